@@ -1,1 +1,40 @@
+//! Packet-level network model.
+//!
+//! # Model
+//! - **Nodes and ports.** Every node of a [`reducelab_topo::Topology`] keeps its ports; a port is
+//!   one direction of a full-duplex link (the *output* side) plus the *ingress* buffer of the
+//!   reverse direction. Hosts may have several NIC ports and send on all at once.
+//! - **Switching.** Output-queued, store-and-forward: a packet is routed when its last bit has
+//!   arrived and the per-hop switch latency has passed, then waits in the FIFO of its output
+//!   port and virtual channel (VC). Transit through a direct-network host (torus router) costs
+//!   the same per-hop latency; delivery to the destination host costs none.
+//! - **Flow control.** `Credit` (default, lossless, InfiniBand style): the switch buffer is
+//!   accounted per ingress port and VC (`buffer_bytes` each); a sender transmits only with
+//!   credits for the downstream ingress buffer; credits return, one link latency later, when
+//!   the packet leaves the downstream node. `DropTail`: the output queue holds at most
+//!   `buffer_bytes`, arrivals beyond that are dropped. In both modes packets are marked ECN
+//!   when they join a queue already holding more than the threshold.
+//! - **Deadlock freedom** in credit mode comes from VCs chosen per topology and routing:
+//!   fat trees/star need one (up*/down*), tori use two dateline VCs with dimension order, and
+//!   Duato's scheme (adaptive VC + dateline escape VCs) with adaptive routing; HyperX with
+//!   dimension order needs one; every other case uses one VC per hop index.
+//!   A run that still cannot progress ends with [`RunEnd::Stalled`] and a reason.
+//! - **Hosts** inject packets lazily from their active messages, round-robin per port, so
+//!   sources never fill the network beyond what credits allow.
+//!
+//! # Determinism
+//! All state lives in arenas indexed by typed ids; events are small `Copy` values in the
+//! kernel's total-order queue; randomness (loss, noise, ECMP salt) comes from streams forked
+//! from the scenario seed. Same topology, config, workload and seed → identical results.
 
+mod config;
+mod network;
+mod packet;
+mod routing;
+
+pub use config::{FlowControl, NetConfig, RoutingAlgo};
+pub use network::{
+    Fault, MsgId, Message, Network, NetworkStats, PortStats, RunEnd, Workload,
+};
+pub use packet::{fingerprint, PacketId};
+pub use routing::VcPolicy;

@@ -1,0 +1,972 @@
+use crate::config::{FlowControl, NetConfig, RoutingAlgo};
+use crate::packet::{fingerprint, Packet, PacketPool, NIL};
+use crate::routing::{torus_is_wrap, VcPolicy};
+use reducelab_des::{EventQueue, Rng, SimDuration, SimTime};
+use reducelab_topo::{MinimalRoutes, NodeId, Shape, Topology};
+use serde::Serialize;
+use std::collections::VecDeque;
+
+/// Index of a message in [`Network::messages`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MsgId(pub u32);
+
+/// A point-to-point message: `bytes` of payload from host `src` to host `dst`.
+#[derive(Clone, Debug)]
+pub struct Message {
+    pub src: u32,
+    pub dst: u32,
+    pub bytes: u64,
+    pub start: SimTime,
+    /// When the last packet was delivered (`SimTime::MAX` while incomplete).
+    pub end: SimTime,
+    /// Free for the workload (e.g. which generator sent it).
+    pub tag: u64,
+    /// NIC port it is sent from (`u16::MAX` = chosen by routing at start).
+    pub port: u16,
+    pub total_packets: u32,
+    pub sent_packets: u32,
+    pub recv_packets: u32,
+    pub recv_bytes: u64,
+    pub fingerprint_expected: u64,
+    pub fingerprint_received: u64,
+}
+
+impl Message {
+    pub fn is_complete(&self) -> bool {
+        self.end != SimTime::MAX
+    }
+    /// Delivered completely, every packet exactly once (fingerprints match).
+    pub fn verified(&self) -> bool {
+        self.is_complete() && self.recv_bytes == self.bytes && self.fingerprint_expected == self.fingerprint_received
+    }
+    pub fn completion_time(&self) -> Option<SimDuration> {
+        self.is_complete().then(|| self.end.since(self.start))
+    }
+}
+
+/// A failure injected at a given time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fault {
+    /// Both directions of the link go down; queued and in-flight packets on it are lost.
+    Link { link: u32, at: SimTime },
+    /// The node and all its links go down; packets inside it are lost.
+    Node { node: u32, at: SimTime },
+}
+
+/// The workload driving a run: starts messages and reacts to deliveries and timers.
+/// Implementations are called synchronously from the event loop (no boxing per event).
+pub trait Workload {
+    fn on_start(&mut self, _net: &mut Network) {}
+    /// Message `msg` has been delivered completely at its destination.
+    fn on_delivered(&mut self, _net: &mut Network, _msg: MsgId) {}
+    fn on_timer(&mut self, _net: &mut Network, _token: u64) {}
+    /// Fraction of the work done, for progress bars.
+    fn progress(&self, _net: &Network) -> f64 {
+        0.0
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum RunEnd {
+    /// The workload called [`Network::stop`].
+    Stopped,
+    /// No events left and every message delivered.
+    Drained,
+    /// The time limit passed.
+    TimeLimit,
+    /// No events left but messages are undelivered; says why.
+    Stalled { reason: String },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    /// The port may transmit (its previous packet finished, or a noise delay ended).
+    Wake { port: u32 },
+    /// Last bit of `pkt` (plus switch latency) at ingress `port`.
+    Arrive { port: u32, pkt: u32 },
+    /// Credits for the ingress buffer across output `port` come back.
+    Credit { port: u32, vc: u8, bytes: u32 },
+    MsgStart { msg: u32 },
+    Timer { token: u64 },
+    Fault { idx: u32 },
+}
+
+#[derive(Clone, Copy, Default)]
+struct VcQueue {
+    head: u32,
+    tail: u32,
+    bytes: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct PortState {
+    busy_until: u64,
+    wake_pending: bool,
+    noise_paid: bool,
+    rr: u8,
+    q_bytes: u64,
+    q_packets: u32,
+    q_last_change: u64,
+    q_area: u128,
+    max_q_bytes: u64,
+    bytes_tx: u64,
+    packets_tx: u64,
+    busy_ps: u64,
+    drops: u64,
+    ecn_marks: u64,
+}
+
+/// Counters of one output port (one direction of a link) at the end of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortStats {
+    pub node: u32,
+    pub port: u16,
+    pub peer_node: u32,
+    pub peer_port: u16,
+    pub link: u32,
+    pub bytes: u64,
+    pub packets: u64,
+    pub busy_ps: u64,
+    pub max_queue_bytes: u64,
+    /// Time-weighted mean queue length over the run.
+    pub mean_queue_bytes: f64,
+    pub drops: u64,
+    pub ecn_marks: u64,
+}
+
+/// Whole-network counters.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct NetworkStats {
+    pub events: u64,
+    pub packets_created: u64,
+    pub packet_hops: u64,
+    pub delivered_packets: u64,
+    pub drops_buffer: u64,
+    pub drops_loss: u64,
+    pub drops_failure: u64,
+    pub drops_no_route: u64,
+    pub ecn_marks: u64,
+    pub peak_packets_in_flight: u32,
+}
+
+/// The simulated network: topology, port and queue state, messages and the event queue.
+pub struct Network {
+    cfg: NetConfig,
+    vc_policy: VcPolicy,
+    nvc: usize,
+    structural: bool,
+    routes: MinimalRoutes,
+    // Per node.
+    node_port_base: Vec<u32>,
+    node_forwards: Vec<bool>,
+    node_host: Vec<u32>,
+    node_up: Vec<bool>,
+    host_node: Vec<u32>,
+    // Per global port (one output direction of a link).
+    port_node: Vec<u32>,
+    port_local: Vec<u16>,
+    port_peer: Vec<u32>,
+    port_link: Vec<u32>,
+    port_bps: Vec<u64>,
+    port_lat: Vec<u64>,
+    ports: Vec<PortState>,
+    vcq: Vec<VcQueue>,
+    credits: Vec<i64>,
+    inject: Vec<VecDeque<u32>>,
+    link_up: Vec<bool>,
+    link_loss: Vec<f64>,
+    // Traffic.
+    pool: PacketPool,
+    messages: Vec<Message>,
+    undelivered: u64,
+    queue: EventQueue<Event>,
+    faults: Vec<Fault>,
+    rng_loss: Rng,
+    rng_noise: Rng,
+    salt: u64,
+    stats: NetworkStats,
+    stop: bool,
+    scratch: Vec<u16>,
+    shape_dims: Vec<u32>,
+}
+
+impl Network {
+    /// Assembles a network. Errors name the offending setting.
+    pub fn new(topo: &Topology, cfg: NetConfig, faults: Vec<Fault>, rng: &Rng) -> Result<Network, String> {
+        if cfg.mtu_bytes <= cfg.header_bytes {
+            return Err(format!("mtu_bytes ({}) must exceed header_bytes ({})", cfg.mtu_bytes, cfg.header_bytes));
+        }
+        if cfg.flow_control == FlowControl::Credit && cfg.buffer_bytes < cfg.mtu_bytes as u64 {
+            return Err(format!("buffer_bytes ({}) must hold at least one MTU ({})", cfg.buffer_bytes, cfg.mtu_bytes));
+        }
+        if !(0.0..=1.0).contains(&cfg.loss_probability) || !(0.0..=1.0).contains(&cfg.noise_probability) {
+            return Err("probabilities must be within [0, 1]".into());
+        }
+        let vc_policy = VcPolicy::choose(topo, cfg.routing, cfg.flow_control)?;
+        let nvc = vc_policy.num_vcs();
+        let structural = matches!(topo.shape, Shape::Torus { .. } | Shape::HyperX { .. });
+        let shape_dims = match &topo.shape {
+            Shape::Torus { dims } | Shape::HyperX { dims } => dims.clone(),
+            _ => Vec::new(),
+        };
+        let mut node_port_base = Vec::with_capacity(topo.nodes.len() + 1);
+        let mut total = 0u32;
+        for n in &topo.nodes {
+            node_port_base.push(total);
+            total += n.ports.len() as u32;
+        }
+        node_port_base.push(total);
+        let np = total as usize;
+        let mut port_node = vec![0; np];
+        let mut port_local = vec![0; np];
+        let mut port_peer = vec![0; np];
+        let mut port_link = vec![0; np];
+        let mut port_bps = vec![0; np];
+        let mut port_lat = vec![0; np];
+        for (ni, n) in topo.nodes.iter().enumerate() {
+            for (pi, p) in n.ports.iter().enumerate() {
+                let g = node_port_base[ni] as usize + pi;
+                port_node[g] = ni as u32;
+                port_local[g] = pi as u16;
+                port_peer[g] = node_port_base[p.peer.idx()] + p.peer_port as u32;
+                port_link[g] = p.link.0;
+                let l = &topo.links[p.link.idx()];
+                port_bps[g] = l.bandwidth_bps;
+                port_lat[g] = l.latency_ps;
+            }
+        }
+        for f in &faults {
+            match *f {
+                Fault::Link { link, .. } if link as usize >= topo.links.len() => {
+                    return Err(format!("fault link {link} does not exist (topology has {} links)", topo.links.len()))
+                }
+                Fault::Node { node, .. } if node as usize >= topo.nodes.len() => {
+                    return Err(format!("fault node {node} does not exist (topology has {} nodes)", topo.nodes.len()))
+                }
+                _ => {}
+            }
+        }
+        let credit0 = if cfg.flow_control == FlowControl::Credit { cfg.buffer_bytes as i64 } else { i64::MAX / 4 };
+        let mut net = Network {
+            routes: MinimalRoutes::new(topo),
+            vc_policy,
+            nvc,
+            structural,
+            node_forwards: topo.nodes.iter().map(|n| n.forwards).collect(),
+            node_host: topo.nodes.iter().map(|n| n.host.unwrap_or(u32::MAX)).collect(),
+            node_up: vec![true; topo.nodes.len()],
+            host_node: topo.hosts.iter().map(|h| h.0).collect(),
+            node_port_base,
+            port_node,
+            port_local,
+            port_peer,
+            port_link,
+            port_bps,
+            port_lat,
+            ports: vec![PortState::default(); np],
+            vcq: vec![VcQueue { head: NIL, tail: NIL, bytes: 0 }; np * nvc],
+            credits: vec![credit0; np * nvc],
+            inject: (0..np).map(|_| VecDeque::new()).collect(),
+            link_up: vec![true; topo.links.len()],
+            link_loss: vec![cfg.loss_probability; topo.links.len()],
+            pool: PacketPool::new(),
+            messages: Vec::new(),
+            undelivered: 0,
+            queue: EventQueue::with_capacity(1 << 16),
+            faults,
+            rng_loss: rng.fork(0x1055),
+            rng_noise: rng.fork(0x4015E),
+            salt: rng.fork(0x5A17).next_u64(),
+            stats: NetworkStats::default(),
+            stop: false,
+            scratch: Vec::with_capacity(64),
+            shape_dims,
+            cfg,
+        };
+        for i in 0..net.faults.len() {
+            let at = match net.faults[i] {
+                Fault::Link { at, .. } | Fault::Node { at, .. } => at,
+            };
+            net.queue.push(at, Event::Fault { idx: i as u32 });
+        }
+        Ok(net)
+    }
+
+    // ----- Public API for workloads -------------------------------------------------------
+
+    pub fn now(&self) -> SimTime {
+        self.queue.now()
+    }
+    pub fn config(&self) -> &NetConfig {
+        &self.cfg
+    }
+    pub fn num_hosts(&self) -> usize {
+        self.host_node.len()
+    }
+    pub fn vc_policy(&self) -> &VcPolicy {
+        &self.vc_policy
+    }
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+    pub fn message(&self, id: MsgId) -> &Message {
+        &self.messages[id.0 as usize]
+    }
+    pub fn stats(&self) -> &NetworkStats {
+        &self.stats
+    }
+    /// Messages sent but not yet delivered.
+    pub fn undelivered(&self) -> u64 {
+        self.undelivered
+    }
+    /// Ends the run after the current event.
+    pub fn stop(&mut self) {
+        self.stop = true;
+    }
+    /// Sets the loss probability of one link (both directions).
+    pub fn set_link_loss(&mut self, link: u32, p: f64) {
+        self.link_loss[link as usize] = p;
+    }
+
+    /// Sends `bytes` from host `src` to host `dst`, starting at `at` (not before now), from
+    /// NIC port `port` or, if `None`, the port routing picks when the message starts.
+    pub fn send(&mut self, src: u32, dst: u32, bytes: u64, at: SimTime, tag: u64, port: Option<u16>) -> MsgId {
+        assert!((src as usize) < self.host_node.len() && (dst as usize) < self.host_node.len(), "host out of range");
+        let payload = self.cfg.payload_per_packet() as u64;
+        let total = bytes.div_ceil(payload).max(1);
+        assert!(total < u32::MAX as u64, "message too large: {bytes} bytes");
+        let id = self.messages.len() as u32;
+        let mut fp = 0u64;
+        for seq in 0..total as u32 {
+            fp = fp.wrapping_add(fingerprint(self.salt, id, seq));
+        }
+        self.messages.push(Message {
+            src,
+            dst,
+            bytes,
+            start: at.max(self.now()),
+            end: SimTime::MAX,
+            tag,
+            port: port.unwrap_or(u16::MAX),
+            total_packets: total as u32,
+            sent_packets: 0,
+            recv_packets: 0,
+            recv_bytes: 0,
+            fingerprint_expected: fp,
+            fingerprint_received: 0,
+        });
+        self.undelivered += 1;
+        self.queue.push(at.max(self.now()), Event::MsgStart { msg: id });
+        MsgId(id)
+    }
+
+    /// Calls [`Workload::on_timer`] with `token` at `at`.
+    pub fn schedule_timer(&mut self, at: SimTime, token: u64) {
+        self.queue.push(at.max(self.now()), Event::Timer { token });
+    }
+
+    /// Runs until the workload stops the run, the queue drains, or `until` passes.
+    /// `progress` is called about every 65k events with the workload's progress estimate.
+    pub fn run<W: Workload>(&mut self, w: &mut W, until: Option<SimTime>, progress: &mut dyn FnMut(f64)) -> RunEnd {
+        w.on_start(self);
+        let limit = until.unwrap_or(SimTime::MAX);
+        loop {
+            if self.stop {
+                self.finish_stats();
+                return RunEnd::Stopped;
+            }
+            match self.queue.peek_time() {
+                None => break,
+                Some(t) if t > limit => {
+                    self.finish_stats();
+                    return RunEnd::TimeLimit;
+                }
+                _ => {}
+            }
+            let (_, ev) = self.queue.pop().expect("peeked");
+            self.stats.events += 1;
+            if self.stats.events & 0xFFFF == 0 {
+                progress(w.progress(self));
+            }
+            match ev {
+                Event::Wake { port } => {
+                    self.ports[port as usize].wake_pending = false;
+                    self.try_start(port);
+                }
+                Event::Arrive { port, pkt } => {
+                    if let Some(msg) = self.arrive(port, pkt) {
+                        w.on_delivered(self, MsgId(msg));
+                    }
+                }
+                Event::Credit { port, vc, bytes } => {
+                    self.credits[port as usize * self.nvc + vc as usize] += bytes as i64;
+                    self.kick(port);
+                }
+                Event::MsgStart { msg } => self.start_message(msg),
+                Event::Timer { token } => w.on_timer(self, token),
+                Event::Fault { idx } => self.apply_fault(idx),
+            }
+        }
+        self.finish_stats();
+        if self.undelivered == 0 {
+            RunEnd::Drained
+        } else {
+            RunEnd::Stalled { reason: self.stall_reason() }
+        }
+    }
+
+    fn stall_reason(&self) -> String {
+        let queued: u64 = self.ports.iter().map(|p| p.q_packets as u64).sum();
+        let waiting: usize = self.inject.iter().filter(|q| !q.is_empty()).count();
+        let s = &self.stats;
+        let lost = s.drops_buffer + s.drops_loss + s.drops_failure + s.drops_no_route;
+        let mut why = Vec::new();
+        if lost > 0 {
+            why.push(format!(
+                "{lost} packets were dropped (buffer {}, link loss {}, failures {}, no route {}) and raw messages have no retransmission",
+                s.drops_buffer, s.drops_loss, s.drops_failure, s.drops_no_route
+            ));
+        }
+        if queued > 0 || waiting > 0 {
+            why.push(format!(
+                "{queued} packets are stuck in queues and {waiting} ports cannot inject for lack of credits or a live link (deadlock or failed link)"
+            ));
+        }
+        if why.is_empty() {
+            why.push("no event is pending (a workload waited for something that never happens)".into());
+        }
+        format!("{} of {} messages undelivered: {}", self.undelivered, self.messages.len(), why.join("; "))
+    }
+
+    // ----- Port machinery ----------------------------------------------------------------
+
+    #[inline]
+    fn kick(&mut self, port: u32) {
+        let now = self.queue.now().0;
+        let ps = &mut self.ports[port as usize];
+        if ps.wake_pending {
+            return;
+        }
+        if now < ps.busy_until {
+            ps.wake_pending = true;
+            let t = ps.busy_until;
+            self.queue.push(SimTime(t), Event::Wake { port });
+            return;
+        }
+        self.try_start(port);
+    }
+
+    fn has_work(&self, port: u32) -> bool {
+        self.ports[port as usize].q_packets > 0 || !self.inject[port as usize].is_empty()
+    }
+
+    /// Starts transmitting the next eligible packet on `port`, if idle.
+    fn try_start(&mut self, port: u32) {
+        let g = port as usize;
+        let now = self.queue.now().0;
+        if now < self.ports[g].busy_until || !self.link_up[self.port_link[g] as usize] {
+            return;
+        }
+        let nvc = self.nvc;
+        let slots = nvc + 1; // VC queues, then local injection
+        let rr = self.ports[g].rr as usize;
+        for k in 0..slots {
+            let idx = (rr + k) % slots;
+            if idx < nvc {
+                let q = self.vcq[g * nvc + idx];
+                if q.head == NIL {
+                    continue;
+                }
+                let size = self.pool.get(q.head).wire_bytes;
+                if self.credits[g * nvc + idx] < size as i64 {
+                    continue;
+                }
+                self.ports[g].rr = ((idx + 1) % slots) as u8;
+                let pkt = self.dequeue(g, idx);
+                self.transmit(port, pkt);
+                return;
+            } else if let Some(&msg) = self.inject[g].front() {
+                let vc = self.injection_vc(port, msg);
+                let size = self.next_packet_size(msg);
+                if self.credits[g * nvc + vc as usize] < size as i64 {
+                    continue;
+                }
+                if self.cfg.noise_probability > 0.0 && !self.ports[g].noise_paid {
+                    self.ports[g].noise_paid = true;
+                    if self.rng_noise.bernoulli(self.cfg.noise_probability) {
+                        let t = now + self.cfg.noise_delay_ps;
+                        self.ports[g].busy_until = t;
+                        self.ports[g].wake_pending = true;
+                        self.queue.push(SimTime(t), Event::Wake { port });
+                        return;
+                    }
+                }
+                self.ports[g].noise_paid = false;
+                self.ports[g].rr = ((idx + 1) % slots) as u8;
+                let pkt = self.make_packet(g, msg, vc, size);
+                self.transmit(port, pkt);
+                return;
+            }
+        }
+    }
+
+    fn next_packet_size(&self, msg: u32) -> u32 {
+        let m = &self.messages[msg as usize];
+        let payload = self.cfg.payload_per_packet() as u64;
+        let sent = m.sent_packets as u64 * payload;
+        let this = m.bytes.saturating_sub(sent).min(payload) as u32;
+        this + self.cfg.header_bytes
+    }
+
+    fn make_packet(&mut self, g: usize, msg: u32, vc: u8, size: u32) -> u32 {
+        let m = &mut self.messages[msg as usize];
+        let seq = m.sent_packets;
+        m.sent_packets += 1;
+        let done = m.sent_packets == m.total_packets;
+        let (src, dst) = (m.src, m.dst);
+        let flow_hash = (fingerprint(self.salt, msg, u32::MAX) >> 32) as u32;
+        let fp = fingerprint(self.salt, msg, seq);
+        let q = &mut self.inject[g];
+        q.pop_front();
+        if !done {
+            q.push_back(msg);
+        }
+        self.stats.packets_created += 1;
+        let id = self.pool.alloc(Packet {
+            next: NIL,
+            wire_bytes: size,
+            payload_bytes: size - self.cfg.header_bytes,
+            src,
+            dst,
+            msg,
+            seq,
+            in_port: NIL,
+            in_vc: 0,
+            vc,
+            hops: 0,
+            ecn: false,
+            flow_hash,
+            fingerprint: fp,
+        });
+        self.stats.peak_packets_in_flight = self.stats.peak_packets_in_flight.max(self.pool.live);
+        id
+    }
+
+    fn injection_vc(&self, port: u32, _msg: u32) -> u8 {
+        match &self.vc_policy {
+            VcPolicy::Single | VcPolicy::HopIndex { .. } => 0,
+            VcPolicy::TorusDateline { dims } => {
+                torus_is_wrap(dims, self.port_node[port as usize], self.port_local[port as usize]) as u8
+            }
+            VcPolicy::TorusDuato { .. } => 2,
+        }
+    }
+
+    fn transmit(&mut self, port: u32, pkt: u32) {
+        let g = port as usize;
+        let now = self.queue.now().0;
+        let p = *self.pool.get(pkt);
+        let size = p.wire_bytes;
+        let ser = SimDuration::serialization(size as u64, self.port_bps[g]).0;
+        let end = now + ser;
+        {
+            let ps = &mut self.ports[g];
+            ps.busy_until = end;
+            ps.bytes_tx += size as u64;
+            ps.packets_tx += 1;
+            ps.busy_ps += ser;
+        }
+        self.credits[g * self.nvc + p.vc as usize] -= size as i64;
+        self.stats.packet_hops += 1;
+        // The packet leaves this node: give the ingress buffer back to the upstream sender.
+        if p.in_port != NIL {
+            let up = self.port_peer[p.in_port as usize];
+            let lat = self.port_lat[p.in_port as usize];
+            self.queue.push(SimTime(now + lat), Event::Credit { port: up, vc: p.in_vc, bytes: size });
+        }
+        let peer_in = self.port_peer[g];
+        let peer_node = self.port_node[peer_in as usize] as usize;
+        let mut delay = ser + self.port_lat[g];
+        if self.node_host[peer_node] != p.dst && self.node_forwards[peer_node] {
+            delay += self.cfg.switch_latency_ps;
+        }
+        self.queue.push(SimTime(now + delay), Event::Arrive { port: peer_in, pkt });
+        if self.has_work(port) {
+            self.ports[g].wake_pending = true;
+            self.queue.push(SimTime(end), Event::Wake { port });
+        }
+    }
+
+    #[inline]
+    fn note_queue_change(ps: &mut PortState, now: u64) {
+        ps.q_area += ps.q_bytes as u128 * (now - ps.q_last_change) as u128;
+        ps.q_last_change = now;
+    }
+
+    fn enqueue(&mut self, port: u32, pkt: u32) {
+        let g = port as usize;
+        let now = self.queue.now().0;
+        let (size, vc) = {
+            let p = self.pool.get(pkt);
+            (p.wire_bytes as u64, p.vc as usize)
+        };
+        let cap = self.cfg.buffer_bytes;
+        let ps = &mut self.ports[g];
+        if self.cfg.flow_control == FlowControl::DropTail && ps.q_bytes + size > cap {
+            ps.drops += 1;
+            self.stats.drops_buffer += 1;
+            self.drop_packet(pkt, false);
+            return;
+        }
+        if let Some(th) = self.cfg.ecn_threshold_bytes {
+            if ps.q_bytes > th {
+                ps.ecn_marks += 1;
+                self.stats.ecn_marks += 1;
+                self.pool.get_mut(pkt).ecn = true;
+            }
+        }
+        Self::note_queue_change(ps, now);
+        ps.q_bytes += size;
+        ps.q_packets += 1;
+        ps.max_q_bytes = ps.max_q_bytes.max(ps.q_bytes);
+        let qi = g * self.nvc + vc;
+        let q = &mut self.vcq[qi];
+        q.bytes += size;
+        if q.tail == NIL {
+            q.head = pkt;
+        } else {
+            let tail = q.tail;
+            self.pool.get_mut(tail).next = pkt;
+        }
+        self.vcq[qi].tail = pkt;
+        self.pool.get_mut(pkt).next = NIL;
+        self.kick(port);
+    }
+
+    fn dequeue(&mut self, g: usize, vc: usize) -> u32 {
+        let now = self.queue.now().0;
+        let qi = g * self.nvc + vc;
+        let pkt = self.vcq[qi].head;
+        let next = self.pool.get(pkt).next;
+        let size = self.pool.get(pkt).wire_bytes as u64;
+        let q = &mut self.vcq[qi];
+        q.head = next;
+        if next == NIL {
+            q.tail = NIL;
+        }
+        q.bytes -= size;
+        let ps = &mut self.ports[g];
+        Self::note_queue_change(ps, now);
+        ps.q_bytes -= size;
+        ps.q_packets -= 1;
+        pkt
+    }
+
+    /// Drops a packet; `return_credit` gives its ingress buffer back (the packet was
+    /// received and discarded, as opposed to vanishing with a failed link).
+    fn drop_packet(&mut self, pkt: u32, return_credit: bool) {
+        let p = *self.pool.get(pkt);
+        if p.in_port != NIL && (return_credit || self.cfg.flow_control == FlowControl::Credit) {
+            let up = self.port_peer[p.in_port as usize];
+            let lat = self.port_lat[p.in_port as usize];
+            let now = self.queue.now().0;
+            self.queue.push(SimTime(now + lat), Event::Credit { port: up, vc: p.in_vc, bytes: p.wire_bytes });
+        }
+        self.pool.release(pkt);
+    }
+
+    // ----- Arrival, routing, delivery ------------------------------------------------------
+
+    /// Returns the message id if this arrival completed a message.
+    fn arrive(&mut self, in_port: u32, pkt: u32) -> Option<u32> {
+        let gi = in_port as usize;
+        let node = self.port_node[gi] as usize;
+        let link = self.port_link[gi] as usize;
+        if !self.link_up[link] || !self.node_up[node] {
+            // Lost with the failed link or node; nobody is left to return its credit.
+            self.stats.drops_failure += 1;
+            self.pool.release(pkt);
+            return None;
+        }
+        {
+            let p = self.pool.get_mut(pkt);
+            p.hops = p.hops.saturating_add(1);
+            p.in_vc = p.vc;
+            p.in_port = in_port;
+        }
+        let loss = self.link_loss[link];
+        if loss > 0.0 && self.rng_loss.bernoulli(loss) {
+            self.stats.drops_loss += 1;
+            let up = self.port_peer[gi] as usize;
+            self.ports[up].drops += 1;
+            self.drop_packet(pkt, true);
+            return None;
+        }
+        let p = *self.pool.get(pkt);
+        if self.node_host[node] == p.dst {
+            self.drop_packet(pkt, true); // consumed by the host: credit goes back at once
+            self.stats.delivered_packets += 1;
+            self.pool_released_delivery(&p)
+        } else if !self.node_forwards[node] {
+            self.stats.drops_no_route += 1;
+            self.drop_packet(pkt, true);
+            None
+        } else {
+            match self.route(node as u32, &p) {
+                Some((out, vc)) => {
+                    self.pool.get_mut(pkt).vc = vc;
+                    self.enqueue(out, pkt);
+                }
+                None => {
+                    self.stats.drops_no_route += 1;
+                    self.drop_packet(pkt, true);
+                }
+            }
+            None
+        }
+    }
+
+    fn pool_released_delivery(&mut self, p: &Packet) -> Option<u32> {
+        let now = self.queue.now();
+        let m = &mut self.messages[p.msg as usize];
+        m.recv_packets += 1;
+        m.recv_bytes += p.payload_bytes as u64;
+        m.fingerprint_received = m.fingerprint_received.wrapping_add(p.fingerprint);
+        if m.recv_packets == m.total_packets {
+            m.end = now;
+            self.undelivered -= 1;
+            Some(p.msg)
+        } else {
+            None
+        }
+    }
+
+    /// Live minimal candidates of `node` towards `dst` as global ports, into `self.scratch`
+    /// (as local port numbers).
+    fn live_candidates(&mut self, node: u32, dst: u32) {
+        let mut buf = std::mem::take(&mut self.scratch);
+        self.routes.candidates(NodeId(node), dst, &mut buf);
+        let base = self.node_port_base[node as usize];
+        buf.retain(|&p| self.link_up[self.port_link[(base + p as u32) as usize] as usize]);
+        self.scratch = buf;
+    }
+
+    /// The deterministic choice among `scratch`: dimension order where the topology has
+    /// dimensions, destination-mod-k otherwise.
+    fn deterministic_pick(&self, dst: u32) -> u16 {
+        if self.structural {
+            self.scratch[0]
+        } else {
+            self.scratch[dst as usize % self.scratch.len()]
+        }
+    }
+
+    fn least_queued(&self, base: u32, start: usize) -> u16 {
+        let n = self.scratch.len();
+        let mut best = self.scratch[start % n];
+        let mut best_q = self.ports[(base + best as u32) as usize].q_bytes;
+        for k in 1..n {
+            let p = self.scratch[(start + k) % n];
+            let q = self.ports[(base + p as u32) as usize].q_bytes;
+            if q < best_q {
+                best = p;
+                best_q = q;
+            }
+        }
+        best
+    }
+
+    /// Picks the output port (global id) and VC for a packet at a forwarding node.
+    fn route(&mut self, node: u32, p: &Packet) -> Option<(u32, u8)> {
+        self.live_candidates(node, p.dst);
+        if self.scratch.is_empty() {
+            return None;
+        }
+        let base = self.node_port_base[node as usize];
+        let n = self.scratch.len();
+        if let VcPolicy::TorusDuato { .. } = self.vc_policy {
+            if p.in_vc == 2 {
+                // Adaptive channel: minimal ports whose downstream adaptive buffer can take
+                // this packet after everything already queued for it.
+                let mut best: Option<(u16, u64)> = None;
+                for k in 0..n {
+                    let lp = self.scratch[(p.flow_hash as usize + k) % n];
+                    let g = (base + lp as u32) as usize;
+                    let free = self.credits[g * 3 + 2] - self.vcq[g * 3 + 2].bytes as i64;
+                    if free >= p.wire_bytes as i64 {
+                        let q = self.ports[g].q_bytes;
+                        if best.is_none_or(|(_, bq)| q < bq) {
+                            best = Some((lp, q));
+                        }
+                    }
+                }
+                if let Some((lp, _)) = best {
+                    return Some((base + lp as u32, 2));
+                }
+            }
+            let lp = self.scratch[0];
+            return Some((base + lp as u32, self.dateline_vc(node, lp, p)));
+        }
+        let lp = match self.cfg.routing {
+            RoutingAlgo::Minimal => self.deterministic_pick(p.dst),
+            RoutingAlgo::Ecmp => self.scratch[p.flow_hash as usize % n],
+            RoutingAlgo::Adaptive => self.least_queued(base, p.flow_hash as usize % n),
+            RoutingAlgo::Canary => {
+                let start = p.dst as usize % n;
+                let def = self.scratch[start];
+                if self.ports[(base + def as u32) as usize].q_bytes * 2 > self.cfg.buffer_bytes {
+                    self.least_queued(base, start)
+                } else {
+                    def
+                }
+            }
+        };
+        let vc = match &self.vc_policy {
+            VcPolicy::Single => 0,
+            VcPolicy::HopIndex { vcs } => p.hops.min(vcs - 1),
+            VcPolicy::TorusDateline { .. } => self.dateline_vc(node, lp, p),
+            VcPolicy::TorusDuato { .. } => unreachable!(),
+        };
+        Some((base + lp as u32, vc))
+    }
+
+    /// Dateline VC for leaving `node` on local port `lp`: 1 on the wrap link of a dimension
+    /// and after it while the packet stays in that dimension on the escape channels.
+    fn dateline_vc(&self, node: u32, lp: u16, p: &Packet) -> u8 {
+        if torus_is_wrap(&self.shape_dims, node, lp) {
+            return 1;
+        }
+        let same_dim = p.in_port != NIL && self.port_local[p.in_port as usize] / 2 == lp / 2;
+        (p.in_vc == 1 && same_dim) as u8
+    }
+
+    fn start_message(&mut self, msg: u32) {
+        let (src, dst, port) = {
+            let m = &self.messages[msg as usize];
+            (m.src, m.dst, m.port)
+        };
+        let node = self.host_node[src as usize];
+        let base = self.node_port_base[node as usize];
+        let nports = self.node_port_base[node as usize + 1] - base;
+        if src == dst {
+            // Local delivery: nothing crosses the network.
+            let m = &mut self.messages[msg as usize];
+            m.sent_packets = m.total_packets;
+            m.recv_packets = m.total_packets;
+            m.recv_bytes = m.bytes;
+            m.fingerprint_received = m.fingerprint_expected;
+            m.end = self.queue.now();
+            self.undelivered -= 1;
+            return;
+        }
+        let lp = if port != u16::MAX && (port as u32) < nports {
+            port
+        } else if nports == 1 {
+            0
+        } else {
+            self.live_candidates(node, dst);
+            if self.scratch.is_empty() {
+                self.stats.drops_no_route += 1;
+                return; // stays undelivered; reported at the end
+            }
+            match self.cfg.routing {
+                RoutingAlgo::Minimal => self.deterministic_pick(dst),
+                RoutingAlgo::Ecmp => {
+                    let h = (fingerprint(self.salt, msg, u32::MAX) >> 32) as usize;
+                    self.scratch[h % self.scratch.len()]
+                }
+                RoutingAlgo::Adaptive | RoutingAlgo::Canary => {
+                    // Spread messages: fewest active injections, then fewest queued bytes.
+                    let mut best = self.scratch[0];
+                    let mut key = (u64::MAX, u64::MAX);
+                    for &c in &self.scratch {
+                        let g = (base + c as u32) as usize;
+                        let k = (self.inject[g].len() as u64, self.ports[g].q_bytes);
+                        if k < key {
+                            key = k;
+                            best = c;
+                        }
+                    }
+                    best
+                }
+            }
+        };
+        self.messages[msg as usize].port = lp;
+        let g = base + lp as u32;
+        self.inject[g as usize].push_back(msg);
+        self.kick(g);
+    }
+
+    fn apply_fault(&mut self, idx: u32) {
+        let f = self.faults[idx as usize];
+        let mut dead_ports = Vec::new();
+        match f {
+            Fault::Link { link, .. } => {
+                self.link_up[link as usize] = false;
+                for g in 0..self.port_link.len() {
+                    if self.port_link[g] == link {
+                        dead_ports.push(g);
+                    }
+                }
+            }
+            Fault::Node { node, .. } => {
+                self.node_up[node as usize] = false;
+                let (b, e) = (self.node_port_base[node as usize], self.node_port_base[node as usize + 1]);
+                for g in b..e {
+                    self.link_up[self.port_link[g as usize] as usize] = false;
+                    dead_ports.push(g as usize);
+                    dead_ports.push(self.port_peer[g as usize] as usize);
+                }
+            }
+        }
+        // Packets queued on dead ports are lost with them.
+        for g in dead_ports {
+            for vc in 0..self.nvc {
+                while self.vcq[g * self.nvc + vc].head != NIL {
+                    let pkt = self.dequeue(g, vc);
+                    self.stats.drops_failure += 1;
+                    self.ports[g].drops += 1;
+                    self.drop_packet(pkt, false);
+                }
+            }
+        }
+    }
+
+    fn finish_stats(&mut self) {
+        let now = self.queue.now().0;
+        for ps in &mut self.ports {
+            Self::note_queue_change(ps, now);
+        }
+    }
+
+    /// Per output port counters (one row per link direction), in global port order.
+    pub fn port_stats(&self) -> Vec<PortStats> {
+        let end = self.queue.now().0.max(1);
+        (0..self.ports.len())
+            .map(|g| {
+                let ps = &self.ports[g];
+                let peer = self.port_peer[g] as usize;
+                PortStats {
+                    node: self.port_node[g],
+                    port: self.port_local[g],
+                    peer_node: self.port_node[peer],
+                    peer_port: self.port_local[peer],
+                    link: self.port_link[g],
+                    bytes: ps.bytes_tx,
+                    packets: ps.packets_tx,
+                    busy_ps: ps.busy_ps,
+                    max_queue_bytes: ps.max_q_bytes,
+                    mean_queue_bytes: ps.q_area as f64 / end as f64,
+                    drops: ps.drops,
+                    ecn_marks: ps.ecn_marks,
+                }
+            })
+            .collect()
+    }
+
+    /// Number of packets currently allocated (in queues or on wires).
+    pub fn packets_in_flight(&self) -> u32 {
+        self.pool.live
+    }
+}

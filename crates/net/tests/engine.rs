@@ -1,0 +1,275 @@
+use reducelab_des::{Rng, SimDuration, SimTime};
+use reducelab_net::*;
+use reducelab_topo::*;
+
+const GBPS100: u64 = 100_000_000_000;
+
+fn lp(bw: u64, lat_ps: u64) -> LinkParams {
+    LinkParams { bandwidth_bps: bw, latency_ps: lat_ps }
+}
+
+/// Sends a fixed list of messages at given times and stops when all are delivered.
+struct Batch {
+    msgs: Vec<(u32, u32, u64, u64)>, // src, dst, bytes, start_ps
+    remaining: usize,
+}
+impl Batch {
+    fn new(msgs: Vec<(u32, u32, u64, u64)>) -> Self {
+        let remaining = msgs.len();
+        Batch { msgs, remaining }
+    }
+}
+impl Workload for Batch {
+    fn on_start(&mut self, net: &mut Network) {
+        for &(s, d, b, t) in &self.msgs {
+            net.send(s, d, b, SimTime(t), 0, None);
+        }
+    }
+    fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
+        self.remaining -= 1;
+        if self.remaining == 0 {
+            net.stop();
+        }
+    }
+}
+
+fn run(topo: &Topology, cfg: NetConfig, msgs: Vec<(u32, u32, u64, u64)>, faults: Vec<Fault>) -> (Network, RunEnd) {
+    let mut net = Network::new(topo, cfg, faults, &Rng::new(1)).unwrap();
+    let mut w = Batch::new(msgs);
+    let end = net.run(&mut w, None, &mut |_| {});
+    (net, end)
+}
+
+fn cfg() -> NetConfig {
+    NetConfig {
+        mtu_bytes: 4096,
+        header_bytes: 64,
+        switch_latency_ps: 300_000,
+        buffer_bytes: 1 << 20,
+        ..NetConfig::default()
+    }
+}
+
+/// Store-and-forward tandem queue (max-plus recurrence): packet `i` starts on link `j` when
+/// it has fully arrived there (plus the node's pipeline latency) and link `j` has finished
+/// packet `i-1`. Exact in integer picoseconds; credits never bind with a 1 MiB buffer.
+fn analytic_ps(bytes: u64, hops: usize, c: &NetConfig, bw: u64, lat: u64) -> u64 {
+    let payload = c.payload_per_packet() as u64;
+    let k = bytes.div_ceil(payload).max(1);
+    let mut link_free = vec![0u64; hops];
+    let mut last_arrival = 0;
+    for i in 0..k {
+        let pb = (bytes - i * payload).min(payload) + c.header_bytes as u64;
+        let ser = SimDuration::serialization(pb, bw).ps();
+        let mut ready = 0; // at the source: available immediately
+        for (j, free) in link_free.iter_mut().enumerate() {
+            let start = ready.max(*free);
+            *free = start + ser;
+            ready = *free + lat + if j + 1 < hops { c.switch_latency_ps } else { 0 };
+        }
+        last_arrival = ready;
+    }
+    last_arrival
+}
+
+#[test]
+fn lone_message_takes_the_analytical_time_exactly() {
+    let c = cfg();
+    let lat = 1_000_000;
+    let cases: Vec<(Topology, u32, u32, usize)> = vec![
+        (star(4, lp(GBPS100, lat)).unwrap(), 0, 3, 2),
+        (fat_tree_3level(4, 2, lp(GBPS100, lat), lp(GBPS100, lat)).unwrap(), 0, 15, 6),
+        (torus(&[8], lp(GBPS100, lat)).unwrap(), 0, 3, 3),
+        (torus(&[4, 4], lp(GBPS100, lat)).unwrap(), 0, 10, 4),
+    ];
+    for (topo, s, d, hops) in cases {
+        for bytes in [1u64, 4032, 4033, 100_000, 1 << 20] {
+            let (net, end) = run(&topo, c.clone(), vec![(s, d, bytes, 0)], vec![]);
+            assert_eq!(end, RunEnd::Stopped);
+            let m = &net.messages()[0];
+            assert!(m.verified());
+            assert_eq!(m.end.ps(), analytic_ps(bytes, hops, &c, GBPS100, lat), "{} bytes={bytes}", topo.name);
+        }
+    }
+}
+
+#[test]
+fn two_flows_share_a_bottleneck_equally() {
+    let topo = star(3, lp(GBPS100, 1_000_000)).unwrap();
+    let bytes = 20_000_000;
+    let (net, _) = run(&topo, cfg(), vec![(0, 2, bytes, 0), (1, 2, bytes, 0)], vec![]);
+    let wire = bytes + bytes.div_ceil(4032) * 64;
+    let fair = SimDuration::serialization(2 * wire, GBPS100).ps() as f64;
+    for m in net.messages() {
+        assert!(m.verified());
+        let t = m.end.ps() as f64;
+        assert!((t / fair - 1.0).abs() < 0.01, "flow finished at {t} ps, fair share predicts {fair}");
+    }
+}
+
+#[test]
+fn credit_flow_control_never_drops_and_drop_tail_does() {
+    let topo = star(9, lp(GBPS100, 1_000_000)).unwrap();
+    let msgs: Vec<_> = (1..9).map(|s| (s, 0, 2_000_000, 0)).collect();
+    let mut c = cfg();
+    c.buffer_bytes = 16 * 1024;
+    c.ecn_threshold_bytes = Some(8 * 1024);
+    let (net, end) = run(&topo, c.clone(), msgs.clone(), vec![]);
+    assert_eq!(end, RunEnd::Stopped);
+    assert_eq!(net.stats().drops_buffer, 0);
+    assert!(net.messages().iter().all(|m| m.verified()));
+    assert!(net.stats().ecn_marks > 0, "incast must build a queue above the ECN threshold");
+    let max_q = net.port_stats().iter().map(|p| p.max_queue_bytes).max().unwrap();
+    assert!(max_q > 8 * 1024);
+
+    c.flow_control = FlowControl::DropTail;
+    let (net, end) = run(&topo, c, msgs, vec![]);
+    assert!(net.stats().drops_buffer > 0);
+    assert!(matches!(end, RunEnd::Stalled { ref reason } if reason.contains("buffer")), "{end:?}");
+    // The output queue never exceeded its buffer.
+    assert!(net.port_stats().iter().all(|p| p.max_queue_bytes <= 16 * 1024));
+}
+
+#[test]
+fn ecn_marks_only_above_threshold() {
+    let topo = star(3, lp(GBPS100, 1_000_000)).unwrap();
+    let mut c = cfg();
+    c.ecn_threshold_bytes = Some(1 << 19); // two flows never queue half a MiB with 64 KiB credits
+    c.buffer_bytes = 64 * 1024;
+    let (net, _) = run(&topo, c, vec![(0, 2, 4_000_000, 0), (1, 2, 4_000_000, 0)], vec![]);
+    assert_eq!(net.stats().ecn_marks, 0);
+}
+
+#[test]
+fn adaptive_routing_moves_load_off_a_hot_port() {
+    // 2 leaves × 4 hosts, 2 spines. All four hosts of leaf 0 send to hosts of leaf 1 whose
+    // indices are equal mod 2, so destination-mod-k sends everything up one spine.
+    let topo = fat_tree_2level(2, 4, 2, 1, None, lp(GBPS100, 1_000_000), lp(GBPS100, 1_000_000)).unwrap();
+    let msgs: Vec<_> = (0..4).map(|s| (s, if s % 2 == 0 { 4 } else { 6 }, 4_000_000, 0)).collect();
+    let mut results = Vec::new();
+    for routing in [RoutingAlgo::Minimal, RoutingAlgo::Adaptive, RoutingAlgo::Canary] {
+        let mut c = cfg();
+        c.routing = routing;
+        c.buffer_bytes = 32 * 1024;
+        let (net, _) = run(&topo, c, msgs.clone(), vec![]);
+        assert!(net.messages().iter().all(|m| m.verified()));
+        // Leaf 0 is node 0; its up ports are 4 and 5.
+        let ps = net.port_stats();
+        let up: Vec<u64> = ps.iter().filter(|p| p.node == 0 && p.port >= 4).map(|p| p.bytes).collect();
+        let end = net.messages().iter().map(|m| m.end.ps()).max().unwrap();
+        results.push((routing, up, end));
+    }
+    let (_, ref up_min, end_min) = results[0];
+    assert_eq!(up_min.iter().filter(|&&b| b == 0).count(), 1, "minimal uses one spine: {up_min:?}");
+    for (r, up, end) in &results[1..] {
+        let (lo, hi) = (*up.iter().min().unwrap() as f64, *up.iter().max().unwrap() as f64);
+        assert!(lo / hi > 0.8, "{r:?} must balance the up ports: {up:?}");
+        assert!((*end as f64) < 0.6 * end_min as f64, "{r:?} finished at {end}, minimal at {end_min}");
+    }
+}
+
+fn all_to_all(n: u32, bytes: u64) -> Vec<(u32, u32, u64, u64)> {
+    let mut v = Vec::new();
+    for s in 0..n {
+        for d in 0..n {
+            if s != d {
+                v.push((s, d, bytes, 0));
+            }
+        }
+    }
+    v
+}
+
+#[test]
+fn lossless_torus_and_hop_index_networks_do_not_deadlock_under_all_to_all() {
+    let l = lp(400_000_000_000, 100_000);
+    let cases = vec![
+        (torus(&[4, 4], l).unwrap(), RoutingAlgo::Minimal),
+        (torus(&[4, 4], l).unwrap(), RoutingAlgo::Adaptive),
+        (torus(&[5, 3, 2], l).unwrap(), RoutingAlgo::Adaptive),
+        (hyperx(&[4, 4], l).unwrap(), RoutingAlgo::Minimal),
+        (hyperx(&[4, 4], l).unwrap(), RoutingAlgo::Adaptive),
+        (hammingmesh(2, 2, 2, 2, l, l).unwrap(), RoutingAlgo::Adaptive),
+        (dragonfly(5, 2, 2, 2, l, l, l).unwrap(), RoutingAlgo::Adaptive),
+    ];
+    for (topo, routing) in cases {
+        let mut c = cfg();
+        c.routing = routing;
+        c.buffer_bytes = 8 * 1024; // two packets per VC: as tight as it gets
+        let n = topo.num_hosts() as u32;
+        let (net, end) = run(&topo, c, all_to_all(n, 50_000), vec![]);
+        assert_eq!(end, RunEnd::Stopped, "{} {routing:?}", topo.name);
+        assert!(net.messages().iter().all(|m| m.verified()));
+        assert_eq!(net.packets_in_flight(), 0);
+    }
+}
+
+#[test]
+fn lossy_links_lose_raw_messages_and_the_run_says_why() {
+    let topo = star(4, lp(GBPS100, 1_000_000)).unwrap();
+    let mut c = cfg();
+    c.loss_probability = 0.01;
+    let (net, end) = run(&topo, c, vec![(0, 1, 4_000_000, 0)], vec![]);
+    assert!(net.stats().drops_loss > 0);
+    match end {
+        RunEnd::Stalled { reason } => assert!(reason.contains("link loss"), "{reason}"),
+        e => panic!("expected a stall, got {e:?}"),
+    }
+}
+
+#[test]
+fn traffic_routes_around_a_failed_link() {
+    // Fail leaf 0's link to spine 0 at t=0; adaptive and minimal routing avoid it.
+    let topo = fat_tree_2level(2, 2, 2, 1, None, lp(GBPS100, 1_000_000), lp(GBPS100, 1_000_000)).unwrap();
+    let up_link = topo.nodes[0].ports[2].link.0;
+    for routing in [RoutingAlgo::Minimal, RoutingAlgo::Adaptive] {
+        let mut c = cfg();
+        c.routing = routing;
+        let (net, end) = run(
+            &topo,
+            c,
+            vec![(0, 2, 1_000_000, 10), (1, 3, 1_000_000, 10)],
+            vec![Fault::Link { link: up_link, at: SimTime(0) }],
+        );
+        assert_eq!(end, RunEnd::Stopped);
+        assert!(net.messages().iter().all(|m| m.verified()));
+        assert_eq!(net.port_stats().iter().find(|p| p.link == up_link && p.node == 0).unwrap().bytes, 0);
+    }
+}
+
+#[test]
+fn a_switch_failing_mid_run_is_reported_not_hung() {
+    let topo = star(4, lp(GBPS100, 1_000_000)).unwrap();
+    let sw = topo.nodes.iter().position(|n| n.kind == NodeKind::Switch).unwrap() as u32;
+    let (net, end) = run(&topo, cfg(), vec![(0, 1, 10_000_000, 0)], vec![Fault::Node { node: sw, at: SimTime(50_000_000) }]);
+    assert!(net.stats().drops_failure > 0);
+    assert!(matches!(end, RunEnd::Stalled { ref reason } if reason.contains("failures")), "{end:?}");
+}
+
+#[test]
+fn same_seed_same_results() {
+    let topo = fat_tree_3level(4, 2, lp(GBPS100, 1_000_000), lp(GBPS100, 1_000_000)).unwrap();
+    let mut c = cfg();
+    c.noise_probability = 0.1;
+    c.noise_delay_ps = 1_000_000;
+    let msgs = all_to_all(16, 30_000);
+    let (a, _) = run(&topo, c.clone(), msgs.clone(), vec![]);
+    let (b, _) = run(&topo, c, msgs, vec![]);
+    let ea: Vec<u64> = a.messages().iter().map(|m| m.end.ps()).collect();
+    let eb: Vec<u64> = b.messages().iter().map(|m| m.end.ps()).collect();
+    assert_eq!(ea, eb);
+    assert_eq!(a.stats().events, b.stats().events);
+}
+
+#[test]
+fn os_noise_delays_injection() {
+    let topo = star(2, lp(GBPS100, 1_000_000)).unwrap();
+    let mut c = cfg();
+    let (quiet, _) = run(&topo, c.clone(), vec![(0, 1, 4_032_000, 0)], vec![]);
+    c.noise_probability = 0.1;
+    c.noise_delay_ps = 1_000_000;
+    let (noisy, _) = run(&topo, c, vec![(0, 1, 4_032_000, 0)], vec![]);
+    // 1000 packets, ~100 delayed by 1 µs each.
+    let extra = noisy.messages()[0].end.ps() - quiet.messages()[0].end.ps();
+    assert!((70_000_000..130_000_000).contains(&extra), "noise added {extra} ps");
+}
