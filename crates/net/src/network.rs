@@ -85,8 +85,6 @@ enum Event {
     Wake { port: u32 },
     /// Last bit of `pkt` (plus switch latency) at ingress `port`.
     Arrive { port: u32, pkt: u32 },
-    /// Credits for the ingress buffer across output `port` come back.
-    Credit { port: u32, vc: u8, bytes: u32 },
     MsgStart { msg: u32 },
     Timer { token: u64 },
     Fault { idx: u32 },
@@ -103,6 +101,8 @@ struct VcQueue {
 struct PortState {
     busy_until: u64,
     wake_pending: bool,
+    /// Has work but no credits, and no credit return is pending: the next return wakes it.
+    credit_blocked: bool,
     noise_paid: bool,
     rr: u8,
     q_bytes: u64,
@@ -173,6 +173,10 @@ pub struct Network {
     ports: Vec<PortState>,
     vcq: Vec<VcQueue>,
     credits: Vec<i64>,
+    /// Credit returns in flight towards each output port: (arrival ps, vc, bytes), in arrival
+    /// order (a link's latency is fixed and returns are sent in event order). Absorbed lazily
+    /// when the port looks at its credits, so an unblocked port costs no event per packet.
+    credit_returns: Vec<VecDeque<(u64, u8, u32)>>,
     inject: Vec<VecDeque<u32>>,
     link_up: Vec<bool>,
     link_loss: Vec<f64>,
@@ -267,6 +271,7 @@ impl Network {
             ports: vec![PortState::default(); np],
             vcq: vec![VcQueue { head: NIL, tail: NIL, bytes: 0 }; np * nvc],
             credits: vec![credit0; np * nvc],
+            credit_returns: (0..np).map(|_| VecDeque::new()).collect(),
             inject: (0..np).map(|_| VecDeque::new()).collect(),
             link_up: vec![true; topo.links.len()],
             link_loss: vec![cfg.loss_probability; topo.links.len()],
@@ -399,10 +404,6 @@ impl Network {
                         w.on_delivered(self, MsgId(msg));
                     }
                 }
-                Event::Credit { port, vc, bytes } => {
-                    self.credits[port as usize * self.nvc + vc as usize] += bytes as i64;
-                    self.kick(port);
-                }
                 Event::MsgStart { msg } => self.start_message(msg),
                 Event::Timer { token } => w.on_timer(self, token),
                 Event::Fault { idx } => self.apply_fault(idx),
@@ -468,6 +469,8 @@ impl Network {
         if now < self.ports[g].busy_until || !self.link_up[self.port_link[g] as usize] {
             return;
         }
+        self.ports[g].credit_blocked = false;
+        self.absorb_credits(g, now);
         let nvc = self.nvc;
         let slots = nvc + 1; // VC queues, then local injection
         let rr = self.ports[g].rr as usize;
@@ -508,6 +511,44 @@ impl Network {
                 self.transmit(port, pkt);
                 return;
             }
+        }
+        // Work is waiting but no credits: sleep until the next credit return.
+        if self.has_work(port) {
+            match self.credit_returns[g].front() {
+                Some(&(t, _, _)) => {
+                    self.ports[g].wake_pending = true;
+                    self.queue.push(SimTime(t), Event::Wake { port });
+                }
+                None => self.ports[g].credit_blocked = true,
+            }
+        }
+    }
+
+    #[inline]
+    fn absorb_credits(&mut self, g: usize, now: u64) {
+        let q = &mut self.credit_returns[g];
+        while let Some(&(t, vc, bytes)) = q.front() {
+            if t > now {
+                break;
+            }
+            self.credits[g * self.nvc + vc as usize] += bytes as i64;
+            q.pop_front();
+        }
+    }
+
+    /// Credits for `bytes` of the ingress buffer behind output `port` arrive there at `at`.
+    #[inline]
+    fn return_credit(&mut self, port: u32, vc: u8, bytes: u32, at: u64) {
+        if self.cfg.flow_control != FlowControl::Credit {
+            return;
+        }
+        let g = port as usize;
+        self.credit_returns[g].push_back((at, vc, bytes));
+        let ps = &mut self.ports[g];
+        if ps.credit_blocked && !ps.wake_pending {
+            ps.credit_blocked = false;
+            ps.wake_pending = true;
+            self.queue.push(SimTime(at), Event::Wake { port });
         }
     }
 
@@ -583,7 +624,7 @@ impl Network {
         if p.in_port != NIL {
             let up = self.port_peer[p.in_port as usize];
             let lat = self.port_lat[p.in_port as usize];
-            self.queue.push(SimTime(now + lat), Event::Credit { port: up, vc: p.in_vc, bytes: size });
+            self.return_credit(up, p.in_vc, size, now + lat);
         }
         let peer_in = self.port_peer[g];
         let peer_node = self.port_node[peer_in as usize] as usize;
@@ -616,7 +657,7 @@ impl Network {
         if self.cfg.flow_control == FlowControl::DropTail && ps.q_bytes + size > cap {
             ps.drops += 1;
             self.stats.drops_buffer += 1;
-            self.drop_packet(pkt, false);
+            self.drop_packet(pkt);
             return;
         }
         if let Some(th) = self.cfg.ecn_threshold_bytes {
@@ -663,15 +704,14 @@ impl Network {
         pkt
     }
 
-    /// Drops a packet; `return_credit` gives its ingress buffer back (the packet was
-    /// received and discarded, as opposed to vanishing with a failed link).
-    fn drop_packet(&mut self, pkt: u32, return_credit: bool) {
+    /// Drops a packet held by a live node, giving its ingress buffer back to the upstream.
+    fn drop_packet(&mut self, pkt: u32) {
         let p = *self.pool.get(pkt);
-        if p.in_port != NIL && (return_credit || self.cfg.flow_control == FlowControl::Credit) {
+        if p.in_port != NIL {
             let up = self.port_peer[p.in_port as usize];
             let lat = self.port_lat[p.in_port as usize];
             let now = self.queue.now().0;
-            self.queue.push(SimTime(now + lat), Event::Credit { port: up, vc: p.in_vc, bytes: p.wire_bytes });
+            self.return_credit(up, p.in_vc, p.wire_bytes, now + lat);
         }
         self.pool.release(pkt);
     }
@@ -700,17 +740,17 @@ impl Network {
             self.stats.drops_loss += 1;
             let up = self.port_peer[gi] as usize;
             self.ports[up].drops += 1;
-            self.drop_packet(pkt, true);
+            self.drop_packet(pkt);
             return None;
         }
         let p = *self.pool.get(pkt);
         if self.node_host[node] == p.dst {
-            self.drop_packet(pkt, true); // consumed by the host: credit goes back at once
+            self.drop_packet(pkt); // consumed by the host: credit goes back at once
             self.stats.delivered_packets += 1;
             self.pool_released_delivery(&p)
         } else if !self.node_forwards[node] {
             self.stats.drops_no_route += 1;
-            self.drop_packet(pkt, true);
+            self.drop_packet(pkt);
             None
         } else {
             match self.route(node as u32, &p) {
@@ -720,7 +760,7 @@ impl Network {
                 }
                 None => {
                     self.stats.drops_no_route += 1;
-                    self.drop_packet(pkt, true);
+                    self.drop_packet(pkt);
                 }
             }
             None
@@ -927,7 +967,7 @@ impl Network {
                     let pkt = self.dequeue(g, vc);
                     self.stats.drops_failure += 1;
                     self.ports[g].drops += 1;
-                    self.drop_packet(pkt, false);
+                    self.drop_packet(pkt);
                 }
             }
         }

@@ -1,1 +1,213 @@
+//! `reducelab._core`: the thin PyO3 layer over `reducelab_sim`.
+//!
+//! Only conversion lives here: Rust results become plain Python dicts, lists and strings, and
+//! `reducelab_sim::ScenarioError` becomes the Python exception `ScenarioError(ValueError)` with
+//! `field` and `reason` attributes. Everything a user sees (result objects, file writing, the CLI,
+//! plots) is in the Python package `reducelab`, which wraps this module.
+//!
+//! The GIL is released while the simulator runs, so other Python threads keep going. The optional
+//! terminal progress bar is drawn from Rust because the simulator takes a plain `fn(f64)`
+//! callback, which cannot capture state; its state is therefore a few process-wide atomics, and
+//! only one run at a time (the first to start) draws a bar.
 
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use reducelab_sim::{EngineStats, RunOptions};
+
+create_exception!(
+    reducelab,
+    ScenarioError,
+    PyValueError,
+    "A scenario (or benchmark name) was rejected. `field` is the dotted path of the offending \
+     field (e.g. `network.bogus`, empty when the error is not about one field); `reason` says why."
+);
+
+/// Builds a Python `ScenarioError` whose message is `FIELD: REASON` (just `REASON` when the error
+/// names no field), with the two parts also available as attributes.
+fn scenario_error(py: Python<'_>, err: &reducelab_sim::ScenarioError) -> PyErr {
+    let py_err = ScenarioError::new_err(err.to_string());
+    let value = py_err.value_bound(py);
+    // Setting attributes on a fresh exception instance cannot fail short of memory exhaustion; if
+    // it does, that error is more informative than the scenario error.
+    if let Err(e) = value
+        .setattr("field", err.field.as_str())
+        .and_then(|()| value.setattr("reason", err.reason.as_str()))
+    {
+        return e;
+    }
+    py_err
+}
+
+fn stats_dict<'py>(py: Python<'py>, stats: &EngineStats) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new_bound(py);
+    d.set_item("wall_seconds", stats.wall_seconds)?;
+    d.set_item("events", stats.events)?;
+    d.set_item("packets", stats.packets)?;
+    d.set_item("packet_hops", stats.packet_hops)?;
+    d.set_item("sim_time_ps", stats.sim_time_ps)?;
+    Ok(d)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Terminal progress bar.
+
+/// The bar appears only for runs that last longer than this, so short runs print nothing extra.
+const PROGRESS_DELAY: Duration = Duration::from_secs(2);
+const BAR_WIDTH: usize = 40;
+
+/// Reference point for the nanosecond timestamps stored in `RUN_START_NS`.
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+/// Wall-clock start of the run that owns the bar, in ns since `EPOCH`.
+static RUN_START_NS: AtomicU64 = AtomicU64::new(0);
+/// Set while some run owns the bar; other concurrent runs then run without one.
+static BAR_OWNED: AtomicBool = AtomicBool::new(false);
+/// Set once the bar has been drawn, so the end of the run knows to finish the line.
+static BAR_DRAWN: AtomicBool = AtomicBool::new(false);
+
+fn now_ns() -> u64 {
+    let epoch = *EPOCH.get_or_init(Instant::now);
+    u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+fn render_bar(fraction: f64, elapsed: Duration) -> String {
+    let fraction = if fraction.is_finite() { fraction.clamp(0.0, 1.0) } else { 0.0 };
+    // Truncation is intended: a cell fills only once its share of the work is done.
+    let filled = ((fraction * BAR_WIDTH as f64) as usize).min(BAR_WIDTH);
+    format!(
+        "\r[{}{}] {:5.1}%  {:.0} s",
+        "#".repeat(filled),
+        "-".repeat(BAR_WIDTH - filled),
+        fraction * 100.0,
+        elapsed.as_secs_f64()
+    )
+}
+
+/// The `fn(f64)` handed to the simulator.
+fn draw_progress(fraction: f64) {
+    let elapsed = Duration::from_nanos(now_ns().saturating_sub(RUN_START_NS.load(Ordering::Relaxed)));
+    if elapsed < PROGRESS_DELAY {
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    // A failed write to the terminal must not abort the simulation.
+    let _ = err.write_all(render_bar(fraction, elapsed).as_bytes());
+    let _ = err.flush();
+    BAR_DRAWN.store(true, Ordering::Relaxed);
+}
+
+/// Owns the progress bar for one run; dropping it finishes the bar's line (also on panic).
+struct ProgressBar {
+    succeeded: bool,
+}
+
+impl ProgressBar {
+    /// Returns `None` (no bar) when stderr is not a terminal or another run already owns the bar.
+    fn start() -> Option<ProgressBar> {
+        if !std::io::stderr().is_terminal() {
+            return None;
+        }
+        if BAR_OWNED.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed).is_err() {
+            return None;
+        }
+        BAR_DRAWN.store(false, Ordering::Relaxed);
+        RUN_START_NS.store(now_ns(), Ordering::Relaxed);
+        Some(ProgressBar { succeeded: false })
+    }
+}
+
+impl Drop for ProgressBar {
+    fn drop(&mut self) {
+        if BAR_DRAWN.swap(false, Ordering::Relaxed) {
+            let elapsed =
+                Duration::from_nanos(now_ns().saturating_sub(RUN_START_NS.load(Ordering::Relaxed)));
+            let mut err = std::io::stderr().lock();
+            if self.succeeded {
+                let _ = err.write_all(render_bar(1.0, elapsed).as_bytes());
+            }
+            let _ = err.write_all(b"\n");
+            let _ = err.flush();
+        }
+        BAR_OWNED.store(false, Ordering::Release);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Module functions.
+
+/// Parses, validates and runs a TOML scenario given as text.
+///
+/// Returns a dict with `summary_json` (str), `files` (list of `(name, contents)`), `table` (str)
+/// and `stats` (engine counters). `seed` overrides the scenario's seed. With `progress=True` a
+/// progress bar is drawn on stderr if it is a terminal and the run lasts more than 2 s.
+/// Raises `ScenarioError` for an invalid scenario. The GIL is released during the run.
+#[pyfunction]
+#[pyo3(signature = (text, seed=None, progress=false))]
+fn run<'py>(
+    py: Python<'py>,
+    text: &str,
+    seed: Option<u64>,
+    progress: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let result = py.allow_threads(|| {
+        let mut bar = if progress { ProgressBar::start() } else { None };
+        let opts = RunOptions {
+            seed,
+            progress: bar.as_ref().map(|_| draw_progress as fn(f64)),
+        };
+        let result = reducelab_sim::run_scenario_str(text, &opts);
+        if let Some(bar) = bar.as_mut() {
+            bar.succeeded = result.is_ok();
+        }
+        result
+    });
+    let out = result.map_err(|e| scenario_error(py, &e))?;
+
+    let files = PyList::empty_bound(py);
+    for (name, contents) in &out.files {
+        files.append(PyTuple::new_bound(py, [name.as_str(), contents.as_str()]))?;
+    }
+    let d = PyDict::new_bound(py);
+    d.set_item("summary_json", out.summary_json)?;
+    d.set_item("files", files)?;
+    d.set_item("table", out.table)?;
+    d.set_item("stats", stats_dict(py, &out.stats)?)?;
+    Ok(d)
+}
+
+/// Names of the built-in engine benchmark scenarios.
+#[pyfunction]
+fn bench_names() -> Vec<&'static str> {
+    reducelab_sim::engine_bench_names()
+}
+
+/// Runs one built-in engine benchmark by name (GIL released).
+///
+/// Returns a dict with `name`, `wall_seconds`, `events`, `packets`, `packet_hops`, `sim_time_ps`
+/// and `peak_rss_bytes`. Raises `ScenarioError` for an unknown name.
+#[pyfunction]
+fn bench_engine<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+    let result = py.allow_threads(|| reducelab_sim::bench_engine(name));
+    let bench = result.map_err(|e| scenario_error(py, &e))?;
+    let d = stats_dict(py, &bench.stats)?;
+    d.set_item("name", bench.name)?;
+    d.set_item("peak_rss_bytes", bench.peak_rss_bytes)?;
+    Ok(d)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_names, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_engine, m)?)?;
+    Ok(())
+}

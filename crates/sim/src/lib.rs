@@ -1,16 +1,28 @@
 //! Scenario files → simulated worlds → result files.
 //!
-//! (API skeleton; implementation in progress.)
+//! `scenario` parses and validates the TOML format (docs/scenario-format.md); `workload`
+//! turns its traffic generators into messages on a [`reducelab_net::Network`]; `report`
+//! writes the result files. Runs are deterministic: the same scenario text and seed give
+//! byte-identical files (wall-clock figures are only in [`EngineStats`], never in files).
 
+pub mod bench;
+pub mod report;
+pub mod scenario;
+pub mod workload;
+
+use reducelab_des::Rng;
+use reducelab_net::Network;
 use std::fmt;
+use std::time::Instant;
+
+pub use scenario::{parse, Scenario, ScenarioFile, Traffic};
 
 /// Options that are not part of the scenario file.
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
     /// Overrides `seed` in the scenario when set.
     pub seed: Option<u64>,
-    /// Called periodically (about every 100 ms of wall time) with the fraction done in [0, 1]
-    /// estimated from simulated progress. Never called when `None`.
+    /// Called about every 65k events with the fraction of foreground bytes delivered.
     pub progress: Option<fn(f64)>,
 }
 
@@ -20,8 +32,7 @@ pub struct RunOptions {
 pub struct RunOutput {
     /// Contents of `summary.json`.
     pub summary_json: String,
-    /// Other files to write into the output directory: (file name, contents), e.g.
-    /// `("messages.csv", ...)`, `("links.csv", ...)`.
+    /// Other files to write into the output directory: (file name, contents).
     pub files: Vec<(String, String)>,
     /// A short human-readable table for the terminal.
     pub table: String,
@@ -57,25 +68,48 @@ impl fmt::Display for ScenarioError {
 }
 impl std::error::Error for ScenarioError {}
 
+/// Parses and validates a TOML scenario without running it.
+pub fn load_scenario_str(text: &str, seed: Option<u64>) -> Result<Scenario, ScenarioError> {
+    parse(text)?.resolve(seed)
+}
+
 /// Parses, validates and runs a TOML scenario.
-pub fn run_scenario_str(_text: &str, _opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
-    Err(ScenarioError { field: String::new(), reason: "not implemented yet".into() })
+pub fn run_scenario_str(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
+    let sc = load_scenario_str(text, opts.seed)?;
+    run_scenario(&sc, opts)
 }
 
-/// One engine benchmark result (see `bench_engine`).
-#[derive(Clone, Debug)]
-pub struct BenchResult {
-    pub name: String,
-    pub stats: EngineStats,
-    pub peak_rss_bytes: u64,
+/// Runs a validated scenario.
+pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
+    let t0 = Instant::now();
+    let rng = Rng::new(sc.seed);
+    let mut net = Network::new(&sc.topology, sc.net.clone(), sc.faults.clone(), &rng)
+        .map_err(|reason| ScenarioError { field: "network".into(), reason })?;
+    let mut w = workload::ScenarioWorkload::new(sc.traffic.clone(), rng.fork(0x7AFF1C));
+    let mut progress = |f: f64| {
+        if let Some(p) = opts.progress {
+            p(f)
+        }
+    };
+    let end = net.run(&mut w, sc.time_limit, &mut progress);
+    if let Some(p) = opts.progress {
+        p(1.0);
+    }
+    let wall = t0.elapsed().as_secs_f64();
+    let r = report::build(sc, &net, &w, &end);
+    let s = net.stats();
+    Ok(RunOutput {
+        summary_json: serde_json::to_string_pretty(&r.summary).expect("json") + "\n",
+        files: vec![("messages.csv".into(), r.messages_csv), ("links.csv".into(), r.links_csv)],
+        table: r.table,
+        stats: EngineStats {
+            wall_seconds: wall,
+            events: s.events,
+            packets: s.packets_created,
+            packet_hops: s.packet_hops,
+            sim_time_ps: net.now().ps(),
+        },
+    })
 }
 
-/// Names of the built-in engine benchmark scenarios (`reducelab bench engine`).
-pub fn engine_bench_names() -> Vec<&'static str> {
-    vec![]
-}
-
-/// Runs one built-in engine benchmark scenario by name.
-pub fn bench_engine(name: &str) -> Result<BenchResult, ScenarioError> {
-    Err(ScenarioError { field: "name".into(), reason: format!("unknown benchmark '{name}'") })
-}
+pub use bench::{bench_engine, engine_bench_names, BenchResult};

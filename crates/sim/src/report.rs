@@ -1,0 +1,196 @@
+//! Result files: `summary.json`, `messages.csv`, `links.csv`, and the terminal table.
+//! Everything here is a pure function of the finished network: no wall-clock values, so the
+//! files are byte-identical for the same scenario and seed.
+
+use crate::scenario::Scenario;
+use crate::workload::ScenarioWorkload;
+use reducelab_net::{Network, RunEnd};
+use reducelab_topo::LinkClass;
+use serde_json::{json, Value};
+use std::fmt::Write;
+
+fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn fct_summary(mut fcts: Vec<u64>) -> Value {
+    fcts.sort_unstable();
+    let mean = if fcts.is_empty() { 0.0 } else { fcts.iter().map(|&x| x as f64).sum::<f64>() / fcts.len() as f64 };
+    json!({
+        "min": fcts.first().copied().unwrap_or(0),
+        "p50": percentile(&fcts, 0.5),
+        "p99": percentile(&fcts, 0.99),
+        "max": fcts.last().copied().unwrap_or(0),
+        "mean": mean,
+    })
+}
+
+pub struct Report {
+    pub summary: Value,
+    pub messages_csv: String,
+    pub links_csv: String,
+    pub table: String,
+}
+
+pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -> Report {
+    let now = net.now().ps();
+    let msgs = net.messages();
+    let verified = msgs.iter().filter(|m| m.verified()).count();
+    let completed = msgs.iter().filter(|m| m.is_complete()).count();
+    // A delivered message whose bytes or fingerprints disagree: lost or duplicated data.
+    let corrupted = msgs.iter().filter(|m| m.is_complete() && !m.verified()).count();
+    // Background generators are cut off when the foreground ends; their last messages are
+    // legitimately incomplete. Foreground messages must all arrive.
+    let fg_incomplete = msgs
+        .iter()
+        .filter(|m| !m.is_complete() && !w.traffic[m.tag as usize].is_background())
+        .count();
+    // Per traffic generator.
+    let mut traffic = Vec::new();
+    for (ti, t) in w.traffic.iter().enumerate() {
+        let mine: Vec<_> = msgs.iter().filter(|m| m.tag == ti as u64).collect();
+        let fcts: Vec<u64> = mine.iter().filter_map(|m| m.completion_time().map(|d| d.ps())).collect();
+        let first = mine.iter().map(|m| m.start.ps()).min().unwrap_or(0);
+        let last = mine.iter().filter(|m| m.is_complete()).map(|m| m.end.ps()).max().unwrap_or(0);
+        let delivered: u64 = mine.iter().filter(|m| m.is_complete()).map(|m| m.bytes).sum();
+        let span = last.saturating_sub(first);
+        traffic.push(json!({
+            "kind": t.kind(),
+            "background": t.is_background(),
+            "messages": mine.len(),
+            "completed": w.counters[ti].completed,
+            "verified": mine.iter().filter(|m| m.verified()).count(),
+            "bytes_delivered": delivered,
+            "first_start_ps": first,
+            "last_end_ps": last,
+            "fct_ps": fct_summary(fcts),
+            "throughput_gbps": if span > 0 { delivered as f64 * 8.0 / (span as f64 * 1e-12) / 1e9 } else { 0.0 },
+        }));
+    }
+    let ports = net.port_stats();
+    let topo = &sc.topology;
+    let mut utils: Vec<f64> = Vec::with_capacity(ports.len());
+    let mut links_csv = String::from("link,from_node,from_port,to_node,to_port,bytes,packets,utilization,max_queue_bytes,mean_queue_bytes,drops,ecn_marks\n");
+    let mut net_utils = Vec::new();
+    for p in &ports {
+        let u = if now > 0 { p.busy_ps as f64 / now as f64 } else { 0.0 };
+        utils.push(u);
+        if topo.links[p.link as usize].class != LinkClass::Host {
+            net_utils.push(u);
+        }
+        let _ = writeln!(
+            links_csv,
+            "{},{},{},{},{},{},{},{:.6},{},{:.1},{},{}",
+            p.link, p.node, p.port, p.peer_node, p.peer_port, p.bytes, p.packets, u, p.max_queue_bytes, p.mean_queue_bytes, p.drops, p.ecn_marks
+        );
+    }
+    let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
+    let maxf = |v: &[f64]| v.iter().cloned().fold(0.0f64, f64::max);
+    let mut messages_csv = String::from("id,src,dst,bytes,start_ps,end_ps,fct_ps,verified\n");
+    for (i, m) in msgs.iter().enumerate() {
+        let (end_s, fct_s) = match m.completion_time() {
+            Some(d) => (m.end.ps().to_string(), d.ps().to_string()),
+            None => (String::new(), String::new()),
+        };
+        let _ = writeln!(messages_csv, "{i},{},{},{},{},{end_s},{fct_s},{}", m.src, m.dst, m.bytes, m.start.ps(), m.verified());
+    }
+    let s = net.stats();
+    let (end_kind, reason) = match end {
+        RunEnd::Stopped => ("completed", None),
+        RunEnd::Drained => ("completed", None),
+        RunEnd::TimeLimit => ("time_limit", None),
+        RunEnd::Stalled { reason } => ("stalled", Some(reason.clone())),
+    };
+    let summary = json!({
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "end": end_kind,
+        "stall_reason": reason,
+        "sim_time_ps": now,
+        "topology": {
+            "name": topo.name,
+            "hosts": topo.num_hosts(),
+            "switches": topo.num_switches(),
+            "links": topo.links.len(),
+            "ports": topo.num_ports(),
+        },
+        "network": {
+            "mtu_bytes": sc.net.mtu_bytes,
+            "header_bytes": sc.net.header_bytes,
+            "switch_latency_ps": sc.net.switch_latency_ps,
+            "buffer_bytes": sc.net.buffer_bytes,
+            "flow_control": format!("{:?}", sc.net.flow_control),
+            "routing": format!("{:?}", sc.net.routing),
+            "virtual_channels": net.vc_policy().num_vcs(),
+        },
+        "messages": {
+            "count": msgs.len(),
+            "completed": completed,
+            "verified": verified,
+            "corrupted": corrupted,
+            "foreground_incomplete": fg_incomplete,
+            "all_verified": corrupted == 0 && fg_incomplete == 0,
+            "fct_ps": fct_summary(msgs.iter().filter_map(|m| m.completion_time().map(|d| d.ps())).collect()),
+        },
+        "traffic": traffic,
+        "links": {
+            "directions": ports.len(),
+            "mean_utilization": mean(&utils),
+            "max_utilization": maxf(&utils),
+            "network_mean_utilization": mean(&net_utils),
+            "total_bytes": ports.iter().map(|p| p.bytes).sum::<u64>(),
+            "max_queue_bytes": ports.iter().map(|p| p.max_queue_bytes).max().unwrap_or(0),
+        },
+        "drops": {
+            "buffer": s.drops_buffer,
+            "loss": s.drops_loss,
+            "failure": s.drops_failure,
+            "no_route": s.drops_no_route,
+        },
+        "ecn_marks": s.ecn_marks,
+        "engine": {
+            "events": s.events,
+            "packets": s.packets_created,
+            "packet_hops": s.packet_hops,
+            "peak_packets_in_flight": s.peak_packets_in_flight,
+        },
+    });
+    let mut table = String::new();
+    let _ = writeln!(table, "scenario   {}  (seed {})", sc.name, sc.seed);
+    let _ = writeln!(table, "topology   {}: {} hosts, {} switches, {} links", topo.name, topo.num_hosts(), topo.num_switches(), topo.links.len());
+    let _ = writeln!(table, "end        {end_kind} at {:.3} us simulated", now as f64 * 1e-6);
+    if let Some(r) = &reason {
+        let _ = writeln!(table, "why        {r}");
+    }
+    let _ = writeln!(table, "{:<16} {:>9} {:>9} {:>9} {:>12} {:>12} {:>12} {:>10}", "traffic", "messages", "done", "verified", "fct p50 us", "fct p99 us", "fct max us", "Gb/s");
+    for t in summary["traffic"].as_array().unwrap() {
+        let f = &t["fct_ps"];
+        let us = |v: &Value| v.as_u64().unwrap_or(0) as f64 * 1e-6;
+        let _ = writeln!(
+            table,
+            "{:<16} {:>9} {:>9} {:>9} {:>12.3} {:>12.3} {:>12.3} {:>10.1}",
+            t["kind"].as_str().unwrap(),
+            t["messages"].as_u64().unwrap_or(0),
+            t["completed"].as_u64().unwrap_or(0),
+            t["verified"].as_u64().unwrap_or(0),
+            us(&f["p50"]),
+            us(&f["p99"]),
+            us(&f["max"]),
+            t["throughput_gbps"].as_f64().unwrap_or(0.0)
+        );
+    }
+    let _ = writeln!(
+        table,
+        "links      mean utilisation {:.1}% (network links {:.1}%), max {:.1}%; drops {}; ECN marks {}",
+        100.0 * mean(&utils),
+        100.0 * mean(&net_utils),
+        100.0 * maxf(&utils),
+        s.drops_buffer + s.drops_loss + s.drops_failure + s.drops_no_route,
+        s.ecn_marks
+    );
+    Report { summary, messages_csv, links_csv, table }
+}

@@ -1,0 +1,685 @@
+//! The scenario file format (TOML). See `docs/scenario-format.md`.
+//!
+//! Parsing is strict: unknown keys, wrong types and impossible values are errors that name the
+//! field by its dotted path (`network.routing`, `traffic[1].bytes`) and say why.
+
+use crate::ScenarioError;
+use reducelab_des::{SimDuration, SimTime};
+use reducelab_net::{Fault, FlowControl, NetConfig, RoutingAlgo};
+use reducelab_topo::{self as topo, LinkParams, Topology};
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    pub topology: TopologySpec,
+    #[serde(default)]
+    pub network: NetworkSpec,
+    #[serde(default)]
+    pub noise: NoiseSpec,
+    #[serde(default)]
+    pub traffic: Vec<TrafficSpec>,
+    #[serde(default)]
+    pub faults: Vec<FaultSpec>,
+    #[serde(default)]
+    pub run: RunSpec,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TopologyKind {
+    Star,
+    #[serde(rename = "fat_tree_2")]
+    FatTree2,
+    #[serde(rename = "fat_tree_3")]
+    FatTree3,
+    Torus,
+    Hyperx,
+    Hammingmesh,
+    Dragonfly,
+}
+
+/// All topology parameters; which are required depends on `kind`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySpec {
+    pub kind: Option<TopologyKind>,
+    pub bandwidth_gbps: Option<f64>,
+    pub latency_ns: Option<f64>,
+    pub host_bandwidth_gbps: Option<f64>,
+    pub host_latency_ns: Option<f64>,
+    // star
+    pub hosts: Option<u32>,
+    // fat_tree_2
+    pub leaves: Option<u32>,
+    pub hosts_per_leaf: Option<u32>,
+    pub spines: Option<u32>,
+    pub links_per_spine: Option<u32>,
+    pub radix: Option<u32>,
+    // fat_tree_3
+    pub k: Option<u32>,
+    pub hosts_per_edge: Option<u32>,
+    // torus / hyperx
+    pub dims: Option<Vec<u32>>,
+    // hammingmesh
+    pub board: Option<Vec<u32>>,
+    pub grid: Option<Vec<u32>>,
+    pub board_latency_ns: Option<f64>,
+    // dragonfly
+    pub groups: Option<u32>,
+    pub routers_per_group: Option<u32>,
+    pub hosts_per_router: Option<u32>,
+    pub global_per_router: Option<u32>,
+    pub global_latency_ns: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowControlSpec {
+    Credit,
+    DropTail,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RoutingSpec {
+    Minimal,
+    Ecmp,
+    Adaptive,
+    Canary,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    #[serde(default = "d_mtu")]
+    pub mtu_bytes: u32,
+    #[serde(default = "d_header")]
+    pub header_bytes: u32,
+    #[serde(default = "d_switch_latency")]
+    pub switch_latency_ns: f64,
+    #[serde(default = "d_buffer")]
+    pub buffer_bytes: u64,
+    #[serde(default = "d_fc")]
+    pub flow_control: FlowControlSpec,
+    pub ecn_threshold_bytes: Option<u64>,
+    #[serde(default = "d_routing")]
+    pub routing: RoutingSpec,
+    #[serde(default)]
+    pub loss_probability: f64,
+}
+fn d_mtu() -> u32 {
+    4096
+}
+fn d_header() -> u32 {
+    64
+}
+fn d_switch_latency() -> f64 {
+    100.0
+}
+fn d_buffer() -> u64 {
+    64 * 1024
+}
+fn d_fc() -> FlowControlSpec {
+    FlowControlSpec::Credit
+}
+fn d_routing() -> RoutingSpec {
+    RoutingSpec::Adaptive
+}
+impl Default for NetworkSpec {
+    fn default() -> Self {
+        NetworkSpec {
+            mtu_bytes: d_mtu(),
+            header_bytes: d_header(),
+            switch_latency_ns: d_switch_latency(),
+            buffer_bytes: d_buffer(),
+            flow_control: d_fc(),
+            ecn_threshold_bytes: None,
+            routing: d_routing(),
+            loss_probability: 0.0,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NoiseSpec {
+    #[serde(default)]
+    pub probability: f64,
+    #[serde(default)]
+    pub delay_ns: f64,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TrafficKind {
+    /// Explicit list of messages.
+    Messages,
+    /// Every host of the set sends `bytes` to a distinct host of the set (random
+    /// permutation without fixed points).
+    Permutation,
+    /// `senders` all send `bytes` to `receiver`.
+    Incast,
+    /// Background: every host of the set keeps `inflight` messages of `bytes` going, each to
+    /// a new uniformly random peer of the set (Canary §5.2), until the foreground is done.
+    RandomUniform,
+}
+
+/// One traffic generator; which fields apply depends on `kind`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficSpec {
+    pub kind: Option<TrafficKind>,
+    pub hosts: Option<HostsSpec>,
+    pub bytes: Option<u64>,
+    pub start_ns: Option<f64>,
+    pub receiver: Option<u32>,
+    pub senders: Option<Vec<u32>>,
+    pub inflight: Option<u32>,
+    /// `[[src, dst, bytes, start_ns], ...]` for `kind = "messages"`.
+    pub list: Option<Vec<[u64; 4]>>,
+}
+
+/// `"all"` or an explicit list of host indices.
+#[derive(Debug, Deserialize, Clone)]
+#[serde(untagged)]
+pub enum HostsSpec {
+    Keyword(String),
+    List(Vec<u32>),
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    Link,
+    Node,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    pub kind: FaultKind,
+    pub link: Option<u32>,
+    pub node: Option<u32>,
+    pub at_ns: f64,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    pub time_limit_us: Option<f64>,
+}
+
+/// A validated scenario, ready to assemble.
+pub struct Scenario {
+    pub name: String,
+    pub seed: u64,
+    pub topology: Topology,
+    pub net: NetConfig,
+    pub traffic: Vec<Traffic>,
+    pub faults: Vec<Fault>,
+    pub time_limit: Option<SimTime>,
+}
+
+/// A validated traffic generator.
+#[derive(Clone, Debug)]
+pub enum Traffic {
+    Messages { list: Vec<(u32, u32, u64, SimTime)> },
+    Permutation { hosts: Vec<u32>, bytes: u64, start: SimTime },
+    Incast { senders: Vec<u32>, receiver: u32, bytes: u64, start: SimTime },
+    RandomUniform { hosts: Vec<u32>, bytes: u64, inflight: u32, start: SimTime },
+}
+
+impl Traffic {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Traffic::Messages { .. } => "messages",
+            Traffic::Permutation { .. } => "permutation",
+            Traffic::Incast { .. } => "incast",
+            Traffic::RandomUniform { .. } => "random_uniform",
+        }
+    }
+    pub fn is_background(&self) -> bool {
+        matches!(self, Traffic::RandomUniform { .. })
+    }
+}
+
+fn e<T>(field: impl Into<String>, reason: impl Into<String>) -> Result<T, ScenarioError> {
+    Err(ScenarioError { field: field.into(), reason: reason.into() })
+}
+
+/// Parses TOML text into a [`ScenarioFile`], with the dotted path of any error.
+pub fn parse(text: &str) -> Result<ScenarioFile, ScenarioError> {
+    let de = toml::Deserializer::new(text);
+    serde_path_to_error::deserialize(de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let mut reason = inner.message().to_string();
+        if let Some(span) = inner.span() {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            reason = format!("{reason} (line {line})");
+        }
+        ScenarioError { field: if path == "." { String::new() } else { path }, reason }
+    })
+}
+
+fn pos_f64(field: &str, v: f64) -> Result<f64, ScenarioError> {
+    if !v.is_finite() || v <= 0.0 {
+        return e(field, format!("must be a positive number, got {v}"));
+    }
+    Ok(v)
+}
+
+fn nonneg_f64(field: &str, v: f64) -> Result<f64, ScenarioError> {
+    if !v.is_finite() || v < 0.0 {
+        return e(field, format!("must be a non-negative number, got {v}"));
+    }
+    Ok(v)
+}
+
+fn ns_to_ps(field: &str, ns: f64) -> Result<u64, ScenarioError> {
+    let ns = nonneg_f64(field, ns)?;
+    let ps = (ns * 1000.0).round();
+    if ps > 1e18 {
+        return e(field, "is too large");
+    }
+    Ok(ps as u64)
+}
+
+fn gbps_to_bps(field: &str, g: f64) -> Result<u64, ScenarioError> {
+    let g = pos_f64(field, g)?;
+    if g > 1e6 {
+        return e(field, format!("{g} Gb/s is beyond any link; the unit is Gb/s"));
+    }
+    Ok((g * 1e9).round() as u64)
+}
+
+fn req<T: Copy>(field: &str, v: Option<T>, kind: &str) -> Result<T, ScenarioError> {
+    match v {
+        Some(v) => Ok(v),
+        None => e(field, format!("is required for kind = \"{kind}\"")),
+    }
+}
+
+impl TopologySpec {
+    fn build(&self) -> Result<Topology, ScenarioError> {
+        let kind = match self.kind {
+            Some(k) => k,
+            None => return e("topology.kind", "is required (star, fat_tree_2, fat_tree_3, torus, hyperx, hammingmesh, dragonfly)"),
+        };
+        let kname = match kind {
+            TopologyKind::Star => "star",
+            TopologyKind::FatTree2 => "fat_tree_2",
+            TopologyKind::FatTree3 => "fat_tree_3",
+            TopologyKind::Torus => "torus",
+            TopologyKind::Hyperx => "hyperx",
+            TopologyKind::Hammingmesh => "hammingmesh",
+            TopologyKind::Dragonfly => "dragonfly",
+        };
+        let bw = gbps_to_bps("topology.bandwidth_gbps", req("topology.bandwidth_gbps", self.bandwidth_gbps, kname)?)?;
+        let lat = ns_to_ps("topology.latency_ns", req("topology.latency_ns", self.latency_ns, kname)?)?;
+        let net = LinkParams { bandwidth_bps: bw, latency_ps: lat };
+        let host = LinkParams {
+            bandwidth_bps: match self.host_bandwidth_gbps {
+                Some(g) => gbps_to_bps("topology.host_bandwidth_gbps", g)?,
+                None => bw,
+            },
+            latency_ps: match self.host_latency_ns {
+                Some(l) => ns_to_ps("topology.host_latency_ns", l)?,
+                None => lat,
+            },
+        };
+        // Reject parameters that the chosen kind does not use: a typo'd kind must not
+        // silently ignore half of the table.
+        let used: &[&str] = match kind {
+            TopologyKind::Star => &["hosts", "host_bandwidth_gbps", "host_latency_ns"],
+            TopologyKind::FatTree2 => {
+                &["leaves", "hosts_per_leaf", "spines", "links_per_spine", "radix", "host_bandwidth_gbps", "host_latency_ns"]
+            }
+            TopologyKind::FatTree3 => &["k", "hosts_per_edge", "host_bandwidth_gbps", "host_latency_ns"],
+            TopologyKind::Torus | TopologyKind::Hyperx => &["dims"],
+            TopologyKind::Hammingmesh => &["board", "grid", "board_latency_ns"],
+            TopologyKind::Dragonfly => &[
+                "groups",
+                "routers_per_group",
+                "hosts_per_router",
+                "global_per_router",
+                "global_latency_ns",
+                "host_bandwidth_gbps",
+                "host_latency_ns",
+            ],
+        };
+        let present: [(&str, bool); 17] = [
+            ("hosts", self.hosts.is_some()),
+            ("leaves", self.leaves.is_some()),
+            ("hosts_per_leaf", self.hosts_per_leaf.is_some()),
+            ("spines", self.spines.is_some()),
+            ("links_per_spine", self.links_per_spine.is_some()),
+            ("radix", self.radix.is_some()),
+            ("k", self.k.is_some()),
+            ("hosts_per_edge", self.hosts_per_edge.is_some()),
+            ("dims", self.dims.is_some()),
+            ("board", self.board.is_some()),
+            ("grid", self.grid.is_some()),
+            ("board_latency_ns", self.board_latency_ns.is_some()),
+            ("groups", self.groups.is_some()),
+            ("routers_per_group", self.routers_per_group.is_some()),
+            ("hosts_per_router", self.hosts_per_router.is_some()),
+            ("global_per_router", self.global_per_router.is_some()),
+            ("global_latency_ns", self.global_latency_ns.is_some()),
+        ];
+        for (name, is) in present {
+            if is && !used.contains(&name) {
+                return e(format!("topology.{name}"), format!("is not a parameter of kind = \"{kname}\""));
+            }
+        }
+        if kind != TopologyKind::Star && kind != TopologyKind::FatTree2 && kind != TopologyKind::FatTree3 && kind != TopologyKind::Dragonfly {
+            for (name, is) in [("host_bandwidth_gbps", self.host_bandwidth_gbps.is_some()), ("host_latency_ns", self.host_latency_ns.is_some())] {
+                if is {
+                    return e(format!("topology.{name}"), format!("is not a parameter of kind = \"{kname}\" (a direct network has no host links)"));
+                }
+            }
+        }
+        let wrap = |r: Result<Topology, topo::TopoError>| {
+            r.map_err(|te| ScenarioError { field: format!("topology.{}", te.param), reason: te.reason })
+        };
+        let dims2 = |field: &str, v: &Option<Vec<u32>>| -> Result<(u32, u32), ScenarioError> {
+            match v {
+                Some(v) if v.len() == 2 => Ok((v[0], v[1])),
+                Some(v) => e(format!("topology.{field}"), format!("must have two entries [x, y], got {}", v.len())),
+                None => e(format!("topology.{field}"), "is required for kind = \"hammingmesh\""),
+            }
+        };
+        match kind {
+            TopologyKind::Star => wrap(topo::star(req("topology.hosts", self.hosts, kname)?, host)),
+            TopologyKind::FatTree2 => wrap(topo::fat_tree_2level(
+                req("topology.leaves", self.leaves, kname)?,
+                req("topology.hosts_per_leaf", self.hosts_per_leaf, kname)?,
+                req("topology.spines", self.spines, kname)?,
+                self.links_per_spine.unwrap_or(1),
+                self.radix,
+                host,
+                net,
+            )),
+            TopologyKind::FatTree3 => {
+                let k = req("topology.k", self.k, kname)?;
+                wrap(topo::fat_tree_3level(k, self.hosts_per_edge.unwrap_or(k / 2), host, net))
+            }
+            TopologyKind::Torus => match &self.dims {
+                Some(d) => wrap(topo::torus(d, net)),
+                None => e("topology.dims", "is required for kind = \"torus\""),
+            },
+            TopologyKind::Hyperx => match &self.dims {
+                Some(d) => wrap(topo::hyperx(d, net)),
+                None => e("topology.dims", "is required for kind = \"hyperx\""),
+            },
+            TopologyKind::Hammingmesh => {
+                let (bx, by) = dims2("board", &self.board)?;
+                let (gx, gy) = dims2("grid", &self.grid)?;
+                let board = LinkParams {
+                    bandwidth_bps: bw,
+                    latency_ps: match self.board_latency_ns {
+                        Some(l) => ns_to_ps("topology.board_latency_ns", l)?,
+                        None => lat,
+                    },
+                };
+                wrap(topo::hammingmesh(bx, by, gx, gy, board, net))
+            }
+            TopologyKind::Dragonfly => {
+                let global = LinkParams {
+                    bandwidth_bps: bw,
+                    latency_ps: match self.global_latency_ns {
+                        Some(l) => ns_to_ps("topology.global_latency_ns", l)?,
+                        None => lat,
+                    },
+                };
+                wrap(topo::dragonfly(
+                    req("topology.groups", self.groups, kname)?,
+                    req("topology.routers_per_group", self.routers_per_group, kname)?,
+                    req("topology.hosts_per_router", self.hosts_per_router, kname)?,
+                    req("topology.global_per_router", self.global_per_router, kname)?,
+                    host,
+                    net,
+                    global,
+                ))
+            }
+        }
+    }
+}
+
+fn host_list(field: &str, spec: &Option<HostsSpec>, n: u32) -> Result<Vec<u32>, ScenarioError> {
+    match spec {
+        None => Ok((0..n).collect()),
+        Some(HostsSpec::Keyword(k)) if k == "all" => Ok((0..n).collect()),
+        Some(HostsSpec::Keyword(k)) => e(field, format!("must be \"all\" or a list of host indices, got \"{k}\"")),
+        Some(HostsSpec::List(v)) => {
+            let mut seen = vec![false; n as usize];
+            for (i, &h) in v.iter().enumerate() {
+                if h >= n {
+                    return e(format!("{field}[{i}]"), format!("host {h} does not exist (the topology has {n} hosts)"));
+                }
+                if seen[h as usize] {
+                    return e(format!("{field}[{i}]"), format!("host {h} is listed twice"));
+                }
+                seen[h as usize] = true;
+            }
+            Ok(v.clone())
+        }
+    }
+}
+
+impl ScenarioFile {
+    /// Validates every field and builds the topology.
+    pub fn resolve(&self, seed_override: Option<u64>) -> Result<Scenario, ScenarioError> {
+        if self.name.trim().is_empty() {
+            return e("name", "must not be empty");
+        }
+        let topology = self.topology.build()?;
+        let n = topology.num_hosts() as u32;
+        let nw = &self.network;
+        if nw.mtu_bytes < 64 || nw.mtu_bytes > 65536 {
+            return e("network.mtu_bytes", format!("must be within 64..=65536, got {}", nw.mtu_bytes));
+        }
+        if nw.header_bytes >= nw.mtu_bytes {
+            return e("network.header_bytes", format!("must be smaller than mtu_bytes ({}), got {}", nw.mtu_bytes, nw.header_bytes));
+        }
+        if nw.flow_control == FlowControlSpec::Credit && nw.buffer_bytes < nw.mtu_bytes as u64 {
+            return e("network.buffer_bytes", format!("must hold at least one MTU ({} bytes) with credit flow control, got {}", nw.mtu_bytes, nw.buffer_bytes));
+        }
+        if nw.buffer_bytes == 0 {
+            return e("network.buffer_bytes", "must be > 0");
+        }
+        if !(0.0..=1.0).contains(&nw.loss_probability) {
+            return e("network.loss_probability", format!("must be within [0, 1], got {}", nw.loss_probability));
+        }
+        if !(0.0..=1.0).contains(&self.noise.probability) {
+            return e("noise.probability", format!("must be within [0, 1], got {}", self.noise.probability));
+        }
+        let net = NetConfig {
+            mtu_bytes: nw.mtu_bytes,
+            header_bytes: nw.header_bytes,
+            switch_latency_ps: ns_to_ps("network.switch_latency_ns", nw.switch_latency_ns)?,
+            buffer_bytes: nw.buffer_bytes,
+            flow_control: match nw.flow_control {
+                FlowControlSpec::Credit => FlowControl::Credit,
+                FlowControlSpec::DropTail => FlowControl::DropTail,
+            },
+            ecn_threshold_bytes: nw.ecn_threshold_bytes,
+            routing: match nw.routing {
+                RoutingSpec::Minimal => RoutingAlgo::Minimal,
+                RoutingSpec::Ecmp => RoutingAlgo::Ecmp,
+                RoutingSpec::Adaptive => RoutingAlgo::Adaptive,
+                RoutingSpec::Canary => RoutingAlgo::Canary,
+            },
+            loss_probability: nw.loss_probability,
+            noise_probability: self.noise.probability,
+            noise_delay_ps: ns_to_ps("noise.delay_ns", self.noise.delay_ns)?,
+        };
+        if let Err(reason) = reducelab_net::VcPolicy::choose(&topology, net.routing, net.flow_control) {
+            return e("network.routing", reason);
+        }
+        let mut traffic = Vec::new();
+        for (i, t) in self.traffic.iter().enumerate() {
+            traffic.push(resolve_traffic(&format!("traffic[{i}]"), t, n)?);
+        }
+        if traffic.is_empty() {
+            return e("traffic", "at least one [[traffic]] entry is needed");
+        }
+        let time_limit = match self.run.time_limit_us {
+            Some(us) => Some(SimTime(ns_to_ps("run.time_limit_us", pos_f64("run.time_limit_us", us)? * 1000.0)?)),
+            None => None,
+        };
+        if traffic.iter().all(|t| t.is_background()) && time_limit.is_none() {
+            return e("run.time_limit_us", "is required when all traffic is background (random_uniform never ends by itself)");
+        }
+        let mut faults = Vec::new();
+        for (i, f) in self.faults.iter().enumerate() {
+            let at = SimTime(ns_to_ps(&format!("faults[{i}].at_ns"), f.at_ns)?);
+            faults.push(match f.kind {
+                FaultKind::Link => {
+                    if f.node.is_some() {
+                        return e(format!("faults[{i}].node"), "is not used by kind = \"link\"");
+                    }
+                    let link = req(&format!("faults[{i}].link"), f.link, "link")?;
+                    if link as usize >= topology.links.len() {
+                        return e(format!("faults[{i}].link"), format!("link {link} does not exist (the topology has {} links)", topology.links.len()));
+                    }
+                    Fault::Link { link, at }
+                }
+                FaultKind::Node => {
+                    if f.link.is_some() {
+                        return e(format!("faults[{i}].link"), "is not used by kind = \"node\"");
+                    }
+                    let node = req(&format!("faults[{i}].node"), f.node, "node")?;
+                    if node as usize >= topology.nodes.len() {
+                        return e(format!("faults[{i}].node"), format!("node {node} does not exist (the topology has {} nodes)", topology.nodes.len()));
+                    }
+                    Fault::Node { node, at }
+                }
+            });
+        }
+        Ok(Scenario {
+            name: self.name.clone(),
+            seed: seed_override.unwrap_or(self.seed),
+            topology,
+            net,
+            traffic,
+            faults,
+            time_limit,
+        })
+    }
+}
+
+fn resolve_traffic(f: &str, t: &TrafficSpec, n: u32) -> Result<Traffic, ScenarioError> {
+    let kind = match t.kind {
+        Some(k) => k,
+        None => return e(format!("{f}.kind"), "is required (messages, permutation, incast, random_uniform)"),
+    };
+    let kname = match kind {
+        TrafficKind::Messages => "messages",
+        TrafficKind::Permutation => "permutation",
+        TrafficKind::Incast => "incast",
+        TrafficKind::RandomUniform => "random_uniform",
+    };
+    let used: &[&str] = match kind {
+        TrafficKind::Messages => &["list"],
+        TrafficKind::Permutation => &["hosts", "bytes", "start_ns"],
+        TrafficKind::Incast => &["senders", "receiver", "bytes", "start_ns"],
+        TrafficKind::RandomUniform => &["hosts", "bytes", "start_ns", "inflight"],
+    };
+    for (name, is) in [
+        ("hosts", t.hosts.is_some()),
+        ("bytes", t.bytes.is_some()),
+        ("start_ns", t.start_ns.is_some()),
+        ("receiver", t.receiver.is_some()),
+        ("senders", t.senders.is_some()),
+        ("inflight", t.inflight.is_some()),
+        ("list", t.list.is_some()),
+    ] {
+        if is && !used.contains(&name) {
+            return e(format!("{f}.{name}"), format!("is not a parameter of kind = \"{kname}\""));
+        }
+    }
+    let start = SimTime(ns_to_ps(&format!("{f}.start_ns"), t.start_ns.unwrap_or(0.0))?);
+    let bytes = |t: &TrafficSpec| -> Result<u64, ScenarioError> {
+        let b = req(&format!("{f}.bytes"), t.bytes, kname)?;
+        if b > 1 << 40 {
+            return e(format!("{f}.bytes"), format!("{b} bytes is more than 1 TiB"));
+        }
+        Ok(b)
+    };
+    Ok(match kind {
+        TrafficKind::Messages => {
+            let list = match &t.list {
+                Some(l) if !l.is_empty() => l,
+                Some(_) => return e(format!("{f}.list"), "must not be empty"),
+                None => return e(format!("{f}.list"), "is required for kind = \"messages\""),
+            };
+            let mut out = Vec::new();
+            for (i, m) in list.iter().enumerate() {
+                let [s, d, b, at] = *m;
+                if s >= n as u64 || d >= n as u64 {
+                    return e(format!("{f}.list[{i}]"), format!("host {} does not exist (the topology has {n} hosts)", s.max(d)));
+                }
+                if b > 1 << 40 {
+                    return e(format!("{f}.list[{i}]"), "message larger than 1 TiB");
+                }
+                out.push((s as u32, d as u32, b, SimTime(at.saturating_mul(1000))));
+            }
+            Traffic::Messages { list: out }
+        }
+        TrafficKind::Permutation => {
+            let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
+            if hosts.len() < 2 {
+                return e(format!("{f}.hosts"), "a permutation needs at least two hosts");
+            }
+            Traffic::Permutation { hosts, bytes: bytes(t)?, start }
+        }
+        TrafficKind::Incast => {
+            let receiver = req(&format!("{f}.receiver"), t.receiver, kname)?;
+            if receiver >= n {
+                return e(format!("{f}.receiver"), format!("host {receiver} does not exist (the topology has {n} hosts)"));
+            }
+            let senders = match &t.senders {
+                Some(_) => host_list(&format!("{f}.senders"), &t.senders.clone().map(HostsSpec::List), n)?,
+                None => (0..n).filter(|&h| h != receiver).collect(),
+            };
+            if let Some(i) = senders.iter().position(|&s| s == receiver) {
+                return e(format!("{f}.senders[{i}]"), "the receiver cannot be a sender");
+            }
+            if senders.is_empty() {
+                return e(format!("{f}.senders"), "must not be empty");
+            }
+            Traffic::Incast { senders, receiver, bytes: bytes(t)?, start }
+        }
+        TrafficKind::RandomUniform => {
+            let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
+            if hosts.len() < 2 {
+                return e(format!("{f}.hosts"), "random uniform traffic needs at least two hosts");
+            }
+            let inflight = t.inflight.unwrap_or(1);
+            if inflight == 0 || inflight > 1024 {
+                return e(format!("{f}.inflight"), format!("must be within 1..=1024, got {inflight}"));
+            }
+            let b = bytes(t)?;
+            if b == 0 {
+                return e(format!("{f}.bytes"), "background messages must carry at least one byte");
+            }
+            Traffic::RandomUniform { hosts, bytes: b, inflight, start }
+        }
+    })
+}
+
+/// Duration helper used by reports.
+pub fn ps_to_us(ps: u64) -> f64 {
+    SimDuration(ps).as_secs_f64() * 1e6
+}

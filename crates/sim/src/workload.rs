@@ -1,0 +1,131 @@
+//! The workload of a scenario: its traffic generators driving a [`Network`].
+
+use crate::scenario::Traffic;
+use reducelab_des::{Rng, SimTime};
+use reducelab_net::{MsgId, Network, Workload};
+
+/// Per-generator counters.
+#[derive(Clone, Debug, Default)]
+pub struct TrafficCounters {
+    pub messages: u64,
+    pub completed: u64,
+    pub bytes_delivered: u64,
+}
+
+pub struct ScenarioWorkload {
+    pub traffic: Vec<Traffic>,
+    pub counters: Vec<TrafficCounters>,
+    rng: Rng,
+    fg_messages: u64,
+    fg_done: u64,
+    fg_bytes: u64,
+    fg_bytes_done: u64,
+}
+
+impl ScenarioWorkload {
+    pub fn new(traffic: Vec<Traffic>, rng: Rng) -> Self {
+        let counters = vec![TrafficCounters::default(); traffic.len()];
+        ScenarioWorkload { traffic, counters, rng, fg_messages: 0, fg_done: 0, fg_bytes: 0, fg_bytes_done: 0 }
+    }
+
+    /// True when every foreground message has been delivered.
+    pub fn foreground_done(&self) -> bool {
+        self.fg_messages > 0 && self.fg_done == self.fg_messages
+    }
+
+    fn send(&mut self, net: &mut Network, ti: usize, src: u32, dst: u32, bytes: u64, at: SimTime) {
+        net.send(src, dst, bytes, at, ti as u64, None);
+        self.counters[ti].messages += 1;
+        if !self.traffic[ti].is_background() {
+            self.fg_messages += 1;
+            self.fg_bytes += bytes;
+        }
+    }
+
+    /// A uniformly random peer of `hosts` other than `src`.
+    fn random_peer(rng: &mut Rng, hosts: &[u32], src: u32) -> u32 {
+        loop {
+            let p = hosts[rng.below(hosts.len() as u64) as usize];
+            if p != src {
+                return p;
+            }
+        }
+    }
+}
+
+/// A random permutation of `hosts` with no host mapped to itself.
+pub fn derangement(rng: &mut Rng, hosts: &[u32]) -> Vec<u32> {
+    let mut perm = hosts.to_vec();
+    rng.shuffle(&mut perm);
+    let n = perm.len();
+    for i in 0..n {
+        if perm[i] == hosts[i] {
+            perm.swap(i, (i + 1) % n);
+        }
+    }
+    perm
+}
+
+impl Workload for ScenarioWorkload {
+    fn on_start(&mut self, net: &mut Network) {
+        for ti in 0..self.traffic.len() {
+            match self.traffic[ti].clone() {
+                Traffic::Messages { list } => {
+                    for (s, d, b, at) in list {
+                        self.send(net, ti, s, d, b, at);
+                    }
+                }
+                Traffic::Permutation { hosts, bytes, start } => {
+                    let perm = derangement(&mut self.rng, &hosts);
+                    for (i, &s) in hosts.iter().enumerate() {
+                        self.send(net, ti, s, perm[i], bytes, start);
+                    }
+                }
+                Traffic::Incast { senders, receiver, bytes, start } => {
+                    for s in senders {
+                        self.send(net, ti, s, receiver, bytes, start);
+                    }
+                }
+                Traffic::RandomUniform { hosts, bytes, inflight, start } => {
+                    for &s in &hosts {
+                        for _ in 0..inflight {
+                            let d = Self::random_peer(&mut self.rng, &hosts, s);
+                            self.send(net, ti, s, d, bytes, start);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_delivered(&mut self, net: &mut Network, msg: MsgId) {
+        let (ti, src, bytes) = {
+            let m = net.message(msg);
+            (m.tag as usize, m.src, m.bytes)
+        };
+        let c = &mut self.counters[ti];
+        c.completed += 1;
+        c.bytes_delivered += bytes;
+        if let Traffic::RandomUniform { hosts, bytes, .. } = &self.traffic[ti] {
+            // Closed loop: the sender moves on to a new random peer.
+            let d = Self::random_peer(&mut self.rng, hosts, src);
+            let b = *bytes;
+            let now = net.now();
+            self.send(net, ti, src, d, b, now);
+        } else {
+            self.fg_done += 1;
+            self.fg_bytes_done += bytes;
+            if self.fg_done == self.fg_messages {
+                net.stop();
+            }
+        }
+    }
+
+    fn progress(&self, _net: &Network) -> f64 {
+        if self.fg_bytes == 0 {
+            0.0
+        } else {
+            self.fg_bytes_done as f64 / self.fg_bytes as f64
+        }
+    }
+}

@@ -1,0 +1,289 @@
+"""The `reducelab` command line.
+
+Exit codes: 0 success, 1 failure while running, 2 invalid input (bad flags, missing or invalid
+scenario or result files), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from . import ScenarioError, __version__
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+_MAIN_EPILOG = """\
+examples:
+  reducelab run scenarios/example.toml             # writes results/example/
+  reducelab run scenarios/example.toml --seed 7 --out /tmp/ex7
+  reducelab plot links results/example             # writes results/example/link_utilization.png
+  reducelab bench engine --repeat 5
+
+`reducelab COMMAND --help` explains each command. The scenario file format is
+described in docs/scenario-format.md.
+"""
+
+_RUN_EPILOG = """\
+Writes into DIR:
+  summary.json   run summary (scenario, seed, simulated time, message and link totals)
+  messages.csv   one row per message: id,src,dst,bytes,start_ps,end_ps,fct_ps,verified
+  links.csv      one row per directed link: bytes, packets, utilization (0..1), queues, drops, ECN
+and prints a short summary table. Same scenario and seed give byte-identical files.
+A progress bar appears on stderr (if it is a terminal) when a run takes longer than 2 s.
+
+examples:
+  reducelab run scenarios/example.toml
+  reducelab run scenarios/example.toml --seed 42 --out results/example-seed42
+
+An invalid scenario prints `error: FILE: FIELD: REASON` and exits with status 2.
+"""
+
+_BENCH_ENGINE_EPILOG = """\
+Runs built-in benchmark scenarios (defined in the simulator, crates/sim) REPEAT times each
+and prints, per benchmark: median/min/max wall time, events per second, simulated packets
+per second, packet hops per second and peak memory (resident set size).
+
+examples:
+  reducelab bench engine --list
+  reducelab bench engine
+  reducelab bench engine --name NAME --repeat 5 --out bench.json
+"""
+
+_PLOT_LINKS_EPILOG = """\
+Reads RESULTS_DIR/links.csv (written by `reducelab run`) and draws the distribution of
+per-link utilisation: x = utilisation in percent, y = fraction of links per bin.
+
+examples:
+  reducelab run scenarios/example.toml --out results/example
+  reducelab plot links results/example        # writes results/example/link_utilization.png
+"""
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid seed {text!r}: expected an integer") from None
+    if not 0 <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"invalid seed {text!r}: must be in [0, 2^64)")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: must be at least 1")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="reducelab",
+        description="ReduceLab: packet-level network simulator for allreduce research.",
+        epilog=_MAIN_EPILOG,
+        formatter_class=fmt,
+    )
+    parser.add_argument("--version", action="version", version=f"reducelab {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = commands.add_parser(
+        "run",
+        help="run a scenario file and write its results",
+        description="Run a TOML scenario and write its result files.",
+        epilog=_RUN_EPILOG,
+        formatter_class=fmt,
+    )
+    run.add_argument("scenario", metavar="SCENARIO.toml", type=Path, help="scenario file")
+    run.add_argument("--seed", type=_seed, metavar="N", help="override the scenario's seed")
+    run.add_argument(
+        "--out", type=Path, metavar="DIR",
+        help="output directory (default: results/<scenario file stem>)",
+    )
+    run.add_argument(
+        "--quiet", "-q", action="store_true",
+        help="print nothing but errors (no table, path or progress bar)",
+    )
+    run.set_defaults(handler=_cmd_run)
+
+    bench = commands.add_parser(
+        "bench",
+        help="benchmarks",
+        description="Benchmarks of the simulator.",
+        epilog="examples:\n  reducelab bench engine --repeat 5\n",
+        formatter_class=fmt,
+    )
+    bench_kinds = bench.add_subparsers(dest="bench_kind", metavar="KIND", required=True)
+    engine = bench_kinds.add_parser(
+        "engine",
+        help="time the built-in engine benchmark scenarios",
+        description="Time the simulation engine on built-in benchmark scenarios.",
+        epilog=_BENCH_ENGINE_EPILOG,
+        formatter_class=fmt,
+    )
+    engine.add_argument(
+        "--name", action="append", metavar="NAME",
+        help="benchmark to run (repeatable; default: all; see --list)",
+    )
+    engine.add_argument(
+        "--repeat", type=_positive_int, default=3, metavar="N",
+        help="runs per benchmark (default: 3)",
+    )
+    engine.add_argument("--out", type=Path, metavar="FILE.json", help="also write results as JSON")
+    engine.add_argument("--list", action="store_true", help="list benchmark names and exit")
+    engine.set_defaults(handler=_cmd_bench_engine)
+
+    plot = commands.add_parser(
+        "plot",
+        help="plot result files",
+        description="Plot the result files of a run.",
+        epilog="examples:\n  reducelab plot links results/example\n",
+        formatter_class=fmt,
+    )
+    plot_kinds = plot.add_subparsers(dest="plot_kind", metavar="KIND", required=True)
+    links = plot_kinds.add_parser(
+        "links",
+        help="distribution of per-link utilisation",
+        description="Plot the distribution of per-link utilisation of a run.",
+        epilog=_PLOT_LINKS_EPILOG,
+        formatter_class=fmt,
+    )
+    links.add_argument(
+        "results_dir", metavar="RESULTS_DIR", type=Path, help="directory written by `reducelab run`"
+    )
+    links.add_argument(
+        "--out", type=Path, metavar="FILE.png",
+        help="output image (default: RESULTS_DIR/link_utilization.png)",
+    )
+    links.add_argument(
+        "--bins", type=_positive_int, default=20, metavar="N",
+        help="number of utilisation bins over 0-100%% (default: 20)",
+    )
+    links.set_defaults(handler=_cmd_plot_links)
+    return parser
+
+
+class _Fail(Exception):
+    """An error to report as `error: MESSAGE` with an exit status, without a traceback."""
+
+    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _fail(message: str, status: int = EXIT_USAGE) -> NoReturn:
+    raise _Fail(message, status)
+
+
+def _read_scenario(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        _fail(f"{path}: no such file")
+    except IsADirectoryError:
+        _fail(f"{path}: is a directory, expected a TOML scenario file")
+    except UnicodeDecodeError as exc:
+        _fail(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})")
+    except OSError as exc:
+        _fail(f"{path}: cannot read: {exc.strerror or exc}")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .runs import run
+
+    path: Path = args.scenario
+    text = _read_scenario(path)
+    try:
+        result = run(text, seed=args.seed, progress=not args.quiet)
+    except ScenarioError as exc:
+        _fail(f"{path}: {exc}")
+    out: Path = args.out if args.out is not None else Path("results") / path.stem
+    try:
+        result.write(out)
+    except OSError as exc:
+        _fail(f"{out}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
+    if not args.quiet:
+        if result.table:
+            print(result.table.rstrip("\n"))
+        names = ", ".join(["summary.json", *result.files])
+        print(f"wrote {out} ({names})")
+    return 0
+
+
+def _cmd_bench_engine(args: argparse.Namespace) -> int:
+    from . import bench
+
+    available = bench.names()
+    if args.list:
+        for name in available:
+            print(name)
+        return 0
+    selected: list[str] = args.name or available
+    if not selected:
+        _fail("no engine benchmarks are built into this simulator", EXIT_FAILURE)
+    unknown = [n for n in selected if n not in available]
+    if unknown:
+        _fail(f"unknown benchmark {unknown[0]!r}; available: {', '.join(available) or '(none)'}")
+
+    rows = []
+    for name in selected:
+        print(f"running {name} ({args.repeat}x) ...", file=sys.stderr, flush=True)
+        try:
+            rows.append(bench.run_engine_bench(name, args.repeat))
+        except ScenarioError as exc:
+            _fail(f"benchmark {name}: {exc}", EXIT_FAILURE)
+    print(bench.format_table(rows))
+    if args.out is not None:
+        doc = {"machine": bench.machine_info(), "benchmarks": [r.to_json() for r in rows]}
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            _fail(f"{args.out}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _cmd_plot_links(args: argparse.Namespace) -> int:
+    from . import plots
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        _fail("plotting needs matplotlib: pip install 'reducelab[plot]'", EXIT_FAILURE)
+    try:
+        png = plots.link_utilization(args.results_dir, out=args.out, bins=args.bins)
+    except plots.ResultFileError as exc:
+        _fail(str(exc))
+    print(f"wrote {png}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `reducelab` command; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except _Fail as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.status
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Output piped into e.g. `head`; not an error of ours. Point stdout at /dev/null so the
+        # interpreter's final flush does not fail again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0

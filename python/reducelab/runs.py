@@ -1,0 +1,103 @@
+"""Running scenarios and handling their results.
+
+The simulator (Rust, `reducelab._core`) returns file contents as strings; this module wraps them in
+a `Result` that parses the summary on demand and writes the result files byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import _core
+
+if TYPE_CHECKING:
+    from ._core import EngineStats
+
+SUMMARY_FILE = "summary.json"
+_SEED_LIMIT = 2**64
+
+
+@dataclass(frozen=True)
+class Result:
+    """Everything one simulation run produced.
+
+    Same scenario and seed give identical `summary_json` and `files`; only `stats` (engine
+    counters, including wall time) varies between runs and is never written to disk.
+    """
+
+    summary_json: str
+    """Contents of ``summary.json``."""
+    files: dict[str, str]
+    """The other result files, by file name (e.g. ``messages.csv``, ``links.csv``), in the order
+    the simulator produced them."""
+    table: str = ""
+    """Short human-readable summary for a terminal."""
+    stats: EngineStats | dict[str, Any] = field(default_factory=dict)
+    """Engine counters: wall_seconds, events, packets, packet_hops, sim_time_ps."""
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        """`summary_json` parsed."""
+        parsed = json.loads(self.summary_json)
+        if not isinstance(parsed, dict):
+            raise ValueError("summary.json is not a JSON object")
+        return parsed
+
+    def write(self, outdir: str | os.PathLike[str]) -> Path:
+        """Write ``summary.json`` and every file of `files` into `outdir` (created if needed).
+
+        Contents are written exactly as produced (UTF-8, no newline translation), so two runs
+        with the same seed give byte-identical files. Returns the output directory.
+        """
+        out = Path(outdir)
+        for name in self.files:
+            _check_file_name(name)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / SUMMARY_FILE).write_text(self.summary_json, encoding="utf-8", newline="")
+        for name, contents in self.files.items():
+            (out / name).write_text(contents, encoding="utf-8", newline="")
+        return out
+
+
+def _check_file_name(name: str) -> None:
+    # Result files go into one directory; a name with a path in it is a simulator bug, and
+    # writing it could land outside the output directory.
+    if not name or name in (".", "..", SUMMARY_FILE) or "/" in name or "\\" in name or "\0" in name:
+        raise ValueError(f"refusing to write result file with unsafe or reserved name {name!r}")
+
+
+def check_seed(seed: int | None) -> int | None:
+    """Return `seed` if it is None or an integer in [0, 2**64); raise ValueError otherwise."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise TypeError(f"seed must be an int, not {type(seed).__name__}")
+    if not 0 <= seed < _SEED_LIMIT:
+        raise ValueError(f"seed must be in [0, 2**64), got {seed}")
+    return seed
+
+
+def run(scenario: str, *, seed: int | None = None, progress: bool = False) -> Result:
+    """Run a scenario given as TOML text.
+
+    `seed` overrides the scenario's ``seed``. With `progress`, a progress bar is drawn on stderr
+    if it is a terminal and the run lasts more than 2 s. Raises `ScenarioError` (a ValueError with
+    ``field`` and ``reason``) if the scenario is invalid.
+    """
+    out = _core.run(scenario, check_seed(seed), progress)
+    return Result(
+        summary_json=out["summary_json"],
+        files=dict(out["files"]),
+        table=out["table"],
+        stats=out["stats"],
+    )
+
+
+def run_file(path: str | os.PathLike[str], *, seed: int | None = None, progress: bool = False) -> Result:
+    """Run the scenario in the TOML file at `path` (see `run`)."""
+    return run(Path(path).read_text(encoding="utf-8"), seed=seed, progress=progress)

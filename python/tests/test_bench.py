@@ -1,0 +1,45 @@
+"""`reducelab bench engine` argument handling and result arithmetic (no timing assertions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import cli
+from reducelab import bench
+
+
+def test_bench_engine_rejects_unknown_name() -> None:
+    proc = cli("bench", "engine", "--name", "no-such-benchmark")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: unknown benchmark 'no-such-benchmark'")
+
+
+def test_bench_engine_rejects_zero_repeat() -> None:
+    proc = cli("bench", "engine", "--repeat", "0")
+    assert proc.returncode == 2
+    assert "argument --repeat" in proc.stderr
+
+
+def test_bench_list_matches_core() -> None:
+    proc = cli("bench", "engine", "--list")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == bench.names()
+
+
+def test_rates_use_median_wall_time() -> None:
+    row = bench.EngineBench(
+        name="x", repeat=3, wall_s_median=2.0, wall_s_min=1.0, wall_s_max=5.0,
+        events=10, packets=4, packet_hops=12, sim_time_ps=1, peak_rss_bytes=3 * bench.MIB,
+    )
+    assert row.events_per_s == 5.0
+    assert row.packets_per_s == 2.0
+    assert row.packet_hops_per_s == 6.0
+    assert row.peak_rss_mib == 3.0
+    table = bench.format_table([row])
+    assert table.splitlines()[2].split()[:4] == ["x", "2.000", "1.000", "5.000"]
+    assert row.to_json()["events_per_s"] == 5.0
+
+
+def test_run_engine_bench_validates_repeat() -> None:
+    with pytest.raises(ValueError):
+        bench.run_engine_bench("anything", repeat=0)

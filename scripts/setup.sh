@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Idempotent setup on a machine with Rust (cargo) and Python >= 3.11 (e.g. Debian 12):
+#   .venv/                      virtualenv with maturin and the `test` and `plot` extras
+#   python/reducelab/_core*.so  the Rust extension, built in release mode by `maturin develop`,
+#                               which also installs `reducelab` editable (python/ is used in place)
+#                               and the `reducelab` command into .venv/bin.
+# Re-running only rebuilds what changed. Honours CARGO_TARGET_DIR and PYTHON (default: python3).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=.venv
+
+die() { echo "setup: $*" >&2; exit 1; }
+
+command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust (rustup) and put ~/.cargo/bin on PATH"
+command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found: install Python >= 3.11"
+"$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
+    || die "$PYTHON is Python $("$PYTHON" -c 'import platform; print(platform.python_version())'); need >= 3.11"
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "setup: creating $VENV"
+    if ! "$PYTHON" -m venv "$VENV"; then
+        # Debian's python3 ships without ensurepip; python3-venv provides it.
+        rm -rf "$VENV"
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv
+            "$PYTHON" -m venv "$VENV"
+        else
+            die "'$PYTHON -m venv' failed: install python3-venv (sudo apt-get install python3-venv)"
+        fi
+    fi
+fi
+
+# The build backend plus the package's runtime, `test` and `plot` dependencies, all read from
+# pyproject.toml (installed here rather than by maturin so that pip stays quiet on re-runs).
+mapfile -t requirements < <("$VENV/bin/python" - <<'PY'
+import tomllib
+
+with open("pyproject.toml", "rb") as f:
+    pyproject = tomllib.load(f)
+reqs = list(pyproject["build-system"]["requires"])
+reqs += pyproject["project"].get("dependencies", [])
+for extra in ("test", "plot"):
+    reqs += pyproject["project"]["optional-dependencies"][extra]
+print("\n".join(dict.fromkeys(reqs)))
+PY
+)
+"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${requirements[@]}"
+
+echo "setup: building the extension (release) and installing reducelab into $VENV"
+# maturin develop installs into the active virtualenv; activate it for this command only.
+VIRTUAL_ENV="$PWD/$VENV" PATH="$PWD/$VENV/bin:$PATH" \
+    "$VENV/bin/maturin" develop --release --quiet
+
+"$VENV/bin/python" -c 'import reducelab; print("setup: reducelab", reducelab.__version__, "ready in .venv")'
