@@ -1,16 +1,20 @@
 use crate::SimTime;
 
+/// `key` packs `(time << 64) | seq`: one branch-free 128-bit compare orders entries.
 #[derive(Clone, Copy)]
 struct Entry<E> {
-    time: u64,
-    seq: u64,
+    key: u128,
     event: E,
 }
 
 impl<E> Entry<E> {
     #[inline]
     fn before(&self, other: &Self) -> bool {
-        (self.time, self.seq) < (other.time, other.seq)
+        self.key < other.key
+    }
+    #[inline]
+    fn time(&self) -> u64 {
+        (self.key >> 64) as u64
     }
 }
 
@@ -74,7 +78,8 @@ impl<E: Copy> EventQueue<E> {
     #[inline]
     pub fn push(&mut self, time: SimTime, event: E) {
         debug_assert!(time.0 >= self.now, "event scheduled in the past: {} < {}", time.0, self.now);
-        let e = Entry { time: time.0.max(self.now), seq: self.next_seq, event };
+        let t = time.0.max(self.now);
+        let e = Entry { key: ((t as u128) << 64) | self.next_seq as u128, event };
         self.next_seq += 1;
         self.heap.push(e);
         self.sift_up(self.heap.len() - 1);
@@ -82,7 +87,7 @@ impl<E: Copy> EventQueue<E> {
 
     #[inline]
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.first().map(|e| SimTime(e.time))
+        self.heap.first().map(|e| SimTime(e.time()))
     }
 
     /// Removes and returns the earliest event, advancing the clock to its time.
@@ -96,8 +101,8 @@ impl<E: Copy> EventQueue<E> {
         if n > 1 {
             self.sift_down(0);
         }
-        self.now = top.time;
-        Some((SimTime(top.time), top.event))
+        self.now = top.time();
+        Some((SimTime(self.now), top.event))
     }
 
     #[inline]

@@ -83,8 +83,9 @@ pub enum RunEnd {
 enum Event {
     /// The port may transmit (its previous packet finished, or a noise delay ended).
     Wake { port: u32 },
-    /// Last bit of `pkt` (plus switch latency) at ingress `port`.
-    Arrive { port: u32, pkt: u32 },
+    /// The packet at the head of the wire of output `port` arrives at the other end (last
+    /// bit plus the receiving node's pipeline latency).
+    Arrive { port: u32 },
     MsgStart { msg: u32 },
     Timer { token: u64 },
     Fault { idx: u32 },
@@ -177,6 +178,8 @@ pub struct Network {
     /// order (a link's latency is fixed and returns are sent in event order). Absorbed lazily
     /// when the port looks at its credits, so an unblocked port costs no event per packet.
     credit_returns: Vec<VecDeque<(u64, u8, u32)>>,
+    /// Packets on the wire of each output port: (head, tail) of an intrusive FIFO.
+    wires: Vec<(u32, u32)>,
     inject: Vec<VecDeque<u32>>,
     link_up: Vec<bool>,
     link_loss: Vec<f64>,
@@ -272,6 +275,7 @@ impl Network {
             vcq: vec![VcQueue { head: NIL, tail: NIL, bytes: 0 }; np * nvc],
             credits: vec![credit0; np * nvc],
             credit_returns: (0..np).map(|_| VecDeque::new()).collect(),
+            wires: vec![(NIL, NIL); np],
             inject: (0..np).map(|_| VecDeque::new()).collect(),
             link_up: vec![true; topo.links.len()],
             link_loss: vec![cfg.loss_probability; topo.links.len()],
@@ -399,8 +403,10 @@ impl Network {
                     self.ports[port as usize].wake_pending = false;
                     self.try_start(port);
                 }
-                Event::Arrive { port, pkt } => {
-                    if let Some(msg) = self.arrive(port, pkt) {
+                Event::Arrive { port } => {
+                    let pkt = self.wire_pop(port);
+                    let ingress = self.port_peer[port as usize];
+                    if let Some(msg) = self.arrive(ingress, pkt) {
                         w.on_delivered(self, MsgId(msg));
                     }
                 }
@@ -524,6 +530,45 @@ impl Network {
         }
     }
 
+    /// Puts a packet on the wire of output `port`. Arrival times on one wire never
+    /// decrease, so only the head needs an event: the heap holds O(ports) entries instead of
+    /// O(packets in flight).
+    #[inline]
+    fn wire_push(&mut self, port: u32, pkt: u32, arrive: u64) {
+        let g = port as usize;
+        {
+            let p = self.pool.get_mut(pkt);
+            p.next = NIL;
+            p.arrive_ps = arrive;
+        }
+        let w = &mut self.wires[g];
+        if w.0 == NIL {
+            w.0 = pkt;
+            w.1 = pkt;
+            self.queue.push(SimTime(arrive), Event::Arrive { port });
+        } else {
+            let tail = w.1;
+            w.1 = pkt;
+            debug_assert!(self.pool.get(tail).arrive_ps <= arrive);
+            self.pool.get_mut(tail).next = pkt;
+        }
+    }
+
+    #[inline]
+    fn wire_pop(&mut self, port: u32) -> u32 {
+        let g = port as usize;
+        let pkt = self.wires[g].0;
+        let next = self.pool.get(pkt).next;
+        self.wires[g].0 = next;
+        if next == NIL {
+            self.wires[g].1 = NIL;
+        } else {
+            let t = self.pool.get(next).arrive_ps;
+            self.queue.push(SimTime(t), Event::Arrive { port });
+        }
+        pkt
+    }
+
     #[inline]
     fn absorb_credits(&mut self, g: usize, now: u64) {
         let q = &mut self.credit_returns[g];
@@ -589,6 +634,7 @@ impl Network {
             ecn: false,
             flow_hash,
             fingerprint: fp,
+            arrive_ps: 0,
         });
         self.stats.peak_packets_in_flight = self.stats.peak_packets_in_flight.max(self.pool.live);
         id
@@ -626,13 +672,14 @@ impl Network {
             let lat = self.port_lat[p.in_port as usize];
             self.return_credit(up, p.in_vc, size, now + lat);
         }
-        let peer_in = self.port_peer[g];
-        let peer_node = self.port_node[peer_in as usize] as usize;
-        let mut delay = ser + self.port_lat[g];
-        if self.node_host[peer_node] != p.dst && self.node_forwards[peer_node] {
-            delay += self.cfg.switch_latency_ps;
+        // Every packet a forwarding node receives pays its pipeline latency (also those it
+        // delivers to its own host), so arrival times on a wire are in FIFO order.
+        let peer_node = self.port_node[self.port_peer[g] as usize] as usize;
+        let mut arrive = end + self.port_lat[g];
+        if self.node_forwards[peer_node] {
+            arrive += self.cfg.switch_latency_ps;
         }
-        self.queue.push(SimTime(now + delay), Event::Arrive { port: peer_in, pkt });
+        self.wire_push(port, pkt, arrive);
         if self.has_work(port) {
             self.ports[g].wake_pending = true;
             self.queue.push(SimTime(end), Event::Wake { port });

@@ -27,6 +27,8 @@ pub(crate) struct Packet {
     pub ecn: bool,
     pub flow_hash: u32,
     pub fingerprint: u64,
+    /// When the packet reaches the far end of the wire it is on.
+    pub arrive_ps: u64,
 }
 
 pub(crate) struct PacketPool {
