@@ -156,8 +156,9 @@ pub struct Network {
     cfg: NetConfig,
     vc_policy: VcPolicy,
     nvc: usize,
-    structural: bool,
     routes: MinimalRoutes,
+    /// Kept to rebuild routes after failures.
+    topo: Topology,
     // Per node.
     node_port_base: Vec<u32>,
     node_forwards: Vec<bool>,
@@ -212,7 +213,6 @@ impl Network {
         }
         let vc_policy = VcPolicy::choose(topo, cfg.routing, cfg.flow_control)?;
         let nvc = vc_policy.num_vcs();
-        let structural = matches!(topo.shape, Shape::Torus { .. } | Shape::HyperX { .. });
         let shape_dims = match &topo.shape {
             Shape::Torus { dims } | Shape::HyperX { dims } => dims.clone(),
             _ => Vec::new(),
@@ -257,9 +257,9 @@ impl Network {
         let credit0 = if cfg.flow_control == FlowControl::Credit { cfg.buffer_bytes as i64 } else { i64::MAX / 4 };
         let mut net = Network {
             routes: MinimalRoutes::new(topo),
+            topo: topo.clone(),
             vc_policy,
             nvc,
-            structural,
             node_forwards: topo.nodes.iter().map(|n| n.forwards).collect(),
             node_host: topo.nodes.iter().map(|n| n.host.unwrap_or(u32::MAX)).collect(),
             node_up: vec![true; topo.nodes.len()],
@@ -842,7 +842,7 @@ impl Network {
     /// The deterministic choice among `scratch`: dimension order where the topology has
     /// dimensions, destination-mod-k otherwise.
     fn deterministic_pick(&self, dst: u32) -> u16 {
-        if self.structural {
+        if self.routes.is_structural() {
             self.scratch[0]
         } else {
             self.scratch[dst as usize % self.scratch.len()]
@@ -1007,6 +1007,10 @@ impl Network {
                 }
             }
         }
+        // The routing layer reconverges at once: shortest paths over the surviving graph.
+        // (Packets already past their last live choice are dropped as `no_route`.)
+        let node_alive = self.node_up.clone();
+        self.routes = MinimalRoutes::with_failures(&self.topo, &self.link_up, &node_alive);
         // Packets queued on dead ports are lost with them.
         for g in dead_ports {
             for vc in 0..self.nvc {

@@ -241,6 +241,24 @@ fn traffic_routes_around_a_failed_link() {
 }
 
 #[test]
+fn routing_reconverges_after_a_failure_instead_of_dead_ending() {
+    // Leaf 0's link to spine 0 fails before traffic starts. Hosts of leaf 1 send to leaf 0:
+    // minimal routing would still send half of them through spine 0, a dead end; after
+    // reconvergence no packet is lost.
+    let topo = fat_tree_2level(2, 4, 2, 1, None, lp(GBPS100, 1_000_000), lp(GBPS100, 1_000_000)).unwrap();
+    let dead = topo.nodes[0].ports[4].link.0;
+    for routing in [RoutingAlgo::Minimal, RoutingAlgo::Canary] {
+        let mut c = cfg();
+        c.routing = routing;
+        let msgs: Vec<_> = (4..8).map(|s| (s, s - 4, 500_000, 1_000)).collect();
+        let (net, end) = run(&topo, c, msgs, vec![Fault::Link { link: dead, at: SimTime(0) }]);
+        assert_eq!(end, RunEnd::Stopped, "{routing:?}");
+        assert_eq!(net.stats().drops_no_route + net.stats().drops_failure, 0);
+        assert!(net.messages().iter().all(|m| m.verified()));
+    }
+}
+
+#[test]
 fn a_switch_failing_mid_run_is_reported_not_hung() {
     let topo = star(4, lp(GBPS100, 1_000_000)).unwrap();
     let sw = topo.nodes.iter().position(|n| n.kind == NodeKind::Switch).unwrap() as u32;

@@ -172,6 +172,14 @@ impl Topology {
     /// Hop distances from `src` to every node, moving only through forwarding nodes (a
     /// non-forwarding host is reached but not crossed). `u32::MAX` = unreachable.
     pub fn bfs_from(&self, src: NodeId) -> Vec<u32> {
+        self.bfs_from_alive(src, &[], &[])
+    }
+
+    /// [`Topology::bfs_from`] over the surviving graph: links with `link_alive[l] == false`
+    /// and nodes with `node_alive[n] == false` are skipped (empty slices mean "all alive").
+    pub fn bfs_from_alive(&self, src: NodeId, link_alive: &[bool], node_alive: &[bool]) -> Vec<u32> {
+        let alive_l = |l: LinkId| link_alive.get(l.idx()).copied().unwrap_or(true);
+        let alive_n = |n: NodeId| node_alive.get(n.idx()).copied().unwrap_or(true);
         let mut dist = vec![u32::MAX; self.nodes.len()];
         let mut frontier = std::collections::VecDeque::new();
         dist[src.idx()] = 0;
@@ -181,7 +189,7 @@ impl Topology {
                 continue;
             }
             for p in &self.nodes[v.idx()].ports {
-                if dist[p.peer.idx()] == u32::MAX {
+                if dist[p.peer.idx()] == u32::MAX && alive_l(p.link) && alive_n(p.peer) {
                     dist[p.peer.idx()] = dist[v.idx()] + 1;
                     frontier.push_back(p.peer);
                 }

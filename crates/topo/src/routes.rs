@@ -34,7 +34,20 @@ impl MinimalRoutes {
         MinimalRoutes { kind, host_of_node, host_nodes: topo.hosts.clone() }
     }
 
+    /// Shortest paths in the surviving graph after failures (always a table). Used when the
+    /// network reconverges after a link or node failure.
+    pub fn with_failures(topo: &Topology, link_alive: &[bool], node_alive: &[bool]) -> Self {
+        let host_of_node = topo.nodes.iter().map(|n| n.host.unwrap_or(u32::MAX)).collect();
+        let kind = Self::table_alive(topo, link_alive, node_alive);
+        MinimalRoutes { kind, host_of_node, host_nodes: topo.hosts.clone() }
+    }
+
     fn table(topo: &Topology) -> Kind {
+        Self::table_alive(topo, &[], &[])
+    }
+
+    fn table_alive(topo: &Topology, link_alive: &[bool], node_alive: &[bool]) -> Kind {
+        let alive_l = |l: crate::LinkId| link_alive.get(l.idx()).copied().unwrap_or(true);
         let n = topo.nodes.len();
         let hosts = topo.hosts.len();
         let mut list_of = vec![0u32; n * hosts];
@@ -45,14 +58,14 @@ impl MinimalRoutes {
         intern.insert(Vec::new(), 0);
         let mut scratch = Vec::new();
         for (d, &dst) in topo.hosts.iter().enumerate() {
-            let dist = topo.bfs_from(dst);
+            let dist = topo.bfs_from_alive(dst, link_alive, node_alive);
             for v in 0..n {
                 scratch.clear();
                 let dv = dist[v];
                 if dv != 0 && dv != u32::MAX {
                     for (pi, p) in topo.nodes[v].ports.iter().enumerate() {
                         let w = p.peer;
-                        if dist[w.idx()] + 1 == dv && (w == dst || topo.nodes[w.idx()].forwards) {
+                        if alive_l(p.link) && dist[w.idx()].wrapping_add(1) == dv && (w == dst || topo.nodes[w.idx()].forwards) {
                             scratch.push(pi as u16);
                         }
                     }
@@ -119,6 +132,11 @@ impl MinimalRoutes {
                 }
             }
         }
+    }
+
+    /// Whether next hops come from coordinates (torus, HyperX) rather than a table.
+    pub fn is_structural(&self) -> bool {
+        !matches!(self.kind, Kind::Table { .. })
     }
 
     /// The deterministic minimal port: dimension order on tori and HyperX (lowest dimension
