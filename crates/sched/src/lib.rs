@@ -1,0 +1,13 @@
+//! Collective schedules as data.
+//!
+//! One definition of each allreduce algorithm — a [`Schedule`]: per rank, ordered steps of
+//! sends and receives of block sets — serves the symbolic checker ([`check`]), the cost and
+//! deficiency models, the packet and flow simulators and the MPI runtime (through its
+//! versioned JSON form). This crate does not depend on the simulator.
+
+pub mod check;
+pub mod algos;
+pub mod ir;
+
+pub use check::{check, CheckError, CheckReport};
+pub use ir::{Blocks, Collective, Program, RecvOp, Schedule, Step, Transfer, SCHEDULE_VERSION};
