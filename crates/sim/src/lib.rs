@@ -6,6 +6,7 @@
 //! byte-identical files (wall-clock figures are only in [`EngineStats`], never in files).
 
 pub mod bench;
+pub mod collective;
 pub mod report;
 pub mod scenario;
 pub mod workload;
