@@ -105,6 +105,8 @@ struct PortState {
     /// Has work but no credits, and no credit return is pending: the next return wakes it.
     credit_blocked: bool,
     noise_paid: bool,
+    /// Since when the host's next packet on this port has been ready (for age arbitration).
+    inject_since: u64,
     rr: u8,
     q_bytes: u64,
     q_packets: u32,
@@ -480,43 +482,64 @@ impl Network {
         let nvc = self.nvc;
         let slots = nvc + 1; // VC queues, then local injection
         let rr = self.ports[g].rr as usize;
+        // Age-based arbitration (as in Cray Aries/Slingshot routers): among the queue heads
+        // that have credits, the packet waiting longest in the network goes first; the host's
+        // next packet counts as waiting since the port last injected (or its message
+        // started). Ties go round-robin. Oldest-first keeps multi-hop flows from being
+        // starved at every merge point (the parking-lot problem of plain round-robin).
+        let mut best: Option<(u64, usize)> = None;
         for k in 0..slots {
             let idx = (rr + k) % slots;
-            if idx < nvc {
+            let age = if idx < nvc {
                 let q = self.vcq[g * nvc + idx];
                 if q.head == NIL {
                     continue;
                 }
-                let size = self.pool.get(q.head).wire_bytes;
-                if self.credits[g * nvc + idx] < size as i64 {
+                let p = self.pool.get(q.head);
+                if self.credits[g * nvc + idx] < p.wire_bytes as i64 {
                     continue;
                 }
-                self.ports[g].rr = ((idx + 1) % slots) as u8;
-                let pkt = self.dequeue(g, idx);
-                self.transmit(port, pkt);
-                return;
+                p.born_ps
             } else if let Some(&msg) = self.inject[g].front() {
                 let vc = self.injection_vc(port, msg);
                 let size = self.next_packet_size(msg);
                 if self.credits[g * nvc + vc as usize] < size as i64 {
                     continue;
                 }
-                if self.cfg.noise_probability > 0.0 && !self.ports[g].noise_paid {
-                    self.ports[g].noise_paid = true;
-                    if self.rng_noise.bernoulli(self.cfg.noise_probability) {
-                        let t = now + self.cfg.noise_delay_ps;
-                        self.ports[g].busy_until = t;
-                        self.ports[g].wake_pending = true;
-                        self.queue.push(SimTime(t), Event::Wake { port });
-                        return;
-                    }
-                }
-                self.ports[g].noise_paid = false;
+                self.ports[g].inject_since.max(self.messages[msg as usize].start.ps())
+            } else {
+                continue;
+            };
+            if best.is_none_or(|(a, _)| age < a) {
+                best = Some((age, idx));
+            }
+        }
+        if let Some((_, idx)) = best {
+            if idx < nvc {
                 self.ports[g].rr = ((idx + 1) % slots) as u8;
-                let pkt = self.make_packet(g, msg, vc, size);
+                let pkt = self.dequeue(g, idx);
                 self.transmit(port, pkt);
                 return;
             }
+            let msg = *self.inject[g].front().expect("candidate");
+            if self.cfg.noise_probability > 0.0 && !self.ports[g].noise_paid {
+                self.ports[g].noise_paid = true;
+                if self.rng_noise.bernoulli(self.cfg.noise_probability) {
+                    let t = now + self.cfg.noise_delay_ps;
+                    self.ports[g].busy_until = t;
+                    self.ports[g].wake_pending = true;
+                    self.queue.push(SimTime(t), Event::Wake { port });
+                    return;
+                }
+            }
+            self.ports[g].noise_paid = false;
+            self.ports[g].rr = ((idx + 1) % slots) as u8;
+            let vc = self.injection_vc(port, msg);
+            let size = self.next_packet_size(msg);
+            let pkt = self.make_packet(g, msg, vc, size);
+            self.ports[g].inject_since = now + SimDuration::serialization(size as u64, self.port_bps[g]).0;
+            self.transmit(port, pkt);
+            return;
         }
         // Work is waiting but no credits: sleep until the next credit return.
         if self.has_work(port) {
@@ -635,6 +658,7 @@ impl Network {
             flow_hash,
             fingerprint: fp,
             arrive_ps: 0,
+            born_ps: self.queue.now().0.max(self.ports[g].inject_since),
         });
         self.stats.peak_packets_in_flight = self.stats.peak_packets_in_flight.max(self.pool.live);
         id

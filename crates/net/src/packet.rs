@@ -29,6 +29,8 @@ pub(crate) struct Packet {
     pub fingerprint: u64,
     /// When the packet reaches the far end of the wire it is on.
     pub arrive_ps: u64,
+    /// When it became ready to enter the network (age-based arbitration).
+    pub born_ps: u64,
 }
 
 pub(crate) struct PacketPool {

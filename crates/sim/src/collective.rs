@@ -15,6 +15,7 @@
 use reducelab_des::SimTime;
 use reducelab_net::{MsgId, Network};
 use reducelab_sched::{Blocks, Collective, RecvOp, Schedule};
+use reducelab_topo::{coords_of, hyperx_port, Shape, Topology};
 use std::collections::HashMap;
 
 fn mix(seed: u64, a: u64, b: u64) -> u64 {
@@ -76,6 +77,7 @@ pub struct CollectiveRun {
     early: HashMap<(u32, u32, u32), Vec<u64>>,
     inflight: HashMap<u32, InFlight>,
     done_at: Vec<Option<SimTime>>,
+    port_of: PortMap,
     finished: u32,
     messages: u64,
 }
@@ -83,9 +85,10 @@ pub struct CollectiveRun {
 impl CollectiveRun {
     /// `hosts[r]` is the host running rank `r`; `bytes` is the vector size; messages carry
     /// `tag` so the scenario workload can route deliveries back here.
-    pub fn new(sched: Schedule, hosts: Vec<u32>, bytes: u64, elem_bytes: u64, tag: u64, start: SimTime, seed: u64) -> Self {
+    pub fn new(topo: &Topology, sched: Schedule, hosts: Vec<u32>, bytes: u64, elem_bytes: u64, tag: u64, start: SimTime, seed: u64) -> Self {
         let p = sched.ranks as usize;
         assert_eq!(hosts.len(), p);
+        let port_of = PortMap::new(topo, &sched, &hosts);
         let nb = sched.blocks as usize;
         let mut values = vec![0u64; p * nb];
         let total: Vec<u64> = (0..nb).map(|b| (0..p).fold(0u64, |acc, r| acc.wrapping_add(mix(seed, r as u64, b as u64)))).collect();
@@ -126,6 +129,7 @@ impl CollectiveRun {
             early: HashMap::new(),
             inflight: HashMap::new(),
             done_at: vec![None; p],
+            port_of,
             finished: 0,
             messages: 0,
             sched,
@@ -161,7 +165,8 @@ impl CollectiveRun {
                 };
                 let bytes = self.sched.blocks_bytes(&t.blocks, self.bytes, self.elem_bytes);
                 let at = net.now().max(self.start);
-                let id = net.send(self.hosts[ri], self.hosts[t.peer as usize], bytes, at, self.tag, t.port);
+                let port = self.port_of.map(r, t.peer, t.port);
+                let id = net.send(self.hosts[ri], self.hosts[t.peer as usize], bytes, at, self.tag, port);
                 self.inflight.insert(id.0, InFlight { from: r, to: t.peer, ordinal, payload });
                 self.outstanding[ri] += 1;
                 self.messages += 1;
@@ -259,6 +264,42 @@ impl CollectiveRun {
             verified: mismatch.is_none(),
             mismatch,
             messages: self.messages,
+        }
+    }
+}
+
+/// Translates a schedule's torus-convention ports (`2i` = `+` in dimension `i`) to the
+/// topology's NIC ports. They are used as they are on a torus when rank `r` runs on host
+/// `r`; on HyperX the dimension selects the direct link to the peer; elsewhere (HammingMesh
+/// included: its board-edge ports lead to row/column switches, not to the torus neighbour)
+/// routing picks the port.
+enum PortMap {
+    AsIs,
+    HyperX(Vec<u32>),
+    Routing,
+}
+
+impl PortMap {
+    fn new(topo: &Topology, sched: &Schedule, hosts: &[u32]) -> PortMap {
+        let identity = hosts.iter().enumerate().all(|(r, &h)| r as u32 == h) && sched.ranks as usize == topo.hosts.len();
+        let same_dims = |dims: &Vec<u32>| sched.torus.as_ref().is_none_or(|t| t == dims);
+        match &topo.shape {
+            Shape::Torus { dims } if identity && same_dims(dims) => PortMap::AsIs,
+            Shape::HyperX { dims } if identity && same_dims(dims) => PortMap::HyperX(dims.clone()),
+            _ => PortMap::Routing,
+        }
+    }
+
+    fn map(&self, from: u32, to: u32, port: Option<u16>) -> Option<u16> {
+        let port = port?;
+        match self {
+            PortMap::AsIs => Some(port),
+            PortMap::HyperX(dims) => {
+                let dim = (port / 2) as usize;
+                let (a, b) = (coords_of(from, dims), coords_of(to, dims));
+                (dim < dims.len() && a[dim] != b[dim]).then(|| hyperx_port(dims, dim, a[dim], b[dim]))
+            }
+            PortMap::Routing => None,
         }
     }
 }

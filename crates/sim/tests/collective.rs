@@ -25,7 +25,7 @@ fn run(topo: &reducelab_topo::Topology, sched: Schedule, bytes: u64) -> (reducel
     let cfg = NetConfig { switch_latency_ps: 300_000, ..NetConfig::default() };
     let mut net = Network::new(topo, cfg, vec![], &Rng::new(5)).unwrap();
     let hosts = (0..sched.ranks).collect();
-    let mut w = One(CollectiveRun::new(sched, hosts, bytes, 4, 0, SimTime::ZERO, 99));
+    let mut w = One(CollectiveRun::new(topo, sched, hosts, bytes, 4, 0, SimTime::ZERO, 99));
     let end = net.run(&mut w, None, &mut |_| {});
     (w.0.result(), end)
 }
