@@ -54,3 +54,79 @@ def bench_names() -> list[str]:
 
 def bench_engine(name: str) -> BenchResult:
     """Run one built-in engine benchmark (GIL released). Raises `ScenarioError` for an unknown name."""
+
+class ModelStep(TypedDict):
+    """Loads of one lockstep step of a modelled schedule."""
+
+    port_bytes: int
+    """b_s: most bytes any rank sends on any one port."""
+    link_bytes: int
+    """Most bytes on any directed link (L_s * b_s)."""
+    congestion: float
+    """L_s = link_bytes / port_bytes (0 in a step that moves no data)."""
+    hops: int
+    """Longest path (links) of any message of the step."""
+    messages: int
+    bytes: int
+
+class Table2Row(TypedDict):
+    """The Swing paper's Table 2 deficiencies for the modelled algorithm."""
+
+    row: str
+    latency_deficiency: float
+    bandwidth_deficiency: float
+    congestion_deficiency: float | None
+    """Table 2's Xi (a bound or the p -> infinity value), if the table gives one for this D."""
+    congestion_formula: float | None
+    """The finite-p expression the table entry comes from."""
+    congestion_convention: str
+    """``"weighted"`` (compare with ``congestion_deficiency``) or ``"sum"`` (compare with
+    ``congestion_sum``)."""
+    note: str
+
+class ModelResult(TypedDict):
+    algorithm: str
+    topology: str
+    """Canonical topology spec."""
+    ranks: int
+    d: int
+    """D of the ideal n/D bandwidth term."""
+    size_bytes: int
+    steps: int
+    latency_deficiency: float
+    """Lambda = steps / log2 p."""
+    bandwidth_deficiency: float
+    """Psi = sum of b_s / (n/D)."""
+    congestion_deficiency: float
+    """Xi, data-weighted: sum of L_s*b_s / sum of b_s (the one the time uses)."""
+    congestion_sum: float
+    """Congestion summed over the steps: sum of L_s (Table 2's convention for latency-optimal)."""
+    alpha_ns: float
+    beta_gbps: float
+    hop_ns: float
+    time_seconds: float
+    """steps*alpha + beta*sum(L_s*b_s) + hop*sum(hops_s)."""
+    latency_seconds: float
+    bandwidth_seconds: float
+    per_step: list[ModelStep]
+    table2: Table2Row | None
+
+def algorithms() -> list[str]:
+    """Names of the collective algorithms `model` accepts."""
+
+def model(
+    algorithm: str,
+    topology: str,
+    size_bytes: int = 512 * 1024 * 1024,
+    alpha_ns: float = 1000.0,
+    beta_gbps: float = 400.0,
+    hop_ns: float = 0.0,
+    d: int | None = None,
+) -> ModelResult:
+    """Analytical model of an allreduce schedule on a topology (GIL released).
+
+    `topology` is ``torus:64x64``, ``hyperx:64x64`` or ``hammingmesh:2x2,32x32`` (board, grid).
+    Builds the schedule, routes every message on the topology and measures the Swing paper's
+    deficiencies. Raises `ValueError` naming the problem for a bad algorithm, topology or
+    parameter.
+    """

@@ -26,6 +26,7 @@ examples:
   reducelab run scenarios/example.toml --seed 7 --out /tmp/ex7
   reducelab plot links results/example             # writes results/example/link_utilization.png
   reducelab bench engine --repeat 5
+  reducelab model --algorithm swing-bandwidth --topology torus:64x64
 
 `reducelab COMMAND --help` explains each command. The scenario file format is
 described in docs/scenario-format.md.
@@ -66,6 +67,31 @@ examples:
   reducelab plot links results/example        # writes results/example/link_utilization.png
 """
 
+_MODEL_EPILOG = """\
+Builds the allreduce schedule of ALGORITHM for the topology (rank r on host r), routes every
+message (a message with a torus port goes straight along that port's dimension, then in
+dimension order; otherwise the deterministic minimal path) and reports the deficiencies of
+the Swing paper (NSDI'24, Eq. 1: T(n) = log2(p)·α·Λ + (n/D)·β·Ψ·Ξ), from per-step loads
+b_s = most bytes a rank sends on one port, L_s = bytes on the busiest link / b_s:
+  Λ      latency deficiency     steps / log2 p
+  Ψ      bandwidth deficiency   Σ b_s / (n/D)
+  Ξ      congestion deficiency  Σ L_s·b_s / Σ b_s   (data-weighted; the one the time uses)
+  Ξ_sum  congestion, summed     Σ L_s   (Table 2's convention for latency-optimal algorithms)
+and the α-β time  steps·α + β·Σ L_s·b_s + hop·Σ (longest path of each step),
+next to the paper's Table 2 values where it has a row for the algorithm.
+
+TOPOLOGY: torus:64x64, torus:8x8x8, hyperx:64x64, hammingmesh:2x2,32x32 (board, grid).
+SIZE: bytes, or with a suffix KiB, MiB, GiB (4-byte elements).
+
+examples:
+  reducelab model --algorithm swing-bandwidth --topology torus:64x64
+  reducelab model --algorithm recursive-doubling-latency --topology torus:8x8x8 --size 32KiB
+  reducelab model --algorithm bucket --topology hyperx:16x16 --alpha-ns 500 --beta-gbps 200
+  reducelab model --list
+
+A bad algorithm, topology or size prints `error: ...` and exits with status 2.
+"""
+
 
 def _seed(text: str) -> int:
     try:
@@ -84,6 +110,52 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected an integer") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"invalid value {text!r}: must be at least 1")
+    return value
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40}
+
+
+def _size(text: str) -> int:
+    """A byte count: an integer with an optional KiB/MiB/GiB/TiB suffix (e.g. `512MiB`)."""
+    number = text.strip()
+    unit = ""
+    while number and number[-1].isalpha():
+        unit = number[-1] + unit
+        number = number[:-1]
+    number = number.strip()
+    scale = _SIZE_UNITS.get(unit.lower())
+    if scale is None:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: unknown unit {unit!r} (use B, KiB, MiB, GiB or TiB)"
+        )
+    try:
+        value = int(number, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid size {text!r}: expected a whole number of bytes, optionally with KiB, MiB or GiB"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be at least 1 byte")
+    if value * scale >= 2**64:
+        raise argparse.ArgumentTypeError(f"invalid size {text!r}: must be less than 2^64 bytes")
+    return value * scale
+
+
+def _nonnegative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: expected a number") from None
+    if not (value >= 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: must be a finite number >= 0")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = _nonnegative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"invalid value {text!r}: must be > 0")
     return value
 
 
@@ -171,6 +243,45 @@ def build_parser() -> argparse.ArgumentParser:
         help="number of utilisation bins over 0-100%% (default: 20)",
     )
     links.set_defaults(handler=_cmd_plot_links)
+
+    model = commands.add_parser(
+        "model",
+        help="analytical deficiency model of an allreduce algorithm on a topology",
+        description=(
+            "Model an allreduce schedule on a topology: the Swing paper's latency, bandwidth "
+            "and congestion deficiencies and the alpha-beta time."
+        ),
+        epilog=_MODEL_EPILOG,
+        formatter_class=fmt,
+    )
+    model.add_argument("--algorithm", "-a", metavar="A", help="algorithm (see --list)")
+    model.add_argument(
+        "--topology", "-t", metavar="T",
+        help="topology spec, e.g. torus:64x64, hyperx:64x64, hammingmesh:2x2,32x32",
+    )
+    model.add_argument(
+        "--size", type=_size, default=512 << 20, metavar="N",
+        help="vector size in bytes, suffixes KiB/MiB/GiB accepted (default: 512MiB)",
+    )
+    model.add_argument(
+        "--alpha-ns", type=_nonnegative_float, default=1000.0, metavar="X",
+        help="per-step latency alpha in ns (default: 1000)",
+    )
+    model.add_argument(
+        "--beta-gbps", type=_positive_float, default=400.0, metavar="Y",
+        help="link bandwidth in Gb/s; beta = 8/Y ns per byte (default: 400)",
+    )
+    model.add_argument(
+        "--hop-ns", type=_nonnegative_float, default=0.0, metavar="H",
+        help="per-hop latency in ns, charged for the longest path of each step (default: 0)",
+    )
+    model.add_argument(
+        "--dimensions", "-D", type=_positive_int, metavar="D",
+        help="D of the ideal n/D bandwidth term (default: the topology's dimensions)",
+    )
+    model.add_argument("--per-step", action="store_true", help="also print the loads of every step")
+    model.add_argument("--list", action="store_true", help="list the algorithms and exit")
+    model.set_defaults(handler=_cmd_model)
     return parser
 
 
@@ -267,6 +378,113 @@ def _cmd_plot_links(args: argparse.Namespace) -> int:
     except plots.ResultFileError as exc:
         _fail(str(exc))
     print(f"wrote {png}")
+    return 0
+
+
+def _format_bytes(n: float) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            value = n / scale
+            return f"{value:g} {unit}" if value == int(value) else f"{value:.2f} {unit}"
+    return f"{n:g} B"
+
+
+def _format_seconds(t: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if t >= scale:
+            return f"{t / scale:.4g} {unit}"
+    return f"{t * 1e9:.4g} ns"
+
+
+def _format_model(m: dict) -> str:
+    t2 = m["table2"]
+    paper = f"paper ({t2['row']}, Table 2)" if t2 else "paper (no Table 2 row)"
+
+    def paper_value(key: str) -> str:
+        if not t2 or t2[key] is None:
+            return ""
+        return f"{t2[key]:.4g}"
+
+    weighted = bool(t2) and t2["congestion_convention"] == "weighted"
+    summed = bool(t2) and t2["congestion_convention"] == "sum"
+    rows = [
+        ("steps", f"{m['steps']}", ""),
+        ("Λ       latency deficiency", f"{m['latency_deficiency']:.4f}", paper_value("latency_deficiency")),
+        ("Ψ       bandwidth deficiency", f"{m['bandwidth_deficiency']:.4f}", paper_value("bandwidth_deficiency")),
+        (
+            "Ξ       congestion (weighted)",
+            f"{m['congestion_deficiency']:.4f}",
+            paper_value("congestion_deficiency") if weighted else "",
+        ),
+        (
+            "Ξ_sum   congestion (summed)",
+            f"{m['congestion_sum']:.4g}",
+            paper_value("congestion_deficiency") if summed else "",
+        ),
+    ]
+    lines = [
+        f"{m['algorithm']} allreduce of {_format_bytes(m['size_bytes'])} on {m['topology']} "
+        f"({m['ranks']} ranks, D = {m['d']})",
+        "",
+        f"{'':30} {'model':>12}   {paper}",
+    ]
+    lines += [f"{name:30} {value:>12}   {ref}".rstrip() for name, value, ref in rows]
+    formula = t2["congestion_formula"] if t2 else None
+    if formula is not None and formula != t2["congestion_deficiency"]:
+        which = "Ξ" if weighted else "Ξ_sum"
+        lines.append(
+            f"{'':30} {'':>12}   {which} from the paper's finite-p sum: {formula:.4g}"
+        )
+    hop = f", hop {m['hop_ns']:g} ns" if m["hop_ns"] else ""
+    lines += [
+        "",
+        f"α-β time  {_format_seconds(m['time_seconds'])}  "
+        f"(latency {_format_seconds(m['latency_seconds'])} + bandwidth "
+        f"{_format_seconds(m['bandwidth_seconds'])}; alpha {m['alpha_ns']:g} ns, "
+        f"{m['beta_gbps']:g} Gb/s links{hop})",
+    ]
+    if t2 and t2["note"]:
+        lines.append(f"note: {t2['note']}")
+    return "\n".join(lines)
+
+
+def _format_steps(m: dict) -> str:
+    lines = [f"{'step':>5} {'b_s (bytes)':>14} {'busiest link':>14} {'L_s':>8} {'hops':>5} {'messages':>9}"]
+    for i, s in enumerate(m["per_step"]):
+        lines.append(
+            f"{i:>5} {s['port_bytes']:>14} {s['link_bytes']:>14} {s['congestion']:>8.3f} "
+            f"{s['hops']:>5} {s['messages']:>9}"
+        )
+    return "\n".join(lines)
+
+
+def _cmd_model(args: argparse.Namespace) -> int:
+    from . import _core
+
+    if args.list:
+        for name in _core.algorithms():
+            print(name)
+        return 0
+    if not args.algorithm:
+        _fail("model needs --algorithm (see `reducelab model --list`)")
+    if not args.topology:
+        _fail("model needs --topology, e.g. torus:64x64, hyperx:64x64 or hammingmesh:2x2,32x32")
+    try:
+        result = _core.model(
+            args.algorithm,
+            args.topology,
+            args.size,
+            alpha_ns=args.alpha_ns,
+            beta_gbps=args.beta_gbps,
+            hop_ns=args.hop_ns,
+            d=args.dimensions,
+        )
+    except ValueError as exc:
+        _fail(str(exc))
+    print(_format_model(result))
+    if args.per_step:
+        print()
+        print(_format_steps(result))
     return 0
 
 

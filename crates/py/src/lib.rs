@@ -1,4 +1,5 @@
-//! `reducelab._core`: the thin PyO3 layer over `reducelab_sim`.
+//! `reducelab._core`: the thin PyO3 layer over `reducelab_sim` (and the analytical schedule
+//! model of `reducelab_sched::model`).
 //!
 //! Only conversion lives here: Rust results become plain Python dicts, lists and strings, and
 //! `reducelab_sim::ScenarioError` becomes the Python exception `ScenarioError(ValueError)` with
@@ -202,6 +203,97 @@ fn bench_engine<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>
     Ok(d)
 }
 
+/// Names of the collective algorithms `model` accepts.
+#[pyfunction]
+fn algorithms() -> Vec<&'static str> {
+    reducelab_sched::algos::ALGORITHMS.to_vec()
+}
+
+/// Analytical model of an allreduce algorithm on a topology (GIL released): builds the
+/// schedule, routes it on the topology and measures the Swing-paper deficiencies (see
+/// `reducelab_sched::model`).
+///
+/// `topology` is a spec such as `torus:64x64`, `hyperx:64x64` or `hammingmesh:2x2,32x32`;
+/// `size_bytes` the vector size; `alpha_ns`, `beta_gbps` (link bandwidth, β = 8 / bandwidth)
+/// and `hop_ns` the α-β parameters; `d` overrides the `D` of the ideal `n/D` term. Returns a
+/// dict (see `_core.pyi`). Raises `ValueError` naming the problem for a bad algorithm,
+/// topology or parameter.
+#[pyfunction]
+#[pyo3(signature = (algorithm, topology, size_bytes=512 * 1024 * 1024, alpha_ns=1000.0, beta_gbps=400.0, hop_ns=0.0, d=None))]
+#[allow(clippy::too_many_arguments)]
+fn model<'py>(
+    py: Python<'py>,
+    algorithm: &str,
+    topology: &str,
+    size_bytes: u64,
+    alpha_ns: f64,
+    beta_gbps: f64,
+    hop_ns: f64,
+    d: Option<u32>,
+) -> PyResult<Bound<'py, PyDict>> {
+    for (name, v) in [("alpha_ns", alpha_ns), ("hop_ns", hop_ns)] {
+        if !v.is_finite() || v < 0.0 {
+            return Err(PyValueError::new_err(format!("{name} must be a finite number >= 0, got {v}")));
+        }
+    }
+    if !beta_gbps.is_finite() || beta_gbps <= 0.0 {
+        return Err(PyValueError::new_err(format!("beta_gbps must be a finite number > 0, got {beta_gbps}")));
+    }
+    let report = py
+        .allow_threads(|| reducelab_sched::model::model(algorithm, topology, size_bytes, d))
+        .map_err(PyValueError::new_err)?;
+    let m = &report.deficiencies;
+    let (alpha, beta, hop) = (alpha_ns * 1e-9, 8.0 / (beta_gbps * 1e9), hop_ns * 1e-9);
+    let out = PyDict::new_bound(py);
+    out.set_item("algorithm", &m.algorithm)?;
+    out.set_item("topology", &report.topology)?;
+    out.set_item("ranks", m.ranks)?;
+    out.set_item("d", m.d)?;
+    out.set_item("size_bytes", m.size_bytes)?;
+    out.set_item("steps", m.steps)?;
+    out.set_item("latency_deficiency", m.lambda)?;
+    out.set_item("bandwidth_deficiency", m.psi)?;
+    out.set_item("congestion_deficiency", m.xi)?;
+    out.set_item("congestion_sum", m.xi_sum)?;
+    out.set_item("alpha_ns", alpha_ns)?;
+    out.set_item("beta_gbps", beta_gbps)?;
+    out.set_item("hop_ns", hop_ns)?;
+    out.set_item("time_seconds", m.cost_seconds(alpha, beta, hop))?;
+    out.set_item("latency_seconds", m.cost_seconds(alpha, 0.0, hop))?;
+    out.set_item("bandwidth_seconds", m.cost_seconds(0.0, beta, 0.0))?;
+    let steps = PyList::empty_bound(py);
+    for s in &m.per_step {
+        let row = PyDict::new_bound(py);
+        row.set_item("port_bytes", s.max_port_bytes)?;
+        row.set_item("link_bytes", s.max_link_bytes)?;
+        row.set_item("congestion", s.congestion)?;
+        row.set_item("hops", s.max_hops)?;
+        row.set_item("messages", s.messages)?;
+        row.set_item("bytes", s.bytes)?;
+        steps.append(row)?;
+    }
+    out.set_item("per_step", steps)?;
+    match &report.table2 {
+        None => out.set_item("table2", py.None())?,
+        Some(t) => {
+            let row = PyDict::new_bound(py);
+            row.set_item("row", t.row)?;
+            row.set_item("latency_deficiency", t.lambda)?;
+            row.set_item("bandwidth_deficiency", t.psi)?;
+            row.set_item("congestion_deficiency", t.xi)?;
+            row.set_item("congestion_formula", t.xi_formula)?;
+            let convention = match t.xi_convention {
+                reducelab_sched::model::XiConvention::Weighted => "weighted",
+                reducelab_sched::model::XiConvention::Sum => "sum",
+            };
+            row.set_item("congestion_convention", convention)?;
+            row.set_item("note", t.note)?;
+            out.set_item("table2", row)?;
+        }
+    }
+    Ok(out)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
@@ -209,5 +301,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(bench_names, m)?)?;
     m.add_function(wrap_pyfunction!(bench_engine, m)?)?;
+    m.add_function(wrap_pyfunction!(algorithms, m)?)?;
+    m.add_function(wrap_pyfunction!(model, m)?)?;
     Ok(())
 }

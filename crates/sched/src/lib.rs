@@ -8,6 +8,8 @@
 pub mod check;
 pub mod algos;
 pub mod ir;
+pub mod model;
 
 pub use check::{check, CheckError, CheckReport};
 pub use ir::{Blocks, Collective, Program, RecvOp, Schedule, Step, Transfer, SCHEDULE_VERSION};
+pub use model::{deficiencies, table2, Deficiencies, ModelReport, StepLoad, Table2, TopologySpec};

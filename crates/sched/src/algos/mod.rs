@@ -5,7 +5,12 @@
 //! 1D layout `[p]`. Ports follow the torus convention: `2i` = `+1` in dimension `i`, `2i+1` =
 //! `−1`.
 
+pub mod bucket;
+mod chunks;
+pub mod hamiltonian;
+pub mod recursive_doubling;
 pub mod ring;
+pub mod swing;
 
 use crate::ir::{Collective, Schedule};
 
@@ -70,12 +75,30 @@ impl Layout {
 }
 
 /// Names accepted by [`build`].
-pub const ALGORITHMS: &[&str] = &["ring"];
+pub const ALGORITHMS: &[&str] = &[
+    "ring",
+    "ring-bidirectional",
+    "hamiltonian-rings",
+    "recursive-doubling-latency",
+    "recursive-doubling-bandwidth",
+    "recursive-doubling-mirrored",
+    "bucket",
+    swing::SWING_BANDWIDTH,
+    swing::SWING_LATENCY,
+];
 
 /// Builds the schedule of `algorithm` for `collective` on `layout`.
 pub fn build(algorithm: &str, collective: Collective, layout: &Layout) -> Result<Schedule, String> {
     match algorithm {
         "ring" => ring::ring(collective, layout),
+        "ring-bidirectional" => ring::ring_bidirectional(collective, layout),
+        "hamiltonian-rings" => hamiltonian::hamiltonian_rings(collective, layout),
+        "recursive-doubling-latency" => recursive_doubling::recursive_doubling_latency(collective, layout),
+        "recursive-doubling-bandwidth" => recursive_doubling::recursive_doubling_bandwidth(collective, layout),
+        "recursive-doubling-mirrored" => recursive_doubling::recursive_doubling_mirrored(collective, layout),
+        "bucket" => bucket::bucket(collective, layout),
+        swing::SWING_BANDWIDTH => swing::swing_bandwidth(collective, layout),
+        swing::SWING_LATENCY => swing::swing_latency(collective, layout),
         _ => Err(format!("unknown algorithm '{algorithm}' (known: {})", ALGORITHMS.join(", "))),
     }
 }
