@@ -190,11 +190,36 @@ pub struct TrafficSpec {
 }
 
 /// `"all"` or an explicit list of host indices.
-#[derive(Debug, Deserialize, Clone)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub enum HostsSpec {
     Keyword(String),
     List(Vec<u32>),
+}
+
+// Hand-written rather than `#[serde(untagged)]`: an untagged enum buffers the value and loses
+// the error path, so `hosts = [0, -1]` said only "data did not match any variant" at
+// `traffic[0].hosts` instead of naming `traffic[0].hosts[1]`.
+impl<'de> Deserialize<'de> for HostsSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = HostsSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"all\" or a list of host indices")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<HostsSpec, E> {
+                Ok(HostsSpec::Keyword(s.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<HostsSpec, A::Error> {
+                let mut v = Vec::new();
+                while let Some(h) = seq.next_element::<u32>()? {
+                    v.push(h);
+                }
+                Ok(HostsSpec::List(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -261,9 +286,13 @@ fn e<T>(field: impl Into<String>, reason: impl Into<String>) -> Result<T, Scenar
 pub fn parse(text: &str) -> Result<ScenarioFile, ScenarioError> {
     let de = toml::Deserializer::new(text);
     serde_path_to_error::deserialize(de).map_err(|err| {
-        let path = err.path().to_string();
+        let mut path = err.path().to_string();
         let inner = err.into_inner();
         let mut reason = inner.message().to_string();
+        // serde names the table that lacks a required key; point at the key itself.
+        if let Some(key) = reason.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
+            path = if path == "." { key.to_string() } else { format!("{path}.{key}") };
+        }
         if let Some(span) = inner.span() {
             let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
             reason = format!("{reason} (line {line})");
@@ -390,8 +419,37 @@ impl TopologySpec {
             }
         }
         let wrap = |r: Result<Topology, topo::TopoError>| {
-            r.map_err(|te| ScenarioError { field: format!("topology.{}", te.param), reason: te.reason })
+            r.map_err(|te| {
+                // The builders name hammingmesh sizes board_x..grid_y; the file says board = [x, y].
+                let param = match te.param.as_str() {
+                    "board_x" => "board[0]",
+                    "board_y" => "board[1]",
+                    "grid_x" => "grid[0]",
+                    "grid_y" => "grid[1]",
+                    p => p,
+                };
+                ScenarioError { field: format!("topology.{param}"), reason: te.reason }
+            })
         };
+        // The builders size things in u32/u64 and overflow on absurd values (a panic, or a
+        // wrapped size that slips past their node limit); reject those here, in u128, first.
+        let too_big = |field: &str, nodes: u128| -> Result<(), ScenarioError> {
+            if nodes > topo::MAX_NODES as u128 {
+                return e(field, format!("would build {nodes} nodes, more than the limit of {}", topo::MAX_NODES));
+            }
+            Ok(())
+        };
+        // MAX_NODES does not bound links: a HyperX, fat tree or dragonfly within it can still
+        // need billions of them (an out-of-memory abort). 2^25 links is what the largest torus
+        // the builders accept (2^22 nodes, 8 dimensions) has.
+        const MAX_LINKS: u128 = 1 << 25;
+        let too_many_links = |field: &str, links: u128| -> Result<(), ScenarioError> {
+            if links > MAX_LINKS {
+                return e(field, format!("would build {links} links, more than the limit of {MAX_LINKS}"));
+            }
+            Ok(())
+        };
+        let nodes_of = |d: &[u32]| d.iter().fold(1u128, |n, &x| n.saturating_mul(x as u128));
         let dims2 = |field: &str, v: &Option<Vec<u32>>| -> Result<(u32, u32), ScenarioError> {
             match v {
                 Some(v) if v.len() == 2 => Ok((v[0], v[1])),
@@ -401,30 +459,40 @@ impl TopologySpec {
         };
         match kind {
             TopologyKind::Star => wrap(topo::star(req("topology.hosts", self.hosts, kname)?, host)),
-            TopologyKind::FatTree2 => wrap(topo::fat_tree_2level(
-                req("topology.leaves", self.leaves, kname)?,
-                req("topology.hosts_per_leaf", self.hosts_per_leaf, kname)?,
-                req("topology.spines", self.spines, kname)?,
-                self.links_per_spine.unwrap_or(1),
-                self.radix,
-                host,
-                net,
-            )),
+            TopologyKind::FatTree2 => {
+                let (l, h, s) = (
+                    req("topology.leaves", self.leaves, kname)?,
+                    req("topology.hosts_per_leaf", self.hosts_per_leaf, kname)?,
+                    req("topology.spines", self.spines, kname)?,
+                );
+                let c = self.links_per_spine.unwrap_or(1);
+                too_many_links("topology.spines", l as u128 * (h as u128 + s as u128 * c as u128))?;
+                wrap(topo::fat_tree_2level(l, h, s, c, self.radix, host, net))
+            }
             TopologyKind::FatTree3 => {
                 let k = req("topology.k", self.k, kname)?;
-                wrap(topo::fat_tree_3level(k, self.hosts_per_edge.unwrap_or(k / 2), host, net))
+                let hpe = self.hosts_per_edge.unwrap_or(k / 2);
+                let (k2, h2) = (k as u128, (k / 2) as u128);
+                too_big("topology.k", k2 * h2 * hpe as u128 + k2 * k2 + h2 * h2)?;
+                too_many_links("topology.k", k2 * h2 * (hpe as u128 + 2 * h2))?;
+                wrap(topo::fat_tree_3level(k, hpe, host, net))
             }
             TopologyKind::Torus => match &self.dims {
                 Some(d) => wrap(topo::torus(d, net)),
                 None => e("topology.dims", "is required for kind = \"torus\""),
             },
             TopologyKind::Hyperx => match &self.dims {
-                Some(d) => wrap(topo::hyperx(d, net)),
+                Some(d) => {
+                    let ports: u128 = d.iter().map(|&x| (x as u128).saturating_sub(1)).sum();
+                    too_many_links("topology.dims", nodes_of(d).saturating_mul(ports) / 2)?;
+                    wrap(topo::hyperx(d, net))
+                }
                 None => e("topology.dims", "is required for kind = \"hyperx\""),
             },
             TopologyKind::Hammingmesh => {
                 let (bx, by) = dims2("board", &self.board)?;
                 let (gx, gy) = dims2("grid", &self.grid)?;
+                too_big("topology.grid", (bx as u128 * gx as u128 + 1) * (by as u128 * gy as u128 + 1) - 1)?;
                 let board = LinkParams {
                     bandwidth_bps: bw,
                     latency_ps: match self.board_latency_ns {
@@ -435,6 +503,23 @@ impl TopologySpec {
                 wrap(topo::hammingmesh(bx, by, gx, gy, board, net))
             }
             TopologyKind::Dragonfly => {
+                let (g, a, p, h) = (
+                    req("topology.groups", self.groups, kname)?,
+                    req("topology.routers_per_group", self.routers_per_group, kname)?,
+                    req("topology.hosts_per_router", self.hosts_per_router, kname)?,
+                    req("topology.global_per_router", self.global_per_router, kname)?,
+                );
+                too_big("topology.groups", g as u128 * a as u128 * (p as u128 + 1))?;
+                let (g2, a2) = (g as u128, a as u128);
+                if g2 <= a2 * h as u128 + 1 {
+                    // (Otherwise the builder explains that there are too few global ports.)
+                    too_many_links("topology.groups", g2 * (a2 * p as u128 + a2 * a2.saturating_sub(1) / 2) + g2 * g2.saturating_sub(1) / 2)?;
+                }
+                let ports = (p as u64 + a as u64 + h as u64).saturating_sub(1);
+                if ports > u16::MAX as u64 {
+                    let field = if h >= p.max(a) { "global_per_router" } else if a >= p { "routers_per_group" } else { "hosts_per_router" };
+                    return e(format!("topology.{field}"), format!("a router would have {ports} ports (hosts + local + global), more than 65535"));
+                }
                 let global = LinkParams {
                     bandwidth_bps: bw,
                     latency_ps: match self.global_latency_ns {
@@ -442,15 +527,7 @@ impl TopologySpec {
                         None => lat,
                     },
                 };
-                wrap(topo::dragonfly(
-                    req("topology.groups", self.groups, kname)?,
-                    req("topology.routers_per_group", self.routers_per_group, kname)?,
-                    req("topology.hosts_per_router", self.hosts_per_router, kname)?,
-                    req("topology.global_per_router", self.global_per_router, kname)?,
-                    host,
-                    net,
-                    global,
-                ))
+                wrap(topo::dragonfly(g, a, p, h, host, net, global))
             }
         }
     }

@@ -1,0 +1,419 @@
+//! Malformed scenarios must be rejected with an error that names the offending field by its
+//! exact dotted path and says why; every shipped scenario must load.
+
+use reducelab_sim::{load_scenario_str, ScenarioError};
+use std::path::{Path, PathBuf};
+
+/// A valid 4-host two-level fat tree (2 leaves × 2 hosts, 2 spines): 8 nodes, 8 links.
+const FT2: &str = r#"
+[topology]
+kind = "fat_tree_2"
+leaves = 2
+hosts_per_leaf = 2
+spines = 2
+bandwidth_gbps = 100
+latency_ns = 500
+"#;
+
+/// A valid 4×4 torus (direct network: 16 hosts).
+const TORUS: &str = r#"
+[topology]
+kind = "torus"
+dims = [4, 4]
+bandwidth_gbps = 100
+latency_ns = 100
+"#;
+
+const PERM: &str = r#"
+[[traffic]]
+kind = "permutation"
+bytes = 1000
+"#;
+
+/// `name = "t"` + the given sections.
+fn sc(parts: &[&str]) -> String {
+    let mut s = String::from("name = \"t\"\n");
+    for p in parts {
+        s.push_str(p);
+        s.push('\n');
+    }
+    s
+}
+
+/// A topology table with the link parameters filled in.
+fn topo(body: &str) -> String {
+    format!("[topology]\nbandwidth_gbps = 100\nlatency_ns = 500\n{body}\n")
+}
+
+/// One [[traffic]] entry.
+fn traffic(body: &str) -> String {
+    format!("[[traffic]]\n{body}\n")
+}
+
+struct Case {
+    what: &'static str,
+    text: String,
+    field: &'static str,
+    reason: &'static str,
+}
+
+fn case(what: &'static str, text: impl Into<String>, field: &'static str, reason: &'static str) -> Case {
+    Case { what, text: text.into(), field, reason }
+}
+
+fn cases() -> Vec<Case> {
+    let ft3 = |extra: &str| topo(&format!("kind = \"fat_tree_3\"\nk = 4\n{extra}"));
+    let star = |extra: &str| topo(&format!("kind = \"star\"\n{extra}"));
+    vec![
+        // ---- unknown keys -----------------------------------------------------------------
+        case("unknown top-level key", format!("bogus = 1\n{}", sc(&[FT2, PERM])), "bogus", "unknown field `bogus`"),
+        case("misspelled table", sc(&[FT2, "[netwrok]\nmtu_bytes = 4096", PERM]), "netwrok", "unknown field `netwrok`"),
+        case("unknown key in [topology]", sc(&[FT2, "bogus = 1", PERM]), "topology.bogus", "unknown field `bogus`"),
+        case("unknown key in [network]", sc(&[FT2, "[network]\nbogus = 1", PERM]), "network.bogus", "unknown field `bogus`"),
+        case("unknown key in [[traffic]]", sc(&[FT2, PERM, "bogus = 1"]), "traffic[0].bogus", "unknown field `bogus`"),
+        case(
+            "unknown key in second [[traffic]]",
+            sc(&[FT2, PERM, PERM, "sizes = 3"]),
+            "traffic[1].sizes",
+            "unknown field `sizes`",
+        ),
+        case(
+            "unknown key in [[faults]]",
+            sc(&[FT2, PERM, "[[faults]]\nkind = \"link\"\nlink = 0\nat_ns = 0\nbogus = 1"]),
+            "faults[0].bogus",
+            "unknown field `bogus`",
+        ),
+        case("unknown key in [noise]", sc(&[FT2, "[noise]\nbogus = 1", PERM]), "noise.bogus", "unknown field `bogus`"),
+        case("unknown key in [run]", sc(&[FT2, "[run]\ntime_limit = 5", PERM]), "run.time_limit", "unknown field `time_limit`"),
+        // ---- wrong types ------------------------------------------------------------------
+        case("string for a number", sc(&[FT2, "[network]\nmtu_bytes = \"big\"", PERM]), "network.mtu_bytes", "invalid type: string"),
+        case("negative for unsigned", sc(&[FT2, "[network]\nmtu_bytes = -5", PERM]), "network.mtu_bytes", "invalid value: integer `-5`"),
+        case("float for int", sc(&[FT2, "[network]\nmtu_bytes = 4096.5", PERM]), "network.mtu_bytes", "invalid type: floating point"),
+        case("integer too large for u32", sc(&[&topo("kind = \"star\"\nhosts = 99999999999"), PERM]), "topology.hosts", "expected u32"),
+        case("string for a float", sc(&[&topo("kind = \"star\"\nhosts = 4").replace("100", "\"fast\""), PERM]), "topology.bandwidth_gbps", "invalid type: string"),
+        case("negative bytes", sc(&[FT2, &traffic("kind = \"permutation\"\nbytes = -1")]), "traffic[0].bytes", "invalid value: integer `-1`"),
+        case("string inside dims", sc(&[&topo("kind = \"torus\"\ndims = [4, \"x\"]"), PERM]), "topology.dims[1]", "invalid type: string"),
+        case("negative seed", format!("seed = -1\n{}", sc(&[FT2, PERM])), "seed", "invalid value: integer `-1`"),
+        case("integer name", format!("name = 3\n{FT2}{PERM}"), "name", "invalid type: integer"),
+        case("integer for an enum", sc(&[FT2, "[network]\nflow_control = 1", PERM]), "network.flow_control", "wanted string"),
+        case(
+            "negative host index",
+            sc(&[FT2, &traffic("kind = \"permutation\"\nbytes = 1\nhosts = [0, -1]")]),
+            "traffic[0].hosts[1]",
+            "invalid value: integer `-1`",
+        ),
+        case(
+            "number for hosts",
+            sc(&[FT2, &traffic("kind = \"permutation\"\nbytes = 1\nhosts = 3")]),
+            "traffic[0].hosts",
+            "\"all\" or a list of host indices",
+        ),
+        case(
+            "message entry with three numbers",
+            sc(&[FT2, &traffic("kind = \"messages\"\nlist = [[0, 1, 2]]")]),
+            "traffic[0].list[0]",
+            "invalid length 3",
+        ),
+        // ---- unknown enum variants --------------------------------------------------------
+        case("unknown topology kind", sc(&[&topo("kind = \"ring\""), PERM]), "topology.kind", "unknown variant `ring`"),
+        case("unknown routing", sc(&[FT2, "[network]\nrouting = \"magic\"", PERM]), "network.routing", "unknown variant `magic`"),
+        case("unknown flow control", sc(&[FT2, "[network]\nflow_control = \"pfc\"", PERM]), "network.flow_control", "unknown variant `pfc`"),
+        case("unknown traffic kind", sc(&[FT2, &traffic("kind = \"perm\"\nbytes = 1")]), "traffic[0].kind", "unknown variant `perm`"),
+        case(
+            "unknown fault kind",
+            sc(&[FT2, PERM, "[[faults]]\nkind = \"cable\"\nat_ns = 0"]),
+            "faults[0].kind",
+            "unknown variant `cable`",
+        ),
+        case("unknown hosts keyword", sc(&[FT2, &traffic("kind = \"permutation\"\nbytes = 1\nhosts = \"some\"")]), "traffic[0].hosts", "got \"some\""),
+        // ---- missing required fields ------------------------------------------------------
+        case("missing name", format!("{FT2}{PERM}"), "name", "missing field `name`"),
+        case("empty document", "", "name", "missing field `name`"),
+        case("missing topology", sc(&[PERM]), "topology", "missing field `topology`"),
+        case("empty name", format!("name = \"  \"\n{FT2}{PERM}"), "name", "must not be empty"),
+        case("missing topology.kind", sc(&[&topo("hosts = 4"), PERM]), "topology.kind", "is required"),
+        case(
+            "missing bandwidth",
+            sc(&["[topology]\nkind = \"star\"\nhosts = 4\nlatency_ns = 1", PERM]),
+            "topology.bandwidth_gbps",
+            "is required for kind = \"star\"",
+        ),
+        case(
+            "missing latency",
+            sc(&["[topology]\nkind = \"star\"\nhosts = 4\nbandwidth_gbps = 1", PERM]),
+            "topology.latency_ns",
+            "is required for kind = \"star\"",
+        ),
+        case("star without hosts", sc(&[&star(""), PERM]), "topology.hosts", "is required for kind = \"star\""),
+        case(
+            "fat_tree_2 without spines",
+            sc(&[&topo("kind = \"fat_tree_2\"\nleaves = 2\nhosts_per_leaf = 2"), PERM]),
+            "topology.spines",
+            "is required for kind = \"fat_tree_2\"",
+        ),
+        case("fat_tree_3 without k", sc(&[&topo("kind = \"fat_tree_3\""), PERM]), "topology.k", "is required for kind = \"fat_tree_3\""),
+        case("torus without dims", sc(&[&topo("kind = \"torus\""), PERM]), "topology.dims", "is required for kind = \"torus\""),
+        case("hyperx without dims", sc(&[&topo("kind = \"hyperx\""), PERM]), "topology.dims", "is required for kind = \"hyperx\""),
+        case(
+            "hammingmesh without grid",
+            sc(&[&topo("kind = \"hammingmesh\"\nboard = [2, 2]"), PERM]),
+            "topology.grid",
+            "is required for kind = \"hammingmesh\"",
+        ),
+        case(
+            "dragonfly without global_per_router",
+            sc(&[&topo("kind = \"dragonfly\"\ngroups = 3\nrouters_per_group = 2\nhosts_per_router = 2"), PERM]),
+            "topology.global_per_router",
+            "is required for kind = \"dragonfly\"",
+        ),
+        case("traffic without kind", sc(&[FT2, &traffic("bytes = 1")]), "traffic[0].kind", "is required"),
+        case("permutation without bytes", sc(&[FT2, &traffic("kind = \"permutation\"")]), "traffic[0].bytes", "is required for kind = \"permutation\""),
+        case("incast without receiver", sc(&[FT2, &traffic("kind = \"incast\"\nbytes = 1")]), "traffic[0].receiver", "is required for kind = \"incast\""),
+        case("messages without list", sc(&[FT2, &traffic("kind = \"messages\"")]), "traffic[0].list", "is required for kind = \"messages\""),
+        case("fault without at_ns", sc(&[FT2, PERM, "[[faults]]\nkind = \"link\"\nlink = 0"]), "faults[0].at_ns", "missing field `at_ns`"),
+        case("fault without kind", sc(&[FT2, PERM, "[[faults]]\nlink = 0\nat_ns = 0"]), "faults[0].kind", "missing field `kind`"),
+        case("link fault without link", sc(&[FT2, PERM, "[[faults]]\nkind = \"link\"\nat_ns = 0"]), "faults[0].link", "is required"),
+        // ---- parameters the chosen kind does not use ---------------------------------------
+        case("dims on fat_tree_3", sc(&[&ft3("dims = [4, 4]"), PERM]), "topology.dims", "is not a parameter of kind = \"fat_tree_3\""),
+        case("k on star", sc(&[&star("hosts = 4\nk = 4"), PERM]), "topology.k", "is not a parameter of kind = \"star\""),
+        case(
+            "host links on a torus",
+            sc(&[&topo("kind = \"torus\"\ndims = [4, 4]\nhost_latency_ns = 5"), PERM]),
+            "topology.host_latency_ns",
+            "direct network",
+        ),
+        case(
+            "inflight on a permutation",
+            sc(&[FT2, &traffic("kind = \"permutation\"\nbytes = 1\ninflight = 2")]),
+            "traffic[0].inflight",
+            "is not a parameter of kind = \"permutation\"",
+        ),
+        case(
+            "node on a link fault",
+            sc(&[FT2, PERM, "[[faults]]\nkind = \"link\"\nlink = 0\nnode = 1\nat_ns = 0"]),
+            "faults[0].node",
+            "is not used by kind = \"link\"",
+        ),
+        // ---- impossible topologies --------------------------------------------------------
+        case("odd k for fat_tree_3", sc(&[&topo("kind = \"fat_tree_3\"\nk = 5"), PERM]), "topology.k", "even"),
+        case("torus dimension of size 1", sc(&[&topo("kind = \"torus\"\ndims = [4, 1]"), PERM]), "topology.dims[1]", "size ≥ 2"),
+        case("torus without dimensions", sc(&[&topo("kind = \"torus\"\ndims = []"), PERM]), "topology.dims", "at least one dimension"),
+        case("torus too large", sc(&[&topo("kind = \"torus\"\ndims = [4096, 4096]"), PERM]), "topology.dims", "more than the limit"),
+        case(
+            "dragonfly with too many groups",
+            sc(&[&topo("kind = \"dragonfly\"\ngroups = 10\nrouters_per_group = 2\nhosts_per_router = 2\nglobal_per_router = 2"), PERM]),
+            "topology.groups",
+            "global ports",
+        ),
+        case(
+            "fat_tree_2 exceeding radix",
+            sc(&[&topo("kind = \"fat_tree_2\"\nleaves = 2\nhosts_per_leaf = 8\nspines = 8\nradix = 8"), PERM]),
+            "topology.radix",
+            "radix is 8",
+        ),
+        case(
+            "hammingmesh board with 3 entries",
+            sc(&[&topo("kind = \"hammingmesh\"\nboard = [2, 2, 2]\ngrid = [2, 2]"), PERM]),
+            "topology.board",
+            "two entries",
+        ),
+        case(
+            "hammingmesh board of width 0",
+            sc(&[&topo("kind = \"hammingmesh\"\nboard = [0, 2]\ngrid = [2, 2]"), PERM]),
+            "topology.board[0]",
+            "at least 1",
+        ),
+        case("hyperx with billions of links", sc(&[&topo("kind = \"hyperx\"\ndims = [2048, 2048]"), PERM]), "topology.dims", "links, more than the limit"),
+        case(
+            "dragonfly router with too many ports",
+            sc(&[&topo("kind = \"dragonfly\"\ngroups = 3\nrouters_per_group = 1\nhosts_per_router = 1\nglobal_per_router = 70000"), PERM]),
+            "topology.global_per_router",
+            "more than 65535",
+        ),
+        case("star with no hosts", sc(&[&star("hosts = 0"), PERM]), "topology.hosts", "at least 1"),
+        case("zero bandwidth", sc(&[&topo("kind = \"star\"\nhosts = 4").replace("bandwidth_gbps = 100", "bandwidth_gbps = 0"), PERM]), "topology.bandwidth_gbps", "positive"),
+        case(
+            "bandwidth in b/s instead of Gb/s",
+            sc(&[&topo("kind = \"star\"\nhosts = 4").replace("bandwidth_gbps = 100", "bandwidth_gbps = 100e9"), PERM]),
+            "topology.bandwidth_gbps",
+            "the unit is Gb/s",
+        ),
+        case("negative latency", sc(&[&topo("kind = \"star\"\nhosts = 4").replace("latency_ns = 500", "latency_ns = -1"), PERM]), "topology.latency_ns", "non-negative"),
+        // ---- network constraints ----------------------------------------------------------
+        case("header_bytes == mtu", sc(&[FT2, "[network]\nmtu_bytes = 4096\nheader_bytes = 4096", PERM]), "network.header_bytes", "smaller than mtu_bytes"),
+        case("header_bytes > mtu", sc(&[FT2, "[network]\nmtu_bytes = 1024\nheader_bytes = 2000", PERM]), "network.header_bytes", "smaller than mtu_bytes"),
+        case(
+            "buffer smaller than an MTU with credits",
+            sc(&[FT2, "[network]\nflow_control = \"credit\"\nbuffer_bytes = 1000", PERM]),
+            "network.buffer_bytes",
+            "at least one MTU",
+        ),
+        case("zero buffer with drop_tail", sc(&[FT2, "[network]\nflow_control = \"drop_tail\"\nbuffer_bytes = 0", PERM]), "network.buffer_bytes", "> 0"),
+        case("mtu too small", sc(&[FT2, "[network]\nmtu_bytes = 32\nheader_bytes = 8", PERM]), "network.mtu_bytes", "64..=65536"),
+        case("loss_probability > 1", sc(&[FT2, "[network]\nloss_probability = 1.5", PERM]), "network.loss_probability", "within [0, 1]"),
+        case("loss_probability NaN", sc(&[FT2, "[network]\nloss_probability = nan", PERM]), "network.loss_probability", "within [0, 1]"),
+        case("noise.probability < 0", sc(&[FT2, "[noise]\nprobability = -0.1", PERM]), "noise.probability", "within [0, 1]"),
+        case("infinite noise delay", sc(&[FT2, "[noise]\nprobability = 0.1\ndelay_ns = inf", PERM]), "noise.delay_ns", "non-negative"),
+        case("negative switch latency", sc(&[FT2, "[network]\nswitch_latency_ns = -3", PERM]), "network.switch_latency_ns", "non-negative"),
+        case("ecmp on a lossless torus", sc(&[TORUS, "[network]\nrouting = \"ecmp\"", PERM]), "network.routing", "not deadlock-free"),
+        case("canary on a lossless torus", sc(&[TORUS, "[network]\nrouting = \"canary\"", PERM]), "network.routing", "not deadlock-free"),
+        // ---- traffic ----------------------------------------------------------------------
+        case(
+            "host out of range",
+            sc(&[FT2, &traffic("kind = \"permutation\"\nbytes = 1\nhosts = [0, 1, 2, 7]")]),
+            "traffic[0].hosts[3]",
+            "host 7 does not exist",
+        ),
+        case(
+            "duplicate host",
+            sc(&[FT2, &traffic("kind = \"permutation\"\nbytes = 1\nhosts = [0, 1, 1]")]),
+            "traffic[0].hosts[2]",
+            "listed twice",
+        ),
+        case(
+            "incast receiver among senders",
+            sc(&[FT2, &traffic("kind = \"incast\"\nbytes = 1\nreceiver = 2\nsenders = [0, 2]")]),
+            "traffic[0].senders[1]",
+            "receiver cannot be a sender",
+        ),
+        case(
+            "incast receiver out of range",
+            sc(&[FT2, &traffic("kind = \"incast\"\nbytes = 1\nreceiver = 4")]),
+            "traffic[0].receiver",
+            "host 4 does not exist",
+        ),
+        case(
+            "permutation with one host",
+            sc(&[FT2, &traffic("kind = \"permutation\"\nbytes = 1\nhosts = [3]")]),
+            "traffic[0].hosts",
+            "at least two hosts",
+        ),
+        case(
+            "background only without a time limit",
+            sc(&[FT2, &traffic("kind = \"random_uniform\"\nbytes = 1000")]),
+            "run.time_limit_us",
+            "background",
+        ),
+        case("no traffic at all", sc(&[FT2]), "traffic", "at least one [[traffic]]"),
+        case(
+            "message to a missing host",
+            sc(&[FT2, &traffic("kind = \"messages\"\nlist = [[0, 1, 10, 0], [1, 9, 10, 0]]")]),
+            "traffic[0].list[1]",
+            "host 9 does not exist",
+        ),
+        case("empty message list", sc(&[FT2, &traffic("kind = \"messages\"\nlist = []")]), "traffic[0].list", "must not be empty"),
+        case(
+            "zero inflight",
+            sc(&[FT2, PERM, &traffic("kind = \"random_uniform\"\nbytes = 1000\ninflight = 0")]),
+            "traffic[1].inflight",
+            "within 1..=1024",
+        ),
+        case(
+            "empty background messages",
+            sc(&[FT2, PERM, &traffic("kind = \"random_uniform\"\nbytes = 0")]),
+            "traffic[1].bytes",
+            "at least one byte",
+        ),
+        case("message over 1 TiB", sc(&[FT2, &traffic("kind = \"permutation\"\nbytes = 2000000000000")]), "traffic[0].bytes", "more than 1 TiB"),
+        case("negative start", sc(&[FT2, &traffic("kind = \"permutation\"\nbytes = 1\nstart_ns = -5")]), "traffic[0].start_ns", "non-negative"),
+        case("zero time limit", sc(&[FT2, PERM, "[run]\ntime_limit_us = 0"]), "run.time_limit_us", "positive"),
+        // ---- faults -----------------------------------------------------------------------
+        case(
+            "link fault out of range",
+            sc(&[FT2, PERM, "[[faults]]\nkind = \"link\"\nlink = 8\nat_ns = 0"]),
+            "faults[0].link",
+            "link 8 does not exist (the topology has 8 links)",
+        ),
+        case(
+            "node fault out of range",
+            sc(&[FT2, PERM, "[[faults]]\nkind = \"node\"\nnode = 8\nat_ns = 0"]),
+            "faults[0].node",
+            "node 8 does not exist (the topology has 8 nodes)",
+        ),
+        case(
+            "second fault with negative time",
+            sc(&[FT2, PERM, "[[faults]]\nkind = \"node\"\nnode = 1\nat_ns = 0\n[[faults]]\nkind = \"link\"\nlink = 1\nat_ns = -1"]),
+            "faults[1].at_ns",
+            "non-negative",
+        ),
+        // ---- TOML syntax ------------------------------------------------------------------
+        case("unterminated table header", "name = \"t\"\n[topology\n", "", "invalid table header"),
+        case("missing value", "name = \n", "", "(line 1)"),
+        case("duplicate key", format!("name = \"a\"\nname = \"b\"\n{FT2}{PERM}"), "", "duplicate key"),
+        case("unterminated string", format!("name = \"t\n{FT2}{PERM}"), "", "(line 1)"),
+        case("table defined twice", sc(&[FT2, FT2, PERM]), "", "duplicate key"),
+    ]
+}
+
+#[test]
+fn malformed_scenarios_name_the_field_and_the_cause() {
+    let cases = cases();
+    assert!(cases.len() >= 30, "only {} cases", cases.len());
+    let mut failures = Vec::new();
+    for c in &cases {
+        match load_scenario_str(&c.text, None) {
+            Ok(_) => failures.push(format!("[{}] loaded, expected an error at `{}`", c.what, c.field)),
+            Err(ScenarioError { field, reason }) => {
+                if field != c.field || !reason.to_lowercase().contains(&c.reason.to_lowercase()) {
+                    failures.push(format!(
+                        "[{}]\n    expected field `{}`, reason containing {:?}\n    got      field `{}`, reason {:?}",
+                        c.what, c.field, c.reason, field, reason
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+}
+
+/// The fixtures themselves are valid once the faulty part is removed: guards against a case
+/// passing for the wrong reason because its base was broken.
+#[test]
+fn fixtures_are_valid() {
+    for text in [sc(&[FT2, PERM]), sc(&[TORUS, PERM]), sc(&[&topo("kind = \"star\"\nhosts = 4"), PERM])] {
+        if let Err(e) = load_scenario_str(&text, None) {
+            panic!("fixture does not load: {e}\n{text}");
+        }
+    }
+    let sc = load_scenario_str(&sc(&[FT2, PERM]), None).unwrap();
+    assert_eq!(sc.topology.num_hosts(), 4);
+    assert_eq!(sc.topology.links.len(), 8);
+    assert_eq!(sc.topology.nodes.len(), 8);
+}
+
+#[test]
+fn errors_display_as_field_colon_reason() {
+    let err = |text: &str| load_scenario_str(text, None).err().expect("an error");
+    let e = err(&sc(&[FT2, "[network]\nrouting = \"magic\"", PERM]));
+    assert!(e.to_string().starts_with("network.routing: unknown variant `magic`"), "{e}");
+    let e = err("name = \"t\"\n[topology\n");
+    assert!(!e.to_string().starts_with(':'), "{e}");
+}
+
+fn toml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            toml_files(&path, out);
+        } else if path.extension().is_some_and(|x| x == "toml") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_shipped_scenario_loads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let mut files = Vec::new();
+    toml_files(&root, &mut files);
+    files.sort();
+    assert!(files.len() >= 4, "found only {files:?}");
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        if let Err(e) = load_scenario_str(&text, None) {
+            panic!("{}: {e}", f.display());
+        }
+        // An explicit seed overrides the file's.
+        assert_eq!(load_scenario_str(&text, Some(77)).unwrap().seed, 77);
+    }
+}
