@@ -36,6 +36,7 @@ struct InFlight {
 #[derive(Clone, Debug)]
 pub struct CollectiveResult {
     pub algorithm: String,
+    pub collective: Collective,
     pub ranks: u32,
     pub bytes: u64,
     pub start: SimTime,
@@ -257,6 +258,7 @@ impl CollectiveRun {
         }
         CollectiveResult {
             algorithm: self.sched.algorithm.clone(),
+            collective: self.sched.collective,
             ranks: self.sched.ranks,
             bytes: self.bytes,
             start: self.start,

@@ -86,7 +86,10 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, Scena
     let rng = Rng::new(sc.seed);
     let mut net = Network::new(&sc.topology, sc.net.clone(), sc.faults.clone(), &rng)
         .map_err(|reason| ScenarioError { field: "network".into(), reason })?;
-    let mut w = workload::ScenarioWorkload::new(sc.traffic.clone(), rng.fork(0x7AFF1C));
+    for &(link, p) in &sc.link_loss {
+        net.set_link_loss(link, p);
+    }
+    let mut w = workload::ScenarioWorkload::new(sc.traffic.clone(), rng.fork(0x7AFF1C), &sc.topology, sc.seed);
     let mut progress = |f: f64| {
         if let Some(p) = opts.progress {
             p(f)

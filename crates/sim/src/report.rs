@@ -50,6 +50,8 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         .filter(|m| !m.is_complete() && !w.traffic[m.tag as usize].is_background())
         .count();
     // Per traffic generator.
+    let collectives = w.collective_results();
+    let collectives_ok = collectives.iter().all(|(_, r)| r.verified);
     let mut traffic = Vec::new();
     for (ti, t) in w.traffic.iter().enumerate() {
         let mine: Vec<_> = msgs.iter().filter(|m| m.tag == ti as u64).collect();
@@ -58,6 +60,26 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         let last = mine.iter().filter(|m| m.is_complete()).map(|m| m.end.ps()).max().unwrap_or(0);
         let delivered: u64 = mine.iter().filter(|m| m.is_complete()).map(|m| m.bytes).sum();
         let span = last.saturating_sub(first);
+        if let Some((_, r)) = collectives.iter().find(|(i, _)| *i == ti) {
+            traffic.push(json!({
+                "kind": t.kind(),
+                "background": false,
+                "algorithm": r.algorithm,
+                "collective": format!("{:?}", r.collective),
+                "ranks": r.ranks,
+                "bytes": r.bytes,
+                "messages": mine.len(),
+                "completed": w.counters[ti].completed,
+                "verified": mine.iter().filter(|m| m.verified()).count(),
+                "result_verified": r.verified,
+                "mismatch": r.mismatch,
+                "runtime_ps": r.runtime_ps(),
+                "goodput_gbps": r.goodput_gbps(),
+                "fct_ps": fct_summary(fcts),
+                "throughput_gbps": r.goodput_gbps().unwrap_or(0.0),
+            }));
+            continue;
+        }
         traffic.push(json!({
             "kind": t.kind(),
             "background": t.is_background(),
@@ -133,7 +155,7 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             "verified": verified,
             "corrupted": corrupted,
             "foreground_incomplete": fg_incomplete,
-            "all_verified": corrupted == 0 && fg_incomplete == 0,
+            "all_verified": corrupted == 0 && fg_incomplete == 0 && collectives_ok,
             "fct_ps": fct_summary(msgs.iter().filter_map(|m| m.completion_time().map(|d| d.ps())).collect()),
         },
         "traffic": traffic,
@@ -181,6 +203,19 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             us(&f["p99"]),
             us(&f["max"]),
             t["throughput_gbps"].as_f64().unwrap_or(0.0)
+        );
+    }
+    for (_, r) in &collectives {
+        let _ = writeln!(
+            table,
+            "collective {} {:?} on {} ranks, {} bytes: runtime {} us, goodput {:.1} Gb/s, result {}",
+            r.algorithm,
+            r.collective,
+            r.ranks,
+            r.bytes,
+            r.runtime_ps().map_or("-".into(), |t| format!("{:.3}", t as f64 * 1e-6)),
+            r.goodput_gbps().unwrap_or(0.0),
+            if r.verified { "verified on every rank".to_string() } else { format!("WRONG: {}", r.mismatch.clone().unwrap_or_default()) }
         );
     }
     let _ = writeln!(

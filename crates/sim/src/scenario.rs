@@ -6,7 +6,7 @@
 use crate::ScenarioError;
 use reducelab_des::{SimDuration, SimTime};
 use reducelab_net::{Fault, FlowControl, NetConfig, RoutingAlgo};
-use reducelab_topo::{self as topo, LinkParams, Topology};
+use reducelab_topo::{self as topo, LinkParams, Shape, Topology};
 use serde::Deserialize;
 
 #[derive(Debug, Deserialize)]
@@ -172,6 +172,9 @@ pub enum TrafficKind {
     /// Background: every host of the set keeps `inflight` messages of `bytes` going, each to
     /// a new uniformly random peer of the set (Canary §5.2), until the foreground is done.
     RandomUniform,
+    /// A host-based collective (allreduce, reduce-scatter, allgather) run from a schedule of
+    /// `crates/sched`: rank `r` on `hosts[r]`.
+    Collective,
 }
 
 /// One traffic generator; which fields apply depends on `kind`.
@@ -187,6 +190,13 @@ pub struct TrafficSpec {
     pub inflight: Option<u32>,
     /// `[[src, dst, bytes, start_ns], ...]` for `kind = "messages"`.
     pub list: Option<Vec<[u64; 4]>>,
+    /// For `kind = "collective"`: the algorithm (see `reducelab model --list`).
+    pub algorithm: Option<String>,
+    /// For `kind = "collective"`: `allreduce` (default), `reduce_scatter` or `allgather`.
+    pub collective: Option<String>,
+    /// For `kind = "collective"`: the torus shape the ranks are laid out on (default: the
+    /// topology's dimensions when every host takes part, else one dimension).
+    pub dims: Option<Vec<u32>>,
 }
 
 /// `"all"` or an explicit list of host indices.
@@ -227,6 +237,8 @@ impl<'de> Deserialize<'de> for HostsSpec {
 pub enum FaultKind {
     Link,
     Node,
+    /// A lossy link: each traversal loses the packet with `probability`.
+    Loss,
 }
 
 #[derive(Debug, Deserialize)]
@@ -235,7 +247,8 @@ pub struct FaultSpec {
     pub kind: FaultKind,
     pub link: Option<u32>,
     pub node: Option<u32>,
-    pub at_ns: f64,
+    pub at_ns: Option<f64>,
+    pub probability: Option<f64>,
 }
 
 #[derive(Debug, Deserialize, Default)]
@@ -252,6 +265,8 @@ pub struct Scenario {
     pub net: NetConfig,
     pub traffic: Vec<Traffic>,
     pub faults: Vec<Fault>,
+    /// Per-link loss probabilities overriding `network.loss_probability`.
+    pub link_loss: Vec<(u32, f64)>,
     pub time_limit: Option<SimTime>,
 }
 
@@ -262,6 +277,7 @@ pub enum Traffic {
     Permutation { hosts: Vec<u32>, bytes: u64, start: SimTime },
     Incast { senders: Vec<u32>, receiver: u32, bytes: u64, start: SimTime },
     RandomUniform { hosts: Vec<u32>, bytes: u64, inflight: u32, start: SimTime },
+    Collective { hosts: Vec<u32>, bytes: u64, start: SimTime, schedule: reducelab_sched::Schedule },
 }
 
 impl Traffic {
@@ -271,6 +287,7 @@ impl Traffic {
             Traffic::Permutation { .. } => "permutation",
             Traffic::Incast { .. } => "incast",
             Traffic::RandomUniform { .. } => "random_uniform",
+            Traffic::Collective { .. } => "collective",
         }
     }
     pub fn is_background(&self) -> bool {
@@ -606,7 +623,7 @@ impl ScenarioFile {
         }
         let mut traffic = Vec::new();
         for (i, t) in self.traffic.iter().enumerate() {
-            traffic.push(resolve_traffic(&format!("traffic[{i}]"), t, n)?);
+            traffic.push(resolve_traffic(&format!("traffic[{i}]"), t, &topology)?);
         }
         if traffic.is_empty() {
             return e("traffic", "at least one [[traffic]] entry is needed");
@@ -619,30 +636,55 @@ impl ScenarioFile {
             return e("run.time_limit_us", "is required when all traffic is background (random_uniform never ends by itself)");
         }
         let mut faults = Vec::new();
+        let mut link_loss = Vec::new();
         for (i, f) in self.faults.iter().enumerate() {
-            let at = SimTime(ns_to_ps(&format!("faults[{i}].at_ns"), f.at_ns)?);
-            faults.push(match f.kind {
+            let kname = match f.kind {
+                FaultKind::Link => "link",
+                FaultKind::Node => "node",
+                FaultKind::Loss => "loss",
+            };
+            let unused = |field: &str, present: bool| -> Result<(), ScenarioError> {
+                if present {
+                    return e(format!("faults[{i}].{field}"), format!("is not used by kind = \"{kname}\""));
+                }
+                Ok(())
+            };
+            let link_of = |f: &FaultSpec| -> Result<u32, ScenarioError> {
+                let link = req(&format!("faults[{i}].link"), f.link, kname)?;
+                if link as usize >= topology.links.len() {
+                    return e(format!("faults[{i}].link"), format!("link {link} does not exist (the topology has {} links)", topology.links.len()));
+                }
+                Ok(link)
+            };
+            let at = |f: &FaultSpec| -> Result<SimTime, ScenarioError> {
+                let ns = req(&format!("faults[{i}].at_ns"), f.at_ns, kname)?;
+                Ok(SimTime(ns_to_ps(&format!("faults[{i}].at_ns"), ns)?))
+            };
+            match f.kind {
                 FaultKind::Link => {
-                    if f.node.is_some() {
-                        return e(format!("faults[{i}].node"), "is not used by kind = \"link\"");
-                    }
-                    let link = req(&format!("faults[{i}].link"), f.link, "link")?;
-                    if link as usize >= topology.links.len() {
-                        return e(format!("faults[{i}].link"), format!("link {link} does not exist (the topology has {} links)", topology.links.len()));
-                    }
-                    Fault::Link { link, at }
+                    unused("node", f.node.is_some())?;
+                    unused("probability", f.probability.is_some())?;
+                    faults.push(Fault::Link { link: link_of(f)?, at: at(f)? });
                 }
                 FaultKind::Node => {
-                    if f.link.is_some() {
-                        return e(format!("faults[{i}].link"), "is not used by kind = \"node\"");
-                    }
-                    let node = req(&format!("faults[{i}].node"), f.node, "node")?;
+                    unused("link", f.link.is_some())?;
+                    unused("probability", f.probability.is_some())?;
+                    let node = req(&format!("faults[{i}].node"), f.node, kname)?;
                     if node as usize >= topology.nodes.len() {
                         return e(format!("faults[{i}].node"), format!("node {node} does not exist (the topology has {} nodes)", topology.nodes.len()));
                     }
-                    Fault::Node { node, at }
+                    faults.push(Fault::Node { node, at: at(f)? });
                 }
-            });
+                FaultKind::Loss => {
+                    unused("node", f.node.is_some())?;
+                    unused("at_ns", f.at_ns.is_some())?;
+                    let p = req(&format!("faults[{i}].probability"), f.probability, kname)?;
+                    if !(0.0..=1.0).contains(&p) {
+                        return e(format!("faults[{i}].probability"), format!("must be within [0, 1], got {p}"));
+                    }
+                    link_loss.push((link_of(f)?, p));
+                }
+            }
         }
         Ok(Scenario {
             name: self.name.clone(),
@@ -651,27 +693,31 @@ impl ScenarioFile {
             net,
             traffic,
             faults,
+            link_loss,
             time_limit,
         })
     }
 }
 
-fn resolve_traffic(f: &str, t: &TrafficSpec, n: u32) -> Result<Traffic, ScenarioError> {
+fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traffic, ScenarioError> {
+    let n = topology.num_hosts() as u32;
     let kind = match t.kind {
         Some(k) => k,
-        None => return e(format!("{f}.kind"), "is required (messages, permutation, incast, random_uniform)"),
+        None => return e(format!("{f}.kind"), "is required (messages, permutation, incast, random_uniform, collective)"),
     };
     let kname = match kind {
         TrafficKind::Messages => "messages",
         TrafficKind::Permutation => "permutation",
         TrafficKind::Incast => "incast",
         TrafficKind::RandomUniform => "random_uniform",
+        TrafficKind::Collective => "collective",
     };
     let used: &[&str] = match kind {
         TrafficKind::Messages => &["list"],
         TrafficKind::Permutation => &["hosts", "bytes", "start_ns"],
         TrafficKind::Incast => &["senders", "receiver", "bytes", "start_ns"],
         TrafficKind::RandomUniform => &["hosts", "bytes", "start_ns", "inflight"],
+        TrafficKind::Collective => &["hosts", "bytes", "start_ns", "algorithm", "collective", "dims"],
     };
     for (name, is) in [
         ("hosts", t.hosts.is_some()),
@@ -681,6 +727,9 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, n: u32) -> Result<Traffic, Scenario
         ("senders", t.senders.is_some()),
         ("inflight", t.inflight.is_some()),
         ("list", t.list.is_some()),
+        ("algorithm", t.algorithm.is_some()),
+        ("collective", t.collective.is_some()),
+        ("dims", t.dims.is_some()),
     ] {
         if is && !used.contains(&name) {
             return e(format!("{f}.{name}"), format!("is not a parameter of kind = \"{kname}\""));
@@ -752,6 +801,42 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, n: u32) -> Result<Traffic, Scenario
                 return e(format!("{f}.bytes"), "background messages must carry at least one byte");
             }
             Traffic::RandomUniform { hosts, bytes: b, inflight, start }
+        }
+        TrafficKind::Collective => {
+            use reducelab_sched::algos::{build, Layout, ALGORITHMS};
+            use reducelab_sched::Collective;
+            let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
+            let collective = match t.collective.as_deref().unwrap_or("allreduce") {
+                "allreduce" => Collective::Allreduce,
+                "reduce_scatter" => Collective::ReduceScatter,
+                "allgather" => Collective::Allgather,
+                other => return e(format!("{f}.collective"), format!("must be allreduce, reduce_scatter or allgather, got \"{other}\"")),
+            };
+            let algorithm = match &t.algorithm {
+                Some(a) => a.clone(),
+                None => return e(format!("{f}.algorithm"), format!("is required for kind = \"collective\" (one of {})", ALGORITHMS.join(", "))),
+            };
+            let p = hosts.len() as u32;
+            let dims = match &t.dims {
+                Some(d) => d.clone(),
+                None => match &topology.shape {
+                    Shape::Torus { dims } | Shape::HyperX { dims } if p == n => dims.clone(),
+                    Shape::HammingMesh { board_x, board_y, grid_x, grid_y } if p == n => vec![board_x * grid_x, board_y * grid_y],
+                    _ => vec![p],
+                },
+            };
+            let layout = Layout::new(dims.clone()).map_err(|r| ScenarioError { field: format!("{f}.dims"), reason: r })?;
+            if layout.ranks() != p {
+                return e(format!("{f}.dims"), format!("{dims:?} holds {} ranks but {p} hosts take part", layout.ranks()));
+            }
+            // Schedules list every message: ring-like ones grow as p², the others as p·log p.
+            let ring_like = algorithm.starts_with("ring") || algorithm == "hamiltonian-rings";
+            let limit = if ring_like { 2048 } else { 16384 };
+            if p > limit {
+                return e(format!("{f}.hosts"), format!("{p} ranks is more than the {limit} that '{algorithm}' schedules support at packet level"));
+            }
+            let schedule = build(&algorithm, collective, &layout).map_err(|r| ScenarioError { field: format!("{f}.algorithm"), reason: r })?;
+            Traffic::Collective { hosts, bytes: bytes(t)?, start, schedule }
         }
     })
 }

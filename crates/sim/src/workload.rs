@@ -1,8 +1,10 @@
 //! The workload of a scenario: its traffic generators driving a [`Network`].
 
+use crate::collective::{CollectiveResult, CollectiveRun};
 use crate::scenario::Traffic;
 use reducelab_des::{Rng, SimTime};
 use reducelab_net::{MsgId, Network, Workload};
+use reducelab_topo::Topology;
 
 /// Per-generator counters.
 #[derive(Clone, Debug, Default)]
@@ -15,22 +17,42 @@ pub struct TrafficCounters {
 pub struct ScenarioWorkload {
     pub traffic: Vec<Traffic>,
     pub counters: Vec<TrafficCounters>,
+    /// The running collective of each `collective` generator.
+    runs: Vec<Option<CollectiveRun>>,
     rng: Rng,
     fg_messages: u64,
     fg_done: u64,
     fg_bytes: u64,
     fg_bytes_done: u64,
+    collectives_left: u32,
 }
 
 impl ScenarioWorkload {
-    pub fn new(traffic: Vec<Traffic>, rng: Rng) -> Self {
+    pub fn new(traffic: Vec<Traffic>, rng: Rng, topo: &Topology, seed: u64) -> Self {
         let counters = vec![TrafficCounters::default(); traffic.len()];
-        ScenarioWorkload { traffic, counters, rng, fg_messages: 0, fg_done: 0, fg_bytes: 0, fg_bytes_done: 0 }
+        let mut collectives_left = 0;
+        let runs = traffic
+            .iter()
+            .enumerate()
+            .map(|(ti, t)| match t {
+                Traffic::Collective { hosts, bytes, start, schedule } => {
+                    collectives_left += 1;
+                    Some(CollectiveRun::new(topo, schedule.clone(), hosts.clone(), *bytes, 4, ti as u64, *start, seed ^ ti as u64))
+                }
+                _ => None,
+            })
+            .collect();
+        ScenarioWorkload { traffic, counters, runs, rng, fg_messages: 0, fg_done: 0, fg_bytes: 0, fg_bytes_done: 0, collectives_left }
     }
 
-    /// True when every foreground message has been delivered.
+    /// True when every foreground message has been delivered and every collective is done.
     pub fn foreground_done(&self) -> bool {
-        self.fg_messages > 0 && self.fg_done == self.fg_messages
+        self.fg_done == self.fg_messages && self.collectives_left == 0 && (self.fg_messages > 0 || self.runs.iter().any(|r| r.is_some()))
+    }
+
+    /// Results of the collective generators, by traffic index.
+    pub fn collective_results(&self) -> Vec<(usize, CollectiveResult)> {
+        self.runs.iter().enumerate().filter_map(|(i, r)| r.as_ref().map(|r| (i, r.result()))).collect()
     }
 
     fn send(&mut self, net: &mut Network, ti: usize, src: u32, dst: u32, bytes: u64, at: SimTime) {
@@ -94,7 +116,17 @@ impl Workload for ScenarioWorkload {
                         }
                     }
                 }
+                Traffic::Collective { .. } => {
+                    let run = self.runs[ti].as_mut().expect("collective run");
+                    run.start(net);
+                    if run.is_done() {
+                        self.collectives_left -= 1;
+                    }
+                }
             }
+        }
+        if self.foreground_done() {
+            net.stop();
         }
     }
 
@@ -106,7 +138,15 @@ impl Workload for ScenarioWorkload {
         let c = &mut self.counters[ti];
         c.completed += 1;
         c.bytes_delivered += bytes;
-        if let Traffic::RandomUniform { hosts, bytes, .. } = &self.traffic[ti] {
+        if let Some(run) = self.runs[ti].as_mut() {
+            run.on_delivered(net, msg);
+            if run.is_done() {
+                self.collectives_left -= 1;
+                if self.foreground_done() {
+                    net.stop();
+                }
+            }
+        } else if let Traffic::RandomUniform { hosts, bytes, .. } = &self.traffic[ti] {
             // Closed loop: the sender moves on to a new random peer.
             let d = Self::random_peer(&mut self.rng, hosts, src);
             let b = *bytes;
@@ -115,7 +155,7 @@ impl Workload for ScenarioWorkload {
         } else {
             self.fg_done += 1;
             self.fg_bytes_done += bytes;
-            if self.fg_done == self.fg_messages {
+            if self.foreground_done() {
                 net.stop();
             }
         }

@@ -436,6 +436,7 @@ fn small_enough(sc: &Scenario) -> bool {
             Traffic::Incast { senders, bytes, .. } => senders.len() as u64 * bytes,
             // Closed-loop background: bounded by the time cap below.
             Traffic::RandomUniform { .. } => 0,
+            Traffic::Collective { hosts, bytes, .. } => 2 * hosts.len() as u64 * bytes,
         };
         fg_bytes = fg_bytes.saturating_add(add);
     }
