@@ -99,6 +99,10 @@ pub fn build(algorithm: &str, collective: Collective, layout: &Layout) -> Result
         "bucket" => bucket::bucket(collective, layout),
         swing::SWING_BANDWIDTH => swing::swing_bandwidth(collective, layout),
         swing::SWING_LATENCY => swing::swing_latency(collective, layout),
+        "swing" | "recursive-doubling" => Err(format!(
+            "'{algorithm}' picks its latency- or bandwidth-optimal variant by vector size: use select::build_for_size, \
+             or name the variant ({algorithm}-latency, {algorithm}-bandwidth)"
+        )),
         _ => Err(format!("unknown algorithm '{algorithm}' (known: {})", ALGORITHMS.join(", "))),
     }
 }
