@@ -130,3 +130,70 @@ def model(
     deficiencies. Raises `ValueError` naming the problem for a bad algorithm, topology or
     parameter.
     """
+
+AUTO_FLOW_MIN_BYTES: int
+"""`backend="auto"` runs sizes of at least this many bytes (8 MiB) at flow level."""
+
+class CollectiveOutcome(TypedDict):
+    """One allreduce on a whole topology (`run_collective`)."""
+
+    topology: str
+    """Canonical topology spec."""
+    algorithm: str
+    ranks: int
+    size_bytes: int
+    backend: str
+    """The backend that ran it: ``"packet"`` or ``"flow"`` (``"auto"`` resolved)."""
+    runtime_ps: int
+    goodput_gbps: float
+    """size_bytes * 8 / runtime, Gb/s."""
+    verified: bool | None
+    """Packet level: every rank's result matched the reference; flow level: None (no data)."""
+    mismatch: str | None
+    """First data mismatch (packet level), if any."""
+    messages: int
+    bandwidth_gbps: float
+    latency_ns: float
+    hop_ns: float
+    buffer_bytes: int
+    """Ingress buffer per port and VC the packet engine used."""
+    seed: int
+    wall_seconds: float
+    """Wall-clock time of the run (never written to result files)."""
+
+def run_collective(
+    topology: str,
+    algorithm: str,
+    size_bytes: int,
+    backend: str = "auto",
+    bandwidth_gbps: float = 400.0,
+    latency_ns: float = 100.0,
+    hop_ns: float = 300.0,
+    seed: int = 1,
+    buffer_bytes: int | None = None,
+) -> CollectiveOutcome:
+    """One allreduce of `size_bytes` (4-byte elements) with `algorithm` on a whole topology.
+
+    Rank r runs on host r of `topology` (``torus:8x8``, ``hyperx:16x16``,
+    ``hammingmesh:2x2,32x32``). The network is the Swing paper's (§5): links of `bandwidth_gbps`
+    and `latency_ns`, `hop_ns` per forwarding node, 4 KiB packets with 64 B headers, minimal
+    adaptive routing, lossless credit flow control with line-rate buffers (at least 256 KiB per
+    port and VC; `buffer_bytes` overrides). `backend`: ``"packet"`` (data verified per rank),
+    ``"flow"`` (max-min fluid, not verified) or ``"auto"`` (packet below `AUTO_FLOW_MIN_BYTES`,
+    flow from there on). The built schedule is cached per (algorithm, topology) in the process.
+    GIL released. Raises `ValueError` naming the problem (bad topology, algorithm, backend or
+    parameter, or a packet-level run that does not finish).
+    """
+
+def run_collective_sizes(
+    topology: str,
+    algorithm: str,
+    sizes: list[int],
+    backend: str = "auto",
+    bandwidth_gbps: float = 400.0,
+    latency_ns: float = 100.0,
+    hop_ns: float = 300.0,
+    seed: int = 1,
+    buffer_bytes: int | None = None,
+) -> list[CollectiveOutcome]:
+    """`run_collective` for several sizes, building the topology and schedule once."""

@@ -27,6 +27,7 @@ examples:
   reducelab plot links results/example             # writes results/example/link_utilization.png
   reducelab bench engine --repeat 5
   reducelab model --algorithm swing-bandwidth --topology torus:64x64
+  reducelab reproduce swing-fig9 --scale small     # writes results/swing-fig9-small/
 
 `reducelab COMMAND --help` explains each command. The scenario file format is
 described in docs/scenario-format.md.
@@ -90,6 +91,34 @@ examples:
   reducelab model --list
 
 A bad algorithm, topology or size prints `error: ...` and exits with status 2.
+"""
+
+_REPRODUCE_EPILOG = """\
+Reproduces a paper figure from its spec and claims files under scenarios/ (format:
+docs/reproductions.md): runs every (bandwidth, algorithm variant, vector size) point of the
+grid as one allreduce on the whole topology, keeps per algorithm and size the fastest variant,
+computes the subject algorithm's goodput gain over the best other one, checks the paper's
+claims and writes into DIR (default results/FIGURE-SCALE):
+  STEM.csv              bandwidth, algorithm, variant chosen, size, runtime, goodput, backend, verified
+  STEM_runs.csv         every run of every variant
+  STEM_gain.csv         the plotted gain per bandwidth and size, and the best other algorithm
+  STEM_backend_check.csv  (auto backend) every variant on both backends at the switch-over size
+  STEM_claims.csv/.md   claim, paper value, measured value, pass/fail
+  STEM.png              the figure (gain vs size, one line per bandwidth)
+and prints the claims table. Same figure, scale and backend give byte-identical files.
+
+Backends: packet (data verified on every rank), flow (max-min fluid), auto (the spec's
+default: packet below 8 MiB, flow from 8 MiB, where flow is validated within 5% of packet
+level; docs/flow-vs-packet.md). A progress bar appears on stderr if it is a terminal.
+
+examples:
+  reducelab reproduce --list
+  reducelab reproduce swing-fig9                         # small scale, a few seconds
+  reducelab reproduce swing-fig9 --scale full --out results/fig9
+  reducelab reproduce swing-fig9 --scale full --backend packet
+
+An unknown figure or scale prints `error: ...` and exits with status 2; a packet-level run
+whose data does not verify exits with status 1 (after writing the files).
 """
 
 
@@ -282,6 +311,36 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--per-step", action="store_true", help="also print the loads of every step")
     model.add_argument("--list", action="store_true", help="list the algorithms and exit")
     model.set_defaults(handler=_cmd_model)
+
+    reproduce = commands.add_parser(
+        "reproduce",
+        help="reproduce a paper figure and check the paper's claims about it",
+        description="Reproduce a paper figure: run its grid, write data, plot and claims table.",
+        epilog=_REPRODUCE_EPILOG,
+        formatter_class=fmt,
+    )
+    reproduce.add_argument("figure", metavar="FIGURE", nargs="?", help="figure name (see --list), e.g. swing-fig9")
+    reproduce.add_argument(
+        "--out", type=Path, metavar="DIR", help="output directory (default: results/FIGURE-SCALE)"
+    )
+    reproduce.add_argument(
+        "--scale", default="small", metavar="SCALE",
+        help="grid size: small (default, under ~2 minutes) or full (the paper's grid); "
+        "specs may define more (tiny: the test suite's)",
+    )
+    reproduce.add_argument(
+        "--backend", choices=("auto", "packet", "flow"), metavar="B",
+        help="override the spec's backend: auto, packet or flow",
+    )
+    reproduce.add_argument(
+        "--jobs", "-j", type=_positive_int, metavar="N",
+        help="simulations run in parallel (default: min(2, CPUs))",
+    )
+    reproduce.add_argument(
+        "--quiet", "-q", action="store_true", help="print nothing but errors (no table or progress bar)"
+    )
+    reproduce.add_argument("--list", action="store_true", help="list the figures and exit")
+    reproduce.set_defaults(handler=_cmd_reproduce)
     return parser
 
 
@@ -485,6 +544,46 @@ def _cmd_model(args: argparse.Namespace) -> int:
     if args.per_step:
         print()
         print(_format_steps(result))
+    return 0
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from . import reproduce
+
+    if args.list:
+        for name in reproduce.names():
+            print(name)
+        return 0
+    if not args.figure:
+        _fail(f"reproduce needs a FIGURE; known: {', '.join(reproduce.names())}")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        _fail("reproduce draws a plot and needs matplotlib: pip install 'reducelab[plot]'", EXIT_FAILURE)
+    out: Path = args.out if args.out is not None else Path("results") / f"{args.figure}-{args.scale}"
+    try:
+        report = reproduce.reproduce(
+            args.figure, out, scale=args.scale, backend=args.backend, jobs=args.jobs,
+            progress=not args.quiet,
+        )
+    except reproduce.ReproductionError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{out}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
+    if not args.quiet:
+        print(report.claims_table())
+        print(
+            f"wrote {out} ({', '.join(sorted(report.files))}) in {report.wall_seconds:.0f} s, "
+            f"{len(report.runs)} runs, backend {report.backend}"
+        )
+    bad = report.unverified
+    if bad:
+        r = bad[0]
+        _fail(
+            f"{len(bad)} packet-level runs did not verify, e.g. {r.variant} {r.size} B at "
+            f"{r.bandwidth:g} Gb/s: {r.mismatch}",
+            EXIT_FAILURE,
+        )
     return 0
 
 

@@ -1,5 +1,5 @@
-//! `reducelab._core`: the thin PyO3 layer over `reducelab_sim` (and the analytical schedule
-//! model of `reducelab_sched::model`).
+//! `reducelab._core`: the thin PyO3 layer over `reducelab_sim` (scenarios, benchmarks, single
+//! collectives on a whole topology) and the analytical schedule model of `reducelab_sched::model`.
 //!
 //! Only conversion lives here: Rust results become plain Python dicts, lists and strings, and
 //! `reducelab_sim::ScenarioError` becomes the Python exception `ScenarioError(ValueError)` with
@@ -294,6 +294,107 @@ fn model<'py>(
     Ok(out)
 }
 
+// ---------------------------------------------------------------------------------------------
+// Collectives on a whole topology (reducelab_sim::collective_run).
+
+fn collective_dict<'py>(
+    py: Python<'py>,
+    o: &reducelab_sim::collective_run::CollectiveOutcome,
+    params: &reducelab_sim::collective_run::NetworkParams,
+    seed: u64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new_bound(py);
+    d.set_item("topology", &o.topology)?;
+    d.set_item("algorithm", &o.algorithm)?;
+    d.set_item("ranks", o.ranks)?;
+    d.set_item("size_bytes", o.size_bytes)?;
+    d.set_item("backend", o.backend.name())?;
+    d.set_item("runtime_ps", o.runtime_ps)?;
+    d.set_item("goodput_gbps", o.goodput_gbps)?;
+    d.set_item("verified", o.verified)?;
+    d.set_item("mismatch", o.mismatch.as_deref())?;
+    d.set_item("messages", o.messages)?;
+    d.set_item("bandwidth_gbps", params.bandwidth_gbps)?;
+    d.set_item("latency_ns", params.latency_ns)?;
+    d.set_item("hop_ns", params.hop_ns)?;
+    d.set_item("buffer_bytes", o.buffer_bytes)?;
+    d.set_item("seed", seed)?;
+    d.set_item("wall_seconds", o.wall_seconds)?;
+    Ok(d)
+}
+
+fn collective_params(
+    backend: &str,
+    bandwidth_gbps: f64,
+    latency_ns: f64,
+    hop_ns: f64,
+    buffer_bytes: Option<u64>,
+) -> PyResult<(reducelab_sim::collective_run::Backend, reducelab_sim::collective_run::NetworkParams)> {
+    use reducelab_sim::collective_run::{Backend, NetworkParams};
+    let backend = Backend::parse(backend).map_err(PyValueError::new_err)?;
+    let params = NetworkParams { latency_ns, hop_ns, buffer_bytes, ..NetworkParams::swing_paper(bandwidth_gbps) };
+    Ok((backend, params))
+}
+
+/// Runs one allreduce of `size_bytes` with `algorithm` on a whole topology (rank r on host r)
+/// with the Swing paper's network (GIL released): links of `bandwidth_gbps` and `latency_ns`,
+/// `hop_ns` per forwarding node, 4 KiB packets with 64 B headers, minimal adaptive routing,
+/// line-rate buffers (`buffer_bytes` overrides them).
+///
+/// `backend` is `"packet"` (data verified per rank), `"flow"` (max-min fluid, not verified) or
+/// `"auto"` (packet below 8 MiB, flow from 8 MiB). Returns a dict (see `_core.pyi`). Raises
+/// `ValueError` naming the problem for a bad topology, algorithm, backend or parameter, or if
+/// the packet-level run does not finish.
+#[pyfunction]
+#[pyo3(signature = (topology, algorithm, size_bytes, backend="auto", bandwidth_gbps=400.0, latency_ns=100.0, hop_ns=300.0, seed=1, buffer_bytes=None))]
+#[allow(clippy::too_many_arguments)]
+fn run_collective<'py>(
+    py: Python<'py>,
+    topology: &str,
+    algorithm: &str,
+    size_bytes: u64,
+    backend: &str,
+    bandwidth_gbps: f64,
+    latency_ns: f64,
+    hop_ns: f64,
+    seed: u64,
+    buffer_bytes: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (backend, params) = collective_params(backend, bandwidth_gbps, latency_ns, hop_ns, buffer_bytes)?;
+    let out = py
+        .allow_threads(|| reducelab_sim::collective_run::run_collective(topology, algorithm, size_bytes, backend, &params, seed))
+        .map_err(PyValueError::new_err)?;
+    collective_dict(py, &out, &params, seed)
+}
+
+/// `run_collective` for a list of sizes, building the schedule and topology once (GIL
+/// released). Returns one dict per size, in order.
+#[pyfunction]
+#[pyo3(signature = (topology, algorithm, sizes, backend="auto", bandwidth_gbps=400.0, latency_ns=100.0, hop_ns=300.0, seed=1, buffer_bytes=None))]
+#[allow(clippy::too_many_arguments)]
+fn run_collective_sizes<'py>(
+    py: Python<'py>,
+    topology: &str,
+    algorithm: &str,
+    sizes: Vec<u64>,
+    backend: &str,
+    bandwidth_gbps: f64,
+    latency_ns: f64,
+    hop_ns: f64,
+    seed: u64,
+    buffer_bytes: Option<u64>,
+) -> PyResult<Bound<'py, PyList>> {
+    let (backend, params) = collective_params(backend, bandwidth_gbps, latency_ns, hop_ns, buffer_bytes)?;
+    let outs = py
+        .allow_threads(|| reducelab_sim::collective_run::run_collective_sizes(topology, algorithm, &sizes, backend, &params, seed))
+        .map_err(PyValueError::new_err)?;
+    let list = PyList::empty_bound(py);
+    for o in &outs {
+        list.append(collective_dict(py, o, &params, seed)?)?;
+    }
+    Ok(list)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
@@ -303,5 +404,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_engine, m)?)?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
     m.add_function(wrap_pyfunction!(model, m)?)?;
+    m.add_function(wrap_pyfunction!(run_collective, m)?)?;
+    m.add_function(wrap_pyfunction!(run_collective_sizes, m)?)?;
+    m.add("AUTO_FLOW_MIN_BYTES", reducelab_sim::collective_run::AUTO_FLOW_MIN_BYTES)?;
     Ok(())
 }

@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod collective;
+pub mod collective_run;
 pub mod report;
 pub mod scenario;
 pub mod workload;
