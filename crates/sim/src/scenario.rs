@@ -578,7 +578,6 @@ impl ScenarioFile {
             return e("name", "must not be empty");
         }
         let topology = self.topology.build()?;
-        let n = topology.num_hosts() as u32;
         let nw = &self.network;
         if nw.mtu_bytes < 64 || nw.mtu_bytes > 65536 {
             return e("network.mtu_bytes", format!("must be within 64..=65536, got {}", nw.mtu_bytes));
