@@ -13,7 +13,7 @@
 //! duplicated or misrouted contribution shows up as a mismatch.
 
 use reducelab_des::SimTime;
-use reducelab_net::{MsgId, Network};
+use reducelab_net::{MsgId, Network, Workload};
 use reducelab_sched::{Blocks, Collective, RecvOp, Schedule};
 use reducelab_topo::{coords_of, hyperx_port, Shape, Topology};
 use std::collections::HashMap;
@@ -302,6 +302,23 @@ impl PortMap {
                 (dim < dims.len() && a[dim] != b[dim]).then(|| hyperx_port(dims, dim, a[dim], b[dim]))
             }
             PortMap::Routing => None,
+        }
+    }
+}
+
+/// A collective running alone: the run stops when every rank has finished.
+impl Workload for CollectiveRun {
+    fn on_start(&mut self, net: &mut Network) {
+        self.start(net);
+        if self.is_done() {
+            net.stop();
+        }
+    }
+    fn on_delivered(&mut self, net: &mut Network, msg: MsgId) {
+        let mine = CollectiveRun::on_delivered(self, net, msg);
+        debug_assert!(mine, "message {msg:?} does not belong to this collective");
+        if self.is_done() {
+            net.stop();
         }
     }
 }

@@ -27,7 +27,7 @@
 use crate::collective::CollectiveRun;
 use reducelab_des::{Rng, SimTime};
 use reducelab_flow::FlowConfig;
-use reducelab_net::{MsgId, NetConfig, Network, RoutingAlgo, RunEnd, Workload};
+use reducelab_net::{NetConfig, Network, RoutingAlgo, RunEnd};
 use reducelab_sched::algos::{self, Layout};
 use reducelab_sched::{Collective, Schedule, TopologySpec};
 use reducelab_topo::{self as topo, LinkParams, Topology};
@@ -263,22 +263,6 @@ pub fn build_topology(spec: &TopologySpec, params: &NetworkParams) -> Result<Top
     r.map_err(|e| format!("topology '{}': {e}", spec.spec()))
 }
 
-struct One(CollectiveRun);
-impl Workload for One {
-    fn on_start(&mut self, net: &mut Network) {
-        self.0.start(net);
-        if self.0.is_done() {
-            net.stop();
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, m: MsgId) {
-        self.0.on_delivered(net, m);
-        if self.0.is_done() {
-            net.stop();
-        }
-    }
-}
-
 fn goodput(size_bytes: u64, runtime_ps: u64) -> f64 {
     if runtime_ps == 0 {
         return f64::INFINITY;
@@ -315,9 +299,9 @@ fn run_one(
         Backend::Packet => {
             let mut net = Network::new(topo, params.net_config(), vec![], &Rng::new(seed))?;
             let hosts = (0..sched.ranks).collect();
-            let mut w = One(CollectiveRun::new(topo, sched.clone(), hosts, size_bytes, ELEM_BYTES, 0, SimTime::ZERO, seed));
+            let mut w = CollectiveRun::new(topo, sched.clone(), hosts, size_bytes, ELEM_BYTES, 0, SimTime::ZERO, seed);
             let end = net.run(&mut w, None, &mut |_| {});
-            let r = w.0.result();
+            let r = w.result();
             let Some(runtime) = r.runtime_ps() else {
                 let why = match end {
                     RunEnd::Stalled { reason } => reason,

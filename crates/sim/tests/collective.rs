@@ -1,33 +1,17 @@
 use reducelab_des::{Rng, SimTime};
-use reducelab_net::{MsgId, NetConfig, Network, RunEnd, Workload};
+use reducelab_net::{NetConfig, Network, RunEnd};
 use reducelab_sched::algos::{build, Layout};
 use reducelab_sched::{Collective, RecvOp, Schedule};
 use reducelab_sim::collective::CollectiveRun;
 use reducelab_topo::{star, torus, LinkParams};
 
-struct One(CollectiveRun);
-impl Workload for One {
-    fn on_start(&mut self, net: &mut Network) {
-        self.0.start(net);
-        if self.0.is_done() {
-            net.stop();
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, m: MsgId) {
-        assert!(self.0.on_delivered(net, m));
-        if self.0.is_done() {
-            net.stop();
-        }
-    }
-}
-
 fn run(topo: &reducelab_topo::Topology, sched: Schedule, bytes: u64) -> (reducelab_sim::collective::CollectiveResult, RunEnd) {
     let cfg = NetConfig { switch_latency_ps: 300_000, ..NetConfig::default() };
     let mut net = Network::new(topo, cfg, vec![], &Rng::new(5)).unwrap();
     let hosts = (0..sched.ranks).collect();
-    let mut w = One(CollectiveRun::new(topo, sched, hosts, bytes, 4, 0, SimTime::ZERO, 99));
+    let mut w = CollectiveRun::new(topo, sched, hosts, bytes, 4, 0, SimTime::ZERO, 99);
     let end = net.run(&mut w, None, &mut |_| {});
-    (w.0.result(), end)
+    (w.result(), end)
 }
 
 const L: LinkParams = LinkParams { bandwidth_bps: 400_000_000_000, latency_ps: 100_000 };

@@ -2,24 +2,11 @@
 //! The table it prints is in docs/flow-vs-packet.md.
 use reducelab_des::{Rng, SimTime};
 use reducelab_flow::{run_schedule, FlowConfig};
-use reducelab_net::{MsgId, NetConfig, Network, RoutingAlgo, Workload};
+use reducelab_net::{NetConfig, Network, RoutingAlgo};
 use reducelab_sched::algos::{build, Layout};
 use reducelab_sched::Collective;
 use reducelab_sim::collective::CollectiveRun;
 use reducelab_topo::{hammingmesh, hyperx, star, torus, LinkParams, Topology};
-
-struct One(CollectiveRun);
-impl Workload for One {
-    fn on_start(&mut self, net: &mut Network) {
-        self.0.start(net);
-    }
-    fn on_delivered(&mut self, net: &mut Network, m: MsgId) {
-        self.0.on_delivered(net, m);
-        if self.0.is_done() {
-            net.stop();
-        }
-    }
-}
 
 const L: LinkParams = LinkParams { bandwidth_bps: 400_000_000_000, latency_ps: 100_000 };
 
@@ -27,9 +14,9 @@ fn packet(name: &str, topo: &Topology, s: &reducelab_sched::Schedule, bytes: u64
     let cfg = NetConfig { switch_latency_ps: 300_000, buffer_bytes: 256 * 1024, routing, ..NetConfig::default() };
     let mut net = Network::new(topo, cfg, vec![], &Rng::new(1)).unwrap();
     let hosts = (0..s.ranks).collect();
-    let mut w = One(CollectiveRun::new(topo, s.clone(), hosts, bytes, 4, 0, SimTime::ZERO, 1));
+    let mut w = CollectiveRun::new(topo, s.clone(), hosts, bytes, 4, 0, SimTime::ZERO, 1);
     let end = net.run(&mut w, None, &mut |_| {});
-    let r = w.0.result();
+    let r = w.result();
     assert!(r.verified, "{name} {bytes}: {:?} {end:?}", r.mismatch);
     r.runtime_ps().unwrap()
 }
