@@ -6,6 +6,7 @@ a `Result` that parses the summary on demand and writes the result files byte fo
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from dataclasses import dataclass, field
@@ -16,9 +17,29 @@ from typing import TYPE_CHECKING, Any
 from . import _core
 
 if TYPE_CHECKING:
+    import pandas
+
     from ._core import EngineStats
 
 SUMMARY_FILE = "summary.json"
+MESSAGES_FILE = "messages.csv"
+LINKS_FILE = "links.csv"
+
+# Column types of the simulator's CSV files (docs/scenario-format.md, "Results"). Nullable Int64
+# where a value may be missing (an undelivered message has no end or FCT); columns not listed
+# here are left to pandas' inference.
+CSV_DTYPES: dict[str, dict[str, str]] = {
+    MESSAGES_FILE: {
+        "id": "int64", "src": "int64", "dst": "int64", "bytes": "int64", "start_ps": "int64",
+        "end_ps": "Int64", "fct_ps": "Int64", "verified": "boolean",
+    },
+    LINKS_FILE: {
+        "link": "int64", "from_node": "int64", "from_port": "int64", "to_node": "int64",
+        "to_port": "int64", "bytes": "int64", "packets": "int64", "utilization": "float64",
+        "max_queue_bytes": "int64", "mean_queue_bytes": "float64", "drops": "int64",
+        "ecn_marks": "int64",
+    },
+}
 _SEED_LIMIT = 2**64
 
 
@@ -62,6 +83,28 @@ class Result:
         for name, contents in self.files.items():
             (out / name).write_text(contents, encoding="utf-8", newline="")
         return out
+
+    def messages_df(self) -> pandas.DataFrame:
+        """``messages.csv`` as a DataFrame, one row per message (needs pandas).
+
+        Columns ``id, src, dst, bytes, start_ps, end_ps, fct_ps, verified``; ``end_ps`` and
+        ``fct_ps`` are nullable integers (``<NA>`` for an undelivered message).
+        """
+        return csv_dataframe(self.files[MESSAGES_FILE], MESSAGES_FILE)
+
+    def links_df(self) -> pandas.DataFrame:
+        """``links.csv`` as a DataFrame, one row per link direction (needs pandas)."""
+        return csv_dataframe(self.files[LINKS_FILE], LINKS_FILE)
+
+
+def csv_dataframe(text: str, name: str = "") -> pandas.DataFrame:
+    """A result CSV file's contents as a DataFrame, typed by `CSV_DTYPES` for known files."""
+    import pandas
+
+    header = text.split("\n", 1)[0].strip().split(",")
+    known = CSV_DTYPES.get(name, {})
+    dtypes = {c: known[c] for c in header if c in known}
+    return pandas.read_csv(io.StringIO(text), dtype=dtypes)  # type: ignore[arg-type]
 
 
 def _check_file_name(name: str) -> None:
