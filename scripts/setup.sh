@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent setup on a machine with Rust (cargo) and Python >= 3.11 (e.g. Debian 12):
-#   .venv/                      virtualenv with maturin and the `test` and `plot` extras
+#   .venv/                      virtualenv with maturin and the `test`, `plot` and `sweep` extras
 #   python/reducelab/_core*.so  the Rust extension, built in release mode by `maturin develop`,
 #                               which also installs `reducelab` editable (python/ is used in place)
 #                               and the `reducelab` command into .venv/bin.
@@ -33,7 +33,7 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
 fi
 
-# The build backend plus the package's runtime, `test` and `plot` dependencies, all read from
+# The build backend plus the package's runtime, `test`, `plot` and `sweep` dependencies, all read from
 # pyproject.toml (installed here rather than by maturin so that pip stays quiet on re-runs).
 mapfile -t requirements < <("$VENV/bin/python" - <<'PY'
 import tomllib
@@ -42,7 +42,7 @@ with open("pyproject.toml", "rb") as f:
     pyproject = tomllib.load(f)
 reqs = list(pyproject["build-system"]["requires"])
 reqs += pyproject["project"].get("dependencies", [])
-for extra in ("test", "plot"):
+for extra in ("test", "plot", "sweep"):
     reqs += pyproject["project"]["optional-dependencies"][extra]
 print("\n".join(dict.fromkeys(reqs)))
 PY

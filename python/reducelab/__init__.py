@@ -11,6 +11,11 @@ Example::
     result = reducelab.run_file("scenarios/example.toml", seed=7)
     print(result.summary["messages"])
     result.write("results/example")
+    result.messages_df()                      # pandas DataFrames of the CSV files
+
+    sweep = reducelab.Sweep.load("scenarios/sweeps/torus_bandwidth.toml")
+    sweep.run("results/torus_bandwidth.sqlite", jobs=2)   # skips points already stored
+    sweep.dataframe("results/torus_bandwidth.sqlite")     # one row per point
 """
 
 from __future__ import annotations
@@ -24,5 +29,7 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
     ) from exc
 
 from .runs import Result, run, run_file
+from .scenario import FieldError, Scenario
+from .sweep import Sweep
 
-__all__ = ["Result", "ScenarioError", "__version__", "run", "run_file"]
+__all__ = ["FieldError", "Result", "Scenario", "ScenarioError", "Sweep", "__version__", "run", "run_file"]

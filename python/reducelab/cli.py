@@ -25,12 +25,15 @@ examples:
   reducelab run scenarios/example.toml             # writes results/example/
   reducelab run scenarios/example.toml --seed 7 --out /tmp/ex7
   reducelab plot links results/example             # writes results/example/link_utilization.png
+  reducelab sweep scenarios/sweeps/torus_bandwidth.toml --jobs 2   # grid of runs -> SQLite
+  reducelab plot sweep results/torus_bandwidth.sqlite --x 'traffic[0].bytes' --y sim_time_ps \\
+      --hue topology.bandwidth_gbps
   reducelab bench engine --repeat 5
   reducelab model --algorithm swing-bandwidth --topology torus:64x64
   reducelab reproduce swing-fig9 --scale small     # writes results/swing-fig9-small/
 
 `reducelab COMMAND --help` explains each command. The scenario file format is
-described in docs/scenario-format.md.
+described in docs/scenario-format.md, sweep specs in docs/sweeps.md.
 """
 
 _RUN_EPILOG = """\
@@ -66,6 +69,53 @@ per-link utilisation: x = utilisation in percent, y = fraction of links per bin.
 examples:
   reducelab run scenarios/example.toml --out results/example
   reducelab plot links results/example        # writes results/example/link_utilization.png
+"""
+
+_PLOT_SWEEP_EPILOG = """\
+Reads the table of a sweep from its results store (one row per finished point: the grid
+parameters, then summary.json fields by dotted path; `reducelab sweep SPEC --export CSV` shows
+the columns) and draws METRIC against FIELD, one series per value of the --hue field.
+Repetitions (seeds) are averaged and their min-max range shaded. A numeric FIELD gives lines
+(log scale over two decades or more), any other gives grouped bars.
+
+examples:
+  reducelab plot sweep results/torus_bandwidth.sqlite --x 'traffic[0].bytes' \\
+      --y messages.fct_ps.p99 --hue topology.bandwidth_gbps
+  reducelab plot sweep results/torus_bandwidth.sqlite --x topology.bandwidth_gbps \\
+      --y links.mean_utilization --out util.svg
+
+Writes DB_STEM_METRIC_vs_FIELD.png and .svg next to DB unless --out is given.
+"""
+
+_SWEEP_EPILOG = """\
+A sweep spec is a TOML file naming a base scenario and a grid of values for any of its fields
+by dotted path (docs/sweeps.md):
+
+  [sweep]
+  scenario = "../examples/torus_permutation.toml"   # relative to the spec
+  repetitions = 2                                    # seeds: the scenario's, +1, ... (or seeds = [...])
+  metrics = ["sim_time_ps", "messages.fct_ps.p99"]   # export columns (default: every summary field)
+
+  [grid]
+  topology.bandwidth_gbps = [100, 400]
+  "traffic[0].bytes" = [65536, 262144]
+
+Every point (base scenario with the point's values and seed) is keyed by the SHA-256 of its
+canonical form and stored in one SQLite file with its summary.json, CSV files and metrics.
+Points already stored are not run again: re-running a finished sweep runs nothing, and an
+interrupted one (Ctrl-C, a killed job) resumes where it stopped. Points run in a local process
+pool (--jobs), or on a Dask cluster with --scheduler; the stored results are the same bytes
+either way. A progress bar with ETA appears on stderr if it is a terminal.
+
+examples:
+  reducelab sweep scenarios/sweeps/torus_bandwidth.toml
+  reducelab sweep scenarios/sweeps/torus_bandwidth.toml --jobs 2 --export results/tb.csv
+  reducelab sweep scenarios/sweeps/torus_bandwidth.toml --dry-run
+  dask scheduler --port 8786 & dask worker tcp://127.0.0.1:8786 &
+  reducelab sweep scenarios/sweeps/torus_bandwidth.toml --scheduler tcp://127.0.0.1:8786
+
+An invalid spec prints `error: FILE: FIELD: REASON` (e.g. `grid.network.bogus: ...`) and exits
+with status 2; Ctrl-C exits with status 130, keeping every finished point.
 """
 
 _MODEL_EPILOG = """\
@@ -245,11 +295,44 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--list", action="store_true", help="list benchmark names and exit")
     engine.set_defaults(handler=_cmd_bench_engine)
 
+    sweep = commands.add_parser(
+        "sweep",
+        help="run a grid of scenarios (locally or on a Dask cluster) into a results store",
+        description="Run every point of a sweep spec that is not stored yet and store its results.",
+        epilog=_SWEEP_EPILOG,
+        formatter_class=fmt,
+    )
+    sweep.add_argument("spec", metavar="SPEC.toml", type=Path, help="sweep spec file")
+    sweep.add_argument(
+        "--out", type=Path, metavar="DB",
+        help="results store, an SQLite file (default: results/<spec file stem>.sqlite)",
+    )
+    sweep.add_argument(
+        "--jobs", "-j", type=_positive_int, metavar="N",
+        help="local worker processes (default: number of CPUs; 1 runs in this process)",
+    )
+    sweep.add_argument(
+        "--scheduler", metavar="tcp://HOST:PORT",
+        help="run the points on this Dask distributed scheduler's workers instead",
+    )
+    sweep.add_argument(
+        "--export", type=Path, metavar="CSV",
+        help="then write one row per point (parameters + metrics) to this CSV file",
+    )
+    sweep.add_argument(
+        "--dry-run", action="store_true", help="list the points and what is stored; run nothing"
+    )
+    sweep.add_argument(
+        "--quiet", "-q", action="store_true", help="print nothing but errors (no progress bar)"
+    )
+    sweep.set_defaults(handler=_cmd_sweep)
+
     plot = commands.add_parser(
         "plot",
-        help="plot result files",
-        description="Plot the result files of a run.",
-        epilog="examples:\n  reducelab plot links results/example\n",
+        help="plot result files or a sweep",
+        description="Plot the result files of a run, or a metric of a sweep.",
+        epilog="examples:\n  reducelab plot links results/example\n"
+        "  reducelab plot sweep results/torus_bandwidth.sqlite --x 'traffic[0].bytes' --y sim_time_ps\n",
         formatter_class=fmt,
     )
     plot_kinds = plot.add_subparsers(dest="plot_kind", metavar="KIND", required=True)
@@ -272,6 +355,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="number of utilisation bins over 0-100%% (default: 20)",
     )
     links.set_defaults(handler=_cmd_plot_links)
+    plot_sweep = plot_kinds.add_parser(
+        "sweep",
+        help="a metric of a sweep against a parameter",
+        description="Plot a metric of a sweep against one of its parameters.",
+        epilog=_PLOT_SWEEP_EPILOG,
+        formatter_class=fmt,
+    )
+    plot_sweep.add_argument("db", metavar="DB", type=Path, help="results store written by `reducelab sweep`")
+    plot_sweep.add_argument("--x", required=True, metavar="FIELD", help="x axis: a parameter (or metric) column")
+    plot_sweep.add_argument("--y", required=True, metavar="METRIC", help="y axis: a metric column, e.g. sim_time_ps")
+    plot_sweep.add_argument("--hue", metavar="FIELD", help="one series per value of this column")
+    plot_sweep.add_argument("--sweep", metavar="NAME", help="which sweep of DB (default: its only one)")
+    plot_sweep.add_argument(
+        "--out", type=Path, action="append", metavar="FILE",
+        help="output image, .png or .svg (repeatable; default: a PNG and an SVG next to DB)",
+    )
+    plot_sweep.set_defaults(handler=_cmd_plot_sweep)
 
     model = commands.add_parser(
         "model",
@@ -437,6 +537,107 @@ def _cmd_plot_links(args: argparse.Namespace) -> int:
     except plots.ResultFileError as exc:
         _fail(str(exc))
     print(f"wrote {png}")
+    return 0
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from .scenario import FieldError
+    from .store import ResultStore, StoreError
+    from .sweep import Sweep, SweepRunError, check_scheduler
+
+    try:
+        if args.scheduler is not None:
+            check_scheduler(args.scheduler)
+        sweep = Sweep.load(args.spec)
+    except FieldError as exc:
+        _fail(str(exc))
+    if args.scheduler is not None and args.jobs is not None:
+        _fail("--jobs is for the local pool; with --scheduler the cluster's workers run the points")
+    db_path: Path = args.out if args.out is not None else Path("results") / f"{args.spec.stem}.sqlite"
+    try:
+        points = sweep.points()
+    except FieldError as exc:
+        _fail(f"{args.spec}: {exc}")
+    try:
+        store = ResultStore(db_path)
+    except StoreError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{db_path}: cannot open: {exc.strerror or exc}", EXIT_FAILURE)
+    with store:
+        if args.dry_run:
+            pending = {p.key for p in sweep.pending(store)}
+            print(f"sweep {sweep.name}: {len(points)} points, {len(points) - len(pending)} stored in {db_path}, "
+                  f"{len(pending)} to run")
+            for p in points:
+                params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in p.params.items())
+                print(f"  {p.index:>5}  {'stored ' if p.key not in pending else 'to run '} {p.key[:12]}  {params}")
+            return 0
+        try:
+            report = sweep.run(store, jobs=args.jobs, scheduler=args.scheduler, progress=not args.quiet)
+        except FieldError as exc:
+            _fail(str(exc))
+        except SweepRunError as exc:
+            _fail(str(exc), EXIT_FAILURE)
+        except KeyboardInterrupt:
+            done = len(points) - len(sweep.pending(store))
+            print(
+                f"interrupted: {done} of {len(points)} points are stored in {db_path}; "
+                "run the same command again to resume",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
+        if not args.quiet:
+            print(
+                f"sweep {sweep.name}: {report.total} points, {report.executed} run, {report.cached} cached, "
+                f"in {report.wall_seconds:.1f} s; stored in {db_path}"
+            )
+        if args.export is not None:
+            try:
+                csv_path = sweep.export_csv(store, args.export)
+            except OSError as exc:
+                _fail(f"{args.export}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
+            if not args.quiet:
+                print(f"wrote {csv_path} ({report.total} rows)")
+    return 0
+
+
+def _safe_name(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text).strip("_") or "x"
+
+
+def _cmd_plot_sweep(args: argparse.Namespace) -> int:
+    from . import plots
+    from .store import StoreError
+    from .sweep import open_store
+
+    try:
+        import matplotlib  # noqa: F401
+        import pandas  # noqa: F401
+    except ImportError:
+        _fail("plotting a sweep needs matplotlib and pandas: pip install 'reducelab[plot]'", EXIT_FAILURE)
+    try:
+        with open_store(args.db) as store:
+            _, columns, rows = store.sweep_rows(args.sweep)
+    except StoreError as exc:
+        _fail(str(exc))
+    for flag, name in (("--x", args.x), ("--y", args.y), ("--hue", args.hue)):
+        if name is not None and name not in columns:
+            _fail(f"{args.db}: {flag}: no column {name!r}; columns: {', '.join(columns)}")
+    if not rows:
+        _fail(f"{args.db}: the sweep has no finished points yet (run `reducelab sweep`)")
+    stem = args.db.with_suffix("")
+    default = stem.parent / f"{stem.name}_{_safe_name(args.y)}_vs_{_safe_name(args.x)}"
+    outs: list[Path] = args.out or [default.parent / f"{default.name}.{ext}" for ext in ("png", "svg")]
+    import pandas
+
+    try:
+        plots.sweep_plot(pandas.DataFrame(rows, columns=columns), args.x, args.y, args.hue, out=outs)
+    except plots.PlotDataError as exc:
+        _fail(f"{args.db}: {exc}")
+    except OSError as exc:
+        _fail(f"cannot write the plot: {exc.strerror or exc}", EXIT_FAILURE)
+    print(f"wrote {', '.join(map(str, outs))}")
     return 0
 
 

@@ -1,18 +1,29 @@
-"""Plots of result files.
+"""Plots of result files and sweeps.
 
 `link_utilization` draws the distribution of per-link utilisation of one run: x is utilisation in
 percent, y the fraction of links in each bin (the kind of plot Canary's evaluation uses to show how
-evenly an allreduce spreads over the network). matplotlib and numpy are imported only when a plot
-is drawn, so the rest of the package works without them.
+evenly an allreduce spreads over the network). The figure functions below it draw the source
+papers' other plot forms from long-form data (runtime vs size, gain heat map, utilisation CDFs,
+JCT bars, memory vs time, bandwidth vs size by type) and any sweep metric (`sweep_plot`).
+matplotlib, numpy and pandas are imported only when a plot is drawn, so the rest of the package
+works without them.
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 LINKS_FILE = "links.csv"
 LINK_UTILIZATION_PNG = "link_utilization.png"
@@ -120,3 +131,421 @@ def _scenario_name(results_dir: Path) -> str:
     if isinstance(name, dict):
         name = name.get("name")
     return name if isinstance(name, str) and name else results_dir.name
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures in the forms the source papers use. Each function takes plain data (a pandas
+# DataFrame, or anything `pandas.DataFrame(...)` accepts, e.g. a list of dicts, in long form:
+# one row per measurement), returns the matplotlib `Figure` (built without pyplot, so no global
+# state and nothing to close) and, given `out`, saves it: one path or several, the format from
+# each suffix (``.png``, ``.svg``, ``.pdf``). Repeated rows of one (x, series) pair, e.g. the
+# seeds of a sweep, are drawn as their mean with a min-max band or error bar.
+
+PathLike = str | os.PathLike[str]
+
+
+class PlotDataError(ValueError):
+    """The data given to a plot lacks a column or has nothing to draw."""
+
+
+_SIZE_STEPS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+def format_size(n: float) -> str:
+    """``32 B``, ``4 KiB``, ``1.5 MiB``: byte counts as the papers label their x axes."""
+    for unit, scale in _SIZE_STEPS:
+        if n >= scale:
+            v = n / scale
+            return f"{v:g} {unit}"
+    return f"{n:g} B"
+
+
+def _frame(data: Any) -> pandas.DataFrame:
+    import pandas
+
+    return data if isinstance(data, pandas.DataFrame) else pandas.DataFrame(data)
+
+
+def _require(df: pandas.DataFrame, *columns: str | None) -> None:
+    missing = [c for c in columns if c is not None and c not in df.columns]
+    if missing:
+        raise PlotDataError(
+            f"no column {missing[0]!r} in the data (columns: {', '.join(map(str, df.columns))})"
+        )
+    if df.empty:
+        raise PlotDataError("no rows to plot")
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "x".join(map(str, value))
+    return str(value)
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _is_numeric(values: Sequence[Any]) -> bool:
+    return all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+
+
+@dataclass(frozen=True)
+class Series:
+    """One line or bar series: x values, and per x the mean, min and max of y over the rows."""
+
+    label: str
+    x: list[Any]
+    mean: list[float]
+    low: list[float]
+    high: list[float]
+    count: list[int]
+
+
+def series(data: Any, x: str, y: str, hue: str | None = None, *, name_hue: bool = True) -> list[Series]:
+    """Group long-form data into series (one per `hue` value, in order of first appearance; one
+    series labelled `y` without `hue`), each sorted by x when x is numeric (else in order of
+    first appearance). Rows with a missing y are left out. Series are labelled
+    ``"HUE = VALUE"``, or just ``"VALUE"`` without `name_hue`."""
+    df = _frame(data)
+    _require(df, x, y, hue)
+    groups: dict[Any, dict[Any, list[float]]] = {}
+    for row_x, row_y, row_h in zip(df[x], df[y], df[hue] if hue else [None] * len(df)):
+        if row_y is None or (isinstance(row_y, float) and math.isnan(row_y)):
+            continue
+        try:
+            value = float(row_y)
+        except (TypeError, ValueError):
+            raise PlotDataError(f"column {y!r} has a non-numeric value {row_y!r}") from None
+        groups.setdefault(_hashable(row_h), {}).setdefault(_hashable(row_x), []).append(value)
+    out = []
+    for h, by_x in groups.items():
+        xs = list(by_x)
+        if _is_numeric(xs):
+            xs.sort()
+        vals = [by_x[v] for v in xs]
+        label = y if hue is None else f"{hue} = {_label(h)}" if name_hue else _label(h)
+        out.append(
+            Series(
+                label, xs, [sum(v) / len(v) for v in vals], [min(v) for v in vals], [max(v) for v in vals],
+                [len(v) for v in vals],
+            )
+        )
+    if not out:
+        raise PlotDataError(f"no numeric values of {y!r} to plot")
+    return out
+
+
+def save_figure(fig: Figure, out: PathLike | Sequence[PathLike]) -> list[Path]:
+    """Save `fig` to each path (format from the suffix); returns the paths."""
+    import matplotlib
+
+    paths = [Path(out)] if isinstance(out, (str, os.PathLike)) else [Path(p) for p in out]
+    for p in paths:
+        if p.suffix.lower() not in (".png", ".svg", ".pdf"):
+            raise PlotDataError(f"{p}: unknown image format {p.suffix!r} (use .png, .svg or .pdf)")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        # No date and a fixed id salt keep SVG/PDF output byte-stable from run to run.
+        metadata = {"Date": None} if p.suffix.lower() in (".svg", ".pdf") else {}
+        with matplotlib.rc_context({"svg.hashsalt": "reducelab"}):
+            fig.savefig(p, dpi=150, metadata=metadata)
+    return paths
+
+
+def _figure(width: float = 6.4, height: float = 4.0) -> tuple[Figure, Axes]:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def _size_axis(ax: Axes, sizes: Sequence[float]) -> None:
+    ax.set_xscale("log", base=2)
+    ticks = sorted(set(sizes))
+    if len(ticks) > 10:
+        step = math.ceil(len(ticks) / 10)
+        ticks = ticks[::step]
+    ax.set_xticks(ticks, [format_size(t) for t in ticks], rotation=45, ha="right")
+    ax.minorticks_off()
+
+
+def _lines(
+    ax: Axes, groups: Sequence[Series], scale: float = 1.0, band: bool = True
+) -> None:
+    markers = "osD^v<>ph*"
+    for i, s in enumerate(groups):
+        ys = [v * scale for v in s.mean]
+        (line,) = ax.plot(s.x, ys, marker=markers[i % len(markers)], markersize=4, label=s.label)
+        if band and any(c > 1 for c in s.count):
+            ax.fill_between(
+                s.x, [v * scale for v in s.low], [v * scale for v in s.high], alpha=0.2,
+                color=line.get_color(), linewidth=0,
+            )
+
+
+def _bars(ax: Axes, groups: Sequence[Series], scale: float = 1.0) -> None:
+    categories: list[Any] = []
+    for s in groups:
+        for v in s.x:
+            if v not in categories:
+                categories.append(v)
+    width = 0.8 / len(groups)
+    for i, s in enumerate(groups):
+        pos = {v: j for j, v in enumerate(categories)}
+        xs = [pos[v] - 0.4 + width * (i + 0.5) for v in s.x]
+        ys = [m * scale for m in s.mean]
+        err = None
+        if any(c > 1 for c in s.count):
+            err = [[(m - lo) * scale for m, lo in zip(s.mean, s.low)], [(hi - m) * scale for m, hi in zip(s.mean, s.high)]]
+        ax.bar(xs, ys, width=width * 0.95, yerr=err, capsize=3 if err else 0, label=s.label)
+    ax.set_xticks(range(len(categories)), [_label(c) for c in categories])
+
+
+def _finish(ax: Axes, title: str, xlabel: str, ylabel: str, legend: bool) -> None:
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    if legend:
+        ax.legend(fontsize="small")
+
+
+def sweep_plot(
+    data: Any,
+    x: str,
+    y: str,
+    hue: str | None = None,
+    *,
+    title: str | None = None,
+    out: PathLike | Sequence[PathLike] | None = None,
+) -> Figure:
+    """`y` against `x`, one series per value of `hue` (a sweep's DataFrame, or any long data).
+
+    Numeric x gives lines (log scale when x spans two decades or more; sizes labelled in
+    KiB/MiB when x is a ``*bytes`` field); other x gives grouped bars. Repetitions (seeds) are
+    averaged, with their min-max range as a band or error bar.
+    """
+    groups = series(data, x, y, hue)
+    fig, ax = _figure()
+    xs = [v for s in groups for v in s.x]
+    if _is_numeric(xs):
+        _lines(ax, groups)
+        positive = [v for v in xs if v > 0]
+        if len(positive) == len(xs) and max(xs) >= 100 * min(xs):
+            if x.endswith("bytes"):
+                _size_axis(ax, xs)
+            else:
+                ax.set_xscale("log")
+    else:
+        _bars(ax, groups)
+    ys = [v for s in groups for v in s.low]
+    if ys and min(ys) > 0 and max(v for s in groups for v in s.high) >= 100 * min(ys):
+        ax.set_yscale("log")
+    _finish(ax, title or f"{y} vs {x}", x, y, legend=hue is not None)
+    if out is not None:
+        save_figure(fig, out)
+    return fig
+
+
+def runtime_vs_size(
+    data: Any,
+    *,
+    size: str = "bytes",
+    runtime: str = "runtime_ps",
+    hue: str = "algorithm",
+    title: str = "Allreduce runtime",
+    out: PathLike | Sequence[PathLike] | None = None,
+) -> Figure:
+    """Runtime (µs, log) against vector size (log2, in B/KiB/MiB), one line per `hue` value
+    (the algorithm): Canary Fig. 9, Swing Fig. 7's inset. `runtime` is in picoseconds."""
+    groups = series(data, size, runtime, hue, name_hue=False)
+    fig, ax = _figure()
+    _lines(ax, groups, scale=1e-6)
+    _size_axis(ax, [v for s in groups for v in s.x])
+    ax.set_yscale("log")
+    _finish(ax, title, "vector size", "runtime (µs)", legend=True)
+    if out is not None:
+        save_figure(fig, out)
+    return fig
+
+
+def bandwidth_vs_size(
+    data: Any,
+    *,
+    size: str = "bytes",
+    bandwidth: str = "goodput_gbps",
+    hue: str = "dtype",
+    title: str = "Bandwidth by data type",
+    out: PathLike | Sequence[PathLike] | None = None,
+) -> Figure:
+    """Bandwidth (Gb/s) against data size (log2), one line per `hue` value (the data type, or
+    the aggregation design): Flare Fig. 11, Swing's goodput plots."""
+    groups = series(data, size, bandwidth, hue, name_hue=False)
+    fig, ax = _figure()
+    _lines(ax, groups)
+    _size_axis(ax, [v for s in groups for v in s.x])
+    ax.set_ylim(bottom=0)
+    _finish(ax, title, "data size", "bandwidth (Gb/s)", legend=True)
+    if out is not None:
+        save_figure(fig, out)
+    return fig
+
+
+def jct_bars(
+    data: Any,
+    *,
+    group: str = "jobs",
+    jct: str = "jct_ps",
+    hue: str = "system",
+    title: str = "Average job completion time",
+    out: PathLike | Sequence[PathLike] | None = None,
+) -> Figure:
+    """Grouped bars of the mean job completion time (ms), one bar series per `hue` value (the
+    aggregation system) in each `group` (number of jobs or workers): DSA Figs. 8-9. `jct` is in
+    picoseconds; rows of one (group, system), e.g. the jobs of a run, are averaged."""
+    groups = series(data, group, jct, hue, name_hue=False)
+    fig, ax = _figure()
+    _bars(ax, groups, scale=1e-9)
+    _finish(ax, title, group, "JCT (ms)", legend=True)
+    ax.grid(axis="x", visible=False)
+    if out is not None:
+        save_figure(fig, out)
+    return fig
+
+
+def memory_vs_time(
+    runs: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    title: str = "Switch memory occupancy",
+    out: PathLike | Sequence[PathLike] | None = None,
+) -> Figure:
+    """Memory occupancy (KiB) over time (µs), one step line per run: label -> (times in ps,
+    bytes in use from each time on). Flare Figs. 7 and 10, DSA Fig. 10."""
+    if not runs:
+        raise PlotDataError("no memory series to plot")
+    fig, ax = _figure()
+    for label, (times, used) in runs.items():
+        if len(times) != len(used) or not times:
+            raise PlotDataError(f"series {label!r}: {len(times)} times but {len(used)} values")
+        ax.step([t * 1e-6 for t in times], [b / 1024 for b in used], where="post", label=label)
+    ax.set_ylim(bottom=0)
+    _finish(ax, title, "time (µs)", "memory in use (KiB)", legend=True)
+    if out is not None:
+        save_figure(fig, out)
+    return fig
+
+
+def link_utilization_distribution(
+    runs: Mapping[str, Sequence[float]],
+    *,
+    kind: str = "cdf",
+    bins: int = 20,
+    title: str = "Link utilisation",
+    out: PathLike | Sequence[PathLike] | None = None,
+) -> Figure:
+    """Distribution of per-link utilisation (fractions 0..1) of several runs on one axis:
+    ``kind="cdf"`` (fraction of links at or below each utilisation, one step line per run) or
+    ``"hist"`` (fraction of links per bin, outlined). Canary Figs. 7 and 10."""
+    if kind not in ("cdf", "hist"):
+        raise ValueError(f"kind must be 'cdf' or 'hist', got {kind!r}")
+    if not runs:
+        raise PlotDataError("no runs to plot")
+    fig, ax = _figure()
+    for label, utilization in runs.items():
+        if not utilization:
+            raise PlotDataError(f"run {label!r} has no links")
+        if kind == "cdf":
+            xs = sorted(100.0 * min(max(u, 0.0), 1.0) for u in utilization)
+            n = len(xs)
+            ax.step([0.0, *xs, 100.0], [0.0, *[(i + 1) / n for i in range(n)], 1.0], where="post", label=label)
+        else:
+            edges, fractions = utilization_histogram(utilization, bins)
+            ax.stairs(fractions, edges, label=label, linewidth=1.5)
+    ax.set_xlim(0, 100)
+    ax.set_ylim(0, 1.02 if kind == "cdf" else None)
+    ylabel = "fraction of links ≤ x" if kind == "cdf" else "fraction of links"
+    _finish(ax, title, "link utilisation (%)", ylabel, legend=True)
+    if out is not None:
+        save_figure(fig, out)
+    return fig
+
+
+def goodput_gains(
+    data: Any,
+    *,
+    subject: str,
+    size: str = "bytes",
+    group: str = "topology",
+    algorithm: str = "algorithm",
+    goodput: str = "goodput_gbps",
+) -> pandas.DataFrame:
+    """Swing's goodput gain per (`group`, `size`): subject's goodput over the best other
+    algorithm's, minus 1 (0.25 = 25 % faster), with the name of that best other algorithm.
+    Repeated rows (seeds) are averaged first. Columns: group, size, ``gain``, ``best_other``."""
+    import pandas
+
+    df = _frame(data)
+    _require(df, size, group, algorithm, goodput)
+    mean = df.groupby([group, size, algorithm], sort=False)[goodput].mean()
+    rows = []
+    for (g, s), block in mean.groupby(level=[0, 1], sort=False):
+        by_alg = {k[2]: v for k, v in block.items()}
+        if subject not in by_alg:
+            continue
+        others = {a: v for a, v in by_alg.items() if a != subject}
+        if not others:
+            continue
+        best = max(others, key=lambda a: others[a])
+        rows.append({group: g, size: s, "gain": by_alg[subject] / others[best] - 1.0, "best_other": best})
+    if not rows:
+        raise PlotDataError(f"no (group, size) with both {subject!r} and another algorithm")
+    return pandas.DataFrame(rows)
+
+
+def gain_heatmap(
+    data: Any,
+    *,
+    size: str = "bytes",
+    topology: str = "topology",
+    gain: str = "gain",
+    title: str = "Goodput gain",
+    out: PathLike | Sequence[PathLike] | None = None,
+) -> Figure:
+    """Heat map of a goodput gain (fraction; 0.25 = +25 %) over sizes (columns) × topologies
+    (rows), diverging around 0 and annotated in percent: the Swing paper's per-topology gain
+    summary (Fig. 16) as a grid. `goodput_gains` computes the gain column."""
+    df = _frame(data)
+    _require(df, size, topology, gain)
+    sizes = sorted({_hashable(v) for v in df[size]})
+    topologies = list(dict.fromkeys(_hashable(v) for v in df[topology]))
+    cells: dict[tuple[Any, Any], list[float]] = {}
+    for t, s, g in zip(df[topology], df[size], df[gain]):
+        cells.setdefault((_hashable(t), _hashable(s)), []).append(float(g))
+    nan = float("nan")
+    grid = [
+        [100.0 * sum(cells[(t, s)]) / len(cells[(t, s)]) if (t, s) in cells else nan for s in sizes]
+        for t in topologies
+    ]
+    from matplotlib.colors import TwoSlopeNorm
+
+    finite = [v for row in grid for v in row if not math.isnan(v)]
+    span = max(1.0, max(abs(v) for v in finite))
+    fig, ax = _figure(max(4.0, 1.0 + 0.6 * len(sizes)), max(2.5, 1.2 + 0.45 * len(topologies)))
+    image = ax.imshow(grid, cmap="RdBu", norm=TwoSlopeNorm(0.0, -span, span), aspect="auto")
+    for i, row in enumerate(grid):
+        for j, v in enumerate(row):
+            if not math.isnan(v):
+                ax.text(j, i, f"{v:+.0f}", ha="center", va="center", fontsize="x-small",
+                        color="white" if abs(v) > 0.6 * span else "black")
+    ax.set_xticks(range(len(sizes)), [format_size(s) if isinstance(s, (int, float)) else str(s) for s in sizes],
+                  rotation=45, ha="right")
+    ax.set_yticks(range(len(topologies)), [_label(t) for t in topologies])
+    fig.colorbar(image, ax=ax, label="goodput gain (%)")
+    ax.set_title(title)
+    ax.set_xlabel("vector size")
+    ax.set_ylabel("topology")
+    if out is not None:
+        save_figure(fig, out)
+    return fig

@@ -1,0 +1,363 @@
+"""The results store of sweeps: one SQLite file (stdlib `sqlite3`).
+
+Results are content-addressed: a run is stored under the key of its resolved scenario
+(`Scenario.key`, a SHA-256 of the canonical form including the seed), so any sweep that reaches
+the same point, in this or another spec, finds it done. Sweeps are recorded by name with the
+points they consist of, which is what `reducelab plot sweep DB` and `dataframe` read.
+
+Only the process that drives a sweep writes; each finished run is committed in its own
+transaction, so an interrupted sweep loses at most the runs in flight. The schema is in
+docs/sweeps.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .runs import Result
+
+if TYPE_CHECKING:
+    import pandas
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    name  TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS results (
+    key               TEXT PRIMARY KEY,   -- SHA-256 of the canonical resolved scenario
+    scenario_json     TEXT NOT NULL,      -- that canonical form (seed included)
+    seed              INTEGER NOT NULL,
+    summary_json      TEXT NOT NULL,      -- summary.json, byte for byte
+    metrics_json      TEXT NOT NULL,      -- scalar leaves of the summary by dotted path
+    simulator_version TEXT NOT NULL,
+    wall_seconds      REAL NOT NULL,      -- varies between runs; not a result
+    finished_at       TEXT NOT NULL       -- UTC, ISO 8601; varies between runs; not a result
+);
+CREATE TABLE IF NOT EXISTS result_files (
+    key      TEXT NOT NULL REFERENCES results(key),
+    name     TEXT NOT NULL,               -- messages.csv, links.csv, ...
+    position INTEGER NOT NULL,            -- order the simulator produced them in
+    contents TEXT NOT NULL,               -- byte for byte
+    PRIMARY KEY (key, name)
+);
+CREATE TABLE IF NOT EXISTS sweeps (
+    name          TEXT PRIMARY KEY,
+    spec_path     TEXT NOT NULL,
+    spec_json     TEXT NOT NULL,          -- the spec as parsed, for the record
+    scenario_path TEXT NOT NULL,
+    axes_json     TEXT NOT NULL,          -- ["topology.bandwidth_gbps", "traffic[0].bytes", "seed"]
+    metrics_json  TEXT,                   -- selected metric paths, or null for all
+    updated_at    TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sweep_points (
+    sweep       TEXT NOT NULL REFERENCES sweeps(name),
+    idx         INTEGER NOT NULL,         -- position in the grid (last axis fastest, seeds last)
+    key         TEXT NOT NULL,            -- results.key once it has run
+    params_json TEXT NOT NULL,            -- {"axis path": value, ..., "seed": n}
+    PRIMARY KEY (sweep, idx)
+);
+"""
+
+
+class StoreError(ValueError):
+    """The store file is not a ReduceLab results store or lacks what was asked for."""
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One stored result row."""
+
+    key: str
+    seed: int
+    summary_json: str
+    metrics: dict[str, Any]
+    files: dict[str, str]
+    simulator_version: str
+    wall_seconds: float
+
+    def result(self) -> Result:
+        """As a `Result` (engine `stats` are not stored)."""
+        return Result(summary_json=self.summary_json, files=dict(self.files))
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """What the store knows about one sweep."""
+
+    name: str
+    spec_path: str
+    scenario_path: str
+    axes: list[str]
+    metrics: list[str] | None
+    points: list[tuple[int, str, dict[str, Any]]]
+    """``(index, key, params)`` of every point of the sweep, in grid order."""
+
+
+def flatten_summary(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """Scalar leaves (numbers, booleans, strings, null) of a summary by dotted path.
+
+    ``{"messages": {"fct_ps": {"p99": 5}}, "traffic": [{"runtime_ps": 7}]}`` gives
+    ``{"messages.fct_ps.p99": 5, "traffic[0].runtime_ps": 7}``.
+    """
+    out: dict[str, Any] = {}
+
+    def walk(value: Any, path: str) -> None:
+        if isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{path}.{k}" if path else k)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{path}[{i}]")
+        else:
+            out[path] = value
+
+    walk(dict(summary), "")
+    return out
+
+
+def sweep_table(
+    axes: Sequence[str],
+    selected: Sequence[str] | None,
+    points: Iterable[tuple[int, str, Mapping[str, Any]]],
+    metrics: Mapping[str, Mapping[str, Any]],
+) -> tuple[list[str], list[list[Any]]]:
+    """The table of a sweep: one row per finished point (one whose key is in `metrics`).
+
+    Columns: ``point`` (grid index), ``key``, the parameters (`axes`, i.e. scenario field paths
+    and ``seed``), then the metrics: the `selected` summary paths, or all of them in the order
+    they first appear. A metric whose path equals a parameter's (``seed``, or e.g.
+    ``traffic[0].bytes`` of a collective) is named ``summary.PATH``.
+    """
+    points = [p for p in points if p[1] in metrics]
+    if selected is not None:
+        paths = list(selected)
+    else:
+        paths = list(dict.fromkeys(k for _, key, _ in points for k in metrics[key]))
+    params = set(axes)
+    names = [f"summary.{m}" if m in params else m for m in paths]
+    columns = ["point", "key", *axes, *names]
+    rows = [
+        [idx, key, *(p.get(a) for a in axes), *(metrics[key].get(m) for m in paths)]
+        for idx, key, p in points
+    ]
+    return columns, rows
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class ResultStore:
+    """A results store file, opened (and created with its schema) on construction.
+
+    Use as a context manager or call `close`.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if self.path.is_dir():
+            raise StoreError(f"{self.path}: is a directory, expected a results store file")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            # WAL lets readers (plot, export, a test watching progress) see committed runs
+            # while a sweep keeps writing.
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.executescript(_SCHEMA)  # idempotent (IF NOT EXISTS)
+            with self._transaction():
+                row = self._db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+                if row is None:
+                    self._db.execute(
+                        "INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
+                    )
+                elif row[0] != str(SCHEMA_VERSION):
+                    raise StoreError(
+                        f"{self.path}: store schema version {row[0]}, this reducelab reads {SCHEMA_VERSION}"
+                    )
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a results store ({exc})") from None
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    class _Tx:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> None:
+            self.db.execute("BEGIN IMMEDIATE")
+
+        def __exit__(self, exc_type: object, *rest: object) -> None:
+            self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+    def _transaction(self) -> ResultStore._Tx:
+        return ResultStore._Tx(self._db)
+
+    # -- results ---------------------------------------------------------------------------
+
+    def done_keys(self, keys: Iterable[str]) -> set[str]:
+        """The subset of `keys` that have a stored result."""
+        wanted = list(dict.fromkeys(keys))
+        found: set[str] = set()
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(r[0] for r in self._db.execute(f"SELECT key FROM results WHERE key IN ({marks})", chunk))
+        return found
+
+    def put(
+        self,
+        key: str,
+        scenario_json: str,
+        seed: int,
+        summary_json: str,
+        files: Sequence[tuple[str, str]],
+        simulator_version: str,
+        wall_seconds: float,
+    ) -> None:
+        """Store one finished run atomically (a second put of the same key is ignored)."""
+        summary = json.loads(summary_json)
+        metrics = json.dumps(flatten_summary(summary), ensure_ascii=False)
+        with self._transaction():
+            cur = self._db.execute(
+                "INSERT OR IGNORE INTO results (key, scenario_json, seed, summary_json, metrics_json,"
+                " simulator_version, wall_seconds, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, scenario_json, seed, summary_json, metrics, simulator_version, wall_seconds, _now()),
+            )
+            if cur.rowcount:
+                self._db.executemany(
+                    "INSERT INTO result_files (key, name, position, contents) VALUES (?, ?, ?, ?)",
+                    [(key, name, i, text) for i, (name, text) in enumerate(files)],
+                )
+
+    def get(self, key: str) -> StoredRun:
+        """The stored run of `key`; StoreError if there is none."""
+        row = self._db.execute(
+            "SELECT seed, summary_json, metrics_json, simulator_version, wall_seconds FROM results WHERE key = ?",
+            (key,),
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: no result for point {key}")
+        files = {
+            name: text
+            for name, text in self._db.execute(
+                "SELECT name, contents FROM result_files WHERE key = ? ORDER BY position", (key,)
+            )
+        }
+        return StoredRun(key, row[0], row[1], json.loads(row[2]), files, row[3], row[4])
+
+    def metrics(self, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """Stored metrics of those `keys` that have run."""
+        wanted = list(dict.fromkeys(keys))
+        out: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, metrics in self._db.execute(
+                f"SELECT key, metrics_json FROM results WHERE key IN ({marks})", chunk
+            ):
+                out[key] = json.loads(metrics)
+        return out
+
+    def count(self) -> int:
+        """Number of stored runs."""
+        return int(self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+
+    def dump(self) -> Iterator[tuple[str, str, str, list[tuple[str, str]]]]:
+        """``(key, summary_json, metrics_json, [(file name, contents), ...])`` of every stored run,
+        by key: the result part of the store, which is the same wherever the runs were made."""
+        for key, summary, metrics in self._db.execute(
+            "SELECT key, summary_json, metrics_json FROM results ORDER BY key"
+        ).fetchall():
+            files = self._db.execute(
+                "SELECT name, contents FROM result_files WHERE key = ? ORDER BY position", (key,)
+            ).fetchall()
+            yield key, summary, metrics, [(n, c) for n, c in files]
+
+    # -- sweeps ----------------------------------------------------------------------------
+
+    def record_sweep(
+        self,
+        name: str,
+        spec_path: str,
+        spec: Mapping[str, Any],
+        scenario_path: str,
+        axes: Sequence[str],
+        metrics: Sequence[str] | None,
+        points: Sequence[tuple[int, str, Mapping[str, Any]]],
+    ) -> None:
+        """Record (or replace) sweep `name` and its points."""
+        with self._transaction():
+            self._db.execute("DELETE FROM sweep_points WHERE sweep = ?", (name,))
+            self._db.execute(
+                "INSERT OR REPLACE INTO sweeps (name, spec_path, spec_json, scenario_path, axes_json,"
+                " metrics_json, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    name, spec_path, json.dumps(spec, ensure_ascii=False, default=str), scenario_path,
+                    json.dumps(list(axes)), None if metrics is None else json.dumps(list(metrics)), _now(),
+                ),
+            )
+            self._db.executemany(
+                "INSERT INTO sweep_points (sweep, idx, key, params_json) VALUES (?, ?, ?, ?)",
+                [(name, idx, key, json.dumps(dict(params), ensure_ascii=False)) for idx, key, params in points],
+            )
+
+    def sweep_names(self) -> list[str]:
+        return [r[0] for r in self._db.execute("SELECT name FROM sweeps ORDER BY name")]
+
+    def sweep(self, name: str | None = None) -> SweepRecord:
+        """The recorded sweep `name`; without a name, the only sweep in the store."""
+        names = self.sweep_names()
+        if name is None:
+            if len(names) != 1:
+                raise StoreError(
+                    f"{self.path}: " + ("holds no sweep" if not names else f"holds {len(names)} sweeps "
+                    f"({', '.join(names)}); choose one with --sweep NAME")
+                )
+            name = names[0]
+        row = self._db.execute(
+            "SELECT spec_path, scenario_path, axes_json, metrics_json FROM sweeps WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: no sweep named {name!r} (has: {', '.join(names) or 'none'})")
+        points = [
+            (idx, key, json.loads(params))
+            for idx, key, params in self._db.execute(
+                "SELECT idx, key, params_json FROM sweep_points WHERE sweep = ? ORDER BY idx", (name,)
+            )
+        ]
+        return SweepRecord(
+            name, row[0], row[1], json.loads(row[2]), None if row[3] is None else json.loads(row[3]), points
+        )
+
+    def sweep_rows(self, name: str | None = None) -> tuple[SweepRecord, list[str], list[list[Any]]]:
+        """The recorded sweep `name` (default: the only one) and its table: column names and
+        one row per finished point (see `sweep_table`)."""
+        record = self.sweep(name)
+        metrics = self.metrics(k for _, k, _ in record.points)
+        columns, rows = sweep_table(record.axes, record.metrics, record.points, metrics)
+        return record, columns, rows
+
+    def dataframe(self, name: str | None = None) -> pandas.DataFrame:
+        """`sweep_rows` as a DataFrame (needs pandas)."""
+        import pandas
+
+        _, columns, rows = self.sweep_rows(name)
+        return pandas.DataFrame(rows, columns=columns)

@@ -1,0 +1,697 @@
+"""Parameter sweeps: a base scenario, a grid over its fields, seeds; results in a SQLite store.
+
+A sweep spec (TOML, docs/sweeps.md) names a base scenario file and a grid of values for any of
+its fields by dotted path, plus seeds::
+
+    [sweep]
+    scenario = "../examples/torus_permutation.toml"   # relative to the spec file
+    repetitions = 2                                    # or seeds = [1, 2, 3]
+
+    [grid]
+    "topology.bandwidth_gbps" = [100, 400]
+    "traffic[0].bytes" = [65536, 262144]
+
+Every point of the grid (the base scenario with the point's values set, plus its seed) is keyed
+by the SHA-256 of its canonical form (`Scenario.key`). `Sweep.run` skips points whose key is in
+the store and stores each finished run at once, so re-running a finished sweep runs nothing and
+an interrupted one resumes. Points run in a local process pool, or on a Dask distributed cluster
+given its scheduler address; a run's result files depend only on its scenario and seed, so the
+store holds the same bytes either way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import multiprocessing
+import os
+import re
+import sys
+import time
+import tomllib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import _core
+from .runs import check_seed
+from .scenario import FieldError, Scenario, parse_path, set_field
+from .store import ResultStore, StoreError, flatten_summary, sweep_table
+
+if TYPE_CHECKING:
+    import pandas
+
+DEFAULT_SEED = 1
+"""The seed of a scenario file without ``seed`` (docs/scenario-format.md)."""
+
+_SCHEDULER = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
+
+
+class SweepSpecError(FieldError):
+    """A sweep spec was rejected: ``str(err)`` is ``"FILE: FIELD: REASON"``."""
+
+    def __init__(self, file: str, field: str, reason: str) -> None:
+        super().__init__(field, reason)
+        self.file = file
+        """The spec file (or the base scenario file, for an error in the scenario itself)."""
+        self.args = (": ".join(p for p in (file, field, reason) if p),)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class SweepRunError(RuntimeError):
+    """A sweep could not run (e.g. the Dask scheduler is unreachable)."""
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One dimension of the grid: a field path and the values it takes."""
+
+    path: str
+    values: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class Point:
+    """One resolved point: the base scenario with `params` set (seed included)."""
+
+    index: int
+    """Position in the grid: the last axis varies fastest, the seed fastest of all."""
+    params: dict[str, Any]
+    """Axis path -> value, and ``"seed"``."""
+    scenario: Scenario
+    key: str
+
+    @property
+    def seed(self) -> int:
+        return int(self.params["seed"])
+
+
+@dataclass(frozen=True)
+class SweepReport:
+    """What `Sweep.run` did."""
+
+    total: int
+    cached: int
+    """Points already in the store (not run again)."""
+    executed: int
+    """Points run and stored by this call."""
+    store: Path
+    wall_seconds: float
+
+
+def run_point(toml_text: str) -> dict[str, Any]:
+    """Run one point (in a pool process or on a Dask worker) and return plain data.
+
+    A rejected scenario comes back as ``{"error": [field, reason]}`` rather than as an exception,
+    which would have to survive pickling across processes.
+    """
+    from . import ScenarioError
+
+    try:
+        out = _core.run(toml_text, None, False)
+    except ScenarioError as exc:
+        return {"error": [exc.field, exc.reason]}
+    return {
+        "summary_json": out["summary_json"],
+        "files": [list(f) for f in out["files"]],
+        "wall_seconds": out["stats"]["wall_seconds"],
+        "version": _core.__version__,
+    }
+
+
+def check_scheduler(url: str) -> str:
+    """`url` if it is a Dask scheduler address ``tcp://HOST:PORT`` (or ``tls://``); FieldError
+    naming ``--scheduler`` otherwise."""
+    m = _SCHEDULER.fullmatch(url.strip()) if isinstance(url, str) else None
+    if m is None:
+        raise FieldError("--scheduler", f"expected a Dask scheduler address tcp://HOST:PORT, got {url!r}")
+    port = int(m.group(3))
+    if not 1 <= port <= 65535:
+        raise FieldError("--scheduler", f"port {port} is not in 1..65535")
+    return url.strip()
+
+
+def _show(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _concerns(fld: str, path: str) -> bool:
+    """Whether an error about field `fld` is about axis `path` (the field or inside it)."""
+    return fld == path or fld.startswith((path + ".", path + "["))
+
+
+def _flatten_grid(table: Mapping[str, Any], prefix: str, out: list[tuple[str, Any]]) -> None:
+    # `topology.bandwidth_gbps = [...]` in [grid] is a TOML dotted key, i.e. nested tables;
+    # `"traffic[0].bytes" = [...]` is one quoted key. Both name the same kind of path.
+    for key, value in table.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(value, dict):
+            _flatten_grid(value, path, out)
+        else:
+            out.append((path, value))
+
+
+class Sweep:
+    """A sweep: base scenario, grid axes, seeds and selected metrics.
+
+    Build one from a spec file (`load`), a spec dict (`from_spec`) or directly::
+
+        sweep = Sweep(Scenario.from_file("scenarios/example.toml"),
+                      {"topology.bandwidth_gbps": [100, 400]}, repetitions=2, name="bw")
+        sweep.run("results/bw.sqlite", jobs=2)
+        df = sweep.dataframe("results/bw.sqlite")
+
+    Invalid input raises `FieldError` (`SweepSpecError`, which also names the file, when the
+    sweep comes from a spec).
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        grid: Mapping[str, Sequence[Any]],
+        *,
+        repetitions: int | None = None,
+        seeds: Sequence[int] | None = None,
+        metrics: Sequence[str] | None = None,
+        name: str = "sweep",
+        spec_path: str = "",
+        scenario_path: str = "",
+        spec: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.name = name
+        self.spec_path = spec_path
+        self.scenario_path = scenario_path
+        self.spec = dict(spec) if spec is not None else {"grid": {k: list(v) for k, v in grid.items()}}
+        self.axes = self._axes(grid)
+        self.seeds = self._seeds(repetitions, seeds)
+        if metrics is not None:
+            if isinstance(metrics, str) or not all(isinstance(m, str) and m for m in metrics):
+                raise FieldError("sweep.metrics", "expected an array of summary field paths (strings)")
+            for i, m in enumerate(metrics):
+                try:
+                    parse_path(m)
+                except FieldError as exc:
+                    raise FieldError(f"sweep.metrics[{i}]", exc.reason) from None
+        self.metrics: tuple[str, ...] | None = None if metrics is None else tuple(metrics)
+        self._points: list[Point] | None = None
+
+    # -- construction --------------------------------------------------------------------
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> Sweep:
+        """Read a sweep spec file. Raises `SweepSpecError` (``FILE: FIELD: REASON``)."""
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise SweepSpecError(str(path), "", "no such file") from None
+        except IsADirectoryError:
+            raise SweepSpecError(str(path), "", "is a directory, expected a TOML sweep spec") from None
+        except UnicodeDecodeError as exc:
+            raise SweepSpecError(str(path), "", f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        except OSError as exc:
+            raise SweepSpecError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+        try:
+            spec = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise SweepSpecError(str(path), "", f"not valid TOML: {exc}") from None
+        return cls.from_spec(spec, spec_path=path)
+
+    @classmethod
+    def from_spec(cls, spec: Mapping[str, Any], spec_path: str | os.PathLike[str] = "") -> Sweep:
+        """A sweep from a parsed spec; the base scenario path is relative to `spec_path`'s folder."""
+        file = str(spec_path)
+        base_dir = Path(spec_path).parent if file else Path.cwd()
+
+        def err(fld: str, reason: str) -> SweepSpecError:
+            return SweepSpecError(file, fld, reason)
+
+        for key in spec:
+            if key not in ("sweep", "grid"):
+                raise err(key, "unknown field, expected `sweep` or `grid`")
+        table = spec.get("sweep")
+        if not isinstance(table, dict):
+            raise err("sweep", "missing [sweep] table (with at least `scenario = \"FILE.toml\"`)")
+        known = ("name", "scenario", "repetitions", "seeds", "metrics")
+        for key in table:
+            if key not in known:
+                raise err(f"sweep.{key}", f"unknown field, expected one of {', '.join(known)}")
+        scenario_ref = table.get("scenario")
+        if not isinstance(scenario_ref, str) or not scenario_ref:
+            raise err("sweep.scenario", "required: the base scenario file, relative to this spec")
+        name = table.get("name", Path(file).stem if file else "sweep")
+        if not isinstance(name, str) or not name:
+            raise err("sweep.name", "expected a non-empty string")
+        scenario_path = base_dir / scenario_ref
+        try:
+            scenario = Scenario.from_file(scenario_path)
+        except FileNotFoundError:
+            raise err("sweep.scenario", f"{scenario_path}: no such file") from None
+        except (IsADirectoryError, UnicodeDecodeError) as exc:
+            raise err("sweep.scenario", f"{scenario_path}: cannot read a scenario: {exc}") from None
+        except FieldError as exc:
+            raise SweepSpecError(str(scenario_path), exc.field, exc.reason) from None
+        grid = spec.get("grid")
+        if grid is None:
+            grid = {}
+        if not isinstance(grid, dict):
+            raise err("grid", "expected a table of FIELD = [values]")
+        flat: list[tuple[str, Any]] = []
+        _flatten_grid(grid, "", flat)
+        try:
+            return cls(
+                scenario,
+                dict(flat),
+                repetitions=table.get("repetitions"),
+                seeds=table.get("seeds"),
+                metrics=table.get("metrics"),
+                name=name,
+                spec_path=file,
+                scenario_path=str(scenario_path),
+                spec=spec,
+            )
+        except SweepSpecError:
+            raise
+        except FieldError as exc:
+            raise err(exc.field, exc.reason) from None
+
+    def _axes(self, grid: Mapping[str, Any]) -> tuple[Axis, ...]:
+        if not grid:
+            raise FieldError(
+                "grid", "is empty: give at least one FIELD = [values] (to repeat one scenario, "
+                "sweep its seed: seed = [1, 2, 3])"
+            )
+        axes: list[Axis] = []
+        parsed: list[list[str | int]] = []
+        for path, values in grid.items():
+            where = f"grid.{path}"
+            try:
+                parts = parse_path(path)
+            except FieldError as exc:
+                raise FieldError(where, exc.reason) from None
+            if not isinstance(values, (list, tuple)):
+                raise FieldError(
+                    where, f"expected an array of values, got {_show(values)} (write [{_show(values)}] for one value)"
+                )
+            if not values:
+                raise FieldError(where, "empty array: give at least one value")
+            for other_path, other in zip(grid, parsed):
+                shorter = min(len(parts), len(other))
+                if parts[:shorter] == other[:shorter]:
+                    raise FieldError(where, f"overlaps grid.{other_path} (one is inside the other)")
+            seen: dict[str, int] = {}
+            for i, v in enumerate(values):
+                canon = json.dumps(v, sort_keys=True)
+                if canon in seen:
+                    raise FieldError(f"{where}[{i}]", f"value {_show(v)} already given at [{seen[canon]}]")
+                seen[canon] = i
+                if path == "seed":
+                    try:
+                        check_seed(v)
+                    except (TypeError, ValueError) as exc:
+                        raise FieldError(f"{where}[{i}]", str(exc)) from None
+                try:
+                    set_field(self.scenario.to_dict(), path, v)
+                except FieldError as exc:
+                    if exc.field != path:  # the path itself is wrong, whatever the value
+                        raise FieldError(where, f"{exc.field}: {exc.reason}") from None
+                    raise FieldError(f"{where}[{i}]" if len(values) > 1 else where, exc.reason) from None
+            axes.append(Axis(path, tuple(values)))
+            parsed.append(parts)
+        return tuple(axes)
+
+    def _seeds(self, repetitions: Any, seeds: Any) -> tuple[int, ...] | None:
+        seed_axis = any(a.path == "seed" for a in self.axes)
+        if repetitions is not None and seeds is not None:
+            raise FieldError("sweep.seeds", "give either `repetitions` or `seeds`, not both")
+        if seed_axis and (repetitions is not None or seeds is not None):
+            which = "sweep.repetitions" if repetitions is not None else "sweep.seeds"
+            raise FieldError(which, "the grid already sweeps `seed`; drop one of the two")
+        if repetitions is not None:
+            if isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 1:
+                raise FieldError("sweep.repetitions", f"expected an integer >= 1, got {_show(repetitions)}")
+            first = self.scenario.to_dict().get("seed", DEFAULT_SEED)
+            if isinstance(first, bool) or not isinstance(first, int):
+                raise FieldError("sweep.repetitions", f"the base scenario's seed {_show(first)} is not an integer")
+            out = tuple(first + i for i in range(repetitions))
+            try:
+                check_seed(out[-1])
+            except ValueError as exc:
+                raise FieldError("sweep.repetitions", str(exc)) from None
+            return out
+        if seeds is not None:
+            if not isinstance(seeds, (list, tuple)) or not seeds:
+                raise FieldError("sweep.seeds", "expected a non-empty array of integer seeds")
+            for i, s in enumerate(seeds):
+                try:
+                    check_seed(s)
+                except (TypeError, ValueError) as exc:
+                    raise FieldError(f"sweep.seeds[{i}]", str(exc)) from None
+            if len(set(seeds)) != len(seeds):
+                raise FieldError("sweep.seeds", "a seed appears twice")
+            return tuple(seeds)
+        return None
+
+    # -- points --------------------------------------------------------------------------
+
+    def points(self) -> list[Point]:
+        """Every point of the sweep in grid order (last axis fastest, then the seed)."""
+        if self._points is not None:
+            return self._points
+        out: list[Point] = []
+        keys: dict[str, int] = {}
+        for combo in itertools.product(*(a.values for a in self.axes)):
+            params = {a.path: v for a, v in zip(self.axes, combo)}
+            resolved = self.scenario.with_values(params)
+            seeds = self.seeds
+            if seeds is None:
+                seed = resolved.to_dict().get("seed", DEFAULT_SEED)
+                seeds = (seed,)
+            for seed in seeds:
+                point_scenario = resolved.with_seed(seed)
+                key = point_scenario.key()
+                if key in keys:
+                    raise FieldError("grid", f"points {keys[key]} and {len(out)} are the same scenario")
+                keys[key] = len(out)
+                out.append(Point(len(out), {**params, "seed": seed}, point_scenario, key))
+        self._points = out
+        return out
+
+    @property
+    def axis_names(self) -> list[str]:
+        """Parameter columns: the axis paths and ``seed``."""
+        names = [a.path for a in self.axes]
+        return names if "seed" in names else [*names, "seed"]
+
+    def check(self) -> dict[str, Any]:
+        """Validate the sweep in the simulator without simulating (`Scenario.check`).
+
+        Probes the first point (every axis at its first value), then each further value of each
+        axis with the other axes at their first value; then checks that the selected metrics
+        exist in summary.json. An error that concerns an axis names it (``grid.PATH[i]``); one in
+        the first point that concerns no axis names the base scenario file. Returns the summary
+        fields (dotted paths) the probes saw. Raises `FieldError`/`SweepSpecError`.
+        """
+        from . import ScenarioError
+
+        first = {a.path: a.values[0] for a in self.axes}
+        probes = [(self.axes[0], 0)] + [(a, i) for a in self.axes for i in range(1, len(a.values))]
+        known: dict[str, Any] = {}
+        for axis, i in probes:
+            try:
+                result = self.scenario.with_values({**first, axis.path: axis.values[i]}).check()
+            except ScenarioError as exc:
+                if i == 0:
+                    related = [a for a in self.axes if _concerns(exc.field, a.path)]
+                    if not related:
+                        raise SweepSpecError(self.scenario_path or "scenario", exc.field, exc.reason) from None
+                    axis = related[0]
+                raise self._axis_error(axis, i, exc.field, exc.reason) from None
+            known.update(flatten_summary(result.summary))
+        for i, m in enumerate(self.metrics or ()):
+            if m not in known:
+                close = [k for k in known if k.split(".")[-1] == m.split(".")[-1]][:3]
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                raise self._error(f"sweep.metrics[{i}]", f"{m!r} is not a field of summary.json{hint}")
+        return known
+
+    def _axis_error(self, axis: Axis, i: int, fld: str, reason: str) -> FieldError:
+        where = f"grid.{axis.path}" + (f"[{i}]" if len(axis.values) > 1 else "")
+        value = _show(axis.values[i])
+        if fld == axis.path and reason.startswith("unknown field"):
+            return self._error(f"grid.{axis.path}", reason)
+        if _concerns(fld, axis.path):
+            inner = "" if fld == axis.path else f"{fld}: "
+            return self._error(where, f"value {value}: {inner}{reason}")
+        return self._error(where, f"value {value} makes {fld or 'the scenario'} invalid: {reason}")
+
+    def _error(self, fld: str, reason: str) -> FieldError:
+        return SweepSpecError(self.spec_path, fld, reason) if self.spec_path else FieldError(fld, reason)
+
+    # -- running -------------------------------------------------------------------------
+
+    def pending(self, store: ResultStore) -> list[Point]:
+        """Points without a stored result."""
+        points = self.points()
+        done = store.done_keys(p.key for p in points)
+        return [p for p in points if p.key not in done]
+
+    def record(self, store: ResultStore) -> None:
+        """Record this sweep and its points in `store` (replacing an older sweep of that name)."""
+        store.record_sweep(
+            self.name, self.spec_path, self.spec, self.scenario_path, self.axis_names,
+            None if self.metrics is None else list(self.metrics),
+            [(p.index, p.key, p.params) for p in self.points()],
+        )
+
+    def run(
+        self,
+        store: ResultStore | str | os.PathLike[str],
+        *,
+        jobs: int | None = None,
+        scheduler: Any = None,
+        progress: bool = False,
+        check: bool = True,
+        on_point: Callable[[Point], None] | None = None,
+    ) -> SweepReport:
+        """Run every point not yet in `store` and store each result as it finishes.
+
+        `jobs`: local worker processes (default: CPUs; 1 runs in this process). `scheduler`: a
+        Dask scheduler address (``tcp://HOST:PORT``) or a `distributed.Client`; points then run
+        on that cluster instead, whose workers need this `reducelab` installed. `progress` draws a
+        bar with ETA on stderr if it is a terminal. `check` first validates the spec in the
+        simulator (`check`), if anything is left to run. `on_point` is called after each point
+        is stored (an exception from it stops the sweep; stored points stay).
+
+        Raises `FieldError`/`SweepSpecError` for an invalid spec or a point the simulator
+        rejects (points stored before stay stored).
+        """
+        t0 = time.monotonic()
+        own_store = not isinstance(store, ResultStore)
+        db = ResultStore(store) if own_store else store
+        try:
+            points = self.points()
+            todo = self.pending(db)
+            if check and todo:
+                self.check()
+            elif self.metrics and not todo and points:
+                stored = db.metrics([points[0].key]).get(points[0].key, {})
+                for i, m in enumerate(self.metrics):
+                    if m not in stored:
+                        raise self._error(f"sweep.metrics[{i}]", f"{m!r} is not a field of summary.json")
+            self.record(db)
+            bar = ProgressBar(len(points), len(points) - len(todo), enabled=progress)
+            try:
+                if scheduler is not None:
+                    results = _run_dask(todo, scheduler)
+                elif (jobs or os.cpu_count() or 1) <= 1 or len(todo) <= 1:
+                    results = _run_inline(todo)
+                else:
+                    results = _run_pool(todo, jobs or os.cpu_count() or 1)
+                executed = 0
+                for point, out in results:
+                    if "error" in out:
+                        fld, reason = out["error"]
+                        where = ", ".join(f"{k} = {_show(v)}" for k, v in point.params.items())
+                        raise self._error("grid", f"point {point.index} ({where}): {fld}: {reason}")
+                    db.put(
+                        point.key, point.scenario.canonical_json(), point.seed, out["summary_json"],
+                        [(n, c) for n, c in out["files"]], out["version"], out["wall_seconds"],
+                    )
+                    executed += 1
+                    bar.step()
+                    if on_point is not None:
+                        on_point(point)
+            finally:
+                bar.close()
+            return SweepReport(len(points), len(points) - len(todo), executed, db.path, time.monotonic() - t0)
+        finally:
+            if own_store:
+                db.close()
+
+    # -- results -------------------------------------------------------------------------
+
+    def dataframe(self, store: ResultStore | str | os.PathLike[str]) -> pandas.DataFrame:
+        """One row per finished point: ``point``, ``key``, the parameters, then the metrics
+        (the selected ones, or every scalar of summary.json by dotted path)."""
+        import pandas
+
+        columns, rows = self.rows(store)
+        return pandas.DataFrame(rows, columns=columns)
+
+    def rows(self, store: ResultStore | str | os.PathLike[str]) -> tuple[list[str], list[list[Any]]]:
+        """Column names and one row per finished point (`reducelab.store.sweep_table`)."""
+        own = not isinstance(store, ResultStore)
+        db = ResultStore(store) if own else store
+        try:
+            points = self.points()
+            metrics = db.metrics(p.key for p in points)
+        finally:
+            if own:
+                db.close()
+        return sweep_table(self.axis_names, self.metrics, [(p.index, p.key, p.params) for p in points], metrics)
+
+    def export_csv(self, store: ResultStore | str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+        """Write `rows` as CSV (lists and tables as JSON, null as empty). Returns the path."""
+        columns, rows = self.rows(store)
+        return write_csv(out, columns, rows)
+
+
+def write_csv(out: str | os.PathLike[str], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Path:
+    """Deterministic CSV: floats in shortest round-trip form, booleans as true/false."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_csv_cell(v) for v in row])
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(buf.getvalue(), encoding="utf-8", newline="")
+    return path
+
+
+def _csv_cell(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, dict)):
+        return json.dumps(v, separators=(",", ":"), ensure_ascii=False)
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+# ---------------------------------------------------------------------------------------------
+# Executors: each yields (point, output of run_point) as points finish.
+
+
+def _run_inline(points: Sequence[Point]) -> Iterator[tuple[Point, dict[str, Any]]]:
+    for p in points:
+        yield p, run_point(p.scenario.to_toml())
+
+
+def _indexed_run(item: tuple[int, str]) -> tuple[int, dict[str, Any]]:
+    return item[0], run_point(item[1])
+
+
+def _run_pool(points: Sequence[Point], jobs: int) -> Iterator[tuple[Point, dict[str, Any]]]:
+    # forkserver, not fork: the caller may have threads (a Dask client, a test's LocalCluster),
+    # and forking a threaded process can deadlock the child.
+    ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
+    pool = ctx.Pool(processes=min(jobs, len(points)))
+    try:
+        items = [(i, p.scenario.to_toml()) for i, p in enumerate(points)]
+        for i, out in pool.imap_unordered(_indexed_run, items, chunksize=1):
+            yield points[i], out
+        pool.close()
+    finally:
+        # An error, Ctrl-C or a consumer that stops early: runs in flight are abandoned (they
+        # were not stored, so the next run of the sweep does them).
+        pool.terminate()
+        pool.join()
+
+
+def _run_dask(points: Sequence[Point], scheduler: Any) -> Iterator[tuple[Point, dict[str, Any]]]:
+    try:
+        from distributed import Client, as_completed
+    except ImportError:
+        raise FieldError(
+            "--scheduler", "running on a Dask cluster needs dask.distributed: pip install 'reducelab[sweep]'"
+        ) from None
+    own = not isinstance(scheduler, Client)
+    if own:
+        address = check_scheduler(scheduler)
+        try:
+            client = Client(address, timeout="10s", set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise SweepRunError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
+    else:
+        client = scheduler
+    futures = []
+    try:
+        by_future: dict[Any, Point] = {}
+        for p in points:
+            # The key is the point's: a cluster shared by two sweeps runs a common point once.
+            f = client.submit(run_point, p.scenario.to_toml(), key=f"reducelab-run-{p.key}", pure=False)
+            by_future[f] = p
+            futures.append(f)
+        for f in as_completed(futures, loop=client.loop):
+            yield by_future[f], f.result()
+    finally:
+        for f in futures:
+            if not f.done():
+                f.cancel()
+        if own:
+            client.close()
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _clock(seconds: float) -> str:
+    s = int(seconds + 0.5)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+@dataclass
+class ProgressBar:
+    """``[#####-----] 12/40 points (3 cached)  0:12 elapsed, ETA 0:35`` on stderr, redrawn in
+    place, only if stderr is a terminal. The ETA extrapolates the mean time per point run so
+    far (cached points cost nothing)."""
+
+    total: int
+    cached: int
+    enabled: bool = True
+    width: int = 30
+    done: int = field(default=0, init=False)
+    _t0: float = field(default_factory=time.monotonic, init=False)
+    _last: float = field(default=0.0, init=False)
+    _drawn: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.enabled = self.enabled and sys.stderr.isatty() and self.total > self.cached
+        self.done = self.cached
+        self._draw(force=True)
+
+    def line(self, now: float) -> str:
+        frac = self.done / self.total if self.total else 1.0
+        filled = int(frac * self.width)
+        elapsed = now - self._t0
+        ran = self.done - self.cached
+        left = self.total - self.done
+        eta = f"ETA {_clock(elapsed / ran * left)}" if ran and left else ("done" if not left else "ETA -")
+        cached = f" ({self.cached} cached)" if self.cached else ""
+        return (
+            f"[{'#' * filled}{'-' * (self.width - filled)}] {self.done}/{self.total} points{cached}  "
+            f"{_clock(elapsed)} elapsed, {eta}"
+        )
+
+    def _draw(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if self.enabled and (force or now - self._last > 0.2 or self.done == self.total):
+            self._last = now
+            sys.stderr.write("\r" + self.line(now) + "\x1b[K")
+            sys.stderr.flush()
+            self._drawn = True
+
+    def step(self) -> None:
+        self.done += 1
+        self._draw()
+
+    def close(self) -> None:
+        if self._drawn:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def open_store(path: str | os.PathLike[str]) -> ResultStore:
+    """Open an existing store (not creating one); StoreError if there is no file."""
+    if not Path(path).is_file():
+        raise StoreError(f"{path}: no such file (write it with `reducelab sweep`)")
+    return ResultStore(path)
