@@ -316,3 +316,34 @@ def test_sweep_help_has_examples() -> None:
         assert f"reducelab {' '.join(args)} " in proc.stdout.split("examples:")[1]
     main = cli("--help").stdout
     assert "sweep" in main and "reducelab sweep scenarios/sweeps/torus_bandwidth.toml" in main
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_progress_bar_only_on_a_terminal(tmp_path: Path, quiet: bool) -> None:
+    import os
+    import pty
+
+    master, slave = pty.openpty()
+    args = [sys.executable, "-m", "reducelab", "sweep", str(TINY_SWEEP), "--out", str(tmp_path / "r.sqlite"), "--jobs", "1"]
+    proc = subprocess.run(args + ["--quiet"] * quiet, stdout=subprocess.PIPE, stderr=slave, text=True, timeout=60)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the terminal's other end is closed and drained
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    bar = b"".join(chunks).decode()
+    assert proc.returncode == 0
+    if quiet:
+        assert bar == "" and proc.stdout == ""
+    else:
+        assert "12/12 points" in bar and "elapsed" in bar and ("ETA" in bar or "done" in bar)
+        assert "12 points, 12 run, 0 cached" in proc.stdout
+    # Not a terminal: no bar even without --quiet.
+    piped = cli("sweep", TINY_SWEEP, "--out", tmp_path / "other.sqlite")
+    assert piped.returncode == 0 and piped.stderr == ""
