@@ -166,6 +166,7 @@ examples:
   reducelab reproduce swing-fig9                         # small scale, a few seconds
   reducelab reproduce swing-fig9 --scale full --out results/fig9
   reducelab reproduce swing-fig9 --scale full --backend packet
+  reducelab reproduce all --scale small     # every figure + results/all-small/index.html
 
 An unknown figure or scale prints `error: ...` and exits with status 2; a packet-level run
 whose data does not verify exits with status 1 (after writing the files).
@@ -762,6 +763,11 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     except ImportError:
         _fail("reproduce draws a plot and needs matplotlib: pip install 'reducelab[plot]'", EXIT_FAILURE)
     out: Path = args.out if args.out is not None else Path("results") / f"{args.figure}-{args.scale}"
+    if args.figure == "all":  # every figure, then OUT/index.html
+        try:
+            return reproduce.run_all_cli(out, args.scale, args.backend, args.jobs, args.quiet)
+        except reproduce.ReproductionError as exc:
+            _fail(str(exc))
     try:
         report = reproduce.reproduce(
             args.figure, out, scale=args.scale, backend=args.backend, jobs=args.jobs,

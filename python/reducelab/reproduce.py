@@ -1,25 +1,30 @@
-"""Paper-figure reproductions (`reducelab reproduce FIGURE`).
+"""Paper-figure reproductions (`reducelab reproduce FIGURE`, `reducelab reproduce all`).
 
 A reproduction is two TOML files under ``scenarios/`` (format: docs/reproductions.md):
 
-- a **spec** (e.g. ``scenarios/swing/fig9.toml``): the network, a grid of bandwidths and vector
-  sizes, and the series (algorithms) of the figure; ``[scales.NAME]`` tables shrink the grid;
-- a **claims file** (e.g. ``scenarios/swing/fig9.claims.toml``): what the paper says about the
-  figure, with the paper's value and how to compute the measured one.
+- a **spec** (e.g. ``scenarios/swing/fig7.toml``): the networks (topologies x bandwidths), the
+  vector sizes and the series (algorithms) of the figure; ``[scales.NAME]`` tables shrink the
+  grid (fewer sizes, fewer or smaller networks standing in for the paper's);
+- a **claims file** (e.g. ``scenarios/swing/fig7.claims.toml``): what the paper says about the
+  figure, with the paper's value, how to compute the measured one and the pass rule.
 
-`reproduce` runs every (bandwidth, schedule, size) point with `_core.run_collective` (one allreduce
+`reproduce` runs every (network, schedule, size) point with `_core.run_collective` (one allreduce
 on the whole topology, packet or flow level; see crates/sim/src/collective_run.rs), keeps per
 series and size the fastest variant (as the Swing paper plots the best of the latency- and
-bandwidth-optimal versions), computes the subject series' goodput gain over the best other series,
-evaluates the claims and writes, into the output directory (``STEM`` = the spec's ``output``):
+bandwidth-optimal versions), computes the subject series' goodput gain over the best other
+baseline series, evaluates the claims and writes, into the output directory (``STEM`` = the
+spec's ``output``):
 
-- ``STEM.csv``          one row per (bandwidth, series, size): the chosen variant and its run
+- ``STEM.csv``          one row per (network, series, size): the chosen variant and its run
 - ``STEM_runs.csv``     every run of every variant
-- ``STEM_gain.csv``     the plotted data: gain of the subject over the best other series
+- ``STEM_gain.csv``     gain of the subject over the best other baseline series, and over each
 - ``STEM_backend_check.csv``  (``auto`` backend only) every variant at the packet/flow switch-over
   size on both backends
 - ``STEM_claims.csv`` and ``STEM_claims.md``  claim, paper value, measured value, pass/fail
-- ``STEM.png``          the figure: gain vs vector size, one line per bandwidth
+- ``STEM.png``          the figure (``gain_vs_size``: gain vs size, one line per network;
+  ``goodput_vs_size``: one panel per network, goodput per series, gain and runtime insets)
+
+`reproduce_all` runs every registered figure into ``OUT/NAME/`` and writes ``OUT/index.html``.
 
 The same spec, scale and backend give byte-identical files (no wall-clock values in them; runs are
 seeded and their results are ordered before writing). Runs execute on a thread pool: the simulator
@@ -29,6 +34,7 @@ releases the GIL, and built schedules are shared through its process-wide cache.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import math
 import os
@@ -45,14 +51,35 @@ from typing import Any
 
 from . import _core
 
-#: Reproductions known by name: name -> spec file relative to the scenarios directory.
+#: Reproductions known by name: name -> spec file relative to the scenarios directory (in the
+#: order `reproduce all` runs and reports them).
 REPRODUCTIONS: dict[str, str] = {
+    "swing-fig7": "swing/fig7.toml",
+    "swing-fig8": "swing/fig8.toml",
     "swing-fig9": "swing/fig9.toml",
+    "swing-fig11": "swing/fig11.toml",
+    "swing-fig12": "swing/fig12.toml",
+    "swing-fig13": "swing/fig13.toml",
+    "swing-fig14": "swing/fig14.toml",
+    "swing-fig15": "swing/fig15.toml",
 }
 
 BACKENDS = ("auto", "packet", "flow")
-KINDS = ("gain_vs_size",)
-METRICS = ("fraction_positive", "min_gain", "max_gain", "median_gain", "gain_at_size")
+KINDS = ("gain_vs_size", "goodput_vs_size")
+
+#: Metrics computed from the gain of a claim's `subject` over `against` at each size.
+GAIN_METRICS = (
+    "fraction_positive", "min_gain", "max_gain", "median_gain", "gain_at_size",
+    "max_gain_size", "crossover_size",
+)
+#: Metrics computed from the claim's `subject` series alone.
+GOODPUT_METRICS = (
+    "goodput_at_size", "share_of_peak_at_size", "max_goodput", "max_share_of_peak", "runtime_at_size",
+)
+METRICS = GAIN_METRICS + GOODPUT_METRICS
+_AT_SIZE = ("gain_at_size", "goodput_at_size", "share_of_peak_at_size", "runtime_at_size")
+
+_TOPOLOGY_RE = re.compile(r"^(?:(?:torus|hyperx):[1-9][0-9]*(?:x[1-9][0-9]*)*|(?:hammingmesh|hxmesh):[1-9][0-9]*x[1-9][0-9]*,[1-9][0-9]*x[1-9][0-9]*)$")
 
 
 class ReproductionError(ValueError):
@@ -72,8 +99,8 @@ def scenarios_dir() -> Path:
 
 
 def names() -> list[str]:
-    """Names `reproduce` accepts."""
-    return sorted(REPRODUCTIONS)
+    """Names `reproduce` accepts (besides ``all``), in figure order."""
+    return list(REPRODUCTIONS)
 
 
 def spec_path(name: str) -> Path:
@@ -81,9 +108,26 @@ def spec_path(name: str) -> Path:
     rel = REPRODUCTIONS.get(name)
     if rel is None:
         raise ReproductionError(
-            f"unknown figure {name!r}; known: {', '.join(names())} (see `reducelab reproduce --list`)"
+            f"unknown figure {name!r}; known: all, {', '.join(names())} (see `reducelab reproduce --list`)"
         )
     return scenarios_dir() / rel
+
+
+def topology_dims(topology: str) -> int:
+    """D of the paper's peak goodput D * bandwidth: torus/HyperX dimensions, 2 for HammingMesh."""
+    kind, _, shape = topology.partition(":")
+    if kind in ("hammingmesh", "hxmesh"):
+        return 2
+    return len(shape.split("x"))
+
+
+def topology_nodes(topology: str) -> int:
+    kind, _, shape = topology.partition(":")
+    n = 1
+    for part in shape.split(","):
+        for d in part.split("x"):
+            n *= int(d)
+    return n
 
 
 @dataclass(frozen=True)
@@ -92,6 +136,39 @@ class Series:
     label: str
     variants: tuple[str, ...]
     subject: bool = False
+    baseline: bool = True
+    """Eligible as "best other" (the paper excludes mirrored recursive doubling)."""
+    optional: bool = False
+    """Absent (not an error) on networks where its schedules cannot be built."""
+    letter: str = ""
+    skip: tuple[tuple[str, str], ...] = ()
+    """(topology, reason): networks the series is deliberately not run on."""
+    backend: str | None = None
+    """Overrides the figure's backend for this series' runs."""
+
+    def skip_reason(self, cfg: Config) -> str | None:
+        for topo, why in self.skip:
+            if topo in (cfg.topology, cfg.paper):
+                return why
+        return None
+
+
+@dataclass(frozen=True)
+class Config:
+    """One network of the figure: a topology (standing in for `paper`) at one bandwidth."""
+
+    topology: str
+    paper: str
+    bandwidth: float
+    reference: bool = False
+
+    @property
+    def stand_in(self) -> bool:
+        return self.topology != self.paper
+
+    @property
+    def peak_gbps(self) -> float:
+        return topology_dims(self.topology) * self.bandwidth
 
 
 @dataclass(frozen=True)
@@ -104,17 +181,25 @@ class Spec:
     title: str
     output: str
     claims_path: Path
-    topology: str
     latency_ns: float
     hop_ns: float
     backend: str
+    flow_min_bytes: int
     seed: int
     scale: str
     scales: tuple[str, ...]
+    topologies: tuple[str, ...]
+    """The scale's topologies, then its reference topologies."""
+    references: tuple[str, ...]
+    stand_ins: dict[str, str]
+    """Scale topology -> the paper topology it stands in for."""
+    paper_topologies: tuple[str, ...]
+    """Every topology of the paper's grid (`[grid]`), reference ones included."""
     bandwidths: tuple[float, ...]
     sizes: tuple[int, ...]
     size_factor: int
     series: tuple[Series, ...]
+    notes: tuple[str, ...] = ()
 
     @property
     def subject(self) -> Series:
@@ -131,6 +216,26 @@ class Spec:
             for v in s.variants:
                 seen.setdefault(v, None)
         return tuple(seen)
+
+    @property
+    def configs(self) -> tuple[Config, ...]:
+        return tuple(
+            Config(t, self.stand_ins.get(t, t), bw, t in self.references)
+            for t in self.topologies for bw in self.bandwidths
+        )
+
+    def series_named(self, name: str) -> Series | None:
+        return next((s for s in self.series if s.name == name), None)
+
+    def label(self, cfg: Config, paper_name: bool = True) -> str:
+        """How `cfg` is named in tables: the topology if the figure varies it (or does not vary
+        the bandwidth), the bandwidth if it varies it."""
+        parts = []
+        if len(self.topologies) > 1 or len(self.bandwidths) == 1:
+            parts.append(cfg.topology + (f" (for {cfg.paper})" if cfg.stand_in and paper_name else ""))
+        if len(self.bandwidths) > 1:
+            parts.append(_fmt_bw(cfg.bandwidth))
+        return " @ ".join(parts)
 
 
 def _read_toml(path: Path, what: str) -> dict[str, Any]:
@@ -177,6 +282,18 @@ class _Table:
             raise self._err(key, f"must be a finite number {'>' if positive else '>='} {minimum:g}, got {v!r}")
         return float(v)
 
+    def topologies(self, key: str, default: Any = ...) -> Any:
+        if key not in self.data and default is not ...:
+            self.used.add(key)
+            return default
+        v = self.get(key, list, what="a list of topology specs")
+        if not all(isinstance(t, str) and _TOPOLOGY_RE.match(t) for t in v):
+            bad = next((t for t in v if not (isinstance(t, str) and _TOPOLOGY_RE.match(t))), None)
+            raise self._err(key, f"{bad!r} is not a topology spec (torus:AxB[xC...], hyperx:AxB, hammingmesh:BXxBY,GXxGY)")
+        if len(set(v)) != len(v):
+            raise self._err(key, f"has duplicates: {v!r}")
+        return tuple(v)
+
     def done(self) -> None:
         unknown = sorted(set(self.data) - self.used)
         if unknown:
@@ -193,6 +310,12 @@ def _size_grid(path: Path, where: str, lo: int, hi: int, factor: int) -> tuple[i
         sizes.append(s)
         s *= factor
     return tuple(sizes)
+
+
+_GRID_KEYS = (
+    "topologies", "reference_topologies", "bandwidths_gbps", "size_min_bytes", "size_max_bytes",
+    "size_factor", "flow_min_bytes", "stand_ins", "note",
+)
 
 
 def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
@@ -219,39 +342,76 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
         raise ReproductionError(f"{path}: reproduction.output: must be a file stem (letters, digits, _ . -), got {output!r}")
     rep.done()
 
-    topology = net.get("topology", str)
+    net_topology = None
+    if "topology" in net.data:
+        t = net.get("topology", str, what="a topology spec")
+        if not _TOPOLOGY_RE.match(t):
+            raise net._err("topology", f"{t!r} is not a topology spec (torus:AxB[xC...], hyperx:AxB, hammingmesh:BXxBY,GXxGY)")
+        net_topology = (t,)
     latency_ns = net.number("latency_ns")
     hop_ns = net.number("hop_ns")
     backend = net.get("backend", str, "auto")
     if backend not in BACKENDS:
         raise ReproductionError(f"{path}: network.backend: unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
+    net_flow_min = net.get("flow_min_bytes", int, _core.AUTO_FLOW_MIN_BYTES, "an integer")
+    if net_flow_min < 1:
+        raise net._err("flow_min_bytes", f"must be >= 1, got {net_flow_min}")
     seed = net.get("seed", int, 1, "an integer")
     if not 0 <= seed < 2**64:
         raise ReproductionError(f"{path}: network.seed: must be in [0, 2^64), got {seed}")
     net.done()
 
-    keys = ("bandwidths_gbps", "size_min_bytes", "size_max_bytes", "size_factor")
-
     def read_grid(t: _Table, base: dict[str, Any] | None) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for k in keys:
-            default = ... if base is None else base[k]
-            if k == "bandwidths_gbps":
-                bws = t.get(k, list, default, "a list of numbers")
+        for k in _GRID_KEYS:
+            if k == "topologies":
+                dflt: Any = net_topology if base is None else base[k]
+                v = t.topologies(k, dflt if dflt is not None else ...)
+                if not v:
+                    raise t._err(k, "must not be empty")
+                out[k] = tuple(v)
+            elif k == "reference_topologies":
+                out[k] = tuple(t.topologies(k, () if base is None else base[k]))
+            elif k == "bandwidths_gbps":
+                bws = t.get(k, list, ... if base is None else base[k], "a list of numbers")
                 if not bws or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and b > 0 for b in bws):
                     raise t._err(k, f"must be a non-empty list of positive numbers, got {bws!r}")
                 if len(set(bws)) != len(bws):
                     raise t._err(k, f"has duplicates: {bws!r}")
                 out[k] = tuple(sorted(float(b) for b in bws))
+            elif k == "flow_min_bytes":
+                out[k] = t.get(k, int, net_flow_min if base is None else base[k], "an integer")
+                if out[k] < 1:
+                    raise t._err(k, f"must be >= 1, got {out[k]}")
+            elif k == "stand_ins":
+                raw = t.get(k, dict, {}, "a table of SCALE_TOPOLOGY = PAPER_TOPOLOGY")
+                if base is None and raw:
+                    raise t._err(k, "only [scales.NAME] tables may have stand-ins")
+                out[k] = dict(raw)
+            elif k == "note":
+                out[k] = t.get(k, str, "", "a string")
             else:
-                out[k] = t.get(k, int, default, "an integer")
+                out[k] = t.get(k, int, ... if base is None else base[k], "an integer")
+        if set(out["topologies"]) & set(out["reference_topologies"]):
+            raise t._err("reference_topologies", "must not repeat a topology of `topologies`")
         t.done()
         return out
 
+    if net_topology is not None and "topologies" in grid.data:
+        raise net._err("topology", "give the topology either here or as grid.topologies, not both")
     base = read_grid(grid, None)
+    paper_topologies = base["topologies"] + base["reference_topologies"]
     scales = {"full": base}
     for sname, sdata in scales_raw.items():
-        scales[sname] = read_grid(_Table(path, f"scales.{sname}", sdata), base)
+        t = _Table(path, f"scales.{sname}", sdata)
+        g = read_grid(t, base)
+        here = g["topologies"] + g["reference_topologies"]
+        for actual, stands_for in g["stand_ins"].items():
+            if actual not in here:
+                raise t._err("stand_ins", f"{actual!r} is not a topology of this scale ({', '.join(here)})")
+            if not isinstance(stands_for, str) or stands_for not in paper_topologies:
+                raise t._err("stand_ins", f"{actual!r} must stand in for a topology of [grid] ({', '.join(paper_topologies)}), got {stands_for!r}")
+        scales[sname] = g
     if scale not in scales:
         raise ReproductionError(f"{path}: unknown scale {scale!r} (known: {', '.join(sorted(scales))})")
     g = scales[scale]
@@ -268,13 +428,34 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
         bad = [v for v in variants if v not in known]
         if bad:
             raise t._err("variants", f"unknown algorithm {bad[0]!r} (known: {', '.join(sorted(known))})")
-        series.append(Series(sname, t.get("label", str, sname), tuple(variants), t.get("subject", bool, False, "true or false")))
+        skip = t.get("skip", dict, {}, "a table of TOPOLOGY = REASON")
+        for topo, why in skip.items():
+            if not _TOPOLOGY_RE.match(topo) or not isinstance(why, str) or not why:
+                raise t._err("skip", f"entries must be TOPOLOGY = \"reason\", got {topo!r} = {why!r}")
+        sbackend = t.get("backend", str, None, "a backend name")
+        if sbackend is not None and sbackend not in BACKENDS:
+            raise t._err("backend", f"unknown backend {sbackend!r} (known: {', '.join(BACKENDS)})")
+        label = t.get("label", str, sname)
+        letter = t.get("letter", str, label[:1].upper())
+        s = Series(
+            sname, label, tuple(variants),
+            subject=t.get("subject", bool, False, "true or false"),
+            baseline=t.get("baseline", bool, True, "true or false"),
+            optional=t.get("optional", bool, False, "true or false"),
+            letter=letter, skip=tuple(sorted(skip.items())), backend=sbackend,
+        )
         t.done()
+        if s.subject and (s.skip or s.optional):
+            raise t._err("skip" if s.skip else "optional", "the subject series must run on every network")
+        series.append(s)
     if len({s.name for s in series}) != len(series):
         raise ReproductionError(f"{path}: series: names must be unique")
     if sum(s.subject for s in series) != 1 or len(series) < 2:
         raise ReproductionError(f"{path}: series: need exactly one `subject = true` series and at least one other")
+    if not any(s.baseline for s in series if not s.subject):
+        raise ReproductionError(f"{path}: series: need at least one non-subject series with `baseline = true`")
 
+    notes = (g["note"],) if g["note"] else ()
     return Spec(
         path=path,
         name=name,
@@ -284,18 +465,43 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
         title=title,
         output=output,
         claims_path=path.parent / claims_rel,
-        topology=topology,
         latency_ns=latency_ns,
         hop_ns=hop_ns,
         backend=backend,
+        flow_min_bytes=g["flow_min_bytes"],
         seed=seed,
         scale=scale,
         scales=tuple(sorted(scales)),
+        topologies=g["topologies"] + g["reference_topologies"],
+        references=g["reference_topologies"],
+        stand_ins=g["stand_ins"],
+        paper_topologies=paper_topologies,
         bandwidths=g["bandwidths_gbps"],
         sizes=sizes,
         size_factor=g["size_factor"],
         series=tuple(series),
+        notes=notes,
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims.
+
+_NUM = r"-?[0-9]+(?:\.[0-9]*)?(?:e-?[0-9]+)?\s*(?:%|B|KiB|MiB|GiB|TiB)?"
+_UNITS = {"%": 0.01, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+_PASS_RE = re.compile(
+    rf"^\s*(?:(all)\s*(>=|<=|==|>|<)\s*({_NUM})"
+    rf"|(all)\s+in\s*\[\s*({_NUM})\s*,\s*({_NUM})\s*\]"
+    r"|first\s*(>|<)\s*last"
+    r"|(increasing|decreasing)"
+    rf"|spread\s*<=\s*({_NUM}))\s*$"
+)
+
+
+def _number(text: str) -> float:
+    m = re.fullmatch(r"\s*(-?[0-9]+(?:\.[0-9]*)?(?:e-?[0-9]+)?)\s*(%|B|KiB|MiB|GiB|TiB)?\s*", text)
+    assert m is not None
+    return float(m.group(1)) * _UNITS.get(m.group(2) or "", 1)
 
 
 @dataclass(frozen=True)
@@ -313,32 +519,44 @@ class Claim:
     size_bytes: int | None = None
     min_size_bytes: int | None = None
     max_size_bytes: int | None = None
-
-
-_PASS_RE = re.compile(
-    r"^\s*(?:(all)\s*(>=|<=|>|<)\s*(-?[0-9.]+(?:e-?[0-9]+)?)"
-    r"|(all)\s+in\s*\[\s*(-?[0-9.]+)\s*,\s*(-?[0-9.]+)\s*\]"
-    r"|first\s*(>|<)\s*last)\s*$"
-)
+    subject: str = ""
+    """The series measured (default: the spec's subject)."""
+    topologies: tuple[str, ...] | None = None
+    """Paper topologies evaluated, in this order (None = every one the scale runs)."""
+    network_dependent: bool = False
+    """Only evaluated on the paper's own networks (n/a where a smaller one stands in)."""
 
 
 def load_claims(path: str | os.PathLike[str], spec: Spec) -> list[Claim]:
-    """Parse and validate a claims file against `spec` (series names for `against`)."""
+    """Parse and validate a claims file against `spec` (series, variant and topology names)."""
     path = Path(path)
     doc = _read_toml(path, "claims")
     top = _Table(path, "(top level)", doc)
     raw_claims = top.get("claim", list, what="an array of [[claim]] tables")
     top.done()
-    series = {s.name for s in spec.others}
+    series = {s.name for s in spec.series}
+    variants = set(spec.variants)
     claims: list[Claim] = []
     for i, raw in enumerate(raw_claims):
         t = _Table(path, f"claim[{i}]", raw)
         metric = t.get("metric", str)
         if metric not in METRICS:
             raise t._err("metric", f"unknown metric {metric!r} (known: {', '.join(METRICS)})")
-        against = t.get("against", str, "best")
-        if against != "best" and against not in series:
-            raise t._err("against", f"must be 'best' or a non-subject series ({', '.join(sorted(series))}), got {against!r}")
+        subject = t.get("subject", str, spec.subject.name)
+        if subject not in series:
+            raise t._err("subject", f"must be a series ({', '.join(sorted(series))}), got {subject!r}")
+        if metric in GAIN_METRICS:
+            against = t.get("against", str, "best")
+            if against != "best" and (against == subject or against not in series | variants):
+                raise t._err(
+                    "against",
+                    f"must be 'best', another series ({', '.join(sorted(series - {subject}))}) or a variant "
+                    f"({', '.join(sorted(variants))}), got {against!r}",
+                )
+        else:
+            if "against" in t.data:
+                raise t._err("against", f"metric {metric!r} measures the subject alone; remove `against`")
+            against = ""
         bws = t.get("bandwidths", (str, list), "all", "'all' or a list of numbers")
         if isinstance(bws, str):
             if bws != "all":
@@ -348,12 +566,30 @@ def load_claims(path: str | os.PathLike[str], spec: Spec) -> list[Claim]:
             if not bws or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bws):
                 raise t._err("bandwidths", f"must be 'all' or a non-empty list of numbers, got {bws!r}")
             bandwidths = tuple(sorted(float(b) for b in bws))
+        topos = t.get("topologies", (str, list), "all", "'all' or a list of topology specs")
+        if isinstance(topos, str):
+            if topos != "all":
+                raise t._err("topologies", f"must be 'all' or a list of topology specs, got {topos!r}")
+            topologies = None
+        else:
+            if not topos or not all(isinstance(x, str) for x in topos):
+                raise t._err("topologies", f"must be 'all' or a non-empty list of topology specs, got {topos!r}")
+            bad = [x for x in topos if x not in spec.paper_topologies]
+            if bad:
+                raise t._err("topologies", f"{bad[0]!r} is not a topology of the figure's [grid] ({', '.join(spec.paper_topologies)})")
+            topologies = tuple(topos)
         pass_if = t.get("pass_if", str)
         if not _PASS_RE.match(pass_if):
-            raise t._err("pass_if", f"expected 'all OP X', 'all in [A, B]' or 'first > last', got {pass_if!r}")
+            raise t._err(
+                "pass_if",
+                f"expected 'all OP X', 'all in [A, B]', 'first > last', 'first < last', 'increasing', "
+                f"'decreasing' or 'spread <= X', got {pass_if!r}",
+            )
         size = t.get("size_bytes", int, None, "an integer")
-        if metric == "gain_at_size" and size is None:
-            raise t._err("size_bytes", "required by metric 'gain_at_size'")
+        if metric in _AT_SIZE and size is None:
+            raise t._err("size_bytes", f"required by metric {metric!r}")
+        if metric not in _AT_SIZE and size is not None:
+            raise t._err("size_bytes", f"only for the *_at_size metrics; use min_size_bytes / max_size_bytes with {metric!r}")
         claim = Claim(
             id=t.get("id", str),
             source=t.get("source", str, ""),
@@ -368,6 +604,9 @@ def load_claims(path: str | os.PathLike[str], spec: Spec) -> list[Claim]:
             size_bytes=size,
             min_size_bytes=t.get("min_size_bytes", int, None, "an integer"),
             max_size_bytes=t.get("max_size_bytes", int, None, "an integer"),
+            subject=subject,
+            topologies=topologies,
+            network_dependent=t.get("network_dependent", bool, False, "true or false"),
         )
         t.done()
         claims.append(claim)
@@ -391,6 +630,9 @@ class Run:
     backend: str
     verified: bool | None
     mismatch: str | None = None
+    topology: str = ""
+    error: str | None = None
+    """Set (and the rest meaningless) when an optional series' schedule could not run here."""
 
 
 class _Progress:
@@ -421,42 +663,69 @@ class _Progress:
             sys.stderr.flush()
 
 
-def _resolve(backend: str, size: int) -> str:
+def _resolve(backend: str, size: int, flow_min: int | None = None) -> str:
     if backend == "auto":
-        return "flow" if size >= _core.AUTO_FLOW_MIN_BYTES else "packet"
+        return "flow" if size >= (_core.AUTO_FLOW_MIN_BYTES if flow_min is None else flow_min) else "packet"
     return backend
+
+
+#: (topology, bandwidth, variant, size, backend) of one simulation.
+PointKey = tuple[str, float, str, int, str]
+#: Results shared between figures by `reproduce_all` (same key + same network parameters).
+RunCache = dict[tuple[str, float, str, int, str, float, float, int], Run]
 
 
 def _run_points(
     spec: Spec,
-    points: Sequence[tuple[float, str, int, str]],
+    points: Sequence[PointKey],
+    optional: set[str],
     jobs: int,
     progress: _Progress,
+    cache: RunCache | None = None,
 ) -> list[Run]:
-    """Runs (bandwidth, variant, size, backend) points on a thread pool, slowest first."""
+    """Runs (topology, bandwidth, variant, size, backend) points on a thread pool, slowest first.
 
-    def one(bw: float, variant: str, size: int, backend: str) -> Run:
+    Runs of `optional` variants that raise are returned with `error` set instead of failing.
+    """
+
+    def ckey(p: PointKey) -> tuple[str, float, str, int, str, float, float, int]:
+        return (*p, spec.latency_ns, spec.hop_ns, spec.seed)
+
+    def one(topo: str, bw: float, variant: str, size: int, backend: str) -> Run:
         try:
             r = _core.run_collective(
-                spec.topology, variant, size, backend=backend, bandwidth_gbps=bw,
+                topo, variant, size, backend=backend, bandwidth_gbps=bw,
                 latency_ns=spec.latency_ns, hop_ns=spec.hop_ns, seed=spec.seed,
             )
         except ValueError as exc:
-            raise ReproductionError(f"{variant}, {size} B at {bw:g} Gb/s: {exc}") from None
-        return Run(bw, variant, size, r["runtime_ps"], r["goodput_gbps"], r["backend"], r["verified"], r["mismatch"])
+            if variant in optional:
+                return Run(bw, variant, size, 0, 0.0, backend, None, None, topo, str(exc))
+            raise ReproductionError(f"{variant} on {topo}, {size} B at {bw:g} Gb/s: {exc}") from None
+        return Run(bw, variant, size, r["runtime_ps"], r["goodput_gbps"], r["backend"], r["verified"], r["mismatch"], topo)
 
-    # Packet-level runs cost about their size; flow runs almost nothing. Big packet runs first
-    # keep both workers busy to the end.
-    order = sorted(points, key=lambda p: (_resolve(p[3], p[2]) == "packet") * p[2], reverse=True)
     runs: list[Run] = []
+    todo: list[PointKey] = []
+    for p in points:
+        hit = cache.get(ckey(p)) if cache is not None else None
+        if hit is not None:
+            runs.append(hit)
+            progress.step()
+        else:
+            todo.append(p)
+    # Packet-level runs cost about their size times the network size; flow runs much less.
+    # Big packet runs first keep both workers busy to the end.
+    order = sorted(todo, key=lambda p: (p[4] == "packet") * p[3] * topology_nodes(p[0]), reverse=True)
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures: list[Future[Run]] = [pool.submit(one, *p) for p in order]
+        futures: dict[Future[Run], PointKey] = {pool.submit(one, *p): p for p in order}
         pending = set(futures)
         try:
             while pending:
                 done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
                 for f in done:
-                    runs.append(f.result())
+                    r = f.result()
+                    runs.append(r)
+                    if cache is not None:
+                        cache[ckey(futures[f])] = r
                     progress.step()
         except BaseException:
             for f in pending:
@@ -471,57 +740,112 @@ def _run_points(
 
 @dataclass(frozen=True)
 class Point:
-    """The plotted value of one series at one (bandwidth, size): its fastest variant."""
+    """The plotted value of one series at one (network, size): its fastest variant."""
 
-    bandwidth: float
+    config: Config
     series: str
     run: Run
+
+    @property
+    def bandwidth(self) -> float:
+        return self.config.bandwidth
 
 
 @dataclass(frozen=True)
 class Gain:
-    bandwidth: float
+    config: Config
     size: int
     subject: Run
     best_other: str
     best_other_run: Run
     gain: float
-    """goodput(subject) / goodput(best other) - 1."""
+    """goodput(subject) / goodput(best other baseline series) - 1."""
     over: dict[str, float] = field(default_factory=dict)
-    """Gain over each other series by name."""
+    """Gain over each other series available on this network, by name."""
+
+    @property
+    def bandwidth(self) -> float:
+        return self.config.bandwidth
 
 
-def best_points(spec: Spec, runs: Iterable[Run]) -> dict[tuple[float, str, int], Point]:
-    """Per (bandwidth, series, size) the variant with the shortest runtime (first listed on a tie)."""
-    by = {(r.bandwidth, r.variant, r.size): r for r in runs}
-    out: dict[tuple[float, str, int], Point] = {}
-    for bw in spec.bandwidths:
-        for s in spec.series:
+class Results:
+    """Every run of a figure and what is derived from them (availability, best variants, gains)."""
+
+    def __init__(self, spec: Spec, runs: Iterable[Run]) -> None:
+        self.spec = spec
+        self.runs = [r for r in runs if r.error is None]
+        self.errors = [r for r in runs if r.error is not None]
+        self.by: dict[tuple[str, float, str, int], Run] = {(r.topology, r.bandwidth, r.variant, r.size): r for r in self.runs}
+        failed = {(r.topology, r.bandwidth, r.variant): r.error for r in self.errors}
+        #: (config, series) -> why the series is absent on that network.
+        self.absent: dict[tuple[Config, str], str] = {}
+        #: (config, series) -> variants that ran.
+        self.variants: dict[tuple[Config, str], tuple[str, ...]] = {}
+        for cfg in spec.configs:
+            for s in spec.series:
+                why = s.skip_reason(cfg)
+                if why is not None:
+                    self.absent[(cfg, s.name)] = f"not run: {why}"
+                    continue
+                ok = tuple(v for v in s.variants if (cfg.topology, cfg.bandwidth, v) not in failed)
+                if not ok:
+                    err = failed[(cfg.topology, cfg.bandwidth, s.variants[0])]
+                    self.absent[(cfg, s.name)] = f"not available: {err}"
+                    continue
+                self.variants[(cfg, s.name)] = ok
+        self.points: dict[tuple[Config, str, int], Point] = {}
+        for (cfg, name), vs in self.variants.items():
             for size in spec.sizes:
-                cands = [by[(bw, v, size)] for v in s.variants]
+                cands = [self.by[(cfg.topology, cfg.bandwidth, v, size)] for v in vs]
                 best = min(cands, key=lambda r: r.runtime_ps)  # min keeps the first on a tie
-                out[(bw, s.name, size)] = Point(bw, s.name, best)
-    return out
+                self.points[(cfg, name, size)] = Point(cfg, name, best)
+        self.gains: list[Gain] = []
+        subj = spec.subject.name
+        for cfg in spec.configs:
+            for size in spec.sizes:
+                me = self.points[(cfg, subj, size)].run
+                best_name, best_run = self.best_other(cfg, size, subj)
+                over = {
+                    s.name: me.goodput_gbps / self.points[(cfg, s.name, size)].run.goodput_gbps - 1.0
+                    for s in spec.others if (cfg, s.name, size) in self.points
+                }
+                gain = me.goodput_gbps / best_run.goodput_gbps - 1.0
+                self.gains.append(Gain(cfg, size, me, best_name, best_run, gain, over))
+
+    def available(self, cfg: Config, name: str) -> bool:
+        return (cfg, name) in self.variants
+
+    def best_other(self, cfg: Config, size: int, subject: str) -> tuple[str, Run]:
+        """The baseline series other than `subject` with the highest goodput (first on a tie)."""
+        others = [
+            (s.name, self.points[(cfg, s.name, size)].run)
+            for s in self.spec.series
+            if s.name != subject and s.baseline and (cfg, s.name, size) in self.points
+        ]
+        if not others:
+            raise ReproductionError(f"{self.spec.path}: no baseline series besides {subject!r} runs on {cfg.topology}")
+        return max(others, key=lambda o: o[1].goodput_gbps)  # max keeps the first on a tie
+
+    def run_of(self, cfg: Config, name: str, size: int) -> Run | None:
+        """The plotted run of series `name`, or the run of variant `name`."""
+        p = self.points.get((cfg, name, size))
+        if p is not None:
+            return p.run
+        if self.spec.series_named(name) is None:
+            return self.by.get((cfg.topology, cfg.bandwidth, name, size))
+        return None
 
 
-def gains(spec: Spec, points: dict[tuple[float, str, int], Point]) -> list[Gain]:
-    out: list[Gain] = []
-    subj = spec.subject.name
-    for bw in spec.bandwidths:
-        for size in spec.sizes:
-            me = points[(bw, subj, size)].run
-            others = [(s.name, points[(bw, s.name, size)].run) for s in spec.others]
-            best_name, best_run = max(others, key=lambda o: o[1].goodput_gbps)  # first on a tie
-            over = {n: me.goodput_gbps / r.goodput_gbps - 1.0 for n, r in others}
-            out.append(Gain(bw, size, me, best_name, best_run, over[best_name], over))
-    return out
+def best_points(spec: Spec, runs: Iterable[Run]) -> dict[tuple[Config, str, int], Point]:
+    """Per (network, series, size) the variant with the shortest runtime (first listed on a tie)."""
+    return Results(spec, runs).points
 
 
 @dataclass(frozen=True)
 class ClaimResult:
     claim: Claim
-    values: dict[float, float]
-    """Metric value per bandwidth evaluated."""
+    values: dict[Config, float]
+    """Metric value per network evaluated."""
     measured: str
     verdict: str
     """``pass``, ``fail`` or ``n/a`` (nothing of the claim in this scale's grid)."""
@@ -533,7 +857,10 @@ def _fmt_bw(bw: float) -> str:
     return f"{bw:g} Gb/s"
 
 
-def _fmt_size(n: int) -> str:
+def _fmt_size(n: float) -> str:
+    if math.isinf(n):
+        return "none"
+    n = int(n)
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= scale and n % scale == 0:
             return f"{n // scale} {unit}"
@@ -544,66 +871,163 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.1f}%"
 
 
-def evaluate_claim(spec: Spec, claim: Claim, table: Sequence[Gain]) -> ClaimResult:
-    bws = [b for b in (claim.bandwidths or spec.bandwidths) if b in spec.bandwidths]
-    missing = [b for b in (claim.bandwidths or ()) if b not in spec.bandwidths]
+def _fmt_metric(metric: str, v: float) -> str:
+    if metric in ("max_gain_size", "crossover_size"):
+        return _fmt_size(v)
+    if metric in ("goodput_at_size", "max_goodput"):
+        return f"{v:.1f} Gb/s"
+    if metric in ("share_of_peak_at_size", "max_share_of_peak"):
+        return f"{100 * v:.1f}% of peak"
+    if metric == "runtime_at_size":
+        return f"{v:.2f} µs"
+    return _pct(v)
 
-    def g(x: Gain) -> float:
-        return x.gain if claim.against == "best" else x.over[claim.against]
 
-    values: dict[float, float] = {}
-    shown: dict[float, str] = {}
-    for bw in bws:
-        rows = [x for x in table if x.bandwidth == bw]
-        if claim.min_size_bytes is not None:
-            rows = [x for x in rows if x.size >= claim.min_size_bytes]
-        if claim.max_size_bytes is not None:
-            rows = [x for x in rows if x.size <= claim.max_size_bytes]
-        if claim.metric == "gain_at_size":
-            rows = [x for x in rows if x.size == claim.size_bytes]
-        if not rows:
+def _claim_configs(spec: Spec, claim: Claim) -> tuple[list[Config], list[str], list[str]]:
+    """Networks a claim is evaluated on (in the claim's order), paper networks missing at this
+    scale, and stand-ins skipped because the claim depends on the network's size."""
+    configs = [c for c in spec.configs if claim.bandwidths is None or c.bandwidth in claim.bandwidths]
+    if claim.topologies is not None:
+        order = {t: i for i, t in enumerate(claim.topologies)}
+        configs = sorted((c for c in configs if c.paper in order), key=lambda c: (order[c.paper], c.bandwidth))
+    missing = [_fmt_bw(b) for b in (claim.bandwidths or ()) if b not in spec.bandwidths]
+    have = {c.paper for c in spec.configs}
+    missing += [t for t in (claim.topologies or ()) if t not in have]
+    skipped = []
+    if claim.network_dependent:
+        skipped = sorted({f"{c.topology} stands in for {c.paper}" for c in configs if c.stand_in})
+        configs = [c for c in configs if not c.stand_in]
+    return configs, missing, skipped
+
+
+def evaluate_claim(spec: Spec, claim: Claim, results: Results) -> ClaimResult:
+    configs, missing, skipped = _claim_configs(spec, claim)
+    subject = claim.subject or spec.subject.name
+    values: dict[Config, float] = {}
+    shown: dict[Config, str] = {}
+    absent: list[str] = []
+    for cfg in configs:
+        if not results.available(cfg, subject):
+            absent.append(f"{subject} on {cfg.topology}")
             continue
-        vals = [g(x) for x in rows]
-        if claim.metric == "fraction_positive":
-            k = sum(v > 0 for v in vals)
-            values[bw], shown[bw] = k / len(vals), f"{k}/{len(vals)}"
-        else:
-            if claim.metric == "min_gain":
-                i = min(range(len(vals)), key=vals.__getitem__)
-                v, at = vals[i], f" @{_fmt_size(rows[i].size)}"
-            elif claim.metric == "max_gain":
-                i = max(range(len(vals)), key=vals.__getitem__)
-                v, at = vals[i], f" @{_fmt_size(rows[i].size)}"
-            elif claim.metric == "median_gain":
-                v, at = statistics.median(vals), ""
-            else:  # gain_at_size
-                v, at = vals[0], ""
+        if claim.against not in ("", "best") and results.spec.series_named(claim.against) is not None \
+                and not results.available(cfg, claim.against):
+            absent.append(f"{claim.against} on {cfg.topology}")
+            continue
+        sizes = [s for s in spec.sizes
+                 if (claim.min_size_bytes is None or s >= claim.min_size_bytes)
+                 and (claim.max_size_bytes is None or s <= claim.max_size_bytes)]
+        if claim.metric in _AT_SIZE:
+            sizes = [s for s in sizes if s == claim.size_bytes]
+        if not sizes:
+            continue
+        runs = [results.run_of(cfg, subject, s) for s in sizes]
+        assert all(r is not None for r in runs)
+        at = ""
+        if claim.metric in GAIN_METRICS:
+            bests: list[str] = []
+            vals: list[float] = []
+            for s, me in zip(sizes, runs):
+                assert me is not None
                 if claim.against == "best":
-                    at = f" (best other: {rows[0].best_other})"
-            values[bw], shown[bw] = v, _pct(v) + at
+                    name, other = results.best_other(cfg, s, subject)
+                else:
+                    name, other = claim.against, results.run_of(cfg, claim.against, s)  # type: ignore[assignment]
+                    if other is None:
+                        raise ReproductionError(f"claim {claim.id}: no run of {claim.against!r} on {cfg.topology}")
+                bests.append(name)
+                vals.append(me.goodput_gbps / other.goodput_gbps - 1.0)
+            if claim.metric == "fraction_positive":
+                k = sum(v > 0 for v in vals)
+                values[cfg], shown[cfg] = k / len(vals), f"{k}/{len(vals)}"
+                continue
+            if claim.metric in ("min_gain", "max_gain", "max_gain_size"):
+                pick = min if claim.metric == "min_gain" else max
+                i = pick(range(len(vals)), key=vals.__getitem__)
+                v = vals[i] if claim.metric != "max_gain_size" else float(sizes[i])
+                vs = f" vs {bests[i]}" if claim.against == "best" else ""
+                at = f" @{_fmt_size(sizes[i])}{vs}" if claim.metric != "max_gain_size" else f" (gain {_pct(vals[i])}{vs})"
+            elif claim.metric == "median_gain":
+                v = statistics.median(vals)
+            elif claim.metric == "crossover_size":
+                v = math.inf
+                for i in range(len(vals) - 1, -1, -1):
+                    if vals[i] >= 0:
+                        break
+                    v = float(sizes[i])
+                if not math.isinf(v):
+                    at = f" (gain {_pct(vals[sizes.index(int(v))])}" + (f" vs {bests[sizes.index(int(v))]})" if claim.against == "best" else ")")
+                else:
+                    at = f" (gain at {_fmt_size(sizes[-1])}: {_pct(vals[-1])})"
+            else:  # gain_at_size
+                v = vals[0]
+                if claim.against == "best":
+                    at = f" (best other: {bests[0]})"
+        else:
+            gps = [r.goodput_gbps for r in runs if r is not None]
+            if claim.metric in ("goodput_at_size", "max_goodput"):
+                i = max(range(len(gps)), key=gps.__getitem__)
+                v = gps[i]
+                at = f" @{_fmt_size(sizes[i])}" if claim.metric == "max_goodput" else ""
+            elif claim.metric in ("share_of_peak_at_size", "max_share_of_peak"):
+                i = max(range(len(gps)), key=gps.__getitem__)
+                v = gps[i] / cfg.peak_gbps
+                at = (f" @{_fmt_size(sizes[i])}" if claim.metric == "max_share_of_peak" else "") + f" ({gps[i]:.1f} of {cfg.peak_gbps:g} Gb/s)"
+            else:  # runtime_at_size
+                r = runs[0]
+                assert r is not None
+                v = r.runtime_ps / 1e6
+            if runs[0] is not None and claim.metric in ("goodput_at_size", "share_of_peak_at_size", "runtime_at_size"):
+                at += f" ({runs[0].variant})" if runs[0].variant != subject else ""
+        values[cfg] = v
+        shown[cfg] = _fmt_metric(claim.metric, v) + at
 
-    measured = "; ".join(f"{_fmt_bw(b)}: {shown[b]}" for b in values)
+    measured = "; ".join(f"{spec.label(c)}: {shown[c]}" for c in values)
+    extra = []
     if missing:
-        measured += ("; " if measured else "") + f"not in this scale: {', '.join(_fmt_bw(b) for b in missing)}"
-    m = _PASS_RE.match(claim.pass_if)
+        extra.append(f"not in this scale: {', '.join(missing)}")
+    if skipped:
+        extra.append(f"n/a at this scale ({'; '.join(skipped)})")
+    if absent:
+        extra.append(f"not run: {', '.join(absent)}")
+    measured = "; ".join([measured, *extra] if measured else extra)
+    verdict, detail = _judge(claim.pass_if, list(values.values()))
+    if detail:
+        keys = list(values)
+        if detail in (">", "<=", "<", ">="):
+            measured += f" ({spec.label(keys[0], False)} {detail} {spec.label(keys[-1], False)})"
+        else:
+            measured += f" ({detail})"
+    return ClaimResult(claim, values, measured, verdict)
+
+
+def _judge(pass_if: str, vals: list[float]) -> tuple[str, str]:
+    """Verdict of a pass rule on values in network order, and a detail to append."""
+    m = _PASS_RE.match(pass_if)
     assert m is not None  # validated when loading
-    vals = [values[b] for b in values]
-    verdict = "n/a"
     if m.group(1) and vals:
-        op, x = m.group(2), float(m.group(3))
+        op, x = m.group(2), _number(m.group(3))
         test: Callable[[float], bool] = {
             ">": lambda v: v > x, ">=": lambda v: v >= x, "<": lambda v: v < x, "<=": lambda v: v <= x,
+            "==": lambda v: v == x,
         }[op]
-        verdict = "pass" if all(test(v) for v in vals) else "fail"
-    elif m.group(4) and vals:
-        lo, hi = float(m.group(5)), float(m.group(6))
-        verdict = "pass" if all(lo <= v <= hi for v in vals) else "fail"
-    elif m.group(7) and len(vals) >= 2:
+        return ("pass" if all(test(v) for v in vals) else "fail"), ""
+    if m.group(4) and vals:
+        lo, hi = _number(m.group(5)), _number(m.group(6))
+        return ("pass" if all(lo <= v <= hi for v in vals) else "fail"), ""
+    if m.group(7) and len(vals) >= 2:
         first, last = vals[0], vals[-1]
-        verdict = "pass" if (first > last if m.group(7) == ">" else first < last) else "fail"
-        keys = list(values)
-        measured += f" ({_fmt_bw(keys[0])} {'>' if first > last else '<='} {_fmt_bw(keys[-1])})"
-    return ClaimResult(claim, values, measured, verdict)
+        ok = first > last if m.group(7) == ">" else first < last
+        return ("pass" if ok else "fail"), (">" if first > last else "<=")
+    if m.group(8) and len(vals) >= 2:
+        inc = m.group(8) == "increasing"
+        ok = all((a < b) if inc else (a > b) for a, b in zip(vals, vals[1:]))
+        return ("pass" if ok else "fail"), ("" if ok else f"not strictly {m.group(8)}")
+    if m.group(9) and len(vals) >= 2:
+        lo, hi = min(vals), max(vals)
+        spread = hi / lo - 1 if lo > 0 else math.inf
+        return ("pass" if spread <= _number(m.group(9)) else "fail"), f"spread {100 * spread:.1f}%"
+    return "n/a", ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -626,33 +1050,39 @@ def _csv(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return buf.getvalue()
 
 
-def series_csv(spec: Spec, points: dict[tuple[float, str, int], Point]) -> str:
+def series_csv(spec: Spec, results: Results) -> str:
     rows = []
-    for bw in spec.bandwidths:
+    for cfg in spec.configs:
         for s in spec.series:
             for size in spec.sizes:
-                r = points[(bw, s.name, size)].run
-                rows.append([_num(bw), s.name, r.variant, size, r.runtime_ps, f"{r.goodput_gbps:.9g}", r.backend, _verified(r.verified)])
-    header = ["bandwidth_gbps", "algorithm", "variant", "size_bytes", "runtime_ps", "goodput_gbps", "backend", "verified"]
+                p = results.points.get((cfg, s.name, size))
+                if p is None:
+                    continue
+                r = p.run
+                rows.append([cfg.topology, _num(cfg.bandwidth), s.name, r.variant, size, r.runtime_ps,
+                             f"{r.goodput_gbps:.9g}", r.backend, _verified(r.verified)])
+    header = ["topology", "bandwidth_gbps", "algorithm", "variant", "size_bytes", "runtime_ps", "goodput_gbps", "backend", "verified"]
     return _csv(header, rows)
 
 
 def runs_csv(spec: Spec, runs: Iterable[Run]) -> str:
     order = {v: i for i, v in enumerate(spec.variants)}
+    topo = {t: i for i, t in enumerate(spec.topologies)}
     rows = [
-        [_num(r.bandwidth), r.variant, r.size, r.runtime_ps, f"{r.goodput_gbps:.9g}", r.backend, _verified(r.verified)]
-        for r in sorted(runs, key=lambda r: (r.bandwidth, order[r.variant], r.size))
+        [r.topology, _num(r.bandwidth), r.variant, r.size, r.runtime_ps, f"{r.goodput_gbps:.9g}", r.backend, _verified(r.verified)]
+        for r in sorted(runs, key=lambda r: (topo[r.topology], r.bandwidth, order[r.variant], r.size))
+        if r.error is None
     ]
-    return _csv(["bandwidth_gbps", "variant", "size_bytes", "runtime_ps", "goodput_gbps", "backend", "verified"], rows)
+    return _csv(["topology", "bandwidth_gbps", "variant", "size_bytes", "runtime_ps", "goodput_gbps", "backend", "verified"], rows)
 
 
 def gain_csv(spec: Spec, table: Sequence[Gain]) -> str:
     others = [s.name for s in spec.others]
-    header = ["bandwidth_gbps", "size_bytes", f"{spec.subject.name}_variant", "best_other", "best_other_variant", "gain"]
+    header = ["topology", "bandwidth_gbps", "size_bytes", f"{spec.subject.name}_variant", "best_other", "best_other_variant", "gain"]
     header += [f"gain_over_{n}" for n in others]
     rows = [
-        [_num(x.bandwidth), x.size, x.subject.variant, x.best_other, x.best_other_run.variant, f"{x.gain:.6f}"]
-        + [f"{x.over[n]:.6f}" for n in others]
+        [x.config.topology, _num(x.bandwidth), x.size, x.subject.variant, x.best_other, x.best_other_run.variant, f"{x.gain:.6f}"]
+        + [f"{x.over[n]:.6f}" if n in x.over else "" for n in others]
         for x in table
     ]
     return _csv(header, rows)
@@ -670,41 +1100,72 @@ def _md_cell(text: str) -> str:
 @dataclass
 class BackendCheck:
     size: int
-    rows: list[tuple[float, str, int, int]]
-    """(bandwidth, variant, packet runtime ps, flow runtime ps)."""
+    rows: list[tuple[str, float, str, int, int]]
+    """(topology, bandwidth, variant, packet runtime ps, flow runtime ps)."""
 
     def csv(self) -> str:
         return _csv(
-            ["bandwidth_gbps", "variant", "size_bytes", "packet_runtime_ps", "flow_runtime_ps", "flow_vs_packet"],
-            [[_num(bw), v, self.size, p, f, f"{f / p - 1:+.6f}"] for bw, v, p, f in self.rows],
+            ["topology", "bandwidth_gbps", "variant", "size_bytes", "packet_runtime_ps", "flow_runtime_ps", "flow_vs_packet"],
+            [[t, _num(bw), v, self.size, p, f, f"{f / p - 1:+.6f}"] for t, bw, v, p, f in self.rows],
         )
 
-    def worst(self) -> tuple[float, str, float]:
-        bw, v, p, f = max(self.rows, key=lambda r: abs(r[3] / r[2] - 1))
-        return bw, v, f / p - 1
+    def worst(self) -> tuple[str, float, str, float]:
+        t, bw, v, p, f = max(self.rows, key=lambda r: abs(r[4] / r[3] - 1))
+        return t, bw, v, f / p - 1
 
 
-def claims_md(spec: Spec, backend: str, results: Sequence[ClaimResult], runs: Sequence[Run], check: BackendCheck | None) -> str:
+def setup_lines(spec: Spec, backend: str, results: Results) -> list[str]:
+    """The figure's setup as bullet texts (Markdown and HTML)."""
     sizes = f"{_fmt_size(spec.sizes[0])} to {_fmt_size(spec.sizes[-1])}, every {spec.size_factor}x ({len(spec.sizes)} sizes)"
     backend_text = {
-        "auto": f"auto (packet level below {_fmt_size(_core.AUTO_FLOW_MIN_BYTES)}, flow level from there on)",
+        "auto": f"auto (packet level below {_fmt_size(spec.flow_min_bytes)}, flow level from there on)",
         "packet": "packet level at every size",
         "flow": "flow level at every size",
     }[backend]
-    packet = [r for r in runs if r.backend == "packet"]
+    per_series = [f"{s.name}: {s.backend}" for s in spec.series if s.backend and s.backend != backend]
+    if per_series:
+        backend_text += "; per series: " + ", ".join(per_series)
+    nets = []
+    for t in spec.topologies:
+        p = spec.stand_ins.get(t, t)
+        text = f"{t} ({topology_nodes(t)} nodes)"
+        if p != t:
+            text += f" standing in for the paper's {p} ({topology_nodes(p)} nodes)"
+        if t in spec.references:
+            text += " [reference]"
+        nets.append(text)
+    packet = [r for r in results.runs if r.backend == "packet"]
     ok = sum(r.verified is True for r in packet)
+    lines = [
+        f"networks: {'; '.join(nets)}",
+        f"links {', '.join(_fmt_bw(b) for b in spec.bandwidths)}, {spec.latency_ns:g} ns link latency, "
+        f"{spec.hop_ns:g} ns per hop, seed {spec.seed}; peak goodput = D x link bandwidth",
+        f"sizes: {sizes}",
+        "series: " + "; ".join(
+            f"{s.name} ({' / '.join(s.variants)})" + ("" if s.baseline else " [not a baseline]") for s in spec.series
+        ),
+        f"backend: {backend_text}",
+        f"runs: {len(results.runs)}; packet level {len(packet)}, data verified on every rank in {ok}",
+        f"gain = goodput({spec.subject.name}) / goodput(best other baseline series) - 1, per network and size",
+    ]
+    for (cfg, name), why in sorted(results.absent.items(), key=lambda kv: (spec.configs.index(kv[0][0]), kv[0][1])):
+        lines.append(f"{name} on {spec.label(cfg)}: {why}")
+    if any(c.stand_in for c in spec.configs):
+        lines.append(
+            f"scale {spec.scale} runs smaller networks in place of the paper's: claims marked network-dependent "
+            "are n/a on them"
+        )
+    lines += list(spec.notes)
+    return lines
+
+
+def claims_md(spec: Spec, backend: str, results: Sequence[ClaimResult], data: Results, check: BackendCheck | None) -> str:
     lines = [
         f"# {spec.name}: {spec.title}",
         "",
         f"{spec.paper}, {spec.figure}. Spec: `{spec.path.name}`, claims: `{spec.claims_path.name}`, scale `{spec.scale}`.",
         "",
-        f"- network: {spec.topology}, links {', '.join(_fmt_bw(b) for b in spec.bandwidths)}, "
-        f"{spec.latency_ns:g} ns link latency, {spec.hop_ns:g} ns per hop, seed {spec.seed}",
-        f"- sizes: {sizes}",
-        f"- series: " + "; ".join(f"{s.name} ({' / '.join(s.variants)})" for s in spec.series),
-        f"- backend: {backend_text}",
-        f"- runs: {len(runs)}; packet level {len(packet)}, data verified on every rank in {ok}",
-        f"- gain = goodput({spec.subject.name}) / goodput(best other) - 1, per bandwidth and size",
+        *(f"- {x}" for x in setup_lines(spec, backend, data)),
         "",
         "| id | source | claim | paper | measured | result |",
         "|---|---|---|---|---|---|",
@@ -718,22 +1179,51 @@ def claims_md(spec: Spec, backend: str, results: Sequence[ClaimResult], runs: Se
     failed = sum(r.verdict == "fail" for r in results)
     lines += ["", f"{passed} pass, {failed} fail, {len(results) - passed - failed} n/a.", "", "## Claims as quoted", ""]
     for r in results:
-        c = r.claim
-        note = f" Interpretation: {c.note}." if c.note else ""
-        lines.append(f"- **{c.id}** ({c.source}): \"{c.quote}\" Check: `{c.metric}` against `{c.against}`, pass if `{c.pass_if}`.{note}")
+        lines.append(f"- **{r.claim.id}** ({r.claim.source}): \"{r.claim.quote}\" {_check_text(spec, r.claim)}")
     if check is not None and check.rows:
-        bw, v, d = check.worst()
+        t, bw, v, d = check.worst()
         lines += [
             "",
             "## Backend check",
             "",
             f"Every variant at {_fmt_size(check.size)} (where `auto` switches to flow level) on both backends: "
-            f"largest flow/packet difference {_pct(d)} ({v} at {_fmt_bw(bw)}); see `{spec.output}_backend_check.csv`.",
+            f"largest flow/packet difference {_pct(d)} ({v} on {t} at {_fmt_bw(bw)}); see `{spec.output}_backend_check.csv`.",
         ]
     return "\n".join(lines) + "\n"
 
 
-def plot_png(spec: Spec, table: Sequence[Gain], out: Path) -> Path:
+def _check_text(spec: Spec, c: Claim) -> str:
+    subj = c.subject if c.subject and c.subject != spec.subject.name else ""
+    what = f"`{c.metric}`" + (f" of `{subj}`" if subj else "") + (f" against `{c.against}`" if c.against else "")
+    where = []
+    if c.topologies:
+        where.append("on " + ", ".join(c.topologies))
+    if c.size_bytes is not None:
+        where.append(f"at {_fmt_size(c.size_bytes)}")
+    if c.min_size_bytes is not None or c.max_size_bytes is not None:
+        lo = _fmt_size(c.min_size_bytes) if c.min_size_bytes is not None else "smallest"
+        hi = _fmt_size(c.max_size_bytes) if c.max_size_bytes is not None else "largest"
+        where.append(f"sizes {lo} to {hi}")
+    dep = " Network-dependent (n/a on stand-in networks)." if c.network_dependent else ""
+    note = f" Interpretation: {c.note}." if c.note else ""
+    return f"Check: {what}{' ' + ', '.join(where) if where else ''}, pass if `{c.pass_if}`.{dep}{note}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Plots.
+
+
+def _size_ticks(ax: Any, sizes: Sequence[int], every: int = 5) -> None:
+    lo, hi = sizes[0], sizes[-1]
+    ticks = sorted({lo, hi, *(1 << k for k in range(0, 64, every) if lo <= 1 << k <= hi)})
+    if len(ticks) > 2 and ticks[-1] / ticks[-2] < 8:  # keep the end label readable
+        ticks.pop(-2)
+    ax.set_xticks(ticks, [_fmt_size(s).replace(" ", "") for s in ticks])
+    ax.minorticks_off()
+
+
+def plot_gain_png(spec: Spec, table: Sequence[Gain], out: Path) -> Path:
+    """`gain_vs_size`: gain of the subject vs size, one line per network."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -742,28 +1232,121 @@ def plot_png(spec: Spec, table: Sequence[Gain], out: Path) -> Path:
     fig, ax = plt.subplots(figsize=(7.0, 4.0), layout="constrained")
     try:
         cmap = plt.get_cmap("viridis")
-        n = len(spec.bandwidths)
-        for i, bw in enumerate(spec.bandwidths):
-            rows = [x for x in table if x.bandwidth == bw]
+        n = len(spec.configs)
+        for i, cfg in enumerate(spec.configs):
+            rows = [x for x in table if x.config == cfg]
             ax.plot(
                 [x.size for x in rows], [100 * x.gain for x in rows], marker="o", markersize=3.5,
-                linewidth=1.4, color=cmap(i / max(1, n - 1) * 0.9), label=_fmt_bw(bw),
+                linewidth=1.4, color=cmap(i / max(1, n - 1) * 0.9), label=spec.label(cfg),
+                linestyle="--" if cfg.reference else "-",
             )
         ax.axhline(0, color="black", linewidth=0.8)
         ax.set_xscale("log", base=2)
-        lo, hi = spec.sizes[0], spec.sizes[-1]
-        ticks = sorted({lo, hi, *(1 << k for k in range(0, 64, 5) if lo <= 1 << k <= hi)})
-        if len(ticks) > 2 and ticks[-1] / ticks[-2] < 8:  # keep the end label readable
-            ticks.pop(-2)
-        ax.set_xticks(ticks, [_fmt_size(s).replace(" ", "") for s in ticks])
-        ax.minorticks_off()
+        _size_ticks(ax, spec.sizes)
         ax.set_xlabel("allreduce size")
         ax.set_ylabel(f"{spec.subject.label} goodput gain (%)")
         ax.set_title(f"{spec.figure}: {spec.title}", fontsize=10)
         ax.grid(alpha=0.3)
-        ax.legend(title="link bandwidth", fontsize=8, title_fontsize=8)
+        ax.legend(title="link bandwidth" if len(spec.bandwidths) > 1 else "network", fontsize=8, title_fontsize=8)
         out.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out, dpi=150, metadata={"Software": None})
+    finally:
+        plt.close(fig)
+    return out
+
+
+def plot_goodput_png(spec: Spec, results: Results, out: Path) -> Path:
+    """`goodput_vs_size`: per network a panel with goodput vs size per series, a large dot where a
+    multi-variant series switches variant, the subject's gain over the best other (letter of the
+    best other at each point) as a top-left inset, and the runtime at small sizes (<= 32 KiB,
+    log scale, 32 B runtimes in its title) as a second inset."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    configs = spec.configs
+    ncols = 1 if len(configs) == 1 else 2
+    nrows = math.ceil(len(configs) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.6 * ncols, 4.6 * nrows), layout="constrained", squeeze=False)
+    tab = plt.get_cmap("tab10")
+    fixed = {"swing": 0, "recursive-doubling": 1, "mirrored-recursive-doubling": 2, "ring": 3, "bucket": 4}
+    index = {s.name: fixed.get(s.name, 5 + i) for i, s in enumerate(spec.series)}
+
+    def colors(i: int) -> Any:
+        return tab(index[spec.series[i].name] % 10)
+
+    small = [s for s in spec.sizes if s <= 32 << 10]
+    try:
+        for k, cfg in enumerate(configs):
+            ax = axes[k // ncols][k % ncols]
+            for i, s in enumerate(spec.series):
+                pts = [results.points.get((cfg, s.name, size)) for size in spec.sizes]
+                xs = [size for size, p in zip(spec.sizes, pts) if p is not None]
+                ys = [p.run.goodput_gbps for p in pts if p is not None]
+                if not xs:
+                    continue
+                ax.plot(xs, ys, marker="o", markersize=2.5, linewidth=1.5 if s.subject else 1.1, color=colors(i),
+                        label=f"{s.letter}: {s.label}" + ("" if s.baseline else " (not in gain)"),
+                        linestyle="-" if s.baseline else ":")
+                if len(s.variants) > 1:
+                    chosen = [p.run.variant for p in pts if p is not None]
+                    for j in range(1, len(chosen)):
+                        if chosen[j] != chosen[j - 1]:
+                            ax.plot([xs[j]], [ys[j]], marker="o", markersize=8, color=colors(i), zorder=5)
+            ax.axhline(cfg.peak_gbps, color="grey", linewidth=0.8, linestyle="--")
+            ax.text(spec.sizes[-1], cfg.peak_gbps, f"peak {cfg.peak_gbps:g} Gb/s", fontsize=6, va="bottom", ha="right", color="grey")
+            ax.set_xscale("log", base=2)
+            _size_ticks(ax, spec.sizes)
+            ax.set_ylim(0, cfg.peak_gbps * 1.12)
+            ax.set_xlabel("allreduce size")
+            ax.set_ylabel("goodput (Gb/s)")
+            title = cfg.topology + (f" (for {cfg.paper})" if cfg.stand_in else "")
+            if len(spec.bandwidths) > 1:
+                title += f", {_fmt_bw(cfg.bandwidth)}"
+            if cfg.reference:
+                title += " [reference]"
+            ax.set_title(title, fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=6, loc="lower right")
+            # Gain inset (top left).
+            gi = ax.inset_axes((0.08, 0.58, 0.4, 0.34))
+            rows = [x for x in results.gains if x.config == cfg]
+            gi.plot([x.size for x in rows], [100 * x.gain for x in rows], marker="o", markersize=2, linewidth=1, color="black")
+            for x in rows:
+                best = spec.series_named(x.best_other)
+                gi.annotate(best.letter if best else "?", (x.size, 100 * x.gain), fontsize=4.5,
+                            textcoords="offset points", xytext=(0, 2.5), ha="center")
+            gi.axhline(0, color="grey", linewidth=0.6)
+            gi.set_xscale("log", base=2)
+            _size_ticks(gi, spec.sizes, every=10)
+            gi.tick_params(labelsize=5)
+            gi.set_title(f"{spec.subject.letter} gain over best other (%)", fontsize=6)
+            gi.grid(alpha=0.3)
+            # Small-size runtime inset (left, middle).
+            if len(small) >= 2:
+                ri = ax.inset_axes((0.08, 0.17, 0.4, 0.28))
+                at32 = []
+                for i, s in enumerate(spec.series):
+                    pts = [results.points.get((cfg, s.name, size)) for size in small]
+                    if any(p is None for p in pts):
+                        continue
+                    ri.plot(small, [p.run.runtime_ps / 1e6 for p in pts if p is not None], marker="o", markersize=1.5,
+                            linewidth=0.9, color=colors(i), linestyle="-" if s.baseline else ":")
+                    first = pts[0]
+                    assert first is not None
+                    at32.append(f"{s.letter} {first.run.runtime_ps / 1e6:.3g}")
+                ri.set_xscale("log", base=2)
+                ri.set_yscale("log")
+                _size_ticks(ri, small, every=5)
+                ri.tick_params(labelsize=5)
+                ri.set_title(f"runtime (µs), {_fmt_size(small[0])}: " + ", ".join(at32), fontsize=5)
+                ri.grid(alpha=0.3)
+        for k in range(len(configs), nrows * ncols):
+            axes[k // ncols][k % ncols].axis("off")
+        fig.suptitle(f"{spec.figure}: {spec.title}", fontsize=10)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=110, metadata={"Software": None})
     finally:
         plt.close(fig)
     return out
@@ -778,16 +1361,29 @@ class Report:
     spec: Spec
     backend: str
     runs: list[Run]
-    points: dict[tuple[float, str, int], Point]
-    gains: list[Gain]
+    results: Results
     claims: list[ClaimResult]
     check: BackendCheck | None
     files: dict[str, bytes | str]
     wall_seconds: float
+    command: str = ""
+
+    @property
+    def points(self) -> dict[tuple[Config, str, int], Point]:
+        return self.results.points
+
+    @property
+    def gains(self) -> list[Gain]:
+        return self.results.gains
 
     @property
     def unverified(self) -> list[Run]:
         return [r for r in self.runs if r.verified is False]
+
+    def counts(self) -> tuple[int, int, int]:
+        p = sum(r.verdict == "pass" for r in self.claims)
+        f = sum(r.verdict == "fail" for r in self.claims)
+        return p, f, len(self.claims) - p - f
 
     def claims_table(self) -> str:
         """The claims as a plain-text table for a terminal (measured value last, unpadded)."""
@@ -801,6 +1397,13 @@ class Report:
         return "\n".join([fmt(head), fmt(["-" * x for x in w]), *map(fmt, rows)])
 
 
+def _command(name: str, scale: str, backend: str | None, out: Path | str) -> str:
+    cmd = f"reducelab reproduce {name} --scale {scale}"
+    if backend:
+        cmd += f" --backend {backend}"
+    return cmd + f" --out {out}"
+
+
 def reproduce(
     name_or_path: str | os.PathLike[str],
     out: str | os.PathLike[str],
@@ -808,54 +1411,77 @@ def reproduce(
     backend: str | None = None,
     jobs: int | None = None,
     progress: bool = False,
+    cache: RunCache | None = None,
 ) -> Report:
-    """Run a reproduction (a name from `names()` or a spec path) and write its files into `out`."""
+    """Run a reproduction (a name from `names()` or a spec path) and write its files into `out`.
+
+    `cache` (used by `reproduce_all`) shares runs between figures that simulate the same point.
+    """
     t0 = time.monotonic()
     text = os.fspath(name_or_path)
     path = Path(text) if text.endswith(".toml") else spec_path(text)
     spec = load_spec(path, scale)
     claims = load_claims(spec.claims_path, spec)
-    backend = backend or spec.backend
-    if backend not in BACKENDS:
+    override = backend
+    if backend is not None and backend not in BACKENDS:
         raise ReproductionError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
     if jobs is None:
         jobs = min(2, os.cpu_count() or 1)
 
-    points = [(bw, v, size, backend) for bw in spec.bandwidths for v in spec.variants for size in spec.sizes]
-    check_size = _core.AUTO_FLOW_MIN_BYTES
-    check_points: list[tuple[float, str, int, str]] = []
-    if backend == "auto":
-        have = {(bw, v, size, _resolve(backend, size)) for bw, v, size, _ in points}
-        for bw in spec.bandwidths:
-            for v in spec.variants:
-                for b in ("packet", "flow"):
-                    if (bw, v, check_size, b) not in have:
-                        check_points.append((bw, v, check_size, b))
+    def variant_backend(v: str) -> str:
+        if override:
+            return override
+        s = next(s for s in spec.series if v in s.variants)
+        return s.backend or spec.backend
+
+    optional = {v for v in spec.variants if all(s.optional for s in spec.series if v in s.variants)}
+    todo: list[tuple[Config, str]] = [
+        (cfg, v) for cfg in spec.configs for v in spec.variants
+        if any(v in s.variants and s.skip_reason(cfg) is None for s in spec.series)
+    ]
+    points: list[PointKey] = [
+        (cfg.topology, cfg.bandwidth, v, size, _resolve(variant_backend(v), size, spec.flow_min_bytes))
+        for cfg, v in todo for size in spec.sizes
+    ]
+    check_size = spec.flow_min_bytes
+    check_points: list[PointKey] = []
+    have = set(points)
+    for cfg, v in todo:
+        if variant_backend(v) == "auto":
+            for b in ("packet", "flow"):
+                p = (cfg.topology, cfg.bandwidth, v, check_size, b)
+                if p not in have:
+                    check_points.append(p)
     bar = _Progress(len(points) + len(check_points), progress)
     try:
-        runs = _run_points(spec, points, jobs, bar)
-        extra = _run_points(spec, check_points, jobs, bar) if check_points else []
+        runs = _run_points(spec, points, optional, jobs, bar, cache)
+        extra = _run_points(spec, check_points, optional, jobs, bar, cache) if check_points else []
     finally:
         bar.close()
 
+    results = Results(spec, runs)
     check = None
-    if backend == "auto":
-        every = {(r.bandwidth, r.variant, r.size, r.backend): r for r in [*runs, *extra]}
-        check = BackendCheck(check_size, [
-            (bw, v, every[(bw, v, check_size, "packet")].runtime_ps, every[(bw, v, check_size, "flow")].runtime_ps)
-            for bw in spec.bandwidths for v in spec.variants
-        ])
+    if any(variant_backend(v) == "auto" for _, v in todo):
+        every = {(r.topology, r.bandwidth, r.variant, r.size, r.backend): r for r in [*runs, *extra] if r.error is None}
+        rows = []
+        for cfg, v in todo:
+            if variant_backend(v) != "auto":
+                continue
+            pk = every.get((cfg.topology, cfg.bandwidth, v, check_size, "packet"))
+            fl = every.get((cfg.topology, cfg.bandwidth, v, check_size, "flow"))
+            if pk is not None and fl is not None:
+                rows.append((cfg.topology, cfg.bandwidth, v, pk.runtime_ps, fl.runtime_ps))
+        check = BackendCheck(check_size, rows)
 
-    best = best_points(spec, runs)
-    table = gains(spec, best)
-    results = [evaluate_claim(spec, c, table) for c in claims]
+    claim_results = [evaluate_claim(spec, c, results) for c in claims]
     stem = spec.output
+    effective = override or spec.backend
     files: dict[str, bytes | str] = {
-        f"{stem}.csv": series_csv(spec, best),
+        f"{stem}.csv": series_csv(spec, results),
         f"{stem}_runs.csv": runs_csv(spec, runs),
-        f"{stem}_gain.csv": gain_csv(spec, table),
-        f"{stem}_claims.csv": claims_csv(results),
-        f"{stem}_claims.md": claims_md(spec, backend, results, runs, check),
+        f"{stem}_gain.csv": gain_csv(spec, results.gains),
+        f"{stem}_claims.csv": claims_csv(claim_results),
+        f"{stem}_claims.md": claims_md(spec, effective, claim_results, results, check),
     }
     if check is not None:
         files[f"{stem}_backend_check.csv"] = check.csv()
@@ -863,6 +1489,158 @@ def reproduce(
     out.mkdir(parents=True, exist_ok=True)
     for fname, content in files.items():
         (out / fname).write_text(content, encoding="utf-8") if isinstance(content, str) else (out / fname).write_bytes(content)
-    png = plot_png(spec, table, out / f"{stem}.png")
+    if spec.kind == "gain_vs_size":
+        png = plot_gain_png(spec, results.gains, out / f"{stem}.png")
+    else:
+        png = plot_goodput_png(spec, results, out / f"{stem}.png")
     files[png.name] = png.read_bytes()
-    return Report(spec, backend, runs, best, table, results, check, files, time.monotonic() - t0)
+    return Report(spec, effective, runs, results, claim_results, check, files, time.monotonic() - t0,
+                  _command(spec.name, scale, override, out))
+
+
+# Backwards-compatible name of the fig9 plot.
+plot_png = plot_gain_png
+
+
+# ---------------------------------------------------------------------------------------------
+# Every figure and the HTML report.
+
+
+@dataclass
+class AllReport:
+    scale: str
+    reports: list[Report]
+    files: dict[str, str]
+    wall_seconds: float
+
+
+_CSS = """
+body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.85em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.5em; vertical-align: top; text-align: left; }
+th { background: #f2f2f2; }
+td.pass { background: #dff3df; font-weight: bold; }
+td.fail { background: #f8dcdc; font-weight: bold; }
+td.na { background: #eee; color: #666; }
+code, pre { background: #f6f6f6; padding: 0.1em 0.3em; }
+img { max-width: 100%; border: 1px solid #ddd; }
+section { border-top: 2px solid #888; margin-top: 2em; }
+.quote { color: #555; font-style: italic; }
+"""
+
+
+def _h(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def report_html(scale: str, backend: str | None, out: Path, reports: Sequence[Report]) -> str:
+    """A self-contained HTML page (no scripts): per figure the plot, setup, command and claims."""
+    def cls(v: str) -> str:
+        return {"pass": "pass", "fail": "fail"}.get(v, "na")
+
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>ReduceLab reproductions ({_h(scale)})</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>ReduceLab paper reproductions, scale <code>{_h(scale)}</code></h1>",
+        f"<p>Regenerate everything: <code>{_h(_command('all', scale, backend, out))}</code>. "
+        "Each figure's files (CSV data, every run, claims as CSV/Markdown, plot) are in its directory. "
+        "Pass rules were fixed in the claims files before looking at results.</p>",
+        "<table><tr><th>figure</th><th>title</th><th>pass</th><th>fail</th><th>n/a</th></tr>",
+    ]
+    for r in reports:
+        p, f, n = r.counts()
+        parts.append(
+            f'<tr><td><a href="#{_h(r.spec.name)}">{_h(r.spec.name)}</a></td><td>{_h(r.spec.figure)}: {_h(r.spec.title)}</td>'
+            f'<td class="pass">{p}</td><td class="fail">{f}</td><td class="na">{n}</td></tr>'
+        )
+    tp = sum(r.counts()[0] for r in reports)
+    tf = sum(r.counts()[1] for r in reports)
+    tn = sum(r.counts()[2] for r in reports)
+    parts.append(f"<tr><th>all</th><th></th><th>{tp}</th><th>{tf}</th><th>{tn}</th></tr></table>")
+    for r in reports:
+        s = r.spec
+        d = s.name
+        p, f, n = r.counts()
+        parts += [
+            f'<section id="{_h(d)}"><h2>{_h(s.figure)}: {_h(s.title)} <small>({_h(d)})</small></h2>',
+            f"<p>{_h(s.paper)}. Spec <code>{_h(str(s.path.relative_to(scenarios_dir().parent)) if s.path.is_relative_to(scenarios_dir().parent) else s.path.name)}</code>, "
+            f"claims <code>{_h(s.claims_path.name)}</code>. {p} pass, {f} fail, {n} n/a.</p>",
+            f"<p>Regenerate: <code>{_h(_command(d, scale, backend, Path(out) / d))}</code></p>",
+            f'<p><img src="{_h(d)}/{_h(s.output)}.png" alt="{_h(s.figure)} reproduction"></p>',
+            "<ul>", *(f"<li>{_h(x)}</li>" for x in setup_lines(s, r.backend, r.results)),
+        ]
+        if r.check is not None and r.check.rows:
+            t, bw, v, dd = r.check.worst()
+            parts.append(
+                f"<li>backend check at {_h(_fmt_size(r.check.size))}: largest flow/packet difference "
+                f"{_h(_pct(dd))} ({_h(v)} on {_h(t)} at {_h(_fmt_bw(bw))})</li>"
+            )
+        parts += [
+            "</ul>",
+            "<table><tr><th>id</th><th>source</th><th>claim and quote</th><th>paper</th><th>measured</th><th>result</th></tr>",
+        ]
+        for c in r.claims:
+            cl = c.claim
+            parts.append(
+                f'<tr id="{_h(d)}-{_h(cl.id)}"><td>{_h(cl.id)}</td><td>{_h(cl.source)}</td>'
+                f'<td>{_h(cl.claim)}<br><span class="quote">"{_h(cl.quote)}"</span><br><small>{_h(_check_text(s, cl))}</small></td>'
+                f"<td>{_h(cl.paper_value)}</td><td>{_h(c.measured)}</td>"
+                f'<td class="{cls(c.verdict)}">{_h(c.verdict)}</td></tr>'
+            )
+        parts += [
+            "</table>",
+            "<p>Files: " + ", ".join(f'<a href="{_h(d)}/{_h(n)}">{_h(n)}</a>' for n in sorted(r.files)) + "</p>",
+            "</section>",
+        ]
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def reproduce_all(
+    out: str | os.PathLike[str],
+    scale: str = "small",
+    backend: str | None = None,
+    jobs: int | None = None,
+    progress: bool = False,
+    figures: Sequence[str] | None = None,
+    on_done: Callable[[Report], None] | None = None,
+) -> AllReport:
+    """Every figure (or `figures`) into ``out/NAME/``, then ``out/index.html``."""
+    t0 = time.monotonic()
+    out = Path(out)
+    cache: RunCache = {}
+    reports = []
+    for name in figures or names():
+        rep = reproduce(name, out / name, scale=scale, backend=backend, jobs=jobs, progress=progress, cache=cache)
+        reports.append(rep)
+        if on_done is not None:
+            on_done(rep)
+    page = report_html(scale, backend, out, reports)
+    (out / "index.html").write_text(page, encoding="utf-8")
+    return AllReport(scale, reports, {"index.html": page}, time.monotonic() - t0)
+
+
+def run_all_cli(out: Path, scale: str, backend: str | None, jobs: int | None, quiet: bool) -> int:
+    """`reducelab reproduce all`: every figure, a one-line summary each, then the HTML report.
+
+    Returns the exit status (1 if a packet-level run's data did not verify)."""
+    def done(r: Report) -> None:
+        if not quiet:
+            p, f, n = r.counts()
+            print(f"{r.spec.name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a  {len(r.results.runs):>5} runs  {r.wall_seconds:6.1f} s", flush=True)
+
+    try:
+        rep = reproduce_all(out, scale=scale, backend=backend, jobs=jobs, progress=not quiet, on_done=done)
+    except OSError as exc:
+        print(f"error: {out}: cannot write results: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    if not quiet:
+        print(f"wrote {out / 'index.html'} ({len(rep.reports)} figures) in {rep.wall_seconds:.0f} s")
+    bad = [r for rep1 in rep.reports for r in rep1.unverified]
+    if bad:
+        r = bad[0]
+        print(f"error: {len(bad)} packet-level runs did not verify, e.g. {r.variant} on {r.topology}, {r.size} B: {r.mismatch}", file=sys.stderr)
+        return 1
+    return 0

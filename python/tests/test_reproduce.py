@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 import tomllib
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from reducelab import _core, reproduce
 SPEC = REPO / "scenarios" / "swing" / "fig9.toml"
 CLAIMS = REPO / "scenarios" / "swing" / "fig9.claims.toml"
 SERIES = ("swing", "recursive-doubling", "ring", "bucket", "hamiltonian-rings")
-FIG9_HEADER = "bandwidth_gbps,algorithm,variant,size_bytes,runtime_ps,goodput_gbps,backend,verified"
+FIG9_HEADER = "topology,bandwidth_gbps,algorithm,variant,size_bytes,runtime_ps,goodput_gbps,backend,verified"
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +38,7 @@ def test_csv_has_every_series_at_every_point(tiny_run: tuple[Path, str]) -> None
     spec = reproduce.load_spec(SPEC, "tiny")
     assert (out / "fig9.csv").read_text().splitlines()[0] == FIG9_HEADER
     rows = read_csv(out / "fig9.csv")
+    assert {r["topology"] for r in rows} == {"torus:8x8"}
     keys = {(float(r["bandwidth_gbps"]), r["algorithm"], int(r["size_bytes"])) for r in rows}
     assert keys == {(bw, s, n) for bw in spec.bandwidths for s in SERIES for n in spec.sizes}
     assert len(rows) == len(keys)
@@ -110,7 +112,7 @@ def test_same_scale_gives_identical_bytes(tiny_run: tuple[Path, str], tmp_path: 
 def test_unknown_figure_exits_2() -> None:
     proc = cli("reproduce", "swing-fig99")
     assert proc.returncode == 2
-    assert "unknown figure 'swing-fig99'" in proc.stderr and "swing-fig9" in proc.stderr
+    assert "unknown figure 'swing-fig99'" in proc.stderr and "swing-fig9" in proc.stderr and "all" in proc.stderr
     assert proc.stdout == ""
 
 
@@ -158,3 +160,263 @@ def test_help_has_examples() -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("usage: reducelab reproduce")
     assert "examples:" in proc.stdout and "reducelab reproduce swing-fig9 --scale full" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# Every figure: specs and claims at every scale, `reproduce all`, metrics on synthetic data.
+
+FIGURES = reproduce.names()
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_every_spec_and_claims_file_loads_at_every_scale(name: str) -> None:
+    path = reproduce.spec_path(name)
+    full = reproduce.load_spec(path, "full")
+    assert set(full.scales) >= {"full", "small", "tiny"}
+    for scale in full.scales:
+        spec = reproduce.load_spec(path, scale)
+        claims = reproduce.load_claims(spec.claims_path, spec)
+        assert claims and all(c.quote and c.source and c.paper_value for c in claims)
+        assert spec.sizes[0] == 32 and spec.sizes[-1] in (512 << 20, 2 << 30)
+        # Every scale network is the paper's or stands in for one of them.
+        assert {c.paper for c in spec.configs} <= set(full.paper_topologies)
+        if scale == "full":
+            assert not any(c.stand_in for c in spec.configs)
+            assert spec.size_factor == 2 and spec.bandwidths[-1] >= 400
+    assert full.latency_ns == 100 and full.hop_ns == 300
+    if name != "swing-fig9":
+        assert full.bandwidths == (400.0,)
+
+
+def test_paper_networks_of_the_full_scale() -> None:
+    nets = {n: reproduce.load_spec(reproduce.spec_path(n), "full").topologies for n in FIGURES}
+    assert nets["swing-fig7"] == ("torus:64x64",)
+    assert nets["swing-fig8"] == ("torus:8x8", "torus:16x16", "torus:32x32", "torus:64x64", "torus:128x128")
+    assert nets["swing-fig11"] == ("torus:32x32", "torus:64x16", "torus:128x8", "torus:256x4")
+    assert nets["swing-fig12"] == ("torus:8x8", "torus:8x8x8", "torus:8x8x8x8")
+    assert nets["swing-fig13"][0] == "hammingmesh:2x2,32x32"
+    assert nets["swing-fig14"][0] == "hammingmesh:4x4,16x16"
+    assert nets["swing-fig15"][0] == "hyperx:64x64"
+    fig7 = reproduce.load_spec(reproduce.spec_path("swing-fig7"), "full")
+    mirrored = fig7.series_named("mirrored-recursive-doubling")
+    assert mirrored is not None and not mirrored.baseline
+    ring = fig7.series_named("ring")
+    assert ring is not None and ring.variants == ("hamiltonian-rings",)
+
+
+def _write_spec(tmp_path: Path, spec_extra: str = "", claims: str = "", series_extra: str = "") -> Path:
+    (tmp_path / "s.toml").write_text(f"""
+[reproduction]
+name = "t"
+kind = "goodput_vs_size"
+claims = "s.claims.toml"
+[network]
+latency_ns = 100
+hop_ns = 300
+[grid]
+topologies = ["torus:4x4", "torus:8x8"]
+bandwidths_gbps = [400]
+size_min_bytes = 32
+size_max_bytes = 512
+size_factor = 2
+{spec_extra}
+[[series]]
+name = "swing"
+variants = ["swing-latency", "swing-bandwidth"]
+subject = true
+[[series]]
+name = "bucket"
+variants = ["bucket"]
+{series_extra}
+[[series]]
+name = "mirrored"
+variants = ["recursive-doubling-mirrored"]
+baseline = false
+""", encoding="utf-8")
+    (tmp_path / "s.claims.toml").write_text(claims, encoding="utf-8")
+    return tmp_path / "s.toml"
+
+
+CLAIM = """
+[[claim]]
+id = "x"
+claim = "c"
+paper_value = "p"
+"""
+
+
+@pytest.mark.parametrize("spec_extra, series_extra, match", [
+    ('[scales.small]\ntopologies = ["torus:2x2"]\nstand_ins = { "torus:4x4" = "torus:8x8" }',
+     "", r"scales\.small\.stand_ins: 'torus:4x4' is not a topology of this scale"),
+    ('[scales.small]\nstand_ins = { "torus:4x4" = "torus:9x9" }', "", r"scales\.small\.stand_ins: 'torus:4x4' must stand in for a topology of \[grid\]"),
+    ("", 'skip = { "torus:8x8" = 3 }', r"series\[1\]\.skip: entries must be TOPOLOGY"),
+    ("", 'backend = "fluid"', r"series\[1\]\.backend: unknown backend 'fluid'"),
+    ('reference_topologies = ["torus:8x8"]', "", r"grid\.reference_topologies: must not repeat"),
+])
+def test_new_spec_fields_errors_name_the_field(tmp_path: Path, spec_extra: str, series_extra: str, match: str) -> None:
+    path = _write_spec(tmp_path, spec_extra=spec_extra, series_extra=series_extra)
+    with pytest.raises(reproduce.ReproductionError, match=match):
+        reproduce.load_spec(path, "small" if "scales.small" in spec_extra else "full")
+
+
+def test_grid_topology_errors(tmp_path: Path) -> None:
+    path = _write_spec(tmp_path)
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace('topologies = ["torus:4x4", "torus:8x8"]', 'topologies = ["tor:4x4"]'), encoding="utf-8")
+    with pytest.raises(reproduce.ReproductionError, match=r"grid\.topologies: 'tor:4x4' is not a topology spec"):
+        reproduce.load_spec(path)
+
+
+@pytest.mark.parametrize("body, match", [
+    ('metric = "max_goodput"\nagainst = "bucket"\npass_if = "all > 0"', r"claim\[0\]\.against: metric 'max_goodput' measures the subject alone"),
+    ('metric = "min_gain"\nagainst = "swing"\npass_if = "all > 0"', r"claim\[0\]\.against: must be 'best', another series"),
+    ('metric = "min_gain"\nsubject = "nope"\npass_if = "all > 0"', r"claim\[0\]\.subject: must be a series"),
+    ('metric = "min_gain"\ntopologies = ["torus:16x16"]\npass_if = "all > 0"', r"claim\[0\]\.topologies: 'torus:16x16' is not a topology of the figure"),
+    ('metric = "share_of_peak_at_size"\npass_if = "all > 0"', r"claim\[0\]\.size_bytes: required by metric"),
+    ('metric = "max_gain"\nsize_bytes = 64\npass_if = "all > 0"', r"claim\[0\]\.size_bytes: only for the \*_at_size metrics"),
+    ('metric = "max_gain"\npass_if = "mostly > 0"', r"claim\[0\]\.pass_if: expected"),
+    ('metric = "max_gain"\npass_if = "all > 0"\nnetwork_dependent = 1', r"claim\[0\]\.network_dependent: expected true or false"),
+])
+def test_claims_errors_name_the_field(tmp_path: Path, body: str, match: str) -> None:
+    path = _write_spec(tmp_path, claims=CLAIM + body + "\n")
+    spec = reproduce.load_spec(path)
+    with pytest.raises(reproduce.ReproductionError, match=match):
+        reproduce.load_claims(spec.claims_path, spec)
+
+
+def _synthetic(spec: reproduce.Spec, goodput: dict[tuple[str, str, int], float]) -> reproduce.Results:
+    """Results from invented goodputs (topology, variant, size) -> Gb/s; 0 = not given (slow)."""
+    runs = []
+    for cfg in spec.configs:
+        for v in spec.variants:
+            for size in spec.sizes:
+                g = goodput.get((cfg.topology, v, size), 0.001)
+                runs.append(reproduce.Run(cfg.bandwidth, v, size, round(size * 8 / g * 1000), g, "flow", None, None, cfg.topology))
+    return reproduce.Results(spec, runs)
+
+
+def _eval(tmp_path: Path, body: str, goodput: dict[tuple[str, str, int], float], scale: str = "full",
+          spec_extra: str = "") -> reproduce.ClaimResult:
+    path = _write_spec(tmp_path, spec_extra=spec_extra, claims=CLAIM + body + "\n")
+    spec = reproduce.load_spec(path, scale)
+    (claim,) = reproduce.load_claims(spec.claims_path, spec)
+    return reproduce.evaluate_claim(spec, claim, _synthetic(spec, goodput))
+
+
+SIZES = (32, 64, 128, 256, 512)
+
+
+def _table(swing: dict[str, Sequence[float]], bucket: dict[str, Sequence[float]]) -> dict[tuple[str, str, int], float]:
+    out = {}
+    for topo, vals in swing.items():
+        out.update({(topo, "swing-bandwidth", s): v for s, v in zip(SIZES, vals)})
+    for topo, vals in bucket.items():
+        out.update({(topo, "bucket", s): v for s, v in zip(SIZES, vals)})
+    return out
+
+
+# swing / bucket goodput: on 4x4 the gain is +100%, +100%, +50%, -10%, -20% (crossover 256 B, max
+# at 32 B); on 8x8 +300% at 128 B (max), negative from 512 B.
+DATA = _table(
+    {"torus:4x4": [2, 4, 6, 9, 16], "torus:8x8": [1, 2, 8, 11, 9]},
+    {"torus:4x4": [1, 2, 4, 10, 20], "torus:8x8": [1, 1, 2, 10, 10]},
+)
+
+
+@pytest.mark.parametrize("body, verdict, measured", [
+    ('metric = "max_gain_size"\npass_if = "all in [32B, 128B]"', "pass", "torus:4x4: 32 B (gain +100.0% vs bucket); torus:8x8: 128 B (gain +300.0% vs bucket)"),
+    ('metric = "max_gain_size"\npass_if = "all == 128B"', "fail", None),
+    ('metric = "crossover_size"\nagainst = "bucket"\npass_if = "all in [256B, 512B]"', "pass", "torus:4x4: 256 B (gain -10.0%); torus:8x8: 512 B (gain -10.0%)"),
+    ('metric = "crossover_size"\nagainst = "bucket"\nmax_size_bytes = 256\npass_if = "all <= 256B"', "fail", "torus:8x8: none"),
+    ('metric = "goodput_at_size"\nsize_bytes = 512\nsubject = "bucket"\npass_if = "increasing"', "fail", "not strictly increasing"),
+    ('metric = "goodput_at_size"\nsize_bytes = 512\nsubject = "bucket"\npass_if = "decreasing"', "pass", "torus:4x4: 20.0 Gb/s"),
+    ('metric = "share_of_peak_at_size"\nsize_bytes = 512\npass_if = "all in [1%, 2.5%]"', "pass", "torus:4x4: 2.0% of peak (16.0 of 800 Gb/s)"),
+    ('metric = "share_of_peak_at_size"\nsize_bytes = 512\ntopologies = ["torus:8x8"]\npass_if = "all >= 2%"', "fail", "torus:8x8: 1.1% of peak"),
+    ('metric = "max_goodput"\ntopologies = ["torus:8x8", "torus:4x4"]\npass_if = "first < last"', "pass", "torus:8x8: 11.0 Gb/s @256 B"),
+    ('metric = "max_share_of_peak"\npass_if = "spread <= 40%"', "fail", "spread 45.5%"),
+    ('metric = "max_share_of_peak"\npass_if = "spread <= 50%"', "pass", "spread 45.5%"),
+    ('metric = "runtime_at_size"\nsize_bytes = 32\npass_if = "increasing"', "pass", "torus:4x4: 0.13 µs"),
+    ('metric = "min_gain"\nsubject = "bucket"\nagainst = "best"\nmin_size_bytes = 512\npass_if = "all > 0"', "pass", "torus:4x4: +25.0% @512 B vs swing"),
+    ('metric = "min_gain"\nagainst = "recursive-doubling-mirrored"\npass_if = "all > 100"', "pass", None),
+    ('metric = "median_gain"\npass_if = "first > last"', "pass", "torus:4x4: +50.0%; torus:8x8: +10.0% (torus:4x4 > torus:8x8)"),
+    ('metric = "median_gain"\npass_if = "first < last"', "fail", None),
+])
+def test_metrics_on_synthetic_data(tmp_path: Path, body: str, verdict: str, measured: str | None) -> None:
+    r = _eval(tmp_path, body, DATA)
+    assert r.verdict == verdict, r.measured
+    if measured is not None:
+        assert measured in r.measured, r.measured
+
+
+def test_mirrored_series_is_not_a_baseline(tmp_path: Path) -> None:
+    data = dict(DATA)
+    data.update({("torus:4x4", "recursive-doubling-mirrored", s): 1000.0 for s in SIZES})
+    r = _eval(tmp_path, 'metric = "min_gain"\npass_if = "all < 0"', data)
+    assert "vs bucket" in r.measured and "mirrored" not in r.measured.split(";")[0]
+
+
+def test_network_dependent_claims_are_na_on_stand_ins(tmp_path: Path) -> None:
+    extra = '[scales.small]\ntopologies = ["torus:2x2", "torus:8x8"]\nstand_ins = { "torus:2x2" = "torus:4x4" }'
+    data = {(t.replace("4x4", "2x2"), v, s): g for (t, v, s), g in DATA.items()}
+    dep = _eval(tmp_path, 'metric = "max_gain"\nnetwork_dependent = true\ntopologies = ["torus:4x4"]\npass_if = "all > 0"',
+                data, "small", extra)
+    assert dep.verdict == "n/a" and "torus:2x2 stands in for torus:4x4" in dep.measured
+    ok = _eval(tmp_path, 'metric = "max_gain"\ntopologies = ["torus:4x4"]\npass_if = "all > 0"', data, "small", extra)
+    assert ok.verdict == "pass" and "torus:2x2 (for torus:4x4): +100.0%" in ok.measured
+    missing = _eval(tmp_path, 'metric = "max_gain"\ntopologies = ["torus:4x4"]\npass_if = "all > 0"', DATA, "small",
+                    '[scales.small]\ntopologies = ["torus:8x8"]')
+    assert missing.verdict == "n/a" and "not in this scale: torus:4x4" in missing.measured
+
+
+def test_skipped_and_unavailable_series(tmp_path: Path) -> None:
+    extra = 'skip = { "torus:8x8" = "too big" }\n[[series]]\nname = "rd"\nvariants = ["recursive-doubling-latency"]'
+    path = _write_spec(tmp_path, series_extra=extra, claims=CLAIM + 'metric = "min_gain"\nagainst = "bucket"\npass_if = "all > 0"\n')
+    spec = reproduce.load_spec(path)
+    res = _synthetic(spec, DATA)
+    assert res.absent == {(spec.configs[1], "bucket"): "not run: too big"}
+    (claim,) = reproduce.load_claims(spec.claims_path, spec)
+    r = reproduce.evaluate_claim(spec, claim, res)
+    assert "not run: bucket on torus:8x8" in r.measured and r.measured.startswith("torus:4x4: -20.0%")
+    assert {g.best_other for g in res.gains if g.config.topology == "torus:8x8"} == {"rd"}
+    # Without any other baseline series on a network the figure has no gain there: an error.
+    path = _write_spec(tmp_path, series_extra='skip = { "torus:8x8" = "too big" }', claims="")
+    with pytest.raises(reproduce.ReproductionError, match="no baseline series besides 'swing' runs on torus:8x8"):
+        _synthetic(reproduce.load_spec(path), DATA)
+
+
+@pytest.fixture(scope="module")
+def all_tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`reproduce all --scale tiny` through the CLI (every figure at 64 nodes or less; ~15 s)."""
+    out = tmp_path_factory.mktemp("all")
+    proc = cli("reproduce", "all", "--scale", "tiny", "--out", out, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    for name in FIGURES:
+        assert any(line.startswith(name + " ") for line in proc.stdout.splitlines()), proc.stdout
+    return out
+
+
+def test_all_writes_an_html_report_with_every_claim(all_tiny: Path) -> None:
+    page = (all_tiny / "index.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "<script" not in page
+    for name in FIGURES:
+        spec = reproduce.load_spec(reproduce.spec_path(name), "tiny")
+        stem = spec.output
+        assert f'<img src="{name}/{stem}.png"' in page
+        assert (all_tiny / name / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
+        assert f"reducelab reproduce {name} --scale tiny --out {all_tiny / name}" in page
+        rows = read_csv(all_tiny / name / f"{stem}_claims.csv")
+        for c in reproduce.load_claims(spec.claims_path, spec):
+            assert f'id="{name}-{c.id}"' in page
+            assert [r for r in rows if r["id"] == c.id][0]["paper_value"] == c.paper_value
+    assert "reducelab reproduce all --scale tiny" in page
+    assert 'class="pass"' in page and 'class="fail"' in page and 'class="na"' in page
+    # The 3D/4D tori have no Hamiltonian rings; the reason is reported.
+    assert "ring on torus:4x4x4 (for torus:8x8x8): not available: hamiltonian-rings" in page
+
+
+def test_all_is_deterministic(all_tiny: Path, tmp_path: Path) -> None:
+    figs = ["swing-fig7", "swing-fig12", "swing-fig14"]
+    reproduce.reproduce_all(tmp_path, scale="tiny", figures=figs)
+    for name in figs:
+        for p in (all_tiny / name).iterdir():
+            assert (tmp_path / name / p.name).read_bytes() == p.read_bytes(), (name, p.name)
