@@ -18,11 +18,13 @@ impl Ord for Share {
     }
 }
 
-/// A set of directed links with capacities and the active flows crossing them.
-pub struct Fluid {
+/// A set of directed links with capacities and the active flows crossing them. Flow paths
+/// are ranges of a shared arena of link ids (no allocation per flow).
+pub struct Fluid<'a> {
     cap: Vec<f64>,
-    /// Per flow: links crossed, remaining bytes, current rate (bytes/ps), active flag.
-    paths: Vec<Vec<u32>>,
+    arena: &'a [u32],
+    /// Per flow: links crossed (range of `arena`), remaining bytes, current rate (bytes/ps).
+    paths: Vec<(u32, u32)>,
     remaining: Vec<f64>,
     rate: Vec<f64>,
     active: Vec<u32>,
@@ -39,12 +41,13 @@ pub struct Fluid {
 /// symmetric collectives do not re-solve once per flow.
 pub const SAME_TIME_REL: f64 = 1e-9;
 
-impl Fluid {
-    /// `cap[l]` in bytes per picosecond.
-    pub fn new(cap: Vec<f64>) -> Self {
+impl<'a> Fluid<'a> {
+    /// `cap[l]` in bytes per picosecond; flow paths are ranges of `arena`.
+    pub fn new(cap: Vec<f64>, arena: &'a [u32]) -> Self {
         let n = cap.len();
         Fluid {
             cap,
+            arena,
             paths: Vec::new(),
             remaining: Vec::new(),
             rate: Vec::new(),
@@ -57,8 +60,9 @@ impl Fluid {
         }
     }
 
-    /// Adds a flow; returns its id. Call [`Fluid::solve`] before reading rates.
-    pub fn add(&mut self, path: Vec<u32>, bytes: f64) -> u32 {
+    /// Adds a flow over the links `arena[path.0 .. path.0 + path.1]`; returns its id. Call
+    /// [`Fluid::solve`] before reading rates.
+    pub fn add(&mut self, path: (u32, u32), bytes: f64) -> u32 {
         let id = self.paths.len() as u32;
         self.paths.push(path);
         self.remaining.push(bytes.max(0.0));
@@ -76,6 +80,11 @@ impl Fluid {
         self.rate[f as usize]
     }
 
+    fn path(&self, f: u32) -> &'a [u32] {
+        let (start, len) = self.paths[f as usize];
+        &self.arena[start as usize..(start + len) as usize]
+    }
+
     /// Max-min fair rates for the active flows (progressive filling): repeatedly find the
     /// most constrained link (smallest residual capacity per unfrozen flow), give its
     /// unfrozen flows that share, and remove them.
@@ -88,7 +97,7 @@ impl Fluid {
         for &f in &self.active {
             self.frozen[f as usize] = false;
             self.rate[f as usize] = 0.0;
-            for &l in &self.paths[f as usize] {
+            for &l in self.path(f) {
                 let li = l as usize;
                 if self.link_flows[li].is_empty() {
                     self.touched.push(l);
@@ -100,13 +109,16 @@ impl Fluid {
         }
         // Flows with an empty path (same-node transfers) get an infinite rate.
         for &f in &self.active {
-            if self.paths[f as usize].is_empty() {
+            if self.paths[f as usize].1 == 0 {
                 self.rate[f as usize] = f64::INFINITY;
                 self.frozen[f as usize] = true;
             }
         }
-        // Min-heap of (fair share, link) with lazy invalidation: an entry is current only if
-        // the share it carries still equals the link's residual / count.
+        // Min-heap of (fair share, link), each link at most once. Freezing a flow at the
+        // smallest share never lowers another link's share ((R − s)/(n − 1) ≥ R/n when
+        // s ≤ R/n), so a stored share is a lower bound: a popped entry whose link's share has
+        // grown is pushed back with the current value instead of being updated on every
+        // change (that made the heap O(Σ path lengths) and dominated the solve).
         let mut heap: BinaryHeap<Reverse<(Share, u32)>> = BinaryHeap::with_capacity(self.touched.len());
         for &l in &self.touched {
             let li = l as usize;
@@ -114,8 +126,13 @@ impl Fluid {
         }
         while let Some(Reverse((Share(share), l))) = heap.pop() {
             let li = l as usize;
-            if self.count[li] == 0 || share != self.residual[li] / self.count[li] as f64 {
-                continue; // stale
+            if self.count[li] == 0 {
+                continue;
+            }
+            let current = self.residual[li] / self.count[li] as f64;
+            if current != share {
+                heap.push(Reverse((Share(current), l)));
+                continue;
             }
             let share = share.max(0.0);
             let flows = std::mem::take(&mut self.link_flows[li]);
@@ -125,13 +142,10 @@ impl Fluid {
                 }
                 self.frozen[f as usize] = true;
                 self.rate[f as usize] = share;
-                for &m in &self.paths[f as usize] {
+                for &m in self.path(f) {
                     let mi = m as usize;
                     self.residual[mi] -= share;
                     self.count[mi] -= 1;
-                    if self.count[mi] > 0 && m != l {
-                        heap.push(Reverse((Share(self.residual[mi] / self.count[mi] as f64), m)));
-                    }
                 }
             }
             self.link_flows[li] = flows;

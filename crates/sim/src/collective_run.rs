@@ -29,7 +29,7 @@ use reducelab_des::{Rng, SimTime};
 use reducelab_flow::FlowConfig;
 use reducelab_net::{NetConfig, Network, RoutingAlgo, RunEnd};
 use reducelab_sched::algos::{self, Layout};
-use reducelab_sched::{Collective, Schedule, TopologySpec};
+use reducelab_sched::{Collective, Plan, Schedule, TopologySpec};
 use reducelab_topo::{self as topo, LinkParams, Topology};
 use std::collections::HashMap;
 use std::fmt;
@@ -216,21 +216,27 @@ pub struct CollectiveOutcome {
     pub wall_seconds: f64,
 }
 
-type CacheKey = (String, String);
+/// A built schedule or timing plan, cached per (algorithm, topology).
+#[derive(Clone)]
+enum Built {
+    Schedule(Arc<Schedule>),
+    Plan(Arc<Plan>),
+}
 
-fn cache() -> &'static Mutex<HashMap<CacheKey, Arc<Schedule>>> {
-    static CACHE: OnceLock<Mutex<HashMap<CacheKey, Arc<Schedule>>>> = OnceLock::new();
+type CacheKey = (bool, String, String);
+
+fn cache() -> &'static Mutex<HashMap<CacheKey, Built>> {
+    static CACHE: OnceLock<Mutex<HashMap<CacheKey, Built>>> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// Most schedules kept; the cache is emptied when it would grow beyond this.
+/// Most entries kept; the cache is emptied when it would grow beyond this.
 const CACHE_ENTRIES: usize = 64;
 
-/// The allreduce schedule of `algorithm` for `spec`'s layout, from the process-wide cache.
-pub fn cached_schedule(algorithm: &str, spec: &TopologySpec) -> Result<Arc<Schedule>, String> {
-    let key = (algorithm.to_string(), spec.spec());
-    if let Some(s) = cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok(s.clone());
+fn cached(algorithm: &str, spec: &TopologySpec, plan: bool) -> Result<Built, String> {
+    let key = (plan, algorithm.to_string(), spec.spec());
+    if let Some(b) = cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(b.clone());
     }
     if !algos::ALGORITHMS.contains(&algorithm) {
         return Err(format!("unknown algorithm '{algorithm}' (known: {})", algos::ALGORITHMS.join(", ")));
@@ -238,18 +244,42 @@ pub fn cached_schedule(algorithm: &str, spec: &TopologySpec) -> Result<Arc<Sched
     let layout: Layout = spec.layout();
     let p = layout.ranks();
     let ring_like = algorithm.starts_with("ring") || algorithm == "hamiltonian-rings";
-    let limit = if ring_like { MAX_RANKS_RING } else { MAX_RANKS };
+    // Plans of ring-like algorithms are compact; their schedules grow as p².
+    let limit = if ring_like && !plan { MAX_RANKS_RING } else { MAX_RANKS };
     if p > limit {
-        return Err(format!("{p} ranks is more than the {limit} that '{algorithm}' schedules support"));
+        let what = if plan { "timing plans" } else { "schedules (packet level)" };
+        return Err(format!("{p} ranks is more than the {limit} that '{algorithm}' {what} support"));
     }
     // Built outside the lock so that concurrent callers do not wait on each other.
-    let s = Arc::new(algos::build(algorithm, Collective::Allreduce, &layout).map_err(|e| format!("{algorithm} on {}: {e}", spec.spec()))?);
+    let ctx = |e: String| format!("{algorithm} on {}: {e}", spec.spec());
+    let b = if plan {
+        Built::Plan(Arc::new(reducelab_sched::plan::plan(algorithm, &layout).map_err(ctx)?))
+    } else {
+        Built::Schedule(Arc::new(algos::build(algorithm, Collective::Allreduce, &layout).map_err(ctx)?))
+    };
     let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
     if c.len() >= CACHE_ENTRIES {
         c.clear();
     }
-    c.insert(key, s.clone());
-    Ok(s)
+    c.insert(key, b.clone());
+    Ok(b)
+}
+
+/// The allreduce schedule of `algorithm` for `spec`'s layout, from the process-wide cache.
+pub fn cached_schedule(algorithm: &str, spec: &TopologySpec) -> Result<Arc<Schedule>, String> {
+    match cached(algorithm, spec, false)? {
+        Built::Schedule(s) => Ok(s),
+        Built::Plan(_) => unreachable!("keyed by kind"),
+    }
+}
+
+/// The allreduce timing plan of `algorithm` for `spec`'s layout (flow backend), from the
+/// process-wide cache. Built without materialising the schedule where that is large.
+pub fn cached_plan(algorithm: &str, spec: &TopologySpec) -> Result<Arc<Plan>, String> {
+    match cached(algorithm, spec, true)? {
+        Built::Plan(p) => Ok(p),
+        Built::Schedule(_) => unreachable!("keyed by kind"),
+    }
 }
 
 /// Builds `spec` with every network link given by `params` (HammingMesh board links too).
@@ -273,7 +303,10 @@ fn goodput(size_bytes: u64, runtime_ps: u64) -> f64 {
 fn run_one(
     spec: &TopologySpec,
     topo: &Topology,
-    sched: &Schedule,
+    algorithm: &str,
+    ranks: u32,
+    sched: Option<&Schedule>,
+    plan: Option<&Plan>,
     size_bytes: u64,
     backend: Backend,
     params: &NetworkParams,
@@ -283,8 +316,8 @@ fn run_one(
     let backend = backend.resolve(size_bytes);
     let mut out = CollectiveOutcome {
         topology: spec.spec(),
-        algorithm: sched.algorithm.clone(),
-        ranks: sched.ranks,
+        algorithm: algorithm.to_string(),
+        ranks,
         size_bytes,
         backend,
         runtime_ps: 0,
@@ -297,6 +330,7 @@ fn run_one(
     };
     match backend {
         Backend::Packet => {
+            let sched = sched.expect("schedule built for packet-level sizes");
             let mut net = Network::new(topo, params.net_config(), vec![], &Rng::new(seed))?;
             let hosts = (0..sched.ranks).collect();
             let mut w = CollectiveRun::new(topo, sched.clone(), hosts, size_bytes, ELEM_BYTES, 0, SimTime::ZERO, seed);
@@ -320,7 +354,8 @@ fn run_one(
             out.messages = r.messages;
         }
         Backend::Flow => {
-            let r = reducelab_flow::run_schedule(topo, sched, size_bytes, ELEM_BYTES, &params.flow_config())?;
+            let plan = plan.expect("plan built for flow-level sizes");
+            let r = reducelab_flow::run_plan(topo, plan, size_bytes, ELEM_BYTES, &params.flow_config())?;
             out.runtime_ps = r.runtime_ps;
             out.messages = r.messages;
         }
@@ -360,12 +395,15 @@ pub fn run_collective_sizes(
         return Err(format!("size_bytes must be at least 1, got {s}"));
     }
     let spec = TopologySpec::parse(topology_spec)?;
-    let sched = cached_schedule(algorithm, &spec)?;
+    let needs = |b: Backend| sizes.iter().any(|&s| backend.resolve(s) == b);
+    let sched = if needs(Backend::Packet) { Some(cached_schedule(algorithm, &spec)?) } else { None };
+    let plan = if needs(Backend::Flow) { Some(cached_plan(algorithm, &spec)?) } else { None };
     let topo = build_topology(&spec, params)?;
-    if (sched.ranks as usize) != topo.hosts.len() {
-        return Err(format!("{algorithm}: schedule has {} ranks but {} has {} hosts", sched.ranks, spec.spec(), topo.hosts.len()));
+    let ranks = spec.layout().ranks();
+    if (ranks as usize) != topo.hosts.len() {
+        return Err(format!("{algorithm}: schedule has {ranks} ranks but {} has {} hosts", spec.spec(), topo.hosts.len()));
     }
-    sizes.iter().map(|&s| run_one(&spec, &topo, &sched, s, backend, params, seed)).collect()
+    sizes.iter().map(|&s| run_one(&spec, &topo, algorithm, ranks, sched.as_deref(), plan.as_deref(), s, backend, params, seed)).collect()
 }
 
 #[cfg(test)]

@@ -19,11 +19,16 @@
 //! schedule is not `noncommutative_safe` (except for the allgather, which only copies).
 
 use super::chunks::{halves, Chunks};
-use super::ring::DirectedRing;
+use super::ring::{emit_schedule, DirectedRing, Phase};
 use super::Layout;
 use crate::ir::{Collective, Schedule};
 
 pub fn bucket(collective: Collective, layout: &Layout) -> Result<Schedule, String> {
+    let (s, phases) = parts(collective, layout)?;
+    Ok(emit_schedule(s, &phases))
+}
+
+pub(crate) fn parts(collective: Collective, layout: &Layout) -> Result<(Schedule, Vec<Phase>), String> {
     let name = "bucket";
     let (rs, ag) = halves(collective, name)?;
     let p = layout.ranks();
@@ -56,7 +61,7 @@ pub fn bucket(collective: Collective, layout: &Layout) -> Result<Schedule, Strin
     s.torus = Some(layout.dims.clone());
     s.noncommutative_safe = collective == Collective::Allgather;
     if ndim == 0 {
-        return Ok(s);
+        return Ok((s, Vec::new()));
     }
     let phase_len = active.iter().map(|&d| layout.dims[d] as usize - 1).max().unwrap_or(0);
 
@@ -84,20 +89,20 @@ pub fn bucket(collective: Collective, layout: &Layout) -> Result<Schedule, Strin
             })
             .collect()
     };
+    // One phase per (half, dimension index): all collectives move dimension together.
+    let mut phases = Vec::new();
     if rs {
         for j in 0..ndim {
-            for c in 0..parts.len() {
-                rings(c, j).iter().for_each(|r| r.reduce_scatter(&mut s, j * phase_len));
-            }
+            let rings = (0..parts.len()).flat_map(|c| rings(c, j)).collect();
+            phases.push(Phase { step0: j * phase_len, rings, reduce: true });
         }
     }
     if ag {
         let base = if rs { ndim * phase_len } else { 0 };
         for j in (0..ndim).rev() {
-            for c in 0..parts.len() {
-                rings(c, j).iter().for_each(|r| r.allgather(&mut s, base + (ndim - 1 - j) * phase_len));
-            }
+            let rings = (0..parts.len()).flat_map(|c| rings(c, j)).collect();
+            phases.push(Phase { step0: base + (ndim - 1 - j) * phase_len, rings, reduce: false });
         }
     }
-    Ok(s)
+    Ok((s, phases))
 }

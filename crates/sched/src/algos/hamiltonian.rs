@@ -20,7 +20,7 @@
 //! are rejected with an error.
 
 use super::chunks::{halves, Chunks};
-use super::ring::DirectedRing;
+use super::ring::{emit_schedule, DirectedRing, Phase};
 use super::Layout;
 use crate::ir::{Collective, Schedule};
 
@@ -106,6 +106,11 @@ pub fn hamiltonian_cycles(layout: &Layout) -> Result<[Vec<(u32, u16)>; 2], Strin
 /// four rings (`H1` forward and backward, `H2` forward and backward), `2(p−1)` steps, rank `q`
 /// owning blocks `4q .. 4q+4`. See the module docs for the supported shapes.
 pub fn hamiltonian_rings(collective: Collective, layout: &Layout) -> Result<Schedule, String> {
+    let (s, phases) = parts(collective, layout)?;
+    Ok(emit_schedule(s, &phases))
+}
+
+pub(crate) fn parts(collective: Collective, layout: &Layout) -> Result<(Schedule, Vec<Phase>), String> {
     let name = "hamiltonian-rings";
     let (rs, ag) = halves(collective, name)?;
     let cycles = hamiltonian_cycles(layout)?;
@@ -131,13 +136,5 @@ pub fn hamiltonian_rings(collective: Collective, layout: &Layout) -> Result<Sche
             rings.push(DirectedRing { owned: members.iter().map(|&q| chunks.chunk(c, q)).collect(), members, ports });
         }
     }
-    let mut step = 0;
-    if rs {
-        rings.iter().for_each(|r| r.reduce_scatter(&mut s, step));
-        step += p as usize - 1;
-    }
-    if ag {
-        rings.iter().for_each(|r| r.allgather(&mut s, step));
-    }
-    Ok(s)
+    Ok((s, Phase::halves(rings, rs, ag, p as usize - 1)))
 }

@@ -7,48 +7,114 @@
 use super::chunks::{halves, Chunks};
 use super::Layout;
 use crate::ir::{Blocks, Collective, RecvOp, Schedule};
+use crate::plan::{Plan, PlanMsg, NO_PORT};
 
 /// Ring over all ranks in rank order (rank `r` sends to `r+1`). Supports allreduce,
 /// reduce-scatter (rank `r` ends with block `r`) and allgather (rank `r` starts with block `r`).
 pub fn ring(collective: Collective, layout: &Layout) -> Result<Schedule, String> {
+    let (s, phases) = ring_parts(collective, layout)?;
+    Ok(emit_schedule(s, &phases))
+}
+
+fn ring_parts(collective: Collective, layout: &Layout) -> Result<(Schedule, Vec<Phase>), String> {
+    let (rs, ag) = halves(collective, "ring")?;
     let p = layout.ranks();
     let mut s = Schedule::new(collective, "ring", p, p);
     if collective != Collective::Allreduce {
         s.block_owner = (0..p).collect();
     }
-    if p == 1 {
-        return Ok(s);
-    }
-    let next = |r: u32| (r + 1) % p;
-    let prev_block = |r: u32, k: u32| (r + p - (k % p)) % p;
-    let mut step = 0;
-    let rs = matches!(collective, Collective::Allreduce | Collective::ReduceScatter);
-    let ag = matches!(collective, Collective::Allreduce | Collective::Allgather);
-    if !rs && !ag {
-        return Err("ring supports allreduce, reduce_scatter and allgather".into());
-    }
-    if rs {
-        // Step k: r sends the partial of block (r − k − 1) and receives block (r − k − 2), so
-        // that after p−1 steps rank r holds block r complete.
-        for k in 0..p - 1 {
-            for r in 0..p {
-                let b = prev_block(r, k + 1);
-                s.exchange(step, r, next(r), None, None, Blocks::range(b, b + 1), RecvOp::ReduceIncomingFirst);
+    // Step k of the reduce-scatter: r sends the partial of block (r − k − 1), so that after
+    // p−1 steps rank r holds block r complete; step k of the allgather forwards block (r − k).
+    let ring = DirectedRing { members: (0..p).collect(), ports: vec![(None, None); p as usize], owned: (0..p).map(|b| Blocks::range(b, b + 1)).collect() };
+    Ok((s, Phase::halves(vec![ring], rs, ag, p as usize - 1)))
+}
+
+/// Rings that run concurrently, starting at global step `step0`: the reduce-scatter or the
+/// allgather of each.
+pub(crate) struct Phase {
+    pub step0: usize,
+    pub rings: Vec<DirectedRing>,
+    pub reduce: bool,
+}
+
+impl Phase {
+    /// The reduce-scatter of `rings` from step 0 and/or their allgather after it
+    /// (`rs_steps` later if both).
+    pub fn halves(rings: Vec<DirectedRing>, rs: bool, ag: bool, rs_steps: usize) -> Vec<Phase> {
+        match (rs, ag) {
+            (true, true) => {
+                let again = rings.iter().map(DirectedRing::clone_ring).collect();
+                vec![Phase { step0: 0, rings, reduce: true }, Phase { step0: rs_steps, rings: again, reduce: false }]
             }
-            step += 1;
+            (true, false) => vec![Phase { step0: 0, rings, reduce: true }],
+            (false, true) => vec![Phase { step0: 0, rings, reduce: false }],
+            (false, false) => Vec::new(),
         }
     }
-    if ag {
-        // Step k: r forwards block (r − k), which it holds complete.
-        for k in 0..p - 1 {
-            for r in 0..p {
-                let b = prev_block(r, k);
-                s.exchange(step, r, next(r), None, None, Blocks::range(b, b + 1), RecvOp::Copy);
+
+    fn steps(&self) -> usize {
+        self.rings.iter().map(|r| r.members.len().saturating_sub(1)).max().unwrap_or(0)
+    }
+}
+
+/// Emits every phase into `s`, ring after ring.
+pub(crate) fn emit_schedule(mut s: Schedule, phases: &[Phase]) -> Schedule {
+    for ph in phases {
+        for r in &ph.rings {
+            for k in 0..r.members.len().saturating_sub(1) {
+                r.each(k, ph.reduce, |from, to, (po, pi), seg| {
+                    let op = if ph.reduce { RecvOp::ReduceIncomingFirst } else { RecvOp::Copy };
+                    s.exchange(ph.step0 + k, from, to, po, pi, seg.clone(), op)
+                });
             }
-            step += 1;
         }
     }
-    Ok(s)
+    s
+}
+
+/// The timing plan of the phases of `s`, step by step (no schedule is materialised).
+pub(crate) fn emit_plan(s: &Schedule, phases: &[Phase]) -> Plan {
+    let mut plan = Plan::new(s.algorithm.clone(), s.ranks, s.blocks, s.torus.clone());
+    let total = phases.iter().map(|ph| ph.step0 + ph.steps()).max().unwrap_or(0);
+    // Consecutive steps of a ring are usually alike: compare in emission order before sorting.
+    let mut last: Vec<PlanMsg> = Vec::new();
+    let mut msgs = Vec::new();
+    for g in 0..total {
+        msgs.clear();
+        for ph in phases.iter().filter(|ph| ph.step0 <= g) {
+            for r in &ph.rings {
+                let k = g - ph.step0;
+                if k + 1 < r.members.len() {
+                    r.each(k, ph.reduce, |from, to, (po, _), seg| {
+                        if !seg.is_empty() {
+                            msgs.push(PlanMsg { from, to, port: po.unwrap_or(NO_PORT), blocks: seg.len() });
+                        }
+                    });
+                }
+            }
+        }
+        if g > 0 && msgs == last {
+            plan.steps.last_mut().expect("a step was pushed").repeat += 1;
+        } else {
+            plan.push_step(msgs.clone());
+            std::mem::swap(&mut last, &mut msgs);
+        }
+    }
+    plan
+}
+
+/// The allreduce plan of a ring-based algorithm (`ring`, `ring-bidirectional`,
+/// `hamiltonian-rings`, `bucket`).
+pub(crate) fn plan(algorithm: &str, layout: &Layout) -> Result<Plan, String> {
+    let c = Collective::Allreduce;
+    let (s, phases) = match algorithm {
+        "ring" => ring_parts(c, layout)?,
+        "ring-bidirectional" => ring_bidirectional_parts(c, layout)?,
+        "hamiltonian-rings" => super::hamiltonian::parts(c, layout)?,
+        "bucket" => super::bucket::parts(c, layout)?,
+        _ => return Err(format!("'{algorithm}' is not a ring-based algorithm")),
+    };
+    Ok(emit_plan(&s, &phases))
 }
 
 /// One directed ring used by a part of a multi-ring algorithm: `members[i]` sends to
@@ -62,29 +128,19 @@ pub(crate) struct DirectedRing {
 }
 
 impl DirectedRing {
-    /// Reduce-scatter in steps `step0 .. step0 + m − 1`: at step `k`, position `i` sends the
-    /// partial of what position `i − k − 1` will own.
-    pub fn reduce_scatter(&self, s: &mut Schedule, step0: usize) {
-        let m = self.members.len();
-        for k in 0..m.saturating_sub(1) {
-            for i in 0..m {
-                let seg = &self.owned[(i + 2 * m - k - 1) % m];
-                let (po, pi) = self.ports[i];
-                s.exchange(step0 + k, self.members[i], self.members[(i + 1) % m], po, pi, seg.clone(), RecvOp::ReduceIncomingFirst);
-            }
-        }
+    fn clone_ring(&self) -> DirectedRing {
+        DirectedRing { members: self.members.clone(), ports: self.ports.clone(), owned: self.owned.clone() }
     }
 
-    /// Allgather in steps `step0 .. step0 + m − 1`: at step `k`, position `i` forwards what
+    /// The messages of step `k` (`0 ≤ k < m − 1`) of the reduce-scatter (`reduce`) or the
+    /// allgather, as `f(from, to, ports, blocks)`. Reduce-scatter: position `i` sends the
+    /// partial of what position `i − k − 1` will own. Allgather: position `i` forwards what
     /// position `i − k` owns.
-    pub fn allgather(&self, s: &mut Schedule, step0: usize) {
+    fn each(&self, k: usize, reduce: bool, mut f: impl FnMut(u32, u32, (Option<u16>, Option<u16>), &Blocks)) {
         let m = self.members.len();
-        for k in 0..m.saturating_sub(1) {
-            for i in 0..m {
-                let seg = &self.owned[(i + m - k) % m];
-                let (po, pi) = self.ports[i];
-                s.exchange(step0 + k, self.members[i], self.members[(i + 1) % m], po, pi, seg.clone(), RecvOp::Copy);
-            }
+        for i in 0..m {
+            let seg = if reduce { &self.owned[(i + 2 * m - k - 1) % m] } else { &self.owned[(i + m - k) % m] };
+            f(self.members[i], self.members[(i + 1) % m], self.ports[i], seg);
         }
     }
 }
@@ -96,6 +152,11 @@ impl DirectedRing {
 /// not a torus cycle there; use `hamiltonian-rings` or `bucket`). Rank `q` owns blocks
 /// `2q` (`+` ring) and `2q + 1` (`−` ring).
 pub fn ring_bidirectional(collective: Collective, layout: &Layout) -> Result<Schedule, String> {
+    let (s, phases) = ring_bidirectional_parts(collective, layout)?;
+    Ok(emit_schedule(s, &phases))
+}
+
+fn ring_bidirectional_parts(collective: Collective, layout: &Layout) -> Result<(Schedule, Vec<Phase>), String> {
     let name = "ring-bidirectional";
     let (rs, ag) = halves(collective, name)?;
     let p = layout.ranks();
@@ -109,9 +170,6 @@ pub fn ring_bidirectional(collective: Collective, layout: &Layout) -> Result<Sch
     if on_torus {
         s.torus = Some(layout.dims.clone());
     }
-    if p == 1 {
-        return Ok(s);
-    }
     let port = |q: u16| if on_torus { Some(q) } else { None };
     let rings: Vec<DirectedRing> = [(0u32, 0u16), (1, 1)]
         .into_iter()
@@ -124,13 +182,5 @@ pub fn ring_bidirectional(collective: Collective, layout: &Layout) -> Result<Sch
             }
         })
         .collect();
-    let mut step = 0;
-    if rs {
-        rings.iter().for_each(|r| r.reduce_scatter(&mut s, step));
-        step += p as usize - 1;
-    }
-    if ag {
-        rings.iter().for_each(|r| r.allgather(&mut s, step));
-    }
-    Ok(s)
+    Ok((s, Phase::halves(rings, rs, ag, p as usize - 1)))
 }
