@@ -185,6 +185,17 @@ def run_collective(
     parameter, or a packet-level run that does not finish).
     """
 
+def auto_flow_reason(
+    topology: str,
+    algorithm: str,
+    bandwidth_gbps: float = 400.0,
+    latency_ns: float = 100.0,
+    hop_ns: float = 300.0,
+) -> str | None:
+    """Why ``backend="auto"`` runs `algorithm` on `topology` at flow level at every size
+    (contention-free plan: flow level equals packet level; or a packet-level data check too
+    large to hold), or None if it switches to flow level at 8 MiB."""
+
 def run_collective_sizes(
     topology: str,
     algorithm: str,

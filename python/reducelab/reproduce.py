@@ -1148,6 +1148,15 @@ def setup_lines(spec: Spec, backend: str, results: Results) -> list[str]:
         f"runs: {len(results.runs)}; packet level {len(packet)}, data verified on every rank in {ok}",
         f"gain = goodput({spec.subject.name}) / goodput(best other baseline series) - 1, per network and size",
     ]
+    if backend == "auto":
+        small_flow = sorted({(r.topology, r.variant) for r in results.runs
+                             if r.backend == "flow" and r.size < spec.flow_min_bytes and r.error is None})
+        if small_flow:
+            lines.append(
+                "auto ran these at flow level at every size (contention-free plans, where flow level equals packet "
+                "level, or a packet-level data check too large to hold; docs/flow-vs-packet.md): "
+                + ", ".join(f"{v} on {t}" for t, v in small_flow)
+            )
     for (cfg, name), why in sorted(results.absent.items(), key=lambda kv: (spec.configs.index(kv[0][0]), kv[0][1])):
         lines.append(f"{name} on {spec.label(cfg)}: {why}")
     if any(c.stand_in for c in spec.configs):
@@ -1439,15 +1448,33 @@ def reproduce(
         (cfg, v) for cfg in spec.configs for v in spec.variants
         if any(v in s.variants and s.skip_reason(cfg) is None for s in spec.series)
     ]
+    # `auto` runs a variant at flow level at every size where the simulator says flow level
+    # is exact (contention-free plans) or packet level is infeasible (see
+    # `_core.auto_flow_reason`); elsewhere it switches at the figure's flow_min_bytes.
+    all_flow: dict[tuple[str, float, str], str] = {}
+    for cfg, v in todo:
+        if variant_backend(v) == "auto":
+            try:
+                why = _core.auto_flow_reason(cfg.topology, v, cfg.bandwidth, spec.latency_ns, spec.hop_ns)
+            except ValueError:
+                why = None  # the run itself reports the problem (or marks an optional series absent)
+            if why is not None:
+                all_flow[(cfg.topology, cfg.bandwidth, v)] = why
+
+    def point_backend(cfg: Config, v: str, size: int) -> str:
+        if (cfg.topology, cfg.bandwidth, v) in all_flow:
+            return "flow"
+        return _resolve(variant_backend(v), size, spec.flow_min_bytes)
+
     points: list[PointKey] = [
-        (cfg.topology, cfg.bandwidth, v, size, _resolve(variant_backend(v), size, spec.flow_min_bytes))
+        (cfg.topology, cfg.bandwidth, v, size, point_backend(cfg, v, size))
         for cfg, v in todo for size in spec.sizes
     ]
     check_size = spec.flow_min_bytes
     check_points: list[PointKey] = []
     have = set(points)
     for cfg, v in todo:
-        if variant_backend(v) == "auto":
+        if variant_backend(v) == "auto" and (cfg.topology, cfg.bandwidth, v) not in all_flow:
             for b in ("packet", "flow"):
                 p = (cfg.topology, cfg.bandwidth, v, check_size, b)
                 if p not in have:
@@ -1465,7 +1492,7 @@ def reproduce(
         every = {(r.topology, r.bandwidth, r.variant, r.size, r.backend): r for r in [*runs, *extra] if r.error is None}
         rows = []
         for cfg, v in todo:
-            if variant_backend(v) != "auto":
+            if variant_backend(v) != "auto" or (cfg.topology, cfg.bandwidth, v) in all_flow:
                 continue
             pk = every.get((cfg.topology, cfg.bandwidth, v, check_size, "packet"))
             fl = every.get((cfg.topology, cfg.bandwidth, v, check_size, "flow"))

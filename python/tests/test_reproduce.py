@@ -33,6 +33,20 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+#: Fig. 9 variants whose plans on the 8x8 torus never put two flows on a link at once.
+CONTENTION_FREE = {"ring", "bucket", "hamiltonian-rings"}
+
+
+def test_auto_flow_reason_names_contention_free_plans() -> None:
+    for alg in CONTENTION_FREE:
+        why = _core.auto_flow_reason("torus:8x8", alg)
+        assert why is not None and "contention-free" in why
+    assert _core.auto_flow_reason("torus:8x8", "swing-bandwidth") is None
+    assert _core.auto_flow_reason("torus:8x8", "recursive-doubling-latency") is None
+    with pytest.raises(ValueError, match="unknown algorithm"):
+        _core.auto_flow_reason("torus:8x8", "nope")
+
+
 def test_csv_has_every_series_at_every_point(tiny_run: tuple[Path, str]) -> None:
     out, _ = tiny_run
     spec = reproduce.load_spec(SPEC, "tiny")
@@ -46,8 +60,11 @@ def test_csv_has_every_series_at_every_point(tiny_run: tuple[Path, str]) -> None
         size, runtime, goodput = int(r["size_bytes"]), int(r["runtime_ps"]), float(r["goodput_gbps"])
         assert runtime > 0
         assert goodput == pytest.approx(size * 8 / (runtime * 1e-12) / 1e9, rel=1e-8)
-        # auto backend: packet (verified) below 8 MiB, flow (not verifiable) from 8 MiB.
-        if size < 8 << 20:
+        # auto backend: packet (verified) below 8 MiB, flow (not verifiable) from 8 MiB,
+        # except contention-free plans (ring family, bucket), at flow level at every size.
+        if r["variant"] in CONTENTION_FREE:
+            assert (r["backend"], r["verified"]) == ("flow", "n/a"), r
+        elif size < 8 << 20:
             assert (r["backend"], r["verified"]) == ("packet", "true"), r
         else:
             assert (r["backend"], r["verified"]) == ("flow", "n/a"), r
@@ -137,8 +154,8 @@ def test_spec_errors_name_the_field(tmp_path: Path) -> None:
 
 
 def test_run_collective_backends() -> None:
-    r = _core.run_collective("torus:4x4", "swing-bandwidth", 1 << 16, bandwidth_gbps=800)
-    assert (r["backend"], r["verified"], r["ranks"]) == ("packet", True, 16)
+    r = _core.run_collective("torus:8x8", "swing-bandwidth", 1 << 16, bandwidth_gbps=800)
+    assert (r["backend"], r["verified"], r["ranks"]) == ("packet", True, 64)
     assert r["goodput_gbps"] == pytest.approx((1 << 16) * 8 / (r["runtime_ps"] * 1e-3))
     assert r["buffer_bytes"] == 256 << 10
     assert _core.AUTO_FLOW_MIN_BYTES == 8 << 20

@@ -221,6 +221,12 @@ fn contention_free(r: &Routed) -> bool {
     true
 }
 
+/// Whether `plan` on `topo` is contention-free (see the crate docs), i.e. whether
+/// [`run_plan`] times it with the exact recurrence.
+pub fn is_contention_free(topo: &Topology, plan: &Plan, cfg: &FlowConfig) -> Result<bool, String> {
+    Ok(contention_free(&route(topo, plan, 0, 1, cfg)?))
+}
+
 /// Runs `sched` for a vector of `bytes` on `topo` (rank r on host r).
 pub fn run_schedule(topo: &Topology, sched: &Schedule, bytes: u64, elem_bytes: u64, cfg: &FlowConfig) -> Result<FlowResult, String> {
     run_plan(topo, &Plan::from_schedule(sched)?, bytes, elem_bytes, cfg)

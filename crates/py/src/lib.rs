@@ -342,7 +342,8 @@ fn collective_params(
 /// line-rate buffers (`buffer_bytes` overrides them).
 ///
 /// `backend` is `"packet"` (data verified per rank), `"flow"` (max-min fluid, not verified) or
-/// `"auto"` (packet below 8 MiB, flow from 8 MiB). Returns a dict (see `_core.pyi`). Raises
+/// `"auto"` (packet below 8 MiB, flow from 8 MiB, and flow at every size where
+/// `auto_flow_reason` says so). Returns a dict (see `_core.pyi`). Raises
 /// `ValueError` naming the problem for a bad topology, algorithm, backend or parameter, or if
 /// the packet-level run does not finish.
 #[pyfunction]
@@ -395,6 +396,17 @@ fn run_collective_sizes<'py>(
     Ok(list)
 }
 
+/// Why `backend="auto"` runs `algorithm` on `topology` at flow level at every size (a
+/// contention-free plan, where flow level equals packet level, or a packet-level data check
+/// too large to hold), or `None` if it switches at 8 MiB.
+#[pyfunction]
+#[pyo3(signature = (topology, algorithm, bandwidth_gbps=400.0, latency_ns=100.0, hop_ns=300.0))]
+fn auto_flow_reason(py: Python<'_>, topology: &str, algorithm: &str, bandwidth_gbps: f64, latency_ns: f64, hop_ns: f64) -> PyResult<Option<String>> {
+    let (_, params) = collective_params("auto", bandwidth_gbps, latency_ns, hop_ns, None)?;
+    params.validate().map_err(PyValueError::new_err)?;
+    py.allow_threads(|| reducelab_sim::collective_run::auto_flow_reason(topology, algorithm, &params)).map_err(PyValueError::new_err)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
@@ -406,6 +418,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model, m)?)?;
     m.add_function(wrap_pyfunction!(run_collective, m)?)?;
     m.add_function(wrap_pyfunction!(run_collective_sizes, m)?)?;
+    m.add_function(wrap_pyfunction!(auto_flow_reason, m)?)?;
     m.add("AUTO_FLOW_MIN_BYTES", reducelab_sim::collective_run::AUTO_FLOW_MIN_BYTES)?;
     Ok(())
 }

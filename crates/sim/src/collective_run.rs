@@ -19,7 +19,12 @@
 //! - **auto**: packet below [`AUTO_FLOW_MIN_BYTES`] (8 MiB), flow from there on. The flow
 //!   backend is validated within 5% of packet level for 8 MiB allreduces
 //!   (docs/flow-vs-packet.md); below that it can be off by up to ~20%, so small sizes stay at
-//!   packet level where latency effects matter.
+//!   packet level where latency effects matter. Two exceptions run every size at flow level
+//!   ([`auto_flow_reason`]): contention-free plans (ring family and bucket on tori: one flow
+//!   per link at a time, where the flow backend's recurrence equals packet level exactly,
+//!   0.0% in docs/flow-vs-packet.md), and schedules whose packet-level data check would need
+//!   more than [`PACKET_MAX_FINGERPRINTS`] (rank, block) fingerprints (Swing-B on 128x128:
+//!   16384 × 65536 = 2³⁰, ≈ 13 GB).
 //!
 //! Built schedules are cached per (algorithm, topology) in a small process-wide cache, and
 //! [`run_collective_sizes`] builds the topology once for a whole sweep of sizes.
@@ -39,6 +44,9 @@ use std::time::Instant;
 /// `auto` runs sizes of at least this many bytes at flow level (8 MiB: the size at which the
 /// flow backend is validated within 5% of the packet engine, docs/flow-vs-packet.md).
 pub const AUTO_FLOW_MIN_BYTES: u64 = 8 << 20;
+
+/// Most (rank, block) pairs a packet-level run checks (8 bytes of fingerprint each, 2 GiB).
+pub const PACKET_MAX_FINGERPRINTS: u64 = 1 << 28;
 
 /// Element size of the reduced vector (float32).
 pub const ELEM_BYTES: u64 = 4;
@@ -125,7 +133,7 @@ impl NetworkParams {
         }
     }
 
-    fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), String> {
         if !self.bandwidth_gbps.is_finite() || self.bandwidth_gbps <= 0.0 || self.bandwidth_gbps > 1e6 {
             return Err(format!("bandwidth_gbps must be a number in (0, 1e6], got {}", self.bandwidth_gbps));
         }
@@ -395,6 +403,10 @@ pub fn run_collective_sizes(
         return Err(format!("size_bytes must be at least 1, got {s}"));
     }
     let spec = TopologySpec::parse(topology_spec)?;
+    let backend = match backend {
+        Backend::Auto if auto_flow_reason(topology_spec, algorithm, params)?.is_some() => Backend::Flow,
+        b => b,
+    };
     let needs = |b: Backend| sizes.iter().any(|&s| backend.resolve(s) == b);
     let sched = if needs(Backend::Packet) { Some(cached_schedule(algorithm, &spec)?) } else { None };
     let plan = if needs(Backend::Flow) { Some(cached_plan(algorithm, &spec)?) } else { None };
@@ -404,6 +416,25 @@ pub fn run_collective_sizes(
         return Err(format!("{algorithm}: schedule has {ranks} ranks but {} has {} hosts", spec.spec(), topo.hosts.len()));
     }
     sizes.iter().map(|&s| run_one(&spec, &topo, algorithm, ranks, sched.as_deref(), plan.as_deref(), s, backend, params, seed)).collect()
+}
+
+/// Why `auto` runs `algorithm` on `topology_spec` at flow level at every size, if it does
+/// (see the module docs): the plan is contention-free, or a packet-level data check would be
+/// too large.
+pub fn auto_flow_reason(topology_spec: &str, algorithm: &str, params: &NetworkParams) -> Result<Option<String>, String> {
+    let spec = TopologySpec::parse(topology_spec)?;
+    let plan = cached_plan(algorithm, &spec)?;
+    let topo = build_topology(&spec, params)?;
+    if reducelab_flow::is_contention_free(&topo, &plan, &params.flow_config())? {
+        return Ok(Some("contention-free: one flow per link at a time, flow level equals packet level".into()));
+    }
+    let pairs = plan.ranks as u64 * plan.blocks as u64;
+    if pairs > PACKET_MAX_FINGERPRINTS {
+        return Ok(Some(format!(
+            "packet level would check {pairs} (rank, block) fingerprints (more than {PACKET_MAX_FINGERPRINTS})"
+        )));
+    }
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -419,6 +450,18 @@ mod tests {
     }
 
     #[test]
+    fn auto_runs_contention_free_plans_at_flow_level() {
+        let p = NetworkParams::swing_paper(400.0);
+        assert!(auto_flow_reason("torus:8x8", "bucket", &p).unwrap().unwrap().contains("contention-free"));
+        assert!(auto_flow_reason("torus:8x8", "swing-bandwidth", &p).unwrap().is_none());
+        let pb = run_collective("torus:4x4", "bucket", 1024, Backend::Auto, &p, 1).unwrap();
+        assert_eq!(pb.backend, Backend::Flow);
+        let pk = run_collective("torus:4x4", "bucket", 1024, Backend::Packet, &p, 1).unwrap();
+        assert_eq!(pk.verified, Some(true));
+        assert_eq!(pb.runtime_ps, pk.runtime_ps, "the recurrence equals packet level on one-hop uncontended steps");
+    }
+
+    #[test]
     fn line_rate_buffers() {
         assert_eq!(NetworkParams::swing_paper(400.0).buffer_bytes(), 256 << 10);
         let b = NetworkParams::swing_paper(3200.0).buffer_bytes();
@@ -429,7 +472,7 @@ mod tests {
     #[test]
     fn packet_run_verifies_and_flow_agrees_at_8_mib() {
         let p = NetworkParams::swing_paper(400.0);
-        let pk = run_collective("torus:4x4", "swing-bandwidth", 1 << 16, Backend::Auto, &p, 1).unwrap();
+        let pk = run_collective("torus:8x8", "swing-bandwidth", 1 << 16, Backend::Auto, &p, 1).unwrap();
         assert_eq!(pk.backend, Backend::Packet);
         assert_eq!(pk.verified, Some(true));
         assert!((pk.goodput_gbps - (1u64 << 16) as f64 * 8.0 / (pk.runtime_ps as f64 * 1e-3)).abs() < 1e-9);

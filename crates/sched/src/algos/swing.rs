@@ -398,6 +398,9 @@ impl Pattern {
     }
 }
 
+/// Most rank × block pairs whose reduction order [`finish`] tracks (≈ 400 MB).
+const TRACK_LIMIT: usize = 1 << 25;
+
 /// A planned transfer (the op of reductions is chosen in [`finish`]).
 struct Xfer {
     step: usize,
@@ -405,21 +408,21 @@ struct Xfer {
     to: u32,
     port_out: Option<u16>,
     port_in: Option<u16>,
-    blocks: Vec<u32>,
+    blocks: Blocks,
     reduce: bool,
 }
 
 impl Xfer {
-    fn new(step: usize, from: u32, to: u32, port: u16, blocks: Vec<u32>, reduce: bool) -> Xfer {
+    fn new(step: usize, from: u32, to: u32, port: u16, blocks: Blocks, reduce: bool) -> Xfer {
         Xfer { step, from, to, port_out: Some(port), port_in: Some(port ^ 1), blocks, reduce }
     }
 }
 
 /// Bandwidth-mode reduce-scatter messages of every collective: `(step, c, from, to)` →
-/// `(port, owners)`.
-type Msgs = BTreeMap<(usize, usize, u32, u32), (u16, Vec<u32>)>;
+/// `(port, block ids)`, with `id(c, owner)` the block id of `owner`'s block of collective `c`.
+type Msgs = BTreeMap<(usize, usize, u32, u32), (u16, Blocks)>;
 
-fn rs_messages(pat: &Pattern) -> Msgs {
+fn rs_messages(pat: &Pattern, id: &dyn Fn(usize, u32) -> u32) -> Msgs {
     let mut msgs: Msgs = BTreeMap::new();
     // Per (collective, rank) the hops go to few (step, peer) pairs: collect them locally.
     let mut local: Vec<(usize, u32, u16, Vec<u32>)> = Vec::new();
@@ -434,7 +437,7 @@ fn rs_messages(pat: &Pattern) -> Msgs {
                 }
             }
             for (k, q, port, owners) in local.drain(..) {
-                msgs.insert((k, c, r, q), (port, owners));
+                msgs.insert((k, c, r, q), (port, Blocks::from_ids(owners.into_iter().map(|b| id(c, b)))));
             }
         }
     }
@@ -467,9 +470,14 @@ fn merge(first: Iv, second: Iv) -> Iv {
 fn finish(mut s: Schedule, mut xfers: Vec<Xfer>) -> Schedule {
     let p = s.ranks;
     let nb = s.blocks as usize;
-    let mut v = vec![Iv::Absent; p as usize * nb];
+    // Rank-order tracking needs p·blocks intervals; above TRACK_LIMIT (16k-rank tori) the
+    // reduction order is not tracked: the schedule is then never marked
+    // `noncommutative_safe` (which it is not for p > 2 anyway) and reductions put the
+    // lower rank's operand first.
+    let track = p as usize * nb <= TRACK_LIMIT;
+    let mut v = vec![Iv::Absent; if track { p as usize * nb } else { 0 }];
     let full = Iv::Ord(0, p - 1);
-    for r in 0..p {
+    for r in (0..p).filter(|_| track) {
         for b in 0..nb {
             v[r as usize * nb + b] = match s.collective {
                 Collective::Allreduce | Collective::ReduceScatter | Collective::Reduce { .. } => Iv::Ord(r, r),
@@ -487,18 +495,32 @@ fn finish(mut s: Schedule, mut xfers: Vec<Xfer>) -> Schedule {
         while j < xfers.len() && xfers[j].step == step {
             j += 1;
         }
+        if !track {
+            for x in &xfers[i..j] {
+                let op = if !x.reduce {
+                    RecvOp::Copy
+                } else if x.from < x.to {
+                    RecvOp::ReduceIncomingFirst
+                } else {
+                    RecvOp::ReduceLocalFirst
+                };
+                s.exchange(x.step, x.from, x.to, x.port_out, x.port_in, x.blocks.clone(), op);
+            }
+            i = j;
+            continue;
+        }
         let incoming: Vec<Vec<Iv>> =
-            xfers[i..j].iter().map(|x| x.blocks.iter().map(|&b| v[x.from as usize * nb + b as usize]).collect()).collect();
+            xfers[i..j].iter().map(|x| x.blocks.iter().map(|b| v[x.from as usize * nb + b as usize]).collect()).collect();
         for (x, inc) in xfers[i..j].iter().zip(incoming) {
             let at = |b: u32| x.to as usize * nb + b as usize;
             let op = if !x.reduce {
-                for (&b, &val) in x.blocks.iter().zip(&inc) {
+                for (b, &val) in x.blocks.iter().zip(&inc) {
                     v[at(b)] = val;
                 }
                 RecvOp::Copy
             } else {
                 let ok = |incoming_first: bool| {
-                    x.blocks.iter().zip(&inc).all(|(&b, &val)| {
+                    x.blocks.iter().zip(&inc).all(|(b, &val)| {
                         let local = v[at(b)];
                         let m = if incoming_first { merge(val, local) } else { merge(local, val) };
                         m != Iv::Mixed
@@ -511,7 +533,7 @@ fn finish(mut s: Schedule, mut xfers: Vec<Xfer>) -> Schedule {
                 } else {
                     x.from < x.to
                 };
-                for (&b, &val) in x.blocks.iter().zip(&inc) {
+                for (b, &val) in x.blocks.iter().zip(&inc) {
                     let local = v[at(b)];
                     v[at(b)] = if incoming_first { merge(val, local) } else { merge(local, val) };
                 }
@@ -521,12 +543,12 @@ fn finish(mut s: Schedule, mut xfers: Vec<Xfer>) -> Schedule {
                     RecvOp::ReduceLocalFirst
                 }
             };
-            s.exchange(x.step, x.from, x.to, x.port_out, x.port_in, Blocks::from_ids(x.blocks.iter().copied()), op);
+            s.exchange(x.step, x.from, x.to, x.port_out, x.port_in, x.blocks.clone(), op);
         }
         i = j;
     }
     let ok = |r: u32, b: usize| v[r as usize * nb + b] == full;
-    s.noncommutative_safe = match s.collective {
+    s.noncommutative_safe = track && match s.collective {
         Collective::ReduceScatter => (0..nb).all(|b| ok(s.block_owner[b], b)),
         Collective::Reduce { root } => (0..nb).all(|b| ok(root, b)),
         _ => (0..p).all(|r| (0..nb).all(|b| ok(r, b))),
@@ -568,8 +590,8 @@ pub fn swing_bandwidth(collective: Collective, layout: &Layout) -> Result<Schedu
     }
     let mut xfers = Vec::new();
     let reduce_scatter = |offset: usize, xfers: &mut Vec<Xfer>, msgs: &Msgs| {
-        for (&(step, c, from, to), (port, owners)) in msgs {
-            xfers.push(Xfer::new(offset + step, from, to, *port, owners.iter().map(|&b| id(c, b)).collect(), true));
+        for (&(step, _, from, to), (port, blocks)) in msgs {
+            xfers.push(Xfer::new(offset + step, from, to, *port, blocks.clone(), true));
         }
     };
     let allgather = |offset: usize, xfers: &mut Vec<Xfer>, msgs: &Msgs| {
@@ -578,21 +600,21 @@ pub fn swing_bandwidth(collective: Collective, layout: &Layout) -> Result<Schedu
             let (step, c, from, to) = *e.0;
             (k - 1 - step, c, to, from)
         });
-        for (&(step, c, from, to), (port, owners)) in rev {
-            xfers.push(Xfer::new(offset + k - 1 - step, to, from, port ^ 1, owners.iter().map(|&b| id(c, b)).collect(), false));
+        for (&(step, _, from, to), (port, blocks)) in rev {
+            xfers.push(Xfer::new(offset + k - 1 - step, to, from, port ^ 1, blocks.clone(), false));
         }
     };
     match collective {
         Collective::Allreduce => {
-            let msgs = rs_messages(&pat);
+            let msgs = rs_messages(&pat, &id);
             reduce_scatter(0, &mut xfers, &msgs);
             allgather(k, &mut xfers, &msgs);
         }
-        Collective::ReduceScatter => reduce_scatter(0, &mut xfers, &rs_messages(&pat)),
-        Collective::Allgather => allgather(0, &mut xfers, &rs_messages(&pat)),
+        Collective::ReduceScatter => reduce_scatter(0, &mut xfers, &rs_messages(&pat, &id)),
+        Collective::Allgather => allgather(0, &mut xfers, &rs_messages(&pat, &id)),
         Collective::Broadcast { root } | Collective::Reduce { root } => {
             let is_bcast = matches!(collective, Collective::Broadcast { .. });
-            let msgs = rs_messages(&pat);
+            let msgs = rs_messages(&pat, &id);
             if !is_bcast {
                 reduce_scatter(0, &mut xfers, &msgs);
             }
@@ -612,7 +634,7 @@ pub fn swing_bandwidth(collective: Collective, layout: &Layout) -> Result<Schedu
                 let mut per_step: Vec<Xfer> = Vec::new();
                 for &r in &order {
                     let (step, parent, port) = tree[r as usize].unwrap();
-                    let blocks: Vec<u32> = sub[r as usize].iter().map(|&o| id(c, o)).collect();
+                    let blocks = Blocks::from_ids(sub[r as usize].iter().map(|&o| id(c, o)));
                     if is_bcast {
                         // Scatter: the reverse of the gather.
                         per_step.push(Xfer::new(k - 1 - step, parent, r, port ^ 1, blocks, false));
@@ -650,7 +672,7 @@ pub fn swing_latency(collective: Collective, layout: &Layout) -> Result<Schedule
             for c in 0..nc as usize {
                 for (r, hop) in tree_to(&pat, c, root).into_iter().enumerate() {
                     if let Some((step, parent, port)) = hop {
-                        let b = vec![c as u32];
+                        let b = Blocks::range(c as u32, c as u32 + 1);
                         xfers.push(if is_bcast {
                             Xfer::new(k - 1 - step, parent, r as u32, port ^ 1, b, false)
                         } else {
@@ -695,7 +717,7 @@ fn latency_allreduce(layout: &Layout) -> Result<Schedule, String> {
         }
         (q, first.unwrap(), last)
     };
-    let all: Vec<u32> = (0..nc).collect();
+    let all = Blocks::range(0, nc);
     let mut xfers = Vec::new();
     let pre = usize::from(!folded.is_empty());
     for &r in &folded {
@@ -706,7 +728,7 @@ fn latency_allreduce(layout: &Layout) -> Result<Schedule, String> {
         for c in 0..nc as usize {
             for r in (0..p).filter(|&r| active(r)) {
                 let (q, port) = pat.swing_peer(c, r, k).expect("active ranks are regular");
-                xfers.push(Xfer::new(pre + k, r, q, port, vec![c as u32], true));
+                xfers.push(Xfer::new(pre + k, r, q, port, Blocks::range(c as u32, c as u32 + 1), true));
             }
         }
     }
