@@ -130,3 +130,106 @@ def machine_info() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "reducelab": _core.__version__,
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# Collective sweeps (issue: Swing reproduction performance goals).
+
+SIZES_32B_512MIB = [32 << i for i in range(25)]  # 32 B ... 512 MiB, every power of two
+SIZES_32B_64MIB = [32 << i for i in range(22)]  # 32 B ... 64 MiB
+
+#: name -> (topology, algorithms, sizes, backend, what it measures)
+COLLECTIVE_BENCHES: dict[str, tuple[str, tuple[str, ...], list[int], str, str]] = {
+    "fig7-flow": (
+        "torus:64x64",
+        ("swing-latency", "swing-bandwidth", "recursive-doubling-latency", "recursive-doubling-bandwidth",
+         "recursive-doubling-mirrored", "hamiltonian-rings", "bucket"),
+        SIZES_32B_512MIB, "flow",
+        "Swing Fig. 7 grid at flow level: 4096-node torus, every algorithm, 32 B - 512 MiB (goal < 2 min)",
+    ),
+    "torus128-flow": (
+        "torus:128x128", ("swing-latency", "swing-bandwidth", "bucket"), SIZES_32B_512MIB, "flow",
+        "16384-node torus, Swing (both variants) and bucket, 32 B - 512 MiB at flow level (goal < 5 min, < 8 GB)",
+    ),
+    "packet-8x8": (
+        "torus:8x8",
+        ("swing-latency", "swing-bandwidth", "recursive-doubling-latency", "recursive-doubling-bandwidth",
+         "recursive-doubling-mirrored", "ring", "hamiltonian-rings", "bucket"),
+        SIZES_32B_64MIB, "packet",
+        "8x8 torus, every algorithm, 32 B - 64 MiB at packet level, data verified",
+    ),
+}
+
+_CHILD = """
+import json, sys, time
+from reducelab import _core
+topo, algs, sizes, backend = json.loads(sys.argv[1])
+t0 = time.perf_counter()
+runs = 0
+verified = True
+for a in algs:
+    for r in _core.run_collective_sizes(topo, a, sizes, backend=backend):
+        runs += 1
+        verified = verified and r["verified"] is not False
+wall = time.perf_counter() - t0
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")) * 1024
+print(json.dumps({"wall_seconds": wall, "runs": runs, "verified": verified, "peak_rss_bytes": hwm}))
+"""
+
+
+@dataclass(frozen=True)
+class CollectiveBench:
+    """Wall time of one collective sweep over `repeat` fresh processes (no schedule cache)."""
+
+    name: str
+    what: str
+    repeat: int
+    runs: int
+    wall_s_median: float
+    wall_s_min: float
+    wall_s_max: float
+    peak_rss_bytes: int
+    verified: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def run_collective_bench(name: str, repeat: int = 1) -> CollectiveBench:
+    """Run collective benchmark `name` `repeat` times, each in a fresh Python process."""
+    import json
+    import subprocess
+    import sys
+
+    if name not in COLLECTIVE_BENCHES:
+        raise ValueError(f"unknown benchmark {name!r}; available: {', '.join(COLLECTIVE_BENCHES)}")
+    if repeat < 1:
+        raise ValueError(f"repeat must be at least 1, got {repeat}")
+    topo, algs, sizes, backend, what = COLLECTIVE_BENCHES[name]
+    arg = json.dumps([topo, list(algs), sizes, backend])
+    outs = []
+    for _ in range(repeat):
+        p = subprocess.run([sys.executable, "-c", _CHILD, arg], capture_output=True, text=True, check=False)
+        if p.returncode != 0:
+            raise RuntimeError(f"benchmark {name} failed: {p.stderr.strip().splitlines()[-1] if p.stderr.strip() else p.returncode}")
+        outs.append(json.loads(p.stdout))
+    walls = [o["wall_seconds"] for o in outs]
+    return CollectiveBench(
+        name=name, what=what, repeat=repeat, runs=outs[0]["runs"],
+        wall_s_median=statistics.median(walls), wall_s_min=min(walls), wall_s_max=max(walls),
+        peak_rss_bytes=max(o["peak_rss_bytes"] for o in outs), verified=all(o["verified"] for o in outs),
+    )
+
+
+def format_collective_table(rows: list[CollectiveBench]) -> str:
+    header = ("benchmark", "runs", "wall s (median)", "min", "max", "peak MiB", "verified")
+    body = [
+        (r.name, str(r.runs), f"{r.wall_s_median:.2f}", f"{r.wall_s_min:.2f}", f"{r.wall_s_max:.2f}",
+         f"{r.peak_rss_bytes / MIB:.0f}", "yes" if r.verified else "NO")
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+             for row in [header, *body]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

@@ -295,6 +295,20 @@ def build_parser() -> argparse.ArgumentParser:
     engine.add_argument("--out", type=Path, metavar="FILE.json", help="also write results as JSON")
     engine.add_argument("--list", action="store_true", help="list benchmark names and exit")
     engine.set_defaults(handler=_cmd_bench_engine)
+    coll = bench_kinds.add_parser(
+        "collective",
+        help="time allreduce sweeps (flow level at 4k-16k nodes, packet level on 8x8)",
+        description="Time whole allreduce sweeps: every algorithm and size of a figure's grid, each "
+        "repeat in a fresh process (no schedule cache), with its peak memory.",
+        epilog="examples:\n  reducelab bench collective --list\n  reducelab bench collective --name fig7-flow\n"
+        "  reducelab bench collective --repeat 3 --out bench-collective.json\n",
+        formatter_class=fmt,
+    )
+    coll.add_argument("--name", action="append", metavar="NAME", help="benchmark to run (repeatable; default: all)")
+    coll.add_argument("--repeat", type=_positive_int, default=1, metavar="N", help="runs per benchmark (default: 1)")
+    coll.add_argument("--out", type=Path, metavar="FILE.json", help="also write results as JSON")
+    coll.add_argument("--list", action="store_true", help="list benchmarks with what they measure and exit")
+    coll.set_defaults(handler=_cmd_bench_collective)
 
     sweep = commands.add_parser(
         "sweep",
@@ -515,6 +529,36 @@ def _cmd_bench_engine(args: argparse.Namespace) -> int:
         except ScenarioError as exc:
             _fail(f"benchmark {name}: {exc}", EXIT_FAILURE)
     print(bench.format_table(rows))
+    if args.out is not None:
+        doc = {"machine": bench.machine_info(), "benchmarks": [r.to_json() for r in rows]}
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            _fail(f"{args.out}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
+        print(f"wrote {args.out}")
+    return 0
+
+
+def _cmd_bench_collective(args: argparse.Namespace) -> int:
+    from . import bench
+
+    if args.list:
+        for name, spec in bench.COLLECTIVE_BENCHES.items():
+            print(f"{name}: {spec[4]}")
+        return 0
+    selected: list[str] = args.name or list(bench.COLLECTIVE_BENCHES)
+    unknown = [n for n in selected if n not in bench.COLLECTIVE_BENCHES]
+    if unknown:
+        _fail(f"unknown benchmark {unknown[0]!r}; available: {', '.join(bench.COLLECTIVE_BENCHES)}")
+    rows = []
+    for name in selected:
+        print(f"running {name} ({args.repeat}x) ...", file=sys.stderr, flush=True)
+        try:
+            rows.append(bench.run_collective_bench(name, args.repeat))
+        except RuntimeError as exc:
+            _fail(str(exc), EXIT_FAILURE)
+    print(bench.format_collective_table(rows))
     if args.out is not None:
         doc = {"machine": bench.machine_info(), "benchmarks": [r.to_json() for r in rows]}
         try:

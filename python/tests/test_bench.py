@@ -43,3 +43,25 @@ def test_rates_use_median_wall_time() -> None:
 def test_run_engine_bench_validates_repeat() -> None:
     with pytest.raises(ValueError):
         bench.run_engine_bench("anything", repeat=0)
+
+
+def test_bench_collective_lists_and_rejects() -> None:
+    proc = cli("bench", "collective", "--list")
+    assert proc.returncode == 0, proc.stderr
+    assert [line.split(":")[0] for line in proc.stdout.splitlines()] == list(bench.COLLECTIVE_BENCHES)
+    proc = cli("bench", "collective", "--name", "nope")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("error: unknown benchmark 'nope'")
+
+
+def test_bench_collective_runs_a_sweep_in_a_child(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(
+        bench.COLLECTIVE_BENCHES, "tiny", ("torus:4x4", ("bucket", "swing-bandwidth"), [64, 4096], "packet", "test")
+    )
+    row = bench.run_collective_bench("tiny", repeat=2)
+    assert (row.name, row.repeat, row.runs, row.verified) == ("tiny", 2, 4, True)
+    assert 0 < row.wall_s_min <= row.wall_s_median <= row.wall_s_max
+    assert row.peak_rss_bytes > 1 << 20
+    assert bench.format_collective_table([row]).splitlines()[2].split()[:2] == ["tiny", "4"]
+    with pytest.raises(ValueError, match="repeat must be at least 1"):
+        bench.run_collective_bench("tiny", repeat=0)
