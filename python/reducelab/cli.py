@@ -157,7 +157,7 @@ claims and writes into DIR (default results/FIGURE-SCALE):
   STEM.png              the figure (gain vs size, one line per bandwidth)
 and prints the claims table. Same figure, scale and backend give byte-identical files.
 
-Backends: packet (data verified on every rank), flow (max-min fluid), auto (the spec's
+Backends: packet (data verified on every rank), flow (pipelined fluid model), auto (the spec's
 default: packet below 8 MiB, flow from 8 MiB, where flow is validated within 5% of packet
 level; docs/flow-vs-packet.md). A progress bar appears on stderr if it is a terminal.
 

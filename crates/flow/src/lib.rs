@@ -1,34 +1,43 @@
 //! Flow-level backend: collective schedules with messages as fluid flows.
 //!
-//! Each message of a schedule is a flow on its route (the same routes the deficiency model
-//! uses: straight along the transfer's port on tori, the topology's deterministic minimal
-//! path elsewhere). Active flows share link capacity max-min fairly; rates are recomputed
-//! whenever flows start or end (simultaneous ends are batched). A message is delivered when
-//! its last byte has left the source plus the path latency: link latencies, the pipeline
-//! latency of every forwarding node it enters, and one packet serialisation per extra hop
-//! (store-and-forward), so that it matches the packet engine's timing of a lone message.
-//! Ranks follow the same step semantics as the packet engine: a step's messages start
-//! together and the step completes when all its sends and receives are done.
+//! Each message of a schedule follows its route (the routes of the deficiency model: straight
+//! along the transfer's port on tori, the topology's deterministic minimal path elsewhere) as a
+//! **chain of per-link stages** (a pipelined fluid model):
+//!
+//! - stage `k` starts when the message's first packet reaches link `k`: per earlier hop, one
+//!   first-packet serialisation, the link latency and the pipeline latency of the node it
+//!   enters (store-and-forward of the first packet);
+//! - every link shares its bandwidth equally among its active stages (processor sharing), each
+//!   stage carrying the message's wire bytes (payload plus one header per packet);
+//! - the message is delivered when its last packet has crossed every link: for each stage, its
+//!   end plus what the last packet still needs after that link (per later hop: latency,
+//!   pipeline latency and the last packet's serialisation), the latest of these, plus the last
+//!   link's latency.
+//!
+//! A lone message therefore takes exactly the packet engine's store-and-forward time
+//! (`Σ packets + (h−1)·first packet` serialisation plus latencies). Ranks follow the packet
+//! engine's step semantics: a step's messages start together and the step completes when all
+//! its sends and receives are done.
+//!
+//! Why per-link stages rather than end-to-end max-min flows: a max-min flow occupies its whole
+//! path from its first instant, so on multi-hop steps it shares downstream links before its
+//! bytes can be there; that made short multi-hop messages up to 34% slower than at packet
+//! level (64 KiB Swing-latency on 16x16). Stages overlap downstream sharing with upstream
+//! latency as packets do (docs/flow-vs-packet.md has the cross-validation). What stages do not
+//! model: a stage may use a link's share before its upstream stage has delivered the bytes
+//! (its end is still bounded by the upstream end), queueing and credit dynamics, and adaptive
+//! routing (one fixed path per message).
 //!
 //! The backend runs timing [`Plan`]s (message sizes without block identities, identical
 //! steps stored once), so ring-family and bucket allreduces on 16k-node tori fit in memory.
 //! **Contention-free plans** — every directed link carries messages of one sender only, at
-//! most one per step — cannot have two flows on a link at once (a rank starts a step only
-//! after its previous sends were delivered), so every flow runs at its path's capacity and
-//! the fluid simulation reduces exactly to a max-plus recurrence over the steps: a rank's
-//! step ends at the latest delivery among its sends and receives, a message is delivered at
-//! its sender's step start plus its duration. [`run_plan`] uses that recurrence for them
-//! (`O(ranks + messages)` per step, no events; the ring, Hamiltonian-ring and bucket
-//! allreduces on tori qualify) and the event-driven fluid simulation otherwise; tests check
-//! that both give the same times.
-//!
-//! Where it differs from packet level: no queueing dynamics or credit stalls (sharing is
-//! instantly fair), no packet interleaving effects at step boundaries, and one fixed path per
-//! message (no adaptive spreading). See docs/flow-vs-packet.md for the cross-validation.
-
-mod fluid;
-
-pub use fluid::Fluid;
+//! most one per step — never have two messages on a link at once (a rank starts a step only
+//! after its previous sends were delivered), so the simulation reduces exactly to a max-plus
+//! recurrence over the steps: a rank's step ends at the latest delivery among its sends and
+//! receives, and a message is delivered at its sender's step start plus its lone-message time.
+//! [`run_plan`] uses that recurrence for them (`O(ranks + messages)` per step, no events; the
+//! ring, Hamiltonian-ring and bucket allreduces on tori qualify) and the event-driven
+//! simulation otherwise; tests check that both give the same times.
 
 use reducelab_sched::model::Router;
 use reducelab_sched::plan::{Plan, NO_PORT};
@@ -36,6 +45,10 @@ use reducelab_sched::Schedule;
 use reducelab_topo::Topology;
 use std::cmp::{Ordering, Reverse};
 use std::collections::{BinaryHeap, HashMap};
+
+/// Relative tolerance under which two stage completions on a link are treated as
+/// simultaneous, so symmetric collectives do not produce one event per stage.
+const SAME_TIME_REL: f64 = 1e-9;
 
 /// Timing parameters shared with the packet engine.
 #[derive(Clone, Debug)]
@@ -52,8 +65,8 @@ pub struct FlowResult {
     /// Time until the last rank finished its last step.
     pub runtime_ps: u64,
     pub messages: u64,
-    /// Number of max-min recomputations (0 on the contention-free path).
-    pub solves: u64,
+    /// Events processed (0 on the contention-free path).
+    pub events: u64,
     /// Whether the contention-free recurrence was used.
     pub contention_free: bool,
 }
@@ -77,6 +90,9 @@ impl Ord for T {
 struct Routed {
     /// Link ids of every path, concatenated.
     arena: Vec<u32>,
+    /// Per arena entry: latency of that link plus the pipeline latency of the node it enters
+    /// if that node forwards (ps).
+    gap: Vec<f64>,
     /// Capacity of every directed link, bytes/ps.
     cap: Vec<f64>,
     steps: Vec<RoutedStep>,
@@ -95,6 +111,9 @@ struct RoutedStep {
 struct RoutedMsg {
     from: u32,
     to: u32,
+    /// Wire bytes of the first (largest) and last packet.
+    first_pkt: f64,
+    last_pkt: f64,
     /// Bytes on the wire (payload plus one header per packet).
     wire: f64,
     path: (u32, u32),
@@ -118,8 +137,8 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
         }
     }
     let payload = (cfg.mtu_bytes - cfg.header_bytes) as u64;
-    let p = plan.ranks as usize;
     let mut arena = Vec::new();
+    let mut gap = Vec::new();
     let mut path = Vec::new();
     // Paths are the same for equal (from, to, port): intern them across steps.
     let mut interned: HashMap<(u32, u32, u16), (u32, u32, f64, f64, u64)> = HashMap::new();
@@ -144,10 +163,12 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
                         arena.push(g as u32);
                         bottleneck = bottleneck.min(cap[g]);
                         let pp = topo.nodes[node.idx()].ports[port as usize];
-                        lat += topo.links[pp.link.idx()].latency_ps as f64;
+                        let mut hop = topo.links[pp.link.idx()].latency_ps as f64;
                         if topo.nodes[pp.peer.idx()].forwards {
-                            lat += cfg.per_hop_ps as f64;
+                            hop += cfg.per_hop_ps as f64;
                         }
+                        gap.push(hop);
+                        lat += hop;
                     }
                     let first_bw = path.first().map_or(0, |&(n, p)| topo.links[topo.nodes[n.idx()].ports[p as usize].link.idx()].bandwidth_bps);
                     let v = (start, path.len() as u32, lat, bottleneck, first_bw);
@@ -166,11 +187,13 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
                 let largest = b.min(payload) + cfg.header_bytes as u64;
                 delay += (len - 1) as f64 * (largest as f64 * 8.0 / first_bw as f64 * 1e12);
             }
-            msgs.push(RoutedMsg { from: m.from, to: m.to, wire: wire as f64, path: (start, len), delay_ps: delay, bottleneck });
+            let last = if b == 0 { 0 } else { b - (pkts - 1) * payload } + cfg.header_bytes as u64;
+            let first = b.min(payload) + cfg.header_bytes as u64;
+            msgs.push(RoutedMsg { from: m.from, to: m.to, first_pkt: first as f64, last_pkt: last as f64, wire: wire as f64, path: (start, len), delay_ps: delay, bottleneck });
         }
         steps.push(RoutedStep { repeat: st.repeat, msgs, send_off: Vec::new(), send_idx: Vec::new(), recv_count: Vec::new() });
     }
-    Ok(Routed { arena, cap, steps })
+    Ok(Routed { arena, gap, cap, steps })
 }
 
 /// Adds the per-rank message index the event-driven simulation needs.
@@ -273,7 +296,7 @@ fn recurrence(plan: &Plan, r: &Routed) -> FlowResult {
         messages += st.repeat as u64 * st.msgs.len() as u64;
     }
     let end = start.iter().fold(0.0f64, |a, &b| a.max(b));
-    FlowResult { runtime_ps: end.round() as u64, messages, solves: 0, contention_free: true }
+    FlowResult { runtime_ps: end.round() as u64, messages, events: 0, contention_free: true }
 }
 
 /// Position of a rank in the plan: distinct step `j`, repetition `rep`, global step `g`.
@@ -292,24 +315,136 @@ fn advance(c: Cursor, repeat: u32) -> Cursor {
     }
 }
 
-/// State of the event-driven simulation.
-struct Sim<'a> {
+// ---------------------------------------------------------------------------------------------
+// Pipelined model: every message is a chain of per-link stages.
+
+/// A stage activation: (time, instance, stage, tail of that stage).
+type Activation = (T, u32, u32, T);
+
+/// Pending stage activations. Each is pushed at `now + d` with `d` fixed per message (first
+/// packet serialisation plus hop latency, or 0 for a message's first stage), and `now` never
+/// decreases, so one FIFO per distinct `d` stays sorted: the earliest activation is the
+/// earliest FIFO head. Few distinct delays occur in a run (one per packet size and link
+/// type); beyond [`MAX_FIFOS`] activations go to a heap.
+#[derive(Default)]
+struct Activations {
+    fifos: Vec<(f64, std::collections::VecDeque<Activation>)>,
+    overflow: BinaryHeap<Reverse<Activation>>,
+}
+
+const MAX_FIFOS: usize = 32;
+
+impl Activations {
+    fn push(&mut self, d: f64, a: Activation) {
+        if let Some((_, q)) = self.fifos.iter_mut().find(|(x, _)| x.to_bits() == d.to_bits()) {
+            q.push_back(a);
+        } else if self.fifos.len() < MAX_FIFOS {
+            self.fifos.push((d, std::collections::VecDeque::from([a])));
+        } else {
+            self.overflow.push(Reverse(a));
+        }
+    }
+
+    /// Where the earliest activation is: `Some(fifo index)` or `None` for the overflow heap.
+    fn earliest(&self) -> Option<(Activation, Option<usize>)> {
+        let mut best: Option<(Activation, Option<usize>)> = self.overflow.peek().map(|Reverse(a)| (*a, None));
+        for (i, (_, q)) in self.fifos.iter().enumerate() {
+            if let Some(&a) = q.front() {
+                if best.is_none_or(|(b, _)| a < b) {
+                    best = Some((a, Some(i)));
+                }
+            }
+        }
+        best
+    }
+
+    fn pop(&mut self, at: Option<usize>) -> Activation {
+        match at {
+            Some(i) => self.fifos[i].1.pop_front().expect("earliest is a head"),
+            None => self.overflow.pop().expect("earliest is the heap top").0,
+        }
+    }
+}
+
+/// One link shared by processor sharing among its active stages.
+#[derive(Clone, Default)]
+struct PsLink {
+    /// Bytes served to each active stage since the start (virtual time).
+    v: f64,
+    /// Real time `v` refers to.
+    at: f64,
+    active: u32,
+    /// Active stages: (finish tag, instance, tail).
+    heap: BinaryHeap<Reverse<(T, u32, T)>>,
+    /// Whether the link has an entry in the completion queue.
+    queued: bool,
+}
+
+/// A message in flight.
+struct Inst {
+    j: u32,
+    mi: u32,
+    g: u64,
+    /// Stages not yet finished on their link.
+    pending: u32,
+    /// max over finished stages of (finish time + tail).
+    acc: f64,
+}
+
+struct PSim<'a> {
     r: &'a Routed,
-    fluid: Fluid<'a>,
-    /// Per flow: (distinct step, message index, global step).
-    flows: Vec<(u32, u32, u64)>,
+    links: Vec<PsLink>,
+    /// At most one entry per busy link: a lower bound of its next stage completion (adding a
+    /// stage only delays a link's completions, so the entry is kept and corrected when it is
+    /// popped instead of being replaced on every activation).
+    completions: BinaryHeap<Reverse<(T, u32)>>,
+    activations: Activations,
     deliveries: BinaryHeap<Reverse<(T, u32)>>,
+    insts: Vec<Inst>,
     cur: Vec<Cursor>,
     outstanding: Vec<u32>,
-    /// Receives that arrived before their receiver reached the step: (rank, global step).
     early: HashMap<(u32, u64), u32>,
     finished: usize,
     end_ps: f64,
 }
 
-impl Sim<'_> {
-    /// Starts rank `rank`'s current step at `now` (and every following step that has
-    /// nothing to wait for).
+impl<'a> PSim<'a> {
+    fn msg(&self, i: u32) -> &'a RoutedMsg {
+        let inst = &self.insts[i as usize];
+        let r: &'a Routed = self.r;
+        &r.steps[inst.j as usize].msgs[inst.mi as usize]
+    }
+
+    fn link_of(&self, m: &RoutedMsg, k: u32) -> (usize, usize) {
+        let a = (m.path.0 + k) as usize;
+        (self.r.arena[a] as usize, a)
+    }
+
+    fn touch(&mut self, l: usize, now: f64) {
+        let cap = self.r.cap[l];
+        let ln = &mut self.links[l];
+        if ln.active > 0 {
+            ln.v += (now - ln.at) * cap / ln.active as f64;
+        }
+        ln.at = now;
+    }
+
+    /// The time of `l`'s next stage completion at the current rates, if it is busy.
+    fn next_completion(&self, l: usize) -> Option<f64> {
+        let ln = &self.links[l];
+        ln.heap.peek().map(|&Reverse((T(tag), _, _))| ln.at + (tag - ln.v).max(0.0) * ln.active as f64 / self.r.cap[l])
+    }
+
+    /// Queues `l`'s next completion if it is busy and not queued.
+    fn queue(&mut self, l: usize) {
+        if !self.links[l].queued {
+            if let Some(t) = self.next_completion(l) {
+                self.links[l].queued = true;
+                self.completions.push(Reverse((T(t), l as u32)));
+            }
+        }
+    }
+
     fn enter(&mut self, rank: usize, now: f64) {
         loop {
             let c = self.cur[rank];
@@ -321,12 +456,19 @@ impl Sim<'_> {
             let (lo, hi) = (st.send_off[rank] as usize, st.send_off[rank + 1] as usize);
             for &mi in &st.send_idx[lo..hi] {
                 let m = &st.msgs[mi as usize];
-                let id = self.fluid.add(m.path, m.wire);
-                debug_assert_eq!(id as usize, self.flows.len());
-                self.flows.push((c.j as u32, mi, c.g));
+                let id = self.insts.len() as u32;
+                self.insts.push(Inst { j: c.j as u32, mi, g: c.g, pending: m.path.1, acc: now });
                 if m.path.1 == 0 {
-                    self.deliveries.push(Reverse((T(now + m.delay_ps), id)));
+                    self.deliveries.push(Reverse((T(now), id)));
+                    continue;
                 }
+                // Tail of stage 0: what the last packet still needs after leaving link 0.
+                let mut tail = 0.0;
+                for k in 1..m.path.1 {
+                    let (l, _) = self.link_of(m, k);
+                    tail += self.r.gap[(m.path.0 + k - 1) as usize] + m.last_pkt / self.r.cap[l];
+                }
+                self.activations.push(0.0, (T(now), id, 0, T(tail)));
             }
             let mut wait = (hi - lo) as u32 + st.recv_count[rank];
             if st.recv_count[rank] > 0 {
@@ -342,8 +484,6 @@ impl Sim<'_> {
         }
     }
 
-    /// One message of `rank`'s current step completed; starts its next step if that was
-    /// the last.
     fn complete(&mut self, rank: usize, now: f64) {
         self.outstanding[rank] -= 1;
         if self.outstanding[rank] == 0 {
@@ -352,16 +492,74 @@ impl Sim<'_> {
             self.enter(rank, now);
         }
     }
+
+    fn activate(&mut self, now: f64, id: u32, k: u32, tail: f64) {
+        let m = self.msg(id);
+        let (l, a) = self.link_of(m, k);
+        let (wire, first, last) = (m.wire, m.first_pkt, m.last_pkt);
+        let hops = m.path.1;
+        let next = (k + 1 < hops).then(|| {
+            let (l2, _) = self.link_of(m, k + 1);
+            (first / self.r.cap[l] + self.r.gap[a], tail - self.r.gap[a] - last / self.r.cap[l2])
+        });
+        self.touch(l, now);
+        let ln = &mut self.links[l];
+        ln.active += 1;
+        ln.heap.push(Reverse((T(ln.v + wire), id, T(tail))));
+        self.queue(l);
+        if let Some((d, tail2)) = next {
+            self.activations.push(d, (T(now + d), id, k + 1, T(tail2)));
+        }
+    }
+
+    /// `l`'s queued completion time `now` came up: finishes the stages that are done, or
+    /// re-queues the link if its stages were delayed since it was queued.
+    fn link_done(&mut self, now: f64, l: usize) {
+        self.links[l].queued = false;
+        self.touch(l, now);
+        if let Some(t) = self.next_completion(l) {
+            if t > now + now.abs().max(1.0) * SAME_TIME_REL {
+                self.queue(l);
+                return;
+            }
+        }
+        loop {
+            let ln = &mut self.links[l];
+            let Some(&Reverse((T(tag), id, T(tail)))) = ln.heap.peek() else { break };
+            if tag > ln.v + ln.v.abs().max(1.0) * SAME_TIME_REL {
+                break;
+            }
+            ln.heap.pop();
+            ln.active -= 1;
+            let inst = &mut self.insts[id as usize];
+            inst.acc = inst.acc.max(now + tail);
+            inst.pending -= 1;
+            if inst.pending == 0 {
+                let m = self.msg(id);
+                let last_gap = self.r.gap[(m.path.0 + m.path.1 - 1) as usize];
+                let t = self.insts[id as usize].acc + last_gap;
+                self.deliveries.push(Reverse((T(t), id)));
+            }
+        }
+        self.queue(l);
+    }
 }
 
-/// Event-driven fluid simulation of `plan`.
+/// Event-driven pipelined simulation of `plan`: each message crosses its path as a chain of
+/// per-link stages. Stage `k` starts when the message's first packet reaches link `k` (one
+/// first-packet serialisation plus link and router latency per hop), links share their
+/// bandwidth equally among active stages (processor sharing), and the message is delivered
+/// when its last packet has crossed every link: `max_k(end_k + tail_k)` plus the last link's
+/// latency, where `tail_k` is what the last packet needs after link `k`.
 fn simulate(plan: &Plan, r: &Routed) -> Result<FlowResult, String> {
     let p = plan.ranks as usize;
-    let mut sim = Sim {
+    let mut sim = PSim {
         r,
-        fluid: Fluid::new(r.cap.clone(), &r.arena),
-        flows: Vec::new(),
+        links: vec![PsLink::default(); r.cap.len()],
+        completions: BinaryHeap::new(),
+        activations: Activations::default(),
         deliveries: BinaryHeap::new(),
+        insts: Vec::new(),
         cur: vec![Cursor { j: 0, rep: 0, g: 0 }; p],
         outstanding: vec![0; p],
         early: HashMap::new(),
@@ -371,51 +569,33 @@ fn simulate(plan: &Plan, r: &Routed) -> Result<FlowResult, String> {
     for rank in 0..p {
         sim.enter(rank, 0.0);
     }
-    sim.fluid.solve();
-    let mut solves = 1u64;
-    let mut done = Vec::new();
-    let mut now = 0.0f64;
+    let mut events = 0u64;
     while sim.finished < p {
-        let next_flow = sim.fluid.next_completion().map(|dt| now + dt);
-        let next_deliv = sim.deliveries.peek().map(|Reverse((T(t), _))| *t);
-        let t_next = match (next_flow, next_deliv) {
-            (Some(a), Some(b)) => a.min(b),
-            (Some(a), None) => a,
-            (None, Some(b)) => b,
-            (None, None) => return Err(format!("stalled: {} of {p} ranks finished and nothing is in flight", sim.finished)),
+        let tc = sim.completions.peek().map(|Reverse((T(t), _))| *t);
+        let first_activation = sim.activations.earliest();
+        let ta = first_activation.map(|((T(t), ..), _)| t);
+        let td = sim.deliveries.peek().map(|Reverse((T(t), _))| *t);
+        let Some(now) = [tc, ta, td].into_iter().flatten().reduce(f64::min) else {
+            return Err(format!("stalled: {} of {p} ranks finished and nothing is in flight", sim.finished));
         };
-        if !t_next.is_finite() {
-            return Err("stalled: active flows have zero rate".into());
-        }
-        sim.fluid.advance(t_next - now, &mut done);
-        now = t_next;
-        for &f in &done {
-            let (j, mi, _) = sim.flows[f as usize];
-            sim.deliveries.push(Reverse((T(now + r.steps[j as usize].msgs[mi as usize].delay_ps), f)));
-        }
-        let mut changed = !done.is_empty();
-        while let Some(&Reverse((T(t), f))) = sim.deliveries.peek() {
-            if t > now {
-                break;
-            }
-            sim.deliveries.pop();
-            let (j, mi, g) = sim.flows[f as usize];
-            let m = &r.steps[j as usize].msgs[mi as usize];
+        events += 1;
+        if td == Some(now) {
+            let Reverse((_, id)) = sim.deliveries.pop().expect("peeked");
+            let (g, m) = (sim.insts[id as usize].g, sim.msg(id));
             let (from, to) = (m.from as usize, m.to as usize);
-            // The sender is at step g (it cannot leave before its sends are delivered); the
-            // receiver may not have reached it yet.
             sim.complete(from, now);
             if sim.cur[to].g == g && sim.outstanding[to] > 0 {
                 sim.complete(to, now);
             } else {
-                *sim.early.entry((m.to, g)).or_insert(0) += 1;
+                *sim.early.entry((to as u32, g)).or_insert(0) += 1;
             }
-            changed = true;
-        }
-        if changed {
-            sim.fluid.solve();
-            solves += 1;
+        } else if ta == Some(now) {
+            let (_, id, k, T(tail)) = sim.activations.pop(first_activation.expect("peeked").1);
+            sim.activate(now, id, k, tail);
+        } else {
+            let Reverse((_, l)) = sim.completions.pop().expect("peeked");
+            sim.link_done(now, l as usize);
         }
     }
-    Ok(FlowResult { runtime_ps: sim.end_ps.round() as u64, messages: sim.flows.len() as u64, solves, contention_free: false })
+    Ok(FlowResult { runtime_ps: sim.end_ps.round() as u64, messages: sim.insts.len() as u64, events, contention_free: false })
 }

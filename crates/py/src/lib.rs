@@ -341,7 +341,7 @@ fn collective_params(
 /// `hop_ns` per forwarding node, 4 KiB packets with 64 B headers, minimal adaptive routing,
 /// line-rate buffers (`buffer_bytes` overrides them).
 ///
-/// `backend` is `"packet"` (data verified per rank), `"flow"` (max-min fluid, not verified) or
+/// `backend` is `"packet"` (data verified per rank), `"flow"` (pipelined fluid model, not verified) or
 /// `"auto"` (packet below 8 MiB, flow from 8 MiB, and flow at every size where
 /// `auto_flow_reason` says so). Returns a dict (see `_core.pyi`). Raises
 /// `ValueError` naming the problem for a bad topology, algorithm, backend or parameter, or if

@@ -12,14 +12,15 @@
 //!   4 KiB on the wire with 64 B headers, lossless credit flow control, minimal adaptive routing
 //!   (Duato escape channels on tori), and ingress buffers per port and VC large enough for line
 //!   rate (see [`NetworkParams::buffer_bytes`]).
-//! - **flow** (`reducelab_flow::run_schedule`): messages as max-min fair fluid flows on fixed
-//!   minimal paths, same latencies. No data is carried, so nothing is verified; the schedule
+//! - **flow** (`reducelab_flow::run_plan`): messages as pipelined fluid flows (a chain of
+//!   per-link stages sharing each link equally) on fixed minimal paths, same latencies. No data is carried, so nothing is verified; the schedule
 //!   itself is size-independent (blocks are fractions of the vector), so a packet-level run of
 //!   the same schedule at a smaller size verifies its data flow.
 //! - **auto**: packet below [`AUTO_FLOW_MIN_BYTES`] (8 MiB), flow from there on. The flow
-//!   backend is validated within 5% of packet level for 8 MiB allreduces
-//!   (docs/flow-vs-packet.md); below that it can be off by up to ~20%, so small sizes stay at
-//!   packet level where latency effects matter. Two exceptions run every size at flow level
+//!   backend is validated within 1.2% of packet level for 8 MiB allreduces
+//!   (docs/flow-vs-packet.md); below that multi-hop steps can come out up to ~6% (worst seen
+//!   15%) faster than at packet level, so small sizes stay at packet level where latency
+//!   effects matter. Two exceptions run every size at flow level
 //!   ([`auto_flow_reason`]): contention-free plans (ring family and bucket on tori: one flow
 //!   per link at a time, where the flow backend's recurrence equals packet level exactly,
 //!   0.0% in docs/flow-vs-packet.md), and schedules whose packet-level data check would need

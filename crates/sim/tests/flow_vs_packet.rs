@@ -44,6 +44,7 @@ fn flow_level_runtime_within_5_percent_of_packet_level() {
     // Bandwidth-dominated sizes must agree within 5%; smaller ones are reported (see
     // docs/flow-vs-packet.md for why they differ more).
     let mut worst: f64 = 0.0;
+    let (mut worst_any, mut within, mut total) = (0.0f64, 0, 0);
     let mut n = 0;
     for (name, topo, layout, algo) in &cases {
         let Ok(s) = build(algo, Collective::Allreduce, layout) else {
@@ -54,6 +55,9 @@ fn flow_level_runtime_within_5_percent_of_packet_level() {
             let p = packet(name, topo, &s, bytes, RoutingAlgo::Minimal);
             let f = flow(topo, &s, bytes);
             let err = (f as f64 - p as f64) / p as f64;
+            worst_any = worst_any.max(err.abs());
+            total += 1;
+            within += usize::from(err.abs() <= 0.05);
             if bytes >= 8 << 20 {
                 worst = worst.max(err.abs());
                 n += 1;
@@ -64,4 +68,8 @@ fn flow_level_runtime_within_5_percent_of_packet_level() {
     println!("| case | size | packet µs | flow µs | flow − packet |\n|---|---|---|---|---|\n{}", rows.join("\n"));
     assert!(n >= 20, "only {n} bandwidth-dominated cases ran");
     assert!(worst <= 0.05, "worst flow/packet disagreement at 8 MiB {:.1}%:\n{}", worst * 100.0, rows.join("\n"));
+    // From 64 KiB: all but a few multi-hop cases within 5%, none beyond 6%
+    // (docs/flow-vs-packet.md: 72 of 75, worst 5.8%).
+    assert!(worst_any <= 0.06, "worst flow/packet disagreement {:.1}%:\n{}", worst_any * 100.0, rows.join("\n"));
+    assert!(within * 100 >= total * 95, "only {within} of {total} cases within 5%:\n{}", rows.join("\n"));
 }
