@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Sets up (scripts/setup.sh), runs the example scenario and plots its link utilisation:
-#   results/example/{summary.json,messages.csv,links.csv,link_utilization.png}
+# Sets up (scripts/setup.sh), then runs the main job: every implemented paper figure at small
+# scale (`reducelab reproduce all --scale small`), writing per figure a CSV, a plot and a claims
+# table (paper value, measured value, pass/fail), and one HTML report over all of them:
+#   results/reproduce-small/index.html
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/setup.sh
 
-.venv/bin/reducelab run scenarios/example.toml --out results/example
-.venv/bin/reducelab plot links results/example
+.venv/bin/reducelab reproduce all --scale small --out results/reproduce-small
+echo "report: results/reproduce-small/index.html"
