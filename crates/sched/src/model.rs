@@ -55,15 +55,12 @@
 //! measured deficiencies. [`table2`] gives the paper's closed forms for comparison.
 
 use crate::algos::{self, Layout};
-use crate::ir::{Collective, Schedule};
+use crate::ir::Schedule;
+use crate::plan::{Plan, NO_PORT};
 use reducelab_topo::{self as topo, LinkParams, MinimalRoutes, NodeId, Shape, Topology};
 
 /// Element size used to size blocks (f32 / i32 vectors, as in the paper's evaluation).
 pub const ELEM_BYTES: u64 = 4;
-
-/// Largest number of sends [`model`] lets a schedule have before refusing to build it (a
-/// transfer costs about 150 bytes of memory in a schedule).
-pub const MAX_MODEL_SENDS: u64 = 24_000_000;
 
 /// Loads of one lockstep step.
 #[derive(Clone, Debug, PartialEq)]
@@ -245,7 +242,14 @@ fn torus_path(dims: &[u32], strides: &[u32], src: NodeId, dst: NodeId, port: Opt
 /// Measures the deficiencies of `schedule` on `topo` for a vector of `size_bytes` bytes, with
 /// `d` the `D` of `n/D`. The schedule's rank `r` runs on host `r`.
 pub fn deficiencies(schedule: &Schedule, topo: &Topology, size_bytes: u64, d: u32) -> Result<Deficiencies, String> {
-    let p = schedule.ranks;
+    deficiencies_of_plan(&Plan::from_schedule(schedule)?, topo, size_bytes, d)
+}
+
+/// [`deficiencies`] of a timing plan (what they depend on: per step, who sends how many
+/// blocks to whom on which port). Message bytes are the blocks' share of the vector
+/// ([`Plan::bytes`]).
+pub fn deficiencies_of_plan(plan: &Plan, topo: &Topology, size_bytes: u64, d: u32) -> Result<Deficiencies, String> {
+    let p = plan.ranks;
     if p as usize != topo.hosts.len() {
         return Err(format!("the schedule has {p} ranks but the topology has {} hosts", topo.hosts.len()));
     }
@@ -260,43 +264,41 @@ pub fn deficiencies(schedule: &Schedule, topo: &Topology, size_bytes: u64, d: u3
         return Err(format!("vector size must be at least {ELEM_BYTES} bytes (one element), got {size_bytes}"));
     }
     let mut router = Router::new(topo);
-    let honour_ports = schedule.torus.as_deref().is_some_and(|dims| router.is_torus(dims));
+    let honour_ports = plan.torus.as_deref().is_some_and(|dims| router.is_torus(dims));
     let nports = router.num_ports();
     let mut link = vec![0u64; nports];
     let mut sent = vec![0u64; nports];
     let mut touched: Vec<usize> = Vec::new();
     let mut path = Vec::new();
-    let steps = schedule.num_steps();
+    let steps = plan.num_steps() as usize;
     let mut per_step = Vec::with_capacity(steps);
-    for s in 0..steps {
+    for (s, st) in plan.steps.iter().enumerate() {
         let mut load = StepLoad { max_port_bytes: 0, max_link_bytes: 0, congestion: 0.0, max_hops: 0, messages: 0, bytes: 0 };
-        for (r, prog) in schedule.programs.iter().enumerate() {
-            let Some(step) = prog.steps.get(s) else { continue };
-            for t in &step.sends {
-                let bytes = schedule.blocks_bytes(&t.blocks, n, ELEM_BYTES);
-                if bytes == 0 {
-                    continue;
+        for m in &st.msgs {
+            let bytes = plan.bytes(m.blocks, n, ELEM_BYTES);
+            if bytes == 0 {
+                continue;
+            }
+            if m.to >= p {
+                return Err(format!("rank {} sends to rank {} in step {s}, but there are {p} ranks", m.from, m.to));
+            }
+            let port = (honour_ports && m.port != NO_PORT).then_some(m.port);
+            router.path(m.from, m.to, port, &mut path)?;
+            let Some(&(n0, p0)) = path.first() else { continue };
+            load.messages += 1;
+            load.bytes += bytes;
+            load.max_hops = load.max_hops.max(path.len() as u32);
+            let g0 = router.global_port(n0, p0);
+            if sent[g0] == 0 && link[g0] == 0 {
+                touched.push(g0);
+            }
+            sent[g0] += bytes;
+            for &(node, port) in &path {
+                let g = router.global_port(node, port);
+                if link[g] == 0 && sent[g] == 0 {
+                    touched.push(g);
                 }
-                if t.peer >= p {
-                    return Err(format!("rank {r} sends to rank {} in step {s}, but there are {p} ranks", t.peer));
-                }
-                router.path(r as u32, t.peer, if honour_ports { t.port } else { None }, &mut path)?;
-                let Some(&(n0, p0)) = path.first() else { continue };
-                load.messages += 1;
-                load.bytes += bytes;
-                load.max_hops = load.max_hops.max(path.len() as u32);
-                let g0 = router.global_port(n0, p0);
-                if sent[g0] == 0 && link[g0] == 0 {
-                    touched.push(g0);
-                }
-                sent[g0] += bytes;
-                for &(node, port) in &path {
-                    let g = router.global_port(node, port);
-                    if link[g] == 0 && sent[g] == 0 {
-                        touched.push(g);
-                    }
-                    link[g] += bytes;
-                }
+                link[g] += bytes;
             }
         }
         for &g in &touched {
@@ -309,13 +311,16 @@ pub fn deficiencies(schedule: &Schedule, topo: &Topology, size_bytes: u64, d: u3
         if load.max_port_bytes > 0 {
             load.congestion = load.max_link_bytes as f64 / load.max_port_bytes as f64;
         }
-        per_step.push(load);
+        // A run of identical steps has identical loads.
+        for _ in 0..st.repeat {
+            per_step.push(load.clone());
+        }
     }
     let sum_b: f64 = per_step.iter().map(|l| l.max_port_bytes as f64).sum();
     let sum_lb: f64 = per_step.iter().map(|l| l.max_link_bytes as f64).sum();
     let ideal = n as f64 / d as f64;
     Ok(Deficiencies {
-        algorithm: schedule.algorithm.clone(),
+        algorithm: plan.algorithm.clone(),
         ranks: p,
         d,
         size_bytes: n,
@@ -545,20 +550,9 @@ pub struct ModelReport {
     pub table2: Option<Table2>,
 }
 
-/// Sends of the ring-type schedules, which grow as `p²` (`None` for the others, which are
-/// `O(p·log p)` or `O(p·D·p^{1/D})`).
-fn ring_sends(algorithm: &str, p: u64) -> Option<u64> {
-    let rings = match algorithm {
-        "ring" => 1,
-        "ring-bidirectional" => 2,
-        "hamiltonian-rings" => 4,
-        _ => return None,
-    };
-    Some(rings * 2 * p.saturating_sub(1) * p)
-}
-
-/// Builds the allreduce schedule of `algorithm` for the topology `topology_spec` (see
-/// [`TopologySpec`]) and measures its deficiencies for a `size_bytes` vector. `d` overrides
+/// Builds the allreduce timing plan of `algorithm` for the topology `topology_spec` (see
+/// [`TopologySpec`]; the plan is built directly for the large ring-family, bucket and Swing-B
+/// schedules) and measures its deficiencies for a `size_bytes` vector. `d` overrides
 /// the topology's default `D`.
 pub fn model(algorithm: &str, topology_spec: &str, size_bytes: u64, d: Option<u32>) -> Result<ModelReport, String> {
     let spec = TopologySpec::parse(topology_spec)?;
@@ -566,18 +560,9 @@ pub fn model(algorithm: &str, topology_spec: &str, size_bytes: u64, d: Option<u3
         return Err(format!("unknown algorithm '{algorithm}' (known: {})", algos::ALGORITHMS.join(", ")));
     }
     let layout = spec.layout();
-    let p = layout.dims.iter().map(|&x| x as u64).product::<u64>();
-    if let Some(sends) = ring_sends(algorithm, p) {
-        if sends > MAX_MODEL_SENDS {
-            return Err(format!(
-                "{algorithm} on {p} ranks would have {sends} messages (ring schedules grow as p²), too many to \
-                 build (limit {MAX_MODEL_SENDS}); use a topology with fewer nodes: its Ψ and Ξ do not depend on p"
-            ));
-        }
-    }
     let d = d.unwrap_or_else(|| spec.default_d());
     let topo = spec.build()?;
-    let schedule = algos::build(algorithm, Collective::Allreduce, &layout).map_err(|e| format!("{algorithm}: {e}"))?;
-    let deficiencies = deficiencies(&schedule, &topo, size_bytes, d)?;
+    let plan = crate::plan::plan(algorithm, &layout).map_err(|e| format!("{algorithm}: {e}"))?;
+    let deficiencies = deficiencies_of_plan(&plan, &topo, size_bytes, d)?;
     Ok(ModelReport { topology: spec.spec(), table2: table2(algorithm, d, deficiencies.ranks), deficiencies })
 }
