@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from . import ScenarioError, __version__
 
@@ -506,6 +506,21 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _write_bench_json(out: Path | None, rows: Sequence[Any]) -> None:
+    """Writes benchmark rows with the machine description to `out` (if given)."""
+    from . import bench
+
+    if out is None:
+        return
+    doc = {"machine": bench.machine_info(), "benchmarks": [r.to_json() for r in rows]}
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        _fail(f"{out}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
+    print(f"wrote {out}")
+
+
 def _cmd_bench_engine(args: argparse.Namespace) -> int:
     from . import bench
 
@@ -529,14 +544,7 @@ def _cmd_bench_engine(args: argparse.Namespace) -> int:
         except ScenarioError as exc:
             _fail(f"benchmark {name}: {exc}", EXIT_FAILURE)
     print(bench.format_table(rows))
-    if args.out is not None:
-        doc = {"machine": bench.machine_info(), "benchmarks": [r.to_json() for r in rows]}
-        try:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        except OSError as exc:
-            _fail(f"{args.out}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
-        print(f"wrote {args.out}")
+    _write_bench_json(args.out, rows)
     return 0
 
 
@@ -559,14 +567,7 @@ def _cmd_bench_collective(args: argparse.Namespace) -> int:
         except RuntimeError as exc:
             _fail(str(exc), EXIT_FAILURE)
     print(bench.format_collective_table(rows))
-    if args.out is not None:
-        doc = {"machine": bench.machine_info(), "benchmarks": [r.to_json() for r in rows]}
-        try:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-        except OSError as exc:
-            _fail(f"{args.out}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
-        print(f"wrote {args.out}")
+    _write_bench_json(args.out, rows)
     return 0
 
 
