@@ -206,5 +206,7 @@ def run_collective_sizes(
     hop_ns: float = 300.0,
     seed: int = 1,
     buffer_bytes: int | None = None,
+    threads: int = 1,
 ) -> list[CollectiveOutcome]:
-    """`run_collective` for several sizes, building the topology and schedule once."""
+    """`run_collective` for several sizes, building the topology and schedule once; the sizes
+    run on up to `threads` threads (same results as one)."""

@@ -163,12 +163,12 @@ COLLECTIVE_BENCHES: dict[str, tuple[str, tuple[str, ...], list[int], str, str]] 
 _CHILD = """
 import json, sys, time
 from reducelab import _core
-topo, algs, sizes, backend = json.loads(sys.argv[1])
+topo, algs, sizes, backend, threads = json.loads(sys.argv[1])
 t0 = time.perf_counter()
 runs = 0
 verified = True
 for a in algs:
-    for r in _core.run_collective_sizes(topo, a, sizes, backend=backend):
+    for r in _core.run_collective_sizes(topo, a, sizes, backend=backend, threads=threads):
         runs += 1
         verified = verified and r["verified"] is not False
 wall = time.perf_counter() - t0
@@ -184,6 +184,7 @@ class CollectiveBench:
     name: str
     what: str
     repeat: int
+    threads: int
     runs: int
     wall_s_median: float
     wall_s_min: float
@@ -195,8 +196,9 @@ class CollectiveBench:
         return asdict(self)
 
 
-def run_collective_bench(name: str, repeat: int = 1) -> CollectiveBench:
-    """Run collective benchmark `name` `repeat` times, each in a fresh Python process."""
+def run_collective_bench(name: str, repeat: int = 1, threads: int = 1) -> CollectiveBench:
+    """Run collective benchmark `name` `repeat` times, each in a fresh Python process, the
+    sizes of each algorithm on `threads` threads."""
     import json
     import subprocess
     import sys
@@ -206,7 +208,9 @@ def run_collective_bench(name: str, repeat: int = 1) -> CollectiveBench:
     if repeat < 1:
         raise ValueError(f"repeat must be at least 1, got {repeat}")
     topo, algs, sizes, backend, what = COLLECTIVE_BENCHES[name]
-    arg = json.dumps([topo, list(algs), sizes, backend])
+    if threads < 1:
+        raise ValueError(f"threads must be at least 1, got {threads}")
+    arg = json.dumps([topo, list(algs), sizes, backend, threads])
     outs = []
     for _ in range(repeat):
         p = subprocess.run([sys.executable, "-c", _CHILD, arg], capture_output=True, text=True, check=False)
@@ -215,16 +219,16 @@ def run_collective_bench(name: str, repeat: int = 1) -> CollectiveBench:
         outs.append(json.loads(p.stdout))
     walls = [o["wall_seconds"] for o in outs]
     return CollectiveBench(
-        name=name, what=what, repeat=repeat, runs=outs[0]["runs"],
+        name=name, what=what, repeat=repeat, threads=threads, runs=outs[0]["runs"],
         wall_s_median=statistics.median(walls), wall_s_min=min(walls), wall_s_max=max(walls),
         peak_rss_bytes=max(o["peak_rss_bytes"] for o in outs), verified=all(o["verified"] for o in outs),
     )
 
 
 def format_collective_table(rows: list[CollectiveBench]) -> str:
-    header = ("benchmark", "runs", "wall s (median)", "min", "max", "peak MiB", "verified")
+    header = ("benchmark", "threads", "runs", "wall s (median)", "min", "max", "peak MiB", "verified")
     body = [
-        (r.name, str(r.runs), f"{r.wall_s_median:.2f}", f"{r.wall_s_min:.2f}", f"{r.wall_s_max:.2f}",
+        (r.name, str(r.threads), str(r.runs), f"{r.wall_s_median:.2f}", f"{r.wall_s_min:.2f}", f"{r.wall_s_max:.2f}",
          f"{r.peak_rss_bytes / MIB:.0f}", "yes" if r.verified else "NO")
         for r in rows
     ]

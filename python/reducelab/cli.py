@@ -306,6 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     coll.add_argument("--name", action="append", metavar="NAME", help="benchmark to run (repeatable; default: all)")
     coll.add_argument("--repeat", type=_positive_int, default=1, metavar="N", help="runs per benchmark (default: 1)")
+    coll.add_argument(
+        "--threads", type=_positive_int, default=1, metavar="N",
+        help="threads per sweep: an algorithm's sizes run in parallel (default: 1)",
+    )
     coll.add_argument("--out", type=Path, metavar="FILE.json", help="also write results as JSON")
     coll.add_argument("--list", action="store_true", help="list benchmarks with what they measure and exit")
     coll.set_defaults(handler=_cmd_bench_collective)
@@ -563,7 +567,7 @@ def _cmd_bench_collective(args: argparse.Namespace) -> int:
     for name in selected:
         print(f"running {name} ({args.repeat}x) ...", file=sys.stderr, flush=True)
         try:
-            rows.append(bench.run_collective_bench(name, args.repeat))
+            rows.append(bench.run_collective_bench(name, args.repeat, args.threads))
         except RuntimeError as exc:
             _fail(str(exc), EXIT_FAILURE)
     print(bench.format_collective_table(rows))

@@ -58,10 +58,10 @@ def test_bench_collective_runs_a_sweep_in_a_child(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setitem(
         bench.COLLECTIVE_BENCHES, "tiny", ("torus:4x4", ("bucket", "swing-bandwidth"), [64, 4096], "packet", "test")
     )
-    row = bench.run_collective_bench("tiny", repeat=2)
-    assert (row.name, row.repeat, row.runs, row.verified) == ("tiny", 2, 4, True)
+    row = bench.run_collective_bench("tiny", repeat=2, threads=2)
+    assert (row.name, row.repeat, row.threads, row.runs, row.verified) == ("tiny", 2, 2, 4, True)
     assert 0 < row.wall_s_min <= row.wall_s_median <= row.wall_s_max
     assert row.peak_rss_bytes > 1 << 20
-    assert bench.format_collective_table([row]).splitlines()[2].split()[:2] == ["tiny", "4"]
+    assert bench.format_collective_table([row]).splitlines()[2].split()[:3] == ["tiny", "2", "4"]
     with pytest.raises(ValueError, match="repeat must be at least 1"):
         bench.run_collective_bench("tiny", repeat=0)

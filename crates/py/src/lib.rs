@@ -369,9 +369,9 @@ fn run_collective<'py>(
 }
 
 /// `run_collective` for a list of sizes, building the schedule and topology once (GIL
-/// released). Returns one dict per size, in order.
+/// released), the sizes on up to `threads` threads. Returns one dict per size, in order.
 #[pyfunction]
-#[pyo3(signature = (topology, algorithm, sizes, backend="auto", bandwidth_gbps=400.0, latency_ns=100.0, hop_ns=300.0, seed=1, buffer_bytes=None))]
+#[pyo3(signature = (topology, algorithm, sizes, backend="auto", bandwidth_gbps=400.0, latency_ns=100.0, hop_ns=300.0, seed=1, buffer_bytes=None, threads=1))]
 #[allow(clippy::too_many_arguments)]
 fn run_collective_sizes<'py>(
     py: Python<'py>,
@@ -384,10 +384,15 @@ fn run_collective_sizes<'py>(
     hop_ns: f64,
     seed: u64,
     buffer_bytes: Option<u64>,
+    threads: usize,
 ) -> PyResult<Bound<'py, PyList>> {
     let (backend, params) = collective_params(backend, bandwidth_gbps, latency_ns, hop_ns, buffer_bytes)?;
-    let outs = py
-        .allow_threads(|| reducelab_sim::collective_run::run_collective_sizes(topology, algorithm, &sizes, backend, &params, seed))
+    if threads == 0 {
+        return Err(PyValueError::new_err("threads must be at least 1, got 0"));
+    }
+    let outs = py.allow_threads(|| {
+        reducelab_sim::collective_run::run_collective_sizes_threads(topology, algorithm, &sizes, backend, &params, seed, threads)
+    })
         .map_err(PyValueError::new_err)?;
     let list = PyList::empty_bound(py);
     for o in &outs {

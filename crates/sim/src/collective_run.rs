@@ -399,6 +399,20 @@ pub fn run_collective_sizes(
     params: &NetworkParams,
     seed: u64,
 ) -> Result<Vec<CollectiveOutcome>, String> {
+    run_collective_sizes_threads(topology_spec, algorithm, sizes, backend, params, seed, 1)
+}
+
+/// [`run_collective_sizes`] with the sizes run on up to `threads` threads (results are the
+/// same as with one).
+pub fn run_collective_sizes_threads(
+    topology_spec: &str,
+    algorithm: &str,
+    sizes: &[u64],
+    backend: Backend,
+    params: &NetworkParams,
+    seed: u64,
+    threads: usize,
+) -> Result<Vec<CollectiveOutcome>, String> {
     params.validate()?;
     if let Some(&s) = sizes.iter().find(|&&s| s == 0) {
         return Err(format!("size_bytes must be at least 1, got {s}"));
@@ -416,7 +430,28 @@ pub fn run_collective_sizes(
     if (ranks as usize) != topo.hosts.len() {
         return Err(format!("{algorithm}: schedule has {ranks} ranks but {} has {} hosts", spec.spec(), topo.hosts.len()));
     }
-    sizes.iter().map(|&s| run_one(&spec, &topo, algorithm, ranks, sched.as_deref(), plan.as_deref(), s, backend, params, seed)).collect()
+    let one = |s: u64| run_one(&spec, &topo, algorithm, ranks, sched.as_deref(), plan.as_deref(), s, backend, params, seed);
+    let threads = threads.clamp(1, sizes.len().max(1));
+    if threads == 1 {
+        return sizes.iter().map(|&s| one(s)).collect();
+    }
+    // Sizes are independent runs on shared, read-only inputs: deal them round-robin to
+    // `threads` workers and put the outcomes back in order (same results as one thread).
+    let mut slots: Vec<Option<Result<CollectiveOutcome, String>>> = (0..sizes.len()).map(|_| None).collect();
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let one = &one;
+                scope.spawn(move || sizes.iter().enumerate().skip(t).step_by(threads).map(|(i, &s)| (i, one(s))).collect::<Vec<_>>())
+            })
+            .collect();
+        for w in workers {
+            for (i, r) in w.join().expect("a size worker panicked") {
+                slots[i] = Some(r);
+            }
+        }
+    });
+    slots.into_iter().map(|r| r.expect("every size ran")).collect()
 }
 
 /// Why `auto` runs `algorithm` on `topology_spec` at flow level at every size, if it does
@@ -460,6 +495,16 @@ mod tests {
         let pk = run_collective("torus:4x4", "bucket", 1024, Backend::Packet, &p, 1).unwrap();
         assert_eq!(pk.verified, Some(true));
         assert_eq!(pb.runtime_ps, pk.runtime_ps, "the recurrence equals packet level on one-hop uncontended steps");
+    }
+
+    #[test]
+    fn threads_give_the_same_outcomes() {
+        let p = NetworkParams::swing_paper(400.0);
+        let sizes = [32u64, 4096, 1 << 16, 1 << 20, 8 << 20];
+        let one = run_collective_sizes("torus:4x4", "swing-latency", &sizes, Backend::Auto, &p, 1).unwrap();
+        let two = run_collective_sizes_threads("torus:4x4", "swing-latency", &sizes, Backend::Auto, &p, 1, 2).unwrap();
+        let strip = |v: Vec<CollectiveOutcome>| v.into_iter().map(|o| CollectiveOutcome { wall_seconds: 0.0, ..o }).collect::<Vec<_>>();
+        assert_eq!(strip(one), strip(two));
     }
 
     #[test]
