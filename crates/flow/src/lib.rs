@@ -114,6 +114,9 @@ struct RoutedMsg {
     /// Wire bytes of the first (largest) and last packet.
     first_pkt: f64,
     last_pkt: f64,
+    /// Pipelined model: what the last packet needs after leaving the first link (per later
+    /// hop: the previous link's latency and router latency, and its own serialisation).
+    tail0: f64,
     /// Bytes on the wire (payload plus one header per packet).
     wire: f64,
     path: (u32, u32),
@@ -189,7 +192,21 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
             }
             let last = if b == 0 { 0 } else { b - (pkts - 1) * payload } + cfg.header_bytes as u64;
             let first = b.min(payload) + cfg.header_bytes as u64;
-            msgs.push(RoutedMsg { from: m.from, to: m.to, first_pkt: first as f64, last_pkt: last as f64, wire: wire as f64, path: (start, len), delay_ps: delay, bottleneck });
+            // What the last packet still needs after leaving the first link.
+            let tail0: f64 = (1..len as usize)
+                .map(|k| gap[start as usize + k - 1] + last as f64 / cap[arena[start as usize + k] as usize])
+                .sum();
+            msgs.push(RoutedMsg {
+                from: m.from,
+                to: m.to,
+                first_pkt: first as f64,
+                last_pkt: last as f64,
+                tail0,
+                wire: wire as f64,
+                path: (start, len),
+                delay_ps: delay,
+                bottleneck,
+            });
         }
         steps.push(RoutedStep { repeat: st.repeat, msgs, send_off: Vec::new(), send_idx: Vec::new(), recv_count: Vec::new() });
     }
@@ -462,13 +479,7 @@ impl<'a> PSim<'a> {
                     self.deliveries.push(Reverse((T(now), id)));
                     continue;
                 }
-                // Tail of stage 0: what the last packet still needs after leaving link 0.
-                let mut tail = 0.0;
-                for k in 1..m.path.1 {
-                    let (l, _) = self.link_of(m, k);
-                    tail += self.r.gap[(m.path.0 + k - 1) as usize] + m.last_pkt / self.r.cap[l];
-                }
-                self.activations.push(0.0, (T(now), id, 0, T(tail)));
+                self.activations.push(0.0, (T(now), id, 0, T(m.tail0)));
             }
             let mut wait = (hi - lo) as u32 + st.recv_count[rank];
             if st.recv_count[rank] > 0 {
