@@ -119,6 +119,18 @@ def _check_value(value: Any, where: str) -> None:
     raise FieldError(where, f"a {type(value).__name__} cannot be written to a scenario file")
 
 
+def _array_index(cur: Any, parts: list[PathPart], i: int, here: str) -> int:
+    """`parts[i]` (an index) checked against `cur`: FieldError `here` unless `cur` is an array
+    that long."""
+    part = parts[i]
+    assert isinstance(part, int)
+    if not isinstance(cur, list):
+        raise FieldError(here, f"{format_path(parts[:i])} is a {_kind(cur)}, not an array")
+    if part >= len(cur):
+        raise FieldError(here, _out_of_range(cur))
+    return part
+
+
 def get_field(doc: Mapping[str, Any], path: str) -> Any:
     """The value at dotted `path` of a scenario document; FieldError if it is not there."""
     cur: Any = doc
@@ -126,11 +138,7 @@ def get_field(doc: Mapping[str, Any], path: str) -> Any:
     for i, part in enumerate(parts):
         here = format_path(parts[: i + 1])
         if isinstance(part, int):
-            if not isinstance(cur, list):
-                raise FieldError(here, f"{format_path(parts[:i])} is a {_kind(cur)}, not an array")
-            if part >= len(cur):
-                raise FieldError(here, _out_of_range(cur))
-            cur = cur[part]
+            cur = cur[_array_index(cur, parts, i, here)]
         else:
             if not isinstance(cur, dict):
                 raise FieldError(here, f"{format_path(parts[:i])} is a {_kind(cur)}, not a table")
@@ -155,11 +163,7 @@ def set_field(doc: dict[str, Any], path: str, value: Any) -> None:
         here = format_path(parts[: i + 1])
         nxt = parts[i + 1]
         if isinstance(part, int):
-            if not isinstance(cur, list):
-                raise FieldError(here, f"{format_path(parts[:i])} is a {_kind(cur)}, not an array")
-            if part >= len(cur):
-                raise FieldError(here, _out_of_range(cur))
-            cur = cur[part]
+            cur = cur[_array_index(cur, parts, i, here)]
             continue
         if not isinstance(cur, dict):
             raise FieldError(here, f"{format_path(parts[:i])} is a {_kind(cur)}, not a table")
@@ -170,11 +174,7 @@ def set_field(doc: dict[str, Any], path: str, value: Any) -> None:
         cur = cur[part]
     last = parts[-1]
     if isinstance(last, int):
-        if not isinstance(cur, list):
-            raise FieldError(path, f"{format_path(parts[:-1])} is a {_kind(cur)}, not an array")
-        if last >= len(cur):
-            raise FieldError(path, _out_of_range(cur))
-        old = cur[last]
+        old = cur[_array_index(cur, parts, len(parts) - 1, path)]
     else:
         if not isinstance(cur, dict):
             raise FieldError(path, f"{format_path(parts[:-1])} is a {_kind(cur)}, not a table")
