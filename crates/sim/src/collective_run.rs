@@ -435,14 +435,25 @@ pub fn run_collective_sizes_threads(
     if threads == 1 {
         return sizes.iter().map(|&s| one(s)).collect();
     }
-    // Sizes are independent runs on shared, read-only inputs: deal them round-robin to
-    // `threads` workers and put the outcomes back in order (same results as one thread).
+    // Sizes are independent runs on shared, read-only inputs: `threads` workers take the next
+    // size from a shared counter (largest first, so the long runs do not end up last) and the
+    // outcomes go back in the callers' order (same results as one thread).
+    let mut order: Vec<usize> = (0..sizes.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
+    let next = std::sync::atomic::AtomicUsize::new(0);
     let mut slots: Vec<Option<Result<CollectiveOutcome, String>>> = (0..sizes.len()).map(|_| None).collect();
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
-            .map(|t| {
-                let one = &one;
-                scope.spawn(move || sizes.iter().enumerate().skip(t).step_by(threads).map(|(i, &s)| (i, one(s))).collect::<Vec<_>>())
+            .map(|_| {
+                let (one, next, order) = (&one, &next, &order);
+                scope.spawn(move || {
+                    let mut done = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(&i) = order.get(k) else { return done };
+                        done.push((i, one(sizes[i])));
+                    }
+                })
             })
             .collect();
         for w in workers {
