@@ -204,19 +204,7 @@ fn swing_steps(dims: &[u32], n: f64, bandwidth: bool) -> Vec<StepCost> {
     // Per plain collective: global step -> (dimension, per-dimension step).
     let seqs: Vec<Vec<(usize, u32)>> = active
         .iter()
-        .map(|&start| {
-            let mut used = vec![0u32; nd];
-            let mut seq = Vec::with_capacity(k);
-            let mut i = start;
-            while seq.len() < k {
-                if used[i] < per_dim[i] {
-                    seq.push((i, used[i]));
-                    used[i] += 1;
-                }
-                i = (i + 1) % nd;
-            }
-            seq
-        })
+        .map(|&start| swing::step_sequence(&per_dim, start))
         .collect();
     let part = n / (2 * active.len()) as f64;
     let mut rs = Vec::with_capacity(k);
@@ -396,19 +384,7 @@ fn swing_latency_enumerated(dims: &[u32], n: f64) -> Vec<StepCost> {
     let starts: Vec<usize> = if active.is_empty() { vec![0] } else { active.clone() };
     let seqs: Vec<Vec<(usize, u32)>> = starts
         .iter()
-        .map(|&start| {
-            let mut used = vec![0u32; nd];
-            let mut seq = Vec::with_capacity(k);
-            let mut i = start;
-            while seq.len() < k {
-                if used[i] < per_dim[i] {
-                    seq.push((i, used[i]));
-                    used[i] += 1;
-                }
-                i = (i + 1) % nd;
-            }
-            seq
-        })
+        .map(|&start| swing::step_sequence(&per_dim, start))
         .collect();
     let part = n / (2 * starts.len()) as f64;
     let sub: Vec<Vec<u32>> = all_coords(&m).collect();

@@ -43,7 +43,7 @@ impl Phase {
     pub fn halves(rings: Vec<DirectedRing>, rs: bool, ag: bool, rs_steps: usize) -> Vec<Phase> {
         match (rs, ag) {
             (true, true) => {
-                let again = rings.iter().map(DirectedRing::clone_ring).collect();
+                let again = rings.clone();
                 vec![Phase { step0: 0, rings, reduce: true }, Phase { step0: rs_steps, rings: again, reduce: false }]
             }
             (true, false) => vec![Phase { step0: 0, rings, reduce: true }],
@@ -121,6 +121,7 @@ pub(crate) fn plan(algorithm: &str, layout: &Layout) -> Result<Plan, String> {
 /// `members[(i+1) % m]`, leaving on port `ports[i].0` of the sender and arriving on port
 /// `ports[i].1` of the receiver; `owned[i]` is what `members[i]` holds fully reduced after the
 /// reduce-scatter (and starts the allgather with).
+#[derive(Clone)]
 pub(crate) struct DirectedRing {
     pub members: Vec<u32>,
     pub ports: Vec<(Option<u16>, Option<u16>)>,
@@ -128,10 +129,6 @@ pub(crate) struct DirectedRing {
 }
 
 impl DirectedRing {
-    fn clone_ring(&self) -> DirectedRing {
-        DirectedRing { members: self.members.clone(), ports: self.ports.clone(), owned: self.owned.clone() }
-    }
-
     /// The messages of step `k` (`0 ≤ k < m − 1`) of the reduce-scatter (`reduce`) or the
     /// allgather, as `f(from, to, ports, blocks)`. Reduce-scatter: position `i` sends the
     /// partial of what position `i − k − 1` will own. Allgather: position `i` forwards what

@@ -265,6 +265,26 @@ impl Line {
     }
 }
 
+/// The order in which a collective starting in dimension `start` runs its per-dimension
+/// steps (`per_dim[i]` of them in dimension `i`): round-robin over the dimensions, skipping a
+/// dimension once its steps are exhausted (§4.1/§4.2). Entry `k` is global step `k`'s
+/// (dimension, per-dimension step).
+pub(crate) fn step_sequence(per_dim: &[u32], start: usize) -> Vec<(usize, u32)> {
+    let nd = per_dim.len();
+    let steps: usize = per_dim.iter().map(|&s| s as usize).sum();
+    let mut used = vec![0u32; nd];
+    let mut seq = Vec::with_capacity(steps);
+    let mut i = start;
+    while seq.len() < steps {
+        if used[i] < per_dim[i] {
+            seq.push((i, used[i]));
+            used[i] += 1;
+        }
+        i = (i + 1) % nd;
+    }
+    seq
+}
+
 /// One of the `2D` concurrent collectives.
 struct Coll {
     mirrored: bool,
@@ -305,16 +325,7 @@ impl Pattern {
         let starts: Vec<usize> = if active.is_empty() { vec![0] } else { active.clone() };
         for mirrored in [false, true] {
             for &start in &starts {
-                let mut used = vec![0u32; nd];
-                let mut seq = Vec::with_capacity(steps);
-                let mut i = start;
-                while seq.len() < steps {
-                    if used[i] < per_dim[i] {
-                        seq.push((i, used[i]));
-                        used[i] += 1;
-                    }
-                    i = (i + 1) % nd;
-                }
+                let seq = step_sequence(&per_dim, start);
                 let mut pos: Vec<Vec<usize>> = per_dim.iter().map(|&s| vec![0; s as usize]).collect();
                 for (k, &(i, sg)) in seq.iter().enumerate() {
                     pos[i][sg as usize] = k;
