@@ -391,7 +391,7 @@ fn run_collective_sizes<'py>(
         return Err(PyValueError::new_err("threads must be at least 1, got 0"));
     }
     let outs = py.allow_threads(|| {
-        reducelab_sim::collective_run::run_collective_sizes_threads(topology, algorithm, &sizes, backend, &params, seed, threads)
+        reducelab_sim::collective_run::run_collective_sizes(topology, algorithm, &sizes, backend, &params, seed, threads)
     })
         .map_err(PyValueError::new_err)?;
     let list = PyList::empty_bound(py);

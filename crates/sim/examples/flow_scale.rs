@@ -13,7 +13,7 @@ fn main() {
     let params = NetworkParams::swing_paper(400.0);
     for alg in algs.split(',') {
         let t0 = Instant::now();
-        let r = run_collective_sizes(topo, alg, &sizes, Backend::Flow, &params, 1).unwrap();
+        let r = run_collective_sizes(topo, alg, &sizes, Backend::Flow, &params, 1, 1).unwrap();
         let wall = t0.elapsed().as_secs_f64();
         let worst = r.iter().map(|o| o.wall_seconds).fold(0.0, f64::max);
         let last = r.last().unwrap();

@@ -225,26 +225,17 @@ pub struct CollectiveOutcome {
     pub wall_seconds: f64,
 }
 
-/// A built schedule or timing plan, cached per (algorithm, topology).
-#[derive(Clone)]
-enum Built {
-    Schedule(Arc<Schedule>),
-    Plan(Arc<Plan>),
-}
+/// Process-wide caches of built schedules and timing plans, per (algorithm, topology).
+type Cache<T> = Mutex<HashMap<(String, String), Arc<T>>>;
 
-type CacheKey = (bool, String, String);
-
-fn cache() -> &'static Mutex<HashMap<CacheKey, Built>> {
-    static CACHE: OnceLock<Mutex<HashMap<CacheKey, Built>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
-}
-
-/// Most entries kept; the cache is emptied when it would grow beyond this.
+/// Most entries kept per cache; a cache is emptied when it would grow beyond this.
 const CACHE_ENTRIES: usize = 64;
 
-fn cached(algorithm: &str, spec: &TopologySpec, plan: bool) -> Result<Built, String> {
-    let key = (plan, algorithm.to_string(), spec.spec());
-    if let Some(b) = cache().lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+/// `build(layout)` for (`algorithm`, `spec`) from `cache`, after checking the algorithm name and
+/// the rank count against `limit`.
+fn cached<T>(cache: &Cache<T>, algorithm: &str, spec: &TopologySpec, limit: u32, what: &str, build: impl FnOnce(&Layout) -> Result<T, String>) -> Result<Arc<T>, String> {
+    let key = (algorithm.to_string(), spec.spec());
+    if let Some(b) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(b.clone());
     }
     if !algos::ALGORITHMS.contains(&algorithm) {
@@ -252,21 +243,12 @@ fn cached(algorithm: &str, spec: &TopologySpec, plan: bool) -> Result<Built, Str
     }
     let layout: Layout = spec.layout();
     let p = layout.ranks();
-    let ring_like = algorithm.starts_with("ring") || algorithm == "hamiltonian-rings";
-    // Plans of ring-like algorithms are compact; their schedules grow as p².
-    let limit = if ring_like && !plan { MAX_RANKS_RING } else { MAX_RANKS };
     if p > limit {
-        let what = if plan { "timing plans" } else { "schedules (packet level)" };
         return Err(format!("{p} ranks is more than the {limit} that '{algorithm}' {what} support"));
     }
     // Built outside the lock so that concurrent callers do not wait on each other.
-    let ctx = |e: String| format!("{algorithm} on {}: {e}", spec.spec());
-    let b = if plan {
-        Built::Plan(Arc::new(reducelab_sched::plan::plan(algorithm, &layout).map_err(ctx)?))
-    } else {
-        Built::Schedule(Arc::new(algos::build(algorithm, Collective::Allreduce, &layout).map_err(ctx)?))
-    };
-    let mut c = cache().lock().unwrap_or_else(|e| e.into_inner());
+    let b = Arc::new(build(&layout).map_err(|e| format!("{algorithm} on {}: {e}", spec.spec()))?);
+    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
     if c.len() >= CACHE_ENTRIES {
         c.clear();
     }
@@ -275,20 +257,23 @@ fn cached(algorithm: &str, spec: &TopologySpec, plan: bool) -> Result<Built, Str
 }
 
 /// The allreduce schedule of `algorithm` for `spec`'s layout, from the process-wide cache.
+/// Ring-like schedules grow as p², so they are limited to [`MAX_RANKS_RING`] ranks.
 pub fn cached_schedule(algorithm: &str, spec: &TopologySpec) -> Result<Arc<Schedule>, String> {
-    match cached(algorithm, spec, false)? {
-        Built::Schedule(s) => Ok(s),
-        Built::Plan(_) => unreachable!("keyed by kind"),
-    }
+    static CACHE: OnceLock<Cache<Schedule>> = OnceLock::new();
+    let ring_like = algorithm.starts_with("ring") || algorithm == "hamiltonian-rings";
+    let limit = if ring_like { MAX_RANKS_RING } else { MAX_RANKS };
+    cached(CACHE.get_or_init(Default::default), algorithm, spec, limit, "schedules (packet level)", |layout| {
+        algos::build(algorithm, Collective::Allreduce, layout)
+    })
 }
 
 /// The allreduce timing plan of `algorithm` for `spec`'s layout (flow backend), from the
 /// process-wide cache. Built without materialising the schedule where that is large.
 pub fn cached_plan(algorithm: &str, spec: &TopologySpec) -> Result<Arc<Plan>, String> {
-    match cached(algorithm, spec, true)? {
-        Built::Plan(p) => Ok(p),
-        Built::Schedule(_) => unreachable!("keyed by kind"),
-    }
+    static CACHE: OnceLock<Cache<Plan>> = OnceLock::new();
+    cached(CACHE.get_or_init(Default::default), algorithm, spec, MAX_RANKS, "timing plans", |layout| {
+        reducelab_sched::plan::plan(algorithm, layout)
+    })
 }
 
 /// Builds `spec` with every network link given by `params` (HammingMesh board links too).
@@ -386,25 +371,13 @@ pub fn run_collective(
     params: &NetworkParams,
     seed: u64,
 ) -> Result<CollectiveOutcome, String> {
-    let mut v = run_collective_sizes(topology_spec, algorithm, &[size_bytes], backend, params, seed)?;
+    let mut v = run_collective_sizes(topology_spec, algorithm, &[size_bytes], backend, params, seed, 1)?;
     Ok(v.pop().expect("one size"))
 }
 
-/// [`run_collective`] for several sizes: the schedule and topology are built once.
+/// [`run_collective`] for several sizes: the schedule (or plan) and topology are built once,
+/// and the sizes run on up to `threads` threads (the results are the same for any count).
 pub fn run_collective_sizes(
-    topology_spec: &str,
-    algorithm: &str,
-    sizes: &[u64],
-    backend: Backend,
-    params: &NetworkParams,
-    seed: u64,
-) -> Result<Vec<CollectiveOutcome>, String> {
-    run_collective_sizes_threads(topology_spec, algorithm, sizes, backend, params, seed, 1)
-}
-
-/// [`run_collective_sizes`] with the sizes run on up to `threads` threads (results are the
-/// same as with one).
-pub fn run_collective_sizes_threads(
     topology_spec: &str,
     algorithm: &str,
     sizes: &[u64],
@@ -418,14 +391,14 @@ pub fn run_collective_sizes_threads(
         return Err(format!("size_bytes must be at least 1, got {s}"));
     }
     let spec = TopologySpec::parse(topology_spec)?;
+    let topo = build_topology(&spec, params)?;
     let backend = match backend {
-        Backend::Auto if auto_flow_reason(topology_spec, algorithm, params)?.is_some() => Backend::Flow,
+        Backend::Auto if flow_reason(&topo, &*cached_plan(algorithm, &spec)?, params)?.is_some() => Backend::Flow,
         b => b,
     };
     let needs = |b: Backend| sizes.iter().any(|&s| backend.resolve(s) == b);
     let sched = if needs(Backend::Packet) { Some(cached_schedule(algorithm, &spec)?) } else { None };
     let plan = if needs(Backend::Flow) { Some(cached_plan(algorithm, &spec)?) } else { None };
-    let topo = build_topology(&spec, params)?;
     let ranks = spec.layout().ranks();
     if (ranks as usize) != topo.hosts.len() {
         return Err(format!("{algorithm}: schedule has {ranks} ranks but {} has {} hosts", spec.spec(), topo.hosts.len()));
@@ -470,9 +443,11 @@ pub fn run_collective_sizes_threads(
 /// too large.
 pub fn auto_flow_reason(topology_spec: &str, algorithm: &str, params: &NetworkParams) -> Result<Option<String>, String> {
     let spec = TopologySpec::parse(topology_spec)?;
-    let plan = cached_plan(algorithm, &spec)?;
-    let topo = build_topology(&spec, params)?;
-    if reducelab_flow::is_contention_free(&topo, &plan, &params.flow_config())? {
+    flow_reason(&build_topology(&spec, params)?, &*cached_plan(algorithm, &spec)?, params)
+}
+
+fn flow_reason(topo: &Topology, plan: &Plan, params: &NetworkParams) -> Result<Option<String>, String> {
+    if reducelab_flow::is_contention_free(topo, plan, &params.flow_config())? {
         return Ok(Some("contention-free: one flow per link at a time, flow level equals packet level".into()));
     }
     let pairs = plan.ranks as u64 * plan.blocks as u64;
@@ -512,8 +487,8 @@ mod tests {
     fn threads_give_the_same_outcomes() {
         let p = NetworkParams::swing_paper(400.0);
         let sizes = [32u64, 4096, 1 << 16, 1 << 20, 8 << 20];
-        let one = run_collective_sizes("torus:4x4", "swing-latency", &sizes, Backend::Auto, &p, 1).unwrap();
-        let two = run_collective_sizes_threads("torus:4x4", "swing-latency", &sizes, Backend::Auto, &p, 1, 2).unwrap();
+        let one = run_collective_sizes("torus:4x4", "swing-latency", &sizes, Backend::Auto, &p, 1, 1).unwrap();
+        let two = run_collective_sizes("torus:4x4", "swing-latency", &sizes, Backend::Auto, &p, 1, 2).unwrap();
         let strip = |v: Vec<CollectiveOutcome>| v.into_iter().map(|o| CollectiveOutcome { wall_seconds: 0.0, ..o }).collect::<Vec<_>>();
         assert_eq!(strip(one), strip(two));
     }
