@@ -34,7 +34,8 @@ mod routing;
 
 pub use config::{FlowControl, NetConfig, RoutingAlgo};
 pub use network::{
-    Fault, MsgId, Message, Network, NetworkStats, PortStats, RunEnd, Workload,
+    AppDst, AppOut, AppPacket, Fault, Message, MsgId, Network, NetworkStats, PortStats, ProgramLimits, RunEnd, Workload,
+    APP_QUEUE_LOW,
 };
 pub use packet::{fingerprint, PacketId};
 pub use routing::VcPolicy;

@@ -44,6 +44,44 @@ impl Message {
     }
 }
 
+/// Where a protocol (in-network aggregation) packet is going: a host, or a switch node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppDst {
+    Host(u32),
+    Node(u32),
+}
+
+/// A protocol packet as the engine sees it: a handle into the workload's own arena (which
+/// holds the protocol header and data), its size on the wire and its destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AppPacket {
+    pub app: u32,
+    pub wire_bytes: u32,
+    pub dst: AppDst,
+    /// Switches running a program hand the packet to it; otherwise they only forward it.
+    pub intercept: bool,
+}
+
+/// Output of a packet a switch program forwards or emits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AppOut {
+    /// Towards the packet's destination, by the network's routing algorithm (congestion-aware
+    /// where the routing is).
+    Route,
+    /// Out of this local port.
+    Port(u16),
+}
+
+/// Limits of the switches' programmable pipelines (same for every programmable switch).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ProgramLimits {
+    /// Protocol packets a switch's program processes per second (its aggregation throughput);
+    /// packets beyond it wait, holding their ingress buffer.
+    pub packets_per_second: f64,
+    /// Extra latency of the program's processing, on top of the forwarding pipeline.
+    pub latency_ps: u64,
+}
+
 /// A failure injected at a given time.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Fault {
@@ -60,6 +98,23 @@ pub trait Workload {
     /// Message `msg` has been delivered completely at its destination.
     fn on_delivered(&mut self, _net: &mut Network, _msg: MsgId) {}
     fn on_timer(&mut self, _net: &mut Network, _token: u64) {}
+    /// A protocol packet reached a programmable switch (`node`, arriving on local port
+    /// `in_port`). The workload takes custody and must resolve it with exactly one of
+    /// [`Network::app_consume`] or [`Network::app_forward`]; it may emit more packets.
+    fn on_app_at_switch(&mut self, net: &mut Network, _node: u32, _in_port: u16, pkt: crate::PacketId) {
+        net.app_consume(pkt);
+    }
+    /// A protocol packet was delivered to its destination host.
+    fn on_app_delivered(&mut self, _net: &mut Network, _host: u32, _app: u32) {}
+    /// A protocol packet was lost (link loss, failure, buffer overflow, no route).
+    fn on_app_lost(&mut self, _net: &mut Network, _app: u32) {}
+    /// The protocol injection queue of a host port ran low (see [`Network::app_inject`]).
+    fn on_app_queue_low(&mut self, _net: &mut Network, _host: u32, _port: u16) {}
+    /// Called when no event is left: `Some(reason)` if the workload has not finished, which
+    /// ends the run as [`RunEnd::Stalled`].
+    fn unfinished(&self, _net: &Network) -> Option<String> {
+        None
+    }
     /// Fraction of the work done, for progress bars.
     fn progress(&self, _net: &Network) -> f64 {
         0.0
@@ -89,7 +144,35 @@ enum Event {
     MsgStart { msg: u32 },
     Timer { token: u64 },
     Fault { idx: u32 },
+    /// A protocol packet reaches the program of the switch it is in (it had to wait for the
+    /// program's throughput).
+    Program { pkt: u32 },
 }
+
+/// What an arrival turned into, for the run loop to report to the workload.
+enum Arrival {
+    Nothing,
+    Delivered(u32),
+    AppAtSwitch { node: u32, in_port: u16, pkt: u32 },
+    AppAtHost { host: u32, app: u32 },
+}
+
+/// A protocol packet waiting in a host's injection queue.
+#[derive(Clone, Copy)]
+struct AppQueued {
+    pkt: AppPacket,
+    since: u64,
+}
+
+/// Notifications raised deep in the engine and delivered to the workload after the event.
+#[derive(Clone, Copy)]
+enum Note {
+    AppLost(u32),
+    QueueLow { host: u32, port: u16 },
+}
+
+/// A host port asks for more protocol packets when its queue falls below this length.
+pub const APP_QUEUE_LOW: usize = 4;
 
 #[derive(Clone, Copy, Default)]
 struct VcQueue {
@@ -199,6 +282,16 @@ pub struct Network {
     stop: bool,
     scratch: Vec<u16>,
     shape_dims: Vec<u32>,
+    // Protocol packets (switch programs and host agents).
+    app_q: Vec<VecDeque<AppQueued>>,
+    app_low_armed: Vec<bool>,
+    programmable: Vec<bool>,
+    program_ps_per_packet: u64,
+    program_latency_ps: u64,
+    program_free_ps: Vec<u64>,
+    notes: Vec<Note>,
+    /// Hop distances to switch nodes that protocol packets are addressed to, built on first use.
+    node_dist: Vec<Option<Vec<u32>>>,
 }
 
 impl Network {
@@ -293,6 +386,14 @@ impl Network {
             stop: false,
             scratch: Vec::with_capacity(64),
             shape_dims,
+            app_q: (0..np).map(|_| VecDeque::new()).collect(),
+            app_low_armed: vec![false; np],
+            programmable: vec![false; topo.nodes.len()],
+            program_ps_per_packet: 0,
+            program_latency_ps: 0,
+            program_free_ps: vec![0; topo.nodes.len()],
+            notes: Vec::new(),
+            node_dist: vec![None; topo.nodes.len()],
             cfg,
         };
         for i in 0..net.faults.len() {
@@ -408,20 +509,237 @@ impl Network {
                 Event::Arrive { port } => {
                     let pkt = self.wire_pop(port);
                     let ingress = self.port_peer[port as usize];
-                    if let Some(msg) = self.arrive(ingress, pkt) {
-                        w.on_delivered(self, MsgId(msg));
-                    }
+                    let a = self.arrive(ingress, pkt);
+                    self.report_arrival(w, a);
                 }
                 Event::MsgStart { msg } => self.start_message(msg),
                 Event::Timer { token } => w.on_timer(self, token),
                 Event::Fault { idx } => self.apply_fault(idx),
+                Event::Program { pkt } => {
+                    let p = *self.pool.get(pkt);
+                    let node = self.port_node[p.in_port as usize];
+                    if self.node_up[node as usize] {
+                        w.on_app_at_switch(self, node, self.port_local[p.in_port as usize], crate::PacketId(pkt));
+                    } else {
+                        self.stats.drops_failure += 1;
+                        self.lose(pkt);
+                    }
+                }
+            }
+            while let Some(n) = self.notes.pop() {
+                match n {
+                    Note::AppLost(app) => w.on_app_lost(self, app),
+                    Note::QueueLow { host, port } => w.on_app_queue_low(self, host, port),
+                }
             }
         }
         self.finish_stats();
-        if self.undelivered == 0 {
-            RunEnd::Drained
-        } else {
+        if self.undelivered != 0 {
             RunEnd::Stalled { reason: self.stall_reason() }
+        } else if let Some(reason) = w.unfinished(self) {
+            RunEnd::Stalled { reason }
+        } else {
+            RunEnd::Drained
+        }
+    }
+
+    fn report_arrival<W: Workload>(&mut self, w: &mut W, a: Arrival) {
+        match a {
+            Arrival::Nothing => {}
+            Arrival::Delivered(msg) => w.on_delivered(self, MsgId(msg)),
+            Arrival::AppAtSwitch { node, in_port, pkt } => w.on_app_at_switch(self, node, in_port, crate::PacketId(pkt)),
+            Arrival::AppAtHost { host, app } => w.on_app_delivered(self, host, app),
+        }
+    }
+
+    // ----- Protocol packets (switch programs and host agents) -----------------------------
+
+    /// Makes switch `node` run the workload's program: protocol packets with `intercept`
+    /// set are handed to [`Workload::on_app_at_switch`] there.
+    pub fn set_programmable(&mut self, node: u32, on: bool) {
+        self.programmable[node as usize] = on;
+    }
+
+    pub fn set_program_limits(&mut self, limits: ProgramLimits) {
+        assert!(limits.packets_per_second > 0.0);
+        self.program_ps_per_packet = (1e12 / limits.packets_per_second).round() as u64;
+        self.program_latency_ps = limits.latency_ps;
+    }
+
+    /// Node id of host `host`.
+    pub fn host_node_id(&self, host: u32) -> u32 {
+        self.host_node[host as usize]
+    }
+    /// Host index of node `node`, if it is a host.
+    pub fn node_host(&self, node: u32) -> Option<u32> {
+        let h = self.node_host[node as usize];
+        (h != u32::MAX).then_some(h)
+    }
+    /// Number of ports of `node`.
+    pub fn node_ports(&self, node: u32) -> u16 {
+        (self.node_port_base[node as usize + 1] - self.node_port_base[node as usize]) as u16
+    }
+    /// The node at the far end of local port `port` of `node`.
+    pub fn port_peer_node(&self, node: u32, port: u16) -> u32 {
+        self.port_node[self.port_peer[(self.node_port_base[node as usize] + port as u32) as usize] as usize]
+    }
+    pub fn node_is_up(&self, node: u32) -> bool {
+        self.node_up[node as usize]
+    }
+
+    /// Queues a protocol packet for injection by host `host` on NIC port `port` (hosts with
+    /// one port: 0). It leaves at line rate when the port's arbitration and credits allow,
+    /// like message packets. When the queue falls below [`APP_QUEUE_LOW`] packets the
+    /// workload gets [`Workload::on_app_queue_low`] once (re-armed by the next call), so a
+    /// host agent can produce packets lazily instead of queueing a whole vector.
+    pub fn app_inject(&mut self, host: u32, port: u16, pkt: AppPacket) {
+        let node = self.host_node[host as usize];
+        let g = self.node_port_base[node as usize] + port as u32;
+        assert!(g < self.node_port_base[node as usize + 1], "host {host} has no port {port}");
+        let now = self.queue.now().0;
+        self.app_q[g as usize].push_back(AppQueued { pkt, since: now });
+        self.app_low_armed[g as usize] = true;
+        self.kick(g);
+    }
+
+    /// Protocol packets waiting in host `host`'s injection queue on `port`.
+    pub fn app_queued(&self, host: u32, port: u16) -> usize {
+        let node = self.host_node[host as usize];
+        self.app_q[(self.node_port_base[node as usize] + port as u32) as usize].len()
+    }
+
+    /// The protocol packet `pkt` (in the workload's custody).
+    pub fn app_packet(&self, pkt: crate::PacketId) -> AppPacket {
+        let p = self.pool.get(pkt.0);
+        AppPacket {
+            app: p.app,
+            wire_bytes: p.wire_bytes,
+            dst: if p.dst_node != NIL { AppDst::Node(p.dst_node) } else { AppDst::Host(p.dst) },
+            intercept: p.intercept,
+        }
+    }
+
+    /// Ends custody of `pkt`: the program absorbed it; its ingress buffer is free again.
+    pub fn app_consume(&mut self, pkt: crate::PacketId) {
+        self.drop_packet(pkt.0);
+    }
+
+    /// Ends custody of `pkt` by sending it on from `node`, rewritten to `as_pkt`. It keeps
+    /// its ingress buffer until it leaves, like a forwarded packet.
+    pub fn app_forward(&mut self, node: u32, pkt: crate::PacketId, out: AppOut, as_pkt: AppPacket) {
+        self.set_app_fields(pkt.0, as_pkt);
+        self.app_send(node, pkt.0, out);
+    }
+
+    /// A switch program creates a packet at `node`. It occupies no ingress buffer (it lives in
+    /// the switch's own memory until sent).
+    pub fn app_emit(&mut self, node: u32, out: AppOut, pkt: AppPacket) {
+        let now = self.queue.now().0;
+        self.stats.packets_created += 1;
+        let id = self.pool.alloc(Packet {
+            next: NIL,
+            wire_bytes: pkt.wire_bytes,
+            payload_bytes: 0,
+            src: NIL,
+            dst: NIL,
+            msg: NIL,
+            seq: 0,
+            in_port: NIL,
+            in_vc: 0,
+            vc: 0,
+            hops: 0,
+            ecn: false,
+            flow_hash: pkt.app,
+            fingerprint: 0,
+            app: NIL,
+            dst_node: NIL,
+            intercept: false,
+            arrive_ps: 0,
+            born_ps: now,
+        });
+        self.stats.peak_packets_in_flight = self.stats.peak_packets_in_flight.max(self.pool.live);
+        self.set_app_fields(id, pkt);
+        self.app_send(node, id, out);
+    }
+
+    fn set_app_fields(&mut self, id: u32, a: AppPacket) {
+        let p = self.pool.get_mut(id);
+        p.app = a.app;
+        p.wire_bytes = a.wire_bytes;
+        p.intercept = a.intercept;
+        match a.dst {
+            AppDst::Host(h) => {
+                p.dst = h;
+                p.dst_node = NIL;
+            }
+            AppDst::Node(n) => {
+                p.dst = NIL;
+                p.dst_node = n;
+            }
+        }
+    }
+
+    fn app_send(&mut self, node: u32, pkt: u32, out: AppOut) {
+        let p = *self.pool.get(pkt);
+        let chosen = match out {
+            AppOut::Route => self.route(node, &p),
+            AppOut::Port(lp) => {
+                let g = self.node_port_base[node as usize] + lp as u32;
+                if lp >= self.node_ports(node) || !self.link_up[self.port_link[g as usize] as usize] {
+                    None
+                } else {
+                    let vc = match &self.vc_policy {
+                        VcPolicy::Single => 0,
+                        VcPolicy::HopIndex { vcs } => p.hops.min(vcs - 1),
+                        VcPolicy::TorusDateline { .. } | VcPolicy::TorusDuato { .. } => self.dateline_vc(node, lp, &p),
+                    };
+                    Some((g, vc))
+                }
+            }
+        };
+        match chosen {
+            Some((g, vc)) => {
+                self.pool.get_mut(pkt).vc = vc;
+                self.enqueue(g, pkt);
+            }
+            None => {
+                self.stats.drops_no_route += 1;
+                self.lose(pkt);
+            }
+        }
+    }
+
+    /// A packet is lost: frees it (and its ingress buffer) and tells the workload if it was
+    /// a protocol packet.
+    fn lose(&mut self, pkt: u32) {
+        let app = self.pool.get(pkt).app;
+        self.drop_packet(pkt);
+        if app != NIL {
+            self.notes.push(Note::AppLost(app));
+        }
+    }
+
+    /// Minimal next hops from `node` towards switch `target` over live links, into `scratch`.
+    fn candidates_to_node(&mut self, node: u32, target: u32) {
+        if self.node_dist[target as usize].is_none() {
+            let d = self.topo.bfs_from_alive(NodeId(target), &self.link_up, &self.node_up);
+            self.node_dist[target as usize] = Some(d);
+        }
+        let dist = self.node_dist[target as usize].as_ref().expect("built");
+        let here = dist[node as usize];
+        self.scratch.clear();
+        if here == u32::MAX || here == 0 {
+            return;
+        }
+        let (b, e) = (self.node_port_base[node as usize], self.node_port_base[node as usize + 1]);
+        for g in b..e {
+            let peer = self.port_node[self.port_peer[g as usize] as usize];
+            if self.link_up[self.port_link[g as usize] as usize] && dist[peer as usize] + 1 == here {
+                // Only forwarding nodes (or the target) may carry the packet on.
+                if peer == target || self.node_forwards[peer as usize] {
+                    self.scratch.push((g - b) as u16);
+                }
+            }
         }
     }
 
@@ -467,7 +785,7 @@ impl Network {
     }
 
     fn has_work(&self, port: u32) -> bool {
-        self.ports[port as usize].q_packets > 0 || !self.inject[port as usize].is_empty()
+        self.ports[port as usize].q_packets > 0 || !self.inject[port as usize].is_empty() || !self.app_q[port as usize].is_empty()
     }
 
     /// Starts transmitting the next eligible packet on `port`, if idle.
@@ -480,7 +798,7 @@ impl Network {
         self.ports[g].credit_blocked = false;
         self.absorb_credits(g, now);
         let nvc = self.nvc;
-        let slots = nvc + 1; // VC queues, then local injection
+        let slots = nvc + 2; // VC queues, local message injection, local protocol injection
         let rr = self.ports[g].rr as usize;
         // Age-based arbitration (as in Cray Aries/Slingshot routers): among the queue heads
         // that have credits, the packet waiting longest in the network goes first; the host's
@@ -500,13 +818,20 @@ impl Network {
                     continue;
                 }
                 p.born_ps
-            } else if let Some(&msg) = self.inject[g].front() {
+            } else if let (true, Some(&msg)) = (idx == nvc, self.inject[g].front()) {
                 let vc = self.injection_vc(port, msg);
                 let size = self.next_packet_size(msg);
                 if self.credits[g * nvc + vc as usize] < size as i64 {
                     continue;
                 }
                 self.ports[g].inject_since.max(self.messages[msg as usize].start.ps())
+            } else if idx == nvc + 1 {
+                let Some(a) = self.app_q[g].front() else { continue };
+                let vc = self.injection_vc(port, 0);
+                if self.credits[g * nvc + vc as usize] < a.pkt.wire_bytes as i64 {
+                    continue;
+                }
+                self.ports[g].inject_since.max(a.since)
             } else {
                 continue;
             };
@@ -521,7 +846,7 @@ impl Network {
                 self.transmit(port, pkt);
                 return;
             }
-            let msg = *self.inject[g].front().expect("candidate");
+            // Host injection (messages or protocol packets); OS noise may delay it.
             if self.cfg.noise_probability > 0.0 && !self.ports[g].noise_paid {
                 self.ports[g].noise_paid = true;
                 if self.rng_noise.bernoulli(self.cfg.noise_probability) {
@@ -534,6 +859,11 @@ impl Network {
             }
             self.ports[g].noise_paid = false;
             self.ports[g].rr = ((idx + 1) % slots) as u8;
+            if idx == nvc + 1 {
+                self.inject_app(g);
+                return;
+            }
+            let msg = *self.inject[g].front().expect("candidate");
             let vc = self.injection_vc(port, msg);
             let size = self.next_packet_size(msg);
             let pkt = self.make_packet(g, msg, vc, size);
@@ -551,6 +881,44 @@ impl Network {
                 None => self.ports[g].credit_blocked = true,
             }
         }
+    }
+
+    /// Sends the head of host port `g`'s protocol queue.
+    fn inject_app(&mut self, g: usize) {
+        let now = self.queue.now().0;
+        let a = self.app_q[g].pop_front().expect("candidate");
+        let vc = self.injection_vc(g as u32, 0);
+        let host = self.node_host[self.port_node[g] as usize];
+        self.stats.packets_created += 1;
+        let id = self.pool.alloc(Packet {
+            next: NIL,
+            wire_bytes: a.pkt.wire_bytes,
+            payload_bytes: 0,
+            src: host,
+            dst: NIL,
+            msg: NIL,
+            seq: 0,
+            in_port: NIL,
+            in_vc: 0,
+            vc,
+            hops: 0,
+            ecn: false,
+            flow_hash: a.pkt.app,
+            fingerprint: 0,
+            app: NIL,
+            dst_node: NIL,
+            intercept: false,
+            arrive_ps: 0,
+            born_ps: now.max(self.ports[g].inject_since).max(a.since),
+        });
+        self.stats.peak_packets_in_flight = self.stats.peak_packets_in_flight.max(self.pool.live);
+        self.set_app_fields(id, a.pkt);
+        self.ports[g].inject_since = now + SimDuration::serialization(a.pkt.wire_bytes as u64, self.port_bps[g]).0;
+        if self.app_q[g].len() < APP_QUEUE_LOW && self.app_low_armed[g] {
+            self.app_low_armed[g] = false;
+            self.notes.push(Note::QueueLow { host, port: self.port_local[g] });
+        }
+        self.transmit(g as u32, id);
     }
 
     /// Puts a packet on the wire of output `port`. Arrival times on one wire never
@@ -657,6 +1025,9 @@ impl Network {
             ecn: false,
             flow_hash,
             fingerprint: fp,
+            app: NIL,
+            dst_node: NIL,
+            intercept: false,
             arrive_ps: 0,
             born_ps: self.queue.now().0.max(self.ports[g].inject_since),
         });
@@ -728,7 +1099,7 @@ impl Network {
         if self.cfg.flow_control == FlowControl::DropTail && ps.q_bytes + size > cap {
             ps.drops += 1;
             self.stats.drops_buffer += 1;
-            self.drop_packet(pkt);
+            self.lose(pkt);
             return;
         }
         if let Some(th) = self.cfg.ecn_threshold_bytes {
@@ -789,16 +1160,19 @@ impl Network {
 
     // ----- Arrival, routing, delivery ------------------------------------------------------
 
-    /// Returns the message id if this arrival completed a message.
-    fn arrive(&mut self, in_port: u32, pkt: u32) -> Option<u32> {
+    fn arrive(&mut self, in_port: u32, pkt: u32) -> Arrival {
         let gi = in_port as usize;
         let node = self.port_node[gi] as usize;
         let link = self.port_link[gi] as usize;
         if !self.link_up[link] || !self.node_up[node] {
             // Lost with the failed link or node; nobody is left to return its credit.
             self.stats.drops_failure += 1;
+            let app = self.pool.get(pkt).app;
             self.pool.release(pkt);
-            return None;
+            if app != NIL {
+                self.notes.push(Note::AppLost(app));
+            }
+            return Arrival::Nothing;
         }
         {
             let p = self.pool.get_mut(pkt);
@@ -811,18 +1185,44 @@ impl Network {
             self.stats.drops_loss += 1;
             let up = self.port_peer[gi] as usize;
             self.ports[up].drops += 1;
-            self.drop_packet(pkt);
-            return None;
+            self.lose(pkt);
+            return Arrival::Nothing;
         }
         let p = *self.pool.get(pkt);
-        if self.node_host[node] == p.dst {
+        if p.app != NIL {
+            let host = self.node_host[node];
+            // A protocol packet reaching a host is for that host when addressed to it, or when
+            // the host does not forward (multicast copies carry no host address).
+            if host != u32::MAX && ((p.dst_node == NIL && p.dst == host) || !self.node_forwards[node]) {
+                self.drop_packet(pkt); // consumed by the host: credit goes back at once
+                self.stats.delivered_packets += 1;
+                return Arrival::AppAtHost { host, app: p.app };
+            }
+            if p.dst_node == node as u32 || (p.intercept && self.programmable[node]) {
+                // The program processes packets at its throughput; a packet that must wait
+                // keeps its ingress buffer meanwhile.
+                let now = self.queue.now().0;
+                let start = now.max(self.program_free_ps[node]);
+                self.program_free_ps[node] = start + self.program_ps_per_packet;
+                let at = start + self.program_latency_ps;
+                if at > now {
+                    self.queue.push(SimTime(at), Event::Program { pkt });
+                    return Arrival::Nothing;
+                }
+                return Arrival::AppAtSwitch { node: node as u32, in_port: self.port_local[gi], pkt };
+            }
+        }
+        if p.dst_node == NIL && self.node_host[node] == p.dst {
             self.drop_packet(pkt); // consumed by the host: credit goes back at once
             self.stats.delivered_packets += 1;
-            self.pool_released_delivery(&p)
+            match self.pool_released_delivery(&p) {
+                Some(m) => Arrival::Delivered(m),
+                None => Arrival::Nothing,
+            }
         } else if !self.node_forwards[node] {
             self.stats.drops_no_route += 1;
-            self.drop_packet(pkt);
-            None
+            self.lose(pkt);
+            Arrival::Nothing
         } else {
             match self.route(node as u32, &p) {
                 Some((out, vc)) => {
@@ -831,10 +1231,10 @@ impl Network {
                 }
                 None => {
                     self.stats.drops_no_route += 1;
-                    self.drop_packet(pkt);
+                    self.lose(pkt);
                 }
             }
-            None
+            Arrival::Nothing
         }
     }
 
@@ -890,7 +1290,11 @@ impl Network {
 
     /// Picks the output port (global id) and VC for a packet at a forwarding node.
     fn route(&mut self, node: u32, p: &Packet) -> Option<(u32, u8)> {
-        self.live_candidates(node, p.dst);
+        if p.dst_node != NIL {
+            self.candidates_to_node(node, p.dst_node);
+        } else {
+            self.live_candidates(node, p.dst);
+        }
         if self.scratch.is_empty() {
             return None;
         }
@@ -1042,7 +1446,7 @@ impl Network {
                     let pkt = self.dequeue(g, vc);
                     self.stats.drops_failure += 1;
                     self.ports[g].drops += 1;
-                    self.drop_packet(pkt);
+                    self.lose(pkt);
                 }
             }
         }

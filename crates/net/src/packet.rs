@@ -27,6 +27,14 @@ pub(crate) struct Packet {
     pub ecn: bool,
     pub flow_hash: u32,
     pub fingerprint: u64,
+    /// Handle of a protocol packet (in-network aggregation) in the workload's arena, or
+    /// `NIL` for raw message traffic.
+    pub app: u32,
+    /// Destination node of a protocol packet addressed to a switch (`NIL`: `dst` is a host).
+    pub dst_node: u32,
+    /// A protocol packet that switches running a program hand to it (`false`: forwarded
+    /// like any other packet, e.g. Canary's bypass packets).
+    pub intercept: bool,
     /// When the packet reaches the far end of the wire it is on.
     pub arrive_ps: u64,
     /// When it became ready to enter the network (age-based arbitration).

@@ -1,10 +1,27 @@
-//! `cargo run --release -p reducelab-sim --example run_scenario FILE` — runs a scenario and
-//! prints its table, without the Python front end.
+//! `cargo run --release -p reducelab-sim --example run_scenario -- FILE [OUT_DIR]`: runs a
+//! scenario without the Python front end (for profiling and quick checks).
 fn main() {
-    let path = std::env::args().nth(1).expect("usage: run_scenario FILE");
-    let text = std::fs::read_to_string(&path).expect("read scenario");
+    let args: Vec<String> = std::env::args().collect();
+    let Some(path) = args.get(1) else {
+        eprintln!("usage: run_scenario FILE [OUT_DIR]");
+        std::process::exit(2);
+    };
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        eprintln!("error: {path}: {e}");
+        std::process::exit(2)
+    });
     match reducelab_sim::run_scenario_str(&text, &Default::default()) {
-        Ok(out) => println!("{}wall {:.3} s", out.table, out.stats.wall_seconds),
+        Ok(out) => {
+            print!("{}", out.table);
+            eprintln!("wall {:.2} s, {} events", out.stats.wall_seconds, out.stats.events);
+            if let Some(dir) = args.get(2) {
+                std::fs::create_dir_all(dir).expect("out dir");
+                std::fs::write(format!("{dir}/summary.json"), &out.summary_json).expect("write");
+                for (n, c) in &out.files {
+                    std::fs::write(format!("{dir}/{n}"), c).expect("write");
+                }
+            }
+        }
         Err(e) => {
             eprintln!("error: {path}: {e}");
             std::process::exit(2);

@@ -8,6 +8,7 @@
 pub mod bench;
 pub mod collective;
 pub mod collective_run;
+pub mod ina_run;
 pub mod report;
 pub mod scenario;
 pub mod workload;
@@ -90,7 +91,7 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, Scena
     for &(link, p) in &sc.link_loss {
         net.set_link_loss(link, p);
     }
-    let mut w = workload::ScenarioWorkload::new(sc.traffic.clone(), rng.fork(0x7AFF1C), &sc.topology, sc.seed);
+    let mut w = workload::ScenarioWorkload::new(sc.traffic.clone(), rng.fork(0x7AFF1C), &sc.topology, sc.seed, &sc.ina);
     let mut progress = |f: f64| {
         if let Some(p) = opts.progress {
             p(f)
@@ -105,7 +106,13 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, Scena
     let s = net.stats();
     Ok(RunOutput {
         summary_json: serde_json::to_string_pretty(&r.summary).expect("json") + "\n",
-        files: vec![("messages.csv".into(), r.messages_csv), ("links.csv".into(), r.links_csv)],
+        files: {
+            let mut f = vec![("messages.csv".into(), r.messages_csv), ("links.csv".into(), r.links_csv)];
+            if let Some(m) = r.ina_memory_csv {
+                f.push(("ina_memory.csv".into(), m));
+            }
+            f
+        },
         table: r.table,
         stats: EngineStats {
             wall_seconds: wall,

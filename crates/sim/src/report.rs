@@ -30,6 +30,8 @@ fn fct_summary(mut fcts: Vec<u64>) -> Value {
 }
 
 pub struct Report {
+    /// `ina_memory.csv`: descriptor occupancy over time, when there is in-network traffic.
+    pub ina_memory_csv: Option<String>,
     pub summary: Value,
     pub messages_csv: String,
     pub links_csv: String,
@@ -51,9 +53,25 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         .count();
     // Per traffic generator.
     let collectives = w.collective_results();
-    let collectives_ok = collectives.iter().all(|(_, r)| r.verified);
+    let ina_results = w.ina.as_ref().map(|x| x.results()).unwrap_or_default();
+    let collectives_ok = collectives.iter().all(|(_, r)| r.verified) && ina_results.iter().all(|r| r.verified);
     let mut traffic = Vec::new();
+    let mut ina_k = 0;
     for (ti, t) in w.traffic.iter().enumerate() {
+        if let crate::scenario::Traffic::Ina(_) = t {
+            let r = &ina_results[ina_k];
+            ina_k += 1;
+            let mut v = serde_json::to_value(r).expect("json");
+            v["kind"] = json!(t.kind());
+            v["background"] = json!(false);
+            v["messages"] = json!(0);
+            v["completed"] = json!(r.hosts_finished);
+            v["verified"] = json!(if r.verified { r.hosts } else { 0 });
+            v["fct_ps"] = fct_summary(Vec::new());
+            v["throughput_gbps"] = json!(r.goodput_gbps.unwrap_or(0.0));
+            traffic.push(v);
+            continue;
+        }
         let mine: Vec<_> = msgs.iter().filter(|m| m.tag == ti as u64).collect();
         let fcts: Vec<u64> = mine.iter().filter_map(|m| m.completion_time().map(|d| d.ps())).collect();
         let first = mine.iter().map(|m| m.start.ps()).min().unwrap_or(0);
@@ -174,6 +192,7 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             "no_route": s.drops_no_route,
         },
         "ecn_marks": s.ecn_marks,
+        "ina": w.ina.as_ref().map(|x| serde_json::to_value(x.totals()).expect("json")),
         "engine": {
             "events": s.events,
             "packets": s.packets_created,
@@ -218,6 +237,30 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             if r.verified { "verified on every rank".to_string() } else { format!("WRONG: {}", r.mismatch.clone().unwrap_or_default()) }
         );
     }
+    for r in &ina_results {
+        let _ = writeln!(
+            table,
+            "in-network {} on {} hosts, {} bytes: runtime {} us, goodput {:.1} Gb/s, result {}",
+            r.protocol,
+            r.hosts,
+            r.bytes,
+            r.runtime_ps.map_or("-".into(), |t| format!("{:.3}", t as f64 * 1e-6)),
+            r.goodput_gbps.unwrap_or(0.0),
+            if r.verified {
+                format!("verified on every host{}", if r.values_checked { " (fingerprints and values)" } else { " (fingerprints)" })
+            } else {
+                format!("NOT VERIFIED: {} of {} hosts finished, {} bad blocks", r.hosts_finished, r.hosts, r.bad_blocks)
+            }
+        );
+    }
+    if let Some(x) = w.ina.as_ref() {
+        let t = x.totals();
+        let _ = writeln!(
+            table,
+            "switches   peak {} descriptors ({} B) on one switch; {} collisions, {} stragglers, {} lost packets, {} descriptors left",
+            t.peak_descriptors, t.peak_descriptor_bytes, t.collisions, t.stragglers, t.lost_packets, t.descriptors_left
+        );
+    }
     let _ = writeln!(
         table,
         "links      mean utilisation {:.1}% (network links {:.1}%), max {:.1}%; drops {}; ECN marks {}",
@@ -227,5 +270,12 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         s.drops_buffer + s.drops_loss + s.drops_failure + s.drops_no_route,
         s.ecn_marks
     );
-    Report { summary, messages_csv, links_csv, table }
+    let ina_memory_csv = w.ina.as_ref().map(|x| {
+        let mut c = String::from("time_ps,busiest_switch_descriptors,all_switches_descriptors\n");
+        for (t, b, a) in &x.occupancy {
+            let _ = writeln!(c, "{t},{b},{a}");
+        }
+        c
+    });
+    Report { summary, messages_csv, links_csv, table, ina_memory_csv }
 }

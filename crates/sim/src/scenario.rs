@@ -28,6 +28,22 @@ pub struct ScenarioFile {
     pub faults: Vec<FaultSpec>,
     #[serde(default)]
     pub run: RunSpec,
+    /// Switch resources for in-network aggregation (`ina_allreduce` traffic).
+    #[serde(default)]
+    pub ina: InaSection,
+}
+
+/// `[ina]`: programmable-switch resources and Canary switch timers (docs/scenario-format.md).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct InaSection {
+    pub table_size: Option<u32>,
+    pub slots_per_tenant: Option<u32>,
+    pub packets_per_second: Option<f64>,
+    pub latency_ns: Option<f64>,
+    pub timeout_ns: Option<f64>,
+    pub reclaim_us: Option<f64>,
+    pub sample_ns: Option<f64>,
 }
 
 fn default_seed() -> u64 {
@@ -175,6 +191,8 @@ pub enum TrafficKind {
     /// A host-based collective (allreduce, reduce-scatter, allgather) run from a schedule of
     /// `crates/sched`: rank `r` on `hosts[r]`.
     Collective,
+    /// An in-network allreduce (Canary or static trees) run by switch programs.
+    InaAllreduce,
 }
 
 /// One traffic generator; which fields apply depends on `kind`.
@@ -197,6 +215,22 @@ pub struct TrafficSpec {
     /// For `kind = "collective"`: the torus shape the ranks are laid out on (default: the
     /// topology's dimensions when every host takes part, else one dimension).
     pub dims: Option<Vec<u32>>,
+    /// For `kind = "ina_allreduce"`: `canary` or `static_trees`.
+    pub protocol: Option<String>,
+    /// Static trees: how many (blocks round-robin over them).
+    pub trees: Option<u16>,
+    /// Static trees: root switch node of each tree (default: random top-level switches).
+    pub roots: Option<Vec<u32>>,
+    /// Static trees: blocks a host keeps outstanding.
+    pub window: Option<u32>,
+    /// 32-bit elements per packet.
+    pub elements_per_packet: Option<u16>,
+    /// Canary: hosts' per-packet retransmission timeout.
+    pub retransmit_timeout_us: Option<f64>,
+    /// Canary: failed attempts of a block before the host-based fallback.
+    pub max_failures: Option<u8>,
+    /// Carry and check real element values (default: when hosts × bytes ≤ 64 MiB).
+    pub values: Option<bool>,
 }
 
 /// `"all"` or an explicit list of host indices.
@@ -268,6 +302,8 @@ pub struct Scenario {
     /// Per-link loss probabilities overriding `network.loss_probability`.
     pub link_loss: Vec<(u32, f64)>,
     pub time_limit: Option<SimTime>,
+    /// Switch resources for in-network aggregation.
+    pub ina: crate::ina_run::InaSwitchSpec,
 }
 
 /// A validated traffic generator.
@@ -278,6 +314,7 @@ pub enum Traffic {
     Incast { senders: Vec<u32>, receiver: u32, bytes: u64, start: SimTime },
     RandomUniform { hosts: Vec<u32>, bytes: u64, inflight: u32, start: SimTime },
     Collective { hosts: Vec<u32>, bytes: u64, start: SimTime, schedule: reducelab_sched::Schedule },
+    Ina(crate::ina_run::InaSpec),
 }
 
 impl Traffic {
@@ -288,6 +325,7 @@ impl Traffic {
             Traffic::Incast { .. } => "incast",
             Traffic::RandomUniform { .. } => "random_uniform",
             Traffic::Collective { .. } => "collective",
+            Traffic::Ina(_) => "ina_allreduce",
         }
     }
     pub fn is_background(&self) -> bool {
@@ -621,8 +659,29 @@ impl ScenarioFile {
             return e("network.routing", reason);
         }
         let mut traffic = Vec::new();
+        let seed = seed_override.unwrap_or(self.seed);
         for (i, t) in self.traffic.iter().enumerate() {
-            traffic.push(resolve_traffic(&format!("traffic[{i}]"), t, &topology)?);
+            let mut tr = resolve_traffic(&format!("traffic[{i}]"), t, &topology)?;
+            if let Traffic::Ina(spec) = &mut tr {
+                if let reducelab_ina::host::Protocol::StaticTrees { trees, .. } = spec.protocol {
+                    if spec.roots.is_empty() {
+                        spec.roots = random_roots(&topology, trees, seed ^ (i as u64) << 32);
+                    }
+                }
+            }
+            traffic.push(tr);
+        }
+        let ina = self.ina.resolve()?;
+        let ina_specs: Vec<_> = traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
+        if !ina_specs.is_empty() {
+            // Builds the switch programs once to validate (trees, tables, protocol mix).
+            if let Err(reason) = crate::ina_run::InaWorld::new(&topology, ina_specs, ina.clone(), seed) {
+                let (field, reason) = match reason.split_once(": ") {
+                    Some((fld, r)) if !fld.contains(' ') => (format!("ina.{fld}"), r.to_string()),
+                    _ => ("traffic".to_string(), reason),
+                };
+                return e(field, reason);
+            }
         }
         if traffic.is_empty() {
             return e("traffic", "at least one [[traffic]] entry is needed");
@@ -694,6 +753,60 @@ impl ScenarioFile {
             faults,
             link_loss,
             time_limit,
+            ina,
+        })
+    }
+}
+
+/// `trees` distinct random top-level switches (switches with no host attached; every switch
+/// if all have hosts, as in a star), the static trees' roots (§5.2: picked at random).
+fn random_roots(topology: &Topology, trees: u16, seed: u64) -> Vec<u32> {
+    let switches: Vec<u32> = (0..topology.nodes.len() as u32).filter(|&i| topology.nodes[i as usize].host.is_none()).collect();
+    let top: Vec<u32> = switches
+        .iter()
+        .copied()
+        .filter(|&i| topology.nodes[i as usize].ports.iter().all(|p| topology.nodes[p.peer.idx()].host.is_none()))
+        .collect();
+    let mut pool = if top.is_empty() { switches } else { top };
+    let mut rng = reducelab_des::Rng::new(seed);
+    rng.shuffle(&mut pool);
+    (0..trees as usize).map(|t| pool[t % pool.len()]).collect()
+}
+
+impl InaSection {
+    fn resolve(&self) -> Result<crate::ina_run::InaSwitchSpec, ScenarioError> {
+        let d = crate::ina_run::InaSwitchSpec::default();
+        let table_size = self.table_size.unwrap_or(d.table_size);
+        if table_size == 0 || table_size > 1 << 24 {
+            return e("ina.table_size", format!("must be within 1..=16777216, got {table_size}"));
+        }
+        if let Some(s) = self.slots_per_tenant {
+            if s == 0 || s > table_size {
+                return e("ina.slots_per_tenant", format!("must be within 1..=table_size ({table_size}), got {s}"));
+            }
+        }
+        let pps = self.packets_per_second.unwrap_or(d.limits.packets_per_second);
+        if !(pps.is_finite() && pps >= 1e3 && pps <= 1e12) {
+            return e("ina.packets_per_second", format!("must be within 1e3..=1e12, got {pps}"));
+        }
+        let ps = |field: &str, v: Option<f64>, scale: f64, default: u64| -> Result<u64, ScenarioError> {
+            match v {
+                None => Ok(default),
+                Some(x) => ns_to_ps(field, x * scale),
+            }
+        };
+        let timeout_ps = ps("ina.timeout_ns", self.timeout_ns, 1.0, d.timeout_ps)?;
+        let sample_ps = ps("ina.sample_ns", self.sample_ns, 1.0, d.sample_ps)?;
+        if sample_ps == 0 {
+            return e("ina.sample_ns", "must be positive");
+        }
+        Ok(crate::ina_run::InaSwitchSpec {
+            table_size,
+            slots_per_tenant: self.slots_per_tenant,
+            limits: reducelab_net::ProgramLimits { packets_per_second: pps, latency_ps: ps("ina.latency_ns", self.latency_ns, 1.0, d.limits.latency_ps)? },
+            reclaim_ps: ps("ina.reclaim_us", self.reclaim_us, 1000.0, d.reclaim_ps)?,
+            timeout_ps,
+            sample_ps,
         })
     }
 }
@@ -702,7 +815,7 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
     let n = topology.num_hosts() as u32;
     let kind = match t.kind {
         Some(k) => k,
-        None => return e(format!("{f}.kind"), "is required (messages, permutation, incast, random_uniform, collective)"),
+        None => return e(format!("{f}.kind"), "is required (messages, permutation, incast, random_uniform, collective, ina_allreduce)"),
     };
     let kname = match kind {
         TrafficKind::Messages => "messages",
@@ -710,6 +823,7 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         TrafficKind::Incast => "incast",
         TrafficKind::RandomUniform => "random_uniform",
         TrafficKind::Collective => "collective",
+        TrafficKind::InaAllreduce => "ina_allreduce",
     };
     let used: &[&str] = match kind {
         TrafficKind::Messages => &["list"],
@@ -717,6 +831,10 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         TrafficKind::Incast => &["senders", "receiver", "bytes", "start_ns"],
         TrafficKind::RandomUniform => &["hosts", "bytes", "start_ns", "inflight"],
         TrafficKind::Collective => &["hosts", "bytes", "start_ns", "algorithm", "collective", "dims"],
+        TrafficKind::InaAllreduce => &[
+            "hosts", "bytes", "start_ns", "protocol", "trees", "roots", "window", "elements_per_packet",
+            "retransmit_timeout_us", "max_failures", "values",
+        ],
     };
     for (name, is) in [
         ("hosts", t.hosts.is_some()),
@@ -729,6 +847,14 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         ("algorithm", t.algorithm.is_some()),
         ("collective", t.collective.is_some()),
         ("dims", t.dims.is_some()),
+        ("protocol", t.protocol.is_some()),
+        ("trees", t.trees.is_some()),
+        ("roots", t.roots.is_some()),
+        ("window", t.window.is_some()),
+        ("elements_per_packet", t.elements_per_packet.is_some()),
+        ("retransmit_timeout_us", t.retransmit_timeout_us.is_some()),
+        ("max_failures", t.max_failures.is_some()),
+        ("values", t.values.is_some()),
     ] {
         if is && !used.contains(&name) {
             return e(format!("{f}.{name}"), format!("is not a parameter of kind = \"{kname}\""));
@@ -800,6 +926,76 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                 return e(format!("{f}.bytes"), "background messages must carry at least one byte");
             }
             Traffic::RandomUniform { hosts, bytes: b, inflight, start }
+        }
+        TrafficKind::InaAllreduce => {
+            use reducelab_ina::host::Protocol;
+            let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
+            if hosts.len() > u16::MAX as usize {
+                return e(format!("{f}.hosts"), format!("{} hosts; the 2-byte hosts field holds at most 65535", hosts.len()));
+            }
+            let b = bytes(t)?;
+            let epp = t.elements_per_packet.unwrap_or(256);
+            if epp == 0 || epp > 2048 {
+                return e(format!("{f}.elements_per_packet"), format!("must be within 1..=2048, got {epp}"));
+            }
+            let blocks = b.div_ceil(4).max(1).div_ceil(epp as u64);
+            if blocks > reducelab_ina::host::MAX_BLOCKS as u64 {
+                return e(format!("{f}.bytes"), format!("{blocks} blocks of {epp} elements exceed the 20-bit block id ({})", reducelab_ina::host::MAX_BLOCKS));
+            }
+            let protocol_name = t.protocol.as_deref().unwrap_or("canary");
+            let unused = |name: &str, present: bool| -> Result<(), ScenarioError> {
+                if present {
+                    return e(format!("{f}.{name}"), format!("is not used by protocol = \"{protocol_name}\""));
+                }
+                Ok(())
+            };
+            let protocol = match protocol_name {
+                "canary" => {
+                    unused("trees", t.trees.is_some())?;
+                    unused("roots", t.roots.is_some())?;
+                    unused("window", t.window.is_some())?;
+                    let rto = pos_f64(&format!("{f}.retransmit_timeout_us"), t.retransmit_timeout_us.unwrap_or(500.0))?;
+                    let max_failures = t.max_failures.unwrap_or(3);
+                    if max_failures > 14 {
+                        return e(format!("{f}.max_failures"), format!("must be at most 14 (4-bit attempt number), got {max_failures}"));
+                    }
+                    Protocol::Canary { rto_ps: ns_to_ps(&format!("{f}.retransmit_timeout_us"), rto * 1000.0)?, max_failures }
+                }
+                "static_trees" => {
+                    unused("retransmit_timeout_us", t.retransmit_timeout_us.is_some())?;
+                    unused("max_failures", t.max_failures.is_some())?;
+                    let trees = t.trees.unwrap_or(1);
+                    if trees == 0 || trees > 64 {
+                        return e(format!("{f}.trees"), format!("must be within 1..=64, got {trees}"));
+                    }
+                    if let Some(r) = &t.roots {
+                        if r.len() != trees as usize {
+                            return e(format!("{f}.roots"), format!("{} roots for {trees} trees", r.len()));
+                        }
+                        for (k, &node) in r.iter().enumerate() {
+                            if node as usize >= topology.nodes.len() || topology.nodes[node as usize].host.is_some() {
+                                return e(format!("{f}.roots[{k}]"), format!("node {node} is not a switch"));
+                            }
+                        }
+                    }
+                    let window = t.window.unwrap_or(1024);
+                    if window == 0 {
+                        return e(format!("{f}.window"), "must be at least 1");
+                    }
+                    Protocol::StaticTrees { trees, window }
+                }
+                other => return e(format!("{f}.protocol"), format!("must be canary or static_trees, got \"{other}\"")),
+            };
+            let values = t.values.unwrap_or(hosts.len() as u64 * b <= 64 << 20);
+            Traffic::Ina(crate::ina_run::InaSpec {
+                hosts,
+                bytes: b,
+                start,
+                protocol,
+                elems_per_packet: epp,
+                values,
+                roots: t.roots.clone().unwrap_or_default(),
+            })
         }
         TrafficKind::Collective => {
             use reducelab_sched::algos::{build, Layout, ALGORITHMS};

@@ -3,7 +3,8 @@
 use crate::collective::{CollectiveResult, CollectiveRun};
 use crate::scenario::Traffic;
 use reducelab_des::{Rng, SimTime};
-use reducelab_net::{MsgId, Network, Workload};
+use crate::ina_run::{InaSwitchSpec, InaWorld};
+use reducelab_net::{MsgId, Network, PacketId, Workload};
 use reducelab_topo::Topology;
 
 /// Per-generator counters.
@@ -25,10 +26,16 @@ pub struct ScenarioWorkload {
     fg_bytes: u64,
     fg_bytes_done: u64,
     collectives_left: u32,
+    /// In-network allreduces (`ina_allreduce` generators), if any.
+    pub ina: Option<InaWorld>,
 }
 
 impl ScenarioWorkload {
-    pub fn new(traffic: Vec<Traffic>, rng: Rng, topo: &Topology, seed: u64) -> Self {
+    /// `ina` holds the switch resources for `ina_allreduce` generators (validated with the
+    /// scenario, so building the in-network world cannot fail here).
+    pub fn new(traffic: Vec<Traffic>, rng: Rng, topo: &Topology, seed: u64, ina: &InaSwitchSpec) -> Self {
+        let ina_specs: Vec<_> = traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
+        let ina = (!ina_specs.is_empty()).then(|| InaWorld::new(topo, ina_specs, ina.clone(), seed).expect("validated with the scenario"));
         let counters = vec![TrafficCounters::default(); traffic.len()];
         let mut collectives_left = 0;
         let runs = traffic
@@ -42,12 +49,15 @@ impl ScenarioWorkload {
                 _ => None,
             })
             .collect();
-        ScenarioWorkload { traffic, counters, runs, rng, fg_messages: 0, fg_done: 0, fg_bytes: 0, fg_bytes_done: 0, collectives_left }
+        ScenarioWorkload { traffic, counters, runs, rng, fg_messages: 0, fg_done: 0, fg_bytes: 0, fg_bytes_done: 0, collectives_left, ina }
     }
 
     /// True when every foreground message has been delivered and every collective is done.
     pub fn foreground_done(&self) -> bool {
-        self.fg_done == self.fg_messages && self.collectives_left == 0 && (self.fg_messages > 0 || self.runs.iter().any(|r| r.is_some()))
+        self.fg_done == self.fg_messages
+            && self.collectives_left == 0
+            && self.ina.as_ref().is_none_or(|w| w.is_done())
+            && (self.fg_messages > 0 || self.runs.iter().any(|r| r.is_some()) || self.ina.is_some())
     }
 
     /// Results of the collective generators, by traffic index.
@@ -61,6 +71,15 @@ impl ScenarioWorkload {
         if !self.traffic[ti].is_background() {
             self.fg_messages += 1;
             self.fg_bytes += bytes;
+        }
+    }
+
+    /// Ends the run once the foreground is done — except an in-network run without
+    /// background traffic, which drains instead, so the switches' soft state (descriptors of
+    /// re-issued blocks) times out and the run can show every descriptor freed.
+    fn stop_if_done(&self, net: &mut Network) {
+        if self.foreground_done() && (self.ina.is_none() || self.traffic.iter().any(|t| t.is_background())) {
+            net.stop();
         }
     }
 
@@ -116,6 +135,7 @@ impl Workload for ScenarioWorkload {
                         }
                     }
                 }
+                Traffic::Ina(_) => {}
                 Traffic::Collective { .. } => {
                     let run = self.runs[ti].as_mut().expect("collective run");
                     run.start(net);
@@ -125,9 +145,49 @@ impl Workload for ScenarioWorkload {
                 }
             }
         }
+        if let Some(w) = self.ina.as_mut() {
+            w.start(net);
+        }
         if self.foreground_done() {
             net.stop();
         }
+    }
+
+    fn on_timer(&mut self, net: &mut Network, token: u64) {
+        if let Some(w) = self.ina.as_mut() {
+            w.on_timer(net, token);
+            self.stop_if_done(net);
+        }
+    }
+
+    fn on_app_at_switch(&mut self, net: &mut Network, node: u32, in_port: u16, pkt: PacketId) {
+        match self.ina.as_mut() {
+            Some(w) => w.on_app_at_switch(net, node, in_port, pkt),
+            None => net.app_consume(pkt),
+        }
+    }
+
+    fn on_app_delivered(&mut self, net: &mut Network, host: u32, app: u32) {
+        if let Some(w) = self.ina.as_mut() {
+            w.on_app_delivered(net, host, app);
+            self.stop_if_done(net);
+        }
+    }
+
+    fn on_app_lost(&mut self, net: &mut Network, app: u32) {
+        if let Some(w) = self.ina.as_mut() {
+            w.on_app_lost(net, app);
+        }
+    }
+
+    fn on_app_queue_low(&mut self, net: &mut Network, host: u32, _port: u16) {
+        if let Some(w) = self.ina.as_mut() {
+            w.on_queue_low(net, host);
+        }
+    }
+
+    fn unfinished(&self, _net: &Network) -> Option<String> {
+        self.ina.as_ref().and_then(|w| w.unfinished())
     }
 
     fn on_delivered(&mut self, net: &mut Network, msg: MsgId) {

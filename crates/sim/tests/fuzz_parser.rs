@@ -437,6 +437,7 @@ fn small_enough(sc: &Scenario) -> bool {
             // Closed-loop background: bounded by the time cap below.
             Traffic::RandomUniform { .. } => 0,
             Traffic::Collective { hosts, bytes, .. } => 2 * hosts.len() as u64 * bytes,
+            Traffic::Ina(s) => 2 * s.hosts.len() as u64 * s.bytes,
         };
         fg_bytes = fg_bytes.saturating_add(add);
     }

@@ -1,0 +1,294 @@
+//! In-network aggregation protocols as **sans-I/O** state machines: switch programs and host
+//! agents that take packets and timer expiries in and push [`SwAction`]s / [`HostAction`]s out.
+//! They know nothing of the simulator; `reducelab-sim` drives them on the packet engine, and
+//! the same code can drive a real UDP software switch later.
+//!
+//! - [`canary`]: Canary (De Sensi et al., FGCS 2024, §3–4): dynamic reduction trees built by
+//!   the network's congestion-aware routing, switch timeouts, descriptors in a hash-indexed
+//!   static array, collisions (bypass) and tree restoration, leader hosts, loss recovery.
+//! - [`tree`]: in-network allreduce on one or N static reduction trees (SHARP / SwitchML /
+//!   ATP-like with one tree; PANAMA-like with N trees and blocks assigned round-robin).
+//! - [`host`]: the host side of both.
+//! - [`wire`]: the 19-byte Canary header of §4.1.
+//!
+//! Units: times are integer picoseconds; data is `elems` 32-bit integer elements per packet
+//! (switches aggregate fixed point, §6), carried as a 64-bit fingerprint (wrapping sum of
+//! per-(host, block) values) and, in small runs, as real element values in a [`Values`] slab.
+
+pub mod canary;
+pub mod host;
+pub mod tree;
+pub mod wire;
+
+pub use wire::Kind;
+
+/// "No value" for handles and ids.
+pub const NIL: u32 = u32::MAX;
+
+/// Where a packet is addressed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Addr {
+    Host(u32),
+    /// A switch, by node id.
+    Switch(u32),
+    /// The host's first-hop switch (whichever it is attached to).
+    FirstHop,
+}
+
+/// A protocol packet's header as the state machines use it (the wire form is
+/// [`wire::WireHeader`]; this one also carries the simulator's data fingerprint and values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    pub kind: Kind,
+    pub dst: Addr,
+    /// Application (tenant) id ⊕ sequence, unique per block and attempt.
+    pub id: u32,
+    pub tenant: u16,
+    /// Static trees: which tree the block uses.
+    pub tree: u16,
+    /// Contributions reduced into this packet.
+    pub counter: u16,
+    /// Hosts taking part.
+    pub hosts: u16,
+    /// Collided packet: its ingress port at `switch_addr`. Restoration: the port bitmap.
+    pub children: u64,
+    pub switch_addr: u32,
+    pub bypass: bool,
+    /// Restoration packets: the kind of the copies they make (broadcast or failure).
+    pub inner: Kind,
+    /// Sending host (requests, fallback, completion).
+    pub src: u32,
+    /// Data elements carried.
+    pub elems: u16,
+    /// Wrapping sum of the fingerprints of the contributions carried.
+    pub fp: u64,
+    /// Slot of the element values in the [`Values`] slab, or [`NIL`].
+    pub data: u32,
+}
+
+impl Header {
+    pub fn new(kind: Kind, dst: Addr, id: u32, tenant: u16) -> Header {
+        Header {
+            kind,
+            dst,
+            id,
+            tenant,
+            tree: 0,
+            counter: 0,
+            hosts: 0,
+            children: 0,
+            switch_addr: NIL,
+            bypass: false,
+            inner: Kind::Broadcast,
+            src: NIL,
+            elems: 0,
+            fp: 0,
+            data: NIL,
+        }
+    }
+
+    /// Bytes on the wire: data, Canary header, Ethernet header and framing.
+    pub fn wire_bytes(&self) -> u32 {
+        self.elems as u32 * 4 + wire::OVERHEAD_BYTES
+    }
+
+    /// Whether switches running the program process this packet (rather than just forward it).
+    pub fn intercepted(&self) -> bool {
+        match self.kind {
+            Kind::Reduce => !self.bypass,
+            Kind::Broadcast => true,
+            // The tree-multicast form of a failure frees descriptors on its way down; the
+            // unicast form goes straight to a host.
+            Kind::Failure => self.switch_addr == MULTICAST_MARK,
+            _ => false,
+        }
+    }
+
+    /// The §4.1 multicast flag.
+    pub fn multicast(&self) -> bool {
+        matches!(self.kind, Kind::Broadcast | Kind::Restore) || (self.kind == Kind::Failure && self.switch_addr == MULTICAST_MARK)
+    }
+}
+
+/// `switch_addr` of a failure notification travelling down the tree (multicast form).
+pub const MULTICAST_MARK: u32 = NIL - 1;
+
+/// Output of a packet leaving a switch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Out {
+    /// Towards `dst` by the network's (congestion-aware) routing.
+    Route,
+    Port(u16),
+}
+
+/// What a switch program asks its switch to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SwAction {
+    /// The arriving packet is absorbed.
+    Consume,
+    /// The arriving packet goes on, rewritten to `hdr`.
+    Forward { out: Out, hdr: Header },
+    /// A new packet (timeout flush, multicast copy).
+    Emit { out: Out, hdr: Header },
+    /// Call `on_timer(token)` at `at` ps.
+    Timer { at: u64, token: u64 },
+}
+
+/// What a host agent asks its host to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostAction {
+    /// Queue a packet on the NIC.
+    Send(Header),
+    Timer { at: u64, token: u64 },
+}
+
+/// A per-switch program.
+pub trait SwitchProgram {
+    /// A packet `hdr` arrived on local port `in_port`. Must push exactly one `Consume` or
+    /// `Forward` for it.
+    fn on_packet(&mut self, now: u64, in_port: u16, hdr: Header, vals: &mut Values, out: &mut Vec<SwAction>);
+    fn on_timer(&mut self, now: u64, token: u64, vals: &mut Values, out: &mut Vec<SwAction>);
+    /// Descriptors in use now.
+    fn descriptors_in_use(&self) -> u32;
+    fn stats(&self) -> &SwitchStats;
+}
+
+/// Counters of one switch program.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SwitchStats {
+    /// Reduce packets aggregated into a descriptor (including the first).
+    pub aggregated: u64,
+    /// Partial aggregates sent on (timeout or complete).
+    pub flushed: u64,
+    /// Reduce packets forwarded at once because their descriptor had already flushed.
+    pub stragglers: u64,
+    /// Reduce packets that found their slot held by another id (sent on as bypass).
+    pub collisions: u64,
+    /// Broadcast packets multicast along recorded children.
+    pub broadcasts: u64,
+    /// Broadcast packets dropped because no descriptor was stored (collision; restored later).
+    pub broadcasts_without_descriptor: u64,
+    pub restorations: u64,
+    /// Descriptors freed by the soft-state timeout instead of a broadcast (after losses).
+    pub reclaimed: u64,
+    pub peak_descriptors: u32,
+    /// Time integral of descriptors in use (descriptor·ps), for the time-weighted mean.
+    pub descriptor_ps: u128,
+    pub last_change_ps: u64,
+}
+
+impl SwitchStats {
+    pub(crate) fn note_use(&mut self, now: u64, before: u32, after: u32) {
+        self.descriptor_ps += before as u128 * now.saturating_sub(self.last_change_ps) as u128;
+        self.last_change_ps = now;
+        self.peak_descriptors = self.peak_descriptors.max(after);
+    }
+}
+
+/// Fixed-stride slab of element arrays (real values for small runs). With stride 0 it is
+/// disabled and every handle is [`NIL`]. Slots are recycled, so steady state allocates nothing.
+#[derive(Clone, Debug, Default)]
+pub struct Values {
+    stride: usize,
+    data: Vec<i32>,
+    free: Vec<u32>,
+    pub live: u32,
+    pub peak: u32,
+}
+
+impl Values {
+    pub fn new(stride: usize) -> Values {
+        Values { stride, ..Values::default() }
+    }
+    pub fn enabled(&self) -> bool {
+        self.stride > 0
+    }
+    pub fn alloc(&mut self) -> u32 {
+        if !self.enabled() {
+            return NIL;
+        }
+        self.live += 1;
+        self.peak = self.peak.max(self.live);
+        if let Some(s) = self.free.pop() {
+            self.data[s as usize * self.stride..(s as usize + 1) * self.stride].fill(0);
+            return s;
+        }
+        let s = (self.data.len() / self.stride) as u32;
+        self.data.resize(self.data.len() + self.stride, 0);
+        s
+    }
+    pub fn release(&mut self, slot: u32) {
+        if slot != NIL {
+            self.live -= 1;
+            self.free.push(slot);
+        }
+    }
+    pub fn get(&self, slot: u32) -> &[i32] {
+        &self.data[slot as usize * self.stride..(slot as usize + 1) * self.stride]
+    }
+    pub fn get_mut(&mut self, slot: u32) -> &mut [i32] {
+        &mut self.data[slot as usize * self.stride..(slot as usize + 1) * self.stride]
+    }
+    /// `dst += src` element-wise (wrapping, as switch ALUs do), then frees `src`.
+    pub fn absorb(&mut self, dst: u32, src: u32) {
+        if dst == NIL || src == NIL {
+            self.release(src);
+            return;
+        }
+        let s = self.stride;
+        let (d, sr) = (dst as usize * s, src as usize * s);
+        for i in 0..s {
+            self.data[d + i] = self.data[d + i].wrapping_add(self.data[sr + i]);
+        }
+        self.release(src);
+    }
+    /// A new slot holding a copy of `src` (or NIL).
+    pub fn duplicate(&mut self, src: u32) -> u32 {
+        if src == NIL {
+            return NIL;
+        }
+        let d = self.alloc();
+        let s = self.stride;
+        self.data.copy_within(src as usize * s..(src as usize + 1) * s, d as usize * s);
+        d
+    }
+}
+
+/// SplitMix64 finaliser: fingerprints and element values of contributions.
+#[inline]
+pub fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Fingerprint of rank `rank`'s contribution to block `block` of tenant `tenant`.
+#[inline]
+pub fn contribution_fp(salt: u64, tenant: u16, rank: u32, block: u32) -> u64 {
+    mix(salt ^ (tenant as u64) << 56 ^ (rank as u64) << 28 ^ block as u64)
+}
+
+/// Element `e` of rank `rank`'s contribution to `block` (small integers, so sums stay exact).
+#[inline]
+pub fn contribution_value(salt: u64, tenant: u16, rank: u32, block: u32, e: u32) -> i32 {
+    (mix(salt.rotate_left(17) ^ (tenant as u64) << 56 ^ (rank as u64) << 36 ^ (block as u64) << 12 ^ e as u64) % 2001) as i32 - 1000
+}
+
+/// Bit `port` of a port bitmap.
+#[inline]
+pub fn port_bit(port: u16) -> u64 {
+    1u64 << port
+}
+
+/// Ports set in a bitmap, ascending.
+pub fn ports_of(mut bits: u64) -> impl Iterator<Item = u16> {
+    std::iter::from_fn(move || {
+        if bits == 0 {
+            return None;
+        }
+        let p = bits.trailing_zeros() as u16;
+        bits &= bits - 1;
+        Some(p)
+    })
+}

@@ -1,0 +1,622 @@
+//! Drives the sans-I/O in-network aggregation protocols of `reducelab-ina` on the packet
+//! engine: switch programs on every switch, host agents on the participating hosts, protocol
+//! headers in an arena whose handles ride in the engine's packets.
+//!
+//! Every collective (tenant) of a scenario uses the same protocol; tenants share the switches'
+//! descriptor tables (hash-indexed, or statically partitioned per tenant when asked).
+
+use reducelab_des::SimTime;
+use reducelab_ina::canary::{CanaryParams, CanarySwitch};
+use reducelab_ina::host::{Collective, HostAgent, HostStats, Protocol};
+use reducelab_ina::tree::{StaticTreeSwitch, TreeNode};
+use reducelab_ina::{port_bit, Addr, Header, HostAction, SwAction, SwitchProgram, SwitchStats, Values, NIL};
+use reducelab_net::{AppDst, AppOut, AppPacket, Network, PacketId, ProgramLimits, APP_QUEUE_LOW};
+use reducelab_topo::{NodeId, Topology};
+use serde::Serialize;
+
+/// Switch-side settings shared by every in-network collective of a scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InaSwitchSpec {
+    /// Descriptors (aggregator slots) per switch.
+    pub table_size: u32,
+    /// Static partition: slots per tenant (`None`: one shared hash-indexed table).
+    pub slots_per_tenant: Option<u32>,
+    /// Aggregation throughput of a switch pipeline and its extra latency.
+    pub limits: ProgramLimits,
+    /// Canary: soft-state lifetime of a flushed descriptor.
+    pub reclaim_ps: u64,
+    /// Canary: the switch timeout t.
+    pub timeout_ps: u64,
+    /// Sampling period of the descriptor-occupancy time series.
+    pub sample_ps: u64,
+}
+
+impl Default for InaSwitchSpec {
+    fn default() -> Self {
+        InaSwitchSpec {
+            // §5.1: the Tofino prototype holds 32K descriptors.
+            table_size: 32768,
+            slots_per_tenant: None,
+            // §4: a Tofino pipeline processes 1.2 billion packets per second; aggregation is
+            // part of the forwarding pipeline, so it adds no latency of its own.
+            limits: ProgramLimits { packets_per_second: 1.2e9, latency_ps: 0 },
+            reclaim_ps: 2_000_000_000,
+            timeout_ps: 1_000_000,
+            sample_ps: 1_000_000,
+        }
+    }
+}
+
+/// One in-network allreduce of a scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InaSpec {
+    pub hosts: Vec<u32>,
+    pub bytes: u64,
+    pub start: SimTime,
+    pub protocol: Protocol,
+    pub elems_per_packet: u16,
+    /// Carry real element values (small runs).
+    pub values: bool,
+    /// Static trees: root switch (node id) of each tree.
+    pub roots: Vec<u32>,
+}
+
+enum Program {
+    Canary(CanarySwitch),
+    Tree(StaticTreeSwitch),
+}
+
+impl Program {
+    fn get(&mut self) -> &mut dyn SwitchProgram {
+        match self {
+            Program::Canary(c) => c,
+            Program::Tree(t) => t,
+        }
+    }
+    fn stats(&self) -> &SwitchStats {
+        match self {
+            Program::Canary(c) => c.stats(),
+            Program::Tree(t) => t.stats(),
+        }
+    }
+    fn in_use(&self) -> u32 {
+        match self {
+            Program::Canary(c) => c.descriptors_in_use(),
+            Program::Tree(t) => t.descriptors_in_use(),
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum TimerTarget {
+    Switch(u32),
+    Host { coll: u32, rank: u32 },
+    Sample,
+}
+
+/// Result of one in-network allreduce.
+#[derive(Clone, Debug, Serialize)]
+pub struct InaResult {
+    pub protocol: String,
+    pub hosts: usize,
+    pub bytes: u64,
+    pub blocks: u32,
+    /// First host to start until the last host has every block.
+    pub runtime_ps: Option<u64>,
+    pub goodput_gbps: Option<f64>,
+    /// Until every host was released by the completion notification (Canary).
+    pub completion_ps: Option<u64>,
+    /// Every host has every block and every result checked out.
+    pub verified: bool,
+    pub hosts_finished: usize,
+    pub bad_blocks: u64,
+    pub values_checked: bool,
+    pub host_stats: HostStats,
+}
+
+/// Network-wide protocol counters.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct InaTotals {
+    pub aggregated: u64,
+    pub flushed: u64,
+    pub stragglers: u64,
+    pub collisions: u64,
+    pub broadcasts_without_descriptor: u64,
+    pub restorations: u64,
+    pub reclaimed: u64,
+    pub lost_packets: u64,
+    /// Descriptors still allocated at the end of the run, over all switches.
+    pub descriptors_left: u64,
+    /// Largest number of descriptors any switch held at once.
+    pub peak_descriptors: u32,
+    pub peak_descriptor_bytes: u64,
+    /// Time-weighted mean descriptors of the busiest switch over the collectives' span.
+    pub busiest_mean_descriptors: f64,
+    pub values_slots_left: u32,
+}
+
+pub struct InaWorld {
+    pub specs: Vec<InaSpec>,
+    colls: Vec<Collective>,
+    agents: Vec<Vec<HostAgent>>,
+    /// `rank_of[c][host]`.
+    rank_of: Vec<Vec<u32>>,
+    /// Collectives each host takes part in.
+    host_colls: Vec<Vec<u32>>,
+    programs: Vec<Option<Program>>,
+    arena: Vec<Header>,
+    arena_free: Vec<u32>,
+    vals: Values,
+    timers: Vec<(TimerTarget, u64)>,
+    timers_free: Vec<u32>,
+    swbuf: Vec<SwAction>,
+    hbuf: Vec<HostAction>,
+    first_hop: Vec<u32>,
+    pub switch: InaSwitchSpec,
+    pub lost_packets: u64,
+    pub misdelivered: u64,
+    left: usize,
+    done_flags: Vec<bool>,
+    /// (time ps, busiest switch's descriptors, descriptors over all switches).
+    pub occupancy: Vec<(u64, u32, u64)>,
+    descriptor_bytes: u64,
+}
+
+impl InaWorld {
+    pub fn new(topo: &Topology, specs: Vec<InaSpec>, switch: InaSwitchSpec, seed: u64) -> Result<InaWorld, String> {
+        let n_hosts = topo.num_hosts();
+        let canary = matches!(specs.first().map(|s| &s.protocol), Some(Protocol::Canary { .. }));
+        if specs.iter().any(|s| matches!(s.protocol, Protocol::Canary { .. }) != canary) {
+            return Err("protocol: every in-network collective of a scenario must use the same protocol".into());
+        }
+        if specs.len() > 256 {
+            return Err(format!("{} in-network collectives; the 8-bit application id allows 256", specs.len()));
+        }
+        for n in &topo.nodes {
+            if n.host.is_none() && n.ports.len() > 64 {
+                return Err(format!("switch with {} ports: port bitmaps hold 64", n.ports.len()));
+            }
+        }
+        let epp = specs.iter().map(|s| s.elems_per_packet).max().unwrap_or(1);
+        let values = specs.iter().any(|s| s.values);
+        let mut colls = Vec::new();
+        let mut agents = Vec::new();
+        let mut rank_of = Vec::new();
+        let mut host_colls = vec![Vec::new(); n_hosts];
+        for (ci, s) in specs.iter().enumerate() {
+            let c = Collective::new(ci as u16, s.hosts.clone(), s.bytes, s.elems_per_packet, seed ^ 0xC0FFEE, s.protocol.clone(), s.values)
+                .map_err(|r| format!("traffic: {r}"))?;
+            let mut ro = vec![NIL; n_hosts];
+            for (r, &h) in s.hosts.iter().enumerate() {
+                ro[h as usize] = r as u32;
+                host_colls[h as usize].push(ci as u32);
+            }
+            agents.push((0..c.n()).map(|r| HostAgent::new(&c, r)).collect());
+            colls.push(c);
+            rank_of.push(ro);
+        }
+        let first_hop: Vec<u32> = (0..n_hosts as u32)
+            .map(|h| {
+                let node = topo.host_node(h);
+                topo.nodes[node.idx()].ports.first().map(|p| p.peer.0).unwrap_or(NIL)
+            })
+            .collect();
+        let mut programs: Vec<Option<Program>> = (0..topo.nodes.len()).map(|_| None).collect();
+        if canary {
+            let params = CanaryParams { table_size: switch.table_size, timeout_ps: switch.timeout_ps, reclaim_ps: switch.reclaim_ps, slots_per_tenant: switch.slots_per_tenant };
+            for (i, n) in topo.nodes.iter().enumerate() {
+                if n.host.is_none() {
+                    programs[i] = Some(Program::Canary(CanarySwitch::new(i as u32, params)?));
+                }
+            }
+        } else if !specs.is_empty() {
+            // Static trees: each switch's children ports and parent port per (tenant, tree).
+            let trees = match specs[0].protocol {
+                Protocol::StaticTrees { trees, .. } => trees,
+                _ => 1,
+            };
+            let mut roles: Vec<Vec<Option<TreeNode>>> = vec![vec![None; specs.len() * trees as usize]; topo.nodes.len()];
+            for (ci, s) in specs.iter().enumerate() {
+                if s.roots.len() != trees as usize {
+                    return Err(format!("roots: {} roots for {trees} trees", s.roots.len()));
+                }
+                for (t, &root) in s.roots.iter().enumerate() {
+                    let dist = topo.bfs_from(NodeId(root));
+                    for &h in &s.hosts {
+                        // Walk from the host towards the root along the lowest-numbered port
+                        // that gets closer, recording each switch's child and parent ports.
+                        let mut node = topo.host_node(h).0;
+                        let mut from_port: Option<u16> = None;
+                        loop {
+                            let nd = &topo.nodes[node as usize];
+                            if nd.host.is_none() {
+                                let role = roles[node as usize][ci * trees as usize + t].get_or_insert(TreeNode { children: 0, parent: None });
+                                role.children |= port_bit(from_port.expect("arrived from a port"));
+                                if node == root {
+                                    break;
+                                }
+                            }
+                            let (pi, p) = nd
+                                .ports
+                                .iter()
+                                .enumerate()
+                                .find(|(_, p)| dist[p.peer.idx()] + 1 == dist[node as usize] && (topo.nodes[p.peer.idx()].host.is_none()))
+                                .ok_or_else(|| format!("roots: switch {root} unreachable from host {h}"))?;
+                            if nd.host.is_none() {
+                                let role = roles[node as usize][ci * trees as usize + t].as_mut().expect("set");
+                                if role.parent.is_some_and(|q| q != pi as u16) {
+                                    return Err("static tree: inconsistent parent".into());
+                                }
+                                let known = role.parent.is_some();
+                                role.parent = Some(pi as u16);
+                                if known {
+                                    break; // the rest of the path is already recorded
+                                }
+                            }
+                            from_port = Some(p.peer_port);
+                            node = p.peer.0;
+                        }
+                    }
+                }
+            }
+            let window = specs.iter().map(|s| if let Protocol::StaticTrees { window, .. } = s.protocol { window } else { 1 }).max().unwrap_or(1);
+            let slots = switch.slots_per_tenant.unwrap_or(window);
+            if (slots as u64) * specs.len() as u64 > switch.table_size as u64 {
+                return Err(format!("table_size: {} tenants × {slots} slots exceed {} descriptors", specs.len(), switch.table_size));
+            }
+            for (i, r) in roles.into_iter().enumerate() {
+                if topo.nodes[i].host.is_none() {
+                    programs[i] = Some(Program::Tree(StaticTreeSwitch::new(i as u32, r, trees, slots)));
+                }
+            }
+        }
+        let left = specs.len();
+        let descriptor_bytes = epp as u64 * 4 + reducelab_ina::wire::HEADER_BYTES as u64;
+        Ok(InaWorld {
+            specs,
+            colls,
+            agents,
+            rank_of,
+            host_colls,
+            programs,
+            arena: Vec::new(),
+            arena_free: Vec::new(),
+            vals: Values::new(if values { epp as usize } else { 0 }),
+            timers: Vec::new(),
+            timers_free: Vec::new(),
+            swbuf: Vec::new(),
+            hbuf: Vec::new(),
+            first_hop,
+            switch,
+            lost_packets: 0,
+            misdelivered: 0,
+            done_flags: vec![false; left],
+            left,
+            occupancy: Vec::new(),
+            descriptor_bytes,
+        })
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.left == 0
+    }
+
+    pub fn start(&mut self, net: &mut Network) {
+        net.set_program_limits(self.switch.limits);
+        for (i, p) in self.programs.iter().enumerate() {
+            if p.is_some() {
+                net.set_programmable(i as u32, true);
+            }
+        }
+        for ci in 0..self.colls.len() {
+            let at = self.specs[ci].start;
+            for r in 0..self.colls[ci].n() {
+                self.timer(net, at.ps(), TimerTarget::Host { coll: ci as u32, rank: r }, u64::MAX);
+            }
+        }
+        if !self.specs.is_empty() {
+            self.timer(net, 0, TimerTarget::Sample, 0);
+        }
+    }
+
+    fn timer(&mut self, net: &mut Network, at: u64, target: TimerTarget, token: u64) {
+        let slot = match self.timers_free.pop() {
+            Some(s) => {
+                self.timers[s as usize] = (target, token);
+                s
+            }
+            None => {
+                self.timers.push((target, token));
+                self.timers.len() as u32 - 1
+            }
+        };
+        net.schedule_timer(SimTime(at), slot as u64);
+    }
+
+    fn put(&mut self, h: Header) -> u32 {
+        match self.arena_free.pop() {
+            Some(s) => {
+                self.arena[s as usize] = h;
+                s
+            }
+            None => {
+                self.arena.push(h);
+                self.arena.len() as u32 - 1
+            }
+        }
+    }
+
+    fn take(&mut self, app: u32) -> Header {
+        self.arena_free.push(app);
+        self.arena[app as usize]
+    }
+
+    fn app_packet(&self, app: u32, h: &Header, host_node_first_hop: u32) -> AppPacket {
+        let dst = match h.dst {
+            Addr::Host(x) => AppDst::Host(x),
+            Addr::Switch(s) => AppDst::Node(s),
+            Addr::FirstHop => AppDst::Node(host_node_first_hop),
+        };
+        AppPacket { app, wire_bytes: h.wire_bytes(), dst, intercept: h.intercepted() }
+    }
+
+    /// Carries out a host agent's actions.
+    fn host_actions(&mut self, net: &mut Network, coll: u32, rank: u32) {
+        let host = self.colls[coll as usize].ranks[rank as usize];
+        let mut buf = std::mem::take(&mut self.hbuf);
+        for a in buf.drain(..) {
+            match a {
+                HostAction::Send(h) => {
+                    let app = self.put(h);
+                    let pkt = self.app_packet(app, &h, self.first_hop[host as usize]);
+                    net.app_inject(host, 0, pkt);
+                }
+                HostAction::Timer { at, token } => self.timer(net, at, TimerTarget::Host { coll, rank }, token),
+            }
+        }
+        self.hbuf = buf;
+    }
+
+    /// Tops up host `host`'s NIC queue from its agents.
+    fn refill(&mut self, net: &mut Network, host: u32) {
+        let queued = net.app_queued(host, 0);
+        if queued >= APP_QUEUE_LOW {
+            return;
+        }
+        let room = 2 * APP_QUEUE_LOW - queued;
+        for i in 0..self.host_colls[host as usize].len() {
+            let ci = self.host_colls[host as usize][i];
+            let c = &self.colls[ci as usize];
+            let now = net.now().ps();
+            if now < self.specs[ci as usize].start.ps() {
+                continue;
+            }
+            let rank = self.rank_of[ci as usize][host as usize];
+            let mut buf = std::mem::take(&mut self.hbuf);
+            self.agents[ci as usize][rank as usize].pull(c, now, room, &mut self.vals, &mut buf);
+            self.hbuf = buf;
+            self.host_actions(net, ci, rank);
+        }
+    }
+
+    fn after_host_event(&mut self, net: &mut Network, ci: u32, rank: u32) {
+        self.host_actions(net, ci, rank);
+        let host = self.colls[ci as usize].ranks[rank as usize];
+        self.refill(net, host);
+    }
+
+    fn switch_actions(&mut self, net: &mut Network, node: u32, pkt: Option<PacketId>) {
+        let mut buf = std::mem::take(&mut self.swbuf);
+        for a in buf.drain(..) {
+            match a {
+                SwAction::Consume => net.app_consume(pkt.expect("custody")),
+                SwAction::Forward { out, hdr } => {
+                    let pkt = pkt.expect("custody");
+                    let app = self.put(hdr);
+                    let ap = self.app_packet(app, &hdr, NIL);
+                    net.app_forward(node, pkt, to_out(out), ap);
+                }
+                SwAction::Emit { out, hdr } => {
+                    let app = self.put(hdr);
+                    let ap = self.app_packet(app, &hdr, NIL);
+                    net.app_emit(node, to_out(out), ap);
+                }
+                SwAction::Timer { at, token } => self.timer(net, at, TimerTarget::Switch(node), token),
+            }
+        }
+        self.swbuf = buf;
+    }
+
+    pub fn on_app_at_switch(&mut self, net: &mut Network, node: u32, in_port: u16, pkt: PacketId) {
+        let app = net.app_packet(pkt).app;
+        let hdr = self.take(app);
+        let now = net.now().ps();
+        match self.programs[node as usize].as_mut() {
+            Some(p) => p.get().on_packet(now, in_port, hdr, &mut self.vals, &mut self.swbuf),
+            None => {
+                self.vals.release(hdr.data);
+                self.swbuf.push(SwAction::Consume);
+            }
+        }
+        self.switch_actions(net, node, Some(pkt));
+    }
+
+    pub fn on_app_delivered(&mut self, net: &mut Network, host: u32, app: u32) {
+        let hdr = self.take(app);
+        let ci = hdr.tenant as u32;
+        let rank = self.rank_of.get(ci as usize).map(|r| r[host as usize]).unwrap_or(NIL);
+        if rank == NIL {
+            self.misdelivered += 1;
+            self.vals.release(hdr.data);
+            return;
+        }
+        let now = net.now().ps();
+        let c = &self.colls[ci as usize];
+        let mut buf = std::mem::take(&mut self.hbuf);
+        self.agents[ci as usize][rank as usize].on_packet(c, now, hdr, &mut self.vals, &mut buf);
+        self.hbuf = buf;
+        self.after_host_event(net, ci, rank);
+        self.update_done(net, ci);
+    }
+
+    pub fn on_app_lost(&mut self, _net: &mut Network, app: u32) {
+        let hdr = self.take(app);
+        self.vals.release(hdr.data);
+        self.lost_packets += 1;
+    }
+
+    pub fn on_queue_low(&mut self, net: &mut Network, host: u32) {
+        self.refill(net, host);
+    }
+
+    /// Handles a timer of the in-network world.
+    pub fn on_timer(&mut self, net: &mut Network, token: u64) {
+        let (target, t) = self.timers[token as usize];
+        self.timers_free.push(token as u32);
+        let now = net.now().ps();
+        match target {
+            TimerTarget::Switch(node) => {
+                if let Some(p) = self.programs[node as usize].as_mut() {
+                    p.get().on_timer(now, t, &mut self.vals, &mut self.swbuf);
+                }
+                self.switch_actions(net, node, None);
+            }
+            TimerTarget::Host { coll, rank } => {
+                let c = &self.colls[coll as usize];
+                let mut buf = std::mem::take(&mut self.hbuf);
+                let a = &mut self.agents[coll as usize][rank as usize];
+                if t == u64::MAX {
+                    a.start(c, now, &mut self.vals, &mut buf);
+                } else {
+                    a.on_timer(c, now, t, &mut self.vals, &mut buf);
+                }
+                self.hbuf = buf;
+                self.after_host_event(net, coll, rank);
+                self.update_done(net, coll);
+            }
+            TimerTarget::Sample => {
+                let mut busiest = 0u32;
+                let mut total = 0u64;
+                for p in self.programs.iter().flatten() {
+                    let u = p.in_use();
+                    busiest = busiest.max(u);
+                    total += u as u64;
+                }
+                self.occupancy.push((now, busiest, total));
+                if self.left > 0 {
+                    self.timer(net, now + self.switch.sample_ps, TimerTarget::Sample, 0);
+                }
+            }
+        }
+    }
+
+    fn update_done(&mut self, _net: &mut Network, ci: u32) {
+        let c = &self.colls[ci as usize];
+        if !self.done_flags[ci as usize] && self.agents[ci as usize].iter().all(|a| a.is_complete(c)) {
+            self.done_flags[ci as usize] = true;
+            self.left -= 1;
+        }
+    }
+}
+
+fn to_out(o: reducelab_ina::Out) -> AppOut {
+    match o {
+        reducelab_ina::Out::Route => AppOut::Route,
+        reducelab_ina::Out::Port(p) => AppOut::Port(p),
+    }
+}
+
+impl InaWorld {
+    /// Why the run cannot finish, if it has not.
+    pub fn unfinished(&self) -> Option<String> {
+        if self.left == 0 {
+            return None;
+        }
+        let mut parts = Vec::new();
+        for (ci, c) in self.colls.iter().enumerate() {
+            if self.done_flags[ci] {
+                continue;
+            }
+            let missing: u64 = self.agents[ci].iter().map(|a| a.missing() as u64).sum();
+            let unreleased = self.agents[ci].iter().filter(|a| a.is_finished() && !a.is_complete(c)).count();
+            let why = match c.protocol {
+                Protocol::StaticTrees { .. } if self.lost_packets > 0 => format!("{} packets were lost and static trees have no loss recovery", self.lost_packets),
+                _ if self.lost_packets > 0 => format!("{} packets were lost and recovery did not complete", self.lost_packets),
+                _ => "no event is pending".to_string(),
+            };
+            parts.push(format!("in-network allreduce {ci}: {missing} blocks missing over {} hosts, {unreleased} hosts not released ({why})", c.n()));
+        }
+        Some(parts.join("; "))
+    }
+
+    pub fn results(&self) -> Vec<InaResult> {
+        self.colls
+            .iter()
+            .enumerate()
+            .map(|(ci, c)| {
+                let ags = &self.agents[ci];
+                let start = self.specs[ci].start.ps();
+                let finished = ags.iter().filter(|a| a.is_finished()).count();
+                let all = finished == ags.len();
+                let runtime = all.then(|| ags.iter().filter_map(|a| a.finished_ps).max().unwrap_or(start) - start);
+                let completion = ags.iter().all(|a| a.is_complete(c)).then(|| {
+                    ags.iter().map(|a| a.released_ps.or(a.finished_ps).unwrap_or(start)).max().unwrap_or(start) - start
+                });
+                let mut hs = HostStats::default();
+                for a in ags {
+                    let s = &a.stats;
+                    hs.sent_reduce += s.sent_reduce;
+                    hs.retx_requests += s.retx_requests;
+                    hs.retransmits_sent += s.retransmits_sent;
+                    hs.failures_issued += s.failures_issued;
+                    hs.reissued += s.reissued;
+                    hs.fallbacks += s.fallbacks;
+                    hs.duplicates += s.duplicates;
+                    hs.stale += s.stale;
+                    hs.bad_blocks += s.bad_blocks;
+                }
+                let bytes = self.specs[ci].bytes;
+                InaResult {
+                    protocol: match c.protocol {
+                        Protocol::Canary { .. } => "canary".into(),
+                        Protocol::StaticTrees { trees, .. } => format!("static-trees-{trees}"),
+                    },
+                    hosts: ags.len(),
+                    bytes,
+                    blocks: c.blocks,
+                    runtime_ps: runtime,
+                    goodput_gbps: runtime.filter(|&t| t > 0).map(|t| bytes as f64 * 8.0 / (t as f64 * 1e-3)),
+                    completion_ps: completion,
+                    verified: all && hs.bad_blocks == 0,
+                    hosts_finished: finished,
+                    bad_blocks: hs.bad_blocks,
+                    values_checked: !c.expected_values.is_empty(),
+                    host_stats: hs,
+                }
+            })
+            .collect()
+    }
+
+    pub fn totals(&self) -> InaTotals {
+        let mut t = InaTotals { lost_packets: self.lost_packets, values_slots_left: self.vals.live, ..InaTotals::default() };
+        let end = self.occupancy.last().map(|o| o.0).unwrap_or(0).max(1);
+        for p in self.programs.iter().flatten() {
+            let s = p.stats();
+            t.aggregated += s.aggregated;
+            t.flushed += s.flushed;
+            t.stragglers += s.stragglers;
+            t.collisions += s.collisions;
+            t.broadcasts_without_descriptor += s.broadcasts_without_descriptor;
+            t.restorations += s.restorations;
+            t.reclaimed += s.reclaimed;
+            t.descriptors_left += p.in_use() as u64;
+            if s.peak_descriptors >= t.peak_descriptors {
+                t.peak_descriptors = s.peak_descriptors;
+            }
+            let mean = (s.descriptor_ps + p.in_use() as u128 * end.saturating_sub(s.last_change_ps) as u128) as f64 / end as f64;
+            t.busiest_mean_descriptors = t.busiest_mean_descriptors.max(mean);
+        }
+        t.peak_descriptor_bytes = t.peak_descriptors as u64 * self.descriptor_bytes;
+        t
+    }
+}
