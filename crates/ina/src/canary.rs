@@ -254,3 +254,87 @@ impl SwitchProgram for CanarySwitch {
         &self.stats
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sw(table: u32) -> CanarySwitch {
+        CanarySwitch::new(40, CanaryParams { table_size: table, timeout_ps: 1000, reclaim_ps: 1_000_000, slots_per_tenant: None }).unwrap()
+    }
+
+    fn reduce(id: u32, counter: u16, fp: u64) -> Header {
+        let mut h = Header::new(Kind::Reduce, Addr::Host(9), id, 0);
+        h.counter = counter;
+        h.hosts = 8;
+        h.elems = 4;
+        h.fp = fp;
+        h
+    }
+
+    #[test]
+    fn aggregates_until_the_timer_then_flushes_and_forwards_stragglers() {
+        let (mut s, mut v, mut out) = (sw(16), Values::new(0), Vec::new());
+        s.on_packet(0, 1, reduce(5, 1, 10), &mut v, &mut out);
+        s.on_packet(10, 2, reduce(5, 2, 20), &mut v, &mut out);
+        assert_eq!(out[0], SwAction::Consume);
+        let SwAction::Timer { at, token } = out[1] else { panic!("{out:?}") };
+        assert_eq!(at, 1000);
+        assert_eq!(out[2], SwAction::Consume);
+        out.clear();
+        s.on_timer(at, token, &mut v, &mut out);
+        let SwAction::Emit { out: Out::Route, hdr } = out[0] else { panic!("{out:?}") };
+        assert_eq!((hdr.counter, hdr.fp, hdr.dst), (3, 30, Addr::Host(9)));
+        out.clear();
+        // A late packet is a straggler: forwarded unchanged, its port recorded as a child.
+        s.on_packet(2000, 3, reduce(5, 1, 7), &mut v, &mut out);
+        assert_eq!(out[0], SwAction::Forward { out: Out::Route, hdr: reduce(5, 1, 7) });
+        assert_eq!(s.stats().stragglers, 1);
+        out.clear();
+        // The broadcast goes to ports 1, 2, 3 and frees the descriptor.
+        let mut b = Header::new(Kind::Broadcast, Addr::Switch(NIL), 5, 0);
+        b.fp = 99;
+        s.on_packet(3000, 0, b, &mut v, &mut out);
+        let ports: Vec<_> = out.iter().filter_map(|a| if let SwAction::Emit { out: Out::Port(p), hdr } = a { assert_eq!(hdr.fp, 99); Some(*p) } else { None }).collect();
+        assert_eq!(ports, vec![1, 2, 3]);
+        assert_eq!(s.descriptors_in_use(), 0);
+    }
+
+    #[test]
+    fn a_complete_counter_flushes_at_once() {
+        let (mut s, mut v, mut out) = (sw(16), Values::new(0), Vec::new());
+        s.on_packet(0, 1, reduce(5, 4, 1), &mut v, &mut out);
+        s.on_packet(0, 2, reduce(5, 3, 1), &mut v, &mut out); // 7 = hosts − 1
+        assert!(matches!(out.last(), Some(SwAction::Timer { .. })));
+        assert!(out.iter().any(|a| matches!(a, SwAction::Emit { hdr, .. } if hdr.counter == 7)));
+    }
+
+    #[test]
+    fn a_collision_marks_bypass_with_switch_and_port_and_restore_multicasts() {
+        let (mut s, mut v, mut out) = (sw(1), Values::new(0), Vec::new());
+        s.on_packet(0, 1, reduce(5, 1, 1), &mut v, &mut out);
+        out.clear();
+        s.on_packet(0, 7, reduce(6, 1, 1), &mut v, &mut out);
+        let SwAction::Forward { out: Out::Route, hdr } = out[0] else { panic!("{out:?}") };
+        assert!(hdr.bypass && !hdr.intercepted());
+        assert_eq!((hdr.switch_addr, hdr.children), (40, 7));
+        out.clear();
+        let mut r = Header::new(Kind::Restore, Addr::Switch(40), 6, 0);
+        r.children = port_bit(7) | port_bit(9);
+        s.on_packet(10, 0, r, &mut v, &mut out);
+        let ports: Vec<_> = out.iter().filter_map(|a| if let SwAction::Emit { out: Out::Port(p), hdr } = a { assert_eq!(hdr.kind, Kind::Broadcast); Some(*p) } else { None }).collect();
+        assert_eq!(ports, vec![7, 9]);
+    }
+
+    #[test]
+    fn flushed_descriptors_without_a_broadcast_are_reclaimed() {
+        let (mut s, mut v, mut out) = (sw(4), Values::new(0), Vec::new());
+        s.on_packet(0, 1, reduce(5, 7, 1), &mut v, &mut out); // complete: flush + reclaim timer
+        let SwAction::Timer { at, token } = *out.last().unwrap() else { panic!() };
+        assert_eq!(at, 1_000_000);
+        out.clear();
+        s.on_timer(at, token, &mut v, &mut out);
+        assert_eq!(s.descriptors_in_use(), 0);
+        assert_eq!(s.stats().reclaimed, 1);
+    }
+}

@@ -122,6 +122,8 @@ impl Collective {
 
 #[derive(Clone, Copy, Debug, Default)]
 struct BlockState {
+    /// Timer expiries so far; past [`MAX_EXPIRIES`] the block is abandoned.
+    expiries: u8,
     attempt: u8,
     done: bool,
     fallback: bool,
@@ -141,6 +143,11 @@ struct Led {
     fallback_from: Vec<bool>,
 }
 
+/// Retransmission-timer expiries after which a host gives a block (or its completion
+/// notice) up: the peers it needs are unreachable (e.g. its own switch failed). The run then
+/// ends as stalled, with the reason, instead of retrying for ever.
+pub const MAX_EXPIRIES: u8 = 32;
+
 const T_BLOCK: u64 = 0;
 const T_DONE: u64 = 1;
 
@@ -157,6 +164,8 @@ pub struct HostStats {
     pub stale: u64,
     /// Results whose fingerprint or values were wrong.
     pub bad_blocks: u64,
+    /// Blocks (or completion notices) given up after [`MAX_EXPIRIES`] timer expiries.
+    pub abandoned: u64,
 }
 
 /// One rank of one collective.
@@ -172,6 +181,7 @@ pub struct HostAgent {
     pub released_ps: Option<u64>,
     done_from: Vec<bool>,
     done_seen: u32,
+    done_expiries: u8,
     pub stats: HostStats,
 }
 
@@ -189,6 +199,7 @@ impl HostAgent {
             released_ps: None,
             done_from: if rank == 0 { vec![false; n as usize] } else { Vec::new() },
             done_seen: 0,
+            done_expiries: 0,
             stats: HostStats::default(),
         }
     }
@@ -584,6 +595,11 @@ impl HostAgent {
 
     pub fn on_timer(&mut self, c: &Collective, now: u64, token: u64, vals: &mut Values, out: &mut Vec<HostAction>) {
         if token & 0xFF == T_DONE {
+            self.done_expiries = self.done_expiries.saturating_add(1);
+            if self.done_expiries > MAX_EXPIRIES {
+                self.stats.abandoned += 1;
+                return;
+            }
             if self.released_ps.is_none() {
                 if self.rank == 0 {
                     // The coordinator re-checks by treating itself as done again.
@@ -603,6 +619,13 @@ impl HostAgent {
         if st.done || st.timer_gen != gen {
             return;
         }
+        let st = &mut self.blocks[b as usize];
+        st.expiries += 1;
+        if st.expiries > MAX_EXPIRIES {
+            self.stats.abandoned += 1;
+            return;
+        }
+        let st = *st;
         if st.fallback {
             self.send_contribution(c, now, b, Kind::Fallback, vals, out);
             return;

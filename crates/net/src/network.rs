@@ -432,6 +432,10 @@ impl Network {
     pub fn undelivered(&self) -> u64 {
         self.undelivered
     }
+    /// Events still queued (timers, packets on wires, wake-ups).
+    pub fn pending_events(&self) -> usize {
+        self.queue.len()
+    }
     /// Ends the run after the current event.
     pub fn stop(&mut self) {
         self.stop = true;

@@ -503,7 +503,9 @@ impl InaWorld {
                     total += u as u64;
                 }
                 self.occupancy.push((now, busiest, total));
-                if self.left > 0 {
+                // Keep sampling while the collectives run and anything else can still happen
+                // (alone, the sampler would keep a stalled run alive for ever).
+                if self.left > 0 && net.pending_events() > 0 {
                     self.timer(net, now + self.switch.sample_ps, TimerTarget::Sample, 0);
                 }
             }
@@ -544,6 +546,12 @@ impl InaWorld {
                 _ if self.lost_packets > 0 => format!("{} packets were lost and recovery did not complete", self.lost_packets),
                 _ => "no event is pending".to_string(),
             };
+            let abandoned: u64 = self.agents[ci].iter().map(|a| a.stats.abandoned).sum();
+            let why = if abandoned > 0 {
+                format!("{why}; hosts gave up {abandoned} blocks or completion notices after {} retransmission timeouts each (peers unreachable)", reducelab_ina::host::MAX_EXPIRIES)
+            } else {
+                why
+            };
             parts.push(format!("in-network allreduce {ci}: {missing} blocks missing over {} hosts, {unreleased} hosts not released ({why})", c.n()));
         }
         Some(parts.join("; "))
@@ -574,6 +582,7 @@ impl InaWorld {
                     hs.duplicates += s.duplicates;
                     hs.stale += s.stale;
                     hs.bad_blocks += s.bad_blocks;
+                    hs.abandoned += s.abandoned;
                 }
                 let bytes = self.specs[ci].bytes;
                 InaResult {
