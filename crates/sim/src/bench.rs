@@ -19,6 +19,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("htsim-permutation", include_str!("../../../scenarios/bench/htsim_permutation.toml")),
     ("canary-uniform", include_str!("../../../scenarios/bench/canary_uniform.toml")),
     ("torus-permutation", include_str!("../../../scenarios/bench/torus_permutation.toml")),
+    ("canary-fig8-point", include_str!("../../../scenarios/bench/canary_fig8_point.toml")),
 ];
 
 /// Names of the built-in engine benchmark scenarios.
