@@ -29,6 +29,9 @@ pub struct InaSwitchSpec {
     pub timeout_ps: u64,
     /// Sampling period of the descriptor-occupancy time series.
     pub sample_ps: u64,
+    /// Elements a switch can aggregate per packet (its ALUs): 32 on the Tofino prototype,
+    /// 256 in the paper's large simulations (§5.1). Collectives may not use more.
+    pub max_elements_per_packet: u16,
 }
 
 impl Default for InaSwitchSpec {
@@ -43,6 +46,7 @@ impl Default for InaSwitchSpec {
             reclaim_ps: 2_000_000_000,
             timeout_ps: 1_000_000,
             sample_ps: 1_000_000,
+            max_elements_per_packet: 256,
         }
     }
 }
@@ -178,6 +182,12 @@ impl InaWorld {
             }
         }
         let epp = specs.iter().map(|s| s.elems_per_packet).max().unwrap_or(1);
+        if epp > switch.max_elements_per_packet {
+            return Err(format!(
+                "max_elements_per_packet: a collective uses {epp} elements per packet but the switches aggregate at most {}",
+                switch.max_elements_per_packet
+            ));
+        }
         let values = specs.iter().any(|s| s.values);
         let mut colls = Vec::new();
         let mut agents = Vec::new();

@@ -44,6 +44,7 @@ pub struct InaSection {
     pub timeout_ns: Option<f64>,
     pub reclaim_us: Option<f64>,
     pub sample_ns: Option<f64>,
+    pub max_elements_per_packet: Option<u16>,
 }
 
 fn default_seed() -> u64 {
@@ -807,6 +808,11 @@ impl InaSection {
             reclaim_ps: ps("ina.reclaim_us", self.reclaim_us, 1000.0, d.reclaim_ps)?,
             timeout_ps,
             sample_ps,
+            max_elements_per_packet: match self.max_elements_per_packet {
+                None => d.max_elements_per_packet,
+                Some(0) => return e("ina.max_elements_per_packet", "must be at least 1"),
+                Some(m) => m,
+            },
         })
     }
 }

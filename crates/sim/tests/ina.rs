@@ -146,6 +146,7 @@ fn bad_ina_settings_name_the_field() {
         (CANARY_ALL.to_string(), "[ina]\ntable_size = 0\n", "ina.table_size"),
         (CANARY_ALL.to_string(), "[ina]\nslots_per_tenant = 99999999\n", "ina.slots_per_tenant"),
         (CANARY_ALL.to_string(), "[ina]\nbogus = 1\n", "ina"),
+        (CANARY_ALL.to_string(), "[ina]\nmax_elements_per_packet = 32\n", "ina.max_elements_per_packet"),
         (CANARY_ALL.replace("bytes = 262144", "bytes = 262144\nprotocol = \"static_trees\"\nroots = [1]"), "", "traffic[0].roots[0]"),
     ];
     for (traffic, extra, field) in cases {
