@@ -24,6 +24,18 @@ pub enum RoutingAlgo {
     Canary,
 }
 
+/// How an output port picks the next packet among those queued for it on one VC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Arbitration {
+    /// One FIFO per output port and VC (output-queued switch): a flow's share of a link is
+    /// proportional to what it offers. The default.
+    Fifo,
+    /// Round-robin over the input ports the queued packets came from (packets a switch
+    /// creates itself count as one more input), FIFO within an input: the per-input fairness of
+    /// an input-queued router with round-robin crossbar arbitration, as SST's merlin models.
+    InputRoundRobin,
+}
+
 /// Network-wide parameters (per-link bandwidth and latency live in the topology).
 #[derive(Clone, Debug, Serialize)]
 pub struct NetConfig {
@@ -39,6 +51,7 @@ pub struct NetConfig {
     /// Mark ECN when a packet joins an output queue holding more than this many bytes.
     pub ecn_threshold_bytes: Option<u64>,
     pub routing: RoutingAlgo,
+    pub arbitration: Arbitration,
     /// Probability that a packet is lost on any link traversal.
     pub loss_probability: f64,
     /// OS noise: probability that a host delays the injection of a packet...
@@ -57,6 +70,7 @@ impl Default for NetConfig {
             flow_control: FlowControl::Credit,
             ecn_threshold_bytes: None,
             routing: RoutingAlgo::Adaptive,
+            arbitration: Arbitration::Fifo,
             loss_probability: 0.0,
             noise_probability: 0.0,
             noise_delay_ps: 0,

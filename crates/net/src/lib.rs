@@ -32,7 +32,7 @@ mod network;
 mod packet;
 mod routing;
 
-pub use config::{FlowControl, NetConfig, RoutingAlgo};
+pub use config::{Arbitration, FlowControl, NetConfig, RoutingAlgo};
 pub use network::{
     AppDst, AppOut, AppPacket, Fault, Message, MsgId, Network, NetworkStats, PortStats, ProgramLimits, RunEnd, Workload,
     APP_QUEUE_LOW,

@@ -1,4 +1,4 @@
-use crate::config::{FlowControl, NetConfig, RoutingAlgo};
+use crate::config::{Arbitration, FlowControl, NetConfig, RoutingAlgo};
 use crate::packet::{fingerprint, Packet, PacketPool, NIL};
 use crate::routing::{torus_is_wrap, VcPolicy};
 use reducelab_des::{EventQueue, Rng, SimDuration, SimTime};
@@ -292,6 +292,12 @@ pub struct Network {
     notes: Vec<Note>,
     /// Hop distances to switch nodes that protocol packets are addressed to, built on first use.
     node_dist: Vec<Option<Vec<u32>>>,
+    // Input round-robin arbitration (empty with FIFO): per (port, VC, input) FIFOs, the
+    // inputs with packets queued as a bitmask per (port, VC), and the input served last.
+    in_stride: usize,
+    inq: Vec<(u32, u32)>,
+    in_mask: Vec<u128>,
+    in_last: Vec<u8>,
 }
 
 impl Network {
@@ -349,6 +355,12 @@ impl Network {
                 _ => {}
             }
         }
+        let max_ports = topo.nodes.iter().map(|n| n.ports.len()).max().unwrap_or(0);
+        let rr = cfg.arbitration == Arbitration::InputRoundRobin;
+        if rr && max_ports + 1 > 128 {
+            return Err(format!("arbitration input_round_robin supports nodes with up to 127 ports; this topology has {max_ports}"));
+        }
+        let in_stride = max_ports + 1;
         let credit0 = if cfg.flow_control == FlowControl::Credit { cfg.buffer_bytes as i64 } else { i64::MAX / 4 };
         let mut net = Network {
             routes: MinimalRoutes::new(topo),
@@ -394,6 +406,10 @@ impl Network {
             program_free_ps: vec![0; topo.nodes.len()],
             notes: Vec::new(),
             node_dist: vec![None; topo.nodes.len()],
+            in_stride,
+            inq: if rr { vec![(NIL, NIL); np * nvc * in_stride] } else { Vec::new() },
+            in_mask: if rr { vec![0; np * nvc] } else { Vec::new() },
+            in_last: if rr { vec![0; np * nvc] } else { Vec::new() },
             cfg,
         };
         for i in 0..net.faults.len() {
@@ -813,11 +829,11 @@ impl Network {
         for k in 0..slots {
             let idx = (rr + k) % slots;
             let age = if idx < nvc {
-                let q = self.vcq[g * nvc + idx];
-                if q.head == NIL {
+                let head = self.vc_head(g * nvc + idx);
+                if head == NIL {
                     continue;
                 }
-                let p = self.pool.get(q.head);
+                let p = self.pool.get(head);
                 if self.credits[g * nvc + idx] < p.wire_bytes as i64 {
                     continue;
                 }
@@ -1118,31 +1134,77 @@ impl Network {
         ps.q_packets += 1;
         ps.max_q_bytes = ps.max_q_bytes.max(ps.q_bytes);
         let qi = g * self.nvc + vc;
-        let q = &mut self.vcq[qi];
-        q.bytes += size;
-        if q.tail == NIL {
-            q.head = pkt;
-        } else {
-            let tail = q.tail;
-            self.pool.get_mut(tail).next = pkt;
-        }
-        self.vcq[qi].tail = pkt;
+        self.vcq[qi].bytes += size;
         self.pool.get_mut(pkt).next = NIL;
+        let (head, tail) = if self.inq.is_empty() {
+            let q = &mut self.vcq[qi];
+            (&mut q.head, &mut q.tail)
+        } else {
+            let in_port = self.pool.get(pkt).in_port;
+            let input = if in_port == NIL { self.in_stride - 1 } else { self.port_local[in_port as usize] as usize };
+            self.in_mask[qi] |= 1u128 << input;
+            let q = &mut self.inq[qi * self.in_stride + input];
+            (&mut q.0, &mut q.1)
+        };
+        let old_tail = *tail;
+        *tail = pkt;
+        if old_tail == NIL {
+            *head = pkt;
+        } else {
+            self.pool.get_mut(old_tail).next = pkt;
+        }
         self.kick(port);
+    }
+
+    /// With input round-robin: the input served next on queue `qi` (the first input with
+    /// packets after the one served last).
+    #[inline]
+    fn next_input(&self, qi: usize) -> Option<usize> {
+        let mask = self.in_mask[qi];
+        if mask == 0 {
+            return None;
+        }
+        let from = (self.in_last[qi] as u32 + 1) % 128;
+        let later = mask & (!0u128 << from);
+        Some(if later != 0 { later.trailing_zeros() } else { mask.trailing_zeros() } as usize)
+    }
+
+    /// The packet queue `qi` (port × VC) sends next, or `NIL`.
+    #[inline]
+    fn vc_head(&self, qi: usize) -> u32 {
+        if self.inq.is_empty() {
+            self.vcq[qi].head
+        } else {
+            match self.next_input(qi) {
+                Some(i) => self.inq[qi * self.in_stride + i].0,
+                None => NIL,
+            }
+        }
     }
 
     fn dequeue(&mut self, g: usize, vc: usize) -> u32 {
         let now = self.queue.now().0;
         let qi = g * self.nvc + vc;
-        let pkt = self.vcq[qi].head;
+        let pkt = self.vc_head(qi);
         let next = self.pool.get(pkt).next;
         let size = self.pool.get(pkt).wire_bytes as u64;
-        let q = &mut self.vcq[qi];
-        q.head = next;
-        if next == NIL {
-            q.tail = NIL;
+        if self.inq.is_empty() {
+            let q = &mut self.vcq[qi];
+            q.head = next;
+            if next == NIL {
+                q.tail = NIL;
+            }
+        } else {
+            let i = self.next_input(qi).expect("non-empty");
+            self.in_last[qi] = i as u8;
+            let q = &mut self.inq[qi * self.in_stride + i];
+            q.0 = next;
+            if next == NIL {
+                q.1 = NIL;
+                self.in_mask[qi] &= !(1u128 << i);
+            }
         }
-        q.bytes -= size;
+        self.vcq[qi].bytes -= size;
         let ps = &mut self.ports[g];
         Self::note_queue_change(ps, now);
         ps.q_bytes -= size;
@@ -1446,7 +1508,7 @@ impl Network {
         // Packets queued on dead ports are lost with them.
         for g in dead_ports {
             for vc in 0..self.nvc {
-                while self.vcq[g * self.nvc + vc].head != NIL {
+                while self.vc_head(g * self.nvc + vc) != NIL {
                     let pkt = self.dequeue(g, vc);
                     self.stats.drops_failure += 1;
                     self.ports[g].drops += 1;

@@ -133,6 +133,16 @@ pub struct NetworkSpec {
     pub routing: RoutingSpec,
     #[serde(default)]
     pub loss_probability: f64,
+    #[serde(default)]
+    pub arbitration: ArbitrationSpec,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ArbitrationSpec {
+    #[default]
+    Fifo,
+    InputRoundRobin,
 }
 fn d_mtu() -> u32 {
     4096
@@ -163,6 +173,7 @@ impl Default for NetworkSpec {
             ecn_threshold_bytes: None,
             routing: d_routing(),
             loss_probability: 0.0,
+            arbitration: ArbitrationSpec::Fifo,
         }
     }
 }
@@ -653,6 +664,10 @@ impl ScenarioFile {
                 RoutingSpec::Canary => RoutingAlgo::Canary,
             },
             loss_probability: nw.loss_probability,
+            arbitration: match nw.arbitration {
+                ArbitrationSpec::Fifo => reducelab_net::Arbitration::Fifo,
+                ArbitrationSpec::InputRoundRobin => reducelab_net::Arbitration::InputRoundRobin,
+            },
             noise_probability: self.noise.probability,
             noise_delay_ps: ns_to_ps("noise.delay_ns", self.noise.delay_ns)?,
         };

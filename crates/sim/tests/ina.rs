@@ -164,3 +164,20 @@ fn a_leaf_failure_cut_off_hosts_ends_as_stalled_with_the_reason() {
     assert!(why.contains("gave up") && why.contains("blocks missing"), "{why}");
     assert_eq!(s["traffic"][0]["bad_blocks"], 0, "no wrong result, only missing ones");
 }
+
+#[test]
+fn input_round_robin_gives_switch_made_packets_one_inputs_share() {
+    // A static tree across 8 hosts while the other 8 load the network. Under FIFO output
+    // queues the aggregates a switch emits take bandwidth in proportion to their number; with
+    // input round-robin they are one input among the others, as in an input-queued router.
+    let t = "[[traffic]]\nkind = \"ina_allreduce\"\nhosts = [0, 4, 8, 12, 1, 5, 9, 13]\nbytes = 1048576\nprotocol = \"static_trees\"\n\
+             [[traffic]]\nkind = \"random_uniform\"\nhosts = [2, 3, 6, 7, 10, 11, 14, 15]\nbytes = 65536\ninflight = 4\n";
+    let goodput = |arb: &str| {
+        let s = run(&scenario(t, &format!("arbitration = \"{arb}\"\n")));
+        assert_eq!(s["traffic"][0]["bad_blocks"], 0);
+        assert_eq!(s["traffic"][0]["verified"], 8);
+        s["traffic"][0]["goodput_gbps"].as_f64().unwrap()
+    };
+    let (fifo, rr) = (goodput("fifo"), goodput("input_round_robin"));
+    assert!(rr < 0.85 * fifo, "fifo {fifo:.1} Gb/s, input round-robin {rr:.1} Gb/s");
+}
