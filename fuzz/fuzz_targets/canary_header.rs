@@ -1,0 +1,18 @@
+//! Arbitrary bytes into the Canary packet-header decoder (what the UDP software switch will
+//! parse off the wire): it must never panic, every error names a field, and whatever decodes
+//! re-encodes to the same 19 bytes.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use reducelab_ina::wire::{WireHeader, HEADER_BYTES};
+
+fuzz_target!(|data: &[u8]| {
+    match WireHeader::decode(data) {
+        Ok(h) => {
+            let mut out = [0u8; HEADER_BYTES as usize];
+            h.encode(&mut out);
+            assert_eq!(&out[..], &data[..HEADER_BYTES as usize]);
+        }
+        Err(e) => assert!(!e.field.is_empty() && !e.reason.is_empty()),
+    }
+});
