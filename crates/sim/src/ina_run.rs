@@ -176,6 +176,12 @@ impl InaWorld {
         if specs.len() > 256 {
             return Err(format!("{} in-network collectives; the 8-bit application id allows 256", specs.len()));
         }
+        if topo.nodes.iter().any(|n| n.host.is_some() && n.forwards) {
+            return Err(format!(
+                "topology: in-network aggregation runs on indirect networks (star, fat trees, dragonfly); the hosts of {} forward traffic",
+                topo.name
+            ));
+        }
         for n in &topo.nodes {
             if n.host.is_none() && n.ports.len() > 64 {
                 return Err(format!("switch with {} ports: port bitmaps hold 64", n.ports.len()));
@@ -228,7 +234,7 @@ impl InaWorld {
             let mut roles: Vec<Vec<Option<TreeNode>>> = vec![vec![None; specs.len() * trees as usize]; topo.nodes.len()];
             for (ci, s) in specs.iter().enumerate() {
                 if s.roots.len() != trees as usize {
-                    return Err(format!("roots: {} roots for {trees} trees", s.roots.len()));
+                    return Err(format!("traffic: in-network allreduce {ci} has {} roots for {trees} trees", s.roots.len()));
                 }
                 for (t, &root) in s.roots.iter().enumerate() {
                     let dist = topo.bfs_from(NodeId(root));
@@ -251,11 +257,11 @@ impl InaWorld {
                                 .iter()
                                 .enumerate()
                                 .find(|(_, p)| dist[p.peer.idx()] + 1 == dist[node as usize] && (topo.nodes[p.peer.idx()].host.is_none()))
-                                .ok_or_else(|| format!("roots: switch {root} unreachable from host {h}"))?;
+                                .ok_or_else(|| format!("traffic: static-tree root switch {root} is unreachable from host {h}"))?;
                             if nd.host.is_none() {
                                 let role = roles[node as usize][ci * trees as usize + t].as_mut().expect("set");
                                 if role.parent.is_some_and(|q| q != pi as u16) {
-                                    return Err("static tree: inconsistent parent".into());
+                                    return Err(format!("traffic: static tree {t} of in-network allreduce {ci} has two parents at switch {node}"));
                                 }
                                 let known = role.parent.is_some();
                                 role.parent = Some(pi as u16);

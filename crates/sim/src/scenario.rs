@@ -692,7 +692,10 @@ impl ScenarioFile {
         if !ina_specs.is_empty() {
             // Builds the switch programs once to validate (trees, tables, protocol mix).
             if let Err(reason) = crate::ina_run::InaWorld::new(&topology, ina_specs, ina.clone(), seed) {
+                // Errors start with the field they are about: an `[ina]` key, or a top-level
+                // section (`topology`, `traffic`).
                 let (field, reason) = match reason.split_once(": ") {
+                    Some((fld, r)) if fld == "topology" || fld == "traffic" => (fld.to_string(), r.to_string()),
                     Some((fld, r)) if !fld.contains(' ') => (format!("ina.{fld}"), r.to_string()),
                     _ => ("traffic".to_string(), reason),
                 };

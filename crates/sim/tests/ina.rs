@@ -181,3 +181,21 @@ fn input_round_robin_gives_switch_made_packets_one_inputs_share() {
     let (fifo, rr) = (goodput("fifo"), goodput("input_round_robin"));
     assert!(rr < 0.85 * fifo, "fifo {fifo:.1} Gb/s, input round-robin {rr:.1} Gb/s");
 }
+
+#[test]
+fn in_network_traffic_on_a_direct_network_is_refused_with_a_reason() {
+    let text = r#"name = "t"
+[topology]
+kind = "torus"
+dims = [4, 4]
+bandwidth_gbps = 100
+latency_ns = 100
+[[traffic]]
+kind = "ina_allreduce"
+hosts = "all"
+bytes = 4096
+"#;
+    let err = run_scenario_str(text, &Default::default()).err().expect("refused");
+    assert_eq!(err.field, "topology");
+    assert!(err.reason.contains("indirect networks"), "{err}");
+}
