@@ -139,6 +139,8 @@ examples:
   reducelab model --algorithm recursive-doubling-latency --topology torus:8x8x8 --size 32KiB
   reducelab model --algorithm bucket --topology hyperx:16x16 --alpha-ns 500 --beta-gbps 200
   reducelab model --list
+  reducelab model canary-memory         # Canary §3.2.2: b·(2d(l+t)+r), the paper's example
+  reducelab model canary-memory --bandwidth-gbps 400 --diameter 3 --timeout-ns 2000
 
 A bad algorithm, topology or size prints `error: ...` and exits with status 2.
 """
@@ -167,6 +169,14 @@ examples:
   reducelab reproduce swing-fig9 --scale full --out results/fig9
   reducelab reproduce swing-fig9 --scale full --backend packet
   reducelab reproduce all --scale small     # every figure + results/all-small/index.html
+
+Canary figures (canary-fig2, -fig6, -fig7, -fig8, -fig9, -fig10, -fig11; canary-all for every
+one into DIR/NAME/): scenario runs on the Canary §5.2 fat tree (in-network allreduce, ring,
+random-uniform background), python/reducelab/canary_repro.py. Scales: tiny (16 hosts, tests),
+small (64 hosts), full (1024 hosts, 5 allocations, 4 MiB; minutes per figure). They write
+STEM.csv (one row per run), STEM_claims.csv/.md, STEM.png and, for Figs. 7 and 10,
+STEM_links.csv (network-link utilisation histograms). Not part of `reproduce all`.
+  reducelab reproduce canary-fig8 --scale full --jobs 1 --out results/canary-fig8
 
 An unknown figure or scale prints `error: ...` and exits with status 2; a packet-level run
 whose data does not verify exits with status 1 (after writing the files).
@@ -402,6 +412,11 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_MODEL_EPILOG,
         formatter_class=fmt,
     )
+    model.add_argument(
+        "kind", nargs="?", metavar="MODEL",
+        help="omit for the schedule deficiency model; `canary-memory` for Canary's descriptor "
+        "memory b·(2d(l+t)+r) (§3.2.2)",
+    )
     model.add_argument("--algorithm", "-a", metavar="A", help="algorithm (see --list)")
     model.add_argument(
         "--topology", "-t", metavar="T",
@@ -428,6 +443,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="D of the ideal n/D bandwidth term (default: the topology's dimensions)",
     )
     model.add_argument("--per-step", action="store_true", help="also print the loads of every step")
+    model.add_argument(
+        "--bandwidth-gbps", type=_positive_float, metavar="B",
+        help="canary-memory: link bandwidth b in Gb/s (default: 100)",
+    )
+    model.add_argument(
+        "--diameter", type=_positive_int, metavar="D", help="canary-memory: network diameter d (default: 5)"
+    )
+    model.add_argument(
+        "--hop-latency-ns", type=_nonnegative_float, metavar="L",
+        help="canary-memory: 1-hop delay l in ns (default: 300)",
+    )
+    model.add_argument(
+        "--timeout-ns", type=_nonnegative_float, metavar="T", help="canary-memory: switch timeout t in ns (default: 1000)"
+    )
+    model.add_argument(
+        "--leader-ns", type=_nonnegative_float, metavar="R",
+        help="canary-memory: leader aggregation time r in ns (default: 1000)",
+    )
     model.add_argument("--list", action="store_true", help="list the algorithms and exit")
     model.set_defaults(handler=_cmd_model)
 
@@ -768,9 +801,34 @@ def _format_steps(m: dict) -> str:
     return "\n".join(lines)
 
 
+_CANARY_MEMORY_OPTS = ("bandwidth_gbps", "diameter", "hop_latency_ns", "timeout_ns", "leader_ns")
+
+
+def _cmd_canary_memory(args: argparse.Namespace) -> int:
+    from .canary_repro import CanaryReproError, format_canary_memory
+
+    if args.algorithm or args.topology or args.per_step or args.list:
+        _fail("model canary-memory takes --bandwidth-gbps, --diameter, --hop-latency-ns, --timeout-ns "
+              "and --leader-ns, not --algorithm/--topology/--per-step/--list")
+    defaults = {"bandwidth_gbps": 100.0, "diameter": 5, "hop_latency_ns": 300.0, "timeout_ns": 1000.0, "leader_ns": 1000.0}
+    vals = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in defaults.items()}
+    try:
+        print(format_canary_memory(**vals))
+    except CanaryReproError as exc:
+        _fail(str(exc))
+    return 0
+
+
 def _cmd_model(args: argparse.Namespace) -> int:
     from . import _core
 
+    if args.kind is not None:
+        if args.kind == "canary-memory":
+            return _cmd_canary_memory(args)
+        _fail(f"unknown model {args.kind!r}; known: canary-memory (or omit it for the schedule model)")
+    used = [k for k in _CANARY_MEMORY_OPTS if getattr(args, k) is not None]
+    if used:
+        _fail(f"--{used[0].replace('_', '-')} belongs to `reducelab model canary-memory`")
     if args.list:
         for name in _core.algorithms():
             print(name)
@@ -801,12 +859,16 @@ def _cmd_model(args: argparse.Namespace) -> int:
 def _cmd_reproduce(args: argparse.Namespace) -> int:
     from . import reproduce
 
+    from . import canary_repro
+
     if args.list:
-        for name in reproduce.names():
+        for name in [*reproduce.names(), *canary_repro.names(), "canary-all"]:
             print(name)
         return 0
     if not args.figure:
-        _fail(f"reproduce needs a FIGURE; known: {', '.join(reproduce.names())}")
+        _fail(f"reproduce needs a FIGURE; known: {', '.join([*reproduce.names(), *canary_repro.names()])}")
+    if args.figure.startswith("canary-"):
+        return _cmd_reproduce_canary(args)
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -840,6 +902,46 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             f"{r.bandwidth:g} Gb/s: {r.mismatch}",
             EXIT_FAILURE,
         )
+    return 0
+
+
+def _cmd_reproduce_canary(args: argparse.Namespace) -> int:
+    from . import canary_repro
+
+    if args.backend is not None:
+        _fail("the Canary figures run packet-level scenarios; --backend does not apply")
+    if args.scale not in canary_repro.SCALES:
+        _fail(f"unknown scale {args.scale!r} for the Canary figures; known: {', '.join(canary_repro.SCALES)}")
+    figures = canary_repro.names() if args.figure == "canary-all" else [args.figure]
+    if args.figure != "canary-all" and args.figure not in canary_repro.FIGURES:
+        _fail(f"unknown figure {args.figure!r}; known Canary figures: {', '.join(canary_repro.names())}, canary-all")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        _fail("reproduce draws a plot and needs matplotlib: pip install 'reducelab[plot]'", EXIT_FAILURE)
+    base: Path = args.out if args.out is not None else Path("results") / f"{args.figure}-{args.scale}"
+    bad = []
+    for name in figures:
+        out = base / name if args.figure == "canary-all" else base
+        if not args.quiet:
+            print(f"{name} ({args.scale})", flush=True)
+        try:
+            rep = canary_repro.reproduce(name, out, scale=args.scale, jobs=args.jobs or 1,
+                                         progress=not args.quiet and sys.stdout.isatty())
+        except canary_repro.CanaryReproError as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            _fail(f"{out}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
+        if not args.quiet:
+            print(rep.claims_table())
+            p, f, n = rep.counts()
+            print(f"wrote {out} ({', '.join(sorted(rep.files))}) in {rep.wall_seconds:.0f} s, "
+                  f"{len(rep.results)} runs; {p} pass, {f} fail, {n} n/a", flush=True)
+        bad += [(name, r) for r in rep.unverified]
+    if bad:
+        name, r = bad[0]
+        _fail(f"{len(bad)} runs did not complete with verified results, e.g. {name} {r.params}: end {r.end}",
+              EXIT_FAILURE)
     return 0
 
 
