@@ -140,9 +140,13 @@ def _fat_tree(sc: Scale) -> str:
     )
 
 
+# The paper's numbers come from SST, whose merlin routers are input-queued with round-robin
+# arbitration over inputs; `input_round_robin` models that (docs/engine.md). Under the default
+# output-queued FIFO, the aggregates a switch emits take output bandwidth in proportion to their
+# number, which shields static trees from congestion (docs/reproductions.md, Canary section).
 _NETWORK = (
     "[network]\nmtu_bytes = 4096\nheader_bytes = 64\nswitch_latency_ns = 300\n"
-    "buffer_bytes = 65536\nrouting = \"canary\"\n"
+    "buffer_bytes = 65536\nrouting = \"canary\"\narbitration = \"input_round_robin\"\n"
 )
 
 
