@@ -622,6 +622,33 @@ impl InaWorld {
             .collect()
     }
 
+    /// One CSV row per programmable switch: its descriptor peak and time-weighted mean
+    /// over the sampled span, and its protocol counters.
+    pub fn switches_csv(&self) -> String {
+        use std::fmt::Write;
+        let end = self.occupancy.last().map(|o| o.0).unwrap_or(0).max(1);
+        let mut c = String::from("node,peak_descriptors,mean_descriptors,descriptors_left,aggregated,flushed,stragglers,collisions,broadcasts_without_descriptor,restorations,reclaimed\n");
+        for (node, p) in self.programs.iter().enumerate() {
+            let Some(p) = p else { continue };
+            let s = p.stats();
+            let mean = (s.descriptor_ps + p.in_use() as u128 * end.saturating_sub(s.last_change_ps) as u128) as f64 / end as f64;
+            let _ = writeln!(
+                c,
+                "{node},{},{mean:.3},{},{},{},{},{},{},{},{}",
+                s.peak_descriptors,
+                p.in_use(),
+                s.aggregated,
+                s.flushed,
+                s.stragglers,
+                s.collisions,
+                s.broadcasts_without_descriptor,
+                s.restorations,
+                s.reclaimed
+            );
+        }
+        c
+    }
+
     pub fn totals(&self) -> InaTotals {
         let mut t = InaTotals { lost_packets: self.lost_packets, values_slots_left: self.vals.live, ..InaTotals::default() };
         let end = self.occupancy.last().map(|o| o.0).unwrap_or(0).max(1);

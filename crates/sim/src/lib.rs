@@ -111,6 +111,9 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, Scena
             if let Some(m) = r.ina_memory_csv {
                 f.push(("ina_memory.csv".into(), m));
             }
+            if let Some(m) = r.ina_switches_csv {
+                f.push(("ina_switches.csv".into(), m));
+            }
             f
         },
         table: r.table,

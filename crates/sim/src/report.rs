@@ -32,6 +32,8 @@ fn fct_summary(mut fcts: Vec<u64>) -> Value {
 pub struct Report {
     /// `ina_memory.csv`: descriptor occupancy over time, when there is in-network traffic.
     pub ina_memory_csv: Option<String>,
+    /// `ina_switches.csv`: per-switch descriptor peak, mean and protocol counters.
+    pub ina_switches_csv: Option<String>,
     pub summary: Value,
     pub messages_csv: String,
     pub links_csv: String,
@@ -277,5 +279,6 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         }
         c
     });
-    Report { summary, messages_csv, links_csv, table, ina_memory_csv }
+    let ina_switches_csv = w.ina.as_ref().map(|x| x.switches_csv());
+    Report { summary, messages_csv, links_csv, table, ina_memory_csv, ina_switches_csv }
 }

@@ -135,6 +135,10 @@ fn same_scenario_same_bytes() {
     let b = run_scenario_str(&text, &Default::default()).unwrap();
     assert_eq!(a.summary_json, b.summary_json);
     assert_eq!(a.files, b.files);
+    let names: Vec<_> = a.files.iter().map(|f| f.0.as_str()).collect();
+    assert!(names.contains(&"ina_memory.csv") && names.contains(&"ina_switches.csv"), "{names:?}");
+    let sw = &a.files.iter().find(|f| f.0 == "ina_switches.csv").unwrap().1;
+    assert_eq!(sw.lines().count(), 1 + 8, "header + 8 switches");
 }
 
 #[test]
