@@ -136,7 +136,7 @@ pub fn flatten(s: &Schedule, rank: u32) -> Result<(Vec<RlStep>, Vec<RlTransfer>,
 
 /// Builds `algorithm`'s schedule for `collective` on a torus of shape `dims` and returns
 /// rank `rank`'s program (checked when the schedule has at most [`CHECK_MAX_RANKS`] ranks).
-pub fn program(algorithm: &str, collective: i32, dims: &[u32], rank: u32) -> Result<Box<Owned>, (i32, String)> {
+fn program(algorithm: &str, collective: i32, dims: &[u32], rank: u32) -> Result<Box<Owned>, (i32, String)> {
     let coll = collective_of(collective).map_err(|e| (RL_ERR_ARG, e))?;
     let layout = Layout::new(dims.to_vec()).map_err(|e| (RL_ERR_ARG, e))?;
     if rank >= layout.ranks() {
