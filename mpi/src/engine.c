@@ -33,10 +33,17 @@ void RL_Counters(long long *scheduled, long long *fallback) {
 }
 const char *RL_Last_algorithm(void) { return last_algorithm; }
 
+static void print_counters(void) {
+    fprintf(stderr, "reducelab: %lld collectives ran ReduceLab schedules, %lld went to the MPI library\n", n_scheduled,
+            n_fallback);
+}
+
+/* REDUCELAB_VERBOSE=1: fallbacks are explained as they happen and the counters printed at exit. */
 static int is_verbose(void) {
     if (verbose < 0) {
         const char *v = getenv("REDUCELAB_VERBOSE");
         verbose = v && *v && strcmp(v, "0") != 0;
+        if (verbose) atexit(print_counters);
     }
     return verbose;
 }
@@ -265,6 +272,12 @@ typedef struct rl_exec {
     MPI_Comm comm;
     int tag;
     char *buf; /* working vector */
+    /* Input not yet copied into buf (NULL: in place). fresh[b] = 1 while block b's current
+     * value is still the input's: sends read it from there and the first reduction writes
+     * `in ⊕ input` into buf, which saves copying the input (a full pass over the vector). */
+    const char *src;
+    unsigned char *fresh;
+    size_t final_lo, final_hi; /* elements that must hold the result in buf at the end */
     size_t count;
     MPI_Datatype type;
     MPI_Aint extent, true_ub;
@@ -304,12 +317,24 @@ static size_t xfer_elems(const rl_exec *ex, const RlTransfer *t) {
 /* Bytes spanned by n consecutive elements (the last one up to its true upper bound). */
 static size_t span(const rl_exec *ex, size_t n) { return n ? (n - 1) * (size_t)ex->extent + (size_t)ex->true_ub : 0; }
 
+/* Blocks [b, e) split into runs of equal freshness: the end of the run starting at b. */
+static uint32_t run_end(const rl_exec *ex, uint32_t b, uint32_t e) {
+    if (!ex->src) return e;
+    uint32_t k = b + 1;
+    while (k < e && ex->fresh[k] == ex->fresh[b]) k++;
+    return k;
+}
+static const char *base_of(const rl_exec *ex, uint32_t b) { return ex->src && ex->fresh[b] ? ex->src : ex->buf; }
+static void mark_written(rl_exec *ex, uint32_t b, uint32_t e) {
+    if (ex->src) memset(ex->fresh + b, 0, e - b);
+}
+
 /* Scratch bytes step s needs. */
 static size_t step_scratch(const rl_exec *ex, const RlStep *st) {
     size_t b = 0;
     for (uint32_t k = 0; k < st->nsends + st->nrecvs; k++) {
         const RlTransfer *t = &ex->prog->transfers[st->first + k];
-        int needs = t->op == RL_SEND ? t->nranges > 1 : !t->direct;
+        int needs = t->op == RL_SEND ? (t->nranges > 1 || ex->src) : !t->direct;
         if (needs) b += xfer_elems(ex, t) * (size_t)ex->extent;
     }
     return b;
@@ -343,61 +368,79 @@ static int post_step(rl_exec *ex) {
         size_t n = xfer_elems(ex, t);
         if (n == 0) continue;
         const uint32_t *r = ranges_of(ex, t);
-        void *src;
-        if (t->nranges == 1) {
-            src = ex->buf + elem_lo(ex, r[0]) * ex->extent;
+        const void *src;
+        if (t->nranges == 1 && run_end(ex, r[0], r[1]) == r[1]) {
+            src = base_of(ex, r[0]) + elem_lo(ex, r[0]) * ex->extent;
         } else {
             src = ex->scratch + off;
             size_t o = off;
-            for (uint32_t i = 0; i < t->nranges; i++) {
-                size_t lo = elem_lo(ex, r[2 * i]), m = elem_lo(ex, r[2 * i + 1]) - lo;
-                memcpy(ex->scratch + o, ex->buf + lo * ex->extent, span(ex, m));
-                o += m * (size_t)ex->extent;
-            }
+            for (uint32_t i = 0; i < t->nranges; i++)
+                for (uint32_t b = r[2 * i], e; b < r[2 * i + 1]; b = e) {
+                    e = run_end(ex, b, r[2 * i + 1]);
+                    size_t lo = elem_lo(ex, b), m = elem_lo(ex, e) - lo;
+                    memcpy(ex->scratch + o, base_of(ex, b) + lo * ex->extent, span(ex, m));
+                    o += m * (size_t)ex->extent;
+                }
             off += n * (size_t)ex->extent;
         }
-        rc = PMPI_Isend(src, (int)n, ex->type, (int)t->peer, ex->tag, ex->comm, &ex->reqs[ex->nreqs++]);
+        rc = PMPI_Isend((void *)src, (int)n, ex->type, (int)t->peer, ex->tag, ex->comm, &ex->reqs[ex->nreqs++]);
         if (rc != MPI_SUCCESS) return rc;
     }
     return MPI_SUCCESS;
 }
 
-static int reduce_into(rl_exec *ex, void *in, void *inout, size_t n) {
+/* local = in ⊕ local, where local's current value is at `cur` (buf, or the input). */
+static int reduce_into(rl_exec *ex, const char *in, const char *cur, char *local, size_t m) {
     if (ex->kernel) {
-        ex->kernel(in, inout, n);
+        ex->kernel(in, cur, local, m);
         return MPI_SUCCESS;
     }
-    return PMPI_Reduce_local(in, inout, (int)n, ex->type, ex->op);
+    if (cur != local) memcpy(local, cur, span(ex, m));
+    return PMPI_Reduce_local((void *)in, local, (int)m, ex->type, ex->op);
 }
 
 static int finish_step(rl_exec *ex) {
     const RlStep *st = &ex->prog->steps[ex->step];
     for (uint32_t k = st->nsends; k < st->nsends + st->nrecvs; k++) {
         const RlTransfer *t = &ex->prog->transfers[st->first + k];
-        if (t->direct) continue;
         const uint32_t *r = ranges_of(ex, t);
-        size_t o = ex->offs[k];
-        for (uint32_t i = 0; i < t->nranges; i++) {
-            size_t lo = elem_lo(ex, r[2 * i]), m = elem_lo(ex, r[2 * i + 1]) - lo;
-            if (m == 0) continue;
-            char *local = ex->buf + lo * ex->extent, *in = ex->scratch + o;
-            int rc = MPI_SUCCESS;
-            if (t->op == RL_RECV_COPY) {
-                memcpy(local, in, span(ex, m));
-            } else if (t->op == RL_RECV_REDUCE_INCOMING_FIRST || ex->commute) {
-                rc = reduce_into(ex, in, local, m); /* local = in ⊕ local */
-            } else {
-                rc = PMPI_Reduce_local(local, in, (int)m, ex->type, ex->op); /* in = local ⊕ in */
-                memcpy(local, in, span(ex, m));
-            }
-            if (rc != MPI_SUCCESS) return rc;
-            o += m * (size_t)ex->extent;
+        if (t->direct) {
+            mark_written(ex, r[0], r[1]);
+            continue;
         }
+        size_t o = ex->offs[k];
+        for (uint32_t i = 0; i < t->nranges; i++)
+            for (uint32_t b = r[2 * i], e; b < r[2 * i + 1]; b = e) {
+                e = run_end(ex, b, r[2 * i + 1]);
+                size_t lo = elem_lo(ex, b), m = elem_lo(ex, e) - lo;
+                if (m == 0) continue;
+                char *local = ex->buf + lo * ex->extent, *in = ex->scratch + o;
+                const char *cur = base_of(ex, b) + lo * ex->extent;
+                int rc = MPI_SUCCESS;
+                if (t->op == RL_RECV_COPY) {
+                    memcpy(local, in, span(ex, m));
+                } else if (t->op == RL_RECV_REDUCE_INCOMING_FIRST || ex->commute) {
+                    rc = reduce_into(ex, in, cur, local, m); /* local = in ⊕ local */
+                } else {
+                    rc = PMPI_Reduce_local((void *)cur, in, (int)m, ex->type, ex->op); /* in = local ⊕ in */
+                    memcpy(local, in, span(ex, m));
+                }
+                if (rc != MPI_SUCCESS) return rc;
+                mark_written(ex, b, e);
+                o += m * (size_t)ex->extent;
+            }
     }
     return MPI_SUCCESS;
 }
 
 static void exec_epilogue(rl_exec *ex) {
+    if (ex->src) /* blocks never written: the result is the input (e.g. p = 1) */
+        for (uint32_t b = 0; b < ex->prog->blocks; b++) {
+            size_t lo = elem_lo(ex, b), hi = elem_lo(ex, b + 1);
+            if (lo < ex->final_lo) lo = ex->final_lo;
+            if (hi > ex->final_hi) hi = ex->final_hi;
+            if (ex->fresh[b] && lo < hi) memcpy(ex->buf + lo * ex->extent, ex->src + lo * ex->extent, span(ex, hi - lo));
+        }
     if (ex->out && ex->out_bytes) memmove(ex->out, ex->buf + ex->out_from, ex->out_bytes);
     free(ex->work);
     ex->work = NULL;
@@ -447,6 +490,7 @@ static void exec_free(rl_exec *ex) {
     if (ex->own_scratch) free(ex->scratch);
     free(ex->reqs);
     free(ex->offs);
+    free(ex->fresh);
     free(ex);
 }
 
@@ -512,6 +556,7 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
         return PREP_ERROR;
     }
     if (strcmp(alg, "mpi") == 0) {
+        is_verbose();
         n_fallback++;
         return PREP_FALLBACK;
     }
@@ -579,7 +624,10 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     ex->maxx = max_step_transfers(prog);
     ex->reqs = calloc(ex->maxx + 1, sizeof *ex->reqs);
     ex->offs = calloc(ex->maxx + 1, sizeof *ex->offs);
-    if (!ex->reqs || !ex->offs) goto nomem;
+    ex->fresh = calloc(prog->blocks + 1, 1);
+    if (!ex->reqs || !ex->offs || !ex->fresh) goto nomem;
+    ex->src = (const char *)1; /* size scratch for packing from the input (set for real by the caller) */
+    ex->final_hi = count;
     size_t need = 0;
     for (uint32_t s = 0; s < prog->nsteps; s++) {
         size_t b = step_scratch(ex, &prog->steps[s]);
@@ -599,8 +647,10 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
         ex->scratch = shared_scratch;
     }
     ex->scratch_bytes = need;
+    ex->src = NULL;
     snprintf(last_algorithm, sizeof last_algorithm, "%s", prog->algorithm);
     n_scheduled++;
+    is_verbose();
     *out = ex;
     return PREP_OK;
 nomem:
@@ -618,7 +668,8 @@ static int buffer_error(MPI_Comm comm) {
 /* Copies the allreduce input into recvbuf (unless in place). */
 static void load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf) {
     ex->buf = recvbuf;
-    if (sendbuf != MPI_IN_PLACE && ex->count) memcpy(recvbuf, sendbuf, span(ex, ex->count));
+    ex->src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    if (ex->src) memset(ex->fresh, 1, ex->prog->blocks);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -669,8 +720,11 @@ int rl_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, M
         PMPI_Comm_call_errhandler(comm, MPI_ERR_NO_MEM);
         return MPI_ERR_NO_MEM;
     }
-    if (bytes) memcpy(ex->work, in, bytes);
     ex->buf = ex->work;
+    ex->src = in; /* read from the input until written (see rl_exec) */
+    memset(ex->fresh, 1, ex->prog->blocks);
+    ex->final_lo = (size_t)rank * (size_t)recvcount;
+    ex->final_hi = ex->final_lo + (size_t)recvcount;
     ex->out = recvbuf;
     ex->out_from = (size_t)rank * (size_t)recvcount * (size_t)ex->extent;
     ex->out_bytes = span(ex, (size_t)recvcount);

@@ -13,13 +13,15 @@
 #define RL_CLONES
 #endif
 
+/* out[i] = a[i] op b[i]; `out` may be `b` (no restrict: gcc adds a run-time overlap check and
+ * vectorises the non-overlapping case). */
 #define KERNEL(name, T, expr)                                                       \
-    RL_CLONES static void name(const void *in_, void *inout_, size_t n) {          \
-        const T *restrict in = (const T *)in_;                                      \
-        T *restrict io = (T *)inout_;                                               \
+    RL_CLONES static void name(const void *a_, const void *b_, void *out_, size_t n) { \
+        const T *x = (const T *)a_, *y = (const T *)b_;                             \
+        T *o = (T *)out_;                                                           \
         for (size_t i = 0; i < n; i++) {                                            \
-            T a = in[i], b = io[i];                                                 \
-            io[i] = (expr);                                                         \
+            T a = x[i], b = y[i];                                                   \
+            o[i] = (expr);                                                          \
         }                                                                           \
     }
 
@@ -62,20 +64,24 @@ KERNEL(lxor_bool, bool, a != b)
 /* MAXLOC / MINLOC on (value, index) pairs: the better value, the smaller index on a tie. */
 #define LOC_KERNELS(sfx, V, I)                                                      \
     typedef struct { V v; I i; } pair_##sfx;                                        \
-    static void maxloc_##sfx(const void *in_, void *inout_, size_t n) {            \
-        const pair_##sfx *in = in_;                                                 \
-        pair_##sfx *io = inout_;                                                    \
+    static void maxloc_##sfx(const void *a_, const void *b_, void *out_, size_t n) { \
+        const pair_##sfx *a = a_, *b = b_;                                          \
+        pair_##sfx *o = out_;                                                       \
         for (size_t k = 0; k < n; k++) {                                            \
-            if (in[k].v > io[k].v) io[k] = in[k];                                   \
-            else if (in[k].v == io[k].v && in[k].i < io[k].i) io[k].i = in[k].i;    \
+            pair_##sfx r = b[k];                                                    \
+            if (a[k].v > r.v) r = a[k];                                             \
+            else if (a[k].v == r.v && a[k].i < r.i) r.i = a[k].i;                   \
+            o[k] = r;                                                               \
         }                                                                           \
     }                                                                               \
-    static void minloc_##sfx(const void *in_, void *inout_, size_t n) {            \
-        const pair_##sfx *in = in_;                                                 \
-        pair_##sfx *io = inout_;                                                    \
+    static void minloc_##sfx(const void *a_, const void *b_, void *out_, size_t n) { \
+        const pair_##sfx *a = a_, *b = b_;                                          \
+        pair_##sfx *o = out_;                                                       \
         for (size_t k = 0; k < n; k++) {                                            \
-            if (in[k].v < io[k].v) io[k] = in[k];                                   \
-            else if (in[k].v == io[k].v && in[k].i < io[k].i) io[k].i = in[k].i;    \
+            pair_##sfx r = b[k];                                                    \
+            if (a[k].v < r.v) r = a[k];                                             \
+            else if (a[k].v == r.v && a[k].i < r.i) r.i = a[k].i;                   \
+            o[k] = r;                                                               \
         }                                                                           \
     }
 

@@ -100,15 +100,6 @@ int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices
 }
 
 int MPI_Finalize(void) {
-    const char *v = getenv("REDUCELAB_VERBOSE");
-    if (v && *v && v[0] != '0') {
-        long long s, f;
-        int rank = 0;
-        RL_Counters(&s, &f);
-        PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-        fprintf(stderr, "reducelab: rank %d: %lld collectives by ReduceLab schedules, %lld by the MPI library\n", rank,
-                s, f);
-    }
     while (rl_active_count()) RL_Progress();
     return PMPI_Finalize();
 }

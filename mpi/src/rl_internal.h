@@ -26,8 +26,8 @@ int32_t rl_crossover_bytes(const char *family, const uint32_t *dims, size_t ndim
                            double beta_s_per_byte, uint64_t *out, char *err, size_t errlen);
 
 /* ---- kernels.c ---- */
-/* inout[i] = in[i] op inout[i] for n elements. */
-typedef void (*rl_kernel)(const void *in, void *inout, size_t n);
+/* out[i] = a[i] op b[i] for n elements (out may be b; all our ops are commutative). */
+typedef void (*rl_kernel)(const void *a, const void *b, void *out, size_t n);
 /* Our kernel for a predefined (op, datatype), or NULL if none (user op, or a combination MPI
  * does not define, or a type we do not cover). */
 rl_kernel rl_kernel_for(MPI_Op op, MPI_Datatype type);
