@@ -555,6 +555,13 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
         *rc = PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG) == MPI_SUCCESS ? MPI_ERR_ARG : MPI_ERR_ARG;
         return PREP_ERROR;
     }
+    if (!strict && coll != RL_COLL_ALLREDUCE) {
+        /* Interposition: REDUCELAB_ALLREDUCE names an allreduce; for reduce-scatter and
+         * allgather use the same family's schedule where the variant has none. */
+        if (strcmp(alg, "swing-latency") == 0) alg = "swing-bandwidth";
+        else if (strcmp(alg, "recursive-doubling-latency") == 0) alg = "recursive-doubling-bandwidth";
+        else if (strcmp(alg, "ring-bidirectional") == 0 || strcmp(alg, "hamiltonian-rings") == 0) alg = "ring";
+    }
     if (strcmp(alg, "mpi") == 0) {
         is_verbose();
         n_fallback++;

@@ -292,6 +292,12 @@ static void expect_error(int rc, const char *what) {
     checks++;
     if (rc == MPI_SUCCESS) FAIL("bad argument accepted: %s", what);
 }
+static void expect_code(int rc, int code, const char *what) {
+    int cls = -1;
+    checks++;
+    MPI_Error_class(rc, &cls);
+    if (cls != code) FAIL("%s: error class %d, expected %d", what, cls, code);
+}
 
 static void test_errors(void) {
     MPI_Comm comm = MPI_COMM_WORLD;
@@ -301,13 +307,19 @@ static void test_errors(void) {
     expect_error(RL_Allreduce(x, y, 4, MPI_DATATYPE_NULL, MPI_SUM, comm, "ring"), "null datatype");
     expect_error(RL_Allreduce(x, y, 4, MPI_INT, MPI_OP_NULL, comm, "ring"), "null op");
     expect_error(RL_Allreduce(x, y, 4, MPI_INT, MPI_SUM, MPI_COMM_NULL, "ring"), "null communicator");
-    expect_error(RL_Allreduce(x, NULL, 4, MPI_INT, MPI_SUM, comm, "ring"), "null receive buffer");
-    expect_error(RL_Allreduce(x, y, 4, MPI_INT, MPI_SUM, comm, "no-such-algorithm"), "unknown algorithm");
+    expect_code(RL_Allreduce(x, NULL, 4, MPI_INT, MPI_SUM, comm, "ring"), MPI_ERR_BUFFER, "null receive buffer");
+    expect_code(RL_Allreduce(NULL, y, 4, MPI_INT, MPI_SUM, comm, "swing"), MPI_ERR_BUFFER, "null send buffer");
+    expect_code(RL_Allreduce(x, y, 4, MPI_INT, MPI_SUM, comm, "no-such-algorithm"), MPI_ERR_ARG, "unknown algorithm");
+    if (P == 3 || P == 5 || P == 7)
+        expect_code(RL_Allreduce(x, y, 4, MPI_INT, MPI_SUM, comm, "hamiltonian-rings"), MPI_ERR_ARG,
+                    "hamiltonian-rings on a 1D layout");
+    expect_code(RL_Reduce_scatter_block(x, y, 1, MPI_INT, MPI_SUM, comm, "swing-latency"), MPI_ERR_ARG,
+                "reduce-scatter by a latency-optimal algorithm");
     expect_error(RL_Allreduce(x, y, 4, MPI_FLOAT, MPI_BAND, comm, "ring"), "BAND on float");
     expect_error(RL_Allreduce(x, y, 4, MPI_INT, MPI_MAXLOC, comm, "ring"), "MAXLOC on int");
     expect_error(RL_Allreduce(x, x, 4, MPI_INT, MPI_SUM, comm, "ring"), "aliased buffers");
     setenv("REDUCELAB_TORUS", "4x", 1);
-    expect_error(RL_Allreduce(x, y, 4, MPI_INT, MPI_SUM, comm, "ring"), "malformed REDUCELAB_TORUS");
+    expect_code(RL_Allreduce(x, y, 4, MPI_INT, MPI_SUM, comm, "ring"), MPI_ERR_ARG, "malformed REDUCELAB_TORUS");
     unsetenv("REDUCELAB_TORUS");
     RL_Persistent req;
     expect_error(RL_Allreduce_init(x, y, -2, MPI_INT, MPI_SUM, comm, "ring", &req), "persistent negative count");
