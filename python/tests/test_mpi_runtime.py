@@ -126,3 +126,26 @@ def test_mpi4py_with_the_interposition_library(algorithm: str, p: int) -> None:
     assert m, out
     calls, scheduled, total = map(int, m.groups())
     assert scheduled >= calls > 100 and total == calls * p
+
+
+def test_bench_mpi_cli(tmp_path: Path) -> None:
+    """`reducelab bench mpi` end to end on a tiny sweep (no timing assertions): table, CSV, plot."""
+    from helpers import cli
+
+    proc = cli("bench", "mpi", "--ranks", "3", "--sizes", "8", "64KiB", "--reps", "2", "--round-bytes", "1MiB",
+               "--algorithm", "mpi", "--algorithm", "ring", "--algorithm", "swing-bandwidth", "--out", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "3 ranks: median" in proc.stdout and "64 KiB" in proc.stdout
+    rows = (tmp_path / "mpi-bench.csv").read_text().splitlines()
+    assert rows[0].startswith("ranks,algorithm,bytes,median_s") and len(rows) == 1 + 3 * 2
+    assert all(line.split(",")[6] == "2" for line in rows[1:])  # every (algorithm, size) has both rounds
+    assert (tmp_path / "mpi-bench.png").stat().st_size > 1000
+
+
+def test_bench_mpi_cli_rejects_an_unknown_algorithm(tmp_path: Path) -> None:
+    from helpers import cli
+
+    proc = cli("bench", "mpi", "--ranks", "2", "--sizes", "8", "--reps", "1", "--algorithm", "warp-drive",
+               "--out", tmp_path)
+    assert proc.returncode == 1
+    assert "unknown ReduceLab algorithm 'warp-drive'" in proc.stderr
