@@ -291,6 +291,10 @@ typedef struct rl_exec {
     uint32_t step;
     int posted;
     MPI_Request *reqs;
+    uint32_t *req_xfer; /* per request: index of its receive in the step, UINT32_MAX for sends */
+    int *idx;           /* MPI_Waitsome indices */
+    size_t reqcap;
+    size_t seg;         /* elements per message segment (SIZE_MAX: no segmentation) */
     size_t *offs;
     int nreqs;
     size_t maxx; /* most transfers in one step */
@@ -347,28 +351,71 @@ static size_t max_step_transfers(const RlProgram *p) {
     return m;
 }
 
+/* Segments of a transfer of n elements (both sides compute the same split). */
+static size_t nsegs(const rl_exec *ex, size_t n) { return n ? (n - 1) / ex->seg + 1 : 0; }
+
+static int reserve_reqs(rl_exec *ex, size_t n) {
+    if (n <= ex->reqcap) return MPI_SUCCESS;
+    MPI_Request *r = realloc(ex->reqs, n * sizeof *r);
+    if (r) ex->reqs = r;
+    uint32_t *k = realloc(ex->req_xfer, n * sizeof *k);
+    if (k) ex->req_xfer = k;
+    int *i = realloc(ex->idx, n * sizeof *i);
+    if (i) ex->idx = i;
+    if (!r || !k || !i) return MPI_ERR_NO_MEM;
+    ex->reqcap = n;
+    return MPI_SUCCESS;
+}
+
+static int ranges_overlap(const rl_exec *ex, const RlTransfer *x, const RlTransfer *y) {
+    const uint32_t *a = ranges_of(ex, x), *b = ranges_of(ex, y);
+    for (uint32_t i = 0; i < x->nranges; i++)
+        for (uint32_t j = 0; j < y->nranges; j++)
+            if (a[2 * i] < b[2 * j + 1] && b[2 * j] < a[2 * i + 1]) return 1;
+    return 0;
+}
+
+/* Receive segments may be applied as they arrive (instead of all at the end, in order) when
+ * the op is commutative and no two transfers of the step touch the same block. */
+static int step_allows_eager(const rl_exec *ex, const RlStep *st) {
+    if (!ex->commute) return 0;
+    const RlTransfer *t = &ex->prog->transfers[st->first];
+    for (uint32_t k = st->nsends; k < st->nsends + st->nrecvs; k++)
+        for (uint32_t j = 0; j < st->nsends + st->nrecvs; j++)
+            if (j != k && ranges_overlap(ex, &t[k], &t[j])) return 0;
+    return 1;
+}
+
 static int post_step(rl_exec *ex) {
     const RlStep *st = &ex->prog->steps[ex->step];
-    size_t off = 0;
+    size_t off = 0, need = 0;
     int rc;
     ex->nreqs = 0;
+    for (uint32_t k = 0; k < st->nsends + st->nrecvs; k++)
+        need += nsegs(ex, xfer_elems(ex, &ex->prog->transfers[st->first + k]));
+    if ((rc = reserve_reqs(ex, need + 1)) != MPI_SUCCESS) return rc;
     /* receives first, so that a peer's eager send finds them posted */
     for (uint32_t k = st->nsends; k < st->nsends + st->nrecvs; k++) {
         const RlTransfer *t = &ex->prog->transfers[st->first + k];
         size_t n = xfer_elems(ex, t);
         ex->offs[k] = off;
         if (n == 0) continue;
-        void *dst = t->direct ? ex->buf + elem_lo(ex, ranges_of(ex, t)[0]) * ex->extent : ex->scratch + off;
+        char *dst = t->direct ? ex->buf + elem_lo(ex, ranges_of(ex, t)[0]) * ex->extent : ex->scratch + off;
         if (!t->direct) off += n * (size_t)ex->extent;
-        rc = PMPI_Irecv(dst, (int)n, ex->type, (int)t->peer, ex->tag, ex->comm, &ex->reqs[ex->nreqs++]);
-        if (rc != MPI_SUCCESS) return rc;
+        for (size_t j = 0, ns = nsegs(ex, n); j < ns; j++) {
+            size_t m = j + 1 < ns ? ex->seg : n - j * ex->seg;
+            ex->req_xfer[ex->nreqs] = k;
+            rc = PMPI_Irecv(dst + j * ex->seg * (size_t)ex->extent, (int)m, ex->type, (int)t->peer, ex->tag, ex->comm,
+                            &ex->reqs[ex->nreqs++]);
+            if (rc != MPI_SUCCESS) return rc;
+        }
     }
     for (uint32_t k = 0; k < st->nsends; k++) {
         const RlTransfer *t = &ex->prog->transfers[st->first + k];
         size_t n = xfer_elems(ex, t);
         if (n == 0) continue;
         const uint32_t *r = ranges_of(ex, t);
-        const void *src;
+        const char *src;
         if (t->nranges == 1 && run_end(ex, r[0], r[1]) == r[1]) {
             src = base_of(ex, r[0]) + elem_lo(ex, r[0]) * ex->extent;
         } else {
@@ -383,8 +430,13 @@ static int post_step(rl_exec *ex) {
                 }
             off += n * (size_t)ex->extent;
         }
-        rc = PMPI_Isend((void *)src, (int)n, ex->type, (int)t->peer, ex->tag, ex->comm, &ex->reqs[ex->nreqs++]);
-        if (rc != MPI_SUCCESS) return rc;
+        for (size_t j = 0, ns = nsegs(ex, n); j < ns; j++) {
+            size_t m = j + 1 < ns ? ex->seg : n - j * ex->seg;
+            ex->req_xfer[ex->nreqs] = UINT32_MAX;
+            rc = PMPI_Isend((void *)(src + j * ex->seg * (size_t)ex->extent), (int)m, ex->type, (int)t->peer, ex->tag,
+                            ex->comm, &ex->reqs[ex->nreqs++]);
+            if (rc != MPI_SUCCESS) return rc;
+        }
     }
     return MPI_SUCCESS;
 }
@@ -399,37 +451,85 @@ static int reduce_into(rl_exec *ex, const char *in, const char *cur, char *local
     return PMPI_Reduce_local((void *)in, local, (int)m, ex->type, ex->op);
 }
 
+/* Applies the elements [plo, phi) (positions in the message) of receive k of the current step. */
+static int apply_recv(rl_exec *ex, uint32_t k, size_t plo, size_t phi) {
+    const RlStep *st = &ex->prog->steps[ex->step];
+    const RlTransfer *t = &ex->prog->transfers[st->first + k];
+    if (t->direct) return MPI_SUCCESS;
+    const uint32_t *r = ranges_of(ex, t);
+    size_t pos = 0;
+    for (uint32_t i = 0; i < t->nranges && pos < phi; i++)
+        for (uint32_t b = r[2 * i], e; b < r[2 * i + 1] && pos < phi; b = e) {
+            e = run_end(ex, b, r[2 * i + 1]);
+            size_t lo = elem_lo(ex, b), m = elem_lo(ex, e) - lo;
+            size_t s0 = pos > plo ? pos : plo, s1 = pos + m < phi ? pos + m : phi;
+            if (s0 < s1) {
+                size_t first = lo + (s0 - pos), cnt = s1 - s0;
+                char *local = ex->buf + first * ex->extent, *in = ex->scratch + ex->offs[k] + s0 * (size_t)ex->extent;
+                const char *cur = base_of(ex, b) + first * ex->extent;
+                int rc = MPI_SUCCESS;
+                if (t->op == RL_RECV_COPY) {
+                    memcpy(local, in, span(ex, cnt));
+                } else if (t->op == RL_RECV_REDUCE_INCOMING_FIRST || ex->commute) {
+                    rc = reduce_into(ex, in, cur, local, cnt); /* local = in ⊕ local */
+                } else {
+                    rc = PMPI_Reduce_local((void *)cur, in, (int)cnt, ex->type, ex->op); /* in = local ⊕ in */
+                    memcpy(local, in, span(ex, cnt));
+                }
+                if (rc != MPI_SUCCESS) return rc;
+            }
+            pos += m;
+        }
+    return MPI_SUCCESS;
+}
+
+/* After receive k is applied completely: its blocks now live in buf. */
+static void mark_recv_written(rl_exec *ex, uint32_t k) {
+    const RlTransfer *t = &ex->prog->transfers[ex->prog->steps[ex->step].first + k];
+    const uint32_t *r = ranges_of(ex, t);
+    for (uint32_t i = 0; i < t->nranges; i++) mark_written(ex, r[2 * i], r[2 * i + 1]);
+}
+
+/* Applies every receive of the step in order (after all its transfers completed); a later
+ * receive of the same block sees the earlier one's result. */
 static int finish_step(rl_exec *ex) {
     const RlStep *st = &ex->prog->steps[ex->step];
     for (uint32_t k = st->nsends; k < st->nsends + st->nrecvs; k++) {
-        const RlTransfer *t = &ex->prog->transfers[st->first + k];
-        const uint32_t *r = ranges_of(ex, t);
-        if (t->direct) {
-            mark_written(ex, r[0], r[1]);
-            continue;
-        }
-        size_t o = ex->offs[k];
-        for (uint32_t i = 0; i < t->nranges; i++)
-            for (uint32_t b = r[2 * i], e; b < r[2 * i + 1]; b = e) {
-                e = run_end(ex, b, r[2 * i + 1]);
-                size_t lo = elem_lo(ex, b), m = elem_lo(ex, e) - lo;
-                if (m == 0) continue;
-                char *local = ex->buf + lo * ex->extent, *in = ex->scratch + o;
-                const char *cur = base_of(ex, b) + lo * ex->extent;
-                int rc = MPI_SUCCESS;
-                if (t->op == RL_RECV_COPY) {
-                    memcpy(local, in, span(ex, m));
-                } else if (t->op == RL_RECV_REDUCE_INCOMING_FIRST || ex->commute) {
-                    rc = reduce_into(ex, in, cur, local, m); /* local = in ⊕ local */
-                } else {
-                    rc = PMPI_Reduce_local((void *)cur, in, (int)m, ex->type, ex->op); /* in = local ⊕ in */
-                    memcpy(local, in, span(ex, m));
-                }
-                if (rc != MPI_SUCCESS) return rc;
-                mark_written(ex, b, e);
-                o += m * (size_t)ex->extent;
-            }
+        int rc = apply_recv(ex, k, 0, xfer_elems(ex, &ex->prog->transfers[st->first + k]));
+        if (rc != MPI_SUCCESS) return rc;
+        mark_recv_written(ex, k);
     }
+    return MPI_SUCCESS;
+}
+
+/* Waits for the step's transfers, applying receive segments as they arrive when allowed. */
+static int wait_and_finish_step(rl_exec *ex) {
+    const RlStep *st = &ex->prog->steps[ex->step];
+    if (ex->nreqs == 0) return finish_step(ex);
+    if (ex->seg == SIZE_MAX || !step_allows_eager(ex, st)) {
+        int rc = PMPI_Waitall(ex->nreqs, ex->reqs, MPI_STATUSES_IGNORE);
+        return rc != MPI_SUCCESS ? rc : finish_step(ex);
+    }
+    /* segment index of request q within its transfer: requests of one transfer are consecutive */
+    for (;;) {
+        int outcount = 0;
+        int rc = PMPI_Waitsome(ex->nreqs, ex->reqs, &outcount, ex->idx, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) return rc;
+        if (outcount == MPI_UNDEFINED) break;
+        for (int i = 0; i < outcount; i++) {
+            int q = ex->idx[i];
+            uint32_t k = ex->req_xfer[q];
+            if (k == UINT32_MAX) continue;
+            int q0 = q;
+            while (q0 > 0 && ex->req_xfer[q0 - 1] == k) q0--;
+            size_t n = xfer_elems(ex, &ex->prog->transfers[st->first + k]);
+            size_t lo = (size_t)(q - q0) * ex->seg, hi = lo + ex->seg < n ? lo + ex->seg : n;
+            if ((rc = apply_recv(ex, k, lo, hi)) != MPI_SUCCESS) return rc;
+        }
+    }
+    /* segments of one run were applied separately: mark only now (no receive overlaps another) */
+    const RlStep *st2 = &ex->prog->steps[ex->step];
+    for (uint32_t k = st2->nsends; k < st2->nsends + st2->nrecvs; k++) mark_recv_written(ex, k);
     return MPI_SUCCESS;
 }
 
@@ -454,8 +554,7 @@ static int run_blocking(rl_exec *ex) {
     int rc = MPI_SUCCESS;
     for (ex->step = 0; ex->step < ex->prog->nsteps && rc == MPI_SUCCESS; ex->step++) {
         rc = post_step(ex);
-        if (rc == MPI_SUCCESS && ex->nreqs) rc = PMPI_Waitall(ex->nreqs, ex->reqs, MPI_STATUSES_IGNORE);
-        if (rc == MPI_SUCCESS) rc = finish_step(ex);
+        if (rc == MPI_SUCCESS) rc = wait_and_finish_step(ex);
     }
     exec_epilogue(ex);
     return rc;
@@ -489,6 +588,8 @@ static void exec_free(rl_exec *ex) {
     free(ex->work);
     if (ex->own_scratch) free(ex->scratch);
     free(ex->reqs);
+    free(ex->req_xfer);
+    free(ex->idx);
     free(ex->offs);
     free(ex->fresh);
     free(ex);
@@ -496,6 +597,19 @@ static void exec_free(rl_exec *ex) {
 
 /* ------------------------------------------------------------------------------------------ */
 /* Preparing a collective                                                                       */
+
+/* Message segment size: REDUCELAB_SEGMENT bytes (0 = whole messages), default below. */
+#define RL_DEFAULT_SEGMENT (128 * 1024)
+static size_t segment_bytes(void) {
+    static long long v = -1;
+    if (v < 0) {
+        const char *e = getenv("REDUCELAB_SEGMENT");
+        char *end = NULL;
+        long long x = e && *e ? strtoll(e, &end, 10) : RL_DEFAULT_SEGMENT;
+        v = (e && *e && (*end || x < 0)) ? RL_DEFAULT_SEGMENT : x;
+    }
+    return v == 0 ? 0 : (size_t)v;
+}
 
 static int is_predefined_op(MPI_Op op) {
     const MPI_Op ops[] = {MPI_MAX, MPI_MIN, MPI_SUM, MPI_PROD, MPI_LAND, MPI_BAND, MPI_LOR, MPI_BOR,
@@ -629,10 +743,11 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     ex->kernel = kernel;
     ex->commute = commute;
     ex->maxx = max_step_transfers(prog);
-    ex->reqs = calloc(ex->maxx + 1, sizeof *ex->reqs);
     ex->offs = calloc(ex->maxx + 1, sizeof *ex->offs);
     ex->fresh = calloc(prog->blocks + 1, 1);
-    if (!ex->reqs || !ex->offs || !ex->fresh) goto nomem;
+    if (!ex->offs || !ex->fresh || reserve_reqs(ex, ex->maxx + 1) != MPI_SUCCESS) goto nomem;
+    ex->seg = segment_bytes() / (size_t)extent;
+    if (ex->seg == 0) ex->seg = segment_bytes() ? 1 : SIZE_MAX;
     ex->src = (const char *)1; /* size scratch for packing from the input (set for real by the caller) */
     ex->final_hi = count;
     size_t need = 0;

@@ -61,6 +61,15 @@ def test_rl_api_matches_mpi(p: int) -> None:
     assert int(m.group(2)) > 10_000  # the whole matrix ran, not an early exit
 
 
+@pytest.mark.parametrize(("p", "segment"), [(3, 24), (8, 40), (5, 0)])
+def test_rl_api_matches_mpi_with_segmented_messages(p: int, segment: int) -> None:
+    """The same matrix with messages split into REDUCELAB_SEGMENT-byte pieces (applied as they
+    arrive) or never split (0)."""
+    out = ok(mpirun(p, [str(BUILD / "test_mpi")], {"REDUCELAB_SEGMENT": str(segment)}))
+    m = re.search(r"test_mpi p=(\d+): (\d+) checks on rank 0 \((\d+) over all ranks\), (\d+) failures", out)
+    assert m and int(m.group(4)) == 0 and int(m.group(2)) > 10_000, out
+
+
 @pytest.mark.parametrize(
     ("algorithm", "p"),
     [("auto", 2), ("auto", 8), ("ring", 3), ("ring", 8), ("swing", 5), ("swing", 8), ("recursive-doubling", 6),
