@@ -4,7 +4,7 @@
  *
  * (Debian's Open MPI 4.1.4 AVX op component gives wrong 8-bit sums: the reference must not use
  * it.) For every algorithm, every valid predefined (op, datatype) pair, counts {0, 1, p-1, p,
- * p+1, 37} (and 4099 for a subset) with and without MPI_IN_PLACE, RL_Allreduce must equal
+ * p+1, 2p+1, 37, 100} (and 4099 for a subset) with and without MPI_IN_PLACE, RL_Allreduce must equal
  * MPI_Allreduce bitwise: integer data is random over the full range; float data is chosen so
  * that every order of summation is exact (integers, powers of two), so bitwise equality is
  * required there too. Random floats are compared within a relative tolerance of
@@ -346,8 +346,8 @@ int main(int argc, char **argv) {
     probe_algorithms(comm);
 
     const size_t pm1 = P > 1 ? (size_t)P - 1 : 2;
-    size_t counts[] = {0, 1, pm1, (size_t)P, (size_t)P + 1, 37};
-    const int nc = 6;
+    size_t counts[] = {0, 1, pm1, (size_t)P, (size_t)P + 1, 2 * (size_t)P + 1, 37, 100};
+    const int nc = 8;
     size_t big[] = {4099 + (size_t)P};
 
     tinfo ints[] = {

@@ -50,7 +50,7 @@ def ok(proc: subprocess.CompletedProcess[str]) -> str:
     return proc.stdout
 
 
-@pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6, 7, 8, 12])
 def test_rl_api_matches_mpi(p: int) -> None:
     """Every algorithm x every valid predefined (op, type) x counts x in place, user ops,
     tori, reduce-scatter/allgather, nonblocking, persistent, bad arguments (mpi/tests/test_mpi.c)."""
