@@ -243,10 +243,13 @@ static int resolve(const char *name, int coll, const uint32_t *dims, size_t ndim
         return 1;
     }
     if (strcmp(name, "auto") == 0) {
-        /* Measured on one node (docs/mpi.md): recursive doubling's latency variant below the
-         * family crossover, Rabenseifner above it; reduce-scatter/allgather have only the
-         * bandwidth variants. */
-        name = "recursive-doubling";
+        /* Measured on one 2-core node with 4-8 ranks (docs/mpi.md): recursive doubling's
+         * latency variant below 64 KiB, Rabenseifner up to 2 MiB, the ring above (the
+         * bandwidth-optimal schedules move the same bytes; the ring's small steps won there). */
+        if (coll == RL_COLL_ALLREDUCE && bytes < 64 * 1024) *out = "recursive-doubling-latency";
+        else if (bytes < 2 * 1024 * 1024) *out = "recursive-doubling-bandwidth";
+        else *out = "ring";
+        return 1;
     }
     if (strcmp(name, "swing") == 0 || strcmp(name, "recursive-doubling") == 0) {
         int sw = name[0] == 's';
@@ -598,17 +601,15 @@ static void exec_free(rl_exec *ex) {
 /* ------------------------------------------------------------------------------------------ */
 /* Preparing a collective                                                                       */
 
-/* Message segment size: REDUCELAB_SEGMENT bytes (0 = whole messages), default below. */
-#define RL_DEFAULT_SEGMENT (128 * 1024)
+/* Message segment size: REDUCELAB_SEGMENT bytes (0 = whole messages, the default: splitting
+ * into 128 KiB or 512 KiB pieces applied as they arrive measured no faster on one node). */
+#define RL_DEFAULT_SEGMENT 0
 static size_t segment_bytes(void) {
-    static long long v = -1;
-    if (v < 0) {
-        const char *e = getenv("REDUCELAB_SEGMENT");
-        char *end = NULL;
-        long long x = e && *e ? strtoll(e, &end, 10) : RL_DEFAULT_SEGMENT;
-        v = (e && *e && (*end || x < 0)) ? RL_DEFAULT_SEGMENT : x;
-    }
-    return v == 0 ? 0 : (size_t)v;
+    const char *e = getenv("REDUCELAB_SEGMENT");
+    if (!e || !*e) return RL_DEFAULT_SEGMENT;
+    char *end = NULL;
+    long long x = strtoll(e, &end, 10);
+    return (*end || x < 0) ? RL_DEFAULT_SEGMENT : (size_t)x;
 }
 
 static int is_predefined_op(MPI_Op op) {

@@ -7,7 +7,8 @@
  * so a round moves about B bytes, at least 1, at most 1000). The time of a call is the maximum
  * over ranks of the mean per-call time. Rank 0 prints CSV: algorithm,bytes,round,seconds.
  * The data is float sums (MPI_FLOAT, MPI_SUM). Every result is checked against the first
- * algorithm's (exact: integer-valued floats), so a fast wrong algorithm cannot win. */
+ * algorithm's (exact: integer-valued floats), so a fast wrong algorithm cannot win.
+ * `NAME@BYTES` runs NAME with REDUCELAB_SEGMENT=BYTES (message segment size) for comparisons. */
 #include "reducelab_mpi.h"
 
 #include <stdio.h>
@@ -38,8 +39,13 @@ int main(int argc, char **argv) {
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
     }
-    char *sizes[64], *algs[64];
+    char *sizes[64], *algs[64], *segs[64];
     int ns = split(sizes_s, sizes, 64), na = split(algs_s, algs, 64);
+    for (int a = 0; a < na; a++) {
+        char *at = strchr(algs[a], '@');
+        segs[a] = at ? at + 1 : NULL;
+        if (at) *at = 0;
+    }
     if (reps < 1 || ns == 0 || na == 0) {
         if (rank == 0) fprintf(stderr, "bench_mpi: need sizes, algorithms and reps >= 1\n");
         MPI_Abort(MPI_COMM_WORLD, 2);
@@ -57,6 +63,8 @@ int main(int argc, char **argv) {
         if (iters > 1000) iters = 1000;
         for (int r = 0; r < reps; r++) {
             for (int a = 0; a < na; a++) {
+                if (segs[a]) setenv("REDUCELAB_SEGMENT", segs[a], 1);
+                else unsetenv("REDUCELAB_SEGMENT");
                 RL_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, algs[a]); /* warm-up */
                 if (r == 0) {
                     if (a == 0) memcpy(first, out, n * sizeof(float));
@@ -68,7 +76,10 @@ int main(int argc, char **argv) {
                     RL_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, algs[a]);
                 double t = (MPI_Wtime() - t0) / iters, tmax;
                 MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
-                if (rank == 0) printf("%s,%zu,%d,%.9g\n", algs[a], n * sizeof(float), r, tmax);
+                if (rank == 0) {
+                    if (segs[a]) printf("%s@%s,%zu,%d,%.9g\n", algs[a], segs[a], n * sizeof(float), r, tmax);
+                    else printf("%s,%zu,%d,%.9g\n", algs[a], n * sizeof(float), r, tmax);
+                }
             }
             if (rank == 0) fflush(stdout);
         }

@@ -345,10 +345,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--algorithm", action="append", metavar="NAME",
         help="algorithm to time (repeatable; 'mpi' = the MPI library's default; default: all)",
     )
-    mpi.add_argument("--reps", type=_positive_int, default=7, metavar="N", help="interleaved rounds (default: 7)")
+    mpi.add_argument("--reps", type=_positive_int, default=5, metavar="N", help="interleaved rounds (default: 5)")
     mpi.add_argument(
-        "--round-bytes", type=_size, default=64 * 1024 * 1024, metavar="SIZE",
-        help="bytes reduced per algorithm per round: small sizes repeat calls up to this (default: 64MiB)",
+        "--round-bytes", type=_size, default=16 * 1024 * 1024, metavar="SIZE",
+        help="bytes reduced per algorithm per round: small sizes repeat calls up to this (default: 16MiB)",
     )
     mpi.add_argument("--torus", metavar="SHAPE", help="virtual torus (REDUCELAB_TORUS), e.g. 4x2")
     mpi.add_argument(

@@ -50,7 +50,7 @@ class Row:
         return self.bytes / self.median_s if self.median_s > 0 else float("inf")
 
 
-def run(ranks: int, sizes: list[int], algorithms: list[str], reps: int, round_bytes: int = 64 * MIB,
+def run(ranks: int, sizes: list[int], algorithms: list[str], reps: int, round_bytes: int = 16 * MIB,
         torus: str | None = None, timeout: float = 3600) -> list[Row]:
     """One bench_mpi run on `ranks` ranks; medians per (algorithm, size)."""
     exe = build_dir() / "bench_mpi"
