@@ -115,11 +115,16 @@ def test_bad_environment_is_a_clear_mpi_error(var: str, value: str, message: str
     assert message in proc.stderr  # (the error class is checked by test_mpi.c with MPI_ERRORS_RETURN)
 
 
-@pytest.mark.skipif(not (BUILD / "test_fortran").exists(), reason="no Fortran compiler (mpifort)")
-def test_fortran_bindings_are_intercepted() -> None:
-    proc = mpirun(4, [str(BUILD / "test_fortran")], {"REDUCELAB_VERBOSE": "1", "REDUCELAB_ALLREDUCE": "swing"},
+@pytest.mark.parametrize("program", ["test_fortran", "test_fortran08"])
+def test_fortran_bindings_are_intercepted(program: str) -> None:
+    """mpif.h/`use mpi` (mpi_allreduce_) and `use mpi_f08` (ompi_allreduce_f), 3 calls each."""
+    if not (BUILD / program).exists():
+        if REQUIRED and shutil.which("mpifort"):
+            pytest.fail(f"{program} not built although mpifort exists")
+        pytest.skip("no Fortran compiler (mpifort)")
+    proc = mpirun(4, [str(BUILD / program)], {"REDUCELAB_VERBOSE": "1", "REDUCELAB_ALLREDUCE": "swing"},
                   preload=True)
-    assert "test_fortran: PASS" in ok(proc)
+    assert f"{program}: PASS" in ok(proc)
     lines = re.findall(r"reducelab: (\d+) collectives ran ReduceLab schedules, (\d+) went", proc.stderr)
     assert len(lines) == 4 and all(s == "3" and f == "0" for s, f in lines), proc.stderr
 
