@@ -99,8 +99,11 @@ fn overlaps(a: &[(u32, u32)], b: &[(u32, u32)]) -> bool {
     a.iter().any(|&(s, e)| b.iter().any(|&(t, f)| s < f && t < e))
 }
 
+/// A flat program: steps, transfers and block ranges (two `u32` each).
+pub type Flat = (Vec<RlStep>, Vec<RlTransfer>, Vec<u32>);
+
 /// Flattens rank `rank`'s program of `s`.
-pub fn flatten(s: &Schedule, rank: u32) -> Result<(Vec<RlStep>, Vec<RlTransfer>, Vec<u32>), String> {
+pub fn flatten(s: &Schedule, rank: u32) -> Result<Flat, String> {
     let prog = s.programs.get(rank as usize).ok_or_else(|| format!("rank {rank} out of range (schedule has {} ranks)", s.ranks))?;
     let (mut steps, mut xfers, mut ranges) = (Vec::new(), Vec::new(), Vec::new());
     for st in &prog.steps {
