@@ -106,10 +106,13 @@ typedef struct {
 } comm_state;
 static int comm_keyval = MPI_KEYVAL_INVALID;
 
+static void forget_comm(const void *st);
+
 static int comm_state_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     (void)comm, (void)keyval, (void)extra;
     comm_state *st = attr;
     if (st) {
+        forget_comm(st);
         PMPI_Comm_free(&st->dup);
         free(st);
     }
@@ -798,22 +801,109 @@ static void load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf) {
 /* ------------------------------------------------------------------------------------------ */
 /* Entry points shared by the RL_* API and the interposition library                           */
 
+/* The last blocking allreduce's prepared execution, reused when the next call has the same
+ * communicator, count, predefined datatype and op, algorithm and environment (the common case
+ * of an application's inner loop): saves the per-call setup, which on small vectors costs as
+ * much as the communication. Only predefined types and ops: their handles cannot be freed and
+ * reused for something else. */
+static struct {
+    rl_exec *ex;
+    MPI_Comm comm;
+    comm_state *cs;
+    int count, strict;
+    MPI_Datatype type;
+    MPI_Op op;
+    char algorithm[64], env[3][64];
+} last_call;
+
+
+/* A communicator's state is going away: drop the cached execution that uses it. */
+static void forget_comm(const void *st) {
+    if (last_call.ex && last_call.cs == st) {
+        exec_free(last_call.ex);
+        last_call.ex = NULL;
+    }
+}
+
+static const char *const env_names[3] = {"REDUCELAB_ALLREDUCE", "REDUCELAB_TORUS", "REDUCELAB_SEGMENT"};
+
+static int env_same(void) {
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(env_names[i]);
+        if (strncmp(v ? v : "", last_call.env[i], sizeof last_call.env[i]) != 0) return 0;
+    }
+    return 1;
+}
+
+static rl_exec *cached_exec(MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, const char *algorithm, int strict) {
+    if (!last_call.ex || last_call.comm != comm || last_call.count != count || last_call.type != type ||
+        last_call.op != op || last_call.strict != strict || strcmp(algorithm ? algorithm : "", last_call.algorithm) != 0 ||
+        !env_same())
+        return NULL;
+    comm_state *cs = NULL;
+    int flag = 0;
+    if (PMPI_Comm_get_attr(comm, comm_keyval, &cs, &flag) != MPI_SUCCESS || !flag || cs != last_call.cs) return NULL;
+    rl_exec *ex = last_call.ex;
+    if (ex->scratch_bytes > shared_scratch_bytes) {
+        free(shared_scratch);
+        shared_scratch = malloc(ex->scratch_bytes);
+        shared_scratch_bytes = shared_scratch ? ex->scratch_bytes : 0;
+        if (!shared_scratch) return NULL;
+    }
+    ex->scratch = shared_scratch;
+    ex->tag = (int)(cs->seq++ % ((unsigned)cs->tag_ub + 1u));
+    n_scheduled++;
+    return ex;
+}
+
+/* Keeps `ex` as the last call's execution if it may be reused (then returns 1; the previous
+ * one is freed); 0 leaves `ex` to the caller. */
+static int remember_exec(rl_exec *ex, MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, const char *algorithm,
+                         int strict) {
+    int flag = 0;
+    comm_state *cs = NULL;
+    if (!ex->kernel || (algorithm && strlen(algorithm) >= sizeof last_call.algorithm) ||
+        PMPI_Comm_get_attr(comm, comm_keyval, &cs, &flag) != MPI_SUCCESS || !flag)
+        return 0;
+    char env[3][64];
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(env_names[i]);
+        if (v && strlen(v) >= sizeof env[i]) return 0;
+        snprintf(env[i], sizeof env[i], "%s", v ? v : "");
+    }
+    if (last_call.ex) exec_free(last_call.ex);
+    memcpy(last_call.env, env, sizeof env);
+    snprintf(last_call.algorithm, sizeof last_call.algorithm, "%s", algorithm ? algorithm : "");
+    last_call.ex = ex;
+    last_call.comm = comm;
+    last_call.cs = cs;
+    last_call.count = count;
+    last_call.type = type;
+    last_call.op = op;
+    last_call.strict = strict;
+    return 1;
+}
+
 int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                  const char *algorithm, int strict) {
     rl_exec *ex;
     int rc;
     if (count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); /* MPI reports these */
-    int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 0, &ex, &rc);
-    if (st == PREP_FALLBACK) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
-    if (st == PREP_ERROR) return rc;
+    ex = cached_exec(comm, count, type, op, algorithm, strict);
+    if (!ex) {
+        int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 0, &ex, &rc);
+        if (st == PREP_FALLBACK) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+        if (st == PREP_ERROR) return rc;
+        remember_exec(ex, comm, count, type, op, algorithm, strict);
+    }
     if (count > 0 && (!recvbuf || !sendbuf)) {
-        exec_free(ex);
+        if (ex != last_call.ex) exec_free(ex);
         return buffer_error(comm);
     }
     load_allreduce(ex, sendbuf, recvbuf);
     rc = run_blocking(ex);
-    exec_free(ex);
+    if (ex != last_call.ex) exec_free(ex);
     if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
     return rc;
 }

@@ -67,7 +67,9 @@ def run(ranks: int, sizes: list[int], algorithms: list[str], reps: int, round_by
     env = {k: v for k, v in os.environ.items() if k != "REDUCELAB_ALLREDUCE"}
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
     if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
+        lines = proc.stderr.strip().splitlines()
+        ours = list(dict.fromkeys(line for line in lines if line.startswith("reducelab")))  # our own messages first
+        tail = "\n".join(ours + [line for line in lines[-8:] if line not in ours])
         raise RuntimeError(f"bench_mpi on {ranks} ranks failed (exit {proc.returncode}):\n{tail}")
     return parse(ranks, proc.stdout)
 
