@@ -1075,6 +1075,13 @@ struct RL_Persistent_s {
 
 int RL_Allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                       const char *algorithm, RL_Persistent *request) {
+    return rl_allreduce_init(sendbuf, recvbuf, count, type, op, comm, algorithm, 1, request);
+}
+
+/* strict = 0 (interposition): a call no schedule covers returns MPI_SUCCESS with *request NULL
+ * (the caller then uses the MPI library's persistent allreduce). */
+int rl_allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                      const char *algorithm, int strict, RL_Persistent *request) {
     rl_exec *ex = NULL;
     int rc;
     if (!request) return MPI_ERR_ARG;
@@ -1097,8 +1104,9 @@ int RL_Allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
     }
     if (recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0) || (count > 0 && (!recvbuf || !sendbuf)))
         return buffer_error(comm);
-    int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, 1, 1, &ex, &rc);
+    int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 1, &ex, &rc);
     if (st == PREP_ERROR) return rc;
+    if (st == PREP_FALLBACK && !strict) return MPI_SUCCESS;
     if (st == PREP_OK) {
         n_scheduled--; /* counted per start */
         ex->keep_scratch = 1;
@@ -1160,6 +1168,9 @@ int RL_Persistent_wait(RL_Persistent r) {
     }
     return rc;
 }
+
+/* 0 inactive (never started, or completed), 1 running. */
+int rl_persistent_running(RL_Persistent r) { return r && r->ex && r->started && !r->ex->done; }
 
 int RL_Persistent_free(RL_Persistent *r) {
     if (!r || !*r) return MPI_ERR_REQUEST;

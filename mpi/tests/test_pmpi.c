@@ -3,10 +3,19 @@
  * Its MPI_Allreduce, MPI_Iallreduce (+ MPI_Wait/Waitall/Test), MPI_Reduce_scatter_block and
  * MPI_Allgather must give the MPI library's own results (PMPI_* here, bitwise: integer data),
  * and the library's counters (found with dlsym, so the program does not link it) must show the
- * calls ran ReduceLab schedules. Exits non-zero on any failure. */
+ * calls ran ReduceLab schedules. Persistent allreduce (MPI-4 MPI_Allreduce_init, or Open MPI's
+ * MPIX_Allreduce_init) is started repeatedly and completed with MPI_Wait, MPI_Waitall (mixed
+ * with point-to-point requests), MPI_Test, MPI_Waitany and MPI_Testsome. Without the library
+ * (EXPECT_INTERCEPT=0) the same program checks the MPI library's own behaviour.
+ * Exits non-zero on any failure. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <mpi.h>
+#if defined(OPEN_MPI) && defined(__has_include)
+#if __has_include(<mpi-ext.h>)
+#include <mpi-ext.h>
+#endif
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +83,54 @@ int main(int argc, char **argv) {
         CHECK(!memcmp(bout, bref, (size_t)n * p * 8), "MPI_Allgather n=%d", n);
         free(big), free(bref), free(bout), free(in), free(out), free(ref);
     }
+#if defined(MPI_VERSION) && MPI_VERSION >= 4
+#define PINIT MPI_Allreduce_init
+#elif defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
+#define PINIT MPIX_Allreduce_init
+#endif
+#ifdef PINIT
+    {
+        const int n = 1003;
+        int64_t *in = malloc(n * 8), *out = malloc(n * 8), *ref = malloc(n * 8);
+        int64_t token_out = rank, token_in = -1;
+        MPI_Request req[3];
+        CHECK(PINIT(in, out, n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &req[0]) == MPI_SUCCESS,
+              "persistent init");
+        for (int it = 0; it < 6; it++) {
+            for (int i = 0; i < n; i++) in[i] = (int64_t)(i * (it + 3) + rank * 11);
+            PMPI_Allreduce(in, ref, n, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+            memset(out, 0, n * 8);
+            MPI_Start(&req[0]);
+            calls++;
+            if (it == 0 || it == 1) {
+                MPI_Wait(&req[0], MPI_STATUS_IGNORE);
+            } else if (it == 2) { /* mixed with point-to-point requests (to self) */
+                MPI_Irecv(&token_in, 1, MPI_INT64_T, rank, 99, MPI_COMM_WORLD, &req[1]);
+                MPI_Isend(&token_out, 1, MPI_INT64_T, rank, 99, MPI_COMM_WORLD, &req[2]);
+                MPI_Waitall(3, req, MPI_STATUSES_IGNORE);
+                CHECK(token_in == rank && req[1] == MPI_REQUEST_NULL && req[2] == MPI_REQUEST_NULL, "waitall p2p");
+            } else if (it == 3) {
+                int flag = 0;
+                while (!flag) MPI_Test(&req[0], &flag, MPI_STATUS_IGNORE);
+            } else if (it == 4) {
+                int idx = -1;
+                MPI_Waitany(1, req, &idx, MPI_STATUS_IGNORE);
+                CHECK(idx == 0, "waitany index %d", idx);
+                MPI_Waitany(1, req, &idx, MPI_STATUS_IGNORE); /* now inactive */
+                CHECK(idx == MPI_UNDEFINED, "waitany on an inactive persistent request gave %d", idx);
+            } else {
+                int outcount = 0, idx[1];
+                while (outcount == 0) MPI_Testsome(1, req, &outcount, idx, MPI_STATUSES_IGNORE);
+                CHECK(outcount == 1 && idx[0] == 0, "testsome");
+            }
+            CHECK(req[0] != MPI_REQUEST_NULL, "persistent request freed by completion (start %d)", it);
+            CHECK(!memcmp(out, ref, n * 8), "persistent allreduce start %d", it);
+        }
+        MPI_Request_free(&req[0]);
+        CHECK(req[0] == MPI_REQUEST_NULL, "request_free");
+        free(in), free(out), free(ref);
+    }
+#endif
     /* errors still reported as MPI does */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int x = 1, y;
