@@ -670,7 +670,8 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     if (!torus_for(p, dims, &ndims, err, sizeof err) ||
         !resolve(algorithm, coll, dims, ndims, count * (size_t)tsize, &alg, err, sizeof err)) {
         fprintf(stderr, "reducelab: %s\n", err);
-        *rc = PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG) == MPI_SUCCESS ? MPI_ERR_ARG : MPI_ERR_ARG;
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG);
+        *rc = MPI_ERR_ARG;
         return PREP_ERROR;
     }
     if (!strict && coll != RL_COLL_ALLREDUCE) {
