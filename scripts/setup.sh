@@ -50,6 +50,13 @@ if ! command -v mpicc >/dev/null 2>&1; then
 fi
 have_mpi=0
 command -v mpicc >/dev/null 2>&1 && have_mpi=1
+if [ "$have_mpi" = 1 ] && ! command -v make >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq make
+    else
+        die "make not found: install it (sudo apt-get install make) to build the MPI runtime"
+    fi
+fi
 
 # The build backend plus the package's runtime, `test`, `plot`, `sweep` and (with MPI) `mpi`
 # dependencies, all read from pyproject.toml (installed here rather than by maturin so that pip
