@@ -4,6 +4,10 @@
 #   python/reducelab/_core*.so  the Rust extension, built in release mode by `maturin develop`,
 #                               which also installs `reducelab` editable (python/ is used in place)
 #                               and the `reducelab` command into .venv/bin.
+#   mpi/build/                  the MPI runtime (libreducelab_mpi.so, the LD_PRELOAD library
+#                               libreducelab_pmpi.so, test and benchmark programs), built with
+#                               Open MPI's mpicc; Open MPI is installed with apt-get if missing
+#                               and we are root, and mpi4py (the `mpi` extra) into .venv.
 # Re-running only rebuilds what changed. Honours CARGO_TARGET_DIR and PYTHON (default: python3).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -33,16 +37,40 @@ if [ ! -x "$VENV/bin/python" ]; then
     fi
 fi
 
-# The build backend plus the package's runtime, `test`, `plot` and `sweep` dependencies, all read from
-# pyproject.toml (installed here rather than by maturin so that pip stays quiet on re-runs).
-mapfile -t requirements < <("$VENV/bin/python" - <<'PY'
+# Open MPI for the MPI runtime (mpi/): Debian's packages, only if mpicc is missing.
+if ! command -v mpicc >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing Open MPI (openmpi-bin libopenmpi-dev)"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev
+    else
+        echo "setup: mpicc not found and not root with apt-get: the MPI runtime (mpi/) is not built;" \
+             "install Open MPI (sudo apt-get install openmpi-bin libopenmpi-dev) and re-run" >&2
+    fi
+fi
+have_mpi=0
+command -v mpicc >/dev/null 2>&1 && have_mpi=1
+if [ "$have_mpi" = 1 ] && ! command -v make >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq make
+    else
+        die "make not found: install it (sudo apt-get install make) to build the MPI runtime"
+    fi
+fi
+
+# The build backend plus the package's runtime, `test`, `plot`, `sweep` and (with MPI) `mpi`
+# dependencies, all read from pyproject.toml (installed here rather than by maturin so that pip
+# stays quiet on re-runs).
+mapfile -t requirements < <(HAVE_MPI=$have_mpi "$VENV/bin/python" - <<'PY'
 import tomllib
 
 with open("pyproject.toml", "rb") as f:
     pyproject = tomllib.load(f)
 reqs = list(pyproject["build-system"]["requires"])
 reqs += pyproject["project"].get("dependencies", [])
-for extra in ("test", "plot", "sweep"):
+import os
+extras = ["test", "plot", "sweep"] + (["mpi"] if os.environ.get("HAVE_MPI") == "1" else [])
+for extra in extras:
     reqs += pyproject["project"]["optional-dependencies"][extra]
 print("\n".join(dict.fromkeys(reqs)))
 PY
@@ -53,5 +81,10 @@ echo "setup: building the extension (release) and installing reducelab into $VEN
 # maturin develop installs into the active virtualenv; activate it for this command only.
 VIRTUAL_ENV="$PWD/$VENV" PATH="$PWD/$VENV/bin:$PATH" \
     "$VENV/bin/maturin" develop --release --quiet
+
+if [ "$have_mpi" = 1 ]; then
+    echo "setup: building the MPI runtime (mpi/build)"
+    make -C mpi --quiet -j2 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+fi
 
 "$VENV/bin/python" -c 'import reducelab; print("setup: reducelab", reducelab.__version__, "ready in .venv")'

@@ -62,6 +62,17 @@ examples:
   reducelab bench engine --name NAME --repeat 5 --out bench.json
 """
 
+_BENCH_MPI_EPILOG = """\
+Prints, per rank count, the median time per call of every algorithm and size, the fastest
+ReduceLab algorithm and its speedup over the MPI default (= bandwidth ratio). Timings of many
+ranks on few cores vary by tens of percent: compare ratios from the same run.
+
+examples:
+  reducelab bench mpi                                   # 4 and 8 ranks, 8 B - 64 MiB
+  reducelab bench mpi --ranks 8 --sizes 1MiB 16MiB --reps 11
+  reducelab bench mpi --ranks 8 --torus 4x2 --algorithm mpi --algorithm swing-bandwidth
+"""
+
 _PLOT_LINKS_EPILOG = """\
 Reads RESULTS_DIR/links.csv (written by `reducelab run`) and draws the distribution of
 per-link utilisation: x = utilisation in percent, y = fraction of links per bin.
@@ -323,6 +334,38 @@ def build_parser() -> argparse.ArgumentParser:
     coll.add_argument("--out", type=Path, metavar="FILE.json", help="also write results as JSON")
     coll.add_argument("--list", action="store_true", help="list benchmarks with what they measure and exit")
     coll.set_defaults(handler=_cmd_bench_collective)
+    mpi = bench_kinds.add_parser(
+        "mpi",
+        help="OSU-style allreduce sweep of the MPI runtime: every algorithm vs the MPI default",
+        description="Time RL_Allreduce (float sum) for every ReduceLab algorithm and the MPI library's "
+        "default under mpirun: sizes 8 B - 64 MiB, interleaved rounds, medians. Needs the MPI runtime "
+        "(mpi/build, built by scripts/setup.sh).",
+        epilog=_BENCH_MPI_EPILOG,
+        formatter_class=fmt,
+    )
+    mpi.add_argument(
+        "--ranks", type=_positive_int, action="append", metavar="N",
+        help="rank count (repeatable; default: 4 and 8)",
+    )
+    mpi.add_argument(
+        "--sizes", type=_size, nargs="+", metavar="SIZE",
+        help="vector sizes, e.g. 8 1KiB 16MiB (default: every power of two from 8 B to 64 MiB)",
+    )
+    mpi.add_argument(
+        "--algorithm", action="append", metavar="NAME",
+        help="algorithm to time (repeatable; 'mpi' = the MPI library's default; default: all)",
+    )
+    mpi.add_argument("--reps", type=_positive_int, default=5, metavar="N", help="interleaved rounds (default: 5)")
+    mpi.add_argument(
+        "--round-bytes", type=_size, default=16 * 1024 * 1024, metavar="SIZE",
+        help="bytes reduced per algorithm per round: small sizes repeat calls up to this (default: 16MiB)",
+    )
+    mpi.add_argument("--torus", metavar="SHAPE", help="virtual torus (REDUCELAB_TORUS), e.g. 4x2")
+    mpi.add_argument(
+        "--out", type=Path, metavar="DIR",
+        help="write mpi-bench.csv, mpi-bench.txt and mpi-bench.png into DIR (default: results/bench-mpi)",
+    )
+    mpi.set_defaults(handler=_cmd_bench_mpi)
 
     sweep = commands.add_parser(
         "sweep",
@@ -605,6 +648,39 @@ def _cmd_bench_collective(args: argparse.Namespace) -> int:
             _fail(str(exc), EXIT_FAILURE)
     print(bench.format_collective_table(rows))
     _write_bench_json(args.out, rows)
+    return 0
+
+
+def _cmd_bench_mpi(args: argparse.Namespace) -> int:
+    from . import mpibench
+
+    ranks = args.ranks or [4, 8]
+    sizes = args.sizes or list(mpibench.DEFAULT_SIZES)
+    algorithms = args.algorithm or list(mpibench.DEFAULT_ALGORITHMS)
+    if args.torus and "hamiltonian-rings" not in algorithms and not args.algorithm:
+        algorithms.append("hamiltonian-rings")
+    for a in algorithms:
+        if not a or "," in a:
+            _fail(f"invalid algorithm name {a!r}")
+    out = args.out or Path("results") / "bench-mpi"
+    rows = []
+    for n in ranks:
+        print(f"running {len(algorithms)} algorithms x {len(sizes)} sizes x {args.reps} rounds on {n} ranks ...",
+              file=sys.stderr, flush=True)
+        try:
+            rows += mpibench.run(n, sizes, algorithms, args.reps, args.round_bytes, args.torus)
+        except RuntimeError as exc:
+            _fail(str(exc), EXIT_FAILURE)
+    table = mpibench.format_table(rows)
+    print(table)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        mpibench.write_csv(rows, out / "mpi-bench.csv")
+        (out / "mpi-bench.txt").write_text(table + "\n", encoding="utf-8")
+        mpibench.plot(rows, out / "mpi-bench.png")
+    except OSError as exc:
+        _fail(f"{out}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
+    print(f"wrote {out}/mpi-bench.csv, mpi-bench.txt, mpi-bench.png")
     return 0
 
 

@@ -14,6 +14,7 @@ from helpers import cli
         (("run",), "reducelab run scenarios/example.toml"),
         (("bench",), "reducelab bench engine"),
         (("bench", "engine"), "reducelab bench engine --name NAME --repeat 5"),
+        (("bench", "mpi"), "reducelab bench mpi --ranks 8 --sizes 1MiB 16MiB --reps 11"),
         (("plot",), "reducelab plot links results/example"),
         (("plot", "links"), "reducelab plot links results/example"),
     ],

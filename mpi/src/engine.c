@@ -1,0 +1,1202 @@
+/* ReduceLab MPI runtime: executes one rank's program of a schedule (crates/sched, through the
+ * C ABI of crates/capi) over nonblocking MPI point-to-point.
+ *
+ * Execution of a step (the IR's contract, docs/schedules.md): post every receive (into scratch,
+ * or straight into the user buffer for a copy of one contiguous range no other transfer of the
+ * step touches), post every send (from the user buffer, or packed into scratch when the blocks
+ * are not contiguous), wait for all of them, then apply the receives in the order listed.
+ * Messages of zero elements are skipped on both sides (both sides compute the same sizes).
+ *
+ * All internal communication uses PMPI_* on a duplicate of the user's communicator (cached as
+ * an attribute) with a per-call tag from a per-communicator sequence number, so it never
+ * matches the application's messages and concurrent nonblocking operations do not mix. */
+#define _GNU_SOURCE
+#include "reducelab_mpi.h"
+#include "rl_internal.h"
+#include "rl_entry.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Settings and counters                                                                        */
+
+static long long n_scheduled, n_fallback;
+static char last_algorithm[64];
+static int verbose = -1;
+
+void RL_Counters(long long *scheduled, long long *fallback) {
+    if (scheduled) *scheduled = n_scheduled;
+    if (fallback) *fallback = n_fallback;
+}
+const char *RL_Last_algorithm(void) { return last_algorithm; }
+
+static void print_counters(void) {
+    fprintf(stderr, "reducelab: %lld collectives ran ReduceLab schedules, %lld went to the MPI library\n", n_scheduled,
+            n_fallback);
+}
+
+/* REDUCELAB_VERBOSE=1: fallbacks are explained as they happen and the counters printed at exit. */
+static int is_verbose(void) {
+    if (verbose < 0) {
+        const char *v = getenv("REDUCELAB_VERBOSE");
+        verbose = v && *v && strcmp(v, "0") != 0;
+        if (verbose) atexit(print_counters);
+    }
+    return verbose;
+}
+
+static void note_fallback(const char *why) {
+    n_fallback++;
+    if (is_verbose()) fprintf(stderr, "reducelab: falling back to the MPI library: %s\n", why);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Program cache: (algorithm, collective, shape, rank) -> program                               */
+
+typedef struct prog_entry {
+    char algorithm[64];
+    int collective;
+    uint32_t dims[8];
+    size_t ndims;
+    uint32_t rank;
+    const RlProgram *prog;
+    struct prog_entry *next;
+} prog_entry;
+static prog_entry *prog_cache;
+
+static int get_program(const char *alg, int coll, const uint32_t *dims, size_t ndims, uint32_t rank,
+                       const RlProgram **out, char *err, size_t errlen) {
+    for (prog_entry *e = prog_cache; e; e = e->next)
+        if (e->collective == coll && e->rank == rank && e->ndims == ndims && strcmp(e->algorithm, alg) == 0 &&
+            memcmp(e->dims, dims, ndims * sizeof *dims) == 0) {
+            *out = e->prog;
+            return 0;
+        }
+    const RlProgram *p = NULL;
+    int rc = rl_program_build(alg, coll, dims, ndims, rank, &p, err, errlen);
+    if (rc != 0) return rc;
+    prog_entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        rl_program_free(p);
+        snprintf(err, errlen, "out of memory");
+        return 3;
+    }
+    snprintf(e->algorithm, sizeof e->algorithm, "%s", alg);
+    e->collective = coll;
+    memcpy(e->dims, dims, ndims * sizeof *dims);
+    e->ndims = ndims;
+    e->rank = rank;
+    e->prog = p;
+    e->next = prog_cache;
+    prog_cache = e;
+    *out = p;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Per-communicator state: a private duplicate and a sequence number for tags                  */
+
+typedef struct {
+    MPI_Comm dup;
+    unsigned seq;
+    int tag_ub;
+} comm_state;
+static int comm_keyval = MPI_KEYVAL_INVALID;
+
+static void forget_comm(const void *st);
+
+static int comm_state_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
+    (void)comm, (void)keyval, (void)extra;
+    comm_state *st = attr;
+    if (st) {
+        forget_comm(st);
+        PMPI_Comm_free(&st->dup);
+        free(st);
+    }
+    return MPI_SUCCESS;
+}
+
+static int get_comm_state(MPI_Comm comm, comm_state **out) {
+    int flag = 0, rc;
+    if (comm_keyval == MPI_KEYVAL_INVALID) {
+        rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_state_delete, &comm_keyval, NULL);
+        if (rc != MPI_SUCCESS) return rc;
+    }
+    comm_state *st = NULL;
+    rc = PMPI_Comm_get_attr(comm, comm_keyval, &st, &flag);
+    if (rc != MPI_SUCCESS) return rc;
+    if (!flag) {
+        st = calloc(1, sizeof *st);
+        if (!st) return MPI_ERR_NO_MEM;
+        rc = PMPI_Comm_dup(comm, &st->dup);
+        if (rc != MPI_SUCCESS) {
+            free(st);
+            return rc;
+        }
+        int *ub = NULL, f = 0;
+        PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &f);
+        st->tag_ub = f && ub ? *ub : 32767;
+        rc = PMPI_Comm_set_attr(comm, comm_keyval, st);
+        if (rc != MPI_SUCCESS) {
+            PMPI_Comm_free(&st->dup);
+            free(st);
+            return rc;
+        }
+    }
+    *out = st;
+    return MPI_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Algorithm names and the virtual torus                                                        */
+
+/* Shape from REDUCELAB_TORUS ("4x2", "8"): 1 and the shape if its product is p, 1 and [p] if
+ * unset or another size, 0 (with a message) if malformed. */
+static int torus_for(int p, uint32_t *dims, size_t *ndims, char *err, size_t errlen) {
+    const char *t = getenv("REDUCELAB_TORUS");
+    dims[0] = (uint32_t)p;
+    *ndims = 1;
+    if (!t || !*t) return 1;
+    uint32_t d[8];
+    size_t n = 0;
+    const char *s = t;
+    unsigned long long prod = 1;
+    while (*s) {
+        char *end;
+        unsigned long v = strtoul(s, &end, 10);
+        if (end == s || v == 0 || v > 1u << 20 || n == 8) {
+            snprintf(err, errlen, "REDUCELAB_TORUS='%s' is not a shape like 4x2 (1 to 8 positive sizes)", t);
+            return 0;
+        }
+        d[n++] = (uint32_t)v;
+        prod *= v;
+        s = end;
+        if (*s == 'x' || *s == 'X') {
+            s++;
+            if (!*s) {
+                snprintf(err, errlen, "REDUCELAB_TORUS='%s' ends with 'x'", t);
+                return 0;
+            }
+        } else if (*s) {
+            snprintf(err, errlen, "REDUCELAB_TORUS='%s' is not a shape like 4x2", t);
+            return 0;
+        }
+    }
+    if (prod == (unsigned long long)p) {
+        memcpy(dims, d, n * sizeof *d);
+        *ndims = n;
+    }
+    return 1;
+}
+
+static const char *const concrete[] = {"ring", "ring-bidirectional", "hamiltonian-rings",
+                                       "recursive-doubling-latency", "recursive-doubling-bandwidth",
+                                       "recursive-doubling-mirrored", "bucket", "swing-bandwidth",
+                                       "swing-latency"};
+
+/* Crossover of a family on a shape, cached (α = 2 µs per message, β = 1/(4 GB/s): shared
+ * memory on one node; the exact values matter little, see docs/mpi.md). */
+typedef struct xo_entry {
+    char family[32];
+    uint32_t dims[8];
+    size_t ndims;
+    uint64_t bytes;
+    struct xo_entry *next;
+} xo_entry;
+static xo_entry *xo_cache;
+
+static uint64_t crossover(const char *family, const uint32_t *dims, size_t ndims) {
+    for (xo_entry *e = xo_cache; e; e = e->next)
+        if (e->ndims == ndims && strcmp(e->family, family) == 0 && memcmp(e->dims, dims, ndims * sizeof *dims) == 0)
+            return e->bytes;
+    uint64_t b = 0;
+    char err[256];
+    if (rl_crossover_bytes(family, dims, ndims, 2e-6, 1.0 / 4e9, &b, err, sizeof err) != 0) b = 64 * 1024;
+    xo_entry *e = calloc(1, sizeof *e);
+    if (e) {
+        snprintf(e->family, sizeof e->family, "%s", family);
+        memcpy(e->dims, dims, ndims * sizeof *dims);
+        e->ndims = ndims;
+        e->bytes = b;
+        e->next = xo_cache;
+        xo_cache = e;
+    }
+    return b;
+}
+
+/* Resolves a user-facing name to a concrete algorithm (or "mpi"). 0 and a message if unknown. */
+static int resolve(const char *name, int coll, const uint32_t *dims, size_t ndims, size_t bytes, const char **out,
+                   char *err, size_t errlen) {
+    if (!name || !*name) name = getenv("REDUCELAB_ALLREDUCE");
+    if (!name || !*name) name = "auto";
+    if (strcmp(name, "mpi") == 0) {
+        *out = "mpi";
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof concrete / sizeof *concrete; i++)
+        if (strcmp(name, concrete[i]) == 0) {
+            *out = concrete[i];
+            return 1;
+        }
+    if (strcmp(name, "rabenseifner") == 0) {
+        *out = "recursive-doubling-bandwidth";
+        return 1;
+    }
+    if (strcmp(name, "auto") == 0) {
+        /* Measured on one 2-core node with 4-8 ranks (docs/mpi.md): recursive doubling's
+         * latency variant below 64 KiB, Rabenseifner up to 2 MiB, the ring above (the
+         * bandwidth-optimal schedules move the same bytes; the ring's small steps won there). */
+        if (coll == RL_COLL_ALLREDUCE && bytes < 64 * 1024) *out = "recursive-doubling-latency";
+        else if (bytes < 2 * 1024 * 1024) *out = "recursive-doubling-bandwidth";
+        else *out = "ring";
+        return 1;
+    }
+    if (strcmp(name, "swing") == 0 || strcmp(name, "recursive-doubling") == 0) {
+        int sw = name[0] == 's';
+        if (coll != RL_COLL_ALLREDUCE || bytes >= crossover(name, dims, ndims))
+            *out = sw ? "swing-bandwidth" : "recursive-doubling-bandwidth";
+        else
+            *out = sw ? "swing-latency" : "recursive-doubling-latency";
+        return 1;
+    }
+    snprintf(err, errlen,
+             "unknown ReduceLab algorithm '%s' (known: swing, ring, recursive-doubling, rabenseifner, bucket, auto, "
+             "mpi, ring-bidirectional, hamiltonian-rings, recursive-doubling-latency, recursive-doubling-bandwidth, "
+             "recursive-doubling-mirrored, swing-bandwidth, swing-latency)",
+             name);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Execution                                                                                    */
+
+typedef struct rl_exec {
+    const RlProgram *prog;
+    MPI_Comm comm;
+    int tag;
+    char *buf; /* working vector */
+    /* Input not yet copied into buf (NULL: in place). fresh[b] = 1 while block b's current
+     * value is still the input's: sends read it from there and the first reduction writes
+     * `in ⊕ input` into buf, which saves copying the input (a full pass over the vector). */
+    const char *src;
+    unsigned char *fresh;
+    size_t final_lo, final_hi; /* elements that must hold the result in buf at the end */
+    size_t count;
+    MPI_Datatype type;
+    MPI_Aint extent, true_ub;
+    MPI_Op op;
+    rl_kernel kernel;
+    int commute;
+    char *scratch;
+    size_t scratch_bytes;
+    int own_scratch;
+    int keep_scratch; /* persistent: the scratch outlives each run */
+    uint32_t step;
+    int posted;
+    MPI_Request *reqs;
+    uint32_t *req_xfer; /* per request: index of its receive in the step, UINT32_MAX for sends */
+    int *idx;           /* MPI_Waitsome indices */
+    size_t reqcap;
+    size_t seg;         /* elements per message segment (SIZE_MAX: no segmentation) */
+    size_t *offs;
+    int nreqs;
+    size_t maxx; /* most transfers in one step */
+    /* after the last step: copy `out_bytes` from buf+out_from to out (reduce-scatter) */
+    char *out;
+    size_t out_from, out_bytes;
+    char *work; /* malloc'd working vector to free at the end, if any */
+    /* nonblocking */
+    MPI_Request greq;
+    int done;
+    struct rl_exec *next_active;
+} rl_exec;
+
+static size_t elem_lo(const rl_exec *ex, uint32_t block) {
+    return (size_t)((unsigned __int128)block * ex->count / ex->prog->blocks);
+}
+static const uint32_t *ranges_of(const rl_exec *ex, const RlTransfer *t) { return ex->prog->ranges + 2 * t->first_range; }
+static size_t xfer_elems(const rl_exec *ex, const RlTransfer *t) {
+    const uint32_t *r = ranges_of(ex, t);
+    size_t n = 0;
+    for (uint32_t i = 0; i < t->nranges; i++) n += elem_lo(ex, r[2 * i + 1]) - elem_lo(ex, r[2 * i]);
+    return n;
+}
+/* Bytes spanned by n consecutive elements (the last one up to its true upper bound). */
+static size_t span(const rl_exec *ex, size_t n) { return n ? (n - 1) * (size_t)ex->extent + (size_t)ex->true_ub : 0; }
+
+/* Blocks [b, e) split into runs of equal freshness: the end of the run starting at b. */
+static uint32_t run_end(const rl_exec *ex, uint32_t b, uint32_t e) {
+    if (!ex->src) return e;
+    uint32_t k = b + 1;
+    while (k < e && ex->fresh[k] == ex->fresh[b]) k++;
+    return k;
+}
+static const char *base_of(const rl_exec *ex, uint32_t b) { return ex->src && ex->fresh[b] ? ex->src : ex->buf; }
+static void mark_written(rl_exec *ex, uint32_t b, uint32_t e) {
+    if (ex->src) memset(ex->fresh + b, 0, e - b);
+}
+
+/* Scratch bytes step s needs. */
+static size_t step_scratch(const rl_exec *ex, const RlStep *st) {
+    size_t b = 0;
+    for (uint32_t k = 0; k < st->nsends + st->nrecvs; k++) {
+        const RlTransfer *t = &ex->prog->transfers[st->first + k];
+        int needs = t->op == RL_SEND ? (t->nranges > 1 || ex->src) : !t->direct;
+        if (needs) b += xfer_elems(ex, t) * (size_t)ex->extent;
+    }
+    return b;
+}
+
+static size_t max_step_transfers(const RlProgram *p) {
+    size_t m = 0;
+    for (uint32_t s = 0; s < p->nsteps; s++)
+        if (p->steps[s].nsends + p->steps[s].nrecvs > m) m = p->steps[s].nsends + p->steps[s].nrecvs;
+    return m;
+}
+
+/* Segments of a transfer of n elements (both sides compute the same split). */
+static size_t nsegs(const rl_exec *ex, size_t n) { return n ? (n - 1) / ex->seg + 1 : 0; }
+
+static int reserve_reqs(rl_exec *ex, size_t n) {
+    if (n <= ex->reqcap) return MPI_SUCCESS;
+    MPI_Request *r = realloc(ex->reqs, n * sizeof *r);
+    if (r) ex->reqs = r;
+    uint32_t *k = realloc(ex->req_xfer, n * sizeof *k);
+    if (k) ex->req_xfer = k;
+    int *i = realloc(ex->idx, n * sizeof *i);
+    if (i) ex->idx = i;
+    if (!r || !k || !i) return MPI_ERR_NO_MEM;
+    ex->reqcap = n;
+    return MPI_SUCCESS;
+}
+
+static int ranges_overlap(const rl_exec *ex, const RlTransfer *x, const RlTransfer *y) {
+    const uint32_t *a = ranges_of(ex, x), *b = ranges_of(ex, y);
+    for (uint32_t i = 0; i < x->nranges; i++)
+        for (uint32_t j = 0; j < y->nranges; j++)
+            if (a[2 * i] < b[2 * j + 1] && b[2 * j] < a[2 * i + 1]) return 1;
+    return 0;
+}
+
+/* Receive segments may be applied as they arrive (instead of all at the end, in order) when
+ * the op is commutative and no two transfers of the step touch the same block. */
+static int step_allows_eager(const rl_exec *ex, const RlStep *st) {
+    if (!ex->commute) return 0;
+    const RlTransfer *t = &ex->prog->transfers[st->first];
+    for (uint32_t k = st->nsends; k < st->nsends + st->nrecvs; k++)
+        for (uint32_t j = 0; j < st->nsends + st->nrecvs; j++)
+            if (j != k && ranges_overlap(ex, &t[k], &t[j])) return 0;
+    return 1;
+}
+
+static int post_step(rl_exec *ex) {
+    const RlStep *st = &ex->prog->steps[ex->step];
+    size_t off = 0, need = 0;
+    int rc;
+    ex->nreqs = 0;
+    for (uint32_t k = 0; k < st->nsends + st->nrecvs; k++)
+        need += nsegs(ex, xfer_elems(ex, &ex->prog->transfers[st->first + k]));
+    if ((rc = reserve_reqs(ex, need + 1)) != MPI_SUCCESS) return rc;
+    /* receives first, so that a peer's eager send finds them posted */
+    for (uint32_t k = st->nsends; k < st->nsends + st->nrecvs; k++) {
+        const RlTransfer *t = &ex->prog->transfers[st->first + k];
+        size_t n = xfer_elems(ex, t);
+        ex->offs[k] = off;
+        if (n == 0) continue;
+        char *dst = t->direct ? ex->buf + elem_lo(ex, ranges_of(ex, t)[0]) * ex->extent : ex->scratch + off;
+        if (!t->direct) off += n * (size_t)ex->extent;
+        for (size_t j = 0, ns = nsegs(ex, n); j < ns; j++) {
+            size_t m = j + 1 < ns ? ex->seg : n - j * ex->seg;
+            ex->req_xfer[ex->nreqs] = k;
+            rc = PMPI_Irecv(dst + j * ex->seg * (size_t)ex->extent, (int)m, ex->type, (int)t->peer, ex->tag, ex->comm,
+                            &ex->reqs[ex->nreqs++]);
+            if (rc != MPI_SUCCESS) return rc;
+        }
+    }
+    for (uint32_t k = 0; k < st->nsends; k++) {
+        const RlTransfer *t = &ex->prog->transfers[st->first + k];
+        size_t n = xfer_elems(ex, t);
+        if (n == 0) continue;
+        const uint32_t *r = ranges_of(ex, t);
+        const char *src;
+        if (t->nranges == 1 && run_end(ex, r[0], r[1]) == r[1]) {
+            src = base_of(ex, r[0]) + elem_lo(ex, r[0]) * ex->extent;
+        } else {
+            src = ex->scratch + off;
+            size_t o = off;
+            for (uint32_t i = 0; i < t->nranges; i++)
+                for (uint32_t b = r[2 * i], e; b < r[2 * i + 1]; b = e) {
+                    e = run_end(ex, b, r[2 * i + 1]);
+                    size_t lo = elem_lo(ex, b), m = elem_lo(ex, e) - lo;
+                    memcpy(ex->scratch + o, base_of(ex, b) + lo * ex->extent, span(ex, m));
+                    o += m * (size_t)ex->extent;
+                }
+            off += n * (size_t)ex->extent;
+        }
+        for (size_t j = 0, ns = nsegs(ex, n); j < ns; j++) {
+            size_t m = j + 1 < ns ? ex->seg : n - j * ex->seg;
+            ex->req_xfer[ex->nreqs] = UINT32_MAX;
+            rc = PMPI_Isend((void *)(src + j * ex->seg * (size_t)ex->extent), (int)m, ex->type, (int)t->peer, ex->tag,
+                            ex->comm, &ex->reqs[ex->nreqs++]);
+            if (rc != MPI_SUCCESS) return rc;
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+/* local = in ⊕ local, where local's current value is at `cur` (buf, or the input). */
+static int reduce_into(rl_exec *ex, const char *in, const char *cur, char *local, size_t m) {
+    if (ex->kernel) {
+        ex->kernel(in, cur, local, m);
+        return MPI_SUCCESS;
+    }
+    if (cur != local) memcpy(local, cur, span(ex, m));
+    return PMPI_Reduce_local((void *)in, local, (int)m, ex->type, ex->op);
+}
+
+/* Applies the elements [plo, phi) (positions in the message) of receive k of the current step. */
+static int apply_recv(rl_exec *ex, uint32_t k, size_t plo, size_t phi) {
+    const RlStep *st = &ex->prog->steps[ex->step];
+    const RlTransfer *t = &ex->prog->transfers[st->first + k];
+    if (t->direct) return MPI_SUCCESS;
+    const uint32_t *r = ranges_of(ex, t);
+    size_t pos = 0;
+    for (uint32_t i = 0; i < t->nranges && pos < phi; i++)
+        for (uint32_t b = r[2 * i], e; b < r[2 * i + 1] && pos < phi; b = e) {
+            e = run_end(ex, b, r[2 * i + 1]);
+            size_t lo = elem_lo(ex, b), m = elem_lo(ex, e) - lo;
+            size_t s0 = pos > plo ? pos : plo, s1 = pos + m < phi ? pos + m : phi;
+            if (s0 < s1) {
+                size_t first = lo + (s0 - pos), cnt = s1 - s0;
+                char *local = ex->buf + first * ex->extent, *in = ex->scratch + ex->offs[k] + s0 * (size_t)ex->extent;
+                const char *cur = base_of(ex, b) + first * ex->extent;
+                int rc = MPI_SUCCESS;
+                if (t->op == RL_RECV_COPY) {
+                    memcpy(local, in, span(ex, cnt));
+                } else if (t->op == RL_RECV_REDUCE_INCOMING_FIRST || ex->commute) {
+                    rc = reduce_into(ex, in, cur, local, cnt); /* local = in ⊕ local */
+                } else {
+                    rc = PMPI_Reduce_local((void *)cur, in, (int)cnt, ex->type, ex->op); /* in = local ⊕ in */
+                    memcpy(local, in, span(ex, cnt));
+                }
+                if (rc != MPI_SUCCESS) return rc;
+            }
+            pos += m;
+        }
+    return MPI_SUCCESS;
+}
+
+/* After receive k is applied completely: its blocks now live in buf. */
+static void mark_recv_written(rl_exec *ex, uint32_t k) {
+    const RlTransfer *t = &ex->prog->transfers[ex->prog->steps[ex->step].first + k];
+    const uint32_t *r = ranges_of(ex, t);
+    for (uint32_t i = 0; i < t->nranges; i++) mark_written(ex, r[2 * i], r[2 * i + 1]);
+}
+
+/* Applies every receive of the step in order (after all its transfers completed); a later
+ * receive of the same block sees the earlier one's result. */
+static int finish_step(rl_exec *ex) {
+    const RlStep *st = &ex->prog->steps[ex->step];
+    for (uint32_t k = st->nsends; k < st->nsends + st->nrecvs; k++) {
+        int rc = apply_recv(ex, k, 0, xfer_elems(ex, &ex->prog->transfers[st->first + k]));
+        if (rc != MPI_SUCCESS) return rc;
+        mark_recv_written(ex, k);
+    }
+    return MPI_SUCCESS;
+}
+
+/* Waits for the step's transfers, applying receive segments as they arrive when allowed. */
+static int wait_and_finish_step(rl_exec *ex) {
+    const RlStep *st = &ex->prog->steps[ex->step];
+    if (ex->nreqs == 0) return finish_step(ex);
+    if (ex->seg == SIZE_MAX || !step_allows_eager(ex, st)) {
+        int rc = PMPI_Waitall(ex->nreqs, ex->reqs, MPI_STATUSES_IGNORE);
+        return rc != MPI_SUCCESS ? rc : finish_step(ex);
+    }
+    /* segment index of request q within its transfer: requests of one transfer are consecutive */
+    for (;;) {
+        int outcount = 0;
+        int rc = PMPI_Waitsome(ex->nreqs, ex->reqs, &outcount, ex->idx, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS) return rc;
+        if (outcount == MPI_UNDEFINED) break;
+        for (int i = 0; i < outcount; i++) {
+            int q = ex->idx[i];
+            uint32_t k = ex->req_xfer[q];
+            if (k == UINT32_MAX) continue;
+            int q0 = q;
+            while (q0 > 0 && ex->req_xfer[q0 - 1] == k) q0--;
+            size_t n = xfer_elems(ex, &ex->prog->transfers[st->first + k]);
+            size_t lo = (size_t)(q - q0) * ex->seg, hi = lo + ex->seg < n ? lo + ex->seg : n;
+            if ((rc = apply_recv(ex, k, lo, hi)) != MPI_SUCCESS) return rc;
+        }
+    }
+    /* segments of one run were applied separately: mark only now (no receive overlaps another) */
+    const RlStep *st2 = &ex->prog->steps[ex->step];
+    for (uint32_t k = st2->nsends; k < st2->nsends + st2->nrecvs; k++) mark_recv_written(ex, k);
+    return MPI_SUCCESS;
+}
+
+static void exec_epilogue(rl_exec *ex) {
+    if (ex->src) /* blocks never written: the result is the input (e.g. p = 1) */
+        for (uint32_t b = 0; b < ex->prog->blocks; b++) {
+            size_t lo = elem_lo(ex, b), hi = elem_lo(ex, b + 1);
+            if (lo < ex->final_lo) lo = ex->final_lo;
+            if (hi > ex->final_hi) hi = ex->final_hi;
+            if (ex->fresh[b] && lo < hi) memcpy(ex->buf + lo * ex->extent, ex->src + lo * ex->extent, span(ex, hi - lo));
+        }
+    if (ex->out && ex->out_bytes) memmove(ex->out, ex->buf + ex->out_from, ex->out_bytes);
+    free(ex->work);
+    ex->work = NULL;
+    if (ex->own_scratch && !ex->keep_scratch) {
+        free(ex->scratch);
+        ex->scratch = NULL;
+    }
+}
+
+static int run_blocking(rl_exec *ex) {
+    int rc = MPI_SUCCESS;
+    for (ex->step = 0; ex->step < ex->prog->nsteps && rc == MPI_SUCCESS; ex->step++) {
+        rc = post_step(ex);
+        if (rc == MPI_SUCCESS) rc = wait_and_finish_step(ex);
+    }
+    exec_epilogue(ex);
+    return rc;
+}
+
+/* Advances a nonblocking execution as far as it can without blocking; 1 when complete. */
+static int progress_exec(rl_exec *ex, int *err) {
+    *err = MPI_SUCCESS;
+    while (ex->step < ex->prog->nsteps) {
+        if (!ex->posted) {
+            if ((*err = post_step(ex)) != MPI_SUCCESS) return 1;
+            ex->posted = 1;
+        }
+        int flag = 1;
+        if (ex->nreqs && (*err = PMPI_Testall(ex->nreqs, ex->reqs, &flag, MPI_STATUSES_IGNORE)) != MPI_SUCCESS) return 1;
+        if (!flag) return 0;
+        ex->posted = 0;
+        if ((*err = finish_step(ex)) != MPI_SUCCESS) return 1;
+        ex->step++;
+    }
+    return 1;
+}
+
+/* Scratch for blocking calls, kept between calls (large allocations are mmap'ed and page
+ * faulting them on every call costs as much as a reduction). */
+static char *shared_scratch;
+static size_t shared_scratch_bytes;
+
+static void exec_free(rl_exec *ex) {
+    if (!ex) return;
+    free(ex->work);
+    if (ex->own_scratch) free(ex->scratch);
+    free(ex->reqs);
+    free(ex->req_xfer);
+    free(ex->idx);
+    free(ex->offs);
+    free(ex->fresh);
+    free(ex);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Preparing a collective                                                                       */
+
+/* Message segment size: REDUCELAB_SEGMENT bytes (0 = whole messages, the default: splitting
+ * into 128 KiB or 512 KiB pieces applied as they arrive measured no faster on one node). */
+#define RL_DEFAULT_SEGMENT 0
+static size_t segment_bytes(void) {
+    const char *e = getenv("REDUCELAB_SEGMENT");
+    if (!e || !*e) return RL_DEFAULT_SEGMENT;
+    char *end = NULL;
+    long long x = strtoll(e, &end, 10);
+    return (*end || x < 0) ? RL_DEFAULT_SEGMENT : (size_t)x;
+}
+
+static int is_predefined_op(MPI_Op op) {
+    const MPI_Op ops[] = {MPI_MAX, MPI_MIN, MPI_SUM, MPI_PROD, MPI_LAND, MPI_BAND, MPI_LOR, MPI_BOR,
+                          MPI_LXOR, MPI_BXOR, MPI_MAXLOC, MPI_MINLOC, MPI_REPLACE, MPI_NO_OP};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (op == ops[i]) return 1;
+    return 0;
+}
+
+enum { PREP_OK = 0, PREP_FALLBACK = 1, PREP_ERROR = 2 };
+
+/* Sets up `*out` for collective `coll` whose working vector has `count` elements (allreduce:
+ * count; reduce-scatter / allgather: count per rank × p). Returns PREP_OK, PREP_FALLBACK (the
+ * MPI library should do it: it also reports invalid arguments as it always does) or PREP_ERROR
+ * with an MPI error code in *rc (already passed through the communicator's error handler).
+ * `strict`: an algorithm that cannot run this collective on this shape is an error (RL_* API),
+ * not a fallback (interposition). `own_scratch`: the execution gets its own scratch buffer. */
+static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count, MPI_Datatype type, MPI_Op op,
+                   int strict, int own_scratch, rl_exec **out, int *rc) {
+    char err[512] = "";
+    int p = 0, rank = 0, inter = 0, commute = 1;
+    *out = NULL;
+    *rc = MPI_SUCCESS;
+    if (comm == MPI_COMM_NULL || type == MPI_DATATYPE_NULL || (coll != RL_COLL_ALLGATHER && op == MPI_OP_NULL))
+        return PREP_FALLBACK; /* the MPI library reports these */
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
+        note_fallback("inter-communicator");
+        return PREP_FALLBACK;
+    }
+    PMPI_Comm_size(comm, &p);
+    PMPI_Comm_rank(comm, &rank);
+    MPI_Aint lb, extent, tlb, textent;
+    if (PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent(type, &tlb, &textent) != MPI_SUCCESS)
+        return PREP_FALLBACK;
+    int tsize = 0;
+    PMPI_Type_size(type, &tsize);
+    if (lb != 0 || tlb < 0 || tlb + textent > extent || extent <= 0 || tsize <= 0) {
+        note_fallback("datatype with a lower bound, holes before it or zero size");
+        return PREP_FALLBACK;
+    }
+    rl_kernel kernel = NULL;
+    if (coll != RL_COLL_ALLGATHER) {
+        kernel = rl_kernel_for(op, type);
+        if (!kernel && is_predefined_op(op)) {
+            note_fallback("predefined op/datatype pair without a ReduceLab kernel");
+            return PREP_FALLBACK; /* includes pairs MPI rejects: it reports them */
+        }
+        if (!kernel && PMPI_Op_commutative(op, &commute) != MPI_SUCCESS) return PREP_FALLBACK;
+    }
+    uint32_t dims[8];
+    size_t ndims;
+    const char *alg = NULL;
+    if (!torus_for(p, dims, &ndims, err, sizeof err) ||
+        !resolve(algorithm, coll, dims, ndims, count * (size_t)tsize, &alg, err, sizeof err)) {
+        fprintf(stderr, "reducelab: %s\n", err);
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG);
+        *rc = MPI_ERR_ARG;
+        return PREP_ERROR;
+    }
+    if (!strict && coll != RL_COLL_ALLREDUCE) {
+        /* Interposition: REDUCELAB_ALLREDUCE names an allreduce; for reduce-scatter and
+         * allgather use the same family's schedule where the variant has none. */
+        if (strcmp(alg, "swing-latency") == 0) alg = "swing-bandwidth";
+        else if (strcmp(alg, "recursive-doubling-latency") == 0) alg = "recursive-doubling-bandwidth";
+        else if (strcmp(alg, "ring-bidirectional") == 0 || strcmp(alg, "hamiltonian-rings") == 0) alg = "ring";
+    }
+    if (strcmp(alg, "mpi") == 0) {
+        is_verbose();
+        n_fallback++;
+        return PREP_FALLBACK;
+    }
+    if (!commute && coll == RL_COLL_REDUCE_SCATTER) {
+        note_fallback("non-commutative reduce-scatter (no rank-ordered schedule)");
+        return PREP_FALLBACK;
+    }
+    const RlProgram *prog = NULL;
+    if (get_program(alg, coll, dims, ndims, (uint32_t)rank, &prog, err, sizeof err) != 0) {
+        if (!strict) {
+            char why[600];
+            snprintf(why, sizeof why, "%s", err);
+            note_fallback(why);
+            return PREP_FALLBACK;
+        }
+        fprintf(stderr, "reducelab: %s\n", err);
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG);
+        *rc = MPI_ERR_ARG;
+        return PREP_ERROR;
+    }
+    if (!commute && !prog->noncommutative_safe) {
+        /* The only schedules the checker proves rank-ordered: recursive doubling on 1D. */
+        uint32_t line = (uint32_t)p;
+        if (get_program("recursive-doubling-latency", coll, &line, 1, (uint32_t)rank, &prog, err, sizeof err) != 0 ||
+            !prog->noncommutative_safe) {
+            note_fallback("non-commutative op");
+            return PREP_FALLBACK;
+        }
+    }
+    if (coll != RL_COLL_ALLREDUCE) {
+        /* Rank r's blocks must be exactly elements [r·n, (r+1)·n) (MPI's layout). */
+        if (!prog->block_owner || count % (size_t)p) return PREP_FALLBACK;
+        size_t n = count / (size_t)p;
+        for (uint32_t b = 0; b < prog->blocks; b++) {
+            uint32_t o = prog->block_owner[b];
+            size_t lo = (size_t)((unsigned __int128)b * count / prog->blocks);
+            size_t hi = (size_t)((unsigned __int128)(b + 1) * count / prog->blocks);
+            if (lo < hi && (lo < o * n || hi > (o + 1) * n)) {
+                note_fallback("schedule's block owners do not match MPI's layout");
+                return PREP_FALLBACK;
+            }
+        }
+    }
+    if (count > (size_t)0x7fffffff) {
+        note_fallback("more than 2^31-1 elements");
+        return PREP_FALLBACK;
+    }
+    comm_state *cs = NULL;
+    if ((*rc = get_comm_state(comm, &cs)) != MPI_SUCCESS) {
+        PMPI_Comm_call_errhandler(comm, *rc);
+        return PREP_ERROR;
+    }
+    rl_exec *ex = calloc(1, sizeof *ex);
+    if (!ex) goto nomem;
+    ex->prog = prog;
+    ex->comm = cs->dup;
+    ex->tag = (int)(cs->seq++ % ((unsigned)cs->tag_ub + 1u));
+    ex->count = count;
+    ex->type = type;
+    ex->extent = extent;
+    ex->true_ub = tlb + textent;
+    ex->op = op;
+    ex->kernel = kernel;
+    ex->commute = commute;
+    ex->maxx = max_step_transfers(prog);
+    ex->offs = calloc(ex->maxx + 1, sizeof *ex->offs);
+    ex->fresh = calloc(prog->blocks + 1, 1);
+    if (!ex->offs || !ex->fresh || reserve_reqs(ex, ex->maxx + 1) != MPI_SUCCESS) goto nomem;
+    ex->seg = segment_bytes() / (size_t)extent;
+    if (ex->seg == 0) ex->seg = segment_bytes() ? 1 : SIZE_MAX;
+    ex->src = (const char *)1; /* size scratch for packing from the input (set for real by the caller) */
+    ex->final_hi = count;
+    size_t need = 0;
+    for (uint32_t s = 0; s < prog->nsteps; s++) {
+        size_t b = step_scratch(ex, &prog->steps[s]);
+        if (b > need) need = b;
+    }
+    if (own_scratch) {
+        ex->own_scratch = 1;
+        ex->scratch = malloc(need ? need : 1);
+        if (!ex->scratch) goto nomem;
+    } else {
+        if (need > shared_scratch_bytes) {
+            free(shared_scratch);
+            shared_scratch = malloc(need);
+            shared_scratch_bytes = shared_scratch ? need : 0;
+            if (!shared_scratch) goto nomem;
+        }
+        ex->scratch = shared_scratch;
+    }
+    ex->scratch_bytes = need;
+    ex->src = NULL;
+    snprintf(last_algorithm, sizeof last_algorithm, "%s", prog->algorithm);
+    n_scheduled++;
+    is_verbose();
+    *out = ex;
+    return PREP_OK;
+nomem:
+    exec_free(ex);
+    *rc = MPI_ERR_NO_MEM;
+    PMPI_Comm_call_errhandler(comm, *rc);
+    return PREP_ERROR;
+}
+
+static int buffer_error(MPI_Comm comm) {
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_BUFFER);
+    return MPI_ERR_BUFFER;
+}
+
+/* Copies the allreduce input into recvbuf (unless in place). */
+static void load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf) {
+    ex->buf = recvbuf;
+    ex->src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+    if (ex->src) memset(ex->fresh, 1, ex->prog->blocks);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Entry points shared by the RL_* API and the interposition library                           */
+
+/* The last blocking allreduce's prepared execution, reused when the next call has the same
+ * communicator, count, predefined datatype and op, algorithm and environment (the common case
+ * of an application's inner loop): saves the per-call setup, which on small vectors costs as
+ * much as the communication. Only predefined types and ops: their handles cannot be freed and
+ * reused for something else. */
+static struct {
+    rl_exec *ex;
+    MPI_Comm comm;
+    comm_state *cs;
+    int count, strict;
+    MPI_Datatype type;
+    MPI_Op op;
+    char algorithm[64], env[3][64];
+} last_call;
+
+
+/* A communicator's state is going away: drop the cached execution that uses it. */
+static void forget_comm(const void *st) {
+    if (last_call.ex && last_call.cs == st) {
+        exec_free(last_call.ex);
+        last_call.ex = NULL;
+    }
+}
+
+static const char *const env_names[3] = {"REDUCELAB_ALLREDUCE", "REDUCELAB_TORUS", "REDUCELAB_SEGMENT"};
+
+static int env_same(void) {
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(env_names[i]);
+        if (strncmp(v ? v : "", last_call.env[i], sizeof last_call.env[i]) != 0) return 0;
+    }
+    return 1;
+}
+
+static rl_exec *cached_exec(MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, const char *algorithm, int strict) {
+    if (!last_call.ex || last_call.comm != comm || last_call.count != count || last_call.type != type ||
+        last_call.op != op || last_call.strict != strict || strcmp(algorithm ? algorithm : "", last_call.algorithm) != 0 ||
+        !env_same())
+        return NULL;
+    comm_state *cs = NULL;
+    int flag = 0;
+    if (PMPI_Comm_get_attr(comm, comm_keyval, &cs, &flag) != MPI_SUCCESS || !flag || cs != last_call.cs) return NULL;
+    rl_exec *ex = last_call.ex;
+    if (ex->scratch_bytes > shared_scratch_bytes) {
+        free(shared_scratch);
+        shared_scratch = malloc(ex->scratch_bytes);
+        shared_scratch_bytes = shared_scratch ? ex->scratch_bytes : 0;
+        if (!shared_scratch) return NULL;
+    }
+    ex->scratch = shared_scratch;
+    ex->tag = (int)(cs->seq++ % ((unsigned)cs->tag_ub + 1u));
+    n_scheduled++;
+    return ex;
+}
+
+/* Keeps `ex` as the last call's execution if it may be reused (then returns 1; the previous
+ * one is freed); 0 leaves `ex` to the caller. */
+static int remember_exec(rl_exec *ex, MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, const char *algorithm,
+                         int strict) {
+    int flag = 0;
+    comm_state *cs = NULL;
+    if (!ex->kernel || (algorithm && strlen(algorithm) >= sizeof last_call.algorithm) ||
+        PMPI_Comm_get_attr(comm, comm_keyval, &cs, &flag) != MPI_SUCCESS || !flag)
+        return 0;
+    char env[3][64];
+    for (int i = 0; i < 3; i++) {
+        const char *v = getenv(env_names[i]);
+        if (v && strlen(v) >= sizeof env[i]) return 0;
+        snprintf(env[i], sizeof env[i], "%s", v ? v : "");
+    }
+    if (last_call.ex) exec_free(last_call.ex);
+    memcpy(last_call.env, env, sizeof env);
+    snprintf(last_call.algorithm, sizeof last_call.algorithm, "%s", algorithm ? algorithm : "");
+    last_call.ex = ex;
+    last_call.comm = comm;
+    last_call.cs = cs;
+    last_call.count = count;
+    last_call.type = type;
+    last_call.op = op;
+    last_call.strict = strict;
+    return 1;
+}
+
+int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                 const char *algorithm, int strict) {
+    rl_exec *ex;
+    int rc;
+    if (count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
+        return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); /* MPI reports these */
+    ex = cached_exec(comm, count, type, op, algorithm, strict);
+    if (!ex) {
+        int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 0, &ex, &rc);
+        if (st == PREP_FALLBACK) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+        if (st == PREP_ERROR) return rc;
+        remember_exec(ex, comm, count, type, op, algorithm, strict);
+    }
+    if (count > 0 && (!recvbuf || !sendbuf)) {
+        if (ex != last_call.ex) exec_free(ex);
+        return buffer_error(comm);
+    }
+    load_allreduce(ex, sendbuf, recvbuf);
+    rc = run_blocking(ex);
+    if (ex != last_call.ex) exec_free(ex);
+    if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
+    return rc;
+}
+
+int rl_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                            MPI_Comm comm, const char *algorithm, int strict) {
+    rl_exec *ex;
+    int rc, p = 1;
+    if (comm != MPI_COMM_NULL) PMPI_Comm_size(comm, &p);
+    if (recvcount < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && recvcount > 0) || comm == MPI_COMM_NULL)
+        return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
+    int st = prepare(RL_COLL_REDUCE_SCATTER, algorithm, comm, (size_t)recvcount * (size_t)p, type, op, strict, 0, &ex,
+                     &rc);
+    if (st == PREP_FALLBACK) return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
+    if (st == PREP_ERROR) return rc;
+    if (recvcount > 0 && (!recvbuf || !sendbuf)) {
+        exec_free(ex);
+        return buffer_error(comm);
+    }
+    const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    size_t bytes = span(ex, ex->count);
+    int rank;
+    PMPI_Comm_rank(comm, &rank);
+    ex->work = malloc(bytes ? bytes : 1);
+    if (!ex->work) {
+        exec_free(ex);
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_NO_MEM);
+        return MPI_ERR_NO_MEM;
+    }
+    ex->buf = ex->work;
+    ex->src = in; /* read from the input until written (see rl_exec) */
+    memset(ex->fresh, 1, ex->prog->blocks);
+    ex->final_lo = (size_t)rank * (size_t)recvcount;
+    ex->final_hi = ex->final_lo + (size_t)recvcount;
+    ex->out = recvbuf;
+    ex->out_from = (size_t)rank * (size_t)recvcount * (size_t)ex->extent;
+    ex->out_bytes = span(ex, (size_t)recvcount);
+    rc = run_blocking(ex);
+    exec_free(ex);
+    if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
+    return rc;
+}
+
+int rl_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm, const char *algorithm, int strict) {
+    rl_exec *ex;
+    int rc, p = 1, rank = 0;
+    int same = sendbuf == MPI_IN_PLACE || (sendtype == recvtype && sendcount == recvcount);
+    if (comm == MPI_COMM_NULL || recvcount < 0 || recvbuf == MPI_IN_PLACE || !same)
+        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    PMPI_Comm_size(comm, &p);
+    PMPI_Comm_rank(comm, &rank);
+    int st = prepare(RL_COLL_ALLGATHER, algorithm, comm, (size_t)recvcount * (size_t)p, recvtype, MPI_OP_NULL,
+                     strict, 0, &ex, &rc);
+    if (st == PREP_FALLBACK)
+        return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    if (st == PREP_ERROR) return rc;
+    if (recvcount > 0 && (!recvbuf || !sendbuf)) {
+        exec_free(ex);
+        return buffer_error(comm);
+    }
+    ex->buf = recvbuf;
+    if (sendbuf != MPI_IN_PLACE && recvcount)
+        memcpy((char *)recvbuf + (size_t)rank * (size_t)recvcount * (size_t)ex->extent, sendbuf,
+               span(ex, (size_t)recvcount));
+    rc = run_blocking(ex);
+    exec_free(ex);
+    if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
+    return rc;
+}
+
+/* ---- nonblocking ---- */
+
+static rl_exec *active;
+
+static int greq_query(void *extra, MPI_Status *status) {
+    (void)extra;
+    PMPI_Status_set_elements(status, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(status, 0);
+    status->MPI_SOURCE = MPI_UNDEFINED;
+    status->MPI_TAG = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+}
+static int greq_free(void *extra) {
+    (void)extra;
+    return MPI_SUCCESS;
+}
+static int greq_cancel(void *extra, int complete) {
+    (void)extra, (void)complete;
+    return MPI_SUCCESS; /* cannot be cancelled: it completes normally */
+}
+
+int rl_active_count(void) {
+    int n = 0;
+    for (rl_exec *e = active; e; e = e->next_active) n++;
+    return n;
+}
+
+int RL_Progress(void) {
+    int first_err = MPI_SUCCESS;
+    rl_exec **pp = &active;
+    while (*pp) {
+        rl_exec *ex = *pp, *next = ex->next_active;
+        int err;
+        if (progress_exec(ex, &err)) {
+            *pp = next;
+            exec_epilogue(ex);
+            ex->done = 1;
+            if (err != MPI_SUCCESS && first_err == MPI_SUCCESS) first_err = err;
+            if (ex->greq != MPI_REQUEST_NULL) {
+                MPI_Request g = ex->greq;
+                exec_free(ex);
+                PMPI_Grequest_complete(g);
+            }
+        } else {
+            pp = &ex->next_active;
+        }
+    }
+    return first_err;
+}
+
+int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                  const char *algorithm, int strict, MPI_Request *request) {
+    rl_exec *ex;
+    int rc;
+    if (!request || count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
+        return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
+    int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 1, &ex, &rc);
+    if (st == PREP_FALLBACK) return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
+    if (st == PREP_ERROR) return rc;
+    if (count > 0 && (!recvbuf || !sendbuf)) {
+        exec_free(ex);
+        return buffer_error(comm);
+    }
+    load_allreduce(ex, sendbuf, recvbuf);
+    rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, &ex->greq);
+    if (rc != MPI_SUCCESS) {
+        exec_free(ex);
+        PMPI_Comm_call_errhandler(comm, rc);
+        return rc;
+    }
+    *request = ex->greq;
+    ex->next_active = active;
+    active = ex;
+    RL_Progress(); /* post the first step now */
+    return MPI_SUCCESS;
+}
+
+int RL_Wait(MPI_Request *request, MPI_Status *status) {
+    int flag = 0, rc;
+    for (;;) {
+        RL_Progress();
+        if ((rc = PMPI_Test(request, &flag, status)) != MPI_SUCCESS || flag) return rc;
+    }
+}
+
+/* ---- persistent ---- */
+
+struct RL_Persistent_s {
+    rl_exec *ex; /* NULL: the MPI library runs each start (see RL_Allreduce_init) */
+    const void *sendbuf;
+    void *recvbuf;
+    int count;
+    MPI_Datatype type;
+    MPI_Op op;
+    MPI_Comm comm;
+    int started;
+};
+
+int RL_Allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                      const char *algorithm, RL_Persistent *request) {
+    return rl_allreduce_init(sendbuf, recvbuf, count, type, op, comm, algorithm, 1, request);
+}
+
+/* strict = 0 (interposition): a call no schedule covers returns MPI_SUCCESS with *request NULL
+ * (the caller then uses the MPI library's persistent allreduce). */
+int rl_allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                      const char *algorithm, int strict, RL_Persistent *request) {
+    rl_exec *ex = NULL;
+    int rc;
+    if (!request) return MPI_ERR_ARG;
+    *request = NULL;
+    if (comm == MPI_COMM_NULL) {
+        PMPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_COMM);
+        return MPI_ERR_COMM;
+    }
+    if (count < 0) {
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_COUNT);
+        return MPI_ERR_COUNT;
+    }
+    if (type == MPI_DATATYPE_NULL) {
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_TYPE);
+        return MPI_ERR_TYPE;
+    }
+    if (op == MPI_OP_NULL) {
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_OP);
+        return MPI_ERR_OP;
+    }
+    if (recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0) || (count > 0 && (!recvbuf || !sendbuf)))
+        return buffer_error(comm);
+    int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 1, &ex, &rc);
+    if (st == PREP_ERROR) return rc;
+    if (st == PREP_FALLBACK && !strict) return MPI_SUCCESS;
+    if (st == PREP_OK) {
+        n_scheduled--; /* counted per start */
+        ex->keep_scratch = 1;
+    }
+    /* PREP_FALLBACK (algorithm "mpi", a pair without our kernel, ...): each start runs
+     * PMPI_Allreduce, which also reports an invalid op/datatype pair. */
+    struct RL_Persistent_s *r = calloc(1, sizeof *r);
+    if (!r) {
+        exec_free(ex);
+        return MPI_ERR_NO_MEM;
+    }
+    *r = (struct RL_Persistent_s){ex, sendbuf, recvbuf, count, type, op, comm, 0};
+    *request = r;
+    return MPI_SUCCESS;
+}
+
+int RL_Start(RL_Persistent r) {
+    if (!r) return MPI_ERR_REQUEST;
+    if (!r->ex) { /* fallback: blocking, complete at return */
+        n_fallback++;
+        r->started = 0;
+        return PMPI_Allreduce(r->sendbuf, r->recvbuf, r->count, r->type, r->op, r->comm);
+    }
+    rl_exec *ex = r->ex;
+    if (r->started && !ex->done) {
+        PMPI_Comm_call_errhandler(r->comm, MPI_ERR_REQUEST);
+        return MPI_ERR_REQUEST; /* still active */
+    }
+    comm_state *cs = NULL;
+    int rc = get_comm_state(r->comm, &cs);
+    if (rc != MPI_SUCCESS) return rc;
+    ex->tag = (int)(cs->seq++ % ((unsigned)cs->tag_ub + 1u));
+    ex->step = 0;
+    ex->posted = 0;
+    ex->done = 0;
+    ex->greq = MPI_REQUEST_NULL;
+    load_allreduce(ex, r->sendbuf, r->recvbuf);
+    r->started = 1;
+    n_scheduled++;
+    ex->next_active = active;
+    active = ex;
+    return RL_Progress();
+}
+
+int RL_Persistent_test(RL_Persistent r, int *flag) {
+    if (!r || !flag) return MPI_ERR_ARG;
+    int rc = MPI_SUCCESS;
+    if (r->started && !r->ex->done) rc = RL_Progress();
+    *flag = !r->started || r->ex->done;
+    return rc;
+}
+
+int RL_Persistent_wait(RL_Persistent r) {
+    if (!r) return MPI_ERR_REQUEST;
+    int rc = MPI_SUCCESS;
+    while (r->started && !r->ex->done) {
+        int e = RL_Progress();
+        if (e != MPI_SUCCESS) rc = e;
+    }
+    return rc;
+}
+
+/* 0 inactive (never started, or completed), 1 running. */
+int rl_persistent_running(RL_Persistent r) { return r && r->ex && r->started && !r->ex->done; }
+
+int RL_Persistent_free(RL_Persistent *r) {
+    if (!r || !*r) return MPI_ERR_REQUEST;
+    if ((*r)->started && !(*r)->ex->done) RL_Persistent_wait(*r);
+    exec_free((*r)->ex);
+    free(*r);
+    *r = NULL;
+    return MPI_SUCCESS;
+}
+
+/* ---- RL_* API (strict: a bad algorithm name is an error) ---- */
+
+int RL_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                 const char *algorithm) {
+    return rl_allreduce(sendbuf, recvbuf, count, type, op, comm, algorithm, 1);
+}
+int RL_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                            MPI_Comm comm, const char *algorithm) {
+    return rl_reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm, algorithm, 1);
+}
+int RL_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, MPI_Comm comm, const char *algorithm) {
+    return rl_allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, algorithm, 1);
+}
+int RL_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                  const char *algorithm, MPI_Request *request) {
+    return rl_iallreduce(sendbuf, recvbuf, count, type, op, comm, algorithm, 1, request);
+}

@@ -1,0 +1,35 @@
+/* Internal interfaces of the ReduceLab MPI runtime. */
+#ifndef RL_INTERNAL_H
+#define RL_INTERNAL_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- capi (crates/capi, Rust) ---- */
+typedef struct { uint32_t peer, op, first_range, nranges, nblocks, direct; } RlTransfer;
+typedef struct { uint32_t first, nsends, nrecvs; } RlStep;
+typedef struct {
+    uint32_t ranks, rank, blocks, nsteps, noncommutative_safe;
+    const RlStep *steps;
+    const RlTransfer *transfers;
+    const uint32_t *ranges;
+    const uint32_t *block_owner;
+    const char *algorithm;
+} RlProgram;
+enum { RL_SEND = 0, RL_RECV_COPY = 1, RL_RECV_REDUCE_INCOMING_FIRST = 2, RL_RECV_REDUCE_LOCAL_FIRST = 3 };
+enum { RL_COLL_ALLREDUCE = 0, RL_COLL_REDUCE_SCATTER = 1, RL_COLL_ALLGATHER = 2 };
+int32_t rl_program_build(const char *algorithm, int32_t collective, const uint32_t *dims, size_t ndims,
+                         uint32_t rank, const RlProgram **out, char *err, size_t errlen);
+void rl_program_free(const RlProgram *p);
+int32_t rl_crossover_bytes(const char *family, const uint32_t *dims, size_t ndims, double alpha_s,
+                           double beta_s_per_byte, uint64_t *out, char *err, size_t errlen);
+
+/* ---- kernels.c ---- */
+/* out[i] = a[i] op b[i] for n elements (out may be b; all our ops are commutative). */
+typedef void (*rl_kernel)(const void *a, const void *b, void *out, size_t n);
+/* Our kernel for a predefined (op, datatype), or NULL if none (user op, or a combination MPI
+ * does not define, or a type we do not cover). */
+rl_kernel rl_kernel_for(MPI_Op op, MPI_Datatype type);
+
+#endif

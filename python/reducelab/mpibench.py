@@ -1,0 +1,171 @@
+"""`reducelab bench mpi`: OSU-style allreduce sweep of the MPI runtime (mpi/, docs/mpi.md).
+
+Runs `mpi/build/bench_mpi` under `mpirun` for each rank count: float sums from 8 B to 64 MiB,
+every ReduceLab algorithm and the MPI library's default (`mpi`), `reps` rounds in which every
+algorithm runs once (interleaved, so machine noise hits all alike). A round's time is the
+slowest rank's mean per call; results are medians over rounds. bench_mpi checks that every
+algorithm gives the same (exact) result before timing it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import shutil
+import statistics
+import subprocess
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+MIB = 1024 * 1024
+DEFAULT_ALGORITHMS = (
+    "mpi", "ring", "ring-bidirectional", "recursive-doubling-latency", "recursive-doubling-bandwidth",
+    "recursive-doubling-mirrored", "bucket", "swing-bandwidth", "swing-latency", "auto",
+)
+DEFAULT_SIZES = tuple(8 << k for k in range(24))  # 8 B … 64 MiB, powers of two
+DEFAULT = "mpi"
+
+
+def build_dir() -> Path:
+    """mpi/build of this checkout (REDUCELAB_MPI_BUILD overrides)."""
+    env = os.environ.get("REDUCELAB_MPI_BUILD")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "mpi" / "build"
+
+
+@dataclass(frozen=True)
+class Row:
+    ranks: int
+    algorithm: str
+    bytes: int
+    median_s: float
+    min_s: float
+    max_s: float
+    rounds: int
+
+    @property
+    def bandwidth(self) -> float:
+        """Vector bytes per second (OSU's algorithm bandwidth)."""
+        return self.bytes / self.median_s if self.median_s > 0 else float("inf")
+
+
+def run(ranks: int, sizes: list[int], algorithms: list[str], reps: int, round_bytes: int = 16 * MIB,
+        torus: str | None = None, timeout: float = 3600) -> list[Row]:
+    """One bench_mpi run on `ranks` ranks; medians per (algorithm, size)."""
+    exe = build_dir() / "bench_mpi"
+    mpirun = shutil.which("mpirun")
+    if mpirun is None:
+        raise RuntimeError("mpirun not found: install Open MPI (scripts/setup.sh does)")
+    if not exe.exists():
+        raise RuntimeError(f"{exe} not found: build the MPI runtime (scripts/setup.sh, or make -C mpi)")
+    cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)]
+    if torus:
+        cmd += ["-x", f"REDUCELAB_TORUS={torus}"]
+    cmd += [str(exe), "--sizes", ",".join(map(str, sizes)), "--algorithms", ",".join(algorithms),
+            "--reps", str(reps), "--round-bytes", str(round_bytes)]
+    env = {k: v for k, v in os.environ.items() if k != "REDUCELAB_ALLREDUCE"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+    if proc.returncode != 0:
+        lines = proc.stderr.strip().splitlines()
+        ours = list(dict.fromkeys(line for line in lines if line.startswith("reducelab")))  # our own messages first
+        tail = "\n".join(ours + [line for line in lines[-8:] if line not in ours])
+        raise RuntimeError(f"bench_mpi on {ranks} ranks failed (exit {proc.returncode}):\n{tail}")
+    return parse(ranks, proc.stdout)
+
+
+def parse(ranks: int, text: str) -> list[Row]:
+    times: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for rec in csv.DictReader(io.StringIO(text)):
+        times[(rec["algorithm"], int(rec["bytes"]))].append(float(rec["seconds"]))
+    return [
+        Row(ranks, alg, size, statistics.median(ts), min(ts), max(ts), len(ts))
+        for (alg, size), ts in times.items()
+    ]
+
+
+def _size(n: int) -> str:
+    for unit, f in (("MiB", MIB), ("KiB", 1024)):
+        if n >= f and n % f == 0:
+            return f"{n // f} {unit}"
+    return f"{n} B"
+
+
+def best_vs_default(rows: list[Row]) -> dict[tuple[int, int], tuple[str, float]]:
+    """Per (ranks, bytes): the fastest ReduceLab algorithm and its speedup over the default
+    (default median time / its median time = bandwidth ratio)."""
+    by: dict[tuple[int, int], dict[str, Row]] = defaultdict(dict)
+    for r in rows:
+        by[(r.ranks, r.bytes)][r.algorithm] = r
+    out = {}
+    for key, algs in by.items():
+        if DEFAULT not in algs:
+            continue
+        ours = [r for a, r in algs.items() if a != DEFAULT]
+        if ours:
+            best = min(ours, key=lambda r: r.median_s)
+            out[key] = (best.algorithm, algs[DEFAULT].median_s / best.median_s)
+    return out
+
+
+def format_table(rows: list[Row]) -> str:
+    """Per rank count: median time per call (µs) per algorithm and size, then the best
+    ReduceLab algorithm and its speedup over the MPI default."""
+    out = []
+    best = best_vs_default(rows)
+    for ranks in sorted({r.ranks for r in rows}):
+        sub = [r for r in rows if r.ranks == ranks]
+        algs = list(dict.fromkeys(r.algorithm for r in sub))
+        sizes = sorted({r.bytes for r in sub})
+        t = {(r.algorithm, r.bytes): r for r in sub}
+        header = ["size", *algs, "best", "speedup"]
+        body = []
+        for s in sizes:
+            cells = [_size(s)] + [f"{t[(a, s)].median_s * 1e6:.1f}" if (a, s) in t else "-" for a in algs]
+            b = best.get((ranks, s))
+            cells += [b[0], f"{b[1]:.2f}x"] if b else ["-", "-"]
+            body.append(cells)
+        widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+        lines = [f"{ranks} ranks: median µs per allreduce (float sum); speedup = default time / best ReduceLab time"]
+        for row in [header, *body]:
+            lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        lines.insert(2, "  ".join("-" * w for w in widths))
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+def write_csv(rows: list[Row], path: Path) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["ranks", "algorithm", "bytes", "median_s", "min_s", "max_s", "rounds", "bandwidth_Bps"])
+        for r in sorted(rows, key=lambda r: (r.ranks, r.algorithm, r.bytes)):
+            w.writerow([r.ranks, r.algorithm, r.bytes, f"{r.median_s:.9g}", f"{r.min_s:.9g}", f"{r.max_s:.9g}",
+                        r.rounds, f"{r.bandwidth:.6g}"])
+
+
+def plot(rows: list[Row], path: Path) -> None:
+    """Bandwidth against size, one panel per rank count, the default dashed black."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rank_counts = sorted({r.ranks for r in rows})
+    fig, axes = plt.subplots(1, len(rank_counts), figsize=(6.5 * len(rank_counts), 4.8), squeeze=False)
+    for ax, ranks in zip(axes[0], rank_counts):
+        sub = [r for r in rows if r.ranks == ranks]
+        for alg in dict.fromkeys(r.algorithm for r in sub):
+            pts = sorted((r.bytes, r.bandwidth / MIB) for r in sub if r.algorithm == alg)
+            style = {"color": "black", "linestyle": "--", "linewidth": 2} if alg == DEFAULT else {}
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=f"{alg} (MPI default)"
+                    if alg == DEFAULT else alg, **style)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("vector size (bytes)")
+        ax.set_ylabel("bandwidth (MiB/s, median)")
+        ax.set_title(f"allreduce, {ranks} ranks")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

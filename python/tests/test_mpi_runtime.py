@@ -1,0 +1,165 @@
+"""The MPI runtime (mpi/, docs/mpi.md) against Open MPI's own collectives, driven through mpirun.
+
+Needs `mpirun` and the libraries built by scripts/setup.sh (mpi/build/). Without them these
+tests are skipped, unless REDUCELAB_REQUIRE_MPI=1 (scripts/test.sh sets it) makes that a failure.
+The reference runs disable Open MPI 4.1.4's AVX reduction component (`--mca op ^avx`), whose
+8-bit sums are wrong.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILD = ROOT / "mpi" / "build"
+PRELOAD = BUILD / "libreducelab_pmpi.so"
+MPIRUN = shutil.which("mpirun")
+REQUIRED = os.environ.get("REDUCELAB_REQUIRE_MPI") == "1"
+
+_missing = None
+if MPIRUN is None:
+    _missing = "mpirun not found (scripts/setup.sh installs Open MPI)"
+elif not (BUILD / "test_mpi").exists() or not PRELOAD.exists():
+    _missing = f"{BUILD} not built (run scripts/setup.sh)"
+if _missing and REQUIRED:
+    raise RuntimeError(f"REDUCELAB_REQUIRE_MPI=1 but {_missing}")
+pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
+
+
+def mpirun(np_: int, argv: list[str], env: dict[str, str] | None = None, preload: bool = False,
+           timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    cmd = [MPIRUN or "mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "op", "^avx", "-np", str(np_)]
+    env = dict(env or {})
+    if preload:
+        env["LD_PRELOAD"] = str(PRELOAD)
+    for key, value in env.items():
+        cmd += ["-x", f"{key}={value}"]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("REDUCELAB_")}
+    return subprocess.run(cmd + argv, capture_output=True, text=True, timeout=timeout, env=base)
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> str:
+    assert proc.returncode == 0, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-4000:]}"
+    return proc.stdout
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6, 7, 8, 12])
+def test_rl_api_matches_mpi(p: int) -> None:
+    """Every algorithm x every valid predefined (op, type) x counts x in place, user ops,
+    tori, reduce-scatter/allgather, nonblocking, persistent, bad arguments (mpi/tests/test_mpi.c)."""
+    out = ok(mpirun(p, [str(BUILD / "test_mpi")]))
+    m = re.search(r"test_mpi p=(\d+): (\d+) checks on rank 0 \((\d+) over all ranks\), (\d+) failures", out)
+    assert m, out
+    assert int(m.group(1)) == p and int(m.group(4)) == 0
+    assert int(m.group(2)) > 10_000  # the whole matrix ran, not an early exit
+
+
+@pytest.mark.parametrize(("p", "segment"), [(3, 24), (8, 40), (5, 0)])
+def test_rl_api_matches_mpi_with_segmented_messages(p: int, segment: int) -> None:
+    """The same matrix with messages split into REDUCELAB_SEGMENT-byte pieces (applied as they
+    arrive) or never split (0)."""
+    out = ok(mpirun(p, [str(BUILD / "test_mpi")], {"REDUCELAB_SEGMENT": str(segment)}))
+    m = re.search(r"test_mpi p=(\d+): (\d+) checks on rank 0 \((\d+) over all ranks\), (\d+) failures", out)
+    assert m and int(m.group(4)) == 0 and int(m.group(2)) > 10_000, out
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "p"),
+    [("auto", 2), ("auto", 8), ("ring", 3), ("ring", 8), ("swing", 5), ("swing", 8), ("recursive-doubling", 6),
+     ("recursive-doubling", 7), ("rabenseifner", 4), ("rabenseifner", 7), ("bucket", 6), ("bucket", 8),
+     ("swing-latency", 3), ("mpi", 4)],
+)
+def test_interposition(algorithm: str, p: int) -> None:
+    """An unmodified MPI program (no link to ReduceLab) gets ReduceLab's collectives."""
+    out = ok(mpirun(p, [str(BUILD / "test_pmpi")], {"REDUCELAB_ALLREDUCE": algorithm}, preload=True))
+    m = re.search(r"(\d+) intercepted-call checks, (\d+) scheduled, (\d+) failures", out)
+    assert m, out
+    calls, scheduled, failures = map(int, m.groups())
+    assert failures == 0
+    assert scheduled == (0 if algorithm == "mpi" else calls)
+
+
+@pytest.mark.parametrize(("torus", "algorithm"), [("4x2", "swing"), ("4x2", "hamiltonian-rings"), ("2x2x2", "bucket"),
+                                                  ("3x2", "recursive-doubling-mirrored")])
+def test_interposition_on_a_virtual_torus(torus: str, algorithm: str) -> None:
+    p = 1
+    for d in torus.split("x"):
+        p *= int(d)
+    out = ok(mpirun(p, [str(BUILD / "test_pmpi")], {"REDUCELAB_ALLREDUCE": algorithm, "REDUCELAB_TORUS": torus},
+                    preload=True))
+    assert " 0 failures" in out
+
+
+def test_counters_detect_a_missing_preload() -> None:
+    """The interception check is real: without LD_PRELOAD the program notices."""
+    proc = mpirun(2, [str(BUILD / "test_pmpi")])
+    assert proc.returncode != 0 and "interposition library not loaded" in proc.stderr
+    ok(mpirun(2, [str(BUILD / "test_pmpi")], {"EXPECT_INTERCEPT": "0"}))
+
+
+@pytest.mark.parametrize(("var", "value", "message"), [
+    ("REDUCELAB_ALLREDUCE", "fastest-please", "unknown ReduceLab algorithm 'fastest-please'"),
+    ("REDUCELAB_TORUS", "4xx2", "REDUCELAB_TORUS='4xx2'"),
+])
+def test_bad_environment_is_a_clear_mpi_error(var: str, value: str, message: str) -> None:
+    """A bad setting is reported through MPI's error handler (fatal by default), not ignored."""
+    proc = mpirun(2, [str(BUILD / "test_pmpi")], {var: value}, preload=True)
+    assert proc.returncode != 0
+    assert message in proc.stderr  # (the error class is checked by test_mpi.c with MPI_ERRORS_RETURN)
+
+
+@pytest.mark.parametrize("program", ["test_fortran", "test_fortran08"])
+def test_fortran_bindings_are_intercepted(program: str) -> None:
+    """mpif.h/`use mpi` (mpi_allreduce_) and `use mpi_f08` (ompi_allreduce_f), 3 calls each."""
+    if not (BUILD / program).exists():
+        if REQUIRED and shutil.which("mpifort"):
+            pytest.fail(f"{program} not built although mpifort exists")
+        pytest.skip("no Fortran compiler (mpifort)")
+    proc = mpirun(4, [str(BUILD / program)], {"REDUCELAB_VERBOSE": "1", "REDUCELAB_ALLREDUCE": "swing"},
+                  preload=True)
+    assert f"{program}: PASS" in ok(proc)
+    lines = re.findall(r"reducelab: (\d+) collectives ran ReduceLab schedules, (\d+) went", proc.stderr)
+    assert len(lines) == 4 and all(s == "3" and f == "0" for s, f in lines), proc.stderr
+
+
+mpi4py = pytest.importorskip("mpi4py") if not REQUIRED else __import__("mpi4py")
+
+
+@pytest.mark.parametrize(("algorithm", "p"), [("auto", 1), ("swing", 4), ("ring", 7), ("rabenseifner", 8)])
+def test_mpi4py_with_the_interposition_library(algorithm: str, p: int) -> None:
+    script = Path(__file__).parent / "mpi" / "mpi4py_allreduce.py"
+    out = ok(mpirun(p, [sys.executable, str(script)], {"REDUCELAB_ALLREDUCE": algorithm}, preload=True))
+    m = re.search(r"mpi4py: OK (\d+) (\d+) (\d+)", out)
+    assert m, out
+    calls, scheduled, total = map(int, m.groups())
+    assert scheduled >= calls > 100 and total == calls * p
+
+
+def test_bench_mpi_cli(tmp_path: Path) -> None:
+    """`reducelab bench mpi` end to end on a tiny sweep (no timing assertions): table, CSV, plot."""
+    from helpers import cli
+
+    proc = cli("bench", "mpi", "--ranks", "3", "--sizes", "8", "64KiB", "--reps", "2", "--round-bytes", "1MiB",
+               "--algorithm", "mpi", "--algorithm", "ring", "--algorithm", "swing-bandwidth", "--out", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "3 ranks: median" in proc.stdout and "64 KiB" in proc.stdout
+    rows = (tmp_path / "mpi-bench.csv").read_text().splitlines()
+    assert rows[0].startswith("ranks,algorithm,bytes,median_s") and len(rows) == 1 + 3 * 2
+    assert all(line.split(",")[6] == "2" for line in rows[1:])  # every (algorithm, size) has both rounds
+    assert (tmp_path / "mpi-bench.png").stat().st_size > 1000
+
+
+def test_bench_mpi_cli_rejects_an_unknown_algorithm(tmp_path: Path) -> None:
+    from helpers import cli
+
+    proc = cli("bench", "mpi", "--ranks", "2", "--sizes", "8", "--reps", "1", "--algorithm", "warp-drive",
+               "--out", tmp_path)
+    assert proc.returncode == 1
+    assert "unknown ReduceLab algorithm 'warp-drive'" in proc.stderr
