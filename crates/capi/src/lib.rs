@@ -169,6 +169,25 @@ fn program(algorithm: &str, collective: i32, dims: &[u32], rank: u32) -> Result<
     Ok(Box::new(Owned { header, _steps: steps, _transfers: transfers, _ranges: ranges, _owner: owner, _name: name }))
 }
 
+/// Runs `f` with panics caught: on success hands its value to `store` and returns `RL_OK`;
+/// on an error or a panic writes the message to `err` and returns the error code.
+fn guarded<T>(err: *mut c_char, errlen: usize, what: &str, f: impl FnOnce() -> Result<T, (i32, String)>, store: impl FnOnce(T)) -> i32 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => {
+            store(v);
+            RL_OK
+        }
+        Ok(Err((code, msg))) => {
+            write_err(err, errlen, &msg);
+            code
+        }
+        Err(_) => {
+            write_err(err, errlen, &format!("internal error (panic) {what}"));
+            RL_ERR_INTERNAL
+        }
+    }
+}
+
 fn write_err(err: *mut c_char, errlen: usize, msg: &str) {
     if err.is_null() || errlen == 0 {
         return;
@@ -218,25 +237,11 @@ pub unsafe extern "C" fn rl_program_build(
         return RL_ERR_ARG;
     }
     *out = std::ptr::null();
-    let r = catch_unwind(AssertUnwindSafe(|| {
+    guarded(err, errlen, "while building the schedule", || {
         let name = str_arg(algorithm).map_err(|e| (RL_ERR_ARG, e))?;
         let dims = dims_arg(dims, ndims).map_err(|e| (RL_ERR_ARG, e))?;
         program(name, collective, dims, rank)
-    }));
-    match r {
-        Ok(Ok(owned)) => {
-            *out = &Box::leak(owned).header as *const RlProgram;
-            RL_OK
-        }
-        Ok(Err((code, msg))) => {
-            write_err(err, errlen, &msg);
-            code
-        }
-        Err(_) => {
-            write_err(err, errlen, "internal error (panic) while building the schedule");
-            RL_ERR_INTERNAL
-        }
-    }
+    }, |owned| *out = &Box::leak(owned).header as *const RlProgram)
 }
 
 /// Frees a program returned by [`rl_program_build`] (null is ignored).
@@ -274,26 +279,12 @@ pub unsafe extern "C" fn rl_crossover_bytes(
         write_err(err, errlen, "null output pointer");
         return RL_ERR_ARG;
     }
-    let r = catch_unwind(AssertUnwindSafe(|| {
+    guarded(err, errlen, "in the crossover computation", || {
         let name = str_arg(family).map_err(|e| (RL_ERR_ARG, e))?;
         let dims = dims_arg(dims, ndims).map_err(|e| (RL_ERR_ARG, e))?;
         let layout = Layout::new(dims.to_vec()).map_err(|e| (RL_ERR_ARG, e))?;
         select::try_crossover_bytes(name, &layout, alpha_s, beta_s_per_byte, 0.0).map_err(|e| (RL_ERR_ALGORITHM, e))
-    }));
-    match r {
-        Ok(Ok(v)) => {
-            *out = v;
-            RL_OK
-        }
-        Ok(Err((code, msg))) => {
-            write_err(err, errlen, &msg);
-            code
-        }
-        Err(_) => {
-            write_err(err, errlen, "internal error (panic) in the crossover computation");
-            RL_ERR_INTERNAL
-        }
-    }
+    }, |v| *out = v)
 }
 
 #[cfg(test)]

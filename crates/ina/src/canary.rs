@@ -20,7 +20,7 @@
 //!   does not say how stale descriptors go away; a soft-state timeout is the usual answer and
 //!   costs nothing on the fast path. Set it well above the hosts' retransmission timeout.
 
-use crate::{port_bit, ports_of, Addr, Header, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, MULTICAST_MARK, NIL};
+use crate::{port_bit, Addr, Header, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, MULTICAST_MARK, NIL};
 
 /// Parameters of a Canary switch.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -119,19 +119,6 @@ impl CanarySwitch {
         (s as u64) << 32 | (gen as u64 & 0x7FFF_FFFF) << 1 | reclaim as u64
     }
 
-    fn multicast(&mut self, children: u64, hdr: &Header, vals: &mut Values, out: &mut Vec<SwAction>) {
-        let mut first = true;
-        for p in ports_of(children) {
-            let mut c = *hdr;
-            // Each copy owns its data; the first takes the original's.
-            c.data = if first { hdr.data } else { vals.duplicate(hdr.data) };
-            first = false;
-            out.push(SwAction::Emit { out: Out::Port(p), hdr: c });
-        }
-        if first {
-            vals.release(hdr.data);
-        }
-    }
 }
 
 impl SwitchProgram for CanarySwitch {
@@ -205,7 +192,7 @@ impl SwitchProgram for CanarySwitch {
                 if d.id == hdr.id && d.tenant == hdr.tenant {
                     self.stats.broadcasts += 1;
                     self.free(now, s, vals);
-                    self.multicast(d.children, &hdr, vals, out);
+                    crate::multicast(d.children, &hdr, vals, out);
                 } else {
                     self.stats.broadcasts_without_descriptor += 1;
                     vals.release(hdr.data);
@@ -219,7 +206,7 @@ impl SwitchProgram for CanarySwitch {
                 c.children = 0;
                 c.switch_addr = if hdr.inner == Kind::Failure { MULTICAST_MARK } else { NIL };
                 c.dst = Addr::Switch(NIL);
-                self.multicast(hdr.children, &c, vals, out);
+                crate::multicast(hdr.children, &c, vals, out);
             }
             _ => {
                 // Host-to-host control packets are not intercepted; if one is, pass it on.

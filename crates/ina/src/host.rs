@@ -168,6 +168,22 @@ pub struct HostStats {
     pub abandoned: u64,
 }
 
+impl HostStats {
+    /// Adds another agent's counters.
+    pub fn accumulate(&mut self, o: &HostStats) {
+        self.sent_reduce += o.sent_reduce;
+        self.retx_requests += o.retx_requests;
+        self.retransmits_sent += o.retransmits_sent;
+        self.failures_issued += o.failures_issued;
+        self.reissued += o.reissued;
+        self.fallbacks += o.fallbacks;
+        self.duplicates += o.duplicates;
+        self.stale += o.stale;
+        self.bad_blocks += o.bad_blocks;
+        self.abandoned += o.abandoned;
+    }
+}
+
 /// One rank of one collective.
 pub struct HostAgent {
     pub rank: u32,

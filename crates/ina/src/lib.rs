@@ -275,6 +275,21 @@ pub fn contribution_value(salt: u64, tenant: u16, rank: u32, block: u32, e: u32)
     (mix(salt.rotate_left(17) ^ (tenant as u64) << 56 ^ (rank as u64) << 36 ^ (block as u64) << 12 ^ e as u64) % 2001) as i32 - 1000
 }
 
+/// Copies of `hdr` out of every port in `children` (each copy owns its data; the first takes
+/// the original's). With no children the data is freed.
+pub(crate) fn multicast(children: u64, hdr: &Header, vals: &mut Values, out: &mut Vec<SwAction>) {
+    let mut first = true;
+    for p in ports_of(children) {
+        let mut c = *hdr;
+        c.data = if first { hdr.data } else { vals.duplicate(hdr.data) };
+        first = false;
+        out.push(SwAction::Emit { out: Out::Port(p), hdr: c });
+    }
+    if first {
+        vals.release(hdr.data);
+    }
+}
+
 /// Bit `port` of a port bitmap.
 #[inline]
 pub fn port_bit(port: u16) -> u64 {

@@ -11,7 +11,7 @@
 //! congestion: that is what Canary is compared against. There is no loss recovery (a lost
 //! packet stalls the run, which then says so).
 
-use crate::{ports_of, Header, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, NIL};
+use crate::{Header, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, NIL};
 
 /// One switch's place in one tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,18 +68,6 @@ impl StaticTreeSwitch {
         self.nodes.get(hdr.tenant as usize * self.trees as usize + hdr.tree as usize).copied().flatten()
     }
 
-    fn multicast(children: u64, hdr: &Header, vals: &mut Values, out: &mut Vec<SwAction>) {
-        let mut first = true;
-        for p in ports_of(children) {
-            let mut c = *hdr;
-            c.data = if first { hdr.data } else { vals.duplicate(hdr.data) };
-            first = false;
-            out.push(SwAction::Emit { out: Out::Port(p), hdr: c });
-        }
-        if first {
-            vals.release(hdr.data);
-        }
-    }
 }
 
 impl SwitchProgram for StaticTreeSwitch {
@@ -131,7 +119,7 @@ impl SwitchProgram for StaticTreeSwitch {
                         self.used -= 1;
                         h.kind = Kind::Broadcast;
                         self.stats.broadcasts += 1;
-                        Self::multicast(node.children, &h, vals, out);
+                        crate::multicast(node.children, &h, vals, out);
                     }
                 }
             }
@@ -142,7 +130,7 @@ impl SwitchProgram for StaticTreeSwitch {
                     self.used -= 1;
                 }
                 self.stats.broadcasts += 1;
-                Self::multicast(node.children, &hdr, vals, out);
+                crate::multicast(node.children, &hdr, vals, out);
             }
             _ => vals.release(hdr.data),
         }

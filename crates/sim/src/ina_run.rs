@@ -537,6 +537,12 @@ impl InaWorld {
     }
 }
 
+/// Time-weighted mean descriptors of a switch over `[0, end]` ps.
+fn mean_descriptors(p: &Program, end: u64) -> f64 {
+    let s = p.stats();
+    (s.descriptor_ps + p.in_use() as u128 * end.saturating_sub(s.last_change_ps) as u128) as f64 / end as f64
+}
+
 fn to_out(o: reducelab_ina::Out) -> AppOut {
     match o {
         reducelab_ina::Out::Route => AppOut::Route,
@@ -588,17 +594,7 @@ impl InaWorld {
                 });
                 let mut hs = HostStats::default();
                 for a in ags {
-                    let s = &a.stats;
-                    hs.sent_reduce += s.sent_reduce;
-                    hs.retx_requests += s.retx_requests;
-                    hs.retransmits_sent += s.retransmits_sent;
-                    hs.failures_issued += s.failures_issued;
-                    hs.reissued += s.reissued;
-                    hs.fallbacks += s.fallbacks;
-                    hs.duplicates += s.duplicates;
-                    hs.stale += s.stale;
-                    hs.bad_blocks += s.bad_blocks;
-                    hs.abandoned += s.abandoned;
+                    hs.accumulate(&a.stats);
                 }
                 let bytes = self.specs[ci].bytes;
                 InaResult {
@@ -631,7 +627,7 @@ impl InaWorld {
         for (node, p) in self.programs.iter().enumerate() {
             let Some(p) = p else { continue };
             let s = p.stats();
-            let mean = (s.descriptor_ps + p.in_use() as u128 * end.saturating_sub(s.last_change_ps) as u128) as f64 / end as f64;
+            let mean = mean_descriptors(p, end);
             let _ = writeln!(
                 c,
                 "{node},{},{mean:.3},{},{},{},{},{},{},{},{}",
@@ -665,7 +661,7 @@ impl InaWorld {
             if s.peak_descriptors >= t.peak_descriptors {
                 t.peak_descriptors = s.peak_descriptors;
             }
-            let mean = (s.descriptor_ps + p.in_use() as u128 * end.saturating_sub(s.last_change_ps) as u128) as f64 / end as f64;
+            let mean = mean_descriptors(p, end);
             t.busiest_mean_descriptors = t.busiest_mean_descriptors.max(mean);
         }
         t.peak_descriptor_bytes = t.peak_descriptors as u64 * self.descriptor_bytes;
