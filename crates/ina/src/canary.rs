@@ -100,9 +100,11 @@ impl CanarySwitch {
         self.used -= 1;
     }
 
-    /// Sends the accumulated data on towards the leader.
-    fn flush(&mut self, s: usize, out: &mut Vec<SwAction>) {
+    /// Sends the accumulated data on towards the leader and starts the soft-state timer that
+    /// frees the descriptor if no broadcast comes.
+    fn flush(&mut self, now: u64, s: usize, out: &mut Vec<SwAction>) {
         let d = &mut self.table[s];
+        let gen = d.gen;
         d.flushed = true;
         let mut h = Header::new(Kind::Reduce, Addr::Host(d.leader), d.id, d.tenant);
         h.counter = d.counter;
@@ -113,6 +115,7 @@ impl CanarySwitch {
         d.data = NIL;
         self.stats.flushed += 1;
         out.push(SwAction::Emit { out: Out::Route, hdr: h });
+        out.push(SwAction::Timer { at: now + self.params.reclaim_ps, token: Self::timer_token(s, gen, true) });
     }
 
     fn timer_token(s: usize, gen: u32, reclaim: bool) -> u64 {
@@ -152,8 +155,7 @@ impl SwitchProgram for CanarySwitch {
                     self.stats.aggregated += 1;
                     out.push(SwAction::Consume);
                     if hdr.counter >= expected {
-                        self.flush(s, out);
-                        out.push(SwAction::Timer { at: now + self.params.reclaim_ps, token: Self::timer_token(s, gen, true) });
+                        self.flush(now, s, out);
                     } else {
                         out.push(SwAction::Timer { at: now + self.params.timeout_ps, token: Self::timer_token(s, gen, false) });
                     }
@@ -169,12 +171,10 @@ impl SwitchProgram for CanarySwitch {
                     e.fp = e.fp.wrapping_add(hdr.fp);
                     vals.absorb(e.data, hdr.data);
                     let complete = e.counter >= expected;
-                    let gen = e.gen;
                     self.stats.aggregated += 1;
                     out.push(SwAction::Consume);
                     if complete {
-                        self.flush(s, out);
-                        out.push(SwAction::Timer { at: now + self.params.reclaim_ps, token: Self::timer_token(s, gen, true) });
+                        self.flush(now, s, out);
                     }
                 } else {
                     self.stats.collisions += 1;
@@ -225,8 +225,7 @@ impl SwitchProgram for CanarySwitch {
         }
         if !reclaim {
             if !d.flushed {
-                self.flush(s, out);
-                out.push(SwAction::Timer { at: now + self.params.reclaim_ps, token: Self::timer_token(s, gen, true) });
+                self.flush(now, s, out);
             }
         } else if d.flushed {
             self.stats.reclaimed += 1;

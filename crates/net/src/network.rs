@@ -655,31 +655,37 @@ impl Network {
     /// the switch's own memory until sent).
     pub fn app_emit(&mut self, node: u32, out: AppOut, pkt: AppPacket) {
         let now = self.queue.now().0;
+        let id = self.alloc_app_packet(NIL, 0, now, pkt);
+        self.app_send(node, id, out);
+    }
+
+    /// A new protocol packet from `src` (a host, or `NIL` for a switch) on VC `vc`.
+    fn alloc_app_packet(&mut self, src: u32, vc: u8, born_ps: u64, a: AppPacket) -> u32 {
         self.stats.packets_created += 1;
         let id = self.pool.alloc(Packet {
             next: NIL,
-            wire_bytes: pkt.wire_bytes,
+            wire_bytes: a.wire_bytes,
             payload_bytes: 0,
-            src: NIL,
+            src,
             dst: NIL,
             msg: NIL,
             seq: 0,
             in_port: NIL,
             in_vc: 0,
-            vc: 0,
+            vc,
             hops: 0,
             ecn: false,
-            flow_hash: pkt.app,
+            flow_hash: a.app,
             fingerprint: 0,
             app: NIL,
             dst_node: NIL,
             intercept: false,
             arrive_ps: 0,
-            born_ps: now,
+            born_ps,
         });
         self.stats.peak_packets_in_flight = self.stats.peak_packets_in_flight.max(self.pool.live);
-        self.set_app_fields(id, pkt);
-        self.app_send(node, id, out);
+        self.set_app_fields(id, a);
+        id
     }
 
     fn set_app_fields(&mut self, id: u32, a: AppPacket) {
@@ -708,12 +714,7 @@ impl Network {
                 if lp >= self.node_ports(node) || !self.link_up[self.port_link[g as usize] as usize] {
                     None
                 } else {
-                    let vc = match &self.vc_policy {
-                        VcPolicy::Single => 0,
-                        VcPolicy::HopIndex { vcs } => p.hops.min(vcs - 1),
-                        VcPolicy::TorusDateline { .. } | VcPolicy::TorusDuato { .. } => self.dateline_vc(node, lp, &p),
-                    };
-                    Some((g, vc))
+                    Some((g, self.deterministic_vc(node, lp, &p)))
                 }
             }
         };
@@ -909,30 +910,8 @@ impl Network {
         let a = self.app_q[g].pop_front().expect("candidate");
         let vc = self.injection_vc(g as u32, 0);
         let host = self.node_host[self.port_node[g] as usize];
-        self.stats.packets_created += 1;
-        let id = self.pool.alloc(Packet {
-            next: NIL,
-            wire_bytes: a.pkt.wire_bytes,
-            payload_bytes: 0,
-            src: host,
-            dst: NIL,
-            msg: NIL,
-            seq: 0,
-            in_port: NIL,
-            in_vc: 0,
-            vc,
-            hops: 0,
-            ecn: false,
-            flow_hash: a.pkt.app,
-            fingerprint: 0,
-            app: NIL,
-            dst_node: NIL,
-            intercept: false,
-            arrive_ps: 0,
-            born_ps: now.max(self.ports[g].inject_since).max(a.since),
-        });
-        self.stats.peak_packets_in_flight = self.stats.peak_packets_in_flight.max(self.pool.live);
-        self.set_app_fields(id, a.pkt);
+        let born = now.max(self.ports[g].inject_since).max(a.since);
+        let id = self.alloc_app_packet(host, vc, born, a.pkt);
         self.ports[g].inject_since = now + SimDuration::serialization(a.pkt.wire_bytes as u64, self.port_bps[g]).0;
         if self.app_q[g].len() < APP_QUEUE_LOW && self.app_low_armed[g] {
             self.app_low_armed[g] = false;
@@ -1403,13 +1382,17 @@ impl Network {
                 }
             }
         };
-        let vc = match &self.vc_policy {
+        Some((base + lp as u32, self.deterministic_vc(node, lp, p)))
+    }
+
+    /// VC of a packet leaving `node` on local port `lp` by a non-adaptive choice (on a Duato
+    /// torus that is the escape channel, whose dateline VCs are deadlock-free).
+    fn deterministic_vc(&self, node: u32, lp: u16, p: &Packet) -> u8 {
+        match &self.vc_policy {
             VcPolicy::Single => 0,
             VcPolicy::HopIndex { vcs } => p.hops.min(vcs - 1),
-            VcPolicy::TorusDateline { .. } => self.dateline_vc(node, lp, p),
-            VcPolicy::TorusDuato { .. } => unreachable!(),
-        };
-        Some((base + lp as u32, vc))
+            VcPolicy::TorusDateline { .. } | VcPolicy::TorusDuato { .. } => self.dateline_vc(node, lp, p),
+        }
     }
 
     /// Dateline VC for leaving `node` on local port `lp`: 1 on the wrap link of a dimension
