@@ -255,7 +255,10 @@ impl HostAgent {
                 _ => {}
             }
             self.next += 1;
-            self.send_contribution(c, now, b, Kind::Reduce, vals, out);
+            // A failure notice may have moved this block to a later attempt (or to the
+            // host-based fallback) before the NIC got to it: send under that attempt, once.
+            let kind = if self.blocks[b as usize].fallback { Kind::Fallback } else { Kind::Reduce };
+            self.send_contribution(c, now, b, kind, vals, out);
             made += 1;
         }
     }
@@ -293,7 +296,8 @@ impl HostAgent {
         if let Protocol::Canary { rto_ps, .. } = c.protocol {
             let st = &mut self.blocks[b as usize];
             st.timer_gen = st.timer_gen.wrapping_add(1) & 0xFF_FFFF;
-            out.push(HostAction::Timer { at: now + rto_ps, token: (b as u64) << 32 | (st.timer_gen as u64) << 8 | T_BLOCK });
+            let at = now + rto_ps;
+            out.push(HostAction::Timer { at, token: (b as u64) << 32 | (st.timer_gen as u64) << 8 | T_BLOCK });
         }
     }
 
@@ -473,6 +477,12 @@ impl HostAgent {
                     }
                     return;
                 }
+                if hdr.kind == Kind::Reduce && !l.fallback_from.is_empty() {
+                    // In the host-based fallback only deduplicated direct contributions count.
+                    vals.release(hdr.data);
+                    self.stats.stale += 1;
+                    return;
+                }
                 if hdr.kind == Kind::Fallback {
                     if l.fallback_from.is_empty() {
                         vals.release(hdr.data);
@@ -536,19 +546,29 @@ impl HostAgent {
                     return;
                 }
                 let st = self.blocks[b as usize];
-                if st.done || hdr.id != c.id(b, st.attempt) {
+                // A leader never contributes to its own block through the network.
+                if st.done || hdr.id != c.id(b, st.attempt) || c.leader(b) == self.rank {
                     self.stats.stale += 1;
                     return;
                 }
+                let maxf = Self::max_failures(c);
                 let st = &mut self.blocks[b as usize];
                 st.attempt = (st.attempt + 1).max(hdr.counter.min(15) as u8);
+                st.fallback = st.attempt > maxf;
+                // The leader answered, so it is reachable: the count towards giving the block up
+                // starts again. Attempts are bounded (max_failures + 1), so a block whose peers
+                // are gone is still given up after a bounded number of expiries.
+                st.expiries = 0;
+                let kind = if st.fallback { Kind::Fallback } else { Kind::Reduce };
                 self.stats.reissued += 1;
-                if st.attempt > Self::max_failures(c) {
-                    st.fallback = true;
+                if st.fallback {
                     self.stats.fallbacks += 1;
-                    self.send_contribution(c, now, b, Kind::Fallback, vals, out);
-                } else {
-                    self.send_contribution(c, now, b, Kind::Reduce, vals, out);
+                }
+                // Re-send only what was sent: a block the NIC has not pulled yet goes out
+                // once, from `pull`, under the new attempt. Sending it here too would put two
+                // copies of this rank's contribution into the same attempt.
+                if b < self.next {
+                    self.send_contribution(c, now, b, kind, vals, out);
                 }
             }
             Kind::Done => {
@@ -611,21 +631,22 @@ impl HostAgent {
 
     pub fn on_timer(&mut self, c: &Collective, now: u64, token: u64, vals: &mut Values, out: &mut Vec<HostAction>) {
         if token & 0xFF == T_DONE {
+            if self.released_ps.is_some() {
+                return;
+            }
             self.done_expiries = self.done_expiries.saturating_add(1);
             if self.done_expiries > MAX_EXPIRIES {
                 self.stats.abandoned += 1;
                 return;
             }
+            if self.rank == 0 {
+                // The coordinator re-checks by treating itself as done again.
+                let mut h = Header::new(Kind::Done, Addr::Host(c.ranks[0]), c.id(0, 0), c.tenant);
+                h.src = 0;
+                self.on_packet(c, now, h, vals, out);
+            }
             if self.released_ps.is_none() {
-                if self.rank == 0 {
-                    // The coordinator re-checks by treating itself as done again.
-                    let mut h = Header::new(Kind::Done, Addr::Host(c.ranks[0]), c.id(0, 0), c.tenant);
-                    h.src = 0;
-                    self.on_packet(c, now, h, vals, out);
-                }
-                if self.released_ps.is_none() {
-                    self.send_done(c, now, out);
-                }
+                self.send_done(c, now, out);
             }
             return;
         }
@@ -651,5 +672,72 @@ impl HostAgent {
         h.src = self.rank;
         out.push(HostAction::Send(h));
         self.arm_block_timer(c, now, b, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sends(out: &[HostAction]) -> Vec<Header> {
+        out.iter().filter_map(|a| if let HostAction::Send(h) = a { Some(*h) } else { None }).collect()
+    }
+
+    /// Three ranks, three blocks of four elements: block b is led by rank b.
+    fn three(max_failures: u8) -> Collective {
+        Collective::new(0, vec![0, 1, 2], 48, 4, 1, Protocol::Canary { rto_ps: 1000, max_failures }, true).unwrap()
+    }
+
+    #[test]
+    fn a_failure_notice_before_the_nic_pulled_the_block_sends_it_once_under_the_new_attempt() {
+        let c = three(3);
+        let (mut a, mut v, mut out) = (HostAgent::new(&c, 1), Values::new(4), Vec::new());
+        let mut f = Header::new(Kind::Failure, Addr::Host(1), c.id(0, 0), 0);
+        f.counter = 1;
+        a.on_packet(&c, 5, f, &mut v, &mut out);
+        assert!(sends(&out).is_empty(), "nothing was sent yet, so nothing is re-sent: {out:?}");
+        out.clear();
+        a.pull(&c, 10, 8, &mut v, &mut out);
+        let s = sends(&out);
+        // Block 0 (attempt 1) and block 2; block 1 is this rank's own.
+        assert_eq!(s.iter().map(|h| (h.id, h.kind)).collect::<Vec<_>>(), vec![(c.id(0, 1), Kind::Reduce), (c.id(2, 0), Kind::Reduce)]);
+    }
+
+    #[test]
+    fn a_block_moved_to_the_fallback_before_it_was_pulled_goes_out_as_fallback() {
+        let c = three(0);
+        let (mut a, mut v, mut out) = (HostAgent::new(&c, 1), Values::new(4), Vec::new());
+        let mut f = Header::new(Kind::Failure, Addr::Host(1), c.id(2, 0), 0);
+        f.counter = 1;
+        a.on_packet(&c, 5, f, &mut v, &mut out);
+        a.pull(&c, 10, 8, &mut v, &mut out);
+        let s = sends(&out);
+        assert_eq!(s.iter().map(|h| (h.id, h.kind)).collect::<Vec<_>>(), vec![(c.id(0, 0), Kind::Reduce), (c.id(2, 1), Kind::Fallback)]);
+    }
+
+    #[test]
+    fn a_leader_in_the_fallback_counts_only_deduplicated_direct_contributions() {
+        let c = three(0);
+        let (mut l, mut v, mut out) = (HostAgent::new(&c, 0), Values::new(0), Vec::new());
+        // A host asks for block 0 while it is incomplete: failure, attempt 1 = fallback.
+        let mut q = Header::new(Kind::RetxRequest, Addr::Host(0), c.id(0, 0), 0);
+        q.src = 1;
+        l.on_packet(&c, 1, q, &mut v, &mut out);
+        assert_eq!(l.stats.failures_issued, 1);
+        let contribution = |kind, src: u32| {
+            let mut h = Header::new(kind, Addr::Host(0), c.id(0, 1), 0);
+            h.counter = 1;
+            h.src = src;
+            h.fp = contribution_fp(c.salt, 0, src, 0);
+            h
+        };
+        // A Reduce under the fallback attempt does not count, a repeated fallback does not either.
+        l.on_packet(&c, 2, contribution(Kind::Reduce, 1), &mut v, &mut out);
+        l.on_packet(&c, 3, contribution(Kind::Fallback, 1), &mut v, &mut out);
+        l.on_packet(&c, 4, contribution(Kind::Fallback, 1), &mut v, &mut out);
+        assert!(l.finished_ps.is_none() && l.missing() == 3);
+        l.on_packet(&c, 5, contribution(Kind::Fallback, 2), &mut v, &mut out);
+        assert_eq!(l.stats.bad_blocks, 0);
+        assert_eq!(l.missing(), 2, "block 0 complete and right");
     }
 }

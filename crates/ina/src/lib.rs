@@ -22,6 +22,65 @@ pub mod wire;
 
 pub use wire::Kind;
 
+/// One in-network protocol as scenario files name it (`[[traffic]] protocol = NAME`).
+///
+/// This is the registry every front end reads: the scenario parser resolves names through
+/// it, and the protocol property test (`crates/sim/tests/ina_properties.rs`) runs every entry
+/// over random timeouts, loss, table sizes, tenants, stragglers and switch failures, so a
+/// protocol added here is covered without editing that test.
+#[derive(Clone, Copy, Debug)]
+pub struct ProtocolInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// Whether the protocol recovers from lost packets (without it a loss must end the run
+    /// as stalled, with the reason).
+    pub loss_recovery: bool,
+    /// Its own keys of an `ina_allreduce` traffic entry.
+    pub params: &'static [ParamSpec],
+}
+
+/// A protocol-specific scenario key and the range worth exploring (property tests, sweeps).
+#[derive(Clone, Copy, Debug)]
+pub struct ParamSpec {
+    pub key: &'static str,
+    pub explore_min: f64,
+    pub explore_max: f64,
+    pub integer: bool,
+    /// Explore on a logarithmic scale (timeouts spanning decades).
+    pub log: bool,
+}
+
+pub const PROTOCOLS: &[ProtocolInfo] = &[
+    ProtocolInfo {
+        name: "canary",
+        summary: "Canary (FGCS 2024): dynamic trees, switch timeouts, collisions and restoration, leader hosts, loss recovery",
+        loss_recovery: true,
+        params: &[
+            ParamSpec { key: "retransmit_timeout_us", explore_min: 1.0, explore_max: 1000.0, integer: false, log: true },
+            ParamSpec { key: "max_failures", explore_min: 0.0, explore_max: 14.0, integer: true, log: false },
+        ],
+    },
+    ProtocolInfo {
+        name: "static_trees",
+        summary: "one (SHARP/SwitchML/ATP-like) or N (PANAMA-like) static reduction trees, no loss recovery",
+        loss_recovery: false,
+        params: &[
+            ParamSpec { key: "trees", explore_min: 1.0, explore_max: 8.0, integer: true, log: false },
+            ParamSpec { key: "window", explore_min: 1.0, explore_max: 16.0, integer: true, log: true },
+        ],
+    },
+];
+
+/// The registry entry called `name`.
+pub fn protocol(name: &str) -> Option<&'static ProtocolInfo> {
+    PROTOCOLS.iter().find(|p| p.name == name)
+}
+
+/// The registered names, for error messages.
+pub fn protocol_names() -> String {
+    PROTOCOLS.iter().map(|p| format!("\"{}\"", p.name)).collect::<Vec<_>>().join(", ")
+}
+
 /// "No value" for handles and ids.
 pub const NIL: u32 = u32::MAX;
 

@@ -676,10 +676,19 @@ impl ScenarioFile {
         }
         let mut traffic = Vec::new();
         let seed = seed_override.unwrap_or(self.seed);
+        // The static trees' switch state is laid out per (tenant, tree) for one tree count.
+        let mut first_trees: Option<(usize, u16)> = None;
         for (i, t) in self.traffic.iter().enumerate() {
             let mut tr = resolve_traffic(&format!("traffic[{i}]"), t, &topology)?;
             if let Traffic::Ina(spec) = &mut tr {
                 if let reducelab_ina::host::Protocol::StaticTrees { trees, .. } = spec.protocol {
+                    match first_trees {
+                        None => first_trees = Some((i, trees)),
+                        Some((j, n)) if n != trees => {
+                            return e(format!("traffic[{i}].trees"), format!("{trees} trees, but traffic[{j}] uses {n}: every static-tree allreduce of a scenario uses the same number of trees"));
+                        }
+                        _ => {}
+                    }
                     if spec.roots.is_empty() {
                         spec.roots = random_roots(&topology, trees, seed ^ (i as u64) << 32);
                     }
@@ -1008,7 +1017,7 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                     }
                     Protocol::StaticTrees { trees, window }
                 }
-                other => return e(format!("{f}.protocol"), format!("must be canary or static_trees, got \"{other}\"")),
+                other => return e(format!("{f}.protocol"), format!("must be one of {}, got \"{other}\"", reducelab_ina::protocol_names())),
             };
             let values = t.values.unwrap_or(hosts.len() as u64 * b <= 64 << 20);
             Traffic::Ina(crate::ina_run::InaSpec {
