@@ -20,7 +20,64 @@
 //!   does not say how stale descriptors go away; a soft-state timeout is the usual answer and
 //!   costs nothing on the fast path. Set it well above the hosts' retransmission timeout.
 
+use std::any::Any;
+use std::sync::Arc;
+
+use crate::canary_host::CanaryHost;
+use crate::fabric::Fabric;
+use crate::host::Collective;
+use crate::protocol::{integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, SwitchConfig, Tenant};
 use crate::{port_bit, Addr, Header, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, MULTICAST_MARK, NIL};
+
+/// The Canary protocol as configured for one collective: the host side's retransmission
+/// timeout and failures before the host-based fallback (the switch side's settings are the
+/// scenario's `[ina]` section).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Canary {
+    pub rto_ps: u64,
+    pub max_failures: u8,
+}
+
+impl Canary {
+    /// From a traffic entry's keys: `retransmit_timeout_us` (default 500), `max_failures`
+    /// (default 3, at most 14: the attempt number has 4 bits).
+    pub fn build(p: &Params) -> Result<Arc<dyn InaProtocol>, ParamError> {
+        only_known(p, crate::protocol_info("canary"))?;
+        let rto_us = number(p, "retransmit_timeout_us", 500.0, 0.0, 1e12)?;
+        if rto_us <= 0.0 {
+            return Err(ParamError::new("retransmit_timeout_us", format!("must be a positive number of microseconds, got {rto_us}")));
+        }
+        let max_failures = integer(p, "max_failures", 3, 0, 255)?;
+        if max_failures > 14 {
+            return Err(ParamError::new("max_failures", format!("must be at most 14 (4-bit attempt number), got {max_failures}")));
+        }
+        Ok(Arc::new(Canary { rto_ps: (rto_us * 1000.0 * 1000.0).round() as u64, max_failures: max_failures as u8 }))
+    }
+}
+
+impl InaProtocol for Canary {
+    fn info(&self) -> &'static crate::ProtocolInfo {
+        crate::protocol_info("canary")
+    }
+    fn label(&self) -> String {
+        "canary".into()
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    /// A Canary program on every switch; the trees are built by the traffic itself.
+    fn switch_programs(&self, fabric: &Fabric, _tenants: &[Tenant<'_>], cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
+        let params = CanaryParams { table_size: cfg.table_size, timeout_ps: cfg.timeout_ps, reclaim_ps: cfg.reclaim_ps, slots_per_tenant: cfg.slots_per_tenant };
+        let mut programs: Vec<Option<Box<dyn SwitchProgram>>> = Vec::with_capacity(fabric.nodes.len());
+        for (i, n) in fabric.nodes.iter().enumerate() {
+            programs.push(if n.is_host { None } else { Some(Box::new(CanarySwitch::new(i as u32, params)?)) });
+        }
+        Ok(programs)
+    }
+    fn host_agent(&self, c: &Collective, rank: u32) -> Box<dyn HostProtocol> {
+        Box::new(CanaryHost::new(c, rank, self.rto_ps, self.max_failures))
+    }
+}
 
 /// Parameters of a Canary switch.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -8,7 +8,11 @@
 //!   static array, collisions (bypass) and tree restoration, leader hosts, loss recovery.
 //! - [`tree`]: in-network allreduce on one or N static reduction trees (SHARP / SwitchML /
 //!   ATP-like with one tree; PANAMA-like with N trees and blocks assigned round-robin).
-//! - [`host`]: the host side of both.
+//! - [`canary_host`]: Canary's host agent (leaders, loss recovery, completion).
+//! - [`host`]: what every protocol's host side shares (blocks, contributions, result checks).
+//! - [`protocol`]: the [`InaProtocol`] type each protocol implements (its switch programs and
+//!   host agents), registered by name in [`PROTOCOLS`].
+//! - [`fabric`]: the network as plain data, for protocols' set-up (e.g. building trees).
 //! - [`wire`]: the 19-byte Canary header of §4.1.
 //!
 //! Units: times are integer picoseconds; data is `elems` 32-bit integer elements per packet
@@ -16,9 +20,14 @@
 //! per-(host, block) values) and, in small runs, as real element values in a [`Values`] slab.
 
 pub mod canary;
+pub mod canary_host;
+pub mod fabric;
 pub mod host;
+pub mod protocol;
 pub mod tree;
 pub mod wire;
+
+pub use protocol::{HostProtocol, InaProtocol, ParamError, ParamValue, Params, SwitchConfig, Tenant};
 
 pub use wire::Kind;
 
@@ -35,8 +44,12 @@ pub struct ProtocolInfo {
     /// Whether the protocol recovers from lost packets (without it a loss must end the run
     /// as stalled, with the reason).
     pub loss_recovery: bool,
-    /// Its own keys of an `ina_allreduce` traffic entry.
+    /// Its own numeric keys of an `ina_allreduce` traffic entry.
     pub params: &'static [ParamSpec],
+    /// Whether it takes `roots = [...]` (root switches chosen by the scenario).
+    pub takes_roots: bool,
+    /// Builds the protocol from its keys.
+    pub build: protocol::Build,
 }
 
 /// A protocol-specific scenario key and the range worth exploring (property tests, sweeps).
@@ -59,6 +72,8 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
             ParamSpec { key: "retransmit_timeout_us", explore_min: 1.0, explore_max: 1000.0, integer: false, log: true },
             ParamSpec { key: "max_failures", explore_min: 0.0, explore_max: 14.0, integer: true, log: false },
         ],
+        takes_roots: false,
+        build: canary::Canary::build,
     },
     ProtocolInfo {
         name: "static_trees",
@@ -68,12 +83,19 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
             ParamSpec { key: "trees", explore_min: 1.0, explore_max: 8.0, integer: true, log: false },
             ParamSpec { key: "window", explore_min: 1.0, explore_max: 16.0, integer: true, log: true },
         ],
+        takes_roots: true,
+        build: tree::StaticTrees::build,
     },
 ];
 
 /// The registry entry called `name`.
 pub fn protocol(name: &str) -> Option<&'static ProtocolInfo> {
     PROTOCOLS.iter().find(|p| p.name == name)
+}
+
+/// The registry entry of a protocol module's own name (a typo here is a bug: it panics).
+pub(crate) fn protocol_info(name: &str) -> &'static ProtocolInfo {
+    protocol(name).unwrap_or_else(|| panic!("protocol {name} is not registered"))
 }
 
 /// The registered names, for error messages.

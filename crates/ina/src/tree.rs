@@ -11,7 +11,192 @@
 //! congestion: that is what Canary is compared against. There is no loss recovery (a lost
 //! packet stalls the run, which then says so).
 
-use crate::{Header, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, NIL};
+use std::any::Any;
+use std::sync::Arc;
+
+use crate::fabric::Fabric;
+use crate::host::{contribution, Collective, HostStats, Results};
+use crate::protocol::{integer, only_known, HostProtocol, InaProtocol, ParamError, Params, SwitchConfig, Tenant};
+use crate::{port_bit, Addr, Header, HostAction, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, NIL};
+
+/// Static trees as configured for one collective.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StaticTrees {
+    /// Trees; block `b` uses tree `b mod trees`.
+    pub trees: u16,
+    /// Blocks a host keeps outstanding (the slots reserved for it in the switches).
+    pub window: u32,
+}
+
+impl StaticTrees {
+    /// From a traffic entry's keys: `trees` (default 1, at most 64), `window` (default 1024).
+    pub fn build(p: &Params) -> Result<Arc<dyn InaProtocol>, ParamError> {
+        only_known(p, crate::protocol_info("static_trees"))?;
+        let trees = integer(p, "trees", 1, 0, u16::MAX as u64)?;
+        if trees == 0 || trees > 64 {
+            return Err(ParamError::new("trees", format!("must be within 1..=64, got {trees}")));
+        }
+        let window = integer(p, "window", 1024, 0, u32::MAX as u64)?;
+        if window == 0 {
+            return Err(ParamError::new("window", "must be at least 1"));
+        }
+        Ok(Arc::new(StaticTrees { trees: trees as u16, window: window as u32 }))
+    }
+}
+
+impl InaProtocol for StaticTrees {
+    fn info(&self) -> &'static crate::ProtocolInfo {
+        crate::protocol_info("static_trees")
+    }
+    fn label(&self) -> String {
+        format!("static-trees-{}", self.trees)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    /// Each switch's role (children ports, parent port) per (tenant, tree), from shortest
+    /// paths to each tree's root; `slots_per_tenant` slots per tenant (default: the largest
+    /// window).
+    fn switch_programs(&self, fabric: &Fabric, tenants: &[Tenant<'_>], cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
+        let trees = self.trees;
+        let mut window = 1;
+        for (ci, t) in tenants.iter().enumerate() {
+            let Some(p) = t.protocol.as_any().downcast_ref::<StaticTrees>() else {
+                return Err(format!("traffic: in-network allreduce {ci} uses protocol {}; static trees share the switches with no other protocol", t.protocol.label()));
+            };
+            if p.trees != trees {
+                return Err(format!("traffic: in-network allreduce {ci} has {} trees, allreduce 0 has {trees}: every static-tree allreduce of a scenario uses the same number", p.trees));
+            }
+            window = window.max(p.window);
+        }
+        let roles = build_trees(fabric, tenants, trees)?;
+        let slots = cfg.slots_per_tenant.unwrap_or(window);
+        if (slots as u64) * tenants.len() as u64 > cfg.table_size as u64 {
+            return Err(format!("table_size: {} tenants × {slots} slots exceed {} descriptors", tenants.len(), cfg.table_size));
+        }
+        Ok(roles
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| (!fabric.nodes[i].is_host).then(|| Box::new(StaticTreeSwitch::new(i as u32, r, trees, slots)) as Box<dyn SwitchProgram>))
+            .collect())
+    }
+    fn host_agent(&self, c: &Collective, rank: u32) -> Box<dyn HostProtocol> {
+        Box::new(TreeHost { rank, next: 0, trees: self.trees, window: self.window, results: Results::new(c), stats: HostStats::default() })
+    }
+    fn stall_cause(&self, lost_packets: u64) -> String {
+        if lost_packets > 0 {
+            format!("{lost_packets} packets were lost and static trees have no loss recovery")
+        } else {
+            "no event is pending".to_string()
+        }
+    }
+}
+
+/// Every switch's role in every (tenant, tree): `roles[node][tenant · trees + tree]`. Each
+/// host walks towards the tree's root along the lowest-numbered port that gets closer,
+/// recording each switch's child and parent ports; the walk stops where it meets a switch
+/// already on the tree.
+pub fn build_trees(fabric: &Fabric, tenants: &[Tenant<'_>], trees: u16) -> Result<Vec<Vec<Option<TreeNode>>>, String> {
+    let mut roles: Vec<Vec<Option<TreeNode>>> = vec![vec![None; tenants.len() * trees as usize]; fabric.nodes.len()];
+    for (ci, s) in tenants.iter().enumerate() {
+        if s.roots.len() != trees as usize {
+            return Err(format!("traffic: in-network allreduce {ci} has {} roots for {trees} trees", s.roots.len()));
+        }
+        for (t, &root) in s.roots.iter().enumerate() {
+            let dist = fabric.bfs_from(root);
+            for &h in &s.coll.ranks {
+                let mut node = fabric.host_nodes[h as usize];
+                let mut from_port: Option<u16> = None;
+                loop {
+                    let nd = &fabric.nodes[node as usize];
+                    if !nd.is_host {
+                        let role = roles[node as usize][ci * trees as usize + t].get_or_insert(TreeNode { children: 0, parent: None });
+                        role.children |= port_bit(from_port.expect("arrived from a port"));
+                        if node == root {
+                            break;
+                        }
+                    }
+                    let (pi, &(peer, peer_port)) = nd
+                        .ports
+                        .iter()
+                        .enumerate()
+                        .find(|(_, &(peer, _))| dist[peer as usize].wrapping_add(1) == dist[node as usize] && !fabric.nodes[peer as usize].is_host)
+                        .ok_or_else(|| format!("traffic: static-tree root switch {root} is unreachable from host {h}"))?;
+                    if !nd.is_host {
+                        let role = roles[node as usize][ci * trees as usize + t].as_mut().expect("set");
+                        if role.parent.is_some_and(|q| q != pi as u16) {
+                            return Err(format!("traffic: static tree {t} of in-network allreduce {ci} has two parents at switch {node}"));
+                        }
+                        let known = role.parent.is_some();
+                        role.parent = Some(pi as u16);
+                        if known {
+                            break; // the rest of the path is already recorded
+                        }
+                    }
+                    from_port = Some(peer_port);
+                    node = peer;
+                }
+            }
+        }
+    }
+    Ok(roles)
+}
+
+/// A host of a static-tree collective: sends every block (tree `b mod trees`) to its first-hop
+/// switch, at most `window` blocks ahead of its oldest unfinished one (the slots reserved for
+/// it in the switches), and receives the result from the tree. No timers: without loss
+/// recovery a lost packet stalls the run, which then says so.
+pub struct TreeHost {
+    rank: u32,
+    next: u32,
+    trees: u16,
+    window: u32,
+    results: Results,
+    stats: HostStats,
+}
+
+impl HostProtocol for TreeHost {
+    fn start(&mut self, _c: &Collective, _now: u64, _vals: &mut Values, _out: &mut Vec<HostAction>) {}
+    fn pull(&mut self, c: &Collective, _now: u64, room: usize, vals: &mut Values, out: &mut Vec<HostAction>) {
+        let mut made = 0;
+        while made < room && self.next < c.blocks {
+            let b = self.next;
+            if b >= self.window && !self.results.is_done(b - self.window) {
+                break;
+            }
+            self.next += 1;
+            let mut h = contribution(c, self.rank, b, 0, Kind::Reduce, Addr::FirstHop, vals);
+            h.tree = (b % self.trees as u32) as u16;
+            self.stats.sent_reduce += 1;
+            out.push(HostAction::Send(h));
+            made += 1;
+        }
+    }
+    fn on_packet(&mut self, c: &Collective, now: u64, hdr: Header, vals: &mut Values, _out: &mut Vec<HostAction>) {
+        match hdr.kind {
+            Kind::Broadcast | Kind::Retransmit => {
+                self.results.accept(c, now, &hdr, vals, &mut self.stats);
+            }
+            _ => {
+                self.stats.stale += 1;
+                vals.release(hdr.data);
+            }
+        }
+    }
+    fn on_timer(&mut self, _c: &Collective, _now: u64, _token: u64, _vals: &mut Values, _out: &mut Vec<HostAction>) {}
+    fn finished_ps(&self) -> Option<u64> {
+        self.results.finished_ps
+    }
+    fn completed_ps(&self) -> Option<u64> {
+        self.results.finished_ps
+    }
+    fn missing(&self) -> u32 {
+        self.results.missing()
+    }
+    fn stats(&self) -> &HostStats {
+        &self.stats
+    }
+}
 
 /// One switch's place in one tree.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,12 +6,13 @@
 //! descriptor tables (hash-indexed, or statically partitioned per tenant when asked).
 
 use reducelab_des::SimTime;
-use reducelab_ina::canary::{CanaryParams, CanarySwitch};
-use reducelab_ina::host::{Collective, HostAgent, HostStats, Protocol};
-use reducelab_ina::tree::{StaticTreeSwitch, TreeNode};
-use reducelab_ina::{port_bit, Addr, Header, HostAction, SwAction, SwitchProgram, SwitchStats, Values, NIL};
+use std::sync::Arc;
+
+use reducelab_ina::fabric::{Fabric, FabricNode};
+use reducelab_ina::host::{Collective, HostStats};
+use reducelab_ina::{Addr, Header, HostAction, HostProtocol, InaProtocol, SwAction, SwitchConfig, SwitchProgram, Tenant, Values, NIL};
 use reducelab_net::{AppDst, AppOut, AppPacket, Network, PacketId, ProgramLimits, APP_QUEUE_LOW};
-use reducelab_topo::{NodeId, Topology};
+use reducelab_topo::Topology;
 use serde::Serialize;
 
 /// Switch-side settings shared by every in-network collective of a scenario.
@@ -52,43 +53,18 @@ impl Default for InaSwitchSpec {
 }
 
 /// One in-network allreduce of a scenario.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct InaSpec {
     pub hosts: Vec<u32>,
     pub bytes: u64,
     pub start: SimTime,
-    pub protocol: Protocol,
+    /// The protocol, as built by its registry entry from the traffic entry's keys.
+    pub protocol: Arc<dyn InaProtocol>,
     pub elems_per_packet: u16,
     /// Carry real element values (small runs).
     pub values: bool,
     /// Static trees: root switch (node id) of each tree.
     pub roots: Vec<u32>,
-}
-
-enum Program {
-    Canary(CanarySwitch),
-    Tree(StaticTreeSwitch),
-}
-
-impl Program {
-    fn get(&mut self) -> &mut dyn SwitchProgram {
-        match self {
-            Program::Canary(c) => c,
-            Program::Tree(t) => t,
-        }
-    }
-    fn stats(&self) -> &SwitchStats {
-        match self {
-            Program::Canary(c) => c.stats(),
-            Program::Tree(t) => t.stats(),
-        }
-    }
-    fn in_use(&self) -> u32 {
-        match self {
-            Program::Canary(c) => c.descriptors_in_use(),
-            Program::Tree(t) => t.descriptors_in_use(),
-        }
-    }
 }
 
 #[derive(Clone, Copy)]
@@ -142,12 +118,12 @@ pub struct InaTotals {
 pub struct InaWorld {
     pub specs: Vec<InaSpec>,
     colls: Vec<Collective>,
-    agents: Vec<Vec<HostAgent>>,
+    agents: Vec<Vec<Box<dyn HostProtocol>>>,
     /// `rank_of[c][host]`.
     rank_of: Vec<Vec<u32>>,
     /// Collectives each host takes part in.
     host_colls: Vec<Vec<u32>>,
-    programs: Vec<Option<Program>>,
+    programs: Vec<Option<Box<dyn SwitchProgram>>>,
     arena: Vec<Header>,
     arena_free: Vec<u32>,
     vals: Values,
@@ -169,9 +145,14 @@ pub struct InaWorld {
 impl InaWorld {
     pub fn new(topo: &Topology, specs: Vec<InaSpec>, switch: InaSwitchSpec, seed: u64) -> Result<InaWorld, String> {
         let n_hosts = topo.num_hosts();
-        let canary = matches!(specs.first().map(|s| &s.protocol), Some(Protocol::Canary { .. }));
-        if specs.iter().any(|s| matches!(s.protocol, Protocol::Canary { .. }) != canary) {
-            return Err("protocol: every in-network collective of a scenario must use the same protocol".into());
+        if let Some(first) = specs.first() {
+            if let Some(other) = specs.iter().find(|s| s.protocol.info().name != first.protocol.info().name) {
+                return Err(format!(
+                    "protocol: every in-network collective of a scenario must use the same protocol ({} and {})",
+                    first.protocol.info().name,
+                    other.protocol.info().name
+                ));
+            }
         }
         if specs.len() > 256 {
             return Err(format!("{} in-network collectives; the 8-bit application id allows 256", specs.len()));
@@ -194,98 +175,32 @@ impl InaWorld {
                 switch.max_elements_per_packet
             ));
         }
+        let fabric = fabric_of(topo);
         let values = specs.iter().any(|s| s.values);
         let mut colls = Vec::new();
         let mut agents = Vec::new();
         let mut rank_of = Vec::new();
         let mut host_colls = vec![Vec::new(); n_hosts];
         for (ci, s) in specs.iter().enumerate() {
-            let c = Collective::new(ci as u16, s.hosts.clone(), s.bytes, s.elems_per_packet, seed ^ 0xC0FFEE, s.protocol.clone(), s.values)
-                .map_err(|r| format!("traffic: {r}"))?;
+            let c = Collective::new(ci as u16, s.hosts.clone(), s.bytes, s.elems_per_packet, seed ^ 0xC0FFEE, s.values).map_err(|r| format!("traffic: {r}"))?;
             let mut ro = vec![NIL; n_hosts];
             for (r, &h) in s.hosts.iter().enumerate() {
                 ro[h as usize] = r as u32;
                 host_colls[h as usize].push(ci as u32);
             }
-            agents.push((0..c.n()).map(|r| HostAgent::new(&c, r)).collect());
+            agents.push((0..c.n()).map(|r| s.protocol.host_agent(&c, r)).collect());
             colls.push(c);
             rank_of.push(ro);
         }
-        let first_hop: Vec<u32> = (0..n_hosts as u32)
-            .map(|h| {
-                let node = topo.host_node(h);
-                topo.nodes[node.idx()].ports.first().map(|p| p.peer.0).unwrap_or(NIL)
-            })
-            .collect();
-        let mut programs: Vec<Option<Program>> = (0..topo.nodes.len()).map(|_| None).collect();
-        if canary {
-            let params = CanaryParams { table_size: switch.table_size, timeout_ps: switch.timeout_ps, reclaim_ps: switch.reclaim_ps, slots_per_tenant: switch.slots_per_tenant };
-            for (i, n) in topo.nodes.iter().enumerate() {
-                if n.host.is_none() {
-                    programs[i] = Some(Program::Canary(CanarySwitch::new(i as u32, params)?));
-                }
+        let first_hop: Vec<u32> = (0..n_hosts as u32).map(|h| fabric.first_hop(h)).collect();
+        let programs = match specs.first() {
+            None => (0..topo.nodes.len()).map(|_| None).collect(),
+            Some(first) => {
+                let tenants: Vec<Tenant<'_>> = specs.iter().zip(&colls).map(|(s, c)| Tenant { coll: c, protocol: &*s.protocol, roots: &s.roots }).collect();
+                let cfg = SwitchConfig { table_size: switch.table_size, slots_per_tenant: switch.slots_per_tenant, timeout_ps: switch.timeout_ps, reclaim_ps: switch.reclaim_ps };
+                first.protocol.switch_programs(&fabric, &tenants, &cfg)?
             }
-        } else if !specs.is_empty() {
-            // Static trees: each switch's children ports and parent port per (tenant, tree).
-            let trees = match specs[0].protocol {
-                Protocol::StaticTrees { trees, .. } => trees,
-                _ => 1,
-            };
-            let mut roles: Vec<Vec<Option<TreeNode>>> = vec![vec![None; specs.len() * trees as usize]; topo.nodes.len()];
-            for (ci, s) in specs.iter().enumerate() {
-                if s.roots.len() != trees as usize {
-                    return Err(format!("traffic: in-network allreduce {ci} has {} roots for {trees} trees", s.roots.len()));
-                }
-                for (t, &root) in s.roots.iter().enumerate() {
-                    let dist = topo.bfs_from(NodeId(root));
-                    for &h in &s.hosts {
-                        // Walk from the host towards the root along the lowest-numbered port
-                        // that gets closer, recording each switch's child and parent ports.
-                        let mut node = topo.host_node(h).0;
-                        let mut from_port: Option<u16> = None;
-                        loop {
-                            let nd = &topo.nodes[node as usize];
-                            if nd.host.is_none() {
-                                let role = roles[node as usize][ci * trees as usize + t].get_or_insert(TreeNode { children: 0, parent: None });
-                                role.children |= port_bit(from_port.expect("arrived from a port"));
-                                if node == root {
-                                    break;
-                                }
-                            }
-                            let (pi, p) = nd
-                                .ports
-                                .iter()
-                                .enumerate()
-                                .find(|(_, p)| dist[p.peer.idx()] + 1 == dist[node as usize] && (topo.nodes[p.peer.idx()].host.is_none()))
-                                .ok_or_else(|| format!("traffic: static-tree root switch {root} is unreachable from host {h}"))?;
-                            if nd.host.is_none() {
-                                let role = roles[node as usize][ci * trees as usize + t].as_mut().expect("set");
-                                if role.parent.is_some_and(|q| q != pi as u16) {
-                                    return Err(format!("traffic: static tree {t} of in-network allreduce {ci} has two parents at switch {node}"));
-                                }
-                                let known = role.parent.is_some();
-                                role.parent = Some(pi as u16);
-                                if known {
-                                    break; // the rest of the path is already recorded
-                                }
-                            }
-                            from_port = Some(p.peer_port);
-                            node = p.peer.0;
-                        }
-                    }
-                }
-            }
-            let window = specs.iter().map(|s| if let Protocol::StaticTrees { window, .. } = s.protocol { window } else { 1 }).max().unwrap_or(1);
-            let slots = switch.slots_per_tenant.unwrap_or(window);
-            if (slots as u64) * specs.len() as u64 > switch.table_size as u64 {
-                return Err(format!("table_size: {} tenants × {slots} slots exceed {} descriptors", specs.len(), switch.table_size));
-            }
-            for (i, r) in roles.into_iter().enumerate() {
-                if topo.nodes[i].host.is_none() {
-                    programs[i] = Some(Program::Tree(StaticTreeSwitch::new(i as u32, r, trees, slots)));
-                }
-            }
-        }
+        };
         let left = specs.len();
         let descriptor_bytes = epp as u64 * 4 + reducelab_ina::wire::HEADER_BYTES as u64;
         Ok(InaWorld {
@@ -448,7 +363,7 @@ impl InaWorld {
         let hdr = self.take(app);
         let now = net.now().ps();
         match self.programs[node as usize].as_mut() {
-            Some(p) => p.get().on_packet(now, in_port, hdr, &mut self.vals, &mut self.swbuf),
+            Some(p) => p.on_packet(now, in_port, hdr, &mut self.vals, &mut self.swbuf),
             None => {
                 self.vals.release(hdr.data);
                 self.swbuf.push(SwAction::Consume);
@@ -493,7 +408,7 @@ impl InaWorld {
         match target {
             TimerTarget::Switch(node) => {
                 if let Some(p) = self.programs[node as usize].as_mut() {
-                    p.get().on_timer(now, t, &mut self.vals, &mut self.swbuf);
+                    p.on_timer(now, t, &mut self.vals, &mut self.swbuf);
                 }
                 self.switch_actions(net, node, None);
             }
@@ -514,7 +429,7 @@ impl InaWorld {
                 let mut busiest = 0u32;
                 let mut total = 0u64;
                 for p in self.programs.iter().flatten() {
-                    let u = p.in_use();
+                    let u = p.descriptors_in_use();
                     busiest = busiest.max(u);
                     total += u as u64;
                 }
@@ -529,8 +444,7 @@ impl InaWorld {
     }
 
     fn update_done(&mut self, _net: &mut Network, ci: u32) {
-        let c = &self.colls[ci as usize];
-        if !self.done_flags[ci as usize] && self.agents[ci as usize].iter().all(|a| a.is_complete(c)) {
+        if !self.done_flags[ci as usize] && self.agents[ci as usize].iter().all(|a| a.completed_ps().is_some()) {
             self.done_flags[ci as usize] = true;
             self.left -= 1;
         }
@@ -538,9 +452,21 @@ impl InaWorld {
 }
 
 /// Time-weighted mean descriptors of a switch over `[0, end]` ps.
-fn mean_descriptors(p: &Program, end: u64) -> f64 {
+fn mean_descriptors(p: &dyn SwitchProgram, end: u64) -> f64 {
     let s = p.stats();
-    (s.descriptor_ps + p.in_use() as u128 * end.saturating_sub(s.last_change_ps) as u128) as f64 / end as f64
+    (s.descriptor_ps + p.descriptors_in_use() as u128 * end.saturating_sub(s.last_change_ps) as u128) as f64 / end as f64
+}
+
+/// The topology as the protocols' control plane sees it.
+fn fabric_of(topo: &Topology) -> Fabric {
+    Fabric {
+        nodes: topo
+            .nodes
+            .iter()
+            .map(|n| FabricNode { is_host: n.host.is_some(), forwards: n.forwards, ports: n.ports.iter().map(|p| (p.peer.0, p.peer_port)).collect() })
+            .collect(),
+        host_nodes: (0..topo.num_hosts() as u32).map(|h| topo.host_node(h).0).collect(),
+    }
 }
 
 fn to_out(o: reducelab_ina::Out) -> AppOut {
@@ -562,15 +488,11 @@ impl InaWorld {
                 continue;
             }
             let missing: u64 = self.agents[ci].iter().map(|a| a.missing() as u64).sum();
-            let unreleased = self.agents[ci].iter().filter(|a| a.is_finished() && !a.is_complete(c)).count();
-            let why = match c.protocol {
-                Protocol::StaticTrees { .. } if self.lost_packets > 0 => format!("{} packets were lost and static trees have no loss recovery", self.lost_packets),
-                _ if self.lost_packets > 0 => format!("{} packets were lost and recovery did not complete", self.lost_packets),
-                _ => "no event is pending".to_string(),
-            };
-            let abandoned: u64 = self.agents[ci].iter().map(|a| a.stats.abandoned).sum();
+            let unreleased = self.agents[ci].iter().filter(|a| a.finished_ps().is_some() && a.completed_ps().is_none()).count();
+            let why = self.specs[ci].protocol.stall_cause(self.lost_packets);
+            let abandoned: u64 = self.agents[ci].iter().map(|a| a.stats().abandoned).sum();
             let why = if abandoned > 0 {
-                format!("{why}; hosts gave up {abandoned} blocks or completion notices after {} retransmission timeouts each (peers unreachable)", reducelab_ina::host::MAX_EXPIRIES)
+                format!("{why}; hosts gave up {abandoned} blocks or completion notices after {} retransmission timeouts each (peers unreachable)", reducelab_ina::canary_host::MAX_EXPIRIES)
             } else {
                 why
             };
@@ -586,22 +508,19 @@ impl InaWorld {
             .map(|(ci, c)| {
                 let ags = &self.agents[ci];
                 let start = self.specs[ci].start.ps();
-                let finished = ags.iter().filter(|a| a.is_finished()).count();
+                let finished = ags.iter().filter(|a| a.finished_ps().is_some()).count();
                 let all = finished == ags.len();
-                let runtime = all.then(|| ags.iter().filter_map(|a| a.finished_ps).max().unwrap_or(start) - start);
-                let completion = ags.iter().all(|a| a.is_complete(c)).then(|| {
-                    ags.iter().map(|a| a.released_ps.or(a.finished_ps).unwrap_or(start)).max().unwrap_or(start) - start
+                let runtime = all.then(|| ags.iter().filter_map(|a| a.finished_ps()).max().unwrap_or(start) - start);
+                let completion = ags.iter().all(|a| a.completed_ps().is_some()).then(|| {
+                    ags.iter().map(|a| a.completed_ps().unwrap_or(start)).max().unwrap_or(start) - start
                 });
                 let mut hs = HostStats::default();
                 for a in ags {
-                    hs.accumulate(&a.stats);
+                    hs.accumulate(a.stats());
                 }
                 let bytes = self.specs[ci].bytes;
                 InaResult {
-                    protocol: match c.protocol {
-                        Protocol::Canary { .. } => "canary".into(),
-                        Protocol::StaticTrees { trees, .. } => format!("static-trees-{trees}"),
-                    },
+                    protocol: self.specs[ci].protocol.label(),
                     hosts: ags.len(),
                     bytes,
                     blocks: c.blocks,
@@ -627,12 +546,12 @@ impl InaWorld {
         for (node, p) in self.programs.iter().enumerate() {
             let Some(p) = p else { continue };
             let s = p.stats();
-            let mean = mean_descriptors(p, end);
+            let mean = mean_descriptors(p.as_ref(), end);
             let _ = writeln!(
                 c,
                 "{node},{},{mean:.3},{},{},{},{},{},{},{},{}",
                 s.peak_descriptors,
-                p.in_use(),
+                p.descriptors_in_use(),
                 s.aggregated,
                 s.flushed,
                 s.stragglers,
@@ -657,11 +576,11 @@ impl InaWorld {
             t.broadcasts_without_descriptor += s.broadcasts_without_descriptor;
             t.restorations += s.restorations;
             t.reclaimed += s.reclaimed;
-            t.descriptors_left += p.in_use() as u64;
+            t.descriptors_left += p.descriptors_in_use() as u64;
             if s.peak_descriptors >= t.peak_descriptors {
                 t.peak_descriptors = s.peak_descriptors;
             }
-            let mean = mean_descriptors(p, end);
+            let mean = mean_descriptors(p.as_ref(), end);
             t.busiest_mean_descriptors = t.busiest_mean_descriptors.max(mean);
         }
         t.peak_descriptor_bytes = t.peak_descriptors as u64 * self.descriptor_bytes;

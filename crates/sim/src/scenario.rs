@@ -681,7 +681,7 @@ impl ScenarioFile {
         for (i, t) in self.traffic.iter().enumerate() {
             let mut tr = resolve_traffic(&format!("traffic[{i}]"), t, &topology)?;
             if let Traffic::Ina(spec) = &mut tr {
-                if let reducelab_ina::host::Protocol::StaticTrees { trees, .. } = spec.protocol {
+                if let Some(&reducelab_ina::tree::StaticTrees { trees, .. }) = spec.protocol.as_any().downcast_ref::<reducelab_ina::tree::StaticTrees>() {
                     match first_trees {
                         None => first_trees = Some((i, trees)),
                         Some((j, n)) if n != trees => {
@@ -961,7 +961,6 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
             Traffic::RandomUniform { hosts, bytes: b, inflight, start }
         }
         TrafficKind::InaAllreduce => {
-            use reducelab_ina::host::Protocol;
             let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
             if hosts.len() > u16::MAX as usize {
                 return e(format!("{f}.hosts"), format!("{} hosts; the 2-byte hosts field holds at most 65535", hosts.len()));
@@ -976,49 +975,37 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                 return e(format!("{f}.bytes"), format!("{blocks} blocks of {epp} elements exceed the 20-bit block id ({})", reducelab_ina::host::MAX_BLOCKS));
             }
             let protocol_name = t.protocol.as_deref().unwrap_or("canary");
-            let unused = |name: &str, present: bool| -> Result<(), ScenarioError> {
-                if present {
-                    return e(format!("{f}.{name}"), format!("is not used by protocol = \"{protocol_name}\""));
-                }
-                Ok(())
+            let Some(info) = reducelab_ina::protocol(protocol_name) else {
+                return e(format!("{f}.protocol"), format!("must be one of {}, got \"{protocol_name}\"", reducelab_ina::protocol_names()));
             };
-            let protocol = match protocol_name {
-                "canary" => {
-                    unused("trees", t.trees.is_some())?;
-                    unused("roots", t.roots.is_some())?;
-                    unused("window", t.window.is_some())?;
-                    let rto = pos_f64(&format!("{f}.retransmit_timeout_us"), t.retransmit_timeout_us.unwrap_or(500.0))?;
-                    let max_failures = t.max_failures.unwrap_or(3);
-                    if max_failures > 14 {
-                        return e(format!("{f}.max_failures"), format!("must be at most 14 (4-bit attempt number), got {max_failures}"));
-                    }
-                    Protocol::Canary { rto_ps: ns_to_ps(&format!("{f}.retransmit_timeout_us"), rto * 1000.0)?, max_failures }
+            // The protocol's own keys go to its registry entry, which validates them.
+            use reducelab_ina::ParamValue::Number;
+            let mut params = reducelab_ina::Params::new();
+            for (key, value) in [
+                ("trees", t.trees.map(|x| x as f64)),
+                ("window", t.window.map(|x| x as f64)),
+                ("retransmit_timeout_us", t.retransmit_timeout_us),
+                ("max_failures", t.max_failures.map(|x| x as f64)),
+            ] {
+                if let Some(v) = value {
+                    params.insert(key.to_string(), Number(v));
                 }
-                "static_trees" => {
-                    unused("retransmit_timeout_us", t.retransmit_timeout_us.is_some())?;
-                    unused("max_failures", t.max_failures.is_some())?;
-                    let trees = t.trees.unwrap_or(1);
-                    if trees == 0 || trees > 64 {
-                        return e(format!("{f}.trees"), format!("must be within 1..=64, got {trees}"));
-                    }
-                    if let Some(r) = &t.roots {
-                        if r.len() != trees as usize {
-                            return e(format!("{f}.roots"), format!("{} roots for {trees} trees", r.len()));
-                        }
-                        for (k, &node) in r.iter().enumerate() {
-                            if node as usize >= topology.nodes.len() || topology.nodes[node as usize].host.is_some() {
-                                return e(format!("{f}.roots[{k}]"), format!("node {node} is not a switch"));
-                            }
-                        }
-                    }
-                    let window = t.window.unwrap_or(1024);
-                    if window == 0 {
-                        return e(format!("{f}.window"), "must be at least 1");
-                    }
-                    Protocol::StaticTrees { trees, window }
+            }
+            let protocol = (info.build)(&params).map_err(|pe| ScenarioError { field: format!("{f}.{}", pe.key), reason: pe.reason })?;
+            if let Some(r) = &t.roots {
+                if !info.takes_roots {
+                    return e(format!("{f}.roots"), format!("is not used by protocol = \"{protocol_name}\""));
                 }
-                other => return e(format!("{f}.protocol"), format!("must be one of {}, got \"{other}\"", reducelab_ina::protocol_names())),
-            };
+                let trees = protocol.as_any().downcast_ref::<reducelab_ina::tree::StaticTrees>().map(|p| p.trees as usize).unwrap_or(r.len());
+                if r.len() != trees {
+                    return e(format!("{f}.roots"), format!("{} roots for {trees} trees", r.len()));
+                }
+                for (k, &node) in r.iter().enumerate() {
+                    if node as usize >= topology.nodes.len() || topology.nodes[node as usize].host.is_some() {
+                        return e(format!("{f}.roots[{k}]"), format!("node {node} is not a switch"));
+                    }
+                }
+            }
             let values = t.values.unwrap_or(hosts.len() as u64 * b <= 64 << 20);
             Traffic::Ina(crate::ina_run::InaSpec {
                 hosts,

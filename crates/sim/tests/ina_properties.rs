@@ -66,7 +66,7 @@ fn case(proto: &ProtocolInfo, rng: &mut Rng) -> String {
     }
     extra += &format!("[ina]\ntable_size = {table}\ntimeout_ns = {timeout_ns}\n");
     if tenants > 1 && rng.bernoulli(0.3) {
-        extra += &format!("slots_per_tenant = {}\n", 1 + rng.below(table / tenants as u64).max(0).min(table - 1));
+        extra += &format!("slots_per_tenant = {}\n", (1 + rng.below((table / tenants as u64).max(1))).min(table));
     }
     if rng.bernoulli(0.4) {
         extra += &format!("[noise]\nprobability = {:.3}\ndelay_ns = {}\n", rng.unit_f64() * 0.2, 100 + rng.below(2000));

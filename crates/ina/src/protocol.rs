@@ -1,0 +1,129 @@
+//! What makes an in-network protocol: one type ([`InaProtocol`]) that builds its switch
+//! programs and its host agents, registered by name in [`crate::PROTOCOLS`] with the scenario
+//! keys it takes. The simulator (and later the software switch) drives any protocol through
+//! these traits only, so adding one touches its own module, the registry and its tests.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::fabric::Fabric;
+use crate::host::{Collective, HostStats};
+use crate::{Header, HostAction, SwitchProgram, Values};
+
+/// Switch-side settings shared by every protocol (the scenario's `[ina]` section).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SwitchConfig {
+    /// Descriptors (aggregator slots) per switch.
+    pub table_size: u32,
+    /// Static partition: slots per tenant (`None`: the protocol's default layout).
+    pub slots_per_tenant: Option<u32>,
+    /// How long a descriptor aggregates before flushing (Canary's t).
+    pub timeout_ps: u64,
+    /// Soft-state lifetime of a flushed descriptor without a broadcast.
+    pub reclaim_ps: u64,
+}
+
+/// One collective of the scenario as a protocol's control plane sees it.
+pub struct Tenant<'a> {
+    pub coll: &'a Collective,
+    pub protocol: &'a dyn InaProtocol,
+    /// Root switches given for it (static trees; empty: the protocol's default).
+    pub roots: &'a [u32],
+}
+
+/// An in-network allreduce protocol, configured for one collective.
+pub trait InaProtocol: std::fmt::Debug + Send + Sync {
+    fn info(&self) -> &'static crate::ProtocolInfo;
+    /// Its name in results (`canary`, `static-trees-4`).
+    fn label(&self) -> String;
+    fn as_any(&self) -> &dyn Any;
+    /// The program of every switch node (`None` for hosts) for all `tenants` of a scenario,
+    /// which use this protocol (this is `tenants[0].protocol`). Errors start with the field
+    /// they are about (`table_size: ...`, `traffic: ...`).
+    fn switch_programs(&self, fabric: &Fabric, tenants: &[Tenant<'_>], cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String>;
+    /// The agent of `rank` of collective `c`.
+    fn host_agent(&self, c: &Collective, rank: u32) -> Box<dyn HostProtocol>;
+    /// Why a run with `lost_packets` losses did not finish, from the protocol's side.
+    fn stall_cause(&self, lost_packets: u64) -> String {
+        if lost_packets > 0 {
+            format!("{lost_packets} packets were lost and recovery did not complete")
+        } else {
+            "no event is pending".to_string()
+        }
+    }
+}
+
+/// The host side of a protocol: a sans-I/O state machine driven by the NIC (pull), arriving
+/// packets and its own timers.
+pub trait HostProtocol {
+    /// Called once when the collective starts.
+    fn start(&mut self, c: &Collective, now: u64, vals: &mut Values, out: &mut Vec<HostAction>);
+    /// Produces up to `room` more packets (the NIC pulls them lazily).
+    fn pull(&mut self, c: &Collective, now: u64, room: usize, vals: &mut Values, out: &mut Vec<HostAction>);
+    fn on_packet(&mut self, c: &Collective, now: u64, hdr: Header, vals: &mut Values, out: &mut Vec<HostAction>);
+    fn on_timer(&mut self, c: &Collective, now: u64, token: u64, vals: &mut Values, out: &mut Vec<HostAction>);
+    /// When this rank had every block.
+    fn finished_ps(&self) -> Option<u64>;
+    /// When this rank was done with the collective (for Canary: released by the coordinator's
+    /// completion notification; otherwise when it had every block).
+    fn completed_ps(&self) -> Option<u64>;
+    /// Blocks still expected.
+    fn missing(&self) -> u32;
+    fn stats(&self) -> &HostStats;
+}
+
+/// A protocol key's value in a scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamValue {
+    Number(f64),
+    List(Vec<u32>),
+}
+
+/// A protocol's own keys of one traffic entry.
+pub type Params = BTreeMap<String, ParamValue>;
+
+/// A key the protocol refused, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParamError {
+    pub key: String,
+    pub reason: String,
+}
+
+impl ParamError {
+    pub fn new(key: &str, reason: impl Into<String>) -> ParamError {
+        ParamError { key: key.to_string(), reason: reason.into() }
+    }
+}
+
+/// Reads a number key within `min..=max` (default when absent).
+pub fn number(p: &Params, key: &str, default: f64, min: f64, max: f64) -> Result<f64, ParamError> {
+    match p.get(key) {
+        None => Ok(default),
+        Some(ParamValue::Number(x)) if x.is_finite() && *x >= min && *x <= max => Ok(*x),
+        Some(ParamValue::Number(x)) => Err(ParamError::new(key, format!("must be within {min}..={max}, got {x}"))),
+        Some(ParamValue::List(_)) => Err(ParamError::new(key, "must be a number, not a list")),
+    }
+}
+
+/// Reads a whole-number key within `min..=max`.
+pub fn integer(p: &Params, key: &str, default: u64, min: u64, max: u64) -> Result<u64, ParamError> {
+    let x = number(p, key, default as f64, min as f64, max as f64)?;
+    if x.fract() != 0.0 {
+        return Err(ParamError::new(key, format!("must be a whole number, got {x}")));
+    }
+    Ok(x as u64)
+}
+
+/// Refuses keys the protocol does not take.
+pub fn only_known(p: &Params, info: &crate::ProtocolInfo) -> Result<(), ParamError> {
+    for k in p.keys() {
+        if !info.params.iter().any(|s| s.key == k) {
+            return Err(ParamError::new(k, format!("is not used by protocol = \"{}\"", info.name)));
+        }
+    }
+    Ok(())
+}
+
+/// Builds a registered protocol from its keys.
+pub type Build = fn(&Params) -> Result<Arc<dyn InaProtocol>, ParamError>;
