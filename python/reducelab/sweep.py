@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import itertools
 import json
-import multiprocessing
 import os
+import queue
 import re
+import subprocess
 import sys
+import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -576,25 +578,96 @@ def _run_inline(points: Sequence[Point]) -> Iterator[tuple[Point, dict[str, Any]
         yield p, run_point(p.scenario.to_toml())
 
 
-def _indexed_run(item: tuple[int, str]) -> tuple[int, dict[str, Any]]:
-    return item[0], run_point(item[1])
+# Local workers are `python -c _WORKER_COMMAND` processes, not a multiprocessing pool: a
+# multiprocessing child (spawn or forkserver) re-imports the caller's `__main__` script, so a
+# script calling `Sweep.run` without an `if __name__ == "__main__":` guard would start the sweep
+# again in every worker, and a pool respawns the failing workers forever; and fork is unsafe in a
+# process with threads (a Dask client, a test's LocalCluster). A worker imports only reducelab.
+_WORKER_COMMAND = "from reducelab.sweep import serve_points; serve_points()"
+
+
+def serve_points() -> None:
+    """The loop of a local sweep worker process: one request per line on stdin
+    (``{"toml": TEXT}``), one answer per line (`run_point`'s output as JSON) on the original
+    stdout; anything else printed goes to stderr. Ends at end of input."""
+    import signal
+
+    # Ctrl-C reaches the whole process group; the driving process handles it and ends us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    for line in sys.stdin:
+        request = json.loads(line)
+        answers.write(json.dumps(run_point(request["toml"]), ensure_ascii=False) + "\n")
+        answers.flush()
+
+
+class _LocalWorker:
+    """One worker process and the thread that feeds it points from a shared queue."""
+
+    def __init__(self, tasks: queue.SimpleQueue[tuple[int, str] | None],
+                 answers: queue.SimpleQueue[tuple[int, dict[str, Any] | int]]) -> None:
+        package_parent = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER_COMMAND], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env=env, text=True, encoding="utf-8",
+        )
+        self.thread = threading.Thread(target=self._feed, args=(tasks, answers), daemon=True)
+        self.thread.start()
+
+    def _feed(self, tasks: queue.SimpleQueue[tuple[int, str] | None],
+              answers: queue.SimpleQueue[tuple[int, dict[str, Any] | int]]) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        while (task := tasks.get()) is not None:
+            i, toml_text = task
+            try:
+                self.proc.stdin.write(json.dumps({"toml": toml_text}) + "\n")
+                self.proc.stdin.flush()
+                line = self.proc.stdout.readline()
+            except (OSError, ValueError):  # the worker is gone, or we closed it
+                line = ""
+            if not line:
+                answers.put((i, self.proc.wait()))
+                return
+            answers.put((i, json.loads(line)))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
 
 
 def _run_pool(points: Sequence[Point], jobs: int) -> Iterator[tuple[Point, dict[str, Any]]]:
-    # forkserver, not fork: the caller may have threads (a Dask client, a test's LocalCluster),
-    # and forking a threaded process can deadlock the child.
-    ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
-    pool = ctx.Pool(processes=min(jobs, len(points)))
+    tasks: queue.SimpleQueue[tuple[int, str] | None] = queue.SimpleQueue()
+    answers: queue.SimpleQueue[tuple[int, dict[str, Any] | int]] = queue.SimpleQueue()
+    for i, p in enumerate(points):
+        tasks.put((i, p.scenario.to_toml()))
+    workers = []
     try:
-        items = [(i, p.scenario.to_toml()) for i, p in enumerate(points)]
-        for i, out in pool.imap_unordered(_indexed_run, items, chunksize=1):
+        for _ in range(min(jobs, len(points))):
+            tasks.put(None)
+            workers.append(_LocalWorker(tasks, answers))
+        for _ in points:
+            i, out = answers.get()
+            if isinstance(out, int):
+                raise SweepRunError(
+                    f"a local worker process ended with status {out} while running point {points[i].index} "
+                    "(its error output is above); stored points stay stored"
+                )
             yield points[i], out
-        pool.close()
     finally:
         # An error, Ctrl-C or a consumer that stops early: runs in flight are abandoned (they
         # were not stored, so the next run of the sweep does them).
-        pool.terminate()
-        pool.join()
+        for w in workers:
+            w.stop()
 
 
 def _run_dask(points: Sequence[Point], scheduler: Any) -> Iterator[tuple[Point, dict[str, Any]]]:

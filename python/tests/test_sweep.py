@@ -347,3 +347,33 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path, quiet: bool) -> None:
     # Not a terminal: no bar even without --quiet.
     piped = cli("sweep", TINY_SWEEP, "--out", tmp_path / "other.sqlite")
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_unguarded_script_with_jobs_runs_once(tmp_path: Path) -> None:
+    """A script calling Sweep.run(jobs=2) at top level, with no `if __name__ == "__main__":`
+    guard, runs its sweep once: the workers do not re-import it (they did with multiprocessing,
+    respawning forever)."""
+    script = tmp_path / "unguarded.py"
+    db = tmp_path / "u.sqlite"
+    script.write_text(
+        "import reducelab\n"
+        "print('top level', flush=True)\n"
+        f"report = reducelab.Sweep.load({str(TINY_SWEEP)!r}).run({str(db)!r}, jobs=2)\n"
+        "print('executed', report.executed, flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["top level", "executed 12"]
+    assert proc.stderr == ""
+
+
+def test_a_dead_local_worker_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reducelab import sweep as sweep_module
+    from reducelab.sweep import SweepRunError
+
+    monkeypatch.setattr(sweep_module, "_WORKER_COMMAND", "import sys; sys.exit(3)")
+    with pytest.raises(SweepRunError, match=r"local worker process ended with status 3 while running point \d+"):
+        Sweep.load(TINY_SWEEP).run(tmp_path / "r.sqlite", jobs=2, check=False)
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        assert store.count() == 0
