@@ -113,6 +113,7 @@ by dotted path (docs/sweeps.md):
 
 Every point (base scenario with the point's values and seed) is keyed by the SHA-256 of its
 canonical form and stored in one SQLite file with its summary.json, CSV files and metrics.
+The sweep states its point count before starting; one of more than 10000 points needs --yes.
 Points already stored are not run again: re-running a finished sweep runs nothing, and an
 interrupted one (Ctrl-C, a killed job) resumes where it stopped. Points run in a local process
 pool (--jobs), or on a Dask cluster with --scheduler; the stored results are the same bytes
@@ -393,6 +394,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument(
         "--dry-run", action="store_true", help="list the points and what is stored; run nothing"
+    )
+    sweep.add_argument(
+        "--yes", "-y", action="store_true",
+        help="run a sweep of more than 10000 points (without it such a sweep is refused)",
     )
     sweep.add_argument(
         "--quiet", "-q", action="store_true", help="print nothing but errors (no progress bar)"
@@ -702,7 +707,7 @@ def _cmd_plot_links(args: argparse.Namespace) -> int:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from .scenario import FieldError
     from .store import ResultStore, StoreError
-    from .sweep import Sweep, SweepRunError, check_scheduler
+    from .sweep import CONFIRM_POINTS, Sweep, SweepRunError, check_scheduler
 
     try:
         if args.scheduler is not None:
@@ -713,6 +718,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.scheduler is not None and args.jobs is not None:
         _fail("--jobs is for the local pool; with --scheduler the cluster's workers run the points")
     db_path: Path = args.out if args.out is not None else Path("results") / f"{args.spec.stem}.sqlite"
+    count = sweep.point_count
+    if count > CONFIRM_POINTS and not (args.yes or args.dry_run):
+        _fail(
+            f"{args.spec}: the sweep has {count} points ({sweep.count_formula()}), more than {CONFIRM_POINTS}; "
+            "run it with --yes to start them all (or --dry-run to list them)"
+        )
     try:
         points = sweep.points()
     except FieldError as exc:
@@ -732,8 +743,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                 params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in p.params.items())
                 print(f"  {p.index:>5}  {'stored ' if p.key not in pending else 'to run '} {p.key[:12]}  {params}")
             return 0
+        if not args.quiet:
+            pending = len(sweep.pending(store))
+            print(f"sweep {sweep.name}: {len(points)} points, {len(points) - pending} already stored, "
+                  f"{pending} to run, into {db_path}", flush=True)
         try:
-            report = sweep.run(store, jobs=args.jobs, scheduler=args.scheduler, progress=not args.quiet)
+            report = sweep.run(store, jobs=args.jobs, scheduler=args.scheduler, progress=not args.quiet,
+                               confirm=True)
         except FieldError as exc:
             _fail(str(exc))
         except SweepRunError as exc:

@@ -47,6 +47,13 @@ if TYPE_CHECKING:
 DEFAULT_SEED = 1
 """The seed of a scenario file without ``seed`` (docs/scenario-format.md)."""
 
+MAX_POINTS = 1_000_000
+"""Most points a sweep may have (grid size x seeds): more is refused when the sweep is built,
+before any point exists (each point holds its resolved scenario)."""
+
+CONFIRM_POINTS = 10_000
+"""`Sweep.run` refuses a sweep of more points than this unless ``confirm=True`` (CLI: ``--yes``)."""
+
 _SCHEDULER = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
 
 
@@ -65,6 +72,10 @@ class SweepSpecError(FieldError):
 
 class SweepRunError(RuntimeError):
     """A sweep could not run (e.g. the Dask scheduler is unreachable)."""
+
+
+class SweepSizeError(FieldError):
+    """A sweep has more points than `Sweep.run` was allowed to start without ``confirm=True``."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +201,12 @@ class Sweep:
         self.spec = dict(spec) if spec is not None else {"grid": {k: list(v) for k, v in grid.items()}}
         self.axes = self._axes(grid)
         self.seeds = self._seeds(repetitions, seeds)
+        if self.point_count > MAX_POINTS:
+            fld = "sweep.repetitions" if repetitions is not None else "sweep.seeds" if seeds is not None else "grid"
+            raise FieldError(
+                fld, f"{self.point_count} points ({self.count_formula()}) is more than the {MAX_POINTS} a "
+                "sweep may have; split it into several sweeps (they can share one store)"
+            )
         if metrics is not None:
             if isinstance(metrics, str) or not all(isinstance(m, str) and m for m in metrics):
                 raise FieldError("sweep.metrics", "expected an array of summary field paths (strings)")
@@ -289,6 +306,17 @@ class Sweep:
             )
         axes: list[Axis] = []
         parsed: list[list[str | int]] = []
+        # Count before checking each value (which copies the scenario per value).
+        grid_points = 1
+        for values in grid.values():
+            if isinstance(values, (list, tuple)):
+                grid_points *= max(1, len(values))
+        if grid_points > MAX_POINTS:
+            sizes = " x ".join(str(len(v)) for v in grid.values() if isinstance(v, (list, tuple)))
+            raise FieldError(
+                "grid", f"{grid_points} points ({sizes}) is more than the {MAX_POINTS} a sweep may have; "
+                "split it into several sweeps (they can share one store)"
+            )
         for path, values in grid.items():
             where = f"grid.{path}"
             try:
@@ -326,7 +354,7 @@ class Sweep:
             parsed.append(parts)
         return tuple(axes)
 
-    def _seeds(self, repetitions: Any, seeds: Any) -> tuple[int, ...] | None:
+    def _seeds(self, repetitions: Any, seeds: Any) -> Sequence[int] | None:
         seed_axis = any(a.path == "seed" for a in self.axes)
         if repetitions is not None and seeds is not None:
             raise FieldError("sweep.seeds", "give either `repetitions` or `seeds`, not both")
@@ -336,10 +364,14 @@ class Sweep:
         if repetitions is not None:
             if isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 1:
                 raise FieldError("sweep.repetitions", f"expected an integer >= 1, got {_show(repetitions)}")
+            if repetitions > MAX_POINTS:
+                raise FieldError(
+                    "sweep.repetitions", f"{repetitions} repetitions is more than the {MAX_POINTS} points a sweep may have"
+                )
             first = self.scenario.to_dict().get("seed", DEFAULT_SEED)
             if isinstance(first, bool) or not isinstance(first, int):
                 raise FieldError("sweep.repetitions", f"the base scenario's seed {_show(first)} is not an integer")
-            out = tuple(first + i for i in range(repetitions))
+            out = range(first, first + repetitions)  # lazy: validated for size above
             try:
                 check_seed(out[-1])
             except ValueError as exc:
@@ -348,6 +380,8 @@ class Sweep:
         if seeds is not None:
             if not isinstance(seeds, (list, tuple)) or not seeds:
                 raise FieldError("sweep.seeds", "expected a non-empty array of integer seeds")
+            if len(seeds) > MAX_POINTS:
+                raise FieldError("sweep.seeds", f"{len(seeds)} seeds is more than the {MAX_POINTS} points a sweep may have")
             for i, s in enumerate(seeds):
                 try:
                     check_seed(s)
@@ -359,6 +393,32 @@ class Sweep:
         return None
 
     # -- points --------------------------------------------------------------------------
+
+    @property
+    def point_count(self) -> int:
+        """How many points the sweep has, computed without building them."""
+        n = 1
+        for a in self.axes:
+            n *= len(a.values)
+        return n * (len(self.seeds) if self.seeds is not None else 1)
+
+    def count_formula(self) -> str:
+        """How `point_count` comes about, e.g. ``2 x 3 x 2 seeds``."""
+        sizes = [str(len(a.values)) for a in self.axes]
+        if self.seeds is not None:
+            sizes.append(f"{len(self.seeds)} seeds")
+        return " x ".join(sizes)
+
+    def check_size(self, *, confirm: bool = False, confirm_above: int = CONFIRM_POINTS) -> int:
+        """The point count; `SweepSizeError` (field ``grid``) if it is above `confirm_above`
+        and not `confirm`."""
+        n = self.point_count
+        if n > confirm_above and not confirm:
+            raise SweepSizeError(
+                "grid", f"{n} points ({self.count_formula()}) is more than {confirm_above}; "
+                "confirm to run them all (CLI: --yes, API: Sweep.run(..., confirm=True))"
+            )
+        return n
 
     def points(self) -> list[Point]:
         """Every point of the sweep in grid order (last axis fastest, then the seed)."""
@@ -459,6 +519,8 @@ class Sweep:
         progress: bool = False,
         check: bool = True,
         on_point: Callable[[Point], None] | None = None,
+        confirm: bool = False,
+        confirm_above: int = CONFIRM_POINTS,
     ) -> SweepReport:
         """Run every point not yet in `store` and store each result as it finishes.
 
@@ -467,12 +529,15 @@ class Sweep:
         on that cluster instead, whose workers need this `reducelab` installed. `progress` draws a
         bar with ETA on stderr if it is a terminal. `check` first validates the spec in the
         simulator (`check`), if anything is left to run. `on_point` is called after each point
-        is stored (an exception from it stops the sweep; stored points stay).
+        is stored (an exception from it stops the sweep; stored points stay). A sweep of more
+        than `confirm_above` points (default `CONFIRM_POINTS`) runs only with `confirm`.
 
-        Raises `FieldError`/`SweepSpecError` for an invalid spec or a point the simulator
+        Raises `SweepSizeError` (before building the points) for a sweep too large to run
+        unconfirmed; `FieldError`/`SweepSpecError` for an invalid spec or a point the simulator
         rejects (points stored before stay stored).
         """
         t0 = time.monotonic()
+        self.check_size(confirm=confirm, confirm_above=confirm_above)
         own_store = not isinstance(store, ResultStore)
         db = ResultStore(store) if own_store else store
         try:

@@ -377,3 +377,54 @@ def test_a_dead_local_worker_is_an_error(tmp_path: Path, monkeypatch: pytest.Mon
         Sweep.load(TINY_SWEEP).run(tmp_path / "r.sqlite", jobs=2, check=False)
     with ResultStore(tmp_path / "r.sqlite") as store:
         assert store.count() == 0
+
+
+def test_huge_repetitions_are_refused_at_once(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(SweepSpecError) as err:
+        Sweep.load(write_spec(tmp_path, "repetitions = 100000000\n[grid]\ntopology.bandwidth_gbps = [100]"))
+    assert time.monotonic() - t0 < 5
+    assert err.value.field == "sweep.repetitions"
+    assert "100000000 repetitions is more than the 1000000 points a sweep may have" in err.value.reason
+    with pytest.raises(FieldError) as err2:  # fine alone, too many with the grid
+        Sweep(Scenario.from_file(TINY), {"topology.bandwidth_gbps": list(range(1, 1002))}, repetitions=1000)
+    assert err2.value.field == "sweep.repetitions"
+    assert "1001000 points (1001 x 1000 seeds) is more than the 1000000" in err2.value.reason
+
+
+def test_huge_grid_is_refused_before_its_values_are_checked() -> None:
+    t0 = time.monotonic()
+    with pytest.raises(FieldError) as err:
+        Sweep(Scenario.from_file(TINY), {"topology.bandwidth_gbps": list(range(1, 2001)),
+                                         "traffic[0].bytes": list(range(1, 2001))})
+    assert time.monotonic() - t0 < 2, "checked the 4000 values before counting"
+    assert (err.value.field, err.value.reason.split(" is ")[0]) == ("grid", "4000000 points (2000 x 2000)")
+
+
+def test_large_sweep_needs_confirmation(tmp_path: Path) -> None:
+    sweep = Sweep(Scenario.from_file(TINY), {"topology.bandwidth_gbps": [100, 200]}, repetitions=5001)
+    assert sweep.point_count == 10002
+    db = tmp_path / "big.sqlite"
+    with pytest.raises(reducelab.sweep.SweepSizeError) as err:
+        sweep.run(db)
+    assert err.value.field == "grid"
+    assert "10002 points (2 x 5001 seeds) is more than 10000" in err.value.reason
+    assert "confirm=True" in err.value.reason and "--yes" in err.value.reason
+    assert not db.exists() and sweep._points is None, "nothing may be built or opened before the check"
+    small = Sweep.load(TINY_SWEEP)
+    with pytest.raises(reducelab.sweep.SweepSizeError):
+        small.run(db, confirm_above=11)
+    assert small.run(db, jobs=1, confirm_above=11, confirm=True).executed == 12
+
+
+def test_cli_states_the_count_and_wants_yes_above_the_threshold(tmp_path: Path) -> None:
+    big = write_spec(tmp_path, "repetitions = 5001\n[grid]\ntopology.bandwidth_gbps = [100, 200]", "big.toml")
+    db = tmp_path / "big.sqlite"
+    proc = cli("sweep", big, "--out", db)
+    assert proc.returncode == 2
+    assert "the sweep has 10002 points (2 x 5001 seeds), more than 10000; run it with --yes" in proc.stderr
+    assert not db.exists()
+    proc = cli("sweep", TINY_SWEEP, "--out", tmp_path / "tiny.sqlite", "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first == f"sweep tiny: 12 points, 0 already stored, 12 to run, into {tmp_path / 'tiny.sqlite'}"
