@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -396,6 +397,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="list the points and what is stored; run nothing"
     )
     sweep.add_argument(
+        "--include-unverified", action="store_true",
+        help="--export also the points whose status is not completed (unverified, stalled, ...)",
+    )
+    sweep.add_argument(
         "--yes", "-y", action="store_true",
         help="run a sweep of more than 10000 points (without it such a sweep is refused)",
     )
@@ -444,6 +449,10 @@ def build_parser() -> argparse.ArgumentParser:
     plot_sweep.add_argument("--y", required=True, metavar="METRIC", help="y axis: a metric column, e.g. sim_time_ps")
     plot_sweep.add_argument("--hue", metavar="FIELD", help="one series per value of this column")
     plot_sweep.add_argument("--sweep", metavar="NAME", help="which sweep of DB (default: its only one)")
+    plot_sweep.add_argument(
+        "--include-unverified", action="store_true",
+        help="also plot the points whose status is not completed (unverified, stalled, ...)",
+    )
     plot_sweep.add_argument(
         "--out", type=Path, action="append", metavar="FILE",
         help="output image, .png or .svg (repeatable; default: a PNG and an SVG next to DB)",
@@ -767,14 +776,27 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                 f"sweep {sweep.name}: {report.total} points, {report.executed} run, {report.cached} cached, "
                 f"in {report.wall_seconds:.1f} s; stored in {db_path}"
             )
+        statuses = store.statuses(p.key for p in points)
+        not_completed = sorted(
+            (p.index, statuses[p.key]) for p in points if statuses.get(p.key, "completed") != "completed"
+        )
+        if not_completed and not args.quiet:
+            kinds = ", ".join(f"{n} {s}" for s, n in sorted(Counter(s for _, s in not_completed).items()))
+            print(f"{len(not_completed)} points did not complete ({kinds}; first: point {not_completed[0][0]})"
+                  + ("" if args.include_unverified else "; tables and plots leave them out "
+                     "unless --include-unverified"))
         if args.export is not None:
             try:
-                csv_path = sweep.export_csv(store, args.export)
+                columns, rows = sweep.rows(store, include_unverified=args.include_unverified)
+                from .sweep import write_csv
+
+                csv_path = write_csv(args.export, columns, rows)
             except OSError as exc:
                 _fail(f"{args.export}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
             if not args.quiet:
-                print(f"wrote {csv_path} ({report.total} rows)")
+                print(f"wrote {csv_path} ({len(rows)} rows)")
     return 0
+
 
 
 def _safe_name(text: str) -> str:
@@ -793,14 +815,26 @@ def _cmd_plot_sweep(args: argparse.Namespace) -> int:
         _fail("plotting a sweep needs matplotlib and pandas: pip install 'reducelab[plot]'", EXIT_FAILURE)
     try:
         with open_store(args.db) as store:
-            _, columns, rows = store.sweep_rows(args.sweep)
+            _, columns, rows = store.sweep_rows(args.sweep, include_unverified=args.include_unverified)
+            _, all_columns, all_rows = store.sweep_rows(args.sweep, include_unverified=True)
     except StoreError as exc:
         _fail(str(exc))
     for flag, name in (("--x", args.x), ("--y", args.y), ("--hue", args.hue)):
-        if name is not None and name not in columns:
-            _fail(f"{args.db}: {flag}: no column {name!r}; columns: {', '.join(columns)}")
+        if name is not None and name not in all_columns:
+            _fail(f"{args.db}: {flag}: no column {name!r}; columns: {', '.join(all_columns)}")
     if not rows:
+        if all_rows:
+            _fail(f"{args.db}: none of the sweep's {len(all_rows)} finished points completed (their status is "
+                  f"{', '.join(sorted({str(r[all_columns.index('status')]) for r in all_rows}))}); "
+                  "plot them anyway with --include-unverified")
         _fail(f"{args.db}: the sweep has no finished points yet (run `reducelab sweep`)")
+    for flag, name in (("--x", args.x), ("--y", args.y), ("--hue", args.hue)):
+        if name is not None and name not in columns:
+            _fail(f"{args.db}: {flag}: column {name!r} exists only in points that did not complete; "
+                  "plot them with --include-unverified")
+    if len(rows) < len(all_rows):
+        print(f"left out {len(all_rows) - len(rows)} points whose status is not completed "
+              "(--include-unverified to plot them)", file=sys.stderr)
     stem = args.db.with_suffix("")
     default = stem.parent / f"{stem.name}_{_safe_name(args.y)}_vs_{_safe_name(args.x)}"
     outs: list[Path] = args.out or [default.parent / f"{default.name}.{ext}" for ext in ("png", "svg")]

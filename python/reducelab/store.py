@@ -26,7 +26,13 @@ from .runs import Result
 if TYPE_CHECKING:
     import pandas
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: `results.status` and the `leases` table (a version-1 store is upgraded when opened)."""
+
+STATUSES = ("completed", "unverified", "stalled", "time_limit", "interrupted")
+"""The values of summary.json's `status` (docs/engine.md); only "completed" means every result
+was computed and verified."""
+COMPLETED = "completed"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -38,6 +44,7 @@ CREATE TABLE IF NOT EXISTS results (
     scenario_json     TEXT NOT NULL,      -- that canonical form (seed included)
     seed              INTEGER NOT NULL,
     summary_json      TEXT NOT NULL,      -- summary.json, byte for byte
+    status            TEXT NOT NULL,      -- summary.json's status: completed, unverified, stalled, ...
     metrics_json      TEXT NOT NULL,      -- scalar leaves of the summary by dotted path
     simulator_version TEXT NOT NULL,
     wall_seconds      REAL NOT NULL,      -- varies between runs; not a result
@@ -71,6 +78,33 @@ CREATE TABLE IF NOT EXISTS sweep_points (
 
 class StoreError(ValueError):
     """The store file is not a ReduceLab results store or lacks what was asked for."""
+
+
+def _legacy_status(summary: Mapping[str, Any]) -> str | None:
+    # COMPATIBILITY, REMOVE once summary.json has `status` (issue 11, branch rel-rust): maps the
+    # fields that `status` replaces, so that sweeps can run on a simulator that does not write
+    # it yet. None if the summary has neither.
+    end = summary.get("end")
+    if end == "completed":
+        messages = summary.get("messages")
+        verified = isinstance(messages, dict) and messages.get("all_verified") is True
+        return "completed" if verified else "unverified"
+    if end in ("stalled", "time_limit"):
+        return str(end)
+    return None
+
+
+def point_status(summary: Mapping[str, Any]) -> str:
+    """summary.json's `status`; StoreError if it has none or an unknown one (a summary without
+    a status is never taken for a completed run)."""
+    status = summary.get("status")
+    if status is None:
+        status = _legacy_status(summary)  # COMPATIBILITY, REMOVE with _legacy_status
+    if status is None:
+        raise StoreError("summary.json has no `status` (written by an older simulator?)")
+    if status not in STATUSES:
+        raise StoreError(f"summary.json: status {status!r} is not one of {', '.join(STATUSES)}")
+    return str(status)
 
 
 @dataclass(frozen=True)
@@ -130,24 +164,31 @@ def sweep_table(
     selected: Sequence[str] | None,
     points: Iterable[tuple[int, str, Mapping[str, Any]]],
     metrics: Mapping[str, Mapping[str, Any]],
+    statuses: Mapping[str, str],
+    include_unverified: bool = False,
 ) -> tuple[list[str], list[list[Any]]]:
-    """The table of a sweep: one row per finished point (one whose key is in `metrics`).
+    """The table of a sweep: one row per finished point (one whose key is in `metrics`) whose
+    status is "completed", or per finished point whatever its status with `include_unverified`.
 
     Columns: ``point`` (grid index), ``key``, the parameters (`axes`, i.e. scenario field paths
-    and ``seed``), then the metrics: the `selected` summary paths, or all of them in the order
-    they first appear. A metric whose path equals a parameter's (``seed``, or e.g.
-    ``traffic[0].bytes`` of a collective) is named ``summary.PATH``.
+    and ``seed``), ``status``, then the metrics: the `selected` summary paths, or all of them
+    (but ``status``) in the order they first appear. A metric whose path equals a parameter's
+    (``seed``, or e.g. ``traffic[0].bytes`` of a collective) or ``status`` is named
+    ``summary.PATH``.
     """
-    points = [p for p in points if p[1] in metrics]
+    points = [
+        p for p in points
+        if p[1] in metrics and (include_unverified or statuses.get(p[1]) == COMPLETED)
+    ]
     if selected is not None:
         paths = list(selected)
     else:
-        paths = list(dict.fromkeys(k for _, key, _ in points for k in metrics[key]))
-    params = set(axes)
+        paths = [k for k in dict.fromkeys(k for _, key, _ in points for k in metrics[key]) if k != "status"]
+    params = {*axes, "status"}
     names = [f"summary.{m}" if m in params else m for m in paths]
-    columns = ["point", "key", *axes, *names]
+    columns = ["point", "key", *axes, "status", *names]
     rows = [
-        [idx, key, *(p.get(a) for a in axes), *(metrics[key].get(m) for m in paths)]
+        [idx, key, *(p.get(a) for a in axes), statuses.get(key), *(metrics[key].get(m) for m in paths)]
         for idx, key, p in points
     ]
     return columns, rows
@@ -181,12 +222,26 @@ class ResultStore:
                     self._db.execute(
                         "INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                     )
+                elif row[0] == "1":
+                    self._upgrade_from_1()
                 elif row[0] != str(SCHEMA_VERSION):
                     raise StoreError(
                         f"{self.path}: store schema version {row[0]}, this reducelab reads {SCHEMA_VERSION}"
                     )
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a results store ({exc})") from None
+
+    def _upgrade_from_1(self) -> None:
+        # Inside the opening transaction: add the status column, filled from the stored summaries.
+        self._db.execute("ALTER TABLE results ADD COLUMN status TEXT NOT NULL DEFAULT ''")
+        rows = self._db.execute("SELECT key, summary_json FROM results WHERE status = ''").fetchall()
+        for key, summary in rows:
+            try:
+                status = point_status(json.loads(summary))
+            except StoreError as exc:
+                raise StoreError(f"{self.path}: cannot upgrade the store: point {key}: {exc}") from None
+            self._db.execute("UPDATE results SET status = ? WHERE key = ?", (status, key))
+        self._db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self._db.close()
@@ -232,14 +287,17 @@ class ResultStore:
         simulator_version: str,
         wall_seconds: float,
     ) -> None:
-        """Store one finished run atomically (a second put of the same key is ignored)."""
+        """Store one finished run atomically (a second put of the same key is ignored).
+
+        StoreError if the summary has no valid `status` (`point_status`)."""
         summary = json.loads(summary_json)
+        status = point_status(summary)
         metrics = json.dumps(flatten_summary(summary), ensure_ascii=False)
         with self._transaction():
             cur = self._db.execute(
-                "INSERT OR IGNORE INTO results (key, scenario_json, seed, summary_json, metrics_json,"
-                " simulator_version, wall_seconds, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, scenario_json, seed, summary_json, metrics, simulator_version, wall_seconds, _now()),
+                "INSERT OR IGNORE INTO results (key, scenario_json, seed, summary_json, status, metrics_json,"
+                " simulator_version, wall_seconds, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, scenario_json, seed, summary_json, status, metrics, simulator_version, wall_seconds, _now()),
             )
             if cur.rowcount:
                 self._db.executemany(
@@ -265,15 +323,29 @@ class ResultStore:
 
     def metrics(self, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Stored metrics of those `keys` that have run."""
+        return {k: m for k, (_, m) in self.statuses_and_metrics(keys).items()}
+
+    def statuses(self, keys: Iterable[str]) -> dict[str, str]:
+        """Stored status (summary.json's `status`) of those `keys` that have run."""
         wanted = list(dict.fromkeys(keys))
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, str] = {}
         for i in range(0, len(wanted), 500):
             chunk = wanted[i : i + 500]
             marks = ",".join("?" * len(chunk))
-            for key, metrics in self._db.execute(
-                f"SELECT key, metrics_json FROM results WHERE key IN ({marks})", chunk
+            out.update(self._db.execute(f"SELECT key, status FROM results WHERE key IN ({marks})", chunk))
+        return out
+
+    def statuses_and_metrics(self, keys: Iterable[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """``(status, metrics)`` of those `keys` that have run."""
+        wanted = list(dict.fromkeys(keys))
+        out: dict[str, tuple[str, dict[str, Any]]] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, status, metrics in self._db.execute(
+                f"SELECT key, status, metrics_json FROM results WHERE key IN ({marks})", chunk
             ):
-                out[key] = json.loads(metrics)
+                out[key] = (status, json.loads(metrics))
         return out
 
     def count(self) -> int:
@@ -347,17 +419,23 @@ class ResultStore:
             name, row[0], row[1], json.loads(row[2]), None if row[3] is None else json.loads(row[3]), points
         )
 
-    def sweep_rows(self, name: str | None = None) -> tuple[SweepRecord, list[str], list[list[Any]]]:
+    def sweep_rows(
+        self, name: str | None = None, *, include_unverified: bool = False
+    ) -> tuple[SweepRecord, list[str], list[list[Any]]]:
         """The recorded sweep `name` (default: the only one) and its table: column names and
-        one row per finished point (see `sweep_table`)."""
+        one row per completed point, or per finished point with `include_unverified` (see
+        `sweep_table`)."""
         record = self.sweep(name)
-        metrics = self.metrics(k for _, k, _ in record.points)
-        columns, rows = sweep_table(record.axes, record.metrics, record.points, metrics)
+        both = self.statuses_and_metrics(k for _, k, _ in record.points)
+        columns, rows = sweep_table(
+            record.axes, record.metrics, record.points, {k: m for k, (_, m) in both.items()},
+            {k: s for k, (s, _) in both.items()}, include_unverified,
+        )
         return record, columns, rows
 
-    def dataframe(self, name: str | None = None) -> pandas.DataFrame:
+    def dataframe(self, name: str | None = None, *, include_unverified: bool = False) -> pandas.DataFrame:
         """`sweep_rows` as a DataFrame (needs pandas)."""
         import pandas
 
-        _, columns, rows = self.sweep_rows(name)
+        _, columns, rows = self.sweep_rows(name, include_unverified=include_unverified)
         return pandas.DataFrame(rows, columns=columns)

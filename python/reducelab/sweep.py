@@ -565,10 +565,14 @@ class Sweep:
                         fld, reason = out["error"]
                         where = ", ".join(f"{k} = {_show(v)}" for k, v in point.params.items())
                         raise self._error("grid", f"point {point.index} ({where}): {fld}: {reason}")
-                    db.put(
-                        point.key, point.scenario.canonical_json(), point.seed, out["summary_json"],
-                        [(n, c) for n, c in out["files"]], out["version"], out["wall_seconds"],
-                    )
+                    try:
+                        db.put(
+                            point.key, point.scenario.canonical_json(), point.seed, out["summary_json"],
+                            [(n, c) for n, c in out["files"]], out["version"], out["wall_seconds"],
+                        )
+                    except StoreError as exc:
+                        where = ", ".join(f"{k} = {_show(v)}" for k, v in point.params.items())
+                        raise SweepRunError(f"point {point.index} ({where}): {exc}") from None
                     executed += 1
                     bar.step()
                     if on_point is not None:
@@ -582,29 +586,42 @@ class Sweep:
 
     # -- results -------------------------------------------------------------------------
 
-    def dataframe(self, store: ResultStore | str | os.PathLike[str]) -> pandas.DataFrame:
-        """One row per finished point: ``point``, ``key``, the parameters, then the metrics
-        (the selected ones, or every scalar of summary.json by dotted path)."""
+    def dataframe(
+        self, store: ResultStore | str | os.PathLike[str], *, include_unverified: bool = False
+    ) -> pandas.DataFrame:
+        """One row per completed point: ``point``, ``key``, the parameters, ``status``, then the
+        metrics (the selected ones, or every scalar of summary.json by dotted path). Points whose
+        status is not "completed" (unverified, stalled, time_limit, interrupted) are left out
+        unless `include_unverified`."""
         import pandas
 
-        columns, rows = self.rows(store)
+        columns, rows = self.rows(store, include_unverified=include_unverified)
         return pandas.DataFrame(rows, columns=columns)
 
-    def rows(self, store: ResultStore | str | os.PathLike[str]) -> tuple[list[str], list[list[Any]]]:
-        """Column names and one row per finished point (`reducelab.store.sweep_table`)."""
+    def rows(
+        self, store: ResultStore | str | os.PathLike[str], *, include_unverified: bool = False
+    ) -> tuple[list[str], list[list[Any]]]:
+        """Column names and one row per completed point, or per finished point with
+        `include_unverified` (`reducelab.store.sweep_table`). `store` must exist."""
         own = not isinstance(store, ResultStore)
-        db = ResultStore(store) if own else store
+        db = open_store(store) if own else store
         try:
             points = self.points()
-            metrics = db.metrics(p.key for p in points)
+            both = db.statuses_and_metrics(p.key for p in points)
         finally:
             if own:
                 db.close()
-        return sweep_table(self.axis_names, self.metrics, [(p.index, p.key, p.params) for p in points], metrics)
+        return sweep_table(
+            self.axis_names, self.metrics, [(p.index, p.key, p.params) for p in points],
+            {k: m for k, (_, m) in both.items()}, {k: s for k, (s, _) in both.items()}, include_unverified,
+        )
 
-    def export_csv(self, store: ResultStore | str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+    def export_csv(
+        self, store: ResultStore | str | os.PathLike[str], out: str | os.PathLike[str], *,
+        include_unverified: bool = False,
+    ) -> Path:
         """Write `rows` as CSV (lists and tables as JSON, null as empty). Returns the path."""
-        columns, rows = self.rows(store)
+        columns, rows = self.rows(store, include_unverified=include_unverified)
         return write_csv(out, columns, rows)
 
 

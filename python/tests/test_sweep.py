@@ -284,7 +284,7 @@ def test_selected_metrics_are_the_columns(tmp_path: Path) -> None:
     sweep = Sweep.load(spec)
     sweep.run(tmp_path / "r.sqlite", jobs=1)
     df = sweep.dataframe(tmp_path / "r.sqlite")
-    assert list(df.columns) == ["point", "key", "seed", "sim_time_ps", "traffic[0].fct_ps.p50"]
+    assert list(df.columns) == ["point", "key", "seed", "status", "sim_time_ps", "traffic[0].fct_ps.p50"]
     assert df["seed"].tolist() == [1, 2]
 
 
