@@ -774,7 +774,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(
                 f"sweep {sweep.name}: {report.total} points, {report.executed} run, {report.cached} cached, "
-                f"in {report.wall_seconds:.1f} s; stored in {db_path}"
+                + (f"{report.by_others} run by another sweep, " if report.by_others else "")
+                + f"in {report.wall_seconds:.1f} s; stored in {db_path}"
             )
         statuses = store.statuses(p.key for p in points)
         not_completed = sorted(

@@ -5,17 +5,20 @@ Results are content-addressed: a run is stored under the key of its resolved sce
 the same point, in this or another spec, finds it done. Sweeps are recorded by name with the
 points they consist of, which is what `reducelab plot sweep DB` and `dataframe` read.
 
-Only the process that drives a sweep writes; each finished run is committed in its own
-transaction, so an interrupted sweep loses at most the runs in flight. The schema is in
-docs/sweeps.md.
+Only the processes that drive sweeps write; each finished run is committed in its own
+transaction, so an interrupted sweep loses at most the runs in flight. Several sweeps may write
+into one store at once: a point is leased (`lease`) before it runs, so each point runs once.
+The schema is in docs/sweeps.md.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +59,11 @@ CREATE TABLE IF NOT EXISTS result_files (
     position INTEGER NOT NULL,            -- order the simulator produced them in
     contents TEXT NOT NULL,               -- byte for byte
     PRIMARY KEY (key, name)
+);
+CREATE TABLE IF NOT EXISTS leases (
+    key        TEXT PRIMARY KEY,          -- a point some sweep process is running
+    owner      TEXT NOT NULL,             -- that process: "HOST:PID:RANDOM"
+    expires_at REAL NOT NULL              -- Unix time; the owner renews it while it lives
 );
 CREATE TABLE IF NOT EXISTS sweeps (
     name          TEXT PRIMARY KEY,
@@ -198,6 +206,35 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
+def new_lease_owner() -> str:
+    """A lease owner id for this process: ``HOST:PID:RANDOM``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def _owner_is_dead(owner: str) -> bool:
+    """Whether `owner` is a process of this host that no longer exists (its leases need not
+    wait to expire). Owners on other hosts are judged by their lease expiry only."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # exists, another user's
+        return False
+    return False
+
+
+LEASED = "leased"
+"""`ResultStore.lease`: the point is now leased to the caller."""
+DONE = "done"
+"""`ResultStore.lease`: the point has a stored result."""
+BUSY = "busy"
+"""`ResultStore.lease`: another live sweep holds the point's lease."""
+
+
 class ResultStore:
     """A results store file, opened (and created with its schema) on construction.
 
@@ -299,11 +336,47 @@ class ResultStore:
                 " simulator_version, wall_seconds, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, scenario_json, seed, summary_json, status, metrics, simulator_version, wall_seconds, _now()),
             )
+            self._db.execute("DELETE FROM leases WHERE key = ?", (key,))
             if cur.rowcount:
                 self._db.executemany(
                     "INSERT INTO result_files (key, name, position, contents) VALUES (?, ?, ?, ?)",
                     [(key, name, i, text) for i, (name, text) in enumerate(files)],
                 )
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def lease(self, key: str, owner: str, seconds: float) -> str:
+        """Lease point `key` to `owner` for `seconds` before running it: `LEASED`, or `DONE` if
+        it has a result, or `BUSY` if another owner's lease on it has not expired and that
+        owner is not a dead process of this host. Atomic across processes."""
+        now = time.time()
+        with self._transaction():
+            if self._db.execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone():
+                return DONE
+            row = self._db.execute("SELECT owner, expires_at FROM leases WHERE key = ?", (key,)).fetchone()
+            if row is not None and row[0] != owner and row[1] > now and not _owner_is_dead(row[0]):
+                return BUSY
+            self._db.execute(
+                "INSERT OR REPLACE INTO leases (key, owner, expires_at) VALUES (?, ?, ?)", (key, owner, now + seconds)
+            )
+            return LEASED
+
+    def renew_leases(self, owner: str, seconds: float) -> int:
+        """Extend every lease of `owner` to `seconds` from now; returns how many it holds."""
+        with self._transaction():
+            cur = self._db.execute(
+                "UPDATE leases SET expires_at = ? WHERE owner = ?", (time.time() + seconds, owner)
+            )
+            return int(cur.rowcount)
+
+    def release_leases(self, owner: str) -> None:
+        """Drop every lease of `owner` (its sweep ended; unfinished points are free again)."""
+        with self._transaction():
+            self._db.execute("DELETE FROM leases WHERE owner = ?", (owner,))
+
+    def leases(self) -> dict[str, tuple[str, float]]:
+        """Current leases: key -> (owner, expires_at)."""
+        return {k: (o, e) for k, o, e in self._db.execute("SELECT key, owner, expires_at FROM leases")}
 
     def get(self, key: str) -> StoredRun:
         """The stored run of `key`; StoreError if there is none."""

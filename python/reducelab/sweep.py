@@ -31,7 +31,7 @@ import sys
 import threading
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 from . import _core
 from .runs import check_seed
 from .scenario import FieldError, Scenario, parse_path, set_field
-from .store import ResultStore, StoreError, flatten_summary, sweep_table
+from .store import BUSY, DONE, ResultStore, StoreError, flatten_summary, new_lease_owner, sweep_table
 
 if TYPE_CHECKING:
     import pandas
@@ -53,6 +53,13 @@ before any point exists (each point holds its resolved scenario)."""
 
 CONFIRM_POINTS = 10_000
 """`Sweep.run` refuses a sweep of more points than this unless ``confirm=True`` (CLI: ``--yes``)."""
+
+LEASE_SECONDS = 60.0
+"""How long a point's lease lasts unless renewed (renewed every quarter of it while its sweep
+lives); a sweep that died on another host frees its points after this long."""
+
+WORKER_TIMEOUT_SECONDS = 120.0
+"""How long a sweep waits for a Dask cluster without workers before giving up."""
 
 _SCHEDULER = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
 
@@ -113,6 +120,8 @@ class SweepReport:
     """Points run and stored by this call."""
     store: Path
     wall_seconds: float
+    by_others: int = 0
+    """Points another sweep process stored while this one ran (leased by it, not run here)."""
 
 
 def run_point(toml_text: str) -> dict[str, Any]:
@@ -521,6 +530,8 @@ class Sweep:
         on_point: Callable[[Point], None] | None = None,
         confirm: bool = False,
         confirm_above: int = CONFIRM_POINTS,
+        lease_seconds: float = LEASE_SECONDS,
+        worker_timeout: float = WORKER_TIMEOUT_SECONDS,
     ) -> SweepReport:
         """Run every point not yet in `store` and store each result as it finishes.
 
@@ -531,6 +542,13 @@ class Sweep:
         simulator (`check`), if anything is left to run. `on_point` is called after each point
         is stored (an exception from it stops the sweep; stored points stay). A sweep of more
         than `confirm_above` points (default `CONFIRM_POINTS`) runs only with `confirm`.
+
+        Each point is leased in the store before it runs (for `lease_seconds`, renewed while
+        this process lives), so several sweeps into one store share the work: a point leased by
+        another live sweep is skipped and taken up later if that sweep does not store it. On a
+        Dask cluster, a lost worker's points are resubmitted by the scheduler to the others; a
+        cluster without any worker for `worker_timeout` seconds ends the sweep with
+        `SweepRunError`.
 
         Raises `SweepSizeError` (before building the points) for a sweep too large to run
         unconfirmed; `FieldError`/`SweepSpecError` for an invalid spec or a point the simulator
@@ -551,38 +569,87 @@ class Sweep:
                     if m not in stored:
                         raise self._error(f"sweep.metrics[{i}]", f"{m!r} is not a field of summary.json")
             self.record(db)
+            if not todo:
+                return SweepReport(len(points), len(points), 0, db.path, time.monotonic() - t0)
             bar = ProgressBar(len(points), len(points) - len(todo), enabled=progress)
+            owner = new_lease_owner()
+            keeper = _LeaseKeeper(db.path, owner, lease_seconds)
+            executor: _Inline | _Local | _Dask | None = None
             try:
                 if scheduler is not None:
-                    results = _run_dask(todo, scheduler)
+                    executor = _Dask(scheduler, worker_timeout)
                 elif (jobs or os.cpu_count() or 1) <= 1 or len(todo) <= 1:
-                    results = _run_inline(todo)
+                    executor = _Inline()
                 else:
-                    results = _run_pool(todo, jobs or os.cpu_count() or 1)
-                executed = 0
-                for point, out in results:
-                    if "error" in out:
-                        fld, reason = out["error"]
-                        where = ", ".join(f"{k} = {_show(v)}" for k, v in point.params.items())
-                        raise self._error("grid", f"point {point.index} ({where}): {fld}: {reason}")
-                    try:
-                        db.put(
-                            point.key, point.scenario.canonical_json(), point.seed, out["summary_json"],
-                            [(n, c) for n, c in out["files"]], out["version"], out["wall_seconds"],
-                        )
-                    except StoreError as exc:
-                        where = ", ".join(f"{k} = {_show(v)}" for k, v in point.params.items())
-                        raise SweepRunError(f"point {point.index} ({where}): {exc}") from None
-                    executed += 1
-                    bar.step()
-                    if on_point is not None:
-                        on_point(point)
+                    executor = _Local(min(jobs or os.cpu_count() or 1, len(todo)))
+                executed, by_others = self._drive(db, executor, todo, owner, lease_seconds, bar, on_point)
             finally:
+                if executor is not None:
+                    executor.close()
+                keeper.stop()
+                db.release_leases(owner)
                 bar.close()
-            return SweepReport(len(points), len(points) - len(todo), executed, db.path, time.monotonic() - t0)
+            return SweepReport(
+                len(points), len(points) - len(todo), executed, db.path, time.monotonic() - t0, by_others
+            )
         finally:
             if own_store:
                 db.close()
+
+    def _drive(
+        self, db: ResultStore, executor: _Inline | _Local | _Dask, todo: list[Point], owner: str,
+        lease_seconds: float, bar: ProgressBar, on_point: Callable[[Point], None] | None,
+    ) -> tuple[int, int]:
+        """Lease points as the executor has room, store what it returns. A point leased by
+        another live sweep is skipped and tried again later (it is done once that sweep stores
+        it, or free once its lease expires). Returns (executed here, stored by others)."""
+        waiting = list(reversed(todo))  # pop() takes them in grid order
+        busy: list[Point] = []  # leased by another sweep when last tried
+        inflight = 0
+        executed = by_others = 0
+        retry_at = 0.0
+        poll = min(1.0, lease_seconds / 4)
+        while waiting or busy or inflight:
+            if not waiting and busy and time.monotonic() >= retry_at:
+                waiting, busy = list(reversed(busy)), []
+                retry_at = time.monotonic() + poll
+            while waiting and inflight < executor.capacity:
+                point = waiting.pop()
+                state = db.lease(point.key, owner, lease_seconds)
+                if state == DONE:
+                    by_others += 1
+                    bar.step()
+                elif state == BUSY:
+                    busy.append(point)
+                else:
+                    executor.submit(point)
+                    inflight += 1
+            if not inflight:
+                if busy:
+                    time.sleep(max(0.0, retry_at - time.monotonic()))
+                continue
+            got = executor.next(timeout=poll)
+            if got is None:
+                continue
+            inflight -= 1
+            point, out = got
+            if "error" in out:
+                fld, reason = out["error"]
+                where = ", ".join(f"{k} = {_show(v)}" for k, v in point.params.items())
+                raise self._error("grid", f"point {point.index} ({where}): {fld}: {reason}")
+            try:
+                db.put(
+                    point.key, point.scenario.canonical_json(), point.seed, out["summary_json"],
+                    [(n, c) for n, c in out["files"]], out["version"], out["wall_seconds"],
+                )
+            except StoreError as exc:
+                where = ", ".join(f"{k} = {_show(v)}" for k, v in point.params.items())
+                raise SweepRunError(f"point {point.index} ({where}): {exc}") from None
+            executed += 1
+            bar.step()
+            if on_point is not None:
+                on_point(point)
+        return executed, by_others
 
     # -- results -------------------------------------------------------------------------
 
@@ -652,12 +719,30 @@ def _csv_cell(v: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Executors: each yields (point, output of run_point) as points finish.
+# Executors: `submit` a leased point, `next` returns (point, output of run_point) as points
+# finish, `capacity` is how many points may be in flight (only that many are leased at a time,
+# so that concurrent sweeps share the rest).
+
+Outcome = tuple[Point, dict[str, Any]]
 
 
-def _run_inline(points: Sequence[Point]) -> Iterator[tuple[Point, dict[str, Any]]]:
-    for p in points:
-        yield p, run_point(p.scenario.to_toml())
+class _Inline:
+    """Runs each point in the calling process when asked for its result."""
+
+    capacity = 1
+
+    def __init__(self) -> None:
+        self._queue: list[Point] = []
+
+    def submit(self, point: Point) -> None:
+        self._queue.append(point)
+
+    def next(self, timeout: float) -> Outcome | None:
+        p = self._queue.pop(0)
+        return p, run_point(p.scenario.to_toml())
+
+    def close(self) -> None:
+        pass
 
 
 # Local workers are `python -c _WORKER_COMMAND` processes, not a multiprocessing pool: a
@@ -687,8 +772,8 @@ def serve_points() -> None:
 class _LocalWorker:
     """One worker process and the thread that feeds it points from a shared queue."""
 
-    def __init__(self, tasks: queue.SimpleQueue[tuple[int, str] | None],
-                 answers: queue.SimpleQueue[tuple[int, dict[str, Any] | int]]) -> None:
+    def __init__(self, tasks: queue.SimpleQueue[Point | None],
+                 answers: queue.SimpleQueue[tuple[Point, dict[str, Any] | int]]) -> None:
         package_parent = str(Path(__file__).resolve().parent.parent)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
@@ -699,21 +784,20 @@ class _LocalWorker:
         self.thread = threading.Thread(target=self._feed, args=(tasks, answers), daemon=True)
         self.thread.start()
 
-    def _feed(self, tasks: queue.SimpleQueue[tuple[int, str] | None],
-              answers: queue.SimpleQueue[tuple[int, dict[str, Any] | int]]) -> None:
+    def _feed(self, tasks: queue.SimpleQueue[Point | None],
+              answers: queue.SimpleQueue[tuple[Point, dict[str, Any] | int]]) -> None:
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        while (task := tasks.get()) is not None:
-            i, toml_text = task
+        while (point := tasks.get()) is not None:
             try:
-                self.proc.stdin.write(json.dumps({"toml": toml_text}) + "\n")
+                self.proc.stdin.write(json.dumps({"toml": point.scenario.to_toml()}) + "\n")
                 self.proc.stdin.flush()
                 line = self.proc.stdout.readline()
             except (OSError, ValueError):  # the worker is gone, or we closed it
                 line = ""
             if not line:
-                answers.put((i, self.proc.wait()))
+                answers.put((point, self.proc.wait()))
                 return
-            answers.put((i, json.loads(line)))
+            answers.put((point, json.loads(line)))
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -727,66 +811,156 @@ class _LocalWorker:
                 pass
 
 
-def _run_pool(points: Sequence[Point], jobs: int) -> Iterator[tuple[Point, dict[str, Any]]]:
-    tasks: queue.SimpleQueue[tuple[int, str] | None] = queue.SimpleQueue()
-    answers: queue.SimpleQueue[tuple[int, dict[str, Any] | int]] = queue.SimpleQueue()
-    for i, p in enumerate(points):
-        tasks.put((i, p.scenario.to_toml()))
-    workers = []
-    try:
-        for _ in range(min(jobs, len(points))):
-            tasks.put(None)
-            workers.append(_LocalWorker(tasks, answers))
-        for _ in points:
-            i, out = answers.get()
-            if isinstance(out, int):
-                raise SweepRunError(
-                    f"a local worker process ended with status {out} while running point {points[i].index} "
-                    "(its error output is above); stored points stay stored"
-                )
-            yield points[i], out
-    finally:
+class _Local:
+    """`jobs` worker processes, started at once, fed one point at a time each."""
+
+    def __init__(self, jobs: int) -> None:
+        self._tasks: queue.SimpleQueue[Point | None] = queue.SimpleQueue()
+        self._answers: queue.SimpleQueue[tuple[Point, dict[str, Any] | int]] = queue.SimpleQueue()
+        self._workers: list[_LocalWorker] = []
+        self.capacity = jobs
+        for _ in range(jobs):
+            self._workers.append(_LocalWorker(self._tasks, self._answers))
+
+    def submit(self, point: Point) -> None:
+        self._tasks.put(point)
+
+    def next(self, timeout: float) -> Outcome | None:
+        try:
+            point, out = self._answers.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if isinstance(out, int):
+            raise SweepRunError(
+                f"a local worker process ended with status {out} while running point {point.index} "
+                "(its error output is above); stored points stay stored"
+            )
+        return point, out
+
+    def close(self) -> None:
         # An error, Ctrl-C or a consumer that stops early: runs in flight are abandoned (they
         # were not stored, so the next run of the sweep does them).
-        for w in workers:
+        for _ in self._workers:
+            self._tasks.put(None)
+        for w in self._workers:
             w.stop()
 
 
-def _run_dask(points: Sequence[Point], scheduler: Any) -> Iterator[tuple[Point, dict[str, Any]]]:
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise FieldError(
-            "--scheduler", "running on a Dask cluster needs dask.distributed: pip install 'reducelab[sweep]'"
-        ) from None
-    own = not isinstance(scheduler, Client)
-    if own:
-        address = check_scheduler(scheduler)
+class _Dask:
+    """Points as tasks on a Dask distributed cluster.
+
+    A worker that dies takes its running tasks with it; the scheduler resubmits them to the
+    other workers (and reports `KilledWorker` for a task that killed several). If the cluster
+    has no worker at all for `worker_timeout` seconds while points are in flight, the sweep ends
+    with an error instead of waiting for a worker forever.
+    """
+
+    def __init__(self, scheduler: Any, worker_timeout: float) -> None:
         try:
-            client = Client(address, timeout="10s", set_as_default=False)
-        except (OSError, TimeoutError) as exc:
-            raise SweepRunError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
-    else:
-        client = scheduler
-    futures = []
-    try:
-        by_future: dict[Any, Point] = {}
-        for p in points:
-            # The key is the point's: a cluster shared by two sweeps runs a common point once.
-            f = client.submit(run_point, p.scenario.to_toml(), key=f"reducelab-run-{p.key}", pure=False)
-            by_future[f] = p
-            futures.append(f)
-        for f in as_completed(futures, loop=client.loop):
-            yield by_future[f], f.result()
-    finally:
-        for f in futures:
-            if not f.done():
-                f.cancel()
-        if own:
-            client.close()
+            from distributed import Client
+        except ImportError:
+            raise FieldError(
+                "--scheduler", "running on a Dask cluster needs dask.distributed: pip install 'reducelab[sweep]'"
+            ) from None
+        self._own = not isinstance(scheduler, Client)
+        if self._own:
+            self.address = check_scheduler(scheduler)
+            try:
+                self.client = Client(self.address, timeout="10s", set_as_default=False)
+            except (OSError, TimeoutError) as exc:
+                raise SweepRunError(f"cannot connect to the Dask scheduler at {self.address}: {exc}") from None
+        else:
+            self.client = scheduler
+            self.address = str(getattr(scheduler, "scheduler", None) and scheduler.scheduler.address)
+        self.worker_timeout = worker_timeout
+        self._done: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._points: dict[Any, Point] = {}
+        self._futures: dict[Any, Any] = {}  # held: a future nobody holds is released by Dask
+        self._no_workers_since: float | None = None
+        self._last_check = 0.0
+        self._threads = 1
+
+    @property
+    def capacity(self) -> int:
+        # Lease about as many points as the cluster can run at once (at least one, so that an
+        # empty cluster is noticed by the worker timeout).
+        return max(1, self._threads)
+
+    def _workers(self) -> int:
+        try:
+            nthreads = self.client.nthreads()
+        except Exception:  # noqa: BLE001 - a lost scheduler connection is handled by the timeout
+            return 0
+        self._threads = sum(nthreads.values())
+        return len(nthreads)
+
+    def submit(self, point: Point) -> None:
+        # The key is the point's: a cluster shared by two sweeps runs a common point once.
+        f = self.client.submit(run_point, point.scenario.to_toml(), key=f"reducelab-run-{point.key}", pure=False)
+        self._points[f.key] = point
+        self._futures[f.key] = f
+        f.add_done_callback(self._done.put)
+
+    def next(self, timeout: float) -> Outcome | None:
+        now = time.monotonic()
+        if now - self._last_check >= min(1.0, self.worker_timeout / 4) or self._last_check == 0.0:
+            self._last_check = now
+            if self._workers() == 0:
+                if self._no_workers_since is None:
+                    self._no_workers_since = now
+                elif now - self._no_workers_since > self.worker_timeout:
+                    raise SweepRunError(
+                        f"the Dask cluster at {self.address} has had no worker for {self.worker_timeout:g} s "
+                        f"with {len(self._points)} points in flight; start workers and run the sweep again "
+                        "(stored points stay stored)"
+                    )
+            else:
+                self._no_workers_since = None
+        try:
+            f = self._done.get(timeout=min(timeout, 0.5))
+        except queue.Empty:
+            return None
+        point = self._points.pop(f.key, None)
+        self._futures.pop(f.key, None)
+        if point is None:  # cancelled by close
+            return None
+        try:
+            return point, f.result()
+        except Exception as exc:  # noqa: BLE001 - reported with the point
+            kind = type(exc).__name__
+            raise SweepRunError(
+                f"point {point.index} failed on the Dask cluster: {kind}: {exc}"
+                + (" (the workers running it died; the point may crash the simulator)" if kind == "KilledWorker" else "")
+            ) from None
+
+    def close(self) -> None:
+        try:
+            self.client.cancel(list(self._futures.values()), force=True)
+        except Exception:  # noqa: BLE001 - closing anyway
+            pass
+        self._points.clear()
+        self._futures.clear()
+        if self._own:
+            self.client.close()
 
 
-# ---------------------------------------------------------------------------------------------
+class _LeaseKeeper:
+    """Renews the leases of one owner every `seconds`/4 from its own thread and connection, so
+    that leases outlive points that run longer than a lease (and die with the process)."""
+
+    def __init__(self, path: Path, owner: str, seconds: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(path, owner, seconds), daemon=True)
+        self._thread.start()
+
+    def _loop(self, path: Path, owner: str, seconds: float) -> None:
+        with ResultStore(path) as store:
+            while not self._stop.wait(seconds / 4):
+                store.renew_leases(owner, seconds)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _clock(seconds: float) -> str:
