@@ -430,7 +430,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     links.add_argument(
         "--out", type=Path, metavar="FILE.png",
-        help="output image (default: RESULTS_DIR/link_utilization.png)",
+        help="output image, written to exactly this path: PNG, or SVG/PDF for a .svg/.pdf suffix "
+        "(default: RESULTS_DIR/link_utilization.png)",
     )
     links.add_argument(
         "--bins", type=_positive_int, default=20, metavar="N",
@@ -707,8 +708,10 @@ def _cmd_plot_links(args: argparse.Namespace) -> int:
         _fail("plotting needs matplotlib: pip install 'reducelab[plot]'", EXIT_FAILURE)
     try:
         png = plots.link_utilization(args.results_dir, out=args.out, bins=args.bins)
-    except plots.ResultFileError as exc:
+    except (plots.ResultFileError, plots.PlotDataError) as exc:
         _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{args.out}: cannot write the plot: {exc.strerror or exc}", EXIT_FAILURE)
     print(f"wrote {png}")
     return 0
 
