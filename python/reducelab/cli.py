@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections import Counter
@@ -362,7 +363,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--round-bytes", type=_size, default=16 * 1024 * 1024, metavar="SIZE",
         help="bytes reduced per algorithm per round: small sizes repeat calls up to this (default: 16MiB)",
     )
-    mpi.add_argument("--torus", metavar="SHAPE", help="virtual torus (REDUCELAB_TORUS), e.g. 4x2")
+    mpi.add_argument(
+        "--torus", metavar="SHAPE",
+        help="virtual torus (REDUCELAB_TORUS), e.g. 4x2; needs as many ranks as positions (default --ranks: that many)",
+    )
     mpi.add_argument(
         "--out", type=Path, metavar="DIR",
         help="write mpi-bench.csv, mpi-bench.txt and mpi-bench.png into DIR (default: results/bench-mpi)",
@@ -669,7 +673,19 @@ def _cmd_bench_collective(args: argparse.Namespace) -> int:
 def _cmd_bench_mpi(args: argparse.Namespace) -> int:
     from . import mpibench
 
-    ranks = args.ranks or [4, 8]
+    if args.torus:
+        try:
+            dims = mpibench.parse_torus(args.torus)
+        except ValueError as exc:
+            _fail(str(exc))
+    # With a torus, the default rank count is its size.
+    ranks = args.ranks or ([math.prod(dims)] if args.torus else [4, 8])
+    if args.torus:
+        for n in ranks:
+            try:
+                mpibench.check_torus(args.torus, n)
+            except ValueError as exc:
+                _fail(str(exc))
     sizes = args.sizes or list(mpibench.DEFAULT_SIZES)
     algorithms = args.algorithm or list(mpibench.DEFAULT_ALGORITHMS)
     if args.torus and "hamiltonian-rings" not in algorithms and not args.algorithm:
