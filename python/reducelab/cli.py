@@ -182,14 +182,15 @@ examples:
   reducelab reproduce swing-fig9                         # small scale, a few seconds
   reducelab reproduce swing-fig9 --scale full --out results/fig9
   reducelab reproduce swing-fig9 --scale full --backend packet
-  reducelab reproduce all --scale small     # every figure + results/all-small/index.html
+  reducelab reproduce all --scale small     # every figure (Swing, Canary) + results/all-small/index.html
 
 Canary figures (canary-fig2, -fig6, -fig7, -fig8, -fig9, -fig10, -fig11; canary-all for every
 one into DIR/NAME/): scenario runs on the Canary §5.2 fat tree (in-network allreduce, ring,
 random-uniform background), python/reducelab/canary_repro.py. Scales: tiny (16 hosts, tests),
 small (64 hosts), full (1024 hosts, 5 allocations, 4 MiB; minutes per figure). They write
 STEM.csv (one row per run), STEM_claims.csv/.md, STEM.png and, for Figs. 7 and 10,
-STEM_links.csv (network-link utilisation histograms). Not part of `reproduce all`.
+STEM_links.csv (network-link utilisation histograms). `reproduce all` runs them after the
+Swing figures, into DIR/NAME/, and adds them to DIR/index.html.
   reducelab reproduce canary-fig8 --scale full --jobs 1 --out results/canary-fig8
 
 An unknown figure or scale prints `error: ...` and exits with status 2; a packet-level run
@@ -1007,24 +1008,32 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
     from . import canary_repro
 
+    known = [*reproduce.names(), *canary_repro.names(), "canary-all", "all"]
     if args.list:
-        for name in [*reproduce.names(), *canary_repro.names(), "canary-all"]:
+        for name in known:
             print(name)
         return 0
     if not args.figure:
-        _fail(f"reproduce needs a FIGURE; known: {', '.join([*reproduce.names(), *canary_repro.names()])}")
+        _fail(f"reproduce needs a FIGURE; known: {', '.join(known)}")
     if args.figure.startswith("canary-"):
         return _cmd_reproduce_canary(args)
+    if args.figure not in known:
+        _fail(f"unknown figure {args.figure!r}; known: {', '.join(known)} (see `reducelab reproduce --list`)")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         _fail("reproduce draws a plot and needs matplotlib: pip install 'reducelab[plot]'", EXIT_FAILURE)
     out: Path = args.out if args.out is not None else Path("results") / f"{args.figure}-{args.scale}"
     if args.figure == "all":  # every figure, then OUT/index.html
+        from . import canary_repro
+
+        if args.scale not in canary_repro.SCALES:
+            _fail(f"unknown scale {args.scale!r} for the Canary figures of `all`; known: {', '.join(canary_repro.SCALES)}")
         try:
-            return reproduce.run_all_cli(out, args.scale, args.backend, args.jobs, args.quiet)
+            status = reproduce.run_all_cli(out, args.scale, args.backend, args.jobs, args.quiet)
         except reproduce.ReproductionError as exc:
             _fail(str(exc))
+        return max(status, _reproduce_canary_into_all(out, args))
     try:
         report = reproduce.reproduce(
             args.figure, out, scale=args.scale, backend=args.backend, jobs=args.jobs,
@@ -1048,6 +1057,43 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             f"{r.bandwidth:g} Gb/s: {r.mismatch}",
             EXIT_FAILURE,
         )
+    return 0
+
+
+def _reproduce_canary_into_all(out: Path, args: argparse.Namespace) -> int:
+    """`reproduce all`, second part: every Canary figure into OUT/NAME/, added to OUT/index.html
+    (written by the Swing part). Returns 1 if a run did not complete with verified results."""
+    from . import canary_repro
+
+    reports = []
+    for name in canary_repro.names():
+        try:
+            rep = canary_repro.reproduce(name, out / name, scale=args.scale, jobs=args.jobs or 1,
+                                         progress=not args.quiet and sys.stdout.isatty())
+        except canary_repro.CanaryReproError as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            _fail(f"{out / name}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
+        reports.append(rep)
+        if not args.quiet:
+            p, f, n = rep.counts()
+            print(f"{name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a  {len(rep.results):>5} runs  "
+                  f"{rep.wall_seconds:6.1f} s", flush=True)
+    index = out / "index.html"
+    try:
+        page = index.read_text(encoding="utf-8")
+        head, tail = page.rsplit("</body>", 1)
+        index.write_text(head + canary_repro.index_section(reports, out) + "</body>" + tail, encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        _fail(f"{index}: cannot add the Canary figures: {exc}", EXIT_FAILURE)
+    if not args.quiet:
+        print(f"added {len(reports)} Canary figures to {index}")
+    bad = [(rep.figure.name, r) for rep in reports for r in rep.unverified]
+    if bad:
+        name, r = bad[0]
+        print(f"error: {len(bad)} Canary runs did not complete with verified results, e.g. {name} {r.params}: "
+              f"end {r.end}", file=sys.stderr)
+        return EXIT_FAILURE
     return 0
 
 
