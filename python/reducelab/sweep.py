@@ -871,7 +871,7 @@ class _Dask:
                 raise SweepRunError(f"cannot connect to the Dask scheduler at {self.address}: {exc}") from None
         else:
             self.client = scheduler
-            self.address = str(getattr(scheduler, "scheduler", None) and scheduler.scheduler.address)
+            self.address = str(getattr(getattr(scheduler, "scheduler", None), "address", "of the given client"))
         self.worker_timeout = worker_timeout
         self._done: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._points: dict[Any, Point] = {}
@@ -879,6 +879,7 @@ class _Dask:
         self._no_workers_since: float | None = None
         self._last_check = 0.0
         self._threads = 1
+        self._workers()  # the first points go to every worker thread at once
 
     @property
     def capacity(self) -> int:
