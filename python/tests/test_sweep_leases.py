@@ -168,3 +168,61 @@ def test_dask_worker_lost_mid_sweep_its_points_run_elsewhere(tmp_path: Path) -> 
     assert report.executed == 8
     with ResultStore(db) as store:
         assert store.count() == 8
+
+
+def _worker_env() -> dict[str, str]:
+    import os
+
+    import reducelab
+
+    env = dict(os.environ)
+    package_parent = str(Path(reducelab.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+    return env
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_dask_worker_process_killed_with_no_nanny(tmp_path: Path, workers: int) -> None:
+    """The issue's case: a worker dies with no nanny to restart it (SIGKILL of a `dask worker
+    --no-nanny` process). With another worker left, its points are resubmitted there and the
+    sweep completes; with none, the sweep ends with an error after `worker_timeout` instead of
+    waiting forever, and the points stored before stay."""
+    distributed = pytest.importorskip("distributed")
+    import signal
+
+    spec, db = slow_spec(tmp_path), tmp_path / "r.sqlite"
+    with distributed.LocalCluster(n_workers=0, processes=False, protocol="tcp",
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address, "--no-nanny",
+                 "--nthreads", "1", "--no-dashboard"],
+                env=_worker_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            for _ in range(workers)
+        ]
+        try:
+            client.wait_for_workers(workers, timeout=60)
+
+            def kill_a_worker(point: object) -> None:
+                if procs[0].poll() is None:
+                    procs[0].send_signal(signal.SIGKILL)
+                    procs[0].wait()
+
+            t0 = time.monotonic()
+            sweep = Sweep.load(spec)
+            if workers == 1:
+                with pytest.raises(SweepRunError, match=r"has had no worker for 2 s with \d+ points in flight"):
+                    sweep.run(db, scheduler=client, worker_timeout=2, on_point=kill_a_worker)
+            else:
+                assert sweep.run(db, scheduler=client, worker_timeout=2, on_point=kill_a_worker).executed == 8
+                assert procs[0].returncode == -signal.SIGKILL and procs[1].poll() is None
+            assert time.monotonic() - t0 < 25
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                proc.wait()
+    with ResultStore(db) as store:
+        assert (1 <= store.count() < 8) if workers == 1 else store.count() == 8
+        assert store.leases() == {}
