@@ -774,12 +774,13 @@ class _LocalWorker:
 
     def __init__(self, tasks: queue.SimpleQueue[Point | None],
                  answers: queue.SimpleQueue[tuple[Point, dict[str, Any] | int]]) -> None:
-        package_parent = str(Path(__file__).resolve().parent.parent)
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
+        # This very reducelab: its folder goes first on the worker's path unless it is there
+        # already (an installed package, or a checkout on PYTHONPATH).
+        package_parent = json.dumps(str(Path(__file__).resolve().parent.parent))
+        command = f"import sys; {package_parent} in sys.path or sys.path.insert(0, {package_parent}); {_WORKER_COMMAND}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER_COMMAND], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            env=env, text=True, encoding="utf-8",
+            [sys.executable, "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, encoding="utf-8",
         )
         self.thread = threading.Thread(target=self._feed, args=(tasks, answers), daemon=True)
         self.thread.start()
