@@ -1000,3 +1000,44 @@ def reproduce(name: str, out: str | Path, scale: str = "small", jobs: int = 1, p
     fig.plot(sc, results, out / f"{fig.stem}.png")
     files[f"{fig.stem}.png"] = ""
     return CanaryReport(fig, sc, results, claims, files, time.monotonic() - t0)
+
+
+def index_section(reports: Sequence[CanaryReport], out: str | Path) -> str:
+    """The Canary figures' part of `reproduce all`'s ``index.html`` (figures in ``out/NAME/``):
+    a summary table, then per figure the plot, the command and the claims."""
+    from html import escape as h
+
+    parts = [
+        '<section id="canary"><h2>Canary (§5): in-network allreduce on a fat tree</h2>',
+        "<p>Packet-level scenario runs (python/reducelab/canary_repro.py); "
+        "<code>--backend</code> does not apply to them.</p>",
+        "<table><tr><th>figure</th><th>title</th><th>pass</th><th>fail</th><th>n/a</th></tr>",
+    ]
+    for r in reports:
+        p, f, n = r.counts()
+        parts.append(f'<tr><td><a href="#{h(r.figure.name)}">{h(r.figure.name)}</a></td><td>{h(r.figure.title)}</td>'
+                     f'<td class="pass">{p}</td><td class="fail">{f}</td><td class="na">{n}</td></tr>')
+    parts.append("</table>")
+    for r in reports:
+        d, stem = r.figure.name, r.figure.stem
+        p, f, n = r.counts()
+        parts += [
+            f'<section id="{h(d)}"><h3>{h(r.figure.title)} <small>({h(d)})</small></h3>',
+            f"<p>Scale <code>{h(r.scale.name)}</code>: {h(r.scale.network())}; {len(r.results)} runs. "
+            f"{p} pass, {f} fail, {n} n/a. Regenerate: "
+            f"<code>reducelab reproduce {h(d)} --scale {h(r.scale.name)} --out {h(str(Path(out) / d))}</code></p>",
+            f'<p><img src="{h(d)}/{h(stem)}.png" alt="{h(d)} reproduction"></p>',
+            "<table><tr><th>id</th><th>claim</th><th>paper</th><th>rule</th><th>measured</th><th>result</th></tr>",
+        ]
+        cls = {"pass": "pass", "fail": "fail"}
+        for c in r.claims:
+            parts.append(f'<tr id="{h(d)}-{h(c.id)}"><td>{h(c.id)}</td><td>{h(c.claim)}</td><td>{h(c.paper)}</td>'
+                         f'<td>{h(c.rule)}</td><td>{h(c.measured)}</td>'
+                         f'<td class="{cls.get(c.verdict, "na")}">{h(c.verdict)}</td></tr>')
+        parts += [
+            "</table>",
+            "<p>Files: " + ", ".join(f'<a href="{h(d)}/{h(x)}">{h(x)}</a>' for x in sorted(r.files)) + "</p>",
+            "</section>",
+        ]
+    parts.append("</section>")
+    return "\n".join(parts) + "\n"

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -113,6 +115,7 @@ by dotted path (docs/sweeps.md):
 
 Every point (base scenario with the point's values and seed) is keyed by the SHA-256 of its
 canonical form and stored in one SQLite file with its summary.json, CSV files and metrics.
+The sweep states its point count before starting; one of more than 10000 points needs --yes.
 Points already stored are not run again: re-running a finished sweep runs nothing, and an
 interrupted one (Ctrl-C, a killed job) resumes where it stopped. Points run in a local process
 pool (--jobs), or on a Dask cluster with --scheduler; the stored results are the same bytes
@@ -179,14 +182,15 @@ examples:
   reducelab reproduce swing-fig9                         # small scale, a few seconds
   reducelab reproduce swing-fig9 --scale full --out results/fig9
   reducelab reproduce swing-fig9 --scale full --backend packet
-  reducelab reproduce all --scale small     # every figure + results/all-small/index.html
+  reducelab reproduce all --scale small     # every figure (Swing, Canary) + results/all-small/index.html
 
 Canary figures (canary-fig2, -fig6, -fig7, -fig8, -fig9, -fig10, -fig11; canary-all for every
 one into DIR/NAME/): scenario runs on the Canary §5.2 fat tree (in-network allreduce, ring,
 random-uniform background), python/reducelab/canary_repro.py. Scales: tiny (16 hosts, tests),
 small (64 hosts), full (1024 hosts, 5 allocations, 4 MiB; minutes per figure). They write
 STEM.csv (one row per run), STEM_claims.csv/.md, STEM.png and, for Figs. 7 and 10,
-STEM_links.csv (network-link utilisation histograms). Not part of `reproduce all`.
+STEM_links.csv (network-link utilisation histograms). `reproduce all` runs them after the
+Swing figures, into DIR/NAME/, and adds them to DIR/index.html.
   reducelab reproduce canary-fig8 --scale full --jobs 1 --out results/canary-fig8
 
 An unknown figure or scale prints `error: ...` and exits with status 2; a packet-level run
@@ -360,7 +364,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--round-bytes", type=_size, default=16 * 1024 * 1024, metavar="SIZE",
         help="bytes reduced per algorithm per round: small sizes repeat calls up to this (default: 16MiB)",
     )
-    mpi.add_argument("--torus", metavar="SHAPE", help="virtual torus (REDUCELAB_TORUS), e.g. 4x2")
+    mpi.add_argument(
+        "--torus", metavar="SHAPE",
+        help="virtual torus (REDUCELAB_TORUS), e.g. 4x2; needs as many ranks as positions (default --ranks: that many)",
+    )
     mpi.add_argument(
         "--out", type=Path, metavar="DIR",
         help="write mpi-bench.csv, mpi-bench.txt and mpi-bench.png into DIR (default: results/bench-mpi)",
@@ -395,6 +402,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run", action="store_true", help="list the points and what is stored; run nothing"
     )
     sweep.add_argument(
+        "--include-unverified", action="store_true",
+        help="--export also the points whose status is not completed (unverified, stalled, ...)",
+    )
+    sweep.add_argument(
+        "--yes", "-y", action="store_true",
+        help="run a sweep of more than 10000 points (without it such a sweep is refused)",
+    )
+    sweep.add_argument(
         "--quiet", "-q", action="store_true", help="print nothing but errors (no progress bar)"
     )
     sweep.set_defaults(handler=_cmd_sweep)
@@ -420,7 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     links.add_argument(
         "--out", type=Path, metavar="FILE.png",
-        help="output image (default: RESULTS_DIR/link_utilization.png)",
+        help="output image, written to exactly this path: PNG, or SVG/PDF for a .svg/.pdf suffix "
+        "(default: RESULTS_DIR/link_utilization.png)",
     )
     links.add_argument(
         "--bins", type=_positive_int, default=20, metavar="N",
@@ -439,6 +455,10 @@ def build_parser() -> argparse.ArgumentParser:
     plot_sweep.add_argument("--y", required=True, metavar="METRIC", help="y axis: a metric column, e.g. sim_time_ps")
     plot_sweep.add_argument("--hue", metavar="FIELD", help="one series per value of this column")
     plot_sweep.add_argument("--sweep", metavar="NAME", help="which sweep of DB (default: its only one)")
+    plot_sweep.add_argument(
+        "--include-unverified", action="store_true",
+        help="also plot the points whose status is not completed (unverified, stalled, ...)",
+    )
     plot_sweep.add_argument(
         "--out", type=Path, action="append", metavar="FILE",
         help="output image, .png or .svg (repeatable; default: a PNG and an SVG next to DB)",
@@ -654,7 +674,19 @@ def _cmd_bench_collective(args: argparse.Namespace) -> int:
 def _cmd_bench_mpi(args: argparse.Namespace) -> int:
     from . import mpibench
 
-    ranks = args.ranks or [4, 8]
+    if args.torus:
+        try:
+            dims = mpibench.parse_torus(args.torus)
+        except ValueError as exc:
+            _fail(str(exc))
+    # With a torus, the default rank count is its size.
+    ranks = args.ranks or ([math.prod(dims)] if args.torus else [4, 8])
+    if args.torus:
+        for n in ranks:
+            try:
+                mpibench.check_torus(args.torus, n)
+            except ValueError as exc:
+                _fail(str(exc))
     sizes = args.sizes or list(mpibench.DEFAULT_SIZES)
     algorithms = args.algorithm or list(mpibench.DEFAULT_ALGORITHMS)
     if args.torus and "hamiltonian-rings" not in algorithms and not args.algorithm:
@@ -693,8 +725,10 @@ def _cmd_plot_links(args: argparse.Namespace) -> int:
         _fail("plotting needs matplotlib: pip install 'reducelab[plot]'", EXIT_FAILURE)
     try:
         png = plots.link_utilization(args.results_dir, out=args.out, bins=args.bins)
-    except plots.ResultFileError as exc:
+    except (plots.ResultFileError, plots.PlotDataError) as exc:
         _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{args.out}: cannot write the plot: {exc.strerror or exc}", EXIT_FAILURE)
     print(f"wrote {png}")
     return 0
 
@@ -702,7 +736,7 @@ def _cmd_plot_links(args: argparse.Namespace) -> int:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from .scenario import FieldError
     from .store import ResultStore, StoreError
-    from .sweep import Sweep, SweepRunError, check_scheduler
+    from .sweep import CONFIRM_POINTS, Sweep, SweepRunError, check_scheduler
 
     try:
         if args.scheduler is not None:
@@ -713,6 +747,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.scheduler is not None and args.jobs is not None:
         _fail("--jobs is for the local pool; with --scheduler the cluster's workers run the points")
     db_path: Path = args.out if args.out is not None else Path("results") / f"{args.spec.stem}.sqlite"
+    count = sweep.point_count
+    if count > CONFIRM_POINTS and not (args.yes or args.dry_run):
+        _fail(
+            f"{args.spec}: the sweep has {count} points ({sweep.count_formula()}), more than {CONFIRM_POINTS}; "
+            "run it with --yes to start them all (or --dry-run to list them)"
+        )
     try:
         points = sweep.points()
     except FieldError as exc:
@@ -732,8 +772,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                 params = ", ".join(f"{k} = {json.dumps(v)}" for k, v in p.params.items())
                 print(f"  {p.index:>5}  {'stored ' if p.key not in pending else 'to run '} {p.key[:12]}  {params}")
             return 0
+        if not args.quiet:
+            pending = len(sweep.pending(store))
+            print(f"sweep {sweep.name}: {len(points)} points, {len(points) - pending} already stored, "
+                  f"{pending} to run, into {db_path}", flush=True)
         try:
-            report = sweep.run(store, jobs=args.jobs, scheduler=args.scheduler, progress=not args.quiet)
+            report = sweep.run(store, jobs=args.jobs, scheduler=args.scheduler, progress=not args.quiet,
+                               confirm=True)
         except FieldError as exc:
             _fail(str(exc))
         except SweepRunError as exc:
@@ -749,16 +794,30 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(
                 f"sweep {sweep.name}: {report.total} points, {report.executed} run, {report.cached} cached, "
-                f"in {report.wall_seconds:.1f} s; stored in {db_path}"
+                + (f"{report.by_others} run by another sweep, " if report.by_others else "")
+                + f"in {report.wall_seconds:.1f} s; stored in {db_path}"
             )
+        statuses = store.statuses(p.key for p in points)
+        not_completed = sorted(
+            (p.index, statuses[p.key]) for p in points if statuses.get(p.key, "completed") != "completed"
+        )
+        if not_completed and not args.quiet:
+            kinds = ", ".join(f"{n} {s}" for s, n in sorted(Counter(s for _, s in not_completed).items()))
+            print(f"{len(not_completed)} points did not complete ({kinds}; first: point {not_completed[0][0]})"
+                  + ("" if args.include_unverified else "; tables and plots leave them out "
+                     "unless --include-unverified"))
         if args.export is not None:
             try:
-                csv_path = sweep.export_csv(store, args.export)
+                columns, rows = sweep.rows(store, include_unverified=args.include_unverified)
+                from .sweep import write_csv
+
+                csv_path = write_csv(args.export, columns, rows)
             except OSError as exc:
                 _fail(f"{args.export}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
             if not args.quiet:
-                print(f"wrote {csv_path} ({report.total} rows)")
+                print(f"wrote {csv_path} ({len(rows)} rows)")
     return 0
+
 
 
 def _safe_name(text: str) -> str:
@@ -777,14 +836,26 @@ def _cmd_plot_sweep(args: argparse.Namespace) -> int:
         _fail("plotting a sweep needs matplotlib and pandas: pip install 'reducelab[plot]'", EXIT_FAILURE)
     try:
         with open_store(args.db) as store:
-            _, columns, rows = store.sweep_rows(args.sweep)
+            _, columns, rows = store.sweep_rows(args.sweep, include_unverified=args.include_unverified)
+            _, all_columns, all_rows = store.sweep_rows(args.sweep, include_unverified=True)
     except StoreError as exc:
         _fail(str(exc))
     for flag, name in (("--x", args.x), ("--y", args.y), ("--hue", args.hue)):
-        if name is not None and name not in columns:
-            _fail(f"{args.db}: {flag}: no column {name!r}; columns: {', '.join(columns)}")
+        if name is not None and name not in all_columns:
+            _fail(f"{args.db}: {flag}: no column {name!r}; columns: {', '.join(all_columns)}")
     if not rows:
+        if all_rows:
+            _fail(f"{args.db}: none of the sweep's {len(all_rows)} finished points completed (their status is "
+                  f"{', '.join(sorted({str(r[all_columns.index('status')]) for r in all_rows}))}); "
+                  "plot them anyway with --include-unverified")
         _fail(f"{args.db}: the sweep has no finished points yet (run `reducelab sweep`)")
+    for flag, name in (("--x", args.x), ("--y", args.y), ("--hue", args.hue)):
+        if name is not None and name not in columns:
+            _fail(f"{args.db}: {flag}: column {name!r} exists only in points that did not complete; "
+                  "plot them with --include-unverified")
+    if len(rows) < len(all_rows):
+        print(f"left out {len(all_rows) - len(rows)} points whose status is not completed "
+              "(--include-unverified to plot them)", file=sys.stderr)
     stem = args.db.with_suffix("")
     default = stem.parent / f"{stem.name}_{_safe_name(args.y)}_vs_{_safe_name(args.x)}"
     outs: list[Path] = args.out or [default.parent / f"{default.name}.{ext}" for ext in ("png", "svg")]
@@ -937,24 +1008,32 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
 
     from . import canary_repro
 
+    known = [*reproduce.names(), *canary_repro.names(), "canary-all", "all"]
     if args.list:
-        for name in [*reproduce.names(), *canary_repro.names(), "canary-all"]:
+        for name in known:
             print(name)
         return 0
     if not args.figure:
-        _fail(f"reproduce needs a FIGURE; known: {', '.join([*reproduce.names(), *canary_repro.names()])}")
+        _fail(f"reproduce needs a FIGURE; known: {', '.join(known)}")
     if args.figure.startswith("canary-"):
         return _cmd_reproduce_canary(args)
+    if args.figure not in known:
+        _fail(f"unknown figure {args.figure!r}; known: {', '.join(known)} (see `reducelab reproduce --list`)")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         _fail("reproduce draws a plot and needs matplotlib: pip install 'reducelab[plot]'", EXIT_FAILURE)
     out: Path = args.out if args.out is not None else Path("results") / f"{args.figure}-{args.scale}"
     if args.figure == "all":  # every figure, then OUT/index.html
+        from . import canary_repro
+
+        if args.scale not in canary_repro.SCALES:
+            _fail(f"unknown scale {args.scale!r} for the Canary figures of `all`; known: {', '.join(canary_repro.SCALES)}")
         try:
-            return reproduce.run_all_cli(out, args.scale, args.backend, args.jobs, args.quiet)
+            status = reproduce.run_all_cli(out, args.scale, args.backend, args.jobs, args.quiet)
         except reproduce.ReproductionError as exc:
             _fail(str(exc))
+        return max(status, _reproduce_canary_into_all(out, args))
     try:
         report = reproduce.reproduce(
             args.figure, out, scale=args.scale, backend=args.backend, jobs=args.jobs,
@@ -978,6 +1057,43 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             f"{r.bandwidth:g} Gb/s: {r.mismatch}",
             EXIT_FAILURE,
         )
+    return 0
+
+
+def _reproduce_canary_into_all(out: Path, args: argparse.Namespace) -> int:
+    """`reproduce all`, second part: every Canary figure into OUT/NAME/, added to OUT/index.html
+    (written by the Swing part). Returns 1 if a run did not complete with verified results."""
+    from . import canary_repro
+
+    reports = []
+    for name in canary_repro.names():
+        try:
+            rep = canary_repro.reproduce(name, out / name, scale=args.scale, jobs=args.jobs or 1,
+                                         progress=not args.quiet and sys.stdout.isatty())
+        except canary_repro.CanaryReproError as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            _fail(f"{out / name}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
+        reports.append(rep)
+        if not args.quiet:
+            p, f, n = rep.counts()
+            print(f"{name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a  {len(rep.results):>5} runs  "
+                  f"{rep.wall_seconds:6.1f} s", flush=True)
+    index = out / "index.html"
+    try:
+        page = index.read_text(encoding="utf-8")
+        head, tail = page.rsplit("</body>", 1)
+        index.write_text(head + canary_repro.index_section(reports, out) + "</body>" + tail, encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        _fail(f"{index}: cannot add the Canary figures: {exc}", EXIT_FAILURE)
+    if not args.quiet:
+        print(f"added {len(reports)} Canary figures to {index}")
+    bad = [(rep.figure.name, r) for rep in reports for r in rep.unverified]
+    if bad:
+        name, r = bad[0]
+        print(f"error: {len(bad)} Canary runs did not complete with verified results, e.g. {name} {r.params}: "
+              f"end {r.end}", file=sys.stderr)
+        return EXIT_FAILURE
     return 0
 
 

@@ -50,9 +50,36 @@ class Row:
         return self.bytes / self.median_s if self.median_s > 0 else float("inf")
 
 
+def parse_torus(shape: str) -> list[int]:
+    """The sizes of a virtual torus shape like ``4x2`` (1 to 8 sizes, each 1..2^20, the grammar
+    of REDUCELAB_TORUS in mpi/src/engine.c); ValueError naming ``--torus`` otherwise."""
+    parts = shape.lower().split("x")
+    if not 1 <= len(parts) <= 8 or not all(p.isdigit() and 1 <= int(p) <= 1 << 20 for p in parts):
+        raise ValueError(f"--torus: {shape!r} is not a shape like 4x2 (1 to 8 sizes from 1 to 1048576, joined by x)")
+    return [int(p) for p in parts]
+
+
+def check_torus(shape: str, ranks: int) -> list[int]:
+    """`parse_torus`, and the torus must have one position per rank (the runtime would otherwise
+    ignore the shape and the torus-only algorithms fail inside MPI). ValueError otherwise."""
+    dims = parse_torus(shape)
+    positions = 1
+    for d in dims:
+        positions *= d
+    if positions != ranks:
+        raise ValueError(
+            f"--torus {shape} has {positions} positions but --ranks is {ranks}: give as many ranks as "
+            f"positions (--ranks {positions}) or a torus of {ranks} positions"
+        )
+    return dims
+
+
 def run(ranks: int, sizes: list[int], algorithms: list[str], reps: int, round_bytes: int = 16 * MIB,
         torus: str | None = None, timeout: float = 3600) -> list[Row]:
-    """One bench_mpi run on `ranks` ranks; medians per (algorithm, size)."""
+    """One bench_mpi run on `ranks` ranks; medians per (algorithm, size). ValueError for a
+    `torus` that does not have `ranks` positions (`check_torus`)."""
+    if torus:
+        check_torus(torus, ranks)
     exe = build_dir() / "bench_mpi"
     mpirun = shutil.which("mpirun")
     if mpirun is None:

@@ -86,7 +86,8 @@ def link_utilization(
     """Plot the per-link utilisation distribution of a results directory.
 
     Reads ``RESULTS_DIR/links.csv`` (and the scenario name from ``summary.json`` if present) and
-    writes a PNG, by default ``RESULTS_DIR/link_utilization.png``. Returns the PNG path.
+    writes the image to exactly `out` (PNG, or SVG/PDF by its suffix), by default
+    ``RESULTS_DIR/link_utilization.png``. Returns that path. PlotDataError for an unknown suffix.
     """
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
@@ -95,6 +96,7 @@ def link_utilization(
     if not utilization:
         raise ResultFileError(f"{results_dir / LINKS_FILE}: no links")
     out_path = Path(out) if out is not None else results_dir / LINK_UTILIZATION_PNG
+    fmt = image_format(out_path)
 
     import matplotlib
 
@@ -116,7 +118,7 @@ def link_utilization(
         ax.grid(axis="y", alpha=0.3)
         ax.legend(loc="upper center")
         out_path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out_path, dpi=150)
+        fig.savefig(out_path, dpi=150, format=fmt)  # exactly out_path, with or without a suffix
     finally:
         plt.close(fig)
     return out_path
@@ -238,19 +240,31 @@ def series(data: Any, x: str, y: str, hue: str | None = None, *, name_hue: bool 
     return out
 
 
+def image_format(path: Path) -> str:
+    """The image format of an output path: its suffix (``.png``, ``.svg``, ``.pdf``), PNG for a
+    path without one; PlotDataError for another suffix."""
+    suffix = path.suffix.lower()
+    if suffix == "":
+        return "png"
+    if suffix not in (".png", ".svg", ".pdf"):
+        raise PlotDataError(f"{path}: unknown image format {path.suffix!r} (use .png, .svg or .pdf)")
+    return suffix[1:]
+
+
 def save_figure(fig: Figure, out: PathLike | Sequence[PathLike]) -> list[Path]:
-    """Save `fig` to each path (format from the suffix); returns the paths."""
+    """Save `fig` to each path, exactly that path (format from the suffix, PNG without one);
+    returns the paths."""
     import matplotlib
 
     paths = [Path(out)] if isinstance(out, (str, os.PathLike)) else [Path(p) for p in out]
-    for p in paths:
-        if p.suffix.lower() not in (".png", ".svg", ".pdf"):
-            raise PlotDataError(f"{p}: unknown image format {p.suffix!r} (use .png, .svg or .pdf)")
+    formats = [image_format(p) for p in paths]
+    for p, fmt in zip(paths, formats):
         p.parent.mkdir(parents=True, exist_ok=True)
         # No date and a fixed id salt keep SVG/PDF output byte-stable from run to run.
-        metadata = {"Date": None} if p.suffix.lower() in (".svg", ".pdf") else {}
+        metadata = {"Date": None} if fmt in ("svg", "pdf") else {}
         with matplotlib.rc_context({"svg.hashsalt": "reducelab"}):
-            fig.savefig(p, dpi=150, metadata=metadata)
+            # An explicit format: matplotlib would otherwise add ".png" to a path without suffix.
+            fig.savefig(p, dpi=150, metadata=metadata, format=fmt)
     return paths
 
 

@@ -73,12 +73,17 @@ class Result:
         """Write ``summary.json`` and every file of `files` into `outdir` (created if needed).
 
         Contents are written exactly as produced (UTF-8, no newline translation), so two runs
-        with the same seed give byte-identical files. Returns the output directory.
+        with the same seed give byte-identical files. The directory holds this run's files
+        only: the result files of an earlier run in it are deleted first, and a non-empty
+        directory that is not a results directory is refused with FileExistsError
+        (`reducelab.resultdir.prepare_run_dir`). Returns the output directory.
         """
+        from .resultdir import prepare_run_dir
+
         out = Path(outdir)
         for name in self.files:
             _check_file_name(name)
-        out.mkdir(parents=True, exist_ok=True)
+        prepare_run_dir(out)
         (out / SUMMARY_FILE).write_text(self.summary_json, encoding="utf-8", newline="")
         for name, contents in self.files.items():
             (out / name).write_text(contents, encoding="utf-8", newline="")

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ._core import ScenarioError
 from .runs import Result, check_seed, run
 
 KEY_FORMAT = "reducelab-point-v1"
@@ -38,8 +39,10 @@ _I64 = 2**63
 PathPart = str | int
 
 
-class FieldError(ValueError):
-    """A field path or value was rejected; like `ScenarioError`, `str(err)` is ``"FIELD: REASON"``."""
+class FieldError(ScenarioError):
+    """A field path or value was rejected before the simulator saw it: a `ScenarioError` (so a
+    ValueError) whose `str(err)` is ``"FIELD: REASON"``. Every error of `Scenario.with_values`
+    and `set_field` is one."""
 
     def __init__(self, field: str, reason: str) -> None:
         super().__init__(f"{field}: {reason}" if field else reason)
@@ -55,8 +58,10 @@ def parse_path(path: str) -> list[PathPart]:
     ``"traffic[0].bytes"`` gives ``["traffic", 0, "bytes"]``. Raises `FieldError` for a path that
     is not a dot-separated list of bare TOML keys, each optionally followed by ``[N]`` indices.
     """
-    if not isinstance(path, str) or not path:
-        raise FieldError(str(path), "empty field path")
+    if not isinstance(path, str):
+        raise FieldError(str(path), f"a field path is a string like \"traffic[0].bytes\", got {type(path).__name__} {path!r}")
+    if not path:
+        raise FieldError("", "empty field path")
     parts: list[PathPart] = []
     for segment in path.split("."):
         m = _SEGMENT.fullmatch(segment)
@@ -338,7 +343,12 @@ class Scenario:
         return copy.deepcopy(get_field(self._doc, path))
 
     def with_values(self, values: Mapping[str, Any]) -> Scenario:
-        """A copy with each dotted field path of `values` set (see `set_field`)."""
+        """A copy with each dotted field path of `values` set (see `set_field`).
+
+        Raises `FieldError` (a `ScenarioError`) naming the path for a bad path or value, and
+        TypeError if `values` is not a mapping."""
+        if not isinstance(values, Mapping):
+            raise TypeError(f"with_values takes a mapping of field path -> value, got {type(values).__name__}")
         doc = copy.deepcopy(self._doc)
         for path, value in values.items():
             set_field(doc, path, value)

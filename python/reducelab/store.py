@@ -5,17 +5,20 @@ Results are content-addressed: a run is stored under the key of its resolved sce
 the same point, in this or another spec, finds it done. Sweeps are recorded by name with the
 points they consist of, which is what `reducelab plot sweep DB` and `dataframe` read.
 
-Only the process that drives a sweep writes; each finished run is committed in its own
-transaction, so an interrupted sweep loses at most the runs in flight. The schema is in
-docs/sweeps.md.
+Only the processes that drive sweeps write; each finished run is committed in its own
+transaction, so an interrupted sweep loses at most the runs in flight. Several sweeps may write
+into one store at once: a point is leased (`lease`) before it runs, so each point runs once.
+The schema is in docs/sweeps.md.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import time
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +29,13 @@ from .runs import Result
 if TYPE_CHECKING:
     import pandas
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: `results.status` and the `leases` table (a version-1 store is upgraded when opened)."""
+
+STATUSES = ("completed", "unverified", "stalled", "time_limit", "interrupted")
+"""The values of summary.json's `status` (docs/engine.md); only "completed" means every result
+was computed and verified."""
+COMPLETED = "completed"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -38,6 +47,7 @@ CREATE TABLE IF NOT EXISTS results (
     scenario_json     TEXT NOT NULL,      -- that canonical form (seed included)
     seed              INTEGER NOT NULL,
     summary_json      TEXT NOT NULL,      -- summary.json, byte for byte
+    status            TEXT NOT NULL,      -- summary.json's status: completed, unverified, stalled, ...
     metrics_json      TEXT NOT NULL,      -- scalar leaves of the summary by dotted path
     simulator_version TEXT NOT NULL,
     wall_seconds      REAL NOT NULL,      -- varies between runs; not a result
@@ -49,6 +59,11 @@ CREATE TABLE IF NOT EXISTS result_files (
     position INTEGER NOT NULL,            -- order the simulator produced them in
     contents TEXT NOT NULL,               -- byte for byte
     PRIMARY KEY (key, name)
+);
+CREATE TABLE IF NOT EXISTS leases (
+    key        TEXT PRIMARY KEY,          -- a point some sweep process is running
+    owner      TEXT NOT NULL,             -- that process: "HOST:PID:RANDOM"
+    expires_at REAL NOT NULL              -- Unix time; the owner renews it while it lives
 );
 CREATE TABLE IF NOT EXISTS sweeps (
     name          TEXT PRIMARY KEY,
@@ -71,6 +86,33 @@ CREATE TABLE IF NOT EXISTS sweep_points (
 
 class StoreError(ValueError):
     """The store file is not a ReduceLab results store or lacks what was asked for."""
+
+
+def _legacy_status(summary: Mapping[str, Any]) -> str | None:
+    # COMPATIBILITY, REMOVE once summary.json has `status` (issue 11, branch rel-rust): maps the
+    # fields that `status` replaces, so that sweeps can run on a simulator that does not write
+    # it yet. None if the summary has neither.
+    end = summary.get("end")
+    if end == "completed":
+        messages = summary.get("messages")
+        verified = isinstance(messages, dict) and messages.get("all_verified") is True
+        return "completed" if verified else "unverified"
+    if end in ("stalled", "time_limit"):
+        return str(end)
+    return None
+
+
+def point_status(summary: Mapping[str, Any]) -> str:
+    """summary.json's `status`; StoreError if it has none or an unknown one (a summary without
+    a status is never taken for a completed run)."""
+    status = summary.get("status")
+    if status is None:
+        status = _legacy_status(summary)  # COMPATIBILITY, REMOVE with _legacy_status
+    if status is None:
+        raise StoreError("summary.json has no `status` (written by an older simulator?)")
+    if status not in STATUSES:
+        raise StoreError(f"summary.json: status {status!r} is not one of {', '.join(STATUSES)}")
+    return str(status)
 
 
 @dataclass(frozen=True)
@@ -130,24 +172,31 @@ def sweep_table(
     selected: Sequence[str] | None,
     points: Iterable[tuple[int, str, Mapping[str, Any]]],
     metrics: Mapping[str, Mapping[str, Any]],
+    statuses: Mapping[str, str],
+    include_unverified: bool = False,
 ) -> tuple[list[str], list[list[Any]]]:
-    """The table of a sweep: one row per finished point (one whose key is in `metrics`).
+    """The table of a sweep: one row per finished point (one whose key is in `metrics`) whose
+    status is "completed", or per finished point whatever its status with `include_unverified`.
 
     Columns: ``point`` (grid index), ``key``, the parameters (`axes`, i.e. scenario field paths
-    and ``seed``), then the metrics: the `selected` summary paths, or all of them in the order
-    they first appear. A metric whose path equals a parameter's (``seed``, or e.g.
-    ``traffic[0].bytes`` of a collective) is named ``summary.PATH``.
+    and ``seed``), ``status``, then the metrics: the `selected` summary paths, or all of them
+    (but ``status``) in the order they first appear. A metric whose path equals a parameter's
+    (``seed``, or e.g. ``traffic[0].bytes`` of a collective) or ``status`` is named
+    ``summary.PATH``.
     """
-    points = [p for p in points if p[1] in metrics]
+    points = [
+        p for p in points
+        if p[1] in metrics and (include_unverified or statuses.get(p[1]) == COMPLETED)
+    ]
     if selected is not None:
         paths = list(selected)
     else:
-        paths = list(dict.fromkeys(k for _, key, _ in points for k in metrics[key]))
-    params = set(axes)
+        paths = [k for k in dict.fromkeys(k for _, key, _ in points for k in metrics[key]) if k != "status"]
+    params = {*axes, "status"}
     names = [f"summary.{m}" if m in params else m for m in paths]
-    columns = ["point", "key", *axes, *names]
+    columns = ["point", "key", *axes, "status", *names]
     rows = [
-        [idx, key, *(p.get(a) for a in axes), *(metrics[key].get(m) for m in paths)]
+        [idx, key, *(p.get(a) for a in axes), statuses.get(key), *(metrics[key].get(m) for m in paths)]
         for idx, key, p in points
     ]
     return columns, rows
@@ -155,6 +204,35 @@ def sweep_table(
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def new_lease_owner() -> str:
+    """A lease owner id for this process: ``HOST:PID:RANDOM``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def _owner_is_dead(owner: str) -> bool:
+    """Whether `owner` is a process of this host that no longer exists (its leases need not
+    wait to expire). Owners on other hosts are judged by their lease expiry only."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    try:
+        os.kill(int(pid_text), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # exists, another user's
+        return False
+    return False
+
+
+LEASED = "leased"
+"""`ResultStore.lease`: the point is now leased to the caller."""
+DONE = "done"
+"""`ResultStore.lease`: the point has a stored result."""
+BUSY = "busy"
+"""`ResultStore.lease`: another live sweep holds the point's lease."""
 
 
 class ResultStore:
@@ -181,12 +259,26 @@ class ResultStore:
                     self._db.execute(
                         "INSERT INTO meta (name, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
                     )
+                elif row[0] == "1":
+                    self._upgrade_from_1()
                 elif row[0] != str(SCHEMA_VERSION):
                     raise StoreError(
                         f"{self.path}: store schema version {row[0]}, this reducelab reads {SCHEMA_VERSION}"
                     )
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: not a results store ({exc})") from None
+
+    def _upgrade_from_1(self) -> None:
+        # Inside the opening transaction: add the status column, filled from the stored summaries.
+        self._db.execute("ALTER TABLE results ADD COLUMN status TEXT NOT NULL DEFAULT ''")
+        rows = self._db.execute("SELECT key, summary_json FROM results WHERE status = ''").fetchall()
+        for key, summary in rows:
+            try:
+                status = point_status(json.loads(summary))
+            except StoreError as exc:
+                raise StoreError(f"{self.path}: cannot upgrade the store: point {key}: {exc}") from None
+            self._db.execute("UPDATE results SET status = ? WHERE key = ?", (status, key))
+        self._db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION),))
 
     def close(self) -> None:
         self._db.close()
@@ -232,20 +324,59 @@ class ResultStore:
         simulator_version: str,
         wall_seconds: float,
     ) -> None:
-        """Store one finished run atomically (a second put of the same key is ignored)."""
+        """Store one finished run atomically (a second put of the same key is ignored).
+
+        StoreError if the summary has no valid `status` (`point_status`)."""
         summary = json.loads(summary_json)
+        status = point_status(summary)
         metrics = json.dumps(flatten_summary(summary), ensure_ascii=False)
         with self._transaction():
             cur = self._db.execute(
-                "INSERT OR IGNORE INTO results (key, scenario_json, seed, summary_json, metrics_json,"
-                " simulator_version, wall_seconds, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, scenario_json, seed, summary_json, metrics, simulator_version, wall_seconds, _now()),
+                "INSERT OR IGNORE INTO results (key, scenario_json, seed, summary_json, status, metrics_json,"
+                " simulator_version, wall_seconds, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key, scenario_json, seed, summary_json, status, metrics, simulator_version, wall_seconds, _now()),
             )
+            self._db.execute("DELETE FROM leases WHERE key = ?", (key,))
             if cur.rowcount:
                 self._db.executemany(
                     "INSERT INTO result_files (key, name, position, contents) VALUES (?, ?, ?, ?)",
                     [(key, name, i, text) for i, (name, text) in enumerate(files)],
                 )
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def lease(self, key: str, owner: str, seconds: float) -> str:
+        """Lease point `key` to `owner` for `seconds` before running it: `LEASED`, or `DONE` if
+        it has a result, or `BUSY` if another owner's lease on it has not expired and that
+        owner is not a dead process of this host. Atomic across processes."""
+        now = time.time()
+        with self._transaction():
+            if self._db.execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone():
+                return DONE
+            row = self._db.execute("SELECT owner, expires_at FROM leases WHERE key = ?", (key,)).fetchone()
+            if row is not None and row[0] != owner and row[1] > now and not _owner_is_dead(row[0]):
+                return BUSY
+            self._db.execute(
+                "INSERT OR REPLACE INTO leases (key, owner, expires_at) VALUES (?, ?, ?)", (key, owner, now + seconds)
+            )
+            return LEASED
+
+    def renew_leases(self, owner: str, seconds: float) -> int:
+        """Extend every lease of `owner` to `seconds` from now; returns how many it holds."""
+        with self._transaction():
+            cur = self._db.execute(
+                "UPDATE leases SET expires_at = ? WHERE owner = ?", (time.time() + seconds, owner)
+            )
+            return int(cur.rowcount)
+
+    def release_leases(self, owner: str) -> None:
+        """Drop every lease of `owner` (its sweep ended; unfinished points are free again)."""
+        with self._transaction():
+            self._db.execute("DELETE FROM leases WHERE owner = ?", (owner,))
+
+    def leases(self) -> dict[str, tuple[str, float]]:
+        """Current leases: key -> (owner, expires_at)."""
+        return {k: (o, e) for k, o, e in self._db.execute("SELECT key, owner, expires_at FROM leases")}
 
     def get(self, key: str) -> StoredRun:
         """The stored run of `key`; StoreError if there is none."""
@@ -265,15 +396,29 @@ class ResultStore:
 
     def metrics(self, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Stored metrics of those `keys` that have run."""
+        return {k: m for k, (_, m) in self.statuses_and_metrics(keys).items()}
+
+    def statuses(self, keys: Iterable[str]) -> dict[str, str]:
+        """Stored status (summary.json's `status`) of those `keys` that have run."""
         wanted = list(dict.fromkeys(keys))
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, str] = {}
         for i in range(0, len(wanted), 500):
             chunk = wanted[i : i + 500]
             marks = ",".join("?" * len(chunk))
-            for key, metrics in self._db.execute(
-                f"SELECT key, metrics_json FROM results WHERE key IN ({marks})", chunk
+            out.update(self._db.execute(f"SELECT key, status FROM results WHERE key IN ({marks})", chunk))
+        return out
+
+    def statuses_and_metrics(self, keys: Iterable[str]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """``(status, metrics)`` of those `keys` that have run."""
+        wanted = list(dict.fromkeys(keys))
+        out: dict[str, tuple[str, dict[str, Any]]] = {}
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, status, metrics in self._db.execute(
+                f"SELECT key, status, metrics_json FROM results WHERE key IN ({marks})", chunk
             ):
-                out[key] = json.loads(metrics)
+                out[key] = (status, json.loads(metrics))
         return out
 
     def count(self) -> int:
@@ -347,17 +492,23 @@ class ResultStore:
             name, row[0], row[1], json.loads(row[2]), None if row[3] is None else json.loads(row[3]), points
         )
 
-    def sweep_rows(self, name: str | None = None) -> tuple[SweepRecord, list[str], list[list[Any]]]:
+    def sweep_rows(
+        self, name: str | None = None, *, include_unverified: bool = False
+    ) -> tuple[SweepRecord, list[str], list[list[Any]]]:
         """The recorded sweep `name` (default: the only one) and its table: column names and
-        one row per finished point (see `sweep_table`)."""
+        one row per completed point, or per finished point with `include_unverified` (see
+        `sweep_table`)."""
         record = self.sweep(name)
-        metrics = self.metrics(k for _, k, _ in record.points)
-        columns, rows = sweep_table(record.axes, record.metrics, record.points, metrics)
+        both = self.statuses_and_metrics(k for _, k, _ in record.points)
+        columns, rows = sweep_table(
+            record.axes, record.metrics, record.points, {k: m for k, (_, m) in both.items()},
+            {k: s for k, (s, _) in both.items()}, include_unverified,
+        )
         return record, columns, rows
 
-    def dataframe(self, name: str | None = None) -> pandas.DataFrame:
+    def dataframe(self, name: str | None = None, *, include_unverified: bool = False) -> pandas.DataFrame:
         """`sweep_rows` as a DataFrame (needs pandas)."""
         import pandas
 
-        _, columns, rows = self.sweep_rows(name)
+        _, columns, rows = self.sweep_rows(name, include_unverified=include_unverified)
         return pandas.DataFrame(rows, columns=columns)

@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import itertools
 import json
-import multiprocessing
 import os
+import queue
 import re
+import subprocess
 import sys
+import threading
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,13 +39,27 @@ from typing import TYPE_CHECKING, Any
 from . import _core
 from .runs import check_seed
 from .scenario import FieldError, Scenario, parse_path, set_field
-from .store import ResultStore, StoreError, flatten_summary, sweep_table
+from .store import BUSY, DONE, ResultStore, StoreError, flatten_summary, new_lease_owner, sweep_table
 
 if TYPE_CHECKING:
     import pandas
 
 DEFAULT_SEED = 1
 """The seed of a scenario file without ``seed`` (docs/scenario-format.md)."""
+
+MAX_POINTS = 1_000_000
+"""Most points a sweep may have (grid size x seeds): more is refused when the sweep is built,
+before any point exists (each point holds its resolved scenario)."""
+
+CONFIRM_POINTS = 10_000
+"""`Sweep.run` refuses a sweep of more points than this unless ``confirm=True`` (CLI: ``--yes``)."""
+
+LEASE_SECONDS = 60.0
+"""How long a point's lease lasts unless renewed (renewed every quarter of it while its sweep
+lives); a sweep that died on another host frees its points after this long."""
+
+WORKER_TIMEOUT_SECONDS = 120.0
+"""How long a sweep waits for a Dask cluster without workers before giving up."""
 
 _SCHEDULER = re.compile(r"(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})")
 
@@ -63,6 +79,10 @@ class SweepSpecError(FieldError):
 
 class SweepRunError(RuntimeError):
     """A sweep could not run (e.g. the Dask scheduler is unreachable)."""
+
+
+class SweepSizeError(FieldError):
+    """A sweep has more points than `Sweep.run` was allowed to start without ``confirm=True``."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +120,8 @@ class SweepReport:
     """Points run and stored by this call."""
     store: Path
     wall_seconds: float
+    by_others: int = 0
+    """Points another sweep process stored while this one ran (leased by it, not run here)."""
 
 
 def run_point(toml_text: str) -> dict[str, Any]:
@@ -188,6 +210,12 @@ class Sweep:
         self.spec = dict(spec) if spec is not None else {"grid": {k: list(v) for k, v in grid.items()}}
         self.axes = self._axes(grid)
         self.seeds = self._seeds(repetitions, seeds)
+        if self.point_count > MAX_POINTS:
+            fld = "sweep.repetitions" if repetitions is not None else "sweep.seeds" if seeds is not None else "grid"
+            raise FieldError(
+                fld, f"{self.point_count} points ({self.count_formula()}) is more than the {MAX_POINTS} a "
+                "sweep may have; split it into several sweeps (they can share one store)"
+            )
         if metrics is not None:
             if isinstance(metrics, str) or not all(isinstance(m, str) and m for m in metrics):
                 raise FieldError("sweep.metrics", "expected an array of summary field paths (strings)")
@@ -287,6 +315,17 @@ class Sweep:
             )
         axes: list[Axis] = []
         parsed: list[list[str | int]] = []
+        # Count before checking each value (which copies the scenario per value).
+        grid_points = 1
+        for values in grid.values():
+            if isinstance(values, (list, tuple)):
+                grid_points *= max(1, len(values))
+        if grid_points > MAX_POINTS:
+            sizes = " x ".join(str(len(v)) for v in grid.values() if isinstance(v, (list, tuple)))
+            raise FieldError(
+                "grid", f"{grid_points} points ({sizes}) is more than the {MAX_POINTS} a sweep may have; "
+                "split it into several sweeps (they can share one store)"
+            )
         for path, values in grid.items():
             where = f"grid.{path}"
             try:
@@ -324,7 +363,7 @@ class Sweep:
             parsed.append(parts)
         return tuple(axes)
 
-    def _seeds(self, repetitions: Any, seeds: Any) -> tuple[int, ...] | None:
+    def _seeds(self, repetitions: Any, seeds: Any) -> Sequence[int] | None:
         seed_axis = any(a.path == "seed" for a in self.axes)
         if repetitions is not None and seeds is not None:
             raise FieldError("sweep.seeds", "give either `repetitions` or `seeds`, not both")
@@ -334,10 +373,14 @@ class Sweep:
         if repetitions is not None:
             if isinstance(repetitions, bool) or not isinstance(repetitions, int) or repetitions < 1:
                 raise FieldError("sweep.repetitions", f"expected an integer >= 1, got {_show(repetitions)}")
+            if repetitions > MAX_POINTS:
+                raise FieldError(
+                    "sweep.repetitions", f"{repetitions} repetitions is more than the {MAX_POINTS} points a sweep may have"
+                )
             first = self.scenario.to_dict().get("seed", DEFAULT_SEED)
             if isinstance(first, bool) or not isinstance(first, int):
                 raise FieldError("sweep.repetitions", f"the base scenario's seed {_show(first)} is not an integer")
-            out = tuple(first + i for i in range(repetitions))
+            out = range(first, first + repetitions)  # lazy: validated for size above
             try:
                 check_seed(out[-1])
             except ValueError as exc:
@@ -346,6 +389,8 @@ class Sweep:
         if seeds is not None:
             if not isinstance(seeds, (list, tuple)) or not seeds:
                 raise FieldError("sweep.seeds", "expected a non-empty array of integer seeds")
+            if len(seeds) > MAX_POINTS:
+                raise FieldError("sweep.seeds", f"{len(seeds)} seeds is more than the {MAX_POINTS} points a sweep may have")
             for i, s in enumerate(seeds):
                 try:
                     check_seed(s)
@@ -357,6 +402,32 @@ class Sweep:
         return None
 
     # -- points --------------------------------------------------------------------------
+
+    @property
+    def point_count(self) -> int:
+        """How many points the sweep has, computed without building them."""
+        n = 1
+        for a in self.axes:
+            n *= len(a.values)
+        return n * (len(self.seeds) if self.seeds is not None else 1)
+
+    def count_formula(self) -> str:
+        """How `point_count` comes about, e.g. ``2 x 3 x 2 seeds``."""
+        sizes = [str(len(a.values)) for a in self.axes]
+        if self.seeds is not None:
+            sizes.append(f"{len(self.seeds)} seeds")
+        return " x ".join(sizes)
+
+    def check_size(self, *, confirm: bool = False, confirm_above: int = CONFIRM_POINTS) -> int:
+        """The point count; `SweepSizeError` (field ``grid``) if it is above `confirm_above`
+        and not `confirm`."""
+        n = self.point_count
+        if n > confirm_above and not confirm:
+            raise SweepSizeError(
+                "grid", f"{n} points ({self.count_formula()}) is more than {confirm_above}; "
+                "confirm to run them all (CLI: --yes, API: Sweep.run(..., confirm=True))"
+            )
+        return n
 
     def points(self) -> list[Point]:
         """Every point of the sweep in grid order (last axis fastest, then the seed)."""
@@ -457,6 +528,10 @@ class Sweep:
         progress: bool = False,
         check: bool = True,
         on_point: Callable[[Point], None] | None = None,
+        confirm: bool = False,
+        confirm_above: int = CONFIRM_POINTS,
+        lease_seconds: float = LEASE_SECONDS,
+        worker_timeout: float = WORKER_TIMEOUT_SECONDS,
     ) -> SweepReport:
         """Run every point not yet in `store` and store each result as it finishes.
 
@@ -465,12 +540,22 @@ class Sweep:
         on that cluster instead, whose workers need this `reducelab` installed. `progress` draws a
         bar with ETA on stderr if it is a terminal. `check` first validates the spec in the
         simulator (`check`), if anything is left to run. `on_point` is called after each point
-        is stored (an exception from it stops the sweep; stored points stay).
+        is stored (an exception from it stops the sweep; stored points stay). A sweep of more
+        than `confirm_above` points (default `CONFIRM_POINTS`) runs only with `confirm`.
 
-        Raises `FieldError`/`SweepSpecError` for an invalid spec or a point the simulator
+        Each point is leased in the store before it runs (for `lease_seconds`, renewed while
+        this process lives), so several sweeps into one store share the work: a point leased by
+        another live sweep is skipped and taken up later if that sweep does not store it. On a
+        Dask cluster, a lost worker's points are resubmitted by the scheduler to the others; a
+        cluster without any worker for `worker_timeout` seconds ends the sweep with
+        `SweepRunError`.
+
+        Raises `SweepSizeError` (before building the points) for a sweep too large to run
+        unconfirmed; `FieldError`/`SweepSpecError` for an invalid spec or a point the simulator
         rejects (points stored before stay stored).
         """
         t0 = time.monotonic()
+        self.check_size(confirm=confirm, confirm_above=confirm_above)
         own_store = not isinstance(store, ResultStore)
         db = ResultStore(store) if own_store else store
         try:
@@ -484,60 +569,126 @@ class Sweep:
                     if m not in stored:
                         raise self._error(f"sweep.metrics[{i}]", f"{m!r} is not a field of summary.json")
             self.record(db)
+            if not todo:
+                return SweepReport(len(points), len(points), 0, db.path, time.monotonic() - t0)
             bar = ProgressBar(len(points), len(points) - len(todo), enabled=progress)
+            owner = new_lease_owner()
+            keeper = _LeaseKeeper(db.path, owner, lease_seconds)
+            executor: _Inline | _Local | _Dask | None = None
             try:
                 if scheduler is not None:
-                    results = _run_dask(todo, scheduler)
+                    executor = _Dask(scheduler, worker_timeout)
                 elif (jobs or os.cpu_count() or 1) <= 1 or len(todo) <= 1:
-                    results = _run_inline(todo)
+                    executor = _Inline()
                 else:
-                    results = _run_pool(todo, jobs or os.cpu_count() or 1)
-                executed = 0
-                for point, out in results:
-                    if "error" in out:
-                        fld, reason = out["error"]
-                        where = ", ".join(f"{k} = {_show(v)}" for k, v in point.params.items())
-                        raise self._error("grid", f"point {point.index} ({where}): {fld}: {reason}")
-                    db.put(
-                        point.key, point.scenario.canonical_json(), point.seed, out["summary_json"],
-                        [(n, c) for n, c in out["files"]], out["version"], out["wall_seconds"],
-                    )
-                    executed += 1
-                    bar.step()
-                    if on_point is not None:
-                        on_point(point)
+                    executor = _Local(min(jobs or os.cpu_count() or 1, len(todo)))
+                executed, by_others = self._drive(db, executor, todo, owner, lease_seconds, bar, on_point)
             finally:
+                if executor is not None:
+                    executor.close()
+                keeper.stop()
+                db.release_leases(owner)
                 bar.close()
-            return SweepReport(len(points), len(points) - len(todo), executed, db.path, time.monotonic() - t0)
+            return SweepReport(
+                len(points), len(points) - len(todo), executed, db.path, time.monotonic() - t0, by_others
+            )
         finally:
             if own_store:
                 db.close()
 
+    def _drive(
+        self, db: ResultStore, executor: _Inline | _Local | _Dask, todo: list[Point], owner: str,
+        lease_seconds: float, bar: ProgressBar, on_point: Callable[[Point], None] | None,
+    ) -> tuple[int, int]:
+        """Lease points as the executor has room, store what it returns. A point leased by
+        another live sweep is skipped and tried again later (it is done once that sweep stores
+        it, or free once its lease expires). Returns (executed here, stored by others)."""
+        waiting = list(reversed(todo))  # pop() takes them in grid order
+        busy: list[Point] = []  # leased by another sweep when last tried
+        inflight = 0
+        executed = by_others = 0
+        retry_at = 0.0
+        poll = min(1.0, lease_seconds / 4)
+        while waiting or busy or inflight:
+            if not waiting and busy and time.monotonic() >= retry_at:
+                waiting, busy = list(reversed(busy)), []
+                retry_at = time.monotonic() + poll
+            while waiting and inflight < executor.capacity:
+                point = waiting.pop()
+                state = db.lease(point.key, owner, lease_seconds)
+                if state == DONE:
+                    by_others += 1
+                    bar.step()
+                elif state == BUSY:
+                    busy.append(point)
+                else:
+                    executor.submit(point)
+                    inflight += 1
+            if not inflight:
+                if busy:
+                    time.sleep(max(0.0, retry_at - time.monotonic()))
+                continue
+            got = executor.next(timeout=poll)
+            if got is None:
+                continue
+            inflight -= 1
+            point, out = got
+            if "error" in out:
+                fld, reason = out["error"]
+                where = ", ".join(f"{k} = {_show(v)}" for k, v in point.params.items())
+                raise self._error("grid", f"point {point.index} ({where}): {fld}: {reason}")
+            try:
+                db.put(
+                    point.key, point.scenario.canonical_json(), point.seed, out["summary_json"],
+                    [(n, c) for n, c in out["files"]], out["version"], out["wall_seconds"],
+                )
+            except StoreError as exc:
+                where = ", ".join(f"{k} = {_show(v)}" for k, v in point.params.items())
+                raise SweepRunError(f"point {point.index} ({where}): {exc}") from None
+            executed += 1
+            bar.step()
+            if on_point is not None:
+                on_point(point)
+        return executed, by_others
+
     # -- results -------------------------------------------------------------------------
 
-    def dataframe(self, store: ResultStore | str | os.PathLike[str]) -> pandas.DataFrame:
-        """One row per finished point: ``point``, ``key``, the parameters, then the metrics
-        (the selected ones, or every scalar of summary.json by dotted path)."""
+    def dataframe(
+        self, store: ResultStore | str | os.PathLike[str], *, include_unverified: bool = False
+    ) -> pandas.DataFrame:
+        """One row per completed point: ``point``, ``key``, the parameters, ``status``, then the
+        metrics (the selected ones, or every scalar of summary.json by dotted path). Points whose
+        status is not "completed" (unverified, stalled, time_limit, interrupted) are left out
+        unless `include_unverified`."""
         import pandas
 
-        columns, rows = self.rows(store)
+        columns, rows = self.rows(store, include_unverified=include_unverified)
         return pandas.DataFrame(rows, columns=columns)
 
-    def rows(self, store: ResultStore | str | os.PathLike[str]) -> tuple[list[str], list[list[Any]]]:
-        """Column names and one row per finished point (`reducelab.store.sweep_table`)."""
+    def rows(
+        self, store: ResultStore | str | os.PathLike[str], *, include_unverified: bool = False
+    ) -> tuple[list[str], list[list[Any]]]:
+        """Column names and one row per completed point, or per finished point with
+        `include_unverified` (`reducelab.store.sweep_table`). `store` must exist."""
         own = not isinstance(store, ResultStore)
-        db = ResultStore(store) if own else store
+        db = open_store(store) if own else store
         try:
             points = self.points()
-            metrics = db.metrics(p.key for p in points)
+            both = db.statuses_and_metrics(p.key for p in points)
         finally:
             if own:
                 db.close()
-        return sweep_table(self.axis_names, self.metrics, [(p.index, p.key, p.params) for p in points], metrics)
+        return sweep_table(
+            self.axis_names, self.metrics, [(p.index, p.key, p.params) for p in points],
+            {k: m for k, (_, m) in both.items()}, {k: s for k, (s, _) in both.items()}, include_unverified,
+        )
 
-    def export_csv(self, store: ResultStore | str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+    def export_csv(
+        self, store: ResultStore | str | os.PathLike[str], out: str | os.PathLike[str], *,
+        include_unverified: bool = False,
+    ) -> Path:
         """Write `rows` as CSV (lists and tables as JSON, null as empty). Returns the path."""
-        columns, rows = self.rows(store)
+        columns, rows = self.rows(store, include_unverified=include_unverified)
         return write_csv(out, columns, rows)
 
 
@@ -568,70 +719,250 @@ def _csv_cell(v: Any) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# Executors: each yields (point, output of run_point) as points finish.
+# Executors: `submit` a leased point, `next` returns (point, output of run_point) as points
+# finish, `capacity` is how many points may be in flight (only that many are leased at a time,
+# so that concurrent sweeps share the rest).
+
+Outcome = tuple[Point, dict[str, Any]]
 
 
-def _run_inline(points: Sequence[Point]) -> Iterator[tuple[Point, dict[str, Any]]]:
-    for p in points:
-        yield p, run_point(p.scenario.to_toml())
+class _Inline:
+    """Runs each point in the calling process when asked for its result."""
+
+    capacity = 1
+
+    def __init__(self) -> None:
+        self._queue: list[Point] = []
+
+    def submit(self, point: Point) -> None:
+        self._queue.append(point)
+
+    def next(self, timeout: float) -> Outcome | None:
+        p = self._queue.pop(0)
+        return p, run_point(p.scenario.to_toml())
+
+    def close(self) -> None:
+        pass
 
 
-def _indexed_run(item: tuple[int, str]) -> tuple[int, dict[str, Any]]:
-    return item[0], run_point(item[1])
+# Local workers are `python -c _WORKER_COMMAND` processes, not a multiprocessing pool: a
+# multiprocessing child (spawn or forkserver) re-imports the caller's `__main__` script, so a
+# script calling `Sweep.run` without an `if __name__ == "__main__":` guard would start the sweep
+# again in every worker, and a pool respawns the failing workers forever; and fork is unsafe in a
+# process with threads (a Dask client, a test's LocalCluster). A worker imports only reducelab.
+_WORKER_COMMAND = "from reducelab.sweep import serve_points; serve_points()"
 
 
-def _run_pool(points: Sequence[Point], jobs: int) -> Iterator[tuple[Point, dict[str, Any]]]:
-    # forkserver, not fork: the caller may have threads (a Dask client, a test's LocalCluster),
-    # and forking a threaded process can deadlock the child.
-    ctx = multiprocessing.get_context("forkserver" if sys.platform != "win32" else "spawn")
-    pool = ctx.Pool(processes=min(jobs, len(points)))
-    try:
-        items = [(i, p.scenario.to_toml()) for i, p in enumerate(points)]
-        for i, out in pool.imap_unordered(_indexed_run, items, chunksize=1):
-            yield points[i], out
-        pool.close()
-    finally:
+def serve_points() -> None:
+    """The loop of a local sweep worker process: one request per line on stdin
+    (``{"toml": TEXT}``), one answer per line (`run_point`'s output as JSON) on the original
+    stdout; anything else printed goes to stderr. Ends at end of input."""
+    import signal
+
+    # Ctrl-C reaches the whole process group; the driving process handles it and ends us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    answers = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    for line in sys.stdin:
+        request = json.loads(line)
+        answers.write(json.dumps(run_point(request["toml"]), ensure_ascii=False) + "\n")
+        answers.flush()
+
+
+class _LocalWorker:
+    """One worker process and the thread that feeds it points from a shared queue."""
+
+    def __init__(self, tasks: queue.SimpleQueue[Point | None],
+                 answers: queue.SimpleQueue[tuple[Point, dict[str, Any] | int]]) -> None:
+        # This very reducelab: its folder goes first on the worker's path unless it is there
+        # already (an installed package, or a checkout on PYTHONPATH).
+        package_parent = json.dumps(str(Path(__file__).resolve().parent.parent))
+        command = f"import sys; {package_parent} in sys.path or sys.path.insert(0, {package_parent}); {_WORKER_COMMAND}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", command], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, encoding="utf-8",
+        )
+        self.thread = threading.Thread(target=self._feed, args=(tasks, answers), daemon=True)
+        self.thread.start()
+
+    def _feed(self, tasks: queue.SimpleQueue[Point | None],
+              answers: queue.SimpleQueue[tuple[Point, dict[str, Any] | int]]) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        while (point := tasks.get()) is not None:
+            try:
+                self.proc.stdin.write(json.dumps({"toml": point.scenario.to_toml()}) + "\n")
+                self.proc.stdin.flush()
+                line = self.proc.stdout.readline()
+            except (OSError, ValueError):  # the worker is gone, or we closed it
+                line = ""
+            if not line:
+                answers.put((point, self.proc.wait()))
+                return
+            answers.put((point, json.loads(line)))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                if pipe is not None:
+                    pipe.close()
+            except OSError:
+                pass
+
+
+class _Local:
+    """`jobs` worker processes, started at once, fed one point at a time each."""
+
+    def __init__(self, jobs: int) -> None:
+        self._tasks: queue.SimpleQueue[Point | None] = queue.SimpleQueue()
+        self._answers: queue.SimpleQueue[tuple[Point, dict[str, Any] | int]] = queue.SimpleQueue()
+        self._workers: list[_LocalWorker] = []
+        self.capacity = jobs
+        for _ in range(jobs):
+            self._workers.append(_LocalWorker(self._tasks, self._answers))
+
+    def submit(self, point: Point) -> None:
+        self._tasks.put(point)
+
+    def next(self, timeout: float) -> Outcome | None:
+        try:
+            point, out = self._answers.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if isinstance(out, int):
+            raise SweepRunError(
+                f"a local worker process ended with status {out} while running point {point.index} "
+                "(its error output is above); stored points stay stored"
+            )
+        return point, out
+
+    def close(self) -> None:
         # An error, Ctrl-C or a consumer that stops early: runs in flight are abandoned (they
         # were not stored, so the next run of the sweep does them).
-        pool.terminate()
-        pool.join()
+        for _ in self._workers:
+            self._tasks.put(None)
+        for w in self._workers:
+            w.stop()
 
 
-def _run_dask(points: Sequence[Point], scheduler: Any) -> Iterator[tuple[Point, dict[str, Any]]]:
-    try:
-        from distributed import Client, as_completed
-    except ImportError:
-        raise FieldError(
-            "--scheduler", "running on a Dask cluster needs dask.distributed: pip install 'reducelab[sweep]'"
-        ) from None
-    own = not isinstance(scheduler, Client)
-    if own:
-        address = check_scheduler(scheduler)
+class _Dask:
+    """Points as tasks on a Dask distributed cluster.
+
+    A worker that dies takes its running tasks with it; the scheduler resubmits them to the
+    other workers (and reports `KilledWorker` for a task that killed several). If the cluster
+    has no worker at all for `worker_timeout` seconds while points are in flight, the sweep ends
+    with an error instead of waiting for a worker forever.
+    """
+
+    def __init__(self, scheduler: Any, worker_timeout: float) -> None:
         try:
-            client = Client(address, timeout="10s", set_as_default=False)
-        except (OSError, TimeoutError) as exc:
-            raise SweepRunError(f"cannot connect to the Dask scheduler at {address}: {exc}") from None
-    else:
-        client = scheduler
-    futures = []
-    try:
-        by_future: dict[Any, Point] = {}
-        for p in points:
-            # The key is the point's: a cluster shared by two sweeps runs a common point once.
-            f = client.submit(run_point, p.scenario.to_toml(), key=f"reducelab-run-{p.key}", pure=False)
-            by_future[f] = p
-            futures.append(f)
-        for f in as_completed(futures, loop=client.loop):
-            yield by_future[f], f.result()
-    finally:
-        for f in futures:
-            if not f.done():
-                f.cancel()
-        if own:
-            client.close()
+            from distributed import Client
+        except ImportError:
+            raise FieldError(
+                "--scheduler", "running on a Dask cluster needs dask.distributed: pip install 'reducelab[sweep]'"
+            ) from None
+        self._own = not isinstance(scheduler, Client)
+        if self._own:
+            self.address = check_scheduler(scheduler)
+            try:
+                self.client = Client(self.address, timeout="10s", set_as_default=False)
+            except (OSError, TimeoutError) as exc:
+                raise SweepRunError(f"cannot connect to the Dask scheduler at {self.address}: {exc}") from None
+        else:
+            self.client = scheduler
+            self.address = str(getattr(getattr(scheduler, "scheduler", None), "address", "of the given client"))
+        self.worker_timeout = worker_timeout
+        self._done: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._points: dict[Any, Point] = {}
+        self._futures: dict[Any, Any] = {}  # held: a future nobody holds is released by Dask
+        self._no_workers_since: float | None = None
+        self._last_check = 0.0
+        self._threads = 1
+        self._workers()  # the first points go to every worker thread at once
+
+    @property
+    def capacity(self) -> int:
+        # Lease about as many points as the cluster can run at once (at least one, so that an
+        # empty cluster is noticed by the worker timeout).
+        return max(1, self._threads)
+
+    def _workers(self) -> int:
+        try:
+            nthreads = self.client.nthreads()
+        except Exception:  # noqa: BLE001 - a lost scheduler connection is handled by the timeout
+            return 0
+        self._threads = sum(nthreads.values())
+        return len(nthreads)
+
+    def submit(self, point: Point) -> None:
+        # The key is the point's: a cluster shared by two sweeps runs a common point once.
+        f = self.client.submit(run_point, point.scenario.to_toml(), key=f"reducelab-run-{point.key}", pure=False)
+        self._points[f.key] = point
+        self._futures[f.key] = f
+        f.add_done_callback(self._done.put)
+
+    def next(self, timeout: float) -> Outcome | None:
+        now = time.monotonic()
+        if now - self._last_check >= min(1.0, self.worker_timeout / 4) or self._last_check == 0.0:
+            self._last_check = now
+            if self._workers() == 0:
+                if self._no_workers_since is None:
+                    self._no_workers_since = now
+                elif now - self._no_workers_since > self.worker_timeout:
+                    raise SweepRunError(
+                        f"the Dask cluster at {self.address} has had no worker for {self.worker_timeout:g} s "
+                        f"with {len(self._points)} points in flight; start workers and run the sweep again "
+                        "(stored points stay stored)"
+                    )
+            else:
+                self._no_workers_since = None
+        try:
+            f = self._done.get(timeout=min(timeout, 0.5))
+        except queue.Empty:
+            return None
+        point = self._points.pop(f.key, None)
+        self._futures.pop(f.key, None)
+        if point is None:  # cancelled by close
+            return None
+        try:
+            return point, f.result()
+        except Exception as exc:  # noqa: BLE001 - reported with the point
+            kind = type(exc).__name__
+            raise SweepRunError(
+                f"point {point.index} failed on the Dask cluster: {kind}: {exc}"
+                + (" (the workers running it died; the point may crash the simulator)" if kind == "KilledWorker" else "")
+            ) from None
+
+    def close(self) -> None:
+        try:
+            self.client.cancel(list(self._futures.values()), force=True)
+        except Exception:  # noqa: BLE001 - closing anyway
+            pass
+        self._points.clear()
+        self._futures.clear()
+        if self._own:
+            self.client.close()
 
 
-# ---------------------------------------------------------------------------------------------
+class _LeaseKeeper:
+    """Renews the leases of one owner every `seconds`/4 from its own thread and connection, so
+    that leases outlive points that run longer than a lease (and die with the process)."""
+
+    def __init__(self, path: Path, owner: str, seconds: float) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, args=(path, owner, seconds), daemon=True)
+        self._thread.start()
+
+    def _loop(self, path: Path, owner: str, seconds: float) -> None:
+        with ResultStore(path) as store:
+            while not self._stop.wait(seconds / 4):
+                store.renew_leases(owner, seconds)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def _clock(seconds: float) -> str:

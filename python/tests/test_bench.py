@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from helpers import cli
@@ -65,3 +67,54 @@ def test_bench_collective_runs_a_sweep_in_a_child(monkeypatch: pytest.MonkeyPatc
     assert bench.format_collective_table([row]).splitlines()[2].split()[:3] == ["tiny", "2", "4"]
     with pytest.raises(ValueError, match="repeat must be at least 1"):
         bench.run_collective_bench("tiny", repeat=0)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--torus", "3x3", "--ranks", "4"], "--torus 3x3 has 9 positions but --ranks is 4: give as many ranks as "
+         "positions (--ranks 9) or a torus of 4 positions"),
+        (["--torus", "4x2"], None),  # default ranks: 8, checked below without running
+        (["--torus", "4x2", "--ranks", "8", "--ranks", "4"], "--torus 4x2 has 8 positions but --ranks is 4"),
+        (["--torus", "4x"], "--torus: '4x' is not a shape like 4x2"),
+        (["--torus", "0x4"], "--torus: '0x4' is not a shape like 4x2"),
+        (["--torus", "2x2x2x2x2x2x2x2x2"], "is not a shape like 4x2 (1 to 8 sizes"),
+    ],
+)
+def test_bench_mpi_checks_the_torus_before_launching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str | None
+) -> None:
+    """A torus that does not fit the rank count is refused before mpirun starts (it used to
+    abort inside MPI with a raw error)."""
+    from reducelab import cli as cli_module, mpibench
+
+    launched: list[int] = []
+
+    def fake_run(ranks: int, *rest: object) -> list[mpibench.Row]:
+        launched.append(ranks)
+        return [mpibench.Row(ranks, "mpi", 8, 1e-6, 1e-6, 1e-6, 1)]
+
+    monkeypatch.setattr(mpibench, "run", fake_run)
+    monkeypatch.setattr(mpibench, "plot", lambda rows, out: None)
+    status = cli_module.main(["bench", "mpi", *args, "--out", str(tmp_path)])
+    if message is None:
+        assert status == 0 and launched == [8]
+    else:
+        assert status == 2 and launched == []
+    if message is not None:
+        import subprocess
+        import sys
+
+        proc = subprocess.run([sys.executable, "-m", "reducelab", "bench", "mpi", *args, "--out", str(tmp_path)],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2
+        assert proc.stderr.startswith("error: ") and message in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_check_torus_in_the_library() -> None:
+    from reducelab import mpibench
+
+    assert mpibench.check_torus("4x2", 8) == [4, 2]
+    with pytest.raises(ValueError, match="has 9 positions but --ranks is 4"):
+        mpibench.run(4, [8], ["mpi"], 1, torus="3x3")

@@ -87,3 +87,22 @@ def test_run_then_plot_example(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     width, height = png_size(out / "link_utilization.png")
     assert width > 0 and height > 0
+
+
+@pytest.mark.parametrize(("name", "magic"), [("x", b"\x89PNG"), ("x.svg", b"<?xml"), ("x.pdf", b"%PDF")])
+def test_plot_links_writes_exactly_the_path_it_names(tmp_path: Path, name: str, magic: bytes) -> None:
+    results = tmp_path / "res"
+    write_links_csv(results, [0.3, 0.6])
+    out = tmp_path / name
+    proc = cli("plot", "links", results, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"wrote {out}"
+    assert out.read_bytes().startswith(magic)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["res", name])
+
+
+def test_plot_links_unknown_image_format(tmp_path: Path) -> None:
+    write_links_csv(tmp_path, [0.3])
+    proc = cli("plot", "links", tmp_path, "--out", tmp_path / "u.jpeg")
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: {tmp_path / 'u.jpeg'}: unknown image format '.jpeg' (use .png, .svg or .pdf)\n"

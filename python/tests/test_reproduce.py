@@ -437,3 +437,31 @@ def test_all_is_deterministic(all_tiny: Path, tmp_path: Path) -> None:
     for name in figs:
         for p in (all_tiny / name).iterdir():
             assert (tmp_path / name / p.name).read_bytes() == p.read_bytes(), (name, p.name)
+
+
+def test_all_covers_the_canary_figures(all_tiny: Path) -> None:
+    """`reproduce all` runs the Canary figures too, into DIR/NAME/, and reports them in
+    index.html with their claims."""
+    from reducelab import canary_repro
+
+    page = (all_tiny / "index.html").read_text(encoding="utf-8")
+    assert page.rstrip().endswith("</body></html>") and page.count("</body>") == 1
+    for name in canary_repro.names():
+        stem = canary_repro.FIGURES[name].stem
+        assert (all_tiny / name / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
+        assert f'<img src="{name}/{stem}.png"' in page
+        assert f"reducelab reproduce {name} --scale tiny --out {all_tiny / name}" in page
+        rows = read_csv(all_tiny / name / f"{stem}_claims.csv")
+        assert rows
+        for r in rows:
+            assert f'id="{name}-{r["id"]}"' in page
+
+
+def test_list_and_unknown_figure_name_every_figure() -> None:
+    from reducelab import canary_repro
+
+    listed = cli("reproduce", "--list").stdout.split()
+    assert listed == [*reproduce.names(), *canary_repro.names(), "canary-all", "all"]
+    proc = cli("reproduce", "fig99")
+    assert proc.returncode == 2
+    assert all(name in proc.stderr for name in listed)

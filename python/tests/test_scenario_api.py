@@ -63,13 +63,29 @@ def test_with_values_and_get() -> None:
         ("topology[0]", 1, "topology[0]", "topology is a table, not an array"),
         ("traffic..bytes", 1, "traffic..bytes", "not a field path"),
         ("traffic[0]", 3, "traffic[0]", "expected a table"),
+        ("", 1, "", "empty field path"),
+        (7, 1, "7", 'a field path is a string like "traffic[0].bytes", got int 7'),
+        ("topology.bandwidth_gbps", object(), "topology.bandwidth_gbps", "a object cannot be written"),
+        ("topology.bandwidth_gbps", 2**70, "topology.bandwidth_gbps", "does not fit in TOML's 64-bit integers"),
+        ("network.ecn_threshold_bytes", None, "network.ecn_threshold_bytes", "a NoneType cannot be written"),
+        ("topology", {1: 2}, "topology", "table key 1 is not a string"),
+        ("seed", True, "seed", "expected a number like the scenario's 5, got boolean true"),
     ],
 )
 def test_with_values_rejects(path: str, value: object, field: str, reason: str) -> None:
-    with pytest.raises(FieldError) as info:
+    # A ScenarioError like the simulator's own errors, so one `except reducelab.ScenarioError`
+    # handles a bad value given in Python and a bad scenario file alike.
+    with pytest.raises(reducelab.ScenarioError) as info:
         Scenario.from_file(TINY).with_values({path: value})
+    assert isinstance(info.value, FieldError) and isinstance(info.value, ValueError)
     assert info.value.field == field
     assert reason in info.value.reason
+    assert str(info.value) == (f"{field}: {info.value.reason}" if field else info.value.reason)
+
+
+def test_with_values_wants_a_mapping() -> None:
+    with pytest.raises(TypeError, match="with_values takes a mapping of field path -> value, got list"):
+        Scenario.from_file(TINY).with_values([("seed", 1)])  # type: ignore[arg-type]
 
 
 def test_parse_path() -> None:

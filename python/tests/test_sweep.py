@@ -284,7 +284,7 @@ def test_selected_metrics_are_the_columns(tmp_path: Path) -> None:
     sweep = Sweep.load(spec)
     sweep.run(tmp_path / "r.sqlite", jobs=1)
     df = sweep.dataframe(tmp_path / "r.sqlite")
-    assert list(df.columns) == ["point", "key", "seed", "sim_time_ps", "traffic[0].fct_ps.p50"]
+    assert list(df.columns) == ["point", "key", "seed", "status", "sim_time_ps", "traffic[0].fct_ps.p50"]
     assert df["seed"].tolist() == [1, 2]
 
 
@@ -347,3 +347,84 @@ def test_progress_bar_only_on_a_terminal(tmp_path: Path, quiet: bool) -> None:
     # Not a terminal: no bar even without --quiet.
     piped = cli("sweep", TINY_SWEEP, "--out", tmp_path / "other.sqlite")
     assert piped.returncode == 0 and piped.stderr == ""
+
+
+def test_unguarded_script_with_jobs_runs_once(tmp_path: Path) -> None:
+    """A script calling Sweep.run(jobs=2) at top level, with no `if __name__ == "__main__":`
+    guard, runs its sweep once: the workers do not re-import it (they did with multiprocessing,
+    respawning forever)."""
+    script = tmp_path / "unguarded.py"
+    db = tmp_path / "u.sqlite"
+    script.write_text(
+        "import reducelab\n"
+        "print('top level', flush=True)\n"
+        f"report = reducelab.Sweep.load({str(TINY_SWEEP)!r}).run({str(db)!r}, jobs=2)\n"
+        "print('executed', report.executed, flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["top level", "executed 12"]
+    assert proc.stderr == ""
+
+
+def test_a_dead_local_worker_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reducelab import sweep as sweep_module
+    from reducelab.sweep import SweepRunError
+
+    monkeypatch.setattr(sweep_module, "_WORKER_COMMAND", "import sys; sys.exit(3)")
+    with pytest.raises(SweepRunError, match=r"local worker process ended with status 3 while running point \d+"):
+        Sweep.load(TINY_SWEEP).run(tmp_path / "r.sqlite", jobs=2, check=False)
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        assert store.count() == 0
+
+
+def test_huge_repetitions_are_refused_at_once(tmp_path: Path) -> None:
+    t0 = time.monotonic()
+    with pytest.raises(SweepSpecError) as err:
+        Sweep.load(write_spec(tmp_path, "repetitions = 100000000\n[grid]\ntopology.bandwidth_gbps = [100]"))
+    assert time.monotonic() - t0 < 5
+    assert err.value.field == "sweep.repetitions"
+    assert "100000000 repetitions is more than the 1000000 points a sweep may have" in err.value.reason
+    with pytest.raises(FieldError) as err2:  # fine alone, too many with the grid
+        Sweep(Scenario.from_file(TINY), {"topology.bandwidth_gbps": list(range(1, 1002))}, repetitions=1000)
+    assert err2.value.field == "sweep.repetitions"
+    assert "1001000 points (1001 x 1000 seeds) is more than the 1000000" in err2.value.reason
+
+
+def test_huge_grid_is_refused_before_its_values_are_checked() -> None:
+    t0 = time.monotonic()
+    with pytest.raises(FieldError) as err:
+        Sweep(Scenario.from_file(TINY), {"topology.bandwidth_gbps": list(range(1, 2001)),
+                                         "traffic[0].bytes": list(range(1, 2001))})
+    assert time.monotonic() - t0 < 2, "checked the 4000 values before counting"
+    assert (err.value.field, err.value.reason.split(" is ")[0]) == ("grid", "4000000 points (2000 x 2000)")
+
+
+def test_large_sweep_needs_confirmation(tmp_path: Path) -> None:
+    sweep = Sweep(Scenario.from_file(TINY), {"topology.bandwidth_gbps": [100, 200]}, repetitions=5001)
+    assert sweep.point_count == 10002
+    db = tmp_path / "big.sqlite"
+    with pytest.raises(reducelab.sweep.SweepSizeError) as err:
+        sweep.run(db)
+    assert err.value.field == "grid"
+    assert "10002 points (2 x 5001 seeds) is more than 10000" in err.value.reason
+    assert "confirm=True" in err.value.reason and "--yes" in err.value.reason
+    assert not db.exists() and sweep._points is None, "nothing may be built or opened before the check"
+    small = Sweep.load(TINY_SWEEP)
+    with pytest.raises(reducelab.sweep.SweepSizeError):
+        small.run(db, confirm_above=11)
+    assert small.run(db, jobs=1, confirm_above=11, confirm=True).executed == 12
+
+
+def test_cli_states_the_count_and_wants_yes_above_the_threshold(tmp_path: Path) -> None:
+    big = write_spec(tmp_path, "repetitions = 5001\n[grid]\ntopology.bandwidth_gbps = [100, 200]", "big.toml")
+    db = tmp_path / "big.sqlite"
+    proc = cli("sweep", big, "--out", db)
+    assert proc.returncode == 2
+    assert "the sweep has 10002 points (2 x 5001 seeds), more than 10000; run it with --yes" in proc.stderr
+    assert not db.exists()
+    proc = cli("sweep", TINY_SWEEP, "--out", tmp_path / "tiny.sqlite", "--jobs", "1")
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first == f"sweep tiny: 12 points, 0 already stored, 12 to run, into {tmp_path / 'tiny.sqlite'}"
