@@ -260,6 +260,7 @@ impl SwitchProgram for CanarySwitch {
                 out.push(SwAction::Consume);
                 let mut c = hdr;
                 c.kind = hdr.inner;
+                c.inner = Kind::Broadcast; // the copies are no restorations
                 c.children = 0;
                 c.switch_addr = if hdr.inner == Kind::Failure { MULTICAST_MARK } else { NIL };
                 c.dst = Addr::Switch(NIL);

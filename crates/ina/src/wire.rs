@@ -1,4 +1,6 @@
-//! The Canary packet header of §4.1 and its 19-byte wire encoding.
+//! The Canary packet header of §4.1, its 19-byte wire encoding, and the protocol frame every
+//! in-network protocol's [`Header`] is emitted to and parsed from ([`emit`], [`parse`]: the
+//! smoltcp `Repr` pattern, `Header` being the checked representation).
 //!
 //! | field | bytes | use |
 //! | --- | --- | --- |
@@ -16,6 +18,8 @@
 //! holds (3 bits, as the multicast shards of §4.2). On the wire a packet also pays 14 B of
 //! Ethernet header and 24 B of framing overhead (preamble, FCS, inter-packet gap): 57 B in all
 //! per packet with the data (§5.1).
+
+use crate::{Addr, Header, MULTICAST_MARK, NIL};
 
 /// Canary header bytes.
 pub const HEADER_BYTES: u32 = 19;
@@ -131,16 +135,263 @@ impl WireHeader {
         if h.shard != 0 && h.kind != Kind::Restore {
             return Err(WireError { field: "flags.shard", reason: "set on a packet that is not a restoration".into() });
         }
-        if h.multicast != matches!(h.kind, Kind::Broadcast | Kind::Restore) {
+        // Broadcasts and restorations are multicast; a failure notice may be (down the tree).
+        if h.multicast != matches!(h.kind, Kind::Broadcast | Kind::Restore) && !(h.multicast && h.kind == Kind::Failure) {
             return Err(WireError { field: "flags.multicast", reason: format!("{} on a {:?} packet", h.multicast, h.kind) });
         }
         Ok(h)
     }
 }
 
+/// Bytes of the fingerprint trailer of a [`emit`]ted frame.
+pub const FINGERPRINT_BYTES: usize = 8;
+
+fn err<T>(field: &'static str, reason: impl Into<String>) -> Result<T, WireError> {
+    Err(WireError { field, reason: reason.into() })
+}
+
+/// Whether a packet of this kind uses the `children` and `switch address` fields for their
+/// §4.1 meaning (collided ingress port / restoration bitmap, and the switch).
+fn uses_children(kind: Kind, bypass: bool) -> bool {
+    kind == Kind::Restore || (kind == Kind::Reduce && bypass)
+}
+
+const DST_FIRST_HOP: u32 = u32::MAX;
+const DST_ANY_SWITCH: u32 = u32::MAX - 1;
+const DST_SWITCH_BIT: u32 = 1 << 31;
+
+/// Appends the frame of `h` to `out`: the §4.1 header, the `h.elems` elements (32-bit
+/// big-endian; `values`, or zeros when the run carries none) and the 8-byte fingerprint.
+///
+/// The §4.1 fields a kind leaves unused carry what the protocols need beyond the paper's
+/// header: the sender (`src`: requests, fallbacks, completion notices, contributions) rides in
+/// `children` when the packet has no children to report, a static tree's index in `switch
+/// address` when no switch is named, and a restoration's inner kind in the bypass bit (set:
+/// failure). Destinations: a host index, `2^31 | node` for a switch, all ones for the sender's
+/// first hop. A restoration's bitmap must lie in one 32-port shard (split larger ones).
+pub fn emit(h: &Header, values: Option<&[i32]>, out: &mut Vec<u8>) -> Result<(), WireError> {
+    let destination = match h.dst {
+        Addr::FirstHop => DST_FIRST_HOP,
+        Addr::Switch(NIL) => DST_ANY_SWITCH,
+        Addr::Switch(s) if s < DST_ANY_SWITCH & !DST_SWITCH_BIT => DST_SWITCH_BIT | s,
+        Addr::Host(x) if x < DST_SWITCH_BIT => x,
+        other => return err("destination", format!("{other:?} has no encoding")),
+    };
+    if h.tenant as u32 != h.id >> 24 {
+        return err("id", format!("tenant {} is not the id's application byte ({})", h.tenant, h.id >> 24));
+    }
+    let uses = uses_children(h.kind, h.bypass);
+    let (children, shard) = if h.kind == Kind::Restore {
+        let shard = if h.children == 0 { 0 } else { h.children.trailing_zeros() / 32 };
+        let field = h.children >> (32 * shard);
+        if field >> 32 != 0 {
+            return err("children", format!("bitmap {:#x} spans more than one 32-port shard", h.children));
+        }
+        (field as u32, shard as u8)
+    } else if uses {
+        if h.children >> 32 != 0 {
+            return err("children", format!("port {} does not fit", h.children));
+        }
+        (h.children as u32, 0)
+    } else {
+        if h.children != 0 {
+            return err("children", format!("set on a {:?} packet", h.kind));
+        }
+        (h.src, 0)
+    };
+    let multicast_failure = h.kind == Kind::Failure && h.switch_addr == MULTICAST_MARK;
+    let switch_addr = if uses {
+        if h.switch_addr >= 0xFFFF {
+            return err("switch_addr", format!("switch {} does not fit 16 bits", h.switch_addr));
+        }
+        h.switch_addr as u16
+    } else {
+        if h.switch_addr != NIL && !multicast_failure {
+            return err("switch_addr", format!("set on a {:?} packet", h.kind));
+        }
+        h.tree
+    };
+    if uses && h.tree != 0 {
+        return err("tree", "a static-tree index on a packet that names a switch");
+    }
+    if h.kind != Kind::Restore && h.inner != Kind::Broadcast {
+        return err("inner", format!("only restorations carry an inner kind, not {:?}", h.kind));
+    }
+    if h.bypass && h.kind != Kind::Reduce {
+        return err("flags.bypass", format!("set on a {:?} packet", h.kind));
+    }
+    let bypass = match h.kind {
+        Kind::Reduce => h.bypass,
+        Kind::Restore => h.inner == Kind::Failure,
+        _ => false,
+    };
+    let w = WireHeader {
+        destination,
+        id: h.id,
+        counter: h.counter,
+        hosts: h.hosts,
+        children,
+        switch_addr,
+        bypass,
+        multicast: matches!(h.kind, Kind::Broadcast | Kind::Restore) || multicast_failure,
+        kind: h.kind,
+        shard,
+    };
+    let mut head = [0u8; HEADER_BYTES as usize];
+    w.encode(&mut head);
+    out.extend_from_slice(&head);
+    let n = h.elems as usize;
+    match values {
+        Some(v) if v.len() >= n => v[..n].iter().for_each(|x| out.extend_from_slice(&x.to_be_bytes())),
+        Some(v) => return err("elems", format!("{n} elements but {} values", v.len())),
+        None => out.resize(out.len() + 4 * n, 0),
+    }
+    out.extend_from_slice(&h.fp.to_be_bytes());
+    Ok(())
+}
+
+/// Parses a frame made by [`emit`] (untrusted bytes: errors, never panics). The header's `data`
+/// is [`NIL`]; the elements come back beside it.
+pub fn parse(b: &[u8]) -> Result<(Header, Vec<i32>), WireError> {
+    let w = WireHeader::decode(b)?;
+    let rest = &b[HEADER_BYTES as usize..];
+    if rest.len() < FINGERPRINT_BYTES || (rest.len() - FINGERPRINT_BYTES) % 4 != 0 {
+        return err("payload", format!("{} bytes after the header: need 4 per element plus {FINGERPRINT_BYTES}", rest.len()));
+    }
+    let n = (rest.len() - FINGERPRINT_BYTES) / 4;
+    if n > u16::MAX as usize {
+        return err("payload", format!("{n} elements"));
+    }
+    let values: Vec<i32> = rest[..4 * n].chunks_exact(4).map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let mut fp = [0u8; 8];
+    fp.copy_from_slice(&rest[4 * n..]);
+    let dst = match w.destination {
+        DST_FIRST_HOP => Addr::FirstHop,
+        DST_ANY_SWITCH => Addr::Switch(NIL),
+        d if d & DST_SWITCH_BIT != 0 => Addr::Switch(d & !DST_SWITCH_BIT),
+        d => Addr::Host(d),
+    };
+    let mut h = Header::new(w.kind, dst, w.id, (w.id >> 24) as u16);
+    h.counter = w.counter;
+    h.hosts = w.hosts;
+    h.elems = n as u16;
+    h.fp = u64::from_be_bytes(fp);
+    let bypass = w.kind == Kind::Reduce && w.bypass;
+    if uses_children(w.kind, bypass) {
+        h.children = (w.children as u64) << (32 * w.shard as u32);
+        h.switch_addr = w.switch_addr as u32;
+        h.bypass = bypass;
+    } else {
+        h.src = w.children;
+        h.tree = w.switch_addr;
+        if w.kind == Kind::Failure && w.multicast {
+            h.switch_addr = MULTICAST_MARK;
+        }
+    }
+    if w.kind == Kind::Restore {
+        h.inner = if w.bypass { Kind::Failure } else { Kind::Broadcast };
+    }
+    Ok((h, values))
+}
+
+/// `h` carried by one or more frames and parsed back (a restoration's bitmap is split into
+/// 32-port shards, one frame each, and merged again): what a receiver of `h`'s bytes sees.
+pub fn round_trip(h: &Header, values: Option<&[i32]>, buf: &mut Vec<u8>) -> Result<(Header, Vec<i32>), WireError> {
+    let shards: Vec<u64> = if h.kind == Kind::Restore && h.children != 0 {
+        (0..2).map(|s| h.children & (0xFFFF_FFFFu64 << (32 * s))).filter(|&m| m != 0).collect()
+    } else {
+        vec![h.children]
+    };
+    let mut merged: Option<(Header, Vec<i32>)> = None;
+    for part in shards {
+        buf.clear();
+        emit(&Header { children: part, ..*h }, values, buf)?;
+        let (p, v) = parse(buf)?;
+        merged = Some(match merged {
+            None => (p, v),
+            Some((m, mv)) => (Header { children: m.children | p.children, ..m }, mv),
+        });
+    }
+    Ok(merged.expect("at least one frame"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn frame_round_trip(h: Header, values: Option<&[i32]>) -> (Header, Vec<i32>) {
+        let mut buf = Vec::new();
+        let out = round_trip(&h, values, &mut buf).unwrap_or_else(|e| panic!("{e}: {h:?}"));
+        out
+    }
+
+    #[test]
+    fn every_kind_of_protocol_header_survives_its_frame() {
+        let mut c = Header::new(Kind::Reduce, Addr::Host(7), 3 << 24 | 2 << 20 | 99, 3);
+        (c.counter, c.hosts, c.elems, c.src, c.fp) = (1, 12, 4, 5, 0xDEAD_BEEF_0123_4567);
+        let vals = [1, -2, 3, i32::MIN];
+        let (p, v) = frame_round_trip(c, Some(&vals));
+        assert_eq!((p, v.as_slice()), (c, &vals[..]));
+        let mut bypass = c;
+        (bypass.bypass, bypass.switch_addr, bypass.children, bypass.src) = (true, 41, 17, NIL);
+        assert_eq!(frame_round_trip(bypass, Some(&vals)).0, bypass);
+        let mut tree = Header::new(Kind::Broadcast, Addr::Switch(NIL), 5 << 24 | 7, 5);
+        (tree.tree, tree.hosts, tree.counter, tree.src) = (3, 8, 8, 2);
+        assert_eq!(frame_round_trip(tree, None).0, tree);
+        let mut restore = Header::new(Kind::Restore, Addr::Switch(40), 9, 0);
+        (restore.inner, restore.switch_addr, restore.children, restore.counter) = (Kind::Failure, 40, 1 << 3 | 1 << 40, 2);
+        assert_eq!(frame_round_trip(restore, None).0, restore, "two shards, merged again");
+        let mut failure = Header::new(Kind::Failure, Addr::FirstHop, 9, 0);
+        (failure.switch_addr, failure.hosts, failure.counter) = (MULTICAST_MARK, 4, 1);
+        assert_eq!(frame_round_trip(failure, None).0, failure);
+        for kind in [Kind::RetxRequest, Kind::Retransmit, Kind::Fallback, Kind::Done] {
+            let mut h = Header::new(kind, Addr::Host(3), 1 << 24 | 5, 1);
+            (h.src, h.counter, h.hosts) = (11, 1, 4);
+            assert_eq!(frame_round_trip(h, None).0, h, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn headers_the_frame_cannot_carry_are_refused_naming_the_field() {
+        let mut buf = Vec::new();
+        let mut h = Header::new(Kind::Reduce, Addr::Host(1), 1 << 24, 2);
+        h.hosts = 2;
+        assert_eq!(emit(&h, None, &mut buf).unwrap_err().field, "id");
+        let mut h = Header::new(Kind::Broadcast, Addr::Host(1), 0, 0);
+        h.children = 5;
+        assert_eq!(emit(&h, None, &mut buf).unwrap_err().field, "children");
+        let mut h = Header::new(Kind::Restore, Addr::Switch(3), 0, 0);
+        h.children = 1 | 1 << 40;
+        assert_eq!(emit(&h, None, &mut buf).unwrap_err().field, "children");
+    }
+
+    #[test]
+    fn parsing_arbitrary_frames_never_panics_and_is_a_fixpoint() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let (mut again, mut parsed) = (Vec::new(), 0);
+        for i in 0..100_000u32 {
+            let len = 19 + (i as usize % 40);
+            let buf: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            match parse(&buf) {
+                Ok((h, v)) => {
+                    parsed += 1;
+                    again.clear();
+                    if emit(&h, Some(&v), &mut again).is_ok() {
+                        assert_eq!(parse(&again).unwrap(), (h, v));
+                    }
+                }
+                Err(e) => assert!(!e.field.is_empty() && !e.reason.is_empty()),
+            }
+        }
+        assert!(parsed > 1000, "only {parsed} random frames parsed: the sweep tests little");
+    }
 
     #[test]
     fn header_is_19_bytes_and_round_trips() {

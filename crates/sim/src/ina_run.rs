@@ -33,6 +33,10 @@ pub struct InaSwitchSpec {
     /// Elements a switch can aggregate per packet (its ALUs): 32 on the Tofino prototype,
     /// 256 in the paper's large simulations (§5.1). Collectives may not use more.
     pub max_elements_per_packet: u16,
+    /// Every header a protocol hands over travels through its wire frame
+    /// (`reducelab_ina::wire::emit`/`parse`) and the parsed copy goes on: a run that is
+    /// byte-identical with and without it shows the frame carries all the protocol uses.
+    pub wire_check: bool,
 }
 
 impl Default for InaSwitchSpec {
@@ -48,6 +52,7 @@ impl Default for InaSwitchSpec {
             timeout_ps: 1_000_000,
             sample_ps: 1_000_000,
             max_elements_per_packet: 256,
+            wire_check: false,
         }
     }
 }
@@ -131,6 +136,7 @@ pub struct InaWorld {
     timers_free: Vec<u32>,
     swbuf: Vec<SwAction>,
     hbuf: Vec<HostAction>,
+    wire_buf: Vec<u8>,
     first_hop: Vec<u32>,
     pub switch: InaSwitchSpec,
     pub lost_packets: u64,
@@ -217,6 +223,7 @@ impl InaWorld {
             timers_free: Vec::new(),
             swbuf: Vec::new(),
             hbuf: Vec::new(),
+            wire_buf: Vec::new(),
             first_hop,
             switch,
             lost_packets: 0,
@@ -265,6 +272,7 @@ impl InaWorld {
     }
 
     fn put(&mut self, h: Header) -> u32 {
+        let h = if self.switch.wire_check { self.through_wire(h) } else { h };
         match self.arena_free.pop() {
             Some(s) => {
                 self.arena[s as usize] = h;
@@ -275,6 +283,20 @@ impl InaWorld {
                 self.arena.len() as u32 - 1
             }
         }
+    }
+
+    /// `h` as its receiver parses it from the bytes of its frame (wire-check mode). A header
+    /// the frame cannot carry is a protocol bug: the run stops with it.
+    fn through_wire(&mut self, h: Header) -> Header {
+        let mut buf = std::mem::take(&mut self.wire_buf);
+        let values = (h.data != NIL).then(|| self.vals.get(h.data));
+        let (mut p, v) = reducelab_ina::wire::round_trip(&h, values, &mut buf).unwrap_or_else(|e| panic!("wire check: {e} in {h:?}"));
+        self.wire_buf = buf;
+        if h.data != NIL {
+            self.vals.get_mut(h.data)[..v.len()].copy_from_slice(&v);
+            p.data = h.data;
+        }
+        p
     }
 
     fn take(&mut self, app: u32) -> Header {

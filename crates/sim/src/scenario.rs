@@ -45,6 +45,8 @@ pub struct InaSection {
     pub reclaim_us: Option<f64>,
     pub sample_ns: Option<f64>,
     pub max_elements_per_packet: Option<u16>,
+    /// Verification mode: every protocol header travels through its wire frame and back.
+    pub wire_check: Option<bool>,
 }
 
 fn default_seed() -> u64 {
@@ -840,6 +842,7 @@ impl InaSection {
                 Some(0) => return e("ina.max_elements_per_packet", "must be at least 1"),
                 Some(m) => m,
             },
+            wire_check: self.wire_check.unwrap_or(false),
         })
     }
 }

@@ -4,7 +4,8 @@
 //! and switch timeouts from 20 ns to 3 µs) and switch failures, a run either completes with
 //! every host's result verified (fingerprints and real element values), nothing counted twice
 //! and nothing left in the switches — or it ends as stalled with a reason. No run returns a
-//! wrong sum, and none runs for ever.
+//! wrong sum, and none runs for ever. Each case runs a second time with `[ina] wire_check`, every
+//! protocol header emitted to its wire frame and parsed back, and must give the same bytes.
 //!
 //! The cases are drawn from a fixed seed, so a failure is reproducible: the message prints
 //! the case's scenario. `REDUCELAB_PROPERTY_CASES=N` runs N cases per protocol (default 24;
@@ -126,7 +127,13 @@ fn every_protocol_completes_verified_or_stalls_with_a_reason() {
         for _ in 0..cases {
             let text = case(proto, &mut rng);
             match run_scenario_str(&text, &Default::default()) {
-                Ok(out) => check(proto, &text, &serde_json::from_str(&out.summary_json).unwrap(), &mut tally),
+                Ok(out) => {
+                    check(proto, &text, &serde_json::from_str(&out.summary_json).unwrap(), &mut tally);
+                    // The same run with every header carried by its wire frame and parsed back
+                    // gives the same bytes: the frame carries everything the protocol uses.
+                    let wired = run_scenario_str(&text.replace("[ina]\n", "[ina]\nwire_check = true\n"), &Default::default()).unwrap();
+                    assert!(wired.summary_json == out.summary_json && wired.files == out.files, "wire check changed the run:\n{text}");
+                }
                 // Some random combinations are invalid for a protocol (e.g. static trees'
                 // window × tenants beyond the table): refused up front, naming the field.
                 Err(e) => {
