@@ -77,6 +77,11 @@ impl InaProtocol for Canary {
     fn host_agent(&self, c: &Collective, rank: u32) -> Box<dyn HostProtocol> {
         Box::new(CanaryHost::new(c, rank, self.rto_ps, self.max_failures))
     }
+    /// A host gives a block up after [`crate::canary_host::MAX_EXPIRIES`] timeouts with no
+    /// answer from its leader (two more for slack).
+    fn recovery_horizon_ps(&self) -> u64 {
+        self.rto_ps.saturating_mul(crate::canary_host::MAX_EXPIRIES as u64 + 2)
+    }
 }
 
 /// Parameters of a Canary switch.

@@ -44,6 +44,12 @@ pub trait InaProtocol: std::fmt::Debug + Send + Sync {
     fn switch_programs(&self, fabric: &Fabric, tenants: &[Tenant<'_>], cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String>;
     /// The agent of `rank` of collective `c`.
     fn host_agent(&self, c: &Collective, rank: u32) -> Box<dyn HostProtocol>;
+    /// How long its hosts may go on recovering by themselves, with nothing delivered, before
+    /// they give a block up (0: no host timers). A no-progress watchdog must wait at least this
+    /// long so that it never cuts a recovery short.
+    fn recovery_horizon_ps(&self) -> u64 {
+        0
+    }
     /// Why a run with `lost_packets` losses did not finish, from the protocol's side.
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {
