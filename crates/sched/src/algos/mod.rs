@@ -74,35 +74,8 @@ impl Layout {
     }
 }
 
-/// Names accepted by [`build`].
-pub const ALGORITHMS: &[&str] = &[
-    "ring",
-    "ring-bidirectional",
-    "hamiltonian-rings",
-    "recursive-doubling-latency",
-    "recursive-doubling-bandwidth",
-    "recursive-doubling-mirrored",
-    "bucket",
-    swing::SWING_BANDWIDTH,
-    swing::SWING_LATENCY,
-];
-
-/// Builds the schedule of `algorithm` for `collective` on `layout`.
+/// Builds the schedule of the variant `algorithm` (a name of [`crate::registry`]) for
+/// `collective` on `layout`.
 pub fn build(algorithm: &str, collective: Collective, layout: &Layout) -> Result<Schedule, String> {
-    match algorithm {
-        "ring" => ring::ring(collective, layout),
-        "ring-bidirectional" => ring::ring_bidirectional(collective, layout),
-        "hamiltonian-rings" => hamiltonian::hamiltonian_rings(collective, layout),
-        "recursive-doubling-latency" => recursive_doubling::recursive_doubling_latency(collective, layout),
-        "recursive-doubling-bandwidth" => recursive_doubling::recursive_doubling_bandwidth(collective, layout),
-        "recursive-doubling-mirrored" => recursive_doubling::recursive_doubling_mirrored(collective, layout),
-        "bucket" => bucket::bucket(collective, layout),
-        swing::SWING_BANDWIDTH => swing::swing_bandwidth(collective, layout),
-        swing::SWING_LATENCY => swing::swing_latency(collective, layout),
-        "swing" | "recursive-doubling" => Err(format!(
-            "'{algorithm}' picks its latency- or bandwidth-optimal variant by vector size: use select::build_for_size, \
-             or name the variant ({algorithm}-latency, {algorithm}-bandwidth)"
-        )),
-        _ => Err(format!("unknown algorithm '{algorithm}' (known: {})", ALGORITHMS.join(", "))),
-    }
+    crate::registry::build(algorithm, collective, layout)
 }
