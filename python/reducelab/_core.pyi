@@ -126,6 +126,7 @@ class AlgorithmEntry(TypedDict):
     direct_plan: bool
     model_row: bool
     max_ranks: int | None
+    min_dims: int | None
     substitute: str | None
 
 def algorithm_registry() -> list[AlgorithmEntry]:

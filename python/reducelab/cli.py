@@ -712,9 +712,7 @@ def _cmd_bench_mpi(args: argparse.Namespace) -> int:
 
     ranks = args.ranks or [4, 8]
     sizes = args.sizes or list(mpibench.DEFAULT_SIZES)
-    algorithms = args.algorithm or list(mpibench.DEFAULT_ALGORITHMS)
-    if args.torus and "hamiltonian-rings" not in algorithms and not args.algorithm:
-        algorithms.append("hamiltonian-rings")
+    algorithms = args.algorithm or mpibench.default_algorithms(torus=bool(args.torus))
     for a in algorithms:
         if not a or "," in a:
             _fail(f"invalid algorithm name {a!r}")

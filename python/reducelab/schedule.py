@@ -44,6 +44,8 @@ class AlgorithmInfo:
     model_row: bool
     """Whether the Swing paper's Table 2 has a row for it (``reducelab model`` shows it)."""
     max_ranks: int | None
+    min_dims: int | None
+    """Variants: fewest torus dimensions (of size >= 2) it builds on."""
     substitute: str | None
 
 

@@ -315,6 +315,8 @@ pub struct RlAlgorithmInfo {
     pub rank_ordered_1d: u32,
     /// Variant: 1 if it builds reduce-scatter and allgather.
     pub halves: u32,
+    /// Variant: fewest torus dimensions it builds on.
+    pub min_dims: u32,
 }
 
 // SAFETY: the pointers point into `TABLE`, immutable `CString`s that are never freed.
@@ -351,6 +353,7 @@ fn table() -> &'static Table {
                 model_row: a.model_row.is_some() as u32,
                 rank_ordered_1d: a.rank_ordered_1d as u32,
                 halves: a.halves as u32,
+                min_dims: a.min_dims,
             })
             .collect();
         Table { infos, _strings: strings }

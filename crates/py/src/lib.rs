@@ -225,6 +225,7 @@ fn algorithm_registry(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
         d.set_item("direct_plan", a.direct_plan.is_some())?;
         d.set_item("model_row", a.model_row.is_some())?;
         d.set_item("max_ranks", (a.max_ranks > 0).then_some(a.max_ranks))?;
+        d.set_item("min_dims", (a.min_dims > 0).then_some(a.min_dims))?;
         d.set_item("substitute", a.substitute)?;
         list.append(d)?;
     }

@@ -122,6 +122,8 @@ pub struct Algorithm {
     pub halves: bool,
     /// Variant: builds broadcast and reduce.
     pub rooted: bool,
+    /// Variant: fewest layout dimensions of size ≥ 2 it builds on (2: needs a 2D torus).
+    pub min_dims: u32,
     /// Variant: most ranks a schedule may have (schedules list every message: ring-like ones
     /// grow as p², the others as p·log p).
     pub max_ranks: u32,
@@ -159,6 +161,7 @@ const fn variant(name: &'static str, family: &'static str, build: Builder, size_
         cost: None,
         halves: true,
         rooted: true,
+        min_dims: 1,
         max_ranks: MAX_RANKS,
         rank_ordered_1d: false,
         substitute: None,
@@ -170,7 +173,7 @@ const fn variant(name: &'static str, family: &'static str, build: Builder, size_
 }
 
 const fn other(name: &'static str, family: &'static str, kind: Kind, summary: &'static str) -> Algorithm {
-    Algorithm { kind, build: None, size_class: None, halves: false, rooted: false, max_ranks: 0, ..variant(name, family, ring::ring, SizeClass::Bandwidth, summary) }
+    Algorithm { kind, build: None, size_class: None, halves: false, rooted: false, min_dims: 0, max_ranks: 0, ..variant(name, family, ring::ring, SizeClass::Bandwidth, summary) }
 }
 
 /// The registry, in the order front ends list it: variants first, then the other names.
@@ -194,6 +197,7 @@ pub static REGISTRY: &[Algorithm] = &[
         direct_plan: Some(ring::hamiltonian_plan),
         model_row: Some(ModelRow::Ring),
         max_ranks: MAX_RANKS_RING,
+        min_dims: 2,
         substitute: Some("ring"),
         ..variant("hamiltonian-rings", "ring", hamiltonian::hamiltonian_rings, SizeClass::Bandwidth, "2D rings along edge-disjoint Hamiltonian cycles of a 2D torus (both directions)")
     },
