@@ -5,9 +5,9 @@
 //! ([`crate::select`]), the cost model and its Table 2 rows ([`crate::model`]), the simulator's
 //! scenario files and Swing runs (`crates/sim`), the C ABI and through it the MPI runtime
 //! (`crates/capi`: `rl_algorithm_count`, `rl_algorithm_info`, `rl_algorithm_resolve`), and
-//! Python and the CLI (`reducelab.algorithms()`, `reducelab model --list`). Adding an
-//! algorithm is its generator module plus one [`Algorithm`] entry in [`REGISTRY`]
-//! (docs/extending.md).
+//! Python and the CLI (`reducelab.algorithms()`, `reducelab model --list`). The table itself,
+//! [`REGISTRY`], sits in `algos/mod.rs` next to the `mod` lines of the generators, so adding an
+//! algorithm is its generator module plus one [`Algorithm`] entry there (docs/extending.md).
 //!
 //! # Kinds of names
 //!
@@ -22,7 +22,7 @@
 //! [`resolve`] turns any name into the variant that runs; it is the only place where names are
 //! resolved, in Rust and (through the C ABI) in C.
 
-use crate::algos::{bucket, hamiltonian, recursive_doubling as rd, ring, swing, Layout};
+use crate::algos::{ring, Layout};
 use crate::ir::{Collective, Schedule};
 use crate::plan::Plan;
 
@@ -147,7 +147,9 @@ pub struct Algorithm {
 pub const MAX_RANKS_RING: u32 = 2048;
 pub const MAX_RANKS: u32 = 16384;
 
-const fn variant(name: &'static str, family: &'static str, build: Builder, size_class: SizeClass, summary: &'static str) -> Algorithm {
+/// A variant entry with the defaults: builds every collective, up to [`MAX_RANKS`] ranks, 1D
+/// or more, no direct plan, no model row.
+pub const fn variant(name: &'static str, family: &'static str, build: Builder, size_class: SizeClass, summary: &'static str) -> Algorithm {
     Algorithm {
         name,
         family,
@@ -172,100 +174,12 @@ const fn variant(name: &'static str, family: &'static str, build: Builder, size_
     }
 }
 
-const fn other(name: &'static str, family: &'static str, kind: Kind, summary: &'static str) -> Algorithm {
+/// A family / alias / policy entry (no builder).
+pub const fn other(name: &'static str, family: &'static str, kind: Kind, summary: &'static str) -> Algorithm {
     Algorithm { kind, build: None, size_class: None, halves: false, rooted: false, min_dims: 0, max_ranks: 0, ..variant(name, family, ring::ring, SizeClass::Bandwidth, summary) }
 }
 
-/// The registry, in the order front ends list it: variants first, then the other names.
-pub static REGISTRY: &[Algorithm] = &[
-    Algorithm {
-        direct_plan: Some(ring::ring_plan),
-        model_row: Some(ModelRow::Ring),
-        model_note: "Table 2's ring is multiport (2D rings); `ring` is one unidirectional ring, so Ψ = 2D",
-        max_ranks: MAX_RANKS_RING,
-        ..variant("ring", "ring", ring::ring, SizeClass::Bandwidth, "one unidirectional ring in rank order (Patarasuk & Yuan)")
-    },
-    Algorithm {
-        direct_plan: Some(ring::ring_bidirectional_plan),
-        model_row: Some(ModelRow::Ring),
-        model_note: "Table 2's ring is multiport (2D rings); `ring-bidirectional` runs 2 rings, so Ψ = D",
-        max_ranks: MAX_RANKS_RING,
-        substitute: Some("ring"),
-        ..variant("ring-bidirectional", "ring", ring::ring_bidirectional, SizeClass::Bandwidth, "two rings in opposite directions, half the data each")
-    },
-    Algorithm {
-        direct_plan: Some(ring::hamiltonian_plan),
-        model_row: Some(ModelRow::Ring),
-        max_ranks: MAX_RANKS_RING,
-        min_dims: 2,
-        substitute: Some("ring"),
-        ..variant("hamiltonian-rings", "ring", hamiltonian::hamiltonian_rings, SizeClass::Bandwidth, "2D rings along edge-disjoint Hamiltonian cycles of a 2D torus (both directions)")
-    },
-    Algorithm {
-        model_row: Some(ModelRow::RecursiveDoublingLatency),
-        model_note: "Ξ summed over the steps; Table 2's 2D·p^(1/D) bounds D·Σ 2^i ≈ D·p^(1/D) by a factor 2",
-        cost: Some(CostForm::RecursiveDoubling { bandwidth: false }),
-        halves: false,
-        rooted: false,
-        rank_ordered_1d: true,
-        substitute: Some("recursive-doubling-bandwidth"),
-        ..variant("recursive-doubling-latency", "recursive-doubling", rd::recursive_doubling_latency, SizeClass::Latency, "recursive doubling, the whole vector every step")
-    },
-    Algorithm {
-        model_row: Some(ModelRow::RecursiveDoublingBandwidth),
-        cost: Some(CostForm::RecursiveDoubling { bandwidth: true }),
-        ..variant("recursive-doubling-bandwidth", "recursive-doubling", rd::recursive_doubling_bandwidth, SizeClass::Bandwidth, "recursive halving reduce-scatter + recursive doubling allgather (Rabenseifner)")
-    },
-    variant(
-        "recursive-doubling-mirrored",
-        "recursive-doubling-mirrored",
-        rd::recursive_doubling_mirrored,
-        SizeClass::Bandwidth,
-        "recursive-doubling-bandwidth and its mirror, half the data each",
-    ),
-    Algorithm {
-        direct_plan: Some(ring::bucket_plan),
-        model_row: Some(ModelRow::Bucket),
-        ..variant("bucket", "bucket", bucket::bucket, SizeClass::Bandwidth, "rings along each torus dimension in turn (bucket / multidimensional ring)")
-    },
-    Algorithm {
-        direct_plan: Some(swing::bandwidth_allreduce_plan),
-        model_row: Some(ModelRow::SwingBandwidth),
-        model_note: "Table 2 gives Ξ for p → ∞; the §4.1 sum tends to 6/5, 28/27, 120/119 for D = 2, 3, 4 \
-                     (2D: 1.184 at 64x64, 1.192 at 128x128)",
-        cost: Some(CostForm::Swing { bandwidth: true }),
-        ..variant(swing::SWING_BANDWIDTH, "swing", swing::swing_bandwidth, SizeClass::Bandwidth, "Swing (NSDI'24), bandwidth-optimal: reduce-scatter + allgather on 2D collectives")
-    },
-    Algorithm {
-        model_row: Some(ModelRow::SwingLatency),
-        model_note: "Ξ summed over the steps; Table 2's Ψ = D·log2 p is the one-port value: the multiport \
-                     schedule sends n/(2D) per port per step, Ψ = log2(p)/2",
-        cost: Some(CostForm::Swing { bandwidth: false }),
-        halves: false,
-        substitute: Some(swing::SWING_BANDWIDTH),
-        ..variant(swing::SWING_LATENCY, "swing", swing::swing_latency, SizeClass::Latency, "Swing (NSDI'24), latency-optimal: the whole vector every step")
-    },
-    Algorithm {
-        variants: Some((swing::SWING_LATENCY, swing::SWING_BANDWIDTH)),
-        ..other("swing", "swing", Kind::Family, "swing-latency or swing-bandwidth, whichever the α-β model finds cheaper for the size")
-    },
-    Algorithm {
-        variants: Some(("recursive-doubling-latency", "recursive-doubling-bandwidth")),
-        ..other("recursive-doubling", "recursive-doubling", Kind::Family, "recursive-doubling-latency or -bandwidth, whichever the α-β model finds cheaper")
-    },
-    Algorithm {
-        alias_of: Some("recursive-doubling-bandwidth"),
-        ..other("rabenseifner", "recursive-doubling", Kind::Alias, "= recursive-doubling-bandwidth")
-    },
-    Algorithm {
-        rules: &[
-            Rule { below_bytes: 64 << 10, allreduce_only: true, variant: "recursive-doubling-latency" },
-            Rule { below_bytes: 2 << 20, allreduce_only: false, variant: "recursive-doubling-bandwidth" },
-        ],
-        otherwise: Some("ring"),
-        ..other("auto", "auto", Kind::Policy, "the MPI runtime's measured choice: recursive-doubling-latency below 64 KiB, -bandwidth below 2 MiB, ring above")
-    },
-];
+pub use crate::algos::REGISTRY;
 
 /// Every entry, in registry order.
 pub fn all() -> &'static [Algorithm] {
