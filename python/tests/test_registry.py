@@ -181,3 +181,25 @@ def test_every_name_through_the_c_abi() -> None:
     out = ctypes.c_char_p()
     rc = lib.rl_algorithm_resolve(BOGUS.encode(), 0, dims, 2, 8, 2e-6, 1 / 4e9, 0, ctypes.byref(out), err, 2048)
     assert rc == 2 and all(n in err.value.decode() for n in NAMES)
+
+
+@pytest.mark.parametrize(("name", "topology"), [("ring", "torus:5"), ("swing-bandwidth", "torus:6x4"),
+                                                ("bucket", "torus:3x5"), ("recursive-doubling", "torus:7"),
+                                                ("hamiltonian-rings", "torus:4x4")])
+def test_msccl_xml_parses_with_the_schedules_counts(name: str, topology: str) -> None:
+    """The MSCCL export parses as XML (ElementTree) with one <gpu> per rank, and as many send and
+    receive steps as the JSON schedule has contiguous block runs to send and receive."""
+    import xml.etree.ElementTree as ET
+
+    sched = json.loads(reducelab.schedule.export(name, topology, "json", size_bytes=1 << 20))
+    root = ET.fromstring(reducelab.schedule.export(name, topology, "msccl", size_bytes=1 << 20))
+    assert root.tag == "algo" and int(root.get("ngpus", "0")) == sched["ranks"]
+    assert int(root.get("nchunksperloop", "0")) == sched["blocks"]
+    gpus = root.findall("gpu")
+    assert [int(g.get("id", "-1")) for g in gpus] == list(range(sched["ranks"]))
+    for g, prog in zip(gpus, sched["programs"]):
+        steps = [s for tb in g.findall("tb") for s in tb.findall("step")]
+        sends = sum(len(t["blocks"]) for st in prog["steps"] for t in st.get("sends", []))
+        recvs = sum(len(t["blocks"]) for st in prog["steps"] for t in st.get("recvs", []))
+        assert sum(s.get("type") == "s" for s in steps) == sends
+        assert sum(s.get("type") in ("r", "rrc") for s in steps) == recvs
