@@ -212,6 +212,13 @@ static const char *rank_ordered_variant(void) {
     return NULL;
 }
 
+static int in_registry(const char *name) {
+    RlAlgorithmInfo info;
+    for (size_t i = 0; rl_algorithm_info(i, &info) == 0; i++)
+        if (strcmp(info.name, name) == 0) return 1;
+    return 0;
+}
+
 /* "unknown ReduceLab algorithm 'x' (known: <every registry name>, mpi)". */
 static void unknown_algorithm(const char *name, char *err, size_t errlen) {
     size_t n = (size_t)snprintf(err, errlen, "unknown ReduceLab algorithm '%s' (known: ", name);
@@ -235,7 +242,7 @@ static int resolve(const char *name, int coll, const uint32_t *dims, size_t ndim
     }
     int rc = rl_algorithm_resolve(name, coll, dims, ndims, (uint64_t)bytes, 2e-6, 1.0 / 4e9, substitute, out, err,
                                   errlen);
-    if (rc == 2 && strncmp(err, "unknown algorithm", 17) == 0) unknown_algorithm(name, err, errlen);
+    if (rc != 0 && !in_registry(name)) unknown_algorithm(name, err, errlen);
     return rc == 0;
 }
 
