@@ -1,12 +1,11 @@
 /* ReduceLab MPI runtime: executes the schedules of crates/sched over MPI point-to-point.
  *
  * Algorithms (the `algorithm` argument, or REDUCELAB_ALLREDUCE for the interposition library):
- *   any name of reducelab_sched::algos::build (ring, ring-bidirectional, hamiltonian-rings,
- *   recursive-doubling-latency, recursive-doubling-bandwidth, recursive-doubling-mirrored,
- *   bucket, swing-bandwidth, swing-latency), plus
- *   swing / recursive-doubling   latency- or bandwidth-optimal variant chosen by vector size,
- *   rabenseifner                 = recursive-doubling-bandwidth,
- *   auto                         ReduceLab's choice by vector size (see docs/mpi.md),
+ *   any name of the algorithm registry (crates/sched/src/registry.rs; listed by
+ *   RL_Algorithm_name below and by `reducelab model --list`): the variants (ring, swing-bandwidth,
+ *   ...), the families swing / recursive-doubling (latency- or bandwidth-optimal variant chosen
+ *   by vector size), aliases (rabenseifner) and auto (ReduceLab's choice by vector size, see
+ *   docs/mpi.md), plus
  *   mpi                          the MPI library's own collective (PMPI_*).
  * NULL means REDUCELAB_ALLREDUCE, or auto if that is unset. The virtual torus is
  * REDUCELAB_TORUS (e.g. "4x2"; used when its product is the communicator size, 1D otherwise).
@@ -53,6 +52,10 @@ int RL_Progress(void);
 /* Wait for an MPI request while progressing ReduceLab operations (use this, not MPI_Wait,
  * when the interposition library is not loaded). */
 int RL_Wait(MPI_Request *request, MPI_Status *status);
+
+/* The algorithm registry: number of names, and name i (NULL when i is out of range). */
+int RL_Algorithm_count(void);
+const char *RL_Algorithm_name(int i);
 
 /* Counters of this process: collectives executed by a ReduceLab schedule, and calls handed to
  * the MPI library (PMPI) instead (algorithm "mpi", unsupported datatype/communicator, ...). */

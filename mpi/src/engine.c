@@ -192,82 +192,58 @@ static int torus_for(int p, uint32_t *dims, size_t *ndims, char *err, size_t err
     return 1;
 }
 
-static const char *const concrete[] = {"ring", "ring-bidirectional", "hamiltonian-rings",
-                                       "recursive-doubling-latency", "recursive-doubling-bandwidth",
-                                       "recursive-doubling-mirrored", "bucket", "swing-bandwidth",
-                                       "swing-latency"};
+/* The algorithm registry (crates/sched/src/registry.rs through crates/capi) is the only list
+ * of names: RL_Algorithm_count/RL_Algorithm_name expose it, rl_algorithm_resolve turns any of its
+ * names (variant, family, alias, the `auto` policy) into the variant that runs. "mpi" is not an
+ * algorithm but this runtime's "hand the call to the MPI library". */
+int RL_Algorithm_count(void) { return (int)rl_algorithm_count(); }
 
-/* Crossover of a family on a shape, cached (α = 2 µs per message, β = 1/(4 GB/s): shared
- * memory on one node; the exact values matter little, see docs/mpi.md). */
-typedef struct xo_entry {
-    char family[32];
-    uint32_t dims[8];
-    size_t ndims;
-    uint64_t bytes;
-    struct xo_entry *next;
-} xo_entry;
-static xo_entry *xo_cache;
-
-static uint64_t crossover(const char *family, const uint32_t *dims, size_t ndims) {
-    for (xo_entry *e = xo_cache; e; e = e->next)
-        if (e->ndims == ndims && strcmp(e->family, family) == 0 && memcmp(e->dims, dims, ndims * sizeof *dims) == 0)
-            return e->bytes;
-    uint64_t b = 0;
-    char err[256];
-    if (rl_crossover_bytes(family, dims, ndims, 2e-6, 1.0 / 4e9, &b, err, sizeof err) != 0) b = 64 * 1024;
-    xo_entry *e = calloc(1, sizeof *e);
-    if (e) {
-        snprintf(e->family, sizeof e->family, "%s", family);
-        memcpy(e->dims, dims, ndims * sizeof *dims);
-        e->ndims = ndims;
-        e->bytes = b;
-        e->next = xo_cache;
-        xo_cache = e;
-    }
-    return b;
+const char *RL_Algorithm_name(int i) {
+    RlAlgorithmInfo info;
+    if (i < 0 || rl_algorithm_info((size_t)i, &info) != 0) return NULL;
+    return info.name;
 }
 
-/* Resolves a user-facing name to a concrete algorithm (or "mpi"). 0 and a message if unknown. */
-static int resolve(const char *name, int coll, const uint32_t *dims, size_t ndims, size_t bytes, const char **out,
-                   char *err, size_t errlen) {
+/* The variant the checker proves rank-ordered on 1D (non-commutative operators), or NULL. */
+static const char *rank_ordered_variant(void) {
+    RlAlgorithmInfo info;
+    for (size_t i = 0; rl_algorithm_info(i, &info) == 0; i++)
+        if (info.rank_ordered_1d) return info.name;
+    return NULL;
+}
+
+static int in_registry(const char *name) {
+    RlAlgorithmInfo info;
+    for (size_t i = 0; rl_algorithm_info(i, &info) == 0; i++)
+        if (strcmp(info.name, name) == 0) return 1;
+    return 0;
+}
+
+/* "unknown ReduceLab algorithm 'x' (known: <every registry name>, mpi)". */
+static void unknown_algorithm(const char *name, char *err, size_t errlen) {
+    size_t n = (size_t)snprintf(err, errlen, "unknown ReduceLab algorithm '%s' (known: ", name);
+    RlAlgorithmInfo info;
+    for (size_t i = 0; n < errlen && rl_algorithm_info(i, &info) == 0; i++)
+        n += (size_t)snprintf(err + n, errlen - n, "%s, ", info.name);
+    if (n < errlen) snprintf(err + n, errlen - n, "mpi)");
+}
+
+/* Resolves a user-facing name to a variant (or "mpi"). 0 and a message if unknown. Families
+ * are resolved by the α-β model with α = 2 µs per message and β = 1/(4 GB/s) (shared memory on
+ * one node; the exact values matter little, see docs/mpi.md). `substitute`: the interposition
+ * library's reduce-scatter / allgather substitutes (registry field `substitute`). */
+static int resolve(const char *name, int coll, const uint32_t *dims, size_t ndims, size_t bytes, int substitute,
+                   const char **out, char *err, size_t errlen) {
     if (!name || !*name) name = getenv("REDUCELAB_ALLREDUCE");
     if (!name || !*name) name = "auto";
     if (strcmp(name, "mpi") == 0) {
         *out = "mpi";
         return 1;
     }
-    for (size_t i = 0; i < sizeof concrete / sizeof *concrete; i++)
-        if (strcmp(name, concrete[i]) == 0) {
-            *out = concrete[i];
-            return 1;
-        }
-    if (strcmp(name, "rabenseifner") == 0) {
-        *out = "recursive-doubling-bandwidth";
-        return 1;
-    }
-    if (strcmp(name, "auto") == 0) {
-        /* Measured on one 2-core node with 4-8 ranks (docs/mpi.md): recursive doubling's
-         * latency variant below 64 KiB, Rabenseifner up to 2 MiB, the ring above (the
-         * bandwidth-optimal schedules move the same bytes; the ring's small steps won there). */
-        if (coll == RL_COLL_ALLREDUCE && bytes < 64 * 1024) *out = "recursive-doubling-latency";
-        else if (bytes < 2 * 1024 * 1024) *out = "recursive-doubling-bandwidth";
-        else *out = "ring";
-        return 1;
-    }
-    if (strcmp(name, "swing") == 0 || strcmp(name, "recursive-doubling") == 0) {
-        int sw = name[0] == 's';
-        if (coll != RL_COLL_ALLREDUCE || bytes >= crossover(name, dims, ndims))
-            *out = sw ? "swing-bandwidth" : "recursive-doubling-bandwidth";
-        else
-            *out = sw ? "swing-latency" : "recursive-doubling-latency";
-        return 1;
-    }
-    snprintf(err, errlen,
-             "unknown ReduceLab algorithm '%s' (known: swing, ring, recursive-doubling, rabenseifner, bucket, auto, "
-             "mpi, ring-bidirectional, hamiltonian-rings, recursive-doubling-latency, recursive-doubling-bandwidth, "
-             "recursive-doubling-mirrored, swing-bandwidth, swing-latency)",
-             name);
-    return 0;
+    int rc = rl_algorithm_resolve(name, coll, dims, ndims, (uint64_t)bytes, 2e-6, 1.0 / 4e9, substitute, out, err,
+                                  errlen);
+    if (rc != 0 && !in_registry(name)) unknown_algorithm(name, err, errlen);
+    return rc == 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -668,18 +644,12 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     size_t ndims;
     const char *alg = NULL;
     if (!torus_for(p, dims, &ndims, err, sizeof err) ||
-        !resolve(algorithm, coll, dims, ndims, count * (size_t)tsize, &alg, err, sizeof err)) {
+        !resolve(algorithm, coll, dims, ndims, count * (size_t)tsize, !strict && coll != RL_COLL_ALLREDUCE, &alg, err,
+                 sizeof err)) {
         fprintf(stderr, "reducelab: %s\n", err);
         PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG);
         *rc = MPI_ERR_ARG;
         return PREP_ERROR;
-    }
-    if (!strict && coll != RL_COLL_ALLREDUCE) {
-        /* Interposition: REDUCELAB_ALLREDUCE names an allreduce; for reduce-scatter and
-         * allgather use the same family's schedule where the variant has none. */
-        if (strcmp(alg, "swing-latency") == 0) alg = "swing-bandwidth";
-        else if (strcmp(alg, "recursive-doubling-latency") == 0) alg = "recursive-doubling-bandwidth";
-        else if (strcmp(alg, "ring-bidirectional") == 0 || strcmp(alg, "hamiltonian-rings") == 0) alg = "ring";
     }
     if (strcmp(alg, "mpi") == 0) {
         is_verbose();
@@ -704,9 +674,10 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
         return PREP_ERROR;
     }
     if (!commute && !prog->noncommutative_safe) {
-        /* The only schedules the checker proves rank-ordered: recursive doubling on 1D. */
+        /* The registry's rank-ordered variant on 1D (the checker proves it). */
         uint32_t line = (uint32_t)p;
-        if (get_program("recursive-doubling-latency", coll, &line, 1, (uint32_t)rank, &prog, err, sizeof err) != 0 ||
+        const char *ordered = rank_ordered_variant();
+        if (!ordered || get_program(ordered, coll, &line, 1, (uint32_t)rank, &prog, err, sizeof err) != 0 ||
             !prog->noncommutative_safe) {
             note_fallback("non-commutative op");
             return PREP_FALLBACK;

@@ -22,6 +22,15 @@ enum { RL_COLL_ALLREDUCE = 0, RL_COLL_REDUCE_SCATTER = 1, RL_COLL_ALLGATHER = 2 
 int32_t rl_program_build(const char *algorithm, int32_t collective, const uint32_t *dims, size_t ndims,
                          uint32_t rank, const RlProgram **out, char *err, size_t errlen);
 void rl_program_free(const RlProgram *p);
+typedef struct {
+    const char *name, *family, *kind, *size_class, *resolves_to, *substitute, *summary;
+    uint32_t max_ranks, direct_plan, model_row, rank_ordered_1d, halves, min_dims;
+} RlAlgorithmInfo;
+size_t rl_algorithm_count(void);
+int32_t rl_algorithm_info(size_t i, RlAlgorithmInfo *out);
+int32_t rl_algorithm_resolve(const char *name, int32_t collective, const uint32_t *dims, size_t ndims, uint64_t bytes,
+                             double alpha_s, double beta_s_per_byte, int32_t substitute, const char **out, char *err,
+                             size_t errlen);
 int32_t rl_crossover_bytes(const char *family, const uint32_t *dims, size_t ndims, double alpha_s,
                            double beta_s_per_byte, uint64_t *out, char *err, size_t errlen);
 

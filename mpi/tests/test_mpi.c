@@ -108,13 +108,15 @@ static double as_double(const tinfo *t, const char *e) {
     long double x; memcpy(&x, e, sizeof x); return (double)x;
 }
 
-/* ---- the list of algorithms ---- */
-static const char *algorithms[] = {"ring", "ring-bidirectional", "hamiltonian-rings", "recursive-doubling-latency",
-                                   "recursive-doubling-bandwidth", "recursive-doubling-mirrored", "bucket",
-                                   "swing-bandwidth", "swing-latency", "swing", "recursive-doubling", "rabenseifner",
-                                   "auto"};
-#define NALG (sizeof algorithms / sizeof *algorithms)
-static int applicable[NALG];
+/* ---- the algorithms: every name of the registry ---- */
+#define MAXALG 64
+static const char *algorithms[MAXALG];
+static size_t NALG;
+static int applicable[MAXALG];
+
+static void load_algorithms(void) {
+    for (int i = 0; i < RL_Algorithm_count() && NALG < MAXALG; i++) algorithms[NALG++] = RL_Algorithm_name(i);
+}
 
 /* Which algorithms build on the current shape: MPI_ERR_ARG from a count-0 call means not
  * applicable (allowed only for hamiltonian-rings, which needs an r×c torus, and bucket, which
@@ -343,6 +345,8 @@ int main(int argc, char **argv) {
     MPI_Comm comm = MPI_COMM_WORLD;
     MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN); /* failures are counted, not fatal */
     unsetenv("REDUCELAB_TORUS");
+    load_algorithms();
+    if (NALG < 13) FAIL("the registry lists %zu algorithms, expected at least 13", NALG);
     probe_algorithms(comm);
 
     const size_t pm1 = P > 1 ? (size_t)P - 1 : 2;

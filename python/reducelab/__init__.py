@@ -28,8 +28,13 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
         "build it with `bash scripts/setup.sh` (or `maturin develop --release` in a virtualenv)"
     ) from exc
 
+from . import schedule
 from .runs import Result, run, run_file
 from .scenario import FieldError, Scenario
+from .schedule import AlgorithmInfo, algorithms
 from .sweep import Sweep
 
-__all__ = ["FieldError", "Result", "Scenario", "ScenarioError", "Sweep", "__version__", "run", "run_file"]
+__all__ = [
+    "AlgorithmInfo", "FieldError", "Result", "Scenario", "ScenarioError", "Sweep", "__version__", "algorithms", "run",
+    "run_file", "schedule",
+]

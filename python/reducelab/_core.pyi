@@ -86,6 +86,8 @@ class Table2Row(TypedDict):
 
 class ModelResult(TypedDict):
     algorithm: str
+    resolved_from: str | None
+    """The name asked for when it is a family, alias or policy resolved to `algorithm`."""
     topology: str
     """Canonical topology spec."""
     ranks: int
@@ -112,7 +114,36 @@ class ModelResult(TypedDict):
     table2: Table2Row | None
 
 def algorithms() -> list[str]:
-    """Names of the collective algorithms `model` accepts."""
+    """Names of the algorithm registry's variants (the names that build schedules)."""
+
+class AlgorithmEntry(TypedDict):
+    name: str
+    family: str
+    kind: str
+    summary: str
+    size_class: str | None
+    resolves_to: list[str]
+    direct_plan: bool
+    model_row: bool
+    max_ranks: int | None
+    min_dims: int | None
+    substitute: str | None
+
+def algorithm_registry() -> list[AlgorithmEntry]:
+    """Every entry of the algorithm registry, in registry order."""
+
+def schedule_export(
+    algorithm: str,
+    topology: str,
+    format: str = "json",
+    size_bytes: int = 1 << 20,
+    collective: str = "allreduce",
+    calc_ns_per_byte: float = 0.0,
+) -> str:
+    """The schedule of any registry name on a topology's layout as json, msccl or goal text."""
+
+def schedule_check(text: str) -> tuple[str, int, int, int]:
+    """Parses the JSON IR and runs the checker: (algorithm, ranks, blocks, steps) or ValueError."""
 
 def model(
     algorithm: str,

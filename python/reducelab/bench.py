@@ -138,13 +138,15 @@ def machine_info() -> dict[str, Any]:
 SIZES_32B_512MIB = [32 << i for i in range(25)]  # 32 B ... 512 MiB, every power of two
 SIZES_32B_64MIB = [32 << i for i in range(22)]  # 32 B ... 64 MiB
 
+#: Algorithm sets of the benchmarks below that are not a fixed subset: the series variants of the
+#: Swing Fig. 7 spec, and every variant of the algorithm registry.
+FIG7_VARIANTS = "fig7"
+EVERY_VARIANT = "registry"
+
 #: name -> (topology, algorithms, sizes, backend, what it measures)
-COLLECTIVE_BENCHES: dict[str, tuple[str, tuple[str, ...], list[int], str, str]] = {
+COLLECTIVE_BENCHES: dict[str, tuple[str, tuple[str, ...] | str, list[int], str, str]] = {
     "fig7-flow": (
-        "torus:64x64",
-        ("swing-latency", "swing-bandwidth", "recursive-doubling-latency", "recursive-doubling-bandwidth",
-         "recursive-doubling-mirrored", "hamiltonian-rings", "bucket"),
-        SIZES_32B_512MIB, "flow",
+        "torus:64x64", FIG7_VARIANTS, SIZES_32B_512MIB, "flow",
         "Swing Fig. 7 grid at flow level: 4096-node torus, every algorithm, 32 B - 512 MiB (goal < 2 min)",
     ),
     "torus128-flow": (
@@ -152,13 +154,28 @@ COLLECTIVE_BENCHES: dict[str, tuple[str, tuple[str, ...], list[int], str, str]] 
         "16384-node torus, Swing (both variants) and bucket, 32 B - 512 MiB at flow level (goal < 5 min, < 8 GB)",
     ),
     "packet-8x8": (
-        "torus:8x8",
-        ("swing-latency", "swing-bandwidth", "recursive-doubling-latency", "recursive-doubling-bandwidth",
-         "recursive-doubling-mirrored", "ring", "hamiltonian-rings", "bucket"),
-        SIZES_32B_64MIB, "packet",
+        "torus:8x8", EVERY_VARIANT, SIZES_32B_64MIB, "packet",
         "8x8 torus, every algorithm, 32 B - 64 MiB at packet level, data verified",
     ),
 }
+
+
+def bench_algorithms(algs: tuple[str, ...] | str) -> list[str]:
+    """The algorithms of a collective benchmark: a fixed tuple, or FIG7_VARIANTS (the series
+    variants of scenarios/swing/fig7.toml, in order) or EVERY_VARIANT (the registry's variants)."""
+    if not isinstance(algs, str):
+        return list(algs)
+    if algs == EVERY_VARIANT:
+        return list(_core.algorithms())
+    if algs == FIG7_VARIANTS:
+        import tomllib
+
+        from .reproduce import scenarios_dir
+
+        spec = tomllib.loads((scenarios_dir() / "swing" / "fig7.toml").read_text(encoding="utf-8"))
+        return [v for series in spec["series"] for v in series["variants"]]
+    raise ValueError(f"unknown algorithm set {algs!r}")
+
 
 _CHILD = """
 import json, sys, time
@@ -210,7 +227,7 @@ def run_collective_bench(name: str, repeat: int = 1, threads: int = 1) -> Collec
     topo, algs, sizes, backend, what = COLLECTIVE_BENCHES[name]
     if threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
-    arg = json.dumps([topo, list(algs), sizes, backend, threads])
+    arg = json.dumps([topo, bench_algorithms(algs), sizes, backend, threads])
     outs = []
     for _ in range(repeat):
         p = subprocess.run([sys.executable, "-c", _CHILD, arg], capture_output=True, text=True, check=False)

@@ -32,6 +32,7 @@ examples:
       --hue topology.bandwidth_gbps
   reducelab bench engine --repeat 5
   reducelab model --algorithm swing-bandwidth --topology torus:64x64
+  reducelab schedule export --algorithm swing --topology torus:8x8 --format goal --out swing.goal
   reducelab reproduce swing-fig9 --scale small     # writes results/swing-fig9-small/
 
 `reducelab COMMAND --help` explains each command. The scenario file format is
@@ -147,16 +148,37 @@ next to the paper's Table 2 values where it has a row for the algorithm.
 
 TOPOLOGY: torus:64x64, torus:8x8x8, hyperx:64x64, hammingmesh:2x2,32x32 (board, grid).
 SIZE: bytes, or with a suffix KiB, MiB, GiB (4-byte elements).
+ALGORITHM: any name of `reducelab model --list`; a family (swing, recursive-doubling) or auto
+is resolved to the variant the α-β model (with --alpha-ns, --beta-gbps, --hop-ns) picks for SIZE.
 
 examples:
   reducelab model --algorithm swing-bandwidth --topology torus:64x64
   reducelab model --algorithm recursive-doubling-latency --topology torus:8x8x8 --size 32KiB
   reducelab model --algorithm bucket --topology hyperx:16x16 --alpha-ns 500 --beta-gbps 200
-  reducelab model --list
+  reducelab model --algorithm swing --topology torus:8x8 --size 32KiB   # a family: resolved by size
+  reducelab model --list                # the algorithm registry: name, kind, family, size class
   reducelab model canary-memory         # Canary §3.2.2: b·(2d(l+t)+r), the paper's example
   reducelab model canary-memory --bandwidth-gbps 400 --diameter 3 --timeout-ns 2000
 
 A bad algorithm, topology or size prints `error: ...` and exits with status 2.
+"""
+
+_SCHEDULE_EPILOG = """\
+Writes the schedule of an algorithm (any name of `reducelab model --list`; a family or auto is
+resolved for --size) on the rank layout of a topology, in a format another tool reads:
+  json   the schedule IR (docs/schedules.md): per rank, steps of sends and receives of blocks;
+         `reducelab schedule check FILE` proves it with the symbolic checker
+  msccl  MSCCL's XML algorithm format (NCCL/RCCL's MSCCL executor; one channel, in place)
+  goal   LogGOPSim's GOAL text format (num_ranks, rank R { send/recv/calc, requires }); message
+         sizes are for a --size vector of 4-byte elements; convert with LogGOPSim's txt2bin
+
+examples:
+  reducelab schedule export --algorithm swing-bandwidth --topology torus:4x4 --format json
+  reducelab schedule export -a ring -t torus:6 --format goal --size 1MiB --out ring6.goal
+  reducelab schedule export -a swing -t torus:8x8 --format msccl --size 32KiB --out swing.xml
+  reducelab schedule check swing.json
+
+A bad algorithm, topology, format or size prints `error: ...` and exits with status 2.
 """
 
 _REPRODUCE_EPILOG = """\
@@ -524,8 +546,42 @@ def build_parser() -> argparse.ArgumentParser:
         "--leader-ns", type=_nonnegative_float, metavar="R",
         help="canary-memory: leader aggregation time r in ns (default: 1000)",
     )
-    model.add_argument("--list", action="store_true", help="list the algorithms and exit")
+    model.add_argument("--list", action="store_true", help="list the algorithm registry and exit")
     model.set_defaults(handler=_cmd_model)
+
+    schedule = commands.add_parser(
+        "schedule",
+        help="export an algorithm's schedule (JSON IR, MSCCL XML, LogGOPSim GOAL) or check one",
+        description="Export an algorithm's schedule for other tools, or check a JSON schedule.",
+        epilog=_SCHEDULE_EPILOG,
+        formatter_class=fmt,
+    )
+    schedule_kinds = schedule.add_subparsers(dest="schedule_kind", metavar="ACTION", required=True)
+    export = schedule_kinds.add_parser(
+        "export", help="write a schedule as json, msccl or goal", epilog=_SCHEDULE_EPILOG, formatter_class=fmt
+    )
+    export.add_argument("--algorithm", "-a", metavar="A", required=True, help="algorithm (see `model --list`)")
+    export.add_argument("--topology", "-t", metavar="T", required=True, help="topology spec, e.g. torus:8x8")
+    export.add_argument("--format", "-f", metavar="F", default="json", help="json (default), msccl or goal")
+    export.add_argument(
+        "--size", type=_size, default=1 << 20, metavar="N",
+        help="vector size in bytes, suffixes KiB/MiB/GiB (default: 1MiB): resolves families, sizes GOAL messages",
+    )
+    export.add_argument(
+        "--collective", default="allreduce", metavar="C", help="allreduce (default), reduce_scatter or allgather"
+    )
+    export.add_argument(
+        "--calc-ns-per-byte", type=_nonnegative_float, default=0.0, metavar="X",
+        help="goal: local reduction time per reduced byte (default: 0)",
+    )
+    export.add_argument("--out", "-o", type=Path, metavar="FILE", help="write to FILE instead of standard output")
+    export.set_defaults(handler=_cmd_schedule_export)
+    check = schedule_kinds.add_parser(
+        "check", help="parse a JSON schedule and prove it with the symbolic checker", epilog=_SCHEDULE_EPILOG,
+        formatter_class=fmt,
+    )
+    check.add_argument("file", type=Path, metavar="FILE", help="schedule in the JSON IR")
+    check.set_defaults(handler=_cmd_schedule_check)
 
     reproduce = commands.add_parser(
         "reproduce",
@@ -688,9 +744,7 @@ def _cmd_bench_mpi(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 _fail(str(exc))
     sizes = args.sizes or list(mpibench.DEFAULT_SIZES)
-    algorithms = args.algorithm or list(mpibench.DEFAULT_ALGORITHMS)
-    if args.torus and "hamiltonian-rings" not in algorithms and not args.algorithm:
-        algorithms.append("hamiltonian-rings")
+    algorithms = args.algorithm or mpibench.default_algorithms(torus=bool(args.torus))
     for a in algorithms:
         if not a or "," in a:
             _fail(f"invalid algorithm name {a!r}")
@@ -966,6 +1020,52 @@ def _cmd_canary_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def _format_registry() -> str:
+    from .schedule import algorithms
+
+    rows = [("name", "kind", "family", "size class", "runs", "summary")]
+    for a in algorithms():
+        runs = a.name if a.kind == "variant" else " | ".join(a.resolves_to)
+        rows.append((a.name, a.kind, a.family, a.size_class or "", runs if a.kind != "variant" else "", a.summary))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r[:5], widths)) + "  " + r[5] for r in rows)
+
+
+def _cmd_schedule_export(args: argparse.Namespace) -> int:
+    from . import schedule
+
+    try:
+        text = schedule.export(
+            args.algorithm, args.topology, args.format, args.size, args.collective, args.calc_ns_per_byte
+        )
+    except ValueError as exc:
+        _fail(str(exc))
+    if args.out is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return 0
+    try:
+        args.out.write_text(text)
+    except OSError as exc:
+        _fail(f"{args.out}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
+    print(f"wrote {args.out} ({args.format}, {len(text)} bytes)", file=sys.stderr)
+    return 0
+
+
+def _cmd_schedule_check(args: argparse.Namespace) -> int:
+    from . import schedule
+
+    try:
+        text = args.file.read_text()
+    except OSError as exc:
+        _fail(f"{args.file}: cannot read: {exc.strerror or exc}")
+    try:
+        c = schedule.check(text)
+    except ValueError as exc:
+        _fail(f"{args.file}: {exc}")
+    print(f"{args.file}: {c.algorithm}, {c.ranks} ranks, {c.blocks} blocks, {c.steps} steps: checker passed")
+    return 0
+
+
 def _cmd_model(args: argparse.Namespace) -> int:
     from . import _core
 
@@ -977,8 +1077,7 @@ def _cmd_model(args: argparse.Namespace) -> int:
     if used:
         _fail(f"--{used[0].replace('_', '-')} belongs to `reducelab model canary-memory`")
     if args.list:
-        for name in _core.algorithms():
-            print(name)
+        print(_format_registry())
         return 0
     if not args.algorithm:
         _fail("model needs --algorithm (see `reducelab model --list`)")
@@ -996,6 +1095,8 @@ def _cmd_model(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         _fail(str(exc))
+    if result["resolved_from"]:
+        print(f"{result['resolved_from']} resolves to {result['algorithm']} for {_format_bytes(args.size)}")
     print(_format_model(result))
     if args.per_step:
         print()

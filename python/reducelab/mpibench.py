@@ -20,10 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 MIB = 1024 * 1024
-DEFAULT_ALGORITHMS = (
-    "mpi", "ring", "ring-bidirectional", "recursive-doubling-latency", "recursive-doubling-bandwidth",
-    "recursive-doubling-mirrored", "bucket", "swing-bandwidth", "swing-latency", "auto",
-)
+def default_algorithms(torus: bool = False) -> list[str]:
+    """The MPI library's own allreduce, every variant of the algorithm registry that builds on
+    the layout (1D, or a virtual torus when `torus`), and the runtime's `auto` policy."""
+    from .schedule import algorithms
+
+    infos = algorithms()
+    variants = [a.name for a in infos if a.kind == "variant" and (torus or (a.min_dims or 1) <= 1)]
+    return ["mpi", *variants, *(a.name for a in infos if a.kind == "policy")]
+
+
 DEFAULT_SIZES = tuple(8 << k for k in range(24))  # 8 B … 64 MiB, powers of two
 DEFAULT = "mpi"
 

@@ -97,6 +97,25 @@ def test_interposition_on_a_virtual_torus(torus: str, algorithm: str) -> None:
     assert " 0 failures" in out
 
 
+def _registry_names() -> list[str]:
+    import reducelab
+
+    return [a.name for a in reducelab.algorithms()]
+
+
+@pytest.mark.parametrize("algorithm", _registry_names())
+def test_every_registry_name_runs_through_the_interposition_library(algorithm: str) -> None:
+    """Every name of the algorithm registry as REDUCELAB_ALLREDUCE on an 8-rank 4x2 torus (where
+    every variant builds): MPI_Allreduce and the other intercepted calls give MPI's results and
+    every call ran a ReduceLab schedule (none fell back to the MPI library)."""
+    out = ok(mpirun(8, [str(BUILD / "test_pmpi")], {"REDUCELAB_ALLREDUCE": algorithm, "REDUCELAB_TORUS": "4x2"},
+                    preload=True))
+    m = re.search(r"(\d+) intercepted-call checks, (\d+) scheduled, (\d+) failures", out)
+    assert m, out
+    calls, scheduled, failures = map(int, m.groups())
+    assert failures == 0 and calls > 0 and scheduled == calls
+
+
 def test_counters_detect_a_missing_preload() -> None:
     """The interception check is real: without LD_PRELOAD the program notices."""
     proc = mpirun(2, [str(BUILD / "test_pmpi")])
@@ -105,7 +124,8 @@ def test_counters_detect_a_missing_preload() -> None:
 
 
 @pytest.mark.parametrize(("var", "value", "message"), [
-    ("REDUCELAB_ALLREDUCE", "fastest-please", "unknown ReduceLab algorithm 'fastest-please'"),
+    ("REDUCELAB_ALLREDUCE", "fastest-please",
+     "unknown ReduceLab algorithm 'fastest-please' (known: ring, ring-bidirectional, hamiltonian-rings"),
     ("REDUCELAB_TORUS", "4xx2", "REDUCELAB_TORUS='4xx2'"),
 ])
 def test_bad_environment_is_a_clear_mpi_error(var: str, value: str, message: str) -> None:

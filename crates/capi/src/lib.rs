@@ -8,8 +8,10 @@
 //! FFI boundary (panics are caught and reported as errors).
 
 use reducelab_sched::algos::{self, Layout};
+use reducelab_sched::registry::{self, Costs};
 use reducelab_sched::{check, select, Collective, RecvOp, Schedule};
-use std::ffi::{c_char, CStr};
+use std::ffi::{c_char, CStr, CString};
+use std::sync::OnceLock;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
 /// Schedules for at most this many ranks are checked before use (the check costs
@@ -287,6 +289,147 @@ pub unsafe extern "C" fn rl_crossover_bytes(
     }, |v| *out = v)
 }
 
+/// One entry of the algorithm registry (`reducelab_sched::registry`), as C strings that live
+/// as long as the process. Fields that do not apply to the entry's kind are `""` / 0.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct RlAlgorithmInfo {
+    pub name: *const c_char,
+    pub family: *const c_char,
+    /// `variant`, `family`, `alias` or `policy`.
+    pub kind: *const c_char,
+    /// Variant: `latency` or `bandwidth`.
+    pub size_class: *const c_char,
+    /// The variants the name may resolve to, comma-separated (a variant: itself).
+    pub resolves_to: *const c_char,
+    /// Variant: what the interposition library runs instead for reduce-scatter / allgather.
+    pub substitute: *const c_char,
+    pub summary: *const c_char,
+    /// Variant: most ranks of a schedule.
+    pub max_ranks: u32,
+    /// Variant: 1 if its timing plan is built directly.
+    pub direct_plan: u32,
+    /// Variant: 1 if the Swing paper's Table 2 has a row for it.
+    pub model_row: u32,
+    /// Variant: 1 if its 1D schedules are proven rank-ordered (non-commutative operators).
+    pub rank_ordered_1d: u32,
+    /// Variant: 1 if it builds reduce-scatter and allgather.
+    pub halves: u32,
+    /// Variant: fewest torus dimensions it builds on.
+    pub min_dims: u32,
+}
+
+// SAFETY: the pointers point into `TABLE`, immutable `CString`s that are never freed.
+unsafe impl Send for RlAlgorithmInfo {}
+unsafe impl Sync for RlAlgorithmInfo {}
+
+struct Table {
+    infos: Vec<RlAlgorithmInfo>,
+    _strings: Vec<CString>,
+}
+
+fn table() -> &'static Table {
+    static TABLE: OnceLock<Table> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut strings = Vec::new();
+        let mut c = |s: &str| -> *const c_char {
+            let cs = CString::new(s.replace('\0', "")).expect("no NUL");
+            let p = cs.as_ptr();
+            strings.push(cs);
+            p
+        };
+        let infos = registry::all()
+            .iter()
+            .map(|a| RlAlgorithmInfo {
+                name: c(a.name),
+                family: c(a.family),
+                kind: c(a.kind.as_str()),
+                size_class: c(a.size_class.map_or("", |s| s.as_str())),
+                resolves_to: c(&a.resolves_to().join(",")),
+                substitute: c(a.substitute.unwrap_or("")),
+                summary: c(a.summary),
+                max_ranks: a.max_ranks,
+                direct_plan: a.direct_plan.is_some() as u32,
+                model_row: a.model_row.is_some() as u32,
+                rank_ordered_1d: a.rank_ordered_1d as u32,
+                halves: a.halves as u32,
+                min_dims: a.min_dims,
+            })
+            .collect();
+        Table { infos, _strings: strings }
+    })
+}
+
+/// Number of entries of the algorithm registry.
+#[no_mangle]
+pub extern "C" fn rl_algorithm_count() -> usize {
+    registry::all().len()
+}
+
+/// Entry `i` of the registry (`0 <= i < rl_algorithm_count()`) into `*out`; [`RL_ERR_ARG`] if
+/// `i` is out of range or `out` is null.
+///
+/// # Safety
+/// `out` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn rl_algorithm_info(i: usize, out: *mut RlAlgorithmInfo) -> i32 {
+    let r = catch_unwind(|| table().infos.get(i).copied());
+    match (r, out.is_null()) {
+        (Ok(Some(info)), false) => {
+            *out = info;
+            RL_OK
+        }
+        (Err(_), _) => RL_ERR_INTERNAL,
+        _ => RL_ERR_ARG,
+    }
+}
+
+/// The registry's name `name` (not owned by the caller), if there is one.
+fn registry_name(name: &str) -> Option<*const c_char> {
+    let t = table();
+    registry::all().iter().position(|a| a.name == name).map(|i| t.infos[i].name)
+}
+
+/// Resolves any registry name (variant, family, alias, policy) to the variant that runs
+/// `collective` of `bytes` bytes on a torus of shape `dims` (`reducelab_sched::registry::resolve`:
+/// families by the α-β model with `alpha_s` per step and `beta_s_per_byte` per byte; with
+/// `substitute` != 0 the interposition library's reduce-scatter / allgather substitutes). On
+/// success `*out` is the variant's name (static, NUL-terminated). An unknown name is
+/// [`RL_ERR_ALGORITHM`] with a message listing every known name.
+///
+/// # Safety
+/// As for [`rl_program_build`]; `out` is valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn rl_algorithm_resolve(
+    name: *const c_char,
+    collective: i32,
+    dims: *const u32,
+    ndims: usize,
+    bytes: u64,
+    alpha_s: f64,
+    beta_s_per_byte: f64,
+    substitute: i32,
+    out: *mut *const c_char,
+    err: *mut c_char,
+    errlen: usize,
+) -> i32 {
+    if out.is_null() {
+        write_err(err, errlen, "null output pointer");
+        return RL_ERR_ARG;
+    }
+    *out = std::ptr::null();
+    guarded(err, errlen, "while resolving the algorithm", || {
+        let name = str_arg(name).map_err(|e| (RL_ERR_ARG, e))?;
+        let coll = collective_of(collective).map_err(|e| (RL_ERR_ARG, e))?;
+        registry::lookup(name).map_err(|e| (RL_ERR_ALGORITHM, e))?;
+        let dims = dims_arg(dims, ndims).map_err(|e| (RL_ERR_ARG, e))?;
+        let layout = Layout::new(dims.to_vec()).map_err(|e| (RL_ERR_ARG, e))?;
+        let costs = Costs { alpha_s, beta_s_per_byte, per_hop_s: 0.0 };
+        let v = registry::resolve(name, coll, &layout, bytes, &costs, substitute != 0).map_err(|e| (RL_ERR_ALGORITHM, e))?;
+        Ok(registry_name(v.name).expect("a registry variant"))
+    }, |p| *out = p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,6 +512,63 @@ mod tests {
         assert_eq!(rc, RL_ERR_ARG);
         let rc = unsafe { rl_program_build(c"ring".as_ptr(), 0, std::ptr::null(), 1, 0, &mut out, std::ptr::null_mut(), 0) };
         assert_eq!(rc, RL_ERR_ARG);
+    }
+
+    fn resolve(name: &str, coll: i32, dims: &[u32], bytes: u64, substitute: bool) -> Result<String, (i32, String)> {
+        let n = CString::new(name).unwrap();
+        let mut out = std::ptr::null();
+        let mut err = [0 as c_char; 1024];
+        let rc = unsafe {
+            rl_algorithm_resolve(n.as_ptr(), coll, dims.as_ptr(), dims.len(), bytes, 2e-6, 1.0 / 4e9, substitute as i32, &mut out, err.as_mut_ptr(), err.len())
+        };
+        if rc == RL_OK {
+            Ok(unsafe { CStr::from_ptr(out) }.to_str().unwrap().to_string())
+        } else {
+            Err((rc, unsafe { CStr::from_ptr(err.as_ptr()) }.to_string_lossy().into_owned()))
+        }
+    }
+
+    /// The C view of the registry is the registry, entry by entry.
+    #[test]
+    fn registry_is_exported_entry_by_entry() {
+        let n = rl_algorithm_count();
+        assert_eq!(n, registry::all().len());
+        let s = |p: *const c_char| unsafe { CStr::from_ptr(p) }.to_str().unwrap().to_string();
+        for (i, a) in registry::all().iter().enumerate() {
+            let mut info = std::mem::MaybeUninit::<RlAlgorithmInfo>::uninit();
+            assert_eq!(unsafe { rl_algorithm_info(i, info.as_mut_ptr()) }, RL_OK);
+            let info = unsafe { info.assume_init() };
+            assert_eq!(s(info.name), a.name);
+            assert_eq!(s(info.family), a.family);
+            assert_eq!(s(info.kind), a.kind.as_str());
+            assert_eq!(s(info.resolves_to), a.resolves_to().join(","));
+            assert_eq!(info.max_ranks, a.max_ranks);
+            // Every name resolves through the C ABI to a variant that builds on a 4x2 torus.
+            let v = resolve(a.name, RL_COLL_ALLREDUCE, &[4, 2], 1024, false).unwrap();
+            assert!(a.resolves_to().contains(&v.as_str()), "{} -> {v}", a.name);
+            let p = build(&v, RL_COLL_ALLREDUCE, &[4, 2], 0).unwrap();
+            assert_eq!(unsafe { CStr::from_ptr((*p).algorithm) }.to_str().unwrap(), v);
+            unsafe { rl_program_free(p) };
+        }
+        assert_eq!(unsafe { rl_algorithm_info(n, std::ptr::null_mut()) }, RL_ERR_ARG);
+        let mut info = std::mem::MaybeUninit::<RlAlgorithmInfo>::uninit();
+        assert_eq!(unsafe { rl_algorithm_info(n, info.as_mut_ptr()) }, RL_ERR_ARG);
+    }
+
+    #[test]
+    fn resolution_matches_the_registry() {
+        assert_eq!(resolve("swing", RL_COLL_ALLREDUCE, &[8], 8, false).unwrap(), "swing-latency");
+        assert_eq!(resolve("swing", RL_COLL_ALLREDUCE, &[8], 1 << 30, false).unwrap(), "swing-bandwidth");
+        assert_eq!(resolve("swing-latency", RL_COLL_ALLGATHER, &[8], 8, true).unwrap(), "swing-bandwidth");
+        assert_eq!(resolve("rabenseifner", RL_COLL_ALLREDUCE, &[5], 8, false).unwrap(), "recursive-doubling-bandwidth");
+        assert_eq!(resolve("auto", RL_COLL_ALLREDUCE, &[5], 8, false).unwrap(), "recursive-doubling-latency");
+        let (rc, msg) = resolve("warp-drive", RL_COLL_ALLREDUCE, &[4], 8, false).unwrap_err();
+        assert_eq!(rc, RL_ERR_ALGORITHM);
+        for a in registry::names() {
+            assert!(msg.contains(a), "{msg}");
+        }
+        assert_eq!(resolve("ring", 7, &[4], 8, false).unwrap_err().0, RL_ERR_ARG);
+        assert_eq!(resolve("ring", RL_COLL_ALLREDUCE, &[0], 8, false).unwrap_err().0, RL_ERR_ARG);
     }
 
     #[test]

@@ -203,10 +203,73 @@ fn bench_engine<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>
     Ok(d)
 }
 
-/// Names of the collective algorithms `model` accepts.
+/// Names of the algorithm registry's variants (the names that build schedules).
 #[pyfunction]
 fn algorithms() -> Vec<&'static str> {
-    reducelab_sched::algos::ALGORITHMS.to_vec()
+    reducelab_sched::registry::variant_names()
+}
+
+/// Every entry of the algorithm registry (`reducelab_sched::registry`), in registry order, as
+/// dicts (see `_core.pyi`).
+#[pyfunction]
+fn algorithm_registry(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+    let list = PyList::empty_bound(py);
+    for a in reducelab_sched::registry::all() {
+        let d = PyDict::new_bound(py);
+        d.set_item("name", a.name)?;
+        d.set_item("family", a.family)?;
+        d.set_item("kind", a.kind.as_str())?;
+        d.set_item("summary", a.summary)?;
+        d.set_item("size_class", a.size_class.map(|c| c.as_str()))?;
+        d.set_item("resolves_to", a.resolves_to())?;
+        d.set_item("direct_plan", a.direct_plan.is_some())?;
+        d.set_item("model_row", a.model_row.is_some())?;
+        d.set_item("max_ranks", (a.max_ranks > 0).then_some(a.max_ranks))?;
+        d.set_item("min_dims", (a.min_dims > 0).then_some(a.min_dims))?;
+        d.set_item("substitute", a.substitute)?;
+        list.append(d)?;
+    }
+    Ok(list)
+}
+
+/// Exports the schedule of any registry name for a topology spec (GIL released): `format`
+/// `json` (the IR), `msccl` (MSCCL XML) or `goal` (LogGOPSim). Families and policies are
+/// resolved for `size_bytes` with the `model` defaults; GOAL message sizes are for a vector of
+/// `size_bytes` (4-byte elements), with `calc_ns_per_byte` per reduced byte. Raises
+/// `ValueError` naming the problem.
+#[pyfunction]
+#[pyo3(signature = (algorithm, topology, format="json", size_bytes=1 << 20, collective="allreduce", calc_ns_per_byte=0.0))]
+fn schedule_export(py: Python<'_>, algorithm: &str, topology: &str, format: &str, size_bytes: u64, collective: &str, calc_ns_per_byte: f64) -> PyResult<String> {
+    use reducelab_sched::export::{self, ExportOptions, Format, GoalOptions};
+    let coll = match collective {
+        "allreduce" => reducelab_sched::Collective::Allreduce,
+        "reduce_scatter" => reducelab_sched::Collective::ReduceScatter,
+        "allgather" => reducelab_sched::Collective::Allgather,
+        other => return Err(PyValueError::new_err(format!("collective must be allreduce, reduce_scatter or allgather, got '{other}'"))),
+    };
+    let format = Format::parse(format).map_err(PyValueError::new_err)?;
+    if size_bytes == 0 {
+        return Err(PyValueError::new_err("size_bytes must be at least 1"));
+    }
+    let opts = ExportOptions { goal: GoalOptions { size_bytes, elem_bytes: 4, calc_ns_per_byte }, ..Default::default() };
+    py.allow_threads(|| {
+        let s = export::schedule_for(algorithm, topology, coll, size_bytes, &reducelab_sched::registry::Costs::default())?;
+        export::export(&s, format, &opts)
+    })
+    .map_err(PyValueError::new_err)
+}
+
+/// Parses a schedule in the JSON IR and runs the symbolic checker on it (GIL released).
+/// Returns the schedule's `(algorithm, ranks, blocks, steps)`; raises `ValueError` with the
+/// parse or checker error.
+#[pyfunction]
+fn schedule_check(py: Python<'_>, text: &str) -> PyResult<(String, u32, u32, usize)> {
+    py.allow_threads(|| {
+        let s = reducelab_sched::Schedule::from_json(text)?;
+        reducelab_sched::check(&s).map_err(|e| format!("the schedule fails the checker: {e}"))?;
+        Ok::<_, String>((s.algorithm.clone(), s.ranks, s.blocks, s.num_steps()))
+    })
+    .map_err(PyValueError::new_err)
 }
 
 /// Analytical model of an allreduce algorithm on a topology (GIL released): builds the
@@ -240,12 +303,16 @@ fn model<'py>(
         return Err(PyValueError::new_err(format!("beta_gbps must be a finite number > 0, got {beta_gbps}")));
     }
     let report = py
-        .allow_threads(|| reducelab_sched::model::model(algorithm, topology, size_bytes, d))
+        .allow_threads(|| {
+            let costs = reducelab_sched::registry::Costs { alpha_s: alpha_ns * 1e-9, beta_s_per_byte: 8.0 / (beta_gbps * 1e9), per_hop_s: hop_ns * 1e-9 };
+            reducelab_sched::model::model_resolved(algorithm, topology, size_bytes, d, Some(&costs))
+        })
         .map_err(PyValueError::new_err)?;
     let m = &report.deficiencies;
     let (alpha, beta, hop) = (alpha_ns * 1e-9, 8.0 / (beta_gbps * 1e9), hop_ns * 1e-9);
     let out = PyDict::new_bound(py);
     out.set_item("algorithm", &m.algorithm)?;
+    out.set_item("resolved_from", &report.resolved_from)?;
     out.set_item("topology", &report.topology)?;
     out.set_item("ranks", m.ranks)?;
     out.set_item("d", m.d)?;
@@ -420,6 +487,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(bench_names, m)?)?;
     m.add_function(wrap_pyfunction!(bench_engine, m)?)?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
+    m.add_function(wrap_pyfunction!(algorithm_registry, m)?)?;
+    m.add_function(wrap_pyfunction!(schedule_export, m)?)?;
+    m.add_function(wrap_pyfunction!(schedule_check, m)?)?;
     m.add_function(wrap_pyfunction!(model, m)?)?;
     m.add_function(wrap_pyfunction!(run_collective, m)?)?;
     m.add_function(wrap_pyfunction!(run_collective_sizes, m)?)?;

@@ -7,10 +7,12 @@
 
 pub mod check;
 pub mod algos;
+pub mod export;
 pub mod ir;
 pub mod model;
 pub mod msccl;
 pub mod plan;
+pub mod registry;
 pub mod select;
 
 pub use check::{check, CheckError, CheckReport};

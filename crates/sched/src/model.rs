@@ -54,7 +54,7 @@
 //! step `s` and `h` an optional per-hop latency. Without the hop term this is Eq. 1 with the
 //! measured deficiencies. [`table2`] gives the paper's closed forms for comparison.
 
-use crate::algos::{self, Layout};
+use crate::algos::Layout;
 use crate::ir::Schedule;
 use crate::plan::{Plan, NO_PORT};
 use reducelab_topo::{self as topo, LinkParams, MinimalRoutes, NodeId, Shape, Topology};
@@ -378,58 +378,56 @@ pub fn table2(algorithm: &str, d: u32, p: u32) -> Option<Table2> {
     let nsteps = lg.ceil().max(0.0) as u32;
     let last_sigma = if lg >= 1.0 { ((lg - 1.0) / df).floor() as u32 } else { 0 };
     let sigma = |s: u32| s / d.max(1);
-    let row = match algorithm {
-        "ring" | "ring-bidirectional" | "hamiltonian-rings" => Table2 {
+    use crate::registry::ModelRow;
+    let entry = crate::registry::variant_entry(algorithm).ok()?;
+    let note = entry.model_note;
+    let row = match entry.model_row? {
+        ModelRow::Ring => Table2 {
             row: "Ring",
             lambda: 2.0 * p as f64 / lg,
             psi: 1.0,
             xi: Some(1.0),
             xi_formula: Some(1.0),
             xi_convention: XiConvention::Weighted,
-            note: match algorithm {
-                "ring" => "Table 2's ring is multiport (2D rings); `ring` is one unidirectional ring, so Ψ = 2D",
-                "ring-bidirectional" => "Table 2's ring is multiport (2D rings); `ring-bidirectional` runs 2 rings, so Ψ = D",
-                _ => "",
-            },
+            note,
         },
-        "recursive-doubling-latency" => Table2 {
+        ModelRow::RecursiveDoublingLatency => Table2 {
             row: "Rec.Doub. (L)",
             lambda: 1.0,
             psi: df * lg,
             xi: Some(2.0 * df * root),
             xi_formula: Some(df * (0..=last_sigma).map(|i| 2f64.powi(i as i32)).sum::<f64>()),
             xi_convention: XiConvention::Sum,
-            note: "Ξ summed over the steps; Table 2's 2D·p^(1/D) bounds D·Σ 2^i ≈ D·p^(1/D) by a factor 2",
+            note,
         },
-        "recursive-doubling-bandwidth" => Table2 {
+        ModelRow::RecursiveDoublingBandwidth => Table2 {
             row: "Rec.Doub. (B)",
             lambda: 2.0,
             psi: 2.0 * df,
             xi: (d >= 2).then(|| (2f64.powi(d as i32) - 1.0) / (2f64.powi(d as i32) - 2.0)),
             xi_formula: Some((0..nsteps).map(|s| 2f64.powi(sigma(s) as i32) / 2f64.powi(s as i32 + 1)).sum()),
             xi_convention: XiConvention::Weighted,
-            note: "",
+            note,
         },
-        "bucket" => Table2 {
+        ModelRow::Bucket => Table2 {
             row: "Bucket",
             lambda: 2.0 * df * root / lg,
             psi: 1.0,
             xi: Some(1.0),
             xi_formula: Some(1.0),
             xi_convention: XiConvention::Weighted,
-            note: "",
+            note,
         },
-        "swing-latency" => Table2 {
+        ModelRow::SwingLatency => Table2 {
             row: "Swing (L)",
             lambda: 1.0,
             psi: df * lg,
             xi: Some(4.0 / 3.0 * df * root),
             xi_formula: Some(df * (0..=last_sigma).map(swing_delta).sum::<f64>()),
             xi_convention: XiConvention::Sum,
-            note: "Ξ summed over the steps; Table 2's Ψ = D·log2 p is the one-port value: the multiport \
-                   schedule sends n/(2D) per port per step, Ψ = log2(p)/2",
+            note,
         },
-        "swing-bandwidth" => Table2 {
+        ModelRow::SwingBandwidth => Table2 {
             row: "Swing (B)",
             lambda: 2.0,
             psi: 1.0,
@@ -441,10 +439,8 @@ pub fn table2(algorithm: &str, d: u32, p: u32) -> Option<Table2> {
             },
             xi_formula: Some((0..nsteps).map(|s| swing_delta(sigma(s)) / 2f64.powi(s as i32 + 1)).sum()),
             xi_convention: XiConvention::Weighted,
-            note: "Table 2 gives Ξ for p → ∞; the §4.1 sum tends to 6/5, 28/27, 120/119 for D = 2, 3, 4 \
-                   (2D: 1.184 at 64x64, 1.192 at 128x128)",
+            note,
         },
-        _ => return None,
     };
     Some(row)
 }
@@ -546,6 +542,9 @@ impl TopologySpec {
 pub struct ModelReport {
     /// Canonical topology spec.
     pub topology: String,
+    /// The name asked for, when it is not the variant modelled (a family, alias or policy
+    /// resolved for the size; see [`crate::registry::resolve`]).
+    pub resolved_from: Option<String>,
     pub deficiencies: Deficiencies,
     pub table2: Option<Table2>,
 }
@@ -553,16 +552,30 @@ pub struct ModelReport {
 /// Builds the allreduce timing plan of `algorithm` for the topology `topology_spec` (see
 /// [`TopologySpec`]; the plan is built directly for the large ring-family, bucket and Swing-B
 /// schedules) and measures its deficiencies for a `size_bytes` vector. `d` overrides
-/// the topology's default `D`.
+/// the topology's default `D`. `algorithm` must name a variant (or an alias of one); see
+/// [`model_resolved`] for families and policies.
 pub fn model(algorithm: &str, topology_spec: &str, size_bytes: u64, d: Option<u32>) -> Result<ModelReport, String> {
+    model_resolved(algorithm, topology_spec, size_bytes, d, None)
+}
+
+/// [`model`] for any registry name: with `costs`, a family or policy is first resolved to the
+/// variant it picks for `size_bytes` on the topology's layout.
+pub fn model_resolved(algorithm: &str, topology_spec: &str, size_bytes: u64, d: Option<u32>, costs: Option<&crate::registry::Costs>) -> Result<ModelReport, String> {
     let spec = TopologySpec::parse(topology_spec)?;
-    if !algos::ALGORITHMS.contains(&algorithm) {
-        return Err(format!("unknown algorithm '{algorithm}' (known: {})", algos::ALGORITHMS.join(", ")));
-    }
     let layout = spec.layout();
+    let entry = match costs {
+        Some(c) => crate::registry::resolve(algorithm, crate::ir::Collective::Allreduce, &layout, size_bytes, c, false)?,
+        None => crate::registry::variant_entry(algorithm)?,
+    };
+    let variant = entry.name;
     let d = d.unwrap_or_else(|| spec.default_d());
     let topo = spec.build()?;
-    let plan = crate::plan::plan(algorithm, &layout).map_err(|e| format!("{algorithm}: {e}"))?;
+    let plan = crate::plan::plan(variant, &layout).map_err(|e| format!("{variant}: {e}"))?;
     let deficiencies = deficiencies_of_plan(&plan, &topo, size_bytes, d)?;
-    Ok(ModelReport { topology: spec.spec(), table2: table2(algorithm, d, deficiencies.ranks), deficiencies })
+    Ok(ModelReport {
+        topology: spec.spec(),
+        resolved_from: (variant != algorithm).then(|| algorithm.to_string()),
+        table2: table2(variant, d, deficiencies.ranks),
+        deficiencies,
+    })
 }

@@ -121,14 +121,16 @@ impl Plan {
     }
 }
 
-/// The allreduce plan of `algorithm` on `layout`: built directly for the algorithms whose
-/// schedules are large (ring family, bucket, bandwidth-optimal Swing), derived from the
-/// schedule otherwise.
+/// The allreduce plan of the variant `algorithm` on `layout`: built directly for the
+/// algorithms whose schedules are large (the registry's [`direct_plan`]: ring family, bucket,
+/// bandwidth-optimal Swing), derived from the schedule otherwise.
+///
+/// [`direct_plan`]: crate::registry::Algorithm::direct_plan
 pub fn plan(algorithm: &str, layout: &Layout) -> Result<Plan, String> {
-    match algorithm {
-        "ring" | "ring-bidirectional" | "hamiltonian-rings" | "bucket" => algos::ring::plan(algorithm, layout),
-        algos::swing::SWING_BANDWIDTH => algos::swing::bandwidth_allreduce_plan(layout),
-        _ => Plan::from_schedule(&algos::build(algorithm, Collective::Allreduce, layout)?),
+    let a = crate::registry::variant_entry(algorithm)?;
+    match a.direct_plan {
+        Some(direct) => direct(layout),
+        None => Plan::from_schedule(&algos::build(algorithm, Collective::Allreduce, layout)?),
     }
 }
 
@@ -182,7 +184,8 @@ mod direct_plans {
         ];
         for dims in shapes {
             let layout = Layout::new(dims.to_vec()).unwrap();
-            for alg in ["ring", "ring-bidirectional", "hamiltonian-rings", "bucket", algos::swing::SWING_BANDWIDTH] {
+            let direct = crate::registry::all().iter().filter(|a| a.direct_plan.is_some()).map(|a| a.name);
+            for alg in direct {
                 let Ok(s) = algos::build(alg, Collective::Allreduce, &layout) else {
                     assert!(plan(alg, &layout).is_err(), "{alg} on {dims:?}: plan built where the schedule is not");
                     continue;

@@ -60,21 +60,23 @@
 //! each variant's loads once.
 
 use crate::algos::{self, swing, Layout};
+use crate::registry::{self, CostForm};
 use crate::ir::{Collective, Schedule};
 
-/// Names [`build_for_size`] resolves by vector size.
-pub const FAMILIES: &[&str] = &["swing", "recursive-doubling"];
+/// Names [`build_for_size`] resolves by vector size: the registry's families.
+pub fn families() -> Vec<&'static str> {
+    registry::all().iter().filter(|a| a.kind == registry::Kind::Family).map(|a| a.name).collect()
+}
 
 /// Smallest and largest sizes [`crossover_bytes`] considers: 32 B and 4 GiB.
 pub const CROSSOVER_MIN_LOG2: u32 = 5;
 pub const CROSSOVER_MAX_LOG2: u32 = 32;
 
-/// `(latency-optimal, bandwidth-optimal)` variants of a family.
+/// `(latency-optimal, bandwidth-optimal)` variants of a family (from the registry).
 pub fn variants(family: &str) -> Result<(&'static str, &'static str), String> {
-    match family {
-        "swing" => Ok((swing::SWING_LATENCY, swing::SWING_BANDWIDTH)),
-        "recursive-doubling" => Ok(("recursive-doubling-latency", "recursive-doubling-bandwidth")),
-        _ => Err(format!("unknown algorithm family '{family}' (selectable: {})", FAMILIES.join(", "))),
+    match registry::find(family).and_then(|a| a.variants) {
+        Some(v) => Ok(v),
+        None => Err(format!("unknown algorithm family '{family}' (selectable: {})", families().join(", "))),
     }
 }
 
@@ -166,22 +168,17 @@ fn closed_form_f64(algorithm: &str, layout: &Layout, n: f64) -> Result<ClosedFor
     // Non-power-of-two shapes: enumerate the messages (exact) if small enough.
     let enumerate = !pow2 && p * (2 * dims.len() as u64) <= MAX_ENUMERATED_LINKS;
     let exact = pow2 || enumerate;
-    let (name, steps) = match algorithm {
-        swing::SWING_BANDWIDTH if enumerate => (swing::SWING_BANDWIDTH, swing_bandwidth_enumerated(dims, n)),
-        swing::SWING_BANDWIDTH => (swing::SWING_BANDWIDTH, swing_steps(dims, n, true)),
-        swing::SWING_LATENCY if enumerate => (swing::SWING_LATENCY, swing_latency_enumerated(dims, n)),
-        swing::SWING_LATENCY => (swing::SWING_LATENCY, swing_steps(dims, n, false)),
-        "recursive-doubling-bandwidth" if enumerate => ("recursive-doubling-bandwidth", rd_enumerated(dims, n, true)),
-        "recursive-doubling-bandwidth" => ("recursive-doubling-bandwidth", rd_steps(dims, n, true)),
-        "recursive-doubling-latency" if enumerate => ("recursive-doubling-latency", rd_enumerated(dims, n, false)),
-        "recursive-doubling-latency" => ("recursive-doubling-latency", rd_steps(dims, n, false)),
-        _ => {
-            return Err(format!(
-                "no closed form for '{algorithm}' (known: {}, {}, recursive-doubling-latency, recursive-doubling-bandwidth)",
-                swing::SWING_LATENCY,
-                swing::SWING_BANDWIDTH
-            ))
-        }
+    let entry = registry::find(algorithm).filter(|a| a.cost.is_some());
+    let Some((name, cost)) = entry.map(|a| (a.name, a.cost.expect("filtered"))) else {
+        let known: Vec<&str> = registry::all().iter().filter(|a| a.cost.is_some()).map(|a| a.name).collect();
+        return Err(format!("no closed form for '{algorithm}' (known: {})", known.join(", ")));
+    };
+    let steps = match cost {
+        CostForm::Swing { bandwidth: true } if enumerate => swing_bandwidth_enumerated(dims, n),
+        CostForm::Swing { bandwidth: false } if enumerate => swing_latency_enumerated(dims, n),
+        CostForm::Swing { bandwidth } => swing_steps(dims, n, bandwidth),
+        CostForm::RecursiveDoubling { bandwidth } if enumerate => rd_enumerated(dims, n, bandwidth),
+        CostForm::RecursiveDoubling { bandwidth } => rd_steps(dims, n, bandwidth),
     };
     Ok(ClosedForm { algorithm: name, size_bytes: n, steps, exact })
 }
@@ -793,16 +790,6 @@ pub fn crossover_exact(family: &str, layout: &Layout, alpha_s: f64, beta_s_per_b
     Ok(Some(((b0 - l0) / (slope_l - slope_b)).max(0.0)))
 }
 
-/// Whether a variant builds `collective` (the latency-optimal ones do not build every
-/// collective).
-fn supports(algorithm: &str, collective: Collective) -> bool {
-    match algorithm {
-        "recursive-doubling-latency" => collective == Collective::Allreduce,
-        swing::SWING_LATENCY => !matches!(collective, Collective::ReduceScatter | Collective::Allgather),
-        _ => true,
-    }
-}
-
 /// Resolves `name`: a family (`swing`, `recursive-doubling`) becomes the variant
 /// [`choose_variant`] picks (by the allreduce cost; the bandwidth-optimal variant if the
 /// latency-optimal one does not build `collective`); any other name is returned unchanged.
@@ -816,12 +803,13 @@ pub fn resolve(
     beta_s_per_byte: f64,
     per_hop_s: f64,
 ) -> Result<String, String> {
-    if !FAMILIES.contains(&name) {
-        return Ok(name.to_string());
+    match registry::find(name) {
+        Some(a) if a.kind == registry::Kind::Family => {
+            let costs = registry::Costs { alpha_s, beta_s_per_byte, per_hop_s };
+            Ok(registry::resolve(name, collective, layout, size_bytes, &costs, false)?.name.to_string())
+        }
+        _ => Ok(name.to_string()),
     }
-    let (_, bw) = variants(name)?;
-    let pick = choose_variant(name, layout, size_bytes, alpha_s, beta_s_per_byte, per_hop_s)?;
-    Ok(if supports(pick, collective) { pick } else { bw }.to_string())
 }
 
 /// [`algos::build`] with `swing` and `recursive-doubling` resolved by vector size (see

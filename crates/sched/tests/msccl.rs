@@ -7,7 +7,7 @@
 //! conflicting accesses to a chunk is ordered — so the result below holds for every
 //! interleaving, not just the one replayed.
 
-use reducelab_sched::algos::{build, Layout, ALGORITHMS};
+use reducelab_sched::algos::{build, Layout};
 use reducelab_sched::msccl::{to_msccl_program, MscclOp, MscclOptions, MSCCL_MAX_COUNT};
 use reducelab_sched::*;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -710,7 +710,7 @@ fn ring_recursive_doubling_and_swing_export_and_replay_correctly() {
 fn every_algorithm_on_small_layouts_exports_and_replays_correctly() {
     let layouts: &[&[u32]] = &[&[2], &[3], &[5], &[6], &[12], &[4, 4], &[2, 4], &[3, 4], &[6, 2], &[2, 2, 2], &[4, 2, 2]];
     let mut n = 0;
-    for &alg in ALGORITHMS {
+    for alg in reducelab_sched::registry::variant_names() {
         for dims in layouts {
             for c in collectives() {
                 let Ok(s) = build(alg, c, &Layout::new(dims.to_vec()).unwrap()) else { continue };

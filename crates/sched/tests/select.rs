@@ -3,7 +3,7 @@
 
 use reducelab_sched::algos::{build, Layout};
 use reducelab_sched::model::{self, TopologySpec};
-use reducelab_sched::select::{closed_form, crossover_exact, resolve, try_crossover_bytes, variants, FAMILIES};
+use reducelab_sched::select::{closed_form, crossover_exact, resolve, try_crossover_bytes, variants, families};
 use reducelab_sched::*;
 
 const MIB: u64 = 1 << 20;
@@ -113,14 +113,14 @@ fn huge_non_power_of_two_shapes_fall_back_to_approximate_closed_forms() {
         assert!(!c.exact && !c.steps.is_empty(), "{alg}");
     }
     let t = std::time::Instant::now();
-    for family in FAMILIES {
+    for family in families() {
         assert!(crossover_bytes(family, &l, ALPHA, BETA, HOP) < u64::MAX);
     }
     assert!(t.elapsed().as_secs_f64() < 5.0);
     // A mid-size non-power-of-two torus is enumerated (exactly) in reasonable time.
     let l = layout(&[250, 250]);
     let t = std::time::Instant::now();
-    for family in FAMILIES {
+    for family in families() {
         let x = crossover_bytes(family, &l, ALPHA, BETA, HOP);
         eprintln!("{family} on 250x250: crossover {x} B ({:.2} s)", t.elapsed().as_secs_f64());
     }
@@ -129,7 +129,7 @@ fn huge_non_power_of_two_shapes_fall_back_to_approximate_closed_forms() {
 
 #[test]
 fn small_sizes_pick_latency_and_large_sizes_bandwidth() {
-    for family in FAMILIES {
+    for family in families() {
         let (lat, bw) = variants(family).unwrap();
         for dims in [&[64, 64][..], &[8, 8], &[16, 16], &[8, 8, 8], &[64], &[6, 6]] {
             let l = layout(dims);
@@ -143,7 +143,7 @@ fn small_sizes_pick_latency_and_large_sizes_bandwidth() {
 
 #[test]
 fn crossovers() {
-    for family in FAMILIES {
+    for family in families() {
         for dims in [&[64, 64][..], &[8, 8], &[8, 8, 8], &[16, 16], &[4, 4]] {
             let l = layout(dims);
             for hop in [0.0, HOP] {
@@ -164,7 +164,7 @@ fn crossovers() {
                 if x > 32 {
                     assert_eq!(choose_variant(family, &l, x / 2, ALPHA, BETA, hop).unwrap(), lat);
                 }
-                if *dims == [64, 64] && *family == "swing" {
+                if *dims == [64, 64] && family == "swing" {
                     assert!((32 * KIB..=8 * MIB).contains(&x), "{family} on 64x64: crossover {x} B");
                 }
             }
@@ -181,7 +181,7 @@ fn crossovers() {
 #[test]
 fn selection_agrees_with_the_model_of_the_real_schedules() {
     for dims in [&[8, 8][..], &[8, 8, 8], &[16, 16]] {
-        for family in FAMILIES {
+        for family in families() {
             let (lat, bw) = variants(family).unwrap();
             let (dl, db) = (model_of(lat, dims, N), model_of(bw, dims, N));
             for e in 5..=32u32 {
@@ -221,6 +221,6 @@ fn selection_is_deterministic_and_build_for_size_resolves_families() {
     assert_eq!(build_for_size("ring", Collective::Allreduce, &l, 64, ALPHA, BETA, HOP).unwrap(), build("ring", Collective::Allreduce, &l).unwrap());
     assert!(build_for_size("nope", Collective::Allreduce, &l, 64, ALPHA, BETA, HOP).is_err());
     assert!(choose_variant("ring", &l, 64, ALPHA, BETA, HOP).is_err());
-    // `build` itself points family names at `build_for_size`.
-    assert!(build("swing", Collective::Allreduce, &l).unwrap_err().contains("build_for_size"));
+    // `build` itself names the family's variants.
+    assert!(build("swing", Collective::Allreduce, &l).unwrap_err().contains("(swing-latency, swing-bandwidth)"));
 }

@@ -52,9 +52,9 @@ pub const PACKET_MAX_FINGERPRINTS: u64 = 1 << 28;
 /// Element size of the reduced vector (float32).
 pub const ELEM_BYTES: u64 = 4;
 
-/// Largest rank count per schedule family (ring-like schedules grow as p²), as in scenarios.
-const MAX_RANKS: u32 = 16384;
-const MAX_RANKS_RING: u32 = 2048;
+/// Largest rank count of a timing plan (schedules have their own limit per variant: the
+/// registry's `max_ranks`).
+const MAX_RANKS: u32 = reducelab_sched::registry::MAX_RANKS;
 
 /// Which simulator times the collective.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -238,9 +238,7 @@ fn cached<T>(cache: &Cache<T>, algorithm: &str, spec: &TopologySpec, limit: u32,
     if let Some(b) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
         return Ok(b.clone());
     }
-    if !algos::ALGORITHMS.contains(&algorithm) {
-        return Err(format!("unknown algorithm '{algorithm}' (known: {})", algos::ALGORITHMS.join(", ")));
-    }
+    reducelab_sched::registry::variant_entry(algorithm)?;
     let layout: Layout = spec.layout();
     let p = layout.ranks();
     if p > limit {
@@ -257,11 +255,10 @@ fn cached<T>(cache: &Cache<T>, algorithm: &str, spec: &TopologySpec, limit: u32,
 }
 
 /// The allreduce schedule of `algorithm` for `spec`'s layout, from the process-wide cache.
-/// Ring-like schedules grow as p², so they are limited to [`MAX_RANKS_RING`] ranks.
+/// Ring-like schedules grow as p², so they are limited to fewer ranks (the registry's `max_ranks`).
 pub fn cached_schedule(algorithm: &str, spec: &TopologySpec) -> Result<Arc<Schedule>, String> {
     static CACHE: OnceLock<Cache<Schedule>> = OnceLock::new();
-    let ring_like = algorithm.starts_with("ring") || algorithm == "hamiltonian-rings";
-    let limit = if ring_like { MAX_RANKS_RING } else { MAX_RANKS };
+    let limit = reducelab_sched::registry::variant_entry(algorithm)?.max_ranks;
     cached(CACHE.get_or_init(Default::default), algorithm, spec, limit, "schedules (packet level)", |layout| {
         algos::build(algorithm, Collective::Allreduce, layout)
     })

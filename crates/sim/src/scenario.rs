@@ -1021,8 +1021,8 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
             })
         }
         TrafficKind::Collective => {
-            use reducelab_sched::algos::{build, Layout, ALGORITHMS};
-            use reducelab_sched::Collective;
+            use reducelab_sched::algos::Layout;
+            use reducelab_sched::{registry, Collective};
             let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
             let collective = match t.collective.as_deref().unwrap_or("allreduce") {
                 "allreduce" => Collective::Allreduce,
@@ -1030,9 +1030,9 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                 "allgather" => Collective::Allgather,
                 other => return e(format!("{f}.collective"), format!("must be allreduce, reduce_scatter or allgather, got \"{other}\"")),
             };
-            let algorithm = match &t.algorithm {
+            let name = match &t.algorithm {
                 Some(a) => a.clone(),
-                None => return e(format!("{f}.algorithm"), format!("is required for kind = \"collective\" (one of {})", ALGORITHMS.join(", "))),
+                None => return e(format!("{f}.algorithm"), format!("is required for kind = \"collective\" (one of {})", registry::names().join(", "))),
             };
             let p = hosts.len() as u32;
             let dims = match &t.dims {
@@ -1047,14 +1047,18 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
             if layout.ranks() != p {
                 return e(format!("{f}.dims"), format!("{dims:?} holds {} ranks but {p} hosts take part", layout.ranks()));
             }
-            // Schedules list every message: ring-like ones grow as p², the others as p·log p.
-            let ring_like = algorithm.starts_with("ring") || algorithm == "hamiltonian-rings";
-            let limit = if ring_like { 2048 } else { 16384 };
-            if p > limit {
-                return e(format!("{f}.hosts"), format!("{p} ranks is more than the {limit} that '{algorithm}' schedules support at packet level"));
+            // A family, alias or policy runs the variant it resolves to for this size, with the
+            // α-β parameters of the topology's links (registry::Costs::for_links).
+            let size = bytes(t)?;
+            let slowest = topology.links.iter().min_by_key(|l| l.bandwidth_bps);
+            let costs = registry::Costs::for_links(slowest.map_or(1, |l| l.bandwidth_bps), slowest.map_or(0, |l| l.latency_ps));
+            let variant = registry::resolve(&name, collective, &layout, size, &costs, false).map_err(|r| ScenarioError { field: format!("{f}.algorithm"), reason: r })?;
+            let algorithm = variant.name;
+            if p > variant.max_ranks {
+                return e(format!("{f}.hosts"), format!("{p} ranks is more than the {} that '{algorithm}' schedules support at packet level", variant.max_ranks));
             }
-            let schedule = build(&algorithm, collective, &layout).map_err(|r| ScenarioError { field: format!("{f}.algorithm"), reason: r })?;
-            Traffic::Collective { hosts, bytes: bytes(t)?, start, schedule }
+            let schedule = registry::build(algorithm, collective, &layout).map_err(|r| ScenarioError { field: format!("{f}.algorithm"), reason: r })?;
+            Traffic::Collective { hosts, bytes: size, start, schedule }
         }
     })
 }

@@ -13,6 +13,8 @@ pub mod ring;
 pub mod swing;
 
 use crate::ir::{Collective, Schedule};
+use crate::registry::{other, variant, Algorithm, CostForm, Kind, ModelRow, Rule, SizeClass, MAX_RANKS_RING};
+use recursive_doubling as rd;
 
 /// Ranks laid out on a torus of shape `dims` (product = ranks).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,35 +76,100 @@ impl Layout {
     }
 }
 
-/// Names accepted by [`build`].
-pub const ALGORITHMS: &[&str] = &[
-    "ring",
-    "ring-bidirectional",
-    "hamiltonian-rings",
-    "recursive-doubling-latency",
-    "recursive-doubling-bandwidth",
-    "recursive-doubling-mirrored",
-    "bucket",
-    swing::SWING_BANDWIDTH,
-    swing::SWING_LATENCY,
-];
-
-/// Builds the schedule of `algorithm` for `collective` on `layout`.
+/// Builds the schedule of the variant `algorithm` (a name of [`crate::registry`]) for
+/// `collective` on `layout`.
 pub fn build(algorithm: &str, collective: Collective, layout: &Layout) -> Result<Schedule, String> {
-    match algorithm {
-        "ring" => ring::ring(collective, layout),
-        "ring-bidirectional" => ring::ring_bidirectional(collective, layout),
-        "hamiltonian-rings" => hamiltonian::hamiltonian_rings(collective, layout),
-        "recursive-doubling-latency" => recursive_doubling::recursive_doubling_latency(collective, layout),
-        "recursive-doubling-bandwidth" => recursive_doubling::recursive_doubling_bandwidth(collective, layout),
-        "recursive-doubling-mirrored" => recursive_doubling::recursive_doubling_mirrored(collective, layout),
-        "bucket" => bucket::bucket(collective, layout),
-        swing::SWING_BANDWIDTH => swing::swing_bandwidth(collective, layout),
-        swing::SWING_LATENCY => swing::swing_latency(collective, layout),
-        "swing" | "recursive-doubling" => Err(format!(
-            "'{algorithm}' picks its latency- or bandwidth-optimal variant by vector size: use select::build_for_size, \
-             or name the variant ({algorithm}-latency, {algorithm}-bandwidth)"
-        )),
-        _ => Err(format!("unknown algorithm '{algorithm}' (known: {})", ALGORITHMS.join(", "))),
-    }
+    crate::registry::build(algorithm, collective, layout)
 }
+
+/// The algorithm registry ([`crate::registry`]), in the order front ends list it: variants
+/// first, then the other names. One entry per algorithm name; nothing else lists names.
+pub static REGISTRY: &[Algorithm] = &[
+    Algorithm {
+        direct_plan: Some(ring::ring_plan),
+        model_row: Some(ModelRow::Ring),
+        model_note: "Table 2's ring is multiport (2D rings); `ring` is one unidirectional ring, so Ψ = 2D",
+        max_ranks: MAX_RANKS_RING,
+        ..variant("ring", "ring", ring::ring, SizeClass::Bandwidth, "one unidirectional ring in rank order (Patarasuk & Yuan)")
+    },
+    Algorithm {
+        direct_plan: Some(ring::ring_bidirectional_plan),
+        model_row: Some(ModelRow::Ring),
+        model_note: "Table 2's ring is multiport (2D rings); `ring-bidirectional` runs 2 rings, so Ψ = D",
+        max_ranks: MAX_RANKS_RING,
+        substitute: Some("ring"),
+        ..variant("ring-bidirectional", "ring", ring::ring_bidirectional, SizeClass::Bandwidth, "two rings in opposite directions, half the data each")
+    },
+    Algorithm {
+        direct_plan: Some(ring::hamiltonian_plan),
+        model_row: Some(ModelRow::Ring),
+        max_ranks: MAX_RANKS_RING,
+        min_dims: 2,
+        substitute: Some("ring"),
+        ..variant("hamiltonian-rings", "ring", hamiltonian::hamiltonian_rings, SizeClass::Bandwidth, "2D rings along edge-disjoint Hamiltonian cycles of a 2D torus (both directions)")
+    },
+    Algorithm {
+        model_row: Some(ModelRow::RecursiveDoublingLatency),
+        model_note: "Ξ summed over the steps; Table 2's 2D·p^(1/D) bounds D·Σ 2^i ≈ D·p^(1/D) by a factor 2",
+        cost: Some(CostForm::RecursiveDoubling { bandwidth: false }),
+        halves: false,
+        rooted: false,
+        rank_ordered_1d: true,
+        substitute: Some("recursive-doubling-bandwidth"),
+        ..variant("recursive-doubling-latency", "recursive-doubling", rd::recursive_doubling_latency, SizeClass::Latency, "recursive doubling, the whole vector every step")
+    },
+    Algorithm {
+        model_row: Some(ModelRow::RecursiveDoublingBandwidth),
+        cost: Some(CostForm::RecursiveDoubling { bandwidth: true }),
+        ..variant("recursive-doubling-bandwidth", "recursive-doubling", rd::recursive_doubling_bandwidth, SizeClass::Bandwidth, "recursive halving reduce-scatter + recursive doubling allgather (Rabenseifner)")
+    },
+    variant(
+        "recursive-doubling-mirrored",
+        "recursive-doubling-mirrored",
+        rd::recursive_doubling_mirrored,
+        SizeClass::Bandwidth,
+        "recursive-doubling-bandwidth and its mirror, half the data each",
+    ),
+    Algorithm {
+        direct_plan: Some(ring::bucket_plan),
+        model_row: Some(ModelRow::Bucket),
+        ..variant("bucket", "bucket", bucket::bucket, SizeClass::Bandwidth, "rings along each torus dimension in turn (bucket / multidimensional ring)")
+    },
+    Algorithm {
+        direct_plan: Some(swing::bandwidth_allreduce_plan),
+        model_row: Some(ModelRow::SwingBandwidth),
+        model_note: "Table 2 gives Ξ for p → ∞; the §4.1 sum tends to 6/5, 28/27, 120/119 for D = 2, 3, 4 \
+                     (2D: 1.184 at 64x64, 1.192 at 128x128)",
+        cost: Some(CostForm::Swing { bandwidth: true }),
+        ..variant(swing::SWING_BANDWIDTH, "swing", swing::swing_bandwidth, SizeClass::Bandwidth, "Swing (NSDI'24), bandwidth-optimal: reduce-scatter + allgather on 2D collectives")
+    },
+    Algorithm {
+        model_row: Some(ModelRow::SwingLatency),
+        model_note: "Ξ summed over the steps; Table 2's Ψ = D·log2 p is the one-port value: the multiport \
+                     schedule sends n/(2D) per port per step, Ψ = log2(p)/2",
+        cost: Some(CostForm::Swing { bandwidth: false }),
+        halves: false,
+        substitute: Some(swing::SWING_BANDWIDTH),
+        ..variant(swing::SWING_LATENCY, "swing", swing::swing_latency, SizeClass::Latency, "Swing (NSDI'24), latency-optimal: the whole vector every step")
+    },
+    Algorithm {
+        variants: Some((swing::SWING_LATENCY, swing::SWING_BANDWIDTH)),
+        ..other("swing", "swing", Kind::Family, "swing-latency or swing-bandwidth, whichever the α-β model finds cheaper for the size")
+    },
+    Algorithm {
+        variants: Some(("recursive-doubling-latency", "recursive-doubling-bandwidth")),
+        ..other("recursive-doubling", "recursive-doubling", Kind::Family, "recursive-doubling-latency or -bandwidth, whichever the α-β model finds cheaper")
+    },
+    Algorithm {
+        alias_of: Some("recursive-doubling-bandwidth"),
+        ..other("rabenseifner", "recursive-doubling", Kind::Alias, "= recursive-doubling-bandwidth")
+    },
+    Algorithm {
+        rules: &[
+            Rule { below_bytes: 64 << 10, allreduce_only: true, variant: "recursive-doubling-latency" },
+            Rule { below_bytes: 2 << 20, allreduce_only: false, variant: "recursive-doubling-bandwidth" },
+        ],
+        otherwise: Some("ring"),
+        ..other("auto", "auto", Kind::Policy, "the MPI runtime's measured choice: recursive-doubling-latency below 64 KiB, -bandwidth below 2 MiB, ring above")
+    },
+];

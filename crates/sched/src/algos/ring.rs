@@ -103,17 +103,27 @@ pub(crate) fn emit_plan(s: &Schedule, phases: &[Phase]) -> Plan {
     plan
 }
 
-/// The allreduce plan of a ring-based algorithm (`ring`, `ring-bidirectional`,
-/// `hamiltonian-rings`, `bucket`).
-pub(crate) fn plan(algorithm: &str, layout: &Layout) -> Result<Plan, String> {
-    let c = Collective::Allreduce;
-    let (s, phases) = match algorithm {
-        "ring" => ring_parts(c, layout)?,
-        "ring-bidirectional" => ring_bidirectional_parts(c, layout)?,
-        "hamiltonian-rings" => super::hamiltonian::parts(c, layout)?,
-        "bucket" => super::bucket::parts(c, layout)?,
-        _ => return Err(format!("'{algorithm}' is not a ring-based algorithm")),
-    };
+/// The allreduce plan of `ring`, built without materialising the schedule.
+pub fn ring_plan(layout: &Layout) -> Result<Plan, String> {
+    let (s, phases) = ring_parts(Collective::Allreduce, layout)?;
+    Ok(emit_plan(&s, &phases))
+}
+
+/// The allreduce plan of `ring-bidirectional`.
+pub fn ring_bidirectional_plan(layout: &Layout) -> Result<Plan, String> {
+    let (s, phases) = ring_bidirectional_parts(Collective::Allreduce, layout)?;
+    Ok(emit_plan(&s, &phases))
+}
+
+/// The allreduce plan of `hamiltonian-rings`.
+pub fn hamiltonian_plan(layout: &Layout) -> Result<Plan, String> {
+    let (s, phases) = super::hamiltonian::parts(Collective::Allreduce, layout)?;
+    Ok(emit_plan(&s, &phases))
+}
+
+/// The allreduce plan of `bucket`.
+pub fn bucket_plan(layout: &Layout) -> Result<Plan, String> {
+    let (s, phases) = super::bucket::parts(Collective::Allreduce, layout)?;
     Ok(emit_plan(&s, &phases))
 }
 

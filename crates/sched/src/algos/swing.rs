@@ -89,8 +89,6 @@ use std::collections::BTreeMap;
 pub const SWING_BANDWIDTH: &str = "swing-bandwidth";
 /// Latency-optimal Swing: whole vector every step, multiport.
 pub const SWING_LATENCY: &str = "swing-latency";
-/// All Swing variants (for a future `swing` selector).
-pub const SWING_VARIANTS: &[&str] = &[SWING_BANDWIDTH, SWING_LATENCY];
 
 /// `ρ(s) = Σ_{i=0..s} (−2)^i = (1 − (−2)^{s+1}) / 3`.
 pub fn rho(s: u32) -> i64 {
