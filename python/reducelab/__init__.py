@@ -28,8 +28,14 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
         "build it with `bash scripts/setup.sh` (or `maturin develop --release` in a virtualenv)"
     ) from exc
 
-from .runs import Result, run, run_file
+from .runs import EXIT_CODES, STATUSES, Result, run, run_file
+
+RunResult = Result
+"""The result of one run (an alias of `Result`)."""
 from .scenario import FieldError, Scenario
 from .sweep import Sweep
 
-__all__ = ["FieldError", "Result", "Scenario", "ScenarioError", "Sweep", "__version__", "run", "run_file"]
+__all__ = [
+    "EXIT_CODES", "STATUSES", "FieldError", "Result", "RunResult", "Scenario", "ScenarioError", "Sweep",
+    "__version__", "run", "run_file",
+]

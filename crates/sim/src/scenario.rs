@@ -301,7 +301,14 @@ pub struct FaultSpec {
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
     pub time_limit_us: Option<f64>,
+    /// No-progress watchdog (simulated µs); 0 turns it off.
+    pub watchdog_us: Option<f64>,
 }
+
+/// The watchdog's default: 10 ms of simulated time, or, if longer, the time Canary hosts take
+/// to give up a block by themselves (`MAX_EXPIRIES + 2` of the longest retransmission timeout):
+/// the watchdog must not cut a recovery short, and a run whose hosts gave up then says so.
+pub const DEFAULT_WATCHDOG_PS: u64 = 10_000_000_000;
 
 /// A validated scenario, ready to assemble.
 pub struct Scenario {
@@ -314,6 +321,9 @@ pub struct Scenario {
     /// Per-link loss probabilities overriding `network.loss_probability`.
     pub link_loss: Vec<(u32, f64)>,
     pub time_limit: Option<SimTime>,
+    /// No-progress watchdog: a run whose finite work has not moved for this long ends as
+    /// stalled (`None`: off).
+    pub watchdog: Option<SimDuration>,
     /// Switch resources for in-network aggregation.
     pub ina: crate::ina_run::InaSwitchSpec,
 }
@@ -712,6 +722,22 @@ impl ScenarioFile {
         if traffic.iter().all(|t| t.is_background()) && time_limit.is_none() {
             return e("run.time_limit_us", "is required when all traffic is background (random_uniform never ends by itself)");
         }
+        let longest_rto_ps = traffic
+            .iter()
+            .filter_map(|t| match t {
+                Traffic::Ina(s) => match s.protocol {
+                    reducelab_ina::host::Protocol::Canary { rto_ps, .. } => Some(rto_ps),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let watchdog = match self.run.watchdog_us {
+            Some(us) if us == 0.0 => None,
+            Some(us) => Some(SimDuration::from_ps(ns_to_ps("run.watchdog_us", pos_f64("run.watchdog_us", us)? * 1000.0)?)),
+            None => Some(SimDuration::from_ps(DEFAULT_WATCHDOG_PS.max(longest_rto_ps.saturating_mul(reducelab_ina::host::MAX_EXPIRIES as u64 + 2)))),
+        };
         let mut faults = Vec::new();
         let mut link_loss = Vec::new();
         for (i, f) in self.faults.iter().enumerate() {
@@ -772,6 +798,7 @@ impl ScenarioFile {
             faults,
             link_loss,
             time_limit,
+            watchdog,
             ina,
         })
     }
