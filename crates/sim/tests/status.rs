@@ -168,3 +168,44 @@ fn statuses_have_distinct_names() {
     let names: std::collections::BTreeSet<_> = RunStatus::ALL.iter().map(|s| s.as_str()).collect();
     assert_eq!(names.len(), RunStatus::ALL.len());
 }
+
+/// Records the fractions a run reports to its poll function.
+macro_rules! recorder {
+    ($name:ident, $store:ident) => {
+        static $store: std::sync::Mutex<Vec<f64>> = std::sync::Mutex::new(Vec::new());
+        fn $name(f: f64) -> bool {
+            $store.lock().unwrap().push(f);
+            true
+        }
+    };
+}
+
+fn assert_progresses(fractions: &[f64], what: &str) {
+    assert!(fractions.len() >= 3, "{what}: only {} polls", fractions.len());
+    assert!(fractions.windows(2).all(|w| w[0] <= w[1]), "{what}: not monotone: {fractions:?}");
+    assert!(fractions.iter().all(|f| (0.0..=1.0).contains(f)), "{what}: {fractions:?}");
+    // Not stuck at 0 (the old behaviour for collectives and in-network runs) and not at 1 early.
+    assert!(fractions.iter().any(|&f| f > 0.05 && f < 0.95), "{what}: {fractions:?}");
+}
+
+#[test]
+fn collective_runs_report_progress_by_steps() {
+    recorder!(poll, SEEN);
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/examples/torus_swing_allreduce.toml"))
+        .unwrap()
+        .replace("bytes = 4194304", "bytes = 33554432");
+    let s = run_opts(&text, &RunOptions { seed: None, progress: Some(poll) });
+    assert_eq!(s["status"], "completed", "{}", s["status_reason"]);
+    assert_progresses(&SEEN.lock().unwrap(), "collective");
+}
+
+#[test]
+fn in_network_runs_report_progress_by_blocks() {
+    recorder!(poll, SEEN);
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/examples/canary_allreduce.toml"))
+        .unwrap()
+        .replace("bytes = 1048576", "bytes = 8388608");
+    let s = run_opts(&text, &RunOptions { seed: None, progress: Some(poll) });
+    assert_eq!(s["status"], "completed", "{}", s["status_reason"]);
+    assert_progresses(&SEEN.lock().unwrap(), "ina_allreduce");
+}
