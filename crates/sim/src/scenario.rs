@@ -392,11 +392,14 @@ fn nonneg_f64(field: &str, v: f64) -> Result<f64, ScenarioError> {
     Ok(v)
 }
 
+/// The latest time a scenario may name, in ns (1e18 ps, about 11.6 days of simulated time).
+const MAX_TIME_NS: u64 = 1_000_000_000_000_000;
+
 fn ns_to_ps(field: &str, ns: f64) -> Result<u64, ScenarioError> {
     let ns = nonneg_f64(field, ns)?;
     let ps = (ns * 1000.0).round();
-    if ps > 1e18 {
-        return e(field, "is too large");
+    if ps > MAX_TIME_NS as f64 * 1000.0 {
+        return e(field, format!("{ns} ns is too large (at most {MAX_TIME_NS} ns, about 11.6 days)"));
     }
     Ok(ps as u64)
 }
@@ -407,6 +410,39 @@ fn gbps_to_bps(field: &str, g: f64) -> Result<u64, ScenarioError> {
         return e(field, format!("{g} Gb/s is beyond any link; the unit is Gb/s"));
     }
     Ok((g * 1e9).round() as u64)
+}
+
+/// Refuses traffic that could not finish within the format's time range even on the fastest
+/// link of the topology (simulated times would overflow 64-bit picoseconds): an absurd size or
+/// start time gets an error naming it rather than a clamped `end_ps`.
+fn check_finishes_in_time(f: &str, t: &Traffic, topology: &Topology) -> Result<(), ScenarioError> {
+    let fastest = topology.links.iter().map(|l| l.bandwidth_bps).max().unwrap_or(1).max(1);
+    let limit_ps = MAX_TIME_NS as u128 * 1000;
+    let check = |field: String, bytes: u64, start: SimTime| -> Result<(), ScenarioError> {
+        let ps = start.ps() as u128 + SimDuration::serialization(bytes, fastest).ps() as u128;
+        if ps > limit_ps {
+            return e(
+                field,
+                format!(
+                    "{bytes} bytes starting at {} ns cannot finish within {MAX_TIME_NS} ns (about 11.6 days) of simulated time even at {} Gb/s, the fastest link",
+                    start.ps() / 1000,
+                    fastest as f64 / 1e9
+                ),
+            );
+        }
+        Ok(())
+    };
+    match t {
+        Traffic::Messages { list } => {
+            for (j, &(_, _, b, at)) in list.iter().enumerate() {
+                check(format!("{f}.list[{j}]"), b, at)?;
+            }
+            Ok(())
+        }
+        Traffic::Permutation { bytes, start, .. } | Traffic::Incast { bytes, start, .. } | Traffic::Collective { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
+        Traffic::RandomUniform { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
+        Traffic::Ina(spec) => check(format!("{f}.bytes"), spec.bytes, spec.start),
+    }
 }
 
 fn req<T: Copy>(field: &str, v: Option<T>, kind: &str) -> Result<T, ScenarioError> {
@@ -689,12 +725,27 @@ impl ScenarioFile {
         for (i, t) in self.traffic.iter().enumerate() {
             let mut tr = resolve_traffic(&format!("traffic[{i}]"), t, &topology)?;
             if let Traffic::Ina(spec) = &mut tr {
+                // A protocol packet is one frame: it must fit the MTU, as raw packets do.
+                let wire = spec.elems_per_packet as u32 * 4 + reducelab_ina::wire::OVERHEAD_BYTES;
+                if wire > nw.mtu_bytes {
+                    return e(
+                        format!("traffic[{i}].elements_per_packet"),
+                        format!(
+                            "{} elements x 4 B + {} B of headers = {wire} B per packet exceed network.mtu_bytes ({}); at most {} elements fit",
+                            spec.elems_per_packet,
+                            reducelab_ina::wire::OVERHEAD_BYTES,
+                            nw.mtu_bytes,
+                            nw.mtu_bytes.saturating_sub(reducelab_ina::wire::OVERHEAD_BYTES) / 4
+                        ),
+                    );
+                }
                 if let reducelab_ina::host::Protocol::StaticTrees { trees, .. } = spec.protocol {
                     if spec.roots.is_empty() {
                         spec.roots = random_roots(&topology, trees, seed ^ (i as u64) << 32);
                     }
                 }
             }
+            check_finishes_in_time(&format!("traffic[{i}]"), &tr, &topology)?;
             traffic.push(tr);
         }
         let ina = self.ina.resolve()?;
@@ -935,7 +986,12 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                 if b > 1 << 40 {
                     return e(format!("{f}.list[{i}]"), "message larger than 1 TiB");
                 }
-                out.push((s as u32, d as u32, b, SimTime(at.saturating_mul(1000))));
+                // The same bound as every other time of the format (1e18 ps, about 11.6 days):
+                // beyond it the start used to be clamped silently to the end of time.
+                if at > MAX_TIME_NS {
+                    return e(format!("{f}.list[{i}][3]"), format!("start {at} ns is too large (at most {MAX_TIME_NS} ns)"));
+                }
+                out.push((s as u32, d as u32, b, SimTime(at * 1000)));
             }
             Traffic::Messages { list: out }
         }

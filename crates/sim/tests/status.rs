@@ -209,3 +209,48 @@ fn in_network_runs_report_progress_by_blocks() {
     assert_eq!(s["status"], "completed", "{}", s["status_reason"]);
     assert_progresses(&SEEN.lock().unwrap(), "ina_allreduce");
 }
+
+// ----- Guards: absurd sizes and times, protocol packets larger than the MTU ----------------
+
+fn error_of(text: &str) -> reducelab_sim::ScenarioError {
+    match load_scenario_str(text, None) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn protocol_packets_must_fit_the_mtu() {
+    let ina = |protocol: &str, epp: u32| {
+        star(&format!(
+            "[network]\nmtu_bytes = 4096\n[ina]\nmax_elements_per_packet = 2048\n[[traffic]]\nkind = \"ina_allreduce\"\nprotocol = \"{protocol}\"\nhosts = \"all\"\nbytes = 65536\nelements_per_packet = {epp}\n"
+        ))
+    };
+    for protocol in ["canary", "static_trees"] {
+        // 1009 elements x 4 B + 57 B of headers = 4093 B fit; 1010 (4097 B) do not.
+        load_scenario_str(&ina(protocol, 1009), None).unwrap_or_else(|e| panic!("{protocol}: {e}"));
+        let err = error_of(&ina(protocol, 1010));
+        assert_eq!(err.field, "traffic[0].elements_per_packet", "{err}");
+        assert!(err.reason.contains("4097 B per packet exceed network.mtu_bytes (4096)") && err.reason.contains("at most 1009 elements"), "{err}");
+    }
+}
+
+#[test]
+fn absurd_times_and_sizes_are_refused_with_the_field() {
+    let msg = |rest: &str, list: &str| star(&format!("{rest}[[traffic]]\nkind = \"messages\"\nlist = [{list}]\n"));
+    // A start beyond the format's range used to be clamped to the end of time.
+    let err = error_of(&msg("", "[0, 1, 1, 0], [0, 1, 1, 2000000000000000]"));
+    assert_eq!(err.field, "traffic[0].list[1][3]", "{err}");
+    assert!(err.reason.contains("too large"), "{err}");
+    // 4 MB at 1 b/s take 1e12 s: the end would overflow 64-bit picoseconds.
+    let slow = "name = \"status\"\n[topology]\nkind = \"star\"\nhosts = 8\nbandwidth_gbps = 1e-9\nlatency_ns = 1000\n";
+    let err = error_of(&format!("{slow}[[traffic]]\nkind = \"messages\"\nlist = [[0, 1, 4000000, 0]]\n"));
+    assert_eq!(err.field, "traffic[0].list[0]", "{err}");
+    assert!(err.reason.contains("cannot finish within"), "{err}");
+    let err = error_of(&format!("{slow}[[traffic]]\nkind = \"permutation\"\nhosts = \"all\"\nbytes = 4000000\n"));
+    assert_eq!(err.field, "traffic[0].bytes", "{err}");
+    // The largest start that fits is accepted.
+    load_scenario_str(&msg("", "[0, 1, 1, 999999999999999]"), None).unwrap();
+    let err = error_of(&msg("[run]\ntime_limit_us = 1e20\n", "[0, 1, 1, 0]"));
+    assert_eq!(err.field, "run.time_limit_us", "{err}");
+}
