@@ -9,6 +9,7 @@ pub mod bench;
 pub mod collective;
 pub mod collective_run;
 pub mod ina_run;
+mod message_lists;
 pub mod report;
 pub mod scenario;
 pub mod workload;

@@ -360,7 +360,25 @@ fn e<T>(field: impl Into<String>, reason: impl Into<String>) -> Result<T, Scenar
 }
 
 /// Parses TOML text into a [`ScenarioFile`], with the dotted path of any error.
+///
+/// Explicit message lists are read by a lean reader ([`crate::message_lists`]) so that memory
+/// stays proportional to the messages; the result is the same as the full parser's.
 pub fn parse(text: &str) -> Result<ScenarioFile, ScenarioError> {
+    let Some((lean, lists)) = crate::message_lists::extract(text) else { return parse_toml(text) };
+    // Line numbers are the same in `lean`, and its `list` values are empty, so an error here is
+    // the error the full text would give.
+    let mut file = parse_toml(&lean)?;
+    for (t, list) in lists {
+        match file.traffic.get_mut(t) {
+            Some(spec) if spec.list.as_ref().is_some_and(|l| l.is_empty()) => spec.list = Some(list),
+            // The lean reader misread the structure: let the full parser read it all.
+            _ => return parse_toml(text),
+        }
+    }
+    Ok(file)
+}
+
+pub(crate) fn parse_toml(text: &str) -> Result<ScenarioFile, ScenarioError> {
     let de = toml::Deserializer::new(text);
     serde_path_to_error::deserialize(de).map_err(|err| {
         let mut path = err.path().to_string();

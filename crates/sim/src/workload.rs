@@ -112,12 +112,17 @@ pub fn derangement(rng: &mut Rng, hosts: &[u32]) -> Vec<u32> {
 impl Workload for ScenarioWorkload {
     fn on_start(&mut self, net: &mut Network) {
         for ti in 0..self.traffic.len() {
-            match self.traffic[ti].clone() {
-                Traffic::Messages { list } => {
-                    for (s, d, b, at) in list {
-                        self.send(net, ti, s, d, b, at);
-                    }
+            // Explicit lists can hold millions of messages: read them in place, not cloned.
+            if let Traffic::Messages { list } = &self.traffic[ti] {
+                for k in 0..list.len() {
+                    let Traffic::Messages { list } = &self.traffic[ti] else { unreachable!() };
+                    let (s, d, b, at) = list[k];
+                    self.send(net, ti, s, d, b, at);
                 }
+                continue;
+            }
+            match self.traffic[ti].clone() {
+                Traffic::Messages { .. } => unreachable!("handled above"),
                 Traffic::Permutation { hosts, bytes, start } => {
                     let perm = derangement(&mut self.rng, &hosts);
                     for (i, &s) in hosts.iter().enumerate() {
