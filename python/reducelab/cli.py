@@ -53,6 +53,8 @@ Writes into DIR:
   messages.csv   one row per message: id,src,dst,bytes,start_ps,end_ps,fct_ps,verified
   links.csv      one row per directed link: bytes, packets, utilization (0..1), queues, drops, ECN
 and prints a short summary table. Same scenario and seed give byte-identical files.
+Result files of an earlier run in DIR that this run does not produce (ina_*.csv,
+link_utilization.png) are removed; other files are left alone.
 A progress bar (with an ETA) appears on stderr, if it is a terminal, when a run takes longer
 than 2 s. Ctrl-C or SIGTERM stops the run within about a second and writes what was measured
 so far, with status "interrupted".

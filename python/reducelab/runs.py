@@ -24,6 +24,11 @@ if TYPE_CHECKING:
 SUMMARY_FILE = "summary.json"
 MESSAGES_FILE = "messages.csv"
 LINKS_FILE = "links.csv"
+# Every file a run or `reducelab plot links` may leave in a results directory. Writing a result
+# removes those of them this run does not produce, so a reused directory holds one run only.
+RESULT_FILE_NAMES = (
+    SUMMARY_FILE, MESSAGES_FILE, LINKS_FILE, "ina_memory.csv", "ina_switches.csv", "link_utilization.png",
+)
 
 # Column types of the simulator's CSV files (docs/scenario-format.md, "Results"). Nullable Int64
 # where a value may be missing (an undelivered message has no end or FCT); columns not listed
@@ -111,12 +116,17 @@ class Result:
         """Write ``summary.json`` and every file of `files` into `outdir` (created if needed).
 
         Contents are written exactly as produced (UTF-8, no newline translation), so two runs
-        with the same seed give byte-identical files. Returns the output directory.
+        with the same seed give byte-identical files. Result files of an earlier run that this
+        run does not produce (`RESULT_FILE_NAMES`, e.g. ``ina_memory.csv`` or a link plot) are
+        removed; other files are left alone. Returns the output directory.
         """
         out = Path(outdir)
         for name in self.files:
             _check_file_name(name)
         out.mkdir(parents=True, exist_ok=True)
+        for name in RESULT_FILE_NAMES:
+            if name != SUMMARY_FILE and name not in self.files and (out / name).is_file():
+                (out / name).unlink()
         (out / SUMMARY_FILE).write_text(self.summary_json, encoding="utf-8", newline="")
         for name, contents in self.files.items():
             (out / name).write_text(contents, encoding="utf-8", newline="")

@@ -158,3 +158,14 @@ def test_keyboard_interrupt_in_python_carries_the_partial_result(tmp_path: Path)
         timer.cancel()
         signal.signal(signal.SIGINT, previous)
     assert info.value.result.status == "interrupted"  # type: ignore[attr-defined]
+
+
+def test_a_reused_out_directory_holds_one_run_only(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    # Left by an earlier in-network run and a plot of it, plus a file of the user's.
+    for name in ("ina_memory.csv", "ina_switches.csv", "link_utilization.png", "notes.txt"):
+        (out / name).write_text("old")
+    proc = cli("run", write(tmp_path, "ok", SCENARIOS["completed"]), "--out", out, "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["links.csv", "messages.csv", "notes.txt", "summary.json"]
