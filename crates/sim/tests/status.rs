@@ -254,3 +254,17 @@ fn absurd_times_and_sizes_are_refused_with_the_field() {
     let err = error_of(&msg("[run]\ntime_limit_us = 1e20\n", "[0, 1, 1, 0]"));
     assert_eq!(err.field, "run.time_limit_us", "{err}");
 }
+
+#[test]
+fn a_collective_cut_by_a_failed_host_stalls_naming_its_ranks() {
+    // Host 5 of an 8x8 torus fails during a Swing allreduce: its peers wait for ever.
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/examples/torus_swing_allreduce.toml")).unwrap();
+    let sc = load_scenario_str(&text, None).unwrap();
+    let node = sc.topology.nodes.iter().position(|n| n.host == Some(5)).unwrap();
+    let s = run(&format!("{text}\n[[faults]]\nkind = \"node\"\nnode = {node}\nat_ns = 1000\n"));
+    assert_eq!(s["status"], "stalled");
+    let why = reason(&s);
+    assert!(why.starts_with("collective traffic[0] (swing-bandwidth Allreduce): "), "{why}");
+    assert!(why.contains("of 64 ranks unfinished (ranks "), "{why}");
+    assert!(why.contains(&format!("network: node {node} failed")), "{why}");
+}
