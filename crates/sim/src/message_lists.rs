@@ -12,9 +12,12 @@
 //! reads the original and reports the error with its usual field path. The result is the same
 //! either way; only memory differs.
 
-/// The text to give the TOML parser, and the lists taken out of it: (index of the
-/// `[[traffic]]` table, its messages). `None` if nothing was taken out.
-pub fn extract(text: &str) -> Option<(String, Vec<(usize, Vec<[u64; 4]>)>)> {
+/// The lists taken out of a text: (index of the `[[traffic]]` table, its messages).
+pub type Lists = Vec<(usize, Vec<[u64; 4]>)>;
+
+/// The text to give the TOML parser, and the lists taken out of it. `None` if nothing was
+/// taken out.
+pub fn extract(text: &str) -> Option<(String, Lists)> {
     let b = text.as_bytes();
     let mut lists = Vec::new();
     let mut out = String::new();

@@ -803,7 +803,7 @@ impl ScenarioFile {
             .max()
             .unwrap_or(0);
         let watchdog = match self.run.watchdog_us {
-            Some(us) if us == 0.0 => None,
+            Some(0.0) => None,
             Some(us) => Some(SimDuration::from_ps(ns_to_ps("run.watchdog_us", pos_f64("run.watchdog_us", us)? * 1000.0)?)),
             None => Some(SimDuration::from_ps(DEFAULT_WATCHDOG_PS.max(longest_rto_ps.saturating_mul(reducelab_ina::host::MAX_EXPIRIES as u64 + 2)))),
         };
