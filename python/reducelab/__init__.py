@@ -29,12 +29,15 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
     ) from exc
 
 from . import schedule
-from .runs import Result, run, run_file
+from .runs import EXIT_CODES, STATUSES, Result, run, run_file
+
+RunResult = Result
+"""The result of one run (an alias of `Result`)."""
 from .scenario import FieldError, Scenario
 from .schedule import AlgorithmInfo, algorithms
 from .sweep import Sweep
 
 __all__ = [
-    "AlgorithmInfo", "FieldError", "Result", "Scenario", "ScenarioError", "Sweep", "__version__", "algorithms", "run",
-    "run_file", "schedule",
+    "EXIT_CODES", "STATUSES", "AlgorithmInfo", "FieldError", "Result", "RunResult", "Scenario", "ScenarioError", "Sweep",
+    "__version__", "algorithms", "run", "run_file", "schedule",
 ]

@@ -46,7 +46,9 @@ def run(text: str, seed: int | None = None, progress: bool = False) -> RunOutput
     `seed` (0 <= seed < 2**64) overrides the scenario's seed. With `progress`, a progress bar is
     drawn on stderr when it is a terminal and the run lasts more than 2 s.
 
-    Raises `ScenarioError` if the scenario is invalid.
+    Raises `ScenarioError` if the scenario is invalid. Python's signal handlers run about every
+    65k events; if one raises (e.g. Ctrl-C's ``KeyboardInterrupt``), the run stops and that
+    exception propagates with the partial output (status ``"interrupted"``) as ``partial_run``.
     """
 
 def bench_names() -> list[str]:

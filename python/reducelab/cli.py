@@ -1,7 +1,9 @@
 """The `reducelab` command line.
 
 Exit codes: 0 success, 1 failure while running, 2 invalid input (bad flags, missing or invalid
-scenario or result files), 130 interrupted.
+scenario or result files), 130 interrupted (143 on SIGTERM). `reducelab run` also exits 3, 4 or 5
+for a run that ended unverified, stalled or at its time limit (docs/engine.md, "Run status and exit
+codes").
 """
 
 from __future__ import annotations
@@ -21,6 +23,15 @@ from . import ScenarioError, __version__
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
+class _Terminated(BaseException):
+    """Raised by the SIGTERM handler `reducelab run` installs (like KeyboardInterrupt for SIGINT)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated()
 
 _MAIN_EPILOG = """\
 examples:
@@ -41,17 +52,28 @@ described in docs/scenario-format.md, sweep specs in docs/sweeps.md.
 
 _RUN_EPILOG = """\
 Writes into DIR:
-  summary.json   run summary (scenario, seed, simulated time, message and link totals)
+  summary.json   run summary: status, status_reason, scenario, seed, simulated time, totals
   messages.csv   one row per message: id,src,dst,bytes,start_ps,end_ps,fct_ps,verified
   links.csv      one row per directed link: bytes, packets, utilization (0..1), queues, drops, ECN
 and prints a short summary table. Same scenario and seed give byte-identical files.
-A progress bar appears on stderr (if it is a terminal) when a run takes longer than 2 s.
+Result files of an earlier run in DIR that this run does not produce (ina_*.csv,
+link_utilization.png) are removed; other files are left alone.
+A progress bar (with an ETA) appears on stderr, if it is a terminal, when a run takes longer
+than 2 s. Ctrl-C or SIGTERM stops the run within about a second and writes what was measured
+so far, with status "interrupted".
+
+exit status (summary.json's "status"; docs/engine.md, "Run status and exit codes"):
+  0    completed    every finite workload finished, every result verified on every host
+  3    unverified   everything finished but some result is wrong
+  4    stalled      a finite workload could not finish (see status_reason in summary.json)
+  5    time_limit   run.time_limit_us came before the finite workloads finished
+  130  interrupted  by SIGINT (Ctrl-C); 143 by SIGTERM
+  2    invalid input (scenario file, flags); prints `error: FILE: FIELD: REASON`
+  1    other failure (e.g. the output directory cannot be written)
 
 examples:
   reducelab run scenarios/example.toml
   reducelab run scenarios/example.toml --seed 42 --out results/example-seed42
-
-An invalid scenario prints `error: FILE: FIELD: REASON` and exits with status 2.
 """
 
 _BENCH_ENGINE_EPILOG = """\
@@ -641,15 +663,34 @@ def _read_scenario(path: Path) -> str:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from .runs import run
+    import signal
+    import threading
+
+    from .runs import EXIT_CODES, run
 
     path: Path = args.scenario
     text = _read_scenario(path)
-    try:
-        result = run(text, seed=args.seed, progress=not args.quiet)
-    except ScenarioError as exc:
-        _fail(f"{path}: {exc}")
     out: Path = args.out if args.out is not None else Path("results") / path.stem
+    # SIGTERM raises like Ctrl-C does, so the simulator stops and the partial results are kept.
+    # (signal.signal only works on the main thread; elsewhere SIGTERM keeps its default.)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        try:
+            result = run(text, seed=args.seed, progress=not args.quiet)
+            exit_code = None
+        except ScenarioError as exc:
+            _fail(f"{path}: {exc}")
+        except (KeyboardInterrupt, _Terminated) as exc:
+            partial = getattr(exc, "result", None)
+            if partial is None:
+                raise  # interrupted before the simulation started
+            result = partial
+            exit_code = EXIT_TERMINATED if isinstance(exc, _Terminated) else EXIT_INTERRUPTED
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     try:
         result.write(out)
     except OSError as exc:
@@ -659,7 +700,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
             print(result.table.rstrip("\n"))
         names = ", ".join(["summary.json", *result.files])
         print(f"wrote {out} ({names})")
-    return 0
+    status = result.status
+    if status != "completed" and not args.quiet:
+        print(f"run {status}: {result.status_reason or ''}".rstrip(": "), file=sys.stderr)
+    return exit_code if exit_code is not None else EXIT_CODES[status]
 
 
 def _write_bench_json(out: Path | None, rows: Sequence[Any]) -> None:
@@ -1249,6 +1293,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except _Terminated:
+        print("terminated", file=sys.stderr)
+        return EXIT_TERMINATED
     except BrokenPipeError:
         # Output piped into e.g. `head`; not an error of ours. Point stdout at /dev/null so the
         # interpreter's final flush does not fail again.

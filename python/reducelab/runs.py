@@ -42,6 +42,29 @@ CSV_DTYPES: dict[str, dict[str, str]] = {
 }
 _SEED_LIMIT = 2**64
 
+# summary.json's ``status`` (docs/engine.md, "Run status and exit codes").
+STATUS_COMPLETED = "completed"
+"""Every finite workload finished and every result was verified on every host."""
+STATUS_UNVERIFIED = "unverified"
+"""Everything finished but some result failed verification (wrong data)."""
+STATUS_STALLED = "stalled"
+"""A finite workload could not finish; ``status_reason`` names it first, then the network cause."""
+STATUS_TIME_LIMIT = "time_limit"
+"""The scenario's ``run.time_limit_us`` came before the finite workloads finished."""
+STATUS_INTERRUPTED = "interrupted"
+"""Stopped by SIGINT/SIGTERM; the files hold what was measured so far."""
+STATUSES = (STATUS_COMPLETED, STATUS_UNVERIFIED, STATUS_STALLED, STATUS_TIME_LIMIT, STATUS_INTERRUPTED)
+
+EXIT_CODES: dict[str, int] = {
+    STATUS_COMPLETED: 0,
+    STATUS_UNVERIFIED: 3,
+    STATUS_STALLED: 4,
+    STATUS_TIME_LIMIT: 5,
+    STATUS_INTERRUPTED: 130,
+}
+"""Exit code of ``reducelab run`` for each status (an interrupted run exits 143 on SIGTERM)."""
+EXIT_SIGTERM = 143
+
 
 @dataclass(frozen=True)
 class Result:
@@ -68,6 +91,21 @@ class Result:
         if not isinstance(parsed, dict):
             raise ValueError("summary.json is not a JSON object")
         return parsed
+
+    @property
+    def status(self) -> str:
+        """How the run ended: one of `STATUSES` (summary.json's ``status``).
+
+        Only ``"completed"`` means every result is there and verified. Raises ValueError for a
+        summary without a valid status (e.g. one written by an older version).
+        """
+        return summary_status(self.summary)
+
+    @property
+    def status_reason(self) -> str | None:
+        """Why the run did not complete (None when it did)."""
+        reason = self.summary.get("status_reason")
+        return reason if isinstance(reason, str) else None
 
     def write(self, outdir: str | os.PathLike[str]) -> Path:
         """Write ``summary.json`` and every file of `files` into `outdir` (created if needed).
@@ -100,6 +138,14 @@ class Result:
     def links_df(self) -> pandas.DataFrame:
         """``links.csv`` as a DataFrame, one row per link direction (needs pandas)."""
         return csv_dataframe(self.files[LINKS_FILE], LINKS_FILE)
+
+
+def summary_status(summary: dict[str, Any]) -> str:
+    """The ``status`` of a parsed summary.json; ValueError if it is missing or unknown."""
+    status = summary.get("status")
+    if status not in STATUSES:
+        raise ValueError(f"summary.json has no valid status (got {status!r}; expected one of {', '.join(STATUSES)})")
+    return str(status)
 
 
 def csv_dataframe(text: str, name: str = "") -> pandas.DataFrame:
@@ -136,8 +182,23 @@ def run(scenario: str, *, seed: int | None = None, progress: bool = False) -> Re
     `seed` overrides the scenario's ``seed``. With `progress`, a progress bar is drawn on stderr
     if it is a terminal and the run lasts more than 2 s. Raises `ScenarioError` (a ValueError with
     ``field`` and ``reason``) if the scenario is invalid.
+
+    A run that did not complete is still returned: check `Result.status`. If a signal handler
+    raises during the run (Ctrl-C's ``KeyboardInterrupt``), the run stops within about a second
+    and that exception propagates with the partial result, status ``"interrupted"``, as its
+    ``result`` attribute.
     """
-    out = _core.run(scenario, check_seed(seed), progress)
+    try:
+        out = _core.run(scenario, check_seed(seed), progress)
+    except BaseException as exc:
+        partial = getattr(exc, "partial_run", None)
+        if isinstance(partial, dict):
+            exc.result = _result(partial)  # type: ignore[attr-defined]
+        raise
+    return _result(out)
+
+
+def _result(out: Any) -> Result:
     return Result(
         summary_json=out["summary_json"],
         files=dict(out["files"]),

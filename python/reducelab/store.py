@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .runs import Result
+from .runs import STATUS_COMPLETED, STATUSES, Result
 
 if TYPE_CHECKING:
     import pandas
@@ -32,10 +32,9 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 2
 """2: `results.status` and the `leases` table (a version-1 store is upgraded when opened)."""
 
-STATUSES = ("completed", "unverified", "stalled", "time_limit", "interrupted")
-"""The values of summary.json's `status` (docs/engine.md); only "completed" means every result
-was computed and verified."""
-COMPLETED = "completed"
+# The values of summary.json's `status` are `runs.STATUSES` (docs/engine.md); only "completed"
+# means every result was computed and verified.
+COMPLETED = STATUS_COMPLETED
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -88,10 +87,9 @@ class StoreError(ValueError):
     """The store file is not a ReduceLab results store or lacks what was asked for."""
 
 
-def _legacy_status(summary: Mapping[str, Any]) -> str | None:
-    # COMPATIBILITY, REMOVE once summary.json has `status` (issue 11, branch rel-rust): maps the
-    # fields that `status` replaces, so that sweeps can run on a simulator that does not write
-    # it yet. None if the summary has neither.
+def _status_of_old_summary(summary: Mapping[str, Any]) -> str | None:
+    """The status of a summary written before summary.json had one (the results of a schema-1
+    store, upgraded when opened), from the fields `status` replaced; None if it has neither."""
     end = summary.get("end")
     if end == "completed":
         messages = summary.get("messages")
@@ -106,8 +104,6 @@ def point_status(summary: Mapping[str, Any]) -> str:
     """summary.json's `status`; StoreError if it has none or an unknown one (a summary without
     a status is never taken for a completed run)."""
     status = summary.get("status")
-    if status is None:
-        status = _legacy_status(summary)  # COMPATIBILITY, REMOVE with _legacy_status
     if status is None:
         raise StoreError("summary.json has no `status` (written by an older simulator?)")
     if status not in STATUSES:
@@ -274,7 +270,9 @@ class ResultStore:
         rows = self._db.execute("SELECT key, summary_json FROM results WHERE status = ''").fetchall()
         for key, summary in rows:
             try:
-                status = point_status(json.loads(summary))
+                doc = json.loads(summary)
+                old = _status_of_old_summary(doc) if doc.get("status") is None else None
+                status = old if old is not None else point_status(doc)
             except StoreError as exc:
                 raise StoreError(f"{self.path}: cannot upgrade the store: point {key}: {exc}") from None
             self._db.execute("UPDATE results SET status = ? WHERE key = ?", (status, key))

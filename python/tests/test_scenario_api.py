@@ -106,7 +106,7 @@ def test_key_is_canonical() -> None:
 def test_check_names_the_field_without_simulating() -> None:
     base = Scenario.from_file(TINY)
     probe = base.check()
-    assert probe.summary["end"] == "time_limit"
+    assert probe.summary["status"] == "time_limit"
     assert probe.summary["sim_time_ps"] <= 1
     with pytest.raises(reducelab.ScenarioError) as info:
         base.with_values({"network.bogus": 1}).check()

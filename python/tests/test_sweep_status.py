@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers import cli
+import reducelab.store as store_module
 from reducelab.scenario import Scenario
 from reducelab.store import STATUSES, ResultStore, StoreError, point_status, sweep_table
 from reducelab.sweep import Sweep, SweepRunError
@@ -45,14 +46,17 @@ def test_summary_without_a_valid_status_is_an_error(doc: dict[str, object], reas
         point_status(doc)
 
 
-# COMPATIBILITY, REMOVE with store._legacy_status once the simulator writes `status`.
+# Summaries written before `status` existed (schema-1 stores, upgraded when opened).
 @pytest.mark.parametrize(
     ("end", "verified", "status"),
     [("completed", True, "completed"), ("completed", False, "unverified"),
      ("stalled", False, "stalled"), ("time_limit", False, "time_limit")],
 )
-def test_legacy_fields_map_to_a_status(end: str, verified: bool, status: str) -> None:
-    assert point_status({"end": end, "messages": {"all_verified": verified}}) == status
+def test_old_summaries_map_to_a_status_only_when_upgrading(end: str, verified: bool, status: str) -> None:
+    old = {"end": end, "messages": {"all_verified": verified}}
+    assert store_module._status_of_old_summary(old) == status
+    with pytest.raises(StoreError, match="no `status`"):
+        point_status(old)
 
 
 def test_store_keeps_status_in_its_column_and_tables_filter_on_it(tmp_path: Path) -> None:

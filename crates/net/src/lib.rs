@@ -34,7 +34,8 @@ mod routing;
 
 pub use config::{Arbitration, FlowControl, NetConfig, RoutingAlgo};
 pub use network::{
-    AppDst, AppOut, AppPacket, Fault, Message, MsgId, Network, NetworkStats, PortStats, ProgramLimits, RunEnd, Workload,
+    AppDst, AppOut, AppPacket, Fault, Foreground, Message, MsgId, Network, NetworkStats, PortStats, ProgramLimits, RunEnd, RunLimits,
+    WorkDone, Workload,
     APP_QUEUE_LOW,
 };
 pub use packet::{fingerprint, PacketId};

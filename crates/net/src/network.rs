@@ -29,6 +29,9 @@ pub struct Message {
     pub recv_bytes: u64,
     pub fingerprint_expected: u64,
     pub fingerprint_received: u64,
+    /// Background traffic (see [`Network::mark_background`]): never waited for, not counted
+    /// in [`Network::foreground`].
+    pub background: bool,
 }
 
 impl Message {
@@ -91,6 +94,40 @@ pub enum Fault {
     Node { node: u32, at: SimTime },
 }
 
+/// How far the finite part of a workload has got, for progress bars and the no-progress
+/// watchdog of [`Network::run_limited`]. Background traffic is not part of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WorkDone {
+    /// Fraction of the finite work done, in `[0, 1]`.
+    pub fraction: f64,
+    /// A counter that grows whenever finite work moves on (payload delivered, a step or block
+    /// finished, work started). Its unit does not matter; only a change does.
+    pub units: u64,
+    /// Some finite work has started and not finished: only then can the run stall.
+    pub waiting: bool,
+}
+
+/// Limits of one run (see [`Network::run_limited`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunLimits {
+    /// End the run as [`RunEnd::TimeLimit`] when the next event is later than this.
+    pub until: Option<SimTime>,
+    /// End the run as [`RunEnd::Stalled`] when the workload is waiting ([`WorkDone::waiting`])
+    /// and its [`WorkDone::units`] have not changed for this long (simulated time).
+    pub watchdog: Option<SimDuration>,
+}
+
+/// Foreground (not background) message counters of the network.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Foreground {
+    /// Messages whose start time has come.
+    pub started: u64,
+    /// Messages delivered completely.
+    pub delivered: u64,
+    /// Payload bytes delivered, packet by packet.
+    pub payload_bytes: u64,
+}
+
 /// The workload driving a run: starts messages and reacts to deliveries and timers.
 /// Implementations are called synchronously from the event loop (no boxing per event).
 pub trait Workload {
@@ -110,14 +147,15 @@ pub trait Workload {
     fn on_app_lost(&mut self, _net: &mut Network, _app: u32) {}
     /// The protocol injection queue of a host port ran low (see [`Network::app_inject`]).
     fn on_app_queue_low(&mut self, _net: &mut Network, _host: u32, _port: u16) {}
-    /// Called when no event is left: `Some(reason)` if the workload has not finished, which
-    /// ends the run as [`RunEnd::Stalled`].
+    /// Called when the run cannot go on (no event left, or the watchdog fired): `Some(reason)`
+    /// if the workload has not finished, naming what is stuck; the run ends as
+    /// [`RunEnd::Stalled`] with this reason followed by the network's state.
     fn unfinished(&self, _net: &Network) -> Option<String> {
         None
     }
-    /// Fraction of the work done, for progress bars.
-    fn progress(&self, _net: &Network) -> f64 {
-        0.0
+    /// Progress of the finite work (cheap: called every few thousand events).
+    fn work(&self, _net: &Network) -> WorkDone {
+        WorkDone::default()
     }
 }
 
@@ -130,8 +168,11 @@ pub enum RunEnd {
     Drained,
     /// The time limit passed.
     TimeLimit,
-    /// No events left but messages are undelivered; says why.
+    /// The work cannot finish (no event left, or no progress for the watchdog's time); says
+    /// why: the stuck workload first, then the network's state.
     Stalled { reason: String },
+    /// The caller's poll function asked to stop (e.g. a signal).
+    Interrupted,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -168,6 +209,8 @@ struct AppQueued {
 #[derive(Clone, Copy)]
 enum Note {
     AppLost(u32),
+    /// A message delivered without crossing the network (source = destination).
+    Delivered(u32),
     QueueLow { host: u32, port: u16 },
 }
 
@@ -273,6 +316,7 @@ pub struct Network {
     pool: PacketPool,
     messages: Vec<Message>,
     undelivered: u64,
+    fg: Foreground,
     queue: EventQueue<Event>,
     faults: Vec<Fault>,
     rng_loss: Rng,
@@ -389,6 +433,7 @@ impl Network {
             pool: PacketPool::new(),
             messages: Vec::new(),
             undelivered: 0,
+            fg: Foreground::default(),
             queue: EventQueue::with_capacity(1 << 16),
             faults,
             rng_loss: rng.fork(0x1055),
@@ -487,10 +532,22 @@ impl Network {
             recv_bytes: 0,
             fingerprint_expected: fp,
             fingerprint_received: 0,
+            background: false,
         });
         self.undelivered += 1;
         self.queue.push(at.max(self.now()), Event::MsgStart { msg: id });
         MsgId(id)
+    }
+
+    /// Marks `msg` (not yet started) as background traffic: runs never wait for it, and it is
+    /// not counted in [`Network::foreground`].
+    pub fn mark_background(&mut self, msg: MsgId) {
+        self.messages[msg.0 as usize].background = true;
+    }
+
+    /// Counters of the foreground messages.
+    pub fn foreground(&self) -> Foreground {
+        self.fg
     }
 
     /// Calls [`Workload::on_timer`] with `token` at `at`.
@@ -501,8 +558,23 @@ impl Network {
     /// Runs until the workload stops the run, the queue drains, or `until` passes.
     /// `progress` is called about every 65k events with the workload's progress estimate.
     pub fn run<W: Workload>(&mut self, w: &mut W, until: Option<SimTime>, progress: &mut dyn FnMut(f64)) -> RunEnd {
+        self.run_limited(w, RunLimits { until, watchdog: None }, &mut |f| {
+            progress(f);
+            true
+        })
+    }
+
+    /// Runs until the workload stops the run, the queue drains, a limit of `limits` is reached,
+    /// or `poll` returns false. `poll` is called about every 65k events with the fraction of
+    /// the finite work done; returning false ends the run as [`RunEnd::Interrupted`] (this is
+    /// how a front end stops a run on a signal without a check per event).
+    ///
+    /// The watchdog looks at [`Workload::work`] every 4096 events, so it fires at the first
+    /// check after its time has passed: deterministic, since it counts events, not wall time.
+    pub fn run_limited<W: Workload>(&mut self, w: &mut W, limits: RunLimits, poll: &mut dyn FnMut(f64) -> bool) -> RunEnd {
         w.on_start(self);
-        let limit = until.unwrap_or(SimTime::MAX);
+        let limit = limits.until.unwrap_or(SimTime::MAX);
+        let mut watch = (u64::MAX, self.now());
         loop {
             if self.stop {
                 self.finish_stats();
@@ -518,8 +590,11 @@ impl Network {
             }
             let (_, ev) = self.queue.pop().expect("peeked");
             self.stats.events += 1;
-            if self.stats.events & 0xFFFF == 0 {
-                progress(w.progress(self));
+            if self.stats.events & 0xFFF == 0 {
+                if let Some(end) = self.check_run(w, &limits, &mut watch, poll) {
+                    self.finish_stats();
+                    return end;
+                }
             }
             match ev {
                 Event::Wake { port } => {
@@ -550,17 +625,45 @@ impl Network {
                 match n {
                     Note::AppLost(app) => w.on_app_lost(self, app),
                     Note::QueueLow { host, port } => w.on_app_queue_low(self, host, port),
+                    Note::Delivered(msg) => w.on_delivered(self, MsgId(msg)),
                 }
             }
         }
         self.finish_stats();
-        if self.undelivered != 0 {
+        if let Some(stuck) = w.unfinished(self) {
+            RunEnd::Stalled { reason: format!("{stuck}; network: {}", self.network_state()) }
+        } else if self.undelivered != 0 {
             RunEnd::Stalled { reason: self.stall_reason() }
-        } else if let Some(reason) = w.unfinished(self) {
-            RunEnd::Stalled { reason }
         } else {
             RunEnd::Drained
         }
+    }
+
+    /// The periodic part of the event loop (every 4096 events): the watchdog and the caller's
+    /// poll. `watch` is (work units at the last change, when they changed).
+    #[cold]
+    #[inline(never)]
+    fn check_run<W: Workload>(&mut self, w: &mut W, limits: &RunLimits, watch: &mut (u64, SimTime), poll: &mut dyn FnMut(f64) -> bool) -> Option<RunEnd> {
+        let now = self.now();
+        let work = w.work(self);
+        if work.units != watch.0 || !work.waiting {
+            *watch = (work.units, now);
+        } else if let Some(wd) = limits.watchdog {
+            if now.since(watch.1) >= wd {
+                let stuck = w.unfinished(self).unwrap_or_else(|| "the workload".into());
+                return Some(RunEnd::Stalled {
+                    reason: format!(
+                        "{stuck}; no progress for {} us of simulated time (run.watchdog_us); network: {}",
+                        wd.ps() / 1_000_000,
+                        self.network_state()
+                    ),
+                });
+            }
+        }
+        if self.stats.events & 0xFFFF == 0 && !poll(work.fraction) {
+            return Some(RunEnd::Interrupted);
+        }
+        None
     }
 
     fn report_arrival<W: Workload>(&mut self, w: &mut W, a: Arrival) {
@@ -764,15 +867,37 @@ impl Network {
         }
     }
 
+    /// Why undelivered messages are stuck, when the workload does not say (see
+    /// [`Workload::unfinished`]).
     fn stall_reason(&self) -> String {
+        let lost = self.lost_packets();
+        let hint = if lost > 0 { " (raw messages have no retransmission)" } else { "" };
+        format!("{} of {} messages undelivered{hint}; network: {}", self.undelivered, self.messages.len(), self.network_state())
+    }
+
+    fn lost_packets(&self) -> u64 {
+        let s = &self.stats;
+        s.drops_buffer + s.drops_loss + s.drops_failure + s.drops_no_route
+    }
+
+    /// The network's part of a stall reason: drops, stuck queues, failed nodes and links.
+    pub fn network_state(&self) -> String {
         let queued: u64 = self.ports.iter().map(|p| p.q_packets as u64).sum();
         let waiting: usize = self.inject.iter().filter(|q| !q.is_empty()).count();
         let s = &self.stats;
-        let lost = s.drops_buffer + s.drops_loss + s.drops_failure + s.drops_no_route;
+        let lost = self.lost_packets();
         let mut why = Vec::new();
+        let down_nodes: Vec<String> = (0..self.node_up.len()).filter(|&n| !self.node_up[n]).map(|n| n.to_string()).collect();
+        let down_links = self.link_up.iter().filter(|&&u| !u).count();
+        if !down_nodes.is_empty() {
+            why.push(format!("node {} failed", down_nodes.join(", ")));
+        }
+        if down_links > 0 {
+            why.push(format!("{down_links} links down"));
+        }
         if lost > 0 {
             why.push(format!(
-                "{lost} packets were dropped (buffer {}, link loss {}, failures {}, no route {}) and raw messages have no retransmission",
+                "{lost} packets were dropped (buffer {}, link loss {}, failures {}, no route {})",
                 s.drops_buffer, s.drops_loss, s.drops_failure, s.drops_no_route
             ));
         }
@@ -782,9 +907,9 @@ impl Network {
             ));
         }
         if why.is_empty() {
-            why.push("no event is pending (a workload waited for something that never happens)".into());
+            why.push("no packet lost or stuck".into());
         }
-        format!("{} of {} messages undelivered: {}", self.undelivered, self.messages.len(), why.join("; "))
+        why.join("; ")
     }
 
     // ----- Port machinery ----------------------------------------------------------------
@@ -1289,9 +1414,13 @@ impl Network {
         m.recv_packets += 1;
         m.recv_bytes += p.payload_bytes as u64;
         m.fingerprint_received = m.fingerprint_received.wrapping_add(p.fingerprint);
+        if !m.background {
+            self.fg.payload_bytes += p.payload_bytes as u64;
+        }
         if m.recv_packets == m.total_packets {
             m.end = now;
             self.undelivered -= 1;
+            self.fg.delivered += !m.background as u64;
             Some(p.msg)
         } else {
             None
@@ -1413,8 +1542,11 @@ impl Network {
         let node = self.host_node[src as usize];
         let base = self.node_port_base[node as usize];
         let nports = self.node_port_base[node as usize + 1] - base;
+        let fg = !self.messages[msg as usize].background;
+        self.fg.started += fg as u64;
         if src == dst {
-            // Local delivery: nothing crosses the network.
+            // Local delivery: nothing crosses the network, but the workload hears of it like
+            // of any other delivery.
             let m = &mut self.messages[msg as usize];
             m.sent_packets = m.total_packets;
             m.recv_packets = m.total_packets;
@@ -1422,6 +1554,11 @@ impl Network {
             m.fingerprint_received = m.fingerprint_expected;
             m.end = self.queue.now();
             self.undelivered -= 1;
+            if fg {
+                self.fg.delivered += 1;
+                self.fg.payload_bytes += m.bytes;
+            }
+            self.notes.push(Note::Delivered(msg));
             return;
         }
         let lp = if port != u16::MAX && (port as u32) < nports {

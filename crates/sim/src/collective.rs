@@ -141,6 +141,27 @@ impl CollectiveRun {
         self.finished == self.sched.ranks
     }
 
+    /// (steps finished over all ranks, steps over all ranks): the collective's progress.
+    pub fn steps(&self) -> (u64, u64) {
+        let total: u64 = self.sched.programs.iter().map(|p| p.steps.len() as u64).sum();
+        (self.pc.iter().map(|&s| s as u64).sum(), total)
+    }
+
+    /// When the collective starts.
+    pub fn start_time(&self) -> SimTime {
+        self.start
+    }
+
+    /// Ranks that have not finished, with the step each is at: (rank, step, steps).
+    pub fn unfinished_ranks(&self) -> Vec<(u32, usize, usize)> {
+        (0..self.sched.ranks).filter(|&r| self.done_at[r as usize].is_none()).map(|r| (r, self.pc[r as usize], self.sched.programs[r as usize].steps.len())).collect()
+    }
+
+    /// Host index of each rank.
+    pub fn hosts(&self) -> &[u32] {
+        &self.hosts
+    }
+
     /// Starts every rank's first step.
     pub fn start(&mut self, net: &mut Network) {
         for r in 0..self.sched.ranks {

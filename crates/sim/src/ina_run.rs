@@ -609,3 +609,19 @@ impl InaWorld {
         t
     }
 }
+
+impl InaWorld {
+    /// Progress of allreduce `ci` at `now_ps`: (blocks received over all its hosts, blocks
+    /// expected over all its hosts, started and not complete).
+    pub fn work_of(&self, ci: usize, now_ps: u64) -> (u64, u64, bool) {
+        let total = self.colls[ci].blocks as u64 * self.agents[ci].len() as u64;
+        let missing: u64 = self.agents[ci].iter().map(|a| a.missing() as u64).sum();
+        (total - missing, total, now_ps >= self.specs[ci].start.ps() && !self.done_flags[ci])
+    }
+
+    /// Hosts of allreduce `ci` that have not completed it (received every block and, for
+    /// Canary, been released), in rank order.
+    pub fn unfinished_hosts(&self, ci: usize) -> Vec<u32> {
+        self.agents[ci].iter().zip(&self.specs[ci].hosts).filter(|(a, _)| a.completed_ps().is_none()).map(|(_, &h)| h).collect()
+    }
+}

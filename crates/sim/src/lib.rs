@@ -9,15 +9,17 @@ pub mod bench;
 pub mod collective;
 pub mod collective_run;
 pub mod ina_run;
+mod message_lists;
 pub mod report;
 pub mod scenario;
 pub mod workload;
 
 use reducelab_des::Rng;
-use reducelab_net::Network;
+use reducelab_net::{Network, RunLimits};
 use std::fmt;
 use std::time::Instant;
 
+pub use report::RunStatus;
 pub use scenario::{parse, Scenario, ScenarioFile, Traffic};
 
 /// Options that are not part of the scenario file.
@@ -25,14 +27,19 @@ pub use scenario::{parse, Scenario, ScenarioFile, Traffic};
 pub struct RunOptions {
     /// Overrides `seed` in the scenario when set.
     pub seed: Option<u64>,
-    /// Called about every 65k events with the fraction of foreground bytes delivered.
-    pub progress: Option<fn(f64)>,
+    /// Called about every 65k events with the fraction of the finite work done (see
+    /// [`reducelab_net::WorkDone`]); returning false stops the run, which then ends with
+    /// status `interrupted` and the results measured so far. A plain `fn` keeps the event
+    /// loop free of allocation; a front end polls its signal flag here.
+    pub progress: Option<fn(f64) -> bool>,
 }
 
 /// Everything a run produces. File contents are deterministic: same scenario + seed →
 /// identical bytes (no wall-clock values inside them).
 #[derive(Clone, Debug)]
 pub struct RunOutput {
+    /// How the run ended (also `status` in `summary.json`).
+    pub status: RunStatus,
     /// Contents of `summary.json`.
     pub summary_json: String,
     /// Other files to write into the output directory: (file name, contents).
@@ -92,19 +99,13 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, Scena
         net.set_link_loss(link, p);
     }
     let mut w = workload::ScenarioWorkload::new(sc.traffic.clone(), rng.fork(0x7AFF1C), &sc.topology, sc.seed, &sc.ina);
-    let mut progress = |f: f64| {
-        if let Some(p) = opts.progress {
-            p(f)
-        }
-    };
-    let end = net.run(&mut w, sc.time_limit, &mut progress);
-    if let Some(p) = opts.progress {
-        p(1.0);
-    }
+    let mut progress = |f: f64| opts.progress.is_none_or(|p| p(f));
+    let end = net.run_limited(&mut w, RunLimits { until: sc.time_limit, watchdog: sc.watchdog }, &mut progress);
     let wall = t0.elapsed().as_secs_f64();
     let r = report::build(sc, &net, &w, &end);
     let s = net.stats();
     Ok(RunOutput {
+        status: r.status,
         summary_json: serde_json::to_string_pretty(&r.summary).expect("json") + "\n",
         files: {
             let mut f = vec![("messages.csv".into(), r.messages_csv), ("links.csv".into(), r.links_csv)];

@@ -4,7 +4,7 @@
 
 use crate::scenario::Scenario;
 use crate::workload::ScenarioWorkload;
-use reducelab_net::{Network, RunEnd};
+use reducelab_net::{Network, RunEnd, Workload};
 use reducelab_topo::LinkClass;
 use serde_json::{json, Value};
 use std::fmt::Write;
@@ -29,7 +29,65 @@ fn fct_summary(mut fcts: Vec<u64>) -> Value {
     })
 }
 
+/// How a run ended: summary.json's `status` and the exit code of `reducelab run`
+/// (docs/engine.md, "Run status and exit codes").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Every finite workload finished and every result was verified on every host.
+    Completed,
+    /// Everything finished but some result is wrong (lost, duplicated or mixed data).
+    Unverified,
+    /// A finite workload could not finish.
+    Stalled,
+    /// The scenario's time limit came before the finite workloads finished.
+    TimeLimit,
+    /// Stopped from outside (a signal); the files hold what was measured so far.
+    Interrupted,
+}
+
+impl RunStatus {
+    pub const ALL: [RunStatus; 5] = [RunStatus::Completed, RunStatus::Unverified, RunStatus::Stalled, RunStatus::TimeLimit, RunStatus::Interrupted];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Completed => "completed",
+            RunStatus::Unverified => "unverified",
+            RunStatus::Stalled => "stalled",
+            RunStatus::TimeLimit => "time_limit",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// The status of a run from how the event loop ended (`end`), what is still unfinished
+/// (`unfinished`: the workload's account, `None` when every finite workload finished) and
+/// what is wrong (`wrong`: results that failed verification), with the reason to report.
+///
+/// Precedence: an interruption is reported as such whatever else happened; then a stall; then
+/// the time limit if work was unfinished; then wrong data. A stalled run with wrong data says
+/// both in its reason.
+pub fn classify(end: &RunEnd, unfinished: Option<&str>, wrong: Option<&str>) -> (RunStatus, Option<String>) {
+    let also = |r: String| match wrong {
+        Some(w) => format!("{r}; also wrong results: {w}"),
+        None => r,
+    };
+    match (end, unfinished) {
+        (RunEnd::Interrupted, u) => (RunStatus::Interrupted, Some(also(match u {
+            Some(u) => format!("interrupted (signal) with work unfinished: {u}"),
+            None => "interrupted (signal)".into(),
+        }))),
+        (RunEnd::Stalled { reason }, _) => (RunStatus::Stalled, Some(also(reason.clone()))),
+        (RunEnd::TimeLimit, Some(u)) => (RunStatus::TimeLimit, Some(also(format!("run.time_limit_us came first: {u}")))),
+        (_, Some(u)) => (RunStatus::Stalled, Some(also(u.to_string()))),
+        (_, None) => match wrong {
+            Some(w) => (RunStatus::Unverified, Some(w.to_string())),
+            None => (RunStatus::Completed, None),
+        },
+    }
+}
+
 pub struct Report {
+    pub status: RunStatus,
     /// `ina_memory.csv`: descriptor occupancy over time, when there is in-network traffic.
     pub ina_memory_csv: Option<String>,
     /// `ina_switches.csv`: per-switch descriptor peak, mean and protocol counters.
@@ -41,6 +99,8 @@ pub struct Report {
 }
 
 pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -> Report {
+    let unfinished = w.unfinished(net);
+    let mut wrong = Vec::new();
     let now = net.now().ps();
     let msgs = net.messages();
     let verified = msgs.iter().filter(|m| m.verified()).count();
@@ -56,13 +116,18 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     // Per traffic generator.
     let collectives = w.collective_results();
     let ina_results = w.ina.as_ref().map(|x| x.results()).unwrap_or_default();
-    let collectives_ok = collectives.iter().all(|(_, r)| r.verified) && ina_results.iter().all(|r| r.verified);
+    if corrupted > 0 {
+        wrong.push(format!("{corrupted} messages delivered with wrong bytes or fingerprints"));
+    }
     let mut traffic = Vec::new();
     let mut ina_k = 0;
     for (ti, t) in w.traffic.iter().enumerate() {
         if let crate::scenario::Traffic::Ina(_) = t {
             let r = &ina_results[ina_k];
             ina_k += 1;
+            if r.bad_blocks > 0 {
+                wrong.push(format!("ina_allreduce traffic[{ti}]: {} bad blocks over {} hosts", r.bad_blocks, r.hosts));
+            }
             let mut v = serde_json::to_value(r).expect("json");
             v["kind"] = json!(t.kind());
             v["background"] = json!(false);
@@ -81,6 +146,9 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         let delivered: u64 = mine.iter().filter(|m| m.is_complete()).map(|m| m.bytes).sum();
         let span = last.saturating_sub(first);
         if let Some((_, r)) = collectives.iter().find(|(i, _)| *i == ti) {
+            if r.end.is_some() && !r.verified {
+                wrong.push(format!("collective traffic[{ti}]: {}", r.mismatch.clone().unwrap_or_default()));
+            }
             traffic.push(json!({
                 "kind": t.kind(),
                 "background": false,
@@ -141,17 +209,14 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         let _ = writeln!(messages_csv, "{i},{},{},{},{},{end_s},{fct_s},{}", m.src, m.dst, m.bytes, m.start.ps(), m.verified());
     }
     let s = net.stats();
-    let (end_kind, reason) = match end {
-        RunEnd::Stopped => ("completed", None),
-        RunEnd::Drained => ("completed", None),
-        RunEnd::TimeLimit => ("time_limit", None),
-        RunEnd::Stalled { reason } => ("stalled", Some(reason.clone())),
-    };
+    let wrong = (!wrong.is_empty()).then(|| wrong.join("; "));
+    let (status, reason) = classify(end, unfinished.as_deref(), wrong.as_deref());
+    let end_kind = status.as_str();
     let summary = json!({
         "scenario": sc.name,
         "seed": sc.seed,
-        "end": end_kind,
-        "stall_reason": reason,
+        "status": end_kind,
+        "status_reason": reason,
         "sim_time_ps": now,
         "topology": {
             "name": topo.name,
@@ -175,7 +240,6 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             "verified": verified,
             "corrupted": corrupted,
             "foreground_incomplete": fg_incomplete,
-            "all_verified": corrupted == 0 && fg_incomplete == 0 && collectives_ok,
             "fct_ps": fct_summary(msgs.iter().filter_map(|m| m.completion_time().map(|d| d.ps())).collect()),
         },
         "traffic": traffic,
@@ -205,7 +269,7 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     let mut table = String::new();
     let _ = writeln!(table, "scenario   {}  (seed {})", sc.name, sc.seed);
     let _ = writeln!(table, "topology   {}: {} hosts, {} switches, {} links", topo.name, topo.num_hosts(), topo.num_switches(), topo.links.len());
-    let _ = writeln!(table, "end        {end_kind} at {:.3} us simulated", now as f64 * 1e-6);
+    let _ = writeln!(table, "status     {end_kind} at {:.3} us simulated", now as f64 * 1e-6);
     if let Some(r) = &reason {
         let _ = writeln!(table, "why        {r}");
     }
@@ -280,5 +344,46 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         c
     });
     let ina_switches_csv = w.ina.as_ref().map(|x| x.switches_csv());
-    Report { summary, messages_csv, links_csv, table, ina_memory_csv, ina_switches_csv }
+    Report { status, summary, messages_csv, links_csv, table, ina_memory_csv, ina_switches_csv }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{classify, RunStatus};
+    use reducelab_net::RunEnd;
+
+    /// Every way a run can end, with and without unfinished work and wrong results.
+    #[test]
+    fn classify_covers_every_combination() {
+        let stalled = RunEnd::Stalled { reason: "x traffic[0]: stuck; network: y".into() };
+        let ends = [RunEnd::Stopped, RunEnd::Drained, RunEnd::TimeLimit, stalled.clone(), RunEnd::Interrupted];
+        for end in &ends {
+            for unfinished in [None, Some("ina_allreduce traffic[0]: 1 of 4 hosts unfinished")] {
+                for wrong in [None, Some("ina_allreduce traffic[0]: 3 bad blocks over 4 hosts")] {
+                    let (status, reason) = classify(end, unfinished, wrong);
+                    let want = match (end, unfinished, wrong) {
+                        (RunEnd::Interrupted, _, _) => RunStatus::Interrupted,
+                        (RunEnd::Stalled { .. }, _, _) => RunStatus::Stalled,
+                        (RunEnd::TimeLimit, Some(_), _) => RunStatus::TimeLimit,
+                        (_, Some(_), _) => RunStatus::Stalled,
+                        (_, None, Some(_)) => RunStatus::Unverified,
+                        (_, None, None) => RunStatus::Completed,
+                    };
+                    assert_eq!(status, want, "{end:?} {unfinished:?} {wrong:?}");
+                    // Only a completed run has no reason; every reason says what is wrong.
+                    assert_eq!(reason.is_none(), status == RunStatus::Completed, "{end:?} {unfinished:?} {wrong:?}");
+                    let r = reason.unwrap_or_default();
+                    if let Some(w) = wrong {
+                        assert!(r.contains(w), "{r}");
+                    }
+                    if let (Some(u), RunStatus::TimeLimit | RunStatus::Interrupted) = (unfinished, status) {
+                        assert!(r.contains(u), "{r}");
+                    }
+                    if let RunEnd::Stalled { reason } = end {
+                        assert!(r.starts_with(reason.as_str()), "the stuck workload comes first: {r}");
+                    }
+                }
+            }
+        }
+    }
 }

@@ -303,7 +303,15 @@ pub struct FaultSpec {
 #[serde(deny_unknown_fields)]
 pub struct RunSpec {
     pub time_limit_us: Option<f64>,
+    /// No-progress watchdog (simulated µs); 0 turns it off.
+    pub watchdog_us: Option<f64>,
 }
+
+/// The watchdog's default: 10 ms of simulated time, or, if longer, the longest time an
+/// in-network protocol's hosts recover by themselves (`InaProtocol::recovery_horizon_ps`; for
+/// Canary `MAX_EXPIRIES + 2` retransmission timeouts): the watchdog must not cut a recovery
+/// short, and a run whose hosts gave up then says so.
+pub const DEFAULT_WATCHDOG_PS: u64 = 10_000_000_000;
 
 /// A validated scenario, ready to assemble.
 pub struct Scenario {
@@ -316,6 +324,9 @@ pub struct Scenario {
     /// Per-link loss probabilities overriding `network.loss_probability`.
     pub link_loss: Vec<(u32, f64)>,
     pub time_limit: Option<SimTime>,
+    /// No-progress watchdog: a run whose finite work has not moved for this long ends as
+    /// stalled (`None`: off).
+    pub watchdog: Option<SimDuration>,
     /// Switch resources for in-network aggregation.
     pub ina: crate::ina_run::InaSwitchSpec,
 }
@@ -352,7 +363,25 @@ fn e<T>(field: impl Into<String>, reason: impl Into<String>) -> Result<T, Scenar
 }
 
 /// Parses TOML text into a [`ScenarioFile`], with the dotted path of any error.
+///
+/// Explicit message lists are read by a lean reader ([`crate::message_lists`]) so that memory
+/// stays proportional to the messages; the result is the same as the full parser's.
 pub fn parse(text: &str) -> Result<ScenarioFile, ScenarioError> {
+    let Some((lean, lists)) = crate::message_lists::extract(text) else { return parse_toml(text) };
+    // Line numbers are the same in `lean`, and its `list` values are empty, so an error here is
+    // the error the full text would give.
+    let mut file = parse_toml(&lean)?;
+    for (t, list) in lists {
+        match file.traffic.get_mut(t) {
+            Some(spec) if spec.list.as_ref().is_some_and(|l| l.is_empty()) => spec.list = Some(list),
+            // The lean reader misread the structure: let the full parser read it all.
+            _ => return parse_toml(text),
+        }
+    }
+    Ok(file)
+}
+
+pub(crate) fn parse_toml(text: &str) -> Result<ScenarioFile, ScenarioError> {
     let de = toml::Deserializer::new(text);
     serde_path_to_error::deserialize(de).map_err(|err| {
         let mut path = err.path().to_string();
@@ -384,11 +413,14 @@ fn nonneg_f64(field: &str, v: f64) -> Result<f64, ScenarioError> {
     Ok(v)
 }
 
+/// The latest time a scenario may name, in ns (1e18 ps, about 11.6 days of simulated time).
+const MAX_TIME_NS: u64 = 1_000_000_000_000_000;
+
 fn ns_to_ps(field: &str, ns: f64) -> Result<u64, ScenarioError> {
     let ns = nonneg_f64(field, ns)?;
     let ps = (ns * 1000.0).round();
-    if ps > 1e18 {
-        return e(field, "is too large");
+    if ps > MAX_TIME_NS as f64 * 1000.0 {
+        return e(field, format!("{ns} ns is too large (at most {MAX_TIME_NS} ns, about 11.6 days)"));
     }
     Ok(ps as u64)
 }
@@ -399,6 +431,39 @@ fn gbps_to_bps(field: &str, g: f64) -> Result<u64, ScenarioError> {
         return e(field, format!("{g} Gb/s is beyond any link; the unit is Gb/s"));
     }
     Ok((g * 1e9).round() as u64)
+}
+
+/// Refuses traffic that could not finish within the format's time range even on the fastest
+/// link of the topology (simulated times would overflow 64-bit picoseconds): an absurd size or
+/// start time gets an error naming it rather than a clamped `end_ps`.
+fn check_finishes_in_time(f: &str, t: &Traffic, topology: &Topology) -> Result<(), ScenarioError> {
+    let fastest = topology.links.iter().map(|l| l.bandwidth_bps).max().unwrap_or(1).max(1);
+    let limit_ps = MAX_TIME_NS as u128 * 1000;
+    let check = |field: String, bytes: u64, start: SimTime| -> Result<(), ScenarioError> {
+        let ps = start.ps() as u128 + SimDuration::serialization(bytes, fastest).ps() as u128;
+        if ps > limit_ps {
+            return e(
+                field,
+                format!(
+                    "{bytes} bytes starting at {} ns cannot finish within {MAX_TIME_NS} ns (about 11.6 days) of simulated time even at {} Gb/s, the fastest link",
+                    start.ps() / 1000,
+                    fastest as f64 / 1e9
+                ),
+            );
+        }
+        Ok(())
+    };
+    match t {
+        Traffic::Messages { list } => {
+            for (j, &(_, _, b, at)) in list.iter().enumerate() {
+                check(format!("{f}.list[{j}]"), b, at)?;
+            }
+            Ok(())
+        }
+        Traffic::Permutation { bytes, start, .. } | Traffic::Incast { bytes, start, .. } | Traffic::Collective { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
+        Traffic::RandomUniform { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
+        Traffic::Ina(spec) => check(format!("{f}.bytes"), spec.bytes, spec.start),
+    }
 }
 
 fn req<T: Copy>(field: &str, v: Option<T>, kind: &str) -> Result<T, ScenarioError> {
@@ -683,6 +748,20 @@ impl ScenarioFile {
         for (i, t) in self.traffic.iter().enumerate() {
             let mut tr = resolve_traffic(&format!("traffic[{i}]"), t, &topology)?;
             if let Traffic::Ina(spec) = &mut tr {
+                // A protocol packet is one frame: it must fit the MTU, as raw packets do.
+                let wire = spec.elems_per_packet as u32 * 4 + reducelab_ina::wire::OVERHEAD_BYTES;
+                if wire > nw.mtu_bytes {
+                    return e(
+                        format!("traffic[{i}].elements_per_packet"),
+                        format!(
+                            "{} elements x 4 B + {} B of headers = {wire} B per packet exceed network.mtu_bytes ({}); at most {} elements fit",
+                            spec.elems_per_packet,
+                            reducelab_ina::wire::OVERHEAD_BYTES,
+                            nw.mtu_bytes,
+                            nw.mtu_bytes.saturating_sub(reducelab_ina::wire::OVERHEAD_BYTES) / 4
+                        ),
+                    );
+                }
                 if let Some(&reducelab_ina::tree::StaticTrees { trees, .. }) = spec.protocol.as_any().downcast_ref::<reducelab_ina::tree::StaticTrees>() {
                     match first_trees {
                         None => first_trees = Some((i, trees)),
@@ -696,6 +775,7 @@ impl ScenarioFile {
                     }
                 }
             }
+            check_finishes_in_time(&format!("traffic[{i}]"), &tr, &topology)?;
             traffic.push(tr);
         }
         let ina = self.ina.resolve()?;
@@ -723,6 +803,20 @@ impl ScenarioFile {
         if traffic.iter().all(|t| t.is_background()) && time_limit.is_none() {
             return e("run.time_limit_us", "is required when all traffic is background (random_uniform never ends by itself)");
         }
+        // The watchdog must not cut short what a protocol's hosts recover by themselves.
+        let recovery_ps = traffic
+            .iter()
+            .filter_map(|t| match t {
+                Traffic::Ina(s) => Some(s.protocol.recovery_horizon_ps()),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        let watchdog = match self.run.watchdog_us {
+            Some(0.0) => None,
+            Some(us) => Some(SimDuration::from_ps(ns_to_ps("run.watchdog_us", pos_f64("run.watchdog_us", us)? * 1000.0)?)),
+            None => Some(SimDuration::from_ps(DEFAULT_WATCHDOG_PS.max(recovery_ps))),
+        };
         let mut faults = Vec::new();
         let mut link_loss = Vec::new();
         for (i, f) in self.faults.iter().enumerate() {
@@ -783,6 +877,7 @@ impl ScenarioFile {
             faults,
             link_loss,
             time_limit,
+            watchdog,
             ina,
         })
     }
@@ -920,7 +1015,12 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                 if b > 1 << 40 {
                     return e(format!("{f}.list[{i}]"), "message larger than 1 TiB");
                 }
-                out.push((s as u32, d as u32, b, SimTime(at.saturating_mul(1000))));
+                // The same bound as every other time of the format (1e18 ps, about 11.6 days):
+                // beyond it the start used to be clamped silently to the end of time.
+                if at > MAX_TIME_NS {
+                    return e(format!("{f}.list[{i}][3]"), format!("start {at} ns is too large (at most {MAX_TIME_NS} ns)"));
+                }
+                out.push((s as u32, d as u32, b, SimTime(at * 1000)));
             }
             Traffic::Messages { list: out }
         }

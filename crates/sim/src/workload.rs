@@ -4,7 +4,7 @@ use crate::collective::{CollectiveResult, CollectiveRun};
 use crate::scenario::Traffic;
 use reducelab_des::{Rng, SimTime};
 use crate::ina_run::{InaSwitchSpec, InaWorld};
-use reducelab_net::{MsgId, Network, PacketId, Workload};
+use reducelab_net::{MsgId, Network, PacketId, WorkDone, Workload};
 use reducelab_topo::Topology;
 
 /// Per-generator counters.
@@ -66,9 +66,11 @@ impl ScenarioWorkload {
     }
 
     fn send(&mut self, net: &mut Network, ti: usize, src: u32, dst: u32, bytes: u64, at: SimTime) {
-        net.send(src, dst, bytes, at, ti as u64, None);
+        let id = net.send(src, dst, bytes, at, ti as u64, None);
         self.counters[ti].messages += 1;
-        if !self.traffic[ti].is_background() {
+        if self.traffic[ti].is_background() {
+            net.mark_background(id);
+        } else {
             self.fg_messages += 1;
             self.fg_bytes += bytes;
         }
@@ -110,12 +112,17 @@ pub fn derangement(rng: &mut Rng, hosts: &[u32]) -> Vec<u32> {
 impl Workload for ScenarioWorkload {
     fn on_start(&mut self, net: &mut Network) {
         for ti in 0..self.traffic.len() {
-            match self.traffic[ti].clone() {
-                Traffic::Messages { list } => {
-                    for (s, d, b, at) in list {
-                        self.send(net, ti, s, d, b, at);
-                    }
+            // Explicit lists can hold millions of messages: read them in place, not cloned.
+            if let Traffic::Messages { list } = &self.traffic[ti] {
+                for k in 0..list.len() {
+                    let Traffic::Messages { list } = &self.traffic[ti] else { unreachable!() };
+                    let (s, d, b, at) = list[k];
+                    self.send(net, ti, s, d, b, at);
                 }
+                continue;
+            }
+            match self.traffic[ti].clone() {
+                Traffic::Messages { .. } => unreachable!("handled above"),
                 Traffic::Permutation { hosts, bytes, start } => {
                     let perm = derangement(&mut self.rng, &hosts);
                     for (i, &s) in hosts.iter().enumerate() {
@@ -186,8 +193,57 @@ impl Workload for ScenarioWorkload {
         }
     }
 
-    fn unfinished(&self, _net: &Network) -> Option<String> {
-        self.ina.as_ref().and_then(|w| w.unfinished())
+    /// The finite generators that have not finished, each named by kind and index, then
+    /// the in-network protocol's own account. Background traffic is never blamed.
+    fn unfinished(&self, net: &Network) -> Option<String> {
+        let s = net.stats();
+        let lost = s.drops_buffer + s.drops_loss + s.drops_failure + s.drops_no_route;
+        let mut parts = Vec::new();
+        let mut ina_k = 0;
+        for (ti, t) in self.traffic.iter().enumerate() {
+            let c = &self.counters[ti];
+            match t {
+                _ if t.is_background() => {}
+                Traffic::Ina(spec) => {
+                    let ci = ina_k;
+                    ina_k += 1;
+                    let Some(w) = self.ina.as_ref() else { continue };
+                    let stuck = w.unfinished_hosts(ci);
+                    if !stuck.is_empty() {
+                        parts.push(format!(
+                            "ina_allreduce traffic[{ti}]: {} of {} hosts unfinished ({})",
+                            stuck.len(),
+                            spec.hosts.len(),
+                            list_some("host", stuck.iter().map(|h| h.to_string()))
+                        ));
+                    }
+                }
+                Traffic::Collective { .. } => {
+                    let Some(run) = self.runs[ti].as_ref() else { continue };
+                    let stuck = run.unfinished_ranks();
+                    if !stuck.is_empty() {
+                        let r = run.result();
+                        parts.push(format!(
+                            "collective traffic[{ti}] ({} {:?}): {} of {} ranks unfinished ({})",
+                            r.algorithm,
+                            r.collective,
+                            stuck.len(),
+                            r.ranks,
+                            list_some("rank", stuck.iter().map(|&(rank, step, steps)| format!("{rank} on host {} at step {step} of {steps}", run.hosts()[rank as usize])))
+                        ));
+                    }
+                }
+                _ if c.completed < c.messages => {
+                    let hint = if lost > 0 { " (raw messages have no retransmission)" } else { "" };
+                    parts.push(format!("{} traffic[{ti}]: {} of {} messages undelivered{hint}", t.kind(), c.messages - c.completed, c.messages));
+                }
+                _ => {}
+            }
+        }
+        if let Some(why) = self.ina.as_ref().and_then(|w| w.unfinished()) {
+            parts.push(why);
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
     }
 
     fn on_delivered(&mut self, net: &mut Network, msg: MsgId) {
@@ -221,11 +277,43 @@ impl Workload for ScenarioWorkload {
         }
     }
 
-    fn progress(&self, _net: &Network) -> f64 {
-        if self.fg_bytes == 0 {
-            0.0
-        } else {
-            self.fg_bytes_done as f64 / self.fg_bytes as f64
+    /// Progress of the finite generators: the mean of their fractions done (plain messages by
+    /// bytes, collectives by steps, in-network allreduces by blocks received); any foreground
+    /// payload delivered, message started, step or block finished counts as movement.
+    fn work(&self, net: &Network) -> WorkDone {
+        let now = net.now();
+        let fg = net.foreground();
+        let mut units = fg.payload_bytes + fg.started;
+        let mut waiting = fg.started > fg.delivered;
+        let (mut fractions, mut n) = (0.0, 0u32);
+        if self.fg_bytes > 0 {
+            fractions += self.fg_bytes_done as f64 / self.fg_bytes as f64;
+            n += 1;
         }
+        for run in self.runs.iter().flatten() {
+            let (done, total) = run.steps();
+            units += done;
+            waiting |= now >= run.start_time() && !run.is_done();
+            fractions += if total == 0 { 1.0 } else { done as f64 / total as f64 };
+            n += 1;
+        }
+        if let Some(w) = self.ina.as_ref() {
+            for ci in 0..w.specs.len() {
+                let (done, total, wait) = w.work_of(ci, now.ps());
+                units += done;
+                waiting |= wait;
+                fractions += if total == 0 { 1.0 } else { done as f64 / total as f64 };
+                n += 1;
+            }
+        }
+        WorkDone { fraction: if n == 0 { 0.0 } else { fractions / n as f64 }, units, waiting }
     }
+}
+
+/// `"host 2"`, `"hosts 2, 5, 7"` or `"hosts 2, 5, 7, 9 and 12 more"`: at most four names.
+fn list_some(noun: &str, items: impl Iterator<Item = String>) -> String {
+    let all: Vec<String> = items.collect();
+    let shown = all.iter().take(4).cloned().collect::<Vec<_>>().join(", ");
+    let more = if all.len() > 4 { format!(" and {} more", all.len() - 4) } else { String::new() };
+    format!("{noun}{} {shown}{more}", if all.len() == 1 { "" } else { "s" })
 }

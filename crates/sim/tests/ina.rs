@@ -37,7 +37,7 @@ fn run(text: &str) -> Value {
 /// The run completed, every host has every block, fingerprints and values all correct,
 /// no descriptor or value slot left behind.
 fn assert_clean(s: &Value) {
-    assert_eq!(s["end"], "completed", "{}", s["stall_reason"]);
+    assert_eq!(s["status"], "completed", "{}", s["status_reason"]);
     for t in s["traffic"].as_array().unwrap() {
         if t["kind"] == "ina_allreduce" {
             assert_eq!(t["verified"].as_u64(), t["hosts"].as_u64(), "{t}");
@@ -108,7 +108,7 @@ fn concurrent_tenants_with_background_traffic() {
              [[traffic]]\nkind = \"ina_allreduce\"\nhosts = [2, 6, 10, 14, 9]\nbytes = 131072\n\
              [[traffic]]\nkind = \"random_uniform\"\nhosts = [3, 7, 11, 15, 13]\nbytes = 16384\n";
     let s = run(&scenario(t, "[ina]\ntable_size = 64\n"));
-    assert_eq!(s["end"], "completed", "{}", s["stall_reason"]);
+    assert_eq!(s["status"], "completed", "{}", s["status_reason"]);
     for i in 0..2 {
         assert_eq!(s["traffic"][i]["bad_blocks"], 0);
         assert_eq!(s["traffic"][i]["verified"], s["traffic"][i]["hosts"]);
@@ -123,8 +123,8 @@ fn static_trees_are_verified_and_a_loss_stalls_them_with_a_reason() {
     assert_clean(&s);
     assert_eq!(s["traffic"][0]["protocol"], "static-trees-4");
     let lossy = run(&scenario(t, "loss_probability = 0.05\n"));
-    assert_eq!(lossy["end"], "stalled");
-    let why = lossy["stall_reason"].as_str().unwrap();
+    assert_eq!(lossy["status"], "stalled");
+    let why = lossy["status_reason"].as_str().unwrap();
     assert!(why.contains("static trees have no loss recovery"), "{why}");
 }
 
@@ -163,8 +163,8 @@ fn bad_ina_settings_name_the_field() {
 fn a_leaf_failure_cut_off_hosts_ends_as_stalled_with_the_reason() {
     // Leaf 1 (node 5) carries hosts 4..7: their contributions can never arrive.
     let s = run(&scenario(CANARY_ALL, "[[faults]]\nkind = \"node\"\nnode = 5\nat_ns = 2000\n"));
-    assert_eq!(s["end"], "stalled");
-    let why = s["stall_reason"].as_str().unwrap();
+    assert_eq!(s["status"], "stalled");
+    let why = s["status_reason"].as_str().unwrap();
     assert!(why.contains("gave up") && why.contains("blocks missing"), "{why}");
     assert_eq!(s["traffic"][0]["bad_blocks"], 0, "no wrong result, only missing ones");
 }

@@ -95,7 +95,7 @@ fn check(proto: &ProtocolInfo, text: &str, s: &Value, tally: &mut [u64; 2]) {
         // A host counts as verified only with every block right; never more than the hosts.
         assert!(t["verified"].as_u64() <= t["hosts"].as_u64(), "{}", ctx());
     }
-    match s["end"].as_str().unwrap() {
+    match s["status"].as_str().unwrap() {
         "completed" => {
             tally[0] += 1;
             for t in &inas {
@@ -107,7 +107,7 @@ fn check(proto: &ProtocolInfo, text: &str, s: &Value, tally: &mut [u64; 2]) {
         }
         "stalled" => {
             tally[1] += 1;
-            let why = s["stall_reason"].as_str().unwrap_or("");
+            let why = s["status_reason"].as_str().unwrap_or("");
             assert!(why.contains("in-network allreduce"), "a stall must name the stuck allreduce: {why:?}; {}", ctx());
             let lossy = s["ina"]["lost_packets"].as_u64().unwrap_or(0) > 0 || text.contains("[[faults]]");
             assert!(lossy || !proto.loss_recovery, "stalled without any loss or failure: {why}; {}", ctx());
@@ -169,7 +169,7 @@ fn canary_short_retransmission_timeouts_without_loss_give_exact_sums() {
         );
         let s: Value = serde_json::from_str(&run_scenario_str(&text, &Default::default()).unwrap().summary_json).unwrap();
         let t = &s["traffic"][0];
-        assert_eq!(s["end"], "completed", "rto {rto_us} µs: {}", s["stall_reason"]);
+        assert_eq!(s["status"], "completed", "rto {rto_us} µs: {}", s["status_reason"]);
         assert_eq!(t["bad_blocks"], 0, "rto {rto_us} µs: {t}");
         assert_eq!(t["verified"], 12, "rto {rto_us} µs: {t}");
         assert!(t["host_stats"]["retx_requests"].as_u64().unwrap() > 0, "rto {rto_us} µs: {t}");
