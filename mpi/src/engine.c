@@ -287,6 +287,12 @@ typedef struct rl_exec {
     size_t count;
     MPI_Datatype type;
     MPI_Aint extent, true_ub;
+    int tsize;
+    /* 1: the type map covers [0, extent) exactly (every predefined type but some pair types):
+     * byte copies of whole extents are exact. 0: the type has holes, which MPI says must not
+     * be written: the collective runs on a private working vector (`work`) and only the bytes
+     * the type covers are copied into the user's buffer at the end (typed_copy). */
+    int dense;
     MPI_Op op;
     rl_kernel kernel;
     int commute;
@@ -304,9 +310,10 @@ typedef struct rl_exec {
     size_t *offs;
     int nreqs;
     size_t maxx; /* most transfers in one step */
-    /* after the last step: copy `out_bytes` from buf+out_from to out (reduce-scatter) */
+    /* after the last step: copy `out_n` elements from buf+out_from to out (reduce-scatter,
+     * and any collective on a type with holes) */
     char *out;
-    size_t out_from, out_bytes;
+    size_t out_from, out_n;
     char *work; /* malloc'd working vector to free at the end, if any */
     /* nonblocking */
     MPI_Request greq;
@@ -539,7 +546,34 @@ static int wait_and_finish_step(rl_exec *ex) {
     return MPI_SUCCESS;
 }
 
-static void exec_epilogue(rl_exec *ex) {
+/* Copies n elements of the execution's type from src to dst. Dense types: one memmove. Types
+ * with holes: packed and unpacked by the type map (in pieces of about 1 MiB), so only the
+ * bytes the type covers are written. */
+static int typed_copy(char *dst, const char *src, size_t n, const rl_exec *ex) {
+    if (!n) return MPI_SUCCESS;
+    if (ex->dense) {
+        memmove(dst, src, span(ex, n));
+        return MPI_SUCCESS;
+    }
+    size_t per = ((size_t)1 << 20) / (size_t)ex->tsize;
+    if (per == 0) per = 1;
+    if (per > n) per = n;
+    int psize = 0, rc = PMPI_Pack_size((int)per, ex->type, MPI_COMM_SELF, &psize);
+    if (rc != MPI_SUCCESS) return rc;
+    char *tmp = malloc(psize > 0 ? (size_t)psize : 1);
+    if (!tmp) return MPI_ERR_NO_MEM;
+    for (size_t i = 0; i < n && rc == MPI_SUCCESS; i += per) {
+        int m = (int)(n - i < per ? n - i : per), pos = 0, upos = 0;
+        rc = PMPI_Pack(src + i * (size_t)ex->extent, m, ex->type, tmp, psize, &pos, MPI_COMM_SELF);
+        if (rc == MPI_SUCCESS)
+            rc = PMPI_Unpack(tmp, pos, &upos, dst + i * (size_t)ex->extent, m, ex->type, MPI_COMM_SELF);
+    }
+    free(tmp);
+    return rc;
+}
+
+static int exec_epilogue(rl_exec *ex) {
+    int rc = MPI_SUCCESS;
     if (ex->src) /* blocks never written: the result is the input (e.g. p = 1) */
         for (uint32_t b = 0; b < ex->prog->blocks; b++) {
             size_t lo = elem_lo(ex, b), hi = elem_lo(ex, b + 1);
@@ -547,13 +581,14 @@ static void exec_epilogue(rl_exec *ex) {
             if (hi > ex->final_hi) hi = ex->final_hi;
             if (ex->fresh[b] && lo < hi) memcpy(ex->buf + lo * ex->extent, ex->src + lo * ex->extent, span(ex, hi - lo));
         }
-    if (ex->out && ex->out_bytes) memmove(ex->out, ex->buf + ex->out_from, ex->out_bytes);
+    if (ex->out && ex->out_n) rc = typed_copy(ex->out, ex->buf + ex->out_from, ex->out_n, ex);
     free(ex->work);
     ex->work = NULL;
     if (ex->own_scratch && !ex->keep_scratch) {
         free(ex->scratch);
         ex->scratch = NULL;
     }
+    return rc;
 }
 
 static int run_blocking(rl_exec *ex) {
@@ -562,8 +597,8 @@ static int run_blocking(rl_exec *ex) {
         rc = post_step(ex);
         if (rc == MPI_SUCCESS) rc = wait_and_finish_step(ex);
     }
-    exec_epilogue(ex);
-    return rc;
+    int erc = exec_epilogue(ex);
+    return rc != MPI_SUCCESS ? rc : erc;
 }
 
 /* Advances a nonblocking execution as far as it can without blocking; 1 when complete. */
@@ -652,6 +687,8 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     int tsize = 0;
     PMPI_Type_size(type, &tsize);
     if (lb != 0 || tlb < 0 || tlb + textent > extent || extent <= 0 || tsize <= 0) {
+        /* (a negative lower bound or data below 0: the working-vector arithmetic assumes
+         * bytes in [0, extent); rare enough to leave to the MPI library) */
         note_fallback("datatype with a lower bound, holes before it or zero size");
         return PREP_FALLBACK;
     }
@@ -744,6 +781,8 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     ex->type = type;
     ex->extent = extent;
     ex->true_ub = tlb + textent;
+    ex->tsize = tsize;
+    ex->dense = (MPI_Aint)tsize == extent && tlb == 0 && textent == extent;
     ex->op = op;
     ex->kernel = kernel;
     ex->commute = commute;
@@ -792,11 +831,29 @@ static int buffer_error(MPI_Comm comm) {
     return MPI_ERR_BUFFER;
 }
 
-/* Copies the allreduce input into recvbuf (unless in place). */
-static void load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf) {
-    ex->buf = recvbuf;
-    ex->src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
-    if (ex->src) memset(ex->fresh, 1, ex->prog->blocks);
+/* Sets up an allreduce's buffers: the result is built in recvbuf, reading blocks from the input
+ * until first written (see rl_exec). A type with holes works on a private vector instead,
+ * copied into recvbuf by the type map at the end (gaps in recvbuf are never written). */
+static int load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf) {
+    ex->out = NULL;
+    ex->out_n = 0;
+    if (ex->dense) {
+        ex->buf = recvbuf;
+        ex->src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+        if (ex->src) memset(ex->fresh, 1, ex->prog->blocks);
+        return MPI_SUCCESS;
+    }
+    size_t bytes = span(ex, ex->count);
+    free(ex->work);
+    ex->work = malloc(bytes ? bytes : 1);
+    if (!ex->work) return MPI_ERR_NO_MEM;
+    ex->buf = ex->work;
+    ex->src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    memset(ex->fresh, 1, ex->prog->blocks);
+    ex->out = recvbuf;
+    ex->out_from = 0;
+    ex->out_n = ex->count;
+    return MPI_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -863,7 +920,7 @@ static int remember_exec(rl_exec *ex, MPI_Comm comm, int count, MPI_Datatype typ
                          int strict) {
     int flag = 0;
     comm_state *cs = NULL;
-    if (!ex->kernel || (algorithm && strlen(algorithm) >= sizeof last_call.algorithm) ||
+    if (!ex->kernel || !ex->dense || (algorithm && strlen(algorithm) >= sizeof last_call.algorithm) ||
         PMPI_Comm_get_attr(comm, comm_keyval, &cs, &flag) != MPI_SUCCESS || !flag)
         return 0;
     char env[3][64];
@@ -902,8 +959,7 @@ int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype typ
         if (ex != last_call.ex) exec_free(ex);
         return buffer_error(comm);
     }
-    load_allreduce(ex, sendbuf, recvbuf);
-    rc = run_blocking(ex);
+    if ((rc = load_allreduce(ex, sendbuf, recvbuf)) == MPI_SUCCESS) rc = run_blocking(ex);
     if (ex != last_call.ex) exec_free(ex);
     if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
     return rc;
@@ -941,7 +997,7 @@ int rl_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, M
     ex->final_hi = ex->final_lo + (size_t)recvcount;
     ex->out = recvbuf;
     ex->out_from = (size_t)rank * (size_t)recvcount * (size_t)ex->extent;
-    ex->out_bytes = span(ex, (size_t)recvcount);
+    ex->out_n = (size_t)recvcount; /* typed_copy: the gaps of a type with holes stay untouched */
     rc = run_blocking(ex);
     exec_free(ex);
     if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
@@ -966,10 +1022,26 @@ int rl_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
         exec_free(ex);
         return buffer_error(comm);
     }
-    ex->buf = recvbuf;
-    if (sendbuf != MPI_IN_PLACE && recvcount)
-        memcpy((char *)recvbuf + (size_t)rank * (size_t)recvcount * (size_t)ex->extent, sendbuf,
-               span(ex, (size_t)recvcount));
+    size_t mine = (size_t)rank * (size_t)recvcount * (size_t)ex->extent;
+    if (ex->dense) {
+        ex->buf = recvbuf;
+        if (sendbuf != MPI_IN_PLACE && recvcount) memcpy((char *)recvbuf + mine, sendbuf, span(ex, (size_t)recvcount));
+    } else { /* holes: gather into a private vector, copy into recvbuf by the type map */
+        size_t bytes = span(ex, ex->count);
+        ex->work = malloc(bytes ? bytes : 1);
+        if (!ex->work) {
+            exec_free(ex);
+            PMPI_Comm_call_errhandler(comm, MPI_ERR_NO_MEM);
+            return MPI_ERR_NO_MEM;
+        }
+        ex->buf = ex->work;
+        if (recvcount)
+            memcpy(ex->buf + mine, sendbuf == MPI_IN_PLACE ? (const char *)recvbuf + mine : (const char *)sendbuf,
+                   span(ex, (size_t)recvcount));
+        ex->out = recvbuf;
+        ex->out_from = 0;
+        ex->out_n = ex->count;
+    }
     rc = run_blocking(ex);
     exec_free(ex);
     if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
@@ -1011,7 +1083,8 @@ int RL_Progress(void) {
         int err;
         if (progress_exec(ex, &err)) {
             *pp = next;
-            exec_epilogue(ex);
+            int erc = exec_epilogue(ex);
+            if (err == MPI_SUCCESS) err = erc;
             ex->done = 1;
             if (err != MPI_SUCCESS && first_err == MPI_SUCCESS) first_err = err;
             if (ex->greq != MPI_REQUEST_NULL) {
@@ -1039,8 +1112,8 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
         exec_free(ex);
         return buffer_error(comm);
     }
-    load_allreduce(ex, sendbuf, recvbuf);
-    rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, &ex->greq);
+    rc = load_allreduce(ex, sendbuf, recvbuf);
+    if (rc == MPI_SUCCESS) rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, &ex->greq);
     if (rc != MPI_SUCCESS) {
         exec_free(ex);
         PMPI_Comm_call_errhandler(comm, rc);
@@ -1144,7 +1217,10 @@ int RL_Start(RL_Persistent r) {
     ex->posted = 0;
     ex->done = 0;
     ex->greq = MPI_REQUEST_NULL;
-    load_allreduce(ex, r->sendbuf, r->recvbuf);
+    if ((rc = load_allreduce(ex, r->sendbuf, r->recvbuf)) != MPI_SUCCESS) {
+        PMPI_Comm_call_errhandler(r->comm, rc);
+        return rc;
+    }
     r->started = 1;
     n_scheduled++;
     ex->next_active = active;

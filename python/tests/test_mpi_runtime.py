@@ -163,3 +163,44 @@ def test_bench_mpi_cli_rejects_an_unknown_algorithm(tmp_path: Path) -> None:
                "--out", tmp_path)
     assert proc.returncode == 1
     assert "unknown ReduceLab algorithm 'warp-drive'" in proc.stderr
+
+
+HOLES = re.compile(r"test_holes p=(\d+): (\d+) checks, (\d+) scheduled of (\d+) expected, (\d+) failures")
+
+
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_datatypes_with_holes_rl_api(p: int) -> None:
+    """Vector, resized and indexed types (and a contiguous control) through RL_Allreduce (user
+    commutative and non-commutative ops, in place), RL_Reduce_scatter_block, RL_Allgather,
+    RL_Iallreduce and persistent restarts, six algorithms: every gap byte keeps its sentinel,
+    covered ints are exact, send buffers unchanged, and the user-op calls ran schedules
+    (mpi/tests/test_holes.c)."""
+    out = ok(mpirun(p, [str(BUILD / "test_holes_rl")]))
+    m = HOLES.search(out)
+    assert m, out
+    got_p, checks, scheduled, expected, failures = map(int, m.groups())
+    assert got_p == p and failures == 0
+    assert expected > 1000 and scheduled >= expected
+    assert checks > 5000 * p
+
+
+@pytest.mark.parametrize(("algorithm", "p"), [("auto", 2), ("ring", 3), ("swing", 4), ("rabenseifner", 3),
+                                              ("recursive-doubling", 4)])
+def test_datatypes_with_holes_interposed(algorithm: str, p: int) -> None:
+    """The same program as plain MPI under LD_PRELOAD: MPI_Allreduce, MPI_Reduce_scatter_block,
+    MPI_Allgather, MPI_Iallreduce + MPI_Wait and MPIX_Allreduce_init/MPI_Start/MPI_Wait."""
+    out = ok(mpirun(p, [str(BUILD / "test_holes")], {"REDUCELAB_ALLREDUCE": algorithm}, preload=True))
+    m = HOLES.search(out)
+    assert m, out
+    got_p, checks, scheduled, expected, failures = map(int, m.groups())
+    assert got_p == p and failures == 0
+    assert expected >= 300 and scheduled >= expected
+    assert checks > 1000 * p
+
+
+def test_datatypes_with_holes_library_alone() -> None:
+    """Without ReduceLab the program passes against the MPI library itself (its checks are MPI's
+    semantics, not ReduceLab's)."""
+    out = ok(mpirun(3, [str(BUILD / "test_holes")], {"EXPECT_INTERCEPT": "0"}))
+    m = HOLES.search(out)
+    assert m and int(m.group(5)) == 0, out
