@@ -136,6 +136,9 @@ static int get_comm_state(MPI_Comm comm, comm_state **out) {
             free(st);
             return rc;
         }
+        /* errors of internal messages (a truncated receive: counts differ across ranks) come
+         * back to us; we finish the schedule and report through the user's communicator */
+        PMPI_Comm_set_errhandler(st->dup, MPI_ERRORS_RETURN);
         int *ub = NULL, f = 0;
         PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &f);
         st->tag_ub = f && ub ? *ub : 32767;
@@ -152,6 +155,15 @@ static int get_comm_state(MPI_Comm comm, comm_state **out) {
 
 /* ------------------------------------------------------------------------------------------ */
 /* Algorithm names and the virtual torus                                                        */
+
+/* Tags: the per-communicator sequence number (concurrent operations never mix) and, where the
+ * MPI library allows tags up to 2^31-1, a hash of (count, type size) in bits 16-30, so that
+ * ranks called with different counts never match each other's messages. Without it a
+ * mismatch returns wrong data, or worse: Open MPI 4.1 writes a truncated rendezvous receive
+ * past the end of the buffer. The hash is count + 7919·size mod 32749 (+1), so counts that
+ * differ by less than 32749 never collide. Such a call waits forever, as the MPI library's
+ * own collectives may; REDUCELAB_CHECK=1 turns it into MPI_ERR_TRUNCATE on every rank (see
+ * check_load). The count check uses the bare sequence number (hash field 0). */
 
 /* Shape from REDUCELAB_TORUS ("4x2", "8"): 1 and the shape if its product is p, 1 and [p] if
  * unset or another size, 0 (with a message) if malformed. */
@@ -276,7 +288,7 @@ static int resolve(const char *name, int coll, const uint32_t *dims, size_t ndim
 typedef struct rl_exec {
     const RlProgram *prog;
     MPI_Comm comm;
-    int tag;
+    int tag, tag_base; /* see next_tag */
     char *buf; /* working vector */
     /* Input not yet copied into buf (NULL: in place). fresh[b] = 1 while block b's current
      * value is still the input's: sends read it from there and the first reduction writes
@@ -303,6 +315,8 @@ typedef struct rl_exec {
     uint32_t step;
     int posted;
     MPI_Request *reqs;
+    MPI_Status *stats;
+    size_t *req_n;      /* per receive request: elements expected */
     uint32_t *req_xfer; /* per request: index of its receive in the step, UINT32_MAX for sends */
     int *idx;           /* MPI_Waitsome indices */
     size_t reqcap;
@@ -315,6 +329,17 @@ typedef struct rl_exec {
     char *out;
     size_t out_from, out_n;
     char *work; /* malloc'd working vector to free at the end, if any */
+    /* Counts differ across ranks (a receive got another size than this rank's count implies):
+     * MPI_ERR_TRUNCATE, sticky. The rank still runs every step (so that no peer waits
+     * forever) but applies nothing and sends empty messages, which its peers detect in turn. */
+    int err;
+    /* Schedules whose messages do not all carry the whole vector (sizes alone may not reveal a
+     * count mismatch): a latency-schedule allreduce of the counts runs first (count_check). */
+    struct rl_exec *check;
+    unsigned char chk_in[40], chk_out[40];
+    int check_done; /* nonblocking: the check of the current run has completed */
+    int result;     /* nonblocking: the completed run's error code */
+    int *greq_err;  /* the generalized request's extra state: `result` for its query function */
     /* nonblocking */
     MPI_Request greq;
     int done;
@@ -371,11 +396,15 @@ static int reserve_reqs(rl_exec *ex, size_t n) {
     if (n <= ex->reqcap) return MPI_SUCCESS;
     MPI_Request *r = realloc(ex->reqs, n * sizeof *r);
     if (r) ex->reqs = r;
+    MPI_Status *sts = realloc(ex->stats, n * sizeof *sts);
+    if (sts) ex->stats = sts;
+    size_t *rn = realloc(ex->req_n, n * sizeof *rn);
+    if (rn) ex->req_n = rn;
     uint32_t *k = realloc(ex->req_xfer, n * sizeof *k);
     if (k) ex->req_xfer = k;
     int *i = realloc(ex->idx, n * sizeof *i);
     if (i) ex->idx = i;
-    if (!r || !k || !i) return MPI_ERR_NO_MEM;
+    if (!r || !k || !i || !sts || !rn) return MPI_ERR_NO_MEM;
     ex->reqcap = n;
     return MPI_SUCCESS;
 }
@@ -418,6 +447,7 @@ static int post_step(rl_exec *ex) {
         for (size_t j = 0, ns = nsegs(ex, n); j < ns; j++) {
             size_t m = j + 1 < ns ? ex->seg : n - j * ex->seg;
             ex->req_xfer[ex->nreqs] = k;
+            ex->req_n[ex->nreqs] = m;
             rc = PMPI_Irecv(dst + j * ex->seg * (size_t)ex->extent, (int)m, ex->type, (int)t->peer, ex->tag, ex->comm,
                             &ex->reqs[ex->nreqs++]);
             if (rc != MPI_SUCCESS) return rc;
@@ -446,7 +476,7 @@ static int post_step(rl_exec *ex) {
         for (size_t j = 0, ns = nsegs(ex, n); j < ns; j++) {
             size_t m = j + 1 < ns ? ex->seg : n - j * ex->seg;
             ex->req_xfer[ex->nreqs] = UINT32_MAX;
-            rc = PMPI_Isend((void *)(src + j * ex->seg * (size_t)ex->extent), (int)m, ex->type, (int)t->peer, ex->tag,
+            rc = PMPI_Isend((void *)(src + j * ex->seg * (size_t)ex->extent), ex->err ? 0 : (int)m, ex->type, (int)t->peer, ex->tag,
                             ex->comm, &ex->reqs[ex->nreqs++]);
             if (rc != MPI_SUCCESS) return rc;
         }
@@ -515,24 +545,59 @@ static int finish_step(rl_exec *ex) {
     return MPI_SUCCESS;
 }
 
+/* Receive request q completed with status st (rc: what the wait returned). Sets ex->err when
+ * it was truncated or shorter than this rank's count implies: counts differ across ranks.
+ * Returns another MPI error, if any. */
+static int verify_recv(rl_exec *ex, int q, MPI_Status *st, int rc) {
+    if (ex->req_xfer[q] == UINT32_MAX) return rc == MPI_ERR_IN_STATUS ? st->MPI_ERROR : MPI_SUCCESS;
+    if (rc == MPI_ERR_IN_STATUS && st->MPI_ERROR != MPI_SUCCESS) {
+        int cls = st->MPI_ERROR;
+        PMPI_Error_class(st->MPI_ERROR, &cls);
+        if (cls != MPI_ERR_TRUNCATE) return st->MPI_ERROR;
+        ex->err = MPI_ERR_TRUNCATE;
+        return MPI_SUCCESS;
+    }
+    int got = -1;
+    if (PMPI_Get_count(st, ex->type, &got) != MPI_SUCCESS || got < 0 || (size_t)got != ex->req_n[q])
+        ex->err = MPI_ERR_TRUNCATE;
+    return MPI_SUCCESS;
+}
+
+/* After a Waitall/Testall over every request of the step that returned rc. */
+static int verify_all(rl_exec *ex, int rc) {
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
+    int first = MPI_SUCCESS;
+    for (int q = 0; q < ex->nreqs; q++) {
+        if (rc == MPI_ERR_IN_STATUS && ex->stats[q].MPI_ERROR == MPI_ERR_PENDING) {
+            int e = PMPI_Wait(&ex->reqs[q], &ex->stats[q]); /* not completed yet: finish it */
+            if (e != MPI_SUCCESS && ex->stats[q].MPI_ERROR == MPI_ERR_PENDING) ex->stats[q].MPI_ERROR = e;
+        }
+        int e = verify_recv(ex, q, &ex->stats[q], rc);
+        if (e != MPI_SUCCESS && first == MPI_SUCCESS) first = e;
+    }
+    return first;
+}
+
 /* Waits for the step's transfers, applying receive segments as they arrive when allowed. */
 static int wait_and_finish_step(rl_exec *ex) {
     const RlStep *st = &ex->prog->steps[ex->step];
     if (ex->nreqs == 0) return finish_step(ex);
     if (ex->seg == SIZE_MAX || !step_allows_eager(ex, st)) {
-        int rc = PMPI_Waitall(ex->nreqs, ex->reqs, MPI_STATUSES_IGNORE);
-        return rc != MPI_SUCCESS ? rc : finish_step(ex);
+        int rc = verify_all(ex, PMPI_Waitall(ex->nreqs, ex->reqs, ex->stats));
+        return rc != MPI_SUCCESS || ex->err ? rc : finish_step(ex);
     }
     /* segment index of request q within its transfer: requests of one transfer are consecutive */
     for (;;) {
         int outcount = 0;
-        int rc = PMPI_Waitsome(ex->nreqs, ex->reqs, &outcount, ex->idx, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) return rc;
+        int rc = PMPI_Waitsome(ex->nreqs, ex->reqs, &outcount, ex->idx, ex->stats);
+        if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
         if (outcount == MPI_UNDEFINED) break;
         for (int i = 0; i < outcount; i++) {
             int q = ex->idx[i];
             uint32_t k = ex->req_xfer[q];
-            if (k == UINT32_MAX) continue;
+            int e = verify_recv(ex, q, &ex->stats[i], rc);
+            if (e != MPI_SUCCESS) return e;
+            if (k == UINT32_MAX || ex->err) continue;
             int q0 = q;
             while (q0 > 0 && ex->req_xfer[q0 - 1] == k) q0--;
             size_t n = xfer_elems(ex, &ex->prog->transfers[st->first + k]);
@@ -591,31 +656,108 @@ static int exec_epilogue(rl_exec *ex) {
     return rc;
 }
 
+static void next_tag(rl_exec *ex, comm_state *cs) {
+    unsigned seq = cs->seq++;
+    if (cs->tag_ub >= 0x7fffffff) {
+        uint64_t h = ((uint64_t)ex->count + 7919u * (uint64_t)ex->tsize) % 32749u + 1u;
+        ex->tag_base = (int)(seq & 0xffffu);
+        ex->tag = ex->tag_base | (int)(h << 16);
+    } else {
+        ex->tag = ex->tag_base = (int)(seq % ((unsigned)cs->tag_ub + 1u));
+    }
+}
+
+/* ---- count check (REDUCELAB_CHECK=1) ----
+ * Before the schedule, a latency-schedule allreduce (MAX) of (count, -count, type size,
+ * -type size), 33 bytes on every rank (the same size whatever the counts, so nothing is ever
+ * truncated), on the bare sequence-number tag: every rank learns whether all agree and, if
+ * not, skips the schedule and returns MPI_ERR_TRUNCATE (what Open MPI reports for a count
+ * mismatch it detects). It costs one small allreduce per call, so it is off by default. */
+#define CHK_BYTES 33
+static MPI_Datatype chk_type = MPI_DATATYPE_NULL;
+
+static void chk_kernel(const void *a, const void *b, void *out, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        int64_t x[4], y[4];
+        memcpy(x, (const char *)a + k * CHK_BYTES, sizeof x);
+        memcpy(y, (const char *)b + k * CHK_BYTES, sizeof y);
+        for (int i = 0; i < 4; i++)
+            if (x[i] > y[i]) y[i] = x[i];
+        memcpy((char *)out + k * CHK_BYTES, y, sizeof y);
+        ((char *)out)[k * CHK_BYTES + 32] = 0;
+    }
+}
+
+static void check_load(rl_exec *ex) {
+    rl_exec *c = ex->check;
+    int64_t v[4] = {(int64_t)ex->count, -(int64_t)ex->count, ex->tsize, -(int64_t)ex->tsize};
+    memcpy(ex->chk_in, v, sizeof v);
+    ex->chk_in[32] = 0;
+    c->buf = (char *)ex->chk_out;
+    c->src = (const char *)ex->chk_in;
+    memset(c->fresh, 1, c->prog->blocks);
+    c->tag = ex->tag_base;
+    c->err = 0;
+    c->step = 0;
+    c->posted = 0;
+    ex->check_done = 0;
+}
+
+/* After the check ran: 1 if every rank has this rank's count and type size. */
+static int check_agrees(const rl_exec *ex) {
+    int64_t v[4];
+    memcpy(v, ex->chk_out, sizeof v);
+    return !ex->check->err && v[0] == (int64_t)ex->count && v[1] == -(int64_t)ex->count && v[2] == ex->tsize &&
+           v[3] == -(int64_t)ex->tsize;
+}
+
 static int run_blocking(rl_exec *ex) {
-    int rc = MPI_SUCCESS;
-    for (ex->step = 0; ex->step < ex->prog->nsteps && rc == MPI_SUCCESS; ex->step++) {
+    int rc = MPI_SUCCESS, skip = 0;
+    ex->err = 0;
+    if (ex->check) {
+        check_load(ex);
+        rc = run_blocking(ex->check);
+        if (rc == MPI_SUCCESS && !check_agrees(ex)) ex->err = MPI_ERR_TRUNCATE, skip = 1; /* every rank knows */
+    }
+    /* a mismatch found by message sizes (ex->err) does not stop the steps: see rl_exec.err */
+    for (ex->step = 0; !skip && ex->step < ex->prog->nsteps && rc == MPI_SUCCESS; ex->step++) {
         rc = post_step(ex);
         if (rc == MPI_SUCCESS) rc = wait_and_finish_step(ex);
     }
     int erc = exec_epilogue(ex);
-    return rc != MPI_SUCCESS ? rc : erc;
+    return rc != MPI_SUCCESS ? rc : erc != MPI_SUCCESS ? erc : ex->err;
 }
 
 /* Advances a nonblocking execution as far as it can without blocking; 1 when complete. */
 static int progress_exec(rl_exec *ex, int *err) {
     *err = MPI_SUCCESS;
+    if (ex->check && !ex->check_done) {
+        int e;
+        if (!progress_exec(ex->check, &e)) return 0;
+        ex->check_done = 1;
+        if (e == MPI_SUCCESS && !check_agrees(ex)) e = MPI_ERR_TRUNCATE;
+        if (e != MPI_SUCCESS) {
+            ex->err = e;
+            *err = e;
+            return 1;
+        }
+    }
     while (ex->step < ex->prog->nsteps) {
         if (!ex->posted) {
             if ((*err = post_step(ex)) != MPI_SUCCESS) return 1;
             ex->posted = 1;
         }
         int flag = 1;
-        if (ex->nreqs && (*err = PMPI_Testall(ex->nreqs, ex->reqs, &flag, MPI_STATUSES_IGNORE)) != MPI_SUCCESS) return 1;
-        if (!flag) return 0;
+        if (ex->nreqs) {
+            int rc = PMPI_Testall(ex->nreqs, ex->reqs, &flag, ex->stats);
+            if (rc == MPI_SUCCESS && !flag) return 0;
+            if ((*err = verify_all(ex, rc)) != MPI_SUCCESS) return 1;
+        }
         ex->posted = 0;
-        if ((*err = finish_step(ex)) != MPI_SUCCESS) return 1;
+        if (!ex->err && (*err = finish_step(ex)) != MPI_SUCCESS) return 1;
         ex->step++;
     }
+    *err = ex->err;
     return 1;
 }
 
@@ -628,7 +770,10 @@ static void exec_free(rl_exec *ex) {
     if (!ex) return;
     free(ex->work);
     if (ex->own_scratch) free(ex->scratch);
+    exec_free(ex->check);
     free(ex->reqs);
+    free(ex->stats);
+    free(ex->req_n);
     free(ex->req_xfer);
     free(ex->idx);
     free(ex->offs);
@@ -659,6 +804,60 @@ static int is_predefined_op(MPI_Op op) {
 }
 
 enum { PREP_OK = 0, PREP_FALLBACK = 1, PREP_ERROR = 2 };
+
+static int check_mode(void) {
+    const char *e = getenv("REDUCELAB_CHECK");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+/* The count check of an execution (see check_load), on recursive doubling's (or Swing's, for
+ * the Swing names) latency schedule; NULL if none can be built. */
+static rl_exec *make_check(const rl_exec *main, const char *algorithm, const uint32_t *dims, size_t ndims,
+                           uint32_t rank) {
+    if (chk_type == MPI_DATATYPE_NULL) {
+        if (PMPI_Type_contiguous(CHK_BYTES, MPI_BYTE, &chk_type) != MPI_SUCCESS) return NULL;
+        PMPI_Type_commit(&chk_type);
+    }
+    const char *name = algorithm && *algorithm ? algorithm : getenv("REDUCELAB_ALLREDUCE");
+    const char *lat = name && strncmp(name, "swing", 5) == 0 ? "swing-latency" : "recursive-doubling-latency";
+    char err[512];
+    const RlProgram *prog = NULL;
+    uint32_t line = main->prog->ranks;
+    if (get_program(lat, RL_COLL_ALLREDUCE, dims, ndims, rank, &prog, err, sizeof err) != 0 &&
+        get_program("recursive-doubling-latency", RL_COLL_ALLREDUCE, &line, 1, rank, &prog, err, sizeof err) != 0)
+        return NULL;
+    rl_exec *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->prog = prog;
+    c->comm = main->comm;
+    c->count = 1;
+    c->type = chk_type;
+    c->extent = c->true_ub = CHK_BYTES;
+    c->tsize = CHK_BYTES;
+    c->dense = 1;
+    c->op = MPI_MAX;
+    c->kernel = chk_kernel;
+    c->commute = 1;
+    c->maxx = max_step_transfers(prog);
+    c->offs = calloc(c->maxx + 1, sizeof *c->offs);
+    c->fresh = calloc(prog->blocks + 1, 1);
+    c->seg = SIZE_MAX;
+    c->final_hi = 1;
+    c->own_scratch = c->keep_scratch = 1;
+    c->src = (const char *)1; /* size the scratch as prepare does */
+    size_t need = 0;
+    for (uint32_t s = 0; s < prog->nsteps; s++) {
+        size_t b = step_scratch(c, &prog->steps[s]);
+        if (b > need) need = b;
+    }
+    c->src = NULL;
+    c->scratch = malloc(need ? need : 1);
+    if (!c->offs || !c->fresh || !c->scratch || reserve_reqs(c, c->maxx + 1) != MPI_SUCCESS) {
+        exec_free(c);
+        return NULL;
+    }
+    return c;
+}
 
 /* Sets up `*out` for collective `coll` whose working vector has `count` elements (allreduce:
  * count; reduce-scatter / allgather: count per rank × p). Returns PREP_OK, PREP_FALLBACK (the
@@ -776,13 +975,13 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     if (!ex) goto nomem;
     ex->prog = prog;
     ex->comm = cs->dup;
-    ex->tag = (int)(cs->seq++ % ((unsigned)cs->tag_ub + 1u));
     ex->count = count;
     ex->type = type;
     ex->extent = extent;
     ex->true_ub = tlb + textent;
     ex->tsize = tsize;
     ex->dense = (MPI_Aint)tsize == extent && tlb == 0 && textent == extent;
+    next_tag(ex, cs); /* after count and tsize */
     ex->op = op;
     ex->kernel = kernel;
     ex->commute = commute;
@@ -814,6 +1013,7 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     }
     ex->scratch_bytes = need;
     ex->src = NULL;
+    if (check_mode() && !(ex->check = make_check(ex, algorithm, dims, ndims, (uint32_t)rank))) goto nomem;
     snprintf(last_algorithm, sizeof last_algorithm, "%s", prog->algorithm);
     n_scheduled++;
     is_verbose();
@@ -835,6 +1035,8 @@ static int buffer_error(MPI_Comm comm) {
  * until first written (see rl_exec). A type with holes works on a private vector instead,
  * copied into recvbuf by the type map at the end (gaps in recvbuf are never written). */
 static int load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf) {
+    ex->err = 0;
+    if (ex->check) check_load(ex);
     ex->out = NULL;
     ex->out_n = 0;
     if (ex->dense) {
@@ -871,7 +1073,7 @@ static struct {
     int count, strict;
     MPI_Datatype type;
     MPI_Op op;
-    char algorithm[64], env[3][64];
+    char algorithm[64], env[4][64];
 } last_call;
 
 
@@ -883,10 +1085,11 @@ static void forget_comm(const void *st) {
     }
 }
 
-static const char *const env_names[3] = {"REDUCELAB_ALLREDUCE", "REDUCELAB_TORUS", "REDUCELAB_SEGMENT"};
+static const char *const env_names[4] = {"REDUCELAB_ALLREDUCE", "REDUCELAB_TORUS", "REDUCELAB_SEGMENT",
+                                        "REDUCELAB_CHECK"};
 
 static int env_same(void) {
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         const char *v = getenv(env_names[i]);
         if (strncmp(v ? v : "", last_call.env[i], sizeof last_call.env[i]) != 0) return 0;
     }
@@ -909,7 +1112,7 @@ static rl_exec *cached_exec(MPI_Comm comm, int count, MPI_Datatype type, MPI_Op 
         if (!shared_scratch) return NULL;
     }
     ex->scratch = shared_scratch;
-    ex->tag = (int)(cs->seq++ % ((unsigned)cs->tag_ub + 1u));
+    next_tag(ex, cs);
     n_scheduled++;
     return ex;
 }
@@ -923,8 +1126,8 @@ static int remember_exec(rl_exec *ex, MPI_Comm comm, int count, MPI_Datatype typ
     if (!ex->kernel || !ex->dense || (algorithm && strlen(algorithm) >= sizeof last_call.algorithm) ||
         PMPI_Comm_get_attr(comm, comm_keyval, &cs, &flag) != MPI_SUCCESS || !flag)
         return 0;
-    char env[3][64];
-    for (int i = 0; i < 3; i++) {
+    char env[4][64];
+    for (int i = 0; i < 4; i++) {
         const char *v = getenv(env_names[i]);
         if (v && strlen(v) >= sizeof env[i]) return 0;
         snprintf(env[i], sizeof env[i], "%s", v ? v : "");
@@ -1052,16 +1255,18 @@ int rl_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
 
 static rl_exec *active;
 
+/* extra: a malloc'd int, the operation's error code once complete (MPI_Wait returns it) */
 static int greq_query(void *extra, MPI_Status *status) {
-    (void)extra;
+    int e = extra ? *(int *)extra : MPI_SUCCESS;
+    status->MPI_ERROR = e;
     PMPI_Status_set_elements(status, MPI_BYTE, 0);
     PMPI_Status_set_cancelled(status, 0);
     status->MPI_SOURCE = MPI_UNDEFINED;
     status->MPI_TAG = MPI_UNDEFINED;
-    return MPI_SUCCESS;
+    return e;
 }
 static int greq_free(void *extra) {
-    (void)extra;
+    free(extra);
     return MPI_SUCCESS;
 }
 static int greq_cancel(void *extra, int complete) {
@@ -1085,6 +1290,8 @@ int RL_Progress(void) {
             *pp = next;
             int erc = exec_epilogue(ex);
             if (err == MPI_SUCCESS) err = erc;
+            ex->result = err;
+            if (ex->greq_err) *ex->greq_err = err;
             ex->done = 1;
             if (err != MPI_SUCCESS && first_err == MPI_SUCCESS) first_err = err;
             if (ex->greq != MPI_REQUEST_NULL) {
@@ -1113,8 +1320,10 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
         return buffer_error(comm);
     }
     rc = load_allreduce(ex, sendbuf, recvbuf);
-    if (rc == MPI_SUCCESS) rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, &ex->greq);
+    if (rc == MPI_SUCCESS && !(ex->greq_err = calloc(1, sizeof *ex->greq_err))) rc = MPI_ERR_NO_MEM;
+    if (rc == MPI_SUCCESS) rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, ex->greq_err, &ex->greq);
     if (rc != MPI_SUCCESS) {
+        free(ex->greq_err);
         exec_free(ex);
         PMPI_Comm_call_errhandler(comm, rc);
         return rc;
@@ -1212,7 +1421,7 @@ int RL_Start(RL_Persistent r) {
     comm_state *cs = NULL;
     int rc = get_comm_state(r->comm, &cs);
     if (rc != MPI_SUCCESS) return rc;
-    ex->tag = (int)(cs->seq++ % ((unsigned)cs->tag_ub + 1u));
+    next_tag(ex, cs);
     ex->step = 0;
     ex->posted = 0;
     ex->done = 0;
@@ -1233,17 +1442,13 @@ int RL_Persistent_test(RL_Persistent r, int *flag) {
     int rc = MPI_SUCCESS;
     if (r->started && !r->ex->done) rc = RL_Progress();
     *flag = !r->started || r->ex->done;
-    return rc;
+    return r->started && r->ex->done ? r->ex->result : rc;
 }
 
 int RL_Persistent_wait(RL_Persistent r) {
     if (!r) return MPI_ERR_REQUEST;
-    int rc = MPI_SUCCESS;
-    while (r->started && !r->ex->done) {
-        int e = RL_Progress();
-        if (e != MPI_SUCCESS) rc = e;
-    }
-    return rc;
+    while (r->started && !r->ex->done) RL_Progress();
+    return r->started ? r->ex->result : MPI_SUCCESS;
 }
 
 /* 0 inactive (never started, or completed), 1 running. */

@@ -204,3 +204,22 @@ def test_datatypes_with_holes_library_alone() -> None:
     out = ok(mpirun(3, [str(BUILD / "test_holes")], {"EXPECT_INTERCEPT": "0"}))
     m = HOLES.search(out)
     assert m and int(m.group(5)) == 0, out
+
+
+@pytest.mark.parametrize(("algorithm", "p"), [("auto", 2), ("auto", 3), ("auto", 4), ("ring", 4), ("swing", 3),
+                                              ("rabenseifner", 2)])
+def test_mismatched_counts_are_an_error_in_checking_mode(algorithm: str, p: int) -> None:
+    """16383 vs 16385 elements (either side of auto's 64 KiB switch) with REDUCELAB_CHECK=1:
+    MPI_Allreduce, MPI_Iallreduce + MPI_Wait and MPI_Reduce_scatter_block (5 vs 6) return
+    MPI_ERR_TRUNCATE on every rank, and a consistent call afterwards is exact (test_counts.c)."""
+    out = ok(mpirun(p, [str(BUILD / "test_counts")], {"REDUCELAB_CHECK": "1", "REDUCELAB_ALLREDUCE": algorithm},
+                    preload=True, timeout=60))
+    m = re.search(r"test_counts p=(\d+): (\d+) checks, (\d+) failures", out)
+    assert m and int(m.group(1)) == p and int(m.group(3)) == 0 and int(m.group(2)) == 6 * p, out
+
+
+def test_checking_mode_keeps_every_result() -> None:
+    """With REDUCELAB_CHECK=1 the whole RL_* matrix (consistent counts) still matches the library."""
+    out = ok(mpirun(3, [str(BUILD / "test_mpi")], {"REDUCELAB_CHECK": "1"}))
+    m = re.search(r"test_mpi p=(\d+): (\d+) checks on rank 0 \((\d+) over all ranks\), (\d+) failures", out)
+    assert m and int(m.group(4)) == 0 and int(m.group(2)) > 10_000, out
