@@ -48,9 +48,28 @@ static int is_verbose(void) {
     return verbose;
 }
 
+/* A call handed to the MPI library. With REDUCELAB_VERBOSE, one line per process for each
+ * distinct reason (the first 32), so a loop does not flood stderr. */
 static void note_fallback(const char *why) {
+    static char seen[32][200];
+    static int nseen;
     n_fallback++;
-    if (is_verbose()) fprintf(stderr, "reducelab: falling back to the MPI library: %s\n", why);
+    if (!is_verbose()) return;
+    for (int i = 0; i < nseen; i++)
+        if (strncmp(seen[i], why, sizeof seen[i] - 1) == 0) return;
+    if (nseen == 32) return;
+    snprintf(seen[nseen++], sizeof seen[0], "%s", why);
+    fprintf(stderr, "reducelab: falling back to the MPI library (said once per reason): %s\n", why);
+}
+
+static const char *op_name(MPI_Op op) {
+    const MPI_Op ops[] = {MPI_MAX, MPI_MIN, MPI_SUM, MPI_PROD, MPI_LAND, MPI_BAND, MPI_LOR,
+                          MPI_BOR, MPI_LXOR, MPI_BXOR, MPI_MAXLOC, MPI_MINLOC, MPI_REPLACE, MPI_NO_OP};
+    const char *names[] = {"MPI_MAX", "MPI_MIN", "MPI_SUM", "MPI_PROD", "MPI_LAND", "MPI_BAND", "MPI_LOR",
+                           "MPI_BOR", "MPI_LXOR", "MPI_BXOR", "MPI_MAXLOC", "MPI_MINLOC", "MPI_REPLACE", "MPI_NO_OP"};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (op == ops[i]) return names[i];
+    return "a user op";
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -895,7 +914,12 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     if (coll != RL_COLL_ALLGATHER) {
         kernel = rl_kernel_for(op, type);
         if (!kernel && is_predefined_op(op)) {
-            note_fallback("predefined op/datatype pair without a ReduceLab kernel");
+            char why[300], tname[MPI_MAX_OBJECT_NAME] = "";
+            int len = 0;
+            PMPI_Type_get_name(type, tname, &len);
+            snprintf(why, sizeof why, "%s on %s: no ReduceLab kernel for this (op, datatype) pair",
+                     op_name(op), len > 0 ? tname : "a derived datatype");
+            note_fallback(why);
             return PREP_FALLBACK; /* includes pairs MPI rejects: it reports them */
         }
         if (!kernel && PMPI_Op_commutative(op, &commute) != MPI_SUCCESS) return PREP_FALLBACK;

@@ -223,3 +223,19 @@ def test_checking_mode_keeps_every_result() -> None:
     out = ok(mpirun(3, [str(BUILD / "test_mpi")], {"REDUCELAB_CHECK": "1"}))
     m = re.search(r"test_mpi p=(\d+): (\d+) checks on rank 0 \((\d+) over all ranks\), (\d+) failures", out)
     assert m and int(m.group(4)) == 0 and int(m.group(2)) > 10_000, out
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 5])
+def test_new_kernels_match_the_library(p: int) -> None:
+    """MPI_CHAR (10 ops), MPI_CXX_BOOL (logical ops) and eight complex type names (SUM, PROD)
+    run ReduceLab schedules (no fall-through) and equal MPI_Allreduce, five algorithms x four
+    counts (mpi/tests/test_kernels.c)."""
+    proc = mpirun(p, [str(BUILD / "test_kernels")], {"REDUCELAB_VERBOSE": "1"})
+    out = ok(proc)
+    m = re.search(r"test_kernels p=(\d+): (\d+) pairs, (\d+) checks, (\d+) failures", out)
+    assert m and int(m.group(1)) == p and int(m.group(4)) == 0, out
+    assert int(m.group(2)) >= 23  # CHAR 10 + CXX_BOOL 3 + at least the five C/C++ complex names x 2
+    assert int(m.group(3)) >= int(m.group(2)) * 4 * 5 * p
+    # the MPI_BYTE/MPI_SUM fall-through is explained once per process, not once per call
+    notices = re.findall(r"reducelab: falling back to the MPI library \(said once per reason\): (.*)", proc.stderr)
+    assert notices == ["MPI_SUM on MPI_BYTE: no ReduceLab kernel for this (op, datatype) pair"] * p, proc.stderr
