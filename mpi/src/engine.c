@@ -62,6 +62,33 @@ static void note_fallback(const char *why) {
     fprintf(stderr, "reducelab: falling back to the MPI library (said once per reason): %s\n", why);
 }
 
+/* MPI_THREAD_MULTIPLE: the program cache, the last call's execution, the blocking scratch and
+ * the list of active nonblocking operations are per process and unlocked, so at this thread
+ * level every call goes to the MPI library (counted atomically; REDUCELAB_VERBOSE says so
+ * once), unless REDUCELAB_THREADS=serialized says the application never has two threads in
+ * these calls at once (mpi4py asks for MPI_THREAD_MULTIPLE by default, for example). The
+ * level cannot change after MPI_Init_thread, so it is asked once. */
+static int thread_multiple(void) {
+    static int level = -1;
+    int l = __atomic_load_n(&level, __ATOMIC_ACQUIRE);
+    if (l < 0) {
+        int provided = MPI_THREAD_SINGLE;
+        const char *t = getenv("REDUCELAB_THREADS"); /* "serialized": the application promises it */
+        PMPI_Query_thread(&provided);
+        l = provided == MPI_THREAD_MULTIPLE && !(t && strcmp(t, "serialized") == 0);
+        __atomic_store_n(&level, l, __ATOMIC_RELEASE);
+    }
+    return l;
+}
+static void note_thread_fallback(void) {
+    static int told;
+    __atomic_fetch_add(&n_fallback, 1, __ATOMIC_RELAXED);
+    if (!__atomic_exchange_n(&told, 1, __ATOMIC_ACQ_REL) && is_verbose())
+        fprintf(stderr, "reducelab: falling back to the MPI library (said once per reason): MPI_THREAD_MULTIPLE "
+                        "(ReduceLab's per-process state is not locked; every call goes to the MPI library; "
+                        "REDUCELAB_THREADS=serialized if calls never overlap)\n");
+}
+
 static const char *op_name(MPI_Op op) {
     const MPI_Op ops[] = {MPI_MAX, MPI_MIN, MPI_SUM, MPI_PROD, MPI_LAND, MPI_BAND, MPI_LOR,
                           MPI_BOR, MPI_LXOR, MPI_BXOR, MPI_MAXLOC, MPI_MINLOC, MPI_REPLACE, MPI_NO_OP};
@@ -890,6 +917,10 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     int p = 0, rank = 0, inter = 0, commute = 1;
     *out = NULL;
     *rc = MPI_SUCCESS;
+    if (thread_multiple()) {
+        note_thread_fallback();
+        return PREP_FALLBACK;
+    }
     if (comm == MPI_COMM_NULL || type == MPI_DATATYPE_NULL || (coll != RL_COLL_ALLGATHER && op == MPI_OP_NULL))
         return PREP_FALLBACK; /* the MPI library reports these */
     if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {

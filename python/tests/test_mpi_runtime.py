@@ -135,7 +135,9 @@ mpi4py = pytest.importorskip("mpi4py") if not REQUIRED else __import__("mpi4py")
 @pytest.mark.parametrize(("algorithm", "p"), [("auto", 1), ("swing", 4), ("ring", 7), ("rabenseifner", 8)])
 def test_mpi4py_with_the_interposition_library(algorithm: str, p: int) -> None:
     script = Path(__file__).parent / "mpi" / "mpi4py_allreduce.py"
-    out = ok(mpirun(p, [sys.executable, str(script)], {"REDUCELAB_ALLREDUCE": algorithm}, preload=True))
+    # mpi4py asks for MPI_THREAD_MULTIPLE; this script calls from one thread (docs/mpi.md, Threads)
+    out = ok(mpirun(p, [sys.executable, str(script)], {"REDUCELAB_ALLREDUCE": algorithm,
+                                                        "REDUCELAB_THREADS": "serialized"}, preload=True))
     m = re.search(r"mpi4py: OK (\d+) (\d+) (\d+)", out)
     assert m, out
     calls, scheduled, total = map(int, m.groups())
@@ -239,3 +241,17 @@ def test_new_kernels_match_the_library(p: int) -> None:
     # the MPI_BYTE/MPI_SUM fall-through is explained once per process, not once per call
     notices = re.findall(r"reducelab: falling back to the MPI library \(said once per reason\): (.*)", proc.stderr)
     assert notices == ["MPI_SUM on MPI_BYTE: no ReduceLab kernel for this (op, datatype) pair"] * p, proc.stderr
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_thread_multiple_falls_through_to_the_library(p: int) -> None:
+    """Two threads per rank on their own communicators (MPI_Allreduce, MPI_Iallreduce + MPI_Wait)
+    at MPI_THREAD_MULTIPLE: exact results, no crash, every call handed to the MPI library and
+    said once with REDUCELAB_VERBOSE (mpi/tests/test_threads.c)."""
+    proc = mpirun(p, [str(BUILD / "test_threads")], {"REDUCELAB_VERBOSE": "1"}, preload=True, timeout=120)
+    out = ok(proc)
+    if "skipped" in out:
+        pytest.skip(out.strip())
+    m = re.search(r"test_threads p=(\d+): (\d+) checks, (\d+) failures", out)
+    assert m and int(m.group(1)) == p and int(m.group(3)) == 0 and int(m.group(2)) == 501 * p, out
+    assert proc.stderr.count("MPI_THREAD_MULTIPLE (ReduceLab's per-process state is not locked") == p
