@@ -48,9 +48,55 @@ static int is_verbose(void) {
     return verbose;
 }
 
+/* A call handed to the MPI library. With REDUCELAB_VERBOSE, one line per process for each
+ * distinct reason (the first 32), so a loop does not flood stderr. */
 static void note_fallback(const char *why) {
+    static char seen[32][200];
+    static int nseen;
     n_fallback++;
-    if (is_verbose()) fprintf(stderr, "reducelab: falling back to the MPI library: %s\n", why);
+    if (!is_verbose()) return;
+    for (int i = 0; i < nseen; i++)
+        if (strncmp(seen[i], why, sizeof seen[i] - 1) == 0) return;
+    if (nseen == 32) return;
+    snprintf(seen[nseen++], sizeof seen[0], "%s", why);
+    fprintf(stderr, "reducelab: falling back to the MPI library (said once per reason): %s\n", why);
+}
+
+/* MPI_THREAD_MULTIPLE: the program cache, the last call's execution, the blocking scratch and
+ * the list of active nonblocking operations are per process and unlocked, so at this thread
+ * level every call goes to the MPI library (counted atomically; REDUCELAB_VERBOSE says so
+ * once), unless REDUCELAB_THREADS=serialized says the application never has two threads in
+ * these calls at once (mpi4py asks for MPI_THREAD_MULTIPLE by default, for example). The
+ * level cannot change after MPI_Init_thread, so it is asked once. */
+static int thread_multiple(void) {
+    static int level = -1;
+    int l = __atomic_load_n(&level, __ATOMIC_ACQUIRE);
+    if (l < 0) {
+        int provided = MPI_THREAD_SINGLE;
+        const char *t = getenv("REDUCELAB_THREADS"); /* "serialized": the application promises it */
+        PMPI_Query_thread(&provided);
+        l = provided == MPI_THREAD_MULTIPLE && !(t && strcmp(t, "serialized") == 0);
+        __atomic_store_n(&level, l, __ATOMIC_RELEASE);
+    }
+    return l;
+}
+static void note_thread_fallback(void) {
+    static int told;
+    __atomic_fetch_add(&n_fallback, 1, __ATOMIC_RELAXED);
+    if (!__atomic_exchange_n(&told, 1, __ATOMIC_ACQ_REL) && is_verbose())
+        fprintf(stderr, "reducelab: falling back to the MPI library (said once per reason): MPI_THREAD_MULTIPLE "
+                        "(ReduceLab's per-process state is not locked; every call goes to the MPI library; "
+                        "REDUCELAB_THREADS=serialized if calls never overlap)\n");
+}
+
+static const char *op_name(MPI_Op op) {
+    const MPI_Op ops[] = {MPI_MAX, MPI_MIN, MPI_SUM, MPI_PROD, MPI_LAND, MPI_BAND, MPI_LOR,
+                          MPI_BOR, MPI_LXOR, MPI_BXOR, MPI_MAXLOC, MPI_MINLOC, MPI_REPLACE, MPI_NO_OP};
+    const char *names[] = {"MPI_MAX", "MPI_MIN", "MPI_SUM", "MPI_PROD", "MPI_LAND", "MPI_BAND", "MPI_LOR",
+                           "MPI_BOR", "MPI_LXOR", "MPI_BXOR", "MPI_MAXLOC", "MPI_MINLOC", "MPI_REPLACE", "MPI_NO_OP"};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        if (op == ops[i]) return names[i];
+    return "a user op";
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -136,6 +182,9 @@ static int get_comm_state(MPI_Comm comm, comm_state **out) {
             free(st);
             return rc;
         }
+        /* errors of internal messages (a truncated receive: counts differ across ranks) come
+         * back to us; we finish the schedule and report through the user's communicator */
+        PMPI_Comm_set_errhandler(st->dup, MPI_ERRORS_RETURN);
         int *ub = NULL, f = 0;
         PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &f);
         st->tag_ub = f && ub ? *ub : 32767;
@@ -152,6 +201,15 @@ static int get_comm_state(MPI_Comm comm, comm_state **out) {
 
 /* ------------------------------------------------------------------------------------------ */
 /* Algorithm names and the virtual torus                                                        */
+
+/* Tags: the per-communicator sequence number (concurrent operations never mix) and, where the
+ * MPI library allows tags up to 2^31-1, a hash of (count, type size) in bits 16-30, so that
+ * ranks called with different counts never match each other's messages. Without it a
+ * mismatch returns wrong data, or worse: Open MPI 4.1 writes a truncated rendezvous receive
+ * past the end of the buffer. The hash is count + 7919·size mod 32749 (+1), so counts that
+ * differ by less than 32749 never collide. Such a call waits forever, as the MPI library's
+ * own collectives may; REDUCELAB_CHECK=1 turns it into MPI_ERR_TRUNCATE on every rank (see
+ * check_load). The count check uses the bare sequence number (hash field 0). */
 
 /* Shape from REDUCELAB_TORUS ("4x2", "8"): 1 and the shape if its product is p, 1 and [p] if
  * unset or another size, 0 (with a message) if malformed. */
@@ -252,7 +310,7 @@ static int resolve(const char *name, int coll, const uint32_t *dims, size_t ndim
 typedef struct rl_exec {
     const RlProgram *prog;
     MPI_Comm comm;
-    int tag;
+    int tag, tag_base; /* see next_tag */
     char *buf; /* working vector */
     /* Input not yet copied into buf (NULL: in place). fresh[b] = 1 while block b's current
      * value is still the input's: sends read it from there and the first reduction writes
@@ -263,6 +321,12 @@ typedef struct rl_exec {
     size_t count;
     MPI_Datatype type;
     MPI_Aint extent, true_ub;
+    int tsize;
+    /* 1: the type map covers [0, extent) exactly (every predefined type but some pair types):
+     * byte copies of whole extents are exact. 0: the type has holes, which MPI says must not
+     * be written: the collective runs on a private working vector (`work`) and only the bytes
+     * the type covers are copied into the user's buffer at the end (typed_copy). */
+    int dense;
     MPI_Op op;
     rl_kernel kernel;
     int commute;
@@ -273,6 +337,8 @@ typedef struct rl_exec {
     uint32_t step;
     int posted;
     MPI_Request *reqs;
+    MPI_Status *stats;
+    size_t *req_n;      /* per receive request: elements expected */
     uint32_t *req_xfer; /* per request: index of its receive in the step, UINT32_MAX for sends */
     int *idx;           /* MPI_Waitsome indices */
     size_t reqcap;
@@ -280,10 +346,22 @@ typedef struct rl_exec {
     size_t *offs;
     int nreqs;
     size_t maxx; /* most transfers in one step */
-    /* after the last step: copy `out_bytes` from buf+out_from to out (reduce-scatter) */
+    /* after the last step: copy `out_n` elements from buf+out_from to out (reduce-scatter,
+     * and any collective on a type with holes) */
     char *out;
-    size_t out_from, out_bytes;
+    size_t out_from, out_n;
     char *work; /* malloc'd working vector to free at the end, if any */
+    /* Counts differ across ranks (a receive got another size than this rank's count implies):
+     * MPI_ERR_TRUNCATE, sticky. The rank still runs every step (so that no peer waits
+     * forever) but applies nothing and sends empty messages, which its peers detect in turn. */
+    int err;
+    /* Schedules whose messages do not all carry the whole vector (sizes alone may not reveal a
+     * count mismatch): a latency-schedule allreduce of the counts runs first (count_check). */
+    struct rl_exec *check;
+    unsigned char chk_in[40], chk_out[40];
+    int check_done; /* nonblocking: the check of the current run has completed */
+    int result;     /* nonblocking: the completed run's error code */
+    int *greq_err;  /* the generalized request's extra state: `result` for its query function */
     /* nonblocking */
     MPI_Request greq;
     int done;
@@ -340,11 +418,15 @@ static int reserve_reqs(rl_exec *ex, size_t n) {
     if (n <= ex->reqcap) return MPI_SUCCESS;
     MPI_Request *r = realloc(ex->reqs, n * sizeof *r);
     if (r) ex->reqs = r;
+    MPI_Status *sts = realloc(ex->stats, n * sizeof *sts);
+    if (sts) ex->stats = sts;
+    size_t *rn = realloc(ex->req_n, n * sizeof *rn);
+    if (rn) ex->req_n = rn;
     uint32_t *k = realloc(ex->req_xfer, n * sizeof *k);
     if (k) ex->req_xfer = k;
     int *i = realloc(ex->idx, n * sizeof *i);
     if (i) ex->idx = i;
-    if (!r || !k || !i) return MPI_ERR_NO_MEM;
+    if (!r || !k || !i || !sts || !rn) return MPI_ERR_NO_MEM;
     ex->reqcap = n;
     return MPI_SUCCESS;
 }
@@ -387,6 +469,7 @@ static int post_step(rl_exec *ex) {
         for (size_t j = 0, ns = nsegs(ex, n); j < ns; j++) {
             size_t m = j + 1 < ns ? ex->seg : n - j * ex->seg;
             ex->req_xfer[ex->nreqs] = k;
+            ex->req_n[ex->nreqs] = m;
             rc = PMPI_Irecv(dst + j * ex->seg * (size_t)ex->extent, (int)m, ex->type, (int)t->peer, ex->tag, ex->comm,
                             &ex->reqs[ex->nreqs++]);
             if (rc != MPI_SUCCESS) return rc;
@@ -415,7 +498,7 @@ static int post_step(rl_exec *ex) {
         for (size_t j = 0, ns = nsegs(ex, n); j < ns; j++) {
             size_t m = j + 1 < ns ? ex->seg : n - j * ex->seg;
             ex->req_xfer[ex->nreqs] = UINT32_MAX;
-            rc = PMPI_Isend((void *)(src + j * ex->seg * (size_t)ex->extent), (int)m, ex->type, (int)t->peer, ex->tag,
+            rc = PMPI_Isend((void *)(src + j * ex->seg * (size_t)ex->extent), ex->err ? 0 : (int)m, ex->type, (int)t->peer, ex->tag,
                             ex->comm, &ex->reqs[ex->nreqs++]);
             if (rc != MPI_SUCCESS) return rc;
         }
@@ -484,24 +567,59 @@ static int finish_step(rl_exec *ex) {
     return MPI_SUCCESS;
 }
 
+/* Receive request q completed with status st (rc: what the wait returned). Sets ex->err when
+ * it was truncated or shorter than this rank's count implies: counts differ across ranks.
+ * Returns another MPI error, if any. */
+static int verify_recv(rl_exec *ex, int q, MPI_Status *st, int rc) {
+    if (ex->req_xfer[q] == UINT32_MAX) return rc == MPI_ERR_IN_STATUS ? st->MPI_ERROR : MPI_SUCCESS;
+    if (rc == MPI_ERR_IN_STATUS && st->MPI_ERROR != MPI_SUCCESS) {
+        int cls = st->MPI_ERROR;
+        PMPI_Error_class(st->MPI_ERROR, &cls);
+        if (cls != MPI_ERR_TRUNCATE) return st->MPI_ERROR;
+        ex->err = MPI_ERR_TRUNCATE;
+        return MPI_SUCCESS;
+    }
+    int got = -1;
+    if (PMPI_Get_count(st, ex->type, &got) != MPI_SUCCESS || got < 0 || (size_t)got != ex->req_n[q])
+        ex->err = MPI_ERR_TRUNCATE;
+    return MPI_SUCCESS;
+}
+
+/* After a Waitall/Testall over every request of the step that returned rc. */
+static int verify_all(rl_exec *ex, int rc) {
+    if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
+    int first = MPI_SUCCESS;
+    for (int q = 0; q < ex->nreqs; q++) {
+        if (rc == MPI_ERR_IN_STATUS && ex->stats[q].MPI_ERROR == MPI_ERR_PENDING) {
+            int e = PMPI_Wait(&ex->reqs[q], &ex->stats[q]); /* not completed yet: finish it */
+            if (e != MPI_SUCCESS && ex->stats[q].MPI_ERROR == MPI_ERR_PENDING) ex->stats[q].MPI_ERROR = e;
+        }
+        int e = verify_recv(ex, q, &ex->stats[q], rc);
+        if (e != MPI_SUCCESS && first == MPI_SUCCESS) first = e;
+    }
+    return first;
+}
+
 /* Waits for the step's transfers, applying receive segments as they arrive when allowed. */
 static int wait_and_finish_step(rl_exec *ex) {
     const RlStep *st = &ex->prog->steps[ex->step];
     if (ex->nreqs == 0) return finish_step(ex);
     if (ex->seg == SIZE_MAX || !step_allows_eager(ex, st)) {
-        int rc = PMPI_Waitall(ex->nreqs, ex->reqs, MPI_STATUSES_IGNORE);
-        return rc != MPI_SUCCESS ? rc : finish_step(ex);
+        int rc = verify_all(ex, PMPI_Waitall(ex->nreqs, ex->reqs, ex->stats));
+        return rc != MPI_SUCCESS || ex->err ? rc : finish_step(ex);
     }
     /* segment index of request q within its transfer: requests of one transfer are consecutive */
     for (;;) {
         int outcount = 0;
-        int rc = PMPI_Waitsome(ex->nreqs, ex->reqs, &outcount, ex->idx, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS) return rc;
+        int rc = PMPI_Waitsome(ex->nreqs, ex->reqs, &outcount, ex->idx, ex->stats);
+        if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
         if (outcount == MPI_UNDEFINED) break;
         for (int i = 0; i < outcount; i++) {
             int q = ex->idx[i];
             uint32_t k = ex->req_xfer[q];
-            if (k == UINT32_MAX) continue;
+            int e = verify_recv(ex, q, &ex->stats[i], rc);
+            if (e != MPI_SUCCESS) return e;
+            if (k == UINT32_MAX || ex->err) continue;
             int q0 = q;
             while (q0 > 0 && ex->req_xfer[q0 - 1] == k) q0--;
             size_t n = xfer_elems(ex, &ex->prog->transfers[st->first + k]);
@@ -515,7 +633,34 @@ static int wait_and_finish_step(rl_exec *ex) {
     return MPI_SUCCESS;
 }
 
-static void exec_epilogue(rl_exec *ex) {
+/* Copies n elements of the execution's type from src to dst. Dense types: one memmove. Types
+ * with holes: packed and unpacked by the type map (in pieces of about 1 MiB), so only the
+ * bytes the type covers are written. */
+static int typed_copy(char *dst, const char *src, size_t n, const rl_exec *ex) {
+    if (!n) return MPI_SUCCESS;
+    if (ex->dense) {
+        memmove(dst, src, span(ex, n));
+        return MPI_SUCCESS;
+    }
+    size_t per = ((size_t)1 << 20) / (size_t)ex->tsize;
+    if (per == 0) per = 1;
+    if (per > n) per = n;
+    int psize = 0, rc = PMPI_Pack_size((int)per, ex->type, MPI_COMM_SELF, &psize);
+    if (rc != MPI_SUCCESS) return rc;
+    char *tmp = malloc(psize > 0 ? (size_t)psize : 1);
+    if (!tmp) return MPI_ERR_NO_MEM;
+    for (size_t i = 0; i < n && rc == MPI_SUCCESS; i += per) {
+        int m = (int)(n - i < per ? n - i : per), pos = 0, upos = 0;
+        rc = PMPI_Pack(src + i * (size_t)ex->extent, m, ex->type, tmp, psize, &pos, MPI_COMM_SELF);
+        if (rc == MPI_SUCCESS)
+            rc = PMPI_Unpack(tmp, pos, &upos, dst + i * (size_t)ex->extent, m, ex->type, MPI_COMM_SELF);
+    }
+    free(tmp);
+    return rc;
+}
+
+static int exec_epilogue(rl_exec *ex) {
+    int rc = MPI_SUCCESS;
     if (ex->src) /* blocks never written: the result is the input (e.g. p = 1) */
         for (uint32_t b = 0; b < ex->prog->blocks; b++) {
             size_t lo = elem_lo(ex, b), hi = elem_lo(ex, b + 1);
@@ -523,40 +668,118 @@ static void exec_epilogue(rl_exec *ex) {
             if (hi > ex->final_hi) hi = ex->final_hi;
             if (ex->fresh[b] && lo < hi) memcpy(ex->buf + lo * ex->extent, ex->src + lo * ex->extent, span(ex, hi - lo));
         }
-    if (ex->out && ex->out_bytes) memmove(ex->out, ex->buf + ex->out_from, ex->out_bytes);
+    if (ex->out && ex->out_n) rc = typed_copy(ex->out, ex->buf + ex->out_from, ex->out_n, ex);
     free(ex->work);
     ex->work = NULL;
     if (ex->own_scratch && !ex->keep_scratch) {
         free(ex->scratch);
         ex->scratch = NULL;
     }
+    return rc;
+}
+
+static void next_tag(rl_exec *ex, comm_state *cs) {
+    unsigned seq = cs->seq++;
+    if (cs->tag_ub >= 0x7fffffff) {
+        uint64_t h = ((uint64_t)ex->count + 7919u * (uint64_t)ex->tsize) % 32749u + 1u;
+        ex->tag_base = (int)(seq & 0xffffu);
+        ex->tag = ex->tag_base | (int)(h << 16);
+    } else {
+        ex->tag = ex->tag_base = (int)(seq % ((unsigned)cs->tag_ub + 1u));
+    }
+}
+
+/* ---- count check (REDUCELAB_CHECK=1) ----
+ * Before the schedule, a latency-schedule allreduce (MAX) of (count, -count, type size,
+ * -type size), 33 bytes on every rank (the same size whatever the counts, so nothing is ever
+ * truncated), on the bare sequence-number tag: every rank learns whether all agree and, if
+ * not, skips the schedule and returns MPI_ERR_TRUNCATE (what Open MPI reports for a count
+ * mismatch it detects). It costs one small allreduce per call, so it is off by default. */
+#define CHK_BYTES 33
+static MPI_Datatype chk_type = MPI_DATATYPE_NULL;
+
+static void chk_kernel(const void *a, const void *b, void *out, size_t n) {
+    for (size_t k = 0; k < n; k++) {
+        int64_t x[4], y[4];
+        memcpy(x, (const char *)a + k * CHK_BYTES, sizeof x);
+        memcpy(y, (const char *)b + k * CHK_BYTES, sizeof y);
+        for (int i = 0; i < 4; i++)
+            if (x[i] > y[i]) y[i] = x[i];
+        memcpy((char *)out + k * CHK_BYTES, y, sizeof y);
+        ((char *)out)[k * CHK_BYTES + 32] = 0;
+    }
+}
+
+static void check_load(rl_exec *ex) {
+    rl_exec *c = ex->check;
+    int64_t v[4] = {(int64_t)ex->count, -(int64_t)ex->count, ex->tsize, -(int64_t)ex->tsize};
+    memcpy(ex->chk_in, v, sizeof v);
+    ex->chk_in[32] = 0;
+    c->buf = (char *)ex->chk_out;
+    c->src = (const char *)ex->chk_in;
+    memset(c->fresh, 1, c->prog->blocks);
+    c->tag = ex->tag_base;
+    c->err = 0;
+    c->step = 0;
+    c->posted = 0;
+    ex->check_done = 0;
+}
+
+/* After the check ran: 1 if every rank has this rank's count and type size. */
+static int check_agrees(const rl_exec *ex) {
+    int64_t v[4];
+    memcpy(v, ex->chk_out, sizeof v);
+    return !ex->check->err && v[0] == (int64_t)ex->count && v[1] == -(int64_t)ex->count && v[2] == ex->tsize &&
+           v[3] == -(int64_t)ex->tsize;
 }
 
 static int run_blocking(rl_exec *ex) {
-    int rc = MPI_SUCCESS;
-    for (ex->step = 0; ex->step < ex->prog->nsteps && rc == MPI_SUCCESS; ex->step++) {
+    int rc = MPI_SUCCESS, skip = 0;
+    ex->err = 0;
+    if (ex->check) {
+        check_load(ex);
+        rc = run_blocking(ex->check);
+        if (rc == MPI_SUCCESS && !check_agrees(ex)) ex->err = MPI_ERR_TRUNCATE, skip = 1; /* every rank knows */
+    }
+    /* a mismatch found by message sizes (ex->err) does not stop the steps: see rl_exec.err */
+    for (ex->step = 0; !skip && ex->step < ex->prog->nsteps && rc == MPI_SUCCESS; ex->step++) {
         rc = post_step(ex);
         if (rc == MPI_SUCCESS) rc = wait_and_finish_step(ex);
     }
-    exec_epilogue(ex);
-    return rc;
+    int erc = exec_epilogue(ex);
+    return rc != MPI_SUCCESS ? rc : erc != MPI_SUCCESS ? erc : ex->err;
 }
 
 /* Advances a nonblocking execution as far as it can without blocking; 1 when complete. */
 static int progress_exec(rl_exec *ex, int *err) {
     *err = MPI_SUCCESS;
+    if (ex->check && !ex->check_done) {
+        int e;
+        if (!progress_exec(ex->check, &e)) return 0;
+        ex->check_done = 1;
+        if (e == MPI_SUCCESS && !check_agrees(ex)) e = MPI_ERR_TRUNCATE;
+        if (e != MPI_SUCCESS) {
+            ex->err = e;
+            *err = e;
+            return 1;
+        }
+    }
     while (ex->step < ex->prog->nsteps) {
         if (!ex->posted) {
             if ((*err = post_step(ex)) != MPI_SUCCESS) return 1;
             ex->posted = 1;
         }
         int flag = 1;
-        if (ex->nreqs && (*err = PMPI_Testall(ex->nreqs, ex->reqs, &flag, MPI_STATUSES_IGNORE)) != MPI_SUCCESS) return 1;
-        if (!flag) return 0;
+        if (ex->nreqs) {
+            int rc = PMPI_Testall(ex->nreqs, ex->reqs, &flag, ex->stats);
+            if (rc == MPI_SUCCESS && !flag) return 0;
+            if ((*err = verify_all(ex, rc)) != MPI_SUCCESS) return 1;
+        }
         ex->posted = 0;
-        if ((*err = finish_step(ex)) != MPI_SUCCESS) return 1;
+        if (!ex->err && (*err = finish_step(ex)) != MPI_SUCCESS) return 1;
         ex->step++;
     }
+    *err = ex->err;
     return 1;
 }
 
@@ -569,7 +792,10 @@ static void exec_free(rl_exec *ex) {
     if (!ex) return;
     free(ex->work);
     if (ex->own_scratch) free(ex->scratch);
+    exec_free(ex->check);
     free(ex->reqs);
+    free(ex->stats);
+    free(ex->req_n);
     free(ex->req_xfer);
     free(ex->idx);
     free(ex->offs);
@@ -601,6 +827,60 @@ static int is_predefined_op(MPI_Op op) {
 
 enum { PREP_OK = 0, PREP_FALLBACK = 1, PREP_ERROR = 2 };
 
+static int check_mode(void) {
+    const char *e = getenv("REDUCELAB_CHECK");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+/* The count check of an execution (see check_load), on recursive doubling's (or Swing's, for
+ * the Swing names) latency schedule; NULL if none can be built. */
+static rl_exec *make_check(const rl_exec *main, const char *algorithm, const uint32_t *dims, size_t ndims,
+                           uint32_t rank) {
+    if (chk_type == MPI_DATATYPE_NULL) {
+        if (PMPI_Type_contiguous(CHK_BYTES, MPI_BYTE, &chk_type) != MPI_SUCCESS) return NULL;
+        PMPI_Type_commit(&chk_type);
+    }
+    const char *name = algorithm && *algorithm ? algorithm : getenv("REDUCELAB_ALLREDUCE");
+    const char *lat = name && strncmp(name, "swing", 5) == 0 ? "swing-latency" : "recursive-doubling-latency";
+    char err[512];
+    const RlProgram *prog = NULL;
+    uint32_t line = main->prog->ranks;
+    if (get_program(lat, RL_COLL_ALLREDUCE, dims, ndims, rank, &prog, err, sizeof err) != 0 &&
+        get_program("recursive-doubling-latency", RL_COLL_ALLREDUCE, &line, 1, rank, &prog, err, sizeof err) != 0)
+        return NULL;
+    rl_exec *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->prog = prog;
+    c->comm = main->comm;
+    c->count = 1;
+    c->type = chk_type;
+    c->extent = c->true_ub = CHK_BYTES;
+    c->tsize = CHK_BYTES;
+    c->dense = 1;
+    c->op = MPI_MAX;
+    c->kernel = chk_kernel;
+    c->commute = 1;
+    c->maxx = max_step_transfers(prog);
+    c->offs = calloc(c->maxx + 1, sizeof *c->offs);
+    c->fresh = calloc(prog->blocks + 1, 1);
+    c->seg = SIZE_MAX;
+    c->final_hi = 1;
+    c->own_scratch = c->keep_scratch = 1;
+    c->src = (const char *)1; /* size the scratch as prepare does */
+    size_t need = 0;
+    for (uint32_t s = 0; s < prog->nsteps; s++) {
+        size_t b = step_scratch(c, &prog->steps[s]);
+        if (b > need) need = b;
+    }
+    c->src = NULL;
+    c->scratch = malloc(need ? need : 1);
+    if (!c->offs || !c->fresh || !c->scratch || reserve_reqs(c, c->maxx + 1) != MPI_SUCCESS) {
+        exec_free(c);
+        return NULL;
+    }
+    return c;
+}
+
 /* Sets up `*out` for collective `coll` whose working vector has `count` elements (allreduce:
  * count; reduce-scatter / allgather: count per rank × p). Returns PREP_OK, PREP_FALLBACK (the
  * MPI library should do it: it also reports invalid arguments as it always does) or PREP_ERROR
@@ -613,6 +893,10 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     int p = 0, rank = 0, inter = 0, commute = 1;
     *out = NULL;
     *rc = MPI_SUCCESS;
+    if (thread_multiple()) {
+        note_thread_fallback();
+        return PREP_FALLBACK;
+    }
     if (comm == MPI_COMM_NULL || type == MPI_DATATYPE_NULL || (coll != RL_COLL_ALLGATHER && op == MPI_OP_NULL))
         return PREP_FALLBACK; /* the MPI library reports these */
     if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
@@ -628,6 +912,8 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     int tsize = 0;
     PMPI_Type_size(type, &tsize);
     if (lb != 0 || tlb < 0 || tlb + textent > extent || extent <= 0 || tsize <= 0) {
+        /* (a negative lower bound or data below 0: the working-vector arithmetic assumes
+         * bytes in [0, extent); rare enough to leave to the MPI library) */
         note_fallback("datatype with a lower bound, holes before it or zero size");
         return PREP_FALLBACK;
     }
@@ -635,7 +921,12 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     if (coll != RL_COLL_ALLGATHER) {
         kernel = rl_kernel_for(op, type);
         if (!kernel && is_predefined_op(op)) {
-            note_fallback("predefined op/datatype pair without a ReduceLab kernel");
+            char why[300], tname[MPI_MAX_OBJECT_NAME] = "";
+            int len = 0;
+            PMPI_Type_get_name(type, tname, &len);
+            snprintf(why, sizeof why, "%s on %s: no ReduceLab kernel for this (op, datatype) pair",
+                     op_name(op), len > 0 ? tname : "a derived datatype");
+            note_fallback(why);
             return PREP_FALLBACK; /* includes pairs MPI rejects: it reports them */
         }
         if (!kernel && PMPI_Op_commutative(op, &commute) != MPI_SUCCESS) return PREP_FALLBACK;
@@ -710,11 +1001,13 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     if (!ex) goto nomem;
     ex->prog = prog;
     ex->comm = cs->dup;
-    ex->tag = (int)(cs->seq++ % ((unsigned)cs->tag_ub + 1u));
     ex->count = count;
     ex->type = type;
     ex->extent = extent;
     ex->true_ub = tlb + textent;
+    ex->tsize = tsize;
+    ex->dense = (MPI_Aint)tsize == extent && tlb == 0 && textent == extent;
+    next_tag(ex, cs); /* after count and tsize */
     ex->op = op;
     ex->kernel = kernel;
     ex->commute = commute;
@@ -746,6 +1039,7 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     }
     ex->scratch_bytes = need;
     ex->src = NULL;
+    if (check_mode() && !(ex->check = make_check(ex, algorithm, dims, ndims, (uint32_t)rank))) goto nomem;
     snprintf(last_algorithm, sizeof last_algorithm, "%s", prog->algorithm);
     n_scheduled++;
     is_verbose();
@@ -763,11 +1057,31 @@ static int buffer_error(MPI_Comm comm) {
     return MPI_ERR_BUFFER;
 }
 
-/* Copies the allreduce input into recvbuf (unless in place). */
-static void load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf) {
-    ex->buf = recvbuf;
-    ex->src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
-    if (ex->src) memset(ex->fresh, 1, ex->prog->blocks);
+/* Sets up an allreduce's buffers: the result is built in recvbuf, reading blocks from the input
+ * until first written (see rl_exec). A type with holes works on a private vector instead,
+ * copied into recvbuf by the type map at the end (gaps in recvbuf are never written). */
+static int load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf) {
+    ex->err = 0;
+    if (ex->check) check_load(ex);
+    ex->out = NULL;
+    ex->out_n = 0;
+    if (ex->dense) {
+        ex->buf = recvbuf;
+        ex->src = sendbuf == MPI_IN_PLACE ? NULL : sendbuf;
+        if (ex->src) memset(ex->fresh, 1, ex->prog->blocks);
+        return MPI_SUCCESS;
+    }
+    size_t bytes = span(ex, ex->count);
+    free(ex->work);
+    ex->work = malloc(bytes ? bytes : 1);
+    if (!ex->work) return MPI_ERR_NO_MEM;
+    ex->buf = ex->work;
+    ex->src = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+    memset(ex->fresh, 1, ex->prog->blocks);
+    ex->out = recvbuf;
+    ex->out_from = 0;
+    ex->out_n = ex->count;
+    return MPI_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -785,7 +1099,7 @@ static struct {
     int count, strict;
     MPI_Datatype type;
     MPI_Op op;
-    char algorithm[64], env[3][64];
+    char algorithm[64], env[4][64];
 } last_call;
 
 
@@ -797,10 +1111,11 @@ static void forget_comm(const void *st) {
     }
 }
 
-static const char *const env_names[3] = {"REDUCELAB_ALLREDUCE", "REDUCELAB_TORUS", "REDUCELAB_SEGMENT"};
+static const char *const env_names[4] = {"REDUCELAB_ALLREDUCE", "REDUCELAB_TORUS", "REDUCELAB_SEGMENT",
+                                        "REDUCELAB_CHECK"};
 
 static int env_same(void) {
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         const char *v = getenv(env_names[i]);
         if (strncmp(v ? v : "", last_call.env[i], sizeof last_call.env[i]) != 0) return 0;
     }
@@ -823,7 +1138,7 @@ static rl_exec *cached_exec(MPI_Comm comm, int count, MPI_Datatype type, MPI_Op 
         if (!shared_scratch) return NULL;
     }
     ex->scratch = shared_scratch;
-    ex->tag = (int)(cs->seq++ % ((unsigned)cs->tag_ub + 1u));
+    next_tag(ex, cs);
     n_scheduled++;
     return ex;
 }
@@ -834,11 +1149,11 @@ static int remember_exec(rl_exec *ex, MPI_Comm comm, int count, MPI_Datatype typ
                          int strict) {
     int flag = 0;
     comm_state *cs = NULL;
-    if (!ex->kernel || (algorithm && strlen(algorithm) >= sizeof last_call.algorithm) ||
+    if (!ex->kernel || !ex->dense || (algorithm && strlen(algorithm) >= sizeof last_call.algorithm) ||
         PMPI_Comm_get_attr(comm, comm_keyval, &cs, &flag) != MPI_SUCCESS || !flag)
         return 0;
-    char env[3][64];
-    for (int i = 0; i < 3; i++) {
+    char env[4][64];
+    for (int i = 0; i < 4; i++) {
         const char *v = getenv(env_names[i]);
         if (v && strlen(v) >= sizeof env[i]) return 0;
         snprintf(env[i], sizeof env[i], "%s", v ? v : "");
@@ -873,8 +1188,7 @@ int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype typ
         if (ex != last_call.ex) exec_free(ex);
         return buffer_error(comm);
     }
-    load_allreduce(ex, sendbuf, recvbuf);
-    rc = run_blocking(ex);
+    if ((rc = load_allreduce(ex, sendbuf, recvbuf)) == MPI_SUCCESS) rc = run_blocking(ex);
     if (ex != last_call.ex) exec_free(ex);
     if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
     return rc;
@@ -912,7 +1226,7 @@ int rl_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, M
     ex->final_hi = ex->final_lo + (size_t)recvcount;
     ex->out = recvbuf;
     ex->out_from = (size_t)rank * (size_t)recvcount * (size_t)ex->extent;
-    ex->out_bytes = span(ex, (size_t)recvcount);
+    ex->out_n = (size_t)recvcount; /* typed_copy: the gaps of a type with holes stay untouched */
     rc = run_blocking(ex);
     exec_free(ex);
     if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
@@ -937,10 +1251,26 @@ int rl_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
         exec_free(ex);
         return buffer_error(comm);
     }
-    ex->buf = recvbuf;
-    if (sendbuf != MPI_IN_PLACE && recvcount)
-        memcpy((char *)recvbuf + (size_t)rank * (size_t)recvcount * (size_t)ex->extent, sendbuf,
-               span(ex, (size_t)recvcount));
+    size_t mine = (size_t)rank * (size_t)recvcount * (size_t)ex->extent;
+    if (ex->dense) {
+        ex->buf = recvbuf;
+        if (sendbuf != MPI_IN_PLACE && recvcount) memcpy((char *)recvbuf + mine, sendbuf, span(ex, (size_t)recvcount));
+    } else { /* holes: gather into a private vector, copy into recvbuf by the type map */
+        size_t bytes = span(ex, ex->count);
+        ex->work = malloc(bytes ? bytes : 1);
+        if (!ex->work) {
+            exec_free(ex);
+            PMPI_Comm_call_errhandler(comm, MPI_ERR_NO_MEM);
+            return MPI_ERR_NO_MEM;
+        }
+        ex->buf = ex->work;
+        if (recvcount)
+            memcpy(ex->buf + mine, sendbuf == MPI_IN_PLACE ? (const char *)recvbuf + mine : (const char *)sendbuf,
+                   span(ex, (size_t)recvcount));
+        ex->out = recvbuf;
+        ex->out_from = 0;
+        ex->out_n = ex->count;
+    }
     rc = run_blocking(ex);
     exec_free(ex);
     if (rc != MPI_SUCCESS) PMPI_Comm_call_errhandler(comm, rc);
@@ -951,16 +1281,18 @@ int rl_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
 
 static rl_exec *active;
 
+/* extra: a malloc'd int, the operation's error code once complete (MPI_Wait returns it) */
 static int greq_query(void *extra, MPI_Status *status) {
-    (void)extra;
+    int e = extra ? *(int *)extra : MPI_SUCCESS;
+    status->MPI_ERROR = e;
     PMPI_Status_set_elements(status, MPI_BYTE, 0);
     PMPI_Status_set_cancelled(status, 0);
     status->MPI_SOURCE = MPI_UNDEFINED;
     status->MPI_TAG = MPI_UNDEFINED;
-    return MPI_SUCCESS;
+    return e;
 }
 static int greq_free(void *extra) {
-    (void)extra;
+    free(extra);
     return MPI_SUCCESS;
 }
 static int greq_cancel(void *extra, int complete) {
@@ -982,7 +1314,10 @@ int RL_Progress(void) {
         int err;
         if (progress_exec(ex, &err)) {
             *pp = next;
-            exec_epilogue(ex);
+            int erc = exec_epilogue(ex);
+            if (err == MPI_SUCCESS) err = erc;
+            ex->result = err;
+            if (ex->greq_err) *ex->greq_err = err;
             ex->done = 1;
             if (err != MPI_SUCCESS && first_err == MPI_SUCCESS) first_err = err;
             if (ex->greq != MPI_REQUEST_NULL) {
@@ -1010,9 +1345,11 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
         exec_free(ex);
         return buffer_error(comm);
     }
-    load_allreduce(ex, sendbuf, recvbuf);
-    rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, NULL, &ex->greq);
+    rc = load_allreduce(ex, sendbuf, recvbuf);
+    if (rc == MPI_SUCCESS && !(ex->greq_err = calloc(1, sizeof *ex->greq_err))) rc = MPI_ERR_NO_MEM;
+    if (rc == MPI_SUCCESS) rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, ex->greq_err, &ex->greq);
     if (rc != MPI_SUCCESS) {
+        free(ex->greq_err);
         exec_free(ex);
         PMPI_Comm_call_errhandler(comm, rc);
         return rc;
@@ -1110,12 +1447,15 @@ int RL_Start(RL_Persistent r) {
     comm_state *cs = NULL;
     int rc = get_comm_state(r->comm, &cs);
     if (rc != MPI_SUCCESS) return rc;
-    ex->tag = (int)(cs->seq++ % ((unsigned)cs->tag_ub + 1u));
+    next_tag(ex, cs);
     ex->step = 0;
     ex->posted = 0;
     ex->done = 0;
     ex->greq = MPI_REQUEST_NULL;
-    load_allreduce(ex, r->sendbuf, r->recvbuf);
+    if ((rc = load_allreduce(ex, r->sendbuf, r->recvbuf)) != MPI_SUCCESS) {
+        PMPI_Comm_call_errhandler(r->comm, rc);
+        return rc;
+    }
     r->started = 1;
     n_scheduled++;
     ex->next_active = active;
@@ -1128,17 +1468,13 @@ int RL_Persistent_test(RL_Persistent r, int *flag) {
     int rc = MPI_SUCCESS;
     if (r->started && !r->ex->done) rc = RL_Progress();
     *flag = !r->started || r->ex->done;
-    return rc;
+    return r->started && r->ex->done ? r->ex->result : rc;
 }
 
 int RL_Persistent_wait(RL_Persistent r) {
     if (!r) return MPI_ERR_REQUEST;
-    int rc = MPI_SUCCESS;
-    while (r->started && !r->ex->done) {
-        int e = RL_Progress();
-        if (e != MPI_SUCCESS) rc = e;
-    }
-    return rc;
+    while (r->started && !r->ex->done) RL_Progress();
+    return r->started ? r->ex->result : MPI_SUCCESS;
 }
 
 /* 0 inactive (never started, or completed), 1 running. */

@@ -57,6 +57,16 @@ FLOAT_KERNELS(f32, float)
 FLOAT_KERNELS(f64, double)
 FLOAT_KERNELS(f80, long double)
 
+/* Complex SUM and PROD with C's own complex arithmetic (as Open MPI's op component does);
+ * both are commutative bitwise (ac−bd, ad+bc are symmetric in the operands). */
+#define COMPLEX_KERNELS(sfx, T)                                                     \
+    KERNEL(sum_##sfx, T, a + b)                                                     \
+    KERNEL(prod_##sfx, T, a * b)
+
+COMPLEX_KERNELS(c32, float _Complex)
+COMPLEX_KERNELS(c64, double _Complex)
+COMPLEX_KERNELS(c80, long double _Complex)
+
 KERNEL(land_bool, bool, a && b)
 KERNEL(lor_bool, bool, a || b)
 KERNEL(lxor_bool, bool, a != b)
@@ -92,7 +102,7 @@ LOC_KERNELS(2int, int, int)
 LOC_KERNELS(short_int, short, int)
 LOC_KERNELS(long_double_int, long double, int)
 
-enum kind { K_NONE, K_I8, K_U8, K_I16, K_U16, K_I32, K_U32, K_I64, K_U64, K_F32, K_F64, K_F80, K_BOOL, K_BYTE,
+enum kind { K_NONE, K_C32, K_C64, K_C80, K_I8, K_U8, K_I16, K_U16, K_I32, K_U32, K_I64, K_U64, K_F32, K_F64, K_F80, K_BOOL, K_BYTE,
             K_FLOAT_INT, K_DOUBLE_INT, K_LONG_INT, K_2INT, K_SHORT_INT, K_LONG_DOUBLE_INT };
 
 static int is(MPI_Datatype t, MPI_Datatype u) { return u != MPI_DATATYPE_NULL && t == u; }
@@ -131,7 +141,21 @@ static enum kind kind_of(MPI_Datatype t, int *no_logical) {
         PMPI_Type_size(t, &size);
         return size == (int)sizeof(long double) ? K_F80 : K_NONE;
     }
-    if (is(t, MPI_C_BOOL)) return K_BOOL;
+    if (is(t, MPI_C_BOOL) || is(t, MPI_CXX_BOOL)) return K_BOOL;
+    /* MPI_CHAR: Open MPI (and MPICH) accept the integer ops on it, and OSU's benchmarks use it;
+     * it is plain `char`, signed on the ABIs where char is signed. */
+    if (is(t, MPI_CHAR)) return int_kind((char)-1 < 0, 1);
+    /* complex: C, C++ and Fortran names of the same layouts (two floats, two doubles, ...) */
+    if (is(t, MPI_C_FLOAT_COMPLEX) || is(t, MPI_C_COMPLEX) || is(t, MPI_CXX_FLOAT_COMPLEX) || is(t, MPI_COMPLEX) ||
+        is(t, MPI_COMPLEX8))
+        return K_C32;
+    if (is(t, MPI_C_DOUBLE_COMPLEX) || is(t, MPI_CXX_DOUBLE_COMPLEX) || is(t, MPI_DOUBLE_COMPLEX) ||
+        is(t, MPI_COMPLEX16))
+        return K_C64;
+    if (is(t, MPI_C_LONG_DOUBLE_COMPLEX) || is(t, MPI_CXX_LONG_DOUBLE_COMPLEX)) {
+        PMPI_Type_size(t, &size);
+        return size == (int)sizeof(long double _Complex) ? K_C80 : K_NONE;
+    }
     if (is(t, MPI_BYTE)) return K_BYTE;
     if (is(t, MPI_FLOAT_INT)) return K_FLOAT_INT;
     if (is(t, MPI_DOUBLE_INT)) return K_DOUBLE_INT;
@@ -186,6 +210,15 @@ rl_kernel rl_kernel_for(MPI_Op op, MPI_Datatype type) {
     case K_F32: FLOAT_OPS(f32)
     case K_F64: FLOAT_OPS(f64)
     case K_F80: FLOAT_OPS(f80)
+    case K_C32:
+        if (op == MPI_SUM) return sum_c32;
+        return op == MPI_PROD ? prod_c32 : NULL;
+    case K_C64:
+        if (op == MPI_SUM) return sum_c64;
+        return op == MPI_PROD ? prod_c64 : NULL;
+    case K_C80:
+        if (op == MPI_SUM) return sum_c80;
+        return op == MPI_PROD ? prod_c80 : NULL;
     case K_BOOL:
         if (op == MPI_LAND) return land_bool;
         if (op == MPI_LOR) return lor_bool;

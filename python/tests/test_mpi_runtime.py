@@ -155,7 +155,9 @@ mpi4py = pytest.importorskip("mpi4py") if not REQUIRED else __import__("mpi4py")
 @pytest.mark.parametrize(("algorithm", "p"), [("auto", 1), ("swing", 4), ("ring", 7), ("rabenseifner", 8)])
 def test_mpi4py_with_the_interposition_library(algorithm: str, p: int) -> None:
     script = Path(__file__).parent / "mpi" / "mpi4py_allreduce.py"
-    out = ok(mpirun(p, [sys.executable, str(script)], {"REDUCELAB_ALLREDUCE": algorithm}, preload=True))
+    # mpi4py asks for MPI_THREAD_MULTIPLE; this script calls from one thread (docs/mpi.md, Threads)
+    out = ok(mpirun(p, [sys.executable, str(script)], {"REDUCELAB_ALLREDUCE": algorithm,
+                                                        "REDUCELAB_THREADS": "serialized"}, preload=True))
     m = re.search(r"mpi4py: OK (\d+) (\d+) (\d+)", out)
     assert m, out
     calls, scheduled, total = map(int, m.groups())
@@ -183,3 +185,93 @@ def test_bench_mpi_cli_rejects_an_unknown_algorithm(tmp_path: Path) -> None:
                "--out", tmp_path)
     assert proc.returncode == 1
     assert "unknown ReduceLab algorithm 'warp-drive'" in proc.stderr
+
+
+HOLES = re.compile(r"test_holes p=(\d+): (\d+) checks, (\d+) scheduled of (\d+) expected, (\d+) failures")
+
+
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_datatypes_with_holes_rl_api(p: int) -> None:
+    """Vector, resized and indexed types (and a contiguous control) through RL_Allreduce (user
+    commutative and non-commutative ops, in place), RL_Reduce_scatter_block, RL_Allgather,
+    RL_Iallreduce and persistent restarts, six algorithms: every gap byte keeps its sentinel,
+    covered ints are exact, send buffers unchanged, and the user-op calls ran schedules
+    (mpi/tests/test_holes.c)."""
+    out = ok(mpirun(p, [str(BUILD / "test_holes_rl")]))
+    m = HOLES.search(out)
+    assert m, out
+    got_p, checks, scheduled, expected, failures = map(int, m.groups())
+    assert got_p == p and failures == 0
+    assert expected > 1000 and scheduled >= expected
+    assert checks > 5000 * p
+
+
+@pytest.mark.parametrize(("algorithm", "p"), [("auto", 2), ("ring", 3), ("swing", 4), ("rabenseifner", 3),
+                                              ("recursive-doubling", 4)])
+def test_datatypes_with_holes_interposed(algorithm: str, p: int) -> None:
+    """The same program as plain MPI under LD_PRELOAD: MPI_Allreduce, MPI_Reduce_scatter_block,
+    MPI_Allgather, MPI_Iallreduce + MPI_Wait and MPIX_Allreduce_init/MPI_Start/MPI_Wait."""
+    out = ok(mpirun(p, [str(BUILD / "test_holes")], {"REDUCELAB_ALLREDUCE": algorithm}, preload=True))
+    m = HOLES.search(out)
+    assert m, out
+    got_p, checks, scheduled, expected, failures = map(int, m.groups())
+    assert got_p == p and failures == 0
+    assert expected >= 300 and scheduled >= expected
+    assert checks > 1000 * p
+
+
+def test_datatypes_with_holes_library_alone() -> None:
+    """Without ReduceLab the program passes against the MPI library itself (its checks are MPI's
+    semantics, not ReduceLab's)."""
+    out = ok(mpirun(3, [str(BUILD / "test_holes")], {"EXPECT_INTERCEPT": "0"}))
+    m = HOLES.search(out)
+    assert m and int(m.group(5)) == 0, out
+
+
+@pytest.mark.parametrize(("algorithm", "p"), [("auto", 2), ("auto", 3), ("auto", 4), ("ring", 4), ("swing", 3),
+                                              ("rabenseifner", 2)])
+def test_mismatched_counts_are_an_error_in_checking_mode(algorithm: str, p: int) -> None:
+    """16383 vs 16385 elements (either side of auto's 64 KiB switch) with REDUCELAB_CHECK=1:
+    MPI_Allreduce, MPI_Iallreduce + MPI_Wait and MPI_Reduce_scatter_block (5 vs 6) return
+    MPI_ERR_TRUNCATE on every rank, and a consistent call afterwards is exact (test_counts.c)."""
+    out = ok(mpirun(p, [str(BUILD / "test_counts")], {"REDUCELAB_CHECK": "1", "REDUCELAB_ALLREDUCE": algorithm},
+                    preload=True, timeout=60))
+    m = re.search(r"test_counts p=(\d+): (\d+) checks, (\d+) failures", out)
+    assert m and int(m.group(1)) == p and int(m.group(3)) == 0 and int(m.group(2)) == 6 * p, out
+
+
+def test_checking_mode_keeps_every_result() -> None:
+    """With REDUCELAB_CHECK=1 the whole RL_* matrix (consistent counts) still matches the library."""
+    out = ok(mpirun(3, [str(BUILD / "test_mpi")], {"REDUCELAB_CHECK": "1"}))
+    m = re.search(r"test_mpi p=(\d+): (\d+) checks on rank 0 \((\d+) over all ranks\), (\d+) failures", out)
+    assert m and int(m.group(4)) == 0 and int(m.group(2)) > 10_000, out
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 5])
+def test_new_kernels_match_the_library(p: int) -> None:
+    """MPI_CHAR (10 ops), MPI_CXX_BOOL (logical ops) and eight complex type names (SUM, PROD)
+    run ReduceLab schedules (no fall-through) and equal MPI_Allreduce, five algorithms x four
+    counts (mpi/tests/test_kernels.c)."""
+    proc = mpirun(p, [str(BUILD / "test_kernels")], {"REDUCELAB_VERBOSE": "1"})
+    out = ok(proc)
+    m = re.search(r"test_kernels p=(\d+): (\d+) pairs, (\d+) checks, (\d+) failures", out)
+    assert m and int(m.group(1)) == p and int(m.group(4)) == 0, out
+    assert int(m.group(2)) >= 23  # CHAR 10 + CXX_BOOL 3 + at least the five C/C++ complex names x 2
+    assert int(m.group(3)) >= int(m.group(2)) * 4 * 5 * p
+    # the MPI_BYTE/MPI_SUM fall-through is explained once per process, not once per call
+    notices = re.findall(r"reducelab: falling back to the MPI library \(said once per reason\): (.*)", proc.stderr)
+    assert notices == ["MPI_SUM on MPI_BYTE: no ReduceLab kernel for this (op, datatype) pair"] * p, proc.stderr
+
+
+@pytest.mark.parametrize("p", [2, 4])
+def test_thread_multiple_falls_through_to_the_library(p: int) -> None:
+    """Two threads per rank on their own communicators (MPI_Allreduce, MPI_Iallreduce + MPI_Wait)
+    at MPI_THREAD_MULTIPLE: exact results, no crash, every call handed to the MPI library and
+    said once with REDUCELAB_VERBOSE (mpi/tests/test_threads.c)."""
+    proc = mpirun(p, [str(BUILD / "test_threads")], {"REDUCELAB_VERBOSE": "1"}, preload=True, timeout=120)
+    out = ok(proc)
+    if "skipped" in out:
+        pytest.skip(out.strip())
+    m = re.search(r"test_threads p=(\d+): (\d+) checks, (\d+) failures", out)
+    assert m and int(m.group(1)) == p and int(m.group(3)) == 0 and int(m.group(2)) == 501 * p, out
+    assert proc.stderr.count("MPI_THREAD_MULTIPLE (ReduceLab's per-process state is not locked") == p
