@@ -908,13 +908,28 @@ def results_from_csv(text: str) -> list[RunResult]:
     return out
 
 
+def judge(fig: Figure, sc: Scale, results: list[RunResult]) -> list[Claim]:
+    """The figure's claims, judged on its verified runs only: an unverified run is reported (and
+    makes `reproduce` exit 1) but never counts towards a claim. If what is left does not cover
+    the claims, they are one `n/a` verdict saying so."""
+    verified = [r for r in results if r.verified]
+    if len(verified) == len(results):
+        return fig.claims(sc, results)
+    try:
+        return fig.claims(sc, verified)
+    except (KeyError, ValueError, ZeroDivisionError) as exc:
+        return [Claim(f"{fig.stem}-claims", "every claim of the figure", "", "judged on verified runs only",
+                      f"not evaluated: {len(results) - len(verified)} unverified runs left out and the others "
+                      f"do not cover every claim (missing {exc})", "n/a")]
+
+
 def reevaluate(name: str, out: str | Path, scale: str) -> list[Claim]:
     """Re-evaluate the claims of figure `name` from its ``STEM.csv`` in `out` (no simulation) and
     rewrite the claims files there."""
     fig, sc = FIGURES[name], get_scale(scale)
     out = Path(out)
     rs = results_from_csv((out / f"{fig.stem}.csv").read_text(encoding="utf-8"))
-    cs = fig.claims(sc, rs)
+    cs = judge(fig, sc, rs)
     (out / f"{fig.stem}_claims.csv").write_text(claims_csv(cs), encoding="utf-8", newline="")
     (out / f"{fig.stem}_claims.md").write_text(claims_md(fig, sc, len(rs), cs), encoding="utf-8", newline="")
     return cs
@@ -984,7 +999,7 @@ def reproduce(name: str, out: str | Path, scale: str = "small", jobs: int = 1, p
     t0 = time.monotonic()
     points = fig.points(sc)
     results = run_points(points, jobs, progress)
-    claims = fig.claims(sc, results)
+    claims = judge(fig, sc, results)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     files = {

@@ -34,6 +34,7 @@ releases the GIL, and built schedules are shared through its process-wide cache.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import html
 import io
 import math
@@ -1500,7 +1501,13 @@ def reproduce(
                 rows.append((cfg.topology, cfg.bandwidth, v, pk.runtime_ps, fl.runtime_ps))
         check = BackendCheck(check_size, rows)
 
-    claim_results = [evaluate_claim(spec, c, results) for c in claims]
+    # Claims are judged on verified runs only: a run whose data did not verify is reported (and
+    # makes `reproduce` exit 1) but never counts towards a claim; for the claims its series is
+    # unavailable on that network, as if its schedule could not run there.
+    judged = results
+    if any(r.verified is False for r in runs):
+        judged = Results(spec, [dataclasses.replace(r, error=f"data not verified ({r.mismatch})") if r.verified is False else r for r in runs])
+    claim_results = [evaluate_claim(spec, c, judged) for c in claims]
     stem = spec.output
     effective = override or spec.backend
     files: dict[str, bytes | str] = {

@@ -177,3 +177,27 @@ def test_claims_reevaluate_from_csv(tiny_all: tuple[Path, str], name: str, tmp_p
     canary_repro.reevaluate(name, tmp_path, "tiny")
     for suffix in ("_claims.csv", "_claims.md"):
         assert (tmp_path / f"{stem}{suffix}").read_bytes() == (out / name / f"{stem}{suffix}").read_bytes()
+
+
+def test_claims_ignore_runs_whose_data_did_not_verify(tmp_path, monkeypatch) -> None:
+    """An unverified run is reported (and fails `reproduce`) but never counts towards a claim:
+    the same figure with one run turned into an unverified outlier gives the same claims."""
+    import dataclasses
+
+    import reducelab.canary_repro as cr
+
+    real = cr.run_points
+    honest = cr.reproduce("canary-fig6", tmp_path / "a", scale="tiny")
+    assert not honest.unverified
+
+    def with_an_outlier(points, jobs=1, progress=False):
+        rs = real(points, jobs, progress)
+        rs[0] = dataclasses.replace(rs[0], goodput_gbps=rs[0].goodput_gbps * 50, verified=False)
+        return rs
+
+    monkeypatch.setattr(cr, "run_points", with_an_outlier)
+    report = cr.reproduce("canary-fig6", tmp_path / "b", scale="tiny")
+    assert len(report.unverified) == 1
+    # Fig. 6 has one run per series: without its Canary run the claim cannot be judged.
+    assert [(c.verdict, "unverified runs left out" in c.measured) for c in report.claims] == [("n/a", True)]
+    assert honest.claims[0].verdict in ("pass", "fail")

@@ -465,3 +465,42 @@ def test_list_and_unknown_figure_name_every_figure() -> None:
     proc = cli("reproduce", "fig99")
     assert proc.returncode == 2
     assert all(name in proc.stderr for name in listed)
+
+
+def test_claims_judge_only_runs_whose_data_verified(tmp_path, monkeypatch) -> None:
+    """A run whose data did not verify is reported but never counts towards a claim: the claims
+    are those of the same figure where that run's series could not run on its network."""
+    import dataclasses
+
+    import reducelab.reproduce as rp
+
+    real = rp._run_points
+    first: list = []
+
+    def key(r):
+        return (r.topology, r.bandwidth, r.variant, r.size, r.backend)
+
+    def runs_with(change):
+        # The same run (by its point, not its position) is changed in both reproductions.
+        def run_points(spec, points, optional, jobs, bar, cache):
+            rs = list(real(spec, points, optional, jobs, bar, cache))
+            if not first:
+                first.append(key(next(r for r in rs if r.verified is True)))
+            at = [i for i, r in enumerate(rs) if key(r) == first[0]]
+            return change(rs, at[0]) if at else rs
+        return run_points
+
+    def unavailable(rs, i):
+        rs[i] = dataclasses.replace(rs[i], error="could not run")
+        return rs
+
+    def spoil(rs, i):
+        rs[i] = dataclasses.replace(rs[i], runtime_ps=1, goodput_gbps=1e9, verified=False, mismatch="spoiled by the test")
+        return rs
+
+    monkeypatch.setattr(rp, "_run_points", runs_with(unavailable))
+    without = rp.reproduce("swing-fig9", tmp_path / "a", scale="tiny", jobs=1)
+    monkeypatch.setattr(rp, "_run_points", runs_with(spoil))
+    spoiled = rp.reproduce("swing-fig9", tmp_path / "b", scale="tiny", jobs=1)
+    assert len([r for r in spoiled.runs if r.verified is False]) == 1
+    assert [(c.claim.id, c.measured, c.verdict) for c in spoiled.claims] == [(c.claim.id, c.measured, c.verdict) for c in without.claims]
