@@ -1057,6 +1057,19 @@ static int buffer_error(MPI_Comm comm) {
     return MPI_ERR_BUFFER;
 }
 
+/* A private working vector of `bytes` for a type with holes (ex->work, also ex->buf). On
+ * failure `ex` is freed and the communicator's error handler called. */
+static int alloc_work(rl_exec *ex, size_t bytes, MPI_Comm comm) {
+    ex->work = malloc(bytes ? bytes : 1);
+    if (!ex->work) {
+        exec_free(ex);
+        PMPI_Comm_call_errhandler(comm, MPI_ERR_NO_MEM);
+        return MPI_ERR_NO_MEM;
+    }
+    ex->buf = ex->work;
+    return MPI_SUCCESS;
+}
+
 /* Sets up an allreduce's buffers: the result is built in recvbuf, reading blocks from the input
  * until first written (see rl_exec). A type with holes works on a private vector instead,
  * copied into recvbuf by the type map at the end (gaps in recvbuf are never written). */
@@ -1213,13 +1226,7 @@ int rl_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, M
     size_t bytes = span(ex, ex->count);
     int rank;
     PMPI_Comm_rank(comm, &rank);
-    ex->work = malloc(bytes ? bytes : 1);
-    if (!ex->work) {
-        exec_free(ex);
-        PMPI_Comm_call_errhandler(comm, MPI_ERR_NO_MEM);
-        return MPI_ERR_NO_MEM;
-    }
-    ex->buf = ex->work;
+    if ((rc = alloc_work(ex, bytes, comm)) != MPI_SUCCESS) return rc;
     ex->src = in; /* read from the input until written (see rl_exec) */
     memset(ex->fresh, 1, ex->prog->blocks);
     ex->final_lo = (size_t)rank * (size_t)recvcount;
@@ -1257,13 +1264,7 @@ int rl_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
         if (sendbuf != MPI_IN_PLACE && recvcount) memcpy((char *)recvbuf + mine, sendbuf, span(ex, (size_t)recvcount));
     } else { /* holes: gather into a private vector, copy into recvbuf by the type map */
         size_t bytes = span(ex, ex->count);
-        ex->work = malloc(bytes ? bytes : 1);
-        if (!ex->work) {
-            exec_free(ex);
-            PMPI_Comm_call_errhandler(comm, MPI_ERR_NO_MEM);
-            return MPI_ERR_NO_MEM;
-        }
-        ex->buf = ex->work;
+        if ((rc = alloc_work(ex, bytes, comm)) != MPI_SUCCESS) return rc;
         if (recvcount)
             memcpy(ex->buf + mine, sendbuf == MPI_IN_PLACE ? (const char *)recvbuf + mine : (const char *)sendbuf,
                    span(ex, (size_t)recvcount));
