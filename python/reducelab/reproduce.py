@@ -704,12 +704,13 @@ def _run_points(
             raise ReproductionError(f"{variant} on {topo}, {size} B at {bw:g} Gb/s: {exc}") from None
         return Run(bw, variant, size, r["runtime_ps"], r["goodput_gbps"], r["backend"], r["verified"], r["mismatch"], topo)
 
-    runs: list[Run] = []
+    # Runs come back in the order of `points`, whichever finishes first (deterministic output).
+    got: dict[PointKey, Run] = {}
     todo: list[PointKey] = []
     for p in points:
         hit = cache.get(ckey(p)) if cache is not None else None
         if hit is not None:
-            runs.append(hit)
+            got[p] = hit
             progress.step()
         else:
             todo.append(p)
@@ -724,7 +725,7 @@ def _run_points(
                 done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
                 for f in done:
                     r = f.result()
-                    runs.append(r)
+                    got[futures[f]] = r
                     if cache is not None:
                         cache[ckey(futures[f])] = r
                     progress.step()
@@ -732,7 +733,7 @@ def _run_points(
             for f in pending:
                 f.cancel()
             raise
-    return runs
+    return [got[p] for p in points]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -504,3 +504,16 @@ def test_claims_judge_only_runs_whose_data_verified(tmp_path, monkeypatch) -> No
     spoiled = rp.reproduce("swing-fig9", tmp_path / "b", scale="tiny", jobs=1)
     assert len([r for r in spoiled.runs if r.verified is False]) == 1
     assert [(c.claim.id, c.measured, c.verdict) for c in spoiled.claims] == [(c.claim.id, c.measured, c.verdict) for c in without.claims]
+
+
+def test_runs_come_back_in_point_order_whichever_finishes_first(tmp_path) -> None:
+    """`Report.runs` is in the order of the figure's points, not of completion (two workers)."""
+    import reducelab.reproduce as rp
+
+    orders = []
+    for i in range(3):
+        report = rp.reproduce("swing-fig9", tmp_path / str(i), scale="tiny", jobs=2)
+        orders.append([(r.topology, r.bandwidth, r.variant, r.size, r.backend) for r in report.runs])
+    assert orders[0] == orders[1] == orders[2]
+    sizes = [k[3] for k in orders[0] if k[:3] == orders[0][0][:3]]
+    assert sizes == sorted(sizes), "within one (network, variant) the sizes come in the spec's order"
