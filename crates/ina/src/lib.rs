@@ -27,7 +27,7 @@ pub mod protocol;
 pub mod tree;
 pub mod wire;
 
-pub use protocol::{HostProtocol, InaProtocol, ParamError, ParamValue, Params, SwitchConfig, Tenant};
+pub use protocol::{HostProtocol, InaProtocol, ParamError, Params, SwitchConfig, Tenant};
 
 pub use wire::Kind;
 

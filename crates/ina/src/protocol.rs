@@ -79,15 +79,8 @@ pub trait HostProtocol {
     fn stats(&self) -> &HostStats;
 }
 
-/// A protocol key's value in a scenario.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ParamValue {
-    Number(f64),
-    List(Vec<u32>),
-}
-
-/// A protocol's own keys of one traffic entry.
-pub type Params = BTreeMap<String, ParamValue>;
+/// A protocol's own numeric keys of one traffic entry (key → value as written).
+pub type Params = BTreeMap<String, f64>;
 
 /// A key the protocol refused, and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -106,9 +99,8 @@ impl ParamError {
 pub fn number(p: &Params, key: &str, default: f64, min: f64, max: f64) -> Result<f64, ParamError> {
     match p.get(key) {
         None => Ok(default),
-        Some(ParamValue::Number(x)) if x.is_finite() && *x >= min && *x <= max => Ok(*x),
-        Some(ParamValue::Number(x)) => Err(ParamError::new(key, format!("must be within {min}..={max}, got {x}"))),
-        Some(ParamValue::List(_)) => Err(ParamError::new(key, "must be a number, not a list")),
+        Some(&x) if x.is_finite() && x >= min && x <= max => Ok(x),
+        Some(x) => Err(ParamError::new(key, format!("must be within {min}..={max}, got {x}"))),
     }
 }
 

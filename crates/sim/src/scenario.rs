@@ -1082,7 +1082,6 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                 return e(format!("{f}.protocol"), format!("must be one of {}, got \"{protocol_name}\"", reducelab_ina::protocol_names()));
             };
             // The protocol's own keys go to its registry entry, which validates them.
-            use reducelab_ina::ParamValue::Number;
             let mut params = reducelab_ina::Params::new();
             for (key, value) in [
                 ("trees", t.trees.map(|x| x as f64)),
@@ -1091,7 +1090,7 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                 ("max_failures", t.max_failures.map(|x| x as f64)),
             ] {
                 if let Some(v) = value {
-                    params.insert(key.to_string(), Number(v));
+                    params.insert(key.to_string(), v);
                 }
             }
             let protocol = (info.build)(&params).map_err(|pe| ScenarioError { field: format!("{f}.{}", pe.key), reason: pe.reason })?;
