@@ -230,11 +230,14 @@ examples:
 
 Canary figures (canary-fig2, -fig6, -fig7, -fig8, -fig9, -fig10, -fig11; canary-all for every
 one into DIR/NAME/): scenario runs on the Canary §5.2 fat tree (in-network allreduce, ring,
-random-uniform background), python/reducelab/canary_repro.py. Scales: tiny (16 hosts, tests),
-small (64 hosts), full (1024 hosts, 5 allocations, 4 MiB; minutes per figure). They write
-STEM.csv (one row per run), STEM_claims.csv/.md, STEM.png and, for Figs. 7 and 10,
-STEM_links.csv (network-link utilisation histograms). `reproduce all` runs them after the
-Swing figures, into DIR/NAME/, and adds them to DIR/index.html.
+random-uniform background), defined by scenarios/canary/figN.toml + figN.claims.toml. Scales:
+tiny (16 hosts, tests), small (64 hosts), full (1024 hosts, 5 allocations, 4 MiB; minutes per
+figure). They write STEM.csv (one row per run), STEM_claims.csv/.md, STEM.png and, for Figs. 7
+and 10, STEM_links.csv (network-link utilisation histograms). Their points run through the sweep
+store OUT/points.sqlite (--store DB to share one): a stored point is not run again, so an
+interrupted figure resumes; --scheduler tcp://HOST:PORT runs them on a Dask cluster.
+`reproduce all` runs them after the Swing figures, into DIR/NAME/, and adds them to
+DIR/index.html.
   reducelab reproduce canary-fig8 --scale full --jobs 1 --out results/canary-fig8
 
 An unknown figure or scale prints `error: ...` and exits with status 2; a packet-level run
@@ -612,7 +615,10 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_REPRODUCE_EPILOG,
         formatter_class=fmt,
     )
-    reproduce.add_argument("figure", metavar="FIGURE", nargs="?", help="figure name (see --list), e.g. swing-fig9")
+    reproduce.add_argument(
+        "figure", metavar="FIGURE", nargs="?",
+        help="figure name (see --list), e.g. swing-fig9, or a scenario figure file figN.toml",
+    )
     reproduce.add_argument(
         "--out", type=Path, metavar="DIR", help="output directory (default: results/FIGURE-SCALE)"
     )
@@ -631,6 +637,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument(
         "--quiet", "-q", action="store_true", help="print nothing but errors (no table or progress bar)"
+    )
+    reproduce.add_argument(
+        "--store", type=Path, metavar="DB",
+        help="run store of the scenario figures (default: OUT/points.sqlite): stored points are not run again",
+    )
+    reproduce.add_argument(
+        "--scheduler", metavar="URL",
+        help="run the scenario figures' points on this Dask cluster (tcp://HOST:PORT) instead of locally",
     )
     reproduce.add_argument("--list", action="store_true", help="list the figures and exit")
     reproduce.set_defaults(handler=_cmd_reproduce)
@@ -1050,7 +1064,7 @@ _CANARY_MEMORY_OPTS = ("bandwidth_gbps", "diameter", "hop_latency_ns", "timeout_
 
 
 def _cmd_canary_memory(args: argparse.Namespace) -> int:
-    from .canary_repro import CanaryReproError, format_canary_memory
+    from .canary import CanaryError, format_canary_memory
 
     if args.algorithm or args.topology or args.per_step or args.list:
         _fail("model canary-memory takes --bandwidth-gbps, --diameter, --hop-latency-ns, --timeout-ns "
@@ -1059,7 +1073,7 @@ def _cmd_canary_memory(args: argparse.Namespace) -> int:
     vals = {k: (getattr(args, k) if getattr(args, k) is not None else v) for k, v in defaults.items()}
     try:
         print(format_canary_memory(**vals))
-    except CanaryReproError as exc:
+    except CanaryError as exc:
         _fail(str(exc))
     return 0
 
@@ -1149,36 +1163,49 @@ def _cmd_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from . import reproduce
+    from . import figures, reproduce
+    from .scenario import FieldError
 
-    from . import canary_repro
-
-    known = [*reproduce.names(), *canary_repro.names(), "canary-all", "all"]
+    try:
+        scenario_figs = figures.names()
+    except figures.FigureError as exc:
+        _fail(str(exc))
+    known = [*reproduce.names(), *scenario_figs, "canary-all", "all"]
     if args.list:
         for name in known:
             print(name)
         return 0
     if not args.figure:
         _fail(f"reproduce needs a FIGURE; known: {', '.join(known)}")
-    if args.figure.startswith("canary-"):
-        return _cmd_reproduce_canary(args)
-    if args.figure not in known:
+    from_file = args.figure.endswith(".toml")
+    if from_file:
+        try:
+            figures.load(args.figure)
+        except figures.FigureError as exc:
+            _fail(str(exc))
+    elif args.figure not in known:
         _fail(f"unknown figure {args.figure!r}; known: {', '.join(known)} (see `reducelab reproduce --list`)")
+    if args.scheduler is not None:
+        from .sweep import check_scheduler
+
+        try:
+            check_scheduler(args.scheduler)
+        except FieldError as exc:
+            _fail(f"{exc.field}: {exc.reason}")
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         _fail("reproduce draws a plot and needs matplotlib: pip install 'reducelab[plot]'", EXIT_FAILURE)
-    out: Path = args.out if args.out is not None else Path("results") / f"{args.figure}-{args.scale}"
+    label = Path(args.figure).stem if from_file else args.figure
+    out: Path = args.out if args.out is not None else Path("results") / f"{label}-{args.scale}"
+    if from_file or args.figure in scenario_figs or args.figure == "canary-all":
+        return _cmd_reproduce_figures(args, out)
     if args.figure == "all":  # every figure, then OUT/index.html
-        from . import canary_repro
-
-        if args.scale not in canary_repro.SCALES:
-            _fail(f"unknown scale {args.scale!r} for the Canary figures of `all`; known: {', '.join(canary_repro.SCALES)}")
         try:
             status = reproduce.run_all_cli(out, args.scale, args.backend, args.jobs, args.quiet)
         except reproduce.ReproductionError as exc:
             _fail(str(exc))
-        return max(status, _reproduce_canary_into_all(out, args))
+        return max(status, _reproduce_figures_into_all(out, args))
     try:
         report = reproduce.reproduce(
             args.figure, out, scale=args.scale, backend=args.backend, jobs=args.jobs,
@@ -1205,80 +1232,89 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
-def _reproduce_canary_into_all(out: Path, args: argparse.Namespace) -> int:
-    """`reproduce all`, second part: every Canary figure into OUT/NAME/, added to OUT/index.html
-    (written by the Swing part). Returns 1 if a run did not complete with verified results."""
-    from . import canary_repro
+def _run_figures(names: list[str], args: argparse.Namespace, out: Path, into_subdirs: bool,
+                 store: Path | None, table: bool) -> tuple[list, list]:
+    """Run scenario figures (`reducelab.figures`) through one store; returns (reports, bad runs)."""
+    from . import figures
+    from .scenario import FieldError
+    from .store import StoreError
+    from .sweep import SweepRunError
 
-    reports = []
-    for name in canary_repro.names():
+    reports, bad = [], []
+    for name in names:
+        d = out / name if into_subdirs else out
         try:
-            rep = canary_repro.reproduce(name, out / name, scale=args.scale, jobs=args.jobs or 1,
-                                         progress=not args.quiet and sys.stdout.isatty())
-        except canary_repro.CanaryReproError as exc:
+            fig = figures.figure(name)
+            fig.scale(args.scale)
+        except figures.FigureError as exc:
             _fail(str(exc))
+        if table and not args.quiet and into_subdirs:
+            print(f"{name} ({args.scale})", flush=True)
+        try:
+            rep = figures.reproduce(name, d, scale=args.scale, jobs=args.jobs or min(2, os.cpu_count() or 1), store=store,
+                                    scheduler=args.scheduler, progress=not args.quiet)
+        except (figures.FigureError, FieldError) as exc:
+            _fail(str(exc))
+        except (SweepRunError, StoreError) as exc:
+            _fail(str(exc), EXIT_FAILURE)
         except OSError as exc:
-            _fail(f"{out / name}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
+            _fail(f"{d}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
         reports.append(rep)
         if not args.quiet:
             p, f, n = rep.counts()
-            print(f"{name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a  {len(rep.results):>5} runs  "
-                  f"{rep.wall_seconds:6.1f} s", flush=True)
+            cached = f", {rep.sweep.cached} stored before" if rep.sweep and rep.sweep.cached else ""
+            if table:
+                print(rep.claims_table())
+                print(f"wrote {d} ({', '.join(sorted(rep.files))}) in {rep.wall_seconds:.0f} s, "
+                      f"{len(rep.rows)} runs{cached}; {p} pass, {f} fail, {n} n/a", flush=True)
+            else:
+                print(f"{name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a  {len(rep.rows):>5} runs  "
+                      f"{rep.wall_seconds:6.1f} s{cached}", flush=True)
+        bad += [(name, r) for r in rep.unverified]
+    return reports, bad
+
+
+def _cmd_reproduce_figures(args: argparse.Namespace, out: Path) -> int:
+    """A scenario figure (e.g. canary-fig8), or `canary-all`: every Canary figure into OUT/NAME/."""
+    from . import figures
+
+    if args.backend is not None:
+        _fail("the scenario figures (Canary) run packet-level scenarios; --backend does not apply")
+    if args.figure == "canary-all":
+        names = [n for n in figures.names() if n.startswith("canary-")]
+        store = args.store if args.store is not None else out / figures.STORE_FILE
+        _, bad = _run_figures(names, args, out, True, store, True)
+    else:
+        _, bad = _run_figures([args.figure], args, out, False, args.store, True)
+    if bad:
+        name, r = bad[0]
+        _fail(f"{len(bad)} runs did not complete with verified results, e.g. {name} "
+              f"{ {k: r[k] for k in ('series', 'allocation') if k in r} }: end {r['end']}", EXIT_FAILURE)
+    return 0
+
+
+def _reproduce_figures_into_all(out: Path, args: argparse.Namespace) -> int:
+    """`reproduce all`, second part: every scenario figure into OUT/NAME/ (one store,
+    OUT/points.sqlite), added to OUT/index.html (written by the Swing part). Returns 1 if a run
+    did not complete with verified results."""
+    from . import figures
+
+    store = args.store if args.store is not None else out / figures.STORE_FILE
+    reports, bad = _run_figures(figures.names(), args, out, True, store, False)
     index = out / "index.html"
     try:
         page = index.read_text(encoding="utf-8")
         head, tail = page.rsplit("</body>", 1)
-        index.write_text(head + canary_repro.index_section(reports, out) + "</body>" + tail, encoding="utf-8")
+        index.write_text(head + figures.index_section(reports, out) + "</body>" + tail, encoding="utf-8")
     except (OSError, ValueError) as exc:
-        _fail(f"{index}: cannot add the Canary figures: {exc}", EXIT_FAILURE)
+        _fail(f"{index}: cannot add the scenario figures: {exc}", EXIT_FAILURE)
     if not args.quiet:
-        print(f"added {len(reports)} Canary figures to {index}")
-    bad = [(rep.figure.name, r) for rep in reports for r in rep.unverified]
+        print(f"added {len(reports)} scenario figures to {index}")
     if bad:
         name, r = bad[0]
-        print(f"error: {len(bad)} Canary runs did not complete with verified results, e.g. {name} {r.params}: "
-              f"end {r.end}", file=sys.stderr)
+        print(f"error: {len(bad)} runs did not complete with verified results, e.g. {name} "
+              f"series {r.get('series')} allocation {r.get('allocation')}: end {r['end']}", file=sys.stderr)
         return EXIT_FAILURE
-    return 0
-
-
-def _cmd_reproduce_canary(args: argparse.Namespace) -> int:
-    from . import canary_repro
-
-    if args.backend is not None:
-        _fail("the Canary figures run packet-level scenarios; --backend does not apply")
-    if args.scale not in canary_repro.SCALES:
-        _fail(f"unknown scale {args.scale!r} for the Canary figures; known: {', '.join(canary_repro.SCALES)}")
-    figures = canary_repro.names() if args.figure == "canary-all" else [args.figure]
-    if args.figure != "canary-all" and args.figure not in canary_repro.FIGURES:
-        _fail(f"unknown figure {args.figure!r}; known Canary figures: {', '.join(canary_repro.names())}, canary-all")
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        _fail("reproduce draws a plot and needs matplotlib: pip install 'reducelab[plot]'", EXIT_FAILURE)
-    base: Path = args.out if args.out is not None else Path("results") / f"{args.figure}-{args.scale}"
-    bad = []
-    for name in figures:
-        out = base / name if args.figure == "canary-all" else base
-        if not args.quiet:
-            print(f"{name} ({args.scale})", flush=True)
-        try:
-            rep = canary_repro.reproduce(name, out, scale=args.scale, jobs=args.jobs or 1,
-                                         progress=not args.quiet and sys.stdout.isatty())
-        except canary_repro.CanaryReproError as exc:
-            _fail(str(exc))
-        except OSError as exc:
-            _fail(f"{out}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
-        if not args.quiet:
-            print(rep.claims_table())
-            p, f, n = rep.counts()
-            print(f"wrote {out} ({', '.join(sorted(rep.files))}) in {rep.wall_seconds:.0f} s, "
-                  f"{len(rep.results)} runs; {p} pass, {f} fail, {n} n/a", flush=True)
-        bad += [(name, r) for r in rep.unverified]
-    if bad:
-        name, r = bad[0]
-        _fail(f"{len(bad)} runs did not complete with verified results, e.g. {name} {r.params}: end {r.end}",
-              EXIT_FAILURE)
     return 0
 
 

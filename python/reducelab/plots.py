@@ -563,3 +563,65 @@ def gain_heatmap(
     if out is not None:
         save_figure(fig, out)
     return fig
+
+
+def figure_png(
+    rows: Sequence[Mapping[str, Any]], panels: Sequence[Any], variables: Mapping[str, Any], title: str,
+    marks: Sequence[tuple[Any, str, str]], out: PathLike,
+) -> Path:
+    """A paper figure (`reducelab.figures`): one panel per `panels` entry (`figures.Panel`:
+    ``bars``/``lines`` of the mean of ``y`` over the runs of each (x, hue) group, or a ``cdf``
+    of the runs' per-link utilisation by hue), over the verified `rows` matching the panel's
+    ``where``. `marks` are the paper's values ``(claims.Mark, claim id, paper value)``: drawn in
+    their panel as a black cross at (x, y), or a dashed line at y, labelled "paper: ...", beside
+    the measured curves."""
+    from matplotlib.figure import Figure as MplFigure
+
+    from .claims import RunTable
+
+    good = [r for r in rows if r.get("verified")]
+    table = RunTable(good, variables)
+    n = max(1, len(panels))
+    fig = MplFigure(figsize=(4.6 * n, 3.8), layout="constrained")
+    axes = [fig.add_subplot(1, n, i + 1) for i in range(n)]
+    for i, (ax, p) in enumerate(zip(axes, panels)):
+        sel = [r for r in good if all(table._match(r, k, v) for k, v in p.where.items())]
+        hue_of = (lambda r: ", ".join(_label(r.get(h)) if h != "congestion" else
+                                      ("congestion" if r.get(h) else "no congestion") for h in p.hue))
+        if p.kind == "cdf":
+            for label in dict.fromkeys(hue_of(r) for r in sel):
+                us = sorted(u for r in sel if hue_of(r) == label for u in r.get("link_utils") or [])
+                if us:
+                    ax.plot([u * 100 for u in us], [(k + 1) / len(us) for k in range(len(us))], label=label)
+            _finish(ax, p.title, p.xlabel or "link utilisation (%)", p.ylabel or "CDF of network links", True)
+            continue
+        data = [{"x": r.get(p.x) * p.xfactor if p.xfactor != 1 else r.get(p.x), "y": r.get(p.y), "hue": hue_of(r)}
+                for r in sel]
+        if not data:
+            _finish(ax, p.title + " (no runs)", p.xlabel or p.x, p.ylabel or p.y, False)
+            continue
+        groups = series(data, "x", "y", "hue", name_hue=False)
+        if p.kind == "bars":
+            _bars(ax, groups)
+        else:
+            _lines(ax, groups, band=False)
+            if p.xscale in ("log", "log2"):
+                ax.set_xscale("log", base=2 if p.xscale == "log2" else 10)
+        if p.yscale == "log":
+            ax.set_yscale("log")
+        for mark, cid, value in marks:
+            if mark.panel != i:
+                continue
+            if mark.x is None:
+                ax.axhline(mark.y, color="k", linestyle="--", linewidth=1, label=f"paper {cid}: {value}")
+            else:
+                x = mark.x
+                if p.kind == "bars":
+                    cats = list(dict.fromkeys(d["x"] for d in data))
+                    x = cats.index(x) if x in cats else None
+                if x is not None:
+                    ax.plot([x], [mark.y], marker="X", color="k", markersize=9, linestyle="none",
+                            label=f"paper {cid}: {value}")
+        _finish(ax, p.title, p.xlabel or p.x, p.ylabel or p.y, True)
+    fig.suptitle(title, fontsize=9)
+    return save_figure(fig, out)[0]

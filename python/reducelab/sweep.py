@@ -692,6 +692,85 @@ class Sweep:
         return write_csv(out, columns, rows)
 
 
+class ScenarioSet(Sweep):
+    """A sweep of explicitly listed points instead of a grid product: each point is a resolved
+    scenario with its parameters (any names, e.g. a paper figure's ``series``/``fraction``).
+
+    It runs through the same store, leases, local pool or Dask cluster as a grid sweep
+    (`Sweep.run`): stored points are not run again, so an interrupted set resumes, and a point
+    shared with another set (same scenario and seed) runs once. Two entries may be the same
+    scenario (they share one stored result). `reducelab.figures` builds paper figures as sets.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        entries: Sequence[tuple[Mapping[str, Any], Scenario]],
+        *,
+        axes: Sequence[str] | None = None,
+        spec: Mapping[str, Any] | None = None,
+        spec_path: str = "",
+        scenario_path: str = "",
+    ) -> None:
+        if not entries:
+            raise FieldError("grid", "a scenario set needs at least one point")
+        self.scenario = entries[0][1]
+        self.name = name
+        self.spec_path = spec_path
+        self.scenario_path = scenario_path
+        self.spec = dict(spec) if spec is not None else {}
+        self.axes = ()
+        self.seeds = None
+        self.metrics = None
+        names = list(axes) if axes is not None else list(dict.fromkeys(k for p, _ in entries for k in p))
+        self._axis_names = names if "seed" in names else [*names, "seed"]
+        out: list[Point] = []
+        for params, scenario in entries:
+            seed = scenario.to_dict().get("seed", DEFAULT_SEED)
+            out.append(Point(len(out), {**params, "seed": seed}, scenario, scenario.key()))
+        self._points = out
+
+    @property
+    def point_count(self) -> int:
+        return len(self._points or ())
+
+    def count_formula(self) -> str:
+        return f"{self.point_count} listed points"
+
+    def points(self) -> list[Point]:
+        assert self._points is not None
+        return self._points
+
+    @property
+    def axis_names(self) -> list[str]:
+        return list(self._axis_names)
+
+    def pending(self, store: ResultStore) -> list[Point]:
+        """Points without a stored result, each scenario once."""
+        points = self.points()
+        done = store.done_keys(p.key for p in points)
+        seen: set[str] = set()
+        out = []
+        for p in points:
+            if p.key not in done and p.key not in seen:
+                seen.add(p.key)
+                out.append(p)
+        return out
+
+    def check(self) -> dict[str, Any]:
+        """Validate the first point in the simulator without simulating (the others are
+        checked when they run: an invalid one stops the set with an error naming it)."""
+        from . import ScenarioError
+
+        try:
+            return flatten_summary(self.points()[0].scenario.check().summary)
+        except ScenarioError as exc:
+            raise self._error(exc.field, exc.reason) from None
+
+    def _error(self, fld: str, reason: str) -> FieldError:
+        return SweepSpecError(self.spec_path, fld, reason) if self.spec_path else FieldError(fld, reason)
+
+
 def write_csv(out: str | os.PathLike[str], columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Path:
     """Deterministic CSV: floats in shortest round-trip form, booleans as true/false."""
     import csv

@@ -442,12 +442,12 @@ def test_all_is_deterministic(all_tiny: Path, tmp_path: Path) -> None:
 def test_all_covers_the_canary_figures(all_tiny: Path) -> None:
     """`reproduce all` runs the Canary figures too, into DIR/NAME/, and reports them in
     index.html with their claims."""
-    from reducelab import canary_repro
+    from reducelab import figures
 
     page = (all_tiny / "index.html").read_text(encoding="utf-8")
     assert page.rstrip().endswith("</body></html>") and page.count("</body>") == 1
-    for name in canary_repro.names():
-        stem = canary_repro.FIGURES[name].stem
+    for name in figures.names():
+        stem = figures.figure(name).stem
         assert (all_tiny / name / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
         assert f'<img src="{name}/{stem}.png"' in page
         assert f"reducelab reproduce {name} --scale tiny --out {all_tiny / name}" in page
@@ -458,10 +458,10 @@ def test_all_covers_the_canary_figures(all_tiny: Path) -> None:
 
 
 def test_list_and_unknown_figure_name_every_figure() -> None:
-    from reducelab import canary_repro
+    from reducelab import figures
 
     listed = cli("reproduce", "--list").stdout.split()
-    assert listed == [*reproduce.names(), *canary_repro.names(), "canary-all", "all"]
+    assert listed == [*reproduce.names(), *figures.names(), "canary-all", "all"]
     proc = cli("reproduce", "fig99")
     assert proc.returncode == 2
     assert all(name in proc.stderr for name in listed)

@@ -1,0 +1,460 @@
+"""The one claims engine of the paper reproductions (`reducelab reproduce`).
+
+A figure's claims are data: ``scenarios/<paper>/figN.claims.toml``, one ``[[claim]]`` per
+statement of the paper, each with its source and quote (the paper's words), the claim as a
+checkable statement, the paper's value, the metric that measures it, and the pass rule. The
+rules were written before any result was seen and are never tuned.
+
+This module holds what every claim shares:
+
+- the pass rules (`PASS_RULES`, `check_pass_rule`, `judge`): ``all OP X``, ``any OP X``,
+  ``all in [A, B]``, ``max in [A, B]``, ``min in [A, B]``, ``first > last``, ``first < last``,
+  ``increasing``, ``decreasing``, ``spread <= X`` (numbers may carry ``%``, ``B``, ``KiB``,
+  ``MiB``, ``GiB``);
+- the verdicts (`Verdict`) and their output (`claims_csv`, `claims_md_rows`);
+- the metrics over a table of runs (`TABLE_METRICS`: ``mean``, ``ratio``, ``difference``,
+  ``max_over_min``), which the scenario figures (Canary) use, evaluated by `evaluate`.
+
+The size-sweep figures (Swing) compute their metrics per network from the gains of the best
+variant per size (`reducelab.reproduce`: ``fraction_positive``, ``gain_at_size``, ...) and are
+judged by the same `judge`. Only runs whose status is "completed" (verified) ever reach a claim.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import io
+import itertools
+import math
+import re
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+_NUM = r"-?[0-9]+(?:\.[0-9]*)?(?:e-?[0-9]+)?\s*(?:%|B|KiB|MiB|GiB|TiB)?"
+_UNITS = {"%": 0.01, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+PASS_RE = re.compile(
+    rf"^\s*(?:(all|any)\s*(>=|<=|==|>|<)\s*({_NUM})"
+    rf"|(all|max|min)\s+in\s*\[\s*({_NUM})\s*,\s*({_NUM})\s*\]"
+    r"|first\s*(>|<)\s*last"
+    r"|(increasing|decreasing)"
+    rf"|spread\s*<=\s*({_NUM}))\s*$"
+)
+PASS_RULES = (
+    "'all OP X' / 'any OP X' (OP: > >= < <= ==), 'all in [A, B]', 'max in [A, B]', 'min in [A, B]', "
+    "'first > last', 'first < last', 'increasing', 'decreasing' or 'spread <= X'"
+)
+
+PASS, FAIL, NA = "pass", "fail", "n/a"
+
+
+class ClaimError(ValueError):
+    """A claims file was rejected: ``FILE: FIELD: REASON``."""
+
+
+def number(text: str) -> float:
+    """A rule's number: ``25%`` = 0.25, ``8 MiB`` = 8388608."""
+    m = re.fullmatch(r"\s*(-?[0-9]+(?:\.[0-9]*)?(?:e-?[0-9]+)?)\s*(%|B|KiB|MiB|GiB|TiB)?\s*", text)
+    if m is None:
+        raise ValueError(f"not a number: {text!r}")
+    return float(m.group(1)) * _UNITS.get(m.group(2) or "", 1)
+
+
+def check_pass_rule(rule: Any) -> str | None:
+    """None if `rule` is a valid pass rule, else the reason."""
+    if not isinstance(rule, str) or not PASS_RE.match(rule):
+        return f"expected {PASS_RULES}, got {rule!r}"
+    return None
+
+
+def judge(pass_if: str, vals: Sequence[float]) -> tuple[str, str]:
+    """Verdict of a pass rule on values (in the claim's order), and a detail to append to the
+    measured value ("" if none). No values: ``n/a``."""
+    m = PASS_RE.match(pass_if)
+    if m is None:
+        raise ValueError(f"invalid pass rule {pass_if!r}")
+    ops: dict[str, Callable[[float, float], bool]] = {
+        ">": lambda v, x: v > x, ">=": lambda v, x: v >= x, "<": lambda v, x: v < x,
+        "<=": lambda v, x: v <= x, "==": lambda v, x: v == x,
+    }
+    if m.group(1) and vals:
+        op, x = ops[m.group(2)], number(m.group(3))
+        test = all if m.group(1) == "all" else any
+        return (PASS if test(op(v, x) for v in vals) else FAIL), ""
+    if m.group(4) and vals:
+        lo, hi = number(m.group(5)), number(m.group(6))
+        which = m.group(4)
+        if which == "all":
+            return (PASS if all(lo <= v <= hi for v in vals) else FAIL), ""
+        v = max(vals) if which == "max" else min(vals)
+        return (PASS if lo <= v <= hi else FAIL), ""
+    if m.group(7) and len(vals) >= 2:
+        first, last = vals[0], vals[-1]
+        ok = first > last if m.group(7) == ">" else first < last
+        return (PASS if ok else FAIL), (">" if first > last else "<=")
+    if m.group(8) and len(vals) >= 2:
+        inc = m.group(8) == "increasing"
+        ok = all((a < b) if inc else (a > b) for a, b in zip(vals, vals[1:]))
+        return (PASS if ok else FAIL), ("" if ok else f"not strictly {m.group(8)}")
+    if m.group(9) and len(vals) >= 2:
+        lo, hi = min(vals), max(vals)
+        spread = hi / lo - 1 if lo > 0 else math.inf
+        return (PASS if spread <= number(m.group(9)) else FAIL), f"spread {100 * spread:.1f}%"
+    return NA, ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Claims over a table of runs.
+
+TABLE_METRICS = ("mean", "ratio", "difference", "max_over_min")
+"""Metrics of `TableClaim`, per combination of its `each` values:
+
+- ``mean``: mean of `of` over the runs selected by `where` and `subject`, times `scale` (e.g.
+  100 for a utilisation in percent);
+- ``ratio``: that mean / the mean selected by `against` (or / `against_value`), minus 1 if
+  `minus_one`;
+- ``difference``: that mean - the mean selected by `against`;
+- ``max_over_min``: highest / lowest of the means over the values of `over` (minus 1 if
+  `minus_one`).
+
+Then `subtract` is subtracted (e.g. the paper's value, for "within ±X of the paper"). Means are
+over the matching runs in figure order (e.g. over a figure's random allocations)."""
+
+UNITS = ("", "x", "pct", "gain", "gbps", "us", "bytes")
+"""How `TableClaim.unit` shows a value: plain (3 significant digits), ``x`` (``1.85×``), ``pct``
+(value × 100 with ``%``), ``gain`` (signed %, ``+12.3%``), ``gbps`` (``Gb/s``), ``us`` (a value in
+ps shown in µs), ``bytes``."""
+
+
+@dataclass(frozen=True)
+class Mark:
+    """Where a claim's paper value is drawn on the figure (`reducelab.plots.figure_png`)."""
+
+    panel: int
+    y: float
+    x: Any = None
+    """None: a horizontal line across the panel."""
+
+
+@dataclass(frozen=True)
+class TableClaim:
+    """One ``[[claim]]`` of a scenario figure (see `TABLE_METRICS`)."""
+
+    id: str
+    claim: str
+    paper_value: str
+    rule: str
+    """The pass rule in words (the `pass_if` below, as fixed before the runs)."""
+    metric: str
+    pass_if: str
+    of: str = "goodput_gbps"
+    where: Mapping[str, Any] = field(default_factory=dict)
+    subject: Mapping[str, Any] = field(default_factory=dict)
+    against: Mapping[str, Any] = field(default_factory=dict)
+    against_value: float | None = None
+    each: Mapping[str, Any] = field(default_factory=dict)
+    over: str = ""
+    minus_one: bool = False
+    scale: float = 1.0
+    subtract: float = 0.0
+    unit: str = ""
+    source: str = ""
+    quote: str = ""
+    note: str = ""
+    mark: Mark | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A judged claim: the measured value in words, the values the rule saw, the verdict."""
+
+    id: str
+    source: str
+    quote: str
+    claim: str
+    paper_value: str
+    rule: str
+    measured: str
+    verdict: str
+    values: tuple[float, ...] = ()
+    note: str = ""
+
+
+class _Strict:
+    """A TOML table read field by field; `done` rejects the fields nobody asked for."""
+
+    def __init__(self, file: str, where: str, data: Any) -> None:
+        if not isinstance(data, dict):
+            raise ClaimError(f"{file}: {where}: expected a table")
+        self.file, self.where, self.data, self.seen = file, where, data, set()
+
+    def err(self, key: str, reason: str) -> ClaimError:
+        return ClaimError(f"{self.file}: {self.where}.{key}: {reason}")
+
+    def get(self, key: str, types: type | tuple[type, ...], default: Any = ..., what: str = "") -> Any:
+        self.seen.add(key)
+        if key not in self.data:
+            if default is ...:
+                raise self.err(key, "required")
+            return default
+        v = self.data[key]
+        if isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+            raise self.err(key, f"expected {what or types}, got {v!r}")
+        if not isinstance(v, types):
+            raise self.err(key, f"expected {what or getattr(types, '__name__', types)}, got {v!r}")
+        return v
+
+    def done(self) -> None:
+        extra = sorted(set(self.data) - self.seen)
+        if extra:
+            raise self.err(extra[0], "unknown key")
+
+
+def read_table_claims(file: str, doc: Mapping[str, Any], columns: Sequence[str]) -> list[TableClaim]:
+    """The ``[[claim]]`` tables of a parsed claims file of a scenario figure. `columns` are the
+    run table's columns (parameters and metrics) that selectors and `of` may name. Raises
+    `ClaimError` naming the file, the claim and the field."""
+    top = _Strict(file, "(top level)", doc)
+    raw = top.get("claim", list, what="an array of [[claim]] tables")
+    top.done()
+    out: list[TableClaim] = []
+    known = set(columns)
+    for i, r in enumerate(raw):
+        t = _Strict(file, f"claim[{i}]", r)
+        metric = t.get("metric", str)
+        if metric not in TABLE_METRICS:
+            raise t.err("metric", f"unknown metric {metric!r} (known: {', '.join(TABLE_METRICS)})")
+        pass_if = t.get("pass_if", str)
+        reason = check_pass_rule(pass_if)
+        if reason:
+            raise t.err("pass_if", reason)
+
+        def selector(key: str) -> dict[str, Any]:
+            sel = t.get(key, dict, {}, "a table of COLUMN = value")
+            for k in sel:
+                if k not in known:
+                    raise t.err(f"{key}.{k}", f"not a column of the runs ({', '.join(columns)})")
+            return dict(sel)
+
+        of = t.get("of", str, "goodput_gbps")
+        if of not in known:
+            raise t.err("of", f"not a column of the runs ({', '.join(columns)})")
+        against = selector("against")
+        against_value = t.get("against_value", (int, float), None, "a number")
+        if metric in ("ratio", "difference") and not against and against_value is None:
+            raise t.err("against", f"metric {metric!r} needs `against` (a selector) or `against_value`")
+        if metric not in ("ratio", "difference") and (against or against_value is not None):
+            raise t.err("against", f"metric {metric!r} compares nothing; remove `against`")
+        over = t.get("over", str, "")
+        if metric == "max_over_min" and over not in known:
+            raise t.err("over", f"metric 'max_over_min' needs `over`, a column of the runs ({', '.join(columns)})")
+        unit = t.get("unit", str, "")
+        if unit not in UNITS:
+            raise t.err("unit", f"expected one of {', '.join(repr(u) for u in UNITS)}, got {unit!r}")
+        mark = None
+        if "mark" in t.data:
+            m = _Strict(file, f"claim[{i}].mark", t.get("mark", dict))
+            mark = Mark(m.get("panel", int, 0, "an integer"), float(m.get("y", (int, float), what="a number")),
+                        m.get("x", (int, float, str), None))
+            m.done()
+        claim = TableClaim(
+            id=t.get("id", str), claim=t.get("claim", str), paper_value=t.get("paper_value", str),
+            rule=t.get("rule", str), metric=metric, pass_if=pass_if, of=of, where=selector("where"),
+            subject=selector("subject"), against=against,
+            against_value=None if against_value is None else float(against_value), each=selector("each"),
+            over=over, minus_one=t.get("minus_one", bool, False, "true or false"),
+            scale=float(t.get("scale", (int, float), 1.0, "a number")),
+            subtract=float(t.get("subtract", (int, float), 0.0, "a number")), unit=unit,
+            source=t.get("source", str, ""), quote=t.get("quote", str, ""), note=t.get("note", str, ""), mark=mark,
+        )
+        t.done()
+        out.append(claim)
+    ids = [c.id for c in out]
+    if len(set(ids)) != len(ids):
+        raise ClaimError(f"{file}: claim ids must be unique, got {ids}")
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b or (isinstance(a, bool) and isinstance(b, bool) and a == b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return float(a) == float(b)
+    return a == b
+
+
+class RunTable:
+    """The verified runs of a figure (one dict per run: parameters and metrics) and the values
+    selectors may name: ``first`` / ``last`` (lowest / highest value of a column), ``$NAME`` (a
+    figure parameter of the scale), a glob (``canary-t*``), a list (any of), or a value."""
+
+    def __init__(self, rows: Sequence[Mapping[str, Any]], variables: Mapping[str, Any]) -> None:
+        self.rows = list(rows)
+        self.variables = dict(variables)
+
+    def values(self, col: str) -> list[Any]:
+        vals = [r[col] for r in self.rows if r.get(col) is not None and r.get(col) != ""]
+        try:
+            return sorted(set(vals))
+        except TypeError:
+            return list(dict.fromkeys(vals))
+
+    def resolve(self, col: str, v: Any) -> Any:
+        if isinstance(v, str):
+            if v.startswith("$"):
+                if v[1:] not in self.variables:
+                    raise KeyError(f"figure parameter {v[1:]!r}")
+                return self.variables[v[1:]]
+            if v in ("first", "last"):
+                vals = self.values(col)
+                if not vals:
+                    raise KeyError(f"no runs with a {col}")
+                return vals[0] if v == "first" else vals[-1]
+        return v
+
+    def expand(self, col: str, v: Any) -> list[Any]:
+        """The values an `each` (or list-valued `against`) entry iterates over."""
+        if v == "all":
+            return self.values(col)
+        if isinstance(v, list):
+            return [self.resolve(col, x) for x in v]
+        if isinstance(v, str) and any(ch in v for ch in "*?["):
+            return [x for x in self.values(col) if isinstance(x, str) and fnmatch.fnmatchcase(x, v)]
+        return [self.resolve(col, v)]
+
+    def _match(self, row: Mapping[str, Any], col: str, want: Any) -> bool:
+        got = row.get(col)
+        if isinstance(want, list):
+            return any(self._match(row, col, w) for w in want)
+        if isinstance(want, str) and any(ch in want for ch in "*?[") and isinstance(got, str):
+            return fnmatch.fnmatchcase(got, want)
+        return _same(got, self.resolve(col, want))
+
+    def mean(self, of: str, sel: Mapping[str, Any]) -> float:
+        vals = [float(r[of]) for r in self.rows if all(self._match(r, c, w) for c, w in sel.items())]
+        if not vals:
+            raise KeyError("no verified runs with " + ", ".join(f"{c} = {w}" for c, w in sel.items()))
+        return statistics.fmean(vals)
+
+
+def _show(v: float, unit: str) -> str:
+    if unit == "x":
+        return f"{v:.2f}×"
+    if unit == "pct":
+        return f"{v * 100:.1f}%"
+    if unit == "gain":
+        return f"{v * 100:+.1f}%"
+    if unit == "gbps":
+        return f"{v:.1f} Gb/s"
+    if unit == "us":
+        return f"{v / 1e6:.1f} µs"
+    if unit == "bytes":
+        return f"{v:.0f} B"
+    return f"{v:.3g}"
+
+
+def _label(key: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in key.items())
+
+
+def evaluate(claim: TableClaim, table: RunTable) -> Verdict:
+    """Judge one claim on a figure's verified runs. Runs missing for some value make the claim
+    ``n/a`` (naming what is missing)."""
+    try:
+        items = _evaluate(claim, table)
+    except KeyError as exc:
+        msg = exc.args[0] if exc.args else str(exc)
+        return Verdict(claim.id, claim.source, claim.quote, claim.claim, claim.paper_value, claim.rule,
+                       f"not evaluated: {msg}", NA, (), claim.note)
+    vals = [v for _, v in items]
+    verdict, detail = judge(claim.pass_if, vals)
+
+    def show(v: float) -> str:
+        if not claim.subtract:
+            return _show(v, claim.unit)
+        return f"{_show(v + claim.subtract, claim.unit)} ({_show(v, claim.unit)} from {claim.subtract:g})"
+
+    shown = [f"{lab}: {show(v)}" if lab else show(v) for lab, v in items]
+    measured = "; ".join(shown) + (f" ({detail})" if detail else "")
+    return Verdict(claim.id, claim.source, claim.quote, claim.claim, claim.paper_value, claim.rule, measured,
+                   verdict, tuple(vals), claim.note)
+
+
+def _evaluate(claim: TableClaim, table: RunTable) -> list[tuple[str, float]]:
+    each_cols = list(claim.each)
+    each_vals = [table.expand(c, claim.each[c]) for c in each_cols]
+    for c, vs in zip(each_cols, each_vals):
+        if not vs:
+            raise KeyError(f"no verified runs for {c} = {claim.each[c]}")
+    against_lists = {c: table.expand(c, v) for c, v in claim.against.items() if isinstance(v, list)}
+    out: list[tuple[str, float]] = []
+    for combo in itertools.product(*each_vals):
+        key = dict(zip(each_cols, combo))
+        base = {**claim.where, **key}
+        num_sel = {**base, **claim.subject}
+        if claim.metric == "max_over_min":
+            means = [table.mean(claim.of, {**num_sel, claim.over: v}) for v in table.expand(claim.over, claim.subject.get(claim.over, "all"))]
+            if not means:
+                raise KeyError(f"no verified runs for {claim.over}")
+            v = max(means) / min(means)
+            if claim.minus_one:
+                v -= 1
+            out.append((_label(key), v - claim.subtract))
+            continue
+        num = table.mean(claim.of, num_sel)
+        if claim.metric == "mean":
+            out.append((_label(key), num * claim.scale - claim.subtract))
+            continue
+        combos = [dict(zip(against_lists, c)) for c in itertools.product(*against_lists.values())] or [{}]
+        for extra in combos:
+            if claim.against_value is not None:
+                den = claim.against_value
+            else:
+                den = table.mean(claim.of, {**base, **claim.against, **extra})
+            if claim.metric == "ratio":
+                v = num / den
+                if claim.minus_one:
+                    v -= 1
+            else:
+                v = num - den
+            lab = _label({**key, **{f"vs {c}": x for c, x in extra.items()}})
+            out.append((lab, v - claim.subtract))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Output.
+
+
+def counts(verdicts: Sequence[Verdict]) -> tuple[int, int, int]:
+    """(pass, fail, n/a)."""
+    p = sum(v.verdict == PASS for v in verdicts)
+    f = sum(v.verdict == FAIL for v in verdicts)
+    return p, f, len(verdicts) - p - f
+
+
+def claims_csv(verdicts: Sequence[Verdict]) -> str:
+    """``id,claim,paper_value,rule,measured_value,pass`` (the scenario figures' claims file)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["id", "claim", "paper_value", "rule", "measured_value", "pass"])
+    for c in verdicts:
+        w.writerow([c.id, c.claim, c.paper_value, c.rule, c.measured, c.verdict])
+    return buf.getvalue()
+
+
+def md_cell(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def claims_table_text(rows: Sequence[tuple[str, str, str, str]]) -> str:
+    """The claims table printed by `reducelab reproduce`: id, result, paper, measured."""
+    head = ("id", "result", "paper", "measured")
+    w = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(head)]
+
+    def fmt(r: Sequence[str]) -> str:
+        return "  ".join([*(x.ljust(w[i]) for i, x in enumerate(r[:-1])), r[-1]])
+
+    return "\n".join([fmt(head), fmt(["-" * x for x in w]), *map(fmt, rows)])
