@@ -458,3 +458,37 @@ def claims_table_text(rows: Sequence[tuple[str, str, str, str]]) -> str:
         return "  ".join([*(x.ljust(w[i]) for i, x in enumerate(r[:-1])), r[-1]])
 
     return "\n".join([fmt(head), fmt(["-" * x for x in w]), *map(fmt, rows)])
+
+
+ALL_CLAIMS_COLUMNS = ("figure", "id", "source", "claim", "paper_value", "measured_value", "pass")
+
+
+def all_claims_csv(rows: Sequence[Sequence[str]]) -> str:
+    """``claims.csv`` of `reproduce all`: every claim of every figure (`ALL_CLAIMS_COLUMNS`)."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(ALL_CLAIMS_COLUMNS)
+    w.writerows(rows)
+    return buf.getvalue()
+
+
+def all_claims_html(rows: Sequence[Sequence[str]]) -> str:
+    """The one claims table of `reproduce all`'s index.html: every claim of every figure, each
+    linked to its row in the figure's section."""
+    from html import escape as h
+
+    cls = {PASS: "pass", FAIL: "fail"}
+    p = sum(r[6] == PASS for r in rows)
+    f = sum(r[6] == FAIL for r in rows)
+    parts = [
+        '<section id="all-claims"><h2>Every claim</h2>',
+        f"<p>{len(rows)} claims of every paper: {p} pass, {f} fail, {len(rows) - p - f} n/a "
+        "(also in <a href=\"claims.csv\">claims.csv</a>).</p>",
+        "<table><tr><th>figure</th><th>id</th><th>source</th><th>claim</th><th>paper</th><th>measured</th><th>result</th></tr>",
+    ]
+    for fig, cid, src, claim, paper, measured, verdict in rows:
+        parts.append(f'<tr><td>{h(fig)}</td><td><a href="#{h(fig)}-{h(cid)}">{h(cid)}</a></td><td>{h(src)}</td>'
+                     f"<td>{h(claim)}</td><td>{h(paper)}</td><td>{h(measured)}</td>"
+                     f'<td class="{cls.get(verdict, "na")}">{h(verdict)}</td></tr>')
+    parts.append("</table></section>")
+    return "\n".join(parts) + "\n"

@@ -1185,6 +1185,8 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
             _fail(str(exc))
     elif args.figure not in known:
         _fail(f"unknown figure {args.figure!r}; known: {', '.join(known)} (see `reducelab reproduce --list`)")
+    if args.store is not None and args.store.is_dir():
+        _fail(f"--store: {args.store} is a directory, expected a results store file (e.g. results/points.sqlite)")
     if args.scheduler is not None:
         from .sweep import check_scheduler
 
@@ -1201,15 +1203,17 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if from_file or args.figure in scenario_figs or args.figure == "canary-all":
         return _cmd_reproduce_figures(args, out)
     if args.figure == "all":  # every figure, then OUT/index.html
+        swing: list = []
         try:
-            status = reproduce.run_all_cli(out, args.scale, args.backend, args.jobs, args.quiet)
+            status = reproduce.run_all_cli(out, args.scale, args.backend, args.jobs, args.quiet,
+                                           store=args.store, scheduler=args.scheduler, reports=swing)
         except reproduce.ReproductionError as exc:
             _fail(str(exc))
-        return max(status, _reproduce_figures_into_all(out, args))
+        return max(status, _reproduce_figures_into_all(out, args, swing))
     try:
         report = reproduce.reproduce(
             args.figure, out, scale=args.scale, backend=args.backend, jobs=args.jobs,
-            progress=not args.quiet,
+            progress=not args.quiet, store=args.store, scheduler=args.scheduler,
         )
     except reproduce.ReproductionError as exc:
         _fail(str(exc))
@@ -1293,23 +1297,29 @@ def _cmd_reproduce_figures(args: argparse.Namespace, out: Path) -> int:
     return 0
 
 
-def _reproduce_figures_into_all(out: Path, args: argparse.Namespace) -> int:
-    """`reproduce all`, second part: every scenario figure into OUT/NAME/ (one store,
-    OUT/points.sqlite), added to OUT/index.html (written by the Swing part). Returns 1 if a run
-    did not complete with verified results."""
+def _reproduce_figures_into_all(out: Path, args: argparse.Namespace, swing: list) -> int:
+    """`reproduce all`, second part: every scenario figure into OUT/NAME/ (the same store,
+    OUT/points.sqlite), added to OUT/index.html (written by the Swing part) with the one claims
+    table of every figure (also OUT/claims.csv). Returns 1 if a run did not complete with
+    verified results."""
     from . import figures
+    from .claims import all_claims_csv, all_claims_html
 
     store = args.store if args.store is not None else out / figures.STORE_FILE
     reports, bad = _run_figures(figures.names(), args, out, True, store, False)
+    rows = [row for r in [*swing, *reports] for row in r.claim_rows()]
     index = out / "index.html"
     try:
         page = index.read_text(encoding="utf-8")
         head, tail = page.rsplit("</body>", 1)
-        index.write_text(head + figures.index_section(reports, out) + "</body>" + tail, encoding="utf-8")
+        index.write_text(head + figures.index_section(reports, out) + all_claims_html(rows) + "</body>" + tail,
+                         encoding="utf-8")
+        (out / "claims.csv").write_text(all_claims_csv(rows), encoding="utf-8", newline="")
     except (OSError, ValueError) as exc:
         _fail(f"{index}: cannot add the scenario figures: {exc}", EXIT_FAILURE)
     if not args.quiet:
-        print(f"added {len(reports)} scenario figures to {index}")
+        print(f"added {len(reports)} scenario figures and the table of {len(rows)} claims to {index} "
+              f"(and {out / 'claims.csv'})")
     if bad:
         name, r = bad[0]
         print(f"error: {len(bad)} runs did not complete with verified results, e.g. {name} "

@@ -343,6 +343,10 @@ class FigureReport:
         return claims_engine.claims_table_text(
             [(v.id, v.verdict.upper(), v.paper_value, v.measured) for v in self.verdicts])
 
+    def claim_rows(self) -> list[tuple[str, str, str, str, str, str, str]]:
+        """Rows of `reproduce all`'s one claims table (`claims.ALL_CLAIMS_COLUMNS`)."""
+        return [(self.figure.name, v.id, v.source, v.claim, v.paper_value, v.measured, v.verdict) for v in self.verdicts]
+
 
 def _links_wanted(fig: Figure, params: Mapping[str, Any], scale: ScaleSpec) -> bool:
     if fig.links is None:

@@ -8,8 +8,10 @@ A reproduction is two TOML files under ``scenarios/`` (format: docs/reproduction
 - a **claims file** (e.g. ``scenarios/swing/fig7.claims.toml``): what the paper says about the
   figure, with the paper's value, how to compute the measured one and the pass rule.
 
-`reproduce` runs every (network, schedule, size) point with `_core.run_collective` (one allreduce
-on the whole topology, packet or flow level; see crates/sim/src/collective_run.rs), keeps per
+`reproduce` runs every (network, schedule, size) point as a scenario (`point_scenario`: the
+spec's base scenario, scenarios/swing/network.toml, with the point's topology, bandwidth,
+algorithm, size and backend: one allreduce on the whole topology, packet or flow level) through
+the sweep store (`reducelab.sweep.ScenarioSet`: stored points are not run again), keeps per
 series and size the fastest variant (as the Swing paper plots the best of the latency- and
 bandwidth-optimal versions), computes the subject series' goodput gain over the best other
 baseline series, evaluates the claims and writes, into the output directory (``STEM`` = the
@@ -27,8 +29,9 @@ spec's ``output``):
 `reproduce_all` runs every registered figure into ``OUT/NAME/`` and writes ``OUT/index.html``.
 
 The same spec, scale and backend give byte-identical files (no wall-clock values in them; runs are
-seeded and their results are ordered before writing). Runs execute on a thread pool: the simulator
-releases the GIL, and built schedules are shared through its process-wide cache.
+seeded and their results are read back in the order of the figure's points). Pass rules are
+judged by the one claims engine (`reducelab.claims.judge`); the Swing metrics (gains of the best
+variant per size, share of peak, backend check) are this module's derivations.
 """
 
 from __future__ import annotations
@@ -45,12 +48,15 @@ import sys
 import time
 import tomllib
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import _core
+from .claims import PASS_RE as _PASS_RE
+from .claims import check_pass_rule, claims_table_text, judge as _judge, number as _number
+from .scenario import Scenario
+from .store import ResultStore
 
 #: Reproductions known by name: name -> spec file relative to the scenarios directory (in the
 #: order `reproduce all` runs and reports them).
@@ -66,6 +72,8 @@ REPRODUCTIONS: dict[str, str] = {
 }
 
 BACKENDS = ("auto", "packet", "flow")
+STORE_FILE = "points.sqlite"
+"""The run store a reproduction writes into its output directory unless given one."""
 KINDS = ("gain_vs_size", "goodput_vs_size")
 
 #: Metrics computed from the gain of a claim's `subject` over `against` at each size.
@@ -201,6 +209,9 @@ class Spec:
     size_factor: int
     series: tuple[Series, ...]
     notes: tuple[str, ...] = ()
+    scenario_path: Path = Path()
+    """The base scenario (`[reproduction] scenario`): every point is it with the point's
+    topology, bandwidth, algorithm, size and backend set (docs/reproductions.md)."""
 
     @property
     def subject(self) -> Series:
@@ -341,6 +352,8 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
     output = rep.get("output", str, name)
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", output):
         raise ReproductionError(f"{path}: reproduction.output: must be a file stem (letters, digits, _ . -), got {output!r}")
+    scenario_rel = rep.get("scenario", str, "")
+    scenario_path = path.parent / scenario_rel if scenario_rel else scenarios_dir() / "swing" / "network.toml"
     rep.done()
 
     net_topology = None
@@ -457,7 +470,10 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
         raise ReproductionError(f"{path}: series: need at least one non-subject series with `baseline = true`")
 
     notes = (g["note"],) if g["note"] else ()
+    if not scenario_path.is_file():
+        raise ReproductionError(f"{path}: reproduction.scenario: {scenario_path}: no such file")
     return Spec(
+        scenario_path=scenario_path,
         path=path,
         name=name,
         kind=kind,
@@ -487,23 +503,6 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
 
 # ---------------------------------------------------------------------------------------------
 # Claims.
-
-_NUM = r"-?[0-9]+(?:\.[0-9]*)?(?:e-?[0-9]+)?\s*(?:%|B|KiB|MiB|GiB|TiB)?"
-_UNITS = {"%": 0.01, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-_PASS_RE = re.compile(
-    rf"^\s*(?:(all)\s*(>=|<=|==|>|<)\s*({_NUM})"
-    rf"|(all)\s+in\s*\[\s*({_NUM})\s*,\s*({_NUM})\s*\]"
-    r"|first\s*(>|<)\s*last"
-    r"|(increasing|decreasing)"
-    rf"|spread\s*<=\s*({_NUM}))\s*$"
-)
-
-
-def _number(text: str) -> float:
-    m = re.fullmatch(r"\s*(-?[0-9]+(?:\.[0-9]*)?(?:e-?[0-9]+)?)\s*(%|B|KiB|MiB|GiB|TiB)?\s*", text)
-    assert m is not None
-    return float(m.group(1)) * _UNITS.get(m.group(2) or "", 1)
-
 
 @dataclass(frozen=True)
 class Claim:
@@ -580,12 +579,9 @@ def load_claims(path: str | os.PathLike[str], spec: Spec) -> list[Claim]:
                 raise t._err("topologies", f"{bad[0]!r} is not a topology of the figure's [grid] ({', '.join(spec.paper_topologies)})")
             topologies = tuple(topos)
         pass_if = t.get("pass_if", str)
-        if not _PASS_RE.match(pass_if):
-            raise t._err(
-                "pass_if",
-                f"expected 'all OP X', 'all in [A, B]', 'first > last', 'first < last', 'increasing', "
-                f"'decreasing' or 'spread <= X', got {pass_if!r}",
-            )
+        reason = check_pass_rule(pass_if)
+        if reason:
+            raise t._err("pass_if", reason)
         size = t.get("size_bytes", int, None, "an integer")
         if metric in _AT_SIZE and size is None:
             raise t._err("size_bytes", f"required by metric {metric!r}")
@@ -636,34 +632,6 @@ class Run:
     """Set (and the rest meaningless) when an optional series' schedule could not run here."""
 
 
-class _Progress:
-    """`[#####-----] 12/340 runs  3 s` on stderr, redrawn in place; only on a terminal."""
-
-    def __init__(self, total: int, enabled: bool, label: str = "runs") -> None:
-        self.total, self.label = total, label
-        self.enabled = enabled and sys.stderr.isatty()
-        self.done = 0
-        self.t0 = time.monotonic()
-        self.last = 0.0
-
-    def step(self, n: int = 1) -> None:
-        self.done += n
-        now = time.monotonic()
-        if self.enabled and (now - self.last > 0.1 or self.done == self.total):
-            self.last = now
-            frac = self.done / self.total if self.total else 1.0
-            filled = int(frac * 40)
-            sys.stderr.write(
-                f"\r[{'#' * filled}{'-' * (40 - filled)}] {self.done}/{self.total} {self.label}  {now - self.t0:.0f} s"
-            )
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled and self.done:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
-
-
 def _resolve(backend: str, size: int, flow_min: int | None = None) -> str:
     if backend == "auto":
         return "flow" if size >= (_core.AUTO_FLOW_MIN_BYTES if flow_min is None else flow_min) else "packet"
@@ -672,68 +640,90 @@ def _resolve(backend: str, size: int, flow_min: int | None = None) -> str:
 
 #: (topology, bandwidth, variant, size, backend) of one simulation.
 PointKey = tuple[str, float, str, int, str]
-#: Results shared between figures by `reproduce_all` (same key + same network parameters).
-RunCache = dict[tuple[str, float, str, int, str, float, float, int], Run]
+
+
+def point_scenario(spec: Spec, base: Scenario, p: PointKey) -> Scenario:
+    """The scenario of one point: the base scenario (scenarios/swing/network.toml) with the
+    point's topology, bandwidth, algorithm, size and (resolved) backend, and the spec's link
+    latency, per-hop latency and seed. Two figures reaching the same point give the same
+    scenario, so the store runs it once."""
+    topo, bw, variant, size, backend = p
+    return base.with_values({
+        "seed": spec.seed,
+        "topology.shape": topo,
+        "topology.bandwidth_gbps": bw,
+        "topology.latency_ns": spec.latency_ns,
+        "network.switch_latency_ns": spec.hop_ns,
+        "traffic[0].algorithm": variant,
+        "traffic[0].bytes": size,
+        "run.backend": backend,
+    })
+
+
+def _unavailable(spec: Spec, topo: str, variant: str) -> str | None:
+    """Why `variant`'s schedule cannot be built on `topo` (None if it can)."""
+    try:
+        _core.schedule_export(variant, topo, "json", 1024)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def _run_points(
     spec: Spec,
     points: Sequence[PointKey],
     optional: set[str],
+    store: ResultStore,
     jobs: int,
-    progress: _Progress,
-    cache: RunCache | None = None,
+    scheduler: Any,
+    progress: bool,
 ) -> list[Run]:
-    """Runs (topology, bandwidth, variant, size, backend) points on a thread pool, slowest first.
+    """Run (topology, bandwidth, variant, size, backend) points through the sweep store (points
+    stored before are not run again) and return their runs in the order of `points`.
 
-    Runs of `optional` variants that raise are returned with `error` set instead of failing.
-    """
+    A variant of an `optional` series whose schedule cannot be built on a topology is returned
+    with `error` set (not run) instead of failing."""
+    from .scenario import FieldError
+    from .sweep import ScenarioSet, SweepRunError
 
-    def ckey(p: PointKey) -> tuple[str, float, str, int, str, float, float, int]:
-        return (*p, spec.latency_ns, spec.hop_ns, spec.seed)
-
-    def one(topo: str, bw: float, variant: str, size: int, backend: str) -> Run:
+    base = Scenario.from_file(spec.scenario_path)
+    missing: dict[tuple[str, str], str] = {}
+    for topo, variant in dict.fromkeys((p[0], p[2]) for p in points):
+        if variant in optional:
+            why = _unavailable(spec, topo, variant)
+            if why is not None:
+                missing[(topo, variant)] = why
+    todo = [p for p in points if (p[0], p[2]) not in missing]
+    scenarios = {p: point_scenario(spec, base, p) for p in todo}
+    if todo:
+        # Packet-level runs cost about their size times the network size; flow runs much less.
+        # Big packet runs first keep every worker busy to the end (the order of the results
+        # does not depend on it: they are read back by point).
+        order = sorted(todo, key=lambda p: (p[4] == "packet") * p[3] * topology_nodes(p[0]), reverse=True)
+        entries = [({"topology": p[0], "bandwidth_gbps": p[1], "algorithm": p[2], "size_bytes": p[3],
+                     "backend": p[4]}, scenarios[p]) for p in order]
+        sweep = ScenarioSet(spec.name, entries, spec={"figure": str(spec.path), "scale": spec.scale},
+                            spec_path=str(spec.path), scenario_path=str(spec.scenario_path))
         try:
-            r = _core.run_collective(
-                topo, variant, size, backend=backend, bandwidth_gbps=bw,
-                latency_ns=spec.latency_ns, hop_ns=spec.hop_ns, seed=spec.seed,
-            )
-        except ValueError as exc:
-            if variant in optional:
-                return Run(bw, variant, size, 0, 0.0, backend, None, None, topo, str(exc))
-            raise ReproductionError(f"{variant} on {topo}, {size} B at {bw:g} Gb/s: {exc}") from None
-        return Run(bw, variant, size, r["runtime_ps"], r["goodput_gbps"], r["backend"], r["verified"], r["mismatch"], topo)
-
-    # Runs come back in the order of `points`, whichever finishes first (deterministic output).
-    got: dict[PointKey, Run] = {}
-    todo: list[PointKey] = []
+            sweep.run(store, jobs=jobs, scheduler=scheduler, progress=progress, check=False, confirm=True)
+        except (FieldError, SweepRunError) as exc:
+            raise ReproductionError(str(exc)) from None
+    keys = {p: s.key() for p, s in scenarios.items()}
+    stored = store.statuses_and_metrics(keys.values())
+    out = []
     for p in points:
-        hit = cache.get(ckey(p)) if cache is not None else None
-        if hit is not None:
-            got[p] = hit
-            progress.step()
-        else:
-            todo.append(p)
-    # Packet-level runs cost about their size times the network size; flow runs much less.
-    # Big packet runs first keep both workers busy to the end.
-    order = sorted(todo, key=lambda p: (p[4] == "packet") * p[3] * topology_nodes(p[0]), reverse=True)
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures: dict[Future[Run], PointKey] = {pool.submit(one, *p): p for p in order}
-        pending = set(futures)
-        try:
-            while pending:
-                done, pending = wait(pending, timeout=0.2, return_when=FIRST_EXCEPTION)
-                for f in done:
-                    r = f.result()
-                    got[futures[f]] = r
-                    if cache is not None:
-                        cache[ckey(futures[f])] = r
-                    progress.step()
-        except BaseException:
-            for f in pending:
-                f.cancel()
-            raise
-    return [got[p] for p in points]
+        topo, bw, variant, size, backend = p
+        if (topo, variant) in missing:
+            out.append(Run(bw, variant, size, 0, 0.0, backend, None, None, topo, missing[(topo, variant)]))
+            continue
+        status, m = stored[keys[p]]
+        verified = m.get("traffic[0].verified")
+        out.append(Run(
+            bw, variant, size, int(m["traffic[0].runtime_ps"]), float(m["traffic[0].goodput_gbps"]),
+            str(m["backend"]), None if verified is None else bool(verified),
+            None if status == "completed" else str(m.get("status_reason") or status), topo,
+        ))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1001,35 +991,6 @@ def evaluate_claim(spec: Spec, claim: Claim, results: Results) -> ClaimResult:
         else:
             measured += f" ({detail})"
     return ClaimResult(claim, values, measured, verdict)
-
-
-def _judge(pass_if: str, vals: list[float]) -> tuple[str, str]:
-    """Verdict of a pass rule on values in network order, and a detail to append."""
-    m = _PASS_RE.match(pass_if)
-    assert m is not None  # validated when loading
-    if m.group(1) and vals:
-        op, x = m.group(2), _number(m.group(3))
-        test: Callable[[float], bool] = {
-            ">": lambda v: v > x, ">=": lambda v: v >= x, "<": lambda v: v < x, "<=": lambda v: v <= x,
-            "==": lambda v: v == x,
-        }[op]
-        return ("pass" if all(test(v) for v in vals) else "fail"), ""
-    if m.group(4) and vals:
-        lo, hi = _number(m.group(5)), _number(m.group(6))
-        return ("pass" if all(lo <= v <= hi for v in vals) else "fail"), ""
-    if m.group(7) and len(vals) >= 2:
-        first, last = vals[0], vals[-1]
-        ok = first > last if m.group(7) == ">" else first < last
-        return ("pass" if ok else "fail"), (">" if first > last else "<=")
-    if m.group(8) and len(vals) >= 2:
-        inc = m.group(8) == "increasing"
-        ok = all((a < b) if inc else (a > b) for a, b in zip(vals, vals[1:]))
-        return ("pass" if ok else "fail"), ("" if ok else f"not strictly {m.group(8)}")
-    if m.group(9) and len(vals) >= 2:
-        lo, hi = min(vals), max(vals)
-        spread = hi / lo - 1 if lo > 0 else math.inf
-        return ("pass" if spread <= _number(m.group(9)) else "fail"), f"spread {100 * spread:.1f}%"
-    return "n/a", ""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1398,14 +1359,12 @@ class Report:
 
     def claims_table(self) -> str:
         """The claims as a plain-text table for a terminal (measured value last, unpadded)."""
-        head = ("id", "result", "paper", "measured")
-        rows = [(r.claim.id, r.verdict, r.claim.paper_value, r.measured) for r in self.claims]
-        w = [max([len(h), *(len(row[i]) for row in rows)]) for i, h in enumerate(head)]
+        return claims_table_text([(r.claim.id, r.verdict, r.claim.paper_value, r.measured) for r in self.claims])
 
-        def fmt(row: Sequence[str]) -> str:
-            return "  ".join([*(c.ljust(w[i]) for i, c in enumerate(row[:-1])), row[-1]])
-
-        return "\n".join([fmt(head), fmt(["-" * x for x in w]), *map(fmt, rows)])
+    def claim_rows(self) -> list[tuple[str, str, str, str, str, str, str]]:
+        """Rows of `reproduce all`'s one claims table (`claims.ALL_CLAIMS_COLUMNS`)."""
+        return [(self.spec.name, r.claim.id, r.claim.source, r.claim.claim, r.claim.paper_value, r.measured, r.verdict)
+                for r in self.claims]
 
 
 def _command(name: str, scale: str, backend: str | None, out: Path | str) -> str:
@@ -1422,11 +1381,15 @@ def reproduce(
     backend: str | None = None,
     jobs: int | None = None,
     progress: bool = False,
-    cache: RunCache | None = None,
+    store: str | os.PathLike[str] | ResultStore | None = None,
+    scheduler: Any = None,
 ) -> Report:
     """Run a reproduction (a name from `names()` or a spec path) and write its files into `out`.
 
-    `cache` (used by `reproduce_all`) shares runs between figures that simulate the same point.
+    Every point runs through the sweep store `store` (default ``OUT/points.sqlite``): a stored
+    point is not run again (an interrupted figure resumes; `reproduce_all` shares one store, so
+    figures reaching the same point run it once). Points run in `jobs` local worker processes,
+    or on the Dask cluster `scheduler` (``tcp://HOST:PORT``).
     """
     t0 = time.monotonic()
     text = os.fspath(name_or_path)
@@ -1481,12 +1444,16 @@ def reproduce(
                 p = (cfg.topology, cfg.bandwidth, v, check_size, b)
                 if p not in have:
                     check_points.append(p)
-    bar = _Progress(len(points) + len(check_points), progress)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    own = not isinstance(store, ResultStore)
+    db = ResultStore(store if store is not None else out / STORE_FILE) if own else store
     try:
-        runs = _run_points(spec, points, optional, jobs, bar, cache)
-        extra = _run_points(spec, check_points, optional, jobs, bar, cache) if check_points else []
+        every = _run_points(spec, [*points, *check_points], optional, db, jobs, scheduler, progress)
     finally:
-        bar.close()
+        if own:
+            db.close()
+    runs, extra = every[:len(points)], every[len(points):]
 
     results = Results(spec, runs)
     check = None
@@ -1520,8 +1487,6 @@ def reproduce(
     }
     if check is not None:
         files[f"{stem}_backend_check.csv"] = check.csv()
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     for fname, content in files.items():
         (out / fname).write_text(content, encoding="utf-8") if isinstance(content, str) else (out / fname).write_bytes(content)
     if spec.kind == "gain_vs_size":
@@ -1641,14 +1606,18 @@ def reproduce_all(
     progress: bool = False,
     figures: Sequence[str] | None = None,
     on_done: Callable[[Report], None] | None = None,
+    store: str | os.PathLike[str] | None = None,
+    scheduler: Any = None,
 ) -> AllReport:
-    """Every figure (or `figures`) into ``out/NAME/``, then ``out/index.html``."""
+    """Every figure (or `figures`) into ``out/NAME/`` through one store (default
+    ``out/points.sqlite``), then ``out/index.html``."""
     t0 = time.monotonic()
     out = Path(out)
-    cache: RunCache = {}
+    out.mkdir(parents=True, exist_ok=True)
     reports = []
     for name in figures or names():
-        rep = reproduce(name, out / name, scale=scale, backend=backend, jobs=jobs, progress=progress, cache=cache)
+        rep = reproduce(name, out / name, scale=scale, backend=backend, jobs=jobs, progress=progress,
+                        store=store if store is not None else out / STORE_FILE, scheduler=scheduler)
         reports.append(rep)
         if on_done is not None:
             on_done(rep)
@@ -1657,8 +1626,10 @@ def reproduce_all(
     return AllReport(scale, reports, {"index.html": page}, time.monotonic() - t0)
 
 
-def run_all_cli(out: Path, scale: str, backend: str | None, jobs: int | None, quiet: bool) -> int:
+def run_all_cli(out: Path, scale: str, backend: str | None, jobs: int | None, quiet: bool,
+                store: Path | None = None, scheduler: Any = None, reports: list[Report] | None = None) -> int:
     """`reducelab reproduce all`: every figure, a one-line summary each, then the HTML report.
+    Appends the figures' reports to `reports` if given.
 
     Returns the exit status (1 if a packet-level run's data did not verify)."""
     def done(r: Report) -> None:
@@ -1667,10 +1638,13 @@ def run_all_cli(out: Path, scale: str, backend: str | None, jobs: int | None, qu
             print(f"{r.spec.name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a  {len(r.results.runs):>5} runs  {r.wall_seconds:6.1f} s", flush=True)
 
     try:
-        rep = reproduce_all(out, scale=scale, backend=backend, jobs=jobs, progress=not quiet, on_done=done)
+        rep = reproduce_all(out, scale=scale, backend=backend, jobs=jobs, progress=not quiet, on_done=done,
+                            store=store, scheduler=scheduler)
     except OSError as exc:
         print(f"error: {out}: cannot write results: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    if reports is not None:
+        reports.extend(rep.reports)
     if not quiet:
         print(f"wrote {out / 'index.html'} ({len(rep.reports)} figures) in {rep.wall_seconds:.0f} s")
     bad = [r for rep1 in rep.reports for r in rep1.unverified]

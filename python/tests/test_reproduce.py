@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import csv
 from collections.abc import Sequence
 import tomllib
@@ -119,9 +121,15 @@ def test_plot_and_gain_data(tiny_run: tuple[Path, str]) -> None:
 
 def test_same_scale_gives_identical_bytes(tiny_run: tuple[Path, str], tmp_path: Path) -> None:
     out, _ = tiny_run
+    from reducelab.store import ResultStore
+
     report = reproduce.reproduce("swing-fig9", tmp_path, scale="tiny")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in out.iterdir())
     for p in out.iterdir():
+        if p.name == reproduce.STORE_FILE:  # the run store also records when each run finished
+            with ResultStore(p) as a, ResultStore(tmp_path / p.name) as b:
+                assert list(a.dump()) == list(b.dump())  # its results are the same bytes
+            continue
         assert (tmp_path / p.name).read_bytes() == p.read_bytes(), p.name
     assert not report.unverified
 
@@ -143,7 +151,7 @@ def test_unknown_scale_and_list() -> None:
 
 
 def test_spec_errors_name_the_field(tmp_path: Path) -> None:
-    text = SPEC.read_text(encoding="utf-8")
+    text = SPEC.read_text(encoding="utf-8").replace('scenario = "network.toml"', f'scenario = "{SPEC.parent / "network.toml"}"')
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace('variants = ["ring"]', 'variants = ["rring"]'), encoding="utf-8")
     with pytest.raises(reproduce.ReproductionError, match=r"series\[2\]\.variants: unknown algorithm 'rring'"):
@@ -457,6 +465,27 @@ def test_all_covers_the_canary_figures(all_tiny: Path) -> None:
             assert f'id="{name}-{r["id"]}"' in page
 
 
+def test_all_has_one_claims_table(all_tiny: Path) -> None:
+    """`reproduce all` writes one table of every claim of every paper: DIR/claims.csv and the
+    "Every claim" section of index.html, each row as in its figure's claims file; and one run
+    store, DIR/points.sqlite, holding the points of every figure."""
+    import sqlite3
+
+    from reducelab import figures
+
+    every = read_csv(all_tiny / "claims.csv")
+    want = []
+    for name in [*reproduce.names(), *figures.names()]:
+        stem = reproduce.load_spec(reproduce.spec_path(name), "tiny").output if name in reproduce.names() else figures.figure(name).stem
+        want += [(name, r["id"], r["measured_value"], r["pass"]) for r in read_csv(all_tiny / name / f"{stem}_claims.csv")]
+    assert [(r["figure"], r["id"], r["measured_value"], r["pass"]) for r in every] == want
+    page = (all_tiny / "index.html").read_text(encoding="utf-8")
+    assert '<section id="all-claims">' in page and f"{len(want)} claims of every paper" in page
+    with sqlite3.connect(all_tiny / "points.sqlite") as db:
+        sweeps = {r[0] for r in db.execute("SELECT name FROM sweeps")}
+    assert sweeps == {*reproduce.names(), *(f"{n}@tiny" for n in figures.names())}
+
+
 def test_list_and_unknown_figure_name_every_figure() -> None:
     from reducelab import figures
 
@@ -482,8 +511,8 @@ def test_claims_judge_only_runs_whose_data_verified(tmp_path, monkeypatch) -> No
 
     def runs_with(change):
         # The same run (by its point, not its position) is changed in both reproductions.
-        def run_points(spec, points, optional, jobs, bar, cache):
-            rs = list(real(spec, points, optional, jobs, bar, cache))
+        def run_points(spec, points, optional, *rest):
+            rs = list(real(spec, points, optional, *rest))
             if not first:
                 first.append(key(next(r for r in rs if r.verified is True)))
             at = [i for i, r in enumerate(rs) if key(r) == first[0]]
@@ -517,3 +546,29 @@ def test_runs_come_back_in_point_order_whichever_finishes_first(tmp_path) -> Non
     assert orders[0] == orders[1] == orders[2]
     sizes = [k[3] for k in orders[0] if k[:3] == orders[0][0][:3]]
     assert sizes == sorted(sizes), "within one (network, variant) the sizes come in the spec's order"
+
+
+def test_points_run_through_the_store_once(tmp_path, monkeypatch) -> None:
+    """Every point is a scenario in the run store (OUT/points.sqlite): a second reproduction
+    into the same store runs nothing (the simulator is not called) and writes the same files."""
+    import sqlite3
+
+    import reducelab.reproduce as rp
+    import reducelab.sweep as sw
+
+    a = rp.reproduce("swing-fig9", tmp_path / "a", scale="tiny", jobs=2)
+    with sqlite3.connect(tmp_path / "a" / "points.sqlite") as con:
+        n = con.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        kinds = {json.loads(r[0])["traffic"][0]["kind"] for r in con.execute("SELECT scenario_json FROM results")}
+    assert n >= len({(r.topology, r.bandwidth, r.variant, r.size, r.backend) for r in a.runs}) and kinds == {"collective"}
+    before = {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir() if p.suffix in (".csv", ".md")}
+
+    def no_run(toml_text: str) -> dict:
+        raise AssertionError("a stored point ran again")
+
+    monkeypatch.setattr(sw, "run_point", no_run)
+    b = rp.reproduce("swing-fig9", tmp_path / "a", scale="tiny", jobs=1)
+    assert [r.runtime_ps for r in b.runs] == [r.runtime_ps for r in a.runs]
+    assert {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir() if p.suffix in (".csv", ".md")} == before
+    with pytest.raises(AssertionError, match="ran again"):  # the patch is live: a new point would call it
+        rp.reproduce("swing-fig9", tmp_path / "c", scale="tiny", jobs=1)
