@@ -42,7 +42,11 @@ class FigureError(ValueError):
 
 
 def scenarios_dir() -> Path:
-    """The repository's ``scenarios/`` folder (figures live in ``scenarios/<paper>/``)."""
+    """``$REDUCELAB_SCENARIOS`` if set, else the repository's ``scenarios/`` folder (figures
+    live in ``scenarios/<paper>/``)."""
+    env = os.environ.get("REDUCELAB_SCENARIOS")
+    if env:
+        return Path(env)
     return Path(__file__).resolve().parent.parent.parent / "scenarios"
 
 

@@ -625,3 +625,173 @@ def figure_png(
         _finish(ax, p.title, p.xlabel or p.x, p.ylabel or p.y, True)
     fig.suptitle(title, fontsize=9)
     return save_figure(fig, out)[0]
+
+
+def _swing_size_ticks(ax: Any, sizes: Sequence[int], every: int = 5) -> None:
+    lo, hi = sizes[0], sizes[-1]
+    ticks = sorted({lo, hi, *(1 << k for k in range(0, 64, every) if lo <= 1 << k <= hi)})
+    if len(ticks) > 2 and ticks[-1] / ticks[-2] < 8:  # keep the end label readable
+        ticks.pop(-2)
+    ax.set_xticks(ticks, [format_size(s).replace(" ", "") for s in ticks])
+    ax.minorticks_off()
+
+
+def swing_gain_png(spec: Any, table: Sequence[Any], marks: Sequence[Any], out: Path) -> Path:
+    """A Swing ``gain_vs_size`` figure (`reducelab.reproduce`): gain of the subject vs size, one
+    line per network; the paper's values (`marks`: claims with a ``mark`` ``gain``) as black
+    crosses labelled with the claim."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.0, 4.0), layout="constrained")
+    try:
+        cmap = plt.get_cmap("viridis")
+        n = len(spec.configs)
+        for i, cfg in enumerate(spec.configs):
+            rows = [x for x in table if x.config == cfg]
+            ax.plot(
+                [x.size for x in rows], [100 * x.gain for x in rows], marker="o", markersize=3.5,
+                linewidth=1.4, color=cmap(i / max(1, n - 1) * 0.9), label=spec.label(cfg),
+                linestyle="--" if cfg.reference else "-",
+            )
+        ax.axhline(0, color="black", linewidth=0.8)
+        _swing_marks(ax, marks, "gain", None)
+        ax.set_xscale("log", base=2)
+        _swing_size_ticks(ax, spec.sizes)
+        ax.set_xlabel("allreduce size")
+        ax.set_ylabel(f"{spec.subject.label} goodput gain (%)")
+        ax.set_title(f"{spec.figure}: {spec.title}", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(title="link bandwidth" if len(spec.bandwidths) > 1 else "network", fontsize=8, title_fontsize=8)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=150, metadata={"Software": None})
+    finally:
+        plt.close(fig)
+    return out
+
+
+def swing_goodput_png(spec: Any, results: Any, marks: Sequence[Any], out: Path) -> Path:
+    """A Swing ``goodput_vs_size`` figure (`reducelab.reproduce`): per network a panel with
+    goodput vs size per series, a large dot where a multi-variant series switches variant, the
+    subject's gain over the best other (letter of the best other at each point) as a top-left
+    inset, and the runtime at small sizes (<= 32 KiB, log scale, 32 B runtimes in its title) as a
+    second inset. The paper's values (`marks`: claims with a ``mark``) are black crosses
+    labelled with the claim, in the panels of the claim's networks (``share_of_peak`` x the
+    panel's peak, ``goodput_gbps``; ``gain`` in the gain inset)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    configs = spec.configs
+    ncols = 1 if len(configs) == 1 else 2
+    nrows = math.ceil(len(configs) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(6.6 * ncols, 4.6 * nrows), layout="constrained", squeeze=False)
+    tab = plt.get_cmap("tab10")
+    fixed = {"swing": 0, "recursive-doubling": 1, "mirrored-recursive-doubling": 2, "ring": 3, "bucket": 4}
+    index = {s.name: fixed.get(s.name, 5 + i) for i, s in enumerate(spec.series)}
+
+    def colors(i: int) -> Any:
+        return tab(index[spec.series[i].name] % 10)
+
+    small = [s for s in spec.sizes if s <= 32 << 10]
+    try:
+        for k, cfg in enumerate(configs):
+            ax = axes[k // ncols][k % ncols]
+            for i, s in enumerate(spec.series):
+                pts = [results.points.get((cfg, s.name, size)) for size in spec.sizes]
+                xs = [size for size, p in zip(spec.sizes, pts) if p is not None]
+                ys = [p.run.goodput_gbps for p in pts if p is not None]
+                if not xs:
+                    continue
+                ax.plot(xs, ys, marker="o", markersize=2.5, linewidth=1.5 if s.subject else 1.1, color=colors(i),
+                        label=f"{s.letter}: {s.label}" + ("" if s.baseline else " (not in gain)"),
+                        linestyle="-" if s.baseline else ":")
+                if len(s.variants) > 1:
+                    chosen = [p.run.variant for p in pts if p is not None]
+                    for j in range(1, len(chosen)):
+                        if chosen[j] != chosen[j - 1]:
+                            ax.plot([xs[j]], [ys[j]], marker="o", markersize=8, color=colors(i), zorder=5)
+            ax.axhline(cfg.peak_gbps, color="grey", linewidth=0.8, linestyle="--")
+            ax.text(spec.sizes[-1], cfg.peak_gbps, f"peak {cfg.peak_gbps:g} Gb/s", fontsize=6, va="bottom", ha="right", color="grey")
+            ax.set_xscale("log", base=2)
+            _swing_size_ticks(ax, spec.sizes)
+            ax.set_ylim(0, cfg.peak_gbps * 1.12)
+            _swing_marks(ax, marks, "goodput", cfg)
+            ax.set_xlabel("allreduce size")
+            ax.set_ylabel("goodput (Gb/s)")
+            title = cfg.topology + (f" (for {cfg.paper})" if cfg.stand_in else "")
+            if len(spec.bandwidths) > 1:
+                title += f", {(f'{cfg.bandwidth / 1000:g} Tb/s' if cfg.bandwidth >= 1000 else f'{cfg.bandwidth:g} Gb/s')}"
+            if cfg.reference:
+                title += " [reference]"
+            ax.set_title(title, fontsize=9)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=6, loc="lower right")
+            # Gain inset (top left).
+            gi = ax.inset_axes((0.08, 0.58, 0.4, 0.34))
+            rows = [x for x in results.gains if x.config == cfg]
+            gi.plot([x.size for x in rows], [100 * x.gain for x in rows], marker="o", markersize=2, linewidth=1, color="black")
+            for x in rows:
+                best = spec.series_named(x.best_other)
+                gi.annotate(best.letter if best else "?", (x.size, 100 * x.gain), fontsize=4.5,
+                            textcoords="offset points", xytext=(0, 2.5), ha="center")
+            gi.axhline(0, color="grey", linewidth=0.6)
+            _swing_marks(gi, marks, "gain", cfg, legend=False)
+            gi.set_xscale("log", base=2)
+            _swing_size_ticks(gi, spec.sizes, every=10)
+            gi.tick_params(labelsize=5)
+            gi.set_title(f"{spec.subject.letter} gain over best other (%)", fontsize=6)
+            gi.grid(alpha=0.3)
+            # Small-size runtime inset (left, middle).
+            if len(small) >= 2:
+                ri = ax.inset_axes((0.08, 0.17, 0.4, 0.28))
+                at32 = []
+                for i, s in enumerate(spec.series):
+                    pts = [results.points.get((cfg, s.name, size)) for size in small]
+                    if any(p is None for p in pts):
+                        continue
+                    ri.plot(small, [p.run.runtime_ps / 1e6 for p in pts if p is not None], marker="o", markersize=1.5,
+                            linewidth=0.9, color=colors(i), linestyle="-" if s.baseline else ":")
+                    first = pts[0]
+                    assert first is not None
+                    at32.append(f"{s.letter} {first.run.runtime_ps / 1e6:.3g}")
+                ri.set_xscale("log", base=2)
+                ri.set_yscale("log")
+                _swing_size_ticks(ri, small, every=5)
+                ri.tick_params(labelsize=5)
+                ri.set_title(f"runtime (µs), {format_size(small[0])}: " + ", ".join(at32), fontsize=5)
+                ri.grid(alpha=0.3)
+        for k in range(len(configs), nrows * ncols):
+            axes[k // ncols][k % ncols].axis("off")
+        fig.suptitle(f"{spec.figure}: {spec.title}", fontsize=10)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, dpi=110, metadata={"Software": None})
+    finally:
+        plt.close(fig)
+    return out
+
+
+
+def _swing_marks(ax: Axes, marks: Sequence[Any], what: str, cfg: Any, legend: bool = True) -> None:
+    """Draw the paper's values of Swing claims (`reproduce.Claim.mark`) that apply to this axis:
+    ``gain`` marks on gain axes (y in %), ``share_of_peak``/``goodput_gbps`` on goodput panels;
+    only on the claim's networks (cfg.paper in claim.topologies, when it names them)."""
+    for c in marks:
+        m = c.mark
+        if cfg is not None and c.topologies is not None and cfg.paper not in c.topologies:
+            continue
+        if what == "gain" and "gain" in m:
+            y = 100 * m["gain"]
+        elif what == "goodput" and "share_of_peak" in m:
+            y = m["share_of_peak"] * cfg.peak_gbps
+        elif what == "goodput" and "goodput_gbps" in m:
+            y = m["goodput_gbps"]
+        else:
+            continue
+        ax.plot([m["size_bytes"]], [y], marker="X", color="black", markersize=7 if legend else 4, linestyle="none",
+                zorder=6, label=f"paper ({c.id}): {c.paper_value}" if legend else None)
+        if not legend:
+            ax.annotate(f"paper {c.id}", (m["size_bytes"], y), fontsize=4, textcoords="offset points", xytext=(0, -6), ha="center")

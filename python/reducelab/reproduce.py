@@ -53,23 +53,11 @@ from pathlib import Path
 from typing import Any
 
 from . import _core
-from .claims import PASS_RE as _PASS_RE
-from .claims import check_pass_rule, claims_table_text, judge as _judge, number as _number
+from .claims import check_pass_rule, claims_table_text
+from .claims import judge as _judge
 from .scenario import Scenario
 from .store import ResultStore
 
-#: Reproductions known by name: name -> spec file relative to the scenarios directory (in the
-#: order `reproduce all` runs and reports them).
-REPRODUCTIONS: dict[str, str] = {
-    "swing-fig7": "swing/fig7.toml",
-    "swing-fig8": "swing/fig8.toml",
-    "swing-fig9": "swing/fig9.toml",
-    "swing-fig11": "swing/fig11.toml",
-    "swing-fig12": "swing/fig12.toml",
-    "swing-fig13": "swing/fig13.toml",
-    "swing-fig14": "swing/fig14.toml",
-    "swing-fig15": "swing/fig15.toml",
-}
 
 BACKENDS = ("auto", "packet", "flow")
 STORE_FILE = "points.sqlite"
@@ -107,19 +95,34 @@ def scenarios_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "scenarios"
 
 
+def registry() -> dict[str, Path]:
+    """Size-sweep figures by name: every ``scenarios/<paper>/figN.toml`` with a
+    ``[reproduction]`` table (by paper, then figure number). A new figure is its two files."""
+    out: dict[str, Path] = {}
+    files = [p for p in scenarios_dir().glob("*/fig*.toml") if not p.name.endswith(".claims.toml")]
+    for p in sorted(files, key=lambda p: (p.parent.name, int("".join(c for c in p.stem if c.isdigit()) or 0))):
+        try:
+            rep = tomllib.loads(p.read_text(encoding="utf-8")).get("reproduction")
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ReproductionError(f"{p}: cannot read: {exc}") from None
+        if isinstance(rep, dict) and isinstance(rep.get("name"), str):
+            out[rep["name"]] = p
+    return out
+
+
 def names() -> list[str]:
     """Names `reproduce` accepts (besides ``all``), in figure order."""
-    return list(REPRODUCTIONS)
+    return list(registry())
 
 
 def spec_path(name: str) -> Path:
     """The spec file of reproduction `name`; raises `ReproductionError` for an unknown name."""
-    rel = REPRODUCTIONS.get(name)
-    if rel is None:
+    path = registry().get(name)
+    if path is None:
         raise ReproductionError(
             f"unknown figure {name!r}; known: all, {', '.join(names())} (see `reducelab reproduce --list`)"
         )
-    return scenarios_dir() / rel
+    return path
 
 
 def topology_dims(topology: str) -> int:
@@ -525,6 +528,27 @@ class Claim:
     """Paper topologies evaluated, in this order (None = every one the scale runs)."""
     network_dependent: bool = False
     """Only evaluated on the paper's own networks (n/a where a smaller one stands in)."""
+    mark: dict[str, float] | None = None
+    """The paper's value drawn on the figure: ``size_bytes`` and one of ``share_of_peak``,
+    ``goodput_gbps`` (goodput panels) or ``gain`` (the gain plot or inset), on the claim's
+    networks (`reducelab.plots.swing_goodput_png`)."""
+
+
+_MARK_VALUES = ("share_of_peak", "goodput_gbps", "gain")
+
+
+def _mark(t: _Table) -> dict[str, float] | None:
+    raw = t.get("mark", dict, None, "a table { size_bytes = N, share_of_peak | goodput_gbps | gain = X }")
+    if raw is None:
+        return None
+    m = _Table(t.path, f"{t.where}.mark", raw)
+    out = {"size_bytes": float(m.get("size_bytes", int, what="an integer"))}
+    given = [k for k in _MARK_VALUES if k in raw]
+    if len(given) != 1:
+        raise m._err("size_bytes", f"give exactly one of {', '.join(_MARK_VALUES)} besides size_bytes")
+    out[given[0]] = float(m.get(given[0], (int, float), what="a number"))
+    m.done()
+    return out
 
 
 def load_claims(path: str | os.PathLike[str], spec: Spec) -> list[Claim]:
@@ -604,6 +628,7 @@ def load_claims(path: str | os.PathLike[str], spec: Spec) -> list[Claim]:
             subject=subject,
             topologies=topologies,
             network_dependent=t.get("network_dependent", bool, False, "true or false"),
+            mark=_mark(t),
         )
         t.done()
         claims.append(claim)
@@ -1185,145 +1210,6 @@ def _check_text(spec: Spec, c: Claim) -> str:
 # Plots.
 
 
-def _size_ticks(ax: Any, sizes: Sequence[int], every: int = 5) -> None:
-    lo, hi = sizes[0], sizes[-1]
-    ticks = sorted({lo, hi, *(1 << k for k in range(0, 64, every) if lo <= 1 << k <= hi)})
-    if len(ticks) > 2 and ticks[-1] / ticks[-2] < 8:  # keep the end label readable
-        ticks.pop(-2)
-    ax.set_xticks(ticks, [_fmt_size(s).replace(" ", "") for s in ticks])
-    ax.minorticks_off()
-
-
-def plot_gain_png(spec: Spec, table: Sequence[Gain], out: Path) -> Path:
-    """`gain_vs_size`: gain of the subject vs size, one line per network."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7.0, 4.0), layout="constrained")
-    try:
-        cmap = plt.get_cmap("viridis")
-        n = len(spec.configs)
-        for i, cfg in enumerate(spec.configs):
-            rows = [x for x in table if x.config == cfg]
-            ax.plot(
-                [x.size for x in rows], [100 * x.gain for x in rows], marker="o", markersize=3.5,
-                linewidth=1.4, color=cmap(i / max(1, n - 1) * 0.9), label=spec.label(cfg),
-                linestyle="--" if cfg.reference else "-",
-            )
-        ax.axhline(0, color="black", linewidth=0.8)
-        ax.set_xscale("log", base=2)
-        _size_ticks(ax, spec.sizes)
-        ax.set_xlabel("allreduce size")
-        ax.set_ylabel(f"{spec.subject.label} goodput gain (%)")
-        ax.set_title(f"{spec.figure}: {spec.title}", fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(title="link bandwidth" if len(spec.bandwidths) > 1 else "network", fontsize=8, title_fontsize=8)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=150, metadata={"Software": None})
-    finally:
-        plt.close(fig)
-    return out
-
-
-def plot_goodput_png(spec: Spec, results: Results, out: Path) -> Path:
-    """`goodput_vs_size`: per network a panel with goodput vs size per series, a large dot where a
-    multi-variant series switches variant, the subject's gain over the best other (letter of the
-    best other at each point) as a top-left inset, and the runtime at small sizes (<= 32 KiB,
-    log scale, 32 B runtimes in its title) as a second inset."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    configs = spec.configs
-    ncols = 1 if len(configs) == 1 else 2
-    nrows = math.ceil(len(configs) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(6.6 * ncols, 4.6 * nrows), layout="constrained", squeeze=False)
-    tab = plt.get_cmap("tab10")
-    fixed = {"swing": 0, "recursive-doubling": 1, "mirrored-recursive-doubling": 2, "ring": 3, "bucket": 4}
-    index = {s.name: fixed.get(s.name, 5 + i) for i, s in enumerate(spec.series)}
-
-    def colors(i: int) -> Any:
-        return tab(index[spec.series[i].name] % 10)
-
-    small = [s for s in spec.sizes if s <= 32 << 10]
-    try:
-        for k, cfg in enumerate(configs):
-            ax = axes[k // ncols][k % ncols]
-            for i, s in enumerate(spec.series):
-                pts = [results.points.get((cfg, s.name, size)) for size in spec.sizes]
-                xs = [size for size, p in zip(spec.sizes, pts) if p is not None]
-                ys = [p.run.goodput_gbps for p in pts if p is not None]
-                if not xs:
-                    continue
-                ax.plot(xs, ys, marker="o", markersize=2.5, linewidth=1.5 if s.subject else 1.1, color=colors(i),
-                        label=f"{s.letter}: {s.label}" + ("" if s.baseline else " (not in gain)"),
-                        linestyle="-" if s.baseline else ":")
-                if len(s.variants) > 1:
-                    chosen = [p.run.variant for p in pts if p is not None]
-                    for j in range(1, len(chosen)):
-                        if chosen[j] != chosen[j - 1]:
-                            ax.plot([xs[j]], [ys[j]], marker="o", markersize=8, color=colors(i), zorder=5)
-            ax.axhline(cfg.peak_gbps, color="grey", linewidth=0.8, linestyle="--")
-            ax.text(spec.sizes[-1], cfg.peak_gbps, f"peak {cfg.peak_gbps:g} Gb/s", fontsize=6, va="bottom", ha="right", color="grey")
-            ax.set_xscale("log", base=2)
-            _size_ticks(ax, spec.sizes)
-            ax.set_ylim(0, cfg.peak_gbps * 1.12)
-            ax.set_xlabel("allreduce size")
-            ax.set_ylabel("goodput (Gb/s)")
-            title = cfg.topology + (f" (for {cfg.paper})" if cfg.stand_in else "")
-            if len(spec.bandwidths) > 1:
-                title += f", {_fmt_bw(cfg.bandwidth)}"
-            if cfg.reference:
-                title += " [reference]"
-            ax.set_title(title, fontsize=9)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=6, loc="lower right")
-            # Gain inset (top left).
-            gi = ax.inset_axes((0.08, 0.58, 0.4, 0.34))
-            rows = [x for x in results.gains if x.config == cfg]
-            gi.plot([x.size for x in rows], [100 * x.gain for x in rows], marker="o", markersize=2, linewidth=1, color="black")
-            for x in rows:
-                best = spec.series_named(x.best_other)
-                gi.annotate(best.letter if best else "?", (x.size, 100 * x.gain), fontsize=4.5,
-                            textcoords="offset points", xytext=(0, 2.5), ha="center")
-            gi.axhline(0, color="grey", linewidth=0.6)
-            gi.set_xscale("log", base=2)
-            _size_ticks(gi, spec.sizes, every=10)
-            gi.tick_params(labelsize=5)
-            gi.set_title(f"{spec.subject.letter} gain over best other (%)", fontsize=6)
-            gi.grid(alpha=0.3)
-            # Small-size runtime inset (left, middle).
-            if len(small) >= 2:
-                ri = ax.inset_axes((0.08, 0.17, 0.4, 0.28))
-                at32 = []
-                for i, s in enumerate(spec.series):
-                    pts = [results.points.get((cfg, s.name, size)) for size in small]
-                    if any(p is None for p in pts):
-                        continue
-                    ri.plot(small, [p.run.runtime_ps / 1e6 for p in pts if p is not None], marker="o", markersize=1.5,
-                            linewidth=0.9, color=colors(i), linestyle="-" if s.baseline else ":")
-                    first = pts[0]
-                    assert first is not None
-                    at32.append(f"{s.letter} {first.run.runtime_ps / 1e6:.3g}")
-                ri.set_xscale("log", base=2)
-                ri.set_yscale("log")
-                _size_ticks(ri, small, every=5)
-                ri.tick_params(labelsize=5)
-                ri.set_title(f"runtime (µs), {_fmt_size(small[0])}: " + ", ".join(at32), fontsize=5)
-                ri.grid(alpha=0.3)
-        for k in range(len(configs), nrows * ncols):
-            axes[k // ncols][k % ncols].axis("off")
-        fig.suptitle(f"{spec.figure}: {spec.title}", fontsize=10)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=110, metadata={"Software": None})
-    finally:
-        plt.close(fig)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------
 # The whole reproduction.
 
@@ -1489,17 +1375,16 @@ def reproduce(
         files[f"{stem}_backend_check.csv"] = check.csv()
     for fname, content in files.items():
         (out / fname).write_text(content, encoding="utf-8") if isinstance(content, str) else (out / fname).write_bytes(content)
+    from .plots import swing_gain_png, swing_goodput_png
+
+    marks = [c for c in claims if c.mark is not None]
     if spec.kind == "gain_vs_size":
-        png = plot_gain_png(spec, results.gains, out / f"{stem}.png")
+        png = swing_gain_png(spec, results.gains, marks, out / f"{stem}.png")
     else:
-        png = plot_goodput_png(spec, results, out / f"{stem}.png")
+        png = swing_goodput_png(spec, results, marks, out / f"{stem}.png")
     files[png.name] = png.read_bytes()
     return Report(spec, effective, runs, results, claim_results, check, files, time.monotonic() - t0,
                   _command(spec.name, scale, override, out))
-
-
-# Backwards-compatible name of the fig9 plot.
-plot_png = plot_gain_png
 
 
 # ---------------------------------------------------------------------------------------------

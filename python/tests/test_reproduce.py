@@ -301,6 +301,8 @@ def test_grid_topology_errors(tmp_path: Path) -> None:
     ('metric = "max_gain"\nsize_bytes = 64\npass_if = "all > 0"', r"claim\[0\]\.size_bytes: only for the \*_at_size metrics"),
     ('metric = "max_gain"\npass_if = "mostly > 0"', r"claim\[0\]\.pass_if: expected"),
     ('metric = "max_gain"\npass_if = "all > 0"\nnetwork_dependent = 1', r"claim\[0\]\.network_dependent: expected true or false"),
+    ('metric = "max_gain"\npass_if = "all > 0"\nmark = { size_bytes = 64 }', r"claim\[0\]\.mark\.size_bytes: give exactly one of share_of_peak, goodput_gbps, gain"),
+    ('metric = "max_gain"\npass_if = "all > 0"\nmark = { size_bytes = 64, gain = 1, bogus = 2 }', r"claim\[0\]\.mark\.bogus: unknown key"),
 ])
 def test_claims_errors_name_the_field(tmp_path: Path, body: str, match: str) -> None:
     path = _write_spec(tmp_path, claims=CLAIM + body + "\n")
@@ -572,3 +574,33 @@ def test_points_run_through_the_store_once(tmp_path, monkeypatch) -> None:
     assert {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir() if p.suffix in (".csv", ".md")} == before
     with pytest.raises(AssertionError, match="ran again"):  # the patch is live: a new point would call it
         rp.reproduce("swing-fig9", tmp_path / "c", scale="tiny", jobs=1)
+
+
+def test_a_swing_figure_is_two_data_files(tmp_path: Path) -> None:
+    """A new size-sweep figure is figN.toml + figN.claims.toml under scenarios/<paper>/: found by
+    scanning (no registry to edit), listed and run by the CLI, its CSV the same runs as the
+    figure it was copied from."""
+    import os
+
+    d = tmp_path / "scenarios" / "mypaper"
+    d.mkdir(parents=True)
+    text = SPEC.read_text(encoding="utf-8")
+    text = text.replace('name = "swing-fig9"', 'name = "my-fig3"').replace('output = "fig9"', 'output = "fig3"')
+    text = text.replace('claims = "fig9.claims.toml"', 'claims = "fig3.claims.toml"')
+    text = text.replace('scenario = "network.toml"', f'scenario = "{SPEC.parent / "network.toml"}"')
+    (d / "fig3.toml").write_text(text, encoding="utf-8")
+    (d / "fig3.claims.toml").write_text((SPEC.parent / "fig9.claims.toml").read_text(encoding="utf-8"), encoding="utf-8")
+    env = {**os.environ, "REDUCELAB_SCENARIOS": str(tmp_path / "scenarios")}
+    import subprocess
+    import sys
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "reducelab", *args], capture_output=True, text=True, env=env,
+                              timeout=600, stdin=subprocess.DEVNULL)
+
+    assert run("reproduce", "--list").stdout.split() == ["my-fig3", "canary-all", "all"]
+    proc = run("reproduce", "my-fig3", "--scale", "tiny", "--jobs", "1", "--out", str(tmp_path / "out"))
+    assert proc.returncode == 0, proc.stderr
+    ref = reproduce.reproduce("swing-fig9", tmp_path / "ref", scale="tiny", jobs=1)
+    assert (tmp_path / "out" / "fig3.csv").read_bytes() == (tmp_path / "ref" / "fig9.csv").read_bytes()
+    assert len(read_csv(tmp_path / "out" / "fig3_claims.csv")) == len(ref.claims)
