@@ -357,3 +357,19 @@ def test_bad_api_arguments() -> None:
         canary.canary_memory_bytes(diameter=0)
     with pytest.raises(canary.CanaryError, match="timeout_ns"):
         canary.canary_memory_bytes(timeout_ns=float("nan"))
+
+
+def test_figure_on_a_dask_cluster(tmp_path: Path) -> None:
+    """`reproduce --scheduler` runs a figure's points on a Dask cluster: the same files as the
+    local workers' (the cluster's workers run the same `run_point`)."""
+    distributed = pytest.importorskip("distributed")
+    local = figures.reproduce("canary-fig7", tmp_path / "local", scale="tiny", jobs=2)
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, protocol="tcp", dashboard_address=None
+    ) as cluster:
+        proc = cli("reproduce", "canary-fig7", "--scale", "tiny", "--out", tmp_path / "dask",
+                   "--scheduler", cluster.scheduler_address)
+        assert proc.returncode == 0, proc.stderr
+    for name in local.files:
+        if name.endswith((".csv", ".md")):
+            assert (tmp_path / "dask" / name).read_bytes() == (tmp_path / "local" / name).read_bytes(), name
