@@ -150,6 +150,8 @@ class CanaryKind:
     columns = (*CSV_COLUMNS, *METRIC_COLUMNS, "runtime_us")
     params = ("allocations", "bytes", "bg_bytes", "table_size", "noise_delay_ns", "elements", "util_tenants")
     """Figure parameters ([params], [scales.NAME.params]) this kind reads, besides the grid's."""
+    keep_files = ("links.csv",)
+    """Result files stored per point (besides summary.json): what `row` reads."""
 
     def network(self, base: Scenario) -> str:
         return describe_network(base.to_dict()["topology"])

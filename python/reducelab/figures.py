@@ -378,7 +378,8 @@ def run_points(
     pts = points(fig, scale)
     entries = [({k: v for k, v in p.items() if not k.startswith("_")}, s) for p, s in pts]
     sweep = ScenarioSet(f"{fig.name}@{scale.name}", entries, spec={"figure": str(fig.path), "scale": scale.name},
-                        spec_path=str(fig.path), scenario_path=str(fig.scenario_path))
+                        spec_path=str(fig.path), scenario_path=str(fig.scenario_path),
+                        keep_files=_kinds()[fig.kind].keep_files)
     rep = sweep.run(store, jobs=jobs, scheduler=scheduler, progress=progress, check=False, confirm=True,
                     on_point=on_point)
     return pts, rep

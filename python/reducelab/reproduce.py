@@ -728,7 +728,7 @@ def _run_points(
         entries = [({"topology": p[0], "bandwidth_gbps": p[1], "algorithm": p[2], "size_bytes": p[3],
                      "backend": p[4]}, scenarios[p]) for p in order]
         sweep = ScenarioSet(spec.name, entries, spec={"figure": str(spec.path), "scale": spec.scale},
-                            spec_path=str(spec.path), scenario_path=str(spec.scenario_path))
+                            spec_path=str(spec.path), scenario_path=str(spec.scenario_path), keep_files=())
         try:
             sweep.run(store, jobs=jobs, scheduler=scheduler, progress=progress, check=False, confirm=True)
         except (FieldError, SweepRunError) as exc:

@@ -263,6 +263,10 @@ class Sweep:
     sweep comes from a spec).
     """
 
+    keep_files: tuple[str, ...] | None = None
+    """Result files stored per point: None = every file the simulator wrote (a `ScenarioSet`
+    may keep fewer)."""
+
     def __init__(
         self,
         scenario: Scenario,
@@ -710,10 +714,11 @@ class Sweep:
                 fld, reason = out["error"]
                 where = ", ".join(f"{k} = {_show(v)}" for k, v in point.params.items())
                 raise self._error("grid", f"point {point.index} ({where}): {fld}: {reason}")
+            keep = self.keep_files
             try:
                 db.put(
                     point.key, point.scenario.canonical_json(), point.seed, out["summary_json"],
-                    [(n, c) for n, c in out["files"]], out["version"], out["wall_seconds"],
+                    [(n, c) for n, c in out["files"] if keep is None or n in keep], out["version"], out["wall_seconds"],
                 )
             except StoreError as exc:
                 where = ", ".join(f"{k} = {_show(v)}" for k, v in point.params.items())
@@ -784,9 +789,14 @@ class ScenarioSet(Sweep):
         spec: Mapping[str, Any] | None = None,
         spec_path: str = "",
         scenario_path: str = "",
+        keep_files: Sequence[str] | None = None,
     ) -> None:
         if not entries:
             raise FieldError("grid", "a scenario set needs at least one point")
+        self.keep_files = None if keep_files is None else tuple(keep_files)
+        """Result files stored per point (None: all); summary.json is always stored. The
+        reproductions keep only what they read (a 4096-node packet run's messages.csv is tens
+        of MB)."""
         self.scenario = entries[0][1]
         self.name = name
         self.spec_path = spec_path

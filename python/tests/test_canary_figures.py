@@ -128,6 +128,8 @@ def test_one_store_for_every_figure(tiny_all: tuple[Path, str]) -> None:
     with sqlite3.connect(out / "points.sqlite") as db:
         sweeps = [r[0] for r in db.execute("SELECT name FROM sweeps ORDER BY name")]
         n_points = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        files = {r[0] for r in db.execute("SELECT DISTINCT name FROM result_files")}
+    assert files == {"links.csv"}  # what the figures read; not messages.csv
     assert sorted(sweeps) == sorted(f"{n}@tiny" for n in CLAIM_IDS)
     n_rows = sum(len(read_csv(out / n / f"{figures.figure(n).stem}.csv")) for n in CLAIM_IDS)
     assert n_points == n_rows  # every row is one stored point (no two Canary points coincide)
