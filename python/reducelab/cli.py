@@ -216,6 +216,11 @@ claims and writes into DIR (default results/FIGURE-SCALE):
   STEM_claims.csv/.md   claim, paper value, measured value, pass/fail
   STEM.png              the figure (gain vs size, one line per bandwidth)
 and prints the claims table. Same figure, scale and backend give byte-identical files.
+Every point is a scenario run through the sweep store DIR/points.sqlite (--store DB to share
+one): a stored point is not run again, so an interrupted figure resumes and `reproduce all`
+runs a point two figures share once; --jobs N worker processes, or --scheduler
+tcp://HOST:PORT to run the points on a Dask cluster. `reproduce all` also writes DIR/claims.csv,
+the one table of every claim of every figure.
 
 Backends: packet (data verified on every rank), flow (pipelined fluid model), auto (the spec's
 default: packet below 8 MiB, flow from 8 MiB, where flow is validated within 5% of packet
@@ -233,12 +238,11 @@ one into DIR/NAME/): scenario runs on the Canary §5.2 fat tree (in-network allr
 random-uniform background), defined by scenarios/canary/figN.toml + figN.claims.toml. Scales:
 tiny (16 hosts, tests), small (64 hosts), full (1024 hosts, 5 allocations, 4 MiB; minutes per
 figure). They write STEM.csv (one row per run), STEM_claims.csv/.md, STEM.png and, for Figs. 7
-and 10, STEM_links.csv (network-link utilisation histograms). Their points run through the sweep
-store OUT/points.sqlite (--store DB to share one): a stored point is not run again, so an
-interrupted figure resumes; --scheduler tcp://HOST:PORT runs them on a Dask cluster.
-`reproduce all` runs them after the Swing figures, into DIR/NAME/, and adds them to
-DIR/index.html.
+and 10, STEM_links.csv (network-link utilisation histograms). `reproduce all` runs them after
+the Swing figures, into DIR/NAME/, and adds them to DIR/index.html. A figure file of either kind
+may also be given by path (two files: figN.toml + figN.claims.toml; docs/extending.md).
   reducelab reproduce canary-fig8 --scale full --jobs 1 --out results/canary-fig8
+  reducelab reproduce my/figs/fig12.toml --scale tiny
 
 An unknown figure or scale prints `error: ...` and exits with status 2; a packet-level run
 whose data does not verify exits with status 1 (after writing the files).
@@ -1179,10 +1183,18 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         _fail(f"reproduce needs a FIGURE; known: {', '.join(known)}")
     from_file = args.figure.endswith(".toml")
     if from_file:
-        try:
-            figures.load(args.figure)
-        except figures.FigureError as exc:
-            _fail(str(exc))
+        import tomllib
+
+        try:  # a size-sweep figure ([reproduction], reducelab.reproduce) or a scenario figure
+            swing_file = "reproduction" in tomllib.loads(Path(args.figure).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+            swing_file = False  # figures.load names the problem
+        if not swing_file:
+            try:
+                figures.load(args.figure)
+            except figures.FigureError as exc:
+                _fail(str(exc))
+        from_file = not swing_file
     elif args.figure not in known:
         _fail(f"unknown figure {args.figure!r}; known: {', '.join(known)} (see `reducelab reproduce --list`)")
     if args.store is not None and args.store.is_dir():
@@ -1198,7 +1210,7 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         import matplotlib  # noqa: F401
     except ImportError:
         _fail("reproduce draws a plot and needs matplotlib: pip install 'reducelab[plot]'", EXIT_FAILURE)
-    label = Path(args.figure).stem if from_file else args.figure
+    label = Path(args.figure).stem if args.figure.endswith(".toml") else args.figure
     out: Path = args.out if args.out is not None else Path("results") / f"{label}-{args.scale}"
     if from_file or args.figure in scenario_figs or args.figure == "canary-all":
         return _cmd_reproduce_figures(args, out)

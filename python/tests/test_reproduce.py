@@ -604,3 +604,7 @@ def test_a_swing_figure_is_two_data_files(tmp_path: Path) -> None:
     ref = reproduce.reproduce("swing-fig9", tmp_path / "ref", scale="tiny", jobs=1)
     assert (tmp_path / "out" / "fig3.csv").read_bytes() == (tmp_path / "ref" / "fig9.csv").read_bytes()
     assert len(read_csv(tmp_path / "out" / "fig3_claims.csv")) == len(ref.claims)
+    # The same two files from any folder, by path.
+    proc = cli("reproduce", d / "fig3.toml", "--scale", "tiny", "--jobs", "1", "--out", tmp_path / "bypath")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "bypath" / "fig3.csv").read_bytes() == (tmp_path / "ref" / "fig9.csv").read_bytes()
