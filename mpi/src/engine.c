@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------------------------ */
 /* Settings and counters                                                                        */
@@ -62,23 +65,60 @@ static void note_fallback(const char *why) {
     fprintf(stderr, "reducelab: falling back to the MPI library (said once per reason): %s\n", why);
 }
 
-/* MPI_THREAD_MULTIPLE: the program cache, the last call's execution, the blocking scratch and
- * the list of active nonblocking operations are per process and unlocked, so at this thread
- * level every call goes to the MPI library (counted atomically; REDUCELAB_VERBOSE says so
- * once), unless REDUCELAB_THREADS=serialized says the application never has two threads in
- * these calls at once (mpi4py asks for MPI_THREAD_MULTIPLE by default, for example). The
- * level cannot change after MPI_Init_thread, so it is asked once. */
+/* Thread levels. The application's level is what it asked for in MPI_Init_thread, capped by
+ * what the library gave (recorded by the interposition library's MPI_Init/MPI_Init_thread,
+ * rl_set_app_thread_level); without that record (the RL_* library alone), the library's level
+ * (PMPI_Query_thread). The two differ only when REDUCELAB_PROGRESS=thread raised the library
+ * to MPI_THREAD_MULTIPLE for the progress thread.
+ *
+ * Rule: when the APPLICATION is at MPI_THREAD_MULTIPLE, every call goes to the MPI library
+ * (counted atomically; REDUCELAB_VERBOSE says so once): the program cache, the last call's
+ * execution and the blocking scratch are per process and unlocked, and locks around blocking
+ * collectives could deadlock (two ranks' threads taking them in opposite orders), unless
+ * REDUCELAB_THREADS=serialized says the application never has two threads in these calls at
+ * once (mpi4py asks for MPI_THREAD_MULTIPLE by default, for example). The level cannot change
+ * after MPI_Init_thread, so it is asked once.
+ *
+ * Whenever the LIBRARY is at MPI_THREAD_MULTIPLE (the progress thread, or an application at
+ * that level), the list of active nonblocking operations and everything they touch while they
+ * progress (their executions, the communicator's pending duplicate) are under one mutex
+ * (rl_mu; `locking`), which no thread holds while blocked in MPI. */
+static int app_level = -1;
+void rl_set_app_thread_level(int level) { __atomic_store_n(&app_level, level, __ATOMIC_RELEASE); }
+
 static int thread_multiple(void) {
     static int level = -1;
     int l = __atomic_load_n(&level, __ATOMIC_ACQUIRE);
     if (l < 0) {
-        int provided = MPI_THREAD_SINGLE;
+        int provided = __atomic_load_n(&app_level, __ATOMIC_ACQUIRE);
         const char *t = getenv("REDUCELAB_THREADS"); /* "serialized": the application promises it */
-        PMPI_Query_thread(&provided);
+        if (provided < 0) PMPI_Query_thread(&provided);
         l = provided == MPI_THREAD_MULTIPLE && !(t && strcmp(t, "serialized") == 0);
         __atomic_store_n(&level, l, __ATOMIC_RELEASE);
     }
     return l;
+}
+
+static pthread_mutex_t rl_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rl_cv = PTHREAD_COND_INITIALIZER; /* an operation became active (progress thread) */
+static int locking = -1;
+static int use_lock(void) {
+    int l = __atomic_load_n(&locking, __ATOMIC_ACQUIRE);
+    if (l < 0) {
+        int provided = MPI_THREAD_SINGLE, init = 0;
+        PMPI_Initialized(&init);
+        if (!init) return 0; /* before MPI_Init: one thread by MPI's rules; decide later */
+        PMPI_Query_thread(&provided);
+        l = provided == MPI_THREAD_MULTIPLE;
+        __atomic_store_n(&locking, l, __ATOMIC_RELEASE);
+    }
+    return l;
+}
+static void lock(void) {
+    if (use_lock()) pthread_mutex_lock(&rl_mu);
+}
+static void unlock(void) {
+    if (use_lock()) pthread_mutex_unlock(&rl_mu);
 }
 static void note_thread_fallback(void) {
     static int told;
@@ -145,19 +185,53 @@ static int get_program(const char *alg, int coll, const uint32_t *dims, size_t n
 /* ------------------------------------------------------------------------------------------ */
 /* Per-communicator state: a private duplicate and a sequence number for tags                  */
 
+/* The duplicate is made with MPI_Comm_idup at the first ReduceLab call on the communicator
+ * (that call is a collective on it, so every rank starts the duplicate at the same point of
+ * the communicator's collective order) and completed without blocking: a nonblocking
+ * operation keeps it in its state machine (progress_exec binds the operation to the duplicate
+ * once the idup has completed), and a blocking call waits for it while progressing the
+ * active nonblocking operations. A blocking PMPI_Comm_dup inside the first MPI_Iallreduce
+ * deadlocked two fresh communicators started in opposite orders on two ranks. */
 typedef struct {
     MPI_Comm dup;
+    MPI_Request dup_req; /* the pending MPI_Comm_idup (under rl_mu), MPI_REQUEST_NULL once done */
     unsigned seq;
     int tag_ub;
 } comm_state;
 static int comm_keyval = MPI_KEYVAL_INVALID;
 
 static void forget_comm(const void *st);
+static void progress_locked(void);
+
+/* 1 once the duplicate exists (rl_mu held). */
+static int comm_ready_locked(comm_state *st) {
+    if (st->dup_req == MPI_REQUEST_NULL) return 1;
+    int flag = 0;
+    if (PMPI_Test(&st->dup_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) return 0;
+    st->dup_req = MPI_REQUEST_NULL;
+    /* errors of internal messages (a truncated receive: counts differ across ranks) come
+     * back to us; we finish the schedule and report through the user's communicator */
+    PMPI_Comm_set_errhandler(st->dup, MPI_ERRORS_RETURN);
+    return 1;
+}
+
+/* Blocking callers: waits for the duplicate, progressing the active nonblocking operations
+ * meanwhile (their peers may need them before they reach this collective). */
+static void comm_wait_ready(comm_state *st) {
+    for (;;) {
+        lock();
+        int ready = comm_ready_locked(st);
+        if (!ready) progress_locked();
+        unlock();
+        if (ready) return;
+    }
+}
 
 static int comm_state_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     (void)comm, (void)keyval, (void)extra;
     comm_state *st = attr;
     if (st) {
+        comm_wait_ready(st);
         forget_comm(st);
         PMPI_Comm_free(&st->dup);
         free(st);
@@ -165,6 +239,7 @@ static int comm_state_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
     return MPI_SUCCESS;
 }
 
+/* The communicator's state; its duplicate may still be pending (comm_ready_locked). */
 static int get_comm_state(MPI_Comm comm, comm_state **out) {
     int flag = 0, rc;
     if (comm_keyval == MPI_KEYVAL_INVALID) {
@@ -177,19 +252,18 @@ static int get_comm_state(MPI_Comm comm, comm_state **out) {
     if (!flag) {
         st = calloc(1, sizeof *st);
         if (!st) return MPI_ERR_NO_MEM;
-        rc = PMPI_Comm_dup(comm, &st->dup);
+        st->dup = MPI_COMM_NULL;
+        rc = PMPI_Comm_idup(comm, &st->dup, &st->dup_req);
         if (rc != MPI_SUCCESS) {
             free(st);
             return rc;
         }
-        /* errors of internal messages (a truncated receive: counts differ across ranks) come
-         * back to us; we finish the schedule and report through the user's communicator */
-        PMPI_Comm_set_errhandler(st->dup, MPI_ERRORS_RETURN);
         int *ub = NULL, f = 0;
         PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &f);
         st->tag_ub = f && ub ? *ub : 32767;
         rc = PMPI_Comm_set_attr(comm, comm_keyval, st);
         if (rc != MPI_SUCCESS) {
+            comm_wait_ready(st);
             PMPI_Comm_free(&st->dup);
             free(st);
             return rc;
@@ -365,8 +439,39 @@ typedef struct rl_exec {
     /* nonblocking */
     MPI_Request greq;
     int done;
+    int detached; /* MPI_Request_free'd while active: free the request when complete */
+    comm_state *cs; /* nonblocking: comm stays MPI_COMM_NULL until cs's duplicate exists */
     struct rl_exec *next_active;
 } rl_exec;
+
+/* Active nonblocking operations (under rl_mu); progress_events counts steps completed, so the
+ * progress thread knows whether a sweep moved anything. */
+static rl_exec *active;
+static unsigned long progress_events;
+static int progress_thread_on;
+
+/* A blocking collective waits with PMPI_Waitall/Waitsome, unless nonblocking operations are
+ * active and no progress thread runs: then with tests that progress them too (their peers may
+ * need them before they join this collective). */
+static int others_need_progress(void) {
+    return !__atomic_load_n(&progress_thread_on, __ATOMIC_ACQUIRE) && __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+}
+static int wait_all_progressing(int n, MPI_Request *reqs, MPI_Status *stats) {
+    if (!others_need_progress()) return PMPI_Waitall(n, reqs, stats);
+    for (;;) {
+        int flag = 0, rc = PMPI_Testall(n, reqs, &flag, stats);
+        if (rc != MPI_SUCCESS || flag) return rc;
+        RL_Progress();
+    }
+}
+static int wait_some_progressing(int n, MPI_Request *reqs, int *outcount, int *idx, MPI_Status *stats) {
+    if (!others_need_progress()) return PMPI_Waitsome(n, reqs, outcount, idx, stats);
+    for (;;) {
+        int rc = PMPI_Testsome(n, reqs, outcount, idx, stats);
+        if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || *outcount != 0) return rc;
+        RL_Progress();
+    }
+}
 
 static size_t elem_lo(const rl_exec *ex, uint32_t block) {
     return (size_t)((unsigned __int128)block * ex->count / ex->prog->blocks);
@@ -605,13 +710,13 @@ static int wait_and_finish_step(rl_exec *ex) {
     const RlStep *st = &ex->prog->steps[ex->step];
     if (ex->nreqs == 0) return finish_step(ex);
     if (ex->seg == SIZE_MAX || !step_allows_eager(ex, st)) {
-        int rc = verify_all(ex, PMPI_Waitall(ex->nreqs, ex->reqs, ex->stats));
+        int rc = verify_all(ex, wait_all_progressing(ex->nreqs, ex->reqs, ex->stats));
         return rc != MPI_SUCCESS || ex->err ? rc : finish_step(ex);
     }
     /* segment index of request q within its transfer: requests of one transfer are consecutive */
     for (;;) {
         int outcount = 0;
-        int rc = PMPI_Waitsome(ex->nreqs, ex->reqs, &outcount, ex->idx, ex->stats);
+        int rc = wait_some_progressing(ex->nreqs, ex->reqs, &outcount, ex->idx, ex->stats);
         if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
         if (outcount == MPI_UNDEFINED) break;
         for (int i = 0; i < outcount; i++) {
@@ -753,6 +858,12 @@ static int run_blocking(rl_exec *ex) {
 /* Advances a nonblocking execution as far as it can without blocking; 1 when complete. */
 static int progress_exec(rl_exec *ex, int *err) {
     *err = MPI_SUCCESS;
+    if (ex->comm == MPI_COMM_NULL && ex->cs) { /* the communicator's duplicate is still pending */
+        if (!comm_ready_locked(ex->cs)) return 0;
+        ex->comm = ex->cs->dup;
+        if (ex->check) ex->check->comm = ex->comm;
+        progress_events++;
+    }
     if (ex->check && !ex->check_done) {
         int e;
         if (!progress_exec(ex->check, &e)) return 0;
@@ -776,6 +887,7 @@ static int progress_exec(rl_exec *ex, int *err) {
             if ((*err = verify_all(ex, rc)) != MPI_SUCCESS) return 1;
         }
         ex->posted = 0;
+        progress_events++;
         if (!ex->err && (*err = finish_step(ex)) != MPI_SUCCESS) return 1;
         ex->step++;
     }
@@ -1000,7 +1112,13 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     rl_exec *ex = calloc(1, sizeof *ex);
     if (!ex) goto nomem;
     ex->prog = prog;
-    ex->comm = cs->dup;
+    if (own_scratch) { /* nonblocking / persistent: bound to the duplicate by progress_exec */
+        ex->cs = cs;
+        ex->comm = MPI_COMM_NULL;
+    } else {
+        comm_wait_ready(cs);
+        ex->comm = cs->dup;
+    }
     ex->count = count;
     ex->type = type;
     ex->extent = extent;
@@ -1280,16 +1398,16 @@ int rl_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
 
 /* ---- nonblocking ---- */
 
-static rl_exec *active;
-
-/* extra: a malloc'd int, the operation's error code once complete (MPI_Wait returns it) */
+/* extra: a malloc'd int, the operation's error code once complete (MPI_Wait returns it).
+ * The status is MPI's empty status (source MPI_ANY_SOURCE, tag MPI_ANY_TAG, 0 elements, not
+ * cancelled), with the error code. */
 static int greq_query(void *extra, MPI_Status *status) {
     int e = extra ? *(int *)extra : MPI_SUCCESS;
     status->MPI_ERROR = e;
     PMPI_Status_set_elements(status, MPI_BYTE, 0);
     PMPI_Status_set_cancelled(status, 0);
-    status->MPI_SOURCE = MPI_UNDEFINED;
-    status->MPI_TAG = MPI_UNDEFINED;
+    status->MPI_SOURCE = MPI_ANY_SOURCE;
+    status->MPI_TAG = MPI_ANY_TAG;
     return e;
 }
 static int greq_free(void *extra) {
@@ -1303,18 +1421,50 @@ static int greq_cancel(void *extra, int complete) {
 
 int rl_active_count(void) {
     int n = 0;
+    lock();
     for (rl_exec *e = active; e; e = e->next_active) n++;
+    unlock();
     return n;
 }
 
-int RL_Progress(void) {
+/* The active operation whose generalized request is r (rl_mu held), or NULL. */
+static rl_exec *find_active(MPI_Request r) {
+    if (r == MPI_REQUEST_NULL) return NULL;
+    for (rl_exec *e = active; e; e = e->next_active)
+        if (e->greq == r) return e;
+    return NULL;
+}
+
+int rl_is_active_request(MPI_Request r) {
+    if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) return 0;
+    lock();
+    int found = find_active(r) != NULL;
+    unlock();
+    return found;
+}
+
+/* MPI_Request_free on an active ReduceLab operation: it goes on in the background (progressed
+ * by every later ReduceLab or completion call, the progress thread, and MPI_Finalize, which
+ * drains it) and its request is freed when it completes. 1 if r was ours. */
+int rl_detach_request(MPI_Request r) {
+    if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) return 0;
+    lock();
+    rl_exec *e = find_active(r);
+    if (e) e->detached = 1;
+    unlock();
+    return e != NULL;
+}
+
+/* One sweep over the active operations (rl_mu held). */
+static int progress_sweep(void) {
     int first_err = MPI_SUCCESS;
     rl_exec **pp = &active;
     while (*pp) {
         rl_exec *ex = *pp, *next = ex->next_active;
         int err;
         if (progress_exec(ex, &err)) {
-            *pp = next;
+            __atomic_store_n(pp, next, __ATOMIC_RELEASE);
+            progress_events++;
             int erc = exec_epilogue(ex);
             if (err == MPI_SUCCESS) err = erc;
             ex->result = err;
@@ -1323,14 +1473,36 @@ int RL_Progress(void) {
             if (err != MPI_SUCCESS && first_err == MPI_SUCCESS) first_err = err;
             if (ex->greq != MPI_REQUEST_NULL) {
                 MPI_Request g = ex->greq;
+                int detached = ex->detached;
                 exec_free(ex);
                 PMPI_Grequest_complete(g);
+                if (detached) PMPI_Request_free(&g);
             }
         } else {
             pp = &ex->next_active;
         }
     }
     return first_err;
+}
+static void progress_locked(void) { progress_sweep(); }
+
+int RL_Progress(void) {
+    if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) return MPI_SUCCESS;
+    lock();
+    int rc = progress_sweep();
+    unlock();
+    return rc;
+}
+
+/* Puts ex on the active list, posts what it can and wakes the progress thread. */
+static int activate(rl_exec *ex) {
+    lock();
+    ex->next_active = active;
+    __atomic_store_n(&active, ex, __ATOMIC_RELEASE);
+    int rc = progress_sweep(); /* post the first step now */
+    if (progress_thread_on) pthread_cond_signal(&rl_cv);
+    unlock();
+    return rc;
 }
 
 int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
@@ -1356,9 +1528,7 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
         return rc;
     }
     *request = ex->greq;
-    ex->next_active = active;
-    active = ex;
-    RL_Progress(); /* post the first step now */
+    activate(ex);
     return MPI_SUCCESS;
 }
 
@@ -1368,6 +1538,70 @@ int RL_Wait(MPI_Request *request, MPI_Status *status) {
         RL_Progress();
         if ((rc = PMPI_Test(request, &flag, status)) != MPI_SUCCESS || flag) return rc;
     }
+}
+
+/* ---- the progress thread (REDUCELAB_PROGRESS=thread, started by the interposition library's
+ * MPI_Init when the MPI library provides MPI_THREAD_MULTIPLE) ----
+ * Sleeps on a condition variable while nothing is active; otherwise sweeps the active
+ * operations under rl_mu, yielding the core between sweeps and, after RL_IDLE_SWEEPS sweeps
+ * that moved nothing, sleeping RL_IDLE_NS between them (the cores are shared with the
+ * application, and on an oversubscribed node with the other ranks). */
+#define RL_IDLE_SWEEPS 32
+#define RL_IDLE_NS 20000
+static pthread_t progress_thread;
+static int progress_stop;
+
+static void *progress_main(void *arg) {
+    (void)arg;
+    unsigned idle = 0;
+    pthread_mutex_lock(&rl_mu);
+    while (!progress_stop) {
+        if (!active) {
+            pthread_cond_wait(&rl_cv, &rl_mu);
+            idle = 0;
+            continue;
+        }
+        unsigned long before = progress_events;
+        progress_sweep();
+        idle = progress_events != before ? 0 : idle + 1;
+        pthread_mutex_unlock(&rl_mu);
+        if (idle < RL_IDLE_SWEEPS) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, RL_IDLE_NS};
+            nanosleep(&ts, NULL);
+        }
+        pthread_mutex_lock(&rl_mu);
+    }
+    pthread_mutex_unlock(&rl_mu);
+    return NULL;
+}
+
+/* After MPI_Init_thread provided MPI_THREAD_MULTIPLE. 0 on success. */
+int rl_progress_thread_start(void) {
+    __atomic_store_n(&locking, 1, __ATOMIC_RELEASE);
+    progress_stop = 0;
+    __atomic_store_n(&progress_thread_on, 1, __ATOMIC_RELEASE);
+    int rc = pthread_create(&progress_thread, NULL, progress_main, NULL);
+    if (rc != 0) __atomic_store_n(&progress_thread_on, 0, __ATOMIC_RELEASE);
+    return rc;
+}
+
+/* Before MPI_Finalize (every operation completed). */
+void rl_progress_thread_stop(void) {
+    if (!__atomic_load_n(&progress_thread_on, __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&rl_mu);
+    progress_stop = 1;
+    pthread_cond_broadcast(&rl_cv);
+    pthread_mutex_unlock(&rl_mu);
+    pthread_join(progress_thread, NULL);
+    __atomic_store_n(&progress_thread_on, 0, __ATOMIC_RELEASE);
+}
+
+int rl_progress_thread_running(void) { return __atomic_load_n(&progress_thread_on, __ATOMIC_ACQUIRE); }
+
+void rl_notice(const char *msg) {
+    if (is_verbose()) fprintf(stderr, "reducelab: %s\n", msg);
 }
 
 /* ---- persistent ---- */
@@ -1382,6 +1616,14 @@ struct RL_Persistent_s {
     MPI_Comm comm;
     int started;
 };
+
+/* ex->done, which the progress thread may write. */
+static int exec_done(rl_exec *ex) {
+    lock();
+    int d = ex->done;
+    unlock();
+    return d;
+}
 
 int RL_Allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                       const char *algorithm, RL_Persistent *request) {
@@ -1441,13 +1683,14 @@ int RL_Start(RL_Persistent r) {
         return PMPI_Allreduce(r->sendbuf, r->recvbuf, r->count, r->type, r->op, r->comm);
     }
     rl_exec *ex = r->ex;
-    if (r->started && !ex->done) {
+    if (r->started && !exec_done(ex)) {
         PMPI_Comm_call_errhandler(r->comm, MPI_ERR_REQUEST);
         return MPI_ERR_REQUEST; /* still active */
     }
     comm_state *cs = NULL;
     int rc = get_comm_state(r->comm, &cs);
     if (rc != MPI_SUCCESS) return rc;
+    /* not on the active list: no other thread looks at ex until activate() */
     next_tag(ex, cs);
     ex->step = 0;
     ex->posted = 0;
@@ -1459,31 +1702,29 @@ int RL_Start(RL_Persistent r) {
     }
     r->started = 1;
     n_scheduled++;
-    ex->next_active = active;
-    active = ex;
-    return RL_Progress();
+    return activate(ex);
 }
 
 int RL_Persistent_test(RL_Persistent r, int *flag) {
     if (!r || !flag) return MPI_ERR_ARG;
     int rc = MPI_SUCCESS;
-    if (r->started && !r->ex->done) rc = RL_Progress();
-    *flag = !r->started || r->ex->done;
-    return r->started && r->ex->done ? r->ex->result : rc;
+    if (r->started && !exec_done(r->ex)) rc = RL_Progress();
+    *flag = !r->started || exec_done(r->ex);
+    return r->started && *flag ? r->ex->result : rc;
 }
 
 int RL_Persistent_wait(RL_Persistent r) {
     if (!r) return MPI_ERR_REQUEST;
-    while (r->started && !r->ex->done) RL_Progress();
+    while (r->started && !exec_done(r->ex)) RL_Progress();
     return r->started ? r->ex->result : MPI_SUCCESS;
 }
 
 /* 0 inactive (never started, or completed), 1 running. */
-int rl_persistent_running(RL_Persistent r) { return r && r->ex && r->started && !r->ex->done; }
+int rl_persistent_running(RL_Persistent r) { return r && r->ex && r->started && !exec_done(r->ex); }
 
 int RL_Persistent_free(RL_Persistent *r) {
     if (!r || !*r) return MPI_ERR_REQUEST;
-    if ((*r)->started && !(*r)->ex->done) RL_Persistent_wait(*r);
+    if ((*r)->started && !exec_done((*r)->ex)) RL_Persistent_wait(*r);
     exec_free((*r)->ex);
     free(*r);
     *r = NULL;

@@ -275,3 +275,104 @@ def test_thread_multiple_falls_through_to_the_library(p: int) -> None:
     m = re.search(r"test_threads p=(\d+): (\d+) checks, (\d+) failures", out)
     assert m and int(m.group(1)) == p and int(m.group(3)) == 0 and int(m.group(2)) == 501 * p, out
     assert proc.stderr.count("MPI_THREAD_MULTIPLE (ReduceLab's per-process state is not locked") == p
+
+
+PROGRESS = re.compile(r"test_progress (\w+) p=(\d+) seed=(\d+): (\d+) checks, (\d+) failures")
+
+
+def _progress(mode: str, p: int, seed: int, env: dict[str, str] | None = None, preload: bool = True,
+              alarm: int = 40) -> subprocess.CompletedProcess[str]:
+    """mpi/tests/test_progress.c MODE SEED: every allreduce checked element by element against the
+    closed-form sum; a hang past `alarm` seconds prints TIMEOUT and fails."""
+    return mpirun(p, [str(BUILD / "test_progress"), mode, str(seed), str(alarm)], env, preload=preload,
+                  timeout=alarm + 30)
+
+
+def _progress_ok(proc: subprocess.CompletedProcess[str], mode: str, p: int, min_checks: int) -> None:
+    m = PROGRESS.search(ok(proc))
+    assert m, proc.stdout
+    assert m.group(1) == mode and int(m.group(2)) == p and int(m.group(5)) == 0, proc.stdout
+    assert int(m.group(4)) >= min_checks, proc.stdout
+
+
+@pytest.mark.parametrize(("p", "seed", "progress"), [(2, 1, "none"), (3, 2, "none"), (4, 3, "thread")])
+def test_polling_with_request_get_status_completes(p: int, seed: int, progress: str) -> None:
+    """MPI_Iallreduce (1, 1000 and 300000 ints, on fresh communicators) and a persistent allreduce
+    completed by polling MPI_Request_get_status alone (it never completed before: the call was
+    not intercepted); the result is exact as soon as the flag is set."""
+    proc = _progress("getstatus", p, seed, {"REDUCELAB_PROGRESS": progress})
+    _progress_ok(proc, "getstatus", p, 3 * p * 9)
+
+
+@pytest.mark.parametrize(("p", "seed"), [(2, 1), (3, 2), (4, 3), (4, 4)])
+def test_fresh_communicators_started_in_opposite_orders_complete(p: int, seed: int) -> None:
+    """Neighbouring ranks start MPI_Iallreduce on two fresh communicators in opposite orders,
+    four rounds (the first call's blocking communicator duplicate deadlocked this)."""
+    _progress_ok(_progress("crossorder", p, seed), "crossorder", p, 8 * p)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_rank_blocked_in_recv_completes_with_the_progress_thread(seed: int) -> None:
+    """p = 4: ranks 0 and 2 start MPI_Iallreduce (small and 0.4-0.8 MB) on fresh communicators,
+    compute without MPI calls and block in MPI_Recv from ranks 1 and 3, which send only after
+    their own allreduces completed: completes with REDUCELAB_PROGRESS=thread."""
+    proc = _progress("blocked", 4, seed, {"REDUCELAB_PROGRESS": "thread", "REDUCELAB_VERBOSE": "1"})
+    _progress_ok(proc, "blocked", 4, 4 * 6)
+    assert proc.stderr.count("reducelab: progress thread started (REDUCELAB_PROGRESS=thread)") == 4, proc.stderr
+
+
+def test_rank_blocked_in_recv_hangs_without_the_progress_thread() -> None:
+    """The control: the same program without the progress thread deadlocks (and the alarm turns
+    the hang into a failure), so the test above can fail."""
+    proc = _progress("blocked", 4, 1, alarm=4)
+    assert proc.returncode != 0 and "TIMEOUT" in proc.stderr, (proc.stdout, proc.stderr[-2000:])
+
+
+@pytest.mark.parametrize(("p", "seed", "progress"), [
+    (2, 1, "none"), (2, 2, "thread"), (3, 3, "none"), (3, 4, "thread"), (4, 5, "none"), (4, 6, "thread"),
+    (4, 7, "none"), (5, 8, "none")])
+def test_completion_family_over_mixed_requests(p: int, seed: int, progress: str) -> None:
+    """Six rounds of 12 shuffled requests: two MPI_Iallreduce, a started and an inactive
+    persistent allreduce (ReduceLab's), MPI_Irecv/MPI_Isend, MPI_Ibarrier, a started and an
+    inactive persistent receive (the library's) and MPI_REQUEST_NULL, completed by
+    MPI_Waitany / Waitsome / Testsome / Testany / Testall / Waitall / Test as the seed picks, with
+    and without MPI_STATUS(ES)_IGNORE: each index returned once for an active request, receive
+    statuses (source, tag, count) and collective statuses (0 elements, not cancelled) right,
+    handles freed or kept as MPI says, sums exact."""
+    proc = _progress("mixed", p, seed, {"REDUCELAB_PROGRESS": progress})
+    _progress_ok(proc, "mixed", p, 6 * 12 * p)
+
+
+@pytest.mark.parametrize("progress", ["none", "thread"])
+def test_cancel_and_free_of_a_running_allreduce(progress: str) -> None:
+    """MPI_Cancel on a ReduceLab MPI_Iallreduce has no effect (completes, not cancelled);
+    MPI_Request_free on a running one sets MPI_REQUEST_NULL and it completes in the background."""
+    _progress_ok(_progress("cancel", 3, 1, {"REDUCELAB_PROGRESS": progress}), "cancel", 3, 3 * 6)
+
+
+@pytest.mark.parametrize("mode", ["getstatus", "crossorder", "blocked", "mixed"])
+def test_progress_program_passes_against_the_library_alone(mode: str) -> None:
+    """Without ReduceLab the same checks pass against the MPI library (they are MPI's semantics)."""
+    proc = _progress(mode, 4, 9, {"EXPECT_INTERCEPT": "0"}, preload=False)
+    m = PROGRESS.search(ok(proc))
+    assert m and int(m.group(5)) == 0, proc.stdout
+
+
+def test_progress_thread_is_not_started_for_a_thread_multiple_application() -> None:
+    """The thread-level rule stays the application's: at MPI_THREAD_MULTIPLE every call still goes
+    to the MPI library (test_threads.c checks 500 fall-throughs), so no progress thread is started
+    and REDUCELAB_VERBOSE says why."""
+    proc = mpirun(2, [str(BUILD / "test_threads")], {"REDUCELAB_VERBOSE": "1", "REDUCELAB_PROGRESS": "thread"},
+                  preload=True, timeout=120)
+    out = ok(proc)
+    if "skipped" in out:
+        pytest.skip(out.strip())
+    assert re.search(r"test_threads p=2: 1002 checks, 0 failures", out), out
+    assert proc.stderr.count("REDUCELAB_PROGRESS=thread: the application asked for MPI_THREAD_MULTIPLE") == 2
+    assert "progress thread started" not in proc.stderr
+
+
+def test_bad_progress_setting_is_a_clear_error() -> None:
+    proc = _progress("getstatus", 2, 1, {"REDUCELAB_PROGRESS": "threads"}, alarm=20)
+    assert proc.returncode != 0
+    assert "REDUCELAB_PROGRESS='threads' is not 'thread' or 'none'" in proc.stderr
