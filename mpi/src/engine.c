@@ -12,6 +12,7 @@
  * matches the application's messages and concurrent nonblocking operations do not mix. */
 #define _GNU_SOURCE
 #include "reducelab_mpi.h"
+#include "rl_rules.h"
 #include "rl_internal.h"
 #include "rl_entry.h"
 
@@ -1216,6 +1217,115 @@ static int load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* `auto`'s crossover to the MPI library                                                       */
+
+/* Below a measured size the MPI library's own allreduce is faster than any schedule here (its
+ * small-message path costs less per call than ours), so `auto` hands those calls to it. Rules:
+ * per communicator size, the smallest vector (bytes) from which `auto` runs ReduceLab
+ * schedules; a communicator uses the rule of the largest rule size <= its size (none: always
+ * schedules). REDUCELAB_RULES=FILE reads them from a file written by `reducelab tune mpi`
+ * (lines "RANKS MIN_BYTES", # comments), REDUCELAB_RULES=none disables the crossover, unset
+ * uses the shipped defaults below (measured with `reducelab tune mpi`, docs/mpi.md). Every rank
+ * must see the same rules (the decision is local and must agree, as for the algorithm).
+ * REDUCELAB_RULES and REDUCELAB_ALLREDUCE are read once, at the first decision; after that a
+ * decision is a few loads and compares (RL_Auto_uses_library, measured by bench_mpi --decision). */
+typedef struct {
+    int ranks;
+    long long min_bytes;
+} rl_rule;
+static const rl_rule default_rules[] = {RL_DEFAULT_RULES};
+static rl_rule rules[64];
+static int nrules = -1;  /* -1: not loaded yet */
+static int env_auto = 0; /* REDUCELAB_ALLREDUCE is unset or auto */
+static char rules_error[400];
+
+static void load_rules(void) {
+    const char *a = getenv("REDUCELAB_ALLREDUCE");
+    env_auto = !a || !*a || strcmp(a, "auto") == 0;
+    const char *f = getenv("REDUCELAB_RULES");
+    int n = 0;
+    if (!f || !*f) {
+        for (size_t i = 0; i < sizeof default_rules / sizeof *default_rules && n < 64; i++) rules[n++] = default_rules[i];
+    } else if (strcmp(f, "none") != 0) {
+        FILE *in = fopen(f, "r");
+        if (!in) {
+            snprintf(rules_error, sizeof rules_error, "REDUCELAB_RULES='%s': cannot open the file", f);
+        } else {
+            char line[512];
+            for (int ln = 1; fgets(line, sizeof line, in); ln++) {
+                char *h = strchr(line, '#');
+                if (h) *h = 0;
+                char *t = line;
+                while (*t == ' ' || *t == '\t') t++;
+                if (*t == 0 || *t == '\n' || *t == '\r') continue;
+                long long r = 0, b = 0;
+                char extra[2];
+                if (sscanf(t, "%lld %lld %1s", &r, &b, extra) != 2 || r < 1 || r > (1 << 24) || b < 0) {
+                    snprintf(rules_error, sizeof rules_error,
+                             "REDUCELAB_RULES='%s' line %d: want 'RANKS MIN_BYTES' (RANKS >= 1, MIN_BYTES >= 0)", f, ln);
+                    break;
+                }
+                if (n == 64) {
+                    snprintf(rules_error, sizeof rules_error, "REDUCELAB_RULES='%s': more than 64 rules", f);
+                    break;
+                }
+                rules[n++] = (rl_rule){(int)r, b};
+            }
+            fclose(in);
+        }
+    }
+    /* sorted by ranks, a later line for the same size replaces an earlier one */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && rules[j - 1].ranks > rules[j].ranks; j--) {
+            rl_rule t = rules[j];
+            rules[j] = rules[j - 1];
+            rules[j - 1] = t;
+        }
+    __atomic_store_n(&nrules, rules_error[0] ? 0 : n, __ATOMIC_RELEASE);
+}
+
+/* 1: `auto` hands this allreduce to the MPI library; 0: it runs a schedule (or another
+ * algorithm was asked for, or the arguments are for the library to judge). */
+static int auto_to_library(const char *algorithm, MPI_Comm comm, int count, MPI_Datatype type) {
+    if (__builtin_expect(nrules < 0, 0)) load_rules();
+    if (nrules == 0 || count < 0 || comm == MPI_COMM_NULL || type == MPI_DATATYPE_NULL) return 0;
+    if (algorithm ? strcmp(algorithm, "auto") != 0 : !env_auto) return 0;
+    int p = 0, ts = 0;
+    if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || PMPI_Type_size(type, &ts) != MPI_SUCCESS) return 0;
+    const rl_rule *r = NULL;
+    for (int i = 0; i < nrules && rules[i].ranks <= p; i++) r = &rules[i];
+    return r && (long long)count * ts < r->min_bytes;
+}
+
+int RL_Auto_uses_library(MPI_Comm comm, int count, MPI_Datatype type) {
+    return auto_to_library(NULL, comm, count, type);
+}
+
+/* The rules in force ("default", "none" or the file) and the crossover for `ranks` (-1: none). */
+long long RL_Auto_crossover(int ranks) {
+    if (nrules < 0) load_rules();
+    const rl_rule *r = NULL;
+    for (int i = 0; i < nrules && rules[i].ranks <= ranks; i++) r = &rules[i];
+    return r ? r->min_bytes : -1;
+}
+
+/* A bad rules file is an MPI_ERR_ARG with the message (once per process), as a bad
+ * REDUCELAB_TORUS is; 0 if the rules are fine. */
+static int rules_failed(MPI_Comm comm) {
+    if (__builtin_expect(nrules < 0, 0)) load_rules();
+    if (!rules_error[0]) return 0;
+    static int told;
+    if (!told++) fprintf(stderr, "reducelab: %s\n", rules_error);
+    PMPI_Comm_call_errhandler(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, MPI_ERR_ARG);
+    return 1;
+}
+
+static void note_auto_library(void) {
+    note_fallback("auto: below the measured crossover the MPI library's allreduce is faster (REDUCELAB_RULES; "
+                  "docs/mpi.md)");
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Entry points shared by the RL_* API and the interposition library                           */
 
 /* The last blocking allreduce's prepared execution, reused when the next call has the same
@@ -1308,6 +1418,11 @@ int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype typ
     int rc;
     if (count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); /* MPI reports these */
+    if (auto_to_library(algorithm, comm, count, type)) {
+        note_auto_library();
+        return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+    }
+    if (rules_failed(comm)) return MPI_ERR_ARG;
     ex = cached_exec(comm, count, type, op, algorithm, strict);
     if (!ex) {
         int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 0, &ex, &rc);
@@ -1511,6 +1626,11 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
     int rc;
     if (!request || count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
+    if (auto_to_library(algorithm, comm, count, type)) {
+        note_auto_library();
+        return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
+    }
+    if (rules_failed(comm)) return MPI_ERR_ARG;
     int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 1, &ex, &rc);
     if (st == PREP_FALLBACK) return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
     if (st == PREP_ERROR) return rc;
@@ -1656,7 +1776,12 @@ int rl_allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
     }
     if (recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0) || (count > 0 && (!recvbuf || !sendbuf)))
         return buffer_error(comm);
-    int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 1, &ex, &rc);
+    if (rules_failed(comm)) return MPI_ERR_ARG;
+    int st = PREP_FALLBACK;
+    if (auto_to_library(algorithm, comm, count, type)) { /* each start: the library (counted there if strict) */
+        if (!strict) note_auto_library();
+    }
+    else st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 1, &ex, &rc);
     if (st == PREP_ERROR) return rc;
     if (st == PREP_FALLBACK && !strict) return MPI_SUCCESS;
     if (st == PREP_OK) {

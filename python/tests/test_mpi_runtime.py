@@ -36,7 +36,9 @@ pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
 def mpirun(np_: int, argv: list[str], env: dict[str, str] | None = None, preload: bool = False,
            timeout: float = 120) -> subprocess.CompletedProcess[str]:
     cmd = [MPIRUN or "mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "op", "^avx", "-np", str(np_)]
-    env = dict(env or {})
+    # `auto` hands small allreduces to the library (docs/mpi.md); tests of the schedules turn
+    # that off unless they set REDUCELAB_RULES themselves
+    env = {"REDUCELAB_RULES": "none", **(env or {})}
     if preload:
         env["LD_PRELOAD"] = str(PRELOAD)
     for key, value in env.items():
@@ -376,3 +378,102 @@ def test_bad_progress_setting_is_a_clear_error() -> None:
     proc = _progress("getstatus", 2, 1, {"REDUCELAB_PROGRESS": "threads"}, alarm=20)
     assert proc.returncode != 0
     assert "REDUCELAB_PROGRESS='threads' is not 'thread' or 'none'" in proc.stderr
+
+
+RULES_LINE = re.compile(r"count (\d+) bytes (\d+) decision (\d) blocking (\d+)/(\d+) nonblocking (\d+)/(\d+)")
+
+
+def _rules_run(p: int, algorithm: str, counts: list[int], env: dict[str, str]) -> tuple[list[tuple[int, ...]], int]:
+    """mpi/tests/test_rules.c: per count (decision, blocking and nonblocking counter moves), and
+    the crossover it reports; every result checked element by element."""
+    out = ok(mpirun(p, [str(BUILD / "test_rules"), algorithm, *map(str, counts)], env, timeout=60))
+    m = re.search(r"test_rules p=(\d+): (\d+) checks, (\d+) failures", out)
+    assert m and int(m.group(1)) == p and int(m.group(3)) == 0 and int(m.group(2)) == 2 * p * len(counts), out
+    lines = [tuple(map(int, x)) for x in RULES_LINE.findall(out)]
+    assert [line[0] for line in lines] == counts, out
+    return lines, int(re.search(r"crossover p=\d+: (-?\d+)", out).group(1))
+
+
+@pytest.mark.parametrize(("p", "rule_bytes"), [(2, 64), (3, 64), (4, 1000), (6, 1000)])
+def test_auto_hands_calls_below_the_crossover_to_the_library(tmp_path: Path, p: int, rule_bytes: int) -> None:
+    """REDUCELAB_RULES file '2 64' / '4 1000': below the rule of the largest rank count <= p,
+    `auto` (RL_Allreduce and RL_Iallreduce) runs the library's allreduce, from it a schedule;
+    results exact either way."""
+    rules = tmp_path / "rules.txt"
+    rules.write_text("# test rules\n4 1000   # four and more\n2 64\n")
+    counts = [0, 1, 15, 16, 249, 250, 251, 5000]
+    lines, crossover = _rules_run(p, "auto", counts, {"REDUCELAB_RULES": str(rules)})
+    assert crossover == rule_bytes
+    for count, nbytes, decision, bs, bf, ns, nf in lines:
+        below = nbytes < rule_bytes
+        assert decision == below and (bs, bf) == (ns, nf) == ((0, 1) if below else (1, 0)), (count, lines)
+
+
+def test_shipped_default_rules_and_other_algorithms(tmp_path: Path) -> None:
+    """Without REDUCELAB_RULES the shipped defaults (mpi/src/rl_rules.h) apply; an explicit
+    algorithm other than auto always runs its schedule; REDUCELAB_RULES=none turns the crossover off."""
+    text = (ROOT / "mpi" / "src" / "rl_rules.h").read_text()
+    pairs = [tuple(map(int, t)) for t in re.findall(r"\{(\d+), (\d+)\}", text.split("#define RL_DEFAULT_RULES")[1])]
+    four = max(b for r, b in pairs if r <= 4)
+    counts = [1, four // 4 - 1, four // 4]
+    lines, crossover = _rules_run(4, "-", counts, {"REDUCELAB_RULES": ""})
+    assert crossover == four and [line[2] for line in lines] == [1, 1, 0]
+    lines, _ = _rules_run(4, "ring", counts, {"REDUCELAB_RULES": ""})
+    assert all(line[3:] == (1, 0, 1, 0) for line in lines), lines  # (decision: of the environment's auto)
+    lines, crossover = _rules_run(4, "auto", counts, {"REDUCELAB_RULES": "none"})
+    assert crossover == -1 and all(line[2] == 0 for line in lines)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("4 1000\nfour 10\n", "line 2: want 'RANKS MIN_BYTES'"),
+    ("4 1000 7\n", "line 1: want 'RANKS MIN_BYTES'"),
+    (None, "cannot open the file"),
+])
+def test_bad_rules_file_is_a_clear_error(tmp_path: Path, content: str | None, message: str) -> None:
+    rules = tmp_path / "rules.txt"
+    if content is not None:
+        rules.write_text(content)
+    proc = mpirun(2, [str(BUILD / "test_rules"), "auto", "100"], {"REDUCELAB_RULES": str(rules)}, timeout=60)
+    assert proc.returncode != 0
+    assert f"REDUCELAB_RULES='{rules}'" in proc.stderr and message in proc.stderr, proc.stderr
+
+
+def test_crossover_rule_on_synthetic_medians() -> None:
+    """The crossover is the smallest size from which auto is not slower (tolerance above it)."""
+    from reducelab.mpibench import Row, crossover
+
+    def rows(mpi: list[float], auto: list[float]) -> list[Row]:
+        sizes = [8 << k for k in range(len(mpi))]
+        return [Row(4, "mpi", s, t, t, t, 5) for s, t in zip(sizes, mpi)] + \
+            [Row(4, "auto", s, t, t, t, 5) for s, t in zip(sizes, auto)]
+
+    assert crossover(rows([1, 1, 1, 1, 1], [2, 2, 0.9, 0.8, 0.7]), 4) == (32, True)
+    assert crossover(rows([1, 1, 1, 1, 1], [0.9, 2, 0.9, 1.03, 0.7]), 4) == (32, True)  # 1.03: within 5 %
+    assert crossover(rows([1, 1, 1, 1, 1], [0.9, 0.9, 0.9, 1.2, 0.7]), 4) == (128, True)  # 1.2 is not
+    assert crossover(rows([1, 1, 1], [0.5, 0.5, 0.5]), 4) == (8, True)
+    assert crossover(rows([1, 1, 1], [2, 2, 2]), 4) == (64, False)
+
+
+def test_tune_mpi_cli_writes_a_rules_file_auto_reads(tmp_path: Path) -> None:
+    """`reducelab tune mpi` end to end on a tiny sweep (no timing assertions): the file has one
+    rule per rank count at one of the measured sizes (or past them), and `auto` follows it."""
+    from helpers import cli
+
+    out = tmp_path / "rules.txt"
+    proc = cli("tune", "mpi", "--ranks", "2", "--sizes", "8", "1KiB", "--reps", "1", "--round-bytes", "64KiB",
+               "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "decision cost" in text and "load average" in text
+    rule = [line for line in text.splitlines() if not line.startswith("#")]
+    assert len(rule) == 1 and rule[0].split()[0] == "2" and int(rule[0].split()[1]) in (8, 1024, 2048), text
+    lines, crossover = _rules_run(2, "auto", [1, 256], {"REDUCELAB_RULES": str(out)})
+    assert crossover == int(rule[0].split()[1])
+    assert [line[2] for line in lines] == [int(4 < crossover), int(1024 < crossover)]
+
+
+def test_tune_mpi_cli_rejects_a_bad_tolerance(tmp_path: Path) -> None:
+    from helpers import cli
+
+    proc = cli("tune", "mpi", "--tolerance", "1.5", "--out", tmp_path / "r.txt")
+    assert proc.returncode == 2 and "--tolerance" in proc.stderr
