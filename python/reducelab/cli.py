@@ -101,7 +101,8 @@ examples:
 _TUNE_MPI_EPILOG = """\
 Times the MPI library's allreduce and ReduceLab's `auto` (always running schedules) interleaved,
 per rank count, and writes the crossover rules: below a rank count's crossover `auto` hands
-the call to the MPI library (docs/mpi.md). Use the file with REDUCELAB_RULES=FILE (pass it to
+the call to the MPI library (docs/mpi.md). The crossover is the threshold that loses least
+against the faster of the two summed over the sizes (log time ratios). Use the file with REDUCELAB_RULES=FILE (pass it to
 every rank: mpirun -x REDUCELAB_RULES); without it the shipped defaults apply. Timings of many
 ranks on few cores vary by tens of percent: more rounds give steadier crossovers.
 
@@ -458,10 +459,6 @@ def build_parser() -> argparse.ArgumentParser:
     tmpi.add_argument(
         "--round-bytes", type=_size, default=4 * 1024 * 1024, metavar="SIZE",
         help="bytes reduced per algorithm per round: small sizes repeat calls up to this (default: 4MiB)",
-    )
-    tmpi.add_argument(
-        "--tolerance", type=float, default=0.05, metavar="F",
-        help="above the crossover, auto may be up to this fraction slower at single sizes (noise; default: 0.05)",
     )
     tmpi.add_argument(
         "--out", type=Path, metavar="FILE",
@@ -870,8 +867,6 @@ def _cmd_tune_mpi(args: argparse.Namespace) -> int:
 
     from . import mpibench
 
-    if not 0 <= args.tolerance < 1:
-        _fail(f"--tolerance: {args.tolerance} is not a fraction in [0, 1)")
     ranks = args.ranks or [4, 8]
     sizes = sorted(set(args.sizes or mpibench.TUNE_SIZES))
     out = args.out or Path("results") / "tune-mpi" / "rules.txt"
@@ -879,14 +874,14 @@ def _cmd_tune_mpi(args: argparse.Namespace) -> int:
     print(f"timing mpi and auto x {len(sizes)} sizes x {args.reps} rounds on {', '.join(map(str, ranks))} ranks ...",
           file=sys.stderr, flush=True)
     try:
-        rules, rows = mpibench.tune(ranks, sizes, args.reps, args.round_bytes, args.tolerance)
+        rules, rows = mpibench.tune(ranks, sizes, args.reps, args.round_bytes)
         cost = mpibench.decision_ns()
     except (RuntimeError, ValueError) as exc:
         _fail(str(exc), EXIT_FAILURE)
     load1 = os.getloadavg()
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     header = [
-        f"written by `reducelab tune mpi` at {now}: {args.reps} interleaved rounds, tolerance {args.tolerance}",
+        f"written by `reducelab tune mpi` at {now}: {args.reps} interleaved rounds",
         f"load average {load0[0]:.1f} before, {load1[0]:.1f} after; decision cost {cost:.1f} ns (one rank)",
     ]
     text = mpibench.format_rules(rules, rows, header)

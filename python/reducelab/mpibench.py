@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import shutil
 import statistics
@@ -222,24 +223,27 @@ def plot(rows: list[Row], path: Path) -> None:
 TUNE_SIZES = tuple(8 << k for k in range(18))  # 8 B … 1 MiB
 
 
-def crossover(rows: list[Row], ranks: int, tolerance: float = 0.05) -> tuple[int, bool]:
-    """The smallest measured size from which `auto` (run with REDUCELAB_RULES=none, i.e. always
-    ReduceLab schedules) is not slower than the library (`mpi`): at that size its median is at
-    most the library's, and at every larger measured size at most (1 + tolerance) times it
-    (single sizes in the noise do not move the crossover). Returns (bytes, found); when auto
-    never wins at the largest sizes, (2 x the largest size, False): everything measured goes to
-    the library."""
+def crossover(rows: list[Row], ranks: int) -> tuple[int, bool]:
+    """The size from which `auto` (run with REDUCELAB_RULES=none, i.e. always ReduceLab schedules)
+    should run, below it the library (`mpi`): the threshold whose policy loses least against the
+    faster of the two over every measured size, the loss being the sum of log(policy's median /
+    faster median) (a step fit: one noisy size cannot move the crossover far, as it could with
+    a rule like "not slower at every larger size"). Ties go to the smaller threshold. Returns
+    (bytes, True), or (2 x the largest size, False) when handing every measured size to the
+    library loses least."""
     t = {(r.algorithm, r.bytes): r.median_s for r in rows if r.ranks == ranks}
     sizes = sorted(b for (a, b) in t if a == "auto" and ("mpi", b) in t)
     if not sizes:
         raise ValueError(f"no measurements of both auto and mpi on {ranks} ranks")
-    best = None
-    for s in reversed(sizes):
-        if t[("auto", s)] > t[("mpi", s)] * (1 + tolerance):
-            break
-        if t[("auto", s)] <= t[("mpi", s)]:
-            best = s
-    return (best, True) if best is not None else (2 * sizes[-1], False)
+    best = {b: min(t[("auto", b)], t[("mpi", b)]) for b in sizes}
+    loss_auto = [math.log(t[("auto", b)] / best[b]) for b in sizes]
+    loss_mpi = [math.log(t[("mpi", b)] / best[b]) for b in sizes]
+    choice, choice_loss = None, math.inf
+    for i in range(len(sizes) + 1):  # threshold sizes[i]; len(sizes): everything to the library
+        loss = sum(loss_mpi[:i]) + sum(loss_auto[i:])
+        if loss < choice_loss - 1e-12:
+            choice, choice_loss = i, loss
+    return (sizes[choice], True) if choice < len(sizes) else (2 * sizes[-1], False)
 
 
 def decision_ns(ranks: int = 1) -> float:
@@ -252,8 +256,8 @@ def decision_ns(ranks: int = 1) -> float:
     raise RuntimeError(f"bench_mpi --decision printed no decision_ns line:\n{out}")
 
 
-def tune(ranks_list: list[int], sizes: list[int], reps: int, round_bytes: int,
-         tolerance: float = 0.05) -> tuple[dict[int, tuple[int, bool]], list[Row]]:
+def tune(ranks_list: list[int], sizes: list[int], reps: int,
+         round_bytes: int) -> tuple[dict[int, tuple[int, bool]], list[Row]]:
     """Times `mpi` and `auto` (always schedules) interleaved on each rank count and returns the
     crossover per rank count (see `crossover`) and the measurements."""
     rows: list[Row] = []
@@ -261,7 +265,7 @@ def tune(ranks_list: list[int], sizes: list[int], reps: int, round_bytes: int,
     for n in ranks_list:
         sub = run(n, sizes, ["mpi", "auto"], reps, round_bytes, extra_env={"REDUCELAB_RULES": "none"})
         rows += sub
-        rules[n] = crossover(sub, n, tolerance)
+        rules[n] = crossover(sub, n)
     return rules, rows
 
 
@@ -279,6 +283,6 @@ def format_rules(rules: dict[int, tuple[int, bool]], rows: list[Row], header: li
             lines.append(f"#   {_size(b):>8}  {m * 1e6:10.1f}  {a * 1e6:10.1f}  {m / a:5.2f}")
         value, found = rules[n]
         if not found:
-            lines.append(f"# {n} ranks: auto never beat the library at the largest sizes measured")
+            lines.append(f"# {n} ranks: the library alone lost least at every size measured")
         lines.append(f"{n} {value}")
     return "\n".join(lines) + "\n"

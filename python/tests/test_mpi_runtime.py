@@ -439,7 +439,8 @@ def test_bad_rules_file_is_a_clear_error(tmp_path: Path, content: str | None, me
 
 
 def test_crossover_rule_on_synthetic_medians() -> None:
-    """The crossover is the smallest size from which auto is not slower (tolerance above it)."""
+    """The crossover is the threshold losing least (sum of log time ratios) against the faster
+    of library and auto over the sizes; a single noisy size does not move it far."""
     from reducelab.mpibench import Row, crossover
 
     def rows(mpi: list[float], auto: list[float]) -> list[Row]:
@@ -448,10 +449,12 @@ def test_crossover_rule_on_synthetic_medians() -> None:
             [Row(4, "auto", s, t, t, t, 5) for s, t in zip(sizes, auto)]
 
     assert crossover(rows([1, 1, 1, 1, 1], [2, 2, 0.9, 0.8, 0.7]), 4) == (32, True)
-    assert crossover(rows([1, 1, 1, 1, 1], [0.9, 2, 0.9, 1.03, 0.7]), 4) == (32, True)  # 1.03: within 5 %
-    assert crossover(rows([1, 1, 1, 1, 1], [0.9, 0.9, 0.9, 1.2, 0.7]), 4) == (128, True)  # 1.2 is not
+    assert crossover(rows([1, 1, 1, 1, 1, 1], [2, 2, 0.5, 0.5, 1.5, 0.5]), 4) == (32, True)  # 1.5: noise
+    assert crossover(rows([1, 1, 1, 1, 1], [0.9, 2, 0.9, 0.9, 0.9]), 4) == (32, True)  # 0.9 at 8 B: not worth 2
     assert crossover(rows([1, 1, 1], [0.5, 0.5, 0.5]), 4) == (8, True)
+    assert crossover(rows([1, 1, 1], [1, 1, 1]), 4) == (8, True)  # ties: schedules
     assert crossover(rows([1, 1, 1], [2, 2, 2]), 4) == (64, False)
+    assert crossover(rows([1, 1, 1, 1], [2, 2, 0.9, 3]), 4) == (128, False)
 
 
 def test_tune_mpi_cli_writes_a_rules_file_auto_reads(tmp_path: Path) -> None:
@@ -470,10 +473,3 @@ def test_tune_mpi_cli_writes_a_rules_file_auto_reads(tmp_path: Path) -> None:
     lines, crossover = _rules_run(2, "auto", [1, 256], {"REDUCELAB_RULES": str(out)})
     assert crossover == int(rule[0].split()[1])
     assert [line[2] for line in lines] == [int(4 < crossover), int(1024 < crossover)]
-
-
-def test_tune_mpi_cli_rejects_a_bad_tolerance(tmp_path: Path) -> None:
-    from helpers import cli
-
-    proc = cli("tune", "mpi", "--tolerance", "1.5", "--out", tmp_path / "r.txt")
-    assert proc.returncode == 2 and "--tolerance" in proc.stderr
