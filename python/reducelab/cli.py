@@ -89,8 +89,10 @@ examples:
 
 _BENCH_MPI_EPILOG = """\
 Prints, per rank count, the median time per call of every algorithm and size, the fastest
-ReduceLab algorithm and its speedup over the MPI default (= bandwidth ratio). Timings of many
-ranks on few cores vary by tens of percent: compare ratios from the same run.
+ReduceLab algorithm and its speedup over the MPI default (= bandwidth ratio). `auto` follows
+the crossover rules in force (REDUCELAB_RULES, or the shipped defaults: small vectors go to the
+MPI library; `reducelab tune mpi`). Timings of many ranks on few cores vary by tens of percent:
+compare ratios from the same run.
 
 examples:
   reducelab bench mpi                                   # 4 and 8 ranks, 8 B - 64 MiB
