@@ -471,6 +471,9 @@ int main(int argc, char **argv) {
     signal(SIGALRM, on_alarm);
     alarm(argc > 3 ? (unsigned)atoi(argv[3]) : 60);
     int provided = 0;
+    /* every call must run a schedule: no crossover to the MPI library for `auto` unless the
+     * environment sets REDUCELAB_RULES (docs/mpi.md; the rules are read at the first call) */
+    setenv("REDUCELAB_RULES", "none", 0);
     MPI_Init_thread(&argc, &argv, MPI_THREAD_SINGLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &p);
