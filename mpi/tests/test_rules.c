@@ -2,11 +2,11 @@
  *
  *   test_rules ALGORITHM COUNT...
  *
- * For each COUNT (ints, MPI_SUM): RL_Auto_uses_library's decision, then RL_Allreduce and
- * RL_Iallreduce + RL_Wait with ALGORITHM ("-" = NULL: REDUCELAB_ALLREDUCE, default auto), each
+ * For each COUNT (ints, MPI_SUM): RL_Auto_uses_library's decision, then RL_Allreduce,
+ * RL_Iallreduce + RL_Wait and RL_Allreduce_init + RL_Start + RL_Persistent_wait (twice) with ALGORITHM ("-" = NULL: REDUCELAB_ALLREDUCE, default auto), each
  * checked element by element against the closed-form sum, and which counter moved (the call
  * ran a schedule, or went to the library). Rank 0 prints per count
- *   "count C bytes B decision D blocking S/F nonblocking S/F"
+ *   "count C bytes B decision D blocking S/F nonblocking S/F persistent S/F"
  * (S/F: scheduled/fallback counter increments), then "crossover p=P: X" (RL_Auto_crossover) and
  * "test_rules p=P: N checks, F failures". */
 #include "reducelab_mpi.h"
@@ -26,14 +26,20 @@ int main(int argc, char **argv) {
         int n = atoi(argv[a]);
         int *in = malloc((size_t)(n ? n : 1) * sizeof *in), *out = malloc((size_t)(n ? n : 1) * sizeof *out);
         int d = RL_Auto_uses_library(MPI_COMM_WORLD, n, MPI_INT);
-        long long s[3], f[3];
+        long long s[4], f[4];
         RL_Counters(&s[0], &f[0]);
-        for (int kind = 0; kind < 2; kind++) {
+        RL_Persistent plan = NULL;
+        int prc = RL_Allreduce_init(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, alg, &plan);
+        for (int kind = 0; kind < 4; kind++) { /* 2, 3: two starts of the persistent plan */
             for (int i = 0; i < n; i++) in[i] = (rank + 1) * (i % 101) + kind;
             memset(out, 0xff, (size_t)n * sizeof *out);
             int rc;
             if (kind == 0) {
                 rc = RL_Allreduce(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, alg);
+            } else if (kind >= 2) {
+                rc = prc;
+                if (rc == MPI_SUCCESS) rc = RL_Start(plan);
+                if (rc == MPI_SUCCESS) rc = RL_Persistent_wait(plan);
             } else {
                 MPI_Request q;
                 rc = RL_Iallreduce(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, alg, &q);
@@ -46,11 +52,12 @@ int main(int argc, char **argv) {
                 failures++;
                 fprintf(stderr, "[rank %d] FAIL: %s n=%d rc=%d\n", rank, kind ? "RL_Iallreduce" : "RL_Allreduce", n, rc);
             }
-            RL_Counters(&s[kind + 1], &f[kind + 1]);
+            if (kind < 3) RL_Counters(&s[kind + 1], &f[kind + 1]);
         }
+        if (plan) RL_Persistent_free(&plan);
         if (rank == 0)
-            printf("count %d bytes %zu decision %d blocking %lld/%lld nonblocking %lld/%lld\n", n, n * sizeof(int), d,
-                   s[1] - s[0], f[1] - f[0], s[2] - s[1], f[2] - f[1]);
+            printf("count %d bytes %zu decision %d blocking %lld/%lld nonblocking %lld/%lld persistent %lld/%lld\n", n,
+                   n * sizeof(int), d, s[1] - s[0], f[1] - f[0], s[2] - s[1], f[2] - f[1], s[3] - s[2], f[3] - f[2]);
         free(in), free(out);
     }
     long long tot[2] = {checks, failures}, all[2];

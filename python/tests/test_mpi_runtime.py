@@ -166,6 +166,21 @@ def test_mpi4py_with_the_interposition_library(algorithm: str, p: int) -> None:
     assert scheduled >= calls > 100 and total == calls * p
 
 
+def test_mpi4py_with_the_progress_thread() -> None:
+    """mpi4py asks for MPI_THREAD_MULTIPLE; with REDUCELAB_THREADS=serialized its calls keep the
+    schedules, so REDUCELAB_PROGRESS=thread starts the progress thread (the mutex then guards the
+    active operations against it) and every result is still exact."""
+    script = Path(__file__).parent / "mpi" / "mpi4py_allreduce.py"
+    proc = mpirun(4, [sys.executable, str(script)], {"REDUCELAB_ALLREDUCE": "swing", "REDUCELAB_THREADS": "serialized",
+                                                     "REDUCELAB_PROGRESS": "thread", "REDUCELAB_VERBOSE": "1"},
+                  preload=True)
+    m = re.search(r"mpi4py: OK (\d+) (\d+) (\d+)", ok(proc))
+    assert m, proc.stdout
+    calls, scheduled, total = map(int, m.groups())
+    assert scheduled >= calls > 100 and total == calls * 4
+    assert proc.stderr.count("reducelab: progress thread started (REDUCELAB_PROGRESS=thread)") == 4, proc.stderr
+
+
 def test_bench_mpi_cli(tmp_path: Path) -> None:
     """`reducelab bench mpi` end to end on a tiny sweep (no timing assertions): table, CSV, plot."""
     from helpers import cli
@@ -380,7 +395,8 @@ def test_bad_progress_setting_is_a_clear_error() -> None:
     assert "REDUCELAB_PROGRESS='threads' is not 'thread' or 'none'" in proc.stderr
 
 
-RULES_LINE = re.compile(r"count (\d+) bytes (\d+) decision (\d) blocking (\d+)/(\d+) nonblocking (\d+)/(\d+)")
+RULES_LINE = re.compile(r"count (\d+) bytes (\d+) decision (\d) blocking (\d+)/(\d+) nonblocking (\d+)/(\d+) "
+                        r"persistent (\d+)/(\d+)")
 
 
 def _rules_run(p: int, algorithm: str, counts: list[int], env: dict[str, str]) -> tuple[list[tuple[int, ...]], int]:
@@ -388,7 +404,7 @@ def _rules_run(p: int, algorithm: str, counts: list[int], env: dict[str, str]) -
     the crossover it reports; every result checked element by element."""
     out = ok(mpirun(p, [str(BUILD / "test_rules"), algorithm, *map(str, counts)], env, timeout=60))
     m = re.search(r"test_rules p=(\d+): (\d+) checks, (\d+) failures", out)
-    assert m and int(m.group(1)) == p and int(m.group(3)) == 0 and int(m.group(2)) == 2 * p * len(counts), out
+    assert m and int(m.group(1)) == p and int(m.group(3)) == 0 and int(m.group(2)) == 4 * p * len(counts), out
     lines = [tuple(map(int, x)) for x in RULES_LINE.findall(out)]
     assert [line[0] for line in lines] == counts, out
     return lines, int(re.search(r"crossover p=\d+: (-?\d+)", out).group(1))
@@ -397,16 +413,16 @@ def _rules_run(p: int, algorithm: str, counts: list[int], env: dict[str, str]) -
 @pytest.mark.parametrize(("p", "rule_bytes"), [(2, 64), (3, 64), (4, 1000), (6, 1000)])
 def test_auto_hands_calls_below_the_crossover_to_the_library(tmp_path: Path, p: int, rule_bytes: int) -> None:
     """REDUCELAB_RULES file '2 64' / '4 1000': below the rule of the largest rank count <= p,
-    `auto` (RL_Allreduce and RL_Iallreduce) runs the library's allreduce, from it a schedule;
-    results exact either way."""
+    `auto` (RL_Allreduce, RL_Iallreduce, a persistent plan's first start) runs the library's
+    allreduce, from it a schedule; results exact either way."""
     rules = tmp_path / "rules.txt"
     rules.write_text("# test rules\n4 1000   # four and more\n2 64\n")
     counts = [0, 1, 15, 16, 249, 250, 251, 5000]
     lines, crossover = _rules_run(p, "auto", counts, {"REDUCELAB_RULES": str(rules)})
     assert crossover == rule_bytes
-    for count, nbytes, decision, bs, bf, ns, nf in lines:
+    for count, nbytes, decision, bs, bf, ns, nf, ps, pf in lines:
         below = nbytes < rule_bytes
-        assert decision == below and (bs, bf) == (ns, nf) == ((0, 1) if below else (1, 0)), (count, lines)
+        assert decision == below and (bs, bf) == (ns, nf) == (ps, pf) == ((0, 1) if below else (1, 0)), (count, lines)
 
 
 def test_shipped_default_rules_and_other_algorithms(tmp_path: Path) -> None:
@@ -419,7 +435,7 @@ def test_shipped_default_rules_and_other_algorithms(tmp_path: Path) -> None:
     lines, crossover = _rules_run(4, "-", counts, {"REDUCELAB_RULES": ""})
     assert crossover == four and [line[2] for line in lines] == [1, 1, 0]
     lines, _ = _rules_run(4, "ring", counts, {"REDUCELAB_RULES": ""})
-    assert all(line[3:] == (1, 0, 1, 0) for line in lines), lines  # (decision: of the environment's auto)
+    assert all(line[3:] == (1, 0, 1, 0, 1, 0) for line in lines), lines  # (decision: of the environment's auto)
     lines, crossover = _rules_run(4, "auto", counts, {"REDUCELAB_RULES": "none"})
     assert crossover == -1 and all(line[2] == 0 for line in lines)
 
