@@ -489,3 +489,18 @@ def test_tune_mpi_cli_writes_a_rules_file_auto_reads(tmp_path: Path) -> None:
     lines, crossover = _rules_run(2, "auto", [1, 256], {"REDUCELAB_RULES": str(out)})
     assert crossover == int(rule[0].split()[1])
     assert [line[2] for line in lines] == [int(4 < crossover), int(1024 < crossover)]
+
+
+def test_interposition_under_the_shipped_crossover() -> None:
+    """test_pmpi (MPI_Allreduce, MPI_Iallreduce with the Wait/Test family, a persistent
+    MPIX_Allreduce_init request, reduce-scatter, allgather) with the shipped rules: small
+    allreduces go to the library (its own persistent request too), large ones run schedules,
+    and every result matches; the program's only complaint is that not every call was scheduled."""
+    proc = mpirun(4, [str(BUILD / "test_pmpi")], {"REDUCELAB_RULES": ""}, preload=True)
+    m = re.search(r"(\d+) intercepted-call checks, (\d+) scheduled, (\d+) failures", proc.stdout)
+    assert m, proc.stdout + proc.stderr
+    calls, scheduled, failures = map(int, m.groups())
+    assert 0 < scheduled < calls and failures == 4, proc.stdout
+    # (the ranks' stderr lines may interleave)
+    assert proc.stderr.count("FAIL:") == 4, proc.stderr
+    assert proc.stderr.count(f"only {scheduled} of {calls} calls ran ReduceLab schedules") == 4, proc.stderr
