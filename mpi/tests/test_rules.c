@@ -3,7 +3,8 @@
  *   test_rules ALGORITHM COUNT...
  *
  * For each COUNT (ints, MPI_SUM): RL_Auto_uses_library's decision, then RL_Allreduce,
- * RL_Iallreduce + RL_Wait and RL_Allreduce_init + RL_Start + RL_Persistent_wait (twice) with ALGORITHM ("-" = NULL: REDUCELAB_ALLREDUCE, default auto), each
+ * RL_Iallreduce + RL_Wait and RL_Allreduce_init + RL_Start + RL_Persistent_wait (twice) with
+ * ALGORITHM ("-" = NULL: REDUCELAB_ALLREDUCE, default auto), each
  * checked element by element against the closed-form sum, and which counter moved (the call
  * ran a schedule, or went to the library). Rank 0 prints per count
  *   "count C bytes B decision D blocking S/F nonblocking S/F persistent S/F"
