@@ -196,6 +196,8 @@ static int get_program(const char *alg, int coll, const uint32_t *dims, size_t n
 typedef struct {
     MPI_Comm dup;
     MPI_Request dup_req; /* the pending MPI_Comm_idup (under rl_mu), MPI_REQUEST_NULL once done */
+    int users;    /* active operations on it (under rl_mu) */
+    int orphaned; /* the user's communicator was freed: the last user frees this state */
     unsigned seq;
     int tag_ub;
 } comm_state;
@@ -228,14 +230,27 @@ static void comm_wait_ready(comm_state *st) {
     }
 }
 
+static void unbind_comm_state(comm_state *st);
+
+/* MPI_Comm_free of the user's communicator. Operations on it may still be active, which MPI
+ * allows: then the last of them to complete frees the duplicate and the state (between two
+ * steps no request holds the duplicate, so freeing it now would destroy it under them; Open MPI
+ * 4.1's own MPI_Iallreduce crashes in this case). */
 static int comm_state_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     (void)comm, (void)keyval, (void)extra;
     comm_state *st = attr;
     if (st) {
         comm_wait_ready(st);
+        unbind_comm_state(st);
         forget_comm(st);
-        PMPI_Comm_free(&st->dup);
-        free(st);
+        lock();
+        int users = st->users;
+        if (users) st->orphaned = 1;
+        unlock();
+        if (!users) {
+            PMPI_Comm_free(&st->dup);
+            free(st);
+        }
     }
     return MPI_SUCCESS;
 }
@@ -1570,6 +1585,27 @@ int rl_detach_request(MPI_Request r) {
     return e != NULL;
 }
 
+/* st's communicator is being freed: active operations not yet bound to its duplicate (ready by
+ * now) are bound. */
+static void unbind_comm_state(comm_state *st) {
+    lock();
+    for (rl_exec *e = active; e; e = e->next_active)
+        if (e->cs == st && e->comm == MPI_COMM_NULL) {
+            e->comm = st->dup;
+            if (e->check) e->check->comm = e->comm;
+        }
+    unlock();
+}
+
+/* An active operation on cs completed (rl_mu held): the last one on a freed communicator frees
+ * the state. */
+static void comm_state_release(comm_state *cs) {
+    if (cs && --cs->users == 0 && cs->orphaned) {
+        PMPI_Comm_free(&cs->dup);
+        free(cs);
+    }
+}
+
 /* One sweep over the active operations (rl_mu held). */
 static int progress_sweep(void) {
     int first_err = MPI_SUCCESS;
@@ -1585,6 +1621,9 @@ static int progress_sweep(void) {
             ex->result = err;
             if (ex->greq_err) *ex->greq_err = err;
             ex->done = 1;
+            comm_state *cs = ex->cs;
+            if (cs && cs->orphaned) ex->cs = NULL; /* a persistent plan must not keep it */
+            comm_state_release(cs);
             if (err != MPI_SUCCESS && first_err == MPI_SUCCESS) first_err = err;
             if (ex->greq != MPI_REQUEST_NULL) {
                 MPI_Request g = ex->greq;
@@ -1612,6 +1651,7 @@ int RL_Progress(void) {
 /* Puts ex on the active list, posts what it can and wakes the progress thread. */
 static int activate(rl_exec *ex) {
     lock();
+    if (ex->cs) ex->cs->users++;
     ex->next_active = active;
     __atomic_store_n(&active, ex, __ATOMIC_RELEASE);
     int rc = progress_sweep(); /* post the first step now */
