@@ -62,6 +62,12 @@ const char *RL_Algorithm_name(int i);
 void RL_Counters(long long *scheduled, long long *fallback);
 /* Name of the schedule the last ReduceLab collective of this process ran ("" if none). */
 const char *RL_Last_algorithm(void);
+/* `auto`'s crossover (docs/mpi.md): 1 if an allreduce of `count` elements of `type` on `comm`
+ * with algorithm `auto` (REDUCELAB_ALLREDUCE unset or auto) goes to the MPI library, and the
+ * smallest vector in bytes from which `auto` runs schedules on `ranks` ranks (-1: at every size),
+ * from REDUCELAB_RULES or the shipped defaults. */
+int RL_Auto_uses_library(MPI_Comm comm, int count, MPI_Datatype type);
+long long RL_Auto_crossover(int ranks);
 
 #ifdef __cplusplus
 }

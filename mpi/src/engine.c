@@ -12,6 +12,7 @@
  * matches the application's messages and concurrent nonblocking operations do not mix. */
 #define _GNU_SOURCE
 #include "reducelab_mpi.h"
+#include "rl_rules.h"
 #include "rl_internal.h"
 #include "rl_entry.h"
 
@@ -19,6 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <pthread.h>
+#include <sched.h>
+#include <time.h>
 
 /* ------------------------------------------------------------------------------------------ */
 /* Settings and counters                                                                        */
@@ -62,23 +66,60 @@ static void note_fallback(const char *why) {
     fprintf(stderr, "reducelab: falling back to the MPI library (said once per reason): %s\n", why);
 }
 
-/* MPI_THREAD_MULTIPLE: the program cache, the last call's execution, the blocking scratch and
- * the list of active nonblocking operations are per process and unlocked, so at this thread
- * level every call goes to the MPI library (counted atomically; REDUCELAB_VERBOSE says so
- * once), unless REDUCELAB_THREADS=serialized says the application never has two threads in
- * these calls at once (mpi4py asks for MPI_THREAD_MULTIPLE by default, for example). The
- * level cannot change after MPI_Init_thread, so it is asked once. */
+/* Thread levels. The application's level is what it asked for in MPI_Init_thread, capped by
+ * what the library gave (recorded by the interposition library's MPI_Init/MPI_Init_thread,
+ * rl_set_app_thread_level); without that record (the RL_* library alone), the library's level
+ * (PMPI_Query_thread). The two differ only when REDUCELAB_PROGRESS=thread raised the library
+ * to MPI_THREAD_MULTIPLE for the progress thread.
+ *
+ * Rule: when the APPLICATION is at MPI_THREAD_MULTIPLE, every call goes to the MPI library
+ * (counted atomically; REDUCELAB_VERBOSE says so once): the program cache, the last call's
+ * execution and the blocking scratch are per process and unlocked, and locks around blocking
+ * collectives could deadlock (two ranks' threads taking them in opposite orders), unless
+ * REDUCELAB_THREADS=serialized says the application never has two threads in these calls at
+ * once (mpi4py asks for MPI_THREAD_MULTIPLE by default, for example). The level cannot change
+ * after MPI_Init_thread, so it is asked once.
+ *
+ * Whenever the LIBRARY is at MPI_THREAD_MULTIPLE (the progress thread, or an application at
+ * that level), the list of active nonblocking operations and everything they touch while they
+ * progress (their executions, the communicator's pending duplicate) are under one mutex
+ * (rl_mu; `locking`), which no thread holds while blocked in MPI. */
+static int app_level = -1;
+void rl_set_app_thread_level(int level) { __atomic_store_n(&app_level, level, __ATOMIC_RELEASE); }
+
 static int thread_multiple(void) {
     static int level = -1;
     int l = __atomic_load_n(&level, __ATOMIC_ACQUIRE);
     if (l < 0) {
-        int provided = MPI_THREAD_SINGLE;
+        int provided = __atomic_load_n(&app_level, __ATOMIC_ACQUIRE);
         const char *t = getenv("REDUCELAB_THREADS"); /* "serialized": the application promises it */
-        PMPI_Query_thread(&provided);
+        if (provided < 0) PMPI_Query_thread(&provided);
         l = provided == MPI_THREAD_MULTIPLE && !(t && strcmp(t, "serialized") == 0);
         __atomic_store_n(&level, l, __ATOMIC_RELEASE);
     }
     return l;
+}
+
+static pthread_mutex_t rl_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rl_cv = PTHREAD_COND_INITIALIZER; /* an operation became active (progress thread) */
+static int locking = -1;
+static int use_lock(void) {
+    int l = __atomic_load_n(&locking, __ATOMIC_ACQUIRE);
+    if (l < 0) {
+        int provided = MPI_THREAD_SINGLE, init = 0;
+        PMPI_Initialized(&init);
+        if (!init) return 0; /* before MPI_Init: one thread by MPI's rules; decide later */
+        PMPI_Query_thread(&provided);
+        l = provided == MPI_THREAD_MULTIPLE;
+        __atomic_store_n(&locking, l, __ATOMIC_RELEASE);
+    }
+    return l;
+}
+static void lock(void) {
+    if (use_lock()) pthread_mutex_lock(&rl_mu);
+}
+static void unlock(void) {
+    if (use_lock()) pthread_mutex_unlock(&rl_mu);
 }
 static void note_thread_fallback(void) {
     static int told;
@@ -145,26 +186,76 @@ static int get_program(const char *alg, int coll, const uint32_t *dims, size_t n
 /* ------------------------------------------------------------------------------------------ */
 /* Per-communicator state: a private duplicate and a sequence number for tags                  */
 
+/* The duplicate is made with MPI_Comm_idup at the first ReduceLab call on the communicator
+ * (that call is a collective on it, so every rank starts the duplicate at the same point of
+ * the communicator's collective order) and completed without blocking: a nonblocking
+ * operation keeps it in its state machine (progress_exec binds the operation to the duplicate
+ * once the idup has completed), and a blocking call waits for it while progressing the
+ * active nonblocking operations. A blocking PMPI_Comm_dup inside the first MPI_Iallreduce
+ * deadlocked two fresh communicators started in opposite orders on two ranks. */
 typedef struct {
     MPI_Comm dup;
+    MPI_Request dup_req; /* the pending MPI_Comm_idup (under rl_mu), MPI_REQUEST_NULL once done */
+    int users;    /* active operations on it (under rl_mu) */
+    int orphaned; /* the user's communicator was freed: the last user frees this state */
     unsigned seq;
     int tag_ub;
 } comm_state;
 static int comm_keyval = MPI_KEYVAL_INVALID;
 
 static void forget_comm(const void *st);
+static void progress_locked(void);
 
+/* 1 once the duplicate exists (rl_mu held). */
+static int comm_ready_locked(comm_state *st) {
+    if (st->dup_req == MPI_REQUEST_NULL) return 1;
+    int flag = 0;
+    if (PMPI_Test(&st->dup_req, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS || !flag) return 0;
+    st->dup_req = MPI_REQUEST_NULL;
+    /* errors of internal messages (a truncated receive: counts differ across ranks) come
+     * back to us; we finish the schedule and report through the user's communicator */
+    PMPI_Comm_set_errhandler(st->dup, MPI_ERRORS_RETURN);
+    return 1;
+}
+
+/* Blocking callers: waits for the duplicate, progressing the active nonblocking operations
+ * meanwhile (their peers may need them before they reach this collective). */
+static void comm_wait_ready(comm_state *st) {
+    for (;;) {
+        lock();
+        int ready = comm_ready_locked(st);
+        if (!ready) progress_locked();
+        unlock();
+        if (ready) return;
+    }
+}
+
+static void unbind_comm_state(comm_state *st);
+
+/* MPI_Comm_free of the user's communicator. Operations on it may still be active, which MPI
+ * allows: then the last of them to complete frees the duplicate and the state (between two
+ * steps no request holds the duplicate, so freeing it now would destroy it under them; Open MPI
+ * 4.1's own MPI_Iallreduce crashes in this case). */
 static int comm_state_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
     (void)comm, (void)keyval, (void)extra;
     comm_state *st = attr;
     if (st) {
+        comm_wait_ready(st);
+        unbind_comm_state(st);
         forget_comm(st);
-        PMPI_Comm_free(&st->dup);
-        free(st);
+        lock();
+        int users = st->users;
+        if (users) st->orphaned = 1;
+        unlock();
+        if (!users) {
+            PMPI_Comm_free(&st->dup);
+            free(st);
+        }
     }
     return MPI_SUCCESS;
 }
 
+/* The communicator's state; its duplicate may still be pending (comm_ready_locked). */
 static int get_comm_state(MPI_Comm comm, comm_state **out) {
     int flag = 0, rc;
     if (comm_keyval == MPI_KEYVAL_INVALID) {
@@ -177,19 +268,18 @@ static int get_comm_state(MPI_Comm comm, comm_state **out) {
     if (!flag) {
         st = calloc(1, sizeof *st);
         if (!st) return MPI_ERR_NO_MEM;
-        rc = PMPI_Comm_dup(comm, &st->dup);
+        st->dup = MPI_COMM_NULL;
+        rc = PMPI_Comm_idup(comm, &st->dup, &st->dup_req);
         if (rc != MPI_SUCCESS) {
             free(st);
             return rc;
         }
-        /* errors of internal messages (a truncated receive: counts differ across ranks) come
-         * back to us; we finish the schedule and report through the user's communicator */
-        PMPI_Comm_set_errhandler(st->dup, MPI_ERRORS_RETURN);
         int *ub = NULL, f = 0;
         PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &f);
         st->tag_ub = f && ub ? *ub : 32767;
         rc = PMPI_Comm_set_attr(comm, comm_keyval, st);
         if (rc != MPI_SUCCESS) {
+            comm_wait_ready(st);
             PMPI_Comm_free(&st->dup);
             free(st);
             return rc;
@@ -365,8 +455,39 @@ typedef struct rl_exec {
     /* nonblocking */
     MPI_Request greq;
     int done;
+    int detached; /* MPI_Request_free'd while active: free the request when complete */
+    comm_state *cs; /* nonblocking: comm stays MPI_COMM_NULL until cs's duplicate exists */
     struct rl_exec *next_active;
 } rl_exec;
+
+/* Active nonblocking operations (under rl_mu); progress_events counts steps completed, so the
+ * progress thread knows whether a sweep moved anything. */
+static rl_exec *active;
+static unsigned long progress_events;
+static int progress_thread_on;
+
+/* A blocking collective waits with PMPI_Waitall/Waitsome, unless nonblocking operations are
+ * active and no progress thread runs: then with tests that progress them too (their peers may
+ * need them before they join this collective). */
+static int others_need_progress(void) {
+    return !__atomic_load_n(&progress_thread_on, __ATOMIC_ACQUIRE) && __atomic_load_n(&active, __ATOMIC_ACQUIRE);
+}
+static int wait_all_progressing(int n, MPI_Request *reqs, MPI_Status *stats) {
+    if (!others_need_progress()) return PMPI_Waitall(n, reqs, stats);
+    for (;;) {
+        int flag = 0, rc = PMPI_Testall(n, reqs, &flag, stats);
+        if (rc != MPI_SUCCESS || flag) return rc;
+        RL_Progress();
+    }
+}
+static int wait_some_progressing(int n, MPI_Request *reqs, int *outcount, int *idx, MPI_Status *stats) {
+    if (!others_need_progress()) return PMPI_Waitsome(n, reqs, outcount, idx, stats);
+    for (;;) {
+        int rc = PMPI_Testsome(n, reqs, outcount, idx, stats);
+        if ((rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) || *outcount != 0) return rc;
+        RL_Progress();
+    }
+}
 
 static size_t elem_lo(const rl_exec *ex, uint32_t block) {
     return (size_t)((unsigned __int128)block * ex->count / ex->prog->blocks);
@@ -605,13 +726,13 @@ static int wait_and_finish_step(rl_exec *ex) {
     const RlStep *st = &ex->prog->steps[ex->step];
     if (ex->nreqs == 0) return finish_step(ex);
     if (ex->seg == SIZE_MAX || !step_allows_eager(ex, st)) {
-        int rc = verify_all(ex, PMPI_Waitall(ex->nreqs, ex->reqs, ex->stats));
+        int rc = verify_all(ex, wait_all_progressing(ex->nreqs, ex->reqs, ex->stats));
         return rc != MPI_SUCCESS || ex->err ? rc : finish_step(ex);
     }
     /* segment index of request q within its transfer: requests of one transfer are consecutive */
     for (;;) {
         int outcount = 0;
-        int rc = PMPI_Waitsome(ex->nreqs, ex->reqs, &outcount, ex->idx, ex->stats);
+        int rc = wait_some_progressing(ex->nreqs, ex->reqs, &outcount, ex->idx, ex->stats);
         if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS) return rc;
         if (outcount == MPI_UNDEFINED) break;
         for (int i = 0; i < outcount; i++) {
@@ -753,6 +874,12 @@ static int run_blocking(rl_exec *ex) {
 /* Advances a nonblocking execution as far as it can without blocking; 1 when complete. */
 static int progress_exec(rl_exec *ex, int *err) {
     *err = MPI_SUCCESS;
+    if (ex->comm == MPI_COMM_NULL && ex->cs) { /* the communicator's duplicate is still pending */
+        if (!comm_ready_locked(ex->cs)) return 0;
+        ex->comm = ex->cs->dup;
+        if (ex->check) ex->check->comm = ex->comm;
+        progress_events++;
+    }
     if (ex->check && !ex->check_done) {
         int e;
         if (!progress_exec(ex->check, &e)) return 0;
@@ -776,6 +903,7 @@ static int progress_exec(rl_exec *ex, int *err) {
             if ((*err = verify_all(ex, rc)) != MPI_SUCCESS) return 1;
         }
         ex->posted = 0;
+        progress_events++;
         if (!ex->err && (*err = finish_step(ex)) != MPI_SUCCESS) return 1;
         ex->step++;
     }
@@ -1000,7 +1128,13 @@ static int prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count,
     rl_exec *ex = calloc(1, sizeof *ex);
     if (!ex) goto nomem;
     ex->prog = prog;
-    ex->comm = cs->dup;
+    if (own_scratch) { /* nonblocking / persistent: bound to the duplicate by progress_exec */
+        ex->cs = cs;
+        ex->comm = MPI_COMM_NULL;
+    } else {
+        comm_wait_ready(cs);
+        ex->comm = cs->dup;
+    }
     ex->count = count;
     ex->type = type;
     ex->extent = extent;
@@ -1098,6 +1232,115 @@ static int load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* `auto`'s crossover to the MPI library                                                       */
+
+/* Below a measured size the MPI library's own allreduce is faster than any schedule here (its
+ * small-message path costs less per call than ours), so `auto` hands those calls to it. Rules:
+ * per communicator size, the smallest vector (bytes) from which `auto` runs ReduceLab
+ * schedules; a communicator uses the rule of the largest rule size <= its size (none: always
+ * schedules). REDUCELAB_RULES=FILE reads them from a file written by `reducelab tune mpi`
+ * (lines "RANKS MIN_BYTES", # comments), REDUCELAB_RULES=none disables the crossover, unset
+ * uses the shipped defaults below (measured with `reducelab tune mpi`, docs/mpi.md). Every rank
+ * must see the same rules (the decision is local and must agree, as for the algorithm).
+ * REDUCELAB_RULES and REDUCELAB_ALLREDUCE are read once, at the first decision; after that a
+ * decision is a few loads and compares (RL_Auto_uses_library, measured by bench_mpi --decision). */
+typedef struct {
+    int ranks;
+    long long min_bytes;
+} rl_rule;
+static const rl_rule default_rules[] = {RL_DEFAULT_RULES};
+static rl_rule rules[64];
+static int nrules = -1;  /* -1: not loaded yet */
+static int env_auto = 0; /* REDUCELAB_ALLREDUCE is unset or auto */
+static char rules_error[400];
+
+static void load_rules(void) {
+    const char *a = getenv("REDUCELAB_ALLREDUCE");
+    env_auto = !a || !*a || strcmp(a, "auto") == 0;
+    const char *f = getenv("REDUCELAB_RULES");
+    int n = 0;
+    if (!f || !*f) {
+        for (size_t i = 0; i < sizeof default_rules / sizeof *default_rules && n < 64; i++) rules[n++] = default_rules[i];
+    } else if (strcmp(f, "none") != 0) {
+        FILE *in = fopen(f, "r");
+        if (!in) {
+            snprintf(rules_error, sizeof rules_error, "REDUCELAB_RULES='%s': cannot open the file", f);
+        } else {
+            char line[512];
+            for (int ln = 1; fgets(line, sizeof line, in); ln++) {
+                char *h = strchr(line, '#');
+                if (h) *h = 0;
+                char *t = line;
+                while (*t == ' ' || *t == '\t') t++;
+                if (*t == 0 || *t == '\n' || *t == '\r') continue;
+                long long r = 0, b = 0;
+                char extra[2];
+                if (sscanf(t, "%lld %lld %1s", &r, &b, extra) != 2 || r < 1 || r > (1 << 24) || b < 0) {
+                    snprintf(rules_error, sizeof rules_error,
+                             "REDUCELAB_RULES='%s' line %d: want 'RANKS MIN_BYTES' (RANKS >= 1, MIN_BYTES >= 0)", f, ln);
+                    break;
+                }
+                if (n == 64) {
+                    snprintf(rules_error, sizeof rules_error, "REDUCELAB_RULES='%s': more than 64 rules", f);
+                    break;
+                }
+                rules[n++] = (rl_rule){(int)r, b};
+            }
+            fclose(in);
+        }
+    }
+    /* sorted by ranks, a later line for the same size replaces an earlier one */
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && rules[j - 1].ranks > rules[j].ranks; j--) {
+            rl_rule t = rules[j];
+            rules[j] = rules[j - 1];
+            rules[j - 1] = t;
+        }
+    __atomic_store_n(&nrules, rules_error[0] ? 0 : n, __ATOMIC_RELEASE);
+}
+
+/* 1: `auto` hands this allreduce to the MPI library; 0: it runs a schedule (or another
+ * algorithm was asked for, or the arguments are for the library to judge). */
+static int auto_to_library(const char *algorithm, MPI_Comm comm, int count, MPI_Datatype type) {
+    if (__builtin_expect(nrules < 0, 0)) load_rules();
+    if (nrules == 0 || count < 0 || comm == MPI_COMM_NULL || type == MPI_DATATYPE_NULL) return 0;
+    if (algorithm ? strcmp(algorithm, "auto") != 0 : !env_auto) return 0;
+    int p = 0, ts = 0;
+    if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || PMPI_Type_size(type, &ts) != MPI_SUCCESS) return 0;
+    const rl_rule *r = NULL;
+    for (int i = 0; i < nrules && rules[i].ranks <= p; i++) r = &rules[i];
+    return r && (long long)count * ts < r->min_bytes;
+}
+
+int RL_Auto_uses_library(MPI_Comm comm, int count, MPI_Datatype type) {
+    return auto_to_library(NULL, comm, count, type);
+}
+
+/* The rules in force ("default", "none" or the file) and the crossover for `ranks` (-1: none). */
+long long RL_Auto_crossover(int ranks) {
+    if (nrules < 0) load_rules();
+    const rl_rule *r = NULL;
+    for (int i = 0; i < nrules && rules[i].ranks <= ranks; i++) r = &rules[i];
+    return r ? r->min_bytes : -1;
+}
+
+/* A bad rules file is an MPI_ERR_ARG with the message (once per process), as a bad
+ * REDUCELAB_TORUS is; 0 if the rules are fine. */
+static int rules_failed(MPI_Comm comm) {
+    if (__builtin_expect(nrules < 0, 0)) load_rules();
+    if (!rules_error[0]) return 0;
+    static int told;
+    if (!told++) fprintf(stderr, "reducelab: %s\n", rules_error);
+    PMPI_Comm_call_errhandler(comm == MPI_COMM_NULL ? MPI_COMM_WORLD : comm, MPI_ERR_ARG);
+    return 1;
+}
+
+static void note_auto_library(void) {
+    note_fallback("auto: below the measured crossover the MPI library's allreduce is faster (REDUCELAB_RULES; "
+                  "docs/mpi.md)");
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Entry points shared by the RL_* API and the interposition library                           */
 
 /* The last blocking allreduce's prepared execution, reused when the next call has the same
@@ -1190,6 +1433,11 @@ int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype typ
     int rc;
     if (count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); /* MPI reports these */
+    if (auto_to_library(algorithm, comm, count, type)) {
+        note_auto_library();
+        return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
+    }
+    if (rules_failed(comm)) return MPI_ERR_ARG;
     ex = cached_exec(comm, count, type, op, algorithm, strict);
     if (!ex) {
         int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 0, &ex, &rc);
@@ -1280,16 +1528,16 @@ int rl_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
 
 /* ---- nonblocking ---- */
 
-static rl_exec *active;
-
-/* extra: a malloc'd int, the operation's error code once complete (MPI_Wait returns it) */
+/* extra: a malloc'd int, the operation's error code once complete (MPI_Wait returns it).
+ * The status is MPI's empty status (source MPI_ANY_SOURCE, tag MPI_ANY_TAG, 0 elements, not
+ * cancelled), with the error code. */
 static int greq_query(void *extra, MPI_Status *status) {
     int e = extra ? *(int *)extra : MPI_SUCCESS;
     status->MPI_ERROR = e;
     PMPI_Status_set_elements(status, MPI_BYTE, 0);
     PMPI_Status_set_cancelled(status, 0);
-    status->MPI_SOURCE = MPI_UNDEFINED;
-    status->MPI_TAG = MPI_UNDEFINED;
+    status->MPI_SOURCE = MPI_ANY_SOURCE;
+    status->MPI_TAG = MPI_ANY_TAG;
     return e;
 }
 static int greq_free(void *extra) {
@@ -1303,34 +1551,113 @@ static int greq_cancel(void *extra, int complete) {
 
 int rl_active_count(void) {
     int n = 0;
+    lock();
     for (rl_exec *e = active; e; e = e->next_active) n++;
+    unlock();
     return n;
 }
 
-int RL_Progress(void) {
+/* The active operation whose generalized request is r (rl_mu held), or NULL. */
+static rl_exec *find_active(MPI_Request r) {
+    if (r == MPI_REQUEST_NULL) return NULL;
+    for (rl_exec *e = active; e; e = e->next_active)
+        if (e->greq == r) return e;
+    return NULL;
+}
+
+int rl_is_active_request(MPI_Request r) {
+    if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) return 0;
+    lock();
+    int found = find_active(r) != NULL;
+    unlock();
+    return found;
+}
+
+/* MPI_Request_free on an active ReduceLab operation: it goes on in the background (progressed
+ * by every later ReduceLab or completion call, the progress thread, and MPI_Finalize, which
+ * drains it) and its request is freed when it completes. 1 if r was ours. */
+int rl_detach_request(MPI_Request r) {
+    if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) return 0;
+    lock();
+    rl_exec *e = find_active(r);
+    if (e) e->detached = 1;
+    unlock();
+    return e != NULL;
+}
+
+/* st's communicator is being freed: active operations not yet bound to its duplicate (ready by
+ * now) are bound. */
+static void unbind_comm_state(comm_state *st) {
+    lock();
+    for (rl_exec *e = active; e; e = e->next_active)
+        if (e->cs == st && e->comm == MPI_COMM_NULL) {
+            e->comm = st->dup;
+            if (e->check) e->check->comm = e->comm;
+        }
+    unlock();
+}
+
+/* An active operation on cs completed (rl_mu held): the last one on a freed communicator frees
+ * the state. */
+static void comm_state_release(comm_state *cs) {
+    if (cs && --cs->users == 0 && cs->orphaned) {
+        PMPI_Comm_free(&cs->dup);
+        free(cs);
+    }
+}
+
+/* One sweep over the active operations (rl_mu held). */
+static int progress_sweep(void) {
     int first_err = MPI_SUCCESS;
     rl_exec **pp = &active;
     while (*pp) {
         rl_exec *ex = *pp, *next = ex->next_active;
         int err;
         if (progress_exec(ex, &err)) {
-            *pp = next;
+            __atomic_store_n(pp, next, __ATOMIC_RELEASE);
+            progress_events++;
             int erc = exec_epilogue(ex);
             if (err == MPI_SUCCESS) err = erc;
             ex->result = err;
             if (ex->greq_err) *ex->greq_err = err;
             ex->done = 1;
+            comm_state *cs = ex->cs;
+            if (cs && cs->orphaned) ex->cs = NULL; /* a persistent plan must not keep it */
+            comm_state_release(cs);
             if (err != MPI_SUCCESS && first_err == MPI_SUCCESS) first_err = err;
             if (ex->greq != MPI_REQUEST_NULL) {
                 MPI_Request g = ex->greq;
+                int detached = ex->detached;
                 exec_free(ex);
                 PMPI_Grequest_complete(g);
+                if (detached) PMPI_Request_free(&g);
             }
         } else {
             pp = &ex->next_active;
         }
     }
     return first_err;
+}
+static void progress_locked(void) { progress_sweep(); }
+
+int RL_Progress(void) {
+    if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) return MPI_SUCCESS;
+    lock();
+    int rc = progress_sweep();
+    unlock();
+    return rc;
+}
+
+/* Puts ex on the active list, posts what it can and wakes the progress thread. */
+static int activate(rl_exec *ex) {
+    lock();
+    if (ex->cs) ex->cs->users++;
+    ex->next_active = active;
+    __atomic_store_n(&active, ex, __ATOMIC_RELEASE);
+    int rc = progress_sweep(); /* post the first step now */
+    if (progress_thread_on) pthread_cond_signal(&rl_cv);
+    unlock();
+    return rc;
 }
 
 int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
@@ -1339,6 +1666,11 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
     int rc;
     if (!request || count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
+    if (auto_to_library(algorithm, comm, count, type)) {
+        note_auto_library();
+        return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
+    }
+    if (rules_failed(comm)) return MPI_ERR_ARG;
     int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 1, &ex, &rc);
     if (st == PREP_FALLBACK) return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
     if (st == PREP_ERROR) return rc;
@@ -1356,9 +1688,7 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
         return rc;
     }
     *request = ex->greq;
-    ex->next_active = active;
-    active = ex;
-    RL_Progress(); /* post the first step now */
+    activate(ex);
     return MPI_SUCCESS;
 }
 
@@ -1368,6 +1698,70 @@ int RL_Wait(MPI_Request *request, MPI_Status *status) {
         RL_Progress();
         if ((rc = PMPI_Test(request, &flag, status)) != MPI_SUCCESS || flag) return rc;
     }
+}
+
+/* ---- the progress thread (REDUCELAB_PROGRESS=thread, started by the interposition library's
+ * MPI_Init when the MPI library provides MPI_THREAD_MULTIPLE) ----
+ * Sleeps on a condition variable while nothing is active; otherwise sweeps the active
+ * operations under rl_mu, yielding the core between sweeps and, after RL_IDLE_SWEEPS sweeps
+ * that moved nothing, sleeping RL_IDLE_NS between them (the cores are shared with the
+ * application, and on an oversubscribed node with the other ranks). */
+#define RL_IDLE_SWEEPS 32
+#define RL_IDLE_NS 20000
+static pthread_t progress_thread;
+static int progress_stop;
+
+static void *progress_main(void *arg) {
+    (void)arg;
+    unsigned idle = 0;
+    pthread_mutex_lock(&rl_mu);
+    while (!progress_stop) {
+        if (!active) {
+            pthread_cond_wait(&rl_cv, &rl_mu);
+            idle = 0;
+            continue;
+        }
+        unsigned long before = progress_events;
+        progress_sweep();
+        idle = progress_events != before ? 0 : idle + 1;
+        pthread_mutex_unlock(&rl_mu);
+        if (idle < RL_IDLE_SWEEPS) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, RL_IDLE_NS};
+            nanosleep(&ts, NULL);
+        }
+        pthread_mutex_lock(&rl_mu);
+    }
+    pthread_mutex_unlock(&rl_mu);
+    return NULL;
+}
+
+/* After MPI_Init_thread provided MPI_THREAD_MULTIPLE. 0 on success. */
+int rl_progress_thread_start(void) {
+    __atomic_store_n(&locking, 1, __ATOMIC_RELEASE);
+    progress_stop = 0;
+    __atomic_store_n(&progress_thread_on, 1, __ATOMIC_RELEASE);
+    int rc = pthread_create(&progress_thread, NULL, progress_main, NULL);
+    if (rc != 0) __atomic_store_n(&progress_thread_on, 0, __ATOMIC_RELEASE);
+    return rc;
+}
+
+/* Before MPI_Finalize (every operation completed). */
+void rl_progress_thread_stop(void) {
+    if (!__atomic_load_n(&progress_thread_on, __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&rl_mu);
+    progress_stop = 1;
+    pthread_cond_broadcast(&rl_cv);
+    pthread_mutex_unlock(&rl_mu);
+    pthread_join(progress_thread, NULL);
+    __atomic_store_n(&progress_thread_on, 0, __ATOMIC_RELEASE);
+}
+
+int rl_progress_thread_running(void) { return __atomic_load_n(&progress_thread_on, __ATOMIC_ACQUIRE); }
+
+void rl_notice(const char *msg) {
+    if (is_verbose()) fprintf(stderr, "reducelab: %s\n", msg);
 }
 
 /* ---- persistent ---- */
@@ -1382,6 +1776,14 @@ struct RL_Persistent_s {
     MPI_Comm comm;
     int started;
 };
+
+/* ex->done, which the progress thread may write. */
+static int exec_done(rl_exec *ex) {
+    lock();
+    int d = ex->done;
+    unlock();
+    return d;
+}
 
 int RL_Allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                       const char *algorithm, RL_Persistent *request) {
@@ -1414,7 +1816,12 @@ int rl_allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
     }
     if (recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0) || (count > 0 && (!recvbuf || !sendbuf)))
         return buffer_error(comm);
-    int st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 1, &ex, &rc);
+    if (rules_failed(comm)) return MPI_ERR_ARG;
+    int st = PREP_FALLBACK;
+    if (auto_to_library(algorithm, comm, count, type)) { /* each start: the library (counted there if strict) */
+        if (!strict) note_auto_library();
+    }
+    else st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 1, &ex, &rc);
     if (st == PREP_ERROR) return rc;
     if (st == PREP_FALLBACK && !strict) return MPI_SUCCESS;
     if (st == PREP_OK) {
@@ -1441,13 +1848,14 @@ int RL_Start(RL_Persistent r) {
         return PMPI_Allreduce(r->sendbuf, r->recvbuf, r->count, r->type, r->op, r->comm);
     }
     rl_exec *ex = r->ex;
-    if (r->started && !ex->done) {
+    if (r->started && !exec_done(ex)) {
         PMPI_Comm_call_errhandler(r->comm, MPI_ERR_REQUEST);
         return MPI_ERR_REQUEST; /* still active */
     }
     comm_state *cs = NULL;
     int rc = get_comm_state(r->comm, &cs);
     if (rc != MPI_SUCCESS) return rc;
+    /* not on the active list: no other thread looks at ex until activate() */
     next_tag(ex, cs);
     ex->step = 0;
     ex->posted = 0;
@@ -1459,31 +1867,29 @@ int RL_Start(RL_Persistent r) {
     }
     r->started = 1;
     n_scheduled++;
-    ex->next_active = active;
-    active = ex;
-    return RL_Progress();
+    return activate(ex);
 }
 
 int RL_Persistent_test(RL_Persistent r, int *flag) {
     if (!r || !flag) return MPI_ERR_ARG;
     int rc = MPI_SUCCESS;
-    if (r->started && !r->ex->done) rc = RL_Progress();
-    *flag = !r->started || r->ex->done;
-    return r->started && r->ex->done ? r->ex->result : rc;
+    if (r->started && !exec_done(r->ex)) rc = RL_Progress();
+    *flag = !r->started || exec_done(r->ex);
+    return r->started && *flag ? r->ex->result : rc;
 }
 
 int RL_Persistent_wait(RL_Persistent r) {
     if (!r) return MPI_ERR_REQUEST;
-    while (r->started && !r->ex->done) RL_Progress();
+    while (r->started && !exec_done(r->ex)) RL_Progress();
     return r->started ? r->ex->result : MPI_SUCCESS;
 }
 
 /* 0 inactive (never started, or completed), 1 running. */
-int rl_persistent_running(RL_Persistent r) { return r && r->ex && r->started && !r->ex->done; }
+int rl_persistent_running(RL_Persistent r) { return r && r->ex && r->started && !exec_done(r->ex); }
 
 int RL_Persistent_free(RL_Persistent *r) {
     if (!r || !*r) return MPI_ERR_REQUEST;
-    if ((*r)->started && !(*r)->ex->done) RL_Persistent_wait(*r);
+    if ((*r)->started && !exec_done((*r)->ex)) RL_Persistent_wait(*r);
     exec_free((*r)->ex);
     free(*r);
     *r = NULL;

@@ -3,9 +3,11 @@
  * schedules; the algorithm is REDUCELAB_ALLREDUCE (default auto; "mpi" = the MPI library's
  * own) and the virtual torus REDUCELAB_TORUS. Anything not handled goes to PMPI_*.
  *
- * Nonblocking allreduces progress inside MPI_Wait*, MPI_Test* (interposed here: while a
- * ReduceLab operation is active, a blocking wait becomes a loop of progress + PMPI_Test*) and
- * inside any ReduceLab collective.
+ * Nonblocking allreduces progress inside the whole request-completion family (MPI_Wait*,
+ * MPI_Test*, MPI_Request_get_status; interposed here: while a ReduceLab operation is active
+ * and no progress thread runs, a blocking wait becomes a loop of progress + PMPI_Test*),
+ * inside any ReduceLab collective (blocking ones included), and, with REDUCELAB_PROGRESS=thread,
+ * in a progress thread started by MPI_Init/MPI_Init_thread (below).
  *
  * Fortran: Open MPI's Fortran bindings call PMPI_Allreduce directly, so the Fortran entry
  * points (mpi_allreduce_ and friends, and ompi_allreduce_f used by the mpi_f08 module) are
@@ -16,6 +18,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #if defined(OPEN_MPI) && defined(__has_include)
 #if __has_include(<mpi-ext.h>)
 #include <mpi-ext.h>
@@ -153,9 +156,18 @@ int MPI_Startall(int count, MPI_Request requests[]) {
     return rc;
 }
 
+/* On an active ReduceLab nonblocking allreduce: the handle becomes MPI_REQUEST_NULL and the
+ * operation completes in the background (rl_detach_request); on a persistent plan: completes a
+ * running start, then frees the plan. */
 int MPI_Request_free(MPI_Request *request) {
     pers *p = request ? find_pers(*request) : NULL;
-    if (!p) return PMPI_Request_free(request);
+    if (!p) {
+        if (request && rl_detach_request(*request)) {
+            *request = MPI_REQUEST_NULL;
+            return MPI_SUCCESS;
+        }
+        return PMPI_Request_free(request);
+    }
     for (pers **pp = &persistent; *pp; pp = &(*pp)->next)
         if (*pp == p) {
             *pp = p->next;
@@ -168,10 +180,34 @@ int MPI_Request_free(MPI_Request *request) {
     return rc;
 }
 
+/* MPI_Cancel on a ReduceLab request (nonblocking or persistent allreduce) has no effect: the
+ * operation completes normally and MPI_Test_cancelled reports false. (MPI calls cancelling a
+ * collective erroneous; Open MPI 4.1 aborts.) */
+int MPI_Cancel(MPI_Request *request) {
+    RL_Progress();
+    if (request && (find_pers(*request) || rl_is_active_request(*request))) return MPI_SUCCESS;
+    return PMPI_Cancel(request);
+}
+
 /* ---- progress inside the MPI library's completion calls ----
  * While no ReduceLab operation is active and no ReduceLab persistent request is involved,
- * each call goes straight to PMPI. Otherwise blocking waits become loops of RL_Progress and
- * the nonblocking PMPI_Test* on the other requests (ours replaced by MPI_REQUEST_NULL). */
+ * each call goes straight to PMPI; so does every blocking wait on requests other than our
+ * persistent ones while the progress thread runs (it completes our generalized requests).
+ * Otherwise blocking waits become loops of RL_Progress and the nonblocking PMPI_Test* on the
+ * other requests (ours replaced by MPI_REQUEST_NULL). */
+
+/* A blocking wait must progress ReduceLab operations itself. */
+static int must_progress(void) { return !rl_progress_thread_running() && rl_active_count(); }
+
+/* Does not deactivate anything (MPI semantics); progresses first, so polling completes. */
+int MPI_Request_get_status(MPI_Request request, int *flag, MPI_Status *status) {
+    pers *p = find_pers(request);
+    RL_Progress();
+    if (!p) return PMPI_Request_get_status(request, flag, status);
+    *flag = !rl_persistent_running(p->plan);
+    if (*flag) empty_status(status);
+    return MPI_SUCCESS;
+}
 
 /* Copy of `rs` with our persistent requests replaced by MPI_REQUEST_NULL (NULL if out of memory). */
 static MPI_Request *others(int n, const MPI_Request *rs) {
@@ -205,7 +241,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
         empty_status(status);
         return rc;
     }
-    if (!rl_active_count()) return PMPI_Wait(request, status);
+    if (!must_progress()) return PMPI_Wait(request, status);
     return RL_Wait(request, status);
 }
 
@@ -237,7 +273,7 @@ int MPI_Testall(int count, MPI_Request requests[], int *flag, MPI_Status statuse
 }
 
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
-    if (!rl_active_count() && (count <= 0 || !requests || !any_pers(count, requests)))
+    if (!must_progress() && (count <= 0 || !requests || !any_pers(count, requests)))
         return PMPI_Waitall(count, requests, statuses);
     int flag = 0, rc;
     for (;;) {
@@ -271,7 +307,7 @@ int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_St
 }
 
 int MPI_Waitany(int count, MPI_Request requests[], int *index, MPI_Status *status) {
-    if (!rl_active_count() && (count <= 0 || !requests || !any_pers(count, requests)))
+    if (!must_progress() && (count <= 0 || !requests || !any_pers(count, requests)))
         return PMPI_Waitany(count, requests, index, status);
     int flag = 0, rc;
     for (;;) {
@@ -306,7 +342,7 @@ int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices
 }
 
 int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices[], MPI_Status statuses[]) {
-    if (!rl_active_count() && (incount <= 0 || !requests || !any_pers(incount, requests)))
+    if (!must_progress() && (incount <= 0 || !requests || !any_pers(incount, requests)))
         return PMPI_Waitsome(incount, requests, outcount, indices, statuses);
     int rc;
     for (;;) {
@@ -316,8 +352,69 @@ int MPI_Waitsome(int incount, MPI_Request requests[], int *outcount, int indices
 }
 
 int MPI_Finalize(void) {
-    while (rl_active_count()) RL_Progress();
+    while (rl_active_count()) RL_Progress(); /* also requests freed while active */
+    rl_progress_thread_stop();
     return PMPI_Finalize();
+}
+
+/* ---- initialisation: the thread level and the progress thread ----
+ * REDUCELAB_PROGRESS=thread asks the MPI library for MPI_THREAD_MULTIPLE (whatever the
+ * application asked) and, if provided, starts the progress thread. The application still gets
+ * the level it asked for (capped by the library's; MPI_Init counts as MPI_THREAD_SINGLE), from
+ * MPI_Init_thread and MPI_Query_thread, and ReduceLab's thread rule (engine.c, thread_multiple)
+ * looks at that level: an application at MPI_THREAD_MULTIPLE gets the MPI library's
+ * collectives (then the thread would have nothing to do and is not started) unless
+ * REDUCELAB_THREADS=serialized. Without the variable nothing changes. */
+static int app_level = -1;
+
+static int init(int *argc, char ***argv, int required, int *provided, int threaded) {
+    const char *v = getenv("REDUCELAB_PROGRESS");
+    int want = v && strcmp(v, "thread") == 0;
+    int bad = v && *v && !want && strcmp(v, "none") != 0;
+    if (!want) {
+        int rc = threaded ? PMPI_Init_thread(argc, argv, required, provided) : PMPI_Init(argc, argv);
+        if (rc == MPI_SUCCESS && bad) {
+            fprintf(stderr, "reducelab: REDUCELAB_PROGRESS='%s' is not 'thread' or 'none'\n", v);
+            PMPI_Comm_call_errhandler(MPI_COMM_WORLD, MPI_ERR_ARG);
+            return MPI_ERR_ARG;
+        }
+        return rc;
+    }
+    int lib = MPI_THREAD_SINGLE;
+    int rc = PMPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &lib);
+    if (rc != MPI_SUCCESS) return rc;
+    int app = threaded ? required : MPI_THREAD_SINGLE;
+    if (app > lib) app = lib;
+    app_level = app;
+    rl_set_app_thread_level(app);
+    if (provided) *provided = app;
+    const char *t = getenv("REDUCELAB_THREADS");
+    char msg[300];
+    if (lib != MPI_THREAD_MULTIPLE) {
+        snprintf(msg, sizeof msg, "REDUCELAB_PROGRESS=thread: the MPI library provides thread level %d, not "
+                 "MPI_THREAD_MULTIPLE (%d): no progress thread", lib, MPI_THREAD_MULTIPLE);
+        rl_notice(msg);
+    } else if (app == MPI_THREAD_MULTIPLE && !(t && strcmp(t, "serialized") == 0)) {
+        rl_notice("REDUCELAB_PROGRESS=thread: the application asked for MPI_THREAD_MULTIPLE, so its collectives "
+                  "go to the MPI library (REDUCELAB_THREADS=serialized if calls never overlap): no progress thread");
+    } else if (rl_progress_thread_start() != 0) {
+        rl_notice("REDUCELAB_PROGRESS=thread: pthread_create failed: no progress thread");
+    } else {
+        rl_notice("progress thread started (REDUCELAB_PROGRESS=thread)");
+    }
+    return MPI_SUCCESS;
+}
+
+int MPI_Init(int *argc, char ***argv) { return init(argc, argv, MPI_THREAD_SINGLE, NULL, 0); }
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    return init(argc, argv, required, provided, 1);
+}
+
+int MPI_Query_thread(int *provided) {
+    if (app_level < 0 || !provided) return PMPI_Query_thread(provided);
+    *provided = app_level;
+    return MPI_SUCCESS;
 }
 
 /* ---- Fortran bindings ---- */

@@ -15,4 +15,12 @@ int rl_active_count(void);
 int rl_allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                       const char *algorithm, int strict, RL_Persistent *request);
 int rl_persistent_running(RL_Persistent r);
+/* progress (engine.c): requests of active nonblocking operations, the progress thread */
+int rl_is_active_request(MPI_Request r);
+int rl_detach_request(MPI_Request r);
+void rl_set_app_thread_level(int level);
+int rl_progress_thread_start(void);
+void rl_progress_thread_stop(void);
+int rl_progress_thread_running(void);
+void rl_notice(const char *msg);
 #endif

@@ -8,7 +8,10 @@
  * over ranks of the mean per-call time. Rank 0 prints CSV: algorithm,bytes,round,seconds.
  * The data is float sums (MPI_FLOAT, MPI_SUM). Every result is checked against the first
  * algorithm's (exact: integer-valued floats), so a fast wrong algorithm cannot win.
- * `NAME@BYTES` runs NAME with REDUCELAB_SEGMENT=BYTES (message segment size) for comparisons. */
+ * `NAME@BYTES` runs NAME with REDUCELAB_SEGMENT=BYTES (message segment size) for comparisons.
+ * `--decision N` instead times N calls of RL_Auto_uses_library (`auto`'s crossover decision, on
+ * counts cycling through 1..4096 floats) and prints "decision_ns,<mean ns per decision>". */
+#include <time.h>
 #include "reducelab_mpi.h"
 
 #include <stdio.h>
@@ -29,8 +32,10 @@ int main(int argc, char **argv) {
     char sizes_s[4096] = "8,1024,65536,1048576", algs_s[4096] = "mpi,ring";
     int reps = 5;
     double round_bytes = 64.0 * 1024 * 1024;
+    long decisions = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--sizes")) snprintf(sizes_s, sizeof sizes_s, "%s", argv[i + 1]);
+        if (!strcmp(argv[i], "--decision")) decisions = atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--sizes")) snprintf(sizes_s, sizeof sizes_s, "%s", argv[i + 1]);
         else if (!strcmp(argv[i], "--algorithms")) snprintf(algs_s, sizeof algs_s, "%s", argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--round-bytes")) round_bytes = atof(argv[i + 1]);
@@ -38,6 +43,18 @@ int main(int argc, char **argv) {
             if (rank == 0) fprintf(stderr, "bench_mpi: unknown option %s\n", argv[i]);
             MPI_Abort(MPI_COMM_WORLD, 2);
         }
+    }
+    if (decisions > 0) {
+        struct timespec t0, t1;
+        long hits = 0;
+        RL_Auto_uses_library(MPI_COMM_WORLD, 1, MPI_FLOAT); /* reads the rules */
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (long k = 0; k < decisions; k++) hits += RL_Auto_uses_library(MPI_COMM_WORLD, 1 + (int)(k & 4095), MPI_FLOAT);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ns = ((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec)) / (double)decisions;
+        if (rank == 0) printf("decision_ns,%.2f,%ld\n", ns, hits);
+        MPI_Finalize();
+        return 0;
     }
     char *sizes[64], *algs[64], *segs[64];
     int ns = split(sizes_s, sizes, 64), na = split(algs_s, algs, 64);

@@ -89,13 +89,28 @@ examples:
 
 _BENCH_MPI_EPILOG = """\
 Prints, per rank count, the median time per call of every algorithm and size, the fastest
-ReduceLab algorithm and its speedup over the MPI default (= bandwidth ratio). Timings of many
-ranks on few cores vary by tens of percent: compare ratios from the same run.
+ReduceLab algorithm and its speedup over the MPI default (= bandwidth ratio). `auto` follows
+the crossover rules in force (REDUCELAB_RULES, or the shipped defaults: small vectors go to the
+MPI library; `reducelab tune mpi`). Timings of many ranks on few cores vary by tens of percent:
+compare ratios from the same run.
 
 examples:
   reducelab bench mpi                                   # 4 and 8 ranks, 8 B - 64 MiB
   reducelab bench mpi --ranks 8 --sizes 1MiB 16MiB --reps 11
   reducelab bench mpi --ranks 8 --torus 4x2 --algorithm mpi --algorithm swing-bandwidth
+"""
+
+_TUNE_MPI_EPILOG = """\
+Times the MPI library's allreduce and ReduceLab's `auto` (always running schedules) interleaved,
+per rank count, and writes the crossover rules: below a rank count's crossover `auto` hands
+the call to the MPI library (docs/mpi.md). The crossover is the threshold that loses least
+against the faster of the two summed over the sizes (log time ratios). Use the file with REDUCELAB_RULES=FILE (pass it to
+every rank: mpirun -x REDUCELAB_RULES); without it the shipped defaults apply. Timings of many
+ranks on few cores vary by tens of percent: more rounds give steadier crossovers.
+
+examples:
+  reducelab tune mpi                                    # 4 and 8 ranks, 8 B - 1 MiB
+  reducelab tune mpi --ranks 4 --reps 9 --out rules.txt
 """
 
 _PLOT_LINKS_EPILOG = """\
@@ -424,6 +439,41 @@ def build_parser() -> argparse.ArgumentParser:
         help="write mpi-bench.csv, mpi-bench.txt and mpi-bench.png into DIR (default: results/bench-mpi)",
     )
     mpi.set_defaults(handler=_cmd_bench_mpi)
+
+    tune = commands.add_parser(
+        "tune",
+        help="measure and write tuning rules",
+        description="Measure crossovers and write tuning rules.",
+        epilog="examples:\n  reducelab tune mpi\n",
+        formatter_class=fmt,
+    )
+    tune_kinds = tune.add_subparsers(dest="tune_kind", metavar="KIND", required=True)
+    tmpi = tune_kinds.add_parser(
+        "mpi",
+        help="auto's crossover to the MPI library's allreduce, as a rules file (REDUCELAB_RULES)",
+        description="Measure, per rank count, the vector size from which ReduceLab's `auto` is not "
+        "slower than the MPI library's allreduce, and write the rules file `auto` reads.",
+        epilog=_TUNE_MPI_EPILOG,
+        formatter_class=fmt,
+    )
+    tmpi.add_argument(
+        "--ranks", type=_positive_int, action="append", metavar="N",
+        help="rank count (repeatable; default: 4 and 8)",
+    )
+    tmpi.add_argument(
+        "--sizes", type=_size, nargs="+", metavar="SIZE",
+        help="vector sizes (default: every power of two from 8 B to 1 MiB)",
+    )
+    tmpi.add_argument("--reps", type=_positive_int, default=7, metavar="N", help="interleaved rounds (default: 7)")
+    tmpi.add_argument(
+        "--round-bytes", type=_size, default=4 * 1024 * 1024, metavar="SIZE",
+        help="bytes reduced per algorithm per round: small sizes repeat calls up to this (default: 4MiB)",
+    )
+    tmpi.add_argument(
+        "--out", type=Path, metavar="FILE",
+        help="rules file to write (default: results/tune-mpi/rules.txt)",
+    )
+    tmpi.set_defaults(handler=_cmd_tune_mpi)
 
     sweep = commands.add_parser(
         "sweep",
@@ -829,6 +879,39 @@ def _cmd_bench_mpi(args: argparse.Namespace) -> int:
     except OSError as exc:
         _fail(f"{out}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
     print(f"wrote {out}/mpi-bench.csv, mpi-bench.txt, mpi-bench.png")
+    return 0
+
+
+def _cmd_tune_mpi(args: argparse.Namespace) -> int:
+    import datetime
+
+    from . import mpibench
+
+    ranks = args.ranks or [4, 8]
+    sizes = sorted(set(args.sizes or mpibench.TUNE_SIZES))
+    out = args.out or Path("results") / "tune-mpi" / "rules.txt"
+    load0 = os.getloadavg()
+    print(f"timing mpi and auto x {len(sizes)} sizes x {args.reps} rounds on {', '.join(map(str, ranks))} ranks ...",
+          file=sys.stderr, flush=True)
+    try:
+        rules, rows = mpibench.tune(ranks, sizes, args.reps, args.round_bytes)
+        cost = mpibench.decision_ns()
+    except (RuntimeError, ValueError) as exc:
+        _fail(str(exc), EXIT_FAILURE)
+    load1 = os.getloadavg()
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    header = [
+        f"written by `reducelab tune mpi` at {now}: {args.reps} interleaved rounds",
+        f"load average {load0[0]:.1f} before, {load1[0]:.1f} after; decision cost {cost:.1f} ns (one rank)",
+    ]
+    text = mpibench.format_rules(rules, rows, header)
+    print(text, end="")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        _fail(f"{out}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
+    print(f"wrote {out} (use: REDUCELAB_RULES={out}, passed to every rank)")
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import shutil
 import statistics
@@ -80,12 +81,9 @@ def check_torus(shape: str, ranks: int) -> list[int]:
     return dims
 
 
-def run(ranks: int, sizes: list[int], algorithms: list[str], reps: int, round_bytes: int = 16 * MIB,
-        torus: str | None = None, timeout: float = 3600) -> list[Row]:
-    """One bench_mpi run on `ranks` ranks; medians per (algorithm, size). ValueError for a
-    `torus` that does not have `ranks` positions (`check_torus`)."""
-    if torus:
-        check_torus(torus, ranks)
+def _bench_mpi(ranks: int, args: list[str], extra_env: dict[str, str] | None = None,
+               timeout: float = 3600) -> str:
+    """stdout of `mpirun -np ranks bench_mpi ARGS` (RuntimeError with our messages first if it fails)."""
     exe = build_dir() / "bench_mpi"
     mpirun = shutil.which("mpirun")
     if mpirun is None:
@@ -93,18 +91,34 @@ def run(ranks: int, sizes: list[int], algorithms: list[str], reps: int, round_by
     if not exe.exists():
         raise RuntimeError(f"{exe} not found: build the MPI runtime (scripts/setup.sh, or make -C mpi)")
     cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(ranks)]
-    if torus:
-        cmd += ["-x", f"REDUCELAB_TORUS={torus}"]
-    cmd += [str(exe), "--sizes", ",".join(map(str, sizes)), "--algorithms", ",".join(algorithms),
-            "--reps", str(reps), "--round-bytes", str(round_bytes)]
+    for key, value in (extra_env or {}).items():
+        cmd += ["-x", f"{key}={value}"]
+    cmd += [str(exe), *args]
     env = {k: v for k, v in os.environ.items() if k != "REDUCELAB_ALLREDUCE"}
+    env.update(extra_env or {})
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
     if proc.returncode != 0:
         lines = proc.stderr.strip().splitlines()
         ours = list(dict.fromkeys(line for line in lines if line.startswith("reducelab")))  # our own messages first
         tail = "\n".join(ours + [line for line in lines[-8:] if line not in ours])
         raise RuntimeError(f"bench_mpi on {ranks} ranks failed (exit {proc.returncode}):\n{tail}")
-    return parse(ranks, proc.stdout)
+    return proc.stdout
+
+
+def run(ranks: int, sizes: list[int], algorithms: list[str], reps: int, round_bytes: int = 16 * MIB,
+        torus: str | None = None, timeout: float = 3600, extra_env: dict[str, str] | None = None) -> list[Row]:
+    """One bench_mpi run on `ranks` ranks; medians per (algorithm, size). ValueError for a
+    `torus` that does not have `ranks` positions (`check_torus`). `auto` uses the crossover
+    rules in force (REDUCELAB_RULES of the environment, or the shipped defaults) unless
+    `extra_env` sets them."""
+    if torus:
+        check_torus(torus, ranks)
+    env = dict(extra_env or {})
+    if torus:
+        env["REDUCELAB_TORUS"] = torus
+    args = ["--sizes", ",".join(map(str, sizes)), "--algorithms", ",".join(algorithms), "--reps", str(reps),
+            "--round-bytes", str(round_bytes)]
+    return parse(ranks, _bench_mpi(ranks, args, env, timeout))
 
 
 def parse(ranks: int, text: str) -> list[Row]:
@@ -202,3 +216,73 @@ def plot(rows: list[Row], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+# ---- `reducelab tune mpi`: auto's crossover to the MPI library (docs/mpi.md) ----
+
+TUNE_SIZES = tuple(8 << k for k in range(18))  # 8 B … 1 MiB
+
+
+def crossover(rows: list[Row], ranks: int) -> tuple[int, bool]:
+    """The size from which `auto` (run with REDUCELAB_RULES=none, i.e. always ReduceLab schedules)
+    should run, below it the library (`mpi`): the threshold whose policy loses least against the
+    faster of the two over every measured size, the loss being the sum of log(policy's median /
+    faster median) (a step fit: one noisy size cannot move the crossover far, as it could with
+    a rule like "not slower at every larger size"). Ties go to the smaller threshold. Returns
+    (bytes, True), or (2 x the largest size, False) when handing every measured size to the
+    library loses least."""
+    t = {(r.algorithm, r.bytes): r.median_s for r in rows if r.ranks == ranks}
+    sizes = sorted(b for (a, b) in t if a == "auto" and ("mpi", b) in t)
+    if not sizes:
+        raise ValueError(f"no measurements of both auto and mpi on {ranks} ranks")
+    best = {b: min(t[("auto", b)], t[("mpi", b)]) for b in sizes}
+    loss_auto = [math.log(t[("auto", b)] / best[b]) for b in sizes]
+    loss_mpi = [math.log(t[("mpi", b)] / best[b]) for b in sizes]
+    choice, choice_loss = None, math.inf
+    for i in range(len(sizes) + 1):  # threshold sizes[i]; len(sizes): everything to the library
+        loss = sum(loss_mpi[:i]) + sum(loss_auto[i:])
+        if loss < choice_loss - 1e-12:
+            choice, choice_loss = i, loss
+    return (sizes[choice], True) if choice < len(sizes) else (2 * sizes[-1], False)
+
+
+def decision_ns(ranks: int = 1) -> float:
+    """Mean cost of auto's crossover decision (RL_Auto_uses_library), ns, on `ranks` ranks (one by
+    default: with more ranks than cores the mean also counts the time the process was preempted)."""
+    out = _bench_mpi(ranks, ["--decision", "20000000"], timeout=600)
+    for line in out.splitlines():
+        if line.startswith("decision_ns,"):
+            return float(line.split(",")[1])
+    raise RuntimeError(f"bench_mpi --decision printed no decision_ns line:\n{out}")
+
+
+def tune(ranks_list: list[int], sizes: list[int], reps: int,
+         round_bytes: int) -> tuple[dict[int, tuple[int, bool]], list[Row]]:
+    """Times `mpi` and `auto` (always schedules) interleaved on each rank count and returns the
+    crossover per rank count (see `crossover`) and the measurements."""
+    rows: list[Row] = []
+    rules = {}
+    for n in ranks_list:
+        sub = run(n, sizes, ["mpi", "auto"], reps, round_bytes, extra_env={"REDUCELAB_RULES": "none"})
+        rows += sub
+        rules[n] = crossover(sub, n)
+    return rules, rows
+
+
+def format_rules(rules: dict[int, tuple[int, bool]], rows: list[Row], header: list[str]) -> str:
+    """A rules file for REDUCELAB_RULES: '# ' comments (header, then per rank count the medians),
+    and one 'RANKS MIN_BYTES' line per rank count."""
+    lines = [f"# {h}" for h in header]
+    lines.append("# auto hands an allreduce of fewer than MIN_BYTES bytes on a communicator of at least RANKS")
+    lines.append("# ranks (the largest such line) to the MPI library; use with REDUCELAB_RULES=<this file>")
+    for n in sorted(rules):
+        t = {(r.algorithm, r.bytes): r for r in rows if r.ranks == n}
+        lines.append(f"# {n} ranks: size, library µs, auto (schedules) µs, library time / auto time (median of rounds)")
+        for b in sorted(b for (a, b) in t if a == "auto" and ("mpi", b) in t):
+            m, a = t[("mpi", b)].median_s, t[("auto", b)].median_s
+            lines.append(f"#   {_size(b):>8}  {m * 1e6:10.1f}  {a * 1e6:10.1f}  {m / a:5.2f}")
+        value, found = rules[n]
+        if not found:
+            lines.append(f"# {n} ranks: the library alone lost least at every size measured")
+        lines.append(f"{n} {value}")
+    return "\n".join(lines) + "\n"

@@ -36,7 +36,9 @@ pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
 def mpirun(np_: int, argv: list[str], env: dict[str, str] | None = None, preload: bool = False,
            timeout: float = 120) -> subprocess.CompletedProcess[str]:
     cmd = [MPIRUN or "mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "op", "^avx", "-np", str(np_)]
-    env = dict(env or {})
+    # `auto` hands small allreduces to the library (docs/mpi.md); tests of the schedules turn
+    # that off unless they set REDUCELAB_RULES themselves
+    env = {"REDUCELAB_RULES": "none", **(env or {})}
     if preload:
         env["LD_PRELOAD"] = str(PRELOAD)
     for key, value in env.items():
@@ -164,6 +166,21 @@ def test_mpi4py_with_the_interposition_library(algorithm: str, p: int) -> None:
     assert scheduled >= calls > 100 and total == calls * p
 
 
+def test_mpi4py_with_the_progress_thread() -> None:
+    """mpi4py asks for MPI_THREAD_MULTIPLE; with REDUCELAB_THREADS=serialized its calls keep the
+    schedules, so REDUCELAB_PROGRESS=thread starts the progress thread (the mutex then guards the
+    active operations against it) and every result is still exact."""
+    script = Path(__file__).parent / "mpi" / "mpi4py_allreduce.py"
+    proc = mpirun(4, [sys.executable, str(script)], {"REDUCELAB_ALLREDUCE": "swing", "REDUCELAB_THREADS": "serialized",
+                                                     "REDUCELAB_PROGRESS": "thread", "REDUCELAB_VERBOSE": "1"},
+                  preload=True)
+    m = re.search(r"mpi4py: OK (\d+) (\d+) (\d+)", ok(proc))
+    assert m, proc.stdout
+    calls, scheduled, total = map(int, m.groups())
+    assert scheduled >= calls > 100 and total == calls * 4
+    assert proc.stderr.count("reducelab: progress thread started (REDUCELAB_PROGRESS=thread)") == 4, proc.stderr
+
+
 def test_bench_mpi_cli(tmp_path: Path) -> None:
     """`reducelab bench mpi` end to end on a tiny sweep (no timing assertions): table, CSV, plot."""
     from helpers import cli
@@ -275,3 +292,215 @@ def test_thread_multiple_falls_through_to_the_library(p: int) -> None:
     m = re.search(r"test_threads p=(\d+): (\d+) checks, (\d+) failures", out)
     assert m and int(m.group(1)) == p and int(m.group(3)) == 0 and int(m.group(2)) == 501 * p, out
     assert proc.stderr.count("MPI_THREAD_MULTIPLE (ReduceLab's per-process state is not locked") == p
+
+
+PROGRESS = re.compile(r"test_progress (\w+) p=(\d+) seed=(\d+): (\d+) checks, (\d+) failures")
+
+
+def _progress(mode: str, p: int, seed: int, env: dict[str, str] | None = None, preload: bool = True,
+              alarm: int = 40) -> subprocess.CompletedProcess[str]:
+    """mpi/tests/test_progress.c MODE SEED: every allreduce checked element by element against the
+    closed-form sum; a hang past `alarm` seconds prints TIMEOUT and fails."""
+    return mpirun(p, [str(BUILD / "test_progress"), mode, str(seed), str(alarm)], env, preload=preload,
+                  timeout=alarm + 30)
+
+
+def _progress_ok(proc: subprocess.CompletedProcess[str], mode: str, p: int, min_checks: int) -> None:
+    m = PROGRESS.search(ok(proc))
+    assert m, proc.stdout
+    assert m.group(1) == mode and int(m.group(2)) == p and int(m.group(5)) == 0, proc.stdout
+    assert int(m.group(4)) >= min_checks, proc.stdout
+
+
+@pytest.mark.parametrize(("p", "seed", "progress"), [(2, 1, "none"), (3, 2, "none"), (4, 3, "thread")])
+def test_polling_with_request_get_status_completes(p: int, seed: int, progress: str) -> None:
+    """MPI_Iallreduce (1, 1000 and 300000 ints, on fresh communicators) and a persistent allreduce
+    completed by polling MPI_Request_get_status alone (it never completed before: the call was
+    not intercepted); the result is exact as soon as the flag is set."""
+    proc = _progress("getstatus", p, seed, {"REDUCELAB_PROGRESS": progress})
+    _progress_ok(proc, "getstatus", p, 3 * p * 9)
+
+
+@pytest.mark.parametrize(("p", "seed"), [(2, 1), (3, 2), (4, 3), (4, 4)])
+def test_fresh_communicators_started_in_opposite_orders_complete(p: int, seed: int) -> None:
+    """Neighbouring ranks start MPI_Iallreduce on two fresh communicators in opposite orders,
+    four rounds (the first call's blocking communicator duplicate deadlocked this)."""
+    _progress_ok(_progress("crossorder", p, seed), "crossorder", p, 8 * p)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_rank_blocked_in_recv_completes_with_the_progress_thread(seed: int) -> None:
+    """p = 4: ranks 0 and 2 start MPI_Iallreduce (small and 0.4-0.8 MB) on fresh communicators,
+    compute without MPI calls and block in MPI_Recv from ranks 1 and 3, which send only after
+    their own allreduces completed: completes with REDUCELAB_PROGRESS=thread."""
+    proc = _progress("blocked", 4, seed, {"REDUCELAB_PROGRESS": "thread", "REDUCELAB_VERBOSE": "1"})
+    _progress_ok(proc, "blocked", 4, 4 * 6)
+    assert proc.stderr.count("reducelab: progress thread started (REDUCELAB_PROGRESS=thread)") == 4, proc.stderr
+
+
+def test_rank_blocked_in_recv_hangs_without_the_progress_thread() -> None:
+    """The control: the same program without the progress thread deadlocks (and the alarm turns
+    the hang into a failure), so the test above can fail."""
+    proc = _progress("blocked", 4, 1, alarm=4)
+    assert proc.returncode != 0 and "TIMEOUT" in proc.stderr, (proc.stdout, proc.stderr[-2000:])
+
+
+@pytest.mark.parametrize(("p", "seed", "progress"), [
+    (2, 1, "none"), (2, 2, "thread"), (3, 3, "none"), (3, 4, "thread"), (4, 5, "none"), (4, 6, "thread"),
+    (4, 7, "none"), (5, 8, "none")])
+def test_completion_family_over_mixed_requests(p: int, seed: int, progress: str) -> None:
+    """Six rounds of 12 shuffled requests: two MPI_Iallreduce, a started and an inactive
+    persistent allreduce (ReduceLab's), MPI_Irecv/MPI_Isend, MPI_Ibarrier, a started and an
+    inactive persistent receive (the library's) and MPI_REQUEST_NULL, completed by
+    MPI_Waitany / Waitsome / Testsome / Testany / Testall / Waitall / Test as the seed picks, with
+    and without MPI_STATUS(ES)_IGNORE: each index returned once for an active request, receive
+    statuses (source, tag, count) and collective statuses (0 elements, not cancelled) right,
+    handles freed or kept as MPI says, sums exact."""
+    proc = _progress("mixed", p, seed, {"REDUCELAB_PROGRESS": progress})
+    _progress_ok(proc, "mixed", p, 6 * 12 * p)
+
+
+@pytest.mark.parametrize("progress", ["none", "thread"])
+def test_cancel_and_free_of_a_running_allreduce(progress: str) -> None:
+    """MPI_Cancel on a ReduceLab MPI_Iallreduce has no effect (completes, not cancelled);
+    MPI_Request_free on a running one sets MPI_REQUEST_NULL and it completes in the background."""
+    _progress_ok(_progress("cancel", 3, 1, {"REDUCELAB_PROGRESS": progress}), "cancel", 3, 3 * 6)
+
+
+@pytest.mark.parametrize("mode", ["getstatus", "crossorder", "blocked", "mixed"])
+def test_progress_program_passes_against_the_library_alone(mode: str) -> None:
+    """Without ReduceLab the same checks pass against the MPI library (they are MPI's semantics)."""
+    proc = _progress(mode, 4, 9, {"EXPECT_INTERCEPT": "0"}, preload=False)
+    m = PROGRESS.search(ok(proc))
+    assert m and int(m.group(5)) == 0, proc.stdout
+
+
+def test_progress_thread_is_not_started_for_a_thread_multiple_application() -> None:
+    """The thread-level rule stays the application's: at MPI_THREAD_MULTIPLE every call still goes
+    to the MPI library (test_threads.c checks 500 fall-throughs), so no progress thread is started
+    and REDUCELAB_VERBOSE says why."""
+    proc = mpirun(2, [str(BUILD / "test_threads")], {"REDUCELAB_VERBOSE": "1", "REDUCELAB_PROGRESS": "thread"},
+                  preload=True, timeout=120)
+    out = ok(proc)
+    if "skipped" in out:
+        pytest.skip(out.strip())
+    assert re.search(r"test_threads p=2: 1002 checks, 0 failures", out), out
+    assert proc.stderr.count("REDUCELAB_PROGRESS=thread: the application asked for MPI_THREAD_MULTIPLE") == 2
+    assert "progress thread started" not in proc.stderr
+
+
+def test_bad_progress_setting_is_a_clear_error() -> None:
+    proc = _progress("getstatus", 2, 1, {"REDUCELAB_PROGRESS": "threads"}, alarm=20)
+    assert proc.returncode != 0
+    assert "REDUCELAB_PROGRESS='threads' is not 'thread' or 'none'" in proc.stderr
+
+
+RULES_LINE = re.compile(r"count (\d+) bytes (\d+) decision (\d) blocking (\d+)/(\d+) nonblocking (\d+)/(\d+) "
+                        r"persistent (\d+)/(\d+)")
+
+
+def _rules_run(p: int, algorithm: str, counts: list[int], env: dict[str, str]) -> tuple[list[tuple[int, ...]], int]:
+    """mpi/tests/test_rules.c: per count (decision, blocking and nonblocking counter moves), and
+    the crossover it reports; every result checked element by element."""
+    out = ok(mpirun(p, [str(BUILD / "test_rules"), algorithm, *map(str, counts)], env, timeout=60))
+    m = re.search(r"test_rules p=(\d+): (\d+) checks, (\d+) failures", out)
+    assert m and int(m.group(1)) == p and int(m.group(3)) == 0 and int(m.group(2)) == 4 * p * len(counts), out
+    lines = [tuple(map(int, x)) for x in RULES_LINE.findall(out)]
+    assert [line[0] for line in lines] == counts, out
+    return lines, int(re.search(r"crossover p=\d+: (-?\d+)", out).group(1))
+
+
+@pytest.mark.parametrize(("p", "rule_bytes"), [(2, 64), (3, 64), (4, 1000), (6, 1000)])
+def test_auto_hands_calls_below_the_crossover_to_the_library(tmp_path: Path, p: int, rule_bytes: int) -> None:
+    """REDUCELAB_RULES file '2 64' / '4 1000': below the rule of the largest rank count <= p,
+    `auto` (RL_Allreduce, RL_Iallreduce, a persistent plan's first start) runs the library's
+    allreduce, from it a schedule; results exact either way."""
+    rules = tmp_path / "rules.txt"
+    rules.write_text("# test rules\n4 1000   # four and more\n2 64\n")
+    counts = [0, 1, 15, 16, 249, 250, 251, 5000]
+    lines, crossover = _rules_run(p, "auto", counts, {"REDUCELAB_RULES": str(rules)})
+    assert crossover == rule_bytes
+    for count, nbytes, decision, bs, bf, ns, nf, ps, pf in lines:
+        below = nbytes < rule_bytes
+        assert decision == below and (bs, bf) == (ns, nf) == (ps, pf) == ((0, 1) if below else (1, 0)), (count, lines)
+
+
+def test_shipped_default_rules_and_other_algorithms(tmp_path: Path) -> None:
+    """Without REDUCELAB_RULES the shipped defaults (mpi/src/rl_rules.h) apply; an explicit
+    algorithm other than auto always runs its schedule; REDUCELAB_RULES=none turns the crossover off."""
+    text = (ROOT / "mpi" / "src" / "rl_rules.h").read_text()
+    pairs = [tuple(map(int, t)) for t in re.findall(r"\{(\d+), (\d+)\}", text.split("#define RL_DEFAULT_RULES")[1])]
+    four = max(b for r, b in pairs if r <= 4)
+    counts = [1, four // 4 - 1, four // 4]
+    lines, crossover = _rules_run(4, "-", counts, {"REDUCELAB_RULES": ""})
+    assert crossover == four and [line[2] for line in lines] == [1, 1, 0]
+    lines, _ = _rules_run(4, "ring", counts, {"REDUCELAB_RULES": ""})
+    assert all(line[3:] == (1, 0, 1, 0, 1, 0) for line in lines), lines  # (decision: of the environment's auto)
+    lines, crossover = _rules_run(4, "auto", counts, {"REDUCELAB_RULES": "none"})
+    assert crossover == -1 and all(line[2] == 0 for line in lines)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("4 1000\nfour 10\n", "line 2: want 'RANKS MIN_BYTES'"),
+    ("4 1000 7\n", "line 1: want 'RANKS MIN_BYTES'"),
+    (None, "cannot open the file"),
+])
+def test_bad_rules_file_is_a_clear_error(tmp_path: Path, content: str | None, message: str) -> None:
+    rules = tmp_path / "rules.txt"
+    if content is not None:
+        rules.write_text(content)
+    proc = mpirun(2, [str(BUILD / "test_rules"), "auto", "100"], {"REDUCELAB_RULES": str(rules)}, timeout=60)
+    assert proc.returncode != 0
+    assert f"REDUCELAB_RULES='{rules}'" in proc.stderr and message in proc.stderr, proc.stderr
+
+
+def test_crossover_rule_on_synthetic_medians() -> None:
+    """The crossover is the threshold losing least (sum of log time ratios) against the faster
+    of library and auto over the sizes; a single noisy size does not move it far."""
+    from reducelab.mpibench import Row, crossover
+
+    def rows(mpi: list[float], auto: list[float]) -> list[Row]:
+        sizes = [8 << k for k in range(len(mpi))]
+        return [Row(4, "mpi", s, t, t, t, 5) for s, t in zip(sizes, mpi)] + \
+            [Row(4, "auto", s, t, t, t, 5) for s, t in zip(sizes, auto)]
+
+    assert crossover(rows([1, 1, 1, 1, 1], [2, 2, 0.9, 0.8, 0.7]), 4) == (32, True)
+    assert crossover(rows([1, 1, 1, 1, 1, 1], [2, 2, 0.5, 0.5, 1.5, 0.5]), 4) == (32, True)  # 1.5: noise
+    assert crossover(rows([1, 1, 1, 1, 1], [0.9, 2, 0.9, 0.9, 0.9]), 4) == (32, True)  # 0.9 at 8 B: not worth 2
+    assert crossover(rows([1, 1, 1], [0.5, 0.5, 0.5]), 4) == (8, True)
+    assert crossover(rows([1, 1, 1], [1, 1, 1]), 4) == (8, True)  # ties: schedules
+    assert crossover(rows([1, 1, 1], [2, 2, 2]), 4) == (64, False)
+    assert crossover(rows([1, 1, 1, 1], [2, 2, 0.9, 3]), 4) == (128, False)
+
+
+def test_tune_mpi_cli_writes_a_rules_file_auto_reads(tmp_path: Path) -> None:
+    """`reducelab tune mpi` end to end on a tiny sweep (no timing assertions): the file has one
+    rule per rank count at one of the measured sizes (or past them), and `auto` follows it."""
+    from helpers import cli
+
+    out = tmp_path / "rules.txt"
+    proc = cli("tune", "mpi", "--ranks", "2", "--sizes", "8", "1KiB", "--reps", "1", "--round-bytes", "64KiB",
+               "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "decision cost" in text and "load average" in text
+    rule = [line for line in text.splitlines() if not line.startswith("#")]
+    assert len(rule) == 1 and rule[0].split()[0] == "2" and int(rule[0].split()[1]) in (8, 1024, 2048), text
+    lines, crossover = _rules_run(2, "auto", [1, 256], {"REDUCELAB_RULES": str(out)})
+    assert crossover == int(rule[0].split()[1])
+    assert [line[2] for line in lines] == [int(4 < crossover), int(1024 < crossover)]
+
+
+def test_interposition_under_the_shipped_crossover() -> None:
+    """test_pmpi (MPI_Allreduce, MPI_Iallreduce with the Wait/Test family, a persistent
+    MPIX_Allreduce_init request, reduce-scatter, allgather) with the shipped rules: small
+    allreduces go to the library (its own persistent request too), large ones run schedules,
+    and every result matches; the program's only complaint is that not every call was scheduled."""
+    proc = mpirun(4, [str(BUILD / "test_pmpi")], {"REDUCELAB_RULES": ""}, preload=True)
+    m = re.search(r"(\d+) intercepted-call checks, (\d+) scheduled, (\d+) failures", proc.stdout)
+    assert m, proc.stdout + proc.stderr
+    calls, scheduled, failures = map(int, m.groups())
+    assert 0 < scheduled < calls and failures == 4, proc.stdout
+    # (the ranks' stderr lines may interleave)
+    assert proc.stderr.count("FAIL:") == 4, proc.stderr
+    assert proc.stderr.count(f"only {scheduled} of {calls} calls ran ReduceLab schedules") == 4, proc.stderr

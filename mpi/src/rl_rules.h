@@ -1,0 +1,12 @@
+/* The shipped crossovers of `auto` (engine.c, auto_to_library; docs/mpi.md): {ranks, bytes}:
+ * on a communicator of at least `ranks` ranks (the largest such rule), allreduces of fewer than
+ * `bytes` bytes go to the MPI library. Measured on the 2-core development VM with
+ * `reducelab tune mpi --reps 11` (Open MPI 4.1.4, load average 8-11): three runs gave 16, 0.5
+ * and 8 KiB at 4 ranks and 4, 8 and 4 KiB at 8 ranks (mpi/rules/vm-run{3,4,5}.txt), two earlier
+ * runs refitted 16 and 4 KiB, and 8 and 8 KiB; these are the medians of the five. Rules for
+ * another machine: `reducelab tune mpi` and REDUCELAB_RULES=FILE; REDUCELAB_RULES=none disables
+ * the crossover. Below 4 ranks there is no rule (schedules at every size, as before). */
+#ifndef RL_RULES_H
+#define RL_RULES_H
+#define RL_DEFAULT_RULES {4, 8192}, {8, 8192}
+#endif
