@@ -1268,8 +1268,9 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     if from_file:
         import tomllib
 
-        try:  # a size-sweep figure ([reproduction], reducelab.reproduce) or a scenario figure
-            swing_file = "reproduction" in tomllib.loads(Path(args.figure).read_text(encoding="utf-8"))
+        try:  # a size-sweep figure (reducelab.reproduce) or a scenario figure (reducelab.figures)
+            head = tomllib.loads(Path(args.figure).read_text(encoding="utf-8")).get("figure")
+            swing_file = isinstance(head, dict) and head.get("kind") in figures.SIZE_SWEEP_KINDS
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
             swing_file = False  # figures.load names the problem
         if not swing_file:

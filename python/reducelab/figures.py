@@ -10,8 +10,9 @@ files. Every point is a scenario run by `_core.run`: stored points are not run a
 interrupted figure resumes; two figures sharing a point run it once), and points run in local
 worker processes or on a Dask cluster (``scheduler``).
 
-The size-sweep figures of the Swing paper (``[reproduction]`` files) are read by
-`reducelab.reproduce`, whose runs go through the same store.
+Every figure file has a ``[figure]`` table; its ``kind`` picks the code. The size-sweep kinds of the
+Swing paper (`SIZE_SWEEP_KINDS`) are read by `reducelab.reproduce`, whose runs go through the same
+store and the same claims engine.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ STORE_FILE = "points.sqlite"
 """The run store a reproduction writes into its output directory unless given one."""
 
 PANEL_KINDS = ("bars", "lines", "cdf")
+
+SIZE_SWEEP_KINDS = ("gain_vs_size", "goodput_vs_size")
+"""Figure kinds read by `reducelab.reproduce` (a grid of topologies x bandwidths x algorithm
+variants x vector sizes) rather than by this module."""
 
 
 class FigureError(ValueError):
@@ -228,7 +233,8 @@ def load(path: str | os.PathLike[str]) -> Figure:
     kinds = _kinds()
     kind = f.get("kind", str)
     if kind not in kinds:
-        raise f.err("kind", f"unknown figure kind {kind!r} (known: {', '.join(kinds)})")
+        known = ", ".join([*kinds, *SIZE_SWEEP_KINDS])
+        raise f.err("kind", f"unknown figure kind {kind!r} (known: {known})")
     name = f.get("name", str)
     scenario_path = path.parent / f.get("scenario", str)
     if not scenario_path.is_file():
@@ -283,7 +289,8 @@ def figure_files(root: Path | None = None) -> list[Path]:
         if p.name.endswith(".claims.toml"):
             continue
         try:
-            if "figure" in tomllib.loads(p.read_text(encoding="utf-8")):
+            fig = tomllib.loads(p.read_text(encoding="utf-8")).get("figure")
+            if isinstance(fig, dict) and fig.get("kind") not in SIZE_SWEEP_KINDS:
                 out.append(p)
         except (OSError, tomllib.TOMLDecodeError):
             out.append(p)  # reported when loaded

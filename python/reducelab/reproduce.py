@@ -55,6 +55,7 @@ from typing import Any
 from . import _core
 from .claims import check_pass_rule, claims_table_text
 from .claims import judge as _judge
+from .figures import SIZE_SWEEP_KINDS as KINDS
 from .scenario import Scenario
 from .store import ResultStore
 
@@ -62,7 +63,6 @@ from .store import ResultStore
 BACKENDS = ("auto", "packet", "flow")
 STORE_FILE = "points.sqlite"
 """The run store a reproduction writes into its output directory unless given one."""
-KINDS = ("gain_vs_size", "goodput_vs_size")
 
 #: Metrics computed from the gain of a claim's `subject` over `against` at each size.
 GAIN_METRICS = (
@@ -97,15 +97,16 @@ def scenarios_dir() -> Path:
 
 def registry() -> dict[str, Path]:
     """Size-sweep figures by name: every ``scenarios/<paper>/figN.toml`` with a
-    ``[reproduction]`` table (by paper, then figure number). A new figure is its two files."""
+    ``[figure]`` table of a size-sweep kind (by paper, then figure number). A new figure is its
+    two files."""
     out: dict[str, Path] = {}
     files = [p for p in scenarios_dir().glob("*/fig*.toml") if not p.name.endswith(".claims.toml")]
     for p in sorted(files, key=lambda p: (p.parent.name, int("".join(c for c in p.stem if c.isdigit()) or 0))):
         try:
-            rep = tomllib.loads(p.read_text(encoding="utf-8")).get("reproduction")
+            rep = tomllib.loads(p.read_text(encoding="utf-8")).get("figure")
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise ReproductionError(f"{p}: cannot read: {exc}") from None
-        if isinstance(rep, dict) and isinstance(rep.get("name"), str):
+        if isinstance(rep, dict) and rep.get("kind") in KINDS and isinstance(rep.get("name"), str):
             out[rep["name"]] = p
     return out
 
@@ -194,7 +195,7 @@ class Spec:
     output: str
     claims_path: Path
     latency_ns: float
-    hop_ns: float
+    switch_latency_ns: float
     backend: str
     flow_min_bytes: int
     seed: int
@@ -338,7 +339,7 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
     path = Path(path)
     doc = _read_toml(path, "reproduction spec")
     top = _Table(path, "(top level)", doc)
-    rep = _Table(path, "reproduction", top.get("reproduction", dict))
+    rep = _Table(path, "figure", top.get("figure", dict))
     net = _Table(path, "network", top.get("network", dict))
     grid = _Table(path, "grid", top.get("grid", dict))
     series_raw = top.get("series", list, what="an array of [[series]] tables")
@@ -348,13 +349,13 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
     name = rep.get("name", str)
     kind = rep.get("kind", str)
     if kind not in KINDS:
-        raise ReproductionError(f"{path}: reproduction.kind: unknown kind {kind!r} (known: {', '.join(KINDS)})")
+        raise ReproductionError(f"{path}: figure.kind: unknown kind {kind!r} (known: {', '.join(KINDS)})")
     paper, figure = rep.get("paper", str, ""), rep.get("figure", str, "")
     title = rep.get("title", str, name)
     claims_rel = rep.get("claims", str)
     output = rep.get("output", str, name)
     if not re.fullmatch(r"[A-Za-z0-9_.-]+", output):
-        raise ReproductionError(f"{path}: reproduction.output: must be a file stem (letters, digits, _ . -), got {output!r}")
+        raise ReproductionError(f"{path}: figure.output: must be a file stem (letters, digits, _ . -), got {output!r}")
     scenario_rel = rep.get("scenario", str, "")
     scenario_path = path.parent / scenario_rel if scenario_rel else scenarios_dir() / "swing" / "network.toml"
     rep.done()
@@ -366,7 +367,7 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
             raise net._err("topology", f"{t!r} is not a topology spec (torus:AxB[xC...], hyperx:AxB, hammingmesh:BXxBY,GXxGY)")
         net_topology = (t,)
     latency_ns = net.number("latency_ns")
-    hop_ns = net.number("hop_ns")
+    switch_latency_ns = net.number("switch_latency_ns")
     backend = net.get("backend", str, "auto")
     if backend not in BACKENDS:
         raise ReproductionError(f"{path}: network.backend: unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
@@ -474,7 +475,7 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
 
     notes = (g["note"],) if g["note"] else ()
     if not scenario_path.is_file():
-        raise ReproductionError(f"{path}: reproduction.scenario: {scenario_path}: no such file")
+        raise ReproductionError(f"{path}: figure.scenario: {scenario_path}: no such file")
     return Spec(
         scenario_path=scenario_path,
         path=path,
@@ -486,7 +487,7 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
         output=output,
         claims_path=path.parent / claims_rel,
         latency_ns=latency_ns,
-        hop_ns=hop_ns,
+        switch_latency_ns=switch_latency_ns,
         backend=backend,
         flow_min_bytes=g["flow_min_bytes"],
         seed=seed,
@@ -678,7 +679,7 @@ def point_scenario(spec: Spec, base: Scenario, p: PointKey) -> Scenario:
         "topology.shape": topo,
         "topology.bandwidth_gbps": bw,
         "topology.latency_ns": spec.latency_ns,
-        "network.switch_latency_ns": spec.hop_ns,
+        "network.switch_latency_ns": spec.switch_latency_ns,
         "traffic[0].algorithm": variant,
         "traffic[0].bytes": size,
         "run.backend": backend,
@@ -1127,7 +1128,7 @@ def setup_lines(spec: Spec, backend: str, results: Results) -> list[str]:
     lines = [
         f"networks: {'; '.join(nets)}",
         f"links {', '.join(_fmt_bw(b) for b in spec.bandwidths)}, {spec.latency_ns:g} ns link latency, "
-        f"{spec.hop_ns:g} ns per hop, seed {spec.seed}; peak goodput = D x link bandwidth",
+        f"{spec.switch_latency_ns:g} ns per hop, seed {spec.seed}; peak goodput = D x link bandwidth",
         f"sizes: {sizes}",
         "series: " + "; ".join(
             f"{s.name} ({' / '.join(s.variants)})" + ("" if s.baseline else " [not a baseline]") for s in spec.series
@@ -1306,7 +1307,7 @@ def reproduce(
     for cfg, v in todo:
         if variant_backend(v) == "auto":
             try:
-                why = _core.auto_flow_reason(cfg.topology, v, cfg.bandwidth, spec.latency_ns, spec.hop_ns)
+                why = _core.auto_flow_reason(cfg.topology, v, cfg.bandwidth, spec.latency_ns, spec.switch_latency_ns)
             except ValueError:
                 why = None  # the run itself reports the problem (or marks an optional series absent)
             if why is not None:

@@ -156,7 +156,7 @@ def test_spec_errors_name_the_field(tmp_path: Path) -> None:
     bad.write_text(text.replace('variants = ["ring"]', 'variants = ["rring"]'), encoding="utf-8")
     with pytest.raises(reproduce.ReproductionError, match=r"series\[2\]\.variants: unknown algorithm 'rring'"):
         reproduce.load_spec(bad)
-    bad.write_text(text.replace("hop_ns = 300", "hop_ns = 300\nbogus = 1"), encoding="utf-8")
+    bad.write_text(text.replace("switch_latency_ns = 300", "switch_latency_ns = 300\nbogus = 1"), encoding="utf-8")
     with pytest.raises(reproduce.ReproductionError, match=r"network\.bogus: unknown key"):
         reproduce.load_spec(bad)
 
@@ -208,7 +208,7 @@ def test_every_spec_and_claims_file_loads_at_every_scale(name: str) -> None:
         if scale == "full":
             assert not any(c.stand_in for c in spec.configs)
             assert spec.size_factor == 2 and spec.bandwidths[-1] >= 400
-    assert full.latency_ns == 100 and full.hop_ns == 300
+    assert full.latency_ns == 100 and full.switch_latency_ns == 300
     if name != "swing-fig9":
         assert full.bandwidths == (400.0,)
 
@@ -231,13 +231,13 @@ def test_paper_networks_of_the_full_scale() -> None:
 
 def _write_spec(tmp_path: Path, spec_extra: str = "", claims: str = "", series_extra: str = "") -> Path:
     (tmp_path / "s.toml").write_text(f"""
-[reproduction]
+[figure]
 name = "t"
 kind = "goodput_vs_size"
 claims = "s.claims.toml"
 [network]
 latency_ns = 100
-hop_ns = 300
+switch_latency_ns = 300
 [grid]
 topologies = ["torus:4x4", "torus:8x8"]
 bandwidths_gbps = [400]
