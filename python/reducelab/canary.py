@@ -9,7 +9,7 @@ This module turns a figure's parameters into scenarios (`CanaryKind.points`) and
 summary into one row of ``STEM.csv`` (`CanaryKind.row`). Point parameters:
 
 - ``series``: ``ring`` | ``canary`` | ``canary-tN`` (any name starting ``canary``) |
-  ``static-N`` (N static trees);
+  ``static_trees:N`` (N static trees);
 - ``fraction`` (allreduce hosts = round(fraction x hosts), at least 2, the rest congest; drawn
   by random allocation ``allocation``: hosts shuffled with ``random.Random(1000 + allocation)``)
   or ``tenants`` (k disjoint allreduces partitioning all hosts, shuffled with
@@ -127,11 +127,11 @@ def _traffic(series: str, hosts: Sequence[int], nbytes: int, elements: int | Non
     t: dict[str, Any] = {"kind": "ina_allreduce", "hosts": h, "bytes": nbytes}
     if series.startswith("canary"):
         t["protocol"] = "canary"
-    elif series.startswith("static-") and series[7:].isdigit():
+    elif series.startswith("static_trees:") and series[13:].isdigit():
         t["protocol"] = "static_trees"
-        t["trees"] = int(series[7:])
+        t["trees"] = int(series[13:])
     else:
-        raise ValueError(f"series {series!r}: expected ring, canary[-...] or static-N")
+        raise ValueError(f"series {series!r}: expected ring, canary[-...] or static_trees:N")
     if elements is not None:
         t["elements_per_packet"] = elements
     return t

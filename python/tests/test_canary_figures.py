@@ -112,7 +112,7 @@ def test_utilisation_histograms(tiny_all: tuple[Path, str]) -> None:
     for r in rows:
         key = (r["series"], r["congestion"])
         groups[key] = groups.get(key, 0.0) + float(r["fraction"])
-    assert set(groups) == {(s, c) for s in ("static-1", "static-4", "canary") for c in ("False", "True")}
+    assert set(groups) == {(s, c) for s in ("static_trees:1", "static_trees:4", "canary") for c in ("False", "True")}
     assert all(v == pytest.approx(1.0, abs=1e-4) for v in groups.values())
     # The histograms' mean is the CSV's mean network-link utilisation (one allocation at tiny scale).
     runs = read_csv(out / "canary-fig7" / "fig7.csv")
@@ -192,7 +192,7 @@ bg_bytes = 16384
 [[grid]]
 fraction = [0.25, 0.5]
 congestion = [true]
-series = ["static-4", "canary"]
+series = ["static_trees:4", "canary"]
 allocation = "$allocations"
 
 [[panel]]
@@ -215,7 +215,7 @@ rule = "ratio > 0 (always true: the ratio of two positive goodputs)"
 metric = "ratio"
 each = {{ fraction = "all" }}
 subject = {{ series = "canary" }}
-against = {{ series = "static-4" }}
+against = {{ series = "static_trees:4" }}
 unit = "x"
 pass_if = "all > 0"
 mark = {{ panel = 0, x = 0.5, y = 60 }}
@@ -233,7 +233,7 @@ def test_a_figure_is_two_data_files(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     rows = read_csv(tmp_path / "out" / "myfig.csv")
     assert [(r["series"], r["fraction"]) for r in rows] == [
-        ("static-4", "0.25"), ("canary", "0.25"), ("static-4", "0.5"), ("canary", "0.5")]
+        ("static_trees:4", "0.25"), ("canary", "0.25"), ("static_trees:4", "0.5"), ("canary", "0.5")]
     claims = read_csv(tmp_path / "out" / "myfig_claims.csv")
     assert [(c["id"], c["pass"]) for c in claims] == [("faster", "pass")]
     assert "fraction 0.25" in claims[0]["measured_value"] and "fraction 0.5" in claims[0]["measured_value"]
@@ -330,7 +330,7 @@ def test_bad_arguments_are_clear_errors(args: tuple[str, ...], message: str) -> 
         (None, ("metric = \"ratio\"", "metric = \"median\""), "claim[0].metric: unknown metric 'median'"),
         (None, ("pass_if = \"all > 0\"", "pass_if = \"mostly > 0\""), "claim[0].pass_if: expected"),
         (None, ("subject = { series = \"canary\" }", "subject = { colour = \"canary\" }"), "claim[0].subject.colour: not a column"),
-        (None, ("against = { series = \"static-4\" }\n", ""), "claim[0].against: metric 'ratio' needs"),
+        (None, ("against = { series = \"static_trees:4\" }\n", ""), "claim[0].against: metric 'ratio' needs"),
     ],
 )
 def test_bad_figure_files_name_the_field(tmp_path: Path, figure_edit, claims_edit, message: str) -> None:

@@ -35,7 +35,7 @@ pub struct Tenant<'a> {
 /// An in-network allreduce protocol, configured for one collective.
 pub trait InaProtocol: std::fmt::Debug + Send + Sync {
     fn info(&self) -> &'static crate::ProtocolInfo;
-    /// Its name in results (`canary`, `static-trees-4`).
+    /// Its name in results (`canary`, `static_trees:4` (the protocol name, then its tree count)).
     fn label(&self) -> String;
     fn as_any(&self) -> &dyn Any;
     /// The program of every switch node (`None` for hosts) for all `tenants` of a scenario,

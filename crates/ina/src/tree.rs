@@ -49,7 +49,7 @@ impl InaProtocol for StaticTrees {
         crate::protocol_info("static_trees")
     }
     fn label(&self) -> String {
-        format!("static-trees-{}", self.trees)
+        format!("static_trees:{}", self.trees)
     }
     fn as_any(&self) -> &dyn Any {
         self

@@ -121,7 +121,7 @@ fn static_trees_are_verified_and_a_loss_stalls_them_with_a_reason() {
     let t = "[[traffic]]\nkind = \"ina_allreduce\"\nhosts = \"all\"\nbytes = 262144\nprotocol = \"static_trees\"\ntrees = 4\n";
     let s = run(&scenario(t, ""));
     assert_clean(&s);
-    assert_eq!(s["traffic"][0]["protocol"], "static-trees-4");
+    assert_eq!(s["traffic"][0]["protocol"], "static_trees:4");
     let lossy = run(&scenario(t, "loss_probability = 0.05\n"));
     assert_eq!(lossy["status"], "stalled");
     let why = lossy["status_reason"].as_str().unwrap();
