@@ -40,11 +40,13 @@ class BenchResult(EngineStats):
     name: str
     peak_rss_bytes: int
 
-def run(text: str, seed: int | None = None, progress: bool = False) -> RunOutput:
-    """Parse, validate and run a TOML scenario given as text (GIL released).
+def run(text: str, seed: int | None = None, progress: bool = False, probe: bool = False) -> RunOutput:
+    """Parse, validate and run a TOML scenario given as text (GIL released), on the backend its
+    ``run.backend`` resolves to (summary.json's ``backend`` and ``backend_reason``).
 
     `seed` (0 <= seed < 2**64) overrides the scenario's seed. With `progress`, a progress bar is
-    drawn on stderr when it is a terminal and the run lasts more than 2 s.
+    drawn on stderr when it is a terminal and the run lasts more than 2 s. With `probe`, the
+    scenario is validated and stopped at simulated time 1 ps (status ``"time_limit"``).
 
     Raises `ScenarioError` if the scenario is invalid. Python's signal handlers run about every
     65k events; if one raises (e.g. Ctrl-C's ``KeyboardInterrupt``), the run stops and that

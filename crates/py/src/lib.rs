@@ -180,23 +180,26 @@ impl Drop for ProgressBar {
 ///
 /// Returns a dict with `summary_json` (str), `files` (list of `(name, contents)`), `table` (str)
 /// and `stats` (engine counters). `seed` overrides the scenario's seed. With `progress=True` a
-/// progress bar is drawn on stderr if it is a terminal and the run lasts more than 2 s.
-/// Raises `ScenarioError` for an invalid scenario. The GIL is released during the run; Python's
+/// progress bar is drawn on stderr if it is a terminal and the run lasts more than 2 s. With
+/// `probe=True` the scenario is validated and stopped at simulated time 1 ps (status
+/// `time_limit`) on whichever backend it resolves to. Raises `ScenarioError` for an invalid
+/// scenario. The GIL is released during the run; Python's
 /// signal handlers run about every 65k events, and if one raises, the run stops and that
 /// exception propagates with the partial output dict (status `interrupted`) as `partial_run`.
 #[pyfunction]
-#[pyo3(signature = (text, seed=None, progress=false))]
+#[pyo3(signature = (text, seed=None, progress=false, probe=false))]
 fn run<'py>(
     py: Python<'py>,
     text: &str,
     seed: Option<u64>,
     progress: bool,
+    probe: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     PENDING_SIGNAL.with(|p| p.borrow_mut().take());
     let result = py.allow_threads(|| {
         let mut bar = if progress { ProgressBar::start() } else { None };
         DRAWS_BAR.with(|d| d.set(bar.is_some()));
-        let opts = RunOptions { seed, progress: Some(poll_run as fn(f64) -> bool) };
+        let opts = RunOptions { seed, progress: Some(poll_run as fn(f64) -> bool), probe };
         let result = reducelab_sim::run_scenario_str(text, &opts);
         DRAWS_BAR.with(|d| d.set(false));
         if let Some(bar) = bar.as_mut() {

@@ -355,15 +355,23 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
 
 /// `summary.json` and the terminal table of a run at flow level (`run.backend` resolved to
 /// flow): one allreduce on every host, timed by `reducelab_flow::run_plan`. Nothing is carried,
-/// so nothing is verified (`verified` is null) and the run is `completed` once timed.
-pub fn build_flow(sc: &Scenario, algorithm: &str, ranks: usize, bytes: u64, r: &reducelab_flow::FlowResult) -> (Value, String) {
+/// so nothing is verified (`verified` is null) and the run is `completed` once timed. `r` is
+/// `None` for a probe ([`crate::RunOptions::probe`]): nothing timed, status `time_limit`.
+pub fn build_flow(sc: &Scenario, algorithm: &str, ranks: usize, bytes: u64, r: Option<&reducelab_flow::FlowResult>) -> (Value, String) {
     let topo = &sc.topology;
+    let (status, reason) = match r {
+        Some(_) => (RunStatus::Completed, None),
+        None => (RunStatus::TimeLimit, Some("a probe: stopped at 1 ps, before the flow backend timed anything")),
+    };
+    let zero = reducelab_flow::FlowResult { runtime_ps: 0, messages: 0, events: 0, contention_free: false };
+    let r = r.unwrap_or(&zero);
     let goodput = (r.runtime_ps > 0).then(|| bytes as f64 * 8.0 / (r.runtime_ps as f64 * 1e-12) / 1e9);
+    let runtime = (status == RunStatus::Completed).then_some(r.runtime_ps);
     let summary = json!({
         "scenario": sc.name,
         "seed": sc.seed,
-        "status": RunStatus::Completed.as_str(),
-        "status_reason": Value::Null,
+        "status": status.as_str(),
+        "status_reason": reason,
         "backend": sc.backend.name(),
         "backend_reason": sc.backend_reason,
         "sim_time_ps": r.runtime_ps,
@@ -397,7 +405,7 @@ pub fn build_flow(sc: &Scenario, algorithm: &str, ranks: usize, bytes: u64, r: &
             "completed": r.messages,
             "verified": Value::Null,
             "mismatch": Value::Null,
-            "runtime_ps": r.runtime_ps,
+            "runtime_ps": runtime,
             "goodput_gbps": goodput,
             "buffer_bytes": sc.net.buffer_bytes,
             "throughput_gbps": goodput.unwrap_or(0.0),
@@ -410,7 +418,10 @@ pub fn build_flow(sc: &Scenario, algorithm: &str, ranks: usize, bytes: u64, r: &
     let mut table = String::new();
     let _ = writeln!(table, "scenario   {}  (seed {})", sc.name, sc.seed);
     let _ = writeln!(table, "topology   {}: {} hosts, {} switches, {} links", topo.name, topo.num_hosts(), topo.num_switches(), topo.links.len());
-    let _ = writeln!(table, "status     completed at {:.3} us simulated", r.runtime_ps as f64 * 1e-6);
+    let _ = writeln!(table, "status     {} at {:.3} us simulated", status.as_str(), r.runtime_ps as f64 * 1e-6);
+    if let Some(why) = reason {
+        let _ = writeln!(table, "why        {why}");
+    }
     let _ = writeln!(table, "backend    flow ({})", sc.backend_reason);
     let _ = writeln!(
         table,
