@@ -72,17 +72,50 @@ pub struct CollectiveOutcome {
     pub wall_seconds: f64,
 }
 
-/// Process-wide caches of built schedules and timing plans, per (algorithm, collective, layout).
-type Cache<T> = Mutex<HashMap<(String, String, Vec<u32>), Arc<T>>>;
+/// A process-wide cache of built schedules or timing plans, per (algorithm, collective,
+/// layout), with the total size of its entries.
+struct Cache<T> {
+    map: HashMap<(String, String, Vec<u32>), (Arc<T>, u64)>,
+    weight: u64,
+}
+
+impl<T> Default for Cache<T> {
+    fn default() -> Self {
+        Cache { map: HashMap::new(), weight: 0 }
+    }
+}
 
 /// Most entries kept per cache; a cache is emptied when it would grow beyond this.
 const CACHE_ENTRIES: usize = 64;
 
+/// Most transfers (schedules) or messages (plans) a cache keeps, about 200 MB: every scenario
+/// with a collective goes through the caches, and a long-lived process (a sweep worker, the
+/// fuzz test) meets many schedules. A cache is emptied when a new entry would exceed this (the
+/// new entry is kept even if it alone does).
+const CACHE_WEIGHT: u64 = 1 << 22;
+
+fn schedule_weight(s: &Schedule) -> u64 {
+    s.programs.iter().flat_map(|p| &p.steps).map(|st| (st.sends.len() + st.recvs.len()) as u64).sum::<u64>().max(1)
+}
+
+fn plan_weight(p: &Plan) -> u64 {
+    p.steps.iter().map(|st| st.msgs.len() as u64).sum::<u64>().max(1)
+}
+
 /// `build()` for (`algorithm`, `collective`, `layout`) from `cache`, after checking the rank
 /// count against `limit`.
-fn cached<T>(cache: &Cache<T>, algorithm: &str, collective: Collective, layout: &Layout, limit: u32, what: &str, build: impl FnOnce() -> Result<T, String>) -> Result<Arc<T>, String> {
+fn cached<T>(
+    cache: &Mutex<Cache<T>>,
+    algorithm: &str,
+    collective: Collective,
+    layout: &Layout,
+    limit: u32,
+    what: &str,
+    weight: fn(&T) -> u64,
+    build: impl FnOnce() -> Result<T, String>,
+) -> Result<Arc<T>, String> {
     let key = (algorithm.to_string(), format!("{collective:?}"), layout.dims.clone());
-    if let Some(b) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+    if let Some((b, _)) = cache.lock().unwrap_or_else(|e| e.into_inner()).map.get(&key) {
         return Ok(b.clone());
     }
     let p = layout.ranks();
@@ -90,21 +123,26 @@ fn cached<T>(cache: &Cache<T>, algorithm: &str, collective: Collective, layout: 
         return Err(format!("{p} ranks is more than the {limit} that '{algorithm}' {what} support"));
     }
     // Built outside the lock so that concurrent callers do not wait on each other.
-    let b = Arc::new(build().map_err(|e| format!("{algorithm} on {:?}: {e}", layout.dims))?);
+    let b = Arc::new(build()?);
+    let w = weight(&b);
     let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if c.len() >= CACHE_ENTRIES {
-        c.clear();
+    if c.map.len() >= CACHE_ENTRIES || c.weight + w > CACHE_WEIGHT {
+        c.map.clear();
+        c.weight = 0;
     }
-    c.insert(key, b.clone());
+    if let Some((_, old)) = c.map.insert(key, (b.clone(), w)) {
+        c.weight -= old; // built twice by concurrent callers
+    }
+    c.weight += w;
     Ok(b)
 }
 
 /// The `collective` schedule of variant `algorithm` for `layout`, from the process-wide cache.
 /// Ring-like schedules grow as p², so they are limited to fewer ranks (the registry's `max_ranks`).
 pub fn cached_schedule(algorithm: &str, collective: Collective, layout: &Layout) -> Result<Arc<Schedule>, String> {
-    static CACHE: OnceLock<Cache<Schedule>> = OnceLock::new();
+    static CACHE: OnceLock<Mutex<Cache<Schedule>>> = OnceLock::new();
     let limit = reducelab_sched::registry::variant_entry(algorithm)?.max_ranks;
-    cached(CACHE.get_or_init(Default::default), algorithm, collective, layout, limit, "schedules (packet level)", || {
+    cached(CACHE.get_or_init(Default::default), algorithm, collective, layout, limit, "schedules (packet level)", schedule_weight, || {
         reducelab_sched::registry::build(algorithm, collective, layout)
     })
 }
@@ -112,9 +150,9 @@ pub fn cached_schedule(algorithm: &str, collective: Collective, layout: &Layout)
 /// The allreduce timing plan of variant `algorithm` for `layout` (flow backend), from the
 /// process-wide cache. Built without materialising the schedule where that is large.
 pub fn cached_plan(algorithm: &str, layout: &Layout) -> Result<Arc<Plan>, String> {
-    static CACHE: OnceLock<Cache<Plan>> = OnceLock::new();
+    static CACHE: OnceLock<Mutex<Cache<Plan>>> = OnceLock::new();
     reducelab_sched::registry::variant_entry(algorithm)?;
-    cached(CACHE.get_or_init(Default::default), algorithm, Collective::Allreduce, layout, MAX_RANKS, "timing plans", || {
+    cached(CACHE.get_or_init(Default::default), algorithm, Collective::Allreduce, layout, MAX_RANKS, "timing plans", plan_weight, || {
         reducelab_sched::plan::plan(algorithm, layout)
     })
 }
@@ -145,10 +183,10 @@ pub fn swing_scenario(topology_spec: &str, algorithm: &str, size_bytes: u64, bac
 /// fingerprints. Errors name the scenario field (`topology.shape: ...`, `traffic[0].bytes: ...`).
 pub fn run_collective(topology_spec: &str, algorithm: &str, size_bytes: u64, backend: Backend, net: &NetworkOverrides, seed: u64) -> Result<CollectiveOutcome, String> {
     let t0 = Instant::now();
-    let sc = swing_scenario(topology_spec, algorithm, size_bytes, backend, net, seed).resolve(None).map_err(|e| e.to_string())?;
+    let sc = swing_scenario(topology_spec, algorithm, size_bytes, backend, net, seed).resolve(None).map_err(legacy_error)?;
     let Some(Traffic::Collective { algorithm: variant, hosts, .. }) = sc.traffic.first() else { unreachable!("the Swing network's traffic is one collective") };
     let (variant, ranks) = (variant.to_string(), hosts.len() as u32);
-    let out = run_scenario(&sc, &RunOptions::default()).map_err(|e| e.to_string())?;
+    let out = run_scenario(&sc, &RunOptions::default()).map_err(legacy_error)?;
     let summary: serde_json::Value = serde_json::from_str(&out.summary_json).expect("own json");
     let t = &summary["traffic"][0];
     let canonical = TopologySpec::parse(topology_spec).map(|s| s.spec()).unwrap_or_else(|_| topology_spec.to_string());
@@ -174,6 +212,16 @@ pub fn run_collective(topology_spec: &str, algorithm: &str, size_bytes: u64, bac
         buffer_bytes: sc.net.buffer_bytes,
         wall_seconds: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// A scenario error as this module's callers have always seen it: `field: reason`, except that
+/// an algorithm that cannot run gives the reason alone (`hamiltonian-rings on torus:4x4x4:
+/// ...`), the text the reproductions' reports quote.
+fn legacy_error(e: crate::ScenarioError) -> String {
+    if e.field == "traffic[0].algorithm" {
+        return e.reason;
+    }
+    e.to_string()
 }
 
 fn goodput(size_bytes: u64, runtime_ps: u64) -> f64 {
@@ -233,7 +281,7 @@ pub fn run_collective_sizes(
 /// (a contention-free plan, or a packet-level data check too large): the scenario's
 /// `backend_reason` for a 1-byte allreduce, without its `auto: ` prefix.
 pub fn auto_flow_reason(topology_spec: &str, algorithm: &str, net: &NetworkOverrides) -> Result<Option<String>, String> {
-    let sc = swing_scenario(topology_spec, algorithm, 1, Backend::Auto, net, 1).resolve(None).map_err(|e| e.to_string())?;
+    let sc = swing_scenario(topology_spec, algorithm, 1, Backend::Auto, net, 1).resolve(None).map_err(legacy_error)?;
     Ok((sc.backend == Backend::Flow).then(|| sc.backend_reason.trim_start_matches("auto: ").to_string()))
 }
 
@@ -305,7 +353,8 @@ mod tests {
     fn errors_name_the_field() {
         let p = swing();
         let err = |t: &str, a: &str, s: u64, p: &NetworkOverrides| run_collective(t, a, s, Backend::Auto, p, 1).unwrap_err();
-        assert!(err("torus:4x4", "nope", 64, &p).starts_with("traffic[0].algorithm: unknown algorithm 'nope'"), "{}", err("torus:4x4", "nope", 64, &p));
+        assert!(err("torus:4x4", "nope", 64, &p).starts_with("unknown algorithm 'nope'"), "{}", err("torus:4x4", "nope", 64, &p));
+        assert!(err("torus:4x4x4", "hamiltonian-rings", 64, &p).starts_with("hamiltonian-rings on torus:4x4x4: hamiltonian-rings needs a 2D torus"));
         assert!(err("ring:4", "ring", 64, &p).starts_with("topology.shape: topology 'ring:4': unknown kind"));
         assert!(err("torus:4x4", "ring", 0, &p).starts_with("traffic[0].bytes:"), "{}", err("torus:4x4", "ring", 0, &p));
         let bad = NetworkOverrides { bandwidth_gbps: Some(0.0), ..p };

@@ -1079,14 +1079,15 @@ impl ScenarioFile {
         for (i, t) in traffic.iter_mut().enumerate() {
             if let Traffic::Collective { hosts, algorithm, collective, layout, schedule, plan, .. } = t {
                 let field = format!("traffic[{i}].algorithm");
+                let cannot = |r: String| ScenarioError { field: format!("traffic[{i}].algorithm"), reason: format!("{algorithm} on {}: {r}", layout_name(&topology, layout)) };
                 if backend == Backend::Flow {
-                    *plan = Some(crate::collective_run::cached_plan(algorithm, layout).map_err(|r| ScenarioError { field, reason: r })?);
+                    *plan = Some(crate::collective_run::cached_plan(algorithm, layout).map_err(cannot)?);
                 } else {
                     let max = reducelab_sched::registry::variant_entry(algorithm).map_err(|r| ScenarioError { field: field.clone(), reason: r })?.max_ranks;
                     if hosts.len() as u64 > max as u64 {
                         return e(format!("traffic[{i}].hosts"), format!("{} ranks is more than the {max} that '{algorithm}' schedules support at packet level", hosts.len()));
                     }
-                    *schedule = Some(crate::collective_run::cached_schedule(algorithm, *collective, layout).map_err(|r| ScenarioError { field, reason: r })?);
+                    *schedule = Some(crate::collective_run::cached_schedule(algorithm, *collective, layout).map_err(cannot)?);
                 }
             }
         }
@@ -1104,6 +1105,22 @@ impl ScenarioFile {
             watchdog,
             ina,
         })
+    }
+}
+
+/// What a collective's ranks are laid out on, for errors: the topology's spec (`torus:4x4x4`)
+/// when the layout is the topology's own, else the layout's dimensions.
+fn layout_name(topology: &Topology, layout: &reducelab_sched::algos::Layout) -> String {
+    use reducelab_sched::TopologySpec as Spec;
+    let spec = match &topology.shape {
+        Shape::Torus { dims } => Some(Spec::Torus(dims.clone())),
+        Shape::HyperX { dims } => Some(Spec::HyperX(dims.clone())),
+        Shape::HammingMesh { board_x, board_y, grid_x, grid_y } => Some(Spec::HammingMesh { board: (*board_x, *board_y), grid: (*grid_x, *grid_y) }),
+        _ => None,
+    };
+    match spec {
+        Some(s) if s.layout().dims == layout.dims => s.spec(),
+        _ => format!("ranks laid out as {:?}", layout.dims),
     }
 }
 
@@ -1173,7 +1190,7 @@ impl ScenarioFile {
                     return Ok((Backend::Packet, format!("auto: the flow backend cannot run this scenario: {why}")));
                 }
                 let Traffic::Collective { algorithm, layout, bytes, .. } = &traffic[0] else { unreachable!("checked by flow_obstacle") };
-                let field = |r: String| ScenarioError { field: "traffic[0].algorithm".into(), reason: r };
+                let field = |r: String| ScenarioError { field: "traffic[0].algorithm".into(), reason: format!("{algorithm} on {}: {r}", layout_name(topology, layout)) };
                 let plan = crate::collective_run::cached_plan(algorithm, layout).map_err(field)?;
                 if let Some(why) = flow_at_every_size(topology, &plan, net).map_err(field)? {
                     return Ok((Backend::Flow, format!("auto: {why}")));
@@ -1451,6 +1468,10 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
             let layout = Layout::new(dims.clone()).map_err(|r| ScenarioError { field: format!("{f}.dims"), reason: r })?;
             if layout.ranks() != p {
                 return e(format!("{f}.dims"), format!("{dims:?} holds {} ranks but {p} hosts take part", layout.ranks()));
+            }
+            // Before a family is resolved for the size (which models the schedules).
+            if p > registry::MAX_RANKS {
+                return e(format!("{f}.hosts"), format!("{p} ranks is more than the {} that any schedule or timing plan supports", registry::MAX_RANKS));
             }
             // A family, alias or policy runs the variant it resolves to for this size, with the
             // α-β parameters of the topology's links (registry::Costs::for_links).

@@ -354,6 +354,8 @@ fn cases() -> Vec<Case> {
         case("zero in a shape", sc(&[&topo("shape = \"torus:4x0\""), PERM]), "topology.shape", "expected a positive integer"),
         case("hammingmesh shape without grid", sc(&[&topo("shape = \"hammingmesh:2x2\""), PERM]), "topology.shape", "board, grid"),
         case("too big a shape", sc(&[&topo("shape = \"torus:65536x65536\""), PERM]), "topology.shape", "nodes"),
+        case("hyperx shape with billions of links", sc(&[&topo("shape = \"hyperx:2048x2048\""), PERM]), "topology.shape", "links"),
+        case("hammingmesh shape overflowing", sc(&[&topo("shape = \"hammingmesh:65536x65536,131072x131072\""), PERM]), "topology.shape", "nodes"),
         case("bare shape string", sc(&["topology = \"hyperx:4x\"", PERM]), "topology.shape", "expected a positive integer"),
         case("number for topology", sc(&["topology = 4", PERM]), "topology", "a [topology] table or a topology spec string"),
         case("shape with a star key", sc(&[&topo("shape = \"torus:4x4\"\nhosts = 4"), PERM]), "topology.hosts", "is not a parameter of kind = \"torus\""),
@@ -406,6 +408,7 @@ fn cases() -> Vec<Case> {
             "traffic[0].algorithm",
             "needs a 2D torus",
         ),
+        case("collective on too many ranks", sc(&["topology = \"torus:73658x2\"", &traffic("kind = \"collective\"\nalgorithm = \"swing\"\nbytes = 64")]), "traffic[0].hosts", "147316 ranks is more than the 16384"),
         case("empty collective", sc(&[TORUS, &traffic("kind = \"collective\"\nalgorithm = \"ring\"\nbytes = 0")]), "traffic[0].bytes", "at least one byte"),
         // ---- TOML syntax ------------------------------------------------------------------
         case("unterminated table header", "name = \"t\"\n[topology\n", "", "invalid table header"),
