@@ -40,11 +40,13 @@ class BenchResult(EngineStats):
     name: str
     peak_rss_bytes: int
 
-def run(text: str, seed: int | None = None, progress: bool = False) -> RunOutput:
-    """Parse, validate and run a TOML scenario given as text (GIL released).
+def run(text: str, seed: int | None = None, progress: bool = False, probe: bool = False) -> RunOutput:
+    """Parse, validate and run a TOML scenario given as text (GIL released), on the backend its
+    ``run.backend`` resolves to (summary.json's ``backend`` and ``backend_reason``).
 
     `seed` (0 <= seed < 2**64) overrides the scenario's seed. With `progress`, a progress bar is
-    drawn on stderr when it is a terminal and the run lasts more than 2 s.
+    drawn on stderr when it is a terminal and the run lasts more than 2 s. With `probe`, the
+    scenario is validated and stopped at simulated time 1 ps (status ``"time_limit"``).
 
     Raises `ScenarioError` if the scenario is invalid. Python's signal handlers run about every
     65k events; if one raises (e.g. Ctrl-C's ``KeyboardInterrupt``), the run stops and that
@@ -177,6 +179,8 @@ class CollectiveOutcome(TypedDict):
     size_bytes: int
     backend: str
     """The backend that ran it: ``"packet"`` or ``"flow"`` (``"auto"`` resolved)."""
+    backend_reason: str
+    """Why (summary.json's `backend_reason`, e.g. ``"auto: below flow_min_bytes (...)"``)."""
     runtime_ps: int
     goodput_gbps: float
     """size_bytes * 8 / runtime, Gb/s."""
@@ -205,7 +209,10 @@ def run_collective(
     seed: int = 1,
     buffer_bytes: int | None = None,
 ) -> CollectiveOutcome:
-    """One allreduce of `size_bytes` (4-byte elements) with `algorithm` on a whole topology.
+    """One allreduce of `size_bytes` (4-byte elements) with `algorithm` on a whole topology,
+    run as the scenario ``scenarios/swing/network.toml`` with these values set (the one door:
+    new code writes that scenario and calls `run`; this function stays for the reproduction
+    harness).
 
     Rank r runs on host r of `topology` (``torus:8x8``, ``hyperx:16x16``,
     ``hammingmesh:2x2,32x32``). The network is the Swing paper's (§5): links of `bandwidth_gbps`
@@ -213,9 +220,10 @@ def run_collective(
     adaptive routing, lossless credit flow control with line-rate buffers (at least 256 KiB per
     port and VC; `buffer_bytes` overrides). `backend`: ``"packet"`` (data verified per rank),
     ``"flow"`` (max-min fluid, not verified) or ``"auto"`` (packet below `AUTO_FLOW_MIN_BYTES`,
-    flow from there on). The built schedule is cached per (algorithm, topology) in the process.
-    GIL released. Raises `ValueError` naming the problem (bad topology, algorithm, backend or
-    parameter, or a packet-level run that does not finish).
+    flow from there on). The built schedule is cached per (algorithm, layout) in the process.
+    GIL released. Raises `ValueError` naming the scenario field (``topology.shape: ...``,
+    ``traffic[0].algorithm: ...``) for a bad topology, algorithm, backend or parameter, or for a
+    packet-level run that does not finish.
     """
 
 def auto_flow_reason(
@@ -241,5 +249,27 @@ def run_collective_sizes(
     buffer_bytes: int | None = None,
     threads: int = 1,
 ) -> list[CollectiveOutcome]:
-    """`run_collective` for several sizes, building the topology and schedule once; the sizes
-    run on up to `threads` threads (same results as one)."""
+    """`run_collective` for several sizes (the schedule or plan is built once, from the
+    process-wide cache); the sizes run on up to `threads` threads (same results as one)."""
+
+class TopologySpecInfo(TypedDict):
+    """A topology spec parsed by `topology_spec`."""
+
+    canonical: str
+    """Canonical text, e.g. ``"torus:8x8"``, ``"hammingmesh:2x2,32x32"``."""
+    kind: str
+    """``"torus"``, ``"hyperx"`` or ``"hammingmesh"`` (a scenario's `topology.kind`)."""
+    hosts: int
+    """Number of hosts (= ranks of a collective on all of them)."""
+    dims: list[int]
+    """Rank layout: the torus/HyperX dimensions, or a HammingMesh's global grid
+    (board x grid per dimension)."""
+    board: list[int] | None
+    """HammingMesh board size [x, y]; None for the other kinds."""
+    grid: list[int] | None
+    """HammingMesh grid size [x, y]; None for the other kinds."""
+
+def topology_spec(spec: str) -> TopologySpecInfo:
+    """Parses a topology spec (``torus:64x64``, ``hyperx:16x16``, ``hammingmesh:2x2,32x32``) with
+    the one parser that a scenario's ``topology.shape`` and ``reducelab model`` use. Raises
+    `ValueError` naming the problem."""

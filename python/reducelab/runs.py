@@ -176,7 +176,7 @@ def check_seed(seed: int | None) -> int | None:
     return seed
 
 
-def run(scenario: str, *, seed: int | None = None, progress: bool = False) -> Result:
+def run(scenario: str, *, seed: int | None = None, progress: bool = False, probe: bool = False) -> Result:
     """Run a scenario given as TOML text.
 
     `seed` overrides the scenario's ``seed``. With `progress`, a progress bar is drawn on stderr
@@ -187,9 +187,12 @@ def run(scenario: str, *, seed: int | None = None, progress: bool = False) -> Re
     raises during the run (Ctrl-C's ``KeyboardInterrupt``), the run stops within about a second
     and that exception propagates with the partial result, status ``"interrupted"``, as its
     ``result`` attribute.
+
+    With `probe`, the scenario is validated and stopped at simulated time 1 ps (status
+    ``"time_limit"``) on the backend it resolves to (``run.backend``): a check that it runs.
     """
     try:
-        out = _core.run(scenario, check_seed(seed), progress)
+        out = _core.run(scenario, check_seed(seed), progress, probe)
     except BaseException as exc:
         partial = getattr(exc, "partial_run", None)
         if isinstance(partial, dict):

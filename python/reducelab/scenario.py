@@ -384,19 +384,16 @@ class Scenario:
     def check(self) -> Result:
         """Validate the scenario in the simulator without simulating it.
 
-        Builds the topology, routes and traffic and stops at simulated time 1 ps (by setting
-        ``run.time_limit_us`` unless it holds an invalid value, which is then reported). Raises
-        `ScenarioError` as `run` would; the reason has no TOML line number, since the text is
-        generated. Returns the probe's result, whose summary has every key a full run's has.
+        Builds the topology, routes and traffic (the schedule or timing plan of the backend that
+        ``run.backend`` resolves to) and stops at simulated time 1 ps (`reducelab.run`'s
+        `probe`; status ``"time_limit"``). Raises `ScenarioError` as `run` would; the reason has
+        no TOML line number, since the text is generated. Returns the probe's result, whose
+        summary has every key a full run's on the same backend has.
         """
-        probe = self
-        limit = self._doc.get("run", {}).get("time_limit_us") if isinstance(self._doc.get("run"), dict) else None
-        if limit is None or (_kind(limit) == "number" and limit > 0):
-            probe = self.with_values({"run.time_limit_us": 1e-6})
         from . import ScenarioError
 
         try:
-            return probe.run()
+            return run(self.to_toml(), probe=True)
         except ScenarioError as exc:
             reason = _LINE_SUFFIX.sub("", exc.reason)
             err = ScenarioError(f"{exc.field}: {reason}" if exc.field else reason)

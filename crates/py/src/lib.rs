@@ -180,23 +180,26 @@ impl Drop for ProgressBar {
 ///
 /// Returns a dict with `summary_json` (str), `files` (list of `(name, contents)`), `table` (str)
 /// and `stats` (engine counters). `seed` overrides the scenario's seed. With `progress=True` a
-/// progress bar is drawn on stderr if it is a terminal and the run lasts more than 2 s.
-/// Raises `ScenarioError` for an invalid scenario. The GIL is released during the run; Python's
+/// progress bar is drawn on stderr if it is a terminal and the run lasts more than 2 s. With
+/// `probe=True` the scenario is validated and stopped at simulated time 1 ps (status
+/// `time_limit`) on whichever backend it resolves to. Raises `ScenarioError` for an invalid
+/// scenario. The GIL is released during the run; Python's
 /// signal handlers run about every 65k events, and if one raises, the run stops and that
 /// exception propagates with the partial output dict (status `interrupted`) as `partial_run`.
 #[pyfunction]
-#[pyo3(signature = (text, seed=None, progress=false))]
+#[pyo3(signature = (text, seed=None, progress=false, probe=false))]
 fn run<'py>(
     py: Python<'py>,
     text: &str,
     seed: Option<u64>,
     progress: bool,
+    probe: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     PENDING_SIGNAL.with(|p| p.borrow_mut().take());
     let result = py.allow_threads(|| {
         let mut bar = if progress { ProgressBar::start() } else { None };
         DRAWS_BAR.with(|d| d.set(bar.is_some()));
-        let opts = RunOptions { seed, progress: Some(poll_run as fn(f64) -> bool) };
+        let opts = RunOptions { seed, progress: Some(poll_run as fn(f64) -> bool), probe };
         let result = reducelab_sim::run_scenario_str(text, &opts);
         DRAWS_BAR.with(|d| d.set(false));
         if let Some(bar) = bar.as_mut() {
@@ -409,7 +412,7 @@ fn model<'py>(
 fn collective_dict<'py>(
     py: Python<'py>,
     o: &reducelab_sim::collective_run::CollectiveOutcome,
-    params: &reducelab_sim::collective_run::NetworkParams,
+    net: &reducelab_sim::collective_run::NetworkOverrides,
     seed: u64,
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new_bound(py);
@@ -418,14 +421,15 @@ fn collective_dict<'py>(
     d.set_item("ranks", o.ranks)?;
     d.set_item("size_bytes", o.size_bytes)?;
     d.set_item("backend", o.backend.name())?;
+    d.set_item("backend_reason", &o.backend_reason)?;
     d.set_item("runtime_ps", o.runtime_ps)?;
     d.set_item("goodput_gbps", o.goodput_gbps)?;
     d.set_item("verified", o.verified)?;
     d.set_item("mismatch", o.mismatch.as_deref())?;
     d.set_item("messages", o.messages)?;
-    d.set_item("bandwidth_gbps", params.bandwidth_gbps)?;
-    d.set_item("latency_ns", params.latency_ns)?;
-    d.set_item("hop_ns", params.hop_ns)?;
+    d.set_item("bandwidth_gbps", net.bandwidth_gbps)?;
+    d.set_item("latency_ns", net.latency_ns)?;
+    d.set_item("hop_ns", net.hop_ns)?;
     d.set_item("buffer_bytes", o.buffer_bytes)?;
     d.set_item("seed", seed)?;
     d.set_item("wall_seconds", o.wall_seconds)?;
@@ -438,23 +442,25 @@ fn collective_params(
     latency_ns: f64,
     hop_ns: f64,
     buffer_bytes: Option<u64>,
-) -> PyResult<(reducelab_sim::collective_run::Backend, reducelab_sim::collective_run::NetworkParams)> {
-    use reducelab_sim::collective_run::{Backend, NetworkParams};
+) -> PyResult<(reducelab_sim::collective_run::Backend, reducelab_sim::collective_run::NetworkOverrides)> {
+    use reducelab_sim::collective_run::{Backend, NetworkOverrides};
     let backend = Backend::parse(backend).map_err(PyValueError::new_err)?;
-    let params = NetworkParams { latency_ns, hop_ns, buffer_bytes, ..NetworkParams::swing_paper(bandwidth_gbps) };
-    Ok((backend, params))
+    let net = NetworkOverrides { bandwidth_gbps: Some(bandwidth_gbps), latency_ns: Some(latency_ns), hop_ns: Some(hop_ns), buffer_bytes };
+    Ok((backend, net))
 }
 
 /// Runs one allreduce of `size_bytes` with `algorithm` on a whole topology (rank r on host r)
-/// with the Swing paper's network (GIL released): links of `bandwidth_gbps` and `latency_ns`,
-/// `hop_ns` per forwarding node, 4 KiB packets with 64 B headers, minimal adaptive routing,
-/// line-rate buffers (`buffer_bytes` overrides them).
+/// through the scenario path (GIL released): `scenarios/swing/network.toml` with
+/// `topology.shape = topology`, links of `bandwidth_gbps` and `latency_ns`,
+/// `network.switch_latency_ns = hop_ns`, line-rate buffers (`buffer_bytes` overrides them),
+/// `run.backend = backend`.
 ///
 /// `backend` is `"packet"` (data verified per rank), `"flow"` (pipelined fluid model, not verified) or
 /// `"auto"` (packet below 8 MiB, flow from 8 MiB, and flow at every size where
 /// `auto_flow_reason` says so). Returns a dict (see `_core.pyi`). Raises
-/// `ValueError` naming the problem for a bad topology, algorithm, backend or parameter, or if
-/// the packet-level run does not finish.
+/// `ValueError` naming the scenario field for a bad topology, algorithm, backend or parameter,
+/// or if the packet-level run does not finish. Kept for the reproduction harness; new code
+/// runs a scenario with `run`.
 #[pyfunction]
 #[pyo3(signature = (topology, algorithm, size_bytes, backend="auto", bandwidth_gbps=400.0, latency_ns=100.0, hop_ns=300.0, seed=1, buffer_bytes=None))]
 #[allow(clippy::too_many_arguments)]
@@ -470,15 +476,16 @@ fn run_collective<'py>(
     seed: u64,
     buffer_bytes: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (backend, params) = collective_params(backend, bandwidth_gbps, latency_ns, hop_ns, buffer_bytes)?;
+    let (backend, net) = collective_params(backend, bandwidth_gbps, latency_ns, hop_ns, buffer_bytes)?;
     let out = py
-        .allow_threads(|| reducelab_sim::collective_run::run_collective(topology, algorithm, size_bytes, backend, &params, seed))
+        .allow_threads(|| reducelab_sim::collective_run::run_collective(topology, algorithm, size_bytes, backend, &net, seed))
         .map_err(PyValueError::new_err)?;
-    collective_dict(py, &out, &params, seed)
+    collective_dict(py, &out, &net, seed)
 }
 
-/// `run_collective` for a list of sizes, building the schedule and topology once (GIL
-/// released), the sizes on up to `threads` threads. Returns one dict per size, in order.
+/// `run_collective` for a list of sizes (GIL released), the sizes on up to `threads` threads;
+/// schedules and plans come from the process-wide caches, so they are built once. Returns one
+/// dict per size, in order.
 #[pyfunction]
 #[pyo3(signature = (topology, algorithm, sizes, backend="auto", bandwidth_gbps=400.0, latency_ns=100.0, hop_ns=300.0, seed=1, buffer_bytes=None, threads=1))]
 #[allow(clippy::too_many_arguments)]
@@ -495,30 +502,57 @@ fn run_collective_sizes<'py>(
     buffer_bytes: Option<u64>,
     threads: usize,
 ) -> PyResult<Bound<'py, PyList>> {
-    let (backend, params) = collective_params(backend, bandwidth_gbps, latency_ns, hop_ns, buffer_bytes)?;
+    let (backend, net) = collective_params(backend, bandwidth_gbps, latency_ns, hop_ns, buffer_bytes)?;
     if threads == 0 {
         return Err(PyValueError::new_err("threads must be at least 1, got 0"));
     }
     let outs = py.allow_threads(|| {
-        reducelab_sim::collective_run::run_collective_sizes(topology, algorithm, &sizes, backend, &params, seed, threads)
+        reducelab_sim::collective_run::run_collective_sizes(topology, algorithm, &sizes, backend, &net, seed, threads)
     })
         .map_err(PyValueError::new_err)?;
     let list = PyList::empty_bound(py);
     for o in &outs {
-        list.append(collective_dict(py, o, &params, seed)?)?;
+        list.append(collective_dict(py, o, &net, seed)?)?;
     }
     Ok(list)
 }
 
 /// Why `backend="auto"` runs `algorithm` on `topology` at flow level at every size (a
 /// contention-free plan, where flow level equals packet level, or a packet-level data check
-/// too large to hold), or `None` if it switches at 8 MiB.
+/// too large to hold), or `None` if it switches at 8 MiB: the scenario path's
+/// `backend_reason` for a 1-byte allreduce.
 #[pyfunction]
 #[pyo3(signature = (topology, algorithm, bandwidth_gbps=400.0, latency_ns=100.0, hop_ns=300.0))]
 fn auto_flow_reason(py: Python<'_>, topology: &str, algorithm: &str, bandwidth_gbps: f64, latency_ns: f64, hop_ns: f64) -> PyResult<Option<String>> {
-    let (_, params) = collective_params("auto", bandwidth_gbps, latency_ns, hop_ns, None)?;
-    params.validate().map_err(PyValueError::new_err)?;
-    py.allow_threads(|| reducelab_sim::collective_run::auto_flow_reason(topology, algorithm, &params)).map_err(PyValueError::new_err)
+    let (_, net) = collective_params("auto", bandwidth_gbps, latency_ns, hop_ns, None)?;
+    py.allow_threads(|| reducelab_sim::collective_run::auto_flow_reason(topology, algorithm, &net)).map_err(PyValueError::new_err)
+}
+
+/// The topology spec `spec` (`torus:8x8`, `hyperx:16x16`, `hammingmesh:2x2,32x32`) parsed by
+/// the one parser (the same as a scenario's `topology.shape` and `reducelab model`): a dict
+/// with `canonical`, `kind`, `hosts`, `dims` (torus/HyperX dimensions, or the HammingMesh's
+/// global grid of ranks), `board` and `grid` (HammingMesh; else None). Raises `ValueError`
+/// naming the problem.
+#[pyfunction]
+fn topology_spec<'py>(py: Python<'py>, spec: &str) -> PyResult<Bound<'py, PyDict>> {
+    use reducelab_sched::TopologySpec;
+    let t = TopologySpec::parse(spec).map_err(PyValueError::new_err)?;
+    let d = PyDict::new_bound(py);
+    d.set_item("canonical", t.spec())?;
+    d.set_item("kind", t.kind())?;
+    d.set_item("hosts", t.hosts())?;
+    let (dims, board, grid) = match &t {
+        TopologySpec::Torus(d) | TopologySpec::HyperX(d) => (d.iter().map(|&x| x as u64).collect::<Vec<u64>>(), None, None),
+        TopologySpec::HammingMesh { board, grid } => (
+            vec![board.0 as u64 * grid.0 as u64, board.1 as u64 * grid.1 as u64],
+            Some(vec![board.0, board.1]),
+            Some(vec![grid.0, grid.1]),
+        ),
+    };
+    d.set_item("dims", dims)?;
+    d.set_item("board", board)?;
+    d.set_item("grid", grid)?;
+    Ok(d)
 }
 
 #[pymodule]
@@ -536,6 +570,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_collective, m)?)?;
     m.add_function(wrap_pyfunction!(run_collective_sizes, m)?)?;
     m.add_function(wrap_pyfunction!(auto_flow_reason, m)?)?;
+    m.add_function(wrap_pyfunction!(topology_spec, m)?)?;
     m.add("AUTO_FLOW_MIN_BYTES", reducelab_sim::collective_run::AUTO_FLOW_MIN_BYTES)?;
     Ok(())
 }

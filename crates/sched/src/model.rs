@@ -457,6 +457,12 @@ pub enum TopologySpec {
     HammingMesh { board: (u32, u32), grid: (u32, u32) },
 }
 
+/// Link bandwidth of a topology given only by its spec (a scenario's bare `topology =
+/// "torus:8x8"`, and the model): the Swing paper's 400 Gb/s (NSDI'24 §5).
+pub const DEFAULT_BANDWIDTH_GBPS: f64 = 400.0;
+/// Link latency of a topology given only by its spec: the Swing paper's 100 ns.
+pub const DEFAULT_LATENCY_NS: f64 = 100.0;
+
 /// Topology kinds [`TopologySpec::parse`] accepts, with an example each.
 pub const TOPOLOGY_KINDS: &str = "torus:64x64, hyperx:64x64, hammingmesh:2x2,32x32 (board,grid)";
 
@@ -497,9 +503,29 @@ impl TopologySpec {
         }
     }
 
-    /// Builds the topology (link parameters do not matter to the model).
+    /// The kind's name (`torus`, `hyperx`, `hammingmesh`), as a scenario's `topology.kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TopologySpec::Torus(_) => "torus",
+            TopologySpec::HyperX(_) => "hyperx",
+            TopologySpec::HammingMesh { .. } => "hammingmesh",
+        }
+    }
+
+    /// Number of hosts (= ranks): the product of the dimensions, or of board and grid sizes.
+    /// Saturates instead of overflowing (a spec's dimensions are not bounded here).
+    pub fn hosts(&self) -> u64 {
+        let dims: Vec<u32> = match self {
+            TopologySpec::Torus(dims) | TopologySpec::HyperX(dims) => dims.clone(),
+            TopologySpec::HammingMesh { board, grid } => vec![board.0, board.1, grid.0, grid.1],
+        };
+        dims.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64))
+    }
+
+    /// Builds the topology with links of [`DEFAULT_BANDWIDTH_GBPS`] and [`DEFAULT_LATENCY_NS`]
+    /// (link parameters do not matter to the model).
     pub fn build(&self) -> Result<Topology, String> {
-        let link = LinkParams { bandwidth_bps: 400_000_000_000, latency_ps: 100_000 };
+        let link = LinkParams { bandwidth_bps: (DEFAULT_BANDWIDTH_GBPS * 1e9) as u64, latency_ps: (DEFAULT_LATENCY_NS * 1e3) as u64 };
         let r = match self {
             TopologySpec::Torus(dims) => topo::torus(dims, link),
             TopologySpec::HyperX(dims) => topo::hyperx(dims, link),

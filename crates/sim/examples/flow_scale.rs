@@ -1,6 +1,6 @@
 //! Times the flow backend on big tori: `cargo run --release -p reducelab-sim --example
 //! flow_scale -- torus:64x64 swing-bandwidth,bucket [min_bytes] [max_bytes]`.
-use reducelab_sim::collective_run::{run_collective_sizes, Backend, NetworkParams};
+use reducelab_sim::collective_run::{run_collective_sizes, Backend, NetworkOverrides};
 use std::time::Instant;
 
 fn main() {
@@ -10,7 +10,7 @@ fn main() {
     let lo: u64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(32);
     let hi: u64 = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(512 << 20);
     let sizes: Vec<u64> = std::iter::successors(Some(lo), |&s| (s < hi).then_some(s * 2)).collect();
-    let params = NetworkParams::swing_paper(400.0);
+    let params = NetworkOverrides::default();
     for alg in algs.split(',') {
         let t0 = Instant::now();
         let r = run_collective_sizes(topo, alg, &sizes, Backend::Flow, &params, 1, 1).unwrap();

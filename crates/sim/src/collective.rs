@@ -59,7 +59,7 @@ impl CollectiveResult {
 }
 
 pub struct CollectiveRun {
-    sched: Schedule,
+    sched: std::sync::Arc<Schedule>,
     /// Host index of each rank.
     hosts: Vec<u32>,
     bytes: u64,
@@ -86,7 +86,8 @@ pub struct CollectiveRun {
 impl CollectiveRun {
     /// `hosts[r]` is the host running rank `r`; `bytes` is the vector size; messages carry
     /// `tag` so the scenario workload can route deliveries back here.
-    pub fn new(topo: &Topology, sched: Schedule, hosts: Vec<u32>, bytes: u64, elem_bytes: u64, tag: u64, start: SimTime, seed: u64) -> Self {
+    pub fn new(topo: &Topology, sched: impl Into<std::sync::Arc<Schedule>>, hosts: Vec<u32>, bytes: u64, elem_bytes: u64, tag: u64, start: SimTime, seed: u64) -> Self {
+        let sched: std::sync::Arc<Schedule> = sched.into();
         let p = sched.ranks as usize;
         assert_eq!(hosts.len(), p);
         let port_of = PortMap::new(topo, &sched, &hosts);

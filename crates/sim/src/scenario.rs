@@ -8,6 +8,7 @@ use reducelab_des::{SimDuration, SimTime};
 use reducelab_net::{Fault, FlowControl, NetConfig, RoutingAlgo};
 use reducelab_topo::{self as topo, LinkParams, Shape, Topology};
 use serde::Deserialize;
+use std::sync::Arc;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -17,6 +18,8 @@ pub struct ScenarioFile {
     pub description: String,
     #[serde(default = "default_seed")]
     pub seed: u64,
+    /// A `[topology]` table, or a bare spec string (`topology = "torus:8x8"`).
+    #[serde(deserialize_with = "topology_table_or_shape")]
     pub topology: TopologySpec,
     #[serde(default)]
     pub network: NetworkSpec,
@@ -53,6 +56,25 @@ fn default_seed() -> u64 {
     1
 }
 
+/// `topology` is a table, or a bare string: the same as a table with only `shape` (and the
+/// default link parameters).
+fn topology_table_or_shape<'de, D: serde::Deserializer<'de>>(d: D) -> Result<TopologySpec, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = TopologySpec;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a [topology] table or a topology spec string such as \"torus:8x8\"")
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<TopologySpec, E> {
+            Ok(TopologySpec { shape: Some(s.to_string()), ..TopologySpec::default() })
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<TopologySpec, A::Error> {
+            TopologySpec::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
+    }
+    d.deserialize_any(V)
+}
+
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum TopologyKind {
@@ -67,10 +89,13 @@ pub enum TopologyKind {
     Dragonfly,
 }
 
-/// All topology parameters; which are required depends on `kind`.
-#[derive(Debug, Deserialize, Default)]
+/// All topology parameters; which are required depends on `kind`. `shape` (a
+/// [`reducelab_sched::TopologySpec`] string such as `torus:64x64`) replaces `kind` and its
+/// size parameters.
+#[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct TopologySpec {
+    pub shape: Option<String>,
     pub kind: Option<TopologyKind>,
     pub bandwidth_gbps: Option<f64>,
     pub latency_ns: Option<f64>,
@@ -127,7 +152,7 @@ pub struct NetworkSpec {
     #[serde(default = "d_switch_latency")]
     pub switch_latency_ns: f64,
     #[serde(default = "d_buffer")]
-    pub buffer_bytes: u64,
+    pub buffer_bytes: BufferSpec,
     #[serde(default = "d_fc")]
     pub flow_control: FlowControlSpec,
     pub ecn_threshold_bytes: Option<u64>,
@@ -155,8 +180,55 @@ fn d_header() -> u32 {
 fn d_switch_latency() -> f64 {
     100.0
 }
-fn d_buffer() -> u64 {
-    64 * 1024
+fn d_buffer() -> BufferSpec {
+    BufferSpec::Bytes(64 * 1024)
+}
+
+/// `network.buffer_bytes`: a size, or `"line_rate"` ([`line_rate_buffer_bytes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufferSpec {
+    Bytes(u64),
+    LineRate,
+}
+
+impl<'de> Deserialize<'de> for BufferSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = BufferSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number of bytes or \"line_rate\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<BufferSpec, E> {
+                Ok(BufferSpec::Bytes(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<BufferSpec, E> {
+                u64::try_from(v).map(BufferSpec::Bytes).map_err(|_| E::custom(format!("must be a non-negative number of bytes or \"line_rate\", got {v}")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BufferSpec, E> {
+                match v {
+                    "line_rate" => Ok(BufferSpec::LineRate),
+                    _ => Err(E::custom(format!("must be a number of bytes or \"line_rate\", got \"{v}\""))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Ingress buffer per port and VC that sustains line rate on a link of `bandwidth_gbps` and
+/// `latency_ns` with `hop_ns` of pipeline latency per forwarding node: twice the
+/// bandwidth-delay product of one hop's credit loop (the packet is serialised, crosses the
+/// link, pays the pipeline latency, is serialised out again, and its credit crosses the link
+/// back), at least 256 KiB, rounded up to whole packets (256 KiB at <= 2 Tb/s with the Swing
+/// paper's latencies; about 410 KiB at 3.2 Tb/s, where 256 KiB would be only ~1.25x the loop).
+pub fn line_rate_buffer_bytes(bandwidth_gbps: f64, latency_ns: f64, hop_ns: f64, mtu_bytes: u32) -> u64 {
+    let ser = mtu_bytes as f64 * 8.0 / (bandwidth_gbps * 1e9) * 1e12;
+    let credit_loop_ps = 2.0 * latency_ns * 1e3 + hop_ns * 1e3 + 2.0 * ser;
+    let bdp = credit_loop_ps * 1e-12 * bandwidth_gbps * 1e9 / 8.0;
+    let want = (2.0 * bdp).ceil() as u64;
+    let mtu = mtu_bytes as u64;
+    want.max(256 << 10).div_ceil(mtu) * mtu
 }
 fn d_fc() -> FlowControlSpec {
     FlowControlSpec::Credit
@@ -305,7 +377,61 @@ pub struct RunSpec {
     pub time_limit_us: Option<f64>,
     /// No-progress watchdog (simulated µs); 0 turns it off.
     pub watchdog_us: Option<f64>,
+    /// Which simulator runs the scenario (default `packet`).
+    pub backend: Option<Backend>,
+    /// `auto`'s switch-over size (default [`AUTO_FLOW_MIN_BYTES`]).
+    pub flow_min_bytes: Option<u64>,
 }
+
+/// `run.backend`: which simulator times the scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    /// The packet engine (every scenario; data verified).
+    Packet,
+    /// Pipelined fluid flows on fixed minimal paths (`reducelab_flow::run_plan`): one
+    /// allreduce on all hosts, nothing verified.
+    Flow,
+    /// Flow for a scenario the flow backend can run whose collective is contention-free, too
+    /// large to check at packet level, or at least `run.flow_min_bytes`; packet otherwise.
+    Auto,
+}
+
+impl Backend {
+    pub const NAMES: &'static [&'static str] = &["packet", "flow", "auto"];
+
+    pub fn parse(name: &str) -> Result<Backend, String> {
+        match name {
+            "packet" => Ok(Backend::Packet),
+            "flow" => Ok(Backend::Flow),
+            "auto" => Ok(Backend::Auto),
+            _ => Err(format!("unknown backend '{name}' (known: {})", Backend::NAMES.join(", "))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Packet => "packet",
+            Backend::Flow => "flow",
+            Backend::Auto => "auto",
+        }
+    }
+}
+
+impl std::fmt::Display for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `auto` runs sizes of at least this many bytes at flow level unless `run.flow_min_bytes`
+/// says otherwise (8 MiB: the size at which the flow backend is validated within 1.2% of the
+/// packet engine, docs/flow-vs-packet.md).
+pub const AUTO_FLOW_MIN_BYTES: u64 = 8 << 20;
+
+/// Most (rank, block) pairs a packet-level run checks (8 bytes of fingerprint each, 2 GiB);
+/// `auto` runs a collective that would need more at flow level.
+pub const PACKET_MAX_FINGERPRINTS: u64 = 1 << 28;
 
 /// The watchdog's default: 10 ms of simulated time, or, if longer, the longest time an
 /// in-network protocol's hosts recover by themselves (`InaProtocol::recovery_horizon_ps`; for
@@ -319,6 +445,10 @@ pub struct Scenario {
     pub seed: u64,
     pub topology: Topology,
     pub net: NetConfig,
+    /// The simulator that runs it (`run.backend` resolved: never `Auto`).
+    pub backend: Backend,
+    /// Why (summary.json's `backend_reason`).
+    pub backend_reason: String,
     pub traffic: Vec<Traffic>,
     pub faults: Vec<Fault>,
     /// Per-link loss probabilities overriding `network.loss_probability`.
@@ -338,7 +468,19 @@ pub enum Traffic {
     Permutation { hosts: Vec<u32>, bytes: u64, start: SimTime },
     Incast { senders: Vec<u32>, receiver: u32, bytes: u64, start: SimTime },
     RandomUniform { hosts: Vec<u32>, bytes: u64, inflight: u32, start: SimTime },
-    Collective { hosts: Vec<u32>, bytes: u64, start: SimTime, schedule: reducelab_sched::Schedule },
+    /// Rank `r` on `hosts[r]`. `algorithm` is the variant that runs (a family or policy
+    /// resolved for `bytes`); the packet backend runs `schedule`, the flow backend `plan`
+    /// (each built only for the backend that runs, from the process-wide caches).
+    Collective {
+        hosts: Vec<u32>,
+        bytes: u64,
+        start: SimTime,
+        algorithm: &'static str,
+        collective: reducelab_sched::Collective,
+        layout: reducelab_sched::algos::Layout,
+        schedule: Option<Arc<reducelab_sched::Schedule>>,
+        plan: Option<Arc<reducelab_sched::Plan>>,
+    },
     Ina(crate::ina_run::InaSpec),
 }
 
@@ -474,10 +616,63 @@ fn req<T: Copy>(field: &str, v: Option<T>, kind: &str) -> Result<T, ScenarioErro
 }
 
 impl TopologySpec {
+    /// The table with `shape` (parsed by [`reducelab_sched::TopologySpec::parse`], the one
+    /// topology-spec parser) expanded into `kind` and its size parameters, with the default
+    /// link parameters where none are given; `None` without a `shape`.
+    pub fn expanded(&self) -> Result<Option<TopologySpec>, ScenarioError> {
+        let Some(shape) = &self.shape else { return Ok(None) };
+        for (name, is) in [("kind", self.kind.is_some()), ("dims", self.dims.is_some()), ("board", self.board.is_some()), ("grid", self.grid.is_some())] {
+            if is {
+                return e("topology.shape", format!("replaces kind, dims, board and grid: give either shape or kind with its sizes, not both (topology.{name} is also set)"));
+            }
+        }
+        let spec = reducelab_sched::TopologySpec::parse(shape).map_err(|r| ScenarioError { field: "topology.shape".into(), reason: r })?;
+        let mut t = TopologySpec {
+            shape: None,
+            bandwidth_gbps: Some(self.bandwidth_gbps.unwrap_or(reducelab_sched::model::DEFAULT_BANDWIDTH_GBPS)),
+            latency_ns: Some(self.latency_ns.unwrap_or(reducelab_sched::model::DEFAULT_LATENCY_NS)),
+            ..self.clone()
+        };
+        match spec {
+            reducelab_sched::TopologySpec::Torus(d) => (t.kind, t.dims) = (Some(TopologyKind::Torus), Some(d)),
+            reducelab_sched::TopologySpec::HyperX(d) => (t.kind, t.dims) = (Some(TopologyKind::Hyperx), Some(d)),
+            reducelab_sched::TopologySpec::HammingMesh { board, grid } => {
+                (t.kind, t.board, t.grid) = (Some(TopologyKind::Hammingmesh), Some(vec![board.0, board.1]), Some(vec![grid.0, grid.1]))
+            }
+        }
+        Ok(Some(t))
+    }
+
+    /// (bandwidth Gb/s, latency ns) of each class of link the table gives (network, host,
+    /// board, global), as written (for `network.buffer_bytes = "line_rate"`).
+    fn link_classes(&self) -> Vec<(f64, f64)> {
+        let (Some(bw), Some(lat)) = (self.bandwidth_gbps, self.latency_ns) else { return Vec::new() };
+        let mut v = vec![(bw, lat)];
+        if self.host_bandwidth_gbps.is_some() || self.host_latency_ns.is_some() {
+            v.push((self.host_bandwidth_gbps.unwrap_or(bw), self.host_latency_ns.unwrap_or(lat)));
+        }
+        v.extend(self.board_latency_ns.map(|l| (bw, l)));
+        v.extend(self.global_latency_ns.map(|l| (bw, l)));
+        v
+    }
+
     fn build(&self) -> Result<Topology, ScenarioError> {
+        match self.expanded()? {
+            // A size the builders refuse is the shape's fault.
+            Some(t) => t.build_table().map_err(|mut err| {
+                if ["topology.dims", "topology.board", "topology.grid"].iter().any(|f| err.field.starts_with(f)) {
+                    err.field = "topology.shape".into();
+                }
+                err
+            }),
+            None => self.build_table(),
+        }
+    }
+
+    fn build_table(&self) -> Result<Topology, ScenarioError> {
         let kind = match self.kind {
             Some(k) => k,
-            None => return e("topology.kind", "is required (star, fat_tree_2, fat_tree_3, torus, hyperx, hammingmesh, dragonfly)"),
+            None => return e("topology.kind", "is required (star, fat_tree_2, fat_tree_3, torus, hyperx, hammingmesh, dragonfly), or give topology.shape (e.g. \"torus:8x8\")"),
         };
         let kname = match kind {
             TopologyKind::Star => "star",
@@ -695,6 +890,8 @@ impl ScenarioFile {
             return e("name", "must not be empty");
         }
         let topology = self.topology.build()?;
+        let tspec = self.topology.expanded()?;
+        let tspec = tspec.as_ref().unwrap_or(&self.topology);
         let nw = &self.network;
         if nw.mtu_bytes < 64 || nw.mtu_bytes > 65536 {
             return e("network.mtu_bytes", format!("must be within 64..=65536, got {}", nw.mtu_bytes));
@@ -702,10 +899,18 @@ impl ScenarioFile {
         if nw.header_bytes >= nw.mtu_bytes {
             return e("network.header_bytes", format!("must be smaller than mtu_bytes ({}), got {}", nw.mtu_bytes, nw.header_bytes));
         }
-        if nw.flow_control == FlowControlSpec::Credit && nw.buffer_bytes < nw.mtu_bytes as u64 {
-            return e("network.buffer_bytes", format!("must hold at least one MTU ({} bytes) with credit flow control, got {}", nw.mtu_bytes, nw.buffer_bytes));
+        let switch_latency_ps = ns_to_ps("network.switch_latency_ns", nw.switch_latency_ns)?;
+        let buffer_bytes = match nw.buffer_bytes {
+            BufferSpec::Bytes(b) => b,
+            BufferSpec::LineRate => {
+                // The largest any class of link needs (one class on a direct network).
+                tspec.link_classes().iter().map(|&(bw, lat)| line_rate_buffer_bytes(bw, lat, nw.switch_latency_ns, nw.mtu_bytes)).max().unwrap_or(256 << 10)
+            }
+        };
+        if nw.flow_control == FlowControlSpec::Credit && buffer_bytes < nw.mtu_bytes as u64 {
+            return e("network.buffer_bytes", format!("must hold at least one MTU ({} bytes) with credit flow control, got {}", nw.mtu_bytes, buffer_bytes));
         }
-        if nw.buffer_bytes == 0 {
+        if buffer_bytes == 0 {
             return e("network.buffer_bytes", "must be > 0");
         }
         if !(0.0..=1.0).contains(&nw.loss_probability) {
@@ -717,8 +922,8 @@ impl ScenarioFile {
         let net = NetConfig {
             mtu_bytes: nw.mtu_bytes,
             header_bytes: nw.header_bytes,
-            switch_latency_ps: ns_to_ps("network.switch_latency_ns", nw.switch_latency_ns)?,
-            buffer_bytes: nw.buffer_bytes,
+            switch_latency_ps,
+            buffer_bytes,
             flow_control: match nw.flow_control {
                 FlowControlSpec::Credit => FlowControl::Credit,
                 FlowControlSpec::DropTail => FlowControl::DropTail,
@@ -868,11 +1073,31 @@ impl ScenarioFile {
                 }
             }
         }
+        let (backend, backend_reason) = self.choose_backend(&topology, &net, &traffic, &faults, &link_loss, time_limit)?;
+        // Build what the chosen backend runs (from the process-wide caches: a sweep over sizes
+        // builds a schedule or plan once).
+        for (i, t) in traffic.iter_mut().enumerate() {
+            if let Traffic::Collective { hosts, algorithm, collective, layout, schedule, plan, .. } = t {
+                let field = format!("traffic[{i}].algorithm");
+                let cannot = |r: String| ScenarioError { field: format!("traffic[{i}].algorithm"), reason: format!("{algorithm} on {}: {r}", layout_name(&topology, layout)) };
+                if backend == Backend::Flow {
+                    *plan = Some(crate::collective_run::cached_plan(algorithm, layout).map_err(cannot)?);
+                } else {
+                    let max = reducelab_sched::registry::variant_entry(algorithm).map_err(|r| ScenarioError { field: field.clone(), reason: r })?.max_ranks;
+                    if hosts.len() as u64 > max as u64 {
+                        return e(format!("traffic[{i}].hosts"), format!("{} ranks is more than the {max} that '{algorithm}' schedules support at packet level", hosts.len()));
+                    }
+                    *schedule = Some(crate::collective_run::cached_schedule(algorithm, *collective, layout).map_err(cannot)?);
+                }
+            }
+        }
         Ok(Scenario {
             name: self.name.clone(),
             seed: seed_override.unwrap_or(self.seed),
             topology,
             net,
+            backend,
+            backend_reason,
             traffic,
             faults,
             link_loss,
@@ -880,6 +1105,104 @@ impl ScenarioFile {
             watchdog,
             ina,
         })
+    }
+}
+
+/// What a collective's ranks are laid out on, for errors: the topology's spec (`torus:4x4x4`)
+/// when the layout is the topology's own, else the layout's dimensions.
+fn layout_name(topology: &Topology, layout: &reducelab_sched::algos::Layout) -> String {
+    use reducelab_sched::TopologySpec as Spec;
+    let spec = match &topology.shape {
+        Shape::Torus { dims } => Some(Spec::Torus(dims.clone())),
+        Shape::HyperX { dims } => Some(Spec::HyperX(dims.clone())),
+        Shape::HammingMesh { board_x, board_y, grid_x, grid_y } => Some(Spec::HammingMesh { board: (*board_x, *board_y), grid: (*grid_x, *grid_y) }),
+        _ => None,
+    };
+    match spec {
+        Some(s) if s.layout().dims == layout.dims => s.spec(),
+        _ => format!("ranks laid out as {:?}", layout.dims),
+    }
+}
+
+/// The flow backend's timing parameters for a network.
+pub fn flow_config(net: &NetConfig) -> reducelab_flow::FlowConfig {
+    reducelab_flow::FlowConfig { per_hop_ps: net.switch_latency_ps, mtu_bytes: net.mtu_bytes, header_bytes: net.header_bytes }
+}
+
+/// Why `auto` runs `plan` at flow level at every size, if it does: the plan is
+/// contention-free (one flow per link at a time, where the flow backend's recurrence equals
+/// packet level exactly), or a packet-level data check would need more than
+/// [`PACKET_MAX_FINGERPRINTS`] (rank, block) fingerprints.
+pub fn flow_at_every_size(topology: &Topology, plan: &reducelab_sched::Plan, net: &NetConfig) -> Result<Option<String>, String> {
+    if reducelab_flow::is_contention_free(topology, plan, &flow_config(net))? {
+        return Ok(Some("contention-free: one flow per link at a time, flow level equals packet level".into()));
+    }
+    let pairs = plan.ranks as u64 * plan.blocks as u64;
+    if pairs > PACKET_MAX_FINGERPRINTS {
+        return Ok(Some(format!("packet level would check {pairs} (rank, block) fingerprints (more than {PACKET_MAX_FINGERPRINTS})")));
+    }
+    Ok(None)
+}
+
+impl ScenarioFile {
+    /// Why the flow backend cannot run this scenario, if it cannot: it runs exactly one
+    /// collective allreduce on all hosts (rank r on host r) from time 0 on a lossless,
+    /// fault-free, noise-free network without ECN or a time limit.
+    fn flow_obstacle(&self, topology: &Topology, net: &NetConfig, traffic: &[Traffic], faults: &[Fault], link_loss: &[(u32, f64)], time_limit: Option<SimTime>) -> Option<String> {
+        let [t] = traffic else {
+            return Some(format!("it runs one collective allreduce, and the scenario has {} traffic entries", traffic.len()));
+        };
+        let Traffic::Collective { hosts, start, collective, .. } = t else {
+            return Some(format!("it runs one collective allreduce, and traffic[0] is kind = \"{}\"", t.kind()));
+        };
+        if *collective != reducelab_sched::Collective::Allreduce {
+            return Some(format!("it runs an allreduce, and traffic[0] is a {collective:?}"));
+        }
+        if hosts.len() != topology.num_hosts() || hosts.iter().enumerate().any(|(r, &h)| h as usize != r) {
+            return Some("it places rank r on host r of every host, and traffic[0].hosts is not every host in order".into());
+        }
+        if *start != SimTime::ZERO {
+            return Some("traffic[0].start_ns is not 0".into());
+        }
+        let packet_only = [
+            (!faults.is_empty() || !link_loss.is_empty(), "the scenario has [[faults]]"),
+            (net.loss_probability > 0.0, "network.loss_probability is not 0"),
+            (net.noise_probability > 0.0, "noise.probability is not 0"),
+            (net.ecn_threshold_bytes.is_some(), "network.ecn_threshold_bytes is set"),
+            (net.flow_control == FlowControl::DropTail, "network.flow_control is \"drop_tail\""),
+            (time_limit.is_some(), "run.time_limit_us is set"),
+        ];
+        packet_only.iter().find(|(is, _)| *is).map(|(_, why)| format!("{why} (packet level only)"))
+    }
+
+    /// `run.backend` resolved, and why (summary.json's `backend` and `backend_reason`).
+    fn choose_backend(&self, topology: &Topology, net: &NetConfig, traffic: &[Traffic], faults: &[Fault], link_loss: &[(u32, f64)], time_limit: Option<SimTime>) -> Result<(Backend, String), ScenarioError> {
+        let obstacle = || self.flow_obstacle(topology, net, traffic, faults, link_loss, time_limit);
+        match self.run.backend {
+            None => Ok((Backend::Packet, "default (run.backend not set)".into())),
+            Some(Backend::Packet) => Ok((Backend::Packet, "set by run.backend".into())),
+            Some(Backend::Flow) => match obstacle() {
+                Some(why) => e("run.backend", format!("\"flow\" cannot run this scenario: {why}")),
+                None => Ok((Backend::Flow, "set by run.backend".into())),
+            },
+            Some(Backend::Auto) => {
+                if let Some(why) = obstacle() {
+                    return Ok((Backend::Packet, format!("auto: the flow backend cannot run this scenario: {why}")));
+                }
+                let Traffic::Collective { algorithm, layout, bytes, .. } = &traffic[0] else { unreachable!("checked by flow_obstacle") };
+                let field = |r: String| ScenarioError { field: "traffic[0].algorithm".into(), reason: format!("{algorithm} on {}: {r}", layout_name(topology, layout)) };
+                let plan = crate::collective_run::cached_plan(algorithm, layout).map_err(field)?;
+                if let Some(why) = flow_at_every_size(topology, &plan, net).map_err(field)? {
+                    return Ok((Backend::Flow, format!("auto: {why}")));
+                }
+                let min = self.run.flow_min_bytes.unwrap_or(AUTO_FLOW_MIN_BYTES);
+                Ok(if *bytes >= min {
+                    (Backend::Flow, format!("auto: {bytes} B is at least flow_min_bytes ({min} B)"))
+                } else {
+                    (Backend::Packet, format!("auto: below flow_min_bytes ({bytes} B < {min} B)"))
+                })
+            }
+        }
     }
 }
 
@@ -1146,18 +1469,21 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
             if layout.ranks() != p {
                 return e(format!("{f}.dims"), format!("{dims:?} holds {} ranks but {p} hosts take part", layout.ranks()));
             }
+            // Before a family is resolved for the size (which models the schedules).
+            if p > registry::MAX_RANKS {
+                return e(format!("{f}.hosts"), format!("{p} ranks is more than the {} that any schedule or timing plan supports", registry::MAX_RANKS));
+            }
             // A family, alias or policy runs the variant it resolves to for this size, with the
             // α-β parameters of the topology's links (registry::Costs::for_links).
             let size = bytes(t)?;
+            if size == 0 {
+                return e(format!("{f}.bytes"), "a collective needs at least one byte");
+            }
             let slowest = topology.links.iter().min_by_key(|l| l.bandwidth_bps);
             let costs = registry::Costs::for_links(slowest.map_or(1, |l| l.bandwidth_bps), slowest.map_or(0, |l| l.latency_ps));
             let variant = registry::resolve(&name, collective, &layout, size, &costs, false).map_err(|r| ScenarioError { field: format!("{f}.algorithm"), reason: r })?;
-            let algorithm = variant.name;
-            if p > variant.max_ranks {
-                return e(format!("{f}.hosts"), format!("{p} ranks is more than the {} that '{algorithm}' schedules support at packet level", variant.max_ranks));
-            }
-            let schedule = registry::build(algorithm, collective, &layout).map_err(|r| ScenarioError { field: format!("{f}.algorithm"), reason: r })?;
-            Traffic::Collective { hosts, bytes: size, start, schedule }
+            // The schedule (packet) or plan (flow) is built once the backend is known.
+            Traffic::Collective { hosts, bytes: size, start, algorithm: variant.name, collective, layout, schedule: None, plan: None }
         }
     })
 }

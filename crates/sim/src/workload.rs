@@ -42,9 +42,10 @@ impl ScenarioWorkload {
             .iter()
             .enumerate()
             .map(|(ti, t)| match t {
-                Traffic::Collective { hosts, bytes, start, schedule } => {
+                Traffic::Collective { hosts, bytes, start, schedule, .. } => {
                     collectives_left += 1;
-                    Some(CollectiveRun::new(topo, schedule.clone(), hosts.clone(), *bytes, 4, ti as u64, *start, seed ^ ti as u64))
+                    let schedule = schedule.clone().expect("the packet backend's schedule is built with the scenario");
+                    Some(CollectiveRun::new(topo, schedule, hosts.clone(), *bytes, 4, ti as u64, *start, seed ^ ti as u64))
                 }
                 _ => None,
             })

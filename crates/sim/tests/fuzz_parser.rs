@@ -147,6 +147,20 @@ kind = "permutation"
 hosts = "all"
 bytes = 1000
 "#,
+    r#"name = "small-door"
+topology = "torus:2x2"
+[network]
+buffer_bytes = "line_rate"
+switch_latency_ns = 300
+[[traffic]]
+kind = "collective"
+algorithm = "swing-latency"
+bytes = 4096
+hosts = "all"
+[run]
+backend = "auto"
+flow_min_bytes = 1024
+"#,
 ];
 
 /// Inputs that made the parser or a topology builder panic (u32/u64 overflow on absurd
@@ -197,13 +211,16 @@ const KEYS: &[&str] = &[
     "global_per_router", "global_latency_ns", "host_bandwidth_gbps", "host_latency_ns", "bandwidth_gbps",
     "latency_ns", "mtu_bytes", "header_bytes", "buffer_bytes", "flow_control", "routing", "loss_probability",
     "ecn_threshold_bytes", "probability", "delay_ns", "bytes", "receiver", "senders", "inflight", "list", "start_ns",
-    "link", "node", "at_ns", "time_limit_us", "description",
+    "link", "node", "at_ns", "time_limit_us", "description", "shape", "backend", "flow_min_bytes", "algorithm",
+    "topology",
 ];
 
 const VARIANTS: &[&str] = &[
     "\"star\"", "\"fat_tree_2\"", "\"fat_tree_3\"", "\"torus\"", "\"hyperx\"", "\"hammingmesh\"", "\"dragonfly\"",
     "\"credit\"", "\"drop_tail\"", "\"minimal\"", "\"ecmp\"", "\"adaptive\"", "\"canary\"", "\"messages\"",
     "\"permutation\"", "\"incast\"", "\"random_uniform\"", "\"link\"", "\"node\"", "\"all\"",
+    "\"packet\"", "\"flow\"", "\"auto\"", "\"line_rate\"", "\"collective\"", "\"torus:2x2\"", "\"hyperx:3x3\"",
+    "\"hammingmesh:2x2,2x2\"", "\"torus:0x4\"", "\"torus:4294967295x4294967295\"", "\"swing\"", "\"bucket\"",
 ];
 
 const HEADERS: &[&str] = &["[topology]", "[network]", "[noise]", "[run]", "[[traffic]]", "[[faults]]", "[bogus]", "[[topology]]", "["];
