@@ -28,9 +28,11 @@
 //! from the scenario seed. Same topology, config, workload and seed → identical results.
 
 mod config;
+mod ids;
 mod network;
 mod packet;
 mod routing;
+mod wires;
 
 pub use config::{Arbitration, FlowControl, NetConfig, RoutingAlgo};
 pub use network::{
@@ -38,5 +40,8 @@ pub use network::{
     WorkDone, Workload,
     APP_QUEUE_LOW,
 };
-pub use packet::{fingerprint, PacketId};
+pub use ids::{PktId, PortId};
+/// The name workloads know a packet in their custody by.
+pub use ids::PktId as PacketId;
+pub use packet::fingerprint;
 pub use routing::VcPolicy;

@@ -1,6 +1,8 @@
 use crate::config::{Arbitration, FlowControl, NetConfig, RoutingAlgo};
-use crate::packet::{fingerprint, Packet, PacketPool, NIL};
+use crate::ids::{PktId, PortId};
+use crate::packet::{fingerprint, Body, Packet, PacketPool};
 use crate::routing::{torus_is_wrap, VcPolicy};
+use crate::wires::Wires;
 use reducelab_des::{EventQueue, Rng, SimDuration, SimTime};
 use reducelab_topo::{MinimalRoutes, NodeId, Shape, Topology};
 use serde::Serialize;
@@ -138,7 +140,7 @@ pub trait Workload {
     /// A protocol packet reached a programmable switch (`node`, arriving on local port
     /// `in_port`). The workload takes custody and must resolve it with exactly one of
     /// [`Network::app_consume`] or [`Network::app_forward`]; it may emit more packets.
-    fn on_app_at_switch(&mut self, net: &mut Network, _node: u32, _in_port: u16, pkt: crate::PacketId) {
+    fn on_app_at_switch(&mut self, net: &mut Network, _node: u32, _in_port: u16, pkt: PktId) {
         net.app_consume(pkt);
     }
     /// A protocol packet was delivered to its destination host.
@@ -187,14 +189,14 @@ enum Event {
     Fault { idx: u32 },
     /// A protocol packet reaches the program of the switch it is in (it had to wait for the
     /// program's throughput).
-    Program { pkt: u32 },
+    Program { pkt: PktId },
 }
 
 /// What an arrival turned into, for the run loop to report to the workload.
 enum Arrival {
     Nothing,
     Delivered(u32),
-    AppAtSwitch { node: u32, in_port: u16, pkt: u32 },
+    AppAtSwitch { node: u32, in_port: u16, pkt: PktId },
     AppAtHost { host: u32, app: u32 },
 }
 
@@ -219,8 +221,8 @@ pub const APP_QUEUE_LOW: usize = 4;
 
 #[derive(Clone, Copy, Default)]
 struct VcQueue {
-    head: u32,
-    tail: u32,
+    head: Option<PktId>,
+    tail: Option<PktId>,
     bytes: u64,
 }
 
@@ -307,8 +309,7 @@ pub struct Network {
     /// order (a link's latency is fixed and returns are sent in event order). Absorbed lazily
     /// when the port looks at its credits, so an unblocked port costs no event per packet.
     credit_returns: Vec<VecDeque<(u64, u8, u32)>>,
-    /// Packets on the wire of each output port: (head, tail) of an intrusive FIFO.
-    wires: Vec<(u32, u32)>,
+    wires: Wires,
     inject: Vec<VecDeque<u32>>,
     link_up: Vec<bool>,
     link_loss: Vec<f64>,
@@ -339,7 +340,7 @@ pub struct Network {
     // Input round-robin arbitration (empty with FIFO): per (port, VC, input) FIFOs, the
     // inputs with packets queued as a bitmask per (port, VC), and the input served last.
     in_stride: usize,
-    inq: Vec<(u32, u32)>,
+    inq: Vec<(Option<PktId>, Option<PktId>)>,
     in_mask: Vec<u128>,
     in_last: Vec<u8>,
 }
@@ -423,10 +424,10 @@ impl Network {
             port_bps,
             port_lat,
             ports: vec![PortState::default(); np],
-            vcq: vec![VcQueue { head: NIL, tail: NIL, bytes: 0 }; np * nvc],
+            vcq: vec![VcQueue { head: None, tail: None, bytes: 0 }; np * nvc],
             credits: vec![credit0; np * nvc],
             credit_returns: (0..np).map(|_| VecDeque::new()).collect(),
-            wires: vec![(NIL, NIL); np],
+            wires: Wires::new(np),
             inject: (0..np).map(|_| VecDeque::new()).collect(),
             link_up: vec![true; topo.links.len()],
             link_loss: vec![cfg.loss_probability; topo.links.len()],
@@ -452,7 +453,7 @@ impl Network {
             notes: Vec::new(),
             node_dist: vec![None; topo.nodes.len()],
             in_stride,
-            inq: if rr { vec![(NIL, NIL); np * nvc * in_stride] } else { Vec::new() },
+            inq: if rr { vec![(None, None); np * nvc * in_stride] } else { Vec::new() },
             in_mask: if rr { vec![0; np * nvc] } else { Vec::new() },
             in_last: if rr { vec![0; np * nvc] } else { Vec::new() },
             cfg,
@@ -612,9 +613,10 @@ impl Network {
                 Event::Fault { idx } => self.apply_fault(idx),
                 Event::Program { pkt } => {
                     let p = *self.pool.get(pkt);
-                    let node = self.port_node[p.in_port as usize];
+                    let in_port = p.in_port.expect("a protocol packet at a switch came in on a port").idx();
+                    let node = self.port_node[in_port];
                     if self.node_up[node as usize] {
-                        w.on_app_at_switch(self, node, self.port_local[p.in_port as usize], crate::PacketId(pkt));
+                        w.on_app_at_switch(self, node, self.port_local[in_port], pkt);
                     } else {
                         self.stats.drops_failure += 1;
                         self.lose(pkt);
@@ -670,7 +672,7 @@ impl Network {
         match a {
             Arrival::Nothing => {}
             Arrival::Delivered(msg) => w.on_delivered(self, MsgId(msg)),
-            Arrival::AppAtSwitch { node, in_port, pkt } => w.on_app_at_switch(self, node, in_port, crate::PacketId(pkt)),
+            Arrival::AppAtSwitch { node, in_port, pkt } => w.on_app_at_switch(self, node, in_port, pkt),
             Arrival::AppAtHost { host, app } => w.on_app_delivered(self, host, app),
         }
     }
@@ -732,83 +734,66 @@ impl Network {
     }
 
     /// The protocol packet `pkt` (in the workload's custody).
-    pub fn app_packet(&self, pkt: crate::PacketId) -> AppPacket {
-        let p = self.pool.get(pkt.0);
-        AppPacket {
-            app: p.app,
-            wire_bytes: p.wire_bytes,
-            dst: if p.dst_node != NIL { AppDst::Node(p.dst_node) } else { AppDst::Host(p.dst) },
-            intercept: p.intercept,
-        }
+    pub fn app_packet(&self, pkt: PktId) -> AppPacket {
+        let p = self.pool.get(pkt);
+        AppPacket { app: p.app().expect("a protocol packet"), wire_bytes: p.wire_bytes, dst: p.dst, intercept: p.intercept }
     }
 
     /// Ends custody of `pkt`: the program absorbed it; its ingress buffer is free again.
-    pub fn app_consume(&mut self, pkt: crate::PacketId) {
-        self.drop_packet(pkt.0);
+    pub fn app_consume(&mut self, pkt: PktId) {
+        self.drop_packet(pkt);
     }
 
     /// Ends custody of `pkt` by sending it on from `node`, rewritten to `as_pkt`. It keeps
     /// its ingress buffer until it leaves, like a forwarded packet.
-    pub fn app_forward(&mut self, node: u32, pkt: crate::PacketId, out: AppOut, as_pkt: AppPacket) {
-        self.set_app_fields(pkt.0, as_pkt);
-        self.app_send(node, pkt.0, out);
+    pub fn app_forward(&mut self, node: u32, pkt: PktId, out: AppOut, as_pkt: AppPacket) {
+        self.set_app_fields(pkt, as_pkt);
+        self.app_send(node, pkt, out);
     }
 
     /// A switch program creates a packet at `node`. It occupies no ingress buffer (it lives in
     /// the switch's own memory until sent).
     pub fn app_emit(&mut self, node: u32, out: AppOut, pkt: AppPacket) {
         let now = self.queue.now().0;
-        let id = self.alloc_app_packet(NIL, 0, now, pkt);
+        let id = self.alloc_app_packet(u32::MAX, 0, now, pkt);
         self.app_send(node, id, out);
     }
 
-    /// A new protocol packet from `src` (a host, or `NIL` for a switch) on VC `vc`.
-    fn alloc_app_packet(&mut self, src: u32, vc: u8, born_ps: u64, a: AppPacket) -> u32 {
+    /// A new protocol packet from `src` (a host, or `u32::MAX` for a switch) on VC `vc`.
+    fn alloc_app_packet(&mut self, src: u32, vc: u8, born_ps: u64, a: AppPacket) -> PktId {
         self.stats.packets_created += 1;
         let id = self.pool.alloc(Packet {
-            next: NIL,
+            next: None,
             wire_bytes: a.wire_bytes,
             payload_bytes: 0,
             src,
-            dst: NIL,
-            msg: NIL,
+            dst: a.dst,
+            body: Body::App(a.app),
             seq: 0,
-            in_port: NIL,
+            in_port: None,
             in_vc: 0,
             vc,
             hops: 0,
             ecn: false,
             flow_hash: a.app,
             fingerprint: 0,
-            app: NIL,
-            dst_node: NIL,
-            intercept: false,
+            intercept: a.intercept,
             arrive_ps: 0,
             born_ps,
         });
         self.stats.peak_packets_in_flight = self.stats.peak_packets_in_flight.max(self.pool.live);
-        self.set_app_fields(id, a);
         id
     }
 
-    fn set_app_fields(&mut self, id: u32, a: AppPacket) {
+    fn set_app_fields(&mut self, id: PktId, a: AppPacket) {
         let p = self.pool.get_mut(id);
-        p.app = a.app;
+        p.body = Body::App(a.app);
         p.wire_bytes = a.wire_bytes;
         p.intercept = a.intercept;
-        match a.dst {
-            AppDst::Host(h) => {
-                p.dst = h;
-                p.dst_node = NIL;
-            }
-            AppDst::Node(n) => {
-                p.dst = NIL;
-                p.dst_node = n;
-            }
-        }
+        p.dst = a.dst;
     }
 
-    fn app_send(&mut self, node: u32, pkt: u32, out: AppOut) {
+    fn app_send(&mut self, node: u32, pkt: PktId, out: AppOut) {
         let p = *self.pool.get(pkt);
         let chosen = match out {
             AppOut::Route => self.route(node, &p),
@@ -835,10 +820,10 @@ impl Network {
 
     /// A packet is lost: frees it (and its ingress buffer) and tells the workload if it was
     /// a protocol packet.
-    fn lose(&mut self, pkt: u32) {
-        let app = self.pool.get(pkt).app;
+    fn lose(&mut self, pkt: PktId) {
+        let app = self.pool.get(pkt).app();
         self.drop_packet(pkt);
-        if app != NIL {
+        if let Some(app) = app {
             self.notes.push(Note::AppLost(app));
         }
     }
@@ -955,10 +940,7 @@ impl Network {
         for k in 0..slots {
             let idx = (rr + k) % slots;
             let age = if idx < nvc {
-                let head = self.vc_head(g * nvc + idx);
-                if head == NIL {
-                    continue;
-                }
+                let Some(head) = self.vc_head(g * nvc + idx) else { continue };
                 let p = self.pool.get(head);
                 if self.credits[g * nvc + idx] < p.wire_bytes as i64 {
                     continue;
@@ -1045,40 +1027,18 @@ impl Network {
         self.transmit(g as u32, id);
     }
 
-    /// Puts a packet on the wire of output `port`. Arrival times on one wire never
-    /// decrease, so only the head needs an event: the heap holds O(ports) entries instead of
-    /// O(packets in flight).
+    /// Puts a packet on the wire of output `port`; only the wire's head has an event.
     #[inline]
-    fn wire_push(&mut self, port: u32, pkt: u32, arrive: u64) {
-        let g = port as usize;
-        {
-            let p = self.pool.get_mut(pkt);
-            p.next = NIL;
-            p.arrive_ps = arrive;
-        }
-        let w = &mut self.wires[g];
-        if w.0 == NIL {
-            w.0 = pkt;
-            w.1 = pkt;
+    fn wire_push(&mut self, port: u32, pkt: PktId, arrive: u64) {
+        if self.wires.push(&mut self.pool, PortId::new(port), pkt, arrive) {
             self.queue.push(SimTime(arrive), Event::Arrive { port });
-        } else {
-            let tail = w.1;
-            w.1 = pkt;
-            debug_assert!(self.pool.get(tail).arrive_ps <= arrive);
-            self.pool.get_mut(tail).next = pkt;
         }
     }
 
     #[inline]
-    fn wire_pop(&mut self, port: u32) -> u32 {
-        let g = port as usize;
-        let pkt = self.wires[g].0;
-        let next = self.pool.get(pkt).next;
-        self.wires[g].0 = next;
-        if next == NIL {
-            self.wires[g].1 = NIL;
-        } else {
-            let t = self.pool.get(next).arrive_ps;
+    fn wire_pop(&mut self, port: u32) -> PktId {
+        let (pkt, next) = self.wires.pop(&self.pool, PortId::new(port));
+        if let Some(t) = next {
             self.queue.push(SimTime(t), Event::Arrive { port });
         }
         pkt
@@ -1120,7 +1080,7 @@ impl Network {
         this + self.cfg.header_bytes
     }
 
-    fn make_packet(&mut self, g: usize, msg: u32, vc: u8, size: u32) -> u32 {
+    fn make_packet(&mut self, g: usize, msg: u32, vc: u8, size: u32) -> PktId {
         let m = &mut self.messages[msg as usize];
         let seq = m.sent_packets;
         m.sent_packets += 1;
@@ -1135,22 +1095,20 @@ impl Network {
         }
         self.stats.packets_created += 1;
         let id = self.pool.alloc(Packet {
-            next: NIL,
+            next: None,
             wire_bytes: size,
             payload_bytes: size - self.cfg.header_bytes,
             src,
-            dst,
-            msg,
+            dst: AppDst::Host(dst),
+            body: Body::Msg { msg },
             seq,
-            in_port: NIL,
+            in_port: None,
             in_vc: 0,
             vc,
             hops: 0,
             ecn: false,
             flow_hash,
             fingerprint: fp,
-            app: NIL,
-            dst_node: NIL,
             intercept: false,
             arrive_ps: 0,
             born_ps: self.queue.now().0.max(self.ports[g].inject_since),
@@ -1169,7 +1127,7 @@ impl Network {
         }
     }
 
-    fn transmit(&mut self, port: u32, pkt: u32) {
+    fn transmit(&mut self, port: u32, pkt: PktId) {
         let g = port as usize;
         let now = self.queue.now().0;
         let p = *self.pool.get(pkt);
@@ -1186,9 +1144,9 @@ impl Network {
         self.credits[g * self.nvc + p.vc as usize] -= size as i64;
         self.stats.packet_hops += 1;
         // The packet leaves this node: give the ingress buffer back to the upstream sender.
-        if p.in_port != NIL {
-            let up = self.port_peer[p.in_port as usize];
-            let lat = self.port_lat[p.in_port as usize];
+        if let Some(ip) = p.in_port {
+            let up = self.port_peer[ip.idx()];
+            let lat = self.port_lat[ip.idx()];
             self.return_credit(up, p.in_vc, size, now + lat);
         }
         // Every packet a forwarding node receives pays its pipeline latency (also those it
@@ -1211,7 +1169,7 @@ impl Network {
         ps.q_last_change = now;
     }
 
-    fn enqueue(&mut self, port: u32, pkt: u32) {
+    fn enqueue(&mut self, port: u32, pkt: PktId) {
         let g = port as usize;
         let now = self.queue.now().0;
         let (size, vc) = {
@@ -1239,23 +1197,23 @@ impl Network {
         ps.max_q_bytes = ps.max_q_bytes.max(ps.q_bytes);
         let qi = g * self.nvc + vc;
         self.vcq[qi].bytes += size;
-        self.pool.get_mut(pkt).next = NIL;
+        self.pool.get_mut(pkt).next = None;
         let (head, tail) = if self.inq.is_empty() {
             let q = &mut self.vcq[qi];
             (&mut q.head, &mut q.tail)
         } else {
             let in_port = self.pool.get(pkt).in_port;
-            let input = if in_port == NIL { self.in_stride - 1 } else { self.port_local[in_port as usize] as usize };
+            let input = match in_port {
+                None => self.in_stride - 1,
+                Some(ip) => self.port_local[ip.idx()] as usize,
+            };
             self.in_mask[qi] |= 1u128 << input;
             let q = &mut self.inq[qi * self.in_stride + input];
             (&mut q.0, &mut q.1)
         };
-        let old_tail = *tail;
-        *tail = pkt;
-        if old_tail == NIL {
-            *head = pkt;
-        } else {
-            self.pool.get_mut(old_tail).next = pkt;
+        match tail.replace(pkt) {
+            None => *head = Some(pkt),
+            Some(old_tail) => self.pool.get_mut(old_tail).next = Some(pkt),
         }
         self.kick(port);
     }
@@ -1273,38 +1231,35 @@ impl Network {
         Some(if later != 0 { later.trailing_zeros() } else { mask.trailing_zeros() } as usize)
     }
 
-    /// The packet queue `qi` (port × VC) sends next, or `NIL`.
+    /// The packet queue `qi` (port × VC) sends next, if any.
     #[inline]
-    fn vc_head(&self, qi: usize) -> u32 {
+    fn vc_head(&self, qi: usize) -> Option<PktId> {
         if self.inq.is_empty() {
             self.vcq[qi].head
         } else {
-            match self.next_input(qi) {
-                Some(i) => self.inq[qi * self.in_stride + i].0,
-                None => NIL,
-            }
+            self.inq[qi * self.in_stride + self.next_input(qi)?].0
         }
     }
 
-    fn dequeue(&mut self, g: usize, vc: usize) -> u32 {
+    fn dequeue(&mut self, g: usize, vc: usize) -> PktId {
         let now = self.queue.now().0;
         let qi = g * self.nvc + vc;
-        let pkt = self.vc_head(qi);
+        let pkt = self.vc_head(qi).expect("dequeue from an empty queue");
         let next = self.pool.get(pkt).next;
         let size = self.pool.get(pkt).wire_bytes as u64;
         if self.inq.is_empty() {
             let q = &mut self.vcq[qi];
             q.head = next;
-            if next == NIL {
-                q.tail = NIL;
+            if next.is_none() {
+                q.tail = None;
             }
         } else {
             let i = self.next_input(qi).expect("non-empty");
             self.in_last[qi] = i as u8;
             let q = &mut self.inq[qi * self.in_stride + i];
             q.0 = next;
-            if next == NIL {
-                q.1 = NIL;
+            if next.is_none() {
+                q.1 = None;
                 self.in_mask[qi] &= !(1u128 << i);
             }
         }
@@ -1317,11 +1272,11 @@ impl Network {
     }
 
     /// Drops a packet held by a live node, giving its ingress buffer back to the upstream.
-    fn drop_packet(&mut self, pkt: u32) {
+    fn drop_packet(&mut self, pkt: PktId) {
         let p = *self.pool.get(pkt);
-        if p.in_port != NIL {
-            let up = self.port_peer[p.in_port as usize];
-            let lat = self.port_lat[p.in_port as usize];
+        if let Some(ip) = p.in_port {
+            let up = self.port_peer[ip.idx()];
+            let lat = self.port_lat[ip.idx()];
             let now = self.queue.now().0;
             self.return_credit(up, p.in_vc, p.wire_bytes, now + lat);
         }
@@ -1330,16 +1285,16 @@ impl Network {
 
     // ----- Arrival, routing, delivery ------------------------------------------------------
 
-    fn arrive(&mut self, in_port: u32, pkt: u32) -> Arrival {
+    fn arrive(&mut self, in_port: u32, pkt: PktId) -> Arrival {
         let gi = in_port as usize;
         let node = self.port_node[gi] as usize;
         let link = self.port_link[gi] as usize;
         if !self.link_up[link] || !self.node_up[node] {
             // Lost with the failed link or node; nobody is left to return its credit.
             self.stats.drops_failure += 1;
-            let app = self.pool.get(pkt).app;
+            let app = self.pool.get(pkt).app();
             self.pool.release(pkt);
-            if app != NIL {
+            if let Some(app) = app {
                 self.notes.push(Note::AppLost(app));
             }
             return Arrival::Nothing;
@@ -1348,7 +1303,7 @@ impl Network {
             let p = self.pool.get_mut(pkt);
             p.hops = p.hops.saturating_add(1);
             p.in_vc = p.vc;
-            p.in_port = in_port;
+            p.in_port = Some(PortId::new(in_port));
         }
         let loss = self.link_loss[link];
         if loss > 0.0 && self.rng_loss.bernoulli(loss) {
@@ -1359,16 +1314,16 @@ impl Network {
             return Arrival::Nothing;
         }
         let p = *self.pool.get(pkt);
-        if p.app != NIL {
+        if let Some(app) = p.app() {
             let host = self.node_host[node];
             // A protocol packet reaching a host is for that host when addressed to it, or when
             // the host does not forward (multicast copies carry no host address).
-            if host != u32::MAX && ((p.dst_node == NIL && p.dst == host) || !self.node_forwards[node]) {
+            if host != u32::MAX && (p.dst == AppDst::Host(host) || !self.node_forwards[node]) {
                 self.drop_packet(pkt); // consumed by the host: credit goes back at once
                 self.stats.delivered_packets += 1;
-                return Arrival::AppAtHost { host, app: p.app };
+                return Arrival::AppAtHost { host, app };
             }
-            if p.dst_node == node as u32 || (p.intercept && self.programmable[node]) {
+            if p.dst == AppDst::Node(node as u32) || (p.intercept && self.programmable[node]) {
                 // The program processes packets at its throughput; a packet that must wait
                 // keeps its ingress buffer meanwhile.
                 let now = self.queue.now().0;
@@ -1382,7 +1337,7 @@ impl Network {
                 return Arrival::AppAtSwitch { node: node as u32, in_port: self.port_local[gi], pkt };
             }
         }
-        if p.dst_node == NIL && self.node_host[node] == p.dst {
+        if p.dst == AppDst::Host(self.node_host[node]) {
             self.drop_packet(pkt); // consumed by the host: credit goes back at once
             self.stats.delivered_packets += 1;
             match self.pool_released_delivery(&p) {
@@ -1410,7 +1365,8 @@ impl Network {
 
     fn pool_released_delivery(&mut self, p: &Packet) -> Option<u32> {
         let now = self.queue.now();
-        let m = &mut self.messages[p.msg as usize];
+        let Body::Msg { msg } = p.body else { unreachable!("a protocol packet delivered as a message") };
+        let m = &mut self.messages[msg as usize];
         m.recv_packets += 1;
         m.recv_bytes += p.payload_bytes as u64;
         m.fingerprint_received = m.fingerprint_received.wrapping_add(p.fingerprint);
@@ -1421,7 +1377,7 @@ impl Network {
             m.end = now;
             self.undelivered -= 1;
             self.fg.delivered += !m.background as u64;
-            Some(p.msg)
+            Some(msg)
         } else {
             None
         }
@@ -1464,10 +1420,9 @@ impl Network {
 
     /// Picks the output port (global id) and VC for a packet at a forwarding node.
     fn route(&mut self, node: u32, p: &Packet) -> Option<(u32, u8)> {
-        if p.dst_node != NIL {
-            self.candidates_to_node(node, p.dst_node);
-        } else {
-            self.live_candidates(node, p.dst);
+        match p.dst {
+            AppDst::Node(n) => self.candidates_to_node(node, n),
+            AppDst::Host(h) => self.live_candidates(node, h),
         }
         if self.scratch.is_empty() {
             return None;
@@ -1498,11 +1453,11 @@ impl Network {
             return Some((base + lp as u32, self.dateline_vc(node, lp, p)));
         }
         let lp = match self.cfg.routing {
-            RoutingAlgo::Minimal => self.deterministic_pick(p.dst),
+            RoutingAlgo::Minimal => self.deterministic_pick(p.dst_key()),
             RoutingAlgo::Ecmp => self.scratch[p.flow_hash as usize % n],
             RoutingAlgo::Adaptive => self.least_queued(base, p.flow_hash as usize % n),
             RoutingAlgo::Canary => {
-                let start = p.dst as usize % n;
+                let start = p.dst_key() as usize % n;
                 let def = self.scratch[start];
                 if self.ports[(base + def as u32) as usize].q_bytes * 2 > self.cfg.buffer_bytes {
                     self.least_queued(base, start)
@@ -1530,7 +1485,7 @@ impl Network {
         if torus_is_wrap(&self.shape_dims, node, lp) {
             return 1;
         }
-        let same_dim = p.in_port != NIL && self.port_local[p.in_port as usize] / 2 == lp / 2;
+        let same_dim = p.in_port.is_some_and(|ip| self.port_local[ip.idx()] / 2 == lp / 2);
         (p.in_vc == 1 && same_dim) as u8
     }
 
@@ -1628,7 +1583,7 @@ impl Network {
         // Packets queued on dead ports are lost with them.
         for g in dead_ports {
             for vc in 0..self.nvc {
-                while self.vc_head(g * self.nvc + vc) != NIL {
+                while self.vc_head(g * self.nvc + vc).is_some() {
                     let pkt = self.dequeue(g, vc);
                     self.stats.drops_failure += 1;
                     self.ports[g].drops += 1;
