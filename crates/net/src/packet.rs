@@ -1,7 +1,7 @@
 //! Packets and the pool that recycles them.
 
 use crate::ids::{PktId, PortId};
-use crate::network::AppDst;
+use crate::protocol::AppDst;
 
 /// What a packet carries: a slice of a point-to-point message, or a protocol packet (a handle
 /// into the workload's own arena).
