@@ -39,7 +39,7 @@ mod queues;
 mod routing;
 mod wires;
 
-pub use config::{Arbitration, FlowControl, NetConfig, RoutingAlgo};
+pub use config::{AdaptiveThreshold, Arbitration, FlowControl, NetConfig, RoutingAlgo};
 pub use faults::Fault;
 pub use network::{Foreground, Message, MsgId, Network, NetworkStats, RunEnd, RunLimits, WorkDone, Workload};
 pub use ports::PortStats;

@@ -243,7 +243,7 @@ impl Network {
             return Err(format!("arbitration input_round_robin supports nodes with up to 127 ports; this topology has {max_ports}"));
         }
         let mut net = Network {
-            router: Router::new(topo),
+            router: Router::new(topo, cfg.routing, cfg.buffer_bytes)?,
             vc_policy,
             nvc,
             node_forwards: topo.nodes.iter().map(|n| n.forwards).collect(),

@@ -16,7 +16,7 @@ use crate::ids::PortId;
 use crate::network::Network;
 use crate::packet::{fingerprint, Packet};
 use crate::protocol::AppDst;
-use crate::{FlowControl, RoutingAlgo};
+use crate::{AdaptiveThreshold, FlowControl, RoutingAlgo};
 use reducelab_topo::{MinimalRoutes, NodeId, Shape, Topology};
 use serde::Serialize;
 
@@ -82,7 +82,8 @@ pub fn routing_name(r: RoutingAlgo) -> &'static str {
         RoutingAlgo::Minimal => "minimal",
         RoutingAlgo::Ecmp => "ecmp",
         RoutingAlgo::Adaptive => "adaptive",
-        RoutingAlgo::Canary => "canary",
+        RoutingAlgo::ThresholdAdaptive(_) if r == RoutingAlgo::CANARY => "canary",
+        RoutingAlgo::ThresholdAdaptive(_) => "threshold-adaptive",
     }
 }
 
@@ -115,11 +116,24 @@ pub(crate) struct Router {
     shape_dims: Vec<u32>,
     /// Hop distances to switch nodes that protocol packets are addressed to, built on first use.
     node_dist: Vec<Option<Vec<u32>>>,
+    /// Threshold-adaptive routing leaves the default port when its queue holds more bytes.
+    threshold_bytes: u64,
 }
 
 impl Router {
-    pub fn new(topo: &Topology) -> Router {
-        Router {
+    /// Routing over `topo` with `routing`; errors name a bad parameter.
+    pub fn new(topo: &Topology, routing: RoutingAlgo, buffer_bytes: u64) -> Result<Router, String> {
+        let threshold_bytes = match routing {
+            RoutingAlgo::ThresholdAdaptive(t @ AdaptiveThreshold::BufferPercent(p)) => {
+                if p > 100 {
+                    return Err(format!("adaptive threshold must be within 0..=100 percent of the buffer, got {p}"));
+                }
+                t.bytes(buffer_bytes)
+            }
+            RoutingAlgo::ThresholdAdaptive(t) => t.bytes(buffer_bytes),
+            _ => u64::MAX,
+        };
+        Ok(Router {
             routes: MinimalRoutes::new(topo),
             topo: topo.clone(),
             scratch: Vec::with_capacity(64),
@@ -128,7 +142,8 @@ impl Router {
                 _ => Vec::new(),
             },
             node_dist: vec![None; topo.nodes.len()],
-        }
+            threshold_bytes,
+        })
     }
 }
 
@@ -232,10 +247,10 @@ impl Network {
             RoutingAlgo::Minimal => self.deterministic_pick(p.dst_key()),
             RoutingAlgo::Ecmp => self.router.scratch[p.flow_hash as usize % n],
             RoutingAlgo::Adaptive => self.least_queued(node, p.flow_hash as usize % n),
-            RoutingAlgo::Canary => {
+            RoutingAlgo::ThresholdAdaptive(_) => {
                 let start = p.dst_key() as usize % n;
                 let def = self.router.scratch[start];
-                if self.ports[self.pt.of(node, def).idx()].q_bytes * 2 > self.cfg.buffer_bytes {
+                if self.ports[self.pt.of(node, def).idx()].q_bytes > self.router.threshold_bytes {
                     self.least_queued(node, start)
                 } else {
                     def
@@ -288,7 +303,7 @@ impl Network {
                 let h = (fingerprint(self.salt, msg, u32::MAX) >> 32) as usize;
                 self.router.scratch[h % self.router.scratch.len()]
             }
-            RoutingAlgo::Adaptive | RoutingAlgo::Canary => {
+            RoutingAlgo::Adaptive | RoutingAlgo::ThresholdAdaptive(_) => {
                 // Spread messages: fewest active injections, then fewest queued bytes.
                 let mut best = self.router.scratch[0];
                 let mut key = (u64::MAX, u64::MAX);

@@ -728,7 +728,7 @@ impl ScenarioFile {
                 RoutingSpec::Minimal => RoutingAlgo::Minimal,
                 RoutingSpec::Ecmp => RoutingAlgo::Ecmp,
                 RoutingSpec::Adaptive => RoutingAlgo::Adaptive,
-                RoutingSpec::Canary => RoutingAlgo::Canary,
+                RoutingSpec::Canary => RoutingAlgo::CANARY,
             },
             loss_probability: nw.loss_probability,
             arbitration: match nw.arbitration {
