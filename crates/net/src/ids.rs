@@ -2,10 +2,11 @@
 //!
 //! Each id is a `#[repr(transparent)]` newtype over a `u32` and reads back as an array index
 //! with `.idx()`. An id that may be absent is an `Option<Id>`: the ids that live in the packet
-//! pool's hot structures ([`PktId`], [`PortId`]) keep a niche (they store the bitwise
-//! complement of the index in a `NonZeroU32`, so index `u32::MAX` is the one value they
-//! cannot hold), which makes `Option<PktId>` and `Option<PortId>` 4 bytes, the size of the
-//! raw `u32` with a `u32::MAX` sentinel they replace; `.idx()` costs one `not`.
+//! pool's hot structures ([`PktId`], [`PortId`]) keep a niche (they store the index plus one
+//! in a `NonZeroU32`, so index `u32::MAX` is the one value they cannot hold), which makes
+//! `Option<PktId>` and `Option<PortId>` 4 bytes, the size of the raw `u32` with a `u32::MAX`
+//! sentinel they replace. Making one is branch-free (a saturating add) and `.idx()` is one
+//! subtraction, usually folded into the address arithmetic.
 //!
 //! Node and link ids are [`reducelab_topo::NodeId`] and [`reducelab_topo::LinkId`], the
 //! topology's own.
@@ -21,13 +22,12 @@ macro_rules! niche_id {
         pub struct $name(NonZeroU32);
 
         impl $name {
-            /// The id of index `i` (`i < u32::MAX`).
+            /// The id of index `i` (`i < u32::MAX`; `u32::MAX` would alias `u32::MAX - 1`, which
+            /// debug builds catch).
             #[inline]
             pub fn new(i: u32) -> Self {
-                match NonZeroU32::new(!i) {
-                    Some(v) => $name(v),
-                    None => panic!(concat!(stringify!($name), " index out of range")),
-                }
+                debug_assert!(i < u32::MAX, concat!(stringify!($name), " index out of range"));
+                $name(NonZeroU32::MIN.saturating_add(i))
             }
             /// The id of array index `i`.
             #[inline]
@@ -38,7 +38,7 @@ macro_rules! niche_id {
             /// The index as a `u32`.
             #[inline]
             pub fn get(self) -> u32 {
-                !self.0.get()
+                self.0.get() - 1
             }
             /// The index into the arrays this id addresses.
             #[inline]
@@ -85,6 +85,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(debug_assertions)]
     #[should_panic(expected = "PktId index out of range")]
     fn the_sentinel_index_is_not_an_id() {
         PktId::new(u32::MAX);

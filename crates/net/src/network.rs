@@ -584,7 +584,7 @@ impl Network {
             next: None,
             wire_bytes: size,
             payload_bytes: size - self.cfg.header_bytes,
-            src,
+            src: Some(src),
             dst: AppDst::Host(dst),
             body: Body::Msg { msg },
             seq,

@@ -160,12 +160,12 @@ impl Network {
     /// the switch's own memory until sent).
     pub fn app_emit(&mut self, node: u32, out: AppOut, pkt: AppPacket) {
         let now = self.queue.now().0;
-        let id = self.alloc_app_packet(u32::MAX, 0, now, pkt);
+        let id = self.alloc_app_packet(None, 0, now, pkt);
         self.app_send(NodeId(node), id, out);
     }
 
-    /// A new protocol packet from `src` (a host, or `u32::MAX` for a switch) on VC `vc`.
-    fn alloc_app_packet(&mut self, src: u32, vc: u8, born_ps: u64, a: AppPacket) -> PktId {
+    /// A new protocol packet from host `src` (`None`: made by a switch) on VC `vc`.
+    fn alloc_app_packet(&mut self, src: Option<u32>, vc: u8, born_ps: u64, a: AppPacket) -> PktId {
         self.stats.packets_created += 1;
         let id = self.pool.alloc(Packet {
             next: None,
@@ -219,7 +219,7 @@ impl Network {
         let vc = self.injection_vc(port);
         let host = self.node_host[self.pt.node(port).idx()].expect("a host port");
         let born = now.max(self.ports[g].inject_since).max(a.since);
-        let id = self.alloc_app_packet(host, vc, born, a.pkt);
+        let id = self.alloc_app_packet(Some(host), vc, born, a.pkt);
         self.ports[g].inject_since = now + SimDuration::serialization(a.pkt.wire_bytes as u64, self.pt.bps(port)).0;
         if self.protocol.app_q[g].len() < crate::APP_QUEUE_LOW && self.protocol.low_armed[g] {
             self.protocol.low_armed[g] = false;

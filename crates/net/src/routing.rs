@@ -197,11 +197,12 @@ impl Network {
     fn least_queued(&self, node: NodeId, start: usize) -> u16 {
         let s = &self.router.scratch;
         let n = s.len();
+        let base = self.pt.first(node);
         let mut best = s[start % n];
-        let mut best_q = self.ports[self.pt.of(node, best).idx()].q_bytes;
+        let mut best_q = self.ports[PortId::new(base + best as u32).idx()].q_bytes;
         for k in 1..n {
             let p = s[(start + k) % n];
-            let q = self.ports[self.pt.of(node, p).idx()].q_bytes;
+            let q = self.ports[PortId::new(base + p as u32).idx()].q_bytes;
             if q < best_q {
                 best = p;
                 best_q = q;
@@ -220,6 +221,8 @@ impl Network {
         if n == 0 {
             return None;
         }
+        let base = self.pt.first(node);
+        let port = |lp: u16| PortId::new(base + lp as u32);
         if let VcPolicy::TorusDuato { .. } = self.vc_policy {
             if p.in_vc == 2 {
                 // Adaptive channel: minimal ports whose downstream adaptive buffer can take
@@ -227,7 +230,7 @@ impl Network {
                 let mut best: Option<(u16, u64)> = None;
                 for k in 0..n {
                     let lp = self.router.scratch[(p.flow_hash as usize + k) % n];
-                    let g = self.pt.of(node, lp);
+                    let g = port(lp);
                     let free = self.credits.available(g, 2) - self.queues.bytes(g, 2) as i64;
                     if free >= p.wire_bytes as i64 {
                         let q = self.ports[g.idx()].q_bytes;
@@ -237,11 +240,11 @@ impl Network {
                     }
                 }
                 if let Some((lp, _)) = best {
-                    return Some((self.pt.of(node, lp), 2));
+                    return Some((port(lp), 2));
                 }
             }
             let lp = self.router.scratch[0];
-            return Some((self.pt.of(node, lp), self.dateline_vc(node, lp, p)));
+            return Some((port(lp), self.dateline_vc(node, lp, p)));
         }
         let lp = match self.cfg.routing {
             RoutingAlgo::Minimal => self.deterministic_pick(p.dst_key()),
@@ -250,14 +253,14 @@ impl Network {
             RoutingAlgo::ThresholdAdaptive(_) => {
                 let start = p.dst_key() as usize % n;
                 let def = self.router.scratch[start];
-                if self.ports[self.pt.of(node, def).idx()].q_bytes > self.router.threshold_bytes {
+                if self.ports[port(def).idx()].q_bytes > self.router.threshold_bytes {
                     self.least_queued(node, start)
                 } else {
                     def
                 }
             }
         };
-        Some((self.pt.of(node, lp), self.deterministic_vc(node, lp, p)))
+        Some((port(lp), self.deterministic_vc(node, lp, p)))
     }
 
     /// VC of a packet leaving `node` on local port `lp` by a non-adaptive choice (on a Duato
