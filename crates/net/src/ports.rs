@@ -113,6 +113,11 @@ impl PortTable {
     pub fn link(&self, p: PortId) -> LinkId {
         self.link[p.idx()]
     }
+    /// The link of the port with raw index `i` (`first(node) + local port`), for inner loops.
+    #[inline]
+    pub fn link_at(&self, i: usize) -> LinkId {
+        self.link[i]
+    }
     #[inline]
     pub fn bps(&self, p: PortId) -> u64 {
         self.bps[p.idx()]

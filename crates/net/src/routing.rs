@@ -177,8 +177,8 @@ impl Network {
     fn live_candidates(&mut self, node: NodeId, dst: u32) {
         let r = &mut self.router;
         r.routes.candidates(node, dst, &mut r.scratch);
-        let base = self.pt.first(node);
-        r.scratch.retain(|&p| self.faults.is_link_up(self.pt.link(PortId::new(base + p as u32))));
+        let base = self.pt.first(node) as usize;
+        r.scratch.retain(|&p| self.faults.is_link_up(self.pt.link_at(base + p as usize)));
     }
 
     /// The deterministic choice among `scratch`: dimension order where the topology has
@@ -197,12 +197,14 @@ impl Network {
     fn least_queued(&self, node: NodeId, start: usize) -> u16 {
         let s = &self.router.scratch;
         let n = s.len();
-        let base = self.pt.first(node);
+        // Raw port indices (the node's first port + local port) in this inner loop: no id
+        // round trip per candidate.
+        let base = self.pt.first(node) as usize;
         let mut best = s[start % n];
-        let mut best_q = self.ports[PortId::new(base + best as u32).idx()].q_bytes;
+        let mut best_q = self.ports[base + best as usize].q_bytes;
         for k in 1..n {
             let p = s[(start + k) % n];
-            let q = self.ports[PortId::new(base + p as u32).idx()].q_bytes;
+            let q = self.ports[base + p as usize].q_bytes;
             if q < best_q {
                 best = p;
                 best_q = q;
