@@ -28,15 +28,24 @@
 //! from the scenario seed. Same topology, config, workload and seed → identical results.
 
 mod config;
+mod credits;
+mod faults;
+mod ids;
 mod network;
 mod packet;
+mod ports;
+mod protocol;
+mod queues;
 mod routing;
+mod wires;
 
-pub use config::{Arbitration, FlowControl, NetConfig, RoutingAlgo};
-pub use network::{
-    AppDst, AppOut, AppPacket, Fault, Foreground, Message, MsgId, Network, NetworkStats, PortStats, ProgramLimits, RunEnd, RunLimits,
-    WorkDone, Workload,
-    APP_QUEUE_LOW,
-};
-pub use packet::{fingerprint, PacketId};
+pub use config::{AdaptiveThreshold, Arbitration, FlowControl, NetConfig, RoutingAlgo};
+pub use faults::Fault;
+pub use network::{Foreground, Message, MsgId, Network, NetworkStats, RunEnd, RunLimits, WorkDone, Workload};
+pub use ports::PortStats;
+pub use protocol::{AppDst, AppOut, AppPacket, ProgramLimits, APP_QUEUE_LOW};
+pub use ids::{PktId, PortId};
+/// The name workloads know a packet in their custody by.
+pub use ids::PktId as PacketId;
+pub use packet::fingerprint;
 pub use routing::VcPolicy;

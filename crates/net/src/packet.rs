@@ -1,25 +1,36 @@
-/// Index of a packet in the pool.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PacketId(pub u32);
+//! Packets and the pool that recycles them.
 
-pub(crate) const NIL: u32 = u32::MAX;
+use crate::ids::{PktId, PortId};
+use crate::protocol::AppDst;
+
+/// What a packet carries: a slice of a point-to-point message, or a protocol packet (a handle
+/// into the workload's own arena).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Body {
+    /// Packet `seq` of message `msg` (raw message traffic).
+    Msg { msg: u32 },
+    /// A protocol packet (in-network aggregation): the workload's handle.
+    App(u32),
+}
 
 /// A packet in flight. Kept small and `Copy`; the pool recycles slots so the steady state
 /// allocates nothing.
 #[derive(Clone, Copy, Debug)]
 #[allow(dead_code)] // `src`/`seq` identify the packet for protocol layers and debugging
 pub(crate) struct Packet {
-    /// Next packet in the same queue (intrusive FIFO) or in the free list.
-    pub next: u32,
+    /// Next packet in the same queue or wire (intrusive FIFO) or in the free list.
+    pub next: Option<PktId>,
     pub wire_bytes: u32,
     pub payload_bytes: u32,
-    pub src: u32,
-    pub dst: u32,
-    pub msg: u32,
+    /// Source host (`None` for a packet a switch program made).
+    pub src: Option<u32>,
+    /// Destination: a host, or (protocol packets only) a switch node.
+    pub dst: AppDst,
+    pub body: Body,
     pub seq: u32,
-    /// Global ingress port at the current node (`NIL` at the source), whose credit is
+    /// Global ingress port at the current node (`None` at the source), whose credit is
     /// returned when the packet leaves this node.
-    pub in_port: u32,
+    pub in_port: Option<PortId>,
     pub in_vc: u8,
     /// VC of the next link (chosen when routed).
     pub vc: u8,
@@ -27,11 +38,6 @@ pub(crate) struct Packet {
     pub ecn: bool,
     pub flow_hash: u32,
     pub fingerprint: u64,
-    /// Handle of a protocol packet (in-network aggregation) in the workload's arena, or
-    /// `NIL` for raw message traffic.
-    pub app: u32,
-    /// Destination node of a protocol packet addressed to a switch (`NIL`: `dst` is a host).
-    pub dst_node: u32,
     /// A protocol packet that switches running a program hand to it (`false`: forwarded
     /// like any other packet, e.g. Canary's bypass packets).
     pub intercept: bool,
@@ -41,44 +47,66 @@ pub(crate) struct Packet {
     pub born_ps: u64,
 }
 
+impl Packet {
+    /// The workload's handle if this is a protocol packet.
+    #[inline]
+    pub fn app(&self) -> Option<u32> {
+        match self.body {
+            Body::App(a) => Some(a),
+            Body::Msg { .. } => None,
+        }
+    }
+
+    /// The destination as the routing's spreading key (destination-mod-k, Canary's default
+    /// port): the host, or `u32::MAX` for a switch node (the value the former "no host"
+    /// sentinel gave, kept so that routes and results stay the same).
+    #[inline]
+    pub fn dst_key(&self) -> u32 {
+        match self.dst {
+            AppDst::Host(h) => h,
+            AppDst::Node(_) => u32::MAX,
+        }
+    }
+}
+
+/// The packet arena: slots are recycled through a free list threaded through `next`.
 pub(crate) struct PacketPool {
     slots: Vec<Packet>,
-    free: u32,
+    free: Option<PktId>,
     pub live: u32,
     pub peak: u32,
 }
 
 impl PacketPool {
     pub fn new() -> Self {
-        PacketPool { slots: Vec::new(), free: NIL, live: 0, peak: 0 }
+        PacketPool { slots: Vec::new(), free: None, live: 0, peak: 0 }
     }
     #[inline]
-    pub fn alloc(&mut self, p: Packet) -> u32 {
+    pub fn alloc(&mut self, p: Packet) -> PktId {
         self.live += 1;
         self.peak = self.peak.max(self.live);
-        if self.free != NIL {
-            let id = self.free;
-            self.free = self.slots[id as usize].next;
-            self.slots[id as usize] = p;
+        if let Some(id) = self.free {
+            self.free = self.slots[id.idx()].next;
+            self.slots[id.idx()] = p;
             id
         } else {
             self.slots.push(p);
-            self.slots.len() as u32 - 1
+            PktId::from_idx(self.slots.len() - 1)
         }
     }
     #[inline]
-    pub fn release(&mut self, id: u32) {
+    pub fn release(&mut self, id: PktId) {
         self.live -= 1;
-        self.slots[id as usize].next = self.free;
-        self.free = id;
+        self.slots[id.idx()].next = self.free;
+        self.free = Some(id);
     }
     #[inline]
-    pub fn get(&self, id: u32) -> &Packet {
-        &self.slots[id as usize]
+    pub fn get(&self, id: PktId) -> &Packet {
+        &self.slots[id.idx()]
     }
     #[inline]
-    pub fn get_mut(&mut self, id: u32) -> &mut Packet {
-        &mut self.slots[id as usize]
+    pub fn get_mut(&mut self, id: PktId) -> &mut Packet {
+        &mut self.slots[id.idx()]
     }
 }
 
@@ -91,4 +119,18 @@ pub fn fingerprint(salt: u64, msg: u32, seq: u32) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The typed ids and enums cost the hot structures nothing: a packet is still 80 bytes
+    /// (the size it had with raw `u32` ids and sentinels) and an event 16.
+    #[test]
+    fn hot_structures_keep_their_size() {
+        assert!(std::mem::size_of::<Packet>() <= 80, "{}", std::mem::size_of::<Packet>());
+        assert!(std::mem::size_of::<crate::network::Event>() <= 16, "{}", std::mem::size_of::<crate::network::Event>());
+        assert_eq!(std::mem::size_of::<Option<PktId>>(), 4);
+    }
 }

@@ -150,7 +150,7 @@ fn adaptive_routing_moves_load_off_a_hot_port() {
     let topo = fat_tree_2level(2, 4, 2, 1, None, lp(GBPS100, 1_000_000), lp(GBPS100, 1_000_000)).unwrap();
     let msgs: Vec<_> = (0..4).map(|s| (s, if s % 2 == 0 { 4 } else { 6 }, 4_000_000, 0)).collect();
     let mut results = Vec::new();
-    for routing in [RoutingAlgo::Minimal, RoutingAlgo::Adaptive, RoutingAlgo::Canary] {
+    for routing in [RoutingAlgo::Minimal, RoutingAlgo::Adaptive, RoutingAlgo::CANARY] {
         let mut c = cfg();
         c.routing = routing;
         c.buffer_bytes = 32 * 1024;
@@ -169,6 +169,55 @@ fn adaptive_routing_moves_load_off_a_hot_port() {
         assert!(lo / hi > 0.8, "{r:?} must balance the up ports: {up:?}");
         assert!((*end as f64) < 0.6 * end_min as f64, "{r:?} finished at {end}, minimal at {end_min}");
     }
+}
+
+/// Threshold-adaptive routing is parameterised: Canary's rule is its 50%-of-buffer instance
+/// (the same run, byte for byte, however the threshold is written), an unreachable threshold
+/// is plain destination-mod-k (identical to `minimal` on a fat tree), and the threshold
+/// decides when packets leave the default port.
+#[test]
+fn threshold_adaptive_routing_is_canary_at_half_the_buffer() {
+    let topo = fat_tree_2level(2, 4, 2, 1, None, lp(GBPS100, 1_000_000), lp(GBPS100, 1_000_000)).unwrap();
+    let msgs: Vec<_> = (0..4).map(|s| (s, if s % 2 == 0 { 4 } else { 6 }, 4_000_000, 0)).collect();
+    let buffer = 32 * 1024 + 3; // odd, so rounding of the half would show
+    let outcome = |routing: RoutingAlgo| {
+        let mut c = cfg();
+        c.routing = routing;
+        c.buffer_bytes = buffer;
+        let (net, end) = run(&topo, c, msgs.clone(), vec![]);
+        assert_eq!(end, RunEnd::Stopped);
+        assert!(net.messages().iter().all(|m| m.verified()));
+        let ends: Vec<u64> = net.messages().iter().map(|m| m.end.ps()).collect();
+        let bytes: Vec<u64> = net.port_stats().iter().map(|p| p.bytes).collect();
+        (ends, bytes)
+    };
+    let canary = outcome(RoutingAlgo::CANARY);
+    assert_eq!(canary, outcome(RoutingAlgo::ThresholdAdaptive(AdaptiveThreshold::BufferPercent(50))));
+    assert_eq!(canary, outcome(RoutingAlgo::ThresholdAdaptive(AdaptiveThreshold::Bytes(buffer / 2))));
+    // One byte lower is a different rule, and here a different run.
+    assert_ne!(canary, outcome(RoutingAlgo::ThresholdAdaptive(AdaptiveThreshold::Bytes(buffer / 2 - 4096))));
+    let never = outcome(RoutingAlgo::ThresholdAdaptive(AdaptiveThreshold::Bytes(u64::MAX)));
+    assert_eq!(never, outcome(RoutingAlgo::Minimal));
+    assert_ne!(never, canary);
+    let end = |o: &(Vec<u64>, Vec<u64>)| *o.0.iter().max().unwrap();
+    assert!((end(&canary) as f64) < 0.6 * end(&never) as f64);
+}
+
+#[test]
+fn threshold_adaptive_routing_names_and_checks_its_parameter() {
+    let topo = fat_tree_2level(2, 4, 2, 1, None, lp(GBPS100, 1_000_000), lp(GBPS100, 1_000_000)).unwrap();
+    let mut c = cfg();
+    c.routing = RoutingAlgo::ThresholdAdaptive(AdaptiveThreshold::BufferPercent(101));
+    let err = Network::new(&topo, c, vec![], &Rng::new(1)).err().expect("101% is rejected");
+    assert!(err.contains("0..=100 percent") && err.contains("101"), "{err}");
+    assert_eq!(format!("{:?}", RoutingAlgo::CANARY), "Canary");
+    assert_eq!(format!("{:?}", RoutingAlgo::ThresholdAdaptive(AdaptiveThreshold::Bytes(7))), "ThresholdAdaptive(Bytes(7))");
+    // Not deadlock-free on a lossless torus, by either name.
+    let t = torus(&[4, 4], lp(GBPS100, 1_000_000)).unwrap();
+    let e1 = VcPolicy::choose(&t, RoutingAlgo::CANARY, FlowControl::Credit).unwrap_err();
+    assert!(e1.contains("routing 'canary'"), "{e1}");
+    let e2 = VcPolicy::choose(&t, RoutingAlgo::ThresholdAdaptive(AdaptiveThreshold::Bytes(1)), FlowControl::Credit).unwrap_err();
+    assert!(e2.contains("routing 'threshold-adaptive'"), "{e2}");
 }
 
 fn all_to_all(n: u32, bytes: u64) -> Vec<(u32, u32, u64, u64)> {
@@ -247,7 +296,7 @@ fn routing_reconverges_after_a_failure_instead_of_dead_ending() {
     // reconvergence no packet is lost.
     let topo = fat_tree_2level(2, 4, 2, 1, None, lp(GBPS100, 1_000_000), lp(GBPS100, 1_000_000)).unwrap();
     let dead = topo.nodes[0].ports[4].link.0;
-    for routing in [RoutingAlgo::Minimal, RoutingAlgo::Canary] {
+    for routing in [RoutingAlgo::Minimal, RoutingAlgo::CANARY] {
         let mut c = cfg();
         c.routing = routing;
         let msgs: Vec<_> = (4..8).map(|s| (s, s - 4, 500_000, 1_000)).collect();

@@ -158,6 +158,9 @@ pub struct NetworkSpec {
     pub ecn_threshold_bytes: Option<u64>,
     #[serde(default = "d_routing")]
     pub routing: RoutingSpec,
+    /// `routing = "canary"` only: leave the default port above this many queued bytes instead
+    /// of Canary's 50% of `buffer_bytes`.
+    pub adaptive_threshold_bytes: Option<u64>,
     #[serde(default)]
     pub loss_probability: f64,
     #[serde(default)]
@@ -246,6 +249,7 @@ impl Default for NetworkSpec {
             flow_control: d_fc(),
             ecn_threshold_bytes: None,
             routing: d_routing(),
+            adaptive_threshold_bytes: None,
             loss_probability: 0.0,
             arbitration: ArbitrationSpec::Fifo,
         }
@@ -913,6 +917,9 @@ impl ScenarioFile {
         if buffer_bytes == 0 {
             return e("network.buffer_bytes", "must be > 0");
         }
+        if nw.adaptive_threshold_bytes.is_some() && nw.routing != RoutingSpec::Canary {
+            return e("network.adaptive_threshold_bytes", "applies only with routing = \"canary\" (threshold-adaptive routing)");
+        }
         if !(0.0..=1.0).contains(&nw.loss_probability) {
             return e("network.loss_probability", format!("must be within [0, 1], got {}", nw.loss_probability));
         }
@@ -933,7 +940,10 @@ impl ScenarioFile {
                 RoutingSpec::Minimal => RoutingAlgo::Minimal,
                 RoutingSpec::Ecmp => RoutingAlgo::Ecmp,
                 RoutingSpec::Adaptive => RoutingAlgo::Adaptive,
-                RoutingSpec::Canary => RoutingAlgo::Canary,
+                RoutingSpec::Canary => match nw.adaptive_threshold_bytes {
+                    None => RoutingAlgo::CANARY,
+                    Some(b) => RoutingAlgo::ThresholdAdaptive(reducelab_net::AdaptiveThreshold::Bytes(b)),
+                },
             },
             loss_probability: nw.loss_probability,
             arbitration: match nw.arbitration {

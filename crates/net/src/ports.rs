@@ -1,0 +1,373 @@
+//! Ports and arbitration: the static wiring of every port, its dynamic state, when it
+//! transmits and what.
+//!
+//! A global port ([`PortId`]) is one output direction of a full-duplex link, numbered node by
+//! node; the same id names the ingress buffer of the reverse direction at that node.
+//!
+//! Guarantees:
+//! - A port transmits one packet at a time at its link's bandwidth (`busy_until`), and at most
+//!   one wake-up event per port is pending (`wake_pending`).
+//! - **Arbitration is by age**: among the heads of its VC queues that have credits downstream
+//!   and the host's next message or protocol packet, the packet that became ready earliest goes
+//!   first (the host's next packet counts from when the port last injected, or its message
+//!   started); ties go round-robin from the slot after the one served last. Deterministic: it
+//!   depends only on times and the round-robin pointer.
+//! - A port with work but no credits sleeps until the next credit return (or, if none is in
+//!   flight, is woken by the next one), so a blocked port costs no event per packet.
+//! - Queue occupancy statistics are time-weighted exactly (integer picosecond areas).
+
+use crate::ids::{PktId, PortId};
+use crate::network::{Event, Network};
+use reducelab_des::{SimDuration, SimTime};
+use reducelab_topo::{LinkId, NodeId, Topology};
+use serde::Serialize;
+
+/// Static wiring of the global ports (struct of arrays, indexed by [`PortId::idx`]).
+pub(crate) struct PortTable {
+    /// Node `n`'s ports are `first[n] .. first[n + 1]`.
+    first: Vec<u32>,
+    node: Vec<NodeId>,
+    local: Vec<u16>,
+    peer: Vec<PortId>,
+    link: Vec<LinkId>,
+    bps: Vec<u64>,
+    lat: Vec<u64>,
+}
+
+impl PortTable {
+    pub fn new(topo: &Topology) -> PortTable {
+        let mut first = Vec::with_capacity(topo.nodes.len() + 1);
+        let mut total = 0u32;
+        for n in &topo.nodes {
+            first.push(total);
+            total += n.ports.len() as u32;
+        }
+        first.push(total);
+        let np = total as usize;
+        let mut t = PortTable {
+            node: Vec::with_capacity(np),
+            local: Vec::with_capacity(np),
+            peer: Vec::with_capacity(np),
+            link: Vec::with_capacity(np),
+            bps: Vec::with_capacity(np),
+            lat: Vec::with_capacity(np),
+            first,
+        };
+        for (ni, n) in topo.nodes.iter().enumerate() {
+            for (pi, p) in n.ports.iter().enumerate() {
+                t.node.push(NodeId(ni as u32));
+                t.local.push(pi as u16);
+                t.peer.push(PortId::new(t.first[p.peer.idx()] + p.peer_port as u32));
+                t.link.push(p.link);
+                let l = &topo.links[p.link.idx()];
+                t.bps.push(l.bandwidth_bps);
+                t.lat.push(l.latency_ps);
+            }
+        }
+        t
+    }
+    /// Number of global ports.
+    pub fn len(&self) -> usize {
+        self.node.len()
+    }
+    /// Global id of local port `lp` of `node` (unchecked against the node's port count).
+    #[inline]
+    pub fn of(&self, node: NodeId, lp: u16) -> PortId {
+        PortId::new(self.first[node.idx()] + lp as u32)
+    }
+    /// Global id of local port `lp` of `node`, if the node has it.
+    #[inline]
+    pub fn checked(&self, node: NodeId, lp: u16) -> Option<PortId> {
+        (lp < self.count(node)).then(|| self.of(node, lp))
+    }
+    /// The first global port of `node` (its local port 0).
+    #[inline]
+    pub fn first(&self, node: NodeId) -> u32 {
+        self.first[node.idx()]
+    }
+    /// Number of ports of `node`.
+    #[inline]
+    pub fn count(&self, node: NodeId) -> u16 {
+        (self.first[node.idx() + 1] - self.first[node.idx()]) as u16
+    }
+    /// The ports of `node`.
+    #[inline]
+    pub fn of_node(&self, node: NodeId) -> impl Iterator<Item = PortId> {
+        (self.first[node.idx()]..self.first[node.idx() + 1]).map(PortId::new)
+    }
+    #[inline]
+    pub fn node(&self, p: PortId) -> NodeId {
+        self.node[p.idx()]
+    }
+    /// Local port number of `p` at its node.
+    #[inline]
+    pub fn local(&self, p: PortId) -> u16 {
+        self.local[p.idx()]
+    }
+    /// The far end of `p`'s link (the port of the reverse direction).
+    #[inline]
+    pub fn peer(&self, p: PortId) -> PortId {
+        self.peer[p.idx()]
+    }
+    #[inline]
+    pub fn link(&self, p: PortId) -> LinkId {
+        self.link[p.idx()]
+    }
+    /// The link of the port with raw index `i` (`first(node) + local port`), for inner loops.
+    #[inline]
+    pub fn link_at(&self, i: usize) -> LinkId {
+        self.link[i]
+    }
+    #[inline]
+    pub fn bps(&self, p: PortId) -> u64 {
+        self.bps[p.idx()]
+    }
+    #[inline]
+    pub fn latency_ps(&self, p: PortId) -> u64 {
+        self.lat[p.idx()]
+    }
+    /// All global ports in order.
+    pub fn all(&self) -> impl Iterator<Item = PortId> {
+        (0..self.len() as u32).map(PortId::new)
+    }
+}
+
+/// Dynamic state and counters of one output port.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PortState {
+    pub busy_until: u64,
+    pub wake_pending: bool,
+    /// Has work but no credits, and no credit return is pending: the next return wakes it.
+    pub credit_blocked: bool,
+    pub noise_paid: bool,
+    /// Since when the host's next packet on this port has been ready (for age arbitration).
+    pub inject_since: u64,
+    /// Round-robin pointer of the arbitration (the slot after the one served last).
+    pub rr: u8,
+    pub q_bytes: u64,
+    pub q_packets: u32,
+    pub q_last_change: u64,
+    pub q_area: u128,
+    pub max_q_bytes: u64,
+    pub bytes_tx: u64,
+    pub packets_tx: u64,
+    pub busy_ps: u64,
+    pub drops: u64,
+    pub ecn_marks: u64,
+}
+
+impl PortState {
+    /// Accumulates the time-weighted queue area up to `now` (call before the queue changes).
+    #[inline]
+    pub fn note_queue_change(&mut self, now: u64) {
+        self.q_area += self.q_bytes as u128 * (now - self.q_last_change) as u128;
+        self.q_last_change = now;
+    }
+}
+
+/// Counters of one output port (one direction of a link) at the end of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortStats {
+    pub node: u32,
+    pub port: u16,
+    pub peer_node: u32,
+    pub peer_port: u16,
+    pub link: u32,
+    pub bytes: u64,
+    pub packets: u64,
+    pub busy_ps: u64,
+    pub max_queue_bytes: u64,
+    /// Time-weighted mean queue length over the run.
+    pub mean_queue_bytes: f64,
+    pub drops: u64,
+    pub ecn_marks: u64,
+}
+
+impl Network {
+    /// Makes `port` look for work now, or when its current transmission ends.
+    #[inline]
+    pub(crate) fn kick(&mut self, port: PortId) {
+        let now = self.queue.now().0;
+        let ps = &mut self.ports[port.idx()];
+        if ps.wake_pending {
+            return;
+        }
+        if now < ps.busy_until {
+            ps.wake_pending = true;
+            let t = ps.busy_until;
+            self.queue.push(SimTime(t), Event::Wake { port });
+            return;
+        }
+        self.try_start(port);
+    }
+
+    pub(crate) fn has_work(&self, port: PortId) -> bool {
+        let g = port.idx();
+        self.ports[g].q_packets > 0 || !self.inject[g].is_empty() || !self.protocol.app_q[g].is_empty()
+    }
+
+    /// Starts transmitting the next eligible packet on `port`, if idle.
+    pub(crate) fn try_start(&mut self, port: PortId) {
+        let g = port.idx();
+        let now = self.queue.now().0;
+        if now < self.ports[g].busy_until || !self.faults.is_link_up(self.pt.link(port)) {
+            return;
+        }
+        self.ports[g].credit_blocked = false;
+        self.credits.absorb(port, now);
+        let nvc = self.nvc;
+        let slots = nvc + 2; // VC queues, local message injection, local protocol injection
+        let rr = self.ports[g].rr as usize;
+        // Age-based arbitration (as in Cray Aries/Slingshot routers): among the queue heads
+        // that have credits, the packet waiting longest in the network goes first; the host's
+        // next packet counts as waiting since the port last injected (or its message
+        // started). Ties go round-robin. Oldest-first keeps multi-hop flows from being
+        // starved at every merge point (the parking-lot problem of plain round-robin).
+        let mut best: Option<(u64, usize)> = None;
+        for k in 0..slots {
+            let idx = (rr + k) % slots;
+            let age = if idx < nvc {
+                let Some(head) = self.queues.head(port, idx) else { continue };
+                let p = self.pool.get(head);
+                if !self.credits.covers(port, idx, p.wire_bytes) {
+                    continue;
+                }
+                p.born_ps
+            } else if let (true, Some(&msg)) = (idx == nvc, self.inject[g].front()) {
+                let vc = self.injection_vc(port);
+                let size = self.next_packet_size(msg);
+                if !self.credits.covers(port, vc as usize, size) {
+                    continue;
+                }
+                self.ports[g].inject_since.max(self.messages[msg as usize].start.ps())
+            } else if idx == nvc + 1 {
+                let Some(a) = self.protocol.app_q[g].front() else { continue };
+                let vc = self.injection_vc(port);
+                if !self.credits.covers(port, vc as usize, a.pkt.wire_bytes) {
+                    continue;
+                }
+                self.ports[g].inject_since.max(a.since)
+            } else {
+                continue;
+            };
+            if best.is_none_or(|(a, _)| age < a) {
+                best = Some((age, idx));
+            }
+        }
+        if let Some((_, idx)) = best {
+            if idx < nvc {
+                self.ports[g].rr = ((idx + 1) % slots) as u8;
+                let pkt = self.dequeue(port, idx);
+                self.transmit(port, pkt);
+                return;
+            }
+            // Host injection (messages or protocol packets); OS noise may delay it.
+            if self.cfg.noise_probability > 0.0 && !self.ports[g].noise_paid {
+                self.ports[g].noise_paid = true;
+                if self.rng_noise.bernoulli(self.cfg.noise_probability) {
+                    let t = now + self.cfg.noise_delay_ps;
+                    self.ports[g].busy_until = t;
+                    self.ports[g].wake_pending = true;
+                    self.queue.push(SimTime(t), Event::Wake { port });
+                    return;
+                }
+            }
+            self.ports[g].noise_paid = false;
+            self.ports[g].rr = ((idx + 1) % slots) as u8;
+            if idx == nvc + 1 {
+                self.inject_app(port);
+                return;
+            }
+            let msg = *self.inject[g].front().expect("candidate");
+            let vc = self.injection_vc(port);
+            let size = self.next_packet_size(msg);
+            let pkt = self.make_packet(port, msg, vc, size);
+            self.ports[g].inject_since = now + SimDuration::serialization(size as u64, self.pt.bps(port)).0;
+            self.transmit(port, pkt);
+            return;
+        }
+        // Work is waiting but no credits: sleep until the next credit return.
+        if self.has_work(port) {
+            match self.credits.next_return(port) {
+                Some(t) => {
+                    self.ports[g].wake_pending = true;
+                    self.queue.push(SimTime(t), Event::Wake { port });
+                }
+                None => self.ports[g].credit_blocked = true,
+            }
+        }
+    }
+
+    /// Sends `pkt` on `port` now: serialisation, credits, the upstream's credit return, the
+    /// wire, and a wake-up for the port's next packet.
+    pub(crate) fn transmit(&mut self, port: PortId, pkt: PktId) {
+        let g = port.idx();
+        let now = self.queue.now().0;
+        let p = *self.pool.get(pkt);
+        let size = p.wire_bytes;
+        let ser = SimDuration::serialization(size as u64, self.pt.bps(port)).0;
+        let end = now + ser;
+        {
+            let ps = &mut self.ports[g];
+            ps.busy_until = end;
+            ps.bytes_tx += size as u64;
+            ps.packets_tx += 1;
+            ps.busy_ps += ser;
+        }
+        self.credits.consume(port, p.vc as usize, size);
+        self.stats.packet_hops += 1;
+        // The packet leaves this node: give the ingress buffer back to the upstream sender.
+        if let Some(ip) = p.in_port {
+            let up = self.pt.peer(ip);
+            let lat = self.pt.latency_ps(ip);
+            self.return_credit(up, p.in_vc, size, now + lat);
+        }
+        // Every packet a forwarding node receives pays its pipeline latency (also those it
+        // delivers to its own host), so arrival times on a wire are in FIFO order.
+        let peer_node = self.pt.node(self.pt.peer(port));
+        let mut arrive = end + self.pt.latency_ps(port);
+        if self.node_forwards[peer_node.idx()] {
+            arrive += self.cfg.switch_latency_ps;
+        }
+        if self.wires.push(&mut self.pool, port, pkt, arrive) {
+            self.queue.push(SimTime(arrive), Event::Arrive { port });
+        }
+        if self.has_work(port) {
+            self.ports[g].wake_pending = true;
+            self.queue.push(SimTime(end), Event::Wake { port });
+        }
+    }
+
+    pub(crate) fn finish_stats(&mut self) {
+        let now = self.queue.now().0;
+        for ps in &mut self.ports {
+            ps.note_queue_change(now);
+        }
+    }
+
+    /// Per output port counters (one row per link direction), in global port order.
+    pub fn port_stats(&self) -> Vec<PortStats> {
+        let end = self.queue.now().0.max(1);
+        self.pt
+            .all()
+            .map(|g| {
+                let ps = &self.ports[g.idx()];
+                let peer = self.pt.peer(g);
+                PortStats {
+                    node: self.pt.node(g).0,
+                    port: self.pt.local(g),
+                    peer_node: self.pt.node(peer).0,
+                    peer_port: self.pt.local(peer),
+                    link: self.pt.link(g).0,
+                    bytes: ps.bytes_tx,
+                    packets: ps.packets_tx,
+                    busy_ps: ps.busy_ps,
+                    max_queue_bytes: ps.max_q_bytes,
+                    mean_queue_bytes: ps.q_area as f64 / end as f64,
+                    drops: ps.drops,
+                    ecn_marks: ps.ecn_marks,
+                }
+            })
+            .collect()
+    }
+}
