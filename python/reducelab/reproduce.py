@@ -40,6 +40,7 @@ import csv
 import dataclasses
 import html
 import io
+import json
 import math
 import os
 import re
@@ -53,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core
+from ._core import ScenarioError
 from .claims import check_pass_rule, claims_table_text
 from .claims import judge as _judge
 from .figures import SIZE_SWEEP_KINDS as KINDS
@@ -686,6 +688,21 @@ def point_scenario(spec: Spec, base: Scenario, p: PointKey) -> Scenario:
     })
 
 
+def _auto_all_sizes_flow(scenario: Scenario) -> str | None:
+    """Why the simulator's `auto` backend runs this point at flow level whatever its size (a
+    contention-free plan, or a packet-level data check too large to hold), from a probe run;
+    None if it switches at `run.flow_min_bytes`, or if the scenario is rejected (the run itself
+    then reports the problem, or marks an optional series absent)."""
+    try:
+        summary = json.loads(_core.run(scenario.to_toml(), probe=True)["summary_json"])
+    except (ValueError, ScenarioError):
+        return None
+    reason = summary.get("backend_reason") or ""
+    if summary.get("backend") != "flow" or "flow_min_bytes" in reason:
+        return None
+    return reason.removeprefix("auto: ")
+
+
 def _unavailable(spec: Spec, topo: str, variant: str) -> str | None:
     """Why `variant`'s schedule cannot be built on `topo` (None if it can)."""
     try:
@@ -1301,15 +1318,14 @@ def reproduce(
         if any(v in s.variants and s.skip_reason(cfg) is None for s in spec.series)
     ]
     # `auto` runs a variant at flow level at every size where the simulator says flow level
-    # is exact (contention-free plans) or packet level is infeasible (see
-    # `_core.auto_flow_reason`); elsewhere it switches at the figure's flow_min_bytes.
+    # is exact (contention-free plans) or packet level is infeasible; elsewhere it switches at
+    # the figure's flow_min_bytes. The simulator's own `auto` decides: a probe run (validated,
+    # stopped at 1 ps) of the point at 1 B says why it picked its backend.
     all_flow: dict[tuple[str, float, str], str] = {}
+    base = Scenario.from_file(spec.scenario_path)
     for cfg, v in todo:
         if variant_backend(v) == "auto":
-            try:
-                why = _core.auto_flow_reason(cfg.topology, v, cfg.bandwidth, spec.latency_ns, spec.switch_latency_ns)
-            except ValueError:
-                why = None  # the run itself reports the problem (or marks an optional series absent)
+            why = _auto_all_sizes_flow(point_scenario(spec, base, (cfg.topology, cfg.bandwidth, v, 1, "auto")))
             if why is not None:
                 all_flow[(cfg.topology, cfg.bandwidth, v)] = why
 

@@ -132,9 +132,6 @@ def run_point(toml_text: str) -> dict[str, Any]:
     """
     from . import ScenarioError
 
-    doc = _legacy_collective_doc(toml_text)
-    if doc is not None:
-        return _legacy_collective_point(doc)
     try:
         out = _core.run(toml_text, None, False)
     except ScenarioError as exc:
@@ -145,76 +142,6 @@ def run_point(toml_text: str) -> dict[str, Any]:
         "wall_seconds": out["stats"]["wall_seconds"],
         "version": _core.__version__,
     }
-
-
-# --- TEMPORARY SHIM (issue 12): delete once the one-door branch (`door`) is merged ------------
-# Until `_core.run` reads the collective scenarios of /work/CONTRACT.md (topology `shape`,
-# `[run] backend`, `buffer_bytes = "line_rate"`, collective traffic on "all" hosts), the Swing
-# figures' points run through `_core.run_collective` with the scenario's values and come back
-# as a contract-shaped summary. An extension with the door (`_core.topology_spec`) never comes
-# here. Delete `_legacy_collective_doc` and `_legacy_collective_point` and their call in
-# `run_point` after the merge.
-
-
-def _legacy_collective_doc(toml_text: str) -> dict[str, Any] | None:
-    """The scenario if it is a Swing collective point that this extension cannot run itself."""
-    if hasattr(_core, "topology_spec") or "shape" not in toml_text:
-        return None
-    doc = tomllib.loads(toml_text)
-    topo, traffic = doc.get("topology"), doc.get("traffic")
-    if not isinstance(topo, dict) or "shape" not in topo or not isinstance(traffic, list) or len(traffic) != 1:
-        return None
-    if traffic[0].get("kind") != "collective" or traffic[0].get("hosts") != "all":
-        return None
-    return doc
-
-
-def _legacy_collective_point(doc: dict[str, Any]) -> dict[str, Any]:
-    """TEMPORARY SHIM: run a collective scenario with `_core.run_collective` (same network: the
-    Swing paper's, line-rate buffers) and return `run_point`'s output with a summary shaped as
-    the contract's (status, backend, backend_reason, traffic[0] runtime_ps/goodput_gbps/
-    messages/verified/buffer_bytes)."""
-    topo, t, run = doc["topology"], doc["traffic"][0], doc.get("run", {})
-    net = doc.get("network", {})
-    shape, algorithm, size = str(topo["shape"]), str(t["algorithm"]), int(t["bytes"])
-    bw, lat = float(topo.get("bandwidth_gbps", 400)), float(topo.get("latency_ns", 100))
-    hop = float(net.get("switch_latency_ns", 300))
-    backend = str(run.get("backend", "packet"))
-    reason = "set by run.backend"
-    try:
-        if backend == "auto":
-            why = _core.auto_flow_reason(shape, algorithm, bw, lat, hop)
-            flow_min = int(run.get("flow_min_bytes", _core.AUTO_FLOW_MIN_BYTES))
-            if why is not None:
-                backend, reason = "flow", f"auto: {why}"
-            elif size >= flow_min:
-                backend, reason = "flow", "auto: from flow_min_bytes"
-            else:
-                backend, reason = "packet", "auto: below flow_min_bytes"
-        t0 = time.monotonic()
-        r = _core.run_collective(shape, algorithm, size, backend=backend, bandwidth_gbps=bw, latency_ns=lat,
-                                 hop_ns=hop, seed=int(doc.get("seed", DEFAULT_SEED)))
-        wall = time.monotonic() - t0
-    except ValueError as exc:
-        return {"error": ["traffic[0]", str(exc)]}
-    status = "unverified" if r["verified"] is False else "completed"
-    summary = {
-        "name": doc.get("name", ""), "seed": r["seed"], "status": status,
-        "status_reason": r["mismatch"] if status != "completed" else None,
-        "backend": r["backend"], "backend_reason": reason, "sim_time_ps": r["runtime_ps"],
-        "topology": {"shape": shape, "hosts": r["ranks"]},
-        "traffic": [{
-            "kind": "collective", "algorithm": r["algorithm"], "ranks": r["ranks"], "bytes": r["size_bytes"],
-            "runtime_ps": r["runtime_ps"], "goodput_gbps": r["goodput_gbps"], "messages": r["messages"],
-            "verified": r["verified"], "buffer_bytes": r["buffer_bytes"],
-        }],
-        "legacy_shim": True,
-    }
-    return {"summary_json": json.dumps(summary, indent=2), "files": [], "wall_seconds": wall,
-            "version": _core.__version__}
-
-
-# --- end of the temporary shim ------------------------------------------------------------------
 
 
 def check_scheduler(url: str) -> str:
