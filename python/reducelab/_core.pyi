@@ -107,9 +107,11 @@ class ModelResult(TypedDict):
     """Xi, data-weighted: sum of L_s*b_s / sum of b_s (the one the time uses)."""
     congestion_sum: float
     """Congestion summed over the steps: sum of L_s (Table 2's convention for latency-optimal)."""
-    alpha_ns: float
-    beta_gbps: float
-    hop_ns: float
+    latency_ns: float
+    """alpha: the latency of every step."""
+    bandwidth_gbps: float
+    switch_latency_ns: float
+    """Charged per hop of each step's longest path."""
     time_seconds: float
     """steps*alpha + beta*sum(L_s*b_s) + hop*sum(hops_s)."""
     latency_seconds: float
@@ -153,9 +155,9 @@ def model(
     algorithm: str,
     topology: str,
     size_bytes: int = 512 * 1024 * 1024,
-    alpha_ns: float = 1000.0,
-    beta_gbps: float = 400.0,
-    hop_ns: float = 0.0,
+    latency_ns: float = 1000.0,
+    bandwidth_gbps: float = 400.0,
+    switch_latency_ns: float = 0.0,
     d: int | None = None,
 ) -> ModelResult:
     """Analytical model of an allreduce schedule on a topology (GIL released).
@@ -191,7 +193,7 @@ class CollectiveOutcome(TypedDict):
     messages: int
     bandwidth_gbps: float
     latency_ns: float
-    hop_ns: float
+    switch_latency_ns: float
     buffer_bytes: int
     """Ingress buffer per port and VC the packet engine used."""
     seed: int
@@ -205,7 +207,7 @@ def run_collective(
     backend: str = "auto",
     bandwidth_gbps: float = 400.0,
     latency_ns: float = 100.0,
-    hop_ns: float = 300.0,
+    switch_latency_ns: float = 300.0,
     seed: int = 1,
     buffer_bytes: int | None = None,
 ) -> CollectiveOutcome:
@@ -216,7 +218,7 @@ def run_collective(
 
     Rank r runs on host r of `topology` (``torus:8x8``, ``hyperx:16x16``,
     ``hammingmesh:2x2,32x32``). The network is the Swing paper's (§5): links of `bandwidth_gbps`
-    and `latency_ns`, `hop_ns` per forwarding node, 4 KiB packets with 64 B headers, minimal
+    and `latency_ns`, `switch_latency_ns` per forwarding node, 4 KiB packets with 64 B headers, minimal
     adaptive routing, lossless credit flow control with line-rate buffers (at least 256 KiB per
     port and VC; `buffer_bytes` overrides). `backend`: ``"packet"`` (data verified per rank),
     ``"flow"`` (max-min fluid, not verified) or ``"auto"`` (packet below `AUTO_FLOW_MIN_BYTES`,
@@ -226,17 +228,6 @@ def run_collective(
     packet-level run that does not finish.
     """
 
-def auto_flow_reason(
-    topology: str,
-    algorithm: str,
-    bandwidth_gbps: float = 400.0,
-    latency_ns: float = 100.0,
-    hop_ns: float = 300.0,
-) -> str | None:
-    """Why ``backend="auto"`` runs `algorithm` on `topology` at flow level at every size
-    (contention-free plan: flow level equals packet level; or a packet-level data check too
-    large to hold), or None if it switches to flow level at 8 MiB."""
-
 def run_collective_sizes(
     topology: str,
     algorithm: str,
@@ -244,7 +235,7 @@ def run_collective_sizes(
     backend: str = "auto",
     bandwidth_gbps: float = 400.0,
     latency_ns: float = 100.0,
-    hop_ns: float = 300.0,
+    switch_latency_ns: float = 300.0,
     seed: int = 1,
     buffer_bytes: int | None = None,
     threads: int = 1,

@@ -188,12 +188,13 @@ next to the paper's Table 2 values where it has a row for the algorithm.
 TOPOLOGY: torus:64x64, torus:8x8x8, hyperx:64x64, hammingmesh:2x2,32x32 (board, grid).
 SIZE: bytes, or with a suffix KiB, MiB, GiB (4-byte elements).
 ALGORITHM: any name of `reducelab model --list`; a family (swing, recursive-doubling) or auto
-is resolved to the variant the α-β model (with --alpha-ns, --beta-gbps, --hop-ns) picks for SIZE.
+is resolved to the variant the α-β model (with --latency-ns, --bandwidth-gbps, --switch-latency-ns)
+picks for SIZE.
 
 examples:
   reducelab model --algorithm swing-bandwidth --topology torus:64x64
   reducelab model --algorithm recursive-doubling-latency --topology torus:8x8x8 --size 32KiB
-  reducelab model --algorithm bucket --topology hyperx:16x16 --alpha-ns 500 --beta-gbps 200
+  reducelab model --algorithm bucket --topology hyperx:16x16 --latency-ns 500 --bandwidth-gbps 200
   reducelab model --algorithm swing --topology torus:8x8 --size 32KiB   # a family: resolved by size
   reducelab model --list                # the algorithm registry: name, kind, family, size class
   reducelab model canary-memory         # Canary §3.2.2: b·(2d(l+t)+r), the paper's example
@@ -323,6 +324,18 @@ def _nonnegative_float(text: str) -> float:
     if not (value >= 0 and value != float("inf")):
         raise argparse.ArgumentTypeError(f"invalid value {text!r}: must be a finite number >= 0")
     return value
+
+
+class _Renamed(argparse.Action):
+    """A flag that was renamed (one name per concept, docs/glossary.md): an error naming the new one."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str, **kw: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, nargs="?", **kw)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        parser.error(f"{option_string} is now {self.new} (one name per concept: docs/glossary.md)")
 
 
 def _positive_float(text: str) -> float:
@@ -593,17 +606,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="vector size in bytes, suffixes KiB/MiB/GiB accepted (default: 512MiB)",
     )
     model.add_argument(
-        "--alpha-ns", type=_nonnegative_float, default=1000.0, metavar="X",
-        help="per-step latency alpha in ns (default: 1000)",
+        "--latency-ns", type=_nonnegative_float, default=1000.0, metavar="X",
+        help="alpha: the latency of every step, in ns (default: 1000)",
     )
     model.add_argument(
-        "--beta-gbps", type=_positive_float, default=400.0, metavar="Y",
-        help="link bandwidth in Gb/s; beta = 8/Y ns per byte (default: 400)",
-    )
-    model.add_argument(
-        "--hop-ns", type=_nonnegative_float, default=0.0, metavar="H",
+        "--switch-latency-ns", type=_nonnegative_float, default=0.0, metavar="H",
         help="per-hop latency in ns, charged for the longest path of each step (default: 0)",
     )
+    for old, new in (("--alpha-ns", "--latency-ns"), ("--beta-gbps", "--bandwidth-gbps"), ("--hop-ns", "--switch-latency-ns")):
+        model.add_argument(old, action=_Renamed, new=new, help=argparse.SUPPRESS)
     model.add_argument(
         "--dimensions", "-D", type=_positive_int, metavar="D",
         help="D of the ideal n/D bandwidth term (default: the topology's dimensions)",
@@ -611,7 +622,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--per-step", action="store_true", help="also print the loads of every step")
     model.add_argument(
         "--bandwidth-gbps", type=_positive_float, metavar="B",
-        help="canary-memory: link bandwidth b in Gb/s (default: 100)",
+        help="link bandwidth in Gb/s; beta = 8/B ns per byte (default: 400; canary-memory: b, default 100)",
     )
     model.add_argument(
         "--diameter", type=_positive_int, metavar="D", help="canary-memory: network diameter d (default: 5)"
@@ -1126,13 +1137,13 @@ def _format_model(m: dict) -> str:
         lines.append(
             f"{'':30} {'':>12}   {which} from the paper's finite-p sum: {formula:.4g}"
         )
-    hop = f", hop {m['hop_ns']:g} ns" if m["hop_ns"] else ""
+    hop = f", switch {m['switch_latency_ns']:g} ns per hop" if m["switch_latency_ns"] else ""
     lines += [
         "",
         f"α-β time  {_format_seconds(m['time_seconds'])}  "
         f"(latency {_format_seconds(m['latency_seconds'])} + bandwidth "
-        f"{_format_seconds(m['bandwidth_seconds'])}; alpha {m['alpha_ns']:g} ns, "
-        f"{m['beta_gbps']:g} Gb/s links{hop})",
+        f"{_format_seconds(m['bandwidth_seconds'])}; alpha {m['latency_ns']:g} ns, "
+        f"{m['bandwidth_gbps']:g} Gb/s links{hop})",
     ]
     if t2 and t2["note"]:
         lines.append(f"note: {t2['note']}")
@@ -1150,6 +1161,7 @@ def _format_steps(m: dict) -> str:
 
 
 _CANARY_MEMORY_OPTS = ("bandwidth_gbps", "diameter", "hop_latency_ns", "timeout_ns", "leader_ns")
+"""Options of `model canary-memory`; `--bandwidth-gbps` is shared with the α-β model."""
 
 
 def _cmd_canary_memory(args: argparse.Namespace) -> int:
@@ -1220,7 +1232,7 @@ def _cmd_model(args: argparse.Namespace) -> int:
         if args.kind == "canary-memory":
             return _cmd_canary_memory(args)
         _fail(f"unknown model {args.kind!r}; known: canary-memory (or omit it for the schedule model)")
-    used = [k for k in _CANARY_MEMORY_OPTS if getattr(args, k) is not None]
+    used = [k for k in _CANARY_MEMORY_OPTS if k != "bandwidth_gbps" and getattr(args, k) is not None]
     if used:
         _fail(f"--{used[0].replace('_', '-')} belongs to `reducelab model canary-memory`")
     if args.list:
@@ -1235,9 +1247,9 @@ def _cmd_model(args: argparse.Namespace) -> int:
             args.algorithm,
             args.topology,
             args.size,
-            alpha_ns=args.alpha_ns,
-            beta_gbps=args.beta_gbps,
-            hop_ns=args.hop_ns,
+            latency_ns=args.latency_ns,
+            bandwidth_gbps=400.0 if args.bandwidth_gbps is None else args.bandwidth_gbps,
+            switch_latency_ns=args.switch_latency_ns,
             d=args.dimensions,
         )
     except ValueError as exc:

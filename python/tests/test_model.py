@@ -16,8 +16,8 @@ def test_swing_bandwidth_congestion_on_64x64_torus_matches_table2() -> None:
     assert m["table2"] is not None and m["table2"]["congestion_deficiency"] == 1.19
     # The time is Eq. 1 with the measured deficiencies.
     n_over_d = m["size_bytes"] / m["d"]
-    beta = 8 / (m["beta_gbps"] * 1e9)
-    eq1 = m["steps"] * m["alpha_ns"] * 1e-9 + n_over_d * beta * m["bandwidth_deficiency"] * m[
+    beta = 8 / (m["bandwidth_gbps"] * 1e9)
+    eq1 = m["steps"] * m["latency_ns"] * 1e-9 + n_over_d * beta * m["bandwidth_deficiency"] * m[
         "congestion_deficiency"
     ]
     assert abs(m["time_seconds"] - eq1) <= 1e-9 * eq1

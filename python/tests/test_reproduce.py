@@ -13,7 +13,7 @@ import pytest
 
 from helpers import REPO, cli
 
-from reducelab import _core, reproduce
+from reducelab import ScenarioError, _core, reproduce
 
 SPEC = REPO / "scenarios" / "swing" / "fig9.toml"
 CLAIMS = REPO / "scenarios" / "swing" / "fig9.claims.toml"
@@ -39,14 +39,24 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 CONTENTION_FREE = {"ring", "bucket", "hamiltonian-rings"}
 
 
-def test_auto_flow_reason_names_contention_free_plans() -> None:
+def _auto_probe(alg: str) -> dict:
+    text = (reproduce.scenarios_dir() / "swing" / "network.toml").read_text(encoding="utf-8")
+    text = text.replace('algorithm = "swing-bandwidth"', f'algorithm = "{alg}"').replace("bytes = 1048576", "bytes = 32")
+    assert 'shape = "torus:8x8"' in text
+    return json.loads(_core.run(text, probe=True)["summary_json"])
+
+
+def test_auto_names_contention_free_plans() -> None:
+    """The simulator's `auto` runs contention-free plans at flow level at every size and says
+    why in summary.json; others stay at packet level below flow_min_bytes."""
     for alg in CONTENTION_FREE:
-        why = _core.auto_flow_reason("torus:8x8", alg)
-        assert why is not None and "contention-free" in why
-    assert _core.auto_flow_reason("torus:8x8", "swing-bandwidth") is None
-    assert _core.auto_flow_reason("torus:8x8", "recursive-doubling-latency") is None
-    with pytest.raises(ValueError, match="unknown algorithm"):
-        _core.auto_flow_reason("torus:8x8", "nope")
+        s = _auto_probe(alg)
+        assert s["backend"] == "flow" and "contention-free" in s["backend_reason"], s
+    for alg in ("swing-bandwidth", "recursive-doubling-latency"):
+        s = _auto_probe(alg)
+        assert s["backend"] == "packet" and "below flow_min_bytes" in s["backend_reason"], s
+    with pytest.raises(ScenarioError, match="unknown algorithm"):
+        _auto_probe("nope")
 
 
 def test_csv_has_every_series_at_every_point(tiny_run: tuple[Path, str]) -> None:

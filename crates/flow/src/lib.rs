@@ -54,7 +54,7 @@ const SAME_TIME_REL: f64 = 1e-9;
 #[derive(Clone, Debug)]
 pub struct FlowConfig {
     /// Pipeline latency of each forwarding node a message enters (ps).
-    pub per_hop_ps: u64,
+    pub switch_latency_ps: u64,
     /// Largest packet on the wire (headers included).
     pub mtu_bytes: u32,
     pub header_bytes: u32,
@@ -93,8 +93,8 @@ struct Routed {
     /// Per arena entry: latency of that link plus the pipeline latency of the node it enters
     /// if that node forwards (ps).
     gap: Vec<f64>,
-    /// Capacity of every directed link, bytes/ps.
-    cap: Vec<f64>,
+    /// Bandwidth of every directed link, bytes/ps.
+    bandwidth_bytes_per_ps: Vec<f64>,
     steps: Vec<RoutedStep>,
 }
 
@@ -132,11 +132,11 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
     }
     let mut router = Router::new(topo);
     let honour_ports = plan.torus.as_deref().is_some_and(|d| router.is_torus(d));
-    let mut cap = vec![0.0; router.num_ports()];
+    let mut bandwidth_bytes_per_ps = vec![0.0; router.num_ports()];
     for (ni, n) in topo.nodes.iter().enumerate() {
         for (pi, pp) in n.ports.iter().enumerate() {
             let g = router.global_port(reducelab_topo::NodeId(ni as u32), pi as u16);
-            cap[g] = topo.links[pp.link.idx()].bandwidth_bps as f64 / 8.0 / 1e12;
+            bandwidth_bytes_per_ps[g] = topo.links[pp.link.idx()].bandwidth_bps as f64 / 8.0 / 1e12;
         }
     }
     let payload = (cfg.mtu_bytes - cfg.header_bytes) as u64;
@@ -164,11 +164,11 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
                     for &(node, port) in &path {
                         let g = router.global_port(node, port);
                         arena.push(g as u32);
-                        bottleneck = bottleneck.min(cap[g]);
+                        bottleneck = bottleneck.min(bandwidth_bytes_per_ps[g]);
                         let pp = topo.nodes[node.idx()].ports[port as usize];
                         let mut hop = topo.links[pp.link.idx()].latency_ps as f64;
                         if topo.nodes[pp.peer.idx()].forwards {
-                            hop += cfg.per_hop_ps as f64;
+                            hop += cfg.switch_latency_ps as f64;
                         }
                         gap.push(hop);
                         lat += hop;
@@ -194,7 +194,7 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
             let first = b.min(payload) + cfg.header_bytes as u64;
             // What the last packet still needs after leaving the first link.
             let tail0: f64 = (1..len as usize)
-                .map(|k| gap[start as usize + k - 1] + last as f64 / cap[arena[start as usize + k] as usize])
+                .map(|k| gap[start as usize + k - 1] + last as f64 / bandwidth_bytes_per_ps[arena[start as usize + k] as usize])
                 .sum();
             msgs.push(RoutedMsg {
                 from: m.from,
@@ -210,7 +210,7 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
         }
         steps.push(RoutedStep { repeat: st.repeat, msgs, send_off: Vec::new(), send_idx: Vec::new(), recv_count: Vec::new() });
     }
-    Ok(Routed { arena, gap, cap, steps })
+    Ok(Routed { arena, gap, bandwidth_bytes_per_ps, steps })
 }
 
 /// Adds the per-rank message index the event-driven simulation needs.
@@ -240,8 +240,8 @@ fn index(mut r: Routed, ranks: u32) -> Routed {
 /// Whether no two messages can ever share a link at the same time: every directed link
 /// carries messages of a single sender, at most one per step.
 fn contention_free(r: &Routed) -> bool {
-    let mut owner = vec![u32::MAX; r.cap.len()];
-    let mut stamp = vec![u32::MAX; r.cap.len()];
+    let mut owner = vec![u32::MAX; r.bandwidth_bytes_per_ps.len()];
+    let mut stamp = vec![u32::MAX; r.bandwidth_bytes_per_ps.len()];
     for (j, st) in r.steps.iter().enumerate() {
         for m in &st.msgs {
             for &l in &r.arena[m.path.0 as usize..(m.path.0 + m.path.1) as usize] {
@@ -438,10 +438,10 @@ impl<'a> PSim<'a> {
     }
 
     fn touch(&mut self, l: usize, now: f64) {
-        let cap = self.r.cap[l];
+        let bandwidth_bytes_per_ps = self.r.bandwidth_bytes_per_ps[l];
         let ln = &mut self.links[l];
         if ln.active > 0 {
-            ln.v += (now - ln.at) * cap / ln.active as f64;
+            ln.v += (now - ln.at) * bandwidth_bytes_per_ps / ln.active as f64;
         }
         ln.at = now;
     }
@@ -449,7 +449,7 @@ impl<'a> PSim<'a> {
     /// The time of `l`'s next stage completion at the current rates, if it is busy.
     fn next_completion(&self, l: usize) -> Option<f64> {
         let ln = &self.links[l];
-        ln.heap.peek().map(|&Reverse((T(tag), _, _))| ln.at + (tag - ln.v).max(0.0) * ln.active as f64 / self.r.cap[l])
+        ln.heap.peek().map(|&Reverse((T(tag), _, _))| ln.at + (tag - ln.v).max(0.0) * ln.active as f64 / self.r.bandwidth_bytes_per_ps[l])
     }
 
     /// Queues `l`'s next completion if it is busy and not queued.
@@ -511,7 +511,7 @@ impl<'a> PSim<'a> {
         let hops = m.path.1;
         let next = (k + 1 < hops).then(|| {
             let (l2, _) = self.link_of(m, k + 1);
-            (first / self.r.cap[l] + self.r.gap[a], tail - self.r.gap[a] - last / self.r.cap[l2])
+            (first / self.r.bandwidth_bytes_per_ps[l] + self.r.gap[a], tail - self.r.gap[a] - last / self.r.bandwidth_bytes_per_ps[l2])
         });
         self.touch(l, now);
         let ln = &mut self.links[l];
@@ -566,7 +566,7 @@ fn simulate(plan: &Plan, r: &Routed) -> Result<FlowResult, String> {
     let p = plan.ranks as usize;
     let mut sim = PSim {
         r,
-        links: vec![PsLink::default(); r.cap.len()],
+        links: vec![PsLink::default(); r.bandwidth_bytes_per_ps.len()],
         completions: BinaryHeap::new(),
         activations: Activations::default(),
         deliveries: BinaryHeap::new(),

@@ -322,39 +322,39 @@ fn schedule_check(py: Python<'_>, text: &str) -> PyResult<(String, u32, u32, usi
 /// `reducelab_sched::model`).
 ///
 /// `topology` is a spec such as `torus:64x64`, `hyperx:64x64` or `hammingmesh:2x2,32x32`;
-/// `size_bytes` the vector size; `alpha_ns`, `beta_gbps` (link bandwidth, β = 8 / bandwidth)
-/// and `hop_ns` the α-β parameters; `d` overrides the `D` of the ideal `n/D` term. Returns a
+/// `size_bytes` the vector size; `latency_ns` (α, the latency of every step), `bandwidth_gbps` (link bandwidth,
+/// β = 8 / bandwidth) and `switch_latency_ns` (per hop of a step's longest path) the α-β parameters; `d` overrides the `D` of the ideal `n/D` term. Returns a
 /// dict (see `_core.pyi`). Raises `ValueError` naming the problem for a bad algorithm,
 /// topology or parameter.
 #[pyfunction]
-#[pyo3(signature = (algorithm, topology, size_bytes=512 * 1024 * 1024, alpha_ns=1000.0, beta_gbps=400.0, hop_ns=0.0, d=None))]
+#[pyo3(signature = (algorithm, topology, size_bytes=512 * 1024 * 1024, latency_ns=1000.0, bandwidth_gbps=400.0, switch_latency_ns=0.0, d=None))]
 #[allow(clippy::too_many_arguments)]
 fn model<'py>(
     py: Python<'py>,
     algorithm: &str,
     topology: &str,
     size_bytes: u64,
-    alpha_ns: f64,
-    beta_gbps: f64,
-    hop_ns: f64,
+    latency_ns: f64,
+    bandwidth_gbps: f64,
+    switch_latency_ns: f64,
     d: Option<u32>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    for (name, v) in [("alpha_ns", alpha_ns), ("hop_ns", hop_ns)] {
+    for (name, v) in [("latency_ns", latency_ns), ("switch_latency_ns", switch_latency_ns)] {
         if !v.is_finite() || v < 0.0 {
             return Err(PyValueError::new_err(format!("{name} must be a finite number >= 0, got {v}")));
         }
     }
-    if !beta_gbps.is_finite() || beta_gbps <= 0.0 {
-        return Err(PyValueError::new_err(format!("beta_gbps must be a finite number > 0, got {beta_gbps}")));
+    if !bandwidth_gbps.is_finite() || bandwidth_gbps <= 0.0 {
+        return Err(PyValueError::new_err(format!("bandwidth_gbps must be a finite number > 0, got {bandwidth_gbps}")));
     }
     let report = py
         .allow_threads(|| {
-            let costs = reducelab_sched::registry::Costs { alpha_s: alpha_ns * 1e-9, beta_s_per_byte: 8.0 / (beta_gbps * 1e9), per_hop_s: hop_ns * 1e-9 };
+            let costs = reducelab_sched::registry::Costs { alpha_s: latency_ns * 1e-9, beta_s_per_byte: 8.0 / (bandwidth_gbps * 1e9), per_hop_s: switch_latency_ns * 1e-9 };
             reducelab_sched::model::model_resolved(algorithm, topology, size_bytes, d, Some(&costs))
         })
         .map_err(PyValueError::new_err)?;
     let m = &report.deficiencies;
-    let (alpha, beta, hop) = (alpha_ns * 1e-9, 8.0 / (beta_gbps * 1e9), hop_ns * 1e-9);
+    let (alpha, beta, hop) = (latency_ns * 1e-9, 8.0 / (bandwidth_gbps * 1e9), switch_latency_ns * 1e-9);
     let out = PyDict::new_bound(py);
     out.set_item("algorithm", &m.algorithm)?;
     out.set_item("resolved_from", &report.resolved_from)?;
@@ -367,9 +367,9 @@ fn model<'py>(
     out.set_item("bandwidth_deficiency", m.psi)?;
     out.set_item("congestion_deficiency", m.xi)?;
     out.set_item("congestion_sum", m.xi_sum)?;
-    out.set_item("alpha_ns", alpha_ns)?;
-    out.set_item("beta_gbps", beta_gbps)?;
-    out.set_item("hop_ns", hop_ns)?;
+    out.set_item("latency_ns", latency_ns)?;
+    out.set_item("bandwidth_gbps", bandwidth_gbps)?;
+    out.set_item("switch_latency_ns", switch_latency_ns)?;
     out.set_item("time_seconds", m.cost_seconds(alpha, beta, hop))?;
     out.set_item("latency_seconds", m.cost_seconds(alpha, 0.0, hop))?;
     out.set_item("bandwidth_seconds", m.cost_seconds(0.0, beta, 0.0))?;
@@ -429,7 +429,7 @@ fn collective_dict<'py>(
     d.set_item("messages", o.messages)?;
     d.set_item("bandwidth_gbps", net.bandwidth_gbps)?;
     d.set_item("latency_ns", net.latency_ns)?;
-    d.set_item("hop_ns", net.hop_ns)?;
+    d.set_item("switch_latency_ns", net.switch_latency_ns)?;
     d.set_item("buffer_bytes", o.buffer_bytes)?;
     d.set_item("seed", seed)?;
     d.set_item("wall_seconds", o.wall_seconds)?;
@@ -440,29 +440,29 @@ fn collective_params(
     backend: &str,
     bandwidth_gbps: f64,
     latency_ns: f64,
-    hop_ns: f64,
+    switch_latency_ns: f64,
     buffer_bytes: Option<u64>,
 ) -> PyResult<(reducelab_sim::collective_run::Backend, reducelab_sim::collective_run::NetworkOverrides)> {
     use reducelab_sim::collective_run::{Backend, NetworkOverrides};
     let backend = Backend::parse(backend).map_err(PyValueError::new_err)?;
-    let net = NetworkOverrides { bandwidth_gbps: Some(bandwidth_gbps), latency_ns: Some(latency_ns), hop_ns: Some(hop_ns), buffer_bytes };
+    let net = NetworkOverrides { bandwidth_gbps: Some(bandwidth_gbps), latency_ns: Some(latency_ns), switch_latency_ns: Some(switch_latency_ns), buffer_bytes };
     Ok((backend, net))
 }
 
 /// Runs one allreduce of `size_bytes` with `algorithm` on a whole topology (rank r on host r)
 /// through the scenario path (GIL released): `scenarios/swing/network.toml` with
 /// `topology.shape = topology`, links of `bandwidth_gbps` and `latency_ns`,
-/// `network.switch_latency_ns = hop_ns`, line-rate buffers (`buffer_bytes` overrides them),
+/// `network.switch_latency_ns = switch_latency_ns`, line-rate buffers (`buffer_bytes` overrides them),
 /// `run.backend = backend`.
 ///
 /// `backend` is `"packet"` (data verified per rank), `"flow"` (pipelined fluid model, not verified) or
 /// `"auto"` (packet below 8 MiB, flow from 8 MiB, and flow at every size where
-/// `auto_flow_reason` says so). Returns a dict (see `_core.pyi`). Raises
+/// summary.json's `backend_reason` says so (contention-free plans, too many fingerprints)). Returns a dict (see `_core.pyi`). Raises
 /// `ValueError` naming the scenario field for a bad topology, algorithm, backend or parameter,
 /// or if the packet-level run does not finish. Kept for the reproduction harness; new code
 /// runs a scenario with `run`.
 #[pyfunction]
-#[pyo3(signature = (topology, algorithm, size_bytes, backend="auto", bandwidth_gbps=400.0, latency_ns=100.0, hop_ns=300.0, seed=1, buffer_bytes=None))]
+#[pyo3(signature = (topology, algorithm, size_bytes, backend="auto", bandwidth_gbps=400.0, latency_ns=100.0, switch_latency_ns=300.0, seed=1, buffer_bytes=None))]
 #[allow(clippy::too_many_arguments)]
 fn run_collective<'py>(
     py: Python<'py>,
@@ -472,11 +472,11 @@ fn run_collective<'py>(
     backend: &str,
     bandwidth_gbps: f64,
     latency_ns: f64,
-    hop_ns: f64,
+    switch_latency_ns: f64,
     seed: u64,
     buffer_bytes: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (backend, net) = collective_params(backend, bandwidth_gbps, latency_ns, hop_ns, buffer_bytes)?;
+    let (backend, net) = collective_params(backend, bandwidth_gbps, latency_ns, switch_latency_ns, buffer_bytes)?;
     let out = py
         .allow_threads(|| reducelab_sim::collective_run::run_collective(topology, algorithm, size_bytes, backend, &net, seed))
         .map_err(PyValueError::new_err)?;
@@ -487,7 +487,7 @@ fn run_collective<'py>(
 /// schedules and plans come from the process-wide caches, so they are built once. Returns one
 /// dict per size, in order.
 #[pyfunction]
-#[pyo3(signature = (topology, algorithm, sizes, backend="auto", bandwidth_gbps=400.0, latency_ns=100.0, hop_ns=300.0, seed=1, buffer_bytes=None, threads=1))]
+#[pyo3(signature = (topology, algorithm, sizes, backend="auto", bandwidth_gbps=400.0, latency_ns=100.0, switch_latency_ns=300.0, seed=1, buffer_bytes=None, threads=1))]
 #[allow(clippy::too_many_arguments)]
 fn run_collective_sizes<'py>(
     py: Python<'py>,
@@ -497,12 +497,12 @@ fn run_collective_sizes<'py>(
     backend: &str,
     bandwidth_gbps: f64,
     latency_ns: f64,
-    hop_ns: f64,
+    switch_latency_ns: f64,
     seed: u64,
     buffer_bytes: Option<u64>,
     threads: usize,
 ) -> PyResult<Bound<'py, PyList>> {
-    let (backend, net) = collective_params(backend, bandwidth_gbps, latency_ns, hop_ns, buffer_bytes)?;
+    let (backend, net) = collective_params(backend, bandwidth_gbps, latency_ns, switch_latency_ns, buffer_bytes)?;
     if threads == 0 {
         return Err(PyValueError::new_err("threads must be at least 1, got 0"));
     }
@@ -515,17 +515,6 @@ fn run_collective_sizes<'py>(
         list.append(collective_dict(py, o, &net, seed)?)?;
     }
     Ok(list)
-}
-
-/// Why `backend="auto"` runs `algorithm` on `topology` at flow level at every size (a
-/// contention-free plan, where flow level equals packet level, or a packet-level data check
-/// too large to hold), or `None` if it switches at 8 MiB: the scenario path's
-/// `backend_reason` for a 1-byte allreduce.
-#[pyfunction]
-#[pyo3(signature = (topology, algorithm, bandwidth_gbps=400.0, latency_ns=100.0, hop_ns=300.0))]
-fn auto_flow_reason(py: Python<'_>, topology: &str, algorithm: &str, bandwidth_gbps: f64, latency_ns: f64, hop_ns: f64) -> PyResult<Option<String>> {
-    let (_, net) = collective_params("auto", bandwidth_gbps, latency_ns, hop_ns, None)?;
-    py.allow_threads(|| reducelab_sim::collective_run::auto_flow_reason(topology, algorithm, &net)).map_err(PyValueError::new_err)
 }
 
 /// The topology spec `spec` (`torus:8x8`, `hyperx:16x16`, `hammingmesh:2x2,32x32`) parsed by
@@ -569,7 +558,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model, m)?)?;
     m.add_function(wrap_pyfunction!(run_collective, m)?)?;
     m.add_function(wrap_pyfunction!(run_collective_sizes, m)?)?;
-    m.add_function(wrap_pyfunction!(auto_flow_reason, m)?)?;
     m.add_function(wrap_pyfunction!(topology_spec, m)?)?;
     m.add("AUTO_FLOW_MIN_BYTES", reducelab_sim::collective_run::AUTO_FLOW_MIN_BYTES)?;
     Ok(())

@@ -40,7 +40,7 @@ pub struct NetworkOverrides {
     /// `topology.latency_ns`.
     pub latency_ns: Option<f64>,
     /// `network.switch_latency_ns`: pipeline latency of every forwarding node.
-    pub hop_ns: Option<f64>,
+    pub switch_latency_ns: Option<f64>,
     /// `network.buffer_bytes` (per port and VC).
     pub buffer_bytes: Option<u64>,
 }
@@ -165,7 +165,7 @@ pub fn swing_scenario(topology_spec: &str, algorithm: &str, size_bytes: u64, bac
     f.topology.shape = Some(topology_spec.to_string());
     f.topology.bandwidth_gbps = net.bandwidth_gbps.or(f.topology.bandwidth_gbps);
     f.topology.latency_ns = net.latency_ns.or(f.topology.latency_ns);
-    if let Some(h) = net.hop_ns {
+    if let Some(h) = net.switch_latency_ns {
         f.network.switch_latency_ns = h;
     }
     if let Some(b) = net.buffer_bytes {

@@ -220,14 +220,14 @@ impl<'de> Deserialize<'de> for BufferSpec {
 }
 
 /// Ingress buffer per port and VC that sustains line rate on a link of `bandwidth_gbps` and
-/// `latency_ns` with `hop_ns` of pipeline latency per forwarding node: twice the
+/// `latency_ns` with `switch_latency_ns` of pipeline latency per forwarding node: twice the
 /// bandwidth-delay product of one hop's credit loop (the packet is serialised, crosses the
 /// link, pays the pipeline latency, is serialised out again, and its credit crosses the link
 /// back), at least 256 KiB, rounded up to whole packets (256 KiB at <= 2 Tb/s with the Swing
 /// paper's latencies; about 410 KiB at 3.2 Tb/s, where 256 KiB would be only ~1.25x the loop).
-pub fn line_rate_buffer_bytes(bandwidth_gbps: f64, latency_ns: f64, hop_ns: f64, mtu_bytes: u32) -> u64 {
+pub fn line_rate_buffer_bytes(bandwidth_gbps: f64, latency_ns: f64, switch_latency_ns: f64, mtu_bytes: u32) -> u64 {
     let ser = mtu_bytes as f64 * 8.0 / (bandwidth_gbps * 1e9) * 1e12;
-    let credit_loop_ps = 2.0 * latency_ns * 1e3 + hop_ns * 1e3 + 2.0 * ser;
+    let credit_loop_ps = 2.0 * latency_ns * 1e3 + switch_latency_ns * 1e3 + 2.0 * ser;
     let bdp = credit_loop_ps * 1e-12 * bandwidth_gbps * 1e9 / 8.0;
     let want = (2.0 * bdp).ceil() as u64;
     let mtu = mtu_bytes as u64;
@@ -1136,7 +1136,7 @@ fn layout_name(topology: &Topology, layout: &reducelab_sched::algos::Layout) -> 
 
 /// The flow backend's timing parameters for a network.
 pub fn flow_config(net: &NetConfig) -> reducelab_flow::FlowConfig {
-    reducelab_flow::FlowConfig { per_hop_ps: net.switch_latency_ps, mtu_bytes: net.mtu_bytes, header_bytes: net.header_bytes }
+    reducelab_flow::FlowConfig { switch_latency_ps: net.switch_latency_ps, mtu_bytes: net.mtu_bytes, header_bytes: net.header_bytes }
 }
 
 /// Why `auto` runs `plan` at flow level at every size, if it does: the plan is

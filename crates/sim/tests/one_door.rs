@@ -95,7 +95,7 @@ fn via_scenario(p: &Point) -> String {
 }
 
 fn via_run_collective(p: &Point) -> String {
-    let net = NetworkOverrides { bandwidth_gbps: Some(p.bw), latency_ns: Some(p.lat), hop_ns: Some(p.hop), buffer_bytes: None };
+    let net = NetworkOverrides { bandwidth_gbps: Some(p.bw), latency_ns: Some(p.lat), switch_latency_ns: Some(p.hop), buffer_bytes: None };
     match run_collective(&p.topology, &p.algorithm, p.size, Backend::parse(&p.backend).unwrap(), &net, p.seed) {
         Ok(o) => format!("{} {} {:?} {} {}", o.runtime_ps, o.messages, o.verified, o.backend, o.buffer_bytes),
         Err(e) => format!("ERR {e}"),

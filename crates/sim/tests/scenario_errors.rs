@@ -484,10 +484,10 @@ fn every_shipped_scenario_loads() {
     assert!(files.len() >= 4, "found only {files:?}");
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
-        // Reproduction specs and their claims files (docs/reproductions.md) and sweep specs
+        // Figure files and their claims files (docs/reproductions.md) and sweep specs
         // (docs/sweeps.md) are not scenarios.
         let table: toml::Table = toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
-        if table.contains_key("reproduction") || table.contains_key("claim") || table.contains_key("sweep") {
+        if table.contains_key("figure") || table.contains_key("claim") || table.contains_key("sweep") {
             continue;
         }
         if let Err(e) = load_scenario_str(&text, None) {
