@@ -18,6 +18,20 @@ summary into one row of ``STEM.csv`` (`CanaryKind.row`). Point parameters:
 - ``congestion`` (default false), ``allocation`` (scenario seed = allocation + 1), ``bytes``,
   ``noise`` (probability, ``noise_delay_ns`` each), ``timeout_ns`` (> 0: Canary's switch
   timeout), ``elements`` (elements per packet), ``bg_bytes`` (background message size).
+
+Figure parameters besides those: ``background`` (`BACKGROUNDS`: the congesting hosts' traffic
+kind, default ``random_uniform``, today's), ``window`` (the static trees' per-host window in
+blocks; absent = the simulator's default, 1024), ``noise_mode`` and ``noise_hosts`` (written to
+the scenario's ``[noise] mode`` / ``hosts`` when set: ``packet`` delays only the chosen packet,
+``foreground`` spares the background hosts; absent = the simulator's default, today's NIC-port
+stall on every host).
+
+Utilisation, two ways (issue 13 item 6): ``net_util`` is the mean over network links
+(switch-switch, the simulator's ``links.network_mean_utilization``), ``all_util`` over every
+directed link, host links included (``links.all_mean_utilization`` when the simulator reports
+it, else the mean of every row of ``links.csv``, which lists every directed link). Both are
+scaled to the allreduce span (`CanaryKind.row`). A figure's ``[links] kind`` picks which links
+its per-link distribution (``STEM_links.csv``, cdf panels) holds.
 """
 
 from __future__ import annotations
@@ -26,6 +40,7 @@ import csv
 import io
 import math
 import random
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -120,7 +135,8 @@ def describe_network(topology: Mapping[str, Any]) -> str:
     return f"{topology.get('kind')} {topology_hosts(topology)} hosts, {topology.get('bandwidth_gbps', 100):g} Gb/s"
 
 
-def _traffic(series: str, hosts: Sequence[int], nbytes: int, elements: int | None) -> dict[str, Any]:
+def _traffic(series: str, hosts: Sequence[int], nbytes: int, elements: int | None,
+             window: int | None = None) -> dict[str, Any]:
     h = list(hosts)
     if series == "ring":
         return {"kind": "collective", "algorithm": "ring", "hosts": h, "bytes": nbytes}
@@ -130,6 +146,8 @@ def _traffic(series: str, hosts: Sequence[int], nbytes: int, elements: int | Non
     elif series.startswith("static_trees:") and series[13:].isdigit():
         t["protocol"] = "static_trees"
         t["trees"] = int(series[13:])
+        if window is not None:
+            t["window"] = window
     else:
         raise ValueError(f"series {series!r}: expected ring, canary[-...] or static_trees:N")
     if elements is not None:
@@ -137,8 +155,16 @@ def _traffic(series: str, hosts: Sequence[int], nbytes: int, elements: int | Non
     return t
 
 
+BACKGROUNDS = ("random_uniform", "random_permutation")
+"""Background traffic kinds of the congesting hosts: independent uniform destinations (the
+simulator's ``random_uniform``) or a permutation (``random_permutation``: each host sends to one
+host and receives from one other, redrawn per message; the traffic branch's kind)."""
+
+LINK_KINDS = ("network", "all")
+"""Which links a figure's per-link distribution holds: switch-switch links, or every link."""
+
 CSV_COLUMNS = ("series", "congestion", "fraction", "hosts", "tenants", "allocation", "bytes", "noise", "timeout_ns")
-METRIC_COLUMNS = ("goodput_gbps", "runtime_ps", "verified", "end", "sim_time_ps", "net_util",
+METRIC_COLUMNS = ("goodput_gbps", "runtime_ps", "verified", "end", "sim_time_ps", "net_util", "all_util",
                   "peak_descriptor_bytes", "stragglers", "collisions")
 BINS = 20
 
@@ -148,7 +174,8 @@ class CanaryKind:
 
     name = "canary"
     columns = (*CSV_COLUMNS, *METRIC_COLUMNS, "runtime_us")
-    params = ("allocations", "bytes", "bg_bytes", "table_size", "noise_delay_ns", "elements", "util_tenants")
+    params = ("allocations", "bytes", "bg_bytes", "table_size", "noise_delay_ns", "elements", "util_tenants",
+              "background", "window", "noise_mode", "noise_hosts")
     """Figure parameters ([params], [scales.NAME.params]) this kind reads, besides the grid's."""
     keep_files = ("links.csv",)
     """Result files stored per point (besides summary.json): what `row` reads."""
@@ -159,6 +186,12 @@ class CanaryKind:
     def points(self, fig: Figure, scale: ScaleSpec, base: Scenario) -> list[tuple[dict[str, Any], Scenario]]:
         doc = base.to_dict()
         n_hosts = topology_hosts(doc["topology"])
+        background_kind = scale.params.get("background", "random_uniform")
+        if background_kind not in BACKGROUNDS:
+            raise ValueError(f"params.background: expected one of {', '.join(BACKGROUNDS)}, got {background_kind!r}")
+        window = scale.params.get("window")
+        if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
+            raise ValueError(f"params.window: expected a positive integer (blocks), got {window!r}")
         out = []
         for p in scale.grid_points():
             series = p["series"]
@@ -194,21 +227,25 @@ class CanaryKind:
             noise = float(p.get("noise", 0.0))
             if noise > 0:
                 d["noise"] = {"probability": noise, "delay_ns": int(scale.params.get("noise_delay_ns", 1000))}
+                for param, key in (("noise_mode", "mode"), ("noise_hosts", "hosts")):
+                    if param in scale.params:
+                        d["noise"][key] = scale.params[param]
             timeout = p.get("timeout_ns", 0)
             if timeout:
                 d["ina"] = {**d.get("ina", {}), "timeout_ns": timeout}
-            d["traffic"] = [_traffic(series, t, nbytes, elements) for t in tenants]
+            d["traffic"] = [_traffic(series, t, nbytes, elements, window) for t in tenants]
             if background:
-                d["traffic"].append({"kind": "random_uniform", "hosts": background,
+                d["traffic"].append({"kind": background_kind, "hosts": background,
                                      "bytes": int(scale.params.get("bg_bytes", 65536))})
             params["_tenants"] = len(tenants)
             out.append((params, Scenario.from_dict(d)))
         return out
 
-    def row(self, params: Mapping[str, Any], stored: StoredRun, links: bool) -> dict[str, Any]:
+    def row(self, params: Mapping[str, Any], stored: StoredRun, links: bool, link_kind: str = "network") -> dict[str, Any]:
         """One run's row: its parameters, goodput (mean over tenants), runtime (longest tenant),
-        verified, end, network-link utilisation over the allreduce span, switch counters; with
-        `links`, the utilisation of every network link (``link_utils``)."""
+        verified, end, network-link and all-link utilisation over the allreduce span, switch
+        counters; with `links`, the utilisation of every link of `link_kind` (`LINK_KINDS`:
+        ``link_utils``)."""
         import json
 
         s = json.loads(stored.summary_json)
@@ -235,26 +272,17 @@ class CanaryKind:
         span = max((max(int(t.get("runtime_ps") or 0), int(t.get("completion_ps") or 0)) for t in entries), default=0)
         sim_ps = int(s["sim_time_ps"])
         scale = sim_ps / span if span > 0 else 1.0
-        utils: list[float] = []
-        if links:
-            rows = list(csv.DictReader(io.StringIO(stored.files["links.csv"])))
-            ports: dict[int, set[int]] = {}
-            for r in rows:
-                ports.setdefault(int(r["from_node"]), set()).add(int(r["from_port"]))
-            # Hosts have one port (node ids interleave leaves and hosts); network links join switches.
-            hosts = {n for n, ps in ports.items() if len(ps) == 1}
-            if len(hosts) != s["topology"]["hosts"]:
-                raise AssertionError(f"found {len(hosts)} one-port nodes, topology has {s['topology']['hosts']} hosts")
-            utils = [float(r["utilization"]) for r in rows
-                     if int(r["from_node"]) not in hosts and int(r["to_node"]) not in hosts]
-            # The filtered mean must be the simulator's own.
-            if utils and abs(statistics.fmean(utils) - s["links"]["network_mean_utilization"]) > 1e-5:
-                raise AssertionError("network-link filter disagrees with links.network_mean_utilization")
-            utils = [u * scale for u in utils]
+        net_utils, all_utils = link_utilisations(s, stored.files.get("links.csv"))
+        summary_links = s["links"]
+        all_mean = summary_links.get("all_mean_utilization")
+        if all_mean is None and all_utils:
+            all_mean = statistics.fmean(all_utils)
+        utils = [u * scale for u in (all_utils if link_kind == "all" else net_utils)] if links else []
         row = {k: v for k, v in params.items() if not k.startswith("_")}
         row.update(
             goodput_gbps=statistics.fmean(goodputs), runtime_ps=max(runtimes), verified=ok, end=s["status"],
-            sim_time_ps=sim_ps, net_util=float(s["links"]["network_mean_utilization"]) * scale,
+            sim_time_ps=sim_ps, net_util=float(summary_links["network_mean_utilization"]) * scale,
+            all_util=None if all_mean is None else float(all_mean) * scale,
             peak_descriptor_bytes=int(ina.get("peak_descriptor_bytes", 0)), stragglers=int(ina.get("stragglers", 0)),
             collisions=int(ina.get("collisions", 0)), link_utils=utils,
         )
@@ -268,17 +296,88 @@ class CanaryKind:
         return out
 
 
+def link_utilisations(summary: Mapping[str, Any], links_csv_text: str | None) -> tuple[list[float], list[float]]:
+    """(network-link, every-link) utilisations of one run, from its ``links.csv`` (none without
+    it). A link is a network link if links.csv says so (``kind`` column: ``network`` | ``host``)
+    or, in a links.csv without that column, if neither end is a host (hosts have one port). The
+    means are checked against the summary's (``links.network_mean_utilization``, and
+    ``links.all_mean_utilization`` when present): a disagreement is a bug, not a result."""
+    if links_csv_text is None:
+        return [], []
+    rows = list(csv.DictReader(io.StringIO(links_csv_text)))
+    if rows and "kind" in rows[0]:
+        bad = {r["kind"] for r in rows} - {"host", "network"}
+        if bad:
+            raise AssertionError(f"links.csv: unknown link kind {sorted(bad)[0]!r} (expected host or network)")
+        net = [float(r["utilization"]) for r in rows if r["kind"] == "network"]
+    else:
+        ports: dict[int, set[int]] = {}
+        for r in rows:
+            ports.setdefault(int(r["from_node"]), set()).add(int(r["from_port"]))
+        hosts = {n for n, ps in ports.items() if len(ps) == 1}
+        if len(hosts) != summary["topology"]["hosts"]:
+            raise AssertionError(f"found {len(hosts)} one-port nodes, topology has {summary['topology']['hosts']} hosts")
+        net = [float(r["utilization"]) for r in rows if int(r["from_node"]) not in hosts and int(r["to_node"]) not in hosts]
+    every = [float(r["utilization"]) for r in rows]
+    lk = summary["links"]
+    if net and abs(statistics.fmean(net) - lk["network_mean_utilization"]) > 1e-5:
+        raise AssertionError("network-link filter disagrees with links.network_mean_utilization")
+    if every and lk.get("all_mean_utilization") is not None and abs(statistics.fmean(every) - lk["all_mean_utilization"]) > 1e-5:
+        raise AssertionError("links.csv disagrees with links.all_mean_utilization")
+    return net, every
+
+
 def results_csv(rows: Sequence[Mapping[str, Any]]) -> str:
     """``STEM.csv``: one row per run (parameters a figure does not have are empty)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow([*CSV_COLUMNS, "goodput_gbps", "runtime_ps", "verified", "end", "sim_time_ps", "network_utilization",
-                "peak_descriptor_bytes", "stragglers", "collisions"])
+    w.writerow([*CSV_COLUMNS, *RESULT_COLUMNS])
     for r in rows:
         w.writerow([*(r.get(k, "") for k in CSV_COLUMNS), f"{r['goodput_gbps']:.4f}", r["runtime_ps"],
                     str(r["verified"]).lower(), r["end"], r["sim_time_ps"], f"{r['net_util']:.6f}",
-                    r["peak_descriptor_bytes"], r["stragglers"], r["collisions"]])
+                    r["peak_descriptor_bytes"], r["stragglers"], r["collisions"],
+                    "" if r.get("all_util") is None else f"{r['all_util']:.6f}"])
     return buf.getvalue()
+
+
+RESULT_COLUMNS = ("goodput_gbps", "runtime_ps", "verified", "end", "sim_time_ps", "network_utilization",
+                  "peak_descriptor_bytes", "stragglers", "collisions", "all_utilization")
+"""The result columns of ``STEM.csv`` after the parameters (`CSV_COLUMNS`)."""
+
+_OLD_SERIES = re.compile(r"^static-([0-9]+)$")
+
+
+def rows_from_csv(text: str) -> list[dict[str, Any]]:
+    """The rows of a figure's table read back from its ``STEM.csv`` (`results_csv`), for judging
+    claims again without running (`reducelab reproduce FIG --claims-only`). Accepts the files of
+    earlier versions: no ``all_utilization`` column (``all_util`` is then None: claims on it are
+    n/a), series ``static-N`` (now ``static_trees:N``)."""
+    out = []
+    for r in csv.DictReader(io.StringIO(text)):
+        row: dict[str, Any] = {}
+        for k in CSV_COLUMNS:
+            v = r.get(k, "")
+            if v == "":
+                continue
+            if k == "series":
+                m = _OLD_SERIES.match(v)
+                row[k] = f"static_trees:{m.group(1)}" if m else v
+            elif k == "congestion":
+                row[k] = v.lower() == "true"
+            elif k in ("hosts", "tenants", "allocation", "bytes", "timeout_ns"):
+                row[k] = int(v)
+            else:
+                row[k] = float(v)
+        all_util = r.get("all_utilization", "")
+        row.update(
+            goodput_gbps=float(r["goodput_gbps"]), runtime_ps=int(r["runtime_ps"]), verified=r["verified"] == "true",
+            end=r["end"], sim_time_ps=int(r["sim_time_ps"]), net_util=float(r["network_utilization"]),
+            all_util=float(all_util) if all_util else None, peak_descriptor_bytes=int(r["peak_descriptor_bytes"]),
+            stragglers=int(r["stragglers"]), collisions=int(r["collisions"]), link_utils=[],
+        )
+        row["runtime_us"] = row["runtime_ps"] / 1e6
+        out.append(row)
+    return out
 
 
 def links_csv(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:

@@ -13,7 +13,15 @@ This module holds what every claim shares:
   ``MiB``, ``GiB``);
 - the verdicts (`Verdict`) and their output (`claims_csv`, `claims_md_rows`);
 - the metrics over a table of runs (`TABLE_METRICS`: ``mean``, ``ratio``, ``difference``,
-  ``max_over_min``), which the scenario figures (Canary) use, evaluated by `evaluate`.
+  ``max_over_min``), which the scenario figures (Canary) use, evaluated by `evaluate`;
+- what both kinds of claims files share beyond the metric (`expand_readings`, `check_cause`):
+  a claim the paper words two ways carries ``contradiction`` (how the paper disagrees with
+  itself, or why its words allow two readings) and ``[[claim.reading]]`` tables, each with the
+  words (``quote``, ``source``) behind that reading and the fields it changes; it is checked once
+  per reading (ids ``ID/NAME``). A claim that fails may carry ``cause`` (one of `CAUSES`) and
+  ``evidence`` (the numbers behind it), which the reports print next to the failure;
+- sensitivity bands (`Band`, `with_bands`): one claim judged at several values of a setting the
+  paper does not state, summarised as the range of its measured values and where it passes.
 
 The size-sweep figures (Swing) compute their metrics per network from the gains of the best
 variant per size (`reducelab.reproduce`: ``fraction_positive``, ``gain_at_size``, ...) and are
@@ -30,7 +38,7 @@ import math
 import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 _NUM = r"-?[0-9]+(?:\.[0-9]*)?(?:e-?[0-9]+)?\s*(?:%|B|KiB|MiB|GiB|TiB)?"
@@ -52,6 +60,71 @@ PASS, FAIL, NA = "pass", "fail", "n/a"
 
 class ClaimError(ValueError):
     """A claims file was rejected: ``FILE: FIELD: REASON``."""
+
+
+CAUSES = (
+    "unstated setting", "missing model feature", "the paper disagrees with itself", "the paper's own model disagrees",
+)
+"""Why a claim still fails (issue 13): a setting the paper does not state (ReduceLab chose one;
+see the figure's sensitivity band), a cost or mechanism of the paper's testbed ReduceLab does not
+model, the paper's own words contradicting each other, or the paper's own cost model (or
+arithmetic) contradicting its claim."""
+
+_READING_KEYS = ("name", "quote", "source")
+"""Keys every ``[[claim.reading]]`` has; any other key replaces the claim's field of that name."""
+
+
+def check_cause(cause: Any) -> str | None:
+    """None if `cause` is a valid ``cause`` of a claim, else the reason."""
+    if cause not in CAUSES:
+        return f"expected one of {', '.join(repr(c) for c in CAUSES)}, got {cause!r}"
+    return None
+
+
+def expand_readings(file: str, raw: Any) -> list[Any]:
+    """The ``[[claim]]`` tables of a claims file with every claim that has ``reading`` tables
+    replaced by one claim per reading: id ``ID/NAME``, the reading's quote and source, its other
+    keys replacing the claim's, ``reading = NAME`` and the claim's ``contradiction`` kept. A
+    claim with readings must say why (``contradiction``) and have at least two; a reading must
+    have a name, a quote (the words it rests on) and change something. Other tables pass
+    unchanged (the caller's strict reader checks them)."""
+    if not isinstance(raw, list):
+        return raw
+    out: list[Any] = []
+    for i, c in enumerate(raw):
+        if not isinstance(c, dict) or "reading" not in c:
+            out.append(c)
+            continue
+        where = f"{file}: claim[{i}]"
+        readings = c["reading"]
+        if not isinstance(readings, list) or len(readings) < 2:
+            raise ClaimError(f"{where}.reading: expected two or more [[claim.reading]] tables, got {readings!r}")
+        if not isinstance(c.get("contradiction"), str) or not c["contradiction"].strip():
+            raise ClaimError(f"{where}.contradiction: required with readings: say how the paper disagrees with "
+                             "itself or why its words allow each reading")
+        base = {k: v for k, v in c.items() if k != "reading"}
+        names: list[str] = []
+        for j, r in enumerate(readings):
+            rw = f"{where}.reading[{j}]"
+            if not isinstance(r, dict):
+                raise ClaimError(f"{rw}: expected a table")
+            for k in ("name", "quote"):
+                if not isinstance(r.get(k), str) or not r[k].strip():
+                    raise ClaimError(f"{rw}.{k}: required (a non-empty string)")
+            if not re.fullmatch(r"[A-Za-z0-9_.%+-]+", r["name"]):
+                raise ClaimError(f"{rw}.name: letters, digits and _ . % + - only, got {r['name']!r}")
+            for k in ("id", "reading", "contradiction"):
+                if k in r:
+                    raise ClaimError(f"{rw}.{k}: set on the claim, not on a reading")
+            if not set(r) - set(_READING_KEYS):
+                raise ClaimError(f"{rw}: a reading must change something besides {', '.join(_READING_KEYS)} "
+                                 "(e.g. pass_if, paper_value, topologies)")
+            names.append(r["name"])
+            out.append({**base, **r, "id": f"{c.get('id')}/{r['name']}", "reading": r["name"]})
+            out[-1].pop("name")
+        if len(set(names)) != len(names):
+            raise ClaimError(f"{where}.reading: names must be unique, got {names}")
+    return out
 
 
 def number(text: str) -> float:
@@ -164,6 +237,12 @@ class TableClaim:
     quote: str = ""
     note: str = ""
     mark: Mark | None = None
+    reading: str = ""
+    """The reading's name, for a claim the paper words two ways (`expand_readings`)."""
+    contradiction: str = ""
+    cause: str = ""
+    """Why the claim fails at full scale (one of `CAUSES`), with `evidence`."""
+    evidence: str = ""
 
 
 @dataclass(frozen=True)
@@ -180,6 +259,119 @@ class Verdict:
     verdict: str
     values: tuple[float, ...] = ()
     note: str = ""
+    reading: str = ""
+    contradiction: str = ""
+    cause: str = ""
+    evidence: str = ""
+    bands: tuple[Band, ...] = ()
+    """One per sensitivity sweep of the figure (`with_bands`), when they were run."""
+    unit: str = ""
+
+    def show_value(self, v: float) -> str:
+        """A value the rule saw, in the claim's unit (`UNITS`)."""
+        return _show(v, self.unit)
+
+
+@dataclass(frozen=True)
+class Band:
+    """One claim judged at every value of a sensitivity sweep: the values of the setting, the
+    verdict and measured values at each, and the range of every value the rule saw."""
+
+    key: str
+    settings: tuple[Any, ...]
+    verdicts: tuple[str, ...]
+    measured: tuple[str, ...]
+    lo: float | None
+    hi: float | None
+
+    @property
+    def passes(self) -> str:
+        """``all`` / ``some`` / ``none`` of the judged settings pass (``n/a``: none judged)."""
+        judged = [v for v in self.verdicts if v in (PASS, FAIL)]
+        if not judged:
+            return NA
+        k = sum(v == PASS for v in judged)
+        return "all" if k == len(judged) else ("none" if k == 0 else "some")
+
+    def text(self, show: Callable[[float], str] | None = None) -> str:
+        """``KEY in {values}: LO..HI; passes at all|some|none (value: verdict, ...)``."""
+        show = show or (lambda v: _show(v, ""))
+        rng = "no values" if self.lo is None or self.hi is None else f"{show(self.lo)}..{show(self.hi)}"
+        per = ", ".join(f"{_setting(s)}: {v}" for s, v in zip(self.settings, self.verdicts))
+        return f"{self.key} in {{{', '.join(_setting(x) for x in self.settings)}}}: {rng}; passes at {self.passes} ({per})"
+
+
+def _setting(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, float) else str(x)
+
+
+@dataclass(frozen=True)
+class Sensitivity:
+    """A ``[[sensitivity]]`` table of a figure file: a scenario `key` the paper does not state,
+    the `values` to judge the figure's claims at (besides the figure's own), and the `source`
+    (the paper's words, or why the value is unstated). Run only when asked
+    (``reducelab reproduce FIG --sensitivity``)."""
+
+    key: str
+    values: tuple[Any, ...]
+    source: str
+    topologies: tuple[str, ...] = ()
+    """Size-sweep (Swing) figures: the topologies whose points get the setting (e.g. a
+    HammingMesh board key); empty = every point."""
+
+
+def read_sensitivity(file: str, raw: Any) -> list[Sensitivity]:
+    """The ``[[sensitivity]]`` tables of a figure file (ClaimError naming file and field).
+    Whether `key` is a field of the base scenario is checked when the sweep runs (the key may
+    come from another branch of the scenario format)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ClaimError(f"{file}: sensitivity: expected an array of [[sensitivity]] tables")
+    out = []
+    for i, r in enumerate(raw):
+        t = _Strict(file, f"sensitivity[{i}]", r)
+        key = t.get("key", str)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?(\.[A-Za-z_][A-Za-z0-9_]*(\[[0-9]+\])?)*", key):
+            raise t.err("key", f"expected a scenario path such as traffic[0].window or topology.board_latency_ns, got {key!r}")
+        values = t.get("values", list, what="a non-empty array of values")
+        if not values or not all(isinstance(v, (int, float, str)) and not isinstance(v, bool) for v in values):
+            raise t.err("values", f"expected a non-empty array of numbers or strings, got {values!r}")
+        if len(set(values)) != len(values):
+            raise t.err("values", f"has duplicates: {values!r}")
+        source = t.get("source", str)
+        if not source.strip():
+            raise t.err("source", "required: the paper's words, or why the setting is unstated")
+        topos = t.get("topologies", list, [], "an array of topology specs")
+        if not all(isinstance(x, str) for x in topos):
+            raise t.err("topologies", f"expected an array of topology specs, got {topos!r}")
+        t.done()
+        out.append(Sensitivity(key, tuple(values), source, tuple(topos)))
+    keys = [x.key for x in out]
+    if len(set(keys)) != len(keys):
+        raise ClaimError(f"{file}: sensitivity: one table per key, got {keys}")
+    return out
+
+
+def make_band(key: str, settings: Sequence[Any], judged: Sequence[tuple[str, str, Sequence[float]] | None]) -> Band:
+    """The `Band` of one claim over a sweep of `key`: `judged[i]` is (verdict, measured, values)
+    at `settings[i]` (None: the claim was not judged there)."""
+    vals = [y for j in judged if j is not None for y in j[2]]
+    return Band(key, tuple(settings), tuple(j[0] if j is not None else NA for j in judged),
+                tuple(j[1] if j is not None else "" for j in judged),
+                min(vals) if vals else None, max(vals) if vals else None)
+
+
+def with_bands(default: Sequence[Verdict], key: str, settings: Sequence[Any],
+               swept: Sequence[Sequence[Verdict]]) -> list[Verdict]:
+    """`default` (the figure's verdicts at its own setting) each with one more `Band`: the same
+    claim over `swept` (the verdicts at each of `settings`, in that order)."""
+    out = []
+    for v in default:
+        at = [next((x for x in vs if x.id == v.id), None) for vs in swept]
+        band = make_band(key, settings, [None if x is None else (x.verdict, x.measured, x.values) for x in at])
+        out.append(replace(v, bands=(*v.bands, band)))
+    return out
 
 
 class _Strict:
@@ -217,7 +409,7 @@ def read_table_claims(file: str, doc: Mapping[str, Any], columns: Sequence[str])
     run table's columns (parameters and metrics) that selectors and `of` may name. Raises
     `ClaimError` naming the file, the claim and the field."""
     top = _Strict(file, "(top level)", doc)
-    raw = top.get("claim", list, what="an array of [[claim]] tables")
+    raw = expand_readings(file, top.get("claim", list, what="an array of [[claim]] tables"))
     top.done()
     out: list[TableClaim] = []
     known = set(columns)
@@ -268,7 +460,13 @@ def read_table_claims(file: str, doc: Mapping[str, Any], columns: Sequence[str])
             scale=float(t.get("scale", (int, float), 1.0, "a number")),
             subtract=float(t.get("subtract", (int, float), 0.0, "a number")), unit=unit,
             source=t.get("source", str, ""), quote=t.get("quote", str, ""), note=t.get("note", str, ""), mark=mark,
+            reading=t.get("reading", str, ""), contradiction=t.get("contradiction", str, ""),
+            cause=t.get("cause", str, ""), evidence=t.get("evidence", str, ""),
         )
+        if claim.cause and check_cause(claim.cause):
+            raise t.err("cause", str(check_cause(claim.cause)))
+        if claim.evidence and not claim.cause:
+            raise t.err("evidence", "evidence without a `cause`")
         t.done()
         out.append(claim)
     ids = [c.id for c in out]
@@ -333,9 +531,13 @@ class RunTable:
         return _same(got, self.resolve(col, want))
 
     def mean(self, of: str, sel: Mapping[str, Any]) -> float:
-        vals = [float(r[of]) for r in self.rows if all(self._match(r, c, w) for c, w in sel.items())]
-        if not vals:
+        rows = [r for r in self.rows if all(self._match(r, c, w) for c, w in sel.items())]
+        if not rows:
             raise KeyError("no verified runs with " + ", ".join(f"{c} = {w}" for c, w in sel.items()))
+        vals = [float(r[of]) for r in rows if r.get(of) is not None]
+        if len(vals) < len(rows):
+            raise KeyError(f"{len(rows) - len(vals)} of the runs with " + ", ".join(f"{c} = {w}" for c, w in sel.items())
+                           + f" have no {of} (results made before it was reported)")
         return statistics.fmean(vals)
 
 
@@ -367,7 +569,7 @@ def evaluate(claim: TableClaim, table: RunTable) -> Verdict:
     except KeyError as exc:
         msg = exc.args[0] if exc.args else str(exc)
         return Verdict(claim.id, claim.source, claim.quote, claim.claim, claim.paper_value, claim.rule,
-                       f"not evaluated: {msg}", NA, (), claim.note)
+                       f"not evaluated: {msg}", NA, (), claim.note, *_extras(claim), unit=claim.unit)
     vals = [v for _, v in items]
     verdict, detail = judge(claim.pass_if, vals)
 
@@ -379,7 +581,12 @@ def evaluate(claim: TableClaim, table: RunTable) -> Verdict:
     shown = [f"{lab}: {show(v)}" if lab else show(v) for lab, v in items]
     measured = "; ".join(shown) + (f" ({detail})" if detail else "")
     return Verdict(claim.id, claim.source, claim.quote, claim.claim, claim.paper_value, claim.rule, measured,
-                   verdict, tuple(vals), claim.note)
+                   verdict, tuple(vals), claim.note, *_extras(claim), unit=claim.unit)
+
+
+def _extras(claim: Any) -> tuple[str, str, str, str]:
+    """(reading, contradiction, cause, evidence) of a claim of either engine."""
+    return claim.reading, claim.contradiction, claim.cause, claim.evidence
 
 
 def _evaluate(claim: TableClaim, table: RunTable) -> list[tuple[str, float]]:
@@ -436,13 +643,60 @@ def counts(verdicts: Sequence[Verdict]) -> tuple[int, int, int]:
 
 
 def claims_csv(verdicts: Sequence[Verdict]) -> str:
-    """``id,claim,paper_value,rule,measured_value,pass`` (the scenario figures' claims file)."""
+    """``id,claim,paper_value,rule,measured_value,pass`` (the scenario figures' claims file),
+    then, when sensitivity sweeps ran, ``band`` and ``band_passes`` (`band_cells`)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["id", "claim", "paper_value", "rule", "measured_value", "pass"])
+    with_bands = any(c.bands for c in verdicts)
+    w.writerow(["id", "claim", "paper_value", "rule", "measured_value", "pass", *(BAND_COLUMNS if with_bands else ())])
     for c in verdicts:
-        w.writerow([c.id, c.claim, c.paper_value, c.rule, c.measured, c.verdict])
+        w.writerow([c.id, c.claim, c.paper_value, c.rule, c.measured, c.verdict,
+                    *(band_cells(c.bands, c.show_value) if with_bands else ())])
     return buf.getvalue()
+
+
+BAND_COLUMNS = ("band", "band_passes")
+
+
+def band_cells(bands: Sequence[Band], show: Callable[[float], str] | None = None) -> tuple[str, str]:
+    """The claims CSVs' ``band`` (every sweep's range and per-value verdicts, ``; ``-separated)
+    and ``band_passes`` (``all`` / ``some`` / ``none`` per sweep)."""
+    return "; ".join(b.text(show) for b in bands), "; ".join(f"{b.key}: {b.passes}" for b in bands)
+
+
+def extra_md(verdicts: Sequence[Any]) -> list[str]:
+    """Markdown after a claims table: the claims the paper words two ways (with how it
+    disagrees with itself), the sensitivity bands, and the causes recorded for failures.
+    Works on `Verdict` and on `reducelab.reproduce.ClaimResult` (both have ``id``-like fields)."""
+    md = md_cell
+    rows = [(getattr(v, "id", None) or v.claim.id, v) for v in verdicts]
+
+    def field_of(v: Any, name: str) -> str:
+        return getattr(v, name, None) if hasattr(v, name) else getattr(v.claim, name)
+
+    lines: list[str] = []
+    contra: dict[str, list[str]] = {}
+    for cid, v in rows:
+        c = field_of(v, "contradiction")
+        if c:
+            contra.setdefault(c, []).append(f"{cid} {v.verdict.upper()}")
+    if contra:
+        lines += ["", "## Claims the paper words two ways (each reading checked)", ""]
+        for text, ids in contra.items():
+            lines.append(f"- {', '.join(ids)}: {md(text)}")
+    banded = [(cid, v) for cid, v in rows if v.bands]
+    if banded:
+        lines += ["", "## Sensitivity (settings the paper does not state)", "",
+                  "| id | result here | band over the sweep | passes at |", "| --- | --- | --- | --- |"]
+        for cid, v in banded:
+            cells = band_cells(v.bands, v.show_value)
+            lines.append(f"| {cid} | {v.verdict.upper()} | {md(cells[0])} | {md(cells[1])} |")
+    failing = [(cid, v) for cid, v in rows if v.verdict == FAIL and field_of(v, "cause")]
+    if failing:
+        lines += ["", "## Why the failing claims fail", ""]
+        for cid, v in failing:
+            lines.append(f"- **{cid}** ({field_of(v, 'cause')}): {md(field_of(v, 'evidence'))}")
+    return lines
 
 
 def md_cell(s: str) -> str:

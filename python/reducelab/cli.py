@@ -262,6 +262,13 @@ may also be given by path (two files: figN.toml + figN.claims.toml; docs/extendi
   reducelab reproduce canary-fig8 --scale full --jobs 1 --out results/canary-fig8
   reducelab reproduce my/figs/fig12.toml --scale tiny
 
+--sensitivity also runs each figure at every value of its [[sensitivity]] settings (settings the
+paper does not state, e.g. the static trees' window) and adds each claim's band (range of its
+measured values, passes at all/some/none of them) to the claims files. --claims-only runs
+nothing: it judges the claims files again on the results in DIR (DIR/NAME/ for all and
+canary-all), e.g. after editing a claims file:
+  reducelab reproduce all --scale full --claims-only --out docs/results/swing-full
+
 An unknown figure or scale prints `error: ...` and exits with status 2; a packet-level run
 whose data does not verify exits with status 1 (after writing the files).
 """
@@ -712,6 +719,16 @@ def build_parser() -> argparse.ArgumentParser:
     reproduce.add_argument(
         "--scheduler", metavar="URL",
         help="run the scenario figures' points on this Dask cluster (tcp://HOST:PORT) instead of locally",
+    )
+    reproduce.add_argument(
+        "--sensitivity", action="store_true",
+        help="also run each figure at every value of its [[sensitivity]] settings (what the paper does not "
+        "state) and show each claim's band over them",
+    )
+    reproduce.add_argument(
+        "--claims-only", action="store_true",
+        help="run nothing: judge the claims again on the results already in DIR (its points.sqlite, else its "
+        "CSVs, e.g. docs/results/swing-full/swing-fig7) and rewrite the claims files there",
     )
     reproduce.add_argument("--list", action="store_true", help="list the figures and exit")
     reproduce.set_defaults(handler=_cmd_reproduce)
@@ -1310,20 +1327,23 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
         _fail("reproduce draws a plot and needs matplotlib: pip install 'reducelab[plot]'", EXIT_FAILURE)
     label = Path(args.figure).stem if args.figure.endswith(".toml") else args.figure
     out: Path = args.out if args.out is not None else Path("results") / f"{label}-{args.scale}"
+    if args.claims_only:
+        return _cmd_reproduce_claims_only(args, out, from_file or args.figure in scenario_figs)
     if from_file or args.figure in scenario_figs or args.figure == "canary-all":
         return _cmd_reproduce_figures(args, out)
     if args.figure == "all":  # every figure, then OUT/index.html
         swing: list = []
         try:
             status = reproduce.run_all_cli(out, args.scale, args.backend, args.jobs, args.quiet,
-                                           store=args.store, scheduler=args.scheduler, reports=swing)
+                                           store=args.store, scheduler=args.scheduler, reports=swing,
+                                           sensitivity=args.sensitivity)
         except reproduce.ReproductionError as exc:
             _fail(str(exc))
         return max(status, _reproduce_figures_into_all(out, args, swing))
     try:
         report = reproduce.reproduce(
             args.figure, out, scale=args.scale, backend=args.backend, jobs=args.jobs,
-            progress=not args.quiet, store=args.store, scheduler=args.scheduler,
+            progress=not args.quiet, store=args.store, scheduler=args.scheduler, sensitivity=args.sensitivity,
         )
     except reproduce.ReproductionError as exc:
         _fail(str(exc))
@@ -1366,7 +1386,7 @@ def _run_figures(names: list[str], args: argparse.Namespace, out: Path, into_sub
             print(f"{name} ({args.scale})", flush=True)
         try:
             rep = figures.reproduce(name, d, scale=args.scale, jobs=args.jobs or min(2, os.cpu_count() or 1), store=store,
-                                    scheduler=args.scheduler, progress=not args.quiet)
+                                    scheduler=args.scheduler, progress=not args.quiet, sensitivity=args.sensitivity)
         except (figures.FigureError, FieldError) as exc:
             _fail(str(exc))
         except (SweepRunError, StoreError) as exc:
@@ -1386,6 +1406,57 @@ def _run_figures(names: list[str], args: argparse.Namespace, out: Path, into_sub
                       f"{rep.wall_seconds:6.1f} s{cached}", flush=True)
         bad += [(name, r) for r in rep.unverified]
     return reports, bad
+
+
+def _cmd_reproduce_claims_only(args: argparse.Namespace, out: Path, scenario_figure: bool) -> int:
+    """`reproduce FIG --claims-only`: judge the claims again on the results in OUT (OUT/NAME/ for
+    `all` and `canary-all`), rewrite the claims files, print the table (one line per figure for
+    several, and OUT/claims.csv for `all`)."""
+    from . import figures, reproduce
+    from .claims import all_claims_csv, claims_table_text
+    from .store import StoreError
+
+    if args.sensitivity:
+        _fail("--claims-only runs nothing: it cannot run the --sensitivity sweeps")
+    if args.figure == "all":
+        todo = [(n, False) for n in reproduce.names()] + [(n, True) for n in figures.names()]
+    elif args.figure == "canary-all":
+        todo = [(n, True) for n in figures.names() if n.startswith("canary-")]
+    else:
+        todo = [(args.figure, scenario_figure)]
+    many = len(todo) > 1 or args.figure in ("all", "canary-all")
+    rows = []
+    for name, scenario in todo:
+        d = out / name if many else out
+        try:
+            if scenario:
+                vs = figures.reevaluate(name, d, args.scale)
+                table = [(v.id, v.verdict.upper(), v.paper_value, v.measured) for v in vs]
+                rows += [(name, v.id, v.source, v.claim, v.paper_value, v.measured, v.verdict) for v in vs]
+            else:
+                rs = reproduce.reevaluate(name, d, args.scale)
+                table = [(r.claim.id, r.verdict, r.claim.paper_value, r.measured) for r in rs]
+                rows += [(name, r.claim.id, r.claim.source, r.claim.claim, r.claim.paper_value, r.measured, r.verdict)
+                         for r in rs]
+        except (figures.FigureError, reproduce.ReproductionError, StoreError) as exc:
+            _fail(str(exc))
+        except OSError as exc:
+            _fail(f"{d}: cannot write the claims files: {exc.strerror or exc}", EXIT_FAILURE)
+        if not args.quiet:
+            verdicts = [t[1].lower() for t in table]
+            p, f = verdicts.count("pass"), verdicts.count("fail")
+            if many:
+                print(f"{name:<12} {p:>2} pass {f:>2} fail {len(verdicts) - p - f:>2} n/a", flush=True)
+            else:
+                print(claims_table_text(table))
+                print(f"rewrote the claims files in {d}: {p} pass, {f} fail, {len(verdicts) - p - f} n/a")
+    if args.figure == "all":
+        (out / "claims.csv").write_text(all_claims_csv(rows), encoding="utf-8", newline="")
+        if not args.quiet:
+            p = sum(r[6] == "pass" for r in rows)
+            f = sum(r[6] == "fail" for r in rows)
+            print(f"{len(rows)} claims: {p} pass, {f} fail, {len(rows) - p - f} n/a; wrote {out / 'claims.csv'}")
+    return 0
 
 
 def _cmd_reproduce_figures(args: argparse.Namespace, out: Path) -> int:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import claims as claims_engine
-from .claims import ClaimError, RunTable, TableClaim, Verdict
+from .claims import ClaimError, RunTable, Sensitivity, TableClaim, Verdict
 from .scenario import FieldError, Scenario
 from .store import ResultStore, StoreError
 from .sweep import ScenarioSet, SweepReport
@@ -85,6 +85,8 @@ class Links:
 
     keys: tuple[str, ...]
     where: Mapping[str, Any]
+    kind: str = "network"
+    """Which links (`reducelab.canary.LINK_KINDS`): ``network`` (switch-switch) or ``all``."""
 
 
 @dataclass
@@ -141,6 +143,8 @@ class Figure:
     panels: list[Panel]
     links: Links | None
     plot_title: str = ""
+    sensitivity: list[Sensitivity] = field(default_factory=list)
+    """Settings the paper does not state, swept with ``--sensitivity`` (`claims.read_sensitivity`)."""
 
     def scale(self, name: str) -> ScaleSpec:
         if name not in self.scale_names():
@@ -259,8 +263,18 @@ def load(path: str | os.PathLike[str]) -> Figure:
         fig.scales[sname] = entry
     if "links" in doc:
         lk = _T(path, "links", top.get("links", dict))
-        fig.links = Links(tuple(lk.get("keys", list)), dict(lk.get("where", dict, {})))
+        from .canary import LINK_KINDS
+
+        lkind = lk.get("kind", str, "network")
+        if lkind not in LINK_KINDS:
+            raise lk.err("kind", f"expected one of {', '.join(LINK_KINDS)}, got {lkind!r}")
+        lk.get("source", str, "")  # the paper's words defining the figure's links (documentation)
+        fig.links = Links(tuple(lk.get("keys", list)), dict(lk.get("where", dict, {})), lkind)
         lk.done()
+    try:
+        fig.sensitivity = claims_engine.read_sensitivity(str(path), top.get("sensitivity", list, None))
+    except ClaimError as exc:
+        raise FigureError(str(exc)) from None
     for i, raw in enumerate(top.get("panel", list, [], "an array of [[panel]] tables")):
         p = _T(path, f"panel[{i}]", raw)
         pk = p.get("kind", str)
@@ -395,11 +409,14 @@ def run_points(
 def reproduce(
     name: str | os.PathLike[str], out: str | os.PathLike[str], scale: str = "small", *, jobs: int | None = None,
     store: str | os.PathLike[str] | ResultStore | None = None, scheduler: Any = None, progress: bool = False,
-    plot: bool = True, on_point: Any = None,
+    plot: bool = True, on_point: Any = None, sensitivity: bool = False,
 ) -> FigureReport:
     """Run figure `name` (a name or a figure file) at `scale` through the store (default:
     ``OUT/points.sqlite``), judge its claims on its verified runs, and write ``STEM.csv`` (and
     the kind's other files), ``STEM_claims.csv``, ``STEM_claims.md`` and ``STEM.png`` into `out`.
+
+    With `sensitivity`, also run the figure at every value of each ``[[sensitivity]]`` setting
+    (through the same store) and give each claim its band over them (`claims.with_bands`).
 
     Stored points are not run again: a figure interrupted (Ctrl-C, an error, an `on_point`
     that raises) resumes where it stopped. Raises `FigureError` for a bad figure or scale,
@@ -413,15 +430,29 @@ def reproduce(
     out.mkdir(parents=True, exist_ok=True)
     own = not isinstance(store, ResultStore)
     db = ResultStore(store if store is not None else out / STORE_FILE) if own else store
+    link_kind = fig.links.kind if fig.links is not None else "network"
     try:
         pts, rep = run_points(fig, sc, db, jobs=jobs, scheduler=scheduler, progress=progress, on_point=on_point)
-        rows = [kind.row(p, db.get(s.key()), _links_wanted(fig, p, sc)) for p, s in pts]
+        rows = [kind.row(p, db.get(s.key()), _links_wanted(fig, p, sc), link_kind) for p, s in pts]
+        swept: list[tuple[Sensitivity, list[list[Verdict]]]] = []
+        if sensitivity:
+            for sens in fig.sensitivity:
+                at = []
+                for value in sens.values:
+                    ssc = sensitivity_scale(fig, sc, sens, value)
+                    spts, _ = run_points(fig, ssc, db, jobs=jobs, scheduler=scheduler, progress=progress)
+                    srows = [kind.row(p, db.get(s.key()), False, link_kind) for p, s in spts]
+                    stable = RunTable([r for r in srows if r["verified"]], ssc.params)
+                    at.append([claims_engine.evaluate(c, stable) for c in claims])
+                swept.append((sens, at))
     finally:
         if own:
             db.close()
     network = kind.network(fig.base(sc))
     table = RunTable([r for r in rows if r["verified"]], sc.params)
     verdicts = [claims_engine.evaluate(c, table) for c in claims]
+    for sens, at in swept:
+        verdicts = claims_engine.with_bands(verdicts, sens.key, sens.values, at)
     files = kind.files(fig, rows)
     files[f"{fig.stem}_claims.csv"] = claims_engine.claims_csv(verdicts)
     files[f"{fig.stem}_claims.md"] = claims_md(fig, sc, network, len(rows), verdicts)
@@ -437,6 +468,19 @@ def reproduce(
     return FigureReport(fig, sc, network, rows, verdicts, files, rep, time.monotonic() - t0, out)
 
 
+def sensitivity_scale(fig: Figure, sc: ScaleSpec, sens: Sensitivity, value: Any) -> ScaleSpec:
+    """`sc` with one sensitivity setting: ``params.NAME`` sets a figure parameter, any other key
+    a field of the base scenario (checked when the points are built: an unknown key fails
+    naming it)."""
+    if sens.key.startswith("params."):
+        pname = sens.key[len("params."):]
+        if pname not in _kinds()[fig.kind].params:
+            raise FigureError(f"{fig.path}: sensitivity.key: {sens.key!r}: not a parameter of kind {fig.kind!r} "
+                              f"({', '.join(_kinds()[fig.kind].params)})")
+        return ScaleSpec(sc.name, dict(sc.set), {**sc.params, pname: value}, list(sc.grid), sc.note)
+    return ScaleSpec(sc.name, {**sc.set, sens.key: value}, dict(sc.params), list(sc.grid), sc.note)
+
+
 def claims_md(fig: Figure, sc: ScaleSpec, network: str, n_runs: int, verdicts: Sequence[Verdict]) -> str:
     md = claims_engine.md_cell
     lines = [
@@ -450,6 +494,7 @@ def claims_md(fig: Figure, sc: ScaleSpec, network: str, n_runs: int, verdicts: S
     ]
     for c in verdicts:
         lines.append(f"| {c.id} | {md(c.claim)} | {md(c.paper_value)} | {md(c.rule)} | {md(c.measured)} | {c.verdict.upper()} |")
+    lines += claims_engine.extra_md(verdicts)
     quoted = [c for c in verdicts if c.quote or c.note]
     if quoted:
         lines += ["", "## Sources", ""]
@@ -463,17 +508,24 @@ def claims_md(fig: Figure, sc: ScaleSpec, network: str, n_runs: int, verdicts: S
 
 
 def reevaluate(name: str, out: str | os.PathLike[str], scale: str) -> list[Verdict]:
-    """Judge figure `name`'s claims again on the runs stored in ``OUT/points.sqlite`` (no
-    simulation: every point must be stored) and rewrite the claims files in `out`."""
+    """Judge figure `name`'s claims again without running anything, and rewrite the claims files
+    in `out`: on the runs stored in ``OUT/points.sqlite`` if it exists (every point must be
+    stored), else on the figure's table ``OUT/STEM.csv`` (e.g. the committed full-scale results;
+    `reducelab.canary.rows_from_csv`)."""
     fig = figure(name)
     sc = fig.scale(scale)
     out = Path(out)
     path = out / STORE_FILE
-    if not path.is_file():
-        raise StoreError(f"{path}: no such file")
     kind = _kinds()[fig.kind]
-    with ResultStore(path) as db:
-        rows = [kind.row(p, db.get(s.key()), False) for p, s in points(fig, sc)]
+    if path.is_file():
+        with ResultStore(path) as db:
+            rows = [kind.row(p, db.get(s.key()), False) for p, s in points(fig, sc)]
+    elif (out / f"{fig.stem}.csv").is_file():
+        from .canary import rows_from_csv
+
+        rows = rows_from_csv((out / f"{fig.stem}.csv").read_text(encoding="utf-8"))
+    else:
+        raise StoreError(f"{out}: neither {STORE_FILE} nor {fig.stem}.csv: nothing to judge")
     table = RunTable([r for r in rows if r["verified"]], sc.params)
     verdicts = [claims_engine.evaluate(c, table) for c in fig.claims()]
     network = kind.network(fig.base(sc))

@@ -55,7 +55,10 @@ from typing import Any
 
 from . import _core
 from ._core import ScenarioError
-from .claims import check_pass_rule, claims_table_text
+from .claims import (
+    BAND_COLUMNS, Band, ClaimError, Sensitivity, band_cells, check_cause, check_pass_rule, claims_table_text,
+    expand_readings, extra_md, make_band, read_sensitivity,
+)
 from .claims import judge as _judge
 from .figures import SIZE_SWEEP_KINDS as KINDS
 from .scenario import Scenario
@@ -215,6 +218,8 @@ class Spec:
     size_factor: int
     series: tuple[Series, ...]
     notes: tuple[str, ...] = ()
+    sensitivity: tuple[Sensitivity, ...] = ()
+    """Settings the paper does not state, swept with ``--sensitivity`` (`claims.read_sensitivity`)."""
     scenario_path: Path = Path()
     """The base scenario (`[reproduction] scenario`): every point is it with the point's
     topology, bandwidth, algorithm, size and backend set (docs/reproductions.md)."""
@@ -346,6 +351,13 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
     grid = _Table(path, "grid", top.get("grid", dict))
     series_raw = top.get("series", list, what="an array of [[series]] tables")
     scales_raw = top.get("scales", dict, default={}, what="a table of [scales.NAME] tables")
+    try:
+        sensitivity = tuple(read_sensitivity(str(path), top.get("sensitivity", list, None)))
+    except ClaimError as exc:
+        raise ReproductionError(str(exc)) from None
+    for i, sens in enumerate(sensitivity):
+        if sens.key.startswith("params."):
+            raise ReproductionError(f"{path}: sensitivity[{i}].key: size-sweep figures take scenario paths, got {sens.key!r}")
     top.done()
 
     name = rep.get("name", str)
@@ -504,6 +516,7 @@ def load_spec(path: str | os.PathLike[str], scale: str = "full") -> Spec:
         size_factor=g["size_factor"],
         series=tuple(series),
         notes=notes,
+        sensitivity=sensitivity,
     )
 
 
@@ -535,6 +548,12 @@ class Claim:
     """The paper's value drawn on the figure: ``size_bytes`` and one of ``share_of_peak``,
     ``goodput_gbps`` (goodput panels) or ``gain`` (the gain plot or inset), on the claim's
     networks (`reducelab.plots.swing_goodput_png`)."""
+    reading: str = ""
+    """The reading's name, for a claim the paper words two ways (`claims.expand_readings`)."""
+    contradiction: str = ""
+    cause: str = ""
+    """Why the claim fails at full scale (one of `claims.CAUSES`), with `evidence`."""
+    evidence: str = ""
 
 
 _MARK_VALUES = ("share_of_peak", "goodput_gbps", "gain")
@@ -559,7 +578,10 @@ def load_claims(path: str | os.PathLike[str], spec: Spec) -> list[Claim]:
     path = Path(path)
     doc = _read_toml(path, "claims")
     top = _Table(path, "(top level)", doc)
-    raw_claims = top.get("claim", list, what="an array of [[claim]] tables")
+    try:
+        raw_claims = expand_readings(str(path), top.get("claim", list, what="an array of [[claim]] tables"))
+    except ClaimError as exc:
+        raise ReproductionError(str(exc)) from None
     top.done()
     series = {s.name for s in spec.series}
     variants = set(spec.variants)
@@ -632,7 +654,15 @@ def load_claims(path: str | os.PathLike[str], spec: Spec) -> list[Claim]:
             topologies=topologies,
             network_dependent=t.get("network_dependent", bool, False, "true or false"),
             mark=_mark(t),
+            reading=t.get("reading", str, ""),
+            contradiction=t.get("contradiction", str, ""),
+            cause=t.get("cause", str, ""),
+            evidence=t.get("evidence", str, ""),
         )
+        if claim.cause and check_cause(claim.cause):
+            raise t._err("cause", str(check_cause(claim.cause)))
+        if claim.evidence and not claim.cause:
+            raise t._err("evidence", "evidence without a `cause`")
         t.done()
         claims.append(claim)
     ids = [c.id for c in claims]
@@ -720,16 +750,32 @@ def _run_points(
     jobs: int,
     scheduler: Any,
     progress: bool,
+    setting: tuple[Sensitivity, Any] | None = None,
 ) -> list[Run]:
     """Run (topology, bandwidth, variant, size, backend) points through the sweep store (points
     stored before are not run again) and return their runs in the order of `points`.
 
     A variant of an `optional` series whose schedule cannot be built on a topology is returned
-    with `error` set (not run) instead of failing."""
+    with `error` set (not run) instead of failing. `setting` (a sensitivity sweep and one of its
+    values) sets that field in the points of the sweep's topologies."""
     from .scenario import FieldError
     from .sweep import ScenarioSet, SweepRunError
 
     base = Scenario.from_file(spec.scenario_path)
+    name = spec.name
+
+    def scenario_of(p: PointKey) -> Scenario:
+        sc = point_scenario(spec, base, p)
+        if setting is not None and (not setting[0].topologies or p[0] in setting[0].topologies
+                                    or spec.stand_ins.get(p[0]) in setting[0].topologies):
+            try:
+                sc = sc.with_values({setting[0].key: setting[1]})
+            except FieldError as exc:
+                raise ReproductionError(f"{spec.path}: sensitivity {setting[0].key} = {setting[1]!r}: {exc}") from None
+        return sc
+
+    if setting is not None:
+        name = f"{spec.name}[{setting[0].key}={setting[1]}]"
     missing: dict[tuple[str, str], str] = {}
     for topo, variant in dict.fromkeys((p[0], p[2]) for p in points):
         if variant in optional:
@@ -737,7 +783,7 @@ def _run_points(
             if why is not None:
                 missing[(topo, variant)] = why
     todo = [p for p in points if (p[0], p[2]) not in missing]
-    scenarios = {p: point_scenario(spec, base, p) for p in todo}
+    scenarios = {p: scenario_of(p) for p in todo}
     if todo:
         # Packet-level runs cost about their size times the network size; flow runs much less.
         # Big packet runs first keep every worker busy to the end (the order of the results
@@ -745,7 +791,7 @@ def _run_points(
         order = sorted(todo, key=lambda p: (p[4] == "packet") * p[3] * topology_nodes(p[0]), reverse=True)
         entries = [({"topology": p[0], "bandwidth_gbps": p[1], "algorithm": p[2], "size_bytes": p[3],
                      "backend": p[4]}, scenarios[p]) for p in order]
-        sweep = ScenarioSet(spec.name, entries, spec={"figure": str(spec.path), "scale": spec.scale},
+        sweep = ScenarioSet(name, entries, spec={"figure": str(spec.path), "scale": spec.scale},
                             spec_path=str(spec.path), scenario_path=str(spec.scenario_path), keep_files=())
         try:
             sweep.run(store, jobs=jobs, scheduler=scheduler, progress=progress, check=False, confirm=True)
@@ -884,6 +930,12 @@ class ClaimResult:
     measured: str
     verdict: str
     """``pass``, ``fail`` or ``n/a`` (nothing of the claim in this scale's grid)."""
+    bands: tuple[Band, ...] = ()
+    """One per sensitivity sweep of the figure (`reproduce(..., sensitivity=True)`)."""
+
+    def show_value(self, v: float) -> str:
+        """A value of the claim's metric as the claims tables show it."""
+        return _fmt_metric(self.claim.metric, v)
 
 
 def _fmt_bw(bw: float) -> str:
@@ -1036,6 +1088,85 @@ def evaluate_claim(spec: Spec, claim: Claim, results: Results) -> ClaimResult:
     return ClaimResult(claim, values, measured, verdict)
 
 
+def judge_claims(spec: Spec, claims: Sequence[Claim], runs: Sequence[Run]) -> list[ClaimResult]:
+    """Every claim judged on `runs` (the figure's grid points, in order).
+
+    Claims are judged on verified runs only: a run whose data did not verify is reported (and
+    makes `reproduce` exit 1) but never counts towards a claim; for the claims its series is
+    unavailable on that network, as if its schedule could not run there."""
+    judged = Results(spec, [dataclasses.replace(r, error=f"data not verified ({r.mismatch})") if r.verified is False else r
+                            for r in runs])
+    return [evaluate_claim(spec, c, judged) for c in claims]
+
+
+def with_bands(results: Sequence[ClaimResult], sens: Sensitivity, at: Sequence[Sequence[ClaimResult]]) -> list[ClaimResult]:
+    """`results` each with its band over a sensitivity sweep (`at[i]`: the claims at `sens.values[i]`)."""
+    out = []
+    for i, r in enumerate(results):
+        band = make_band(sens.key, sens.values, [(x[i].verdict, x[i].measured, list(x[i].values.values())) for x in at])
+        out.append(dataclasses.replace(r, bands=(*r.bands, band)))
+    return out
+
+
+def runs_from_csv(spec: Spec, text: str) -> list[Run]:
+    """The figure's grid runs read back from its ``STEM_runs.csv`` (`runs_csv`), in the order of
+    `points` (every (network, variant, size) the spec runs); a variant with no rows on a
+    network (an optional series whose schedule could not be built there) comes back with
+    `error` set, as when it ran."""
+    by: dict[tuple[str, float, str, int], Run] = {}
+    for r in csv.DictReader(io.StringIO(text)):
+        v = r["verified"]
+        run = Run(float(r["bandwidth_gbps"]), r["variant"], int(r["size_bytes"]), int(r["runtime_ps"]),
+                  float(r["goodput_gbps"]), r["backend"], None if v == "n/a" else v == "true", None, r["topology"])
+        by[(run.topology, run.bandwidth, run.variant, run.size)] = run
+    out = []
+    for cfg in spec.configs:
+        for v in spec.variants:
+            if not any(v in s.variants and s.skip_reason(cfg) is None for s in spec.series):
+                continue
+            for size in spec.sizes:
+                run = by.get((cfg.topology, cfg.bandwidth, v, size))
+                if run is None:
+                    if not any((cfg.topology, cfg.bandwidth, v, x) in by for x in spec.sizes):
+                        run = Run(cfg.bandwidth, v, size, 0, 0.0, "", None, None, cfg.topology,
+                                  f"no runs of {v} on {cfg.topology} in {spec.output}_runs.csv")
+                    else:
+                        raise ReproductionError(f"{spec.output}_runs.csv: no run of {v} on {cfg.topology} at "
+                                                f"{_fmt_bw(cfg.bandwidth)}, {size} B")
+                out.append(run)
+    return out
+
+
+def reevaluate(name_or_path: str | os.PathLike[str], out: str | os.PathLike[str], scale: str = "full") -> list[ClaimResult]:
+    """Judge a figure's claims again on its results in `out` without running anything (its
+    ``STEM_runs.csv``, e.g. the committed full-scale results) and rewrite ``STEM_claims.csv``
+    and ``STEM_claims.md`` there (`reducelab reproduce FIG --claims-only`)."""
+    text = os.fspath(name_or_path)
+    path = Path(text) if text.endswith(".toml") else spec_path(text)
+    spec = load_spec(path, scale)
+    claims = load_claims(spec.claims_path, spec)
+    out = Path(out)
+    runs_file = out / f"{spec.output}_runs.csv"
+    try:
+        runs = runs_from_csv(spec, runs_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ReproductionError(f"{runs_file}: no such file (run the figure first, or give --out its results)") from None
+    except (KeyError, ValueError) as exc:
+        raise ReproductionError(f"{runs_file}: not a runs table of {spec.name}: {exc}") from None
+    results = judge_claims(spec, claims, runs)
+    check = None
+    check_file = out / f"{spec.output}_backend_check.csv"
+    if check_file.is_file():
+        rows = [(r["topology"], float(r["bandwidth_gbps"]), r["variant"], int(r["packet_runtime_ps"]), int(r["flow_runtime_ps"]))
+                for r in csv.DictReader(io.StringIO(check_file.read_text(encoding="utf-8")))]
+        check = BackendCheck(int(next(csv.DictReader(io.StringIO(check_file.read_text(encoding="utf-8"))))["size_bytes"]), rows) if rows else None
+    data = Results(spec, runs)
+    backend = "auto" if check is not None else spec.backend
+    (out / f"{spec.output}_claims.csv").write_text(claims_csv(results), encoding="utf-8")
+    (out / f"{spec.output}_claims.md").write_text(claims_md(spec, backend, results, data, check), encoding="utf-8")
+    return results
+
+
 # ---------------------------------------------------------------------------------------------
 # Output files.
 
@@ -1095,8 +1226,12 @@ def gain_csv(spec: Spec, table: Sequence[Gain]) -> str:
 
 
 def claims_csv(results: Sequence[ClaimResult]) -> str:
-    rows = [[r.claim.id, r.claim.source, r.claim.claim, r.claim.paper_value, r.measured, r.verdict] for r in results]
-    return _csv(["id", "source", "claim", "paper_value", "measured_value", "pass"], rows)
+    """``id,source,claim,paper_value,measured_value,pass``, then ``band,band_passes`` when
+    sensitivity sweeps ran."""
+    bands = any(r.bands for r in results)
+    rows = [[r.claim.id, r.claim.source, r.claim.claim, r.claim.paper_value, r.measured, r.verdict,
+             *(band_cells(r.bands, r.show_value) if bands else ())] for r in results]
+    return _csv(["id", "source", "claim", "paper_value", "measured_value", "pass", *(BAND_COLUMNS if bands else ())], rows)
 
 
 def _md_cell(text: str) -> str:
@@ -1192,7 +1327,9 @@ def claims_md(spec: Spec, backend: str, results: Sequence[ClaimResult], data: Re
         )
     passed = sum(r.verdict == "pass" for r in results)
     failed = sum(r.verdict == "fail" for r in results)
-    lines += ["", f"{passed} pass, {failed} fail, {len(results) - passed - failed} n/a.", "", "## Claims as quoted", ""]
+    lines += ["", f"{passed} pass, {failed} fail, {len(results) - passed - failed} n/a."]
+    lines += extra_md(results)
+    lines += ["", "## Claims as quoted", ""]
     for r in results:
         lines.append(f"- **{r.claim.id}** ({r.claim.source}): \"{r.claim.quote}\" {_check_text(spec, r.claim)}")
     if check is not None and check.rows:
@@ -1287,8 +1424,12 @@ def reproduce(
     progress: bool = False,
     store: str | os.PathLike[str] | ResultStore | None = None,
     scheduler: Any = None,
+    sensitivity: bool = False,
 ) -> Report:
     """Run a reproduction (a name from `names()` or a spec path) and write its files into `out`.
+
+    With `sensitivity`, also run the figure's points at every value of each ``[[sensitivity]]``
+    setting (through the same store) and give each claim its band over them.
 
     Every point runs through the sweep store `store` (default ``OUT/points.sqlite``): a stored
     point is not run again (an interrupted figure resumes; `reproduce_all` shares one store, so
@@ -1351,8 +1492,15 @@ def reproduce(
     out.mkdir(parents=True, exist_ok=True)
     own = not isinstance(store, ResultStore)
     db = ResultStore(store if store is not None else out / STORE_FILE) if own else store
+    swept: list[tuple[Sensitivity, list[list[ClaimResult]]]] = []
     try:
         every = _run_points(spec, [*points, *check_points], optional, db, jobs, scheduler, progress)
+        if sensitivity:
+            for sens in spec.sensitivity:
+                at = [judge_claims(spec, claims, _run_points(spec, points, optional, db, jobs, scheduler, progress,
+                                                             (sens, value)))
+                      for value in sens.values]
+                swept.append((sens, at))
     finally:
         if own:
             db.close()
@@ -1372,13 +1520,9 @@ def reproduce(
                 rows.append((cfg.topology, cfg.bandwidth, v, pk.runtime_ps, fl.runtime_ps))
         check = BackendCheck(check_size, rows)
 
-    # Claims are judged on verified runs only: a run whose data did not verify is reported (and
-    # makes `reproduce` exit 1) but never counts towards a claim; for the claims its series is
-    # unavailable on that network, as if its schedule could not run there.
-    judged = results
-    if any(r.verified is False for r in runs):
-        judged = Results(spec, [dataclasses.replace(r, error=f"data not verified ({r.mismatch})") if r.verified is False else r for r in runs])
-    claim_results = [evaluate_claim(spec, c, judged) for c in claims]
+    claim_results = judge_claims(spec, claims, runs)
+    for sens, at in swept:
+        claim_results = with_bands(claim_results, sens, at)
     stem = spec.output
     effective = override or spec.backend
     files: dict[str, bytes | str] = {
@@ -1510,6 +1654,7 @@ def reproduce_all(
     on_done: Callable[[Report], None] | None = None,
     store: str | os.PathLike[str] | None = None,
     scheduler: Any = None,
+    sensitivity: bool = False,
 ) -> AllReport:
     """Every figure (or `figures`) into ``out/NAME/`` through one store (default
     ``out/points.sqlite``), then ``out/index.html``."""
@@ -1519,7 +1664,8 @@ def reproduce_all(
     reports = []
     for name in figures or names():
         rep = reproduce(name, out / name, scale=scale, backend=backend, jobs=jobs, progress=progress,
-                        store=store if store is not None else out / STORE_FILE, scheduler=scheduler)
+                        store=store if store is not None else out / STORE_FILE, scheduler=scheduler,
+                        sensitivity=sensitivity)
         reports.append(rep)
         if on_done is not None:
             on_done(rep)
@@ -1529,7 +1675,8 @@ def reproduce_all(
 
 
 def run_all_cli(out: Path, scale: str, backend: str | None, jobs: int | None, quiet: bool,
-                store: Path | None = None, scheduler: Any = None, reports: list[Report] | None = None) -> int:
+                store: Path | None = None, scheduler: Any = None, reports: list[Report] | None = None,
+                sensitivity: bool = False) -> int:
     """`reducelab reproduce all`: every figure, a one-line summary each, then the HTML report.
     Appends the figures' reports to `reports` if given.
 
@@ -1541,7 +1688,7 @@ def run_all_cli(out: Path, scale: str, backend: str | None, jobs: int | None, qu
 
     try:
         rep = reproduce_all(out, scale=scale, backend=backend, jobs=jobs, progress=not quiet, on_done=done,
-                            store=store, scheduler=scheduler)
+                            store=store, scheduler=scheduler, sensitivity=sensitivity)
     except OSError as exc:
         print(f"error: {out}: cannot write results: {exc.strerror or exc}", file=sys.stderr)
         return 1

@@ -1,0 +1,289 @@
+"""Issue 13's claims-engine fields: readings of a claim the paper words two ways, causes of
+failures, sensitivity bands, judging claims again without running (`--claims-only`), and the
+Canary kind's all-link utilisation, background switch and window parameter."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from helpers import cli
+from reducelab import claims, figures
+from reducelab import reproduce as swing
+from reducelab.canary import CanaryKind, link_utilisations, rows_from_csv
+from reducelab.claims import ClaimError, RunTable, Verdict
+
+REPO = Path(__file__).resolve().parents[2]
+COLUMNS = ("series", "x", "g", "u")
+
+
+def table_claims(text: str) -> list[claims.TableClaim]:
+    return claims.read_table_claims("t.toml", tomllib.loads(text), COLUMNS)
+
+
+TWO_READINGS = """
+[[claim]]
+id = "c"
+source = "§1"
+quote = "the paper's whole sentence"
+claim = "a beats b"
+paper_value = "a > b"
+rule = "r"
+metric = "mean"
+of = "g"
+pass_if = "all > 10"
+contradiction = "the paper says 10 here and 20 there"
+
+  [[claim.reading]]
+  name = "ten"
+  quote = "more than 10"
+  pass_if = "all > 10"
+  paper_value = "> 10"
+
+  [[claim.reading]]
+  name = "twenty"
+  source = "§2"
+  quote = "more than 20"
+  pass_if = "all > 20"
+  cause = "the paper disagrees with itself"
+  evidence = "measured 15"
+"""
+
+
+def test_a_claim_with_two_readings_is_checked_once_per_reading() -> None:
+    cs = table_claims(TWO_READINGS)
+    assert [c.id for c in cs] == ["c/ten", "c/twenty"]
+    assert [c.pass_if for c in cs] == ["all > 10", "all > 20"]
+    assert [c.quote for c in cs] == ["more than 10", "more than 20"]
+    assert [c.source for c in cs] == ["§1", "§2"]  # a reading's source replaces the claim's
+    assert [c.reading for c in cs] == ["ten", "twenty"]
+    assert all(c.contradiction == "the paper says 10 here and 20 there" for c in cs)
+    assert (cs[0].cause, cs[1].cause, cs[1].evidence) == ("", "the paper disagrees with itself", "measured 15")
+    table = RunTable([{"series": "a", "g": 15.0}], {})
+    verdicts = [claims.evaluate(c, table) for c in cs]
+    assert [v.verdict for v in verdicts] == ["pass", "fail"]
+    md = "\n".join(claims.extra_md(verdicts))
+    assert "c/ten PASS, c/twenty FAIL: the paper says 10 here and 20 there" in md
+    assert "**c/twenty** (the paper disagrees with itself): measured 15" in md
+    assert "c/ten** (" not in md  # a passing reading's cause is not listed (it has none here anyway)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda t: t.replace('contradiction = "the paper says 10 here and 20 there"\n', ""), "claim[0].contradiction: required"),
+    (lambda t: t[: t.index("  [[claim.reading]]\n  name = \"twenty\"")], "claim[0].reading: expected two or more"),
+    (lambda t: t.replace('  quote = "more than 20"\n', ""), "claim[0].reading[1].quote: required"),
+    (lambda t: t.replace('name = "twenty"', 'name = "ten"'), "claim[0].reading: names must be unique"),
+    (lambda t: t.replace('name = "twenty"', 'name = "a b"'), "claim[0].reading[1].name: letters, digits"),
+    (lambda t: t.replace('  pass_if = "all > 10"\n  paper_value = "> 10"\n', ""), "claim[0].reading[0]: a reading must change something"),
+    (lambda t: t.replace('cause = "the paper disagrees with itself"', 'cause = "bad luck"'), "claim[1].cause: expected one of"),
+    (lambda t: t.replace('  cause = "the paper disagrees with itself"\n', ""), "claim[1].evidence: evidence without a `cause`"),
+    (lambda t: t.replace('  name = "ten"\n', '  name = "ten"\n  id = "x"\n'), "claim[0].reading[0].id: set on the claim"),
+])
+def test_bad_readings_and_causes_are_named(edit, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ClaimError, match=re.escape(message)):
+        table_claims(edit(TWO_READINGS))
+
+
+def verdict(cid: str, verdict_: str, values: tuple[float, ...]) -> Verdict:
+    return Verdict(cid, "", "", "", "", "", f"{values}", verdict_, values)
+
+
+def test_bands_span_every_value_and_say_where_the_claim_passes() -> None:
+    default = [verdict("a", "fail", (1.0,)), verdict("b", "pass", (5.0,)), verdict("c", "n/a", ())]
+    swept = [
+        [verdict("a", "fail", (1.0, 0.5)), verdict("b", "pass", (5.0,)), verdict("c", "n/a", ())],
+        [verdict("a", "pass", (3.0,)), verdict("b", "pass", (7.0,)), verdict("c", "n/a", ())],
+    ]
+    out = claims.with_bands(default, "params.window", (256, 4096), swept)
+    a, b, c = (v.bands[0] for v in out)
+    assert (a.lo, a.hi, a.passes, a.verdicts) == (0.5, 3.0, "some", ("fail", "pass"))
+    assert (b.lo, b.hi, b.passes) == (5.0, 7.0, "all")
+    assert (c.lo, c.hi, c.passes) == (None, None, "n/a")
+    assert [v.verdict for v in out] == ["fail", "pass", "n/a"]  # the figure's own verdicts are kept
+    assert a.text() == "params.window in {256, 4096}: 0.5..3; passes at some (256: fail, 4096: pass)"
+    csv_text = claims.claims_csv(out)
+    assert csv_text.splitlines()[0].endswith(",band,band_passes")
+    assert "params.window: none" not in csv_text and "params.window: some" in csv_text
+    # No sweep run: the claims CSV keeps its columns.
+    assert claims.claims_csv(default).splitlines()[0] == "id,claim,paper_value,rule,measured_value,pass"
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ([{"key": "params.window", "values": [], "source": "unstated"}], "sensitivity[0].values: expected a non-empty"),
+    ([{"key": "params.window", "values": [1, 1], "source": "unstated"}], "sensitivity[0].values: has duplicates"),
+    ([{"key": "params.window", "values": [1]}], "sensitivity[0].source: required"),
+    ([{"key": "not a path!", "values": [1], "source": "x"}], "sensitivity[0].key: expected a scenario path"),
+    ([{"key": "a.b", "values": [1], "source": "x", "typo": 1}], "sensitivity[0].typo: unknown key"),
+    ([{"key": "a.b", "values": [1], "source": "x"}, {"key": "a.b", "values": [2], "source": "y"}], "one table per key"),
+])
+def test_bad_sensitivity_tables_are_named(raw, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ClaimError, match=re.escape(message)):
+        claims.read_sensitivity("f.toml", raw)
+
+
+def test_every_shipped_claim_quotes_the_paper_and_every_failure_cause_is_known() -> None:
+    for name in figures.names():
+        for c in figures.figure(name).claims():
+            assert c.quote and c.source, (name, c.id)
+            assert not c.cause or c.cause in claims.CAUSES
+    for name in swing.names():
+        spec = swing.load_spec(swing.spec_path(name), "full")
+        for c in swing.load_claims(spec.claims_path, spec):
+            assert c.quote and c.source, (name, c.id)
+            assert not c.cause or c.cause in claims.CAUSES
+
+
+def test_the_named_misencodings_are_read_both_ways() -> None:
+    spec = swing.load_spec(swing.spec_path("swing-fig7"), "full")
+    f = {c.id: c for c in swing.load_claims(spec.claims_path, spec)}
+    assert (f["f/81%-as-stated"].pass_if, f["f/1-over-Xi"].pass_if) == ("all <= 81%", "all <= 84%")
+    spec = swing.load_spec(swing.spec_path("swing-fig11"), "full")
+    c11 = {c.id: c for c in swing.load_claims(spec.claims_path, spec)}
+    shapes = ("torus:64x16", "torus:128x8", "torus:256x4")
+    assert c11["b"].topologies == shapes and c11["f"].topologies == shapes  # not the 32x32 reference
+    assert c11["l/ring-1.6x"].pass_if == "all in [-47.5%, -27.5%]"
+    assert c11["h/from-128MiB"].contradiction == c11["h/above-512MiB"].contradiction != ""
+
+
+# ---------------------------------------------------------------------------------------------
+# Judging again without running.
+
+
+@pytest.mark.parametrize("name", ["swing-fig9", "canary-fig2"])
+def test_claims_only_judges_the_written_results_like_the_run(tmp_path: Path, name: str) -> None:
+    out = tmp_path / "r"
+    assert cli("reproduce", name, "--scale", "tiny", "--jobs", "1", "--out", out, "-q", timeout=300).returncode == 0
+    stem = "fig9" if name == "swing-fig9" else "fig2"
+    first = (out / f"{stem}_claims.csv").read_bytes()
+    md = (out / f"{stem}_claims.md").read_bytes()
+    (out / "points.sqlite").unlink()  # judged from the CSVs alone
+    (out / f"{stem}_claims.csv").write_text("stale")
+    proc = cli("reproduce", name, "--scale", "tiny", "--claims-only", "--out", out, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (out / f"{stem}_claims.csv").read_bytes() == first
+    assert (out / f"{stem}_claims.md").read_bytes() == md
+    assert "rewrote the claims files" in proc.stdout
+
+
+def test_claims_only_without_results_fails_naming_the_file(tmp_path: Path) -> None:
+    proc = cli("reproduce", "swing-fig9", "--scale", "tiny", "--claims-only", "--out", tmp_path)
+    assert proc.returncode == 2 and "fig9_runs.csv: no such file" in proc.stderr
+    proc = cli("reproduce", "canary-fig2", "--scale", "tiny", "--claims-only", "--out", tmp_path)
+    assert proc.returncode == 2 and "neither points.sqlite nor fig2.csv" in proc.stderr
+    proc = cli("reproduce", "canary-fig2", "--claims-only", "--sensitivity", "--out", tmp_path)
+    assert proc.returncode == 2 and "cannot run the --sensitivity sweeps" in proc.stderr
+
+
+def test_committed_full_scale_results_are_judged_again(tmp_path: Path) -> None:
+    """The committed Canary Fig. 7 table (older series names, no all-link column) is read back:
+    the switch-links readings judge as the committed claims did, the all-links ones are n/a."""
+    src = REPO / "docs" / "results" / "canary-full" / "canary-fig7"
+    shutil.copytree(src, tmp_path / "f7")
+    rows = rows_from_csv((tmp_path / "f7" / "fig7.csv").read_text(encoding="utf-8"))
+    assert {r["series"] for r in rows} >= {"static_trees:1", "static_trees:4", "canary"}
+    assert all(r["all_util"] is None for r in rows)
+    vs = {v.id: v for v in figures.reevaluate("canary-fig7", tmp_path / "f7", "full")}
+    assert vs["fig7b-util-static-1/switch-links"].verdict == "pass"
+    assert vs["fig7b-util-canary/switch-links"].verdict == "fail"
+    assert vs["fig7b-util-canary/all-links"].verdict == "n/a"
+    assert "have no all_util" in vs["fig7b-util-canary/all-links"].measured
+
+
+# ---------------------------------------------------------------------------------------------
+# The Canary kind.
+
+LINKS_CSV = "from_node,from_port,to_node,to_port,utilization\n" + "\n".join([
+    "0,0,10,0,0.5",    # host 0 -> switch 10
+    "10,0,0,0,0.1",    # switch 10 -> host 0
+    "1,0,10,1,0.3",    # host 1 -> switch 10
+    "10,1,1,0,0.1",
+    "10,2,11,0,0.8",   # switch 10 -> switch 11
+    "11,0,10,2,0.4",
+    "11,1,12,0,0.0",   # switch 11 -> host 12
+    "12,0,11,1,0.0",
+]) + "\n"
+
+
+def summary(**links: float) -> dict:  # type: ignore[type-arg]
+    return {"topology": {"hosts": 3}, "links": links}
+
+
+def test_network_and_all_link_utilisation() -> None:
+    net, every = link_utilisations(summary(network_mean_utilization=0.6), LINKS_CSV)
+    assert net == [0.8, 0.4] and len(every) == 8
+    # The simulator's all-link mean (traffic branch) is checked when present.
+    link_utilisations(summary(network_mean_utilization=0.6, all_mean_utilization=2.2 / 8), LINKS_CSV)
+    with pytest.raises(AssertionError, match="all_mean_utilization"):
+        link_utilisations(summary(network_mean_utilization=0.6, all_mean_utilization=0.5), LINKS_CSV)
+    with pytest.raises(AssertionError, match="network_mean_utilization"):
+        link_utilisations(summary(network_mean_utilization=0.5), LINKS_CSV)
+    # links.csv's `kind` column (traffic branch) decides which links are network links.
+    kinded = "from_node,from_port,to_node,to_port,utilization,kind\n0,0,1,0,0.9,host\n1,0,2,0,0.2,network\n"
+    net, every = link_utilisations(summary(network_mean_utilization=0.2), kinded)
+    assert (net, every) == ([0.2], [0.9, 0.2])
+    with pytest.raises(AssertionError, match="unknown link kind 'pcb'"):
+        link_utilisations(summary(network_mean_utilization=0.2), kinded.replace("host", "pcb"))
+    assert link_utilisations(summary(network_mean_utilization=0.0), None) == ([], [])
+
+
+class FakeStored:
+    def __init__(self, s: dict, files: dict) -> None:  # type: ignore[type-arg]
+        self.summary_json, self.files = json.dumps(s), files
+
+
+def test_row_reports_both_utilisations_over_the_allreduce_span() -> None:
+    s = {**summary(network_mean_utilization=0.6), "status": "completed", "sim_time_ps": 2000,
+         "traffic": [{"kind": "ina_allreduce", "goodput_gbps": 50.0, "runtime_ps": 1000, "verified": 2, "hosts": 2}]}
+    params = {"series": "canary", "congestion": False, "_tenants": 1}
+    row = CanaryKind().row(params, FakeStored(s, {"links.csv": LINKS_CSV}), True, "all")  # type: ignore[arg-type]
+    assert row["net_util"] == pytest.approx(1.2)  # 0.6 over half the simulated time
+    assert row["all_util"] == pytest.approx(2.2 / 8 * 2)
+    assert sorted(row["link_utils"]) == sorted(u * 2 for u in (0.5, 0.1, 0.3, 0.1, 0.8, 0.4, 0.0, 0.0))
+    row = CanaryKind().row(params, FakeStored(s, {"links.csv": LINKS_CSV}), True, "network")  # type: ignore[arg-type]
+    assert row["link_utils"] == [1.6, 0.8]
+
+
+def canary_points(**params: object) -> list:  # type: ignore[type-arg]
+    fig = figures.figure("canary-fig8")
+    sc = fig.scale("tiny")
+    sc.params.update(params)
+    return figures.points(fig, sc)
+
+
+def test_window_and_background_parameters() -> None:
+    base = canary_points()
+    assert all("window" not in t for _, s in base for t in s.to_dict()["traffic"])  # today's scenarios
+    windowed = canary_points(window=256)
+    for (p, s), (_, s0) in zip(windowed, base):
+        for t, t0 in zip(s.to_dict()["traffic"], s0.to_dict()["traffic"]):
+            if t.get("protocol") == "static_trees":
+                assert t["window"] == 256
+            else:
+                assert t == t0
+    perm = canary_points(background="random_permutation")
+    kinds = {t["kind"] for _, s in perm for t in s.to_dict()["traffic"]}
+    assert "random_permutation" in kinds and "random_uniform" not in kinds
+    with pytest.raises(figures.FigureError, match="params.background: expected one of random_uniform, random_permutation"):
+        canary_points(background="uniform")
+    with pytest.raises(figures.FigureError, match="params.window: expected a positive integer"):
+        canary_points(window=0)
+
+
+def test_sensitivity_scale_sets_a_parameter_or_a_scenario_field() -> None:
+    fig = figures.figure("canary-fig8")
+    sc = fig.scale("tiny")
+    (sens,) = fig.sensitivity
+    assert sens.key == "params.window" and 1024 in sens.values
+    s2 = figures.sensitivity_scale(fig, sc, sens, 256)
+    assert s2.params["window"] == 256 and "window" not in sc.params
+    other = claims.Sensitivity("endpoint.send_overhead_ns", (0.0, 400.0), "unstated")
+    s3 = figures.sensitivity_scale(fig, sc, other, 400.0)
+    assert s3.set["endpoint.send_overhead_ns"] == 400.0 and s3.params == sc.params
+    bad = claims.Sensitivity("params.windw", (1,), "typo")
+    with pytest.raises(figures.FigureError, match="'params.windw': not a parameter of kind 'canary'"):
+        figures.sensitivity_scale(fig, sc, bad, 1)
