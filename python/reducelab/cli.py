@@ -1426,8 +1426,12 @@ def _cmd_reproduce_claims_only(args: argparse.Namespace, out: Path, scenario_fig
         todo = [(args.figure, scenario_figure)]
     many = len(todo) > 1 or args.figure in ("all", "canary-all")
     rows = []
+    skipped = []
     for name, scenario in todo:
         d = out / name if many else out
+        if many and not d.is_dir():
+            skipped.append(name)  # e.g. docs/results/swing-full holds no Canary figure
+            continue
         try:
             if scenario:
                 vs = figures.reevaluate(name, d, args.scale)
@@ -1450,6 +1454,10 @@ def _cmd_reproduce_claims_only(args: argparse.Namespace, out: Path, scenario_fig
             else:
                 print(claims_table_text(table))
                 print(f"rewrote the claims files in {d}: {p} pass, {f} fail, {len(verdicts) - p - f} n/a")
+    if len(skipped) == len(todo):
+        _fail(f"{out}: no results of {', '.join(skipped)} (expected {out}/NAME/ directories)")
+    if skipped and not args.quiet:
+        print(f"skipped (no {out}/NAME/): {', '.join(skipped)}")
     if args.figure == "all":
         (out / "claims.csv").write_text(all_claims_csv(rows), encoding="utf-8", newline="")
         if not args.quiet:

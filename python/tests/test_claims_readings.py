@@ -177,6 +177,18 @@ def test_claims_only_without_results_fails_naming_the_file(tmp_path: Path) -> No
     assert proc.returncode == 2 and "neither points.sqlite nor fig2.csv" in proc.stderr
     proc = cli("reproduce", "canary-fig2", "--claims-only", "--sensitivity", "--out", tmp_path)
     assert proc.returncode == 2 and "cannot run the --sensitivity sweeps" in proc.stderr
+    proc = cli("reproduce", "all", "--claims-only", "--out", tmp_path)
+    assert proc.returncode == 2 and "no results of swing-fig7" in proc.stderr
+
+
+def test_claims_only_all_judges_the_figures_it_finds(tmp_path: Path) -> None:
+    """`all --claims-only` on a directory holding some figures (docs/results/swing-full holds no
+    Canary one) judges those and names the others."""
+    shutil.copytree(REPO / "docs" / "results" / "swing-full" / "swing-fig15", tmp_path / "swing-fig15")
+    proc = cli("reproduce", "all", "--scale", "full", "--claims-only", "--out", tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "swing-fig15   5 pass  0 fail  0 n/a" in proc.stdout and "skipped" in proc.stdout
+    assert (tmp_path / "claims.csv").read_text(encoding="utf-8").count("\nswing-fig15,") == 5
 
 
 def test_committed_full_scale_results_are_judged_again(tmp_path: Path) -> None:
@@ -287,3 +299,58 @@ def test_sensitivity_scale_sets_a_parameter_or_a_scenario_field() -> None:
     bad = claims.Sensitivity("params.windw", (1,), "typo")
     with pytest.raises(figures.FigureError, match="'params.windw': not a parameter of kind 'canary'"):
         figures.sensitivity_scale(fig, sc, bad, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The generated part of the reports.
+
+
+def test_report_is_generated_from_the_claims_csvs_and_files(tmp_path: Path) -> None:
+    from reducelab import report
+
+    results = tmp_path / "swing-full"
+    shutil.copytree(REPO / "docs" / "results" / "swing-full", results)
+    md = tmp_path / "swing.md"
+    md.write_text("# hand-written head\n\nkept\n", encoding="utf-8")
+    text = report.write("swing", results, md)
+    assert text.startswith("# hand-written head\n\nkept\n\n" + report.BEGIN)
+    assert report.write("swing", results, md) == text  # idempotent: the generated part is replaced
+    rows = [r for d in sorted(results.glob("swing-fig*")) for r in claims_rows(d)]
+    p = sum(r["pass"] == "pass" for r in rows)
+    assert f"| **all** | {len(rows)} | **{p}** |" in text
+    fails = [r["id"] for r in rows if r["pass"] == "fail"]
+    assert text.count("| missing model feature |") + text.count("| the paper disagrees with itself |") \
+        + text.count("| the paper's own model disagrees |") + text.count("| unstated setting |") == len(fails)
+    assert "| `topology.bandwidth_gbps` | 400 | paper (§5) |" in text  # read from network.toml
+    assert "| `topology.board_latency_ns` |" in text and "swing-fig13, swing-fig14 |" in text  # its sweeps
+    # A failure without a recorded cause is flagged, not hidden.
+    f15 = results / "swing-fig15" / "fig15_claims.csv"
+    lines = f15.read_text(encoding="utf-8").splitlines(keepends=True)
+    assert lines[1].endswith(",pass\n")
+    lines[1] = lines[1][: -len("pass\n")] + "fail\n"
+    f15.write_text("".join(lines), encoding="utf-8")
+    text = report.write("swing", results, md)
+    assert "**no cause recorded**" in text and "1 failing claim(s) have no cause recorded" in text
+
+
+def claims_rows(d: Path) -> list[dict[str, str]]:
+    import csv
+
+    (f,) = d.glob("*_claims.csv")
+    with f.open(newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def test_parameters_need_a_known_source(tmp_path: Path) -> None:
+    from reducelab import report
+
+    root = tmp_path / "scenarios"
+    shutil.copytree(REPO / "scenarios" / "canary", root / "canary")
+    (root / "canary" / "parameters.toml").write_text(
+        '[[parameter]]\nkey = "topology.latency_ns"\nsource = "folklore"\nquote = "x"\n', encoding="utf-8")
+    with pytest.raises(report.ReportError, match=r"parameter\[0\]\.source: expected one of 'paper'"):
+        report.parameters_md("canary", root)
+    (root / "canary" / "parameters.toml").write_text(
+        '[[parameter]]\nkey = "topology.nope"\nsource = "paper"\nquote = "x"\n', encoding="utf-8")
+    with pytest.raises(report.ReportError, match="'topology.nope' is not in"):
+        report.parameters_md("canary", root)
