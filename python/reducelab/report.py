@@ -5,7 +5,7 @@ marker lines of REPORT_MD (`BEGIN`, `END`; appended if absent) from data only, s
 `reducelab reproduce ... --claims-only`) refreshes it:
 
 - the pass counts per figure, from the claims CSVs in ``RESULTS_DIR/NAME/``;
-- every calibrated or chosen parameter with its source, from ``scenarios/PAPER/parameters.toml``
+- every calibrated or chosen parameter with its source, from ``docs/results/PAPER-parameters.toml``
   (values read from the base scenario ``scenarios/PAPER/network.toml``), with the figures that
   sweep it (their ``[[sensitivity]]`` tables);
 - the claims the paper words two ways (`claims.expand_readings`), with each reading's verdict;
@@ -104,10 +104,16 @@ def _lookup(doc: Any, key: str) -> Any:
     return cur
 
 
-def parameters_md(paper: str, root: Path | None = None) -> list[str]:
-    """The parameters table (`scenarios/PAPER/parameters.toml`)."""
+PARAMETERS_DIR = Path(__file__).resolve().parents[2] / "docs" / "results"
+"""Where ``PAPER-parameters.toml`` lives (beside the reports; not under scenarios/, whose every
+TOML file is a scenario, a figure or a claims file)."""
+
+
+def parameters_md(paper: str, root: Path | None = None, parameters: Path | None = None) -> list[str]:
+    """The parameters table (`PARAMETERS_DIR`/PAPER-parameters.toml, or `parameters`), values
+    read from ``ROOT/PAPER/network.toml`` (ROOT: the scenarios folder)."""
     root = root or figures.scenarios_dir()
-    path = root / paper / "parameters.toml"
+    path = parameters or PARAMETERS_DIR / f"{paper}-parameters.toml"
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -177,7 +183,7 @@ def report_md(paper: str, results: Path) -> str:
               f"Every setting of the {paper.capitalize()} figures: stated by the paper (its words), a stated default, or "
               "ReduceLab's choice where the paper is silent (the last column names the figures whose "
               "`[[sensitivity]]` sweeps it: `reducelab reproduce FIG --scale full --sensitivity`). Generated from "
-              f"`scenarios/{paper}/parameters.toml` and the base scenario.", ""]
+              f"`docs/results/{paper}-parameters.toml` and the base scenario.", ""]
     lines += parameters_md(paper)
     lines.append("")
 

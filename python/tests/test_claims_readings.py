@@ -346,11 +346,20 @@ def test_parameters_need_a_known_source(tmp_path: Path) -> None:
 
     root = tmp_path / "scenarios"
     shutil.copytree(REPO / "scenarios" / "canary", root / "canary")
-    (root / "canary" / "parameters.toml").write_text(
-        '[[parameter]]\nkey = "topology.latency_ns"\nsource = "folklore"\nquote = "x"\n', encoding="utf-8")
+    params = tmp_path / "canary-parameters.toml"
+    params.write_text('[[parameter]]\nkey = "topology.latency_ns"\nsource = "folklore"\nquote = "x"\n', encoding="utf-8")
     with pytest.raises(report.ReportError, match=r"parameter\[0\]\.source: expected one of 'paper'"):
-        report.parameters_md("canary", root)
-    (root / "canary" / "parameters.toml").write_text(
-        '[[parameter]]\nkey = "topology.nope"\nsource = "paper"\nquote = "x"\n', encoding="utf-8")
+        report.parameters_md("canary", root, params)
+    params.write_text('[[parameter]]\nkey = "topology.nope"\nsource = "paper"\nquote = "x"\n', encoding="utf-8")
     with pytest.raises(report.ReportError, match="'topology.nope' is not in"):
-        report.parameters_md("canary", root)
+        report.parameters_md("canary", root, params)
+    params.write_text('[[parameter]]\nkey = "topology.latency_ns"\nsource = "paper"\nquote = "x"\n', encoding="utf-8")
+    assert report.parameters_md("canary", root, params)[2].startswith("| `topology.latency_ns` | 500 | paper |")
+
+
+def test_every_shipped_parameter_file_reads() -> None:
+    from reducelab import report
+
+    for paper in ("swing", "canary"):
+        lines = report.parameters_md(paper)
+        assert len(lines) > 10 and all(line.count(" | ") >= 4 for line in lines[2:])
