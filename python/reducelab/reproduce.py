@@ -1156,10 +1156,12 @@ def reevaluate(name_or_path: str | os.PathLike[str], out: str | os.PathLike[str]
     results = judge_claims(spec, claims, runs)
     check = None
     check_file = out / f"{spec.output}_backend_check.csv"
-    if check_file.is_file():
-        rows = [(r["topology"], float(r["bandwidth_gbps"]), r["variant"], int(r["packet_runtime_ps"]), int(r["flow_runtime_ps"]))
-                for r in csv.DictReader(io.StringIO(check_file.read_text(encoding="utf-8")))]
-        check = BackendCheck(int(next(csv.DictReader(io.StringIO(check_file.read_text(encoding="utf-8"))))["size_bytes"]), rows) if rows else None
+    if check_file.is_file():  # the backend check is a result of the run: shown again, not recomputed
+        rows = list(csv.DictReader(io.StringIO(check_file.read_text(encoding="utf-8"))))
+        if rows:
+            check = BackendCheck(int(rows[0]["size_bytes"]), [
+                (r["topology"], float(r["bandwidth_gbps"]), r["variant"], int(r["packet_runtime_ps"]), int(r["flow_runtime_ps"]))
+                for r in rows])
     data = Results(spec, runs)
     backend = "auto" if check is not None else spec.backend
     (out / f"{spec.output}_claims.csv").write_text(claims_csv(results), encoding="utf-8")
