@@ -293,10 +293,14 @@ class Band:
         k = sum(v == PASS for v in judged)
         return "all" if k == len(judged) else ("none" if k == 0 else "some")
 
+    def range_text(self, show: Callable[[float], str] | None = None) -> str:
+        """``LO..HI`` of the values the rule saw over the sweep (``no values`` if none)."""
+        show = show or (lambda v: _show(v, ""))
+        return "no values" if self.lo is None or self.hi is None else f"{show(self.lo)}..{show(self.hi)}"
+
     def text(self, show: Callable[[float], str] | None = None) -> str:
         """``KEY in {values}: LO..HI; passes at all|some|none (value: verdict, ...)``."""
-        show = show or (lambda v: _show(v, ""))
-        rng = "no values" if self.lo is None or self.hi is None else f"{show(self.lo)}..{show(self.hi)}"
+        rng = self.range_text(show)
         per = ", ".join(f"{_setting(s)}: {v}" for s, v in zip(self.settings, self.verdicts))
         return f"{self.key} in {{{', '.join(_setting(x) for x in self.settings)}}}: {rng}; passes at {self.passes} ({per})"
 
@@ -662,6 +666,12 @@ def band_cells(bands: Sequence[Band], show: Callable[[float], str] | None = None
     """The claims CSVs' ``band`` (every sweep's range and per-value verdicts, ``; ``-separated)
     and ``band_passes`` (``all`` / ``some`` / ``none`` per sweep)."""
     return "; ".join(b.text(show) for b in bands), "; ".join(f"{b.key}: {b.passes}" for b in bands)
+
+
+def band_suffix(bands: Sequence[Band], show: Callable[[float], str] | None = None) -> str:
+    """What the terminal claims table adds to a measured value after a sensitivity sweep:
+    `` [KEY: LO..HI, passes at all|some|none]`` per sweep ("" without one)."""
+    return "".join(f" [{b.key}: {b.range_text(show)}, passes at {b.passes}]" for b in bands)
 
 
 def extra_md(verdicts: Sequence[Any]) -> list[str]:

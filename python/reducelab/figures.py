@@ -366,7 +366,8 @@ class FigureReport:
 
     def claims_table(self) -> str:
         return claims_engine.claims_table_text(
-            [(v.id, v.verdict.upper(), v.paper_value, v.measured) for v in self.verdicts])
+            [(v.id, v.verdict.upper(), v.paper_value, v.measured + claims_engine.band_suffix(v.bands, v.show_value))
+             for v in self.verdicts])
 
     def claim_rows(self) -> list[tuple[str, str, str, str, str, str, str]]:
         """Rows of `reproduce all`'s one claims table (`claims.ALL_CLAIMS_COLUMNS`)."""

@@ -56,7 +56,7 @@ from typing import Any
 from . import _core
 from ._core import ScenarioError
 from .claims import (
-    BAND_COLUMNS, Band, ClaimError, Sensitivity, band_cells, check_cause, check_pass_rule, claims_table_text,
+    BAND_COLUMNS, Band, ClaimError, Sensitivity, band_cells, band_suffix, check_cause, check_pass_rule, claims_table_text,
     expand_readings, extra_md, make_band, read_sensitivity,
 )
 from .claims import judge as _judge
@@ -1402,7 +1402,8 @@ class Report:
 
     def claims_table(self) -> str:
         """The claims as a plain-text table for a terminal (measured value last, unpadded)."""
-        return claims_table_text([(r.claim.id, r.verdict, r.claim.paper_value, r.measured) for r in self.claims])
+        return claims_table_text([(r.claim.id, r.verdict, r.claim.paper_value, r.measured + band_suffix(r.bands, r.show_value))
+                                  for r in self.claims])
 
     def claim_rows(self) -> list[tuple[str, str, str, str, str, str, str]]:
         """Rows of `reproduce all`'s one claims table (`claims.ALL_CLAIMS_COLUMNS`)."""

@@ -378,3 +378,28 @@ def test_committed_claims_files_match_the_claims(tmp_path: Path, name: str) -> N
         figures.reevaluate(name, tmp_path / name, "full")
     for f in sorted(src.glob("*_claims.*")):
         assert (tmp_path / name / f.name).read_bytes() == f.read_bytes(), f.name
+
+
+def test_sensitivity_run_adds_bands_and_keeps_the_default_verdicts(tmp_path: Path) -> None:
+    """swing-fig13 at tiny scale: --sensitivity sweeps the board links' latency on the HammingMesh
+    points only; the claims keep their default verdicts and gain a band each."""
+    plain = cli("reproduce", "swing-fig13", "--scale", "tiny", "--jobs", "1", "--out", tmp_path / "a", "-q", timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    proc = cli("reproduce", "swing-fig13", "--scale", "tiny", "--jobs", "1", "--sensitivity", "--out", tmp_path / "b",
+               timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    import csv
+
+    with (tmp_path / "a" / "fig13_claims.csv").open(encoding="utf-8") as f:
+        a = list(csv.DictReader(f))
+    with (tmp_path / "b" / "fig13_claims.csv").open(encoding="utf-8") as f:
+        b = list(csv.DictReader(f))
+    assert [(r["id"], r["pass"], r["measured_value"]) for r in a] == [(r["id"], r["pass"], r["measured_value"]) for r in b]
+    assert "band" not in a[0] and all(r["band"].startswith("topology.board_latency_ns in {10, 50, 100}: ") for r in b)
+    e = next(r for r in b if r["id"] == "e")  # 32 B Swing runtime, Hx2Mesh vs torus: board latency moves it
+    lo, hi = e["band"].split(": ", 1)[1].split(";")[0].split("..")
+    assert lo != hi
+    assert "[topology.board_latency_ns: " in proc.stdout
+    # The data files of the figure's own run are the same with and without the sweep.
+    for f in ("fig13.csv", "fig13_runs.csv", "fig13_gain.csv"):
+        assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
