@@ -74,6 +74,10 @@ _READING_KEYS = ("name", "quote", "source")
 """Keys every ``[[claim.reading]]`` has; any other key replaces the claim's field of that name."""
 
 
+_WORDS_ONLY = {"note", "cause", "evidence", "paper_value", "rule", "claim"}
+"""Keys that change what a claim says, not how it is judged."""
+
+
 def check_cause(cause: Any) -> str | None:
     """None if `cause` is a valid ``cause`` of a claim, else the reason."""
     if cause not in CAUSES:
@@ -116,9 +120,9 @@ def expand_readings(file: str, raw: Any) -> list[Any]:
             for k in ("id", "reading", "contradiction"):
                 if k in r:
                     raise ClaimError(f"{rw}.{k}: set on the claim, not on a reading")
-            if not set(r) - set(_READING_KEYS):
-                raise ClaimError(f"{rw}: a reading must change something besides {', '.join(_READING_KEYS)} "
-                                 "(e.g. pass_if, paper_value, topologies)")
+            if not set(r) - set(_READING_KEYS) - _WORDS_ONLY:
+                raise ClaimError(f"{rw}: a reading must change how the claim is judged (e.g. pass_if, of, metric, "
+                                 f"topologies), not only {', '.join(sorted(set(r) & (set(_READING_KEYS) | _WORDS_ONLY)))}")
             names.append(r["name"])
             out.append({**base, **r, "id": f"{c.get('id')}/{r['name']}", "reading": r["name"]})
             out[-1].pop("name")
