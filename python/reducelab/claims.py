@@ -678,6 +678,19 @@ def band_suffix(bands: Sequence[Band], show: Callable[[float], str] | None = Non
     return "".join(f" [{b.key}: {b.range_text(show)}, passes at {b.passes}]" for b in bands)
 
 
+def extra_html(contradiction: str, verdict: str, cause: str, evidence: str) -> str:
+    """What a claim's row in index.html adds below its quote: how the paper words it two ways,
+    and, when it fails, the recorded cause and evidence ("" if none)."""
+    from html import escape as h
+
+    out = ""
+    if contradiction:
+        out += f'<br><small class="quote">read two ways: {h(contradiction)}</small>'
+    if verdict == FAIL and cause:
+        out += f"<br><small><b>why it fails</b> ({h(cause)}): {h(evidence)}</small>"
+    return out
+
+
 def extra_md(verdicts: Sequence[Any]) -> list[str]:
     """Markdown after a claims table: the claims the paper words two ways (with how it
     disagrees with itself), the sensitivity bands, and the causes recorded for failures.

@@ -565,6 +565,7 @@ def index_section(reports: Sequence[FigureReport], out: str | os.PathLike[str]) 
         ]
         for c in r.verdicts:
             quote = f'<br><span class="quote">"{h(c.quote)}"</span>' if c.quote else ""
+            quote += claims_engine.extra_html(c.contradiction, c.verdict, c.cause, c.evidence)
             parts.append(f'<tr id="{h(d)}-{h(c.id)}"><td>{h(c.id)}</td><td>{h(c.source)}</td><td>{h(c.claim)}{quote}</td>'
                          f'<td>{h(c.paper_value)}</td><td>{h(c.rule)}</td><td>{h(c.measured)}</td>'
                          f'<td class="{cls.get(c.verdict, "na")}">{h(c.verdict)}</td></tr>')

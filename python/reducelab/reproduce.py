@@ -57,7 +57,7 @@ from . import _core
 from ._core import ScenarioError
 from .claims import (
     BAND_COLUMNS, Band, ClaimError, Sensitivity, band_cells, band_suffix, check_cause, check_pass_rule, claims_table_text,
-    expand_readings, extra_md, make_band, read_sensitivity,
+    expand_readings, extra_html, extra_md, make_band, read_sensitivity,
 )
 from .claims import judge as _judge
 from .figures import SIZE_SWEEP_KINDS as KINDS
@@ -1634,7 +1634,8 @@ def report_html(scale: str, backend: str | None, out: Path, reports: Sequence[Re
             cl = c.claim
             parts.append(
                 f'<tr id="{_h(d)}-{_h(cl.id)}"><td>{_h(cl.id)}</td><td>{_h(cl.source)}</td>'
-                f'<td>{_h(cl.claim)}<br><span class="quote">"{_h(cl.quote)}"</span><br><small>{_h(_check_text(s, cl))}</small></td>'
+                f'<td>{_h(cl.claim)}<br><span class="quote">"{_h(cl.quote)}"</span><br><small>{_h(_check_text(s, cl))}</small>'
+                f'{extra_html(cl.contradiction, c.verdict, cl.cause, cl.evidence)}</td>'
                 f"<td>{_h(cl.paper_value)}</td><td>{_h(c.measured)}</td>"
                 f'<td class="{cls(c.verdict)}">{_h(c.verdict)}</td></tr>'
             )

@@ -475,6 +475,10 @@ def test_all_covers_the_canary_figures(all_tiny: Path) -> None:
         assert rows
         for r in rows:
             assert f'id="{name}-{r["id"]}"' in page
+    # A failing claim shows its recorded cause; a claim read two ways says why (issue 13).
+    (claim,) = [c for c in figures.figure("canary-fig8").claims() if c.id == "fig8-low-canary-drop"]
+    assert f"<b>why it fails</b> ({claim.cause}): " in page
+    assert page.count("read two ways: ") >= 4  # Swing 7f, 11h, 11l, 13f, 14e; Canary 2, 7b, 10b (per reading)
 
 
 def test_all_has_one_claims_table(all_tiny: Path) -> None:
