@@ -335,3 +335,19 @@ fn utilisation_over_all_links_and_over_network_links() {
         }
     }
 }
+
+/// The permutation draw itself, over 3000 random host sets (2 to 200 hosts, any ids) and
+/// streams: a permutation of the set with no fixed point.
+#[test]
+fn every_draw_is_a_derangement_of_the_set() {
+    let mut rng = Rng::new(99);
+    for case in 0..3000 {
+        let n = 2 + rng.below(199) as usize;
+        let mut ids: Vec<u32> = (0..1000).collect();
+        rng.shuffle(&mut ids);
+        let hosts = &ids[..n];
+        let perm = reducelab_sim::workload::derangement(&mut rng.fork(case), hosts);
+        let map: BTreeMap<u32, u32> = hosts.iter().copied().zip(perm.iter().copied()).collect();
+        assert_derangement(&map, hosts, &format!("case {case} ({n} hosts)"));
+    }
+}
