@@ -55,7 +55,8 @@ Writes into DIR:
   summary.json   run summary: status, status_reason, backend, backend_reason, scenario, seed,
                  simulated time, totals
   messages.csv   one row per message: id,src,dst,bytes,start_ps,end_ps,fct_ps,verified
-  links.csv      one row per directed link: bytes, packets, utilization (0..1), queues, drops, ECN
+  links.csv      one row per directed link: bytes, packets, utilization (0..1), queues, drops, ECN,
+                 kind (host: a host's link to its switch; network: every other link)
 (at flow level, [run] backend = "flow" or "auto" resolved to it, only summary.json)
 and prints a short summary table. Same scenario and seed give byte-identical files.
 Result files of an earlier run in DIR that this run does not produce (ina_*.csv,

@@ -37,7 +37,7 @@ CSV_DTYPES: dict[str, dict[str, str]] = {
         "link": "int64", "from_node": "int64", "from_port": "int64", "to_node": "int64",
         "to_port": "int64", "bytes": "int64", "packets": "int64", "utilization": "float64",
         "max_queue_bytes": "int64", "mean_queue_bytes": "float64", "drops": "int64",
-        "ecn_marks": "int64",
+        "ecn_marks": "int64", "kind": "string",
     },
 }
 _SEED_LIMIT = 2**64

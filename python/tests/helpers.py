@@ -13,7 +13,7 @@ EXAMPLE = REPO / "scenarios" / "example.toml"
 MESSAGES_HEADER = "id,src,dst,bytes,start_ps,end_ps,fct_ps,verified"
 LINKS_HEADER = (
     "link,from_node,from_port,to_node,to_port,bytes,packets,utilization,"
-    "max_queue_bytes,mean_queue_bytes,drops,ecn_marks"
+    "max_queue_bytes,mean_queue_bytes,drops,ecn_marks,kind"
 )
 
 

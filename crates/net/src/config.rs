@@ -88,6 +88,19 @@ pub enum Arbitration {
     InputRoundRobin,
 }
 
+/// How OS noise delays a host's packet (see [`NetConfig::noise_probability`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum NoiseMode {
+    /// The host's NIC port stalls for the delay before the packet: everything behind it on
+    /// that port waits too, and delays add up. (The engine's original model, the default.)
+    #[default]
+    PortStall,
+    /// Only the chosen packet is delayed: it is set aside and re-injected once the delay has
+    /// passed, while the port goes on sending the packets behind it (Canary §5.2.5: "it has a
+    /// given probability (noise probability) of delaying the transmission by 1 microsecond").
+    Packet,
+}
+
 /// Network-wide parameters (per-link bandwidth and latency live in the topology).
 #[derive(Clone, Debug, Serialize)]
 pub struct NetConfig {
@@ -108,8 +121,12 @@ pub struct NetConfig {
     pub loss_probability: f64,
     /// OS noise: probability that a host delays the injection of a packet...
     pub noise_probability: f64,
-    /// ...by this long.
+    /// ...by this long...
     pub noise_delay_ps: u64,
+    /// ...in this way...
+    pub noise_mode: NoiseMode,
+    /// ...on these hosts (host indices; `None`: every host).
+    pub noise_hosts: Option<Vec<u32>>,
 }
 
 impl Default for NetConfig {
@@ -126,6 +143,8 @@ impl Default for NetConfig {
             loss_probability: 0.0,
             noise_probability: 0.0,
             noise_delay_ps: 0,
+            noise_mode: NoiseMode::PortStall,
+            noise_hosts: None,
         }
     }
 }

@@ -32,6 +32,7 @@ mod credits;
 mod faults;
 mod ids;
 mod network;
+mod noise;
 mod packet;
 mod ports;
 mod protocol;
@@ -39,7 +40,7 @@ mod queues;
 mod routing;
 mod wires;
 
-pub use config::{AdaptiveThreshold, Arbitration, FlowControl, NetConfig, RoutingAlgo};
+pub use config::{AdaptiveThreshold, Arbitration, FlowControl, NetConfig, NoiseMode, RoutingAlgo};
 pub use faults::Fault;
 pub use network::{Foreground, Message, MsgId, Network, NetworkStats, RunEnd, RunLimits, WorkDone, Workload};
 pub use ports::PortStats;

@@ -139,6 +139,8 @@ pub enum RunEnd {
 pub(crate) enum Event {
     /// The port may transmit (its previous packet finished, or a noise delay ended).
     Wake { port: PortId },
+    /// A packet set aside by per-packet noise on host port `port` may go now.
+    NoiseRelease { port: PortId },
     /// The packet at the head of the wire of output `port` arrives at the other end (last
     /// bit plus the receiving node's pipeline latency).
     Arrive { port: PortId },
@@ -213,7 +215,7 @@ pub struct Network {
     fg: Foreground,
     pub(crate) queue: EventQueue<Event>,
     rng_loss: Rng,
-    pub(crate) rng_noise: Rng,
+    pub(crate) noise: crate::noise::Noise,
     pub(crate) salt: u64,
     pub(crate) stats: NetworkStats,
     stop: bool,
@@ -235,6 +237,7 @@ impl Network {
         let vc_policy = VcPolicy::choose(topo, cfg.routing, cfg.flow_control)?;
         let nvc = vc_policy.num_vcs();
         let pt = PortTable::new(topo);
+        let noise = crate::noise::Noise::new(topo, &pt, &cfg, rng.fork(0x4015E))?;
         let np = pt.len();
         let faults = Faults::new(topo, faults, cfg.loss_probability)?;
         let max_ports = topo.nodes.iter().map(|n| n.ports.len()).max().unwrap_or(0);
@@ -263,7 +266,7 @@ impl Network {
             fg: Foreground::default(),
             queue: EventQueue::with_capacity(1 << 16),
             rng_loss: rng.fork(0x1055),
-            rng_noise: rng.fork(0x4015E),
+            noise,
             salt: rng.fork(0x5A17).next_u64(),
             stats: NetworkStats::default(),
             stop: false,
@@ -417,6 +420,7 @@ impl Network {
                     let a = self.arrive(self.pt.peer(port), pkt);
                     self.report_arrival(w, a);
                 }
+                Event::NoiseRelease { port } => self.kick(port),
                 Event::MsgStart { msg } => self.start_message(msg),
                 Event::Timer { token } => w.on_timer(self, token),
                 Event::Fault { idx } => self.apply_fault(idx),
@@ -547,6 +551,10 @@ impl Network {
             why.push(format!(
                 "{queued} packets are stuck in queues and {waiting} ports cannot inject for lack of credits or a live link (deadlock or failed link)"
             ));
+        }
+        let held = self.noise.held_packets();
+        if held > 0 {
+            why.push(format!("{held} packets are set aside by per-packet noise"));
         }
         if why.is_empty() {
             why.push("no packet lost or stuck".into());

@@ -16,6 +16,7 @@
 //!   flight, is woken by the next one), so a blocked port costs no event per packet.
 //! - Queue occupancy statistics are time-weighted exactly (integer picosecond areas).
 
+use crate::config::NoiseMode;
 use crate::ids::{PktId, PortId};
 use crate::network::{Event, Network};
 use reducelab_des::{SimDuration, SimTime};
@@ -203,15 +204,25 @@ impl Network {
 
     pub(crate) fn has_work(&self, port: PortId) -> bool {
         let g = port.idx();
-        self.ports[g].q_packets > 0 || !self.inject[g].is_empty() || !self.protocol.app_q[g].is_empty()
+        self.ports[g].q_packets > 0
+            || !self.inject[g].is_empty()
+            || !self.protocol.app_q[g].is_empty()
+            || self.noise.released(port, self.queue.now().0).is_some()
     }
 
     /// Starts transmitting the next eligible packet on `port`, if idle.
     pub(crate) fn try_start(&mut self, port: PortId) {
+        // Per-packet noise may set the chosen packet aside; the port then chooses again.
+        while self.try_start_once(port) {}
+    }
+
+    /// One choice of [`Network::try_start`]; true if the chosen packet was set aside by
+    /// per-packet noise (the port is still idle).
+    fn try_start_once(&mut self, port: PortId) -> bool {
         let g = port.idx();
         let now = self.queue.now().0;
         if now < self.ports[g].busy_until || !self.faults.is_link_up(self.pt.link(port)) {
-            return;
+            return false;
         }
         self.ports[g].credit_blocked = false;
         self.credits.absorb(port, now);
@@ -254,29 +265,64 @@ impl Network {
                 best = Some((age, idx));
             }
         }
+        // A packet set aside by per-packet noise, once its delay has passed, competes by its
+        // age like the others (outside the round-robin: ties go to the others).
+        if let Some(pkt) = self.noise.released(port, now) {
+            let p = self.pool.get(pkt);
+            if self.credits.covers(port, p.vc as usize, p.wire_bytes) && best.is_none_or(|(a, _)| p.born_ps < a) {
+                let pkt = self.take_released(port);
+                self.transmit(port, pkt);
+                return false;
+            }
+        }
         if let Some((_, idx)) = best {
             if idx < nvc {
                 self.ports[g].rr = ((idx + 1) % slots) as u8;
                 let pkt = self.dequeue(port, idx);
                 self.transmit(port, pkt);
-                return;
+                return false;
             }
             // Host injection (messages or protocol packets); OS noise may delay it.
-            if self.cfg.noise_probability > 0.0 && !self.ports[g].noise_paid {
-                self.ports[g].noise_paid = true;
-                if self.rng_noise.bernoulli(self.cfg.noise_probability) {
-                    let t = now + self.cfg.noise_delay_ps;
-                    self.ports[g].busy_until = t;
-                    self.ports[g].wake_pending = true;
-                    self.queue.push(SimTime(t), Event::Wake { port });
-                    return;
+            if self.cfg.noise_probability > 0.0 && self.noise.on(port) {
+                match self.cfg.noise_mode {
+                    NoiseMode::PortStall if !self.ports[g].noise_paid => {
+                        self.ports[g].noise_paid = true;
+                        if self.noise.rng.bernoulli(self.cfg.noise_probability) {
+                            let t = now + self.cfg.noise_delay_ps;
+                            self.ports[g].busy_until = t;
+                            self.ports[g].wake_pending = true;
+                            self.queue.push(SimTime(t), Event::Wake { port });
+                            return false;
+                        }
+                    }
+                    NoiseMode::PortStall => {}
+                    NoiseMode::Packet => {
+                        if self.noise.rng.bernoulli(self.cfg.noise_probability) {
+                            // Cut the packet as if it were sent, but set it aside: the port is
+                            // still idle, so the host's next packet is ready now.
+                            self.ports[g].rr = ((idx + 1) % slots) as u8;
+                            let since = self.ports[g].inject_since;
+                            let pkt = if idx == nvc + 1 {
+                                self.take_app_packet(port)
+                            } else {
+                                let msg = *self.inject[g].front().expect("candidate");
+                                let size = self.next_packet_size(msg);
+                                let vc = self.injection_vc(port);
+                                self.make_packet(port, msg, vc, size)
+                            };
+                            self.ports[g].inject_since = since;
+                            self.set_aside(port, pkt);
+                            return true;
+                        }
+                    }
                 }
             }
             self.ports[g].noise_paid = false;
             self.ports[g].rr = ((idx + 1) % slots) as u8;
             if idx == nvc + 1 {
-                self.inject_app(port);
-                return;
+                let pkt = self.take_app_packet(port);
+                self.transmit(port, pkt);
+                return false;
             }
             let msg = *self.inject[g].front().expect("candidate");
             let vc = self.injection_vc(port);
@@ -284,7 +330,7 @@ impl Network {
             let pkt = self.make_packet(port, msg, vc, size);
             self.ports[g].inject_since = now + SimDuration::serialization(size as u64, self.pt.bps(port)).0;
             self.transmit(port, pkt);
-            return;
+            return false;
         }
         // Work is waiting but no credits: sleep until the next credit return.
         if self.has_work(port) {
@@ -296,6 +342,7 @@ impl Network {
                 None => self.ports[g].credit_blocked = true,
             }
         }
+        false
     }
 
     /// Sends `pkt` on `port` now: serialisation, credits, the upstream's credit return, the

@@ -212,7 +212,9 @@ impl Network {
     }
 
     /// Sends the head of host port `port`'s protocol queue (the arbitration chose it).
-    pub(crate) fn inject_app(&mut self, port: PortId) {
+    /// Takes the next protocol packet of host port `port`'s injection queue, to be sent now
+    /// (or set aside by OS noise).
+    pub(crate) fn take_app_packet(&mut self, port: PortId) -> PktId {
         let g = port.idx();
         let now = self.queue.now().0;
         let a = self.protocol.app_q[g].pop_front().expect("candidate");
@@ -225,7 +227,7 @@ impl Network {
             self.protocol.low_armed[g] = false;
             self.notes.push(Note::QueueLow { host, port: self.pt.local(port) });
         }
-        self.transmit(port, id);
+        id
     }
 
     /// Protocol packet `pkt` (handle `app`) has arrived at `node` on `in_port`: for the host

@@ -187,18 +187,22 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     let ports = net.port_stats();
     let topo = &sc.topology;
     let mut utils: Vec<f64> = Vec::with_capacity(ports.len());
-    let mut links_csv = String::from("link,from_node,from_port,to_node,to_port,bytes,packets,utilization,max_queue_bytes,mean_queue_bytes,drops,ecn_marks\n");
+    let mut links_csv = String::from("link,from_node,from_port,to_node,to_port,bytes,packets,utilization,max_queue_bytes,mean_queue_bytes,drops,ecn_marks,kind\n");
     let mut net_utils = Vec::new();
     for p in &ports {
         let u = if now > 0 { p.busy_ps as f64 / now as f64 } else { 0.0 };
         utils.push(u);
-        if topo.links[p.link as usize].class != LinkClass::Host {
+        // `network`: every link that is not a host's link to its switch (switch–switch links,
+        // and on direct networks every link, board links included).
+        let is_host = topo.links[p.link as usize].class == LinkClass::Host;
+        if !is_host {
             net_utils.push(u);
         }
         let _ = writeln!(
             links_csv,
-            "{},{},{},{},{},{},{},{:.6},{},{:.1},{},{}",
-            p.link, p.node, p.port, p.peer_node, p.peer_port, p.bytes, p.packets, u, p.max_queue_bytes, p.mean_queue_bytes, p.drops, p.ecn_marks
+            "{},{},{},{},{},{},{},{:.6},{},{:.1},{},{},{}",
+            p.link, p.node, p.port, p.peer_node, p.peer_port, p.bytes, p.packets, u, p.max_queue_bytes, p.mean_queue_bytes, p.drops, p.ecn_marks,
+            if is_host { "host" } else { "network" }
         );
     }
     let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
@@ -253,6 +257,9 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             "mean_utilization": mean(&utils),
             "max_utilization": maxf(&utils),
             "network_mean_utilization": mean(&net_utils),
+            // The same as mean_utilization, named for what it averages: every directed link,
+            // host links included (the Canary paper's "average of all the links").
+            "all_mean_utilization": mean(&utils),
             "total_bytes": ports.iter().map(|p| p.bytes).sum::<u64>(),
             "max_queue_bytes": ports.iter().map(|p| p.max_queue_bytes).max().unwrap_or(0),
         },

@@ -118,6 +118,8 @@ pub struct TopologySpec {
     pub board: Option<Vec<u32>>,
     pub grid: Option<Vec<u32>>,
     pub board_latency_ns: Option<f64>,
+    /// Bandwidth of the on-board (mesh) links (default: `bandwidth_gbps`).
+    pub board_bandwidth_gbps: Option<f64>,
     // dragonfly
     pub groups: Option<u32>,
     pub routers_per_group: Option<u32>,
@@ -263,6 +265,20 @@ pub struct NoiseSpec {
     pub probability: f64,
     #[serde(default)]
     pub delay_ns: f64,
+    /// How a drawn packet is delayed (default: the port stalls).
+    #[serde(default)]
+    pub mode: NoiseModeSpec,
+    /// `"all"` (default), `"foreground"` (the hosts of non-background traffic) or host indices.
+    pub hosts: Option<HostsSpec>,
+}
+
+/// `noise.mode`.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseModeSpec {
+    #[default]
+    PortStall,
+    Packet,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -276,8 +292,12 @@ pub enum TrafficKind {
     /// `senders` all send `bytes` to `receiver`.
     Incast,
     /// Background: every host of the set keeps `inflight` messages of `bytes` going, each to
-    /// a new uniformly random peer of the set (Canary §5.2), until the foreground is done.
+    /// a new uniformly random peer of the set, until the foreground is done.
     RandomUniform,
+    /// Background: rounds (or epochs) of random permutations without fixed points of the set
+    /// (Canary §5.2: "each host sends a message to a randomly selected host and receives a
+    /// message from another"), `inflight` messages per host, optionally paced to `rate_gbps`.
+    RandomPermutation,
     /// A host-based collective (allreduce, reduce-scatter, allgather) run from a schedule of
     /// `crates/sched`: rank `r` on `hosts[r]`.
     Collective,
@@ -321,6 +341,12 @@ pub struct TrafficSpec {
     pub max_failures: Option<u8>,
     /// Carry and check real element values (default: when hosts × bytes ≤ 64 MiB).
     pub values: Option<bool>,
+    /// For `kind = "random_permutation"`: `message` (default) or `epoch`.
+    pub redraw: Option<String>,
+    /// For `kind = "random_permutation"` with `redraw = "epoch"`: the epoch's length.
+    pub epoch_ns: Option<f64>,
+    /// For `kind = "random_permutation"`: offered rate per host (absent: window-limited).
+    pub rate_gbps: Option<f64>,
 }
 
 /// `"all"` or an explicit list of host indices.
@@ -472,6 +498,7 @@ pub enum Traffic {
     Permutation { hosts: Vec<u32>, bytes: u64, start: SimTime },
     Incast { senders: Vec<u32>, receiver: u32, bytes: u64, start: SimTime },
     RandomUniform { hosts: Vec<u32>, bytes: u64, inflight: u32, start: SimTime },
+    RandomPermutation(crate::workload::RandomPermutation),
     /// Rank `r` on `hosts[r]`. `algorithm` is the variant that runs (a family or policy
     /// resolved for `bytes`); the packet backend runs `schedule`, the flow backend `plan`
     /// (each built only for the backend that runs, from the process-wide caches).
@@ -495,12 +522,29 @@ impl Traffic {
             Traffic::Permutation { .. } => "permutation",
             Traffic::Incast { .. } => "incast",
             Traffic::RandomUniform { .. } => "random_uniform",
+            Traffic::RandomPermutation(_) => "random_permutation",
             Traffic::Collective { .. } => "collective",
             Traffic::Ina(_) => "ina_allreduce",
         }
     }
     pub fn is_background(&self) -> bool {
-        matches!(self, Traffic::RandomUniform { .. })
+        matches!(self, Traffic::RandomUniform { .. } | Traffic::RandomPermutation(_))
+    }
+    /// Calls `f` with every host that sends or receives in this generator (possibly twice).
+    pub fn for_each_host(&self, f: &mut dyn FnMut(u32)) {
+        match self {
+            Traffic::Messages { list } => list.iter().for_each(|&(s, d, _, _)| {
+                f(s);
+                f(d)
+            }),
+            Traffic::Incast { senders, receiver, .. } => {
+                senders.iter().for_each(|&h| f(h));
+                f(*receiver)
+            }
+            Traffic::Permutation { hosts, .. } | Traffic::RandomUniform { hosts, .. } | Traffic::Collective { hosts, .. } => hosts.iter().for_each(|&h| f(h)),
+            Traffic::RandomPermutation(r) => r.hosts.iter().for_each(|&h| f(h)),
+            Traffic::Ina(spec) => spec.hosts.iter().for_each(|&h| f(h)),
+        }
     }
 }
 
@@ -608,6 +652,7 @@ fn check_finishes_in_time(f: &str, t: &Traffic, topology: &Topology) -> Result<(
         }
         Traffic::Permutation { bytes, start, .. } | Traffic::Incast { bytes, start, .. } | Traffic::Collective { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
         Traffic::RandomUniform { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
+        Traffic::RandomPermutation(r) => check(format!("{f}.bytes"), r.bytes, r.start),
         Traffic::Ina(spec) => check(format!("{f}.bytes"), spec.bytes, spec.start),
     }
 }
@@ -655,7 +700,9 @@ impl TopologySpec {
         if self.host_bandwidth_gbps.is_some() || self.host_latency_ns.is_some() {
             v.push((self.host_bandwidth_gbps.unwrap_or(bw), self.host_latency_ns.unwrap_or(lat)));
         }
-        v.extend(self.board_latency_ns.map(|l| (bw, l)));
+        if self.board_bandwidth_gbps.is_some() || self.board_latency_ns.is_some() {
+            v.push((self.board_bandwidth_gbps.unwrap_or(bw), self.board_latency_ns.unwrap_or(lat)));
+        }
         v.extend(self.global_latency_ns.map(|l| (bw, l)));
         v
     }
@@ -664,7 +711,7 @@ impl TopologySpec {
         match self.expanded()? {
             // A size the builders refuse is the shape's fault.
             Some(t) => t.build_table().map_err(|mut err| {
-                if ["topology.dims", "topology.board", "topology.grid"].iter().any(|f| err.field.starts_with(f)) {
+                if ["topology.dims", "topology.board", "topology.grid"].iter().any(|f| err.field == *f || err.field.starts_with(&format!("{f}["))) {
                     err.field = "topology.shape".into();
                 }
                 err
@@ -709,7 +756,7 @@ impl TopologySpec {
             }
             TopologyKind::FatTree3 => &["k", "hosts_per_edge", "host_bandwidth_gbps", "host_latency_ns"],
             TopologyKind::Torus | TopologyKind::Hyperx => &["dims"],
-            TopologyKind::Hammingmesh => &["board", "grid", "board_latency_ns"],
+            TopologyKind::Hammingmesh => &["board", "grid", "board_latency_ns", "board_bandwidth_gbps"],
             TopologyKind::Dragonfly => &[
                 "groups",
                 "routers_per_group",
@@ -720,7 +767,7 @@ impl TopologySpec {
                 "host_latency_ns",
             ],
         };
-        let present: [(&str, bool); 17] = [
+        let present: [(&str, bool); 18] = [
             ("hosts", self.hosts.is_some()),
             ("leaves", self.leaves.is_some()),
             ("hosts_per_leaf", self.hosts_per_leaf.is_some()),
@@ -733,6 +780,7 @@ impl TopologySpec {
             ("board", self.board.is_some()),
             ("grid", self.grid.is_some()),
             ("board_latency_ns", self.board_latency_ns.is_some()),
+            ("board_bandwidth_gbps", self.board_bandwidth_gbps.is_some()),
             ("groups", self.groups.is_some()),
             ("routers_per_group", self.routers_per_group.is_some()),
             ("hosts_per_router", self.hosts_per_router.is_some()),
@@ -827,7 +875,10 @@ impl TopologySpec {
                 let (gx, gy) = dims2("grid", &self.grid)?;
                 too_big("topology.grid", (bx as u128 * gx as u128 + 1) * (by as u128 * gy as u128 + 1) - 1)?;
                 let board = LinkParams {
-                    bandwidth_bps: bw,
+                    bandwidth_bps: match self.board_bandwidth_gbps {
+                        Some(g) => gbps_to_bps("topology.board_bandwidth_gbps", g)?,
+                        None => bw,
+                    },
                     latency_ps: match self.board_latency_ns {
                         Some(l) => ns_to_ps("topology.board_latency_ns", l)?,
                         None => lat,
@@ -952,6 +1003,11 @@ impl ScenarioFile {
             },
             noise_probability: self.noise.probability,
             noise_delay_ps: ns_to_ps("noise.delay_ns", self.noise.delay_ns)?,
+            noise_mode: match self.noise.mode {
+                NoiseModeSpec::PortStall => reducelab_net::NoiseMode::PortStall,
+                NoiseModeSpec::Packet => reducelab_net::NoiseMode::Packet,
+            },
+            noise_hosts: None, // set below, once the traffic is known ("foreground")
         };
         if let Err(reason) = reducelab_net::VcPolicy::choose(&topology, net.routing, net.flow_control) {
             return e("network.routing", reason);
@@ -993,6 +1049,8 @@ impl ScenarioFile {
             check_finishes_in_time(&format!("traffic[{i}]"), &tr, &topology)?;
             traffic.push(tr);
         }
+        let mut net = net;
+        net.noise_hosts = self.noise.resolve_hosts(&traffic, topology.num_hosts() as u32)?;
         let ina = self.ina.resolve()?;
         let ina_specs: Vec<_> = traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
         if !ina_specs.is_empty() {
@@ -1016,7 +1074,7 @@ impl ScenarioFile {
             None => None,
         };
         if traffic.iter().all(|t| t.is_background()) && time_limit.is_none() {
-            return e("run.time_limit_us", "is required when all traffic is background (random_uniform never ends by itself)");
+            return e("run.time_limit_us", "is required when all traffic is background (random_uniform and random_permutation never end by themselves)");
         }
         // The watchdog must not cut short what a protocol's hosts recover by themselves.
         let recovery_ps = traffic
@@ -1231,6 +1289,25 @@ fn random_roots(topology: &Topology, trees: u16, seed: u64) -> Vec<u32> {
     (0..trees as usize).map(|t| pool[t % pool.len()]).collect()
 }
 
+impl NoiseSpec {
+    /// `noise.hosts` as host indices (`None`: every host).
+    fn resolve_hosts(&self, traffic: &[Traffic], n: u32) -> Result<Option<Vec<u32>>, ScenarioError> {
+        match &self.hosts {
+            None => Ok(None),
+            Some(HostsSpec::Keyword(k)) if k == "all" => Ok(None),
+            Some(HostsSpec::Keyword(k)) if k == "foreground" => {
+                let mut on = vec![false; n as usize];
+                for t in traffic.iter().filter(|t| !t.is_background()) {
+                    t.for_each_host(&mut |h| on[h as usize] = true);
+                }
+                Ok(Some((0..n).filter(|&h| on[h as usize]).collect()))
+            }
+            Some(HostsSpec::Keyword(k)) => e("noise.hosts", format!("must be \"all\", \"foreground\" or a list of host indices, got \"{k}\"")),
+            list => host_list("noise.hosts", list, n).map(Some),
+        }
+    }
+}
+
 impl InaSection {
     fn resolve(&self) -> Result<crate::ina_run::InaSwitchSpec, ScenarioError> {
         let d = crate::ina_run::InaSwitchSpec::default();
@@ -1279,13 +1356,14 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
     let n = topology.num_hosts() as u32;
     let kind = match t.kind {
         Some(k) => k,
-        None => return e(format!("{f}.kind"), "is required (messages, permutation, incast, random_uniform, collective, ina_allreduce)"),
+        None => return e(format!("{f}.kind"), "is required (messages, permutation, incast, random_uniform, random_permutation, collective, ina_allreduce)"),
     };
     let kname = match kind {
         TrafficKind::Messages => "messages",
         TrafficKind::Permutation => "permutation",
         TrafficKind::Incast => "incast",
         TrafficKind::RandomUniform => "random_uniform",
+        TrafficKind::RandomPermutation => "random_permutation",
         TrafficKind::Collective => "collective",
         TrafficKind::InaAllreduce => "ina_allreduce",
     };
@@ -1294,6 +1372,7 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         TrafficKind::Permutation => &["hosts", "bytes", "start_ns"],
         TrafficKind::Incast => &["senders", "receiver", "bytes", "start_ns"],
         TrafficKind::RandomUniform => &["hosts", "bytes", "start_ns", "inflight"],
+        TrafficKind::RandomPermutation => &["hosts", "bytes", "start_ns", "inflight", "redraw", "epoch_ns", "rate_gbps"],
         TrafficKind::Collective => &["hosts", "bytes", "start_ns", "algorithm", "collective", "dims"],
         TrafficKind::InaAllreduce => &[
             "hosts", "bytes", "start_ns", "protocol", "trees", "roots", "window", "elements_per_packet",
@@ -1319,6 +1398,9 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         ("retransmit_timeout_us", t.retransmit_timeout_us.is_some()),
         ("max_failures", t.max_failures.is_some()),
         ("values", t.values.is_some()),
+        ("redraw", t.redraw.is_some()),
+        ("epoch_ns", t.epoch_ns.is_some()),
+        ("rate_gbps", t.rate_gbps.is_some()),
     ] {
         if is && !used.contains(&name) {
             return e(format!("{f}.{name}"), format!("is not a parameter of kind = \"{kname}\""));
@@ -1395,6 +1477,39 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                 return e(format!("{f}.bytes"), "background messages must carry at least one byte");
             }
             Traffic::RandomUniform { hosts, bytes: b, inflight, start }
+        }
+        TrafficKind::RandomPermutation => {
+            use crate::workload::Redraw;
+            let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
+            if hosts.len() < 2 {
+                return e(format!("{f}.hosts"), "a permutation without fixed points needs at least two hosts");
+            }
+            let inflight = t.inflight.unwrap_or(1);
+            if inflight == 0 || inflight > 1024 {
+                return e(format!("{f}.inflight"), format!("must be within 1..=1024, got {inflight}"));
+            }
+            let b = bytes(t)?;
+            if b == 0 {
+                return e(format!("{f}.bytes"), "background messages must carry at least one byte");
+            }
+            let redraw = match (t.redraw.as_deref().unwrap_or("message"), t.epoch_ns) {
+                ("message", None) => Redraw::Message,
+                ("message", Some(_)) => return e(format!("{f}.epoch_ns"), "applies only with redraw = \"epoch\""),
+                ("epoch", None) => return e(format!("{f}.epoch_ns"), "is required with redraw = \"epoch\""),
+                ("epoch", Some(ns)) => {
+                    let ps = ns_to_ps(&format!("{f}.epoch_ns"), pos_f64(&format!("{f}.epoch_ns"), ns)?)?;
+                    if ps == 0 {
+                        return e(format!("{f}.epoch_ns"), format!("must be at least 1 ps, got {ns} ns"));
+                    }
+                    Redraw::Epoch { epoch_ps: ps }
+                }
+                (other, _) => return e(format!("{f}.redraw"), format!("must be \"message\" or \"epoch\", got \"{other}\"")),
+            };
+            let rate_bps = match t.rate_gbps {
+                None => None,
+                Some(g) => Some(gbps_to_bps(&format!("{f}.rate_gbps"), g)?.max(1)),
+            };
+            Traffic::RandomPermutation(crate::workload::RandomPermutation { hosts, bytes: b, inflight, start, redraw, rate_bps })
         }
         TrafficKind::InaAllreduce => {
             let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;

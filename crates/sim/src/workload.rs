@@ -6,6 +6,95 @@ use reducelab_des::{Rng, SimTime};
 use crate::ina_run::{InaSwitchSpec, InaWorld};
 use reducelab_net::{MsgId, Network, PacketId, WorkDone, Workload};
 use reducelab_topo::Topology;
+use std::collections::BTreeMap;
+
+/// When a `random_permutation` generator draws a new permutation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Redraw {
+    /// Per round of messages: every host's k-th message goes to permutation k.
+    Message,
+    /// Per epoch: a message sent at time t goes to the permutation of epoch
+    /// `(t - start) / epoch_ps`.
+    Epoch { epoch_ps: u64 },
+}
+
+/// Background traffic as the Canary paper states it (§5.2: "each host sends a message to a
+/// randomly selected host and receives a message from another randomly selected host"): each
+/// round (or epoch) is a permutation of `hosts` without fixed points, so every host sends to
+/// exactly one host and receives from exactly one other. Every host keeps `inflight` messages
+/// of `bytes` going; with `rate_bps`, its j-th message starts no earlier than
+/// `start + j · bytes · 8 / rate` (the host offers that rate, window permitting).
+#[derive(Clone, Debug)]
+pub struct RandomPermutation {
+    pub hosts: Vec<u32>,
+    pub bytes: u64,
+    pub inflight: u32,
+    pub start: SimTime,
+    pub redraw: Redraw,
+    pub rate_bps: Option<u64>,
+}
+
+impl RandomPermutation {
+    /// When the `j`-th message of a host may start at the earliest.
+    pub fn paced_start(&self, j: u64) -> SimTime {
+        match self.rate_bps {
+            None => self.start,
+            Some(r) => SimTime(self.start.ps() + (j as u128 * self.bytes as u128 * 8 * 1_000_000_000_000 / r as u128) as u64),
+        }
+    }
+}
+
+/// The running state of a `random_permutation` generator: permutation `k` is drawn from its own
+/// stream (`base.fork(k)`), so it does not depend on when it is first needed.
+struct PermutationState {
+    base: Rng,
+    /// Position of each host in the generator's set (`u32::MAX`: not in it).
+    pos: Vec<u32>,
+    /// Messages each host (by position) has sent.
+    sent: Vec<u64>,
+    /// Message rounds in use: permutation k and how many hosts have yet to send their k-th
+    /// message (dropped when every host has).
+    rounds: BTreeMap<u64, (Vec<u32>, u32)>,
+    /// The current epoch's permutation.
+    epoch: Option<(u64, Vec<u32>)>,
+}
+
+impl PermutationState {
+    fn new(spec: &RandomPermutation, base: Rng, num_hosts: usize) -> Self {
+        let mut pos = vec![u32::MAX; num_hosts];
+        for (i, &h) in spec.hosts.iter().enumerate() {
+            pos[h as usize] = i as u32;
+        }
+        PermutationState { base, pos, sent: vec![0; spec.hosts.len()], rounds: BTreeMap::new(), epoch: None }
+    }
+
+    /// The destination of `src`'s next message, which starts at `at`; counts it as sent.
+    fn next(&mut self, spec: &RandomPermutation, src: u32, at: SimTime) -> u32 {
+        let i = self.pos[src as usize] as usize;
+        let k = self.sent[i];
+        self.sent[i] += 1;
+        match spec.redraw {
+            Redraw::Message => {
+                let n = spec.hosts.len() as u32;
+                let base = &self.base;
+                let (perm, left) = self.rounds.entry(k).or_insert_with(|| (derangement(&mut base.fork(k), &spec.hosts), n));
+                let d = perm[i];
+                *left -= 1;
+                if *left == 0 {
+                    self.rounds.remove(&k);
+                }
+                d
+            }
+            Redraw::Epoch { epoch_ps } => {
+                let e = at.ps().saturating_sub(spec.start.ps()) / epoch_ps;
+                if self.epoch.as_ref().is_none_or(|(cur, _)| *cur != e) {
+                    self.epoch = Some((e, derangement(&mut self.base.fork(e), &spec.hosts)));
+                }
+                self.epoch.as_ref().expect("drawn").1[i]
+            }
+        }
+    }
+}
 
 /// Per-generator counters.
 #[derive(Clone, Debug, Default)]
@@ -28,6 +117,8 @@ pub struct ScenarioWorkload {
     collectives_left: u32,
     /// In-network allreduces (`ina_allreduce` generators), if any.
     pub ina: Option<InaWorld>,
+    /// The state of each `random_permutation` generator, by traffic index.
+    perms: Vec<Option<PermutationState>>,
 }
 
 impl ScenarioWorkload {
@@ -50,7 +141,15 @@ impl ScenarioWorkload {
                 _ => None,
             })
             .collect();
-        ScenarioWorkload { traffic, counters, runs, rng, fg_messages: 0, fg_done: 0, fg_bytes: 0, fg_bytes_done: 0, collectives_left, ina }
+        let perms = traffic
+            .iter()
+            .enumerate()
+            .map(|(ti, t)| match t {
+                Traffic::RandomPermutation(spec) => Some(PermutationState::new(spec, rng.fork(0x9E3_0000 + ti as u64), topo.num_hosts())),
+                _ => None,
+            })
+            .collect();
+        ScenarioWorkload { traffic, counters, runs, rng, fg_messages: 0, fg_done: 0, fg_bytes: 0, fg_bytes_done: 0, collectives_left, ina, perms }
     }
 
     /// True when every foreground message has been delivered and every collective is done.
@@ -84,6 +183,18 @@ impl ScenarioWorkload {
         if self.foreground_done() && (self.ina.is_none() || self.traffic.iter().any(|t| t.is_background())) {
             net.stop();
         }
+    }
+
+    /// Sends host `src`'s next `random_permutation` message of generator `ti` (paced, if the
+    /// generator has a rate).
+    fn send_permutation(&mut self, net: &mut Network, ti: usize, src: u32) {
+        let Traffic::RandomPermutation(spec) = &self.traffic[ti] else { unreachable!("a random_permutation generator") };
+        let state = self.perms[ti].as_mut().expect("permutation state");
+        let j = state.sent[state.pos[src as usize] as usize];
+        let at = spec.paced_start(j).max(net.now());
+        let dst = state.next(spec, src, at);
+        let bytes = spec.bytes;
+        self.send(net, ti, src, dst, bytes, at);
     }
 
     /// A uniformly random peer of `hosts` other than `src`.
@@ -140,6 +251,13 @@ impl Workload for ScenarioWorkload {
                         for _ in 0..inflight {
                             let d = Self::random_peer(&mut self.rng, &hosts, s);
                             self.send(net, ti, s, d, bytes, start);
+                        }
+                    }
+                }
+                Traffic::RandomPermutation(spec) => {
+                    for &s in &spec.hosts {
+                        for _ in 0..spec.inflight {
+                            self.send_permutation(net, ti, s);
                         }
                     }
                 }
@@ -269,6 +387,8 @@ impl Workload for ScenarioWorkload {
             let b = *bytes;
             let now = net.now();
             self.send(net, ti, src, d, b, now);
+        } else if let Traffic::RandomPermutation(_) = &self.traffic[ti] {
+            self.send_permutation(net, ti, src);
         } else {
             self.fg_done += 1;
             self.fg_bytes_done += bytes;

@@ -115,9 +115,23 @@ grid = [2, 2]
 bandwidth_gbps = 100
 latency_ns = 100
 board_latency_ns = 10
+board_bandwidth_gbps = 200
 [[traffic]]
 kind = "random_uniform"
 bytes = 4096
+[[traffic]]
+kind = "random_permutation"
+hosts = [0, 3, 5, 9]
+bytes = 1000
+inflight = 2
+redraw = "epoch"
+epoch_ns = 300
+rate_gbps = 40
+[noise]
+probability = 0.1
+delay_ns = 100
+mode = "packet"
+hosts = "foreground"
 [run]
 time_limit_us = 5
 "#,
@@ -212,7 +226,7 @@ const KEYS: &[&str] = &[
     "latency_ns", "mtu_bytes", "header_bytes", "buffer_bytes", "flow_control", "routing", "loss_probability",
     "ecn_threshold_bytes", "probability", "delay_ns", "bytes", "receiver", "senders", "inflight", "list", "start_ns",
     "link", "node", "at_ns", "time_limit_us", "description", "shape", "backend", "flow_min_bytes", "algorithm",
-    "topology",
+    "topology", "board_bandwidth_gbps", "redraw", "epoch_ns", "rate_gbps", "mode",
 ];
 
 const VARIANTS: &[&str] = &[
@@ -220,7 +234,7 @@ const VARIANTS: &[&str] = &[
     "\"credit\"", "\"drop_tail\"", "\"minimal\"", "\"ecmp\"", "\"adaptive\"", "\"canary\"", "\"messages\"",
     "\"permutation\"", "\"incast\"", "\"random_uniform\"", "\"link\"", "\"node\"", "\"all\"",
     "\"packet\"", "\"flow\"", "\"auto\"", "\"line_rate\"", "\"collective\"", "\"torus:2x2\"", "\"hyperx:3x3\"",
-    "\"hammingmesh:2x2,2x2\"", "\"torus:0x4\"", "\"torus:4294967295x4294967295\"", "\"swing\"", "\"bucket\"",
+    "\"hammingmesh:2x2,2x2\"", "\"torus:0x4\"", "\"random_permutation\"", "\"message\"", "\"epoch\"", "\"port_stall\"", "\"foreground\"", "\"torus:4294967295x4294967295\"", "\"swing\"", "\"bucket\"",
 ];
 
 const HEADERS: &[&str] = &["[topology]", "[network]", "[noise]", "[run]", "[[traffic]]", "[[faults]]", "[bogus]", "[[topology]]", "["];
@@ -452,7 +466,7 @@ fn small_enough(sc: &Scenario) -> bool {
             Traffic::Permutation { hosts, bytes, .. } => hosts.len() as u64 * bytes,
             Traffic::Incast { senders, bytes, .. } => senders.len() as u64 * bytes,
             // Closed-loop background: bounded by the time cap below.
-            Traffic::RandomUniform { .. } => 0,
+            Traffic::RandomUniform { .. } | Traffic::RandomPermutation(_) => 0,
             Traffic::Collective { hosts, bytes, .. } => 2 * hosts.len() as u64 * bytes,
             Traffic::Ina(s) => 2 * s.hosts.len() as u64 * s.bytes,
         };
