@@ -20,7 +20,8 @@ summary into one row of ``STEM.csv`` (`CanaryKind.row`). Point parameters:
   timeout), ``elements`` (elements per packet), ``bg_bytes`` (background message size).
 
 Figure parameters besides those: ``background`` (`BACKGROUNDS`: the congesting hosts' traffic
-kind, default ``random_uniform``, today's), ``window`` (the static trees' per-host window in
+kind, default ``random_uniform``), ``bg_inflight`` (messages each background host keeps in
+flight, default 1), ``window`` (the static trees' per-host window in
 blocks; absent = the simulator's default, 1024), ``noise_mode`` and ``noise_hosts`` (written to
 the scenario's ``[noise] mode`` / ``hosts`` when set: ``packet`` delays only the chosen packet,
 ``foreground`` spares the background hosts; absent = the simulator's default, today's NIC-port
@@ -175,7 +176,7 @@ class CanaryKind:
     name = "canary"
     columns = (*CSV_COLUMNS, *METRIC_COLUMNS, "runtime_us")
     params = ("allocations", "bytes", "bg_bytes", "table_size", "noise_delay_ns", "elements", "util_tenants",
-              "background", "window", "noise_mode", "noise_hosts")
+              "background", "bg_inflight", "window", "noise_mode", "noise_hosts")
     """Figure parameters ([params], [scales.NAME.params]) this kind reads, besides the grid's."""
     keep_files = ("links.csv",)
     """Result files stored per point (besides summary.json): what `row` reads."""
@@ -189,6 +190,9 @@ class CanaryKind:
         background_kind = scale.params.get("background", "random_uniform")
         if background_kind not in BACKGROUNDS:
             raise ValueError(f"params.background: expected one of {', '.join(BACKGROUNDS)}, got {background_kind!r}")
+        bg_inflight = scale.params.get("bg_inflight", 1)
+        if isinstance(bg_inflight, bool) or not isinstance(bg_inflight, int) or bg_inflight < 1:
+            raise ValueError(f"params.bg_inflight: expected a positive integer (messages per host), got {bg_inflight!r}")
         window = scale.params.get("window")
         if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
             raise ValueError(f"params.window: expected a positive integer (blocks), got {window!r}")
@@ -236,7 +240,7 @@ class CanaryKind:
             d["traffic"] = [_traffic(series, t, nbytes, elements, window) for t in tenants]
             if background:
                 d["traffic"].append({"kind": background_kind, "hosts": background,
-                                     "bytes": int(scale.params.get("bg_bytes", 65536))})
+                                     "bytes": int(scale.params.get("bg_bytes", 65536)), "inflight": bg_inflight})
             params["_tenants"] = len(tenants)
             out.append((params, Scenario.from_dict(d)))
         return out
