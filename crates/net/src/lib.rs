@@ -36,10 +36,11 @@ mod packet;
 mod ports;
 mod protocol;
 mod queues;
+mod router;
 mod routing;
 mod wires;
 
-pub use config::{AdaptiveThreshold, Arbitration, FlowControl, NetConfig, RoutingAlgo};
+pub use config::{AdaptiveThreshold, Arbitration, FlowControl, InputBuffered, NetConfig, RouterKind, RoutingAlgo};
 pub use faults::Fault;
 pub use network::{Foreground, Message, MsgId, Network, NetworkStats, RunEnd, RunLimits, WorkDone, Workload};
 pub use ports::PortStats;
