@@ -8,6 +8,9 @@
 //!   arrived and the per-hop switch latency has passed, then waits in the FIFO of its output
 //!   port and virtual channel (VC). Transit through a direct-network host (torus router) costs
 //!   the same per-hop latency; delivery to the destination host costs none.
+//!   With [`RouterKind::InputBuffered`] (`router` module) packets instead wait in per-VC input
+//!   FIFOs, are routed at the head and cross a crossbar into small per-VC output buffers
+//!   (head-of-line blocking, as SST merlin's `hr_router`).
 //! - **Flow control.** `Credit` (default, lossless, InfiniBand style): the switch buffer is
 //!   accounted per ingress port and VC (`buffer_bytes` each); a sender transmits only with
 //!   credits for the downstream ingress buffer; credits return, one link latency later, when

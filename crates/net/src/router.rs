@@ -6,10 +6,14 @@
 //!
 //! The model (per forwarding node):
 //! - **Inputs.** Every ingress port has one FIFO per VC of `input_buffer_bytes`; that is the
-//!   buffer the upstream's credits count. Packets a switch program forwards or creates
-//!   ([`crate::Network::app_forward`], [`crate::Network::app_emit`]) enter one more input of the
-//!   node, the *program input* (one FIFO per VC, keyed by the VC the packet came in on, 0 for a
-//!   packet the program made), unbounded like the program's own memory.
+//!   buffer the upstream's credits count. A packet a switch program intercepts is processed
+//!   on arrival; if the program forwards it ([`crate::Network::app_forward`]) it joins the
+//!   FIFO of the input it came in on, whose buffer it still holds (as SST's Canary modifies a
+//!   packet in its input port). Packets a program creates ([`crate::Network::app_emit`]) enter
+//!   one more input of the node, the *program input* (one FIFO, VC 0), unbounded like the
+//!   program's own memory. (A single program FIFO for forwarded packets too would let a
+//!   down-going packet holding a link's credits wait behind an up-going one: a credit cycle,
+//!   which the tests found as a deadlock.)
 //! - **Routing at the head.** A packet's output port (and next VC) is chosen when it reaches
 //!   the head of its input FIFO, as merlin's `PortControl` calls `route_packet` for the new
 //!   `vc_heads` entry; a program packet sent out of a given port keeps that port.
@@ -155,18 +159,21 @@ impl Network {
         self.ib_enter(node, in_port.idx(), li, vc, pkt);
     }
 
-    /// A packet a switch program forwards or creates at `node` joins the program input; with
+    /// A packet a switch program sends from `node`: one it forwards re-enters the input it came
+    /// in on (it still holds that input buffer), one it created joins the program input. With
     /// `fixed` it leaves by that port (on the VC already set), otherwise it is routed at the head.
     pub(crate) fn ib_from_program(&mut self, node: NodeId, pkt: PktId, fixed: Option<PortId>) {
         let now = self.queue.now().0;
-        let vc = {
+        let (vc, in_port) = {
             let p = self.pool.get_mut(pkt);
-            p.arrive_ps = now; // entered the node's crossbar now (oldest-first arbitration)
-            p.in_vc as usize
+            p.arrive_ps = now; // entered the crossbar's queues now (oldest-first arbitration)
+            (p.in_vc as usize, p.in_port)
         };
         self.ib.set_fixed(pkt, fixed);
-        let li = self.pt.count(node) as usize;
-        self.ib_enter(node, self.ib.np + node.idx(), li, vc, pkt);
+        match in_port {
+            Some(ip) => self.ib_enter(node, ip.idx(), self.pt.local(ip) as usize, vc, pkt),
+            None => self.ib_enter(node, self.ib.np + node.idx(), self.pt.count(node) as usize, vc, pkt),
+        }
     }
 
     fn ib_enter(&mut self, node: NodeId, input: usize, li: usize, vc: usize, pkt: PktId) {

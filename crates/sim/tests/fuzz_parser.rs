@@ -212,7 +212,7 @@ const KEYS: &[&str] = &[
     "latency_ns", "mtu_bytes", "header_bytes", "buffer_bytes", "flow_control", "routing", "loss_probability",
     "ecn_threshold_bytes", "probability", "delay_ns", "bytes", "receiver", "senders", "inflight", "list", "start_ns",
     "link", "node", "at_ns", "time_limit_us", "description", "shape", "backend", "flow_min_bytes", "algorithm",
-    "topology",
+    "topology", "router", "input_buffer_bytes", "output_buffer_bytes", "crossbar_speedup", "arbitration",
 ];
 
 const VARIANTS: &[&str] = &[
@@ -221,6 +221,7 @@ const VARIANTS: &[&str] = &[
     "\"permutation\"", "\"incast\"", "\"random_uniform\"", "\"link\"", "\"node\"", "\"all\"",
     "\"packet\"", "\"flow\"", "\"auto\"", "\"line_rate\"", "\"collective\"", "\"torus:2x2\"", "\"hyperx:3x3\"",
     "\"hammingmesh:2x2,2x2\"", "\"torus:0x4\"", "\"torus:4294967295x4294967295\"", "\"swing\"", "\"bucket\"",
+    "\"input_buffered\"", "\"output_queued\"", "\"input_round_robin\"", "\"fifo\"",
 ];
 
 const HEADERS: &[&str] = &["[topology]", "[network]", "[noise]", "[run]", "[[traffic]]", "[[faults]]", "[bogus]", "[[topology]]", "["];
