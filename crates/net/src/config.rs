@@ -101,6 +101,31 @@ pub enum NoiseMode {
     Packet,
 }
 
+/// The switch microarchitecture: where packets wait inside a forwarding node.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub enum RouterKind {
+    /// Output-queued, store-and-forward: a packet is routed on arrival and waits in the queue of
+    /// its output port and VC; the ingress buffer is only accounted (credits). The default.
+    OutputQueued,
+    /// Input-buffered with a crossbar, as SST merlin's `hr_router` (see [`crate::router`]):
+    /// per-VC FIFOs at every input, a crossbar allocator matching input VC heads to outputs,
+    /// small per-VC output buffers, credit flow control to the next hop. A head waiting for a
+    /// busy output blocks the packets behind it (head-of-line blocking).
+    InputBuffered(InputBuffered),
+}
+
+/// Parameters of [`RouterKind::InputBuffered`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct InputBuffered {
+    /// Input buffer per input port and VC (what the upstream's credits count).
+    pub input_buffer_bytes: u64,
+    /// Output buffer per output port and VC (what the crossbar may fill).
+    pub output_buffer_bytes: u64,
+    /// Crossbar bandwidth over the node's fastest link bandwidth (>= 1.0; merlin requires
+    /// `xbar_bw >= link_bw`).
+    pub crossbar_speedup: f64,
+}
+
 /// Network-wide parameters (per-link bandwidth and latency live in the topology).
 #[derive(Clone, Debug, Serialize)]
 pub struct NetConfig {
@@ -117,6 +142,8 @@ pub struct NetConfig {
     pub ecn_threshold_bytes: Option<u64>,
     pub routing: RoutingAlgo,
     pub arbitration: Arbitration,
+    /// Output-queued (default) or input-buffered switches.
+    pub router: RouterKind,
     /// Probability that a packet is lost on any link traversal.
     pub loss_probability: f64,
     /// OS noise: probability that a host delays the injection of a packet...
@@ -140,6 +167,7 @@ impl Default for NetConfig {
             ecn_threshold_bytes: None,
             routing: RoutingAlgo::Adaptive,
             arbitration: Arbitration::Fifo,
+            router: RouterKind::OutputQueued,
             loss_probability: 0.0,
             noise_probability: 0.0,
             noise_delay_ps: 0,

@@ -67,6 +67,11 @@ impl Credits {
         self.avail[port.idx() * self.nvc + vc] -= bytes as i64;
     }
 
+    /// Bytes of credit returns on their way to `port` for `vc`.
+    pub fn in_flight(&self, port: PortId, vc: usize) -> i64 {
+        self.returns[port.idx()].iter().filter(|r| r.1 as usize == vc).map(|r| r.2 as i64).sum()
+    }
+
     /// When the next return reaches `port`, if one is in flight.
     #[inline]
     pub fn next_return(&self, port: PortId) -> Option<u64> {

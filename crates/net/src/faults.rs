@@ -136,5 +136,8 @@ impl Network {
                 }
             }
         }
+        if self.ib.on {
+            self.ib_after_fault();
+        }
     }
 }

@@ -8,6 +8,9 @@
 //!   arrived and the per-hop switch latency has passed, then waits in the FIFO of its output
 //!   port and virtual channel (VC). Transit through a direct-network host (torus router) costs
 //!   the same per-hop latency; delivery to the destination host costs none.
+//!   With [`RouterKind::InputBuffered`] (`router` module) packets instead wait in per-VC input
+//!   FIFOs, are routed at the head and cross a crossbar into small per-VC output buffers
+//!   (head-of-line blocking, as SST merlin's `hr_router`).
 //! - **Flow control.** `Credit` (default, lossless, InfiniBand style): the switch buffer is
 //!   accounted per ingress port and VC (`buffer_bytes` each); a sender transmits only with
 //!   credits for the downstream ingress buffer; credits return, one link latency later, when
@@ -37,10 +40,11 @@ mod packet;
 mod ports;
 mod protocol;
 mod queues;
+mod router;
 mod routing;
 mod wires;
 
-pub use config::{AdaptiveThreshold, Arbitration, FlowControl, NetConfig, NoiseMode, RoutingAlgo};
+pub use config::{AdaptiveThreshold, Arbitration, FlowControl, InputBuffered, NetConfig, NoiseMode, RouterKind, RoutingAlgo};
 pub use faults::Fault;
 pub use network::{Foreground, Message, MsgId, Network, NetworkStats, RunEnd, RunLimits, WorkDone, Workload};
 pub use ports::PortStats;

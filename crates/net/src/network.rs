@@ -1,4 +1,4 @@
-use crate::config::{Arbitration, FlowControl, NetConfig};
+use crate::config::{Arbitration, FlowControl, NetConfig, RouterKind};
 use crate::credits::Credits;
 use crate::faults::{Fault, Faults};
 use crate::ids::{PktId, PortId};
@@ -6,6 +6,7 @@ use crate::packet::{fingerprint, Body, Packet, PacketPool};
 use crate::ports::{PortState, PortTable};
 use crate::protocol::{AppDst, Protocol};
 use crate::queues::VcQueues;
+use crate::router::InputBuffers;
 use crate::routing::{Router, VcPolicy};
 use crate::wires::Wires;
 use reducelab_des::{EventQueue, Rng, SimDuration, SimTime};
@@ -150,6 +151,8 @@ pub(crate) enum Event {
     /// A protocol packet reaches the program of the switch it is in (it had to wait for the
     /// program's throughput).
     Program { pkt: PktId },
+    /// Crossbar allocation of an input-buffered node (see [`crate::router`]).
+    Xbar { node: NodeId },
 }
 
 /// What an arrival turned into, for the run loop to report to the workload.
@@ -201,6 +204,8 @@ pub struct Network {
     pub(crate) pt: PortTable,
     pub(crate) ports: Vec<PortState>,
     pub(crate) queues: VcQueues,
+    /// Input buffers and crossbars (empty with the output-queued router).
+    pub(crate) ib: InputBuffers,
     pub(crate) credits: Credits,
     pub(crate) wires: Wires,
     /// Messages each host port is injecting, served round-robin.
@@ -241,12 +246,32 @@ impl Network {
         let np = pt.len();
         let faults = Faults::new(topo, faults, cfg.loss_probability)?;
         let max_ports = topo.nodes.iter().map(|n| n.ports.len()).max().unwrap_or(0);
-        let rr = cfg.arbitration == Arbitration::InputRoundRobin;
+        let mut credit_bytes = cfg.buffer_bytes;
+        let mut threshold_base = cfg.buffer_bytes;
+        if let RouterKind::InputBuffered(ib) = cfg.router {
+            if cfg.flow_control != FlowControl::Credit {
+                return Err("router input_buffered needs credit flow control".into());
+            }
+            if ib.input_buffer_bytes < cfg.mtu_bytes as u64 || ib.output_buffer_bytes < cfg.mtu_bytes as u64 {
+                return Err(format!("input and output buffers must hold at least one MTU ({})", cfg.mtu_bytes));
+            }
+            if !(ib.crossbar_speedup >= 1.0 && ib.crossbar_speedup.is_finite()) {
+                return Err(format!("crossbar_speedup must be a finite number >= 1, got {}", ib.crossbar_speedup));
+            }
+            if max_ports + 1 > 128 {
+                return Err(format!("router input_buffered supports nodes with up to 127 ports; this topology has {max_ports}"));
+            }
+            credit_bytes = ib.input_buffer_bytes;
+            threshold_base = ib.output_buffer_bytes;
+        }
+        // With input buffers the crossbar arbitrates; the output buffers are plain FIFOs.
+        let rr = cfg.arbitration == Arbitration::InputRoundRobin && cfg.router == RouterKind::OutputQueued;
         if rr && max_ports + 1 > 128 {
             return Err(format!("arbitration input_round_robin supports nodes with up to 127 ports; this topology has {max_ports}"));
         }
+        let ib = InputBuffers::new(cfg.router, &pt, topo.nodes.len(), nvc);
         let mut net = Network {
-            router: Router::new(topo, cfg.routing, cfg.buffer_bytes)?,
+            router: Router::new(topo, cfg.routing, threshold_base)?,
             vc_policy,
             nvc,
             node_forwards: topo.nodes.iter().map(|n| n.forwards).collect(),
@@ -255,7 +280,8 @@ impl Network {
             pt,
             ports: vec![PortState::default(); np],
             queues: VcQueues::new(np, nvc, rr, max_ports),
-            credits: Credits::new(np, nvc, cfg.flow_control, cfg.buffer_bytes),
+            ib,
+            credits: Credits::new(np, nvc, cfg.flow_control, credit_bytes),
             wires: Wires::new(np),
             inject: (0..np).map(|_| VecDeque::new()).collect(),
             faults,
@@ -424,6 +450,7 @@ impl Network {
                 Event::MsgStart { msg } => self.start_message(msg),
                 Event::Timer { token } => w.on_timer(self, token),
                 Event::Fault { idx } => self.apply_fault(idx),
+                Event::Xbar { node } => self.ib_allocate(node),
                 Event::Program { pkt } => {
                     let p = *self.pool.get(pkt);
                     let in_port = p.in_port.expect("a protocol packet at a switch came in on a port");
@@ -535,7 +562,7 @@ impl Network {
 
     /// The network's part of a stall reason: drops, stuck queues, failed nodes and links.
     pub fn network_state(&self) -> String {
-        let queued: u64 = self.ports.iter().map(|p| p.q_packets as u64).sum();
+        let queued: u64 = self.ports.iter().map(|p| p.q_packets as u64).sum::<u64>() + self.ib.packets;
         let waiting: usize = self.inject.iter().filter(|q| !q.is_empty()).count();
         let s = &self.stats;
         let lost = self.lost_packets();
@@ -674,6 +701,9 @@ impl Network {
         } else if !self.node_forwards[node.idx()] {
             self.stats.drops_no_route += 1;
             self.lose(pkt);
+            Arrival::Nothing
+        } else if self.ib.on {
+            self.ib_arrive(node, in_port, pkt);
             Arrival::Nothing
         } else {
             match self.route(node, &p) {

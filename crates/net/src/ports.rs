@@ -146,6 +146,9 @@ pub(crate) struct PortState {
     /// Round-robin pointer of the arbitration (the slot after the one served last).
     pub rr: u8,
     pub q_bytes: u64,
+    /// Input-buffered router only: bytes of input heads routed here, waiting for the crossbar
+    /// (adaptive routing counts them with `q_bytes`); always 0 when output-queued.
+    pub xbar_wait_bytes: u64,
     pub q_packets: u32,
     pub q_last_change: u64,
     pub q_area: u128,
@@ -158,6 +161,13 @@ pub(crate) struct PortState {
 }
 
 impl PortState {
+    /// What adaptive routing compares: the bytes queued for this output (with input-buffered
+    /// routers, also the input heads routed here and waiting for the crossbar).
+    #[inline]
+    pub fn occupancy(&self) -> u64 {
+        self.q_bytes + self.xbar_wait_bytes
+    }
+
     /// Accumulates the time-weighted queue area up to `now` (call before the queue changes).
     #[inline]
     pub fn note_queue_change(&mut self, now: u64) {
@@ -280,6 +290,9 @@ impl Network {
                 self.ports[g].rr = ((idx + 1) % slots) as u8;
                 let pkt = self.dequeue(port, idx);
                 self.transmit(port, pkt);
+                if self.ib.on {
+                    self.ib_output_freed(port);
+                }
                 return false;
             }
             // Host injection (messages or protocol packets); OS noise may delay it.

@@ -192,6 +192,25 @@ impl Network {
 
     fn app_send(&mut self, node: NodeId, pkt: PktId, out: AppOut) {
         let p = *self.pool.get(pkt);
+        if self.ib.on {
+            // Input-buffered: the program is one more input of the crossbar.
+            let fixed = match out {
+                AppOut::Route => None,
+                AppOut::Port(lp) => match self.pt.checked(node, lp) {
+                    Some(g) if self.faults.is_link_up(self.pt.link(g)) => {
+                        self.pool.get_mut(pkt).vc = self.deterministic_vc(node, lp, &p);
+                        Some(g)
+                    }
+                    _ => {
+                        self.stats.drops_no_route += 1;
+                        self.lose(pkt);
+                        return;
+                    }
+                },
+            };
+            self.ib_from_program(node, pkt, fixed);
+            return;
+        }
         let chosen = match out {
             AppOut::Route => self.route(node, &p),
             AppOut::Port(lp) => match self.pt.checked(node, lp) {

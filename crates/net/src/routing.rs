@@ -201,10 +201,10 @@ impl Network {
         // round trip per candidate.
         let base = self.pt.first(node) as usize;
         let mut best = s[start % n];
-        let mut best_q = self.ports[base + best as usize].q_bytes;
+        let mut best_q = self.ports[base + best as usize].occupancy();
         for k in 1..n {
             let p = s[(start + k) % n];
-            let q = self.ports[base + p as usize].q_bytes;
+            let q = self.ports[base + p as usize].occupancy();
             if q < best_q {
                 best = p;
                 best_q = q;
@@ -235,7 +235,7 @@ impl Network {
                     let g = port(lp);
                     let free = self.credits.available(g, 2) - self.queues.bytes(g, 2) as i64;
                     if free >= p.wire_bytes as i64 {
-                        let q = self.ports[g.idx()].q_bytes;
+                        let q = self.ports[g.idx()].occupancy();
                         if best.is_none_or(|(_, bq)| q < bq) {
                             best = Some((lp, q));
                         }
@@ -255,7 +255,7 @@ impl Network {
             RoutingAlgo::ThresholdAdaptive(_) => {
                 let start = p.dst_key() as usize % n;
                 let def = self.router.scratch[start];
-                if self.ports[port(def).idx()].q_bytes > self.router.threshold_bytes {
+                if self.ports[port(def).idx()].occupancy() > self.router.threshold_bytes {
                     self.least_queued(node, start)
                 } else {
                     def

@@ -167,6 +167,21 @@ pub struct NetworkSpec {
     pub loss_probability: f64,
     #[serde(default)]
     pub arbitration: ArbitrationSpec,
+    /// Switch microarchitecture; the three keys after it apply to `"input_buffered"` only.
+    #[serde(default)]
+    pub router: RouterSpec,
+    pub input_buffer_bytes: Option<u64>,
+    pub output_buffer_bytes: Option<u64>,
+    pub crossbar_speedup: Option<f64>,
+}
+
+/// `network.router`.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterSpec {
+    #[default]
+    OutputQueued,
+    InputBuffered,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
@@ -221,6 +236,38 @@ impl<'de> Deserialize<'de> for BufferSpec {
     }
 }
 
+/// `network.router` and its input-buffered keys (each defaults to `buffer_bytes`, the speedup
+/// to 1.0); the keys without `router = "input_buffered"` are an error naming them.
+fn resolve_router(nw: &NetworkSpec, buffer_bytes: u64) -> Result<reducelab_net::RouterKind, ScenarioError> {
+    let keys = [
+        ("network.input_buffer_bytes", nw.input_buffer_bytes.is_some()),
+        ("network.output_buffer_bytes", nw.output_buffer_bytes.is_some()),
+        ("network.crossbar_speedup", nw.crossbar_speedup.is_some()),
+    ];
+    if nw.router == RouterSpec::OutputQueued {
+        if let Some((k, _)) = keys.iter().find(|(_, set)| *set) {
+            return e(*k, "applies only with network.router = \"input_buffered\"");
+        }
+        return Ok(reducelab_net::RouterKind::OutputQueued);
+    }
+    if nw.flow_control != FlowControlSpec::Credit {
+        return e("network.router", "\"input_buffered\" needs flow_control = \"credit\" (its buffers are lossless)");
+    }
+    let mtu = nw.mtu_bytes as u64;
+    let input_buffer_bytes = nw.input_buffer_bytes.unwrap_or(buffer_bytes);
+    let output_buffer_bytes = nw.output_buffer_bytes.unwrap_or(buffer_bytes);
+    for (k, v) in [("network.input_buffer_bytes", input_buffer_bytes), ("network.output_buffer_bytes", output_buffer_bytes)] {
+        if v < mtu {
+            return e(k, format!("must hold at least one MTU ({mtu} bytes), got {v}"));
+        }
+    }
+    let crossbar_speedup = nw.crossbar_speedup.unwrap_or(1.0);
+    if !(crossbar_speedup.is_finite() && (1.0..=1024.0).contains(&crossbar_speedup)) {
+        return e("network.crossbar_speedup", format!("must be within [1, 1024] (crossbar bandwidth over link bandwidth), got {crossbar_speedup}"));
+    }
+    Ok(reducelab_net::RouterKind::InputBuffered(reducelab_net::InputBuffered { input_buffer_bytes, output_buffer_bytes, crossbar_speedup }))
+}
+
 /// Ingress buffer per port and VC that sustains line rate on a link of `bandwidth_gbps` and
 /// `latency_ns` with `switch_latency_ns` of pipeline latency per forwarding node: twice the
 /// bandwidth-delay product of one hop's credit loop (the packet is serialised, crosses the
@@ -254,6 +301,10 @@ impl Default for NetworkSpec {
             adaptive_threshold_bytes: None,
             loss_probability: 0.0,
             arbitration: ArbitrationSpec::Fifo,
+            router: RouterSpec::OutputQueued,
+            input_buffer_bytes: None,
+            output_buffer_bytes: None,
+            crossbar_speedup: None,
         }
     }
 }
@@ -977,6 +1028,7 @@ impl ScenarioFile {
         if !(0.0..=1.0).contains(&self.noise.probability) {
             return e("noise.probability", format!("must be within [0, 1], got {}", self.noise.probability));
         }
+        let router = resolve_router(nw, buffer_bytes)?;
         let net = NetConfig {
             mtu_bytes: nw.mtu_bytes,
             header_bytes: nw.header_bytes,
@@ -1001,6 +1053,7 @@ impl ScenarioFile {
                 ArbitrationSpec::Fifo => reducelab_net::Arbitration::Fifo,
                 ArbitrationSpec::InputRoundRobin => reducelab_net::Arbitration::InputRoundRobin,
             },
+            router,
             noise_probability: self.noise.probability,
             noise_delay_ps: ns_to_ps("noise.delay_ns", self.noise.delay_ns)?,
             noise_mode: match self.noise.mode {

@@ -227,6 +227,7 @@ const KEYS: &[&str] = &[
     "ecn_threshold_bytes", "probability", "delay_ns", "bytes", "receiver", "senders", "inflight", "list", "start_ns",
     "link", "node", "at_ns", "time_limit_us", "description", "shape", "backend", "flow_min_bytes", "algorithm",
     "topology", "board_bandwidth_gbps", "redraw", "epoch_ns", "rate_gbps", "mode",
+    "router", "input_buffer_bytes", "output_buffer_bytes", "crossbar_speedup", "arbitration",
 ];
 
 const VARIANTS: &[&str] = &[
@@ -235,6 +236,7 @@ const VARIANTS: &[&str] = &[
     "\"permutation\"", "\"incast\"", "\"random_uniform\"", "\"link\"", "\"node\"", "\"all\"",
     "\"packet\"", "\"flow\"", "\"auto\"", "\"line_rate\"", "\"collective\"", "\"torus:2x2\"", "\"hyperx:3x3\"",
     "\"hammingmesh:2x2,2x2\"", "\"torus:0x4\"", "\"random_permutation\"", "\"message\"", "\"epoch\"", "\"port_stall\"", "\"foreground\"", "\"torus:4294967295x4294967295\"", "\"swing\"", "\"bucket\"",
+    "\"input_buffered\"", "\"output_queued\"", "\"input_round_robin\"", "\"fifo\"",
 ];
 
 const HEADERS: &[&str] = &["[topology]", "[network]", "[noise]", "[run]", "[[traffic]]", "[[faults]]", "[bogus]", "[[topology]]", "["];
