@@ -34,6 +34,36 @@ pub struct ScenarioFile {
     /// Switch resources for in-network aggregation (`ina_allreduce` traffic).
     #[serde(default)]
     pub ina: InaSection,
+    /// Per-host endpoint costs (default: none).
+    #[serde(default)]
+    pub endpoint: EndpointSpec,
+}
+
+/// `[endpoint]`: per-message host overheads, rendezvous and the injection ceiling
+/// (docs/scenario-format.md). Every key defaults to off.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointSpec {
+    #[serde(default)]
+    pub send_overhead_ns: f64,
+    #[serde(default)]
+    pub recv_overhead_ns: f64,
+    pub rendezvous_threshold_bytes: Option<u64>,
+    pub injection_gbps: Option<f64>,
+}
+
+impl EndpointSpec {
+    fn resolve(&self) -> Result<reducelab_net::EndpointConfig, ScenarioError> {
+        Ok(reducelab_net::EndpointConfig {
+            send_overhead_ps: ns_to_ps("endpoint.send_overhead_ns", self.send_overhead_ns)?,
+            recv_overhead_ps: ns_to_ps("endpoint.recv_overhead_ns", self.recv_overhead_ns)?,
+            rendezvous_threshold_bytes: self.rendezvous_threshold_bytes,
+            injection_bps: match self.injection_gbps {
+                Some(g) => Some(gbps_to_bps("endpoint.injection_gbps", g)?),
+                None => None,
+            },
+        })
+    }
 }
 
 /// `[ina]`: programmable-switch resources and Canary switch timers (docs/scenario-format.md).
@@ -463,6 +493,8 @@ pub struct Scenario {
     pub watchdog: Option<SimDuration>,
     /// Switch resources for in-network aggregation.
     pub ina: crate::ina_run::InaSwitchSpec,
+    /// Per-host endpoint costs (`[endpoint]`).
+    pub endpoint: reducelab_net::EndpointConfig,
 }
 
 /// A validated traffic generator.
@@ -956,6 +988,7 @@ impl ScenarioFile {
         if let Err(reason) = reducelab_net::VcPolicy::choose(&topology, net.routing, net.flow_control) {
             return e("network.routing", reason);
         }
+        let endpoint = self.endpoint.resolve()?;
         let mut traffic = Vec::new();
         let seed = seed_override.unwrap_or(self.seed);
         // The static trees' switch state is laid out per (tenant, tree) for one tree count.
@@ -1114,6 +1147,7 @@ impl ScenarioFile {
             time_limit,
             watchdog,
             ina,
+            endpoint,
         })
     }
 }
