@@ -146,7 +146,7 @@ fn run_flow(sc: &Scenario, probe: bool) -> Result<RunOutput, ScenarioError> {
     let r = match probe {
         true => None,
         false => Some(
-            reducelab_flow::run_plan(&sc.topology, plan, *bytes, collective_run::ELEM_BYTES, &scenario::flow_config(&sc.net))
+            reducelab_flow::run_plan(&sc.topology, plan, *bytes, collective_run::ELEM_BYTES, &scenario::flow_config(&sc.net, &sc.endpoint))
                 .map_err(|reason| ScenarioError { field: "run.backend".into(), reason: format!("the flow backend failed: {reason}") })?,
         ),
     };

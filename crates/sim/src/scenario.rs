@@ -1168,17 +1168,23 @@ fn layout_name(topology: &Topology, layout: &reducelab_sched::algos::Layout) -> 
     }
 }
 
-/// The flow backend's timing parameters for a network.
-pub fn flow_config(net: &NetConfig) -> reducelab_flow::FlowConfig {
-    reducelab_flow::FlowConfig { switch_latency_ps: net.switch_latency_ps, mtu_bytes: net.mtu_bytes, header_bytes: net.header_bytes }
+/// The flow backend's timing parameters for a network and its hosts' endpoint costs.
+pub fn flow_config(net: &NetConfig, ep: &reducelab_net::EndpointConfig) -> reducelab_flow::FlowConfig {
+    let endpoint = reducelab_flow::Endpoint {
+        send_overhead_ps: ep.send_overhead_ps,
+        recv_overhead_ps: ep.recv_overhead_ps,
+        rendezvous_threshold_bytes: ep.rendezvous_threshold_bytes,
+        injection_bps: ep.injection_bps,
+    };
+    reducelab_flow::FlowConfig { switch_latency_ps: net.switch_latency_ps, mtu_bytes: net.mtu_bytes, header_bytes: net.header_bytes, endpoint }
 }
 
 /// Why `auto` runs `plan` at flow level at every size, if it does: the plan is
 /// contention-free (one flow per link at a time, where the flow backend's recurrence equals
 /// packet level exactly), or a packet-level data check would need more than
 /// [`PACKET_MAX_FINGERPRINTS`] (rank, block) fingerprints.
-pub fn flow_at_every_size(topology: &Topology, plan: &reducelab_sched::Plan, net: &NetConfig) -> Result<Option<String>, String> {
-    if reducelab_flow::is_contention_free(topology, plan, &flow_config(net))? {
+pub fn flow_at_every_size(topology: &Topology, plan: &reducelab_sched::Plan, net: &NetConfig, ep: &reducelab_net::EndpointConfig) -> Result<Option<String>, String> {
+    if reducelab_flow::is_contention_free(topology, plan, &flow_config(net, ep))? {
         return Ok(Some("contention-free: one flow per link at a time, flow level equals packet level".into()));
     }
     let pairs = plan.ranks as u64 * plan.blocks as u64;
@@ -1236,7 +1242,7 @@ impl ScenarioFile {
                 let Traffic::Collective { algorithm, layout, bytes, .. } = &traffic[0] else { unreachable!("checked by flow_obstacle") };
                 let field = |r: String| ScenarioError { field: "traffic[0].algorithm".into(), reason: format!("{algorithm} on {}: {r}", layout_name(topology, layout)) };
                 let plan = crate::collective_run::cached_plan(algorithm, layout).map_err(field)?;
-                if let Some(why) = flow_at_every_size(topology, &plan, net).map_err(field)? {
+                if let Some(why) = flow_at_every_size(topology, &plan, net, &self.endpoint.resolve()?).map_err(field)? {
                     return Ok((Backend::Flow, format!("auto: {why}")));
                 }
                 let min = self.run.flow_min_bytes.unwrap_or(AUTO_FLOW_MIN_BYTES);
