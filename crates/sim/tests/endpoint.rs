@@ -80,10 +80,12 @@ fn flow_equals_packet_with_endpoint_costs_on_contention_free_plans() {
                 }
                 // Exact (to rounding) when every step is one send and one receive per rank, or
                 // only one of the overheads is set. With several sends per step and both
-                // overheads, which of two messages reaching a receiver at the same picosecond
-                // pays its receive overhead first is a tie the packet engine breaks by event
-                // order and the flow backend by message index, and the wait cascades: measured
-                // within 10% (bucket 4x4: flow 8% slower at 64 KiB).
+                // overheads it is not: a timing plan keeps a step's messages sorted by (sender,
+                // receiver) (`Plan::push_step`), so the flow backend serialises a rank's sends
+                // in that order, not the schedule's; on bucket two senders then reach one
+                // receiver at the same position and its receive overheads queue, where the
+                // packet engine's schedule order spreads them: flow 8.2% slower at 64 KiB on
+                // 4x4 (35.74 vs 33.04 us). Bounded here at 10%.
                 let exact = *alg == "ring" || ep.send_overhead_ps == 0 || ep.recv_overhead_ps == 0;
                 if !exact {
                     let err = (fast.runtime_ps as f64 - p as f64).abs() / p as f64;
@@ -235,5 +237,6 @@ fn the_models_injection_ceiling_caps_a_ranks_ports_together() {
     assert!((on / off - 2.0).abs() < 1e-9, "{on} vs {off}");
     // Ring sends on one port: min(100, 200) Gb/s, unchanged.
     let d = deficiencies(&build("ring", Collective::Allreduce, &layout).unwrap(), &topo, 8 << 20, 2).unwrap();
-    assert_eq!(d.cost_seconds_endpoint(0.0, beta, 0.0, &cap), d.cost_seconds(0.0, beta, 0.0));
+    let (off, on) = (d.cost_seconds(0.0, beta, 0.0), d.cost_seconds_endpoint(0.0, beta, 0.0, &cap));
+    assert!((on / off - 1.0).abs() < 1e-12, "{on} vs {off}");
 }
