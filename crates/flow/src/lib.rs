@@ -55,12 +55,11 @@
 //!   no earlier than that stage's end plus its last packet's way through the network.
 //!   (Single-message steps never share it: the contention-free recurrence then uses the
 //!   ceiling as one more bottleneck of the path.)
-//! A rank's sends leave in plan order, which is sorted by receiver within a step (plans
-//! forget the schedule's send order), so with several sends per step and both overheads the
-//! flow backend can queue receive overheads that the packet engine spreads (bucket on 4x4 at
-//! 64 KiB: 8% slower; tests/endpoint.rs in `sim`). The recurrence also serialises a rank's
-//! receive overheads step by step: a message of a later step that arrives before one of an
-//! earlier step is charged after it (the packet engine charges in arrival order).
+//! A rank pays its send overheads in port order (plans forget the schedule's send order; see
+//! `send_order`), which on tori matches the schedules' port-ordered sends. The recurrence
+//! serialises a rank's receive overheads step by step: a message of a later step that arrives
+//! before one of an earlier step is charged after it (the packet engine charges in arrival
+//! order).
 
 use reducelab_sched::model::Router;
 use reducelab_sched::plan::{Plan, NO_PORT};
@@ -174,6 +173,9 @@ struct RoutedMsg {
     bottleneck: f64,
     /// Rendezvous: the RTS/CTS round trip before the data may start (ps; 0 if eager).
     rdv_ps: f64,
+    /// The schedule's port (`NO_PORT` if none): the order of a rank's sends with a send
+    /// overhead.
+    port: u16,
 }
 
 /// Interns the path in `path` into the arena: (start, length, latency, bottleneck, first
@@ -284,6 +286,7 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
                 delay_ps: delay,
                 bottleneck,
                 rdv_ps,
+                port: m.port,
             });
         }
         steps.push(RoutedStep { repeat: st.repeat, msgs, send_off: Vec::new(), send_idx: Vec::new(), recv_count: Vec::new() });
@@ -309,6 +312,13 @@ fn index(mut r: Routed, ranks: u32) -> Routed {
         for (i, m) in st.msgs.iter().enumerate() {
             send_idx[fill[m.from as usize] as usize] = i as u32;
             fill[m.from as usize] += 1;
+        }
+        if r.endpoint.send_overhead_ps > 0 {
+            // A rank's sends pay their overhead one after another: in port order (see
+            // `send_order`).
+            for i in 0..p {
+                send_idx[send_off[i] as usize..send_off[i + 1] as usize].sort_by_key(|&k| st.msgs[k as usize].port);
+            }
         }
         (st.send_off, st.send_idx, st.recv_count) = (send_off, send_idx, recv_count);
     }
@@ -400,6 +410,17 @@ fn recurrence(plan: &Plan, r: &Routed) -> FlowResult {
     FlowResult { runtime_ps: end.round() as u64, messages, events: 0, contention_free: true }
 }
 
+/// The order in which ranks pay their send overheads: by rank, then by port. A plan keeps a
+/// step's messages sorted by receiver and forgets the schedule's send order; on tori a rank's
+/// ports are used in the same order by every rank, so each receiver gets its messages at
+/// distinct positions of their senders' sequences, as the schedules' port-ordered sends do
+/// at packet level (sorting by receiver instead makes receive overheads queue).
+fn send_order(msgs: &[RoutedMsg]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..msgs.len()).collect();
+    order.sort_by_key(|&i| (msgs[i].from, msgs[i].port));
+    order
+}
+
 /// The contention-free recurrence with send and receive overheads: per step, a rank's sends
 /// leave one send overhead apart (its send timeline carries over steps), and each receiver
 /// takes its deliveries in arrival order, one receive overhead each.
@@ -414,10 +435,12 @@ fn recurrence_with_overheads(plan: &Plan, r: &Routed) -> FlowResult {
     let mut messages = 0u64;
     for st in &r.steps {
         let dur: Vec<f64> = st.msgs.iter().map(|m| m.wire / m.bottleneck + m.delay_ps + m.rdv_ps).collect();
+        let order = send_order(&st.msgs);
         for _ in 0..st.repeat {
             next.copy_from_slice(&start);
             arrivals.clear();
-            for (i, (m, &d)) in st.msgs.iter().zip(&dur).enumerate() {
+            for &i in &order {
+                let (m, d) = (&st.msgs[i], dur[i]);
                 let f = m.from as usize;
                 if m.path.1 == 0 {
                     // Local: no network, no endpoint costs.
