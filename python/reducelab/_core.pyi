@@ -112,8 +112,15 @@ class ModelResult(TypedDict):
     bandwidth_gbps: float
     switch_latency_ns: float
     """Charged per hop of each step's longest path."""
+    send_overhead_ns: float
+    recv_overhead_ns: float
+    rendezvous_threshold_bytes: int | None
+    injection_gbps: float | None
+    """Endpoint costs (a scenario's [endpoint] table)."""
     time_seconds: float
-    """steps*alpha + beta*sum(L_s*b_s) + hop*sum(hops_s)."""
+    """steps*alpha + beta*sum(L_s*b_s) + hop*sum(hops_s), plus the endpoint costs."""
+    endpoint_seconds: float
+    """The endpoint costs' share of time_seconds (0 without them)."""
     latency_seconds: float
     bandwidth_seconds: float
     per_step: list[ModelStep]
@@ -159,6 +166,10 @@ def model(
     bandwidth_gbps: float = 400.0,
     switch_latency_ns: float = 0.0,
     d: int | None = None,
+    send_overhead_ns: float = 0.0,
+    recv_overhead_ns: float = 0.0,
+    rendezvous_threshold_bytes: int | None = None,
+    injection_gbps: float | None = None,
 ) -> ModelResult:
     """Analytical model of an allreduce schedule on a topology (GIL released).
 

@@ -629,6 +629,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     model.add_argument("--per-step", action="store_true", help="also print the loads of every step")
     model.add_argument(
+        "--send-overhead-ns", type=_nonnegative_float, default=0.0, metavar="O",
+        help="endpoint: CPU time per message before it leaves, serialised per rank (default: 0)",
+    )
+    model.add_argument(
+        "--recv-overhead-ns", type=_nonnegative_float, default=0.0, metavar="O",
+        help="endpoint: CPU time per message after it arrived, serialised per rank (default: 0)",
+    )
+    model.add_argument(
+        "--rendezvous-threshold-bytes", type=_size, metavar="N",
+        help="endpoint: messages larger than N pay one header round trip first (default: none)",
+    )
+    model.add_argument(
+        "--injection-gbps", type=_positive_float, metavar="G",
+        help="endpoint: one rank's injection over all its ports, in Gb/s (default: no ceiling)",
+    )
+    model.add_argument(
         "--bandwidth-gbps", type=_positive_float, metavar="B",
         help="link bandwidth in Gb/s; beta = 8/B ns per byte (default: 400; canary-memory: b, default 100)",
     )
@@ -1163,6 +1179,13 @@ def _format_model(m: dict) -> str:
         f"{_format_seconds(m['bandwidth_seconds'])}; alpha {m['latency_ns']:g} ns, "
         f"{m['bandwidth_gbps']:g} Gb/s links{hop})",
     ]
+    if m.get("endpoint_seconds"):
+        parts = [f"send {m['send_overhead_ns']:g} ns and receive {m['recv_overhead_ns']:g} ns per message"]
+        if m["rendezvous_threshold_bytes"] is not None:
+            parts.append(f"rendezvous above {_format_bytes(m['rendezvous_threshold_bytes'])}")
+        if m["injection_gbps"] is not None:
+            parts.append(f"injection ceiling {m['injection_gbps']:g} Gb/s per rank")
+        lines.append(f"endpoint  {_format_seconds(m['endpoint_seconds'])} of it ({', '.join(parts)})")
     if t2 and t2["note"]:
         lines.append(f"note: {t2['note']}")
     return "\n".join(lines)
@@ -1269,6 +1292,10 @@ def _cmd_model(args: argparse.Namespace) -> int:
             bandwidth_gbps=400.0 if args.bandwidth_gbps is None else args.bandwidth_gbps,
             switch_latency_ns=args.switch_latency_ns,
             d=args.dimensions,
+            send_overhead_ns=args.send_overhead_ns,
+            recv_overhead_ns=args.recv_overhead_ns,
+            rendezvous_threshold_bytes=args.rendezvous_threshold_bytes,
+            injection_gbps=args.injection_gbps,
         )
     except ValueError as exc:
         _fail(str(exc))

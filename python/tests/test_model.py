@@ -52,3 +52,26 @@ def test_cli_bad_algorithm_and_size_exit_2() -> None:
     proc = cli("model", "--algorithm", "ring", "--topology", "torus:4x4", "--size", "3MB")
     assert proc.returncode == 2
     assert "unknown unit 'MB'" in proc.stderr
+
+
+def test_endpoint_costs_add_per_step_overheads_and_cli_flags_pass_them() -> None:
+    base = _core.model("bucket", "torus:8x8", 1 << 20)
+    m = _core.model("bucket", "torus:8x8", 1 << 20, send_overhead_ns=400.0, recv_overhead_ns=300.0)
+    # Bucket on a 2-D torus: every step, each rank sends 4 messages (serialised send
+    # overheads) and receives 4 (arriving 400 ns apart, so 300 ns receives never queue).
+    per_step = 4 * 400e-9 + 300e-9
+    assert abs(m["endpoint_seconds"] - m["steps"] * per_step) <= 1e-15
+    assert abs(m["time_seconds"] - base["time_seconds"] - m["steps"] * per_step) <= 1e-12
+    assert base["endpoint_seconds"] == 0.0 and base["send_overhead_ns"] == 0.0
+    # 4 ports x 100 Gb/s under a 200 Gb/s ceiling: the bandwidth term doubles.
+    slow = _core.model("bucket", "torus:8x8", 1 << 20, bandwidth_gbps=100.0)
+    capped = _core.model("bucket", "torus:8x8", 1 << 20, bandwidth_gbps=100.0, injection_gbps=200.0)
+    assert abs(capped["time_seconds"] - slow["latency_seconds"] - 2 * slow["bandwidth_seconds"]) <= 1e-12
+    proc = cli(
+        "model", "-a", "bucket", "-t", "torus:8x8", "--size", "1MiB", "--send-overhead-ns", "400",
+        "--recv-overhead-ns", "300", "--rendezvous-threshold-bytes", "64KiB", "--injection-gbps", "200",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "endpoint" in proc.stdout and "rendezvous above 64 KiB" in proc.stdout, proc.stdout
+    bad = cli("model", "-a", "bucket", "-t", "torus:8x8", "--injection-gbps", "0")
+    assert bad.returncode == 2 and "--injection-gbps" in bad.stderr, bad.stderr

@@ -38,6 +38,28 @@
 //! [`run_plan`] uses that recurrence for them (`O(ranks + messages)` per step, no events; the
 //! ring, Hamiltonian-ring and bucket allreduces on tori qualify) and the event-driven
 //! simulation otherwise; tests check that both give the same times.
+//!
+//! **Endpoint costs** ([`Endpoint`], the packet engine's `endpoint` module at flow level):
+//! - a message's first stage starts after its sender's send overhead; a rank's sends of a
+//!   step pay it one after another (one send timeline per rank);
+//! - a delivered message completes after the receiver's receive overhead, serialised per
+//!   receiving rank in the order of arrival;
+//! - a rendezvous message (more than the threshold) starts one header-packet round trip later:
+//!   the RTS on the message's own path and the CTS on the receiver's default path back, each
+//!   store-and-forward of one header packet (serialisation at each link's bandwidth plus the
+//!   hop latencies) on an *idle* network: unlike packet level, control packets do not queue
+//!   behind data;
+//! - an injection ceiling is one more processor-sharing resource per sending host: every
+//!   message's first stage also runs a stage of its wire bytes on its host's injection
+//!   resource, so a host's concurrent messages share the ceiling, and a message is delivered
+//!   no earlier than that stage's end plus its last packet's way through the network.
+//!   (Single-message steps never share it: the contention-free recurrence then uses the
+//!   ceiling as one more bottleneck of the path.)
+//! A rank pays its send overheads in port order (plans forget the schedule's send order; see
+//! `send_order`), which on tori matches the schedules' port-ordered sends. The recurrence
+//! serialises a rank's receive overheads step by step: a message of a later step that arrives
+//! before one of an earlier step is charged after it (the packet engine charges in arrival
+//! order).
 
 use reducelab_sched::model::Router;
 use reducelab_sched::plan::{Plan, NO_PORT};
@@ -58,6 +80,27 @@ pub struct FlowConfig {
     /// Largest packet on the wire (headers included).
     pub mtu_bytes: u32,
     pub header_bytes: u32,
+    /// Per-host endpoint costs (default: none).
+    pub endpoint: Endpoint,
+}
+
+/// Per-host endpoint costs at flow level (see the crate docs); the same four values as the
+/// packet engine's `EndpointConfig`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    pub send_overhead_ps: u64,
+    pub recv_overhead_ps: u64,
+    /// Messages larger than this start after an RTS/CTS round trip.
+    pub rendezvous_threshold_bytes: Option<u64>,
+    /// Injection ceiling of one host over all its ports (bits per second).
+    pub injection_bps: Option<u64>,
+}
+
+impl Endpoint {
+    pub const OFF: Endpoint = Endpoint { send_overhead_ps: 0, recv_overhead_ps: 0, rendezvous_threshold_bytes: None, injection_bps: None };
+    fn has_overheads(&self) -> bool {
+        self.send_overhead_ps > 0 || self.recv_overhead_ps > 0
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -93,8 +136,12 @@ struct Routed {
     /// Per arena entry: latency of that link plus the pipeline latency of the node it enters
     /// if that node forwards (ps).
     gap: Vec<f64>,
-    /// Bandwidth of every directed link, bytes/ps.
+    /// Bandwidth of every directed link, bytes/ps; with an injection ceiling, followed by one
+    /// injection resource per rank.
     bandwidth_bytes_per_ps: Vec<f64>,
+    /// Index of rank 0's injection resource in `bandwidth_bytes_per_ps` (`None`: no ceiling).
+    injection: Option<usize>,
+    endpoint: Endpoint,
     steps: Vec<RoutedStep>,
 }
 
@@ -124,6 +171,33 @@ struct RoutedMsg {
     delay_ps: f64,
     /// Smallest capacity on the path (bytes/ps); infinite for an empty path.
     bottleneck: f64,
+    /// Rendezvous: the RTS/CTS round trip before the data may start (ps; 0 if eager).
+    rdv_ps: f64,
+    /// The schedule's port (`NO_PORT` if none): the order of a rank's sends with a send
+    /// overhead.
+    port: u16,
+}
+
+/// Interns the path in `path` into the arena: (start, length, latency, bottleneck, first
+/// link's bandwidth in bits/s).
+fn intern(topo: &Topology, cfg: &FlowConfig, router: &Router, path: &[(reducelab_topo::NodeId, u16)], bandwidth_bytes_per_ps: &[f64], arena: &mut Vec<u32>, gap: &mut Vec<f64>) -> (u32, u32, f64, f64, u64) {
+    let start = arena.len() as u32;
+    let mut lat = 0.0;
+    let mut bottleneck = f64::INFINITY;
+    for &(node, port) in path {
+        let g = router.global_port(node, port);
+        arena.push(g as u32);
+        bottleneck = bottleneck.min(bandwidth_bytes_per_ps[g]);
+        let pp = topo.nodes[node.idx()].ports[port as usize];
+        let mut hop = topo.links[pp.link.idx()].latency_ps as f64;
+        if topo.nodes[pp.peer.idx()].forwards {
+            hop += cfg.switch_latency_ps as f64;
+        }
+        gap.push(hop);
+        lat += hop;
+    }
+    let first_bw = path.first().map_or(0, |&(n, p)| topo.links[topo.nodes[n.idx()].ports[p as usize].link.idx()].bandwidth_bps);
+    (start, path.len() as u32, lat, bottleneck, first_bw)
 }
 
 fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowConfig) -> Result<Routed, String> {
@@ -140,6 +214,12 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
         }
     }
     let payload = (cfg.mtu_bytes - cfg.header_bytes) as u64;
+    let ep = cfg.endpoint;
+    let injection = ep.injection_bps.map(|bps| {
+        let at = bandwidth_bytes_per_ps.len();
+        bandwidth_bytes_per_ps.extend(std::iter::repeat_n(bps as f64 / 8.0 / 1e12, plan.ranks as usize));
+        at
+    });
     let mut arena = Vec::new();
     let mut gap = Vec::new();
     let mut path = Vec::new();
@@ -153,33 +233,32 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
                 return Err(format!("message from rank {} to rank {}, but there are {} ranks", m.from, m.to, plan.ranks));
             }
             let port = if honour_ports && m.port != NO_PORT { Some(m.port) } else { None };
-            let key = (m.from, m.to, m.port);
-            let (start, len, lat, bottleneck, first_bw) = match interned.get(&key) {
-                Some(&v) => v,
-                None => {
-                    router.path(m.from, m.to, port, &mut path)?;
-                    let start = arena.len() as u32;
-                    let mut lat = 0.0;
-                    let mut bottleneck = f64::INFINITY;
-                    for &(node, port) in &path {
-                        let g = router.global_port(node, port);
-                        arena.push(g as u32);
-                        bottleneck = bottleneck.min(bandwidth_bytes_per_ps[g]);
-                        let pp = topo.nodes[node.idx()].ports[port as usize];
-                        let mut hop = topo.links[pp.link.idx()].latency_ps as f64;
-                        if topo.nodes[pp.peer.idx()].forwards {
-                            hop += cfg.switch_latency_ps as f64;
-                        }
-                        gap.push(hop);
-                        lat += hop;
+            let mut lookup = |from: u32, to: u32, port_key: u16, port: Option<u16>| -> Result<(u32, u32, f64, f64, u64), String> {
+                let key = (from, to, port_key);
+                Ok(match interned.get(&key) {
+                    Some(&v) => v,
+                    None => {
+                        router.path(from, to, port, &mut path)?;
+                        let v = intern(topo, cfg, &router, &path, &bandwidth_bytes_per_ps, &mut arena, &mut gap);
+                        interned.insert(key, v);
+                        v
                     }
-                    let first_bw = path.first().map_or(0, |&(n, p)| topo.links[topo.nodes[n.idx()].ports[p as usize].link.idx()].bandwidth_bps);
-                    let v = (start, path.len() as u32, lat, bottleneck, first_bw);
-                    interned.insert(key, v);
-                    v
-                }
+                })
             };
+            let (start, len, lat, mut bottleneck, first_bw) = lookup(m.from, m.to, m.port, port)?;
             let b = plan.bytes(m.blocks, bytes, elem_bytes);
+            // Rendezvous: one header packet store-and-forward along the message's path (RTS)
+            // and the default path back (CTS).
+            let mut rdv_ps = 0.0;
+            if ep.rendezvous_threshold_bytes.is_some_and(|t| b > t) && len > 0 {
+                let (back, back_len, ..) = lookup(m.to, m.from, NO_PORT, None)?;
+                for a in (start..start + len).chain(back..back + back_len) {
+                    rdv_ps += cfg.header_bytes as f64 / bandwidth_bytes_per_ps[arena[a as usize] as usize] + gap[a as usize];
+                }
+            }
+            if let (Some(at), true) = (injection, len > 0) {
+                bottleneck = bottleneck.min(bandwidth_bytes_per_ps[at + m.from as usize]);
+            }
             let pkts = b.div_ceil(payload).max(1);
             let wire = b + pkts * cfg.header_bytes as u64;
             let mut delay = lat;
@@ -206,11 +285,13 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
                 path: (start, len),
                 delay_ps: delay,
                 bottleneck,
+                rdv_ps,
+                port: m.port,
             });
         }
         steps.push(RoutedStep { repeat: st.repeat, msgs, send_off: Vec::new(), send_idx: Vec::new(), recv_count: Vec::new() });
     }
-    Ok(Routed { arena, gap, bandwidth_bytes_per_ps, steps })
+    Ok(Routed { arena, gap, bandwidth_bytes_per_ps, injection, endpoint: ep, steps })
 }
 
 /// Adds the per-rank message index the event-driven simulation needs.
@@ -232,6 +313,13 @@ fn index(mut r: Routed, ranks: u32) -> Routed {
             send_idx[fill[m.from as usize] as usize] = i as u32;
             fill[m.from as usize] += 1;
         }
+        if r.endpoint.send_overhead_ps > 0 {
+            // A rank's sends pay their overhead one after another: in port order (see
+            // `send_order`).
+            for i in 0..p {
+                send_idx[send_off[i] as usize..send_off[i + 1] as usize].sort_by_key(|&k| st.msgs[k as usize].port);
+            }
+        }
         (st.send_off, st.send_idx, st.recv_count) = (send_off, send_idx, recv_count);
     }
     r
@@ -244,7 +332,9 @@ fn contention_free(r: &Routed) -> bool {
     let mut stamp = vec![u32::MAX; r.bandwidth_bytes_per_ps.len()];
     for (j, st) in r.steps.iter().enumerate() {
         for m in &st.msgs {
-            for &l in &r.arena[m.path.0 as usize..(m.path.0 + m.path.1) as usize] {
+            // With an injection ceiling the sender's injection resource is one more link.
+            let inj = r.injection.filter(|_| m.path.1 > 0).map(|at| (at + m.from as usize) as u32);
+            for &l in r.arena[m.path.0 as usize..(m.path.0 + m.path.1) as usize].iter().chain(inj.as_ref()) {
                 let l = l as usize;
                 if owner[l] == u32::MAX {
                     owner[l] = m.from;
@@ -294,8 +384,12 @@ fn recurrence(plan: &Plan, r: &Routed) -> FlowResult {
     let mut start = vec![0.0f64; p];
     let mut next = vec![0.0f64; p];
     let mut messages = 0u64;
+    let ep = r.endpoint;
+    if ep.has_overheads() {
+        return recurrence_with_overheads(plan, r);
+    }
     for st in &r.steps {
-        let dur: Vec<f64> = st.msgs.iter().map(|m| m.wire / m.bottleneck + m.delay_ps).collect();
+        let dur: Vec<f64> = st.msgs.iter().map(|m| m.wire / m.bottleneck + m.delay_ps + m.rdv_ps).collect();
         for _ in 0..st.repeat {
             next.copy_from_slice(&start);
             for (m, &d) in st.msgs.iter().zip(&dur) {
@@ -307,6 +401,68 @@ fn recurrence(plan: &Plan, r: &Routed) -> FlowResult {
                 if next[to] < t {
                     next[to] = t;
                 }
+            }
+            std::mem::swap(&mut start, &mut next);
+        }
+        messages += st.repeat as u64 * st.msgs.len() as u64;
+    }
+    let end = start.iter().fold(0.0f64, |a, &b| a.max(b));
+    FlowResult { runtime_ps: end.round() as u64, messages, events: 0, contention_free: true }
+}
+
+/// The order in which ranks pay their send overheads: by rank, then by port. A plan keeps a
+/// step's messages sorted by receiver and forgets the schedule's send order; on tori a rank's
+/// ports are used in the same order by every rank, so each receiver gets its messages at
+/// distinct positions of their senders' sequences, as the schedules' port-ordered sends do
+/// at packet level (sorting by receiver instead makes receive overheads queue).
+fn send_order(msgs: &[RoutedMsg]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..msgs.len()).collect();
+    order.sort_by_key(|&i| (msgs[i].from, msgs[i].port));
+    order
+}
+
+/// The contention-free recurrence with send and receive overheads: per step, a rank's sends
+/// leave one send overhead apart (its send timeline carries over steps), and each receiver
+/// takes its deliveries in arrival order, one receive overhead each.
+fn recurrence_with_overheads(plan: &Plan, r: &Routed) -> FlowResult {
+    let p = plan.ranks as usize;
+    let (os, or) = (r.endpoint.send_overhead_ps as f64, r.endpoint.recv_overhead_ps as f64);
+    let mut start = vec![0.0f64; p];
+    let mut next = vec![0.0f64; p];
+    let mut send_free = vec![0.0f64; p];
+    let mut recv_free = vec![0.0f64; p];
+    let mut arrivals: Vec<(f64, usize)> = Vec::new();
+    let mut messages = 0u64;
+    for st in &r.steps {
+        let dur: Vec<f64> = st.msgs.iter().map(|m| m.wire / m.bottleneck + m.delay_ps + m.rdv_ps).collect();
+        let order = send_order(&st.msgs);
+        for _ in 0..st.repeat {
+            next.copy_from_slice(&start);
+            arrivals.clear();
+            for &i in &order {
+                let (m, d) = (&st.msgs[i], dur[i]);
+                let f = m.from as usize;
+                if m.path.1 == 0 {
+                    // Local: no network, no endpoint costs.
+                    arrivals.push((f64::NEG_INFINITY, i));
+                    next[f] = next[f].max(start[f]);
+                    continue;
+                }
+                let ready = start[f].max(send_free[f]) + os;
+                send_free[f] = ready;
+                arrivals.push((ready + d, i));
+            }
+            arrivals.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            for &(t, i) in &arrivals {
+                if t == f64::NEG_INFINITY {
+                    continue;
+                }
+                let m = &st.msgs[i];
+                let (f, to) = (m.from as usize, m.to as usize);
+                let done = t.max(recv_free[to]) + or;
+                recv_free[to] = done;
+                next[f] = next[f].max(done);
+                next[to] = next[to].max(done);
             }
             std::mem::swap(&mut start, &mut next);
         }
@@ -362,6 +518,11 @@ impl Activations {
         }
     }
 
+    /// An activation at an arbitrary time (not `now` plus a fixed delay).
+    fn push_any(&mut self, a: Activation) {
+        self.overflow.push(Reverse(a));
+    }
+
     /// Where the earliest activation is: `Some(fifo index)` or `None` for the overflow heap.
     fn earliest(&self) -> Option<(Activation, Option<usize>)> {
         let mut best: Option<(Activation, Option<usize>)> = self.overflow.peek().map(|Reverse(a)| (*a, None));
@@ -406,6 +567,8 @@ struct Inst {
     pending: u32,
     /// max over finished stages of (finish time + tail).
     acc: f64,
+    /// Its receive overhead has been charged (a second pass through `deliveries`).
+    received: bool,
 }
 
 struct PSim<'a> {
@@ -423,6 +586,9 @@ struct PSim<'a> {
     early: HashMap<(u32, u64), u32>,
     finished: usize,
     end_ps: f64,
+    /// Per rank: when its send / receive timeline is free (endpoint overheads).
+    send_free: Vec<f64>,
+    recv_free: Vec<f64>,
 }
 
 impl<'a> PSim<'a> {
@@ -474,12 +640,26 @@ impl<'a> PSim<'a> {
             for &mi in &st.send_idx[lo..hi] {
                 let m = &st.msgs[mi as usize];
                 let id = self.insts.len() as u32;
-                self.insts.push(Inst { j: c.j as u32, mi, g: c.g, pending: m.path.1, acc: now });
+                let inj = self.r.injection.is_some() as u32;
+                self.insts.push(Inst { j: c.j as u32, mi, g: c.g, pending: m.path.1 + inj, acc: now, received: false });
                 if m.path.1 == 0 {
+                    self.insts[id as usize].pending = 0;
+                    self.insts[id as usize].received = true;
                     self.deliveries.push(Reverse((T(now), id)));
                     continue;
                 }
-                self.activations.push(0.0, (T(now), id, 0, T(m.tail0)));
+                let os = self.r.endpoint.send_overhead_ps as f64;
+                let mut at = now;
+                if os > 0.0 {
+                    at = now.max(self.send_free[rank]) + os;
+                    self.send_free[rank] = at;
+                }
+                at += m.rdv_ps;
+                if at == now {
+                    self.activations.push(0.0, (T(now), id, 0, T(m.tail0)));
+                } else {
+                    self.activations.push_any((T(at), id, 0, T(m.tail0)));
+                }
             }
             let mut wait = (hi - lo) as u32 + st.recv_count[rank];
             if st.recv_count[rank] > 0 {
@@ -518,6 +698,17 @@ impl<'a> PSim<'a> {
         ln.active += 1;
         ln.heap.push(Reverse((T(ln.v + wire), id, T(tail))));
         self.queue(l);
+        if let (0, Some(at)) = (k, self.r.injection) {
+            // The sender's injection resource carries the wire bytes too; after it the last
+            // packet still crosses the first link and the rest of the path.
+            let inj = at + m.from as usize;
+            let tail_inj = tail + last / self.r.bandwidth_bytes_per_ps[l];
+            self.touch(inj, now);
+            let ln = &mut self.links[inj];
+            ln.active += 1;
+            ln.heap.push(Reverse((T(ln.v + wire), id, T(tail_inj))));
+            self.queue(inj);
+        }
         if let Some((d, tail2)) = next {
             self.activations.push(d, (T(now + d), id, k + 1, T(tail2)));
         }
@@ -576,6 +767,8 @@ fn simulate(plan: &Plan, r: &Routed) -> Result<FlowResult, String> {
         early: HashMap::new(),
         finished: 0,
         end_ps: 0.0,
+        send_free: vec![0.0; p],
+        recv_free: vec![0.0; p],
     };
     for rank in 0..p {
         sim.enter(rank, 0.0);
@@ -592,6 +785,16 @@ fn simulate(plan: &Plan, r: &Routed) -> Result<FlowResult, String> {
         events += 1;
         if td == Some(now) {
             let Reverse((_, id)) = sim.deliveries.pop().expect("peeked");
+            let or = r.endpoint.recv_overhead_ps as f64;
+            if or > 0.0 && !sim.insts[id as usize].received {
+                // The last packet is in: the receiver's CPU takes the message in turn.
+                sim.insts[id as usize].received = true;
+                let to = sim.msg(id).to as usize;
+                let t = now.max(sim.recv_free[to]) + or;
+                sim.recv_free[to] = t;
+                sim.deliveries.push(Reverse((T(t), id)));
+                continue;
+            }
             let (g, m) = (sim.insts[id as usize].g, sim.msg(id));
             let (from, to) = (m.from as usize, m.to as usize);
             sim.complete(from, now);

@@ -7,7 +7,7 @@ use reducelab_sched::Collective;
 use reducelab_topo::{torus, LinkParams};
 
 const L: LinkParams = LinkParams { bandwidth_bps: 400_000_000_000, latency_ps: 100_000 };
-const CFG: FlowConfig = FlowConfig { switch_latency_ps: 300_000, mtu_bytes: 4096, header_bytes: 64 };
+const CFG: FlowConfig = FlowConfig { switch_latency_ps: 300_000, mtu_bytes: 4096, header_bytes: 64, endpoint: reducelab_flow::Endpoint::OFF };
 
 #[test]
 fn recurrence_equals_fluid_simulation_on_contention_free_plans() {

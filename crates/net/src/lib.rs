@@ -32,6 +32,7 @@
 
 mod config;
 mod credits;
+mod endpoint;
 mod faults;
 mod ids;
 mod network;
@@ -45,6 +46,7 @@ mod routing;
 mod wires;
 
 pub use config::{AdaptiveThreshold, Arbitration, FlowControl, InputBuffered, NetConfig, NoiseMode, RouterKind, RoutingAlgo};
+pub use endpoint::EndpointConfig;
 pub use faults::Fault;
 pub use network::{Foreground, Message, MsgId, Network, NetworkStats, RunEnd, RunLimits, WorkDone, Workload};
 pub use ports::PortStats;

@@ -1,5 +1,6 @@
 use crate::config::{Arbitration, FlowControl, NetConfig, RouterKind};
 use crate::credits::Credits;
+use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::faults::{Fault, Faults};
 use crate::ids::{PktId, PortId};
 use crate::packet::{fingerprint, Body, Packet, PacketPool};
@@ -146,6 +147,10 @@ pub(crate) enum Event {
     /// bit plus the receiving node's pipeline latency).
     Arrive { port: PortId },
     MsgStart { msg: u32 },
+    /// The send overhead of a message is over: it may inject (or send its RTS).
+    MsgReady { msg: u32 },
+    /// The receive overhead of a message is over: its delivery completes.
+    Deliver { msg: u32 },
     Timer { token: u64 },
     Fault { idx: u32 },
     /// A protocol packet reaches the program of the switch it is in (it had to wait for the
@@ -213,6 +218,7 @@ pub struct Network {
     pub(crate) router: Router,
     pub(crate) faults: Faults,
     pub(crate) protocol: Protocol,
+    pub(crate) ep: Endpoint,
     // Traffic.
     pub(crate) pool: PacketPool,
     pub(crate) messages: Vec<Message>,
@@ -286,6 +292,7 @@ impl Network {
             inject: (0..np).map(|_| VecDeque::new()).collect(),
             faults,
             protocol: Protocol::new(np, topo.nodes.len()),
+            ep: Endpoint::new(EndpointConfig::default(), topo.hosts.len(), np),
             pool: PacketPool::new(),
             messages: Vec::new(),
             undelivered: 0,
@@ -448,6 +455,8 @@ impl Network {
                 }
                 Event::NoiseRelease { port } => self.kick(port),
                 Event::MsgStart { msg } => self.start_message(msg),
+                Event::MsgReady { msg } => self.message_ready(msg),
+                Event::Deliver { msg } => self.endpoint_deliver(msg),
                 Event::Timer { token } => w.on_timer(self, token),
                 Event::Fault { idx } => self.apply_fault(idx),
                 Event::Xbar { node } => self.ib_allocate(node),
@@ -694,6 +703,10 @@ impl Network {
         if for_this_host {
             self.drop_packet(pkt); // consumed by the host: credit goes back at once
             self.stats.delivered_packets += 1;
+            if let Body::Ctrl { msg, cts } = p.body {
+                self.ctrl_arrived(msg, cts);
+                return Arrival::Nothing;
+            }
             match self.pool_released_delivery(&p) {
                 Some(m) => Arrival::Delivered(m),
                 None => Arrival::Nothing,
@@ -721,7 +734,6 @@ impl Network {
     }
 
     fn pool_released_delivery(&mut self, p: &Packet) -> Option<u32> {
-        let now = self.queue.now();
         let Body::Msg { msg } = p.body else { unreachable!("a protocol packet delivered as a message") };
         let m = &mut self.messages[msg as usize];
         m.recv_packets += 1;
@@ -730,23 +742,27 @@ impl Network {
         if !m.background {
             self.fg.payload_bytes += p.payload_bytes as u64;
         }
-        if m.recv_packets == m.total_packets {
-            m.end = now;
-            self.undelivered -= 1;
-            self.fg.delivered += !m.background as u64;
+        if m.recv_packets == m.total_packets && self.endpoint_received(msg) {
+            self.complete_delivery(msg);
             Some(msg)
         } else {
             None
         }
     }
 
+    /// Message `msg` is delivered now (its receive overhead, if any, is over).
+    pub(crate) fn complete_delivery(&mut self, msg: u32) {
+        let m = &mut self.messages[msg as usize];
+        m.end = self.queue.now();
+        self.undelivered -= 1;
+        self.fg.delivered += !m.background as u64;
+    }
+
     fn start_message(&mut self, msg: u32) {
-        let (src, dst, port) = {
+        let (src, dst) = {
             let m = &self.messages[msg as usize];
-            (m.src, m.dst, m.port)
+            (m.src, m.dst)
         };
-        let node = self.host_node[src as usize];
-        let nports = self.pt.count(node);
         let fg = !self.messages[msg as usize].background;
         self.fg.started += fg as u64;
         if src == dst {
@@ -766,6 +782,18 @@ impl Network {
             self.notes.push(Note::Delivered(msg));
             return;
         }
+        self.endpoint_start(msg);
+    }
+
+    /// Message `msg` (not local) may inject now: picks its NIC port and queues it there (or,
+    /// by rendezvous, its RTS).
+    pub(crate) fn message_ready(&mut self, msg: u32) {
+        let (src, dst, port) = {
+            let m = &self.messages[msg as usize];
+            (m.src, m.dst, m.port)
+        };
+        let node = self.host_node[src as usize];
+        let nports = self.pt.count(node);
         let lp = if port != u16::MAX && port < nports {
             port
         } else if nports == 1 {
@@ -781,6 +809,9 @@ impl Network {
         };
         self.messages[msg as usize].port = lp;
         let g = self.pt.of(node, lp);
+        if self.ep.rdv && self.ep.cfg.rendezvous(self.messages[msg as usize].bytes) {
+            return self.send_rts(g, msg);
+        }
         self.inject[g.idx()].push_back(msg);
         self.kick(g);
     }

@@ -11,6 +11,8 @@ pub(crate) enum Body {
     Msg { msg: u32 },
     /// A protocol packet (in-network aggregation): the workload's handle.
     App(u32),
+    /// A rendezvous control packet of message `msg` (header only): RTS, or CTS if `cts`.
+    Ctrl { msg: u32, cts: bool },
 }
 
 /// A packet in flight. Kept small and `Copy`; the pool recycles slots so the steady state
@@ -53,7 +55,7 @@ impl Packet {
     pub fn app(&self) -> Option<u32> {
         match self.body {
             Body::App(a) => Some(a),
-            Body::Msg { .. } => None,
+            Body::Msg { .. } | Body::Ctrl { .. } => None,
         }
     }
 

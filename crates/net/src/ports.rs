@@ -217,6 +217,7 @@ impl Network {
         self.ports[g].q_packets > 0
             || !self.inject[g].is_empty()
             || !self.protocol.app_q[g].is_empty()
+            || (self.ep.rdv && !self.ep.ctrl_q[g].is_empty())
             || self.noise.released(port, self.queue.now().0).is_some()
     }
 
@@ -237,7 +238,12 @@ impl Network {
         self.ports[g].credit_blocked = false;
         self.credits.absorb(port, now);
         let nvc = self.nvc;
-        let slots = nvc + 2; // VC queues, local message injection, local protocol injection
+        // VC queues, local message injection, local protocol injection (and, with rendezvous,
+        // local control packets).
+        let slots = nvc + 2 + self.ep.rdv as usize;
+        // The host's DMA engine (injection ceiling) may hold back every local injection.
+        let dma_busy = if self.ep.dma { self.dma_busy(port, now) } else { None };
+        let mut dma_wait = None;
         let rr = self.ports[g].rr as usize;
         // Age-based arbitration (as in Cray Aries/Slingshot routers): among the queue heads
         // that have credits, the packet waiting longest in the network goes first; the host's
@@ -247,6 +253,17 @@ impl Network {
         let mut best: Option<(u64, usize)> = None;
         for k in 0..slots {
             let idx = (rr + k) % slots;
+            if idx >= nvc && dma_busy.is_some() {
+                let waiting = match idx - nvc {
+                    0 => !self.inject[g].is_empty(),
+                    1 => !self.protocol.app_q[g].is_empty(),
+                    _ => !self.ep.ctrl_q[g].is_empty(),
+                };
+                if waiting {
+                    dma_wait = dma_busy;
+                }
+                continue;
+            }
             let age = if idx < nvc {
                 let Some(head) = self.queues.head(port, idx) else { continue };
                 let p = self.pool.get(head);
@@ -268,6 +285,13 @@ impl Network {
                     continue;
                 }
                 self.ports[g].inject_since.max(a.since)
+            } else if idx == nvc + 2 {
+                let Some(c) = self.ep.ctrl_q[g].front() else { continue };
+                let vc = self.injection_vc(port);
+                if !self.credits.covers(port, vc as usize, self.cfg.header_bytes) {
+                    continue;
+                }
+                self.ports[g].inject_since.max(c.since)
             } else {
                 continue;
             };
@@ -277,9 +301,15 @@ impl Network {
         }
         // A packet set aside by per-packet noise, once its delay has passed, competes by its
         // age like the others (outside the round-robin: ties go to the others).
+        // It is a local injection: with an injection ceiling it waits for and pays the DMA engine.
         if let Some(pkt) = self.noise.released(port, now) {
-            let p = self.pool.get(pkt);
-            if self.credits.covers(port, p.vc as usize, p.wire_bytes) && best.is_none_or(|(a, _)| p.born_ps < a) {
+            let p = *self.pool.get(pkt);
+            if dma_busy.is_some() {
+                dma_wait = dma_busy;
+            } else if self.credits.covers(port, p.vc as usize, p.wire_bytes) && best.is_none_or(|(a, _)| p.born_ps < a) {
+                if self.ep.dma {
+                    self.dma_take(port, p.wire_bytes, now);
+                }
                 let pkt = self.take_released(port);
                 self.transmit(port, pkt);
                 return false;
@@ -295,8 +325,9 @@ impl Network {
                 }
                 return false;
             }
-            // Host injection (messages or protocol packets); OS noise may delay it.
-            if self.cfg.noise_probability > 0.0 && self.noise.on(port) {
+            // Host injection (messages or protocol packets); OS noise may delay it. The NIC's
+            // rendezvous control packets (slot nvc + 2) are not the host's and never pay it.
+            if self.cfg.noise_probability > 0.0 && idx <= nvc + 1 && self.noise.on(port) {
                 match self.cfg.noise_mode {
                     NoiseMode::PortStall if !self.ports[g].noise_paid => {
                         self.ports[g].noise_paid = true;
@@ -333,21 +364,37 @@ impl Network {
             self.ports[g].noise_paid = false;
             self.ports[g].rr = ((idx + 1) % slots) as u8;
             if idx == nvc + 1 {
+                if self.ep.dma {
+                    let size = self.protocol.app_q[g].front().expect("candidate").pkt.wire_bytes;
+                    self.dma_take(port, size, now);
+                }
                 let pkt = self.take_app_packet(port);
                 self.transmit(port, pkt);
+                return false;
+            }
+            if idx == nvc + 2 {
+                if self.ep.dma {
+                    self.dma_take(port, self.cfg.header_bytes, now);
+                }
+                self.inject_ctrl(port);
                 return false;
             }
             let msg = *self.inject[g].front().expect("candidate");
             let vc = self.injection_vc(port);
             let size = self.next_packet_size(msg);
+            if self.ep.dma {
+                self.dma_take(port, size, now);
+            }
             let pkt = self.make_packet(port, msg, vc, size);
             self.ports[g].inject_since = now + SimDuration::serialization(size as u64, self.pt.bps(port)).0;
             self.transmit(port, pkt);
             return false;
         }
         // Work is waiting but no credits: sleep until the next credit return.
+        // Or until the host's DMA engine is free, if a local injection waits for it.
         if self.has_work(port) {
-            match self.credits.next_return(port) {
+            let credit = self.credits.next_return(port);
+            match dma_wait.map_or(credit, |d| Some(credit.map_or(d, |c| c.min(d)))) {
                 Some(t) => {
                     self.ports[g].wake_pending = true;
                     self.queue.push(SimTime(t), Event::Wake { port });

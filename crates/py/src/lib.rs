@@ -323,11 +323,14 @@ fn schedule_check(py: Python<'_>, text: &str) -> PyResult<(String, u32, u32, usi
 ///
 /// `topology` is a spec such as `torus:64x64`, `hyperx:64x64` or `hammingmesh:2x2,32x32`;
 /// `size_bytes` the vector size; `latency_ns` (α, the latency of every step), `bandwidth_gbps` (link bandwidth,
-/// β = 8 / bandwidth) and `switch_latency_ns` (per hop of a step's longest path) the α-β parameters; `d` overrides the `D` of the ideal `n/D` term. Returns a
+/// β = 8 / bandwidth) and `switch_latency_ns` (per hop of a step's longest path) the α-β parameters; `d` overrides the `D` of the ideal `n/D` term.
+/// `send_overhead_ns`, `recv_overhead_ns`, `rendezvous_threshold_bytes` and `injection_gbps` are
+/// the endpoint costs of a scenario's `[endpoint]` table (`time_seconds` includes them,
+/// `endpoint_seconds` is their share; a family is resolved without them). Returns a
 /// dict (see `_core.pyi`). Raises `ValueError` naming the problem for a bad algorithm,
 /// topology or parameter.
 #[pyfunction]
-#[pyo3(signature = (algorithm, topology, size_bytes=512 * 1024 * 1024, latency_ns=1000.0, bandwidth_gbps=400.0, switch_latency_ns=0.0, d=None))]
+#[pyo3(signature = (algorithm, topology, size_bytes=512 * 1024 * 1024, latency_ns=1000.0, bandwidth_gbps=400.0, switch_latency_ns=0.0, d=None, send_overhead_ns=0.0, recv_overhead_ns=0.0, rendezvous_threshold_bytes=None, injection_gbps=None))]
 #[allow(clippy::too_many_arguments)]
 fn model<'py>(
     py: Python<'py>,
@@ -338,8 +341,12 @@ fn model<'py>(
     bandwidth_gbps: f64,
     switch_latency_ns: f64,
     d: Option<u32>,
+    send_overhead_ns: f64,
+    recv_overhead_ns: f64,
+    rendezvous_threshold_bytes: Option<u64>,
+    injection_gbps: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    for (name, v) in [("latency_ns", latency_ns), ("switch_latency_ns", switch_latency_ns)] {
+    for (name, v) in [("latency_ns", latency_ns), ("switch_latency_ns", switch_latency_ns), ("send_overhead_ns", send_overhead_ns), ("recv_overhead_ns", recv_overhead_ns)] {
         if !v.is_finite() || v < 0.0 {
             return Err(PyValueError::new_err(format!("{name} must be a finite number >= 0, got {v}")));
         }
@@ -347,6 +354,17 @@ fn model<'py>(
     if !bandwidth_gbps.is_finite() || bandwidth_gbps <= 0.0 {
         return Err(PyValueError::new_err(format!("bandwidth_gbps must be a finite number > 0, got {bandwidth_gbps}")));
     }
+    if let Some(g) = injection_gbps {
+        if !g.is_finite() || g <= 0.0 {
+            return Err(PyValueError::new_err(format!("injection_gbps must be a finite number > 0, got {g}")));
+        }
+    }
+    let ep = reducelab_sched::model::EndpointCosts {
+        send_overhead_s: send_overhead_ns * 1e-9,
+        recv_overhead_s: recv_overhead_ns * 1e-9,
+        rendezvous_threshold_bytes,
+        injection_bps: injection_gbps.map(|g| g * 1e9),
+    };
     let report = py
         .allow_threads(|| {
             let costs = reducelab_sched::registry::Costs { alpha_s: latency_ns * 1e-9, beta_s_per_byte: 8.0 / (bandwidth_gbps * 1e9), per_hop_s: switch_latency_ns * 1e-9 };
@@ -370,7 +388,13 @@ fn model<'py>(
     out.set_item("latency_ns", latency_ns)?;
     out.set_item("bandwidth_gbps", bandwidth_gbps)?;
     out.set_item("switch_latency_ns", switch_latency_ns)?;
-    out.set_item("time_seconds", m.cost_seconds(alpha, beta, hop))?;
+    out.set_item("send_overhead_ns", send_overhead_ns)?;
+    out.set_item("recv_overhead_ns", recv_overhead_ns)?;
+    out.set_item("rendezvous_threshold_bytes", rendezvous_threshold_bytes)?;
+    out.set_item("injection_gbps", injection_gbps)?;
+    let time = m.cost_seconds_endpoint(alpha, beta, hop, &ep);
+    out.set_item("time_seconds", time)?;
+    out.set_item("endpoint_seconds", time - m.cost_seconds(alpha, beta, hop))?;
     out.set_item("latency_seconds", m.cost_seconds(alpha, 0.0, hop))?;
     out.set_item("bandwidth_seconds", m.cost_seconds(0.0, beta, 0.0))?;
     let steps = PyList::empty_bound(py);

@@ -53,6 +53,20 @@
 //! `T(n) = steps·α + β·Σ_s L_s·b_s [+ h·Σ_s hops_s]`, where `hops_s` is the longest path of
 //! step `s` and `h` an optional per-hop latency. Without the hop term this is Eq. 1 with the
 //! measured deficiencies. [`table2`] gives the paper's closed forms for comparison.
+//!
+//! # Endpoint costs ([`Deficiencies::cost_seconds_endpoint`])
+//!
+//! The packet engine's and flow backend's endpoint costs (LogGP-style), per step `s`:
+//! - overheads: a rank's `k_s` sends leave one send overhead `o_s` apart and each receive
+//!   costs `o_r` at its receiver, so the step takes `max(k_s·o_s + o_r, o_s + m_s·o_r)` more
+//!   (`k_s`, `m_s`: the most messages any rank sends / receives in the step; the second term
+//!   is a receiver whose receives queue because `o_r > o_s`);
+//! - rendezvous: a step whose largest message exceeds the threshold first pays one header
+//!   round trip, `2·(α + h·hops_s)`;
+//! - injection ceiling: the bandwidth term of the step is at least the bytes a rank sends in
+//!   the step (over all its ports) at the ceiling, i.e. the step's rate per rank is
+//!   `min(ports × link, injection)`: `max(β·L_s·b_s, R_s·8/injection)`.
+//! With no endpoint costs this is [`Deficiencies::cost_seconds`].
 
 use crate::algos::Layout;
 use crate::ir::Schedule;
@@ -77,6 +91,23 @@ pub struct StepLoad {
     pub messages: u64,
     /// Bytes sent by all ranks.
     pub bytes: u64,
+    /// Most messages any rank sends / receives in the step (`k_s`, `m_s`).
+    pub max_sends: u32,
+    pub max_recvs: u32,
+    /// Most bytes any rank sends in the step over all its ports (`R_s`).
+    pub max_rank_bytes: u64,
+    /// Largest message of the step.
+    pub max_msg_bytes: u64,
+}
+
+/// Endpoint costs for [`Deficiencies::cost_seconds_endpoint`] (the scenario's `[endpoint]`
+/// table in seconds and bits per second). Default: none.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct EndpointCosts {
+    pub send_overhead_s: f64,
+    pub recv_overhead_s: f64,
+    pub rendezvous_threshold_bytes: Option<u64>,
+    pub injection_bps: Option<f64>,
 }
 
 /// Deficiencies of a schedule on a topology for one vector size.
@@ -116,6 +147,30 @@ impl Deficiencies {
     /// `per_hop` in seconds and `β` in seconds per byte (`8 / link bits-per-second`).
     pub fn cost_seconds(&self, alpha: f64, beta: f64, per_hop: f64) -> f64 {
         self.steps as f64 * alpha + beta * self.bandwidth_bytes() + per_hop * self.hops() as f64
+    }
+
+    /// [`Deficiencies::cost_seconds`] with endpoint costs (see the module docs); equal to it
+    /// when `ep` is the default.
+    pub fn cost_seconds_endpoint(&self, alpha: f64, beta: f64, per_hop: f64, ep: &EndpointCosts) -> f64 {
+        if *ep == EndpointCosts::default() {
+            return self.cost_seconds(alpha, beta, per_hop);
+        }
+        let mut t = self.steps as f64 * alpha + per_hop * self.hops() as f64;
+        for s in &self.per_step {
+            let mut bw = beta * s.max_link_bytes as f64;
+            if let Some(inj) = ep.injection_bps {
+                bw = bw.max(s.max_rank_bytes as f64 * 8.0 / inj);
+            }
+            t += bw;
+            if s.messages > 0 {
+                let (k, m) = (s.max_sends as f64, s.max_recvs as f64);
+                t += (k * ep.send_overhead_s + ep.recv_overhead_s).max(ep.send_overhead_s + m * ep.recv_overhead_s);
+            }
+            if ep.rendezvous_threshold_bytes.is_some_and(|thr| s.max_msg_bytes > thr) {
+                t += 2.0 * (alpha + per_hop * s.max_hops as f64);
+            }
+        }
+        t
     }
 }
 
@@ -269,11 +324,16 @@ pub fn deficiencies_of_plan(plan: &Plan, topo: &Topology, size_bytes: u64, d: u3
     let mut link = vec![0u64; nports];
     let mut sent = vec![0u64; nports];
     let mut touched: Vec<usize> = Vec::new();
+    // Per rank in the step: messages sent, received, bytes sent.
+    let mut sends = vec![0u32; p as usize];
+    let mut recvs = vec![0u32; p as usize];
+    let mut rank_bytes = vec![0u64; p as usize];
+    let mut ranks_touched: Vec<usize> = Vec::new();
     let mut path = Vec::new();
     let steps = plan.num_steps() as usize;
     let mut per_step = Vec::with_capacity(steps);
     for (s, st) in plan.steps.iter().enumerate() {
-        let mut load = StepLoad { max_port_bytes: 0, max_link_bytes: 0, congestion: 0.0, max_hops: 0, messages: 0, bytes: 0 };
+        let mut load = StepLoad { max_port_bytes: 0, max_link_bytes: 0, congestion: 0.0, max_hops: 0, messages: 0, bytes: 0, max_sends: 0, max_recvs: 0, max_rank_bytes: 0, max_msg_bytes: 0 };
         for m in &st.msgs {
             let bytes = plan.bytes(m.blocks, n, ELEM_BYTES);
             if bytes == 0 {
@@ -287,6 +347,15 @@ pub fn deficiencies_of_plan(plan: &Plan, topo: &Topology, size_bytes: u64, d: u3
             let Some(&(n0, p0)) = path.first() else { continue };
             load.messages += 1;
             load.bytes += bytes;
+            load.max_msg_bytes = load.max_msg_bytes.max(bytes);
+            for r in [m.from as usize, m.to as usize] {
+                if sends[r] == 0 && recvs[r] == 0 {
+                    ranks_touched.push(r);
+                }
+            }
+            sends[m.from as usize] += 1;
+            recvs[m.to as usize] += 1;
+            rank_bytes[m.from as usize] += bytes;
             load.max_hops = load.max_hops.max(path.len() as u32);
             let g0 = router.global_port(n0, p0);
             if sent[g0] == 0 && link[g0] == 0 {
@@ -308,6 +377,13 @@ pub fn deficiencies_of_plan(plan: &Plan, topo: &Topology, size_bytes: u64, d: u3
             link[g] = 0;
         }
         touched.clear();
+        for &r in &ranks_touched {
+            load.max_sends = load.max_sends.max(sends[r]);
+            load.max_recvs = load.max_recvs.max(recvs[r]);
+            load.max_rank_bytes = load.max_rank_bytes.max(rank_bytes[r]);
+            (sends[r], recvs[r], rank_bytes[r]) = (0, 0, 0);
+        }
+        ranks_touched.clear();
         if load.max_port_bytes > 0 {
             load.congestion = load.max_link_bytes as f64 / load.max_port_bytes as f64;
         }

@@ -104,6 +104,7 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, Scena
     for &(link, p) in &sc.link_loss {
         net.set_link_loss(link, p);
     }
+    net.set_endpoint(sc.endpoint).map_err(|reason| ScenarioError { field: "endpoint".into(), reason })?;
     let mut w = workload::ScenarioWorkload::new(sc.traffic.clone(), rng.fork(0x7AFF1C), &sc.topology, sc.seed, &sc.ina);
     let mut progress = |f: f64| opts.progress.is_none_or(|p| p(f));
     let until = if opts.probe { Some(reducelab_des::SimTime(1)) } else { sc.time_limit };
@@ -145,7 +146,7 @@ fn run_flow(sc: &Scenario, probe: bool) -> Result<RunOutput, ScenarioError> {
     let r = match probe {
         true => None,
         false => Some(
-            reducelab_flow::run_plan(&sc.topology, plan, *bytes, collective_run::ELEM_BYTES, &scenario::flow_config(&sc.net))
+            reducelab_flow::run_plan(&sc.topology, plan, *bytes, collective_run::ELEM_BYTES, &scenario::flow_config(&sc.net, &sc.endpoint))
                 .map_err(|reason| ScenarioError { field: "run.backend".into(), reason: format!("the flow backend failed: {reason}") })?,
         ),
     };

@@ -34,6 +34,36 @@ pub struct ScenarioFile {
     /// Switch resources for in-network aggregation (`ina_allreduce` traffic).
     #[serde(default)]
     pub ina: InaSection,
+    /// Per-host endpoint costs (default: none).
+    #[serde(default)]
+    pub endpoint: EndpointSpec,
+}
+
+/// `[endpoint]`: per-message host overheads, rendezvous and the injection ceiling
+/// (docs/scenario-format.md). Every key defaults to off.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointSpec {
+    #[serde(default)]
+    pub send_overhead_ns: f64,
+    #[serde(default)]
+    pub recv_overhead_ns: f64,
+    pub rendezvous_threshold_bytes: Option<u64>,
+    pub injection_gbps: Option<f64>,
+}
+
+impl EndpointSpec {
+    fn resolve(&self) -> Result<reducelab_net::EndpointConfig, ScenarioError> {
+        Ok(reducelab_net::EndpointConfig {
+            send_overhead_ps: ns_to_ps("endpoint.send_overhead_ns", self.send_overhead_ns)?,
+            recv_overhead_ps: ns_to_ps("endpoint.recv_overhead_ns", self.recv_overhead_ns)?,
+            rendezvous_threshold_bytes: self.rendezvous_threshold_bytes,
+            injection_bps: match self.injection_gbps {
+                Some(g) => Some(gbps_to_bps("endpoint.injection_gbps", g)?),
+                None => None,
+            },
+        })
+    }
 }
 
 /// `[ina]`: programmable-switch resources and Canary switch timers (docs/scenario-format.md).
@@ -540,6 +570,8 @@ pub struct Scenario {
     pub watchdog: Option<SimDuration>,
     /// Switch resources for in-network aggregation.
     pub ina: crate::ina_run::InaSwitchSpec,
+    /// Per-host endpoint costs (`[endpoint]`).
+    pub endpoint: reducelab_net::EndpointConfig,
 }
 
 /// A validated traffic generator.
@@ -1065,6 +1097,7 @@ impl ScenarioFile {
         if let Err(reason) = reducelab_net::VcPolicy::choose(&topology, net.routing, net.flow_control) {
             return e("network.routing", reason);
         }
+        let endpoint = self.endpoint.resolve()?;
         let mut traffic = Vec::new();
         let seed = seed_override.unwrap_or(self.seed);
         // The static trees' switch state is laid out per (tenant, tree) for one tree count.
@@ -1225,6 +1258,7 @@ impl ScenarioFile {
             time_limit,
             watchdog,
             ina,
+            endpoint,
         })
     }
 }
@@ -1245,17 +1279,23 @@ fn layout_name(topology: &Topology, layout: &reducelab_sched::algos::Layout) -> 
     }
 }
 
-/// The flow backend's timing parameters for a network.
-pub fn flow_config(net: &NetConfig) -> reducelab_flow::FlowConfig {
-    reducelab_flow::FlowConfig { switch_latency_ps: net.switch_latency_ps, mtu_bytes: net.mtu_bytes, header_bytes: net.header_bytes }
+/// The flow backend's timing parameters for a network and its hosts' endpoint costs.
+pub fn flow_config(net: &NetConfig, ep: &reducelab_net::EndpointConfig) -> reducelab_flow::FlowConfig {
+    let endpoint = reducelab_flow::Endpoint {
+        send_overhead_ps: ep.send_overhead_ps,
+        recv_overhead_ps: ep.recv_overhead_ps,
+        rendezvous_threshold_bytes: ep.rendezvous_threshold_bytes,
+        injection_bps: ep.injection_bps,
+    };
+    reducelab_flow::FlowConfig { switch_latency_ps: net.switch_latency_ps, mtu_bytes: net.mtu_bytes, header_bytes: net.header_bytes, endpoint }
 }
 
 /// Why `auto` runs `plan` at flow level at every size, if it does: the plan is
 /// contention-free (one flow per link at a time, where the flow backend's recurrence equals
 /// packet level exactly), or a packet-level data check would need more than
 /// [`PACKET_MAX_FINGERPRINTS`] (rank, block) fingerprints.
-pub fn flow_at_every_size(topology: &Topology, plan: &reducelab_sched::Plan, net: &NetConfig) -> Result<Option<String>, String> {
-    if reducelab_flow::is_contention_free(topology, plan, &flow_config(net))? {
+pub fn flow_at_every_size(topology: &Topology, plan: &reducelab_sched::Plan, net: &NetConfig, ep: &reducelab_net::EndpointConfig) -> Result<Option<String>, String> {
+    if reducelab_flow::is_contention_free(topology, plan, &flow_config(net, ep))? {
         return Ok(Some("contention-free: one flow per link at a time, flow level equals packet level".into()));
     }
     let pairs = plan.ranks as u64 * plan.blocks as u64;
@@ -1313,7 +1353,7 @@ impl ScenarioFile {
                 let Traffic::Collective { algorithm, layout, bytes, .. } = &traffic[0] else { unreachable!("checked by flow_obstacle") };
                 let field = |r: String| ScenarioError { field: "traffic[0].algorithm".into(), reason: format!("{algorithm} on {}: {r}", layout_name(topology, layout)) };
                 let plan = crate::collective_run::cached_plan(algorithm, layout).map_err(field)?;
-                if let Some(why) = flow_at_every_size(topology, &plan, net).map_err(field)? {
+                if let Some(why) = flow_at_every_size(topology, &plan, net, &self.endpoint.resolve()?).map_err(field)? {
                     return Ok((Backend::Flow, format!("auto: {why}")));
                 }
                 let min = self.run.flow_min_bytes.unwrap_or(AUTO_FLOW_MIN_BYTES);

@@ -22,7 +22,7 @@ fn packet(name: &str, topo: &Topology, s: &reducelab_sched::Schedule, bytes: u64
 }
 
 fn flow(topo: &Topology, s: &reducelab_sched::Schedule, bytes: u64) -> u64 {
-    let cfg = FlowConfig { switch_latency_ps: 300_000, mtu_bytes: 4096, header_bytes: 64 };
+    let cfg = FlowConfig { switch_latency_ps: 300_000, mtu_bytes: 4096, header_bytes: 64, endpoint: reducelab_flow::Endpoint::OFF };
     run_schedule(topo, s, bytes, 4, &cfg).unwrap().runtime_ps
 }
 

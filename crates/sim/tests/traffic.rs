@@ -286,7 +286,7 @@ fn board_links_have_their_own_bandwidth_and_latency() {
         for (from, to, want) in [(0u32, 1u32, on_board), (1, 2, off_board)] {
             let mut plan = reducelab_sched::Plan::new("one", 16, 1, None);
             plan.push_step(vec![reducelab_sched::PlanMsg { from, to, port: reducelab_sched::plan::NO_PORT, blocks: 1 }]);
-            let r = reducelab_flow::run_plan(&sc.topology, &plan, bytes, 1, &reducelab_sim::scenario::flow_config(&sc.net)).unwrap();
+            let r = reducelab_flow::run_plan(&sc.topology, &plan, bytes, 1, &reducelab_sim::scenario::flow_config(&sc.net, &sc.endpoint)).unwrap();
             assert_eq!(r.runtime_ps, want, "flow {from} -> {to}");
         }
     }
