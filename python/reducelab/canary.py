@@ -4,7 +4,7 @@
 A Canary figure (``scenarios/canary/figN.toml``) is a set of scenario runs on the §5.2 network
 (the base scenario ``scenarios/canary/network.toml``: a two-level fat tree, 100 Gb/s, Canary's
 up-port rule): some hosts run an in-network allreduce (`ina_allreduce`: Canary or static trees)
-or the host-based ring, the others (with ``congestion``) random-uniform background traffic.
+or the host-based ring, the others (with ``congestion``) background traffic (the figure's ``background``).
 This module turns a figure's parameters into scenarios (`CanaryKind.points`) and a run's stored
 summary into one row of ``STEM.csv`` (`CanaryKind.row`). Point parameters:
 
