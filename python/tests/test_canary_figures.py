@@ -196,6 +196,7 @@ output = "myfig"
 allocations = 1
 bytes = 65536
 bg_bytes = 16384
+background = "random_permutation"   # as canary-fig8, whose point it must equal
 
 [[grid]]
 fraction = [0.25, 0.5]
