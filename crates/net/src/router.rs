@@ -147,6 +147,15 @@ impl InputBuffers {
 impl Network {
     /// Input index and mask bit of node `node`'s local input `li` (its port count = program input).
     #[inline]
+    /// Input `li` of `node` if it has a packet waiting and is not crossing at `now`.
+    fn ib_free_input(&self, node: NodeId, li: usize, now: u64) -> Option<usize> {
+        if self.ib.mask[node.idx()] & (1u128 << li) == 0 {
+            return None;
+        }
+        let i = self.ib_input(node, li);
+        (self.ib.in_busy[i] <= now).then_some(i)
+    }
+
     fn ib_input(&self, node: NodeId, li: usize) -> usize {
         let n = self.pt.count(node) as usize;
         if li == n {
@@ -282,13 +291,7 @@ impl Network {
                 // One pass over the inputs; each offers its VC heads round-robin.
                 for k in 0..slots {
                     let li = (start + k) % slots;
-                    if self.ib.mask[node.idx()] & (1u128 << li) == 0 {
-                        continue;
-                    }
-                    let i = self.ib_input(node, li);
-                    if self.ib.in_busy[i] > now {
-                        continue;
-                    }
+                    let Some(i) = self.ib_free_input(node, li, now) else { continue };
                     // The program input is not held by a crossing: it offers heads until one
                     // cannot cross.
                     let program = li == slots - 1;
@@ -315,13 +318,7 @@ impl Network {
                 let mut best: Option<(u64, usize, usize, usize)> = None;
                 for k in 0..slots {
                     let li = (start + k) % slots;
-                    if self.ib.mask[node.idx()] & (1u128 << li) == 0 {
-                        continue;
-                    }
-                    let i = self.ib_input(node, li);
-                    if self.ib.in_busy[i] > now {
-                        continue;
-                    }
+                    let Some(i) = self.ib_free_input(node, li, now) else { continue };
                     for v in 0..nvc {
                         if self.ib_eligible(i, v, now) {
                             let t = self.pool.get(self.ib.fifo[i * nvc + v].head.expect("eligible")).arrive_ps;
