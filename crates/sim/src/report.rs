@@ -17,6 +17,31 @@ fn percentile(sorted: &[u64], q: f64) -> u64 {
     sorted[rank - 1]
 }
 
+/// summary.json `network.router`: the switch kind as the scenario names it (`network.router`),
+/// with the input-buffered router's sizes.
+fn router_json(r: &reducelab_net::RouterKind) -> Value {
+    match r {
+        reducelab_net::RouterKind::OutputQueued => json!({ "kind": "output_queued" }),
+        reducelab_net::RouterKind::InputBuffered(ib) => json!({
+            "kind": "input_buffered",
+            "input_buffer_bytes": ib.input_buffer_bytes,
+            "output_buffer_bytes": ib.output_buffer_bytes,
+            "crossbar_speedup": ib.crossbar_speedup,
+        }),
+    }
+}
+
+/// summary.json `endpoint`: the per-host endpoint costs the run charged (`[endpoint]`; zero and
+/// null = not charged), so a result says which calibration made it.
+fn endpoint_json(e: &reducelab_net::EndpointConfig) -> Value {
+    json!({
+        "send_overhead_ps": e.send_overhead_ps,
+        "recv_overhead_ps": e.recv_overhead_ps,
+        "rendezvous_threshold_bytes": e.rendezvous_threshold_bytes,
+        "injection_bps": e.injection_bps,
+    })
+}
+
 fn fct_summary(mut fcts: Vec<u64>) -> Value {
     fcts.sort_unstable();
     let mean = if fcts.is_empty() { 0.0 } else { fcts.iter().map(|&x| x as f64).sum::<f64>() / fcts.len() as f64 };
@@ -242,7 +267,9 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             "flow_control": format!("{:?}", sc.net.flow_control),
             "routing": format!("{:?}", sc.net.routing),
             "virtual_channels": net.vc_policy().num_vcs(),
+            "router": router_json(&sc.net.router),
         },
+        "endpoint": endpoint_json(&sc.endpoint),
         "messages": {
             "count": msgs.len(),
             "completed": completed,
@@ -396,7 +423,10 @@ pub fn build_flow(sc: &Scenario, algorithm: &str, ranks: usize, bytes: u64, r: O
             "buffer_bytes": sc.net.buffer_bytes,
             // Fixed minimal paths at flow level, whatever network.routing says.
             "routing": "Minimal",
+            // Flow level has no switch microarchitecture: recorded for what the scenario asked.
+            "router": router_json(&sc.net.router),
         },
+        "endpoint": endpoint_json(&sc.endpoint),
         "messages": {
             "count": r.messages,
             "completed": r.messages,

@@ -229,3 +229,25 @@ fn the_models_injection_ceiling_caps_a_ranks_ports_together() {
     let (off, on) = (d.cost_seconds(0.0, beta, 0.0), d.cost_seconds_endpoint(0.0, beta, 0.0, &cap));
     assert!((on / off - 1.0).abs() < 1e-12, "{on} vs {off}");
 }
+
+/// summary.json says which endpoint costs and which switch kind made a result, at packet and
+/// at flow level (values in the summary's units: ps, bytes, bits per second).
+#[test]
+fn summary_records_the_endpoint_costs_and_the_router_kind() {
+    let ep = "[endpoint]\nsend_overhead_ns = 12.5\nrecv_overhead_ns = 7\nrendezvous_threshold_bytes = 12000\ninjection_gbps = 50";
+    for backend in ["packet", "flow"] {
+        let s = summary(&allreduce(ep, "ring", 1 << 16, backend));
+        assert_eq!(s["backend"], backend);
+        let e = &s["endpoint"];
+        assert_eq!((e["send_overhead_ps"].as_u64(), e["recv_overhead_ps"].as_u64()), (Some(12_500), Some(7_000)), "{backend}: {e}");
+        assert_eq!((e["rendezvous_threshold_bytes"].as_u64(), e["injection_bps"].as_u64()), (Some(12_000), Some(50_000_000_000)), "{backend}: {e}");
+        assert_eq!(s["network"]["router"]["kind"], "output_queued", "{backend}");
+        let off = summary(&allreduce("", "ring", 1 << 16, backend));
+        assert_eq!(off["endpoint"]["send_overhead_ps"].as_u64(), Some(0));
+        assert!(off["endpoint"]["rendezvous_threshold_bytes"].is_null() && off["endpoint"]["injection_bps"].is_null(), "{backend}: {}", off["endpoint"]);
+    }
+    let ib = "[network]\nrouter = \"input_buffered\"\ninput_buffer_bytes = 65536\noutput_buffer_bytes = 8192\ncrossbar_speedup = 2.0";
+    let r = &summary(&allreduce(ib, "ring", 1 << 16, "packet"))["network"]["router"];
+    assert_eq!(r["kind"], "input_buffered");
+    assert_eq!((r["input_buffer_bytes"].as_u64(), r["output_buffer_bytes"].as_u64(), r["crossbar_speedup"].as_f64()), (Some(65536), Some(8192), Some(2.0)), "{r}");
+}
