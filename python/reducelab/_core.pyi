@@ -114,6 +114,8 @@ class ModelResult(TypedDict):
     """Charged per hop of each step's longest path."""
     send_overhead_ns: float
     recv_overhead_ns: float
+    send_latency_ns: float
+    recv_latency_ns: float
     rendezvous_threshold_bytes: int | None
     injection_gbps: float | None
     """Endpoint costs (a scenario's [endpoint] table)."""
@@ -170,6 +172,8 @@ def model(
     recv_overhead_ns: float = 0.0,
     rendezvous_threshold_bytes: int | None = None,
     injection_gbps: float | None = None,
+    send_latency_ns: float = 0.0,
+    recv_latency_ns: float = 0.0,
 ) -> ModelResult:
     """Analytical model of an allreduce schedule on a topology (GIL released).
 

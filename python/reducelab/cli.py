@@ -637,6 +637,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="endpoint: CPU time per message after it arrived, serialised per rank (default: 0)",
     )
     model.add_argument(
+        "--send-latency-ns", type=_nonnegative_float, default=0.0, metavar="L",
+        help="endpoint: delay per message after its send overhead, overlapping the next send (default: 0)",
+    )
+    model.add_argument(
+        "--recv-latency-ns", type=_nonnegative_float, default=0.0, metavar="L",
+        help="endpoint: delay per message before its receive overhead, overlapping other receives (default: 0)",
+    )
+    model.add_argument(
         "--rendezvous-threshold-bytes", type=_size, metavar="N",
         help="endpoint: messages larger than N pay one header round trip first (default: none)",
     )
@@ -1181,6 +1189,8 @@ def _format_model(m: dict) -> str:
     ]
     if m.get("endpoint_seconds"):
         parts = [f"send {m['send_overhead_ns']:g} ns and receive {m['recv_overhead_ns']:g} ns per message"]
+        if m["send_latency_ns"] or m["recv_latency_ns"]:
+            parts.append(f"send latency {m['send_latency_ns']:g} ns and receive latency {m['recv_latency_ns']:g} ns per step")
         if m["rendezvous_threshold_bytes"] is not None:
             parts.append(f"rendezvous above {_format_bytes(m['rendezvous_threshold_bytes'])}")
         if m["injection_gbps"] is not None:
@@ -1294,6 +1304,8 @@ def _cmd_model(args: argparse.Namespace) -> int:
             d=args.dimensions,
             send_overhead_ns=args.send_overhead_ns,
             recv_overhead_ns=args.recv_overhead_ns,
+            send_latency_ns=args.send_latency_ns,
+            recv_latency_ns=args.recv_latency_ns,
             rendezvous_threshold_bytes=args.rendezvous_threshold_bytes,
             injection_gbps=args.injection_gbps,
         )

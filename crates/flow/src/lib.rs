@@ -40,10 +40,11 @@
 //! simulation otherwise; tests check that both give the same times.
 //!
 //! **Endpoint costs** ([`Endpoint`], the packet engine's `endpoint` module at flow level):
-//! - a message's first stage starts after its sender's send overhead; a rank's sends of a
-//!   step pay it one after another (one send timeline per rank);
-//! - a delivered message completes after the receiver's receive overhead, serialised per
-//!   receiving rank in the order of arrival;
+//! - a message's first stage starts after its sender's send overhead and then the send
+//!   latency; a rank's sends of a step pay the overhead one after another (one send timeline
+//!   per rank), the latency overlaps the next send;
+//! - a delivered message completes after the receive latency and then the receiver's receive
+//!   overhead, the overhead serialised per receiving rank in the order of arrival;
 //! - a rendezvous message (more than the threshold) starts one header-packet round trip later:
 //!   the RTS on the message's own path and the CTS on the receiver's default path back, each
 //!   store-and-forward of one header packet (serialisation at each link's bandwidth plus the
@@ -84,12 +85,16 @@ pub struct FlowConfig {
     pub endpoint: Endpoint,
 }
 
-/// Per-host endpoint costs at flow level (see the crate docs); the same four values as the
-/// packet engine's `EndpointConfig`.
+/// Per-host endpoint costs at flow level (see the crate docs); the same values as the packet
+/// engine's `EndpointConfig`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Endpoint {
     pub send_overhead_ps: u64,
+    /// After the send overhead, before the first stage (not serialised per rank).
+    pub send_latency_ps: u64,
     pub recv_overhead_ps: u64,
+    /// After the last packet, before the receive overhead (not serialised per rank).
+    pub recv_latency_ps: u64,
     /// Messages larger than this start after an RTS/CTS round trip.
     pub rendezvous_threshold_bytes: Option<u64>,
     /// Injection ceiling of one host over all its ports (bits per second).
@@ -97,9 +102,9 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    pub const OFF: Endpoint = Endpoint { send_overhead_ps: 0, recv_overhead_ps: 0, rendezvous_threshold_bytes: None, injection_bps: None };
+    pub const OFF: Endpoint = Endpoint { send_overhead_ps: 0, send_latency_ps: 0, recv_overhead_ps: 0, recv_latency_ps: 0, rendezvous_threshold_bytes: None, injection_bps: None };
     fn has_overheads(&self) -> bool {
-        self.send_overhead_ps > 0 || self.recv_overhead_ps > 0
+        self.send_overhead_ps > 0 || self.recv_overhead_ps > 0 || self.send_latency_ps > 0 || self.recv_latency_ps > 0
     }
 }
 
@@ -427,6 +432,7 @@ fn send_order(msgs: &[RoutedMsg]) -> Vec<usize> {
 fn recurrence_with_overheads(plan: &Plan, r: &Routed) -> FlowResult {
     let p = plan.ranks as usize;
     let (os, or) = (r.endpoint.send_overhead_ps as f64, r.endpoint.recv_overhead_ps as f64);
+    let (ls, lr) = (r.endpoint.send_latency_ps as f64, r.endpoint.recv_latency_ps as f64);
     let mut start = vec![0.0f64; p];
     let mut next = vec![0.0f64; p];
     let mut send_free = vec![0.0f64; p];
@@ -450,7 +456,7 @@ fn recurrence_with_overheads(plan: &Plan, r: &Routed) -> FlowResult {
                 }
                 let ready = start[f].max(send_free[f]) + os;
                 send_free[f] = ready;
-                arrivals.push((ready + d, i));
+                arrivals.push((ready + ls + d, i));
             }
             arrivals.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             for &(t, i) in &arrivals {
@@ -459,7 +465,7 @@ fn recurrence_with_overheads(plan: &Plan, r: &Routed) -> FlowResult {
                 }
                 let m = &st.msgs[i];
                 let (f, to) = (m.from as usize, m.to as usize);
-                let done = t.max(recv_free[to]) + or;
+                let done = (t + lr).max(recv_free[to]) + or;
                 recv_free[to] = done;
                 next[f] = next[f].max(done);
                 next[to] = next[to].max(done);
@@ -654,7 +660,7 @@ impl<'a> PSim<'a> {
                     at = now.max(self.send_free[rank]) + os;
                     self.send_free[rank] = at;
                 }
-                at += m.rdv_ps;
+                at += self.r.endpoint.send_latency_ps as f64 + m.rdv_ps;
                 if at == now {
                     self.activations.push(0.0, (T(now), id, 0, T(m.tail0)));
                 } else {
@@ -785,12 +791,13 @@ fn simulate(plan: &Plan, r: &Routed) -> Result<FlowResult, String> {
         events += 1;
         if td == Some(now) {
             let Reverse((_, id)) = sim.deliveries.pop().expect("peeked");
-            let or = r.endpoint.recv_overhead_ps as f64;
-            if or > 0.0 && !sim.insts[id as usize].received {
-                // The last packet is in: the receiver's CPU takes the message in turn.
+            let (or, lr) = (r.endpoint.recv_overhead_ps as f64, r.endpoint.recv_latency_ps as f64);
+            if (or > 0.0 || lr > 0.0) && !sim.insts[id as usize].received {
+                // The last packet is in: after the receive latency the receiver's CPU takes
+                // the message in turn.
                 sim.insts[id as usize].received = true;
                 let to = sim.msg(id).to as usize;
-                let t = now.max(sim.recv_free[to]) + or;
+                let t = (now + lr).max(sim.recv_free[to]) + or;
                 sim.recv_free[to] = t;
                 sim.deliveries.push(Reverse((T(t), id)));
                 continue;

@@ -3,10 +3,17 @@
 //! - **Send overhead** (LogGP `o_s`): when a message starts, the sending host's CPU works on it
 //!   for `send_overhead_ps` before its first packet (or its RTS) may leave. A host's sends are
 //!   serialised on one send timeline: messages posted at once leave `o_s` apart.
+//! - **Send latency**: after its send overhead a message waits `send_latency_ps` more before
+//!   its first packet (or RTS) may leave, without holding the host: the host–NIC bus and the
+//!   NIC's own processing, which overlap the host's next message (SST's firefly NIC works on
+//!   one message while the host sets up the next).
 //! - **Receive overhead** (LogGP `o_r`): after the last packet of a message has arrived, the
 //!   receiving host's CPU works on it for `recv_overhead_ps` before the workload hears of the
 //!   delivery ([`crate::Workload::on_delivered`] and [`crate::Message::end`]). Serialised per
 //!   receiving host on its own receive timeline (independent of its send timeline).
+//! - **Receive latency**: the receive overhead starts no earlier than `recv_latency_ps` after
+//!   the last packet arrived (NIC matching, the NIC–host bus), a delay that does not hold the
+//!   host: messages arriving close together overlap it and queue only for `o_r`.
 //! - **Rendezvous** (optional): a message of more than `rendezvous_threshold_bytes` first sends
 //!   a header-only RTS packet to the receiver through the network (it queues and waits for
 //!   credits like any packet); on its arrival the receiver answers at once with a header-only
@@ -36,9 +43,14 @@ use std::collections::VecDeque;
 pub struct EndpointConfig {
     /// CPU time per message before its first packet may leave (serialised per sending host).
     pub send_overhead_ps: u64,
+    /// Delay after the send overhead before the first packet may leave (not serialised).
+    pub send_latency_ps: u64,
     /// CPU time per message after its last packet arrived, before the receive completes
     /// (serialised per receiving host).
     pub recv_overhead_ps: u64,
+    /// Delay after the last packet's arrival before the receive overhead may start (not
+    /// serialised).
+    pub recv_latency_ps: u64,
     /// Messages larger than this go by rendezvous (RTS, CTS, then data); `None`: all eager.
     pub rendezvous_threshold_bytes: Option<u64>,
     /// Injection ceiling of one host over all its NIC ports, in bits per second.
@@ -110,29 +122,37 @@ impl Network {
         &self.ep.cfg
     }
 
-    /// Message `msg` (not local) has started: its send overhead on the host's CPU, then
-    /// [`Network::message_ready`].
+    /// Message `msg` (not local) has started: its send overhead on the host's CPU and its send
+    /// latency, then [`Network::message_ready`].
     pub(crate) fn endpoint_start(&mut self, msg: u32) {
-        if self.ep.cfg.send_overhead_ps == 0 {
+        let (os, ls) = (self.ep.cfg.send_overhead_ps, self.ep.cfg.send_latency_ps);
+        if os == 0 && ls == 0 {
             return self.message_ready(msg);
         }
-        let src = self.messages[msg as usize].src as usize;
         let now = self.queue.now().0;
-        let t = now.max(self.ep.send_free[src]) + self.ep.cfg.send_overhead_ps;
-        self.ep.send_free[src] = t;
-        self.queue.push(SimTime(t), Event::MsgReady { msg });
+        let mut t = now;
+        if os > 0 {
+            let src = self.messages[msg as usize].src as usize;
+            t = now.max(self.ep.send_free[src]) + os;
+            self.ep.send_free[src] = t;
+        }
+        self.queue.push(SimTime(t + ls), Event::MsgReady { msg });
     }
 
     /// The last packet of `msg` has arrived: `true` if the delivery is complete now, `false`
     /// if it completes after the receive overhead (an [`Event::Deliver`] then).
     pub(crate) fn endpoint_received(&mut self, msg: u32) -> bool {
-        if self.ep.cfg.recv_overhead_ps == 0 {
+        let (or, lr) = (self.ep.cfg.recv_overhead_ps, self.ep.cfg.recv_latency_ps);
+        if or == 0 && lr == 0 {
             return true;
         }
-        let dst = self.messages[msg as usize].dst as usize;
-        let now = self.queue.now().0;
-        let t = now.max(self.ep.recv_free[dst]) + self.ep.cfg.recv_overhead_ps;
-        self.ep.recv_free[dst] = t;
+        let mut t = self.queue.now().0 + lr;
+        if or > 0 {
+            // Arrivals are taken in order (`now + lr` grows with `now`), one `o_r` each.
+            let dst = self.messages[msg as usize].dst as usize;
+            t = t.max(self.ep.recv_free[dst]) + or;
+            self.ep.recv_free[dst] = t;
+        }
         self.queue.push(SimTime(t), Event::Deliver { msg });
         false
     }

@@ -61,7 +61,7 @@ fn off() -> EndpointConfig {
 }
 
 #[test]
-fn a_lone_message_pays_exactly_the_send_and_receive_overhead() {
+fn a_lone_message_pays_exactly_the_endpoint_overheads_and_latencies() {
     let topos = [star(4, lp(GBPS100, LAT)).unwrap(), torus(&[4, 4], lp(GBPS100, LAT)).unwrap(), fat_tree_3level(4, 2, lp(GBPS100, LAT), lp(GBPS100, LAT)).unwrap()];
     for topo in &topos {
         for bytes in [0u64, 1, 4032, 4033, 100_000, 1 << 20] {
@@ -71,6 +71,12 @@ fn a_lone_message_pays_exactly_the_send_and_receive_overhead() {
                 let ep = EndpointConfig { send_overhead_ps: os, recv_overhead_ps: or, ..off() };
                 let (_, t) = run(topo, ep, msg.clone());
                 assert_eq!(t[0], base[0] + os + or, "{} bytes={bytes} o_s={os} o_r={or}", topo.name);
+            }
+            // The latencies add to a lone message exactly, alone or with the overheads.
+            for (os, ls, or, lr) in [(0, 170_000, 0, 0), (0, 0, 0, 250_000), (201_000, 170_000, 310_000, 250_000), (0, 1, 0, 1)] {
+                let ep = EndpointConfig { send_overhead_ps: os, send_latency_ps: ls, recv_overhead_ps: or, recv_latency_ps: lr, ..off() };
+                let (_, t) = run(topo, ep, msg.clone());
+                assert_eq!(t[0], base[0] + os + ls + or + lr, "{} bytes={bytes} {ep:?}", topo.name);
             }
         }
     }
@@ -87,20 +93,34 @@ fn messages_posted_at_once_pay_serialised_send_overheads() {
     let (_, base) = run(&topo, off(), msgs.clone());
     assert!(base.iter().all(|&t| t == base[0]), "one hop each: same time {base:?}");
     let (os, or) = (2_000_000, 700_000);
-    let (_, t) = run(&topo, EndpointConfig { send_overhead_ps: os, recv_overhead_ps: or, ..off() }, msgs);
+    let (_, t) = run(&topo, EndpointConfig { send_overhead_ps: os, recv_overhead_ps: or, ..off() }, msgs.clone());
     let mut sorted = t.clone();
     sorted.sort();
     let want: Vec<u64> = (1..=4).map(|k| base[0] + k * os + or).collect();
     assert_eq!(sorted, want);
 
+    // The send latency overlaps the next message's send overhead: with it, every message
+    // leaves `l_s` later, not `k·l_s` later.
+    let ls = 5_000_000;
+    let (_, t) = run(&topo, EndpointConfig { send_overhead_ps: os, send_latency_ps: ls, recv_overhead_ps: or, ..off() }, msgs);
+    let mut sorted = t.clone();
+    sorted.sort();
+    assert_eq!(sorted, (1..=4).map(|k| base[0] + k * os + ls + or).collect::<Vec<_>>());
+
     // Four hosts send to one at once: the receive overheads are serialised at the receiver.
     let msgs: Vec<_> = nbrs.iter().map(|&s| (s, 5, 1000, 0, None)).collect();
     let (_, base) = run(&topo, off(), msgs.clone());
-    let (_, t) = run(&topo, EndpointConfig { recv_overhead_ps: or, ..off() }, msgs);
+    let (_, t) = run(&topo, EndpointConfig { recv_overhead_ps: or, ..off() }, msgs.clone());
     let mut sorted = t.clone();
     sorted.sort();
     let first = *base.iter().min().unwrap();
     assert_eq!(sorted, (1..=4).map(|k| first + k * or).collect::<Vec<_>>(), "base {base:?}");
+    // ...and the receive latency is paid once, before the queue, not once per message.
+    let lr = 3_000_000;
+    let (_, t) = run(&topo, EndpointConfig { recv_overhead_ps: or, recv_latency_ps: lr, ..off() }, msgs);
+    let mut sorted = t.clone();
+    sorted.sort();
+    assert_eq!(sorted, (1..=4).map(|k| first + lr + k * or).collect::<Vec<_>>(), "base {base:?}");
 }
 
 #[test]

@@ -215,7 +215,9 @@ fn noise_endpoint_and_input_buffered_routers_together_lose_nothing() {
         }
         let ep = EndpointConfig {
             send_overhead_ps: rng.below(500_000),
+            send_latency_ps: rng.below(2) * rng.below(500_000),
             recv_overhead_ps: rng.below(500_000),
+            recv_latency_ps: rng.below(2) * rng.below(500_000),
             rendezvous_threshold_bytes: if rng.below(2) == 0 { Some(rng.below(16_000)) } else { None },
             injection_bps: if rng.below(2) == 0 { Some(GBPS100 / (1 + rng.below(4))) } else { None },
         };

@@ -324,13 +324,13 @@ fn schedule_check(py: Python<'_>, text: &str) -> PyResult<(String, u32, u32, usi
 /// `topology` is a spec such as `torus:64x64`, `hyperx:64x64` or `hammingmesh:2x2,32x32`;
 /// `size_bytes` the vector size; `latency_ns` (α, the latency of every step), `bandwidth_gbps` (link bandwidth,
 /// β = 8 / bandwidth) and `switch_latency_ns` (per hop of a step's longest path) the α-β parameters; `d` overrides the `D` of the ideal `n/D` term.
-/// `send_overhead_ns`, `recv_overhead_ns`, `rendezvous_threshold_bytes` and `injection_gbps` are
-/// the endpoint costs of a scenario's `[endpoint]` table (`time_seconds` includes them,
+/// `send_overhead_ns`, `send_latency_ns`, `recv_overhead_ns`, `recv_latency_ns`,
+/// `rendezvous_threshold_bytes` and `injection_gbps` are the endpoint costs of a scenario's `[endpoint]` table (`time_seconds` includes them,
 /// `endpoint_seconds` is their share; a family is resolved without them). Returns a
 /// dict (see `_core.pyi`). Raises `ValueError` naming the problem for a bad algorithm,
 /// topology or parameter.
 #[pyfunction]
-#[pyo3(signature = (algorithm, topology, size_bytes=512 * 1024 * 1024, latency_ns=1000.0, bandwidth_gbps=400.0, switch_latency_ns=0.0, d=None, send_overhead_ns=0.0, recv_overhead_ns=0.0, rendezvous_threshold_bytes=None, injection_gbps=None))]
+#[pyo3(signature = (algorithm, topology, size_bytes=512 * 1024 * 1024, latency_ns=1000.0, bandwidth_gbps=400.0, switch_latency_ns=0.0, d=None, send_overhead_ns=0.0, recv_overhead_ns=0.0, rendezvous_threshold_bytes=None, injection_gbps=None, send_latency_ns=0.0, recv_latency_ns=0.0))]
 #[allow(clippy::too_many_arguments)]
 fn model<'py>(
     py: Python<'py>,
@@ -345,8 +345,17 @@ fn model<'py>(
     recv_overhead_ns: f64,
     rendezvous_threshold_bytes: Option<u64>,
     injection_gbps: Option<f64>,
+    send_latency_ns: f64,
+    recv_latency_ns: f64,
 ) -> PyResult<Bound<'py, PyDict>> {
-    for (name, v) in [("latency_ns", latency_ns), ("switch_latency_ns", switch_latency_ns), ("send_overhead_ns", send_overhead_ns), ("recv_overhead_ns", recv_overhead_ns)] {
+    for (name, v) in [
+        ("latency_ns", latency_ns),
+        ("switch_latency_ns", switch_latency_ns),
+        ("send_overhead_ns", send_overhead_ns),
+        ("recv_overhead_ns", recv_overhead_ns),
+        ("send_latency_ns", send_latency_ns),
+        ("recv_latency_ns", recv_latency_ns),
+    ] {
         if !v.is_finite() || v < 0.0 {
             return Err(PyValueError::new_err(format!("{name} must be a finite number >= 0, got {v}")));
         }
@@ -361,7 +370,9 @@ fn model<'py>(
     }
     let ep = reducelab_sched::model::EndpointCosts {
         send_overhead_s: send_overhead_ns * 1e-9,
+        send_latency_s: send_latency_ns * 1e-9,
         recv_overhead_s: recv_overhead_ns * 1e-9,
+        recv_latency_s: recv_latency_ns * 1e-9,
         rendezvous_threshold_bytes,
         injection_bps: injection_gbps.map(|g| g * 1e9),
     };
@@ -390,6 +401,8 @@ fn model<'py>(
     out.set_item("switch_latency_ns", switch_latency_ns)?;
     out.set_item("send_overhead_ns", send_overhead_ns)?;
     out.set_item("recv_overhead_ns", recv_overhead_ns)?;
+    out.set_item("send_latency_ns", send_latency_ns)?;
+    out.set_item("recv_latency_ns", recv_latency_ns)?;
     out.set_item("rendezvous_threshold_bytes", rendezvous_threshold_bytes)?;
     out.set_item("injection_gbps", injection_gbps)?;
     let time = m.cost_seconds_endpoint(alpha, beta, hop, &ep);

@@ -61,6 +61,8 @@
 //!   costs `o_r` at its receiver, so the step takes `max(k_s·o_s + o_r, o_s + m_s·o_r)` more
 //!   (`k_s`, `m_s`: the most messages any rank sends / receives in the step; the second term
 //!   is a receiver whose receives queue because `o_r > o_s`);
+//! - latencies: the send latency `l_s` and receive latency `l_r` overlap the next message, so
+//!   a step pays each once: `l_s + l_r` more;
 //! - rendezvous: a step whose largest message exceeds the threshold first pays one header
 //!   round trip, `2·(α + h·hops_s)`;
 //! - injection ceiling: the bandwidth term of the step is at least the bytes a rank sends in
@@ -105,7 +107,11 @@ pub struct StepLoad {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct EndpointCosts {
     pub send_overhead_s: f64,
+    /// Per message, after the send overhead, not serialised: adds once per step.
+    pub send_latency_s: f64,
     pub recv_overhead_s: f64,
+    /// Per message, before the receive overhead, not serialised: adds once per step.
+    pub recv_latency_s: f64,
     pub rendezvous_threshold_bytes: Option<u64>,
     pub injection_bps: Option<f64>,
 }
@@ -165,6 +171,7 @@ impl Deficiencies {
             if s.messages > 0 {
                 let (k, m) = (s.max_sends as f64, s.max_recvs as f64);
                 t += (k * ep.send_overhead_s + ep.recv_overhead_s).max(ep.send_overhead_s + m * ep.recv_overhead_s);
+                t += ep.send_latency_s + ep.recv_latency_s;
             }
             if ep.rendezvous_threshold_bytes.is_some_and(|thr| s.max_msg_bytes > thr) {
                 t += 2.0 * (alpha + per_hop * s.max_hops as f64);

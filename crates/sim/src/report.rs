@@ -36,7 +36,9 @@ fn router_json(r: &reducelab_net::RouterKind) -> Value {
 fn endpoint_json(e: &reducelab_net::EndpointConfig) -> Value {
     json!({
         "send_overhead_ps": e.send_overhead_ps,
+        "send_latency_ps": e.send_latency_ps,
         "recv_overhead_ps": e.recv_overhead_ps,
+        "recv_latency_ps": e.recv_latency_ps,
         "rendezvous_threshold_bytes": e.rendezvous_threshold_bytes,
         "injection_bps": e.injection_bps,
     })

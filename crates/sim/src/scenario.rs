@@ -47,7 +47,11 @@ pub struct EndpointSpec {
     #[serde(default)]
     pub send_overhead_ns: f64,
     #[serde(default)]
+    pub send_latency_ns: f64,
+    #[serde(default)]
     pub recv_overhead_ns: f64,
+    #[serde(default)]
+    pub recv_latency_ns: f64,
     pub rendezvous_threshold_bytes: Option<u64>,
     pub injection_gbps: Option<f64>,
 }
@@ -56,7 +60,9 @@ impl EndpointSpec {
     fn resolve(&self) -> Result<reducelab_net::EndpointConfig, ScenarioError> {
         Ok(reducelab_net::EndpointConfig {
             send_overhead_ps: ns_to_ps("endpoint.send_overhead_ns", self.send_overhead_ns)?,
+            send_latency_ps: ns_to_ps("endpoint.send_latency_ns", self.send_latency_ns)?,
             recv_overhead_ps: ns_to_ps("endpoint.recv_overhead_ns", self.recv_overhead_ns)?,
+            recv_latency_ps: ns_to_ps("endpoint.recv_latency_ns", self.recv_latency_ns)?,
             rendezvous_threshold_bytes: self.rendezvous_threshold_bytes,
             injection_bps: match self.injection_gbps {
                 Some(g) => Some(gbps_to_bps("endpoint.injection_gbps", g)?),
@@ -1283,7 +1289,9 @@ fn layout_name(topology: &Topology, layout: &reducelab_sched::algos::Layout) -> 
 pub fn flow_config(net: &NetConfig, ep: &reducelab_net::EndpointConfig) -> reducelab_flow::FlowConfig {
     let endpoint = reducelab_flow::Endpoint {
         send_overhead_ps: ep.send_overhead_ps,
+        send_latency_ps: ep.send_latency_ps,
         recv_overhead_ps: ep.recv_overhead_ps,
+        recv_latency_ps: ep.recv_latency_ps,
         rendezvous_threshold_bytes: ep.rendezvous_threshold_bytes,
         injection_bps: ep.injection_bps,
     };

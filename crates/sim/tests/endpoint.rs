@@ -15,7 +15,7 @@ use serde_json::Value;
 const L: LinkParams = LinkParams { bandwidth_bps: 400_000_000_000, latency_ps: 100_000 };
 
 fn flow_ep(ep: EndpointConfig) -> Endpoint {
-    Endpoint { send_overhead_ps: ep.send_overhead_ps, recv_overhead_ps: ep.recv_overhead_ps, rendezvous_threshold_bytes: ep.rendezvous_threshold_bytes, injection_bps: ep.injection_bps }
+    Endpoint { send_overhead_ps: ep.send_overhead_ps, send_latency_ps: ep.send_latency_ps, recv_overhead_ps: ep.recv_overhead_ps, recv_latency_ps: ep.recv_latency_ps, rendezvous_threshold_bytes: ep.rendezvous_threshold_bytes, injection_bps: ep.injection_bps }
 }
 
 fn packet(topo: &Topology, s: &Schedule, bytes: u64, ep: EndpointConfig) -> u64 {
@@ -37,7 +37,7 @@ fn flow(topo: &Topology, s: &Schedule, bytes: u64, ep: EndpointConfig) -> u64 {
     run_schedule(topo, s, bytes, 4, &fcfg(ep)).unwrap().runtime_ps
 }
 
-const OFF: EndpointConfig = EndpointConfig { send_overhead_ps: 0, recv_overhead_ps: 0, rendezvous_threshold_bytes: None, injection_bps: None };
+const OFF: EndpointConfig = EndpointConfig { send_overhead_ps: 0, send_latency_ps: 0, recv_overhead_ps: 0, recv_latency_ps: 0, rendezvous_threshold_bytes: None, injection_bps: None };
 
 #[test]
 fn each_step_of_a_two_rank_allreduce_pays_exactly_send_plus_receive_overhead() {
@@ -46,10 +46,11 @@ fn each_step_of_a_two_rank_allreduce_pays_exactly_send_plus_receive_overhead() {
     let s = build("ring", Collective::Allreduce, &Layout::line(2)).unwrap();
     let steps = s.programs[0].steps.len() as u64;
     for bytes in [64u64, 64 << 10, 1 << 20] {
-        for (os, or) in [(400_000, 0), (0, 250_000), (1_234_567, 89_000)] {
-            let ep = EndpointConfig { send_overhead_ps: os, recv_overhead_ps: or, ..OFF };
-            assert_eq!(packet(&topo, &s, bytes, ep), packet(&topo, &s, bytes, OFF) + steps * (os + or), "packet {bytes}");
-            assert_eq!(flow(&topo, &s, bytes, ep), flow(&topo, &s, bytes, OFF) + steps * (os + or), "flow {bytes}");
+        for (os, ls, or, lr) in [(400_000, 0, 0, 0), (0, 0, 250_000, 0), (1_234_567, 0, 89_000, 0), (0, 170_000, 0, 0), (0, 0, 0, 250_000), (201_000, 170_000, 310_000, 250_000)] {
+            let ep = EndpointConfig { send_overhead_ps: os, send_latency_ps: ls, recv_overhead_ps: or, recv_latency_ps: lr, ..OFF };
+            let per_step = os + ls + or + lr;
+            assert_eq!(packet(&topo, &s, bytes, ep), packet(&topo, &s, bytes, OFF) + steps * per_step, "packet {bytes} {ep:?}");
+            assert_eq!(flow(&topo, &s, bytes, ep), flow(&topo, &s, bytes, OFF) + steps * per_step, "flow {bytes} {ep:?}");
         }
     }
 }
@@ -64,6 +65,8 @@ fn flow_equals_packet_with_endpoint_costs_on_contention_free_plans() {
         EndpointConfig { send_overhead_ps: 500_000, recv_overhead_ps: 300_000, ..OFF },
         EndpointConfig { send_overhead_ps: 0, recv_overhead_ps: 700_000, ..OFF },
         EndpointConfig { send_overhead_ps: 200_000, recv_overhead_ps: 0, rendezvous_threshold_bytes: Some(8192), ..OFF },
+        // The Swing calibration's shape: latencies that overlap the next message.
+        EndpointConfig { send_overhead_ps: 201_000, send_latency_ps: 170_000, recv_overhead_ps: 310_000, recv_latency_ps: 250_000, rendezvous_threshold_bytes: Some(12_000), ..OFF },
     ];
     let mut checked = 0;
     for (dims, alg) in &cases {
@@ -125,6 +128,8 @@ fn endpoint_table_is_validated_by_field() {
     for (line, field, why) in [
         ("send_overhead_ns = -1", "endpoint.send_overhead_ns", "non-negative"),
         ("recv_overhead_ns = nan", "endpoint.recv_overhead_ns", "non-negative"),
+        ("send_latency_ns = -0.5", "endpoint.send_latency_ns", "non-negative"),
+        ("recv_latency_ns = inf", "endpoint.recv_latency_ns", "non-negative"),
         ("injection_gbps = 0", "endpoint.injection_gbps", "positive"),
         ("injection_gbps = -5", "endpoint.injection_gbps", "positive"),
         ("rendezvous_threshold_bytes = -1", "endpoint.rendezvous_threshold_bytes", ""),
@@ -159,6 +164,10 @@ fn random_endpoint_values_keep_data_verified_runs_slower_and_deterministic() {
         let bytes = 1 + rng.below(256 << 10);
         let mut lines = vec![format!("send_overhead_ns = {}", rng.below(3000) as f64 / 3.0), format!("recv_overhead_ns = {}", rng.below(3000) as f64 / 7.0)];
         if rng.below(2) == 0 {
+            lines.push(format!("send_latency_ns = {}", rng.below(1000)));
+            lines.push(format!("recv_latency_ns = {}", rng.below(1000)));
+        }
+        if rng.below(2) == 0 {
             lines.push(format!("rendezvous_threshold_bytes = {}", rng.below(64 << 10)));
         }
         if rng.below(2) == 0 {
@@ -190,6 +199,7 @@ fn the_alpha_beta_model_predicts_the_endpoint_costs_of_contention_free_plans() {
         EndpointConfig { send_overhead_ps: 400_000, recv_overhead_ps: 400_000, ..OFF },
         EndpointConfig { send_overhead_ps: 150_000, recv_overhead_ps: 900_000, ..OFF },
         EndpointConfig { send_overhead_ps: 300_000, recv_overhead_ps: 100_000, rendezvous_threshold_bytes: Some(4096), ..OFF },
+        EndpointConfig { send_overhead_ps: 201_000, send_latency_ps: 170_000, recv_overhead_ps: 310_000, recv_latency_ps: 250_000, ..OFF },
     ];
     for (dims, alg) in [(vec![8u32], "ring"), (vec![4, 4], "bucket")] {
         let topo = torus(&dims, L).unwrap();
@@ -198,7 +208,12 @@ fn the_alpha_beta_model_predicts_the_endpoint_costs_of_contention_free_plans() {
             let d = deficiencies(&s, &topo, bytes, dims.len() as u32).unwrap();
             let base = packet(&topo, &s, bytes, OFF) as f64 * 1e-12;
             for ep in eps {
-                let c = EndpointCosts { send_overhead_s: ep.send_overhead_ps as f64 * 1e-12, recv_overhead_s: ep.recv_overhead_ps as f64 * 1e-12, rendezvous_threshold_bytes: ep.rendezvous_threshold_bytes, injection_bps: None };
+                let c = EndpointCosts {
+                    send_overhead_s: ep.send_overhead_ps as f64 * 1e-12,
+                    send_latency_s: ep.send_latency_ps as f64 * 1e-12,
+                    recv_overhead_s: ep.recv_overhead_ps as f64 * 1e-12,
+                    recv_latency_s: ep.recv_latency_ps as f64 * 1e-12,
+                    rendezvous_threshold_bytes: ep.rendezvous_threshold_bytes, injection_bps: None };
                 let model_extra = d.cost_seconds_endpoint(alpha, beta, 0.0, &c) - d.cost_seconds(alpha, beta, 0.0);
                 let p = packet(&topo, &s, bytes, ep) as f64 * 1e-12;
                 let model = d.cost_seconds_endpoint(alpha, beta, 0.0, &c);
@@ -234,12 +249,13 @@ fn the_models_injection_ceiling_caps_a_ranks_ports_together() {
 /// at flow level (values in the summary's units: ps, bytes, bits per second).
 #[test]
 fn summary_records_the_endpoint_costs_and_the_router_kind() {
-    let ep = "[endpoint]\nsend_overhead_ns = 12.5\nrecv_overhead_ns = 7\nrendezvous_threshold_bytes = 12000\ninjection_gbps = 50";
+    let ep = "[endpoint]\nsend_overhead_ns = 12.5\nsend_latency_ns = 3\nrecv_overhead_ns = 7\nrecv_latency_ns = 4\nrendezvous_threshold_bytes = 12000\ninjection_gbps = 50";
     for backend in ["packet", "flow"] {
         let s = summary(&allreduce(ep, "ring", 1 << 16, backend));
         assert_eq!(s["backend"], backend);
         let e = &s["endpoint"];
         assert_eq!((e["send_overhead_ps"].as_u64(), e["recv_overhead_ps"].as_u64()), (Some(12_500), Some(7_000)), "{backend}: {e}");
+        assert_eq!((e["send_latency_ps"].as_u64(), e["recv_latency_ps"].as_u64()), (Some(3_000), Some(4_000)), "{backend}: {e}");
         assert_eq!((e["rendezvous_threshold_bytes"].as_u64(), e["injection_bps"].as_u64()), (Some(12_000), Some(50_000_000_000)), "{backend}: {e}");
         assert_eq!(s["network"]["router"]["kind"], "output_queued", "{backend}");
         let off = summary(&allreduce("", "ring", 1 << 16, backend));
