@@ -15,7 +15,11 @@
 //!   link's latency.
 //!
 //! A lone message therefore takes exactly the packet engine's store-and-forward time
-//! (`Σ packets + (h−1)·first packet` serialisation plus latencies). Ranks follow the packet
+//! (`Σ packets + (h−1)·first packet` serialisation plus latencies, on links of one speed). On
+//! paths mixing link speeds (HammingMesh board links) the contention-free recurrence uses the
+//! exact flow-shop makespan of the packets (`flow_shop_ps`) and stays exact; the event-driven
+//! stages are fluid and stay within one MTU's serialisation on the slowest link
+//! (`crates/sim/tests/traffic.rs`). Ranks follow the packet
 //! engine's step semantics: a step's messages start together and the step completes when all
 //! its sends and receives are done.
 //!
@@ -205,6 +209,23 @@ fn intern(topo: &Topology, cfg: &FlowConfig, router: &Router, path: &[(reducelab
     (start, path.len() as u32, lat, bottleneck, first_bw)
 }
 
+/// Makespan (ps) of `n` packets crossing links of the given speeds (bytes per ps) store-and-
+/// forward, without latencies: `n − 1` packets of `p` bytes, then one of `q` bytes. For equal
+/// jobs `j = 1..m` the completion on link `k` is `Σ_{i≤k} p/bᵢ + (m−1)·p / min_{i≤k} bᵢ`; the
+/// last packet then follows the recurrence `D(k) = max(C(m, k), D(k−1)) + q/b_k`.
+fn flow_shop_ps(speeds: impl Iterator<Item = f64>, n: u64, p: f64, q: f64) -> f64 {
+    let m = (n - 1) as f64;
+    let (mut sum, mut slowest, mut d) = (0.0f64, 0.0f64, 0.0f64);
+    for b in speeds {
+        let t = p / b;
+        sum += t;
+        slowest = slowest.max(t);
+        let c = if n > 1 { sum + (m - 1.0) * slowest } else { 0.0 };
+        d = c.max(d) + q / b;
+    }
+    d
+}
+
 fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowConfig) -> Result<Routed, String> {
     if (plan.ranks as usize) > topo.hosts.len() {
         return Err(format!("schedule has {} ranks but the topology {} hosts", plan.ranks, topo.hosts.len()));
@@ -267,14 +288,23 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
             let pkts = b.div_ceil(payload).max(1);
             let wire = b + pkts * cfg.header_bytes as u64;
             let mut delay = lat;
-            // Store-and-forward with equal link speeds is a flow shop: the makespan is the
-            // source's serialisation of every packet plus, per extra hop, the largest
-            // packet's serialisation (Σ pᵢ + (h−1)·max pᵢ).
+            let last = if b == 0 { 0 } else { b - (pkts - 1) * payload } + cfg.header_bytes as u64;
+            // Store-and-forward is a flow shop (packets = jobs, links = machines). With equal
+            // link speeds its makespan is the source's serialisation of every packet plus, per
+            // extra hop, the largest packet's serialisation (Σ pᵢ + (h−1)·max pᵢ); with mixed
+            // speeds (HammingMesh board links) the exact makespan of `pkts − 1` equal packets
+            // and a last one, less the bottleneck term `wire / bottleneck` charged below.
             if len > 1 {
                 let largest = b.min(payload) + cfg.header_bytes as u64;
-                delay += (len - 1) as f64 * (largest as f64 * 8.0 / first_bw as f64 * 1e12);
+                let links = &arena[start as usize..(start + len) as usize];
+                let bw = |a: &u32| bandwidth_bytes_per_ps[*a as usize];
+                if links.iter().all(|a| bw(a) == bw(&links[0])) {
+                    delay += (len - 1) as f64 * (largest as f64 * 8.0 / first_bw as f64 * 1e12);
+                } else {
+                    let link_bottleneck = links.iter().map(bw).fold(f64::INFINITY, f64::min);
+                    delay += flow_shop_ps(links.iter().map(bw), pkts, largest as f64, last as f64) - wire as f64 / link_bottleneck;
+                }
             }
-            let last = if b == 0 { 0 } else { b - (pkts - 1) * payload } + cfg.header_bytes as u64;
             let first = b.min(payload) + cfg.header_bytes as u64;
             // What the last packet still needs after leaving the first link.
             let tail0: f64 = (1..len as usize)

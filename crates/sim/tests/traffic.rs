@@ -351,3 +351,36 @@ fn every_draw_is_a_derangement_of_the_set() {
         assert_derangement(&map, hosts, &format!("case {case} ({n} hosts)"));
     }
 }
+
+/// Multi-packet messages on paths that mix board and switch links of different speeds: the
+/// flow backend's contention-free recurrence (a flow shop) takes exactly the packet engine's
+/// time for a lone message, on every pair of hosts, with board links faster and slower than
+/// the switch links; the event-driven stages stay within one MTU on the slowest link.
+#[test]
+fn mixed_speed_paths_take_the_same_time_at_flow_and_packet_level() {
+    for board_gbps in [400u64, 25] {
+        let text = |list: &str| format!("name = \"m\"\n[topology]\nshape = \"hammingmesh:2x2,2x2\"\nbandwidth_gbps = 100\nlatency_ns = 500\nboard_bandwidth_gbps = {board_gbps}\nboard_latency_ns = 20\n[network]\nswitch_latency_ns = 300\nrouting = \"minimal\"\nbuffer_bytes = 1048576\n[[traffic]]\nkind = \"messages\"\nlist = {list}\n");
+        let sc = load_scenario_str(&text("[[0, 1, 1, 0]]"), None).unwrap();
+        let cfg = reducelab_sim::scenario::flow_config(&sc.net, &sc.endpoint);
+        let mut checked = 0;
+        for bytes in [1000u64, 4032 * 3 + 100, 50_000] {
+            for from in 0..16u32 {
+                for to in (0..16u32).filter(|&t| t != from) {
+                    let m = messages(&run(&text(&format!("[[{from}, {to}, {bytes}, 0]]"))));
+                    let packet = m[0].4.expect("delivered");
+                    let mut plan = reducelab_sched::Plan::new("one", 16, 1, None);
+                    plan.push_step(vec![reducelab_sched::PlanMsg { from, to, port: reducelab_sched::plan::NO_PORT, blocks: 1 }]);
+                    let rec = reducelab_flow::run_plan(&sc.topology, &plan, bytes, 1, &cfg).unwrap();
+                    let sim = reducelab_flow::run_plan_simulated(&sc.topology, &plan, bytes, 1, &cfg).unwrap();
+                    assert!(rec.runtime_ps.abs_diff(packet) <= 2, "board {board_gbps} Gb/s, {bytes} B {from} -> {to}: recurrence {} vs packet {packet}", rec.runtime_ps);
+                    // The stages are fluid (a stage may run ahead of its upstream's packets): on
+                    // mixed speeds they stay within one MTU's serialisation on the slowest link.
+                    let mtu_slowest = SimDuration::serialization(4096, board_gbps.min(100) * 1_000_000_000).ps();
+                    assert!(sim.runtime_ps.abs_diff(packet) <= mtu_slowest, "board {board_gbps} Gb/s, {bytes} B {from} -> {to}: stages {} vs packet {packet}", sim.runtime_ps);
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 3 * 240);
+    }
+}
