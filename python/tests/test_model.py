@@ -75,3 +75,13 @@ def test_endpoint_costs_add_per_step_overheads_and_cli_flags_pass_them() -> None
     assert "endpoint" in proc.stdout and "rendezvous above 64 KiB" in proc.stdout, proc.stdout
     bad = cli("model", "-a", "bucket", "-t", "torus:8x8", "--injection-gbps", "0")
     assert bad.returncode == 2 and "--injection-gbps" in bad.stderr, bad.stderr
+    # The latencies overlap the next message: a step pays each once, whatever it sends.
+    lat = _core.model("bucket", "torus:8x8", 1 << 20, send_overhead_ns=400.0, recv_overhead_ns=300.0,
+                      send_latency_ns=170.0, recv_latency_ns=250.0)
+    assert abs(lat["endpoint_seconds"] - m["steps"] * (per_step + 420e-9)) <= 1e-15
+    assert (lat["send_latency_ns"], lat["recv_latency_ns"]) == (170.0, 250.0)
+    proc = cli("model", "-a", "bucket", "-t", "torus:8x8", "--size", "1MiB", "--send-latency-ns", "170",
+               "--recv-latency-ns", "250")
+    assert proc.returncode == 0 and "send latency 170 ns and receive latency 250 ns per step" in proc.stdout, proc.stdout
+    bad = cli("model", "-a", "bucket", "-t", "torus:8x8", "--recv-latency-ns", "-1")
+    assert bad.returncode == 2 and "--recv-latency-ns" in bad.stderr, bad.stderr

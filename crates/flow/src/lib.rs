@@ -495,7 +495,8 @@ fn recurrence_with_overheads(plan: &Plan, r: &Routed) -> FlowResult {
                 }
                 let m = &st.msgs[i];
                 let (f, to) = (m.from as usize, m.to as usize);
-                let done = (t + lr).max(recv_free[to]) + or;
+                // No receive timeline without a receive overhead (as at packet level).
+                let done = if or > 0.0 { (t + lr).max(recv_free[to]) + or } else { t + lr };
                 recv_free[to] = done;
                 next[f] = next[f].max(done);
                 next[to] = next[to].max(done);

@@ -147,9 +147,10 @@ pub(crate) enum Event {
     /// bit plus the receiving node's pipeline latency).
     Arrive { port: PortId },
     MsgStart { msg: u32 },
-    /// The send overhead of a message is over: it may inject (or send its RTS).
+    /// The send overhead and send latency of a message are over: it may inject (or send its
+    /// RTS).
     MsgReady { msg: u32 },
-    /// The receive overhead of a message is over: its delivery completes.
+    /// The receive latency and receive overhead of a message are over: its delivery completes.
     Deliver { msg: u32 },
     Timer { token: u64 },
     Fault { idx: u32 },

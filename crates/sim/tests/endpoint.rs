@@ -67,6 +67,9 @@ fn flow_equals_packet_with_endpoint_costs_on_contention_free_plans() {
         EndpointConfig { send_overhead_ps: 200_000, recv_overhead_ps: 0, rendezvous_threshold_bytes: Some(8192), ..OFF },
         // The Swing calibration's shape: latencies that overlap the next message.
         EndpointConfig { send_overhead_ps: 201_000, send_latency_ps: 170_000, recv_overhead_ps: 310_000, recv_latency_ps: 250_000, rendezvous_threshold_bytes: Some(12_000), ..OFF },
+        // Latencies alone (no receive timeline at packet level).
+        EndpointConfig { recv_latency_ps: 250_000, ..OFF },
+        EndpointConfig { send_latency_ps: 170_000, recv_latency_ps: 90_000, ..OFF },
     ];
     let mut checked = 0;
     for (dims, alg) in &cases {
@@ -144,7 +147,7 @@ fn endpoint_table_is_validated_by_field() {
 #[test]
 fn an_empty_or_zero_endpoint_table_changes_nothing_and_the_flow_backend_gets_the_values() {
     let base = summary(&allreduce("", "swing-bandwidth", 65536, "packet"));
-    let zero = summary(&allreduce("[endpoint]\nsend_overhead_ns = 0\nrecv_overhead_ns = 0.0", "swing-bandwidth", 65536, "packet"));
+    let zero = summary(&allreduce("[endpoint]\nsend_overhead_ns = 0\nrecv_overhead_ns = 0.0\nsend_latency_ns = 0\nrecv_latency_ns = 0.0", "swing-bandwidth", 65536, "packet"));
     assert_eq!(base, zero);
     // The flow backend (explicit, and auto on a contention-free plan) sees the overheads.
     let rt = |t: &str| summary(t)["traffic"][0]["runtime_ps"].as_u64().or_else(|| summary(t)["runtime_ps"].as_u64()).unwrap_or_else(|| panic!("{}", summary(t)));
