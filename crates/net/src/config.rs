@@ -86,6 +86,10 @@ pub enum Arbitration {
     /// creates itself count as one more input), FIFO within an input: the per-input fairness of
     /// an input-queued router with round-robin crossbar arbitration, as SST's merlin models.
     InputRoundRobin,
+    /// Input-buffered routers only: least recently used (input, VC) first, merlin's default
+    /// crossbar arbiter (`xbar_arb_lru`): each allocation walks a per-node priority list of
+    /// every (input, VC); the ones granted move to its end, the most recently granted last.
+    Lru,
 }
 
 /// How OS noise delays a host's packet (see [`NetConfig::noise_probability`]).

@@ -271,12 +271,15 @@ impl Network {
             credit_bytes = ib.input_buffer_bytes;
             threshold_base = ib.output_buffer_bytes;
         }
+        if cfg.arbitration == Arbitration::Lru && cfg.router == RouterKind::OutputQueued {
+            return Err("arbitration lru is a crossbar arbiter: it needs router input_buffered".into());
+        }
         // With input buffers the crossbar arbitrates; the output buffers are plain FIFOs.
         let rr = cfg.arbitration == Arbitration::InputRoundRobin && cfg.router == RouterKind::OutputQueued;
         if rr && max_ports + 1 > 128 {
             return Err(format!("arbitration input_round_robin supports nodes with up to 127 ports; this topology has {max_ports}"));
         }
-        let ib = InputBuffers::new(cfg.router, &pt, topo.nodes.len(), nvc);
+        let ib = InputBuffers::new(cfg.router, cfg.arbitration == Arbitration::Lru, &pt, topo.nodes.len(), nvc);
         let mut net = Network {
             router: Router::new(topo, cfg.routing, threshold_base)?,
             vc_policy,

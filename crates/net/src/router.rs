@@ -31,7 +31,9 @@
 //!   unloaded switch adds no latency. `arbitration = "input_round_robin"`: one pass over the
 //!   inputs from the one after the input served last, each input offering its VC heads
 //!   round-robin (merlin's `xbar_arb_rr`); `"fifo"`: repeatedly the eligible head that
-//!   arrived at the node earliest (oldest first), ties from the round-robin pointer.
+//!   arrived at the node earliest (oldest first), ties from the round-robin pointer; `"lru"`:
+//!   one walk down a per-node priority list of (input, VC), granted entries moved to its end
+//!   (merlin's default `xbar_arb_lru`).
 //! - **Credits.** The upstream's credits come back one link latency after the packet leaves
 //!   the input buffer through the crossbar (merlin's `PortControl::recv`); the output buffer's
 //!   room frees when the packet starts on the wire, where the port's own arbitration (age,
@@ -81,6 +83,11 @@ pub(crate) struct InputBuffers {
     rr_in: Vec<u8>,
     /// Per node: time of its pending allocation (`u64::MAX`: none).
     at: Vec<u64>,
+    /// `Arbitration::Lru` only: per node, its (local input, VC) entries (`li << 8 | vc`) in
+    /// priority order, `lru[lru_off[n]..lru_off[n + 1]]`, and a scratch list for one pass.
+    lru: Vec<u16>,
+    lru_off: Vec<u32>,
+    lru_scratch: Vec<u16>,
     /// Per node: crossbar bandwidth in bits per second.
     xbar_bps: Vec<u64>,
     /// Packets in input buffers (for stall reports).
@@ -89,7 +96,7 @@ pub(crate) struct InputBuffers {
 
 impl InputBuffers {
     /// Empty (output-queued) or sized for `pt` with `nvc` VCs.
-    pub fn new(kind: RouterKind, pt: &PortTable, nodes: usize, nvc: usize) -> InputBuffers {
+    pub fn new(kind: RouterKind, lru_on: bool, pt: &PortTable, nodes: usize, nvc: usize) -> InputBuffers {
         let RouterKind::InputBuffered(ib) = kind else {
             return InputBuffers {
                 on: false,
@@ -104,10 +111,28 @@ impl InputBuffers {
                 mask: Vec::new(),
                 rr_in: Vec::new(),
                 at: Vec::new(),
+                lru: Vec::new(),
+                lru_off: Vec::new(),
+                lru_scratch: Vec::new(),
                 xbar_bps: Vec::new(),
                 packets: 0,
             };
         };
+        let (mut lru, mut lru_off) = (Vec::new(), Vec::new());
+        if lru_on {
+            // Initial priority: by input, then VC (merlin's `setPorts` order).
+            lru_off.push(0u32);
+            for n in 0..nodes {
+                let slots = pt.count(NodeId(n as u32)) as usize + 1;
+                for li in 0..slots {
+                    for v in 0..nvc {
+                        lru.push(((li as u16) << 8) | v as u16);
+                    }
+                }
+                lru_off.push(lru.len() as u32);
+            }
+        }
+        let longest = lru_off.windows(2).map(|w| (w[1] - w[0]) as usize).max().unwrap_or(0);
         let np = pt.len();
         let inputs = np + nodes;
         let xbar_bps = (0..nodes)
@@ -129,6 +154,9 @@ impl InputBuffers {
             mask: vec![0; nodes],
             rr_in: vec![0; nodes],
             at: vec![u64::MAX; nodes],
+            lru,
+            lru_off,
+            lru_scratch: vec![0; longest],
             xbar_bps,
             packets: 0,
         }
@@ -312,6 +340,39 @@ impl Network {
                         break;
                     }
                 }
+            }
+            Arbitration::Lru => {
+                // One walk down the priority list: a granted (input, VC) moves to the end, the
+                // first granted last; the others keep their order at the front.
+                let (lo, hi) = (self.ib.lru_off[node.idx()] as usize, self.ib.lru_off[node.idx() + 1] as usize);
+                let mut scratch = std::mem::take(&mut self.ib.lru_scratch);
+                let (mut front, mut back) = (0, hi - lo);
+                for k in lo..hi {
+                    let e = self.ib.lru[k];
+                    let (li, v) = ((e >> 8) as usize, (e & 0xff) as usize);
+                    let granted = match self.ib_free_input(node, li, now) {
+                        Some(i) if self.ib_eligible(i, v, now) => {
+                            self.ib_cross(node, i, v);
+                            if li == slots - 1 {
+                                // The program input is not held by a crossing.
+                                while self.ib_eligible(i, v, now) {
+                                    self.ib_cross(node, i, v);
+                                }
+                            }
+                            true
+                        }
+                        _ => false,
+                    };
+                    if granted {
+                        back -= 1;
+                        scratch[back] = e;
+                    } else {
+                        scratch[front] = e;
+                        front += 1;
+                    }
+                }
+                self.ib.lru[lo..hi].copy_from_slice(&scratch[..hi - lo]);
+                self.ib.lru_scratch = scratch;
             }
             Arbitration::Fifo => loop {
                 // Oldest first: the eligible head that arrived at this node earliest.

@@ -226,6 +226,7 @@ pub enum ArbitrationSpec {
     #[default]
     Fifo,
     InputRoundRobin,
+    Lru,
 }
 fn d_mtu() -> u32 {
     4096
@@ -1090,6 +1091,10 @@ impl ScenarioFile {
             arbitration: match nw.arbitration {
                 ArbitrationSpec::Fifo => reducelab_net::Arbitration::Fifo,
                 ArbitrationSpec::InputRoundRobin => reducelab_net::Arbitration::InputRoundRobin,
+                ArbitrationSpec::Lru if nw.router != RouterSpec::InputBuffered => {
+                    return e("network.arbitration", "\"lru\" is a crossbar arbiter: it needs network.router = \"input_buffered\"");
+                }
+                ArbitrationSpec::Lru => reducelab_net::Arbitration::Lru,
             },
             router,
             noise_probability: self.noise.probability,

@@ -236,7 +236,7 @@ const VARIANTS: &[&str] = &[
     "\"permutation\"", "\"incast\"", "\"random_uniform\"", "\"link\"", "\"node\"", "\"all\"",
     "\"packet\"", "\"flow\"", "\"auto\"", "\"line_rate\"", "\"collective\"", "\"torus:2x2\"", "\"hyperx:3x3\"",
     "\"hammingmesh:2x2,2x2\"", "\"torus:0x4\"", "\"random_permutation\"", "\"message\"", "\"epoch\"", "\"port_stall\"", "\"foreground\"", "\"torus:4294967295x4294967295\"", "\"swing\"", "\"bucket\"",
-    "\"input_buffered\"", "\"output_queued\"", "\"input_round_robin\"", "\"fifo\"",
+    "\"input_buffered\"", "\"output_queued\"", "\"input_round_robin\"", "\"fifo\"", "\"lru\"",
 ];
 
 const HEADERS: &[&str] = &["[topology]", "[network]", "[noise]", "[run]", "[[traffic]]", "[[faults]]", "[bogus]", "[[topology]]", "["];

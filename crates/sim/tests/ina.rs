@@ -212,7 +212,7 @@ bytes = 4096
 fn in_network_allreduce_is_verified_through_input_buffered_routers() {
     let bg = "[[traffic]]\nkind = \"random_uniform\"\nhosts = [2, 3, 6, 7, 10, 11, 14, 15]\nbytes = 65536\ninflight = 4\n";
     let hosts = "hosts = [0, 4, 8, 12, 1, 5, 9, 13]";
-    for arb in ["fifo", "input_round_robin"] {
+    for arb in ["fifo", "input_round_robin", "lru"] {
         let net = format!("arbitration = \"{arb}\"\nrouter = \"input_buffered\"\ninput_buffer_bytes = 32768\noutput_buffer_bytes = 16384\n");
         for proto in ["protocol = \"canary\"", "protocol = \"static_trees\"\ntrees = 4", "protocol = \"static_trees\""] {
             let t = format!("[[traffic]]\nkind = \"ina_allreduce\"\n{hosts}\nbytes = 524288\n{proto}\n{bg}");
@@ -249,6 +249,7 @@ fn router_settings_name_the_field() {
         ("router = \"input_buffered\"\ncrossbar_speedup = nan\n", "network.crossbar_speedup", "[1, 1024]"),
         ("router = \"input_buffered\"\nflow_control = \"drop_tail\"\n", "network.router", "credit"),
         ("router = \"crossbar\"\n", "network", "router"),
+        ("arbitration = \"lru\"\n", "network.arbitration", "input_buffered"),
     ];
     for (extra, field, why) in cases {
         let err = run_scenario_str(&scenario(CANARY_ALL, extra), &Default::default()).err().unwrap_or_else(|| panic!("accepted: {extra}"));
