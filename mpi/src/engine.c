@@ -1191,6 +1191,14 @@ static int buffer_error(MPI_Comm comm) {
     return MPI_ERR_BUFFER;
 }
 
+/* A negative count on a valid communicator: MPI_ERR_COUNT here, not from the library, because
+ * MPICH 4.0.2 (Debian 12) does not check it and overruns the stack. */
+static int negative_count(MPI_Comm comm, int count) {
+    if (count >= 0 || comm == MPI_COMM_NULL) return 0;
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_COUNT);
+    return 1;
+}
+
 /* A private working vector of `bytes` for a type with holes (ex->work, also ex->buf). On
  * failure `ex` is freed and the communicator's error handler called. */
 static int alloc_work(rl_exec *ex, size_t bytes, MPI_Comm comm) {
@@ -1431,6 +1439,7 @@ int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype typ
                  const char *algorithm, int strict) {
     rl_exec *ex;
     int rc;
+    if (negative_count(comm, count)) return MPI_ERR_COUNT;
     if (count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); /* MPI reports these */
     if (auto_to_library(algorithm, comm, count, type)) {
@@ -1460,6 +1469,7 @@ int rl_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, M
     rl_exec *ex;
     int rc, p = 1;
     if (comm != MPI_COMM_NULL) PMPI_Comm_size(comm, &p);
+    if (negative_count(comm, recvcount)) return MPI_ERR_COUNT;
     if (recvcount < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && recvcount > 0) || comm == MPI_COMM_NULL)
         return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
     int st = prepare(RL_COLL_REDUCE_SCATTER, algorithm, comm, (size_t)recvcount * (size_t)p, type, op, strict, 0, &ex,
@@ -1493,6 +1503,8 @@ int rl_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     rl_exec *ex;
     int rc, p = 1, rank = 0;
     int same = sendbuf == MPI_IN_PLACE || (sendtype == recvtype && sendcount == recvcount);
+    if (negative_count(comm, recvcount) || (sendbuf != MPI_IN_PLACE && negative_count(comm, sendcount)))
+        return MPI_ERR_COUNT;
     if (comm == MPI_COMM_NULL || recvcount < 0 || recvbuf == MPI_IN_PLACE || !same)
         return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     PMPI_Comm_size(comm, &p);
@@ -1664,6 +1676,7 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
                   const char *algorithm, int strict, MPI_Request *request) {
     rl_exec *ex;
     int rc;
+    if (request && negative_count(comm, count)) return MPI_ERR_COUNT;
     if (!request || count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
     if (auto_to_library(algorithm, comm, count, type)) {

@@ -47,7 +47,8 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
 #ifdef RL_HAVE_MPI4
 int MPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op,
                     MPI_Comm comm) {
-    if (count >= 0 && count <= 0x7fffffff) return rl_allreduce(sendbuf, recvbuf, (int)count, datatype, op, comm, NULL, 0);
+    /* a negative count becomes -1: MPI_ERR_COUNT from rl_allreduce (MPICH 4.0.2 does not check it) */
+    if (count <= 0x7fffffff) return rl_allreduce(sendbuf, recvbuf, count < 0 ? -1 : (int)count, datatype, op, comm, NULL, 0);
     return PMPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm);
 }
 #endif
