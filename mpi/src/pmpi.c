@@ -421,7 +421,7 @@ int MPI_Query_thread(int *provided) {
 /* ---- Fortran bindings ---- */
 
 /* Open MPI's Fortran MPI_IN_PLACE is the address of one of these common-block symbols
- * (weak: absent in other MPI libraries, then only the C MPI_IN_PLACE is recognised). */
+ * (weak: absent in other MPI libraries). */
 extern int mpi_fortran_in_place __attribute__((weak));
 extern int mpi_fortran_in_place_ __attribute__((weak));
 extern int mpi_fortran_in_place__ __attribute__((weak));
@@ -431,13 +431,19 @@ extern int mpi_fortran_bottom_ __attribute__((weak));
 extern int mpi_fortran_bottom__ __attribute__((weak));
 extern int MPI_FORTRAN_BOTTOM __attribute__((weak));
 
+/* MPICH's: pointers to its Fortran common blocks, set when the Fortran library initialises. */
+extern void *MPIR_F_MPI_IN_PLACE __attribute__((weak));
+extern void *MPIR_F_MPI_BOTTOM __attribute__((weak));
+
 static int f_in_place(const void *p) {
     return p && (p == (void *)&mpi_fortran_in_place || p == (void *)&mpi_fortran_in_place_ ||
-                 p == (void *)&mpi_fortran_in_place__ || p == (void *)&MPI_FORTRAN_IN_PLACE);
+                 p == (void *)&mpi_fortran_in_place__ || p == (void *)&MPI_FORTRAN_IN_PLACE ||
+                 (&MPIR_F_MPI_IN_PLACE && p == MPIR_F_MPI_IN_PLACE));
 }
 static int f_bottom(const void *p) {
     return p && (p == (void *)&mpi_fortran_bottom || p == (void *)&mpi_fortran_bottom_ ||
-                 p == (void *)&mpi_fortran_bottom__ || p == (void *)&MPI_FORTRAN_BOTTOM);
+                 p == (void *)&mpi_fortran_bottom__ || p == (void *)&MPI_FORTRAN_BOTTOM ||
+                 (&MPIR_F_MPI_BOTTOM && p == MPIR_F_MPI_BOTTOM));
 }
 
 static void f_allreduce(void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *datatype, MPI_Fint *op,
