@@ -115,11 +115,19 @@ static int use_lock(void) {
     }
     return l;
 }
+/* This thread holds rl_mu (an MPI callback run from inside our own progress must not lock it). */
+static __thread int mu_held;
 static void lock(void) {
-    if (use_lock()) pthread_mutex_lock(&rl_mu);
+    if (use_lock()) {
+        pthread_mutex_lock(&rl_mu);
+        mu_held = 1;
+    }
 }
 static void unlock(void) {
-    if (use_lock()) pthread_mutex_unlock(&rl_mu);
+    if (use_lock()) {
+        mu_held = 0;
+        pthread_mutex_unlock(&rl_mu);
+    }
 }
 static void note_thread_fallback(void) {
     static int told;
@@ -240,6 +248,25 @@ static int comm_state_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
     (void)comm, (void)keyval, (void)extra;
     comm_state *st = attr;
     if (st) {
+#ifdef MPICH_VERSION
+        /* MPICH holds the communicator until its MPI_Comm_idup completes, so it runs this
+         * callback from inside the completion of that very request, often within our own
+         * progress (rl_mu held by this thread): testing the request again here fails MPICH's
+         * reference-count assertion. So the duplicate is neither waited for nor tested: active
+         * operations bind themselves to it when it is ready (progress_exec) and the last one
+         * frees the state; without any (a persistent plan never started), the duplicate is left
+         * to MPI_Finalize. (Open MPI 4.1's idup does not hold the communicator: below, the
+         * duplicate must be complete before the communicator goes.) */
+        int held = mu_held;
+        if (!held) lock();
+        int defer = st->users > 0 || st->dup_req != MPI_REQUEST_NULL;
+        if (defer) {
+            st->orphaned = 1;
+            forget_comm(st);
+        }
+        if (!held) unlock();
+        if (defer) return MPI_SUCCESS;
+#endif
         comm_wait_ready(st);
         unbind_comm_state(st);
         forget_comm(st);
@@ -1728,6 +1755,7 @@ static void *progress_main(void *arg) {
     (void)arg;
     unsigned idle = 0;
     pthread_mutex_lock(&rl_mu);
+    mu_held = 1;
     while (!progress_stop) {
         if (!active) {
             pthread_cond_wait(&rl_cv, &rl_mu);
@@ -1737,6 +1765,7 @@ static void *progress_main(void *arg) {
         unsigned long before = progress_events;
         progress_sweep();
         idle = progress_events != before ? 0 : idle + 1;
+        mu_held = 0;
         pthread_mutex_unlock(&rl_mu);
         if (idle < RL_IDLE_SWEEPS) {
             sched_yield();
@@ -1745,7 +1774,9 @@ static void *progress_main(void *arg) {
             nanosleep(&ts, NULL);
         }
         pthread_mutex_lock(&rl_mu);
+        mu_held = 1;
     }
+    mu_held = 0;
     pthread_mutex_unlock(&rl_mu);
     return NULL;
 }
