@@ -8,6 +8,11 @@
 #                               libreducelab_pmpi.so, test and benchmark programs), built with
 #                               Open MPI's mpicc; Open MPI is installed with apt-get if missing
 #                               and we are root, and mpi4py (the `mpi` extra) into .venv.
+#   mpi/build-mpich/            the same built against MPICH 4 (an MPI-4 library: MPI_Allreduce_c,
+#                               MPI_Allreduce_init), Debian's mpich installed beside Open MPI
+#                               (mpicc.mpich, mpiexec.mpich; `mpicc` stays Open MPI's).
+#   .cache/mpi4py-<version>/test/  mpi4py's own test suite from its source distribution (the
+#                               tests run a subset of its collective tests under LD_PRELOAD).
 # Re-running only rebuilds what changed. Honours CARGO_TARGET_DIR and PYTHON (default: python3).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -50,6 +55,18 @@ if ! command -v mpicc >/dev/null 2>&1; then
 fi
 have_mpi=0
 command -v mpicc >/dev/null 2>&1 && have_mpi=1
+# MPICH as a second library, only beside Open MPI, and only if its compiler wrapper is missing.
+if [ "$have_mpi" = 1 ] && ! command -v mpicc.mpich >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing MPICH (mpich libmpich-dev) beside Open MPI"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mpich libmpich-dev >/dev/null \
+            || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq mpich libmpich-dev >/dev/null; } \
+            || echo "setup: installing MPICH failed: the MPICH build (mpi/build-mpich) is skipped" >&2
+    else
+        echo "setup: mpicc.mpich not found and not root with apt-get: the MPICH build (mpi/build-mpich) is" \
+             "skipped; install it with sudo apt-get install mpich libmpich-dev" >&2
+    fi
+fi
 if [ "$have_mpi" = 1 ] && ! command -v make >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq make
@@ -85,6 +102,28 @@ VIRTUAL_ENV="$PWD/$VENV" PATH="$PWD/$VENV/bin:$PATH" \
 if [ "$have_mpi" = 1 ]; then
     echo "setup: building the MPI runtime (mpi/build)"
     make -C mpi --quiet -j2 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+    if command -v mpicc.mpich >/dev/null 2>&1; then
+        echo "setup: building the MPI runtime against MPICH (mpi/build-mpich)"
+        # (-Wno-stringop-overflow: MPICH's MPI_STATUSES_IGNORE is (MPI_Status *)1, which gcc 12
+        # reads as a zero-size array)
+        make -C mpi --quiet -j2 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}" BUILD=build-mpich \
+            MPICC=mpicc.mpich MPIFORT=mpifort.mpich EXTRA_CFLAGS=-Wno-stringop-overflow
+    fi
+    # mpi4py's own tests ship only in its source distribution: fetched here, once per version,
+    # so that the tests never download anything
+    m4v=$("$VENV/bin/python" -c 'import mpi4py; print(mpi4py.__version__)' 2>/dev/null || true)
+    if [ -n "$m4v" ] && [ ! -f ".cache/mpi4py-$m4v/test/main.py" ]; then
+        echo "setup: fetching mpi4py $m4v's source distribution for its test suite (.cache/mpi4py-$m4v)"
+        mkdir -p .cache
+        tmp=$(mktemp -d)
+        if "$VENV/bin/python" -m pip download --quiet --no-binary :all: --no-deps -d "$tmp" "mpi4py==$m4v" \
+            && tar -xzf "$tmp/mpi4py-$m4v.tar.gz" -C .cache "mpi4py-$m4v/test"; then
+            :
+        else
+            echo "setup: could not fetch mpi4py $m4v's sdist: its tests will be skipped" >&2
+        fi
+        rm -rf "$tmp"
+    fi
 fi
 
 "$VENV/bin/python" -c 'import reducelab; print("setup: reducelab", reducelab.__version__, "ready in .venv")'

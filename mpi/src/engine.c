@@ -115,11 +115,19 @@ static int use_lock(void) {
     }
     return l;
 }
+/* This thread holds rl_mu (an MPI callback run from inside our own progress must not lock it). */
+static __thread int mu_held;
 static void lock(void) {
-    if (use_lock()) pthread_mutex_lock(&rl_mu);
+    if (use_lock()) {
+        pthread_mutex_lock(&rl_mu);
+        mu_held = 1;
+    }
 }
 static void unlock(void) {
-    if (use_lock()) pthread_mutex_unlock(&rl_mu);
+    if (use_lock()) {
+        mu_held = 0;
+        pthread_mutex_unlock(&rl_mu);
+    }
 }
 static void note_thread_fallback(void) {
     static int told;
@@ -240,6 +248,25 @@ static int comm_state_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
     (void)comm, (void)keyval, (void)extra;
     comm_state *st = attr;
     if (st) {
+#ifdef MPICH_VERSION
+        /* MPICH holds the communicator until its MPI_Comm_idup completes, so it runs this
+         * callback from inside the completion of that very request, often within our own
+         * progress (rl_mu held by this thread): testing the request again here fails MPICH's
+         * reference-count assertion. So the duplicate is neither waited for nor tested: active
+         * operations bind themselves to it when it is ready (progress_exec) and the last one
+         * frees the state; without any (a persistent plan never started), the duplicate is left
+         * to MPI_Finalize. (Open MPI 4.1's idup does not hold the communicator: below, the
+         * duplicate must be complete before the communicator goes.) */
+        int held = mu_held;
+        if (!held) lock();
+        int defer = st->users > 0 || st->dup_req != MPI_REQUEST_NULL;
+        if (defer) {
+            st->orphaned = 1;
+            forget_comm(st);
+        }
+        if (!held) unlock();
+        if (defer) return MPI_SUCCESS;
+#endif
         comm_wait_ready(st);
         unbind_comm_state(st);
         forget_comm(st);
@@ -1191,6 +1218,14 @@ static int buffer_error(MPI_Comm comm) {
     return MPI_ERR_BUFFER;
 }
 
+/* A negative count on a valid communicator: MPI_ERR_COUNT here, not from the library, because
+ * MPICH 4.0.2 (Debian 12) does not check it and overruns the stack. */
+static int negative_count(MPI_Comm comm, int count) {
+    if (count >= 0 || comm == MPI_COMM_NULL) return 0;
+    PMPI_Comm_call_errhandler(comm, MPI_ERR_COUNT);
+    return 1;
+}
+
 /* A private working vector of `bytes` for a type with holes (ex->work, also ex->buf). On
  * failure `ex` is freed and the communicator's error handler called. */
 static int alloc_work(rl_exec *ex, size_t bytes, MPI_Comm comm) {
@@ -1431,6 +1466,7 @@ int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype typ
                  const char *algorithm, int strict) {
     rl_exec *ex;
     int rc;
+    if (negative_count(comm, count)) return MPI_ERR_COUNT;
     if (count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); /* MPI reports these */
     if (auto_to_library(algorithm, comm, count, type)) {
@@ -1460,6 +1496,7 @@ int rl_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, M
     rl_exec *ex;
     int rc, p = 1;
     if (comm != MPI_COMM_NULL) PMPI_Comm_size(comm, &p);
+    if (negative_count(comm, recvcount)) return MPI_ERR_COUNT;
     if (recvcount < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && recvcount > 0) || comm == MPI_COMM_NULL)
         return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
     int st = prepare(RL_COLL_REDUCE_SCATTER, algorithm, comm, (size_t)recvcount * (size_t)p, type, op, strict, 0, &ex,
@@ -1493,6 +1530,8 @@ int rl_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     rl_exec *ex;
     int rc, p = 1, rank = 0;
     int same = sendbuf == MPI_IN_PLACE || (sendtype == recvtype && sendcount == recvcount);
+    if (negative_count(comm, recvcount) || (sendbuf != MPI_IN_PLACE && negative_count(comm, sendcount)))
+        return MPI_ERR_COUNT;
     if (comm == MPI_COMM_NULL || recvcount < 0 || recvbuf == MPI_IN_PLACE || !same)
         return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     PMPI_Comm_size(comm, &p);
@@ -1664,6 +1703,7 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
                   const char *algorithm, int strict, MPI_Request *request) {
     rl_exec *ex;
     int rc;
+    if (request && negative_count(comm, count)) return MPI_ERR_COUNT;
     if (!request || count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
     if (auto_to_library(algorithm, comm, count, type)) {
@@ -1715,6 +1755,7 @@ static void *progress_main(void *arg) {
     (void)arg;
     unsigned idle = 0;
     pthread_mutex_lock(&rl_mu);
+    mu_held = 1;
     while (!progress_stop) {
         if (!active) {
             pthread_cond_wait(&rl_cv, &rl_mu);
@@ -1724,6 +1765,7 @@ static void *progress_main(void *arg) {
         unsigned long before = progress_events;
         progress_sweep();
         idle = progress_events != before ? 0 : idle + 1;
+        mu_held = 0;
         pthread_mutex_unlock(&rl_mu);
         if (idle < RL_IDLE_SWEEPS) {
             sched_yield();
@@ -1732,7 +1774,9 @@ static void *progress_main(void *arg) {
             nanosleep(&ts, NULL);
         }
         pthread_mutex_lock(&rl_mu);
+        mu_held = 1;
     }
+    mu_held = 0;
     pthread_mutex_unlock(&rl_mu);
     return NULL;
 }

@@ -47,7 +47,8 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype d
 #ifdef RL_HAVE_MPI4
 int MPI_Allreduce_c(const void *sendbuf, void *recvbuf, MPI_Count count, MPI_Datatype datatype, MPI_Op op,
                     MPI_Comm comm) {
-    if (count >= 0 && count <= 0x7fffffff) return rl_allreduce(sendbuf, recvbuf, (int)count, datatype, op, comm, NULL, 0);
+    /* a negative count becomes -1: MPI_ERR_COUNT from rl_allreduce (MPICH 4.0.2 does not check it) */
+    if (count <= 0x7fffffff) return rl_allreduce(sendbuf, recvbuf, count < 0 ? -1 : (int)count, datatype, op, comm, NULL, 0);
     return PMPI_Allreduce_c(sendbuf, recvbuf, count, datatype, op, comm);
 }
 #endif
@@ -420,7 +421,7 @@ int MPI_Query_thread(int *provided) {
 /* ---- Fortran bindings ---- */
 
 /* Open MPI's Fortran MPI_IN_PLACE is the address of one of these common-block symbols
- * (weak: absent in other MPI libraries, then only the C MPI_IN_PLACE is recognised). */
+ * (weak: absent in other MPI libraries). */
 extern int mpi_fortran_in_place __attribute__((weak));
 extern int mpi_fortran_in_place_ __attribute__((weak));
 extern int mpi_fortran_in_place__ __attribute__((weak));
@@ -430,13 +431,19 @@ extern int mpi_fortran_bottom_ __attribute__((weak));
 extern int mpi_fortran_bottom__ __attribute__((weak));
 extern int MPI_FORTRAN_BOTTOM __attribute__((weak));
 
+/* MPICH's: pointers to its Fortran common blocks, set when the Fortran library initialises. */
+extern void *MPIR_F_MPI_IN_PLACE __attribute__((weak));
+extern void *MPIR_F_MPI_BOTTOM __attribute__((weak));
+
 static int f_in_place(const void *p) {
     return p && (p == (void *)&mpi_fortran_in_place || p == (void *)&mpi_fortran_in_place_ ||
-                 p == (void *)&mpi_fortran_in_place__ || p == (void *)&MPI_FORTRAN_IN_PLACE);
+                 p == (void *)&mpi_fortran_in_place__ || p == (void *)&MPI_FORTRAN_IN_PLACE ||
+                 (&MPIR_F_MPI_IN_PLACE && p == MPIR_F_MPI_IN_PLACE));
 }
 static int f_bottom(const void *p) {
     return p && (p == (void *)&mpi_fortran_bottom || p == (void *)&mpi_fortran_bottom_ ||
-                 p == (void *)&mpi_fortran_bottom__ || p == (void *)&MPI_FORTRAN_BOTTOM);
+                 p == (void *)&mpi_fortran_bottom__ || p == (void *)&MPI_FORTRAN_BOTTOM ||
+                 (&MPIR_F_MPI_BOTTOM && p == MPIR_F_MPI_BOTTOM));
 }
 
 static void f_allreduce(void *sendbuf, void *recvbuf, MPI_Fint *count, MPI_Fint *datatype, MPI_Fint *op,
