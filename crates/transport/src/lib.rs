@@ -1,0 +1,21 @@
+//! End-to-end transports of message traffic as **sans-I/O** state machines.
+//!
+//! A transport here is host logic only: a sender and a receiver per message and whatever a
+//! receiving host shares between its messages (NDP's pull pacer). They take packet arrivals and
+//! timer expiries in, with the current time as an argument, and answer with what to send; they
+//! never see the network, a clock or a random number generator. `reducelab-net` drives them on
+//! the packet engine (and adds the switch side: NDP's payload trimming and header queues), so
+//! the same code can be tested alone, step by step, as in this crate's tests.
+//!
+//! - [`ndp`]: NDP (Handley et al., "Re-architecting datacenter networks and stacks for low
+//!   latency and high performance", SIGCOMM 2017), as csg-htsim's `ndp.cpp` implements it:
+//!   an initial window at line rate, then one packet per PULL; ACK per data packet, NACK per
+//!   trimmed header, retransmissions first; PULLs paced by the receiver at one per MTU time,
+//!   round-robin over its flows; a retransmission timeout for lost headers and control packets.
+//!
+//! Units: times are integer picoseconds (`_ps`), sequence numbers count packets of a message
+//! from 0. Determinism: every method is a pure function of the state and its arguments.
+
+pub mod ndp;
+
+mod bitset;
