@@ -114,6 +114,9 @@ impl Network {
         if cfg.injection_bps == Some(0) {
             return Err("injection_gbps: must be > 0".into());
         }
+        if self.tr.on && cfg.rendezvous_threshold_bytes.is_some() {
+            return Err("rendezvous_threshold_bytes: does not combine with transport ndp (NDP's receiver already grants the data by pulls)".into());
+        }
         self.ep = Endpoint::new(cfg, self.host_node.len(), self.pt.len());
         Ok(())
     }

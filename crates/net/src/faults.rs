@@ -135,6 +135,12 @@ impl Network {
                     self.lose(pkt);
                 }
             }
+            while self.trim.on && self.trim.packets[g.idx()] > 0 {
+                let pkt = self.take_priority(g);
+                self.stats.drops_failure += 1;
+                self.ports[g.idx()].drops += 1;
+                self.lose(pkt);
+            }
         }
         if self.ib.on {
             self.ib_after_fault();

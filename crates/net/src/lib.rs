@@ -43,6 +43,8 @@ mod protocol;
 mod queues;
 mod router;
 mod routing;
+mod transport;
+mod trimming;
 mod wires;
 
 pub use config::{AdaptiveThreshold, Arbitration, FlowControl, InputBuffered, NetConfig, NoiseMode, RouterKind, RoutingAlgo};
@@ -56,3 +58,5 @@ pub use ids::{PktId, PortId};
 pub use ids::PktId as PacketId;
 pub use packet::fingerprint;
 pub use routing::VcPolicy;
+pub use transport::{ControlKind, MessageTransport, TransportEvent, NdpConfig, TransportConfig, TransportStats};
+pub use trimming::HEADER_TURNS;

@@ -159,6 +159,10 @@ pub(crate) enum Event {
     Program { pkt: PktId },
     /// Crossbar allocation of an input-buffered node (see [`crate::router`]).
     Xbar { node: NodeId },
+    /// The retransmission timer of message `msg`'s NDP sender (see [`crate::transport`]).
+    Rto { msg: u32 },
+    /// The pull pacer of receiving host `host` may send its next pull.
+    Pull { host: u32 },
 }
 
 /// What an arrival turned into, for the run loop to report to the workload.
@@ -220,11 +224,14 @@ pub struct Network {
     pub(crate) faults: Faults,
     pub(crate) protocol: Protocol,
     pub(crate) ep: Endpoint,
+    /// End-to-end transport of messages (host side) and NDP's port queues (switch side).
+    pub(crate) tr: crate::transport::Transport,
+    pub(crate) trim: crate::trimming::Trimming,
     // Traffic.
     pub(crate) pool: PacketPool,
     pub(crate) messages: Vec<Message>,
     undelivered: u64,
-    fg: Foreground,
+    pub(crate) fg: Foreground,
     pub(crate) queue: EventQueue<Event>,
     rng_loss: Rng,
     pub(crate) noise: crate::noise::Noise,
@@ -297,6 +304,8 @@ impl Network {
             faults,
             protocol: Protocol::new(np, topo.nodes.len()),
             ep: Endpoint::new(EndpointConfig::default(), topo.hosts.len(), np),
+            tr: crate::transport::Transport::off(),
+            trim: crate::trimming::Trimming::off(rng.fork(0x7819)),
             pool: PacketPool::new(),
             messages: Vec::new(),
             undelivered: 0,
@@ -464,6 +473,8 @@ impl Network {
                 Event::Timer { token } => w.on_timer(self, token),
                 Event::Fault { idx } => self.apply_fault(idx),
                 Event::Xbar { node } => self.ib_allocate(node),
+                Event::Rto { msg } => self.ndp_timer(msg),
+                Event::Pull { host } => self.ndp_pacer(host),
                 Event::Program { pkt } => {
                     let p = *self.pool.get(pkt);
                     let in_port = p.in_port.expect("a protocol packet at a switch came in on a port");
@@ -564,7 +575,7 @@ impl Network {
     /// [`Workload::unfinished`]).
     fn stall_reason(&self) -> String {
         let lost = self.lost_packets();
-        let hint = if lost > 0 { " (raw messages have no retransmission)" } else { "" };
+        let hint = if lost > 0 && !self.tr.on { " (raw messages have no retransmission)" } else { "" };
         format!("{} of {} messages undelivered{hint}; network: {}", self.undelivered, self.messages.len(), self.network_state())
     }
 
@@ -592,6 +603,9 @@ impl Network {
                 "{queued} packets are stuck in queues and {waiting} ports cannot inject for lack of credits or a live link (deadlock or failed link)"
             ));
         }
+        if let Some(t) = self.transport_state() {
+            why.push(t);
+        }
         let held = self.noise.held_packets();
         if held > 0 {
             why.push(format!("{held} packets are set aside by per-packet noise"));
@@ -604,6 +618,9 @@ impl Network {
 
     /// Wire size of message `msg`'s next packet.
     pub(crate) fn next_packet_size(&self, msg: u32) -> u32 {
+        if self.tr.on {
+            return self.ndp_next_size(msg);
+        }
         let m = &self.messages[msg as usize];
         let payload = self.cfg.payload_per_packet() as u64;
         let sent = m.sent_packets as u64 * payload;
@@ -614,6 +631,9 @@ impl Network {
     /// Cuts the next packet of message `msg` for host port `port` and moves the message to the
     /// back of the port's injection round (or off it, after its last packet).
     pub(crate) fn make_packet(&mut self, port: PortId, msg: u32, vc: u8, size: u32) -> PktId {
+        if self.tr.on {
+            return self.make_ndp_packet(port, msg, vc, size);
+        }
         let g = port.idx();
         let m = &mut self.messages[msg as usize];
         let seq = m.sent_packets;
@@ -710,6 +730,9 @@ impl Network {
             if let Body::Ctrl { msg, cts } = p.body {
                 self.ctrl_arrived(msg, cts);
                 return Arrival::Nothing;
+            }
+            if let Body::Ndp { msg, kind } = p.body {
+                return self.ndp_arrived(&p, msg, kind);
             }
             match self.pool_released_delivery(&p) {
                 Some(m) => Arrival::Delivered(m),
@@ -813,6 +836,9 @@ impl Network {
         };
         self.messages[msg as usize].port = lp;
         let g = self.pt.of(node, lp);
+        if self.tr.on {
+            return self.ndp_open(g, msg);
+        }
         if self.ep.rdv && self.ep.cfg.rendezvous(self.messages[msg as usize].bytes) {
             return self.send_rts(g, msg);
         }

@@ -13,6 +13,29 @@ pub(crate) enum Body {
     App(u32),
     /// A rendezvous control packet of message `msg` (header only): RTS, or CTS if `cts`.
     Ctrl { msg: u32, cts: bool },
+    /// A packet of message `msg` under NDP (see [`crate::transport`]): data packet `seq`, its
+    /// trimmed header, or a control packet (ACK/NACK of packet `seq`, PULL).
+    Ndp { msg: u32, kind: NdpKind },
+}
+
+/// What an NDP packet is. Data and trimmed headers travel from the message's source to its
+/// destination; ACK, NACK and PULL the other way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NdpKind {
+    Data,
+    /// A data packet whose payload a switch trimmed (see [`crate::trimming`]).
+    Header,
+    Ack,
+    Nack,
+    Pull,
+}
+
+impl NdpKind {
+    /// Served from a port's priority (header) queue: everything but whole data packets.
+    #[inline]
+    pub fn is_priority(self) -> bool {
+        self != NdpKind::Data
+    }
 }
 
 /// A packet in flight. Kept small and `Copy`; the pool recycles slots so the steady state
@@ -39,6 +62,8 @@ pub(crate) struct Packet {
     pub hops: u8,
     pub ecn: bool,
     pub flow_hash: u32,
+    /// Identity of the payload (see [`fingerprint`]); for NDP ACK/NACK/PULL packets, which
+    /// carry none, the cumulative pull number they grant (0: no pull).
     pub fingerprint: u64,
     /// A protocol packet that switches running a program hand to it (`false`: forwarded
     /// like any other packet, e.g. Canary's bypass packets).
@@ -55,7 +80,7 @@ impl Packet {
     pub fn app(&self) -> Option<u32> {
         match self.body {
             Body::App(a) => Some(a),
-            Body::Msg { .. } | Body::Ctrl { .. } => None,
+            Body::Msg { .. } | Body::Ctrl { .. } | Body::Ndp { .. } => None,
         }
     }
 

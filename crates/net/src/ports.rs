@@ -237,6 +237,12 @@ impl Network {
         }
         self.ports[g].credit_blocked = false;
         self.credits.absorb(port, now);
+        // NDP: the priority queue (trimmed headers, ACKs, NACKs, PULLs) goes first, but for one
+        // data packet in `HEADER_TURNS + 1` choices (see `crate::trimming`).
+        if self.trim.on && self.trim.packets[g] > 0 && self.priority_turn(port) {
+            self.send_priority(port);
+            return false;
+        }
         let nvc = self.nvc;
         // VC queues, local message injection, local protocol injection (and, with rendezvous,
         // local control packets).
@@ -388,6 +394,11 @@ impl Network {
             let pkt = self.make_packet(port, msg, vc, size);
             self.ports[g].inject_since = now + SimDuration::serialization(size as u64, self.pt.bps(port)).0;
             self.transmit(port, pkt);
+            return false;
+        }
+        // The data side's turn found nothing it could send: the priority queue goes instead.
+        if self.trim.on && self.trim.packets[g] > 0 {
+            self.send_priority(port);
             return false;
         }
         // Work is waiting but no credits: sleep until the next credit return.

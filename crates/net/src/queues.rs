@@ -88,6 +88,44 @@ impl VcQueues {
         }
     }
 
+    /// The packet that joined `port`'s VC `vc` last (FIFO arbitration only).
+    #[inline]
+    pub fn tail(&self, port: PortId, vc: usize) -> Option<PktId> {
+        debug_assert!(self.inq.is_empty(), "tail of a FIFO queue");
+        self.q[self.qi(port, vc)].tail
+    }
+
+    /// Takes the packet that joined `port`'s VC `vc` last off it (FIFO arbitration only; walks
+    /// the queue, which trimming keeps short); returns it and its size.
+    pub fn pop_tail(&mut self, pool: &mut PacketPool, port: PortId, vc: usize) -> (PktId, u64) {
+        debug_assert!(self.inq.is_empty(), "tail of a FIFO queue");
+        let qi = self.qi(port, vc);
+        let q = &mut self.q[qi];
+        let tail = q.tail.expect("pop_tail from an empty queue");
+        let mut prev = None;
+        let mut cur = q.head;
+        while let Some(c) = cur {
+            if c == tail {
+                break;
+            }
+            prev = Some(c);
+            cur = pool.get(c).next;
+        }
+        match prev {
+            None => {
+                q.head = None;
+                q.tail = None;
+            }
+            Some(p) => {
+                pool.get_mut(p).next = None;
+                q.tail = Some(p);
+            }
+        }
+        let size = pool.get(tail).wire_bytes as u64;
+        q.bytes -= size;
+        (tail, size)
+    }
+
     /// Appends `pkt` (of `size` bytes, which came in on `in_port`, `None` if made here) to
     /// `port`'s VC `vc`.
     #[inline]
@@ -146,6 +184,9 @@ impl Network {
     /// `pkt` joins the queue of output `port` on its VC (drop-tail may drop it instead; ECN
     /// may mark it), and the port is kicked.
     pub(crate) fn enqueue(&mut self, port: PortId, pkt: PktId) {
+        if self.trim.on {
+            return self.enqueue_trimming(port, pkt);
+        }
         let g = port.idx();
         let now = self.queue.now().0;
         let (size, vc) = {

@@ -1,0 +1,596 @@
+//! End-to-end transport of message traffic: the host side of NDP on the packet engine.
+//!
+//! With [`TransportConfig::None`] (the default) messages have no transport: a host injects a
+//! message's packets as fast as its port and the link credits allow, and nothing is ever sent
+//! twice. Nothing in this module runs then, and results are the same as without it.
+//!
+//! With [`TransportConfig::Ndp`] every message (not local, not a protocol packet) is carried by
+//! NDP, driving the sans-I/O state machines of [`reducelab_transport::ndp`]:
+//!
+//! - When a message may leave (after its endpoint costs), its sender may send its initial
+//!   window; its packets leave through the host port's injection round like raw packets (the
+//!   port's arbitration, the host's injection ceiling and OS noise apply), but a message is in
+//!   the round only while its sender may send (window, pulls, timeouts): retransmissions first.
+//! - The receiving host answers each data packet with an ACK and each trimmed header with a
+//!   NACK, at once; a pull asked of the host's pacer rides on that ACK/NACK when the pacer may
+//!   send one now, or goes later as a PULL packet. The pacer sends at most one pull per time to
+//!   serialise one MTU over the host's NIC ports together, round-robin over its messages.
+//!   ACK, NACK and PULL are `header_bytes` on the wire and go through the receiving host
+//!   port's priority queue (see [`crate::trimming`]); they do not pay OS noise or the
+//!   injection ceiling.
+//! - A message is delivered when every one of its packets has arrived whole at least once; a
+//!   packet arriving again is acknowledged but not counted (`duplicates`), so payload bytes
+//!   and fingerprints are counted exactly once. Endpoint receive costs apply as without NDP.
+//! - Each sender has one pending timer event at a time ([`Event::Rto`]); each receiving host's
+//!   pacer one ([`Event::Pull`]).
+//!
+//! NDP needs drop-tail flow control (the switches trim instead of pausing senders) and FIFO
+//! arbitration (trimming takes the tail of a FIFO); rendezvous is refused (NDP's receiver
+//! already grants the data). [`Network::set_transport`] checks these.
+
+use crate::config::{Arbitration, FlowControl};
+use crate::ids::{PktId, PortId};
+use crate::network::{Arrival, Event, Network};
+use crate::packet::{fingerprint, Body, NdpKind, Packet};
+use crate::protocol::AppDst;
+use crate::trimming::Trimming;
+use reducelab_des::{SimDuration, SimTime};
+use reducelab_transport::ndp::{NdpParams, NdpReceiver, NdpSender, PullPacer, Reply};
+use serde::Serialize;
+
+/// End-to-end transport of message traffic (the scenario's `[transport]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum TransportConfig {
+    /// No transport: line-rate injection, no retransmission (the default).
+    #[default]
+    None,
+    Ndp(NdpConfig),
+}
+
+/// Parameters of NDP (`[transport] kind = "ndp"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct NdpConfig {
+    /// Packets a message sends at line rate when it starts, before any pull. A message sends
+    /// at most this many packets per round trip, so it should be at least the bandwidth-delay
+    /// product in packets.
+    pub initial_window_packets: u32,
+    /// Data queue of every switch and host port, in MTU-sized packets (its priority queue
+    /// holds twice as many bytes).
+    pub data_queue_packets: u32,
+    /// Retransmission timeout.
+    pub rto_ps: u64,
+}
+
+impl Default for NdpConfig {
+    /// htsim's `main_ndp` defaults for the window (15 packets); NDP's 8-packet switch queues;
+    /// a 1 ms timeout.
+    fn default() -> Self {
+        NdpConfig { initial_window_packets: 15, data_queue_packets: 8, rto_ps: 1_000_000_000 }
+    }
+}
+
+/// Whole-network transport counters (NDP runs only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TransportStats {
+    /// Data packets whose payload a switch trimmed.
+    pub trims: u64,
+    /// Headers and control packets dropped because a priority queue was full.
+    pub priority_drops: u64,
+    /// Data packets sent again (after a NACK or a timeout).
+    pub retransmissions: u64,
+    /// Sender timer expiries that queued a packet again or granted a pull.
+    pub timeouts: u64,
+    pub acks: u64,
+    pub nacks: u64,
+    /// Pulls issued by receivers (on ACKs/NACKs or as PULL packets).
+    pub pulls: u64,
+    /// Pulls that went as PULL packets of their own.
+    pub pull_packets: u64,
+    /// Data packets that reached their receiver again after a first whole copy.
+    pub duplicates: u64,
+    /// Senders that gave up after too many timeouts in a row.
+    pub senders_gave_up: u64,
+}
+
+/// Transport counters of one message (NDP runs only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct MessageTransport {
+    pub retransmissions: u64,
+    /// Its data packets trimmed by switches.
+    pub trims: u64,
+    /// NACKs its receiver sent.
+    pub nacks: u64,
+    /// Pulls its receiver issued.
+    pub pulls: u64,
+    pub timeouts: u64,
+    pub duplicates: u64,
+}
+
+/// What an NDP control packet is, in a [`TransportEvent`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum ControlKind {
+    Ack,
+    Nack,
+    Pull,
+}
+
+/// One step of NDP at a host, recorded with [`Network::record_transport`] (for tests and
+/// debugging: a flow's timeline).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum TransportEvent {
+    /// The sender's host port started sending data packet `seq` of `msg`.
+    Sent { msg: u32, seq: u32, retransmission: bool },
+    /// Data packet `seq` (or, `trimmed`, its header) reached the receiving host.
+    Arrived { msg: u32, seq: u32, trimmed: bool },
+    /// The receiving host queued an ACK/NACK of `seq` (or a PULL) granting pull number `pull`
+    /// (0: none) on its port's priority queue.
+    Replied { msg: u32, kind: ControlKind, seq: u32, pull: u32 },
+    /// An ACK/NACK/PULL reached the sending host.
+    Heard { msg: u32, kind: ControlKind, seq: u32, pull: u32 },
+    /// The sender's timer expired with something due (a packet queued again or a pull granted).
+    Timeout { msg: u32 },
+}
+
+/// Transport state of one message.
+#[derive(Default)]
+pub(crate) struct Flow {
+    sender: Option<Box<NdpSender>>,
+    receiver: Option<Box<NdpReceiver>>,
+    /// Its slot in the receiving host's pacer.
+    slot: u32,
+    /// The receiving host's port for ACKs, NACKs and PULLs (chosen at the first arrival).
+    reply_port: Option<PortId>,
+    timer_armed: bool,
+    in_round: bool,
+    pub trims: u64,
+    retransmissions: u64,
+    timeouts: u64,
+}
+
+/// Host-side transport state: per message and per receiving host.
+pub(crate) struct Transport {
+    pub cfg: TransportConfig,
+    pub on: bool,
+    params: NdpParams,
+    flows: Vec<Flow>,
+    pacers: Vec<PullPacer>,
+    pacer_armed: Vec<bool>,
+    pub stats: TransportStats,
+    /// (time, event) when recording.
+    trace: Option<Vec<(u64, TransportEvent)>>,
+}
+
+impl Transport {
+    pub fn off() -> Transport {
+        Transport {
+            cfg: TransportConfig::None,
+            on: false,
+            params: NdpParams { initial_window_packets: 1, rto_ps: 1 },
+            flows: Vec::new(),
+            pacers: Vec::new(),
+            pacer_armed: Vec::new(),
+            stats: TransportStats::default(),
+            trace: None,
+        }
+    }
+
+    #[inline]
+    fn note(&mut self, now: u64, e: TransportEvent) {
+        if let Some(t) = self.trace.as_mut() {
+            t.push((now, e));
+        }
+    }
+
+    pub fn flow_mut(&mut self, msg: u32) -> &mut Flow {
+        let i = msg as usize;
+        if i >= self.flows.len() {
+            self.flows.resize_with(i + 1, Flow::default);
+        }
+        &mut self.flows[i]
+    }
+}
+
+impl Network {
+    /// Sets the transport of message traffic (before the run starts). Errors name the field
+    /// and say why.
+    pub fn set_transport(&mut self, cfg: TransportConfig) -> Result<(), String> {
+        let TransportConfig::Ndp(c) = cfg else {
+            self.tr = Transport::off();
+            self.trim = Trimming::off(self.trim_rng());
+            return Ok(());
+        };
+        if self.cfg.flow_control != FlowControl::DropTail {
+            return Err("kind: \"ndp\" needs network.flow_control = \"drop_tail\" (NDP switches trim packets they cannot queue; credit flow control never lets a queue overflow)".into());
+        }
+        if self.cfg.arbitration != Arbitration::Fifo {
+            return Err("kind: \"ndp\" needs network.arbitration = \"fifo\" (trimming cuts the packet at the tail of a port's FIFO)".into());
+        }
+        if self.ep.rdv {
+            return Err("kind: \"ndp\" does not combine with endpoint.rendezvous_threshold_bytes (NDP's receiver already grants the data by pulls)".into());
+        }
+        if c.initial_window_packets == 0 {
+            return Err("initial_window_packets: must be >= 1".into());
+        }
+        if c.data_queue_packets == 0 {
+            return Err("data_queue_packets: must be >= 1".into());
+        }
+        if c.rto_ps == 0 {
+            return Err("rto_us: must be > 0".into());
+        }
+        let np = self.pt.len();
+        self.trim = Trimming::new(np, c.data_queue_packets as u64 * self.cfg.mtu_bytes as u64, self.trim_rng());
+        let pacers = self
+            .host_node
+            .iter()
+            .map(|&node| {
+                let bps: u64 = self.pt.of_node(node).map(|g| self.pt.bps(g)).sum();
+                PullPacer::new(SimDuration::serialization(self.cfg.mtu_bytes as u64, bps.max(1)).ps())
+            })
+            .collect::<Vec<_>>();
+        self.tr = Transport {
+            cfg,
+            on: true,
+            params: NdpParams { initial_window_packets: c.initial_window_packets, rto_ps: c.rto_ps },
+            flows: Vec::new(),
+            pacer_armed: vec![false; pacers.len()],
+            pacers,
+            stats: TransportStats::default(),
+            trace: None,
+        };
+        Ok(())
+    }
+
+    /// Records every [`TransportEvent`] from now on (memory grows with the run: for tests and
+    /// small runs).
+    pub fn record_transport(&mut self) {
+        self.tr.trace.get_or_insert_with(Vec::new);
+    }
+
+    /// The recorded (time in ps, event) pairs, in event order.
+    pub fn transport_trace(&self) -> &[(u64, TransportEvent)] {
+        self.tr.trace.as_deref().unwrap_or(&[])
+    }
+
+    pub fn transport(&self) -> &TransportConfig {
+        &self.tr.cfg
+    }
+
+    /// Whole-network transport counters (`None` without a transport).
+    pub fn transport_stats(&self) -> Option<TransportStats> {
+        self.tr.on.then_some(self.tr.stats)
+    }
+
+    /// Transport counters of message `msg` (`None` without a transport).
+    pub fn message_transport(&self, msg: crate::MsgId) -> Option<MessageTransport> {
+        if !self.tr.on {
+            return None;
+        }
+        let Some(f) = self.tr.flows.get(msg.0 as usize) else { return Some(MessageTransport::default()) };
+        let rx = f.receiver.as_ref().map(|r| r.stats()).unwrap_or_default();
+        Some(MessageTransport { retransmissions: f.retransmissions, trims: f.trims, nacks: rx.nacks, pulls: rx.pulls, timeouts: f.timeouts, duplicates: rx.duplicates })
+    }
+
+    /// Data packets trimmed at each port, in global port order (as [`Network::port_stats`];
+    /// `None` without a transport).
+    pub fn port_trims(&self) -> Option<&[u64]> {
+        self.trim.on.then_some(&self.trim.trims[..])
+    }
+
+    /// Senders still waiting for acknowledgements and those that gave up: for stall reasons.
+    pub(crate) fn transport_state(&self) -> Option<String> {
+        if !self.tr.on {
+            return None;
+        }
+        let waiting = self.tr.flows.iter().filter(|f| f.sender.as_ref().is_some_and(|s| !s.gave_up())).count();
+        let gave_up = self.tr.stats.senders_gave_up;
+        Some(format!(
+            "NDP: {waiting} senders waiting, {gave_up} gave up after {} timeouts in a row; {} trims, {} retransmissions, {} headers or control packets dropped",
+            reducelab_transport::ndp::MAX_TIMEOUTS + 1,
+            self.tr.stats.trims,
+            self.tr.stats.retransmissions,
+            self.tr.stats.priority_drops
+        ))
+    }
+
+    /// Message `msg` (not local) may send from host port `port`: its sender and receiver
+    /// start, and the initial window joins the port's injection round.
+    pub(crate) fn ndp_open(&mut self, port: PortId, msg: u32) {
+        let now = self.queue.now().0;
+        let (n, dst) = {
+            let m = &self.messages[msg as usize];
+            (m.total_packets, m.dst)
+        };
+        let params = self.tr.params;
+        let slot = self.tr.pacers[dst as usize].open(msg);
+        let f = self.tr.flow_mut(msg);
+        f.sender = Some(Box::new(NdpSender::new(n, params, now)));
+        f.receiver = Some(Box::new(NdpReceiver::new(n)));
+        f.slot = slot;
+        self.ndp_update_round(port, msg);
+    }
+
+    /// Keeps `msg` in `port`'s injection round exactly while its sender may send (an ACK can
+    /// cancel the retransmission it was waiting to send).
+    fn ndp_update_round(&mut self, port: PortId, msg: u32) {
+        let f = &mut self.tr.flows[msg as usize];
+        let may = f.sender.as_ref().is_some_and(|s| s.has_packet());
+        if may && !f.in_round {
+            f.in_round = true;
+            self.inject[port.idx()].push_back(msg);
+            self.kick(port);
+        } else if !may && f.in_round {
+            f.in_round = false;
+            self.inject[port.idx()].retain(|&m| m != msg);
+        }
+    }
+
+    fn trim_rng(&self) -> reducelab_des::Rng {
+        self.trim.rng.clone()
+    }
+
+    /// Wire size of the packet message `msg`'s sender sends next.
+    pub(crate) fn ndp_next_size(&self, msg: u32) -> u32 {
+        let t = self.tr.flows[msg as usize].sender.as_ref().and_then(|s| s.peek()).expect("a message in the round has a packet to send");
+        self.ndp_data_size(msg, t.seq)
+    }
+
+    fn ndp_data_size(&self, msg: u32, seq: u32) -> u32 {
+        let payload = self.cfg.payload_per_packet() as u64;
+        let bytes = self.messages[msg as usize].bytes;
+        bytes.saturating_sub(seq as u64 * payload).min(payload) as u32 + self.cfg.header_bytes
+    }
+
+    /// [`Network::make_packet`] under NDP: the sender's next packet, and `msg`'s place in the
+    /// round.
+    pub(crate) fn make_ndp_packet(&mut self, port: PortId, msg: u32, vc: u8, size: u32) -> PktId {
+        let now = self.queue.now().0;
+        let g = port.idx();
+        let f = &mut self.tr.flows[msg as usize];
+        let s = f.sender.as_mut().expect("a message in the round has a sender");
+        let t = s.transmit(now).expect("a message in the round has a packet to send");
+        let more = s.has_packet();
+        self.tr.note(now, TransportEvent::Sent { msg, seq: t.seq, retransmission: t.retransmission });
+        let f = &mut self.tr.flows[msg as usize];
+        if t.retransmission {
+            f.retransmissions += 1;
+            self.tr.stats.retransmissions += 1;
+        } else {
+            self.messages[msg as usize].sent_packets += 1;
+        }
+        self.inject[g].pop_front();
+        if more {
+            self.inject[g].push_back(msg);
+        } else {
+            self.tr.flows[msg as usize].in_round = false;
+        }
+        self.ndp_arm_timer(msg);
+        let (src, dst) = {
+            let m = &self.messages[msg as usize];
+            (m.src, m.dst)
+        };
+        self.stats.packets_created += 1;
+        let id = self.pool.alloc(Packet {
+            next: None,
+            wire_bytes: size,
+            payload_bytes: size - self.cfg.header_bytes,
+            src: Some(src),
+            dst: AppDst::Host(dst),
+            body: Body::Ndp { msg, kind: NdpKind::Data },
+            seq: t.seq,
+            in_port: None,
+            in_vc: 0,
+            vc,
+            hops: 0,
+            ecn: false,
+            flow_hash: (fingerprint(self.salt, msg, u32::MAX) >> 32) as u32,
+            fingerprint: fingerprint(self.salt, msg, t.seq),
+            intercept: false,
+            arrive_ps: 0,
+            born_ps: now.max(self.ports[g].inject_since),
+        });
+        self.stats.peak_packets_in_flight = self.stats.peak_packets_in_flight.max(self.pool.live);
+        id
+    }
+
+    /// Keeps one timer event pending for `msg`'s sender while it has something to time.
+    fn ndp_arm_timer(&mut self, msg: u32) {
+        let now = self.queue.now().0;
+        let f = &mut self.tr.flows[msg as usize];
+        if f.timer_armed {
+            return;
+        }
+        if let Some(t) = f.sender.as_ref().and_then(|s| s.timer_ps()) {
+            f.timer_armed = true;
+            self.queue.push(SimTime(t.max(now)), Event::Rto { msg });
+        }
+    }
+
+    /// Keeps one event pending for host `host`'s pacer while pulls are queued.
+    fn ndp_arm_pacer(&mut self, host: u32) {
+        let h = host as usize;
+        if self.tr.pacer_armed[h] {
+            return;
+        }
+        if let Some(t) = self.tr.pacers[h].due_ps() {
+            self.tr.pacer_armed[h] = true;
+            let now = self.queue.now().0;
+            self.queue.push(SimTime(t.max(now)), Event::Pull { host });
+        }
+    }
+
+    /// The timer event of `msg`'s sender.
+    pub(crate) fn ndp_timer(&mut self, msg: u32) {
+        let now = self.queue.now().0;
+        let f = &mut self.tr.flows[msg as usize];
+        f.timer_armed = false;
+        let Some(s) = f.sender.as_mut() else { return };
+        let before = s.stats().timeouts;
+        s.on_timer(now);
+        let fired = s.stats().timeouts - before;
+        let gave_up = s.gave_up();
+        if fired > 0 {
+            self.tr.note(now, TransportEvent::Timeout { msg });
+        }
+        let f = &mut self.tr.flows[msg as usize];
+        f.timeouts += fired;
+        self.tr.stats.timeouts += fired;
+        if gave_up {
+            self.tr.stats.senders_gave_up += 1;
+            return;
+        }
+        let port = self.ndp_sender_port(msg);
+        self.ndp_update_round(port, msg);
+        self.ndp_arm_timer(msg);
+    }
+
+    /// The pacer event of host `host`: its next queued pull goes as a PULL packet.
+    pub(crate) fn ndp_pacer(&mut self, host: u32) {
+        let now = self.queue.now().0;
+        self.tr.pacer_armed[host as usize] = false;
+        if let Some(msg) = self.tr.pacers[host as usize].poll(now) {
+            let pull = self.tr.flows[msg as usize].receiver.as_mut().expect("receiver").issue_pull();
+            self.tr.stats.pulls += 1;
+            self.tr.stats.pull_packets += 1;
+            self.ndp_reply(msg, NdpKind::Pull, 0, pull);
+        }
+        self.ndp_arm_pacer(host);
+    }
+
+    /// Global id of the host port `msg` is sent from.
+    fn ndp_sender_port(&self, msg: u32) -> PortId {
+        let m = &self.messages[msg as usize];
+        self.pt.of(self.host_node[m.src as usize], m.port)
+    }
+
+    /// Sends an ACK, NACK or PULL of `msg` from its receiving host to its sender, granting
+    /// cumulative pull `pull` (0: none).
+    fn ndp_reply(&mut self, msg: u32, kind: NdpKind, seq: u32, pull: u32) {
+        let (src, dst) = {
+            let m = &self.messages[msg as usize];
+            (m.src, m.dst)
+        };
+        let port = match self.tr.flows[msg as usize].reply_port {
+            Some(p) => p,
+            None => {
+                let node = self.host_node[dst as usize];
+                let lp = if self.pt.count(node) == 1 { Some(0) } else { self.injection_port(node, src, msg) };
+                let Some(lp) = lp else {
+                    self.stats.drops_no_route += 1;
+                    return;
+                };
+                let p = self.pt.of(node, lp);
+                self.tr.flows[msg as usize].reply_port = Some(p);
+                p
+            }
+        };
+        let now = self.queue.now().0;
+        let ck = match kind {
+            NdpKind::Ack => ControlKind::Ack,
+            NdpKind::Nack => ControlKind::Nack,
+            _ => ControlKind::Pull,
+        };
+        self.tr.note(now, TransportEvent::Replied { msg, kind: ck, seq, pull });
+        let vc = self.injection_vc(port);
+        self.stats.packets_created += 1;
+        let id = self.pool.alloc(Packet {
+            next: None,
+            wire_bytes: self.cfg.header_bytes,
+            payload_bytes: 0,
+            src: Some(dst),
+            dst: AppDst::Host(src),
+            body: Body::Ndp { msg, kind },
+            seq,
+            in_port: None,
+            in_vc: 0,
+            vc,
+            hops: 0,
+            ecn: false,
+            flow_hash: (fingerprint(self.salt, msg, u32::MAX) >> 32) as u32,
+            fingerprint: pull as u64,
+            intercept: false,
+            arrive_ps: 0,
+            born_ps: now,
+        });
+        self.stats.peak_packets_in_flight = self.stats.peak_packets_in_flight.max(self.pool.live);
+        self.enqueue(port, id);
+    }
+
+    /// NDP packet `p` of message `msg` reached its destination host (its buffer is already
+    /// released).
+    pub(crate) fn ndp_arrived(&mut self, p: &Packet, msg: u32, kind: NdpKind) -> Arrival {
+        let now = self.queue.now().0;
+        match kind {
+            NdpKind::Data | NdpKind::Header => {
+                self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: kind == NdpKind::Header });
+                let dst = self.messages[msg as usize].dst;
+                let f = &mut self.tr.flows[msg as usize];
+                let slot = f.slot;
+                let rx = f.receiver.as_mut().expect("a receiver for every started message");
+                let rc = if kind == NdpKind::Data { rx.on_data(p.seq) } else { rx.on_header(p.seq) };
+                let mut pull = 0;
+                if rc.wants_pull {
+                    if self.tr.pacers[dst as usize].request(slot, now) {
+                        pull = rx.issue_pull();
+                        self.tr.stats.pulls += 1;
+                    } else {
+                        self.ndp_arm_pacer(dst);
+                    }
+                }
+                if rc.completed {
+                    self.tr.pacers[dst as usize].close(slot);
+                }
+                if kind == NdpKind::Data && !rc.new_data {
+                    self.tr.stats.duplicates += 1;
+                }
+                let (reply, seq) = match rc.reply {
+                    Reply::Ack(s) => {
+                        self.tr.stats.acks += 1;
+                        (NdpKind::Ack, s)
+                    }
+                    Reply::Nack(s) => {
+                        self.tr.stats.nacks += 1;
+                        (NdpKind::Nack, s)
+                    }
+                };
+                self.ndp_reply(msg, reply, seq, pull);
+                if rc.new_data {
+                    let m = &mut self.messages[msg as usize];
+                    m.recv_packets += 1;
+                    m.recv_bytes += p.payload_bytes as u64;
+                    m.fingerprint_received = m.fingerprint_received.wrapping_add(p.fingerprint);
+                    if !m.background {
+                        self.fg.payload_bytes += p.payload_bytes as u64;
+                    }
+                }
+                if rc.completed && self.endpoint_received(msg) {
+                    self.complete_delivery(msg);
+                    return Arrival::Delivered(msg);
+                }
+                Arrival::Nothing
+            }
+            NdpKind::Ack | NdpKind::Nack | NdpKind::Pull => {
+                let ck = match kind {
+                    NdpKind::Ack => ControlKind::Ack,
+                    NdpKind::Nack => ControlKind::Nack,
+                    _ => ControlKind::Pull,
+                };
+                self.tr.note(now, TransportEvent::Heard { msg, kind: ck, seq: p.seq, pull: p.fingerprint as u32 });
+                let f = &mut self.tr.flows[msg as usize];
+                let Some(s) = f.sender.as_mut() else { return Arrival::Nothing }; // done already
+                let pull = (p.fingerprint != 0).then_some(p.fingerprint as u32);
+                match kind {
+                    NdpKind::Ack => s.on_ack(p.seq, pull, now),
+                    NdpKind::Nack => s.on_nack(p.seq, pull, now),
+                    _ => s.on_pull(p.fingerprint as u32, now),
+                }
+                if s.is_done() {
+                    f.sender = None;
+                }
+                let port = self.ndp_sender_port(msg);
+                self.ndp_update_round(port, msg);
+                self.ndp_arm_timer(msg);
+                Arrival::Nothing
+            }
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! NDP's switch side: payload trimming and a priority (header) queue at every port.
+//!
+//! Only with `transport = ndp` (see [`crate::transport`]); otherwise nothing here runs and
+//! ports are plain drop-tail or credit queues. The model is csg-htsim's `CompositeQueue`
+//! (`compositequeue.cpp`), the queue of NDP switches and host NICs there:
+//!
+//! - Every output port has a **data queue** of `data_queue_packets` MTUs (in bytes: whole data
+//!   packets, protocol packets) and a **priority queue** for trimmed headers, ACKs, NACKs and
+//!   PULLs of twice as many bytes (htsim: `_queuesize_high + size > 2 * _maxsize` drops).
+//!   `network.buffer_bytes` does not apply to these ports.
+//! - **Trimming.** An NDP data packet that does not fit the data queue is cut to its header
+//!   (`header_bytes` on the wire, no payload) instead of dropped: with probability 1/2 the
+//!   arriving packet, otherwise the packet at the tail of the data queue, whose room the
+//!   arrival then takes (htsim draws `drand() < 0.5` only when the queue is full; the NDP paper
+//!   trims the tail half the time to avoid phase effects). The tail is trimmed only if it is an
+//!   NDP data packet and its room fits the arrival; otherwise the arrival is trimmed. The header
+//!   joins the priority queue; if that is full too it is dropped (the sender's retransmission
+//!   timeout recovers it). Other packets that do not fit the data queue are dropped, as with
+//!   drop-tail.
+//! - **Service.** A port whose priority queue has packets serves it first, except that while
+//!   both queues have packets a counter lets one data packet through every
+//!   [`HEADER_TURNS`]` + 1` choices (htsim's `_ratio_high = 100000`, `_ratio_low = 1`: headers
+//!   are practically always first, but data never waits for ever). On a host port the data
+//!   side is the host's injection (its messages and protocol packets) as well.
+//! - **ECN** marks (if configured) look at the data queue's bytes; the port's queue statistics
+//!   and adaptive routing see both queues (htsim's `queuesize()` is their sum).
+//!
+//! The priority queue is an intrusive FIFO through the packet pool, like the VC queues:
+//! joining and leaving allocate nothing.
+
+use crate::ids::{PktId, PortId};
+use crate::network::Network;
+use crate::packet::{Body, NdpKind};
+use reducelab_des::Rng;
+
+/// While both queues of a port have packets, the priority queue is served this many times for
+/// every data packet (htsim `CompositeQueue::_ratio_high`, with `_ratio_low = 1`).
+pub const HEADER_TURNS: u32 = 100_000;
+
+/// The priority queues and trimming state of every port.
+pub(crate) struct Trimming {
+    pub on: bool,
+    /// Data queue capacity per port (bytes).
+    pub data_cap: u64,
+    /// Priority queue capacity per port (bytes).
+    pub prio_cap: u64,
+    head: Vec<Option<PktId>>,
+    tail: Vec<Option<PktId>>,
+    pub bytes: Vec<u64>,
+    pub packets: Vec<u32>,
+    /// The service counter of each port (htsim `_crt`).
+    turn: Vec<u32>,
+    /// Data packets trimmed at each port.
+    pub trims: Vec<u64>,
+    /// Packets dropped because each port's priority queue was full.
+    pub prio_drops: Vec<u64>,
+    pub rng: Rng,
+}
+
+impl Trimming {
+    pub fn off(rng: Rng) -> Trimming {
+        Trimming {
+            on: false,
+            data_cap: 0,
+            prio_cap: 0,
+            head: Vec::new(),
+            tail: Vec::new(),
+            bytes: Vec::new(),
+            packets: Vec::new(),
+            turn: Vec::new(),
+            trims: Vec::new(),
+            prio_drops: Vec::new(),
+            rng,
+        }
+    }
+
+    pub fn new(ports: usize, data_cap: u64, rng: Rng) -> Trimming {
+        Trimming {
+            on: true,
+            data_cap,
+            prio_cap: 2 * data_cap,
+            head: vec![None; ports],
+            tail: vec![None; ports],
+            bytes: vec![0; ports],
+            packets: vec![0; ports],
+            turn: vec![0; ports],
+            trims: vec![0; ports],
+            prio_drops: vec![0; ports],
+            rng,
+        }
+    }
+}
+
+impl Network {
+    /// [`Network::enqueue`] with trimming on: `pkt` joins `port`'s data or priority queue, is
+    /// trimmed, or is dropped; the port is kicked.
+    pub(crate) fn enqueue_trimming(&mut self, port: PortId, pkt: PktId) {
+        let g = port.idx();
+        let (size, body) = {
+            let p = self.pool.get(pkt);
+            (p.wire_bytes as u64, p.body)
+        };
+        let priority = match body {
+            Body::Ndp { kind, .. } => kind.is_priority(),
+            Body::Ctrl { .. } => true,
+            Body::Msg { .. } | Body::App(_) => false,
+        };
+        if priority {
+            return self.push_priority(port, pkt);
+        }
+        let data_bytes = self.ports[g].q_bytes - self.trim.bytes[g];
+        if data_bytes + size > self.trim.data_cap {
+            if !matches!(body, Body::Ndp { kind: NdpKind::Data, .. }) {
+                self.ports[g].drops += 1;
+                self.stats.drops_buffer += 1;
+                self.lose(pkt);
+                return;
+            }
+            let tail = self.queues.tail(port, 0).filter(|&t| {
+                let tp = self.pool.get(t);
+                matches!(tp.body, Body::Ndp { kind: NdpKind::Data, .. }) && data_bytes - tp.wire_bytes as u64 + size <= self.trim.data_cap
+            });
+            // The coin is tossed whenever the queue is full, as htsim does.
+            let coin = self.trim.rng.bernoulli(0.5);
+            match tail {
+                Some(_) if coin => {
+                    let now = self.queue.now().0;
+                    let (t, tsize) = self.queues.pop_tail(&mut self.pool, port, 0);
+                    let ps = &mut self.ports[g];
+                    ps.note_queue_change(now);
+                    ps.q_bytes -= tsize;
+                    ps.q_packets -= 1;
+                    self.trim_payload(port, t);
+                    self.push_priority(port, t);
+                }
+                _ => {
+                    self.trim_payload(port, pkt);
+                    return self.push_priority(port, pkt);
+                }
+            }
+        }
+        let now = self.queue.now().0;
+        let data_bytes = self.ports[g].q_bytes - self.trim.bytes[g];
+        let ps = &mut self.ports[g];
+        if let Some(th) = self.cfg.ecn_threshold_bytes {
+            if data_bytes > th {
+                ps.ecn_marks += 1;
+                self.stats.ecn_marks += 1;
+                self.pool.get_mut(pkt).ecn = true;
+            }
+        }
+        ps.note_queue_change(now);
+        ps.q_bytes += size;
+        ps.q_packets += 1;
+        ps.max_q_bytes = ps.max_q_bytes.max(ps.q_bytes);
+        self.queues.push(&mut self.pool, &self.pt, port, 0, pkt, size);
+        self.kick(port);
+    }
+
+    /// Cuts NDP data packet `pkt`, queued at or arriving at `port`, to its header.
+    fn trim_payload(&mut self, port: PortId, pkt: PktId) {
+        let hb = self.cfg.header_bytes;
+        let p = self.pool.get_mut(pkt);
+        let Body::Ndp { msg, kind: NdpKind::Data } = p.body else { unreachable!("only NDP data packets are trimmed") };
+        p.body = Body::Ndp { msg, kind: NdpKind::Header };
+        p.wire_bytes = hb;
+        p.payload_bytes = 0;
+        self.trim.trims[port.idx()] += 1;
+        self.tr.stats.trims += 1;
+        self.tr.flow_mut(msg).trims += 1;
+    }
+
+    /// `pkt` joins `port`'s priority queue, or is dropped if it is full.
+    fn push_priority(&mut self, port: PortId, pkt: PktId) {
+        let g = port.idx();
+        let size = self.pool.get(pkt).wire_bytes as u64;
+        if self.trim.bytes[g] + size > self.trim.prio_cap {
+            self.ports[g].drops += 1;
+            self.trim.prio_drops[g] += 1;
+            self.stats.drops_buffer += 1;
+            self.tr.stats.priority_drops += 1;
+            self.lose(pkt);
+            return;
+        }
+        let now = self.queue.now().0;
+        let ps = &mut self.ports[g];
+        ps.note_queue_change(now);
+        ps.q_bytes += size;
+        ps.q_packets += 1;
+        ps.max_q_bytes = ps.max_q_bytes.max(ps.q_bytes);
+        self.trim.bytes[g] += size;
+        self.trim.packets[g] += 1;
+        self.pool.get_mut(pkt).next = None;
+        match self.trim.tail[g].replace(pkt) {
+            None => self.trim.head[g] = Some(pkt),
+            Some(t) => self.pool.get_mut(t).next = Some(pkt),
+        }
+        self.kick(port);
+    }
+
+    /// Whether idle `port`, whose priority queue has packets, serves it now (see the module
+    /// doc): always if nothing else waits, else as the service counter says.
+    pub(crate) fn priority_turn(&mut self, port: PortId) -> bool {
+        let g = port.idx();
+        let data_waiting = self.ports[g].q_packets > self.trim.packets[g] || !self.inject[g].is_empty() || !self.protocol.app_q[g].is_empty();
+        if !data_waiting {
+            return true;
+        }
+        let t = &mut self.trim.turn[g];
+        *t += 1;
+        if *t >= HEADER_TURNS + 1 {
+            *t = 0;
+        }
+        *t < HEADER_TURNS
+    }
+
+    /// Sends the head of `port`'s priority queue now.
+    pub(crate) fn send_priority(&mut self, port: PortId) {
+        let pkt = self.take_priority(port);
+        self.transmit(port, pkt);
+    }
+
+    /// Takes the head of `port`'s priority queue off it.
+    pub(crate) fn take_priority(&mut self, port: PortId) -> PktId {
+        let g = port.idx();
+        let now = self.queue.now().0;
+        let pkt = self.trim.head[g].expect("priority queue has packets");
+        let (next, size) = {
+            let p = self.pool.get(pkt);
+            (p.next, p.wire_bytes as u64)
+        };
+        self.trim.head[g] = next;
+        if next.is_none() {
+            self.trim.tail[g] = None;
+        }
+        self.trim.bytes[g] -= size;
+        self.trim.packets[g] -= 1;
+        let ps = &mut self.ports[g];
+        ps.note_queue_change(now);
+        ps.q_bytes -= size;
+        ps.q_packets -= 1;
+        pkt
+    }
+}
