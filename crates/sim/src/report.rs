@@ -44,6 +44,21 @@ fn endpoint_json(e: &reducelab_net::EndpointConfig) -> Value {
     })
 }
 
+/// The transport counters of the messages `ids`, summed (summary.json `traffic[i].transport`).
+fn message_transport_json(net: &Network, ids: impl Iterator<Item = reducelab_net::MsgId>) -> Value {
+    let mut sum = reducelab_net::MessageTransport::default();
+    for id in ids {
+        let t = net.message_transport(id).unwrap_or_default();
+        sum.retransmissions += t.retransmissions;
+        sum.trims += t.trims;
+        sum.nacks += t.nacks;
+        sum.pulls += t.pulls;
+        sum.timeouts += t.timeouts;
+        sum.duplicates += t.duplicates;
+    }
+    serde_json::to_value(sum).expect("json")
+}
+
 fn fct_summary(mut fcts: Vec<u64>) -> Value {
     fcts.sort_unstable();
     let mean = if fcts.is_empty() { 0.0 } else { fcts.iter().map(|&x| x as f64).sum::<f64>() / fcts.len() as f64 };
@@ -198,7 +213,7 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             }));
             continue;
         }
-        traffic.push(json!({
+        let mut entry = json!({
             "kind": t.kind(),
             "background": t.is_background(),
             "messages": mine.len(),
@@ -209,14 +224,22 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             "last_end_ps": last,
             "fct_ps": fct_summary(fcts),
             "throughput_gbps": if span > 0 { delivered as f64 * 8.0 / (span as f64 * 1e-12) / 1e9 } else { 0.0 },
-        }));
+        });
+        if net.transport_stats().is_some() {
+            let ids = msgs.iter().enumerate().filter(|(_, m)| m.tag == ti as u64).map(|(i, _)| reducelab_net::MsgId(i as u32));
+            entry["transport"] = message_transport_json(net, ids);
+        }
+        traffic.push(entry);
     }
     let ports = net.port_stats();
     let topo = &sc.topology;
     let mut utils: Vec<f64> = Vec::with_capacity(ports.len());
-    let mut links_csv = String::from("link,from_node,from_port,to_node,to_port,bytes,packets,utilization,max_queue_bytes,mean_queue_bytes,drops,ecn_marks,kind\n");
+    // With a transport: each port's trims in one more column (without, the file is as it was).
+    let trims = net.port_trims();
+    let mut links_csv = String::from("link,from_node,from_port,to_node,to_port,bytes,packets,utilization,max_queue_bytes,mean_queue_bytes,drops,ecn_marks,kind");
+    links_csv.push_str(if trims.is_some() { ",trims\n" } else { "\n" });
     let mut net_utils = Vec::new();
-    for p in &ports {
+    for (pi, p) in ports.iter().enumerate() {
         let u = if now > 0 { p.busy_ps as f64 / now as f64 } else { 0.0 };
         utils.push(u);
         // `network`: every link that is not a host's link to its switch (switch–switch links,
@@ -225,22 +248,37 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         if !is_host {
             net_utils.push(u);
         }
-        let _ = writeln!(
+        let _ = write!(
             links_csv,
             "{},{},{},{},{},{},{},{:.6},{},{:.1},{},{},{}",
             p.link, p.node, p.port, p.peer_node, p.peer_port, p.bytes, p.packets, u, p.max_queue_bytes, p.mean_queue_bytes, p.drops, p.ecn_marks,
             if is_host { "host" } else { "network" }
         );
+        match trims {
+            Some(t) => {
+                let _ = writeln!(links_csv, ",{}", t[pi]);
+            }
+            None => links_csv.push('\n'),
+        }
     }
     let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
     let maxf = |v: &[f64]| v.iter().cloned().fold(0.0f64, f64::max);
-    let mut messages_csv = String::from("id,src,dst,bytes,start_ps,end_ps,fct_ps,verified\n");
+    // With a transport: its per-message counters in more columns (without, the file is as it was).
+    let tp = net.transport_stats().is_some();
+    let mut messages_csv = String::from("id,src,dst,bytes,start_ps,end_ps,fct_ps,verified");
+    messages_csv.push_str(if tp { ",retransmissions,trims,nacks,pulls,timeouts,duplicates\n" } else { "\n" });
     for (i, m) in msgs.iter().enumerate() {
         let (end_s, fct_s) = match m.completion_time() {
             Some(d) => (m.end.ps().to_string(), d.ps().to_string()),
             None => (String::new(), String::new()),
         };
-        let _ = writeln!(messages_csv, "{i},{},{},{},{},{end_s},{fct_s},{}", m.src, m.dst, m.bytes, m.start.ps(), m.verified());
+        let _ = write!(messages_csv, "{i},{},{},{},{},{end_s},{fct_s},{}", m.src, m.dst, m.bytes, m.start.ps(), m.verified());
+        match net.message_transport(reducelab_net::MsgId(i as u32)) {
+            Some(t) => {
+                let _ = writeln!(messages_csv, ",{},{},{},{},{},{}", t.retransmissions, t.trims, t.nacks, t.pulls, t.timeouts, t.duplicates);
+            }
+            None => messages_csv.push('\n'),
+        }
     }
     let s = net.stats();
     let wrong = (!wrong.is_empty()).then(|| wrong.join("; "));
@@ -307,6 +345,15 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             "peak_packets_in_flight": s.peak_packets_in_flight,
         },
     });
+    let mut summary = summary;
+    if let (reducelab_net::TransportConfig::Ndp(c), Some(t)) = (net.transport(), net.transport_stats()) {
+        let mut v = serde_json::to_value(t).expect("json");
+        v["kind"] = json!("ndp");
+        v["initial_window_packets"] = json!(c.initial_window_packets);
+        v["data_queue_packets"] = json!(c.data_queue_packets);
+        v["rto_ps"] = json!(c.rto_ps);
+        summary["transport"] = v;
+    }
     let mut table = String::new();
     let _ = writeln!(table, "scenario   {}  (seed {})", sc.name, sc.seed);
     let _ = writeln!(table, "topology   {}: {} hosts, {} switches, {} links", topo.name, topo.num_hosts(), topo.num_switches(), topo.links.len());
@@ -378,6 +425,13 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         s.drops_buffer + s.drops_loss + s.drops_failure + s.drops_no_route,
         s.ecn_marks
     );
+    if let Some(t) = net.transport_stats() {
+        let _ = writeln!(
+            table,
+            "transport  ndp: {} trims, {} retransmissions, {} timeouts, {} NACKs, {} pulls ({} as PULL packets), {} duplicates, {} headers/control dropped",
+            t.trims, t.retransmissions, t.timeouts, t.nacks, t.pulls, t.pull_packets, t.duplicates, t.priority_drops
+        );
+    }
     let ina_memory_csv = w.ina.as_ref().map(|x| {
         let mut c = String::from("time_ps,busiest_switch_descriptors,all_switches_descriptors\n");
         for (t, b, a) in &x.occupancy {

@@ -37,6 +37,73 @@ pub struct ScenarioFile {
     /// Per-host endpoint costs (default: none).
     #[serde(default)]
     pub endpoint: EndpointSpec,
+    /// End-to-end transport of message traffic (default: none).
+    #[serde(default)]
+    pub transport: TransportSpec,
+}
+
+/// `[transport]`: the end-to-end transport of message traffic (docs/scenario-format.md).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TransportSpec {
+    #[serde(default)]
+    pub kind: TransportKindSpec,
+    pub initial_window_packets: Option<u32>,
+    pub data_queue_packets: Option<u32>,
+    pub rto_us: Option<f64>,
+}
+
+/// `transport.kind`.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportKindSpec {
+    /// No transport: line-rate injection, nothing retransmitted (today's engine).
+    #[default]
+    None,
+    Ndp,
+}
+
+impl TransportSpec {
+    fn resolve(&self, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+        if self.kind == TransportKindSpec::None {
+            for (key, set) in [
+                ("initial_window_packets", self.initial_window_packets.is_some()),
+                ("data_queue_packets", self.data_queue_packets.is_some()),
+                ("rto_us", self.rto_us.is_some()),
+            ] {
+                if set {
+                    return e(format!("transport.{key}"), "applies only with kind = \"ndp\"");
+                }
+            }
+            return Ok(reducelab_net::TransportConfig::None);
+        }
+        if nw.flow_control != FlowControlSpec::DropTail {
+            return e("transport.kind", "\"ndp\" needs network.flow_control = \"drop_tail\" (NDP switches trim the packets they cannot queue; credit flow control never lets a queue overflow)");
+        }
+        if nw.arbitration != ArbitrationSpec::Fifo {
+            return e("transport.kind", "\"ndp\" needs network.arbitration = \"fifo\" (trimming cuts the packet at the tail of a port's FIFO)");
+        }
+        if endpoint.rendezvous_threshold_bytes.is_some() {
+            return e("transport.kind", "\"ndp\" does not combine with endpoint.rendezvous_threshold_bytes (NDP's receiver already grants the data by pulls)");
+        }
+        let d = reducelab_net::NdpConfig::default();
+        let initial_window_packets = self.initial_window_packets.unwrap_or(d.initial_window_packets);
+        if initial_window_packets == 0 {
+            return e("transport.initial_window_packets", "must be >= 1");
+        }
+        let data_queue_packets = self.data_queue_packets.unwrap_or(d.data_queue_packets);
+        if data_queue_packets == 0 {
+            return e("transport.data_queue_packets", "must be >= 1");
+        }
+        let rto_ps = match self.rto_us {
+            Some(us) => ns_to_ps("transport.rto_us", pos_f64("transport.rto_us", us)? * 1000.0)?,
+            None => d.rto_ps,
+        };
+        if rto_ps == 0 {
+            return e("transport.rto_us", "must be at least 1 ps");
+        }
+        Ok(reducelab_net::TransportConfig::Ndp(reducelab_net::NdpConfig { initial_window_packets, data_queue_packets, rto_ps }))
+    }
 }
 
 /// `[endpoint]`: per-message host overheads, rendezvous and the injection ceiling
@@ -579,6 +646,8 @@ pub struct Scenario {
     pub ina: crate::ina_run::InaSwitchSpec,
     /// Per-host endpoint costs (`[endpoint]`).
     pub endpoint: reducelab_net::EndpointConfig,
+    /// End-to-end transport of message traffic (`[transport]`).
+    pub transport: reducelab_net::TransportConfig,
 }
 
 /// A validated traffic generator.
@@ -1109,6 +1178,7 @@ impl ScenarioFile {
             return e("network.routing", reason);
         }
         let endpoint = self.endpoint.resolve()?;
+        let transport = self.transport.resolve(nw, &self.endpoint)?;
         let mut traffic = Vec::new();
         let seed = seed_override.unwrap_or(self.seed);
         // The static trees' switch state is laid out per (tenant, tree) for one tree count.
@@ -1181,7 +1251,12 @@ impl ScenarioFile {
                 _ => None,
             })
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .max(match transport {
+                // An NDP sender retries up to MAX_TIMEOUTS + 1 timeouts in a row before it gives up.
+                reducelab_net::TransportConfig::Ndp(c) => (reducelab_transport::ndp::MAX_TIMEOUTS as u64 + 2) * c.rto_ps,
+                reducelab_net::TransportConfig::None => 0,
+            });
         let watchdog = match self.run.watchdog_us {
             Some(0.0) => None,
             Some(us) => Some(SimDuration::from_ps(ns_to_ps("run.watchdog_us", pos_f64("run.watchdog_us", us)? * 1000.0)?)),
@@ -1270,6 +1345,7 @@ impl ScenarioFile {
             watchdog,
             ina,
             endpoint,
+            transport,
         })
     }
 }

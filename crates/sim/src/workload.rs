@@ -353,7 +353,8 @@ impl Workload for ScenarioWorkload {
                     }
                 }
                 _ if c.completed < c.messages => {
-                    let hint = if lost > 0 { " (raw messages have no retransmission)" } else { "" };
+                    let raw = *net.transport() == reducelab_net::TransportConfig::None;
+                    let hint = if lost > 0 && raw { " (raw messages have no retransmission)" } else { "" };
                     parts.push(format!("{} traffic[{ti}]: {} of {} messages undelivered{hint}", t.kind(), c.messages - c.completed, c.messages));
                 }
                 _ => {}
