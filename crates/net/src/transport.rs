@@ -436,7 +436,6 @@ impl Network {
         self.tr.stats.timeouts += fired;
         if gave_up {
             self.tr.stats.senders_gave_up += 1;
-            return;
         }
         let port = self.ndp_sender_port(msg);
         self.ndp_update_round(port, msg);

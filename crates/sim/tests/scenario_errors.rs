@@ -410,6 +410,26 @@ fn cases() -> Vec<Case> {
         ),
         case("collective on too many ranks", sc(&["topology = \"torus:73658x2\"", &traffic("kind = \"collective\"\nalgorithm = \"swing\"\nbytes = 64")]), "traffic[0].hosts", "147316 ranks is more than the 16384"),
         case("empty collective", sc(&[TORUS, &traffic("kind = \"collective\"\nalgorithm = \"ring\"\nbytes = 0")]), "traffic[0].bytes", "at least one byte"),
+        // ---- transport --------------------------------------------------------------------
+        case("ndp on a lossless network", sc(&[FT2, "[transport]\nkind = \"ndp\"", PERM]), "transport.kind", "needs network.flow_control = \"drop_tail\""),
+        case(
+            "ndp with input round-robin",
+            sc(&[FT2, "[network]\nflow_control = \"drop_tail\"\narbitration = \"input_round_robin\"", "[transport]\nkind = \"ndp\"", PERM]),
+            "transport.kind",
+            "fifo",
+        ),
+        case(
+            "ndp with rendezvous",
+            sc(&[FT2, "[network]\nflow_control = \"drop_tail\"", "[endpoint]\nrendezvous_threshold_bytes = 4096", "[transport]\nkind = \"ndp\"", PERM]),
+            "transport.kind",
+            "rendezvous",
+        ),
+        case("ndp window 0", sc(&[FT2, "[network]\nflow_control = \"drop_tail\"", "[transport]\nkind = \"ndp\"\ninitial_window_packets = 0", PERM]), "transport.initial_window_packets", ">= 1"),
+        case("ndp data queue 0", sc(&[FT2, "[network]\nflow_control = \"drop_tail\"", "[transport]\nkind = \"ndp\"\ndata_queue_packets = 0", PERM]), "transport.data_queue_packets", ">= 1"),
+        case("ndp negative timeout", sc(&[FT2, "[network]\nflow_control = \"drop_tail\"", "[transport]\nkind = \"ndp\"\nrto_us = -3", PERM]), "transport.rto_us", "must be a positive number"),
+        case("ndp key without ndp", sc(&[FT2, "[transport]\nrto_us = 100", PERM]), "transport.rto_us", "only with kind = \"ndp\""),
+        case("unknown transport", sc(&[FT2, "[transport]\nkind = \"tcp\"", PERM]), "transport.kind", "unknown variant"),
+        case("unknown transport key", sc(&[FT2, "[transport]\nkind = \"ndp\"\nwindow = 3", PERM]), "transport.window", "unknown field"),
         // ---- TOML syntax ------------------------------------------------------------------
         case("unterminated table header", "name = \"t\"\n[topology\n", "", "invalid table header"),
         case("missing value", "name = \n", "", "(line 1)"),

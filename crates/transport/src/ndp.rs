@@ -27,8 +27,10 @@
 //!   sent without waiting for a pull (its header, ACK or NACK was lost, so no pull will come
 //!   for it). A sender with packets to send, none in flight and no pull for `rto_ps` since it
 //!   last heard from the receiver grants itself one pull (a lost PULL that no later one
-//!   covered). After [`MAX_TIMEOUTS`] timeouts in a row with nothing heard between them the
-//!   sender gives up ([`NdpSender::gave_up`]), so a run across a broken network ends.
+//!   covered). After more than [`MAX_TIMEOUTS`] timeout rounds in a row with nothing heard
+//!   (a round: the expiries within `rto_ps` of its first, since a lost burst expires packet by
+//!   packet) the sender gives up ([`NdpSender::gave_up`]), so a run across a broken network
+//!   ends.
 //!
 //! Not modelled (htsim options off by default there too): return-to-sender of dropped
 //! headers, RTS mode, the receiver-window increase (`RCV_CWND`), path scoring of multipath
@@ -99,7 +101,11 @@ pub struct NdpSender {
     low: u32,
     last_heard_ps: u64,
     timer_ps: Option<u64>,
+    /// Timeout rounds with nothing heard since the first; a round is the expiries within
+    /// `rto_ps` of its first (each packet has its own deadline, so one lost burst expires as
+    /// a chain of deadlines a packet time apart).
     timeouts_in_a_row: u32,
+    round_start_ps: Option<u64>,
     gave_up: bool,
     stats: SenderStats,
 }
@@ -124,6 +130,7 @@ impl NdpSender {
             last_heard_ps: now_ps,
             timer_ps: None,
             timeouts_in_a_row: 0,
+            round_start_ps: None,
             gave_up: false,
             stats: SenderStats::default(),
         }
@@ -199,6 +206,7 @@ impl NdpSender {
     fn heard(&mut self, now_ps: u64) {
         self.last_heard_ps = now_ps;
         self.timeouts_in_a_row = 0;
+        self.round_start_ps = None;
     }
 
     fn pulled(&mut self, pull: Option<u32>) {
@@ -325,7 +333,10 @@ impl NdpSender {
         }
         if fired {
             self.stats.timeouts += 1;
-            self.timeouts_in_a_row += 1;
+            if self.round_start_ps.is_none_or(|r| now_ps >= r + rto) {
+                self.round_start_ps = Some(now_ps);
+                self.timeouts_in_a_row += 1;
+            }
             // The next self-granted pull waits a whole timeout again.
             self.last_heard_ps = now_ps;
             if self.timeouts_in_a_row > MAX_TIMEOUTS {
@@ -662,6 +673,29 @@ mod tests {
             }
         }
         assert!(!s.gave_up());
+    }
+
+    /// A lost burst expires packet by packet, one deadline a packet time after the other:
+    /// that is one timeout round, however many packets it holds.
+    #[test]
+    fn the_expiries_of_one_lost_burst_are_one_timeout_round() {
+        let n = 3 * MAX_TIMEOUTS;
+        let mut s = NdpSender::new(n, params(n), 0);
+        for k in 0..n as u64 {
+            s.transmit(k * 10);
+        }
+        let mut expiries = 0;
+        while let Some(t) = s.timer_ps() {
+            if t > RTO + 10 * n as u64 {
+                break;
+            }
+            s.on_timer(t);
+            expiries += 1;
+            assert!(!s.gave_up(), "gave up after {expiries} expiries of one burst");
+            assert!(s.transmit(t).unwrap().retransmission);
+        }
+        assert_eq!(expiries, n, "each packet expired on its own deadline");
+        assert_eq!(s.stats().timeouts, n as u64);
     }
 
     #[test]
