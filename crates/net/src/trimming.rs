@@ -242,3 +242,35 @@ impl Network {
         pkt
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{FlowControl, NdpConfig, NetConfig, Network, TransportConfig};
+    use reducelab_des::Rng;
+    use reducelab_topo::{star, LinkParams};
+
+    /// While both queues hold packets, the data queue gets exactly one turn in every
+    /// `HEADER_TURNS + 1` choices, the `HEADER_TURNS`-th one (htsim: `_crt` counts 1, 2, …; the
+    /// data queue goes when it reaches `_ratio_high`, then it wraps to 0); with nothing else
+    /// waiting the priority queue always goes and the counter does not move.
+    #[test]
+    fn data_gets_one_turn_in_header_turns_plus_one() {
+        let topo = star(2, LinkParams { bandwidth_bps: 100_000_000_000, latency_ps: 1 }).unwrap();
+        let cfg = NetConfig { flow_control: FlowControl::DropTail, ..NetConfig::default() };
+        let mut net = Network::new(&topo, cfg, vec![], &Rng::new(1)).unwrap();
+        net.set_transport(TransportConfig::Ndp(NdpConfig::default())).unwrap();
+        let port = crate::ids::PortId::new(0);
+        // Bookkeeping as if one header and one data packet were queued.
+        net.trim.packets[0] = 1;
+        net.ports[0].q_packets = 2;
+        let n = 2 * (super::HEADER_TURNS as usize + 1);
+        let data_turns: Vec<usize> = (1..=n).filter(|_| !net.priority_turn(port)).collect();
+        let t = super::HEADER_TURNS as usize;
+        assert_eq!(data_turns, [t, 2 * t + 1]);
+        // Only headers waiting: always the priority queue, counter untouched.
+        net.ports[0].q_packets = 1;
+        assert!((0..10).all(|_| net.priority_turn(port)));
+        net.ports[0].q_packets = 2;
+        assert!(net.priority_turn(port), "the count goes on from where it was");
+    }
+}

@@ -1,6 +1,7 @@
 //! NDP through the one door (scenario files): a drop-tail permutation that stalls without a
 //! transport completes with NDP, every byte delivered exactly once; and a property test over
-//! random loss rates, queue sizes, windows, timeouts, topologies, traffic and seeds.
+//! random loss rates, queue sizes, windows, timeouts, topologies, traffic, switch failures and
+//! seeds.
 //!
 //! The property cases are drawn from a fixed seed, so a failure is reproducible: its message
 //! prints the scenario. `REDUCELAB_NDP_CASES=N` runs N cases (default 200, about half a second) and
@@ -122,8 +123,15 @@ fn case(rng: &mut Rng) -> String {
     let window = if stress { 20 + rng.below(40) } else { 1 + rng.below(40) };
     let rto_us = 5 + rng.below(200);
     let routing = ["minimal", "ecmp", "adaptive"][rng.below(3) as usize];
+    // On the two-level fat tree (leaf l is node 5l, its hosts 5l+1..5l+4, spines 20 and 21),
+    // sometimes a spine fails mid-run: what it held is lost, routing goes round it.
+    let fault = if topology.contains("fat_tree_2") && rng.bernoulli(0.4) {
+        format!("[[faults]]\nkind = \"node\"\nnode = {}\nat_ns = {}\n", 20 + rng.below(2), rng.below(20_000))
+    } else {
+        String::new()
+    };
     format!(
-        "name = \"ndp-property\"\nseed = {}\n[topology]\n{topology}\nbandwidth_gbps = 100\nlatency_ns = 500\n[network]\nmtu_bytes = {mtu}\nflow_control = \"drop_tail\"\nrouting = \"{routing}\"\nloss_probability = {loss:.4}\n[transport]\nkind = \"ndp\"\ninitial_window_packets = {window}\ndata_queue_packets = {queue}\nrto_us = {rto_us}\n[[traffic]]\n{traffic}\n",
+        "name = \"ndp-property\"\nseed = {}\n[topology]\n{topology}\nbandwidth_gbps = 100\nlatency_ns = 500\n[network]\nmtu_bytes = {mtu}\nflow_control = \"drop_tail\"\nrouting = \"{routing}\"\nloss_probability = {loss:.4}\n[transport]\nkind = \"ndp\"\ninitial_window_packets = {window}\ndata_queue_packets = {queue}\nrto_us = {rto_us}\n[[traffic]]\n{traffic}\n{fault}",
         rng.below(1 << 30)
     )
 }
@@ -136,7 +144,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 fn random_lossy_runs_deliver_every_byte_exactly_once_and_deterministically() {
     let mut rng = Rng::new(env_u64("REDUCELAB_NDP_SEED", 0x4D9_2017));
     let cases = env_u64("REDUCELAB_NDP_CASES", 200);
-    let (mut lossy, mut trimmed, mut timed_out, mut header_drops, mut dups) = (0, 0, 0, 0, 0);
+    let (mut lossy, mut trimmed, mut timed_out, mut header_drops, mut dups, mut failed) = (0, 0, 0, 0, 0, 0);
     for k in 0..cases {
         let text = case(&mut rng);
         let (s, out) = run(&text);
@@ -151,7 +159,7 @@ fn random_lossy_runs_deliver_every_byte_exactly_once_and_deterministically() {
         assert!(n("nacks") <= n("trims"), "a NACK answers a trimmed header: {}", ctx());
         assert!(n("duplicates") <= n("retransmissions"), "a duplicate needs a second copy: {}", ctx());
         assert_eq!(n("senders_gave_up"), 0, "{}", ctx());
-        if s["drops"]["loss"] == 0 && n("priority_drops") == 0 && n("timeouts") == 0 {
+        if s["drops"]["loss"] == 0 && s["drops"]["failure"] == 0 && n("priority_drops") == 0 && n("timeouts") == 0 {
             assert_eq!((n("nacks"), n("retransmissions"), n("duplicates")), (n("trims"), n("trims"), 0), "nothing lost: {}", ctx());
         }
         lossy += (s["drops"]["loss"].as_u64().unwrap() > 0) as u32;
@@ -159,15 +167,16 @@ fn random_lossy_runs_deliver_every_byte_exactly_once_and_deterministically() {
         timed_out += (n("timeouts") > 0) as u32;
         header_drops += (n("priority_drops") > 0) as u32;
         dups += (n("duplicates") > 0) as u32;
+        failed += (s["drops"]["failure"].as_u64().unwrap() > 0) as u32;
         // Same scenario and seed, same bytes.
         let again = run_scenario_str(&text, &RunOptions::default()).unwrap();
         assert_eq!(again.summary_json, out.summary_json, "{}", ctx());
         assert_eq!(again.files, out.files, "{}", ctx());
     }
-    eprintln!("{cases} cases: {lossy} with link loss, {trimmed} with trims, {timed_out} with timeouts, {header_drops} with header drops, {dups} with duplicates");
+    eprintln!("{cases} cases: {lossy} with link loss, {trimmed} with trims, {timed_out} with timeouts, {header_drops} with header drops, {dups} with duplicates, {failed} losing packets to a failed spine");
     // The cases exercise what they are for.
     if cases >= 200 {
-        assert!(lossy >= 4 && trimmed >= 4 && timed_out >= 4 && header_drops >= 1, "lossy {lossy}, trimmed {trimmed}, timed out {timed_out}, header drops {header_drops} of {cases}");
+        assert!(lossy >= 4 && trimmed >= 4 && timed_out >= 4 && header_drops >= 1 && failed >= 1, "lossy {lossy}, trimmed {trimmed}, timed out {timed_out}, header drops {header_drops}, failed spine {failed} of {cases}");
     }
 }
 
