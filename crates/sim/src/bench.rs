@@ -17,6 +17,7 @@ pub struct BenchResult {
 
 const BENCHES: &[(&str, &str)] = &[
     ("htsim-permutation", include_str!("../../../scenarios/bench/htsim_permutation.toml")),
+    ("htsim-permutation-ndp", include_str!("../../../scenarios/bench/htsim_permutation_ndp.toml")),
     ("canary-uniform", include_str!("../../../scenarios/bench/canary_uniform.toml")),
     ("torus-permutation", include_str!("../../../scenarios/bench/torus_permutation.toml")),
     ("canary-fig8-point", include_str!("../../../scenarios/bench/canary_fig8_point.toml")),
