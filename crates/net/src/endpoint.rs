@@ -118,6 +118,7 @@ impl Network {
             return Err("rendezvous_threshold_bytes: does not combine with transport ndp (NDP's receiver already grants the data by pulls)".into());
         }
         self.ep = Endpoint::new(cfg, self.host_node.len(), self.pt.len());
+        self.local_slots = 2 + (self.ep.rdv || self.tr.on) as usize;
         Ok(())
     }
 

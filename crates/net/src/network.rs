@@ -224,6 +224,9 @@ pub struct Network {
     pub(crate) faults: Faults,
     pub(crate) protocol: Protocol,
     pub(crate) ep: Endpoint,
+    /// Host injection slots of a port's arbitration after its VC queues: messages, protocol
+    /// packets, and a third with rendezvous (control packets) or NDP (messages under NDP).
+    pub(crate) local_slots: usize,
     /// End-to-end transport of messages (host side) and NDP's port queues (switch side).
     pub(crate) tr: crate::transport::Transport,
     pub(crate) trim: crate::trimming::Trimming,
@@ -304,6 +307,7 @@ impl Network {
             faults,
             protocol: Protocol::new(np, topo.nodes.len()),
             ep: Endpoint::new(EndpointConfig::default(), topo.hosts.len(), np),
+            local_slots: 2,
             tr: crate::transport::Transport::off(),
             trim: crate::trimming::Trimming::off(rng.fork(0x7819)),
             pool: PacketPool::new(),
@@ -587,7 +591,7 @@ impl Network {
     /// The network's part of a stall reason: drops, stuck queues, failed nodes and links.
     pub fn network_state(&self) -> String {
         let queued: u64 = self.ports.iter().map(|p| p.q_packets as u64).sum::<u64>() + self.ib.packets;
-        let waiting: usize = self.inject.iter().filter(|q| !q.is_empty()).count();
+        let waiting: usize = self.inject.iter().chain(&self.tr.round).filter(|q| !q.is_empty()).count();
         let s = &self.stats;
         let lost = self.lost_packets();
         let mut why = Vec::new();
@@ -618,9 +622,6 @@ impl Network {
 
     /// Wire size of message `msg`'s next packet.
     pub(crate) fn next_packet_size(&self, msg: u32) -> u32 {
-        if self.tr.on {
-            return self.ndp_next_size(msg);
-        }
         let m = &self.messages[msg as usize];
         let payload = self.cfg.payload_per_packet() as u64;
         let sent = m.sent_packets as u64 * payload;
@@ -631,9 +632,6 @@ impl Network {
     /// Cuts the next packet of message `msg` for host port `port` and moves the message to the
     /// back of the port's injection round (or off it, after its last packet).
     pub(crate) fn make_packet(&mut self, port: PortId, msg: u32, vc: u8, size: u32) -> PktId {
-        if self.tr.on {
-            return self.make_ndp_packet(port, msg, vc, size);
-        }
         let g = port.idx();
         let m = &mut self.messages[msg as usize];
         let seq = m.sent_packets;

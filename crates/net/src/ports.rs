@@ -218,6 +218,7 @@ impl Network {
             || !self.inject[g].is_empty()
             || !self.protocol.app_q[g].is_empty()
             || (self.ep.rdv && !self.ep.ctrl_q[g].is_empty())
+            || (self.tr.on && !self.tr.round[g].is_empty())
             || self.noise.released(port, self.queue.now().0).is_some()
     }
 
@@ -245,8 +246,8 @@ impl Network {
         }
         let nvc = self.nvc;
         // VC queues, local message injection, local protocol injection (and, with rendezvous,
-        // local control packets).
-        let slots = nvc + 2 + self.ep.rdv as usize;
+        // local control packets; with NDP, the messages whose senders may send).
+        let slots = nvc + self.local_slots;
         // The host's DMA engine (injection ceiling) may hold back every local injection.
         let dma_busy = if self.ep.dma { self.dma_busy(port, now) } else { None };
         let mut dma_wait = None;
@@ -263,6 +264,7 @@ impl Network {
                 let waiting = match idx - nvc {
                     0 => !self.inject[g].is_empty(),
                     1 => !self.protocol.app_q[g].is_empty(),
+                    _ if self.tr.on => !self.tr.round[g].is_empty(),
                     _ => !self.ep.ctrl_q[g].is_empty(),
                 };
                 if waiting {
@@ -291,6 +293,13 @@ impl Network {
                     continue;
                 }
                 self.ports[g].inject_since.max(a.since)
+            } else if idx == nvc + 2 && self.tr.on {
+                let Some(&msg) = self.tr.round[g].front() else { continue };
+                let vc = self.injection_vc(port);
+                if !self.credits.covers(port, vc as usize, self.ndp_next_size(msg)) {
+                    continue;
+                }
+                self.ports[g].inject_since.max(self.messages[msg as usize].start.ps())
             } else if idx == nvc + 2 {
                 let Some(c) = self.ep.ctrl_q[g].front() else { continue };
                 let vc = self.injection_vc(port);
@@ -331,9 +340,10 @@ impl Network {
                 }
                 return false;
             }
-            // Host injection (messages or protocol packets); OS noise may delay it. The NIC's
-            // rendezvous control packets (slot nvc + 2) are not the host's and never pay it.
-            if self.cfg.noise_probability > 0.0 && idx <= nvc + 1 && self.noise.on(port) {
+            // Host injection (messages, NDP messages or protocol packets); OS noise may delay
+            // it. The NIC's rendezvous control packets (slot nvc + 2 without NDP) are not the
+            // host's and never pay it.
+            if self.cfg.noise_probability > 0.0 && (idx <= nvc + 1 || self.tr.on) && self.noise.on(port) {
                 match self.cfg.noise_mode {
                     NoiseMode::PortStall if !self.ports[g].noise_paid => {
                         self.ports[g].noise_paid = true;
@@ -354,6 +364,11 @@ impl Network {
                             let since = self.ports[g].inject_since;
                             let pkt = if idx == nvc + 1 {
                                 self.take_app_packet(port)
+                            } else if idx == nvc + 2 {
+                                let msg = *self.tr.round[g].front().expect("candidate");
+                                let size = self.ndp_next_size(msg);
+                                let vc = self.injection_vc(port);
+                                self.make_ndp_packet(port, msg, vc, size)
                             } else {
                                 let msg = *self.inject[g].front().expect("candidate");
                                 let size = self.next_packet_size(msg);
@@ -375,6 +390,18 @@ impl Network {
                     self.dma_take(port, size, now);
                 }
                 let pkt = self.take_app_packet(port);
+                self.transmit(port, pkt);
+                return false;
+            }
+            if idx == nvc + 2 && self.tr.on {
+                let msg = *self.tr.round[g].front().expect("candidate");
+                let vc = self.injection_vc(port);
+                let size = self.ndp_next_size(msg);
+                if self.ep.dma {
+                    self.dma_take(port, size, now);
+                }
+                let pkt = self.make_ndp_packet(port, msg, vc, size);
+                self.ports[g].inject_since = now + SimDuration::serialization(size as u64, self.pt.bps(port)).0;
                 self.transmit(port, pkt);
                 return false;
             }

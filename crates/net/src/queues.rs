@@ -128,7 +128,7 @@ impl VcQueues {
 
     /// Appends `pkt` (of `size` bytes, which came in on `in_port`, `None` if made here) to
     /// `port`'s VC `vc`.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, pool: &mut PacketPool, pt: &PortTable, port: PortId, vc: usize, pkt: PktId, size: u64) {
         let qi = self.qi(port, vc);
         self.q[qi].bytes += size;

@@ -8,9 +8,11 @@
 //! NDP, driving the sans-I/O state machines of [`reducelab_transport::ndp`]:
 //!
 //! - When a message may leave (after its endpoint costs), its sender may send its initial
-//!   window; its packets leave through the host port's injection round like raw packets (the
-//!   port's arbitration, the host's injection ceiling and OS noise apply), but a message is in
-//!   the round only while its sender may send (window, pulls, timeouts): retransmissions first.
+//!   window. NDP messages have an injection slot of their own in the host port's arbitration
+//!   (competing by age like raw messages; the host's injection ceiling and OS noise apply),
+//!   served round-robin over the port's NDP messages, and a message is in that round only
+//!   while its sender may send (window, pulls, timeouts): retransmissions first. The raw
+//!   message path is untouched.
 //! - The receiving host answers each data packet with an ACK and each trimmed header with a
 //!   NACK, at once; a pull asked of the host's pacer rides on that ACK/NACK when the pacer may
 //!   send one now, or goes later as a PULL packet. The pacer sends at most one pull per time to
@@ -37,6 +39,7 @@ use crate::trimming::Trimming;
 use reducelab_des::{SimDuration, SimTime};
 use reducelab_transport::ndp::{NdpParams, NdpReceiver, NdpSender, PullPacer, Reply};
 use serde::Serialize;
+use std::collections::VecDeque;
 
 /// End-to-end transport of message traffic (the scenario's `[transport]`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -155,6 +158,9 @@ pub(crate) struct Transport {
     flows: Vec<Flow>,
     pacers: Vec<PullPacer>,
     pacer_armed: Vec<bool>,
+    /// Per host port: the messages whose senders may send now, served round-robin (one more
+    /// injection slot of the port's arbitration).
+    pub round: Vec<VecDeque<u32>>,
     pub stats: TransportStats,
     /// (time, event) when recording.
     trace: Option<Vec<(u64, TransportEvent)>>,
@@ -169,6 +175,7 @@ impl Transport {
             flows: Vec::new(),
             pacers: Vec::new(),
             pacer_armed: Vec::new(),
+            round: Vec::new(),
             stats: TransportStats::default(),
             trace: None,
         }
@@ -197,6 +204,7 @@ impl Network {
         let TransportConfig::Ndp(c) = cfg else {
             self.tr = Transport::off();
             self.trim = Trimming::off(self.trim_rng());
+            self.local_slots = 2 + self.ep.rdv as usize;
             return Ok(());
         };
         if self.cfg.flow_control != FlowControl::DropTail {
@@ -234,9 +242,11 @@ impl Network {
             flows: Vec::new(),
             pacer_armed: vec![false; pacers.len()],
             pacers,
+            round: (0..np).map(|_| VecDeque::new()).collect(),
             stats: TransportStats::default(),
             trace: None,
         };
+        self.local_slots = 3;
         Ok(())
     }
 
@@ -316,11 +326,11 @@ impl Network {
         let may = f.sender.as_ref().is_some_and(|s| s.has_packet());
         if may && !f.in_round {
             f.in_round = true;
-            self.inject[port.idx()].push_back(msg);
+            self.tr.round[port.idx()].push_back(msg);
             self.kick(port);
         } else if !may && f.in_round {
             f.in_round = false;
-            self.inject[port.idx()].retain(|&m| m != msg);
+            self.tr.round[port.idx()].retain(|&m| m != msg);
         }
     }
 
@@ -329,6 +339,10 @@ impl Network {
     }
 
     /// Wire size of the packet message `msg`'s sender sends next.
+    // Kept out of line so that the raw engine's callers stay as they were (see docs/engine.md,
+    // "Performance").
+    #[cold]
+    #[inline(never)]
     pub(crate) fn ndp_next_size(&self, msg: u32) -> u32 {
         let t = self.tr.flows[msg as usize].sender.as_ref().and_then(|s| s.peek()).expect("a message in the round has a packet to send");
         self.ndp_data_size(msg, t.seq)
@@ -340,8 +354,10 @@ impl Network {
         bytes.saturating_sub(seq as u64 * payload).min(payload) as u32 + self.cfg.header_bytes
     }
 
-    /// [`Network::make_packet`] under NDP: the sender's next packet, and `msg`'s place in the
-    /// round.
+    /// The sender's next packet for host port `port` (the arbitration chose NDP's slot), and
+    /// `msg`'s place in the port's round.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn make_ndp_packet(&mut self, port: PortId, msg: u32, vc: u8, size: u32) -> PktId {
         let now = self.queue.now().0;
         let g = port.idx();
@@ -357,9 +373,9 @@ impl Network {
         } else {
             self.messages[msg as usize].sent_packets += 1;
         }
-        self.inject[g].pop_front();
+        self.tr.round[g].pop_front();
         if more {
-            self.inject[g].push_back(msg);
+            self.tr.round[g].push_back(msg);
         } else {
             self.tr.flows[msg as usize].in_round = false;
         }

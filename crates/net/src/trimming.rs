@@ -94,6 +94,8 @@ impl Trimming {
 impl Network {
     /// [`Network::enqueue`] with trimming on: `pkt` joins `port`'s data or priority queue, is
     /// trimmed, or is dropped; the port is kicked.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn enqueue_trimming(&mut self, port: PortId, pkt: PktId) {
         let g = port.idx();
         let (size, body) = {
@@ -200,9 +202,10 @@ impl Network {
 
     /// Whether idle `port`, whose priority queue has packets, serves it now (see the module
     /// doc): always if nothing else waits, else as the service counter says.
+    #[inline(never)]
     pub(crate) fn priority_turn(&mut self, port: PortId) -> bool {
         let g = port.idx();
-        let data_waiting = self.ports[g].q_packets > self.trim.packets[g] || !self.inject[g].is_empty() || !self.protocol.app_q[g].is_empty();
+        let data_waiting = self.ports[g].q_packets > self.trim.packets[g] || !self.tr.round[g].is_empty() || !self.inject[g].is_empty() || !self.protocol.app_q[g].is_empty();
         if !data_waiting {
             return true;
         }
@@ -215,6 +218,7 @@ impl Network {
     }
 
     /// Sends the head of `port`'s priority queue now.
+    #[inline(never)]
     pub(crate) fn send_priority(&mut self, port: PortId) {
         let pkt = self.take_priority(port);
         self.transmit(port, pkt);
