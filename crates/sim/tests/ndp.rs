@@ -1,7 +1,7 @@
 //! NDP through the one door (scenario files): a drop-tail permutation that stalls without a
 //! transport completes with NDP, every byte delivered exactly once; and a property test over
-//! random loss rates, queue sizes, windows, timeouts, topologies, traffic, switch failures and
-//! seeds.
+//! random loss rates, queue sizes, windows, timeouts, topologies, traffic, switch failures, OS
+//! noise, endpoint costs and seeds.
 //!
 //! The property cases are drawn from a fixed seed, so a failure is reproducible: its message
 //! prints the scenario. `REDUCELAB_NDP_CASES=N` runs N cases (default 200, about half a second) and
@@ -130,8 +130,17 @@ fn case(rng: &mut Rng) -> String {
     } else {
         String::new()
     };
+    // Host-side costs the NDP injection path shares with raw messages.
+    let mut host = String::new();
+    if rng.bernoulli(0.3) {
+        let mode = ["port_stall", "packet"][rng.below(2) as usize];
+        host += &format!("[noise]\nprobability = {:.3}\ndelay_ns = {}\nmode = \"{mode}\"\n", rng.unit_f64() * 0.1, 100 + rng.below(2000));
+    }
+    if rng.bernoulli(0.3) {
+        host += &format!("[endpoint]\ninjection_gbps = {}\nsend_overhead_ns = {}\nrecv_overhead_ns = {}\n", 20 + rng.below(200), rng.below(500), rng.below(500));
+    }
     format!(
-        "name = \"ndp-property\"\nseed = {}\n[topology]\n{topology}\nbandwidth_gbps = 100\nlatency_ns = 500\n[network]\nmtu_bytes = {mtu}\nflow_control = \"drop_tail\"\nrouting = \"{routing}\"\nloss_probability = {loss:.4}\n[transport]\nkind = \"ndp\"\ninitial_window_packets = {window}\ndata_queue_packets = {queue}\nrto_us = {rto_us}\n[[traffic]]\n{traffic}\n{fault}",
+        "name = \"ndp-property\"\nseed = {}\n[topology]\n{topology}\nbandwidth_gbps = 100\nlatency_ns = 500\n[network]\nmtu_bytes = {mtu}\nflow_control = \"drop_tail\"\nrouting = \"{routing}\"\nloss_probability = {loss:.4}\n[transport]\nkind = \"ndp\"\ninitial_window_packets = {window}\ndata_queue_packets = {queue}\nrto_us = {rto_us}\n[[traffic]]\n{traffic}\n{fault}{host}",
         rng.below(1 << 30)
     )
 }
