@@ -420,6 +420,30 @@ def test_sensitivity_run_adds_bands_and_keeps_the_default_verdicts(tmp_path: Pat
     # The data files of the figure's own run are the same with and without the sweep.
     for f in ("fig13.csv", "fig13_runs.csv", "fig13_gain.csv"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+    # The sweep's runs are written beside them: --claims-only on the files alone (no store, as
+    # committed) gives the claims their bands again, byte for byte.
+    assert not (tmp_path / "a" / "fig13_sensitivity.csv").exists()
+    c = tmp_path / "c"
+    shutil.copytree(tmp_path / "b", c, ignore=shutil.ignore_patterns("points.sqlite*"))
+    for f in ("fig13_claims.csv", "fig13_claims.md"):
+        (c / f).unlink()
+    proc = cli("reproduce", "swing-fig13", "--scale", "tiny", "--claims-only", "--out", c, "-q")
+    assert proc.returncode == 0, proc.stderr
+    for f in ("fig13_claims.csv", "fig13_claims.md"):
+        assert (c / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    # Without the sweep's file the claims have no band; a setting missing from it is named.
+    sens = (c / "fig13_sensitivity.csv").read_text(encoding="utf-8")
+    (c / "fig13_sensitivity.csv").unlink()
+    assert cli("reproduce", "swing-fig13", "--scale", "tiny", "--claims-only", "--out", c, "-q").returncode == 0
+    assert (c / "fig13_claims.csv").read_bytes() == (tmp_path / "a" / "fig13_claims.csv").read_bytes()
+    kept = [ln for ln in sens.splitlines(keepends=True) if not ln.startswith("topology.board_latency_ns,50,")]
+    assert len(kept) < len(sens.splitlines())
+    (c / "fig13_sensitivity.csv").write_text("".join(kept), encoding="utf-8")
+    proc = cli("reproduce", "swing-fig13", "--scale", "tiny", "--claims-only", "--out", c, "-q")
+    assert proc.returncode == 2 and "fig13_sensitivity.csv" in proc.stderr and "topology.board_latency_ns = 50" in proc.stderr
+    (c / "fig13_sensitivity.csv").write_text("size,runtime\n1,2\n", encoding="utf-8")
+    proc = cli("reproduce", "swing-fig13", "--scale", "tiny", "--claims-only", "--out", c, "-q")
+    assert proc.returncode == 2 and "not a sensitivity table" in proc.stderr
 
 
 def test_a_scenario_key_sensitivity_runs_and_an_unknown_key_is_named(tmp_path: Path) -> None:
@@ -433,6 +457,14 @@ def test_a_scenario_key_sensitivity_runs_and_an_unknown_key_is_named(tmp_path: P
     proc = cli("reproduce", fig, "--scale", "tiny", "--jobs", "1", "--sensitivity", "--out", tmp_path / "o", timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "[network.switch_latency_ns: " in proc.stdout and "passes at" in proc.stdout
+    # Judged again from the files alone (no store), the bands come back from fig6_sensitivity.csv.
+    again = tmp_path / "again"
+    shutil.copytree(tmp_path / "o", again, ignore=shutil.ignore_patterns("points.sqlite*", "*_claims.*"))
+    assert (again / "fig6_sensitivity.csv").read_text(encoding="utf-8").startswith("sensitivity_key,sensitivity_value,series,")
+    proc = cli("reproduce", fig, "--scale", "tiny", "--claims-only", "--out", again, "-q")
+    assert proc.returncode == 0, proc.stderr
+    for f in ("fig6_claims.csv", "fig6_claims.md"):
+        assert (again / f).read_bytes() == (tmp_path / "o" / f).read_bytes(), f
     fig.write_text(head + '\n[[sensitivity]]\nkey = "endpoint.bogus_ns"\nvalues = [1.0]\nsource = "t"\n', encoding="utf-8")
     proc = cli("reproduce", fig, "--scale", "tiny", "--jobs", "1", "--sensitivity", "--out", tmp_path / "o2", timeout=300)
     assert proc.returncode == 2 and "endpoint" in proc.stderr and "unknown field" in proc.stderr
