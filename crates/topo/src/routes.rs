@@ -51,9 +51,10 @@ impl MinimalRoutes {
         let n = topo.nodes.len();
         let hosts = topo.hosts.len();
         let mut list_of = vec![0u32; n * hosts];
-        let mut offsets = vec![0u32];
+        // List 0 is the empty list (the node is the destination, or cannot reach it): it
+        // spans ports[0..0], so the first non-empty list is list 1.
+        let mut offsets = vec![0u32, 0];
         let mut ports: Vec<u16> = Vec::new();
-        // List 0 is the empty list (the node is the destination, or cannot reach it).
         let mut intern: HashMap<Vec<u16>, u32> = HashMap::new();
         intern.insert(Vec::new(), 0);
         let mut scratch = Vec::new();
