@@ -384,6 +384,10 @@ impl FatTree3 {
 /// a path through a third group (global, global) can be as short or shorter. So next hops come
 /// from router-to-router distances computed from the wiring (a router is at most 3 router hops
 /// from any other): the candidates are the neighbours one hop closer, exactly what a BFS finds.
+/// Cost per decision: O(routers + globals) at worst, at a router 3 hops from the target.
+/// (A brute-force search over 1–6 routers, 1–5 global ports and every group count found no
+/// global neighbour of such a router that is 2 hops away only by global, global; `within`
+/// still checks for it, so the rule does not rest on that observation.)
 #[derive(Clone, Debug)]
 struct Dragonfly {
     groups: u32,
@@ -393,10 +397,18 @@ struct Dragonfly {
 }
 
 impl Dragonfly {
+    /// Index of group `to` among the other groups of group `g`.
+    fn index_of(g: u32, to: u32) -> u32 {
+        if to > g {
+            to - 1
+        } else {
+            to
+        }
+    }
+
     /// Router (index within its group) of group `g` that holds the global link to group `to`.
     fn gateway(&self, g: u32, to: u32) -> u32 {
-        let j = if to > g { to - 1 } else { to };
-        j / self.globals
+        Self::index_of(g, to) / self.globals
     }
 
     /// Group at the other end of global port `q` of router `r` of group `g`, if connected.
@@ -405,8 +417,28 @@ impl Dragonfly {
         (j + 1 < self.groups).then_some(if j < g { j } else { j + 1 })
     }
 
-    /// Whether router `(g, r)` is at most `limit` router hops from router `(tg, tr)`.
-    fn within(&self, (g, r): (u32, u32), (tg, tr): (u32, u32), limit: u32) -> bool {
+    /// The groups router `r` of group `g` has global links to: `lo..hi` without `g`.
+    fn global_groups(&self, g: u32, r: u32) -> (u32, u32) {
+        let first = r * self.globals;
+        let end = ((r + 1) * self.globals).min(self.groups - 1);
+        if first >= end {
+            return (0, 0);
+        }
+        let group = |j: u32| if j < g { j } else { j + 1 };
+        (group(first), group(end - 1) + 1)
+    }
+
+    /// Whether router `(g, r)` reaches router `(tg, tr)` of another group in two global hops:
+    /// through a third group linked to both (`reach`: the groups `(tg, tr)` links to) whose
+    /// links to `g` and to `tg` leave from the same router.
+    fn two_globals(&self, (g, r): (u32, u32), (tg, reach): (u32, (u32, u32))) -> bool {
+        let (lo, hi) = self.global_groups(g, r);
+        (lo.max(reach.0)..hi.min(reach.1)).any(|mid| mid != g && mid != tg && self.gateway(mid, g) == self.gateway(mid, tg))
+    }
+
+    /// Whether router `(g, r)` is at most `limit` router hops from router `(tg, tr)`, which
+    /// has global links to the groups `reach`.
+    fn within(&self, (g, r): (u32, u32), (tg, tr): (u32, u32), reach: (u32, u32), limit: u32) -> bool {
         if g == tg {
             return r == tr || limit >= 1;
         }
@@ -415,15 +447,7 @@ impl Dragonfly {
         match limit {
             0 => false,
             1 => leaves_here && lands_there,
-            2 => {
-                leaves_here || lands_there || {
-                    // Global, global: through a third group whose router linked to `g` also
-                    // holds the link to `tg`, which lands on `tr`.
-                    (0..self.globals).map_while(|q| self.global_peer(g, r, q)).any(|mid| {
-                        self.gateway(mid, g) == self.gateway(mid, tg) && self.gateway(tg, mid) == tr
-                    })
-                }
-            }
+            2 => leaves_here || lands_there || self.two_globals((g, r), (tg, reach)),
             _ => true,
         }
     }
@@ -433,20 +457,69 @@ impl Dragonfly {
         let here = node / (p + 1);
         let (g, r) = (here / a, here % a);
         let there = dst / p;
-        let t = (there / a, there % a);
+        let (tg, tr) = (there / a, there % a);
+        let local_port = |other: u32| (p + if other < r { other } else { other - 1 }) as u16;
         if here == there {
             out.push((dst % p) as u16);
             return;
         }
-        let dist = (1..=3).find(|&d| self.within((g, r), t, d)).expect("a dragonfly router is within 3 hops of any other");
-        for other in 0..a {
-            if other != r && self.within((g, other), t, dist - 1) {
-                out.push((p + if other < r { other } else { other - 1 }) as u16);
+        if g == tg {
+            out.push(local_port(tr));
+            return;
+        }
+        // The router of this group linked to the target's group, and whether that link lands
+        // on the target router.
+        let gateway = self.gateway(g, tg);
+        let lands = self.gateway(tg, g) == tr;
+        let reach = self.global_groups(tg, tr);
+        let dist = if r == gateway && lands {
+            1
+        } else if r == gateway || lands || self.two_globals((g, r), (tg, reach)) {
+            2
+        } else {
+            3
+        };
+        if dist == 1 {
+            out.push((p + a - 1 + Self::index_of(g, tg) % self.globals) as u16);
+            return;
+        }
+        if dist == 2 {
+            // The one local neighbour one hop away: the gateway, if its link lands on `tr`.
+            if lands && gateway != r {
+                out.push(local_port(gateway));
+            }
+        } else {
+            // Local neighbours two hops away (`lands` is false at distance 3): the gateway, and
+            // the routers with a global-global path, found from the target's side: through
+            // each group `mid` linked to `tr` whose links to this group and to `tg` leave from
+            // one router, router `gateway(g, mid)` here. That router does not decrease as
+            // `mid` grows, so the ports come out in order, merged with the gateway's.
+            let mut last = u32::MAX;
+            let mut gateway_done = false;
+            for mid in reach.0..reach.1 {
+                if mid == g || mid == tg || self.gateway(mid, g) != self.gateway(mid, tg) {
+                    continue;
+                }
+                let other = self.gateway(g, mid);
+                if !gateway_done && gateway <= other {
+                    gateway_done = true;
+                    if gateway != last && gateway != r {
+                        out.push(local_port(gateway));
+                        last = gateway;
+                    }
+                }
+                if other != last && other != r {
+                    out.push(local_port(other));
+                    last = other;
+                }
+            }
+            if !gateway_done && gateway != last && gateway != r {
+                out.push(local_port(gateway));
             }
         }
         for q in 0..self.globals {
             let Some(mid) = self.global_peer(g, r, q) else { break };
-            if self.within((mid, self.gateway(mid, g)), t, dist - 1) {
+            if self.within((mid, self.gateway(mid, g)), (tg, tr), reach, dist - 1) {
                 out.push((p + a - 1 + q) as u16);
             }
         }
@@ -472,12 +545,13 @@ fn to_edge(board: u32, l: u32) -> u32 {
     l.min(board - 1 - l)
 }
 
-/// Hops between positions `a` and `b` of one row (or column) of boards of `board` hosts:
-/// along the board, or to an edge, through the switch, and from an edge of `b`'s board.
-fn line_dist(board: u32, a: u32, b: u32) -> u32 {
-    let via_switch = to_edge(board, a % board) + 2 + to_edge(board, b % board);
-    if a / board == b / board {
-        a.abs_diff(b).min(via_switch)
+/// Hops between position `l` and the target's position `lt` in one row (or column) of
+/// boards of `board` hosts, `same_board` if both are on one board: along the board, or to an
+/// edge, through the switch, and from an edge of the target's board.
+fn line_dist(board: u32, same_board: bool, l: u32, lt: u32) -> u32 {
+    let via_switch = to_edge(board, l) + 2 + to_edge(board, lt);
+    if same_board {
+        l.abs_diff(lt).min(via_switch)
     } else {
         via_switch
     }
@@ -514,15 +588,15 @@ impl HammingMesh {
     /// A host's minimal ports in one dimension: `base` (towards +) and `base+1` (towards −),
     /// each a board link or a link to the switch of this row/column.
     fn host_ports(board: u32, c: u32, t: u32, base: u16, out: &mut Vec<u16>) {
-        let d = line_dist(board, c, t);
+        let (l, lt, same_board) = (c % board, t % board, c / board == t / board);
+        let d = line_dist(board, same_board, l, lt);
         if d == 0 {
             return;
         }
         // From the switch the target is one hop to its board's nearer edge plus the board.
-        let switch_closer = 1 + to_edge(board, t % board) == d - 1;
-        let l = c % board;
-        let plus_closer = if l + 1 < board { line_dist(board, c + 1, t) == d - 1 } else { switch_closer };
-        let minus_closer = if l > 0 { line_dist(board, c - 1, t) == d - 1 } else { switch_closer };
+        let switch_closer = 1 + to_edge(board, lt) == d - 1;
+        let plus_closer = if l + 1 < board { line_dist(board, same_board, l + 1, lt) == d - 1 } else { switch_closer };
+        let minus_closer = if l > 0 { line_dist(board, same_board, l - 1, lt) == d - 1 } else { switch_closer };
         if plus_closer {
             out.push(base);
         }
