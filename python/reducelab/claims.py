@@ -34,6 +34,7 @@ import csv
 import fnmatch
 import io
 import itertools
+import json
 import math
 import re
 import statistics
@@ -380,6 +381,63 @@ def with_bands(default: Sequence[Verdict], key: str, settings: Sequence[Any],
         band = make_band(key, settings, [None if x is None else (x.verdict, x.measured, x.values) for x in at])
         out.append(replace(v, bands=(*v.bands, band)))
     return out
+
+
+SENSITIVITY_COLUMNS = ("sensitivity_key", "sensitivity_value")
+
+
+def sensitivity_table_csv(tables: Sequence[tuple[str, Any, str]]) -> str:
+    """The runs of a ``--sensitivity`` sweep as one CSV (``STEM_sensitivity.csv``): each
+    `(key, value, table)` is a figure's own results table (`table`, a CSV text) at one setting,
+    its rows prefixed with the key and the value (JSON, so 201 and 201.0 stay apart). Committed
+    beside the figure's results, it lets ``--claims-only`` give the claims their bands again."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    header: list[str] | None = None
+    for key, value, table in tables:
+        rows = list(csv.reader(io.StringIO(table)))
+        if not rows:
+            continue
+        if header is None:
+            header = rows[0]
+            w.writerow([*SENSITIVITY_COLUMNS, *header])
+        elif rows[0] != header:
+            raise ValueError(f"sensitivity {key} = {value!r}: its table's columns differ from the first setting's")
+        for r in rows[1:]:
+            w.writerow([key, json.dumps(value), *r])
+    return buf.getvalue()
+
+
+def sensitivity_tables(text: str, file: str) -> dict[tuple[str, str], str]:
+    """`sensitivity_table_csv` read back: (key, JSON value) -> that setting's results table
+    (CSV text, header included). ClaimError naming `file` if it is not such a table."""
+    rows = list(csv.reader(io.StringIO(text)))
+    if not rows or tuple(rows[0][:2]) != SENSITIVITY_COLUMNS:
+        raise ClaimError(f"{file}: not a sensitivity table (first columns must be {', '.join(SENSITIVITY_COLUMNS)})")
+    header = rows[0][2:]
+    groups: dict[tuple[str, str], list[list[str]]] = {}
+    for i, r in enumerate(rows[1:], start=2):
+        if len(r) != len(rows[0]):
+            raise ClaimError(f"{file}: line {i}: {len(r)} fields, expected {len(rows[0])}")
+        groups.setdefault((r[0], r[1]), []).append(r[2:])
+    out = {}
+    for k, rs in groups.items():
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(header)
+        w.writerows(rs)
+        out[k] = buf.getvalue()
+    return out
+
+
+def sensitivity_table_for(tables: Mapping[tuple[str, str], str], sens: Sensitivity, value: Any, file: str) -> str:
+    """The results table of setting `sens.key` = `value` in `tables` (ClaimError naming `file`
+    and the setting when the sweep did not reach it)."""
+    t = tables.get((sens.key, json.dumps(value)))
+    if t is None:
+        raise ClaimError(f"{file}: no runs for sensitivity {sens.key} = {json.dumps(value)} "
+                         f"(run `reducelab reproduce FIG --sensitivity` again)")
+    return t
 
 
 class _Strict:

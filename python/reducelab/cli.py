@@ -1453,7 +1453,7 @@ def _cmd_reproduce_claims_only(args: argparse.Namespace, out: Path, scenario_fig
     `all` and `canary-all`), rewrite the claims files, print the table (one line per figure for
     several, and OUT/claims.csv for `all`)."""
     from . import figures, reproduce
-    from .claims import all_claims_csv, claims_table_text
+    from .claims import ClaimError, all_claims_csv, claims_table_text
     from .store import StoreError
 
     if args.sensitivity:
@@ -1482,7 +1482,7 @@ def _cmd_reproduce_claims_only(args: argparse.Namespace, out: Path, scenario_fig
                 table = [(r.claim.id, r.verdict, r.claim.paper_value, r.measured) for r in rs]
                 rows += [(name, r.claim.id, r.claim.source, r.claim.claim, r.claim.paper_value, r.measured, r.verdict)
                          for r in rs]
-        except (figures.FigureError, reproduce.ReproductionError, StoreError) as exc:
+        except (figures.FigureError, reproduce.ReproductionError, StoreError, ClaimError) as exc:
             _fail(str(exc))
         except OSError as exc:
             _fail(f"{d}: cannot write the claims files: {exc.strerror or exc}", EXIT_FAILURE)

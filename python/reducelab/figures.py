@@ -436,6 +436,7 @@ def reproduce(
         pts, rep = run_points(fig, sc, db, jobs=jobs, scheduler=scheduler, progress=progress, on_point=on_point)
         rows = [kind.row(p, db.get(s.key()), _links_wanted(fig, p, sc), link_kind) for p, s in pts]
         swept: list[tuple[Sensitivity, list[list[Verdict]]]] = []
+        swept_rows: list[tuple[str, Any, str]] = []
         if sensitivity:
             for sens in fig.sensitivity:
                 at = []
@@ -445,6 +446,7 @@ def reproduce(
                     srows = [kind.row(p, db.get(s.key()), False, link_kind) for p, s in spts]
                     stable = RunTable([r for r in srows if r["verified"]], ssc.params)
                     at.append([claims_engine.evaluate(c, stable) for c in claims])
+                    swept_rows.append((sens.key, value, kind.files(fig, srows)[f"{fig.stem}.csv"]))
                 swept.append((sens, at))
     finally:
         if own:
@@ -455,6 +457,8 @@ def reproduce(
     for sens, at in swept:
         verdicts = claims_engine.with_bands(verdicts, sens.key, sens.values, at)
     files = kind.files(fig, rows)
+    if swept_rows:
+        files[f"{fig.stem}_sensitivity.csv"] = claims_engine.sensitivity_table_csv(swept_rows)
     files[f"{fig.stem}_claims.csv"] = claims_engine.claims_csv(verdicts)
     files[f"{fig.stem}_claims.md"] = claims_md(fig, sc, network, len(rows), verdicts)
     for n, text in files.items():
@@ -528,7 +532,20 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str) -> list[Verdi
     else:
         raise StoreError(f"{out}: neither {STORE_FILE} nor {fig.stem}.csv: nothing to judge")
     table = RunTable([r for r in rows if r["verified"]], sc.params)
-    verdicts = [claims_engine.evaluate(c, table) for c in fig.claims()]
+    claims = fig.claims()
+    verdicts = [claims_engine.evaluate(c, table) for c in claims]
+    sens_file = out / f"{fig.stem}_sensitivity.csv"
+    if sens_file.is_file():  # the runs of a --sensitivity sweep: the claims get their bands again
+        from .canary import rows_from_csv
+
+        tables = claims_engine.sensitivity_tables(sens_file.read_text(encoding="utf-8"), str(sens_file))
+        for sens in fig.sensitivity:
+            at = []
+            for value in sens.values:
+                srows = rows_from_csv(claims_engine.sensitivity_table_for(tables, sens, value, str(sens_file)))
+                stable = RunTable([r for r in srows if r["verified"]], sensitivity_scale(fig, sc, sens, value).params)
+                at.append([claims_engine.evaluate(c, stable) for c in claims])
+            verdicts = claims_engine.with_bands(verdicts, sens.key, sens.values, at)
     network = kind.network(fig.base(sc))
     (out / f"{fig.stem}_claims.csv").write_text(claims_engine.claims_csv(verdicts), encoding="utf-8", newline="")
     (out / f"{fig.stem}_claims.md").write_text(claims_md(fig, sc, network, len(rows), verdicts), encoding="utf-8", newline="")

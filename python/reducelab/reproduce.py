@@ -57,7 +57,8 @@ from . import _core
 from ._core import ScenarioError
 from .claims import (
     BAND_COLUMNS, Band, ClaimError, Sensitivity, band_cells, band_suffix, check_cause, check_pass_rule, claims_table_text,
-    expand_readings, extra_html, extra_md, make_band, read_sensitivity,
+    expand_readings, extra_html, extra_md, make_band, read_sensitivity, sensitivity_table_csv, sensitivity_table_for,
+    sensitivity_tables,
 )
 from .claims import judge as _judge
 from .figures import SIZE_SWEEP_KINDS as KINDS
@@ -1154,6 +1155,18 @@ def reevaluate(name_or_path: str | os.PathLike[str], out: str | os.PathLike[str]
     except (KeyError, ValueError) as exc:
         raise ReproductionError(f"{runs_file}: not a runs table of {spec.name}: {exc}") from None
     results = judge_claims(spec, claims, runs)
+    sens_file = out / f"{spec.output}_sensitivity.csv"
+    if sens_file.is_file():  # the runs of a --sensitivity sweep: the claims get their bands again
+        tables = sensitivity_tables(sens_file.read_text(encoding="utf-8"), str(sens_file))
+        for sens in spec.sensitivity:
+            at = []
+            for value in sens.values:
+                text = sensitivity_table_for(tables, sens, value, str(sens_file))
+                try:
+                    at.append(judge_claims(spec, claims, runs_from_csv(spec, text)))
+                except (KeyError, ValueError) as exc:
+                    raise ReproductionError(f"{sens_file}: {sens.key} = {value!r}: not a runs table of {spec.name}: {exc}") from None
+            results = with_bands(results, sens, at)
     check = None
     check_file = out / f"{spec.output}_backend_check.csv"
     if check_file.is_file():  # the backend check is a result of the run: shown again, not recomputed
@@ -1496,13 +1509,16 @@ def reproduce(
     own = not isinstance(store, ResultStore)
     db = ResultStore(store if store is not None else out / STORE_FILE) if own else store
     swept: list[tuple[Sensitivity, list[list[ClaimResult]]]] = []
+    swept_runs: list[tuple[str, Any, str]] = []
     try:
         every = _run_points(spec, [*points, *check_points], optional, db, jobs, scheduler, progress)
         if sensitivity:
             for sens in spec.sensitivity:
-                at = [judge_claims(spec, claims, _run_points(spec, points, optional, db, jobs, scheduler, progress,
-                                                             (sens, value)))
-                      for value in sens.values]
+                at = []
+                for value in sens.values:
+                    sruns = _run_points(spec, points, optional, db, jobs, scheduler, progress, (sens, value))
+                    at.append(judge_claims(spec, claims, sruns))
+                    swept_runs.append((sens.key, value, runs_csv(spec, sruns)))
                 swept.append((sens, at))
     finally:
         if own:
@@ -1537,6 +1553,8 @@ def reproduce(
     }
     if check is not None:
         files[f"{stem}_backend_check.csv"] = check.csv()
+    if swept_runs:
+        files[f"{stem}_sensitivity.csv"] = sensitivity_table_csv(swept_runs)
     for fname, content in files.items():
         (out / fname).write_text(content, encoding="utf-8") if isinstance(content, str) else (out / fname).write_bytes(content)
     from .plots import swing_gain_png, swing_goodput_png

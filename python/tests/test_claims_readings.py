@@ -4,6 +4,8 @@ Canary kind's all-link utilisation, background switch and window parameter."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import re
 import shutil
@@ -196,18 +198,31 @@ def test_claims_only_all_judges_the_figures_it_finds(tmp_path: Path) -> None:
 
 
 def test_committed_full_scale_results_are_judged_again(tmp_path: Path) -> None:
-    """The committed Canary Fig. 7 table (older series names, no all-link column) is read back:
-    the switch-links readings judge as the committed claims did, the all-links ones are n/a."""
+    """The committed Canary Fig. 7 table, rewritten as the results before issue 13 were (older
+    series names, no all-link column), is read back: the switch-links readings judge as the
+    committed claims do, the all-links ones are n/a."""
     src = REPO / "docs" / "results" / "canary-full" / "canary-fig7"
     shutil.copytree(src, tmp_path / "f7")
-    rows = rows_from_csv((tmp_path / "f7" / "fig7.csv").read_text(encoding="utf-8"))
+    table = list(csv.DictReader(io.StringIO((src / "fig7.csv").read_text(encoding="utf-8"))))
+    assert "all_utilization" in table[0]
+    cols = [c for c in table[0] if c != "all_utilization"]
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in table:
+        w.writerow({**r, "series": r["series"].replace("static_trees:", "static-")})
+    (tmp_path / "f7" / "fig7.csv").write_text(out.getvalue(), encoding="utf-8")
+    rows = rows_from_csv(out.getvalue())
     assert {r["series"] for r in rows} >= {"static_trees:1", "static_trees:4", "canary"}
     assert all(r["all_util"] is None for r in rows)
     vs = {v.id: v for v in figures.reevaluate("canary-fig7", tmp_path / "f7", "full")}
-    assert vs["fig7b-util-static-1/switch-links"].verdict == "pass"
-    assert vs["fig7b-util-canary/switch-links"].verdict == "fail"
-    assert vs["fig7b-util-canary/all-links"].verdict == "n/a"
-    assert "have no all_util" in vs["fig7b-util-canary/all-links"].measured
+    committed = {r["id"]: r["pass"] for r in claims_rows(src)}
+    switch = [k for k in committed if k.endswith("/switch-links")]
+    assert len(switch) == 4
+    for k in switch:
+        assert vs[k].verdict == committed[k], k
+    for k in (k.replace("/switch-links", "/all-links") for k in switch):
+        assert vs[k].verdict == "n/a" and "have no all_util" in vs[k].measured, k
 
 
 # ---------------------------------------------------------------------------------------------
@@ -338,8 +353,6 @@ def test_report_is_generated_from_the_claims_csvs_and_files(tmp_path: Path) -> N
 
 
 def claims_rows(d: Path) -> list[dict[str, str]]:
-    import csv
-
     (f,) = d.glob("*_claims.csv")
     with f.open(newline="", encoding="utf-8") as fh:
         return list(csv.DictReader(fh))
@@ -407,6 +420,30 @@ def test_sensitivity_run_adds_bands_and_keeps_the_default_verdicts(tmp_path: Pat
     # The data files of the figure's own run are the same with and without the sweep.
     for f in ("fig13.csv", "fig13_runs.csv", "fig13_gain.csv"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+    # The sweep's runs are written beside them: --claims-only on the files alone (no store, as
+    # committed) gives the claims their bands again, byte for byte.
+    assert not (tmp_path / "a" / "fig13_sensitivity.csv").exists()
+    c = tmp_path / "c"
+    shutil.copytree(tmp_path / "b", c, ignore=shutil.ignore_patterns("points.sqlite*"))
+    for f in ("fig13_claims.csv", "fig13_claims.md"):
+        (c / f).unlink()
+    proc = cli("reproduce", "swing-fig13", "--scale", "tiny", "--claims-only", "--out", c, "-q")
+    assert proc.returncode == 0, proc.stderr
+    for f in ("fig13_claims.csv", "fig13_claims.md"):
+        assert (c / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
+    # Without the sweep's file the claims have no band; a setting missing from it is named.
+    sens = (c / "fig13_sensitivity.csv").read_text(encoding="utf-8")
+    (c / "fig13_sensitivity.csv").unlink()
+    assert cli("reproduce", "swing-fig13", "--scale", "tiny", "--claims-only", "--out", c, "-q").returncode == 0
+    assert (c / "fig13_claims.csv").read_bytes() == (tmp_path / "a" / "fig13_claims.csv").read_bytes()
+    kept = [ln for ln in sens.splitlines(keepends=True) if not ln.startswith("topology.board_latency_ns,50,")]
+    assert len(kept) < len(sens.splitlines())
+    (c / "fig13_sensitivity.csv").write_text("".join(kept), encoding="utf-8")
+    proc = cli("reproduce", "swing-fig13", "--scale", "tiny", "--claims-only", "--out", c, "-q")
+    assert proc.returncode == 2 and "fig13_sensitivity.csv" in proc.stderr and "topology.board_latency_ns = 50" in proc.stderr
+    (c / "fig13_sensitivity.csv").write_text("size,runtime\n1,2\n", encoding="utf-8")
+    proc = cli("reproduce", "swing-fig13", "--scale", "tiny", "--claims-only", "--out", c, "-q")
+    assert proc.returncode == 2 and "not a sensitivity table" in proc.stderr
 
 
 def test_a_scenario_key_sensitivity_runs_and_an_unknown_key_is_named(tmp_path: Path) -> None:
@@ -420,6 +457,14 @@ def test_a_scenario_key_sensitivity_runs_and_an_unknown_key_is_named(tmp_path: P
     proc = cli("reproduce", fig, "--scale", "tiny", "--jobs", "1", "--sensitivity", "--out", tmp_path / "o", timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "[network.switch_latency_ns: " in proc.stdout and "passes at" in proc.stdout
+    # Judged again from the files alone (no store), the bands come back from fig6_sensitivity.csv.
+    again = tmp_path / "again"
+    shutil.copytree(tmp_path / "o", again, ignore=shutil.ignore_patterns("points.sqlite*", "*_claims.*"))
+    assert (again / "fig6_sensitivity.csv").read_text(encoding="utf-8").startswith("sensitivity_key,sensitivity_value,series,")
+    proc = cli("reproduce", fig, "--scale", "tiny", "--claims-only", "--out", again, "-q")
+    assert proc.returncode == 0, proc.stderr
+    for f in ("fig6_claims.csv", "fig6_claims.md"):
+        assert (again / f).read_bytes() == (tmp_path / "o" / f).read_bytes(), f
     fig.write_text(head + '\n[[sensitivity]]\nkey = "endpoint.bogus_ns"\nvalues = [1.0]\nsource = "t"\n', encoding="utf-8")
     proc = cli("reproduce", fig, "--scale", "tiny", "--jobs", "1", "--sensitivity", "--out", tmp_path / "o2", timeout=300)
     assert proc.returncode == 2 and "endpoint" in proc.stderr and "unknown field" in proc.stderr

@@ -2,10 +2,10 @@
 //! forwarding node, and the VC policies that make credit flow control deadlock-free.
 //!
 //! Guarantees:
-//! - Candidates are the live ports on minimal paths to the destination (structural on tori and
-//!   HyperX, a BFS table elsewhere; after a failure, the shortest paths of the surviving
-//!   graph). Only forwarding nodes carry a packet on. A packet with no candidate is dropped as
-//!   `no_route`.
+//! - Candidates are the live ports on minimal paths to the destination (computed from the
+//!   topology's structure, no per-destination table; after a failure, the shortest paths of
+//!   the surviving graph, from a BFS table). Only forwarding nodes carry a packet on. A
+//!   packet with no candidate is dropped as `no_route`.
 //! - The choice among candidates is deterministic given the state: ties break by a fixed
 //!   rotation (the packet's flow hash or destination), never by memory layout or randomness.
 //! - Credit mode is deadlock-free for the (topology, routing) pairs [`VcPolicy::choose`]
@@ -185,7 +185,7 @@ impl Network {
     /// dimensions, destination-mod-k otherwise.
     fn deterministic_pick(&self, dst: u32) -> u16 {
         let s = &self.router.scratch;
-        if self.router.routes.is_structural() {
+        if self.router.routes.is_dimension_ordered() {
             s[0]
         } else {
             s[dst as usize % s.len()]

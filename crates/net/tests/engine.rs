@@ -367,3 +367,24 @@ fn age_arbitration_keeps_multi_hop_links_busy() {
         assert!((t / ideal - 1.0).abs() < 0.01, "dist {dist}: {t} ps vs ideal {ideal}");
     }
 }
+
+#[test]
+fn a_packet_for_a_host_cut_off_by_a_failure_is_dropped_where_it_stands() {
+    // Host 3's only link fails before traffic starts: nothing can reach it any more. Its
+    // packets are dropped as `no_route` at the first switch (leaf 0), never sent on through
+    // some other port (before the fix the table's empty list aliased its first list, port 0,
+    // and sent them back down to host 0). Traffic from host 1 to host 2 is unaffected.
+    let topo = fat_tree_2level(2, 2, 2, 1, None, lp(GBPS100, 1_000_000), lp(GBPS100, 1_000_000)).unwrap();
+    let host3 = topo.hosts[3];
+    let dead = topo.nodes[host3.idx()].ports[0].link.0;
+    let leaf0_down_to_host0 = topo.nodes[0].ports[0].link.0;
+    for routing in [RoutingAlgo::Minimal, RoutingAlgo::Adaptive] {
+        let mut c = cfg();
+        c.routing = routing;
+        let (net, _) = run(&topo, c, vec![(0, 3, 100_000, 10), (1, 2, 100_000, 10)], vec![Fault::Link { link: dead, at: SimTime(0) }]);
+        assert!(net.stats().drops_no_route > 0, "{routing:?}");
+        assert!(net.messages()[1].verified(), "{routing:?}");
+        let down = net.port_stats().into_iter().find(|p| p.link == leaf0_down_to_host0 && p.node == 0).unwrap();
+        assert_eq!(down.bytes, 0, "{routing:?}: packets for the cut-off host went back down to host 0");
+    }
+}

@@ -1,4 +1,4 @@
-//! Topologies as plain data, built and validated by builders, plus minimal-path tables.
+//! Topologies as plain data, built and validated by builders, plus their minimal routes.
 //!
 //! A [`Topology`] lists nodes (hosts and switches), their numbered ports, and full-duplex links
 //! with bandwidth and propagation latency. Hosts are the endpoints, in rank order. In direct
