@@ -294,8 +294,8 @@ impl Network {
         let waiting = self.tr.flows.iter().filter(|f| f.sender.as_ref().is_some_and(|s| !s.gave_up())).count();
         let gave_up = self.tr.stats.senders_gave_up;
         Some(format!(
-            "NDP: {waiting} senders waiting, {gave_up} gave up after {} timeouts in a row; {} trims, {} retransmissions, {} headers or control packets dropped",
-            reducelab_transport::ndp::MAX_TIMEOUTS + 1,
+            "NDP: {waiting} senders waiting, {gave_up} gave up after more than {} timeout rounds in a row; {} trims, {} retransmissions, {} headers or control packets dropped",
+            reducelab_transport::ndp::MAX_TIMEOUTS,
             self.tr.stats.trims,
             self.tr.stats.retransmissions,
             self.tr.stats.priority_drops

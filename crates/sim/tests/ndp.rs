@@ -226,3 +226,40 @@ bytes = 100000
     assert!(n("nacks") < n("trims"), "dropped headers are not NACKed: {tr}");
     assert_eq!(s["drops"]["buffer"].as_u64().unwrap(), n("priority_drops"), "only headers are dropped");
 }
+
+/// When the receiver's only link fails, nothing gets through: every NDP sender times out round
+/// after round and gives up, so the run ends (as stalled, saying so) instead of retrying for
+/// ever.
+#[test]
+fn senders_give_up_on_a_dead_path_and_the_run_says_so() {
+    let text = r#"name = "ndp-dead-link"
+[topology]
+kind = "star"
+hosts = 4
+bandwidth_gbps = 100
+latency_ns = 500
+[network]
+flow_control = "drop_tail"
+[transport]
+kind = "ndp"
+rto_us = 10
+[[traffic]]
+kind = "incast"
+senders = [1, 2]
+receiver = 0
+bytes = 1000000
+[[faults]]
+kind = "link"
+link = 0
+at_ns = 5000
+"#;
+    let (s, _) = run(text);
+    assert_eq!(s["status"], "stalled");
+    let why = s["status_reason"].as_str().unwrap();
+    assert!(why.contains("2 gave up after more than 32 timeout rounds in a row"), "{why}");
+    let tr = &s["transport"];
+    assert_eq!(tr["senders_gave_up"], 2, "{tr}");
+    // Each sender's rounds are a timeout apart: the run ends after about 33 of them.
+    let end = s["sim_time_ps"].as_u64().unwrap();
+    assert!(end > 33 * 10_000_000 && end < 40 * 10_000_000, "{end}");
+}
