@@ -314,8 +314,7 @@ impl Network {
                 let mut key = (u64::MAX, u64::MAX);
                 for &c in &self.router.scratch {
                     let g = self.pt.of(node, c).idx();
-                    let ndp = self.tr.round.get(g).map_or(0, |r| r.len());
-                    let k = ((self.inject[g].len() + ndp) as u64, self.ports[g].q_bytes);
+                    let k = (self.inject[g].len() as u64, self.ports[g].q_bytes);
                     if k < key {
                         key = k;
                         best = c;
