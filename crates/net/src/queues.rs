@@ -188,7 +188,6 @@ impl Network {
             return self.enqueue_trimming(port, pkt);
         }
         let g = port.idx();
-        let now = self.queue.now().0;
         let (size, vc) = {
             let p = self.pool.get(pkt);
             (p.wire_bytes as u64, p.vc as usize)
@@ -201,8 +200,18 @@ impl Network {
             self.lose(pkt);
             return;
         }
+        let queued = ps.q_bytes;
+        self.admit(port, vc, pkt, size, queued);
+    }
+
+    /// The last step of every enqueue: ECN marks `pkt` if `marked_bytes` (the queue the
+    /// threshold applies to) exceeds it, accounts the packet on `port`, queues it on `vc` and
+    /// kicks the port.
+    pub(crate) fn admit(&mut self, port: PortId, vc: usize, pkt: PktId, size: u64, marked_bytes: u64) {
+        let now = self.queue.now().0;
+        let ps = &mut self.ports[port.idx()];
         if let Some(th) = self.cfg.ecn_threshold_bytes {
-            if ps.q_bytes > th {
+            if marked_bytes > th {
                 ps.ecn_marks += 1;
                 self.stats.ecn_marks += 1;
                 self.pool.get_mut(pkt).ecn = true;

@@ -141,22 +141,8 @@ impl Network {
                 }
             }
         }
-        let now = self.queue.now().0;
         let data_bytes = self.ports[g].q_bytes - self.trim.bytes[g];
-        let ps = &mut self.ports[g];
-        if let Some(th) = self.cfg.ecn_threshold_bytes {
-            if data_bytes > th {
-                ps.ecn_marks += 1;
-                self.stats.ecn_marks += 1;
-                self.pool.get_mut(pkt).ecn = true;
-            }
-        }
-        ps.note_queue_change(now);
-        ps.q_bytes += size;
-        ps.q_packets += 1;
-        ps.max_q_bytes = ps.max_q_bytes.max(ps.q_bytes);
-        self.queues.push(&mut self.pool, &self.pt, port, 0, pkt, size);
-        self.kick(port);
+        self.admit(port, 0, pkt, size, data_bytes);
     }
 
     /// Cuts NDP data packet `pkt`, queued at or arriving at `port`, to its header.
