@@ -17,5 +17,6 @@
 //! from 0. Determinism: every method is a pure function of the state and its arguments.
 
 pub mod ndp;
+pub mod worker;
 
 mod bitset;

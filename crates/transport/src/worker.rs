@@ -1,0 +1,759 @@
+//! The worker transport of in-network aggregation jobs (SwitchML, ATP, DSA) as a sans-I/O
+//! state machine: [`WorkerWindow`].
+//!
+//! A worker streams one tensor as packets with sequence numbers (PSNs) `0..packets`; the
+//! network (a switch aggregator or a parameter server) answers each PSN with an ACK that
+//! carries the aggregated result. Unlike a byte stream, ACKs are *per PSN*, may come from two
+//! places (the switch and the PS) and so arrive out of order. What the window does:
+//!
+//! - **Admission.** Two window disciplines:
+//!   - [`WindowControl::Slots`] (SwitchML, Sapio et al. NSDI'21): one packet per slot of the
+//!     job's switch pool; PSN `p` may go once the result of `p - slots` (the slot's previous
+//!     packet) has come back. No congestion control: the pool size is the window.
+//!   - [`WindowControl::Aimd`] (ATP, Lao et al. NSDI'21, and DSA §III-D, "DSA applies
+//!     on-switch ECN as the congestion signal, and Additive-Increase-Multiplicative-Decrease
+//!     (AIMD) as the congestion control algorithm"): PSN `p` may go while
+//!     `p < base + ⌊cwnd / packet_bytes⌋`, where `base` is the lowest unacknowledged PSN (ATP's
+//!     `next_seq_num <= last_ACK + window`). `cwnd` starts at `initial_bytes` (DSA: "60 KB as
+//!     the initial window size"), grows by one packet per window of ACKs without an ECN echo,
+//!     and halves on an ECN-echo ACK (at most once per window of data) and on each timeout
+//!     round; it stays within `[packet_bytes, max_bytes]`.
+//! - **Out-of-order and duplicate ACKs change nothing** (DSA §III-D: "DSA chooses to take no
+//!   actions to change the sliding window size when observing out-of-order or duplicate
+//!   ACKs"). No baseline infers loss from duplicate ACKs either: ATP's worker code detects
+//!   loss by timeouts only, and SwitchML's by per-slot timeouts.
+//! - **Timeouts** per packet: a PSN whose latest copy was sent `rto` ago without an ACK is
+//!   sent again. `rto = max(min_rto, srtt + 4·rttvar)` from RTT samples of packets sent once
+//!   (RFC 6298's estimator and Karn's rule; DSA §VI: "The timeout is updated by an
+//!   Exponentially Weighted Moving Average (EWMA) ... based on the RTT measurement ... DSA
+//!   forces the minimum timeout to be 1 ms"). Before the first sample `rto = initial_rto`.
+//! - **Reminders** (DSA §IV-B, "After three retransmissions, the worker sends a special
+//!   reminder notification to the PS"): with `reminder_after = Some(n)`, a PSN that times out
+//!   after `n` retransmissions asks the PS to run its reminder mechanism
+//!   ([`WorkerWindow::take_reminder`]); it is still retransmitted, and reminds again at each
+//!   later expiry, so a lost reminder is made good.
+//! - **Fetches**: the PS's reminder mechanism asks workers for their original gradient packet
+//!   ([`WorkerWindow::on_fetch`]); the worker sends a copy to the PS, before new packets.
+//! - **Giving up**: a PSN retransmitted [`MAX_RETRANSMISSIONS`] times is abandoned and the
+//!   window stops ([`WorkerWindow::gave_up`]), so a run across a broken network ends and says
+//!   why.
+//!
+//! [`WorkerWindow::next_tensor`] starts the next tensor with the same window and RTT
+//! estimate, as one worker's stack carries them over from tensor to tensor.
+//!
+//! Units: times in integer picoseconds, window in bytes. Determinism: every method is a pure
+//! function of the state and its arguments.
+
+use crate::bitset::Bitset;
+use std::collections::VecDeque;
+
+/// A PSN retransmitted this many times without an ACK stops the worker.
+pub const MAX_RETRANSMISSIONS: u32 = 64;
+
+/// How many packets a worker may have outstanding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowControl {
+    /// SwitchML: `slots` packets, one per slot of the job's pool; a slot's next packet waits
+    /// for its previous packet's result.
+    Slots { slots: u32 },
+    /// ATP / DSA: AIMD on ECN echoes and timeouts, in bytes.
+    Aimd { initial_bytes: u64, max_bytes: u64 },
+}
+
+/// Parameters of a worker's window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerParams {
+    /// Wire size of one gradient packet (the AIMD window counts these).
+    pub packet_bytes: u32,
+    pub control: WindowControl,
+    /// Timeout before the first RTT sample.
+    pub initial_rto_ps: u64,
+    /// Floor of the timeout.
+    pub min_rto_ps: u64,
+    /// Retransmissions of a PSN after which each further timeout also sends a reminder to the
+    /// PS (DSA: `Some(3)`; baselines: `None`).
+    pub reminder_after: Option<u32>,
+}
+
+impl WorkerParams {
+    /// Checks the parameters; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.packet_bytes == 0 {
+            return Err("packet_bytes: must be >= 1".into());
+        }
+        match self.control {
+            WindowControl::Slots { slots: 0 } => return Err("slots: must be >= 1".into()),
+            WindowControl::Aimd { initial_bytes, max_bytes } => {
+                if initial_bytes < self.packet_bytes as u64 {
+                    return Err(format!("initial_bytes: must hold at least one packet ({} B)", self.packet_bytes));
+                }
+                if max_bytes < initial_bytes {
+                    return Err("max_bytes: must be >= initial_bytes".into());
+                }
+            }
+            _ => {}
+        }
+        if self.min_rto_ps == 0 || self.initial_rto_ps == 0 {
+            return Err("min_rto / initial_rto: must be > 0".into());
+        }
+        Ok(())
+    }
+}
+
+/// A packet the worker sends now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Send {
+    pub psn: u32,
+    /// A copy of a packet sent before.
+    pub retransmission: bool,
+    /// Addressed to the PS (a reply to its fetch), not to the switch.
+    pub to_ps: bool,
+}
+
+/// Counters of one worker (over all its tensors).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerStats {
+    pub new_packets: u64,
+    pub retransmissions: u64,
+    /// Timer expiries that resent at least one packet.
+    pub timeouts: u64,
+    pub acks: u64,
+    /// ACKs for a PSN already acknowledged.
+    pub duplicate_acks: u64,
+    /// ACKs that arrived while a lower PSN was still unacknowledged.
+    pub out_of_order_acks: u64,
+    pub ecn_echoes: u64,
+    /// Times the window was halved (ECN or timeout).
+    pub decreases: u64,
+    pub reminders: u64,
+    /// Copies sent to the PS on its request.
+    pub fetched: u64,
+}
+
+const UNSENT: u64 = u64::MAX;
+const ACKED: u64 = u64::MAX - 1;
+/// Timed out, waiting in the retransmission queue.
+const QUEUED: u64 = u64::MAX - 2;
+
+/// One worker's window over a tensor of `packets` PSNs.
+#[derive(Clone, Debug)]
+pub struct WorkerWindow {
+    params: WorkerParams,
+    packets: u32,
+    /// Per PSN: send time of its latest copy, or [`UNSENT`] / [`ACKED`].
+    sent_ps: Vec<u64>,
+    /// Per PSN: retransmissions so far.
+    rtx: Vec<u32>,
+    /// PSNs waiting to be sent again (timeouts), oldest first.
+    rtx_queue: VecDeque<u32>,
+    queued: Bitset,
+    /// PSNs the PS fetched, oldest first.
+    fetch_queue: VecDeque<u32>,
+    /// Copies in flight in send order: (send time, PSN); stale entries (acked or resent since)
+    /// are skipped. The front's deadline is the earliest.
+    flight: VecDeque<(u64, u32)>,
+    reminders: VecDeque<u32>,
+    next_new: u32,
+    /// Lowest unacknowledged PSN.
+    base: u32,
+    acked: u32,
+    cwnd: u64,
+    /// ACKs counted towards the next additive increase.
+    ai_acks: u64,
+    /// No decrease until an ACK for a PSN at or above this (once per window of data).
+    recover: u32,
+    srtt: Option<(u64, u64)>,
+    gave_up: bool,
+    stats: WorkerStats,
+}
+
+impl WorkerWindow {
+    /// A window over the first tensor (`packets` >= 1). Panics on parameters
+    /// [`WorkerParams::validate`] rejects (callers validate at their door).
+    pub fn new(packets: u32, params: WorkerParams) -> WorkerWindow {
+        params.validate().expect("invalid WorkerParams");
+        assert!(packets > 0, "a tensor has at least one packet");
+        let cwnd = match params.control {
+            WindowControl::Aimd { initial_bytes, .. } => initial_bytes,
+            WindowControl::Slots { slots } => slots as u64 * params.packet_bytes as u64,
+        };
+        let mut w = WorkerWindow {
+            params,
+            packets: 0,
+            sent_ps: Vec::new(),
+            rtx: Vec::new(),
+            rtx_queue: VecDeque::new(),
+            queued: Bitset::new(0),
+            fetch_queue: VecDeque::new(),
+            flight: VecDeque::new(),
+            reminders: VecDeque::new(),
+            next_new: 0,
+            base: 0,
+            acked: 0,
+            cwnd,
+            ai_acks: 0,
+            recover: 0,
+            srtt: None,
+            gave_up: false,
+            stats: WorkerStats::default(),
+        };
+        w.next_tensor(packets);
+        w
+    }
+
+    /// Starts the next tensor (PSNs `0..packets` again), keeping the window, the RTT estimate
+    /// and the counters. The previous tensor should be done.
+    pub fn next_tensor(&mut self, packets: u32) {
+        assert!(packets > 0, "a tensor has at least one packet");
+        self.packets = packets;
+        self.sent_ps.clear();
+        self.sent_ps.resize(packets as usize, UNSENT);
+        self.rtx.clear();
+        self.rtx.resize(packets as usize, 0);
+        self.rtx_queue.clear();
+        self.queued = Bitset::new(packets);
+        self.fetch_queue.clear();
+        self.flight.clear();
+        self.reminders.clear();
+        self.next_new = 0;
+        self.base = 0;
+        self.acked = 0;
+        self.recover = 0;
+    }
+
+    pub fn packets(&self) -> u32 {
+        self.packets
+    }
+    /// Every PSN of the tensor acknowledged.
+    pub fn is_done(&self) -> bool {
+        self.acked == self.packets
+    }
+    /// A PSN was retransmitted [`MAX_RETRANSMISSIONS`] times: the worker stopped.
+    pub fn gave_up(&self) -> bool {
+        self.gave_up
+    }
+    pub fn stats(&self) -> WorkerStats {
+        self.stats
+    }
+    /// The congestion window in bytes (for `Slots`, the pool's bytes).
+    pub fn cwnd_bytes(&self) -> u64 {
+        self.cwnd
+    }
+    /// Lowest unacknowledged PSN.
+    pub fn base(&self) -> u32 {
+        self.base
+    }
+    /// The current retransmission timeout.
+    pub fn rto_ps(&self) -> u64 {
+        match self.srtt {
+            None => self.params.initial_rto_ps.max(self.params.min_rto_ps),
+            Some((srtt, var)) => (srtt + 4 * var).max(self.params.min_rto_ps),
+        }
+    }
+    pub fn is_acked(&self, psn: u32) -> bool {
+        psn < self.packets && self.sent_ps[psn as usize] == ACKED
+    }
+
+    fn window_packets(&self) -> u64 {
+        (self.cwnd / self.params.packet_bytes as u64).max(1)
+    }
+
+    fn may_send_new(&self) -> bool {
+        let p = self.next_new;
+        if p >= self.packets {
+            return false;
+        }
+        match self.params.control {
+            WindowControl::Slots { slots } => p < slots || self.sent_ps[(p - slots) as usize] == ACKED,
+            WindowControl::Aimd { .. } => (p as u64) < self.base as u64 + self.window_packets(),
+        }
+    }
+
+    /// The packet [`WorkerWindow::transmit`] would send now: a fetched copy, else a
+    /// retransmission, else the next new PSN if the window admits it.
+    pub fn peek(&self) -> Option<Send> {
+        if self.gave_up {
+            return None;
+        }
+        if let Some(&psn) = self.fetch_queue.front() {
+            return Some(Send { psn, retransmission: true, to_ps: true });
+        }
+        if let Some(&psn) = self.rtx_queue.front() {
+            return Some(Send { psn, retransmission: true, to_ps: false });
+        }
+        self.may_send_new().then_some(Send { psn: self.next_new, retransmission: false, to_ps: false })
+    }
+
+    pub fn has_packet(&self) -> bool {
+        self.peek().is_some()
+    }
+
+    /// Sends the next packet, if any may go.
+    pub fn transmit(&mut self, now_ps: u64) -> Option<Send> {
+        let s = self.peek()?;
+        if s.to_ps {
+            self.fetch_queue.pop_front();
+            self.stats.fetched += 1;
+            return Some(s);
+        }
+        if s.retransmission {
+            self.rtx_queue.pop_front();
+            self.queued.remove(s.psn);
+            self.stats.retransmissions += 1;
+        } else {
+            self.next_new += 1;
+            self.stats.new_packets += 1;
+        }
+        self.sent_ps[s.psn as usize] = now_ps;
+        self.flight.push_back((now_ps, s.psn));
+        Some(s)
+    }
+
+    /// An ACK for `psn` carrying its result; `ecn` if it echoes a congestion mark. Returns
+    /// whether it was the first ACK for that PSN (the caller takes the result only then).
+    pub fn on_ack(&mut self, psn: u32, ecn: bool, now_ps: u64) -> bool {
+        if psn >= self.packets {
+            return false;
+        }
+        self.stats.acks += 1;
+        let sent = self.sent_ps[psn as usize];
+        if sent == ACKED {
+            self.stats.duplicate_acks += 1;
+            return false;
+        }
+        if psn > self.base {
+            self.stats.out_of_order_acks += 1;
+        }
+        if sent < QUEUED && self.rtx[psn as usize] == 0 && now_ps >= sent {
+            self.sample_rtt(now_ps - sent);
+        }
+        self.sent_ps[psn as usize] = ACKED;
+        if self.queued.remove(psn) {
+            self.rtx_queue.retain(|&q| q != psn);
+        }
+        self.acked += 1;
+        while self.base < self.packets && self.sent_ps[self.base as usize] == ACKED {
+            self.base += 1;
+        }
+        self.pop_stale();
+        if ecn {
+            self.stats.ecn_echoes += 1;
+        }
+        if let WindowControl::Aimd { max_bytes, .. } = self.params.control {
+            if ecn {
+                self.decrease(psn);
+            } else {
+                self.ai_acks += 1;
+                if self.ai_acks >= self.window_packets() {
+                    self.ai_acks = 0;
+                    self.cwnd = (self.cwnd + self.params.packet_bytes as u64).min(max_bytes);
+                }
+            }
+        }
+        true
+    }
+
+    /// On an ECN echo for `psn`: halves the window unless it already did for this window of
+    /// data (`psn` below `recover`, the first PSN sent after the last decrease).
+    fn decrease(&mut self, psn: u32) {
+        if psn >= self.recover {
+            self.halve();
+        }
+    }
+
+    fn halve(&mut self) {
+        let pkt = self.params.packet_bytes as u64;
+        self.cwnd = (self.cwnd / 2).max(pkt);
+        self.ai_acks = 0;
+        self.recover = self.next_new;
+        self.stats.decreases += 1;
+    }
+
+    fn sample_rtt(&mut self, r: u64) {
+        self.srtt = Some(match self.srtt {
+            None => (r, r / 2),
+            Some((s, v)) => {
+                let v = (3 * v + s.abs_diff(r)) / 4;
+                ((7 * s + r) / 8, v)
+            }
+        });
+    }
+
+    fn is_stale(&self, (t, psn): (u64, u32)) -> bool {
+        self.sent_ps[psn as usize] != t
+    }
+
+    fn pop_stale(&mut self) {
+        while let Some(&e) = self.flight.front() {
+            if !self.is_stale(e) {
+                break;
+            }
+            self.flight.pop_front();
+        }
+    }
+
+    /// The PS asks for this worker's gradient packet `psn` (its reminder mechanism).
+    pub fn on_fetch(&mut self, psn: u32) {
+        if psn < self.packets && !self.gave_up {
+            self.fetch_queue.push_back(psn);
+        }
+    }
+
+    /// When [`WorkerWindow::on_timer`] should run next (`None`: nothing in flight).
+    pub fn timer_ps(&self) -> Option<u64> {
+        if self.gave_up {
+            return None;
+        }
+        self.flight.front().map(|&(t, _)| t + self.rto_ps())
+    }
+
+    /// The timer expired: every copy in flight for `rto` is queued again (and may remind
+    /// the PS); one multiplicative decrease per expiry round.
+    pub fn on_timer(&mut self, now_ps: u64) {
+        let rto = self.rto_ps();
+        let mut fired = false;
+        while let Some(&(t, psn)) = self.flight.front() {
+            if self.is_stale((t, psn)) {
+                self.flight.pop_front();
+                continue;
+            }
+            if t + rto > now_ps {
+                break;
+            }
+            self.flight.pop_front();
+            fired = true;
+            let i = psn as usize;
+            if self.rtx[i] >= MAX_RETRANSMISSIONS {
+                self.gave_up = true;
+                self.flight.clear();
+                return;
+            }
+            if self.params.reminder_after.is_some_and(|n| self.rtx[i] >= n) {
+                self.reminders.push_back(psn);
+                self.stats.reminders += 1;
+            }
+            self.rtx[i] += 1;
+            // Not in flight any more: a late ACK still counts, and its sample is skipped (Karn).
+            self.sent_ps[i] = QUEUED;
+            self.queued.insert(psn);
+            self.rtx_queue.push_back(psn);
+        }
+        if fired {
+            self.stats.timeouts += 1;
+            if matches!(self.params.control, WindowControl::Aimd { .. }) {
+                self.halve();
+            }
+        }
+    }
+
+    /// The next reminder to send to the PS (the PSN it is about), if any.
+    pub fn take_reminder(&mut self) -> Option<u32> {
+        self.reminders.pop_front()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const US: u64 = 1_000_000;
+    const PKT: u32 = 306;
+
+    fn aimd(initial_packets: u64) -> WorkerParams {
+        WorkerParams {
+            packet_bytes: PKT,
+            control: WindowControl::Aimd { initial_bytes: initial_packets * PKT as u64, max_bytes: 1000 * PKT as u64 },
+            initial_rto_ps: 1000 * US,
+            min_rto_ps: 1000 * US,
+            reminder_after: Some(3),
+        }
+    }
+
+    fn drain(w: &mut WorkerWindow, now: u64) -> Vec<u32> {
+        std::iter::from_fn(|| w.transmit(now)).map(|s| s.psn).collect()
+    }
+
+    #[test]
+    fn aimd_sends_the_initial_window_then_slides_on_the_base() {
+        let mut w = WorkerWindow::new(20, aimd(4));
+        assert_eq!(drain(&mut w, 0), vec![0, 1, 2, 3]);
+        // An ACK above the base does not slide the window.
+        assert!(w.on_ack(2, false, 10 * US));
+        assert_eq!(drain(&mut w, 10 * US), Vec::<u32>::new());
+        assert_eq!(w.stats().out_of_order_acks, 1);
+        // The base's ACK slides it to 1 (2 is acked, 1 is not).
+        assert!(w.on_ack(0, false, 10 * US));
+        assert_eq!(w.base(), 1);
+        assert_eq!(drain(&mut w, 10 * US), vec![4]);
+        assert!(w.on_ack(1, false, 11 * US));
+        assert_eq!(w.base(), 3);
+        assert_eq!(drain(&mut w, 11 * US), vec![5, 6]);
+    }
+
+    #[test]
+    fn additive_increase_is_one_packet_per_window_of_acks() {
+        let mut w = WorkerWindow::new(100, aimd(4));
+        drain(&mut w, 0);
+        for psn in 0..3 {
+            w.on_ack(psn, false, 10 * US);
+            assert_eq!(w.cwnd_bytes(), 4 * PKT as u64, "after ack {psn}");
+        }
+        w.on_ack(3, false, 10 * US);
+        assert_eq!(w.cwnd_bytes(), 5 * PKT as u64);
+        // Next increase after 5 more ACKs.
+        drain(&mut w, 10 * US);
+        for psn in 4..8 {
+            w.on_ack(psn, false, 20 * US);
+        }
+        assert_eq!(w.cwnd_bytes(), 5 * PKT as u64);
+        w.on_ack(8, false, 20 * US);
+        assert_eq!(w.cwnd_bytes(), 6 * PKT as u64);
+    }
+
+    #[test]
+    fn ecn_halves_the_window_once_per_window_of_data() {
+        let mut w = WorkerWindow::new(100, aimd(16));
+        drain(&mut w, 0); // 0..16 in flight; recover becomes 16 at the first decrease
+        w.on_ack(0, true, 10 * US);
+        assert_eq!(w.cwnd_bytes(), 8 * PKT as u64);
+        w.on_ack(1, true, 10 * US);
+        w.on_ack(2, true, 10 * US);
+        assert_eq!(w.cwnd_bytes(), 8 * PKT as u64, "same window of data: one decrease");
+        assert_eq!(w.stats().decreases, 1);
+        for psn in 3..16 {
+            w.on_ack(psn, false, 10 * US);
+        }
+        drain(&mut w, 10 * US);
+        // PSN 16 was sent after the decrease: its mark halves again.
+        w.on_ack(16, true, 20 * US);
+        assert_eq!(w.stats().decreases, 2);
+        assert!(w.cwnd_bytes() <= 5 * PKT as u64);
+        assert_eq!(w.stats().ecn_echoes, 4);
+    }
+
+    #[test]
+    fn the_window_never_drops_below_one_packet() {
+        let mut w = WorkerWindow::new(200, aimd(2));
+        let mut now = 0;
+        for _ in 0..50 {
+            for s in drain(&mut w, now) {
+                w.on_ack(s, true, now + US);
+            }
+            now += 10 * US;
+            assert!(w.cwnd_bytes() >= PKT as u64);
+            if w.is_done() {
+                break;
+            }
+        }
+        assert_eq!(w.cwnd_bytes(), PKT as u64);
+    }
+
+    #[test]
+    fn duplicate_and_out_of_order_acks_leave_the_window_alone() {
+        let mut w = WorkerWindow::new(10, aimd(8));
+        drain(&mut w, 0);
+        let before = w.cwnd_bytes();
+        assert!(w.on_ack(5, false, US));
+        assert!(!w.on_ack(5, false, US));
+        assert!(!w.on_ack(5, false, US));
+        assert_eq!(w.cwnd_bytes(), before);
+        assert_eq!(w.stats().decreases, 0);
+        assert_eq!(w.stats().duplicate_acks, 2);
+        assert_eq!(w.stats().retransmissions, 0);
+    }
+
+    #[test]
+    fn slots_reuse_a_slot_only_after_its_result() {
+        let p = WorkerParams { control: WindowControl::Slots { slots: 3 }, ..aimd(1) };
+        let mut w = WorkerWindow::new(7, p);
+        assert_eq!(drain(&mut w, 0), vec![0, 1, 2]);
+        w.on_ack(1, false, US);
+        // PSN 3 uses slot 0, whose packet 0 has no result yet.
+        assert_eq!(drain(&mut w, US), Vec::<u32>::new());
+        w.on_ack(0, false, US);
+        assert_eq!(drain(&mut w, US), vec![3, 4]);
+        // ECN does not move a slot window.
+        w.on_ack(2, true, 2 * US);
+        assert_eq!(w.cwnd_bytes(), 3 * PKT as u64);
+        assert_eq!(drain(&mut w, 2 * US), vec![5]);
+    }
+
+    #[test]
+    fn rto_follows_rfc6298_with_the_floor() {
+        let mut p = aimd(4);
+        p.min_rto_ps = 50 * US;
+        p.initial_rto_ps = 300 * US;
+        let mut w = WorkerWindow::new(10, p);
+        assert_eq!(w.rto_ps(), 300 * US);
+        drain(&mut w, 0);
+        w.on_ack(0, false, 20 * US); // srtt 20, var 10 -> 60
+        assert_eq!(w.rto_ps(), 60 * US);
+        w.on_ack(1, false, 4 * US); // sent at 0: r = 4
+        // var = (3*10 + |20-4|)/4 = 11.5, srtt = (7*20+4)/8 = 18 -> 18 + 46 = 64
+        assert_eq!(w.rto_ps(), 64 * US);
+        w.on_ack(2, false, 2 * US); // var=(3*11.5+16)/4=12.625, srtt=(126+2)/8=16 -> 66.5
+        assert_eq!(w.rto_ps(), 16 * US + 4 * 12_625_000);
+        let mut q = p;
+        q.min_rto_ps = 1000 * US;
+        let mut w = WorkerWindow::new(10, q);
+        drain(&mut w, 0);
+        w.on_ack(0, false, 20 * US);
+        assert_eq!(w.rto_ps(), 1000 * US, "DSA's 1 ms floor");
+    }
+
+    #[test]
+    fn a_timeout_resends_halves_and_reminds_after_three_retransmissions() {
+        let mut w = WorkerWindow::new(4, aimd(4));
+        assert_eq!(drain(&mut w, 0), vec![0, 1, 2, 3]);
+        w.on_ack(0, false, 10 * US);
+        w.on_ack(2, false, 10 * US);
+        w.on_ack(3, false, 10 * US);
+        let rto = w.rto_ps();
+        assert_eq!(rto, 1000 * US);
+        assert_eq!(w.timer_ps(), Some(rto));
+        w.on_timer(rto - 1);
+        assert!(!w.has_packet());
+        let mut now = rto;
+        for round in 1..=5u64 {
+            w.on_timer(now);
+            assert_eq!(w.stats().timeouts, round);
+            let sent = drain(&mut w, now);
+            assert_eq!(sent, vec![1]);
+            // Reminders from the expiry after the third retransmission on.
+            let reminded = w.take_reminder();
+            assert_eq!(reminded.is_some(), round >= 4, "round {round}");
+            assert_eq!(w.take_reminder(), None);
+            now = w.timer_ps().expect("PSN 1 is in flight");
+        }
+        assert_eq!(w.stats().retransmissions, 5);
+        assert_eq!(w.stats().reminders, 2);
+        assert_eq!(w.cwnd_bytes(), PKT as u64, "halved per round, floored at one packet");
+        // A late ACK of the original copy completes it (no RTT sample: Karn).
+        let rto_before = w.rto_ps();
+        assert!(w.on_ack(1, false, now + 1));
+        assert!(w.is_done());
+        assert_eq!(w.rto_ps(), rto_before);
+        assert_eq!(w.timer_ps(), None);
+    }
+
+    #[test]
+    fn a_fetch_sends_a_copy_to_the_ps_first() {
+        let mut w = WorkerWindow::new(10, aimd(2));
+        assert_eq!(drain(&mut w, 0), vec![0, 1]);
+        w.on_fetch(0);
+        let s = w.transmit(US).unwrap();
+        assert_eq!(s, Send { psn: 0, retransmission: true, to_ps: true });
+        // The copy to the PS does not restart PSN 0's own timer.
+        assert_eq!(w.timer_ps(), Some(w.rto_ps()));
+        assert_eq!(w.stats().fetched, 1);
+    }
+
+    #[test]
+    fn a_worker_gives_up_after_max_retransmissions() {
+        let mut w = WorkerWindow::new(1, aimd(1));
+        let mut now = 0;
+        drain(&mut w, now);
+        let mut rounds = 0;
+        while let Some(t) = w.timer_ps() {
+            now = t;
+            w.on_timer(now);
+            drain(&mut w, now);
+            rounds += 1;
+            assert!(rounds <= MAX_RETRANSMISSIONS + 1);
+        }
+        assert!(w.gave_up());
+        assert_eq!(w.stats().retransmissions, MAX_RETRANSMISSIONS as u64);
+        assert!(!w.has_packet());
+    }
+
+    #[test]
+    fn the_next_tensor_keeps_window_and_rtt() {
+        let mut w = WorkerWindow::new(4, aimd(4));
+        drain(&mut w, 0);
+        for psn in 0..4 {
+            w.on_ack(psn, false, 30 * US);
+        }
+        assert!(w.is_done());
+        let (cwnd, rto) = (w.cwnd_bytes(), w.rto_ps());
+        w.next_tensor(6);
+        assert!(!w.is_done());
+        assert_eq!((w.cwnd_bytes(), w.rto_ps()), (cwnd, rto));
+        assert_eq!(drain(&mut w, 40 * US), vec![0, 1, 2, 3, 4]);
+    }
+
+    /// A tiny deterministic generator (the crate has no dependencies).
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            self.0 >> 33
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    /// Random loss, reordering, duplicate ACKs, ECN marks and fetches, over both disciplines:
+    /// every PSN is acknowledged exactly once as new, the window stays in bounds, and the
+    /// worker never stalls (something is in flight or queued whenever it is not done).
+    #[test]
+    fn random_exchanges_complete_every_psn() {
+        for case in 0..300u64 {
+            let mut rng = Lcg(case * 7919 + 1);
+            let packets = 1 + rng.below(60) as u32;
+            let params = if case % 3 == 0 {
+                WorkerParams { control: WindowControl::Slots { slots: 1 + rng.below(8) as u32 }, ..aimd(1) }
+            } else {
+                let mut p = aimd(1 + rng.below(10));
+                p.min_rto_ps = (50 + rng.below(500)) * US;
+                p
+            };
+            let loss = rng.below(40); // percent
+            let mut w = WorkerWindow::new(packets, params);
+            let mut firsts = vec![0u32; packets as usize];
+            // In-flight network: (arrival time, psn, ecn).
+            let mut net: Vec<(u64, u32, bool)> = Vec::new();
+            let mut now = 0u64;
+            let mut steps = 0;
+            while !w.is_done() {
+                steps += 1;
+                assert!(steps < 200_000, "case {case}: no progress");
+                while let Some(s) = w.transmit(now) {
+                    if s.to_ps || rng.below(100) < loss {
+                        continue;
+                    }
+                    let copies = 1 + (rng.below(10) == 0) as u64;
+                    for _ in 0..copies {
+                        net.push((now + (5 + rng.below(40)) * US, s.psn, rng.below(5) == 0));
+                    }
+                }
+                if rng.below(20) == 0 {
+                    w.on_fetch(rng.below(packets as u64) as u32);
+                }
+                while w.take_reminder().is_some() {}
+                let next_arrival = net.iter().map(|a| a.0).min();
+                let next_timer = w.timer_ps();
+                assert!(next_arrival.is_some() || next_timer.is_some() || w.has_packet(), "case {case}: stalled");
+                match (next_arrival, next_timer) {
+                    (Some(a), t) if t.is_none_or(|t| a <= t) => {
+                        now = now.max(a);
+                        let i = net.iter().position(|x| x.0 == a).unwrap();
+                        let (_, psn, ecn) = net.swap_remove(i);
+                        if w.on_ack(psn, ecn, now) {
+                            firsts[psn as usize] += 1;
+                        }
+                    }
+                    (_, Some(t)) => {
+                        now = now.max(t);
+                        w.on_timer(now);
+                    }
+                    _ => {}
+                }
+                assert!(w.cwnd_bytes() >= PKT as u64 && w.cwnd_bytes() <= 1000 * PKT as u64);
+                assert!(!w.gave_up(), "case {case}: gave up at {loss}% loss");
+            }
+            assert!(firsts.iter().all(|&n| n == 1), "case {case}: {firsts:?}");
+            assert_eq!(w.stats().new_packets, packets as u64);
+        }
+    }
+}
