@@ -24,6 +24,7 @@ pub mod canary_host;
 pub mod fabric;
 pub mod host;
 pub mod protocol;
+pub mod training;
 pub mod tree;
 pub mod wire;
 

@@ -154,6 +154,8 @@ pub struct WorkerWindow {
     flight: VecDeque<(u64, u32)>,
     reminders: VecDeque<u32>,
     next_new: u32,
+    /// PSNs below this may be sent (the tensor's data produced so far).
+    available: u32,
     /// Lowest unacknowledged PSN.
     base: u32,
     acked: u32,
@@ -188,6 +190,7 @@ impl WorkerWindow {
             flight: VecDeque::new(),
             reminders: VecDeque::new(),
             next_new: 0,
+            available: 0,
             base: 0,
             acked: 0,
             cwnd,
@@ -216,9 +219,17 @@ impl WorkerWindow {
         self.flight.clear();
         self.reminders.clear();
         self.next_new = 0;
+        self.available = packets;
         self.base = 0;
         self.acked = 0;
         self.recover = 0;
+    }
+
+    /// Only PSNs below `psns` may be sent until it is raised (a stream whose data is produced
+    /// as it goes, e.g. a training job's gradient partitions computed one after another).
+    /// Starts at the whole tensor.
+    pub fn set_available(&mut self, psns: u32) {
+        self.available = psns.min(self.packets);
     }
 
     pub fn packets(&self) -> u32 {
@@ -260,7 +271,7 @@ impl WorkerWindow {
 
     fn may_send_new(&self) -> bool {
         let p = self.next_new;
-        if p >= self.packets {
+        if p >= self.available {
             return false;
         }
         match self.params.control {
@@ -664,6 +675,17 @@ mod tests {
         assert!(w.gave_up());
         assert_eq!(w.stats().retransmissions, MAX_RETRANSMISSIONS as u64);
         assert!(!w.has_packet());
+    }
+
+    #[test]
+    fn only_available_psns_are_sent() {
+        let mut w = WorkerWindow::new(10, aimd(8));
+        w.set_available(3);
+        assert_eq!(drain(&mut w, 0), vec![0, 1, 2]);
+        w.set_available(5);
+        assert_eq!(drain(&mut w, 0), vec![3, 4]);
+        w.set_available(99);
+        assert_eq!(drain(&mut w, 0), vec![5, 6, 7]);
     }
 
     #[test]
