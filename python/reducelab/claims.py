@@ -329,6 +329,15 @@ class Sensitivity:
     HammingMesh board key); empty = every point."""
 
 
+def like_default(default: Any, value: Any) -> Any:
+    """`value` written as the setting's `default` is when they are the same number (``201.0`` for
+    a default of ``201``, or the other way round), else `value`. A sensitivity value equal to
+    the default then gives the default run's scenario byte for byte, so the result store finds
+    those runs instead of running them again under another key."""
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (default, value))
+    return default if numbers and default == value else value
+
+
 def read_sensitivity(file: str, raw: Any) -> list[Sensitivity]:
     """The ``[[sensitivity]]`` tables of a figure file (ClaimError naming file and field).
     Whether `key` is a field of the base scenario is checked when the sweep runs (the key may

@@ -482,7 +482,12 @@ def sensitivity_scale(fig: Figure, sc: ScaleSpec, sens: Sensitivity, value: Any)
         if pname not in _kinds()[fig.kind].params:
             raise FigureError(f"{fig.path}: sensitivity.key: {sens.key!r}: not a parameter of kind {fig.kind!r} "
                               f"({', '.join(_kinds()[fig.kind].params)})")
+        value = claims_engine.like_default(sc.params.get(pname), value)
         return ScaleSpec(sc.name, dict(sc.set), {**sc.params, pname: value}, list(sc.grid), sc.note)
+    try:
+        value = claims_engine.like_default(fig.base(sc).get(sens.key), value)
+    except FieldError:
+        pass  # a key the base scenario leaves unset: building the points names it if it is wrong
     return ScaleSpec(sc.name, {**sc.set, sens.key: value}, dict(sc.params), list(sc.grid), sc.note)
 
 

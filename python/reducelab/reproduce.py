@@ -759,6 +759,7 @@ def _run_points(
     A variant of an `optional` series whose schedule cannot be built on a topology is returned
     with `error` set (not run) instead of failing. `setting` (a sensitivity sweep and one of its
     values) sets that field in the points of the sweep's topologies."""
+    from .claims import like_default as claims_like_default
     from .scenario import FieldError
     from .sweep import ScenarioSet, SweepRunError
 
@@ -770,7 +771,11 @@ def _run_points(
         if setting is not None and (not setting[0].topologies or p[0] in setting[0].topologies
                                     or spec.stand_ins.get(p[0]) in setting[0].topologies):
             try:
-                sc = sc.with_values({setting[0].key: setting[1]})
+                try:
+                    value = claims_like_default(sc.get(setting[0].key), setting[1])
+                except FieldError:
+                    value = setting[1]  # unset in the base: with_values names a wrong key
+                sc = sc.with_values({setting[0].key: value})
             except FieldError as exc:
                 raise ReproductionError(f"{spec.path}: sensitivity {setting[0].key} = {setting[1]!r}: {exc}") from None
         return sc

@@ -471,3 +471,22 @@ def test_a_scenario_key_sensitivity_runs_and_an_unknown_key_is_named(tmp_path: P
     # Without --sensitivity the sweep is not run (nor checked).
     proc = cli("reproduce", fig, "--scale", "tiny", "--jobs", "1", "--out", tmp_path / "o3", "-q", timeout=300)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_a_sensitivity_value_equal_to_the_default_gives_the_default_scenario() -> None:
+    """`201.0` for a default of `201` must not give a scenario of its own (the store would run the
+    default's points again under another key); other values are kept as written."""
+    from reducelab.claims import Sensitivity, like_default
+
+    assert like_default(201, 201.0) == 201 and type(like_default(201, 201.0)) is int
+    assert type(like_default(100.0, 100)) is float
+    assert like_default(201, 202.0) == 202.0 and like_default("x", "y") == "y"
+    assert like_default(True, 1) == 1 and type(like_default(True, 1)) is int
+    fig = figures.figure("canary-fig6")
+    sc = fig.scale("tiny")
+    key = "network.switch_latency_ns"
+    default = fig.base(sc).get(key)
+    same = figures.sensitivity_scale(fig, sc, Sensitivity(key, (float(default),), "t"), float(default))
+    assert fig.base(same).to_toml() == fig.base(sc).to_toml()
+    other = figures.sensitivity_scale(fig, sc, Sensitivity(key, (default + 1.5,), "t"), default + 1.5)
+    assert fig.base(other).to_toml() != fig.base(sc).to_toml()
