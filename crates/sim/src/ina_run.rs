@@ -120,6 +120,12 @@ pub struct InaTotals {
     pub values_slots_left: u32,
 }
 
+/// The salt of a scenario's in-network collectives' contributions (so that the software switch's
+/// hosts contribute the same values as the simulated ones).
+pub fn collective_salt(seed: u64) -> u64 {
+    seed ^ 0xC0FFEE
+}
+
 pub struct InaWorld {
     pub specs: Vec<InaSpec>,
     colls: Vec<Collective>,
@@ -188,7 +194,7 @@ impl InaWorld {
         let mut rank_of = Vec::new();
         let mut host_colls = vec![Vec::new(); n_hosts];
         for (ci, s) in specs.iter().enumerate() {
-            let c = Collective::new(ci as u16, s.hosts.clone(), s.bytes, s.elems_per_packet, seed ^ 0xC0FFEE, s.values).map_err(|r| format!("traffic: {r}"))?;
+            let c = Collective::new(ci as u16, s.hosts.clone(), s.bytes, s.elems_per_packet, collective_salt(seed), s.values).map_err(|r| format!("traffic: {r}"))?;
             let mut ro = vec![NIL; n_hosts];
             for (r, &h) in s.hosts.iter().enumerate() {
                 ro[h as usize] = r as u32;
@@ -479,8 +485,8 @@ fn mean_descriptors(p: &dyn SwitchProgram, end: u64) -> f64 {
     (s.descriptor_ps + p.descriptors_in_use() as u128 * end.saturating_sub(s.last_change_ps) as u128) as f64 / end as f64
 }
 
-/// The topology as the protocols' control plane sees it.
-fn fabric_of(topo: &Topology) -> Fabric {
+/// The topology as the protocols' control plane sees it (also the software switch's).
+pub fn fabric_of(topo: &Topology) -> Fabric {
     Fabric {
         nodes: topo
             .nodes

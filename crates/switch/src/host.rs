@@ -1,0 +1,264 @@
+//! A host of a plan over a real UDP socket: the protocol's [`HostProtocol`] agents (the
+//! simulator's, unchanged) driven by packets, a monotonic clock and their own timers, with the
+//! NIC modelled as a bound on blocks in flight. Every result is checked by the agent against
+//! the exact sum of all ranks' contributions (fingerprint and every element value); a run
+//! that cannot finish ends at its deadline with an error saying what is missing and why.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::ErrorKind;
+use std::net::{SocketAddr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use reducelab_ina::host::HostStats;
+use reducelab_ina::{wire, HostAction, HostProtocol, Values, NIL};
+use serde::Serialize;
+
+use crate::plan::Plan;
+use crate::udp;
+
+/// How a host is run.
+#[derive(Clone, Debug)]
+pub struct HostOptions {
+    /// Wall-clock limit of the whole run on this host.
+    pub timeout: Duration,
+    /// Blocks a host keeps in flight (sent and not yet finished): the NIC queue the simulator's
+    /// agents are pulled by, and what keeps a burst within the switch's socket buffer.
+    pub max_inflight: usize,
+    /// How long a host that has completed keeps answering its peers (a Canary leader may
+    /// still be asked to retransmit, a coordinator to release a late host).
+    pub linger: Duration,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions { timeout: Duration::from_secs(10), max_inflight: 256, linger: Duration::from_millis(100) }
+    }
+}
+
+/// One collective as a host saw it.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostCollective {
+    pub tenant: u16,
+    pub rank: u32,
+    pub blocks: u32,
+    pub elements: u64,
+    /// Seconds from the host's start until it had every block.
+    pub finished_s: Option<f64>,
+    /// ... until it was released (Canary's completion notification; otherwise = finished).
+    pub completed_s: Option<f64>,
+    /// Every block arrived and matched the exact sum.
+    pub verified: bool,
+    pub stats: HostStats,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct HostReport {
+    pub host: u32,
+    pub collectives: Vec<HostCollective>,
+    pub tx_packets: u64,
+    pub rx_packets: u64,
+    pub malformed: u64,
+    /// Packets for another host or collective.
+    pub misdelivered: u64,
+    pub elapsed_s: f64,
+}
+
+struct Agent {
+    ci: usize,
+    rank: u32,
+    agent: Box<dyn HostProtocol>,
+    /// First transmissions produced by `pull` (blocks put in flight).
+    pulled: u64,
+}
+
+/// Runs host `host` (a host index) of `plan`: every collective it takes part in.
+pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport, String> {
+    let node = *plan.fabric.host_nodes.get(host as usize).ok_or_else(|| format!("host: {host} is not a host of the topology ({} hosts)", plan.fabric.num_hosts()))?;
+    let mut agents: Vec<Agent> = Vec::new();
+    for (ci, c) in plan.colls.iter().enumerate() {
+        if let Some(rank) = c.ranks.iter().position(|&h| h == host) {
+            agents.push(Agent { ci, rank: rank as u32, agent: plan.specs[ci].protocol.host_agent(c, rank as u32), pulled: 0 });
+        }
+    }
+    if agents.is_empty() {
+        return Err(format!("host: {host} takes part in no in-network allreduce of the scenario"));
+    }
+    let sock = udp::bind(plan.endpoints.of(node, 0))?;
+    let socks = [sock];
+    let (sw, sw_port) = plan.fabric.nodes[node as usize].ports[0];
+    let first_hop: SocketAddrV4 = plan.endpoints.of(sw, sw_port);
+    let epoch = Instant::now();
+    let now_ps = || epoch.elapsed().as_nanos() as u64 * 1000;
+    let deadline = epoch + opts.timeout;
+    let mut vals = Values::new(plan.max_elems as usize);
+    let mut out: Vec<HostAction> = Vec::new();
+    let mut timers: BinaryHeap<Reverse<(u64, u64, usize, u64)>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut frame = Vec::with_capacity(2048);
+    let mut buf = vec![0u8; 65536];
+    let mut ready = Vec::new();
+    let mut report = HostReport { host, collectives: Vec::new(), tx_packets: 0, rx_packets: 0, malformed: 0, misdelivered: 0, elapsed_s: 0.0 };
+    let mut send_errors = 0u64;
+
+    // Carries out agent `ai`'s actions.
+    let mut carry_out = |ai: usize, out: &mut Vec<HostAction>, vals: &mut Values, timers: &mut BinaryHeap<Reverse<(u64, u64, usize, u64)>>, report: &mut HostReport| {
+        for a in out.drain(..) {
+            match a {
+                HostAction::Send(h) => {
+                    frame.clear();
+                    let values = (h.data != NIL).then(|| vals.get(h.data));
+                    let r = wire::emit(&h, values, &mut frame);
+                    vals.release(h.data);
+                    r.unwrap_or_else(|e| panic!("host {host}: the wire frame cannot carry {h:?}: {e} (a protocol bug)"));
+                    match socks[0].send_to(&frame, first_hop) {
+                        Ok(_) => report.tx_packets += 1,
+                        Err(_) => send_errors += 1,
+                    }
+                }
+                HostAction::Timer { at, token } => {
+                    seq += 1;
+                    timers.push(Reverse((at, seq, ai, token)));
+                }
+            }
+        }
+    };
+
+    for ai in 0..agents.len() {
+        let a = &mut agents[ai];
+        a.agent.start(&plan.colls[a.ci], now_ps(), &mut vals, &mut out);
+        carry_out(ai, &mut out, &mut vals, &mut timers, &mut report);
+    }
+    let mut linger_until: Option<Instant> = None;
+    loop {
+        let now_i = Instant::now();
+        if agents.iter().all(|a| a.agent.completed_ps().is_some()) {
+            let until = *linger_until.get_or_insert(now_i + opts.linger);
+            if now_i >= until {
+                break;
+            }
+        }
+        if now_i >= deadline {
+            return Err(stall_message(plan, host, &agents, opts.timeout, &report));
+        }
+        // Timers due.
+        while let Some(&Reverse((at, _, ai, token))) = timers.peek() {
+            let now = now_ps();
+            if at > now {
+                break;
+            }
+            timers.pop();
+            let a = &mut agents[ai];
+            a.agent.on_timer(&plan.colls[a.ci], now, token, &mut vals, &mut out);
+            carry_out(ai, &mut out, &mut vals, &mut timers, &mut report);
+        }
+        // The NIC pulls more blocks while fewer than `max_inflight` are outstanding.
+        let mut sent_any = false;
+        for ai in 0..agents.len() {
+            let a = &mut agents[ai];
+            let c = &plan.colls[a.ci];
+            let done = (c.blocks - a.agent.missing()) as u64;
+            let room = (opts.max_inflight as u64).saturating_sub(a.pulled.saturating_sub(done)) as usize;
+            if room > 0 {
+                a.agent.pull(c, now_ps(), room, &mut vals, &mut out);
+                let made = out.iter().filter(|x| matches!(x, HostAction::Send(_))).count();
+                a.pulled += made as u64;
+                sent_any |= made > 0;
+                carry_out(ai, &mut out, &mut vals, &mut timers, &mut report);
+            }
+        }
+        // Everything that has arrived.
+        let mut got_any = false;
+        loop {
+            match socks[0].recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    got_any = true;
+                    report.rx_packets += 1;
+                    if from != SocketAddr::V4(first_hop) {
+                        report.misdelivered += 1;
+                        continue;
+                    }
+                    let Ok((mut hdr, values)) = wire::parse(&buf[..n]) else {
+                        report.malformed += 1;
+                        continue;
+                    };
+                    let ai = agents.iter().position(|a| a.ci == hdr.tenant as usize);
+                    // As in the simulator, whatever the first hop delivers is the host's (a
+                    // multicast copy keeps the tree's destination, not the host's).
+                    let (Some(ai), true) = (ai, values.len() <= plan.max_elems as usize) else {
+                        report.misdelivered += 1;
+                        continue;
+                    };
+                    hdr.data = vals.alloc();
+                    vals.get_mut(hdr.data)[..values.len()].copy_from_slice(&values);
+                    let a = &mut agents[ai];
+                    a.agent.on_packet(&plan.colls[a.ci], now_ps(), hdr, &mut vals, &mut out);
+                    carry_out(ai, &mut out, &mut vals, &mut timers, &mut report);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => break,
+            }
+        }
+        if !got_any && !sent_any {
+            let mut wait = Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()));
+            if let Some(u) = linger_until {
+                wait = wait.min(u.saturating_duration_since(Instant::now()));
+            }
+            if let Some(&Reverse((at, ..))) = timers.peek() {
+                wait = wait.min(Duration::from_nanos(at.saturating_sub(now_ps()) / 1000));
+            }
+            udp::poll_readable(&socks, wait, &mut ready);
+        }
+    }
+    let _ = send_errors;
+    report.elapsed_s = epoch.elapsed().as_secs_f64();
+    for a in &agents {
+        let c = &plan.colls[a.ci];
+        let s = a.agent.stats().clone();
+        let verified = a.agent.missing() == 0 && s.bad_blocks == 0;
+        report.collectives.push(HostCollective {
+            tenant: c.tenant,
+            rank: a.rank,
+            blocks: c.blocks,
+            elements: (c.blocks as u64 - 1) * c.elems_per_packet as u64 + c.last_elems as u64,
+            finished_s: a.agent.finished_ps().map(|p| p as f64 * 1e-12),
+            completed_s: a.agent.completed_ps().map(|p| p as f64 * 1e-12),
+            verified,
+            stats: s,
+        });
+        if !verified {
+            return Err(format!(
+                "host {host}: in-network allreduce {}: {} of {} results differ from the exact sum of the ranks' contributions",
+                c.tenant, a.agent.stats().bad_blocks, c.blocks
+            ));
+        }
+    }
+    Ok(report)
+}
+
+fn stall_message(plan: &Plan, host: u32, agents: &[Agent], timeout: Duration, r: &HostReport) -> String {
+    let mut parts = Vec::new();
+    for a in agents {
+        let c = &plan.colls[a.ci];
+        let s = a.agent.stats();
+        let missing = a.agent.missing();
+        let state = if missing > 0 {
+            format!("{missing} of {} blocks missing", c.blocks)
+        } else {
+            "every block received but not released by the coordinator".to_string()
+        };
+        let info = plan.specs[a.ci].protocol.info();
+        let why = if !info.loss_recovery {
+            format!("{} has no loss recovery: a lost packet (or a switch restart) stalls it", info.name)
+        } else if s.abandoned > 0 {
+            format!("gave up {} blocks or completion notices after {} retransmission timeouts each (peers or switch unreachable)", s.abandoned, reducelab_ina::canary_host::MAX_EXPIRIES)
+        } else {
+            "recovery (retransmission requests, failures, fallback) had not completed".to_string()
+        };
+        parts.push(format!(
+            "allreduce {} (rank {}): {state}; sent {} contributions, {} retransmission requests; {why}",
+            c.tenant, a.rank, s.sent_reduce, s.retx_requests
+        ));
+    }
+    format!("host {host}: timed out after {:.1} s ({} packets sent, {} received): {}", timeout.as_secs_f64(), r.tx_packets, r.rx_packets, parts.join("; "))
+}

@@ -1,0 +1,23 @@
+//! A user-space software switch whose ports are UDP sockets on loopback, and the host side
+//! that drives the in-network protocols' host agents over real sockets (docs/switch.md).
+//!
+//! - [`plan`]: what every process derives from the scenario file (fabric, forwarding tables,
+//!   the UDP endpoint of every port, collectives, switch programs).
+//! - [`switch`]: one switch node's event loop running its protocol's `SwitchProgram`.
+//! - [`host`]: one host's agents over a UDP socket, results checked against exact sums.
+//! - [`faults`]: loss, duplication, delay and reordering on a switch's egress ports.
+//!
+//! The protocol code is `reducelab-ina`'s, unchanged: the switch parses each datagram with
+//! `wire::parse`, hands the header to the program, and emits what it asks with `wire::emit`.
+//! Units: the programs' clock is integer picoseconds since the process started (a monotonic
+//! clock); fault durations are microseconds; element values are 32-bit integers.
+
+pub mod faults;
+pub mod host;
+pub mod plan;
+pub mod switch;
+pub mod udp;
+
+pub use host::{run_host, HostOptions, HostReport};
+pub use plan::Plan;
+pub use switch::{run_switch, Switch, SwitchOptions, SwitchReport};

@@ -1,0 +1,175 @@
+//! What every process of a software-switch run derives, identically, from the scenario file:
+//! the fabric, each switch's forwarding table, the UDP endpoint of every port, the collectives
+//! (with the simulator's salt, so contributions are the same values) and the switch programs.
+//! Nothing is exchanged between processes but protocol packets: each one recomputes the plan.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+use reducelab_ina::fabric::Fabric;
+use reducelab_ina::host::Collective;
+use reducelab_ina::{Addr, SwitchConfig, SwitchProgram, Tenant, NIL};
+use reducelab_sim::ina_run::{collective_salt, fabric_of, InaSpec, InaSwitchSpec};
+use reducelab_sim::Traffic;
+
+/// Where each port of each node listens: node `n`'s port `p` is `ip_base + n : port_base + p`.
+/// Every node has its own loopback address (all of 127.0.0.0/8 reaches the local machine on
+/// Linux), so a port number alone names a port of a node and `ss -u` reads like the topology.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoints {
+    pub ip_base: Ipv4Addr,
+    pub port_base: u16,
+}
+
+impl Endpoints {
+    /// Checks that every endpoint of `nodes` nodes with up to `ports` ports stays on loopback.
+    pub fn new(ip_base: Ipv4Addr, port_base: u16, nodes: usize, ports: usize) -> Result<Endpoints, String> {
+        let first = u32::from(ip_base);
+        let last = first as u64 + nodes as u64;
+        if ip_base.octets()[0] != 127 || last > u32::from(Ipv4Addr::new(127, 255, 255, 254)) as u64 {
+            return Err(format!("ip_base: {ip_base} + {nodes} nodes leaves 127.0.0.0/8 (software switch runs stay on loopback)"));
+        }
+        if ip_base.octets()[3] == 0 && ip_base.octets()[1] == 0 && ip_base.octets()[2] == 0 {
+            return Err(format!("ip_base: {ip_base} is the network address"));
+        }
+        if port_base == 0 || port_base as usize + ports > 65535 {
+            return Err(format!("port_base: {port_base} + {ports} ports does not fit 1..=65535"));
+        }
+        Ok(Endpoints { ip_base, port_base })
+    }
+
+    pub fn of(&self, node: u32, port: u16) -> SocketAddrV4 {
+        SocketAddrV4::new(Ipv4Addr::from(u32::from(self.ip_base) + node), self.port_base + port)
+    }
+}
+
+/// A scenario's in-network allreduces, laid out for the software switch.
+pub struct Plan {
+    pub name: String,
+    pub seed: u64,
+    pub fabric: Fabric,
+    pub specs: Vec<InaSpec>,
+    pub colls: Vec<Collective>,
+    pub switch: InaSwitchSpec,
+    pub endpoints: Endpoints,
+    /// `routes[node][dst]`: the ports of switch `node` on a shortest path to node `dst`
+    /// (empty for hosts and unreachable nodes).
+    routes: Vec<Vec<Vec<u16>>>,
+    /// Largest elements per packet of any collective (the switches' value slab stride).
+    pub max_elems: u16,
+}
+
+impl Plan {
+    /// From a scenario's text (`seed` overrides the scenario's). Errors name the field.
+    pub fn from_scenario(text: &str, seed: Option<u64>, endpoints: (Ipv4Addr, u16)) -> Result<Plan, String> {
+        let sc = reducelab_sim::load_scenario_str(text, seed).map_err(|e| e.to_string())?;
+        let specs: Vec<InaSpec> = sc.traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
+        if specs.is_empty() {
+            return Err("traffic: no ina_allreduce entry (the software switch runs in-network allreduces only)".into());
+        }
+        if let Some(t) = sc.traffic.iter().find(|t| !matches!(t, Traffic::Ina(_))) {
+            return Err(format!("traffic: a {} entry; the software switch runs ina_allreduce traffic only", t.kind()));
+        }
+        let topo = &sc.topology;
+        if topo.nodes.iter().any(|n| n.host.is_some() && n.forwards) {
+            return Err(format!("topology: {} has forwarding hosts; in-network aggregation needs an indirect network", topo.name));
+        }
+        let max_ports = topo.nodes.iter().map(|n| n.ports.len()).max().unwrap_or(0);
+        if let Some(n) = topo.nodes.iter().find(|n| n.host.is_none() && n.ports.len() > 32) {
+            return Err(format!("topology: a switch with {} ports; the software switch handles at most 32 (one restoration shard)", n.ports.len()));
+        }
+        let endpoints = Endpoints::new(endpoints.0, endpoints.1, topo.nodes.len(), max_ports)?;
+        let fabric = fabric_of(topo);
+        let mut colls = Vec::new();
+        for (ci, s) in specs.iter().enumerate() {
+            // Values are always carried: the software switch aggregates real element values.
+            colls.push(Collective::new(ci as u16, s.hosts.clone(), s.bytes, s.elems_per_packet, collective_salt(sc.seed), true).map_err(|r| format!("traffic: {r}"))?);
+        }
+        let max_elems = specs.iter().map(|s| s.elems_per_packet).max().unwrap_or(1);
+        if max_elems > sc.ina.max_elements_per_packet {
+            return Err(format!("max_elements_per_packet: a collective uses {max_elems} elements per packet, the switches aggregate {}", sc.ina.max_elements_per_packet));
+        }
+        // One UDP datagram per packet: 19 B header + 4 B per element + 8 B fingerprint.
+        if max_elems as usize * 4 + 27 > 65507 {
+            return Err(format!("elements_per_packet: {max_elems} elements do not fit one UDP datagram"));
+        }
+        let routes = routes_of(&fabric);
+        Ok(Plan { name: sc.name.clone(), seed: sc.seed, fabric, specs, colls, switch: sc.ina.clone(), endpoints, routes, max_elems })
+    }
+
+    /// Every node's switch program (`None` for hosts), as the simulator builds them.
+    pub fn programs(&self) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
+        let tenants: Vec<Tenant<'_>> = self.specs.iter().zip(&self.colls).map(|(s, c)| Tenant { coll: c, protocol: &*s.protocol, roots: &s.roots }).collect();
+        let sw = &self.switch;
+        let cfg = SwitchConfig { table_size: sw.table_size, slots_per_tenant: sw.slots_per_tenant, timeout_ps: sw.timeout_ps, reclaim_ps: sw.reclaim_ps };
+        self.specs[0].protocol.switch_programs(&self.fabric, &tenants, &cfg)
+    }
+
+    /// The program of switch `node` alone.
+    pub fn program(&self, node: u32) -> Result<Option<Box<dyn SwitchProgram>>, String> {
+        self.check_switch(node)?;
+        Ok(self.programs()?.into_iter().nth(node as usize).flatten())
+    }
+
+    pub fn check_switch(&self, node: u32) -> Result<(), String> {
+        match self.fabric.nodes.get(node as usize) {
+            None => Err(format!("node: {node} is not a node of the topology ({} nodes)", self.fabric.nodes.len())),
+            Some(n) if n.is_host => Err(format!("node: {node} is a host, not a switch")),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// Switch node ids.
+    pub fn switches(&self) -> Vec<u32> {
+        (0..self.fabric.nodes.len() as u32).filter(|&n| !self.fabric.nodes[n as usize].is_host).collect()
+    }
+
+    /// Hosts taking part in some collective, ascending.
+    pub fn hosts(&self) -> Vec<u32> {
+        let mut h: Vec<u32> = self.specs.iter().flat_map(|s| s.hosts.iter().copied()).collect();
+        h.sort_unstable();
+        h.dedup();
+        h
+    }
+
+    /// The node a packet for `dst` goes to (`None`: `FirstHop`, which only a host may use).
+    pub fn dst_node(&self, dst: Addr) -> Option<u32> {
+        match dst {
+            Addr::Host(h) => self.fabric.host_nodes.get(h as usize).copied(),
+            Addr::Switch(s) if s != NIL && (s as usize) < self.fabric.nodes.len() => Some(s),
+            _ => None,
+        }
+    }
+
+    /// The egress port of switch `node` for a packet to node `dst`: among the shortest paths,
+    /// the one the packet id hashes to (ECMP per block, so every contribution of a block meets
+    /// at the same switches: Canary's trees form where routes join). `None`: unreachable.
+    pub fn route(&self, node: u32, dst: u32, id: u32) -> Option<u16> {
+        let c = self.routes.get(node as usize)?.get(dst as usize)?;
+        match c.len() {
+            0 => None,
+            1 => Some(c[0]),
+            k => Some(c[(reducelab_ina::mix(id as u64) % k as u64) as usize]),
+        }
+    }
+}
+
+fn routes_of(f: &Fabric) -> Vec<Vec<Vec<u16>>> {
+    let n = f.nodes.len();
+    let dist: Vec<Vec<u32>> = (0..n as u32).map(|d| f.bfs_from(d)).collect();
+    (0..n)
+        .map(|s| {
+            if f.nodes[s].is_host {
+                return Vec::new();
+            }
+            (0..n)
+                .map(|d| {
+                    let here = dist[d][s];
+                    if d == s || here == u32::MAX {
+                        return Vec::new();
+                    }
+                    f.nodes[s].ports.iter().enumerate().filter(|(_, &(peer, _))| dist[d][peer as usize] != u32::MAX && dist[d][peer as usize] + 1 == here && (peer as usize == d || f.nodes[peer as usize].forwards)).map(|(p, _)| p as u16).collect()
+                })
+                .collect()
+        })
+        .collect()
+}

@@ -1,0 +1,393 @@
+//! One switch node of a plan as a process-level event loop: a non-blocking UDP socket per port,
+//! `ppoll` with the next timer as its timeout, every readable socket drained before polling
+//! again, and the node's [`SwitchProgram`] (the simulator's, unchanged) fed with parsed packets
+//! and timer expiries on a monotonic clock.
+//!
+//! Delivery rule (the simulator's, `reducelab_net::protocol`): a packet addressed to this switch
+//! (or to a host's first hop), or one the protocol intercepts ([`Header::intercepted`]), goes to
+//! the program; anything else is forwarded by the routing table.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::ErrorKind;
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reducelab_ina::{wire, Addr, Header, Out, SwAction, SwitchProgram, SwitchStats, Values, NIL};
+use serde::Serialize;
+
+use crate::faults::{Fate, FaultPort, PortFaults};
+use crate::plan::Plan;
+use crate::udp;
+
+/// How a switch is run.
+#[derive(Clone, Debug, Default)]
+pub struct SwitchOptions {
+    /// `(port, rates)`: `None` applies to every port; a later entry for a port wins.
+    pub faults: Vec<(Option<u16>, PortFaults)>,
+    /// Seed of the fault generators.
+    pub seed: u64,
+    /// Crash injection: the process dies (without a report) after receiving this many packets.
+    pub exit_after_rx: Option<u64>,
+    /// Stop after this long (None: until `stop`).
+    pub duration: Option<Duration>,
+}
+
+/// Counters of the switch's data plane (the program keeps its own, [`SwitchStats`]).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct PortCounters {
+    pub rx_packets: u64,
+    pub tx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_bytes: u64,
+    /// Datagrams that are not a valid frame (dropped, counted).
+    pub malformed: u64,
+    /// Datagrams from an address that is not the peer of the port they arrived on.
+    pub foreign: u64,
+    /// Packets with no route to their destination.
+    pub unroutable: u64,
+    /// Headers the wire frame could not encode (a protocol bug; dropped, counted).
+    pub unencodable: u64,
+    pub fault_dropped: u64,
+    pub fault_duplicated: u64,
+    pub fault_held: u64,
+    pub send_errors: u64,
+}
+
+/// The program's counters as the simulator reports them (`ina_switches.csv`).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ProgramCounters {
+    pub aggregated: u64,
+    pub flushed: u64,
+    pub stragglers: u64,
+    pub collisions: u64,
+    pub broadcasts: u64,
+    pub broadcasts_without_descriptor: u64,
+    pub restorations: u64,
+    pub reclaimed: u64,
+    pub peak_descriptors: u32,
+    pub descriptors_left: u32,
+}
+
+impl ProgramCounters {
+    pub fn of(s: &SwitchStats, in_use: u32) -> ProgramCounters {
+        ProgramCounters {
+            aggregated: s.aggregated,
+            flushed: s.flushed,
+            stragglers: s.stragglers,
+            collisions: s.collisions,
+            broadcasts: s.broadcasts,
+            broadcasts_without_descriptor: s.broadcasts_without_descriptor,
+            restorations: s.restorations,
+            reclaimed: s.reclaimed,
+            peak_descriptors: s.peak_descriptors,
+            descriptors_left: in_use,
+        }
+    }
+}
+
+/// What a switch reports when it stops.
+#[derive(Clone, Debug, Serialize)]
+pub struct SwitchReport {
+    pub node: u32,
+    pub ports: usize,
+    pub uptime_s: f64,
+    pub data_plane: PortCounters,
+    /// `None`: a plain forwarding switch (the protocol gives this node no program).
+    pub program: Option<ProgramCounters>,
+}
+
+struct Held {
+    due: Instant,
+    seq: u64,
+    port: u16,
+    bytes: Vec<u8>,
+}
+impl PartialEq for Held {
+    fn eq(&self, o: &Self) -> bool {
+        (self.due, self.seq) == (o.due, o.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.due, self.seq).cmp(&(o.due, o.seq))
+    }
+}
+
+/// A bound switch, ready to run.
+pub struct Switch<'p> {
+    plan: &'p Plan,
+    node: u32,
+    socks: Vec<UdpSocket>,
+    peers: Vec<SocketAddrV4>,
+    program: Option<Box<dyn SwitchProgram>>,
+    vals: Values,
+    /// Program timers: (due ps, insertion sequence, token); the sequence makes equal due times
+    /// fire in the order they were set, as in the simulator.
+    timers: BinaryHeap<Reverse<(u64, u64, u64)>>,
+    held: BinaryHeap<Reverse<Held>>,
+    seq: u64,
+    faults: Vec<FaultPort>,
+    epoch: Instant,
+    actions: Vec<SwAction>,
+    frame: Vec<u8>,
+    pub counters: PortCounters,
+    opts: SwitchOptions,
+    /// `REDUCELAB_SWITCH_TRACE=1`: one stderr line per packet in and out.
+    trace: bool,
+}
+
+/// Packets read from one socket before the others get their turn.
+const RX_BATCH: usize = 64;
+
+impl<'p> Switch<'p> {
+    /// Binds every port of switch `node`.
+    pub fn bind(plan: &'p Plan, node: u32, opts: SwitchOptions) -> Result<Switch<'p>, String> {
+        plan.check_switch(node)?;
+        let program = plan.program(node)?;
+        let ports = &plan.fabric.nodes[node as usize].ports;
+        let mut socks = Vec::new();
+        let mut peers = Vec::new();
+        let mut faults = Vec::new();
+        for (p, &(peer, peer_port)) in ports.iter().enumerate() {
+            socks.push(udp::bind(plan.endpoints.of(node, p as u16))?);
+            peers.push(plan.endpoints.of(peer, peer_port));
+            let mut rates = PortFaults::default();
+            for &(port, r) in &opts.faults {
+                if port.is_none() || port == Some(p as u16) {
+                    rates = r;
+                }
+            }
+            faults.push(FaultPort::new(rates, opts.seed, node, p as u16));
+        }
+        for &(port, _) in &opts.faults {
+            if let Some(q) = port.filter(|&q| q as usize >= ports.len()) {
+                return Err(format!("--fault port={q}: switch {node} has {} ports", ports.len()));
+            }
+        }
+        Ok(Switch {
+            plan,
+            node,
+            socks,
+            peers,
+            program,
+            vals: Values::new(plan.max_elems as usize),
+            timers: BinaryHeap::new(),
+            held: BinaryHeap::new(),
+            seq: 0,
+            faults,
+            epoch: Instant::now(),
+            actions: Vec::new(),
+            frame: Vec::with_capacity(2048),
+            counters: PortCounters::default(),
+            opts,
+            trace: std::env::var_os("REDUCELAB_SWITCH_TRACE").is_some_and(|v| v == "1"),
+        })
+    }
+
+    fn now_ps(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64 * 1000
+    }
+
+    /// Runs until `stop` is set or the duration ends (or the crash injection fires: then the
+    /// process exits at once with status 3, as a killed switch would vanish).
+    pub fn run(&mut self, stop: &AtomicBool) -> SwitchReport {
+        let mut buf = vec![0u8; 65536];
+        let mut ready = Vec::new();
+        let end = self.opts.duration.map(|d| self.epoch + d);
+        let mut idle = false;
+        loop {
+            if stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e) {
+                break;
+            }
+            self.fire_timers();
+            self.flush_held();
+            if idle {
+                // Nothing was waiting: sleep until a socket is readable or the next deadline.
+                let mut wait = Duration::from_millis(20);
+                if let Some(Reverse((at, _, _))) = self.timers.peek() {
+                    wait = wait.min(Duration::from_nanos(at.saturating_sub(self.now_ps()) / 1000));
+                }
+                if let Some(Reverse(h)) = self.held.peek() {
+                    wait = wait.min(h.due.saturating_duration_since(Instant::now()));
+                }
+                udp::poll_readable(&self.socks, wait, &mut ready);
+            }
+            idle = true;
+            for p in 0..self.socks.len() {
+                for _ in 0..RX_BATCH {
+                    match self.socks[p].recv_from(&mut buf) {
+                        Ok((n, from)) => {
+                            idle = false;
+                            self.receive(p as u16, from, &buf[..n]);
+                        }
+                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                        // ICMP errors of earlier sends surface here on Linux; nothing to read.
+                        Err(_) => break,
+                    }
+                }
+            }
+        }
+        self.report()
+    }
+
+    pub fn report(&self) -> SwitchReport {
+        SwitchReport {
+            node: self.node,
+            ports: self.socks.len(),
+            uptime_s: self.epoch.elapsed().as_secs_f64(),
+            data_plane: self.counters.clone(),
+            program: self.program.as_ref().map(|p| ProgramCounters::of(p.stats(), p.descriptors_in_use())),
+        }
+    }
+
+    fn fire_timers(&mut self) {
+        loop {
+            let now = self.now_ps();
+            match self.timers.peek() {
+                Some(&Reverse((at, _, token))) if at <= now => {
+                    self.timers.pop();
+                    if let Some(p) = self.program.as_mut() {
+                        p.on_timer(now, token, &mut self.vals, &mut self.actions);
+                    }
+                    self.carry_out();
+                }
+                _ => break,
+            }
+        }
+    }
+
+    fn flush_held(&mut self) {
+        let now = Instant::now();
+        while self.held.peek().is_some_and(|Reverse(h)| h.due <= now) {
+            let Reverse(h) = self.held.pop().expect("peeked");
+            self.transmit(h.port, &h.bytes.clone());
+        }
+    }
+
+    /// One datagram from port `port`.
+    pub fn receive(&mut self, port: u16, from: SocketAddr, bytes: &[u8]) {
+        self.counters.rx_packets += 1;
+        self.counters.rx_bytes += bytes.len() as u64;
+        if self.opts.exit_after_rx.is_some_and(|n| self.counters.rx_packets >= n) {
+            eprintln!("switch {}: crash injected after {} packets", self.node, self.counters.rx_packets);
+            std::process::exit(3);
+        }
+        if from != SocketAddr::V4(self.peers[port as usize]) {
+            self.counters.foreign += 1;
+            return;
+        }
+        let Ok((mut hdr, values)) = wire::parse(bytes) else {
+            self.counters.malformed += 1;
+            return;
+        };
+        if values.len() > self.plan.max_elems as usize {
+            self.counters.malformed += 1;
+            return;
+        }
+        hdr.data = self.vals.alloc();
+        self.vals.get_mut(hdr.data)[..values.len()].copy_from_slice(&values);
+        if self.trace {
+            eprintln!("{:>12} ns switch {} rx port {port}: {:?} {:?} id {:#x} counter {} src {}", self.now_ps() / 1000, self.node, hdr.kind, hdr.dst, hdr.id, hdr.counter, hdr.src);
+        }
+        let for_me = hdr.dst == Addr::FirstHop || self.plan.dst_node(hdr.dst) == Some(self.node);
+        if for_me || (hdr.intercepted() && self.program.is_some()) {
+            let now = self.now_ps();
+            match self.program.as_mut() {
+                Some(p) => p.on_packet(now, port, hdr, &mut self.vals, &mut self.actions),
+                None => {
+                    self.vals.release(hdr.data);
+                    self.actions.push(SwAction::Consume);
+                }
+            }
+            self.carry_out();
+        } else {
+            self.send(Out::Route, hdr);
+        }
+    }
+
+    fn carry_out(&mut self) {
+        let mut acts = std::mem::take(&mut self.actions);
+        for a in acts.drain(..) {
+            match a {
+                SwAction::Consume => {}
+                SwAction::Forward { out, hdr } | SwAction::Emit { out, hdr } => self.send(out, hdr),
+                SwAction::Timer { at, token } => {
+                    self.seq += 1;
+                    self.timers.push(Reverse((at, self.seq, token)));
+                }
+            }
+        }
+        self.actions = acts;
+    }
+
+    fn send(&mut self, out: Out, hdr: Header) {
+        let port = match out {
+            Out::Port(p) if (p as usize) < self.socks.len() => Some(p),
+            Out::Port(_) => None,
+            Out::Route => self.plan.dst_node(hdr.dst).and_then(|d| self.plan.route(self.node, d, hdr.id)),
+        };
+        let Some(port) = port else {
+            self.counters.unroutable += 1;
+            self.vals.release(hdr.data);
+            return;
+        };
+        self.frame.clear();
+        let values = (hdr.data != NIL).then(|| self.vals.get(hdr.data));
+        let ok = wire::emit(&hdr, values, &mut self.frame);
+        self.vals.release(hdr.data);
+        if let Err(e) = ok {
+            if self.counters.unencodable == 0 {
+                eprintln!("switch {}: cannot encode {hdr:?}: {e}", self.node);
+            }
+            self.counters.unencodable += 1;
+            return;
+        }
+        if self.trace {
+            eprintln!("{:>12} ns switch {} tx port {port}: {:?} {:?} id {:#x} counter {}", self.now_ps() / 1000, self.node, hdr.kind, hdr.dst, hdr.id, hdr.counter);
+        }
+        match self.faults[port as usize].fate() {
+            Fate::Drop => self.counters.fault_dropped += 1,
+            Fate::Send { copies, hold } => {
+                if copies > 1 {
+                    self.counters.fault_duplicated += 1;
+                }
+                for _ in 0..copies {
+                    if hold.is_zero() {
+                        let f = std::mem::take(&mut self.frame);
+                        self.transmit(port, &f);
+                        self.frame = f;
+                    } else {
+                        self.counters.fault_held += 1;
+                        self.seq += 1;
+                        self.held.push(Reverse(Held { due: Instant::now() + hold, seq: self.seq, port, bytes: self.frame.clone() }));
+                    }
+                }
+            }
+        }
+    }
+
+    fn transmit(&mut self, port: u16, bytes: &[u8]) {
+        match self.socks[port as usize].send_to(bytes, self.peers[port as usize]) {
+            Ok(_) => {
+                self.counters.tx_packets += 1;
+                self.counters.tx_bytes += bytes.len() as u64;
+            }
+            Err(_) => self.counters.send_errors += 1,
+        }
+    }
+}
+
+/// Runs switch `node` of `plan` until `stop` (convenience for threads and tests).
+pub fn run_switch(plan: &Plan, node: u32, opts: SwitchOptions, stop: Arc<AtomicBool>) -> Result<SwitchReport, String> {
+    let mut s = Switch::bind(plan, node, opts)?;
+    Ok(s.run(&stop))
+}
