@@ -1,0 +1,275 @@
+//! The software switch on loopback: switch processes of this crate's binary, hosts as threads
+//! of the test, only 127.0.0.0/8, every run bounded by the hosts' timeout and every process
+//! stopped (SIGTERM, then reaped) by the test that started it.
+//!
+//! Each test uses its own 127.77.K.0/24 block of addresses so tests can run in parallel.
+
+use std::io::{BufRead, BufReader};
+use std::net::Ipv4Addr;
+use std::process::{Child, ChildStdout, Command, Stdio};
+use std::time::Duration;
+
+use reducelab_switch::{run_host, HostOptions, HostReport, Plan};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_reducelab-switch");
+
+struct Proc {
+    child: Child,
+    out: BufReader<ChildStdout>,
+}
+
+impl Proc {
+    /// SIGTERM, then the switch's JSON report.
+    fn stop(mut self) -> Value {
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
+        }
+        let mut line = String::new();
+        self.out.read_line(&mut line).expect("switch report");
+        self.child.wait().expect("reaped");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("switch report `{line}`: {e}"))
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Setup {
+    path: std::path::PathBuf,
+    text: String,
+    ip: Ipv4Addr,
+}
+
+impl Setup {
+    fn new(name: &str, block: u8, text: String) -> Setup {
+        let dir = std::env::temp_dir().join(format!("reducelab-switch-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, &text).unwrap();
+        Setup { path, text, ip: Ipv4Addr::new(127, 77, block, 1) }
+    }
+
+    fn plan(&self) -> Plan {
+        Plan::from_scenario(&self.text, None, (self.ip, 47000)).unwrap()
+    }
+
+    fn switch(&self, node: u32, extra: &[&str]) -> Proc {
+        let mut child = Command::new(BIN)
+            .args(["switch", "--scenario", self.path.to_str().unwrap(), "--node", &node.to_string(), "--ip-base", &self.ip.to_string()])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("switch binary");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), format!("ready {node}"), "switch {node} did not start");
+        Proc { child, out }
+    }
+
+    fn switches(&self, extra: &[&str]) -> Vec<Proc> {
+        self.plan().switches().into_iter().map(|s| self.switch(s, extra)).collect()
+    }
+}
+
+fn hosts(plan: &Plan, timeout_s: f64) -> Vec<Result<HostReport, String>> {
+    let opts = HostOptions { timeout: Duration::from_secs_f64(timeout_s), ..HostOptions::default() };
+    std::thread::scope(|s| {
+        let hs: Vec<_> = plan.hosts().into_iter().map(|h| { let o = &opts; s.spawn(move || run_host(plan, h, o)) }).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+/// Every host finished, and every result equalled the exact sum (the agents check each
+/// block's fingerprint and all its element values on arrival).
+fn assert_verified(rs: &[Result<HostReport, String>], n: usize) -> Vec<HostReport> {
+    let ok: Vec<HostReport> = rs.iter().map(|r| r.clone().unwrap_or_else(|e| panic!("{e}"))).collect();
+    assert_eq!(ok.len(), n);
+    for r in &ok {
+        for c in &r.collectives {
+            assert!(c.verified && c.stats.bad_blocks == 0 && c.finished_s.is_some(), "host {}: {c:?}", r.host);
+        }
+    }
+    ok
+}
+
+fn clean_data_plane(sw: &Value) {
+    let d = &sw["data_plane"];
+    for k in ["malformed", "foreign", "unroutable", "unencodable"] {
+        assert_eq!(d[k], 0, "switch {}: {k} in {d}", sw["node"]);
+    }
+}
+
+/// A scenario of `hosts` hosts on `topology`, one allreduce of `bytes` with `protocol`.
+/// Timers are set for real sockets (ms, not the simulator's µs): switch timeouts long
+/// enough that a descriptor flushes on completion, not by time.
+fn scenario(topology: &str, protocol: &str, bytes: u64, extra: &str) -> String {
+    let info = reducelab_ina::protocol(protocol).unwrap();
+    let rto = if info.params.iter().any(|p| p.key == "retransmit_timeout_us") { "retransmit_timeout_us = 100000\n" } else { "" };
+    format!(
+        "name = \"switch-test\"\nseed = 3\n[topology]\n{topology}\nbandwidth_gbps = 100\nlatency_ns = 500\n[ina]\ntimeout_ns = 300000000\nreclaim_us = 2000000\n\
+         [[traffic]]\nkind = \"ina_allreduce\"\nhosts = \"all\"\nbytes = {bytes}\nprotocol = \"{protocol}\"\n{rto}{extra}"
+    )
+}
+
+const STAR4: &str = "kind = \"star\"\nhosts = 4";
+
+#[test]
+fn every_registered_protocol_reduces_exactly_through_one_switch_process() {
+    for (i, p) in reducelab_ina::PROTOCOLS.iter().enumerate() {
+        let s = Setup::new(&format!("star-{}", p.name), 10 + i as u8, scenario(STAR4, p.name, 32 << 10, ""));
+        let plan = s.plan();
+        let sw = s.switches(&[]);
+        let rs = hosts(&plan, 10.0);
+        let reports: Vec<Value> = sw.into_iter().map(Proc::stop).collect();
+        assert_verified(&rs, 4);
+        clean_data_plane(&reports[0]);
+        assert!(reports[0]["program"]["aggregated"].as_u64().unwrap() > 0, "{}: the switch aggregated nothing: {}", p.name, reports[0]);
+        assert_eq!(reports[0]["program"]["descriptors_left"], 0, "{}", p.name);
+    }
+}
+
+/// The simulator is the oracle: the same scenario gives the same verified results (both sides
+/// check every element against the exact sum of the same seeded contributions) and, with
+/// timers that never fire first, the same protocol counters in the switch and the hosts.
+#[test]
+fn the_simulator_and_the_software_switch_agree_on_a_star() {
+    for (i, protocol) in ["canary", "static_trees"].iter().enumerate() {
+        let text = scenario(STAR4, protocol, 64 << 10, "");
+        let sim = reducelab_sim::run_scenario_str(&text, &reducelab_sim::RunOptions::default()).unwrap();
+        let summary: Value = serde_json::from_str(&sim.summary_json).unwrap();
+        let t = &summary["traffic"][0];
+        assert_eq!(t["verified"], 4, "simulator: {t}");
+        assert_eq!(t["values_checked"], true);
+        let s = Setup::new(&format!("oracle-{protocol}"), 20 + i as u8, text);
+        let plan = s.plan();
+        let sw = s.switches(&[]);
+        let rs = hosts(&plan, 10.0);
+        let report = sw.into_iter().map(Proc::stop).next().unwrap();
+        let ok = assert_verified(&rs, 4);
+        let ina = &summary["ina"];
+        let prog = &report["program"];
+        for k in ["aggregated", "flushed", "stragglers", "collisions", "broadcasts_without_descriptor", "restorations", "reclaimed", "descriptors_left"] {
+            assert_eq!(prog[k], ina[k], "{protocol}: switch counter {k}: software {prog} vs simulator {ina}");
+        }
+        let sent: u64 = ok.iter().map(|r| r.collectives[0].stats.sent_reduce).sum();
+        assert_eq!(sent, t["host_stats"]["sent_reduce"].as_u64().unwrap(), "{protocol}: contributions sent");
+        let retx: u64 = ok.iter().map(|r| r.collectives[0].stats.retx_requests).sum();
+        assert_eq!(retx, 0, "{protocol}: no retransmission was needed");
+    }
+}
+
+#[test]
+fn a_two_level_fat_tree_of_switch_processes_reduces_exactly() {
+    let topo = "kind = \"fat_tree_2\"\nleaves = 2\nhosts_per_leaf = 2\nspines = 2";
+    for (i, protocol) in ["canary", "static_trees"].iter().enumerate() {
+        let s = Setup::new(&format!("fat-{protocol}"), 30 + i as u8, scenario(topo, protocol, 32 << 10, ""));
+        let plan = s.plan();
+        assert_eq!(plan.switches().len(), 4, "two leaves and two spines, one process each");
+        let sw = s.switches(&[]);
+        let rs = hosts(&plan, 10.0);
+        let reports: Vec<Value> = sw.into_iter().map(Proc::stop).collect();
+        assert_verified(&rs, 4);
+        reports.iter().for_each(clean_data_plane);
+        // Packets crossed the spines: leaves alone cannot join the two halves.
+        let spine_rx: u64 = reports.iter().filter(|r| r["ports"] == 2).map(|r| r["data_plane"]["rx_packets"].as_u64().unwrap()).sum();
+        assert!(spine_rx > 0, "{protocol}: no packet went through a spine: {reports:?}");
+    }
+}
+
+#[test]
+fn canary_recovers_exactly_from_loss_duplication_and_reordering_in_the_switch() {
+    let text = scenario(STAR4, "canary", 32 << 10, "retransmit_timeout_us = 20000\n").replace("retransmit_timeout_us = 100000\n", "").replace("timeout_ns = 300000000", "timeout_ns = 5000000");
+    let s = Setup::new("faults", 40, text);
+    let plan = s.plan();
+    let sw = s.switches(&["--fault", "loss=0.05,dup=0.05,reorder=0.1,reorder_us=300", "--fault-seed", "9"]);
+    let rs = hosts(&plan, 20.0);
+    let report = sw.into_iter().map(Proc::stop).next().unwrap();
+    let ok = assert_verified(&rs, 4);
+    let d = &report["data_plane"];
+    assert!(d["fault_dropped"].as_u64().unwrap() > 0 && d["fault_duplicated"].as_u64().unwrap() > 0 && d["fault_held"].as_u64().unwrap() > 0, "faults were injected: {d}");
+    let recovered: u64 = ok.iter().map(|r| r.collectives[0].stats.retx_requests + r.collectives[0].stats.duplicates).sum();
+    assert!(recovered > 0, "the hosts saw the faults (requests or duplicates)");
+}
+
+#[test]
+fn a_protocol_without_loss_recovery_ends_with_the_reason_when_the_switch_drops() {
+    let s = Setup::new("noretx", 41, scenario(STAR4, "static_trees", 32 << 10, ""));
+    let plan = s.plan();
+    let sw = s.switches(&["--fault", "loss=0.3"]);
+    let t0 = std::time::Instant::now();
+    let rs = hosts(&plan, 1.0);
+    drop(sw);
+    assert!(t0.elapsed() < Duration::from_secs(5), "bounded by the timeout");
+    let errs: Vec<String> = rs.into_iter().filter_map(|r| r.err()).collect();
+    assert!(!errs.is_empty(), "30% loss without recovery cannot finish");
+    for e in &errs {
+        assert!(e.contains("timed out after 1.0 s") && e.contains("blocks missing") && e.contains("static_trees has no loss recovery"), "{e}");
+    }
+}
+
+#[test]
+fn canary_finishes_exactly_when_its_switch_crashes_mid_run_and_restarts() {
+    let text = scenario(STAR4, "canary", 64 << 10, "retransmit_timeout_us = 20000\n").replace("retransmit_timeout_us = 100000\n", "").replace("timeout_ns = 300000000", "timeout_ns = 5000000");
+    let s = Setup::new("restart", 42, text);
+    let plan = s.plan();
+    // The switch dies (exit 3, no report) after 60 of the run's ~250 packets; the test
+    // restarts it 50 ms later with empty descriptor tables.
+    let mut first = s.switch(4, &["--exit-after-rx", "60"]);
+    let (rs, second) = std::thread::scope(|sc| {
+        let h = sc.spawn(|| hosts(&plan, 20.0));
+        let status = first.child.wait().unwrap();
+        assert_eq!(status.code(), Some(3), "the injected crash");
+        std::thread::sleep(Duration::from_millis(50));
+        let second = s.switch(4, &[]);
+        (h.join().unwrap(), second)
+    });
+    let report = second.stop();
+    let ok = assert_verified(&rs, 4);
+    assert!(report["data_plane"]["rx_packets"].as_u64().unwrap() > 0, "the restarted switch carried the rest");
+    let retx: u64 = ok.iter().map(|r| r.collectives[0].stats.retx_requests).sum();
+    assert!(retx > 0, "blocks lost in the crash were recovered by the hosts");
+}
+
+#[test]
+fn hosts_without_a_switch_end_with_a_timeout_naming_what_is_missing() {
+    let s = Setup::new("noswitch", 43, scenario(STAR4, "canary", 8 << 10, ""));
+    let plan = s.plan();
+    let rs = hosts(&plan, 0.5);
+    for r in rs {
+        let e = r.unwrap_err();
+        assert!(e.contains("timed out after 0.5 s") && e.contains("of 8 blocks missing"), "{e}");
+    }
+}
+
+#[test]
+fn the_switch_counts_and_drops_malformed_and_foreign_datagrams() {
+    let s = Setup::new("garbage", 44, scenario(STAR4, "canary", 8 << 10, ""));
+    let plan = s.plan();
+    let mut sw = reducelab_switch::Switch::bind(&plan, 4, Default::default()).unwrap();
+    let peer = std::net::SocketAddr::V4(plan.endpoints.of(0, 0));
+    sw.receive(0, peer, &[1, 2, 3]);
+    sw.receive(0, peer, &[0xFF; 40]);
+    sw.receive(0, std::net::SocketAddr::V4(plan.endpoints.of(1, 0)), &[0; 40]);
+    assert_eq!((sw.counters.malformed, sw.counters.foreign), (2, 1));
+}
+
+#[test]
+fn bad_plans_are_refused_with_the_field() {
+    let ip = Ipv4Addr::new(127, 77, 50, 1);
+    let e = Plan::from_scenario(&scenario(STAR4, "canary", 1024, ""), None, (Ipv4Addr::new(10, 0, 0, 1), 47000)).err().unwrap();
+    assert!(e.starts_with("ip_base:") && e.contains("127.0.0.0/8"), "{e}");
+    let e = Plan::from_scenario(&scenario(STAR4, "canary", 1024, ""), None, (ip, 65534)).err().unwrap();
+    assert!(e.starts_with("port_base:"), "{e}");
+    let e = Plan::from_scenario(&scenario(STAR4, "canary", 1024, "").replace("\"canary\"", "\"nope\""), None, (ip, 47000)).err().unwrap();
+    assert!(e.contains("protocol"), "{e}");
+    let plan = Plan::from_scenario(&scenario(STAR4, "canary", 1024, ""), None, (ip, 47000)).unwrap();
+    assert!(plan.check_switch(0).unwrap_err().contains("is a host"));
+    assert!(plan.check_switch(99).unwrap_err().starts_with("node:"));
+}
