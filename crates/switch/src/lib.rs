@@ -12,6 +12,7 @@
 //! Units: the programs' clock is integer picoseconds since the process started (a monotonic
 //! clock); fault durations are microseconds; element values are 32-bit integers.
 
+pub mod bench;
 pub mod faults;
 pub mod host;
 pub mod plan;

@@ -94,6 +94,8 @@ pub struct SwitchReport {
     pub node: u32,
     pub ports: usize,
     pub uptime_s: f64,
+    /// CPU time of the thread that ran the event loop (the switch's one core).
+    pub cpu_s: f64,
     pub data_plane: PortCounters,
     /// `None`: a plain forwarding switch (the protocol gives this node no program).
     pub program: Option<ProgramCounters>,
@@ -143,6 +145,8 @@ pub struct Switch<'p> {
     opts: SwitchOptions,
     /// `REDUCELAB_SWITCH_TRACE=1`: one stderr line per packet in and out.
     trace: bool,
+    /// Thread CPU time when `run` started.
+    cpu0: f64,
 }
 
 /// Packets read from one socket before the others get their turn.
@@ -189,6 +193,7 @@ impl<'p> Switch<'p> {
             frame: Vec::with_capacity(2048),
             counters: PortCounters::default(),
             opts,
+            cpu0: 0.0,
             trace: std::env::var_os("REDUCELAB_SWITCH_TRACE").is_some_and(|v| v == "1"),
         })
     }
@@ -202,6 +207,7 @@ impl<'p> Switch<'p> {
     pub fn run(&mut self, stop: &AtomicBool) -> SwitchReport {
         let mut buf = vec![0u8; 65536];
         let mut ready = Vec::new();
+        self.cpu0 = thread_cpu_s();
         let end = self.opts.duration.map(|d| self.epoch + d);
         let mut idle = false;
         loop {
@@ -244,6 +250,7 @@ impl<'p> Switch<'p> {
             node: self.node,
             ports: self.socks.len(),
             uptime_s: self.epoch.elapsed().as_secs_f64(),
+            cpu_s: thread_cpu_s() - self.cpu0,
             data_plane: self.counters.clone(),
             program: self.program.as_ref().map(|p| ProgramCounters::of(p.stats(), p.descriptors_in_use())),
         }
@@ -390,4 +397,14 @@ impl<'p> Switch<'p> {
 pub fn run_switch(plan: &Plan, node: u32, opts: SwitchOptions, stop: Arc<AtomicBool>) -> Result<SwitchReport, String> {
     let mut s = Switch::bind(plan, node, opts)?;
     Ok(s.run(&stop))
+}
+
+/// CPU seconds used by the calling thread.
+pub fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock id and a pointer to a timespec.
+    unsafe {
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts);
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }

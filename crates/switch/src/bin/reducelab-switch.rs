@@ -99,6 +99,10 @@ fn main() {
         "switch" => cmd_switch(a),
         "hosts" => cmd_hosts(a),
         "run" => cmd_run(a),
+        "bench" => {
+            let mut rest = a.rest;
+            reducelab_switch::bench::cmd_bench(&mut rest)
+        }
         other => die(&format!("{other}: unknown command (switch, hosts, run, bench)")),
     }
 }
