@@ -462,6 +462,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="write mpi-bench.csv, mpi-bench.txt and mpi-bench.png into DIR (default: results/bench-mpi)",
     )
     mpi.set_defaults(handler=_cmd_bench_mpi)
+    bsw = bench_kinds.add_parser(
+        "switch",
+        help="software switch on loopback: packets/s per switch core, allreduce goodput of 4 and 8 hosts",
+        description="Runs `reducelab-switch bench` (docs/switch.md): one switch and N host threads on "
+        "loopback, each run verified; prints CSV with the load average.",
+        epilog="examples:\n  reducelab bench switch\n  reducelab bench switch -- --hosts 4,8 --bytes 4194304 --repeats 5\n",
+        formatter_class=fmt,
+    )
+    bsw.add_argument("switch_args", nargs=argparse.REMAINDER, help="arguments of `reducelab-switch bench`")
+    bsw.set_defaults(handler=_cmd_bench_switch)
+
+    switch = commands.add_parser(
+        "switch",
+        help="the software switch: switch processes on loopback running the in-network protocols",
+        description="Runs the `reducelab-switch` binary (crates/switch, docs/switch.md) with these "
+        "arguments: `switch` (one switch node), `hosts` (the hosts over UDP), `run` (all switches as "
+        "processes plus the hosts, verified), `bench`.",
+        epilog="examples:\n  reducelab switch run --scenario scenarios/switch/star4_canary.toml\n"
+        "  reducelab switch run --scenario scenarios/switch/star4_canary.toml --fault loss=0.05,dup=0.05\n"
+        "  reducelab switch switch --scenario scenarios/switch/fat_tree_canary.toml --node 4\n"
+        "  reducelab switch --help-binary\n",
+        formatter_class=fmt,
+    )
+    switch.add_argument("switch_args", nargs=argparse.REMAINDER, help="arguments of `reducelab-switch` (see --help-binary)")
+    switch.set_defaults(handler=_cmd_switch)
 
     tune = commands.add_parser(
         "tune",
@@ -842,6 +867,31 @@ def _write_bench_json(out: Path | None, rows: Sequence[Any]) -> None:
     except OSError as exc:
         _fail(f"{out}: cannot write: {exc.strerror or exc}", EXIT_FAILURE)
     print(f"wrote {out}")
+
+
+def _switch_exec(argv: list[str]) -> int:
+    from . import swswitch
+
+    try:
+        return swswitch.exec_binary(argv)
+    except FileNotFoundError as exc:
+        _fail(str(exc), EXIT_FAILURE)
+
+
+def _cmd_switch(args: argparse.Namespace) -> int:
+    argv = list(args.switch_args)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    if not argv or argv == ["--help-binary"]:
+        argv = ["--help"]
+    return _switch_exec(argv)
+
+
+def _cmd_bench_switch(args: argparse.Namespace) -> int:
+    argv = list(args.switch_args)
+    if argv[:1] == ["--"]:
+        argv = argv[1:]
+    return _switch_exec(["bench", *argv])
 
 
 def _cmd_bench_engine(args: argparse.Namespace) -> int:
@@ -1559,7 +1609,16 @@ def _reproduce_figures_into_all(out: Path, args: argparse.Namespace, swing: list
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `reducelab` command; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `switch` and `bench switch` pass their arguments through to the reducelab-switch binary
+    # (argparse would take its options, e.g. `--fault`, for its own).
+    passthrough = {1: ["switch"], 2: ["bench", "switch"]}
+    for n, prefix in passthrough.items():
+        if argv[:n] == prefix and len(argv) > n and argv[n] not in ("-h", "--help"):
+            args = argparse.Namespace(switch_args=argv[n:], handler=_cmd_switch if n == 1 else _cmd_bench_switch)
+            break
+    else:
+        args = build_parser().parse_args(argv)
     try:
         return int(args.handler(args))
     except _Fail as exc:

@@ -99,6 +99,7 @@ fn main() {
         "switch" => cmd_switch(a),
         "hosts" => cmd_hosts(a),
         "run" => cmd_run(a),
+        "plan" => cmd_plan(a),
         "bench" => {
             let mut rest = a.rest;
             reducelab_switch::bench::cmd_bench(&mut rest)
@@ -123,6 +124,21 @@ fn cmd_switch(mut a: Args) {
     std::io::stdout().flush().ok();
     let r = sw.run(&STOP);
     println!("{}", serde_json::to_string(&r).expect("json"));
+}
+
+/// Prints every node, what it is, and each port's UDP endpoint and peer.
+fn cmd_plan(mut a: Args) {
+    let c = common(&mut a);
+    a.finish();
+    let plan = plan_of(&c);
+    println!("# {}: node kind port endpoint -> peer_node:peer_port (peer endpoint)", plan.name);
+    for (n, node) in plan.fabric.nodes.iter().enumerate() {
+        let kind = if node.is_host { format!("host {}", plan.fabric.host_nodes.iter().position(|&h| h == n as u32).unwrap_or(usize::MAX)) } else { "switch".to_string() };
+        for (p, &(peer, pp)) in node.ports.iter().enumerate() {
+            println!("{n} {kind} {p} {} -> {peer}:{pp} ({})", plan.endpoints.of(n as u32, p as u16), plan.endpoints.of(peer, pp));
+        }
+    }
+    println!("# switches: {}", plan.switches().iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" "));
 }
 
 fn host_list(plan: &Plan, v: Option<String>) -> Vec<u32> {
