@@ -467,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="software switch on loopback: packets/s per switch core, allreduce goodput of 4 and 8 hosts",
         description="Runs `reducelab-switch bench` (docs/switch.md): one switch and N host threads on "
         "loopback, each run verified; prints CSV with the load average.",
-        epilog="examples:\n  reducelab bench switch\n  reducelab bench switch -- --hosts 4,8 --bytes 4194304 --repeats 5\n",
+        epilog="examples:\n  reducelab bench switch\n  reducelab bench switch --hosts 4,8 --bytes 4194304 --repeats 5\n",
         formatter_class=fmt,
     )
     bsw.add_argument("switch_args", nargs=argparse.REMAINDER, help="arguments of `reducelab-switch bench`")

@@ -9,7 +9,6 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io::ErrorKind;
 use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -129,6 +128,8 @@ pub struct Switch<'p> {
     plan: &'p Plan,
     node: u32,
     socks: Vec<UdpSocket>,
+    /// Frames waiting to be sent, per port.
+    tx: Vec<udp::TxQueue>,
     peers: Vec<SocketAddrV4>,
     program: Option<Box<dyn SwitchProgram>>,
     vals: Values,
@@ -149,7 +150,7 @@ pub struct Switch<'p> {
     cpu0: f64,
 }
 
-/// Packets read from one socket before the others get their turn.
+/// Datagrams read from one socket (one `recvmmsg`) before the others get their turn.
 const RX_BATCH: usize = 64;
 
 impl<'p> Switch<'p> {
@@ -180,6 +181,7 @@ impl<'p> Switch<'p> {
         Ok(Switch {
             plan,
             node,
+            tx: socks.iter().map(|_| udp::TxQueue::default()).collect(),
             socks,
             peers,
             program,
@@ -205,8 +207,9 @@ impl<'p> Switch<'p> {
     /// Runs until `stop` is set or the duration ends (or the crash injection fires: then the
     /// process exits at once with status 3, as a killed switch would vanish).
     pub fn run(&mut self, stop: &AtomicBool) -> SwitchReport {
-        let mut buf = vec![0u8; 65536];
-        let mut ready = Vec::new();
+        // One slot per datagram: the largest frame of the plan (bigger ones are malformed).
+        let mut rx = udp::RxBatch::new(RX_BATCH, wire::HEADER_BYTES as usize + 4 * self.plan.max_elems as usize + wire::FINGERPRINT_BYTES + 1);
+        let mut ready = vec![true; self.socks.len()];
         self.cpu0 = thread_cpu_s();
         let end = self.opts.duration.map(|d| self.epoch + d);
         let mut idle = false;
@@ -216,8 +219,10 @@ impl<'p> Switch<'p> {
             }
             self.fire_timers();
             self.flush_held();
+            self.flush_tx();
             if idle {
-                // Nothing was waiting: sleep until a socket is readable or the next deadline.
+                // Nothing was waiting: sleep until a socket is readable or the next deadline,
+                // then read only the sockets ppoll found readable.
                 let mut wait = Duration::from_millis(20);
                 if let Some(Reverse((at, _, _))) = self.timers.peek() {
                     wait = wait.min(Duration::from_nanos(at.saturating_sub(self.now_ps()) / 1000));
@@ -227,19 +232,28 @@ impl<'p> Switch<'p> {
                 }
                 udp::poll_readable(&self.socks, wait, &mut ready);
             }
+            // While busy, only the sockets that had datagrams last turn are read again (one
+            // system call each); the others wait for the next ppoll, which is level-triggered.
             idle = true;
             for p in 0..self.socks.len() {
-                for _ in 0..RX_BATCH {
-                    match self.socks[p].recv_from(&mut buf) {
-                        Ok((n, from)) => {
-                            idle = false;
-                            self.receive(p as u16, from, &buf[..n]);
-                        }
-                        Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                        // ICMP errors of earlier sends surface here on Linux; nothing to read.
-                        Err(_) => break,
-                    }
+                if !ready[p] {
+                    continue;
                 }
+                let n = rx.recv(&self.socks[p]);
+                ready[p] = n > 0;
+                if n > 0 {
+                    idle = false;
+                }
+                for i in 0..n {
+                    let (from, bytes, truncated) = rx.get(i);
+                    if truncated {
+                        self.counters.rx_packets += 1;
+                        self.counters.malformed += 1;
+                        continue;
+                    }
+                    self.receive(p as u16, SocketAddr::V4(from), bytes);
+                }
+                self.flush_tx();
             }
         }
         self.report()
@@ -276,7 +290,7 @@ impl<'p> Switch<'p> {
         let now = Instant::now();
         while self.held.peek().is_some_and(|Reverse(h)| h.due <= now) {
             let Reverse(h) = self.held.pop().expect("peeked");
-            self.transmit(h.port, &h.bytes.clone());
+            self.transmit(h.port, &h.bytes);
         }
     }
 
@@ -382,13 +396,20 @@ impl<'p> Switch<'p> {
         }
     }
 
+    /// Queues a frame on `port` (sent by the next [`Self::flush_tx`], in queue order).
     fn transmit(&mut self, port: u16, bytes: &[u8]) {
-        match self.socks[port as usize].send_to(bytes, self.peers[port as usize]) {
-            Ok(_) => {
-                self.counters.tx_packets += 1;
-                self.counters.tx_bytes += bytes.len() as u64;
+        self.tx[port as usize].push(bytes);
+    }
+
+    /// Sends every queued frame, one `sendmmsg` per port.
+    pub fn flush_tx(&mut self) {
+        for p in 0..self.tx.len() {
+            if !self.tx[p].is_empty() {
+                let (sent, bytes, failed) = self.tx[p].flush(&self.socks[p], self.peers[p]);
+                self.counters.tx_packets += sent;
+                self.counters.tx_bytes += bytes;
+                self.counters.send_errors += failed;
             }
-            Err(_) => self.counters.send_errors += 1,
         }
     }
 }

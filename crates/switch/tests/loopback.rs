@@ -273,3 +273,20 @@ fn bad_plans_are_refused_with_the_field() {
     assert!(plan.check_switch(0).unwrap_err().contains("is a host"));
     assert!(plan.check_switch(99).unwrap_err().starts_with("node:"));
 }
+
+#[test]
+fn a_switch_process_survives_garbage_and_oversized_datagrams_from_a_peer() {
+    let s = Setup::new("garbage-proc", 45, scenario(STAR4, "canary", 8 << 10, ""));
+    let plan = s.plan();
+    let sw = s.switch(4, &[]);
+    let host0 = std::net::UdpSocket::bind(plan.endpoints.of(0, 0)).unwrap();
+    let port0 = plan.endpoints.of(4, 0);
+    host0.send_to(&[7; 5], port0).unwrap();
+    host0.send_to(&vec![0xAB; 60000], port0).unwrap();
+    let stranger = std::net::UdpSocket::bind(std::net::SocketAddrV4::new(Ipv4Addr::new(127, 77, 45, 200), 47000)).unwrap();
+    stranger.send_to(&[0; 40], port0).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    let r = sw.stop();
+    let d = &r["data_plane"];
+    assert_eq!((d["rx_packets"].as_u64(), d["malformed"].as_u64(), d["foreign"].as_u64(), d["tx_packets"].as_u64()), (Some(3), Some(2), Some(1), Some(0)), "{d}");
+}
