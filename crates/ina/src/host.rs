@@ -195,9 +195,13 @@ pub fn contribution(c: &Collective, rank: u32, b: u32, attempt: u8, kind: Kind, 
     h.fp = contribution_fp(c.salt, c.tenant, rank, b);
     h.data = vals.alloc();
     if h.data != NIL {
+        let app = vals.inputs_of(c.tenant, rank);
         let d = vals.get_mut(h.data);
         for (e, x) in d.iter_mut().enumerate().take(h.elems as usize) {
-            *x = contribution_value(c.salt, c.tenant, rank, b, e as u32);
+            *x = match &app {
+                Some(a) => a.values[b as usize * c.elems_per_packet as usize + e],
+                None => contribution_value(c.salt, c.tenant, rank, b, e as u32),
+            };
         }
     }
     h

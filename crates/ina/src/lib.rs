@@ -276,6 +276,18 @@ pub struct Values {
     free: Vec<u32>,
     pub live: u32,
     pub peak: u32,
+    /// Application data (the software switch's hosts): this process's own contributions,
+    /// used by [`host::contribution`] instead of the seeded values. `None` in the simulator.
+    inputs: Option<std::sync::Arc<AppInputs>>,
+}
+
+/// One rank's application vector of one collective: element `b * elems_per_packet + e` is its
+/// contribution to element `e` of block `b`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppInputs {
+    pub tenant: u16,
+    pub rank: u32,
+    pub values: Vec<i32>,
 }
 
 impl Values {
@@ -284,6 +296,14 @@ impl Values {
     }
     pub fn enabled(&self) -> bool {
         self.stride > 0
+    }
+    /// Contributions of `inputs.rank` to `inputs.tenant` come from `inputs` from now on.
+    pub fn set_inputs(&mut self, inputs: AppInputs) {
+        self.inputs = Some(std::sync::Arc::new(inputs));
+    }
+    /// The application inputs of `rank` of `tenant`, if set.
+    pub fn inputs_of(&self, tenant: u16, rank: u32) -> Option<std::sync::Arc<AppInputs>> {
+        self.inputs.as_ref().filter(|i| i.tenant == tenant && i.rank == rank).cloned()
     }
     pub fn alloc(&mut self) -> u32 {
         if !self.enabled() {

@@ -48,7 +48,7 @@ pub fn measure(hosts: u32, bytes: u64, protocol: &str, ip: Ipv4Addr, port_base: 
     let plan = Plan::from_scenario(&scenario(hosts, bytes, protocol), None, (ip, port_base))?;
     let node = plan.switches()[0];
     let stop = Arc::new(AtomicBool::new(false));
-    let opts = HostOptions { timeout: Duration::from_secs(60), linger: Duration::from_millis(20), max_inflight: 64 };
+    let opts = HostOptions { timeout: Duration::from_secs(60), linger: Duration::from_millis(20), max_inflight: 64, ..HostOptions::default() }.for_threads(plan.hosts().len());
     let (sw, rs) = std::thread::scope(|s| {
         // Bound before the hosts start (they would send into a closed port otherwise).
         let (tx, rx) = std::sync::mpsc::channel();

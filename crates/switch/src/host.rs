@@ -28,11 +28,24 @@ pub struct HostOptions {
     /// How long a host that has completed keeps answering its peers (a Canary leader may
     /// still be asked to retransmit, a coordinator to release a late host).
     pub linger: Duration,
+    /// Hosts of one run start together once every socket is bound: a packet for a host whose
+    /// socket is not bound yet is dropped by the kernel (the simulator starts every host at
+    /// once). Threads of one process wait on a barrier; processes sleep until a shared wall
+    /// clock time.
+    pub barrier: Option<std::sync::Arc<std::sync::Barrier>>,
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 impl Default for HostOptions {
     fn default() -> Self {
-        HostOptions { timeout: Duration::from_secs(10), max_inflight: 256, linger: Duration::from_millis(100) }
+        HostOptions { timeout: Duration::from_secs(10), max_inflight: 256, linger: Duration::from_millis(100), barrier: None, start_at: None }
+    }
+}
+
+impl HostOptions {
+    /// These options for `n` host threads that start together.
+    pub fn for_threads(&self, n: usize) -> HostOptions {
+        HostOptions { barrier: Some(std::sync::Arc::new(std::sync::Barrier::new(n))), ..self.clone() }
     }
 }
 
@@ -72,11 +85,79 @@ struct Agent {
     pulled: u64,
 }
 
-/// Runs host `host` (a host index) of `plan`: every collective it takes part in.
+/// Runs host `host` (a host index) of `plan`: every collective it takes part in, with the
+/// protocol's seeded contributions (checked against their exact sums).
 pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport, String> {
+    run(plan, host, opts, None).map(|(r, _)| r)
+}
+
+/// Runs host `host` contributing the application vector `data` to allreduce `tenant` (its
+/// other collectives, if any, use seeded values); returns the reduced vector (wrapping i32
+/// sums). The agents check every result's fingerprint (each rank's contribution counted
+/// exactly once); the values cannot be checked here (the other ranks' data is not known), so
+/// the caller checks them if it can.
+pub fn allreduce_data(plan: &Plan, host: u32, opts: &HostOptions, tenant: u16, data: Vec<i32>) -> Result<(HostReport, Vec<i32>), String> {
+    let c = plan.colls.get(tenant as usize).ok_or_else(|| format!("tenant: the scenario has {} in-network allreduces, not {}", plan.colls.len(), tenant as u32 + 1))?;
+    let elems = (c.blocks as u64 - 1) * c.elems_per_packet as u64 + c.last_elems as u64;
+    if data.len() as u64 != elems {
+        return Err(format!("data: {} elements, but allreduce {tenant} of the scenario reduces {elems} (bytes / 4)", data.len()));
+    }
+    run(plan, host, opts, Some((tenant, data))).map(|(r, v)| (r, v.expect("a result")))
+}
+
+/// The full results of one collective as they pass this host's socket: a packet carrying a
+/// block's complete reduction (a broadcast or retransmission with counter = hosts), received
+/// or (by a leader) sent.
+struct Capture {
+    tenant: u16,
+    n: u16,
+    epp: usize,
+    result: Vec<i32>,
+    got: Vec<bool>,
+}
+
+impl Capture {
+    fn offer(&mut self, h: &reducelab_ina::Header, values: Option<&[i32]>) {
+        use reducelab_ina::Kind;
+        let Some(v) = values else { return };
+        if h.tenant != self.tenant || h.counter != self.n || !matches!(h.kind, Kind::Broadcast | Kind::Retransmit) {
+            return;
+        }
+        let b = reducelab_ina::host::Collective::block_of(h.id) as usize;
+        if b >= self.got.len() || self.got[b] {
+            return;
+        }
+        let start = b * self.epp;
+        let k = (self.result.len() - start).min(self.epp).min(v.len());
+        self.result[start..start + k].copy_from_slice(&v[..k]);
+        self.got[b] = true;
+    }
+}
+
+fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>) -> Result<(HostReport, Option<Vec<i32>>), String> {
     let node = *plan.fabric.host_nodes.get(host as usize).ok_or_else(|| format!("host: {host} is not a host of the topology ({} hosts)", plan.fabric.num_hosts()))?;
     let mut agents: Vec<Agent> = Vec::new();
-    for (ci, c) in plan.colls.iter().enumerate() {
+    let mut colls = plan.colls.clone();
+    let mut vals = Values::new(plan.max_elems as usize);
+    let mut capture = None;
+    if let Some((tenant, data)) = app {
+        let c = &mut colls[tenant as usize];
+        let Some(rank) = c.ranks.iter().position(|&h| h == host) else {
+            return Err(format!("host: {host} is not a rank of allreduce {tenant}"));
+        };
+        // The agents check fingerprints only: the expected values are the seeded ones.
+        c.expected_values = Vec::new();
+        let epp = c.elems_per_packet as usize;
+        let mut cap = Capture { tenant, n: c.n() as u16, epp, result: vec![0; data.len()], got: vec![false; c.blocks as usize] };
+        if c.n() == 1 {
+            cap.result.copy_from_slice(&data);
+            cap.got.fill(true);
+        }
+        capture = Some(cap);
+        vals.set_inputs(reducelab_ina::AppInputs { tenant, rank: rank as u32, values: data });
+    }
+    let colls = colls;
+    for (ci, c) in colls.iter().enumerate() {
         if let Some(rank) = c.ranks.iter().position(|&h| h == host) {
             agents.push(Agent { ci, rank: rank as u32, agent: plan.specs[ci].protocol.host_agent(c, rank as u32), pulled: 0 });
         }
@@ -84,14 +165,22 @@ pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport
     if agents.is_empty() {
         return Err(format!("host: {host} takes part in no in-network allreduce of the scenario"));
     }
-    let sock = udp::bind(plan.endpoints.of(node, 0))?;
-    let socks = [sock];
+    let sock = udp::bind(plan.endpoints.of(node, 0));
+    if let Some(b) = &opts.barrier {
+        // Every thread reaches the barrier, bound or not, so one failure cannot block the rest.
+        b.wait();
+    }
+    let socks = [sock?];
+    if let Some(at) = opts.start_at {
+        if let Ok(d) = at.duration_since(std::time::SystemTime::now()) {
+            std::thread::sleep(d.min(opts.timeout));
+        }
+    }
     let (sw, sw_port) = plan.fabric.nodes[node as usize].ports[0];
     let first_hop: SocketAddrV4 = plan.endpoints.of(sw, sw_port);
     let epoch = Instant::now();
     let now_ps = || epoch.elapsed().as_nanos() as u64 * 1000;
     let deadline = epoch + opts.timeout;
-    let mut vals = Values::new(plan.max_elems as usize);
     let mut out: Vec<HostAction> = Vec::new();
     let mut timers: BinaryHeap<Reverse<(u64, u64, usize, u64)>> = BinaryHeap::new();
     let mut seq = 0u64;
@@ -102,12 +191,15 @@ pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport
     let mut send_errors = 0u64;
 
     // Carries out agent `ai`'s actions.
-    let mut carry_out = |ai: usize, out: &mut Vec<HostAction>, vals: &mut Values, timers: &mut BinaryHeap<Reverse<(u64, u64, usize, u64)>>, report: &mut HostReport| {
+    let mut carry_out = |ai: usize, out: &mut Vec<HostAction>, vals: &mut Values, timers: &mut BinaryHeap<Reverse<(u64, u64, usize, u64)>>, report: &mut HostReport, capture: &mut Option<Capture>| {
         for a in out.drain(..) {
             match a {
                 HostAction::Send(h) => {
                     frame.clear();
                     let values = (h.data != NIL).then(|| vals.get(h.data));
+                    if let Some(cap) = capture.as_mut() {
+                        cap.offer(&h, values);
+                    }
                     let r = wire::emit(&h, values, &mut frame);
                     vals.release(h.data);
                     r.unwrap_or_else(|e| panic!("host {host}: the wire frame cannot carry {h:?}: {e} (a protocol bug)"));
@@ -126,8 +218,8 @@ pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport
 
     for ai in 0..agents.len() {
         let a = &mut agents[ai];
-        a.agent.start(&plan.colls[a.ci], now_ps(), &mut vals, &mut out);
-        carry_out(ai, &mut out, &mut vals, &mut timers, &mut report);
+        a.agent.start(&colls[a.ci], now_ps(), &mut vals, &mut out);
+        carry_out(ai, &mut out, &mut vals, &mut timers, &mut report, &mut capture);
     }
     let mut linger_until: Option<Instant> = None;
     loop {
@@ -149,14 +241,14 @@ pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport
             }
             timers.pop();
             let a = &mut agents[ai];
-            a.agent.on_timer(&plan.colls[a.ci], now, token, &mut vals, &mut out);
-            carry_out(ai, &mut out, &mut vals, &mut timers, &mut report);
+            a.agent.on_timer(&colls[a.ci], now, token, &mut vals, &mut out);
+            carry_out(ai, &mut out, &mut vals, &mut timers, &mut report, &mut capture);
         }
         // The NIC pulls more blocks while fewer than `max_inflight` are outstanding.
         let mut sent_any = false;
         for ai in 0..agents.len() {
             let a = &mut agents[ai];
-            let c = &plan.colls[a.ci];
+            let c = &colls[a.ci];
             let done = (c.blocks - a.agent.missing()) as u64;
             let room = (opts.max_inflight as u64).saturating_sub(a.pulled.saturating_sub(done)) as usize;
             if room > 0 {
@@ -164,7 +256,7 @@ pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport
                 let made = out.iter().filter(|x| matches!(x, HostAction::Send(_))).count();
                 a.pulled += made as u64;
                 sent_any |= made > 0;
-                carry_out(ai, &mut out, &mut vals, &mut timers, &mut report);
+                carry_out(ai, &mut out, &mut vals, &mut timers, &mut report, &mut capture);
             }
         }
         // Everything that has arrived.
@@ -191,9 +283,12 @@ pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport
                     };
                     hdr.data = vals.alloc();
                     vals.get_mut(hdr.data)[..values.len()].copy_from_slice(&values);
+                    if let Some(cap) = capture.as_mut() {
+                        cap.offer(&hdr, Some(&values));
+                    }
                     let a = &mut agents[ai];
-                    a.agent.on_packet(&plan.colls[a.ci], now_ps(), hdr, &mut vals, &mut out);
-                    carry_out(ai, &mut out, &mut vals, &mut timers, &mut report);
+                    a.agent.on_packet(&colls[a.ci], now_ps(), hdr, &mut vals, &mut out);
+                    carry_out(ai, &mut out, &mut vals, &mut timers, &mut report, &mut capture);
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(_) => break,
@@ -213,7 +308,7 @@ pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport
     let _ = send_errors;
     report.elapsed_s = epoch.elapsed().as_secs_f64();
     for a in &agents {
-        let c = &plan.colls[a.ci];
+        let c = &colls[a.ci];
         let s = a.agent.stats().clone();
         let verified = a.agent.missing() == 0 && s.bad_blocks == 0;
         report.collectives.push(HostCollective {
@@ -233,7 +328,16 @@ pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport
             ));
         }
     }
-    Ok(report)
+    let result = match capture {
+        None => None,
+        Some(cap) => {
+            if let Some(b) = cap.got.iter().position(|g| !g) {
+                return Err(format!("host {host}: allreduce {}: the result of block {b} never passed this host's socket (the protocol does not expose it)", cap.tenant));
+            }
+            Some(cap.result)
+        }
+    };
+    Ok((report, result))
 }
 
 fn stall_message(plan: &Plan, host: u32, agents: &[Agent], timeout: Duration, r: &HostReport) -> String {

@@ -19,6 +19,6 @@ pub mod plan;
 pub mod switch;
 pub mod udp;
 
-pub use host::{run_host, HostOptions, HostReport};
+pub use host::{allreduce_data, run_host, HostOptions, HostReport};
 pub use plan::Plan;
 pub use switch::{run_switch, Switch, SwitchOptions, SwitchReport};

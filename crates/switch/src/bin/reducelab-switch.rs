@@ -154,11 +154,13 @@ fn host_opts(a: &mut Args) -> HostOptions {
         timeout: a.num::<f64>("--timeout-s").map(Duration::from_secs_f64).unwrap_or(d.timeout),
         max_inflight: a.num("--max-inflight").unwrap_or(d.max_inflight),
         linger: a.num::<f64>("--linger-ms").map(|m| Duration::from_secs_f64(m / 1000.0)).unwrap_or(d.linger),
+        ..d
     }
 }
 
 /// Runs `hosts` as threads; every host's report or error.
 fn run_hosts(plan: &Plan, hosts: &[u32], opts: &HostOptions) -> Vec<Result<HostReport, String>> {
+    let opts = &opts.for_threads(hosts.len());
     std::thread::scope(|s| {
         let hs: Vec<_> = hosts.iter().map(|&h| s.spawn(move || run_host(plan, h, opts))).collect();
         hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("host thread panicked".into()))).collect()
