@@ -135,6 +135,10 @@ impl WireHeader {
         if h.shard != 0 && h.kind != Kind::Restore {
             return Err(WireError { field: "flags.shard", reason: "set on a packet that is not a restoration".into() });
         }
+        // Port bitmaps hold 64 ports: two 32-port shards.
+        if h.shard > 1 {
+            return Err(WireError { field: "flags.shard", reason: format!("shard {} of a 64-port bitmap", h.shard) });
+        }
         // Broadcasts and restorations are multicast; a failure notice may be (down the tree).
         if h.multicast != matches!(h.kind, Kind::Broadcast | Kind::Restore) && !(h.multicast && h.kind == Kind::Failure) {
             return Err(WireError { field: "flags.multicast", reason: format!("{} on a {:?} packet", h.multicast, h.kind) });
