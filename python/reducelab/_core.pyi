@@ -53,6 +53,20 @@ def run(text: str, seed: int | None = None, progress: bool = False, probe: bool 
     exception propagates with the partial output (status ``"interrupted"``) as ``partial_run``.
     """
 
+def innet_allreduce(
+    text: str,
+    host: int,
+    data: bytes,
+    tenant: int = 0,
+    ip_base: str = "127.0.100.1",
+    port_base: int = 47000,
+    timeout_s: float = 10.0,
+    start_at: float | None = None,
+) -> tuple[bytes, str]:
+    """One rank's in-network allreduce of int32 `data` through running software switches:
+    (the wrapping sum as bytes, the host's report as JSON). ValueError for bad input,
+    RuntimeError when the run cannot finish."""
+
 def bench_names() -> list[str]:
     """Names of the built-in engine benchmark scenarios."""
 

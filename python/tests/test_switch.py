@@ -52,3 +52,73 @@ def test_switch_help_has_examples() -> None:
     proc = cli("bench", "switch", "--help")
     assert proc.returncode == 0, proc.stderr
     assert "reducelab bench switch" in proc.stdout
+
+
+def _switch_proc(scenario: str, node: int, ip_base: str) -> subprocess.Popen[str]:
+    from reducelab import swswitch
+
+    p = subprocess.Popen(
+        [str(swswitch.find_binary()), "switch", "--scenario", scenario, "--node", str(node), "--ip-base", ip_base],
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )
+    assert p.stdout is not None
+    assert p.stdout.readline().strip() == f"ready {node}"
+    return p
+
+
+def test_innet_allreduce_of_numpy_arrays_is_the_exact_sum(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import threading
+    import time
+
+    import numpy as np
+
+    from reducelab import innet
+
+    text = (REPO / "scenarios/switch/star4_canary.toml").read_text().replace("bytes = 262144", "bytes = 40000")
+    path = tmp_path / "s.toml"
+    path.write_text(text)
+    ip = "127.66.1.1"
+    sw = _switch_proc(str(path), 4, ip)
+    try:
+        rng = np.random.default_rng(5)
+        data = [rng.integers(-(2**31), 2**31, size=10000, dtype=np.int64).astype(np.int32) for _ in range(4)]
+        expected = np.zeros(10000, dtype=np.int32)
+        for d in data:
+            expected = (expected.astype(np.int64) + d).astype(np.int32)  # wrapping int32 sums
+        out: dict[int, object] = {}
+        start = time.time() + 0.3
+
+        def rank(h: int) -> None:
+            try:
+                out[h] = innet.allreduce(data[h], scenario=path, host=h, ip_base=ip, start_at=start, timeout_s=20)
+            except Exception as exc:  # reported below
+                out[h] = exc
+
+        ts = [threading.Thread(target=rank, args=(h,)) for h in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        for h in range(4):
+            assert isinstance(out[h], np.ndarray), out[h]
+            assert np.array_equal(out[h], expected), h
+    finally:
+        sw.terminate()
+        sw.wait(timeout=10)
+
+
+def test_innet_allreduce_refuses_bad_input_and_times_out_with_the_reason() -> None:
+    import numpy as np
+    import pytest
+
+    from reducelab import innet
+
+    scenario = REPO / "scenarios/switch/star4_canary.toml"
+    with pytest.raises(ValueError, match="data: 3 elements"):
+        innet.allreduce(np.zeros(3, dtype=np.int32), scenario=scenario, host=0, ip_base="127.66.2.1")
+    with pytest.raises(ValueError, match="dtype float64"):
+        innet.allreduce(np.zeros(65536), scenario=scenario, host=0, ip_base="127.66.2.1")
+    with pytest.raises(ValueError, match="host: 9"):
+        innet.allreduce(np.zeros(65536, dtype=np.int32), scenario=scenario, host=9, ip_base="127.66.2.1")
+    with pytest.raises(RuntimeError, match="timed out after 0.3 s"):
+        innet.allreduce(np.zeros(65536, dtype=np.int32), scenario=scenario, host=0, ip_base="127.66.2.1", timeout_s=0.3)

@@ -581,11 +581,63 @@ fn topology_spec<'py>(py: Python<'py>, spec: &str) -> PyResult<Bound<'py, PyDict
     Ok(d)
 }
 
+/// One rank's in-network allreduce through running software switches (crates/switch): host
+/// `host` of the scenario contributes `data` (int32 values, native byte order) to allreduce
+/// `tenant` and gets the element-wise wrapping sum back, as bytes. Every host of the allreduce
+/// must call this (each in its own thread or process) with the same scenario, endpoints and
+/// `start_at` (seconds since the epoch: each host binds its socket, then waits until then, so
+/// no packet reaches an unbound host). Raises `ValueError` for a bad scenario, host or length,
+/// `RuntimeError` when the run cannot finish (timeout: what is missing and why) or a result
+/// fails its fingerprint check. The GIL is released during the run.
+#[pyfunction]
+#[pyo3(signature = (text, host, data, tenant=0, ip_base="127.0.100.1", port_base=47000, timeout_s=10.0, start_at=None))]
+#[allow(clippy::too_many_arguments)]
+fn innet_allreduce<'py>(
+    py: Python<'py>,
+    text: &str,
+    host: u32,
+    data: &[u8],
+    tenant: u16,
+    ip_base: &str,
+    port_base: u16,
+    timeout_s: f64,
+    start_at: Option<f64>,
+) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, String)> {
+    let ip: std::net::Ipv4Addr = ip_base.parse().map_err(|_| PyValueError::new_err(format!("ip_base: `{ip_base}` is not an IPv4 address")))?;
+    if data.len() % 4 != 0 {
+        return Err(PyValueError::new_err(format!("data: {} bytes is not a whole number of int32 values", data.len())));
+    }
+    if !(timeout_s.is_finite() && timeout_s > 0.0) {
+        return Err(PyValueError::new_err(format!("timeout_s: must be a positive number of seconds, got {timeout_s}")));
+    }
+    let values: Vec<i32> = data.chunks_exact(4).map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let plan = reducelab_switch::Plan::from_scenario(text, None, (ip, port_base)).map_err(PyValueError::new_err)?;
+    let opts = reducelab_switch::HostOptions {
+        timeout: Duration::from_secs_f64(timeout_s),
+        start_at: start_at.map(|t| std::time::UNIX_EPOCH + Duration::from_secs_f64(t.max(0.0))),
+        ..reducelab_switch::HostOptions::default()
+    };
+    if host as usize >= plan.fabric.num_hosts() || plan.colls.get(tenant as usize).is_some_and(|c| !c.ranks.contains(&host)) {
+        return Err(PyValueError::new_err(format!("host: {host} is not a rank of allreduce {tenant} of the scenario")));
+    }
+    let (report, sum) = py.allow_threads(|| reducelab_switch::allreduce_data(&plan, host, &opts, tenant, values)).map_err(|e| {
+        if e.starts_with("data:") || e.starts_with("tenant:") || e.starts_with("host:") && !e.contains("timed out") {
+            PyValueError::new_err(e)
+        } else {
+            pyo3::exceptions::PyRuntimeError::new_err(e)
+        }
+    })?;
+    let bytes: Vec<u8> = sum.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    let json = serde_json::to_string(&report).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
+    Ok((pyo3::types::PyBytes::new_bound(py, &bytes), json))
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type_bound::<ScenarioError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(innet_allreduce, m)?)?;
     m.add_function(wrap_pyfunction!(bench_names, m)?)?;
     m.add_function(wrap_pyfunction!(bench_engine, m)?)?;
     m.add_function(wrap_pyfunction!(algorithms, m)?)?;
