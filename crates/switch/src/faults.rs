@@ -49,6 +49,19 @@ pub fn parse_fault(spec: &str) -> Result<(Option<u16>, PortFaults), String> {
     Ok((port, f))
 }
 
+/// A fault file: one `--fault` spec per line; blank lines and `#` comments are skipped.
+/// Errors name the file and line.
+pub fn parse_fault_file(path: &str, text: &str) -> Result<Vec<(Option<u16>, PortFaults)>, String> {
+    let mut v = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if !line.is_empty() {
+            v.push(parse_fault(line).map_err(|e| format!("{path}:{}: {e}", i + 1))?);
+        }
+    }
+    Ok(v)
+}
+
 /// What happens to one packet.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Fate {
@@ -110,6 +123,14 @@ mod tests {
         assert!(parse_fault("jitter=1").unwrap_err().contains("unknown key `jitter`"));
         assert!(parse_fault("loss").unwrap_err().contains("key=value"));
         assert!(parse_fault("loss=0.7,dup=0.5").unwrap_err().contains("exceed 1"));
+    }
+
+    #[test]
+    fn fault_files_take_one_spec_per_line() {
+        let v = parse_fault_file("f", "# all ports\nloss=0.1\n\nport=2,dup=0.5 # one port\n").unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[1].0, Some(2));
+        assert_eq!(parse_fault_file("f", "loss=0.1\nloss=3\n").unwrap_err(), "f:2: --fault loss: probability 3 is not within 0..=1");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use reducelab_switch::faults::{parse_fault, PortFaults};
+use reducelab_switch::faults::{parse_fault, parse_fault_file, PortFaults};
 use reducelab_switch::{run_host, HostOptions, HostReport, Plan, Switch, SwitchOptions};
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -83,8 +83,15 @@ fn plan_of(c: &Common) -> Plan {
     Plan::from_scenario(&c.text, c.seed, (c.ip_base, c.port_base)).unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
 }
 
+/// `--fault-file F` entries first, then `--fault` flags (a later entry for a port wins).
 fn faults(a: &mut Args) -> Vec<(Option<u16>, PortFaults)> {
-    a.take_all("--fault").iter().map(|s| parse_fault(s).unwrap_or_else(|e| die(&e))).collect()
+    let mut v = Vec::new();
+    if let Some(f) = a.take("--fault-file") {
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| die(&format!("--fault-file: {f}: {e}")));
+        v = parse_fault_file(&f, &text).unwrap_or_else(|e| die(&format!("--fault-file: {e}")));
+    }
+    v.extend(a.take_all("--fault").iter().map(|s| parse_fault(s).unwrap_or_else(|e| die(&e))));
+    v
 }
 
 fn main() {
@@ -232,9 +239,15 @@ impl SwitchProcess {
 
 fn cmd_run(mut a: Args) {
     let c = common(&mut a);
-    let fault_args: Vec<String> = a.take_all("--fault").into_iter().flat_map(|f| ["--fault".to_string(), f]).collect();
-    for f in fault_args.iter().skip(1).step_by(2) {
-        parse_fault(f).unwrap_or_else(|e| die(&e));
+    let mut fault_args: Vec<String> = Vec::new();
+    if let Some(f) = a.take("--fault-file") {
+        let text = std::fs::read_to_string(&f).unwrap_or_else(|e| die(&format!("--fault-file: {f}: {e}")));
+        parse_fault_file(&f, &text).unwrap_or_else(|e| die(&format!("--fault-file: {e}")));
+        fault_args.extend(["--fault-file".to_string(), f]);
+    }
+    for f in a.take_all("--fault") {
+        parse_fault(&f).unwrap_or_else(|e| die(&e));
+        fault_args.extend(["--fault".to_string(), f]);
     }
     let crash_after: Option<u64> = a.num("--crash-after-rx");
     let restart_delay = Duration::from_millis(a.num("--restart-delay-ms").unwrap_or(50));
