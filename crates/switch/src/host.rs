@@ -74,6 +74,8 @@ pub struct HostReport {
     pub malformed: u64,
     /// Packets for another host or collective.
     pub misdelivered: u64,
+    /// Frames the kernel refused to send (counted as lost; the protocol recovers or times out).
+    pub send_errors: u64,
     pub elapsed_s: f64,
 }
 
@@ -187,8 +189,7 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
     let mut frame = Vec::with_capacity(2048);
     let mut buf = vec![0u8; 65536];
     let mut ready = Vec::new();
-    let mut report = HostReport { host, collectives: Vec::new(), tx_packets: 0, rx_packets: 0, malformed: 0, misdelivered: 0, elapsed_s: 0.0 };
-    let mut send_errors = 0u64;
+    let mut report = HostReport { host, collectives: Vec::new(), tx_packets: 0, rx_packets: 0, malformed: 0, misdelivered: 0, send_errors: 0, elapsed_s: 0.0 };
 
     // Carries out agent `ai`'s actions.
     let mut carry_out = |ai: usize, out: &mut Vec<HostAction>, vals: &mut Values, timers: &mut BinaryHeap<Reverse<(u64, u64, usize, u64)>>, report: &mut HostReport, capture: &mut Option<Capture>| {
@@ -205,7 +206,7 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
                     r.unwrap_or_else(|e| panic!("host {host}: the wire frame cannot carry {h:?}: {e} (a protocol bug)"));
                     match socks[0].send_to(&frame, first_hop) {
                         Ok(_) => report.tx_packets += 1,
-                        Err(_) => send_errors += 1,
+                        Err(_) => report.send_errors += 1,
                     }
                 }
                 HostAction::Timer { at, token } => {
@@ -305,7 +306,6 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
             udp::poll_readable(&socks, wait, &mut ready);
         }
     }
-    let _ = send_errors;
     report.elapsed_s = epoch.elapsed().as_secs_f64();
     for a in &agents {
         let c = &colls[a.ci];
