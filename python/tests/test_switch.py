@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from helpers import REPO, cli
 
@@ -66,7 +67,7 @@ def _switch_proc(scenario: str, node: int, ip_base: str) -> subprocess.Popen[str
     return p
 
 
-def test_innet_allreduce_of_numpy_arrays_is_the_exact_sum(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_innet_allreduce_of_numpy_arrays_is_the_exact_sum(tmp_path: Path) -> None:
     import threading
     import time
 
