@@ -107,15 +107,27 @@ fn clean_data_plane(sw: &Value) {
 }
 
 /// A scenario of `hosts` hosts on `topology`, one allreduce of `bytes` with `protocol`.
-/// Timers are set for real sockets (ms, not the simulator's µs): switch timeouts long
-/// enough that a descriptor flushes on completion, not by time.
+/// Timers are far beyond any scheduling delay of a loaded machine (switch timeout 10 s,
+/// retransmission 5 s), so in a run without faults none fires and the counters depend on the
+/// protocol alone; tests with faults shorten them with [`fast_timers`].
 fn scenario(topology: &str, protocol: &str, bytes: u64, extra: &str) -> String {
     let info = reducelab_ina::protocol(protocol).unwrap();
-    let rto = if info.params.iter().any(|p| p.key == "retransmit_timeout_us") { "retransmit_timeout_us = 100000\n" } else { "" };
+    let rto = if info.params.iter().any(|p| p.key == "retransmit_timeout_us") { "retransmit_timeout_us = 5000000\n" } else { "" };
     format!(
-        "name = \"switch-test\"\nseed = 3\n[topology]\n{topology}\nbandwidth_gbps = 100\nlatency_ns = 500\n[ina]\ntimeout_ns = 300000000\nreclaim_us = 2000000\n\
+        "name = \"switch-test\"\nseed = 3\n[topology]\n{topology}\nbandwidth_gbps = 100\nlatency_ns = 500\n[ina]\ntimeout_ns = 10000000000\nreclaim_us = 30000000\n\
          [[traffic]]\nkind = \"ina_allreduce\"\nhosts = \"all\"\nbytes = {bytes}\nprotocol = \"{protocol}\"\n{rto}{extra}"
     )
+}
+
+/// Canary timers for runs with faults: recovery within tens of milliseconds.
+fn fast_timers(text: String) -> String {
+    let t = text.replace("retransmit_timeout_us = 5000000", "retransmit_timeout_us = 20000").replace("timeout_ns = 10000000000", "timeout_ns = 5000000");
+    assert!(t.contains("retransmit_timeout_us = 20000") && t.contains("timeout_ns = 5000000"));
+    t
+}
+
+fn fast_timers_if_canary(text: String) -> String {
+    if text.contains("retransmit_timeout_us") { fast_timers(text) } else { text.replace("timeout_ns = 10000000000", "timeout_ns = 5000000") }
 }
 
 const STAR4: &str = "kind = \"star\"\nhosts = 4";
@@ -141,13 +153,9 @@ fn every_registered_protocol_reduces_exactly_through_one_switch_process() {
 #[test]
 fn the_simulator_and_the_software_switch_agree_on_a_star() {
     for (i, protocol) in ["canary", "static_trees"].iter().enumerate() {
-        // Timers far beyond any scheduling delay of a loaded machine: none fires, so the
-        // counters depend on the protocol alone (with a 100 ms retransmission timeout, a host
-        // descheduled that long under a parallel test run made a leader re-issue a block).
-        let text = scenario(STAR4, protocol, 64 << 10, "")
-            .replace("retransmit_timeout_us = 100000", "retransmit_timeout_us = 5000000")
-            .replace("timeout_ns = 300000000\nreclaim_us = 2000000", "timeout_ns = 10000000000\nreclaim_us = 30000000");
-        assert!(text.contains("timeout_ns = 10000000000"));
+        // No timer fires (see `scenario`): with a 100 ms retransmission timeout, a host
+        // descheduled that long under a parallel test run made a leader re-issue a block.
+        let text = scenario(STAR4, protocol, 64 << 10, "");
         let sim = reducelab_sim::run_scenario_str(&text, &reducelab_sim::RunOptions::default()).unwrap();
         let summary: Value = serde_json::from_str(&sim.summary_json).unwrap();
         let t = &summary["traffic"][0];
@@ -175,7 +183,9 @@ fn the_simulator_and_the_software_switch_agree_on_a_star() {
 fn a_two_level_fat_tree_of_switch_processes_reduces_exactly() {
     let topo = "kind = \"fat_tree_2\"\nleaves = 2\nhosts_per_leaf = 2\nspines = 2";
     for (i, protocol) in ["canary", "static_trees"].iter().enumerate() {
-        let s = Setup::new(&format!("fat-{protocol}"), 30 + i as u8, scenario(topo, protocol, 32 << 10, ""));
+        // A leaf sees only its own hosts' contributions, so Canary's switches flush on their
+        // timeout here, which must be well below the hosts' retransmission timeout.
+        let s = Setup::new(&format!("fat-{protocol}"), 30 + i as u8, fast_timers_if_canary(scenario(topo, protocol, 32 << 10, "")));
         let plan = s.plan();
         assert_eq!(plan.switches().len(), 4, "two leaves and two spines, one process each");
         let sw = s.switches(&[]);
@@ -191,7 +201,7 @@ fn a_two_level_fat_tree_of_switch_processes_reduces_exactly() {
 
 #[test]
 fn canary_recovers_exactly_from_loss_duplication_and_reordering_in_the_switch() {
-    let text = scenario(STAR4, "canary", 32 << 10, "retransmit_timeout_us = 20000\n").replace("retransmit_timeout_us = 100000\n", "").replace("timeout_ns = 300000000", "timeout_ns = 5000000");
+    let text = fast_timers(scenario(STAR4, "canary", 32 << 10, ""));
     let s = Setup::new("faults", 40, text);
     let plan = s.plan();
     let sw = s.switches(&["--fault", "loss=0.05,dup=0.05,reorder=0.1,reorder_us=300", "--fault-seed", "9"]);
@@ -222,7 +232,7 @@ fn a_protocol_without_loss_recovery_ends_with_the_reason_when_the_switch_drops()
 
 #[test]
 fn canary_finishes_exactly_when_its_switch_crashes_mid_run_and_restarts() {
-    let text = scenario(STAR4, "canary", 64 << 10, "retransmit_timeout_us = 20000\n").replace("retransmit_timeout_us = 100000\n", "").replace("timeout_ns = 300000000", "timeout_ns = 5000000");
+    let text = fast_timers(scenario(STAR4, "canary", 64 << 10, ""));
     let s = Setup::new("restart", 42, text);
     let plan = s.plan();
     // The switch dies (exit 3, no report) after 60 of the run's ~250 packets; the test
@@ -312,8 +322,8 @@ fn application_vectors_are_reduced_exactly() {
     ]).collect();
     for (i, (protocol, topo, faults)) in cases.iter().enumerate() {
         let mut text = scenario(topo, protocol, 4 * 5000, "");
-        if !faults.is_empty() {
-            text = text.replace("retransmit_timeout_us = 100000", "retransmit_timeout_us = 20000").replace("timeout_ns = 300000000", "timeout_ns = 5000000");
+        if !faults.is_empty() || topo.contains("fat_tree") {
+            text = fast_timers(text);
         }
         let s = Setup::new(&format!("app-{i}"), 60 + i as u8, text);
         let plan = s.plan();
