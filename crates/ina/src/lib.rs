@@ -19,11 +19,17 @@
 //! (switches aggregate fixed point, §6), carried as a 64-bit fingerprint (wrapping sum of
 //! per-(host, block) values) and, in small runs, as real element values in a [`Values`] slab.
 
+pub mod atp;
 pub mod canary;
 pub mod canary_host;
+pub mod dsa;
 pub mod fabric;
 pub mod host;
+pub mod policy;
+pub mod pool;
 pub mod protocol;
+pub mod ps;
+pub mod switchml;
 pub mod tree;
 pub mod wire;
 
