@@ -283,8 +283,8 @@ impl DsaPs {
                 out.push(PsAction::Send(r));
                 return;
             }
-            if !self.dict.entries.contains_key(&pkt.psn) {
-                self.dict.entries.insert(pkt.psn, Entry { bitmap: 0, elems: 0, fp: 0, data: NIL, created_ps: now, gen: 0, reminders: 0 });
+            if let std::collections::btree_map::Entry::Vacant(e) = self.dict.entries.entry(pkt.psn) {
+                e.insert(Entry { bitmap: 0, elems: 0, fp: 0, data: NIL, created_ps: now, gen: 0, reminders: 0 });
                 self.arm(now, pkt.psn, out);
             }
             self.remind(pkt.psn, out);
