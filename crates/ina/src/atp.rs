@@ -263,6 +263,23 @@ mod tests {
     }
 
     #[test]
+    fn packets_of_one_job_on_different_ports_aggregate_alike() {
+        let run = |ports: [u16; 3]| {
+            let (mut s, mut v, i) = setup();
+            let outs: Vec<Vec<PoolAction>> = (0..3)
+                .map(|r| {
+                    let g = grad(1, 7, r, 3, &mut v);
+                    let mut out = Vec::new();
+                    s.on_packet(0, ports[r as usize], g, &mut v, &mut out);
+                    out
+                })
+                .collect();
+            (outs, *s.pool().get(i))
+        };
+        assert_eq!(run([0, 0, 0]), run([3, 8, 1]));
+    }
+
+    #[test]
     fn other_traffic_passes_through() {
         let (mut s, mut v, _) = setup();
         for p in [AggPacket::new(PacketKind::Other, Dest::Worker(1), 0, 0, 1), AggPacket { dst: Dest::Ps, ..grad(1, 7, 0, 3, &mut v) }] {

@@ -277,6 +277,23 @@ mod tests {
         assert_eq!((s.pool().get(i).task, s.stats().reminders_fetched), (None, 1));
     }
 
+    #[test]
+    fn packets_of_one_job_on_different_ports_aggregate_alike() {
+        let run = |ports: [u16; 3]| {
+            let (mut s, mut v, i) = setup();
+            let outs: Vec<Vec<PoolAction>> = (0..3)
+                .map(|r| {
+                    let g = prio(grad(1, 7, r, 3, &mut v), 3);
+                    let mut out = Vec::new();
+                    s.on_packet(0, ports[r as usize], g, &mut v, &mut out);
+                    out
+                })
+                .collect();
+            (outs, *s.pool().get(i), s.stats().clone())
+        };
+        assert_eq!(run([0, 0, 0]), run([3, 8, 1]));
+    }
+
     /// A minimal star: switch, one PS per job; returns what reached the workers.
     struct Star {
         s: DsaSwitch,
@@ -362,6 +379,38 @@ mod tests {
         assert_eq!((st.ps[0].dict.stats.reminders, st.s.stats().reminders_fetched, st.s.stats().preemptions), (1, 1, 1));
         st.fire(u64::MAX);
         assert!(st.timers.is_empty(), "no timer re-armed for a completed entry");
+    }
+
+    #[test]
+    fn figure_4_a_lost_preemption_then_the_entry_timeout_fetches_the_switchs_partial() {
+        // Fig. 4: g1 loses the aggregator (held by a higher-priority task) and reaches the PS
+        // (① ②); the holder completes and frees it; g2 and g3 reserve it and wait for g1 (③);
+        // the entry's timeout (④) sends a reminder (⑤) that fetches g2 + g3 (⑥); the entry
+        // is full (⑦) and the PS multicasts the result (⑧).
+        let q = colliding(T, 2, N);
+        let ps = vec![DsaPs::new(1, 3, 5_000).unwrap(), DsaPs::new(2, 1, 5_000).unwrap()];
+        let mut st = Star { s: DsaSwitch::new(N, Preemption::Priority).unwrap(), ps, v: Values::new(ELEMS), timers: Vec::new(), to_workers: Vec::new() };
+        let hold = prio(grad(2, q, 0, 2, &mut st.v), 50);
+        st.at_switch(0, hold);
+        let g1 = prio(grad(1, 7, 0, 3, &mut st.v), 10);
+        st.at_switch(1, g1);
+        assert_eq!(st.s.pool().get(hash_index(T, N)).priority, 25, "downgraded by the failed preemption");
+        assert_eq!(st.ps[0].dict.entry(7).unwrap().bitmap, 0b001);
+        let done = prio(grad(2, q, 1, 2, &mut st.v), 50);
+        st.at_switch(2, done);
+        assert_eq!(st.s.pool().in_use(), 0);
+        for r in [1, 2] {
+            let g = prio(grad(1, 7, r, 3, &mut st.v), 10);
+            st.at_switch(3, g);
+        }
+        assert_eq!(st.s.pool().get(hash_index(T, N)).bitmap, 0b110);
+        assert!(!st.to_workers.iter().any(|p| p.job == 1), "nothing for job 1 before the timeout");
+        st.fire(5_001);
+        let acks: Vec<_> = st.to_workers.iter().filter(|p| p.kind == PacketKind::Ack && p.job == 1).collect();
+        let [ack] = acks[..] else { panic!("{:?}", st.to_workers) };
+        assert_eq!(ack.dst, Dest::Workers);
+        assert_carries(ack, 0b111, &st.v);
+        assert_eq!((st.s.pool().in_use(), st.ps[0].dict.pending().count()), (0, 0));
     }
 
     #[test]

@@ -22,7 +22,10 @@
 //!   workers, fetching the (possibly partial) aggregation result on the switch, and the original
 //!   gradient packets to the PS". The timeout is an EWMA of the time from an entry's setup to its
 //!   completion with a floor (§VI: "DSA forces the minimum timeout to be 1 ms"), see
-//!   [`EwmaTimeout`].
+//!   [`EwmaTimeout`]. The PS does not hear of tasks the switch completed: a leftover of one (a
+//!   late retransmission that reserved an aggregator, later evicted to the PS or fetched by a
+//!   worker's reminder) opens an entry whose reminder completes the task a second time; the
+//!   workers already have the result and ignore the repeat.
 
 use std::collections::BTreeMap;
 

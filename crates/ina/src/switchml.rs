@@ -14,7 +14,7 @@
 //! keeps the contributions seen (SwitchML's `seen` bits: the aggregator's bitmap), their count
 //! and the values. On a worker's packet:
 //! - not seen yet: mark it seen here and clear the worker's bit in the other set (SwitchML:
-//!   "seen[(ver+1)%2][idx][wid] ← 0"), aggregate (the first contribution of a new use
+//!   `seen[(ver+1)%2][idx][wid] ← 0`), aggregate (the first contribution of a new use
 //!   overwrites the values); at the last contribution keep the result and multicast it;
 //! - seen, and the set is complete: a retransmission after completion — send the kept result
 //!   to that worker alone;

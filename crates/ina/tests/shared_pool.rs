@@ -11,7 +11,8 @@
 //!   release their regions; DSA: after the collisions §V relies on have reclaimed what late
 //!   retransmissions held — see `sweep_dsa`);
 //! - no value slot is leaked.
-//! `REDUCELAB_POOL_CASES=N` runs more cases (default 40 per protocol), `REDUCELAB_POOL_SEED=S`
+//!
+//! `REDUCELAB_POOL_CASES=N` runs more cases (default 100 per protocol), `REDUCELAB_POOL_SEED=S`
 //! another seed.
 
 use std::collections::BTreeMap;
@@ -483,7 +484,7 @@ impl Case {
 }
 
 fn cases() -> (u64, u64) {
-    let n = std::env::var("REDUCELAB_POOL_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(40);
+    let n = std::env::var("REDUCELAB_POOL_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
     let seed = std::env::var("REDUCELAB_POOL_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(1);
     (n, seed)
 }
