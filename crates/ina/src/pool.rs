@@ -129,6 +129,25 @@ impl AggPacket {
     }
 }
 
+/// Rank `rank`'s gradient packet for `psn` of job `job` to `dst`: one contribution, its
+/// fingerprint ([`crate::contribution_fp`] of (job, rank, PSN)) and, when `vals` is enabled,
+/// its `elems` element values ([`crate::contribution_value`]). What a worker transport sends
+/// and what the expected sums are made of.
+#[allow(clippy::too_many_arguments)]
+pub fn gradient(salt: u64, job: u16, rank: u16, psn: u32, workers: u16, elems: u16, dst: Dest, vals: &mut Values) -> AggPacket {
+    let mut p = AggPacket::new(PacketKind::Gradient, dst, job, psn, workers);
+    (p.bitmap, p.elems) = (1u64.checked_shl(rank as u32).unwrap_or(0), elems);
+    p.fp = crate::contribution_fp(salt, job, rank as u32, psn);
+    p.data = vals.alloc();
+    if p.data != NIL {
+        let d = vals.get_mut(p.data);
+        for (e, x) in d.iter_mut().enumerate().take(elems as usize) {
+            *x = crate::contribution_value(salt, job, rank as u32, psn, e as u32);
+        }
+    }
+    p
+}
+
 /// Bitmap with all `workers` bits set.
 #[inline]
 pub fn full_bitmap(workers: u16) -> u64 {

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use reducelab_ina::atp::AtpSwitch;
 use reducelab_ina::dsa::{DsaSwitch, REMINDER_AFTER_RETRANSMISSIONS};
 use reducelab_ina::policy::Preemption;
-use reducelab_ina::pool::{full_bitmap, hash_index, AggPacket, Dest, PacketKind, PoolAction, PoolProgram, PsAction, Task};
+use reducelab_ina::pool::{full_bitmap, gradient, hash_index, AggPacket, Dest, PacketKind, PoolAction, PoolProgram, PsAction, Task};
 use reducelab_ina::ps::{AtpPs, DsaPs};
 use reducelab_ina::switchml::{even_regions, SwitchMlSwitch};
 use reducelab_ina::{contribution_fp, contribution_value, Values};
@@ -246,13 +246,9 @@ impl Case {
 
     fn gradient(&mut self, job: u16, rank: u16, psn: u32, dst: Dest) -> AggPacket {
         let w = &self.workers[&(job, rank)];
-        let mut p = AggPacket::new(PacketKind::Gradient, dst, job, psn, w.workers);
-        (p.bitmap, p.priority, p.elems) = (1 << rank, w.priority, ELEMS as u16);
-        p.fp = contribution_fp(SALT, job, rank as u32, psn);
-        p.data = self.vals.alloc();
-        for (e, x) in self.vals.get_mut(p.data).iter_mut().enumerate() {
-            *x = contribution_value(SALT, job, rank as u32, psn, e as u32);
-        }
+        let (n, priority) = (w.workers, w.priority);
+        let mut p = gradient(SALT, job, rank, psn, n, ELEMS as u16, dst, &mut self.vals);
+        p.priority = priority;
         p
     }
 
@@ -567,5 +563,68 @@ fn dsa_strawmen_results_are_exact() {
     for rule in [Preemption::Always, Preemption::Coin { seed: 7 }] {
         let seen = property(Proto::Dsa(rule));
         assert_exercised(&seen, &["completed_on_switch", "completed_at_ps", "preemptions", "reminders_fetched"]);
+    }
+}
+
+/// Untrusted input: random packets of every kind and destination (bad worker counts, empty and
+/// multi-bit bitmaps, unknown jobs), and random timer tokens, into every program and PS. None may
+/// panic; each arrival gets exactly one `Consume` or `Forward`; the pool's count of aggregators in
+/// use matches its array; and every value slot is accounted for (in an aggregator, in a packet
+/// that left, or in a PS).
+#[test]
+fn random_packets_never_panic_and_conserve_aggregators_and_value_slots() {
+    let kinds = [PacketKind::Gradient, PacketKind::Partial, PacketKind::Ack, PacketKind::Reminder, PacketKind::Fetch, PacketKind::ReminderNotice, PacketKind::Other];
+    let dsts = [Dest::Switch, Dest::Ps, Dest::Workers, Dest::Worker(0), Dest::Worker(70)];
+    let mut rng = Rng(0xC0FFEE);
+    for proto in [Proto::SwitchMl, Proto::Atp, Proto::Dsa(Preemption::Priority), Proto::Dsa(Preemption::Coin { seed: 1 })] {
+        let mut vals = Values::new(2);
+        let mut sw = match proto {
+            Proto::SwitchMl => Sw::Ml(SwitchMlSwitch::new(8, &even_regions(8, &[(1, 3), (2, 2)]).unwrap()).unwrap()),
+            Proto::Atp => Sw::Atp(AtpSwitch::new(5).unwrap()),
+            Proto::Dsa(rule) => Sw::Dsa(DsaSwitch::new(5, rule).unwrap()),
+        };
+        let mut atp = AtpPs::new(1, 3).unwrap();
+        let mut dsa = DsaPs::new(1, 3, 10).unwrap();
+        let mut left = 0u32; // value slots in packets that left
+        for _ in 0..50_000 {
+            let job = [1, 2, 3][rng.below(3) as usize];
+            let workers = [0, 1, 2, 3, 64, 65][rng.below(6) as usize];
+            let mut p = AggPacket::new(kinds[rng.below(7) as usize], dsts[rng.below(5) as usize], job, rng.below(20) as u32, workers);
+            p.bitmap = [0, 1, 2, 4, 3, 7, 1 << 63, rng.next()][rng.below(8) as usize];
+            (p.priority, p.resend, p.elems, p.fp) = (rng.below(8) as u32, rng.chance(0.2), 2, rng.next());
+            p.data = if rng.chance(0.8) { vals.alloc() } else { reducelab_ina::NIL };
+            let mut out = Vec::new();
+            let mut acts = Vec::new();
+            match rng.below(4) {
+                0 | 1 => {
+                    sw.prog().on_packet(rng.below(1000), rng.below(64) as u16, p, &mut vals, &mut out);
+                    assert_eq!(out.iter().filter(|a| matches!(a, PoolAction::Consume | PoolAction::Forward(_))).count(), 1, "{p:?} → {out:?}");
+                }
+                2 => atp.on_packet(rng.below(1000), p, &mut vals, &mut acts),
+                _ => {
+                    dsa.on_packet(rng.below(1000), p, &mut vals, &mut acts);
+                    dsa.on_timer(rng.below(1000), if rng.chance(0.5) { rng.next() } else { rng.below(20) << 32 | rng.below(4) }, &mut acts);
+                }
+            }
+            for a in &out {
+                if let PoolAction::Forward(q) | PoolAction::Emit(q) = a {
+                    left += (q.data != reducelab_ina::NIL) as u32;
+                }
+            }
+            for a in &acts {
+                if let PsAction::Send(q) = a {
+                    left += (q.data != reducelab_ina::NIL) as u32;
+                }
+            }
+            let pool = sw.prog().pool();
+            assert_eq!(pool.in_use() as usize, pool.used().count());
+        }
+        let pool = sw.prog().pool();
+        let in_pool = pool.used().filter(|&i| pool.get(i).data != reducelab_ina::NIL).count() as u32;
+        let in_ps: u32 = [&atp.dict, &dsa.dict]
+            .iter()
+            .map(|d| d.pending().filter(|&k| d.entry(k).unwrap().data != reducelab_ina::NIL).count() as u32 + (0..20).filter(|&k| d.completed(k).is_some_and(|c| c.data != reducelab_ina::NIL)).count() as u32)
+            .sum();
+        assert_eq!(vals.live, in_pool + left + in_ps, "{proto:?}: value slots unaccounted for");
     }
 }
