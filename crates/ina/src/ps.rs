@@ -10,9 +10,12 @@
 //! again (retransmission, ATP's resend, DSA's reminder). When the bitmap is full the result is
 //! acknowledged to the workers through the switch, which multicasts it, and the entry is
 //! deleted ("on the PS, the dictionary entry is also deleted after constructing the ACK
-//! packet"). The PS keeps the result (it is the parameter server): a worker's packet for a PSN
-//! already complete is answered with the result again, to that worker, and a late partial
-//! aggregate is dropped — it cannot recreate an entry that would wait for ever.
+//! packet"). The PS keeps the result (it is the parameter server), so that a late partial
+//! aggregate is dropped instead of recreating an entry that would wait for ever, and a worker
+//! still missing the result gets it again, alone: ATP's PS answers the worker's resend; DSA's
+//! answers its reminder notice (a gradient for a completed PSN — an answer to a fetch, or a
+//! retransmission that lost a preemption — is dropped: the notice follows if the worker is
+//! stuck, and answering every fetch answer would double the ACK traffic).
 //!
 //! - [`AtpPs`]: no timers; ATP's workers resend until acknowledged.
 //! - [`DsaPs`]: the reminder mechanism (§IV-B): "if an entry in the PS dictionary experiences a
@@ -95,17 +98,20 @@ pub enum Offer {
 pub struct PsDictionary {
     pub job: u16,
     pub workers: u16,
+    /// Whether a worker's gradient for a completed PSN is answered with the result (ATP, whose
+    /// workers resend until acknowledged) or dropped (DSA, whose workers ask with a notice).
+    pub answer_late_gradients: bool,
     entries: BTreeMap<u32, Entry>,
     done: BTreeMap<u32, Completed>,
     pub stats: PsStats,
 }
 
 impl PsDictionary {
-    pub fn new(job: u16, workers: u16) -> Result<PsDictionary, String> {
+    pub fn new(job: u16, workers: u16, answer_late_gradients: bool) -> Result<PsDictionary, String> {
         if !(1..=64).contains(&workers) {
             return Err(format!("workers: {workers} is outside 1..=64 (the bitmap has 64 bits)"));
         }
-        Ok(PsDictionary { job, workers, entries: BTreeMap::new(), done: BTreeMap::new(), stats: PsStats::default() })
+        Ok(PsDictionary { job, workers, answer_late_gradients, entries: BTreeMap::new(), done: BTreeMap::new(), stats: PsStats::default() })
     }
     pub fn entry(&self, psn: u32) -> Option<&Entry> {
         self.entries.get(&psn)
@@ -135,12 +141,14 @@ impl PsDictionary {
     pub fn offer(&mut self, now: u64, pkt: AggPacket, vals: &mut Values, out: &mut Vec<PsAction>) -> Offer {
         if let Some(c) = self.done.get(&pkt.psn).copied() {
             vals.release(pkt.data);
-            if pkt.kind == PacketKind::Gradient {
+            if pkt.kind != PacketKind::Gradient {
+                self.stats.discarded += 1;
+            } else if self.answer_late_gradients {
                 self.stats.re_acks += 1;
                 let r = self.result(pkt.psn, &c, Dest::Worker(pkt.rank()), vals);
                 out.push(PsAction::Send(r));
             } else {
-                self.stats.discarded += 1;
+                self.stats.duplicates += 1;
             }
             return Offer::AlreadyComplete;
         }
@@ -192,7 +200,7 @@ pub struct AtpPs {
 
 impl AtpPs {
     pub fn new(job: u16, workers: u16) -> Result<AtpPs, String> {
-        Ok(AtpPs { dict: PsDictionary::new(job, workers)? })
+        Ok(AtpPs { dict: PsDictionary::new(job, workers, true)? })
     }
     pub fn on_packet(&mut self, now: u64, pkt: AggPacket, vals: &mut Values, out: &mut Vec<PsAction>) {
         if !self.dict.accepts(&pkt) {
@@ -254,7 +262,7 @@ impl DsaPs {
         if floor_ps == 0 {
             return Err("timeout_floor_ps: must be positive".into());
         }
-        Ok(DsaPs { dict: PsDictionary::new(job, workers)?, timeout: EwmaTimeout::new(floor_ps) })
+        Ok(DsaPs { dict: PsDictionary::new(job, workers, false)?, timeout: EwmaTimeout::new(floor_ps) })
     }
 
     fn arm(&mut self, now: u64, psn: u32, out: &mut Vec<PsAction>) {

@@ -519,6 +519,7 @@ fn property(proto: Proto) -> BTreeMap<&'static str, u64> {
             })
             .sum();
         *seen.entry("completed_at_ps").or_insert(0) += ps_completed;
+        *seen.entry("packets_sent").or_insert(0) += c.sent;
         for p in c.ps.values() {
             let st = match p {
                 Ps::Atp(p) => &p.dict.stats,
@@ -528,6 +529,9 @@ fn property(proto: Proto) -> BTreeMap<&'static str, u64> {
                 *seen.entry(name).or_insert(0) += x;
             }
         }
+    }
+    if std::env::var_os("REDUCELAB_POOL_VERBOSE").is_some() {
+        eprintln!("{proto:?}: {n} cases: {seen:?}");
     }
     seen
 }
