@@ -311,7 +311,7 @@ impl AggregatorPool {
 }
 
 /// Counters of one switch program (fallbacks, preemptions, reminders … for the results).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PoolStats {
     /// Gradient packets added into an aggregator (including the first).
     pub aggregated: u64,

@@ -59,7 +59,7 @@ pub struct Completed {
 }
 
 /// Counters of one parameter server.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct PsStats {
     /// Packets whose contributions were merged into an entry.
     pub merged: u64,
