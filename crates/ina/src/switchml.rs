@@ -6,15 +6,15 @@
 //! PSN % Size + Offset." and, for its baselines, "we isolate the switch memory evenly among
 //! jobs" (§VII-A) — [`even_regions`].
 //!
-//! SwitchML's own switch algorithm (its Algorithm 3) keeps two copies of every slot, so that a
+//! SwitchML's own switch algorithm (with loss recovery) keeps two copies of every slot, so that a
 //! worker that lost a result can still get it after the others have moved on to the slot's next
 //! use (the *shadow copy*). With `size` slots per job, PSN `p` uses slot `p mod size` of set
 //! `(p / size) mod 2`; a worker sends `p + size` only after it has `p`'s result (its window is
 //! at most `size` — the worker transport's rule, not checked here). Per slot and set the switch
 //! keeps the contributions seen (SwitchML's `seen` bits: the aggregator's bitmap), their count
 //! and the values. On a worker's packet:
-//! - not seen yet: mark it seen here and clear the worker's bit in the other set (SwitchML:
-//!   `seen[(ver+1)%2][idx][wid] ← 0`), aggregate (the first contribution of a new use
+//! - not seen yet: mark it seen here and clear the worker's bit in the other set (SwitchML
+//!   resets the worker's `seen` bit of the other version), aggregate (the first contribution of a new use
 //!   overwrites the values); at the last contribution keep the result and multicast it;
 //! - seen, and the set is complete: a retransmission after completion — send the kept result
 //!   to that worker alone;
