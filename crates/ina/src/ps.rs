@@ -32,6 +32,8 @@
 
 use std::collections::BTreeMap;
 
+pub use reducelab_transport::rto::EwmaTimeout;
+
 use crate::pool::{full_bitmap, merge_values, AggPacket, Dest, PacketKind, PsAction};
 use crate::{Values, NIL};
 
@@ -209,40 +211,6 @@ impl AtpPs {
             return;
         }
         self.dict.offer(now, pkt, vals, out);
-    }
-}
-
-/// A retransmission timeout from an exponentially weighted moving average of samples, as TCP
-/// does (RFC 6298: gains 1/8 and 1/4, timeout = mean + 4 × deviation), never below `floor_ps`.
-/// Before the first sample it is the floor.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EwmaTimeout {
-    pub floor_ps: u64,
-    srtt_ps: Option<u64>,
-    rttvar_ps: u64,
-}
-
-impl EwmaTimeout {
-    pub fn new(floor_ps: u64) -> EwmaTimeout {
-        EwmaTimeout { floor_ps, srtt_ps: None, rttvar_ps: 0 }
-    }
-    pub fn sample(&mut self, s: u64) {
-        match self.srtt_ps {
-            None => {
-                self.srtt_ps = Some(s);
-                self.rttvar_ps = s / 2;
-            }
-            Some(m) => {
-                self.rttvar_ps = (3 * self.rttvar_ps + m.abs_diff(s)) / 4;
-                self.srtt_ps = Some((7 * m + s) / 8);
-            }
-        }
-    }
-    pub fn timeout_ps(&self) -> u64 {
-        match self.srtt_ps {
-            None => self.floor_ps,
-            Some(m) => (m + 4 * self.rttvar_ps).max(self.floor_ps),
-        }
     }
 }
 

@@ -20,6 +20,7 @@
 //! from 0. Determinism: every method is a pure function of the state and its arguments.
 
 pub mod ndp;
+pub mod rto;
 pub mod worker;
 
 mod bitset;
