@@ -9,7 +9,7 @@ pub enum FlowControl {
     DropTail,
     /// Lossless priority flow control (IEEE 802.1Qbb): an ingress buffer that holds more than
     /// its XOFF threshold pauses the upstream's VC with a PAUSE frame and resumes it at XON
-    /// (see [`NetConfig::pfc`] and docs/engine.md, "Flow control").
+    /// (see [`NetConfig::pfc`] and docs/engine.md, "PFC pause frames").
     Pfc,
 }
 
