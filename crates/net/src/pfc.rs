@@ -102,14 +102,15 @@ pub fn pfc_thresholds(topo: &Topology, cfg: &NetConfig) -> Result<Vec<Option<Pfc
                 continue;
             }
             let l = &topo.links[port.link.idx()];
-            let link = format!("a link of {} Gb/s and {} ns", l.bandwidth_bps as f64 / 1e9, l.latency_ps as f64 / 1e3);
+            let link = || format!("a link of {} Gb/s and {} ns", l.bandwidth_bps as f64 / 1e9, l.latency_ps as f64 / 1e3);
             let min = pfc_min_headroom_bytes(l.bandwidth_bps, l.latency_ps, cfg.switch_latency_ps, cfg.mtu_bytes);
             let headroom = p.headroom_bytes.unwrap_or(min);
             if headroom < min {
                 return Err((
                     "pfc.headroom_bytes",
                     format!(
-                        "{headroom} bytes is less than {link} can deliver after a PAUSE is triggered: {min} bytes (ceil(bandwidth x (2 latency + switch latency + 2 MTU times + one 64 B frame time) / 8) + 2 MTU); the buffer could overflow"
+                        "{headroom} bytes is less than {} can deliver after a PAUSE is triggered: {min} bytes (ceil(bandwidth x (2 latency + switch latency + 2 MTU times + one 64 B frame time) / 8) + 2 MTU); the buffer could overflow",
+                        link()
                     ),
                 ));
             }
@@ -122,8 +123,9 @@ pub fn pfc_thresholds(topo: &Topology, cfg: &NetConfig) -> Result<Vec<Option<Pfc
                 return Err((
                     "buffer_bytes",
                     format!(
-                        "{} bytes per ingress port and VC cannot hold the PFC headroom ({headroom}) plus {what} on {link}: it needs {} bytes",
+                        "{} bytes per ingress port and VC cannot hold the PFC headroom ({headroom}) plus {what} on {}: it needs {} bytes",
                         cfg.buffer_bytes,
+                        link(),
                         headroom + xoff.max(mtu)
                     ),
                 ));
@@ -133,7 +135,7 @@ pub fn pfc_thresholds(topo: &Topology, cfg: &NetConfig) -> Result<Vec<Option<Pfc
                 None => xoff.saturating_sub(2 * mtu),
             };
             if xon > xoff {
-                return Err(("pfc.xon_bytes", format!("{xon} bytes exceeds XOFF ({xoff} bytes on {link}); XON must not exceed XOFF")));
+                return Err(("pfc.xon_bytes", format!("{xon} bytes exceeds XOFF ({xoff} bytes on {}); XON must not exceed XOFF", link())));
             }
             out.push(Some(PfcThresholds { xoff_bytes: xoff, xon_bytes: xon, headroom_bytes: headroom, min_headroom_bytes: min }));
         }
