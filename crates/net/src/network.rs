@@ -626,6 +626,9 @@ impl Network {
         if let Some(t) = self.transport_state() {
             why.push(t);
         }
+        if let Some(t) = self.pfc_state() {
+            why.push(t);
+        }
         let held = self.noise.held_packets();
         if held > 0 {
             why.push(format!("{held} packets are set aside by per-packet noise"));

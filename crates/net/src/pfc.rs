@@ -387,6 +387,17 @@ impl Network {
         }
     }
 
+    /// The PFC part of a stall reason: the egress VCs paused now (a pause cycle would leave
+    /// some), `None` unless PFC or if none is paused.
+    pub(crate) fn pfc_state(&self) -> Option<String> {
+        if !self.pfc.on {
+            return None;
+        }
+        let paused: u32 = self.pfc.paused.iter().map(|m| m.count_ones()).sum();
+        let ports = self.pfc.paused.iter().filter(|&&m| m != 0).count();
+        (paused > 0).then(|| format!("PFC: {paused} VCs of {ports} egress ports are paused"))
+    }
+
     /// PFC counters (`None` unless the flow control is PFC).
     pub fn pfc_stats(&self) -> Option<PfcStats> {
         if !self.pfc.on {

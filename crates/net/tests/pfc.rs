@@ -264,3 +264,18 @@ fn bad_thresholds_and_duato_are_refused_naming_the_setting() {
     assert!(Network::new(&torus, pfc_cfg(1 << 20), vec![], &Rng::new(1)).is_ok());
     assert!(FlowControl::Pfc.is_lossless() && FlowControl::Credit.is_lossless() && !FlowControl::DropTail.is_lossless());
 }
+
+#[test]
+fn a_run_cut_mid_incast_names_the_paused_ports_in_its_network_state() {
+    let topo = star(5, lp(GBPS100, 500_000)).unwrap();
+    let mut net = Network::new(&topo, pfc_cfg(40 << 10), vec![], &Rng::new(1)).unwrap();
+    let msgs: Vec<_> = (1..5).map(|s| (s, 0, 1_000_000, 0)).collect();
+    let mut w = Batch { remaining: msgs.len(), msgs };
+    // Mid-incast: the senders' NICs are paused.
+    let end = net.run_limited(&mut w, RunLimits { until: Some(SimTime(20_000_000)), watchdog: None }, &mut |_| true);
+    assert_eq!(end, RunEnd::TimeLimit);
+    let state = net.network_state();
+    assert!(state.contains("PFC: ") && state.contains("egress ports are paused"), "{state}");
+    let paused = net.pfc_port_stats().unwrap().iter().filter(|p| p.paused_ps > 0).count();
+    assert!(paused >= 3, "{paused} ports were paused");
+}

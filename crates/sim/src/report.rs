@@ -356,7 +356,12 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     });
     let mut summary = summary;
     if let Some(p) = net.pfc_stats() {
-        summary["pfc"] = serde_json::to_value(&p).expect("json");
+        let mut v = serde_json::to_value(&p).expect("json");
+        // The configured thresholds (null: derived per link, see docs/scenario-format.md).
+        v["xoff_bytes"] = json!(sc.net.pfc.xoff_bytes);
+        v["xon_bytes"] = json!(sc.net.pfc.xon_bytes);
+        v["headroom_bytes"] = json!(sc.net.pfc.headroom_bytes);
+        summary["pfc"] = v;
     }
     if let (reducelab_net::TransportConfig::Ndp(c), Some(t)) = (net.transport(), net.transport_stats()) {
         let mut v = serde_json::to_value(t).expect("json");

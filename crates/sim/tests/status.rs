@@ -288,6 +288,8 @@ fn the_pfc_incast_example_completes_lossless_and_reports_its_pauses() {
     assert!(p["paused_ps"].as_u64().unwrap() > 0, "{p}");
     let peak = p["max_ingress_bytes"].as_u64().unwrap();
     assert!(peak > 0 && peak <= p["min_xoff_plus_headroom_bytes"].as_u64().unwrap(), "{p}");
+    // The example leaves every threshold to its per-link default.
+    assert!(p["xoff_bytes"].is_null() && p["xon_bytes"].is_null() && p["headroom_bytes"].is_null(), "{p}");
     // links.csv: one row per direction with its pauses; they add up to the summary.
     let links = &out.files.iter().find(|(n, _)| n == "links.csv").unwrap().1;
     let mut rows = links.lines();
