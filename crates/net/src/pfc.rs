@@ -31,8 +31,9 @@
 //!   [`pfc_thresholds`] refuses a configured headroom below it, or a buffer that cannot hold
 //!   headroom + XOFF, naming the key.
 //! - **Lossless.** Nothing is dropped for lack of space. An ingress that ever holds more than
-//!   `buffer_bytes` (impossible with accepted thresholds) ends the run as stalled with a reason
-//!   naming the node, port and VC, instead of dropping silently.
+//!   XOFF + headroom (<= `buffer_bytes`; impossible by the bound above) ends the run as stalled
+//!   with a reason naming the node, port and VC, instead of dropping silently: every run checks
+//!   the bound.
 //! - **Deadlock freedom.** Routing and VCs are those of credit mode ([`crate::VcPolicy`]): a
 //!   paused VC waits only on the next hop's ingress of the VC the packet uses there, the same
 //!   channel dependencies as credits, so the acyclic policies stay deadlock-free. Duato's
@@ -174,12 +175,11 @@ pub struct PfcPortStats {
 pub(crate) struct Pfc {
     pub on: bool,
     nvc: usize,
-    /// Per ingress port: XOFF, XON and XOFF + headroom (`u64::MAX`: never pauses), and the
-    /// buffer (`buffer_bytes`; `u64::MAX` if it never pauses).
+    /// Per ingress port: XOFF, XON and XOFF + headroom, the most it may hold (`u64::MAX`: never
+    /// pauses).
     xoff: Vec<u64>,
     xon: Vec<u64>,
     room: Vec<u64>,
-    limit: Vec<u64>,
     /// Per (ingress port, VC): bytes held, and the peak.
     held: Vec<u64>,
     peak: Vec<u64>,
@@ -212,7 +212,6 @@ impl Pfc {
             xoff: Vec::new(),
             xon: Vec::new(),
             room: Vec::new(),
-            limit: Vec::new(),
             held: Vec::new(),
             peak: Vec::new(),
             want: Vec::new(),
@@ -247,7 +246,6 @@ impl Pfc {
         p.xoff = th.iter().map(|t| t.map_or(u64::MAX, |t| t.xoff_bytes)).collect();
         p.xon = th.iter().map(|t| t.map_or(u64::MAX, |t| t.xon_bytes)).collect();
         p.room = th.iter().map(|t| t.map_or(u64::MAX, |t| t.xoff_bytes + t.headroom_bytes)).collect();
-        p.limit = th.iter().map(|t| t.map_or(u64::MAX, |_| cfg.buffer_bytes)).collect();
         p.held = vec![0; np * nvc];
         p.peak = vec![0; np * nvc];
         p.want = vec![0; np];
@@ -275,9 +273,9 @@ impl Network {
         let held = f.held[k];
         if held > f.peak[k] {
             f.peak[k] = held;
-            if held > f.limit[i] && f.violation.is_none() {
-                let limit = f.limit[i];
-                self.pfc_overflow(port, vc, held, limit);
+            if held > f.room[i] && f.violation.is_none() {
+                let room = f.room[i];
+                self.pfc_overflow(port, vc, held, room);
             }
         }
         let f = &mut self.pfc;
@@ -289,12 +287,13 @@ impl Network {
     }
 
     #[cold]
-    fn pfc_overflow(&mut self, port: PortId, vc: u8, held: u64, limit: u64) {
+    fn pfc_overflow(&mut self, port: PortId, vc: u8, held: u64, room: u64) {
         let n = self.pt.node(port);
         self.pfc.violation = Some(format!(
-            "PFC ingress overflow (an engine bug: the thresholds should prevent it): node {} port {} VC {vc} holds {held} bytes, more than buffer_bytes ({limit})",
+            "PFC ingress overflow (an engine bug: the headroom should prevent it): node {} port {} VC {vc} holds {held} bytes, more than XOFF + headroom ({room}) of its buffer_bytes ({})",
             n.0,
-            self.pt.local(port)
+            self.pt.local(port),
+            self.cfg.buffer_bytes
         ));
         self.stop();
     }
@@ -550,7 +549,7 @@ mod tests {
         net.pfc_hold(sw, 0, (1 << 20) + 1);
         let end = net.run(&mut Idle, None, &mut |_| {});
         let RunEnd::Stalled { reason } = end else { panic!("{end:?}") };
-        assert!(reason.contains("PFC ingress overflow") && reason.contains("more than buffer_bytes (1048576)"), "{reason}");
+        assert!(reason.contains("PFC ingress overflow") && reason.contains("of its buffer_bytes (1048576)"), "{reason}");
         assert_eq!(net.stats().drops_buffer, 0);
     }
 }
