@@ -15,15 +15,39 @@
 //! - [`fabric`]: the network as plain data, for protocols' set-up (e.g. building trees).
 //! - [`wire`]: the 19-byte Canary header of §4.1.
 //!
+//! Shared switch memory (DSA, seed 001, and its baselines), with their own packet type
+//! ([`pool::AggPacket`]) and actions ([`pool::PoolAction`], [`pool::PsAction`]); not yet driven
+//! by the engine, a worker transport or training jobs, and not in [`PROTOCOLS`]:
+//! - [`pool`]: the aggregator pool ⟨JobID_PSN, bitmap, priority, values⟩ sized from switch
+//!   memory (§VII-B: 5 MB / 306 B = 16 339 aggregators), the packets, the `Hash(JobID, PSN)`
+//!   index, occupancy over time.
+//! - [`switchml`]: SwitchML (NSDI'21): a region per job, `PSN mod size + offset`, two slot sets
+//!   (shadow copy), result multicast, retransmissions answered from the kept result.
+//! - [`atp`]: ATP (NSDI'21): hashed, first come first served, collisions to the PS, the PS's
+//!   ACK frees the aggregator, a resend clears it.
+//! - [`dsa`]: DSA: hashed, preemption by priority (swap with the evicted partial), bitmap
+//!   deduplication, priority downgrading, reminders from the PS, ACKs from switch or PS.
+//! - [`ps`]: ATP's and DSA's parameter server (dictionary of partial aggregates by PSN,
+//!   completion, re-ACKs, DSA's reminder timeout as an EWMA with a floor).
+//! - [`policy`]: DSA's priority P_j(l) (Eq. 1), its header encoding and the §VII-C strawmen.
+//! - [`training`]: §VII-B's training jobs as data (DNN A/B, partition order, ready times);
+//!   the worker transport is `reducelab_transport::worker`.
+//!
 //! Units: times are integer picoseconds; data is `elems` 32-bit integer elements per packet
 //! (switches aggregate fixed point, §6), carried as a 64-bit fingerprint (wrapping sum of
 //! per-(host, block) values) and, in small runs, as real element values in a [`Values`] slab.
 
+pub mod atp;
 pub mod canary;
 pub mod canary_host;
+pub mod dsa;
 pub mod fabric;
 pub mod host;
+pub mod policy;
+pub mod pool;
 pub mod protocol;
+pub mod ps;
+pub mod switchml;
 pub mod training;
 pub mod tree;
 pub mod wire;

@@ -135,9 +135,9 @@ impl WireHeader {
         if h.shard != 0 && h.kind != Kind::Restore {
             return Err(WireError { field: "flags.shard", reason: "set on a packet that is not a restoration".into() });
         }
-        // Port bitmaps hold 64 ports: two 32-port shards.
         if h.shard > 1 {
-            return Err(WireError { field: "flags.shard", reason: format!("shard {} of a 64-port bitmap", h.shard) });
+            // The decoded header's port bitmap is 64 bits: shards 0 and 1.
+            return Err(WireError { field: "flags.shard", reason: format!("{} is beyond the 64-port bitmap (shards 0 and 1)", h.shard) });
         }
         // Broadcasts and restorations are multicast; a failure notice may be (down the tree).
         if h.multicast != matches!(h.kind, Kind::Broadcast | Kind::Restore) && !(h.multicast && h.kind == Kind::Failure) {
@@ -424,6 +424,10 @@ mod tests {
         let h = WireHeader { destination: 1, id: 1, counter: 9, hosts: 4, children: 0, switch_addr: 0, bypass: false, multicast: false, kind: Kind::Reduce, shard: 0 };
         h.encode(&mut b);
         assert_eq!(WireHeader::decode(&b).unwrap_err().field, "counter");
+        let r = WireHeader { counter: 0, kind: Kind::Restore, multicast: true, shard: 2, ..h };
+        r.encode(&mut b);
+        assert_eq!(WireHeader::decode(&b).unwrap_err().field, "flags.shard");
+        assert!(WireHeader::decode(&b).unwrap_err().reason.contains("64-port"));
         // Exhaustive over the flags byte and a pseudo-random sweep of the rest: no panic.
         let mut x = 0x1234_5678_9abc_def0u64;
         for i in 0..200_000u32 {

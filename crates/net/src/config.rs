@@ -7,6 +7,35 @@ pub enum FlowControl {
     Credit,
     /// Drop-tail output queues of `buffer_bytes`.
     DropTail,
+    /// Lossless priority flow control (IEEE 802.1Qbb): an ingress buffer that holds more than
+    /// its XOFF threshold pauses the upstream's VC with a PAUSE frame and resumes it at XON
+    /// (see [`NetConfig::pfc`] and docs/engine.md, "PFC pause frames").
+    Pfc,
+}
+
+impl FlowControl {
+    /// Does this flow control guarantee that no packet is dropped for lack of buffer space
+    /// (credits and PFC), as lossless transports such as RoCE's DCQCN assume?
+    pub fn is_lossless(self) -> bool {
+        match self {
+            FlowControl::Credit | FlowControl::Pfc => true,
+            FlowControl::DropTail => false,
+        }
+    }
+}
+
+/// Thresholds of [`FlowControl::Pfc`], per ingress port and VC of a forwarding node; `None`
+/// derives the value from the port's link (see [`crate::pfc_min_headroom_bytes`]): headroom from the link's
+/// bandwidth-delay product and the MTU, XOFF as the rest of `buffer_bytes`, XON two MTUs below.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PfcConfig {
+    /// PAUSE the upstream when the ingress holds more than this many bytes.
+    pub xoff_bytes: Option<u64>,
+    /// RESUME it when the ingress holds this many bytes or fewer (<= XOFF).
+    pub xon_bytes: Option<u64>,
+    /// Buffer kept above XOFF for what arrives during the pause's round trip; must be at least
+    /// what the link can deliver then (checked), and `xoff + headroom <= buffer_bytes`.
+    pub headroom_bytes: Option<u64>,
 }
 
 /// How a forwarding node picks among the minimal next hops.
@@ -139,9 +168,11 @@ pub struct NetConfig {
     pub header_bytes: u32,
     /// Pipeline latency of a forwarding node, paid by every packet it forwards.
     pub switch_latency_ps: u64,
-    /// Buffer per port: ingress buffer per VC (credit mode) or output queue (drop-tail).
+    /// Buffer per port: ingress buffer per VC (credit and PFC modes) or output queue (drop-tail).
     pub buffer_bytes: u64,
     pub flow_control: FlowControl,
+    /// Thresholds of [`FlowControl::Pfc`] (ignored otherwise).
+    pub pfc: PfcConfig,
     /// Mark ECN when a packet joins an output queue holding more than this many bytes.
     pub ecn_threshold_bytes: Option<u64>,
     pub routing: RoutingAlgo,
@@ -168,6 +199,7 @@ impl Default for NetConfig {
             switch_latency_ps: 100_000,
             buffer_bytes: 64 * 1024,
             flow_control: FlowControl::Credit,
+            pfc: PfcConfig::default(),
             ecn_threshold_bytes: None,
             routing: RoutingAlgo::Adaptive,
             arbitration: Arbitration::Fifo,

@@ -12,7 +12,11 @@
 //!   credits is woken by the first return (see [`crate::ports`]).
 //!
 //! In drop-tail mode credits never run out (the counters start at `i64::MAX / 4` and returns
-//! are not recorded); the output queue's limit is what bounds the buffer.
+//! are not recorded); the output queue's limit is what bounds the buffer. With PFC they are not
+//! counted either: a (port, VC) counter is a gate, open (`i64::MAX / 4`) or shut by a PAUSE
+//! (`i64::MIN / 4`), so the arbitration's credit checks are the pause checks (see
+//! [`crate::pfc`]); the ingress bytes a credit return would give back go to the PFC ingress
+//! accounting instead.
 
 use crate::config::FlowControl;
 use crate::ids::PortId;
@@ -67,6 +71,13 @@ impl Credits {
         self.avail[port.idx() * self.nvc + vc] -= bytes as i64;
     }
 
+    /// PFC: opens (RESUME) or shuts (PAUSE) `port`'s VC `vc` (see the module doc).
+    #[inline]
+    pub fn set_gate(&mut self, port: PortId, vc: usize, open: bool) {
+        debug_assert!(!self.lossless, "PFC gates on credit counters");
+        self.avail[port.idx() * self.nvc + vc] = if open { i64::MAX / 4 } else { i64::MIN / 4 };
+    }
+
     /// Bytes of credit returns on their way to `port` for `vc`.
     pub fn in_flight(&self, port: PortId, vc: usize) -> i64 {
         self.returns[port.idx()].iter().filter(|r| r.1 as usize == vc).map(|r| r.2 as i64).sum()
@@ -81,9 +92,14 @@ impl Credits {
 
 impl Network {
     /// Credits for `bytes` of the ingress buffer behind output `port` arrive there at `at`; a
-    /// port that was waiting for credits with no return in flight is woken then.
+    /// port that was waiting for credits with no return in flight is woken then. (With PFC the
+    /// bytes leave that ingress's accounting now.)
     #[inline]
     pub(crate) fn return_credit(&mut self, port: PortId, vc: u8, bytes: u32, at: u64) {
+        if self.pfc.on {
+            // The bytes leave the ingress of this link at `port`'s peer now.
+            return self.pfc_release(self.pt.peer(port), vc, bytes);
+        }
         if !self.credits.lossless {
             return;
         }

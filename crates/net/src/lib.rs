@@ -14,12 +14,16 @@
 //! - **Flow control.** `Credit` (default, lossless, InfiniBand style): the switch buffer is
 //!   accounted per ingress port and VC (`buffer_bytes` each); a sender transmits only with
 //!   credits for the downstream ingress buffer; credits return, one link latency later, when
-//!   the packet leaves the downstream node. `DropTail`: the output queue holds at most
-//!   `buffer_bytes`, arrivals beyond that are dropped. In both modes packets are marked ECN
+//!   the packet leaves the downstream node. `Pfc` (lossless, RoCE style, `pfc` module): the
+//!   same per ingress port and VC accounting, but senders are stopped by PAUSE frames when
+//!   an ingress passes its XOFF threshold and restarted at XON; the headroom above XOFF
+//!   absorbs what is in flight. `DropTail`: the output queue holds at most
+//!   `buffer_bytes`, arrivals beyond that are dropped. In every mode packets are marked ECN
 //!   when they join a queue already holding more than the threshold.
-//! - **Deadlock freedom** in credit mode comes from VCs chosen per topology and routing:
+//! - **Deadlock freedom** in the lossless modes comes from VCs chosen per topology and routing:
 //!   fat trees/star need one (up*/down*), tori use two dateline VCs with dimension order, and
-//!   Duato's scheme (adaptive VC + dateline escape VCs) with adaptive routing; HyperX with
+//!   Duato's scheme (adaptive VC + dateline escape VCs) with adaptive routing (credits only;
+//!   refused with PFC); HyperX with
 //!   dimension order needs one; every other case uses one VC per hop index.
 //!   A run that still cannot progress ends with [`RunEnd::Stalled`] and a reason.
 //! - **Hosts** inject packets lazily from their active messages, round-robin per port, so
@@ -38,6 +42,7 @@ mod ids;
 mod network;
 mod noise;
 mod packet;
+mod pfc;
 mod ports;
 mod protocol;
 mod queues;
@@ -47,10 +52,11 @@ mod transport;
 mod trimming;
 mod wires;
 
-pub use config::{AdaptiveThreshold, Arbitration, FlowControl, InputBuffered, NetConfig, NoiseMode, RouterKind, RoutingAlgo};
+pub use config::{AdaptiveThreshold, Arbitration, FlowControl, InputBuffered, NetConfig, NoiseMode, PfcConfig, RouterKind, RoutingAlgo};
 pub use endpoint::EndpointConfig;
 pub use faults::Fault;
 pub use network::{Foreground, Message, MsgId, Network, NetworkStats, RunEnd, RunLimits, WorkDone, Workload};
+pub use pfc::{pfc_min_headroom_bytes, pfc_supports, pfc_thresholds, PfcPortStats, PfcStats, PfcThresholds, PFC_FRAME_BYTES};
 pub use ports::PortStats;
 pub use protocol::{AppDst, AppOut, AppPacket, ProgramLimits, APP_QUEUE_LOW};
 pub use ids::{PktId, PortId};

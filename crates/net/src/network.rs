@@ -163,6 +163,10 @@ pub(crate) enum Event {
     Rto { msg: u32 },
     /// The pull pacer of receiving host `host` may send its next pull.
     Pull { host: u32 },
+    /// The PFC control frame reserved on output `port` starts (see [`crate::pfc`]).
+    PfcSend { port: PortId },
+    /// A PFC control frame reaches egress `port`: the VCs in the mask `paused` are paused.
+    PfcArrive { port: PortId, paused: u32 },
 }
 
 /// What an arrival turned into, for the run loop to report to the workload.
@@ -230,6 +234,8 @@ pub struct Network {
     /// End-to-end transport of messages (host side) and NDP's port queues (switch side).
     pub(crate) tr: crate::transport::Transport,
     pub(crate) trim: crate::trimming::Trimming,
+    /// PFC ingress accounting and pause state (off unless `FlowControl::Pfc`).
+    pub(crate) pfc: crate::pfc::Pfc,
     // Traffic.
     pub(crate) pool: PacketPool,
     pub(crate) messages: Vec<Message>,
@@ -257,7 +263,11 @@ impl Network {
             return Err("probabilities must be within [0, 1]".into());
         }
         let vc_policy = VcPolicy::choose(topo, cfg.routing, cfg.flow_control)?;
+        if cfg.flow_control == FlowControl::Pfc {
+            crate::pfc::pfc_supports(&vc_policy)?;
+        }
         let nvc = vc_policy.num_vcs();
+        let pfc = crate::pfc::Pfc::new(topo, &cfg, nvc)?;
         let pt = PortTable::new(topo);
         let noise = crate::noise::Noise::new(topo, &pt, &cfg, rng.fork(0x4015E))?;
         let np = pt.len();
@@ -310,6 +320,7 @@ impl Network {
             local_slots: 2,
             tr: crate::transport::Transport::off(),
             trim: crate::trimming::Trimming::off(rng.fork(0x7819)),
+            pfc,
             pool: PacketPool::new(),
             messages: Vec::new(),
             undelivered: 0,
@@ -439,6 +450,9 @@ impl Network {
         loop {
             if self.stop {
                 self.finish_stats();
+                if let Some(reason) = self.pfc.violation.take() {
+                    return RunEnd::Stalled { reason };
+                }
                 return RunEnd::Stopped;
             }
             match self.queue.peek_time() {
@@ -479,6 +493,8 @@ impl Network {
                 Event::Xbar { node } => self.ib_allocate(node),
                 Event::Rto { msg } => self.ndp_timer(msg),
                 Event::Pull { host } => self.ndp_pacer(host),
+                Event::PfcSend { port } => self.pfc_send(port),
+                Event::PfcArrive { port, paused } => self.pfc_arrive(port, paused),
                 Event::Program { pkt } => {
                     let p = *self.pool.get(pkt);
                     let in_port = p.in_port.expect("a protocol packet at a switch came in on a port");
@@ -610,6 +626,9 @@ impl Network {
         if let Some(t) = self.transport_state() {
             why.push(t);
         }
+        if let Some(t) = self.pfc_state() {
+            why.push(t);
+        }
         let held = self.noise.held_packets();
         if held > 0 {
             why.push(format!("{held} packets are set aside by per-packet noise"));
@@ -703,6 +722,10 @@ impl Network {
             p.hops = p.hops.saturating_add(1);
             p.in_vc = p.vc;
             p.in_port = Some(in_port);
+        }
+        if self.pfc.on {
+            let p = self.pool.get(pkt);
+            self.pfc_hold(in_port, p.vc, p.wire_bytes);
         }
         let loss = self.faults.loss(link);
         if loss > 0.0 && self.rng_loss.bernoulli(loss) {

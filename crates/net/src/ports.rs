@@ -234,6 +234,13 @@ impl Network {
         let g = port.idx();
         let now = self.queue.now().0;
         if now < self.ports[g].busy_until || !self.faults.is_link_up(self.pt.link(port)) {
+            // With PFC a control frame may hold the link past the data frame whose end woke
+            // the port: wait for it.
+            let ps = &mut self.ports[g];
+            if self.pfc.on && now < ps.busy_until && !ps.wake_pending {
+                ps.wake_pending = true;
+                self.queue.push(SimTime(ps.busy_until), Event::Wake { port });
+            }
             return false;
         }
         self.ports[g].credit_blocked = false;
@@ -452,6 +459,9 @@ impl Network {
         let size = p.wire_bytes;
         let ser = SimDuration::serialization(size as u64, self.pt.bps(port)).0;
         let end = now + ser;
+        if self.pfc.on {
+            self.pfc.frame_end[g] = end;
+        }
         {
             let ps = &mut self.ports[g];
             ps.busy_until = end;

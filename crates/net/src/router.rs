@@ -493,9 +493,11 @@ impl Network {
 impl Network {
     /// After a run in which every packet left the network: checks that no packet is held
     /// anywhere (pool, input and output buffers, crossbar reservations) and that every port's
-    /// credits, counting returns still in flight, add up to the buffer they stand for. `Err`
+    /// credits, counting returns still in flight, add up to the buffer they stand for (with
+    /// PFC: that every ingress holds nothing and no VC is paused). `Err`
     /// names the first violation. (For tests of the flow control; O(ports · VCs).)
     pub fn check_quiescent(&self) -> Result<(), String> {
+        self.pfc_check_quiescent()?;
         if self.pool.live != 0 {
             return Err(format!("{} packets still allocated", self.pool.live));
         }

@@ -236,8 +236,16 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     let mut utils: Vec<f64> = Vec::with_capacity(ports.len());
     // With a transport: each port's trims in one more column (without, the file is as it was).
     let trims = net.port_trims();
+    // With PFC: each direction's pauses, paused time and peak downstream ingress, likewise.
+    let pfc_ports = net.pfc_port_stats();
     let mut links_csv = String::from("link,from_node,from_port,to_node,to_port,bytes,packets,utilization,max_queue_bytes,mean_queue_bytes,drops,ecn_marks,kind");
-    links_csv.push_str(if trims.is_some() { ",trims\n" } else { "\n" });
+    if trims.is_some() {
+        links_csv.push_str(",trims");
+    }
+    if pfc_ports.is_some() {
+        links_csv.push_str(",pfc_pauses,pfc_paused_ps,pfc_max_ingress_bytes");
+    }
+    links_csv.push('\n');
     let mut net_utils = Vec::new();
     for (pi, p) in ports.iter().enumerate() {
         let u = if now > 0 { p.busy_ps as f64 / now as f64 } else { 0.0 };
@@ -254,12 +262,13 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             p.link, p.node, p.port, p.peer_node, p.peer_port, p.bytes, p.packets, u, p.max_queue_bytes, p.mean_queue_bytes, p.drops, p.ecn_marks,
             if is_host { "host" } else { "network" }
         );
-        match trims {
-            Some(t) => {
-                let _ = writeln!(links_csv, ",{}", t[pi]);
-            }
-            None => links_csv.push('\n'),
+        if let Some(t) = &trims {
+            let _ = write!(links_csv, ",{}", t[pi]);
         }
+        if let Some(f) = &pfc_ports {
+            let _ = write!(links_csv, ",{},{},{}", f[pi].pauses, f[pi].paused_ps, f[pi].max_ingress_bytes);
+        }
+        links_csv.push('\n');
     }
     let mean = |v: &[f64]| if v.is_empty() { 0.0 } else { v.iter().sum::<f64>() / v.len() as f64 };
     let maxf = |v: &[f64]| v.iter().cloned().fold(0.0f64, f64::max);
@@ -346,6 +355,14 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         },
     });
     let mut summary = summary;
+    if let Some(p) = net.pfc_stats() {
+        let mut v = serde_json::to_value(&p).expect("json");
+        // The configured thresholds (null: derived per link, see docs/scenario-format.md).
+        v["xoff_bytes"] = json!(sc.net.pfc.xoff_bytes);
+        v["xon_bytes"] = json!(sc.net.pfc.xon_bytes);
+        v["headroom_bytes"] = json!(sc.net.pfc.headroom_bytes);
+        summary["pfc"] = v;
+    }
     if let (reducelab_net::TransportConfig::Ndp(c), Some(t)) = (net.transport(), net.transport_stats()) {
         let mut v = serde_json::to_value(t).expect("json");
         v["kind"] = json!("ndp");
@@ -425,6 +442,17 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         s.drops_buffer + s.drops_loss + s.drops_failure + s.drops_no_route,
         s.ecn_marks
     );
+    if let Some(p) = net.pfc_stats() {
+        let _ = writeln!(
+            table,
+            "pfc        {} pause and {} resume frames; egress paused {:.3} us in total; peak ingress {} B (xoff + headroom {} B)",
+            p.pause_frames,
+            p.resume_frames,
+            p.paused_ps as f64 * 1e-6,
+            p.max_ingress_bytes,
+            p.min_xoff_plus_headroom_bytes
+        );
+    }
     if let Some(t) = net.transport_stats() {
         let _ = writeln!(
             table,

@@ -236,6 +236,7 @@ pub struct TopologySpec {
 pub enum FlowControlSpec {
     Credit,
     DropTail,
+    Pfc,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
@@ -260,6 +261,14 @@ pub struct NetworkSpec {
     pub buffer_bytes: BufferSpec,
     #[serde(default = "d_fc")]
     pub flow_control: FlowControlSpec,
+    /// `flow_control = "pfc"` only: PAUSE above this many bytes per ingress port and VC
+    /// (default: `buffer_bytes` minus the headroom).
+    pub pfc_xoff_bytes: Option<u64>,
+    /// `flow_control = "pfc"` only: RESUME at this many bytes or fewer (default: XOFF - 2 MTU).
+    pub pfc_xon_bytes: Option<u64>,
+    /// `flow_control = "pfc"` only: buffer above XOFF for what arrives while the PAUSE travels
+    /// (default and minimum: from each link's bandwidth-delay product and the MTU).
+    pub pfc_headroom_bytes: Option<u64>,
     pub ecn_threshold_bytes: Option<u64>,
     #[serde(default = "d_routing")]
     pub routing: RoutingSpec,
@@ -400,6 +409,9 @@ impl Default for NetworkSpec {
             switch_latency_ns: d_switch_latency(),
             buffer_bytes: d_buffer(),
             flow_control: d_fc(),
+            pfc_xoff_bytes: None,
+            pfc_xon_bytes: None,
+            pfc_headroom_bytes: None,
             ecn_threshold_bytes: None,
             routing: d_routing(),
             adaptive_threshold_bytes: None,
@@ -1127,6 +1139,17 @@ impl ScenarioFile {
         if buffer_bytes == 0 {
             return e("network.buffer_bytes", "must be > 0");
         }
+        if nw.flow_control != FlowControlSpec::Pfc {
+            for (key, set) in [
+                ("network.pfc_xoff_bytes", nw.pfc_xoff_bytes.is_some()),
+                ("network.pfc_xon_bytes", nw.pfc_xon_bytes.is_some()),
+                ("network.pfc_headroom_bytes", nw.pfc_headroom_bytes.is_some()),
+            ] {
+                if set {
+                    return e(key, "applies only with network.flow_control = \"pfc\"");
+                }
+            }
+        }
         if nw.adaptive_threshold_bytes.is_some() && nw.routing != RoutingSpec::Canary {
             return e("network.adaptive_threshold_bytes", "applies only with routing = \"canary\" (threshold-adaptive routing)");
         }
@@ -1145,7 +1168,9 @@ impl ScenarioFile {
             flow_control: match nw.flow_control {
                 FlowControlSpec::Credit => FlowControl::Credit,
                 FlowControlSpec::DropTail => FlowControl::DropTail,
+                FlowControlSpec::Pfc => FlowControl::Pfc,
             },
+            pfc: reducelab_net::PfcConfig { xoff_bytes: nw.pfc_xoff_bytes, xon_bytes: nw.pfc_xon_bytes, headroom_bytes: nw.pfc_headroom_bytes },
             ecn_threshold_bytes: nw.ecn_threshold_bytes,
             routing: match nw.routing {
                 RoutingSpec::Minimal => RoutingAlgo::Minimal,
@@ -1174,8 +1199,18 @@ impl ScenarioFile {
             },
             noise_hosts: None, // set below, once the traffic is known ("foreground")
         };
-        if let Err(reason) = reducelab_net::VcPolicy::choose(&topology, net.routing, net.flow_control) {
-            return e("network.routing", reason);
+        match reducelab_net::VcPolicy::choose(&topology, net.routing, net.flow_control) {
+            Err(reason) => return e("network.routing", reason),
+            Ok(policy) if net.flow_control == FlowControl::Pfc => {
+                if let Err(reason) = reducelab_net::pfc_supports(&policy) {
+                    return e("network.routing", reason);
+                }
+                if let Err((field, reason)) = reducelab_net::pfc_thresholds(&topology, &net) {
+                    // `NetConfig` fields to scenario keys: `pfc.xoff_bytes` is `network.pfc_xoff_bytes`.
+                    return e(format!("network.{}", field.replace('.', "_")), reason);
+                }
+            }
+            Ok(_) => {}
         }
         let endpoint = self.endpoint.resolve()?;
         let transport = self.transport.resolve(nw, &self.endpoint)?;

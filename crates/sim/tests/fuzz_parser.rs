@@ -228,6 +228,7 @@ const KEYS: &[&str] = &[
     "link", "node", "at_ns", "time_limit_us", "description", "shape", "backend", "flow_min_bytes", "algorithm",
     "topology", "board_bandwidth_gbps", "redraw", "epoch_ns", "rate_gbps", "mode",
     "router", "input_buffer_bytes", "output_buffer_bytes", "crossbar_speedup", "arbitration",
+    "pfc_xoff_bytes", "pfc_xon_bytes", "pfc_headroom_bytes",
 ];
 
 const VARIANTS: &[&str] = &[
@@ -236,7 +237,7 @@ const VARIANTS: &[&str] = &[
     "\"permutation\"", "\"incast\"", "\"random_uniform\"", "\"link\"", "\"node\"", "\"all\"",
     "\"packet\"", "\"flow\"", "\"auto\"", "\"line_rate\"", "\"collective\"", "\"torus:2x2\"", "\"hyperx:3x3\"",
     "\"hammingmesh:2x2,2x2\"", "\"torus:0x4\"", "\"random_permutation\"", "\"message\"", "\"epoch\"", "\"port_stall\"", "\"foreground\"", "\"torus:4294967295x4294967295\"", "\"swing\"", "\"bucket\"",
-    "\"input_buffered\"", "\"output_queued\"", "\"input_round_robin\"", "\"fifo\"", "\"lru\"",
+    "\"input_buffered\"", "\"output_queued\"", "\"input_round_robin\"", "\"fifo\"", "\"lru\"", "\"pfc\"",
 ];
 
 const HEADERS: &[&str] = &["[topology]", "[network]", "[noise]", "[run]", "[[traffic]]", "[[faults]]", "[bogus]", "[[topology]]", "["];
@@ -450,7 +451,7 @@ fn too_slow_to_resolve(f: &ScenarioFile) -> bool {
     if links > 1 << 25 || hosts > 1 << 22 {
         return false;
     }
-    let diameter_bfs = f.network.flow_control == FlowControlSpec::Credit
+    let diameter_bfs = f.network.flow_control != FlowControlSpec::DropTail
         && matches!(f.topology.kind, Some(TopologyKind::Hyperx | TopologyKind::Hammingmesh | TopologyKind::Dragonfly))
         && !(f.topology.kind == Some(TopologyKind::Hyperx) && f.network.routing == RoutingSpec::Minimal);
     links > 1 << 18 || (diameter_bfs && hosts * links > 1 << 26)

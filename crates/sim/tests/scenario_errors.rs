@@ -117,7 +117,7 @@ fn cases() -> Vec<Case> {
         // ---- unknown enum variants --------------------------------------------------------
         case("unknown topology kind", sc(&[&topo("kind = \"ring\""), PERM]), "topology.kind", "unknown variant `ring`"),
         case("unknown routing", sc(&[FT2, "[network]\nrouting = \"magic\"", PERM]), "network.routing", "unknown variant `magic`"),
-        case("unknown flow control", sc(&[FT2, "[network]\nflow_control = \"pfc\"", PERM]), "network.flow_control", "unknown variant `pfc`"),
+        case("unknown flow control", sc(&[FT2, "[network]\nflow_control = \"xon_xoff\"", PERM]), "network.flow_control", "unknown variant `xon_xoff`"),
         case("unknown traffic kind", sc(&[FT2, &traffic("kind = \"perm\"\nbytes = 1")]), "traffic[0].kind", "unknown variant `perm`"),
         case(
             "unknown fault kind",
@@ -266,6 +266,35 @@ fn cases() -> Vec<Case> {
         case("negative switch latency", sc(&[FT2, "[network]\nswitch_latency_ns = -3", PERM]), "network.switch_latency_ns", "non-negative"),
         case("ecmp on a lossless torus", sc(&[TORUS, "[network]\nrouting = \"ecmp\"", PERM]), "network.routing", "not deadlock-free"),
         case("canary on a lossless torus", sc(&[TORUS, "[network]\nrouting = \"canary\"", PERM]), "network.routing", "not deadlock-free"),
+        // ---- PFC ------------------------------------------------------------------------------
+        case("pfc key without pfc", sc(&[FT2, "[network]\npfc_xoff_bytes = 8192", PERM]), "network.pfc_xoff_bytes", "only with network.flow_control = \"pfc\""),
+        case("pfc xon without pfc", sc(&[FT2, "[network]\nflow_control = \"drop_tail\"\npfc_xon_bytes = 0", PERM]), "network.pfc_xon_bytes", "only with"),
+        case("pfc headroom without pfc", sc(&[FT2, "[network]\npfc_headroom_bytes = 50000", PERM]), "network.pfc_headroom_bytes", "only with"),
+        case(
+            "pfc buffer below headroom + xoff",
+            sc(&[FT2, "[network]\nflow_control = \"pfc\"\nbuffer_bytes = 20000", PERM]),
+            "network.buffer_bytes",
+            "cannot hold the PFC headroom",
+        ),
+        case(
+            "pfc xoff too big for the buffer",
+            sc(&[FT2, "[network]\nflow_control = \"pfc\"\nbuffer_bytes = 65536\npfc_xoff_bytes = 60000", PERM]),
+            "network.buffer_bytes",
+            "plus XOFF (60000)",
+        ),
+        case("pfc headroom below the link's", sc(&[FT2, "[network]\nflow_control = \"pfc\"\npfc_headroom_bytes = 4096", PERM]), "network.pfc_headroom_bytes", "the buffer could overflow"),
+        case("pfc xoff below an MTU", sc(&[FT2, "[network]\nflow_control = \"pfc\"\npfc_xoff_bytes = 100", PERM]), "network.pfc_xoff_bytes", "at least one MTU"),
+        case("pfc xon above xoff", sc(&[FT2, "[network]\nflow_control = \"pfc\"\npfc_xoff_bytes = 8192\npfc_xon_bytes = 9000", PERM]), "network.pfc_xon_bytes", "must not exceed XOFF"),
+        case("pfc negative xoff", sc(&[FT2, "[network]\nflow_control = \"pfc\"\npfc_xoff_bytes = -1", PERM]), "network.pfc_xoff_bytes", "invalid value"),
+        case("pfc with duato on a torus", sc(&[TORUS, "[network]\nflow_control = \"pfc\"\nrouting = \"adaptive\"", PERM]), "network.routing", "Duato"),
+        case("pfc with ecmp on a torus", sc(&[TORUS, "[network]\nflow_control = \"pfc\"\nrouting = \"ecmp\"", PERM]), "network.routing", "not deadlock-free"),
+        case("ndp on pfc", sc(&[FT2, "[network]\nflow_control = \"pfc\"", "[transport]\nkind = \"ndp\"", PERM]), "transport.kind", "needs network.flow_control = \"drop_tail\""),
+        case(
+            "input_buffered with pfc",
+            sc(&[FT2, "[network]\nflow_control = \"pfc\"\nrouter = \"input_buffered\"", PERM]),
+            "network.router",
+            "needs flow_control = \"credit\"",
+        ),
         // ---- traffic ----------------------------------------------------------------------
         case(
             "host out of range",
@@ -469,6 +498,11 @@ fn fixtures_are_valid() {
             panic!("fixture does not load: {e}\n{text}");
         }
     }
+    // The PFC keys are taken as given (and the torus takes PFC with dimension order).
+    let p = load_scenario_str(&sc(&[FT2, "[network]\nflow_control = \"pfc\"\npfc_xoff_bytes = 8192\npfc_xon_bytes = 4096\npfc_headroom_bytes = 40000", PERM]), None).unwrap();
+    assert_eq!(p.net.flow_control, reducelab_net::FlowControl::Pfc);
+    assert_eq!(p.net.pfc, reducelab_net::PfcConfig { xoff_bytes: Some(8192), xon_bytes: Some(4096), headroom_bytes: Some(40000) });
+    load_scenario_str(&sc(&[TORUS, "[network]\nflow_control = \"pfc\"\nrouting = \"minimal\"", PERM]), None).unwrap();
     let sc = load_scenario_str(&sc(&[FT2, PERM]), None).unwrap();
     assert_eq!(sc.topology.num_hosts(), 4);
     assert_eq!(sc.topology.links.len(), 8);

@@ -12,11 +12,15 @@
 //!   an initial window at line rate, then one packet per PULL; ACK per data packet, NACK per
 //!   trimmed header, retransmissions first; PULLs paced by the receiver at one per MTU time,
 //!   round-robin over its flows; a retransmission timeout for lost headers and control packets.
+//! - [`worker`]: the worker transport of in-network aggregation jobs (SwitchML's slot window,
+//!   ATP's and DSA's AIMD window on ECN echoes and timeouts, per-PSN ACKs from switch or PS,
+//!   DSA's reminders). Not yet driven by the engine.
 //!
 //! Units: times are integer picoseconds (`_ps`), sequence numbers count packets of a message
 //! from 0. Determinism: every method is a pure function of the state and its arguments.
 
 pub mod ndp;
+pub mod rto;
 pub mod worker;
 
 mod bitset;

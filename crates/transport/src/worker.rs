@@ -45,6 +45,7 @@
 //! function of the state and its arguments.
 
 use crate::bitset::Bitset;
+use crate::rto::EwmaTimeout;
 use std::collections::VecDeque;
 
 /// A PSN retransmitted this many times without an ACK stops the worker.
@@ -164,7 +165,7 @@ pub struct WorkerWindow {
     ai_acks: u64,
     /// No decrease until an ACK for a PSN at or above this (once per window of data).
     recover: u32,
-    srtt: Option<(u64, u64)>,
+    rto: EwmaTimeout,
     gave_up: bool,
     stats: WorkerStats,
 }
@@ -196,7 +197,7 @@ impl WorkerWindow {
             cwnd,
             ai_acks: 0,
             recover: 0,
-            srtt: None,
+            rto: EwmaTimeout::with_initial(params.initial_rto_ps, params.min_rto_ps),
             gave_up: false,
             stats: WorkerStats::default(),
         };
@@ -256,10 +257,7 @@ impl WorkerWindow {
     }
     /// The current retransmission timeout.
     pub fn rto_ps(&self) -> u64 {
-        match self.srtt {
-            None => self.params.initial_rto_ps.max(self.params.min_rto_ps),
-            Some((srtt, var)) => (srtt + 4 * var).max(self.params.min_rto_ps),
-        }
+        self.rto.timeout_ps()
     }
     pub fn is_acked(&self, psn: u32) -> bool {
         psn < self.packets && self.sent_ps[psn as usize] == ACKED
@@ -336,7 +334,7 @@ impl WorkerWindow {
             self.stats.out_of_order_acks += 1;
         }
         if sent < QUEUED && self.rtx[psn as usize] == 0 && now_ps >= sent {
-            self.sample_rtt(now_ps - sent);
+            self.rto.sample(now_ps - sent);
         }
         self.sent_ps[psn as usize] = ACKED;
         if self.queued.remove(psn) {
@@ -378,16 +376,6 @@ impl WorkerWindow {
         self.ai_acks = 0;
         self.recover = self.next_new;
         self.stats.decreases += 1;
-    }
-
-    fn sample_rtt(&mut self, r: u64) {
-        self.srtt = Some(match self.srtt {
-            None => (r, r / 2),
-            Some((s, v)) => {
-                let v = (3 * v + s.abs_diff(r)) / 4;
-                ((7 * s + r) / 8, v)
-            }
-        });
     }
 
     fn is_stale(&self, (t, psn): (u64, u32)) -> bool {
