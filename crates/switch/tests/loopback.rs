@@ -358,3 +358,47 @@ fn application_vectors_of_the_wrong_length_are_refused() {
     let e = reducelab_switch::allreduce_data(&plan, 0, &HostOptions::default(), 1, vec![1; 100]).unwrap_err();
     assert!(e.starts_with("tenant:"), "{e}");
 }
+
+/// The fault model alone (in this test binary rather than as unit tests: one release link of
+/// the crate's test targets fewer, which is most of their build time).
+mod fault_model {
+    use reducelab_switch::faults::*;
+
+
+    #[test]
+    fn fault_specs_parse_and_bad_ones_name_the_key() {
+        let (p, f) = parse_fault("port=3,loss=0.1,dup=0.2,reorder=0.5,reorder_us=50,delay_us=7").unwrap();
+        assert_eq!(p, Some(3));
+        assert_eq!(f, PortFaults { loss: 0.1, dup: 0.2, reorder: 0.5, reorder_us: 50.0, delay_us: 7.0 });
+        assert!(parse_fault("loss=1.5").unwrap_err().contains("loss"));
+        assert!(parse_fault("jitter=1").unwrap_err().contains("unknown key `jitter`"));
+        assert!(parse_fault("loss").unwrap_err().contains("key=value"));
+        assert!(parse_fault("loss=0.7,dup=0.5").unwrap_err().contains("exceed 1"));
+    }
+
+    #[test]
+    fn fault_files_take_one_spec_per_line() {
+        let v = parse_fault_file("f", "# all ports\nloss=0.1\n\nport=2,dup=0.5 # one port\n").unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[1].0, Some(2));
+        assert_eq!(parse_fault_file("f", "loss=0.1\nloss=3\n").unwrap_err(), "f:2: --fault loss: probability 3 is not within 0..=1");
+    }
+
+    #[test]
+    fn fates_follow_the_rates_and_the_seed() {
+        let rates = PortFaults { loss: 0.1, dup: 0.2, reorder: 0.3, reorder_us: 100.0, delay_us: 0.0 };
+        let mut a = FaultPort::new(rates, 7, 1, 2);
+        let fates: Vec<Fate> = (0..20000).map(|_| a.fate()).collect();
+        let mut b = FaultPort::new(rates, 7, 1, 2);
+        assert!(fates.iter().all(|f| *f == b.fate()), "same seed, same fates");
+        let n = fates.len() as f64;
+        let drops = fates.iter().filter(|f| **f == Fate::Drop).count() as f64 / n;
+        let dups = fates.iter().filter(|f| matches!(f, Fate::Send { copies: 2, .. })).count() as f64 / n;
+        let held = fates.iter().filter(|f| matches!(f, Fate::Send { hold, .. } if !hold.is_zero())).count() as f64 / n;
+        assert!((drops - 0.1).abs() < 0.01, "{drops}");
+        assert!((dups - 0.2).abs() < 0.01, "{dups}");
+        assert!((held - 0.3 * 0.9).abs() < 0.015, "{held}");
+        let mut c = FaultPort::new(rates, 8, 1, 2);
+        assert!((0..64).any(|i| c.fate() != fates[i]), "another seed, other fates");
+    }
+}
