@@ -7,6 +7,9 @@
 //! the packet engine (and adds the switch side: NDP's payload trimming and header queues), so
 //! the same code can be tested alone, step by step, as in this crate's tests.
 //!
+//! - [`dctcp`]: DCTCP (Alizadeh et al., SIGCOMM 2010): a window in MSS with slow start and
+//!   congestion avoidance, per-packet cumulative ACKs echoing CE, the marked fraction α once per
+//!   window, `cwnd·(1 − α/2)` at most once per window, fast retransmit, an RTO with backoff.
 //! - [`ndp`]: NDP (Handley et al., "Re-architecting datacenter networks and stacks for low
 //!   latency and high performance", SIGCOMM 2017), as csg-htsim's `ndp.cpp` implements it:
 //!   an initial window at line rate, then one packet per PULL; ACK per data packet, NACK per
@@ -16,6 +19,7 @@
 //! Units: times are integer picoseconds (`_ps`), sequence numbers count packets of a message
 //! from 0. Determinism: every method is a pure function of the state and its arguments.
 
+pub mod dctcp;
 pub mod ndp;
 
 mod bitset;
