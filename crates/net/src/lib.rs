@@ -58,5 +58,5 @@ pub use ids::{PktId, PortId};
 pub use ids::PktId as PacketId;
 pub use packet::fingerprint;
 pub use routing::VcPolicy;
-pub use transport::{ControlKind, MessageTransport, TransportEvent, NdpConfig, TransportConfig, TransportStats};
+pub use transport::{ControlKind, DctcpConfig, MessageTransport, TransportEvent, NdpConfig, TransportConfig, TransportStats};
 pub use trimming::HEADER_TURNS;

@@ -55,8 +55,19 @@ fn message_transport_json(net: &Network, ids: impl Iterator<Item = reducelab_net
         sum.pulls += t.pulls;
         sum.timeouts += t.timeouts;
         sum.duplicates += t.duplicates;
+        sum.marks_echoed += t.marks_echoed;
+        sum.fast_retransmits += t.fast_retransmits;
     }
-    serde_json::to_value(sum).expect("json")
+    match net.transport() {
+        reducelab_net::TransportConfig::Dctcp(_) => json!({
+            "retransmissions": sum.retransmissions,
+            "timeouts": sum.timeouts,
+            "fast_retransmits": sum.fast_retransmits,
+            "marks_echoed": sum.marks_echoed,
+            "duplicates": sum.duplicates,
+        }),
+        _ => serde_json::to_value(sum).expect("json"),
+    }
 }
 
 fn fct_summary(mut fcts: Vec<u64>) -> Value {
@@ -265,8 +276,13 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     let maxf = |v: &[f64]| v.iter().cloned().fold(0.0f64, f64::max);
     // With a transport: its per-message counters in more columns (without, the file is as it was).
     let tp = net.transport_stats().is_some();
+    let dctcp = matches!(net.transport(), reducelab_net::TransportConfig::Dctcp(_));
     let mut messages_csv = String::from("id,src,dst,bytes,start_ps,end_ps,fct_ps,verified");
-    messages_csv.push_str(if tp { ",retransmissions,trims,nacks,pulls,timeouts,duplicates\n" } else { "\n" });
+    messages_csv.push_str(match (tp, dctcp) {
+        (true, true) => ",retransmissions,timeouts,fast_retransmits,marks_echoed,duplicates\n",
+        (true, false) => ",retransmissions,trims,nacks,pulls,timeouts,duplicates\n",
+        _ => "\n",
+    });
     for (i, m) in msgs.iter().enumerate() {
         let (end_s, fct_s) = match m.completion_time() {
             Some(d) => (m.end.ps().to_string(), d.ps().to_string()),
@@ -274,6 +290,9 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         };
         let _ = write!(messages_csv, "{i},{},{},{},{},{end_s},{fct_s},{}", m.src, m.dst, m.bytes, m.start.ps(), m.verified());
         match net.message_transport(reducelab_net::MsgId(i as u32)) {
+            Some(t) if dctcp => {
+                let _ = writeln!(messages_csv, ",{},{},{},{},{}", t.retransmissions, t.timeouts, t.fast_retransmits, t.marks_echoed, t.duplicates);
+            }
             Some(t) => {
                 let _ = writeln!(messages_csv, ",{},{},{},{},{},{}", t.retransmissions, t.trims, t.nacks, t.pulls, t.timeouts, t.duplicates);
             }
@@ -354,6 +373,22 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         v["rto_ps"] = json!(c.rto_ps);
         summary["transport"] = v;
     }
+    if let (reducelab_net::TransportConfig::Dctcp(c), Some(t)) = (net.transport(), net.transport_stats()) {
+        summary["transport"] = json!({
+            "kind": "dctcp",
+            "initial_window_packets": c.initial_window_packets,
+            "g": c.g,
+            "min_rto_ps": c.min_rto_ps,
+            "retransmissions": t.retransmissions,
+            "timeouts": t.timeouts,
+            "fast_retransmits": t.fast_retransmits,
+            "acks": t.acks,
+            "marks_echoed": t.marks_echoed,
+            "ecn_reductions": t.ecn_reductions,
+            "duplicates": t.duplicates,
+            "senders_gave_up": t.senders_gave_up,
+        });
+    }
     let mut table = String::new();
     let _ = writeln!(table, "scenario   {}  (seed {})", sc.name, sc.seed);
     let _ = writeln!(table, "topology   {}: {} hosts, {} switches, {} links", topo.name, topo.num_hosts(), topo.num_switches(), topo.links.len());
@@ -425,7 +460,13 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         s.drops_buffer + s.drops_loss + s.drops_failure + s.drops_no_route,
         s.ecn_marks
     );
-    if let Some(t) = net.transport_stats() {
+    if let (reducelab_net::TransportConfig::Dctcp(_), Some(t)) = (net.transport(), net.transport_stats()) {
+        let _ = writeln!(
+            table,
+            "transport  dctcp: {} retransmissions ({} fast retransmits, {} timeouts), {} ACKs ({} echoing a mark), {} ECN window cuts, {} duplicates",
+            t.retransmissions, t.fast_retransmits, t.timeouts, t.acks, t.marks_echoed, t.ecn_reductions, t.duplicates
+        );
+    } else if let Some(t) = net.transport_stats() {
         let _ = writeln!(
             table,
             "transport  ndp: {} trims, {} retransmissions, {} timeouts, {} NACKs, {} pulls ({} as PULL packets), {} duplicates, {} headers/control dropped",

@@ -49,8 +49,14 @@ pub struct TransportSpec {
     #[serde(default)]
     pub kind: TransportKindSpec,
     pub initial_window_packets: Option<u32>,
+    /// NDP only.
     pub data_queue_packets: Option<u32>,
+    /// NDP only.
     pub rto_us: Option<f64>,
+    /// DCTCP only: α's gain.
+    pub g: Option<f64>,
+    /// DCTCP only: the retransmission timeout's lower bound.
+    pub min_rto_us: Option<f64>,
 }
 
 /// `transport.kind`.
@@ -61,21 +67,38 @@ pub enum TransportKindSpec {
     #[default]
     None,
     Ndp,
+    Dctcp,
+}
+
+impl TransportKindSpec {
+    fn name(self) -> &'static str {
+        match self {
+            TransportKindSpec::None => "none",
+            TransportKindSpec::Ndp => "ndp",
+            TransportKindSpec::Dctcp => "dctcp",
+        }
+    }
 }
 
 impl TransportSpec {
     fn resolve(&self, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
-        if self.kind == TransportKindSpec::None {
-            for (key, set) in [
-                ("initial_window_packets", self.initial_window_packets.is_some()),
-                ("data_queue_packets", self.data_queue_packets.is_some()),
-                ("rto_us", self.rto_us.is_some()),
-            ] {
-                if set {
-                    return e(format!("transport.{key}"), "applies only with kind = \"ndp\"");
-                }
+        use TransportKindSpec::{Dctcp, Ndp};
+        for (key, set, kinds) in [
+            ("initial_window_packets", self.initial_window_packets.is_some(), &[Ndp, Dctcp][..]),
+            ("data_queue_packets", self.data_queue_packets.is_some(), &[Ndp][..]),
+            ("rto_us", self.rto_us.is_some(), &[Ndp][..]),
+            ("g", self.g.is_some(), &[Dctcp][..]),
+            ("min_rto_us", self.min_rto_us.is_some(), &[Dctcp][..]),
+        ] {
+            if set && !kinds.contains(&self.kind) {
+                let names: Vec<String> = kinds.iter().map(|k| format!("\"{}\"", k.name())).collect();
+                return e(format!("transport.{key}"), format!("applies only with kind = {} (kind is \"{}\")", names.join(" or "), self.kind.name()));
             }
-            return Ok(reducelab_net::TransportConfig::None);
+        }
+        match self.kind {
+            TransportKindSpec::None => return Ok(reducelab_net::TransportConfig::None),
+            TransportKindSpec::Dctcp => return self.resolve_dctcp(nw, endpoint),
+            TransportKindSpec::Ndp => {}
         }
         if nw.flow_control != FlowControlSpec::DropTail {
             return e("transport.kind", "\"ndp\" needs network.flow_control = \"drop_tail\" (NDP switches trim the packets they cannot queue; credit flow control never lets a queue overflow)");
@@ -103,6 +126,32 @@ impl TransportSpec {
             return e("transport.rto_us", "must be at least 1 ps");
         }
         Ok(reducelab_net::TransportConfig::Ndp(reducelab_net::NdpConfig { initial_window_packets, data_queue_packets, rto_ps }))
+    }
+
+    fn resolve_dctcp(&self, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+        if nw.ecn_threshold_bytes.is_none() {
+            return e("transport.kind", "\"dctcp\" needs network.ecn_threshold_bytes (DCTCP's window follows the switches' ECN marks)");
+        }
+        if endpoint.rendezvous_threshold_bytes.is_some() {
+            return e("transport.kind", "\"dctcp\" does not combine with endpoint.rendezvous_threshold_bytes (DCTCP's window already limits what is in flight)");
+        }
+        let d = reducelab_net::DctcpConfig::default();
+        let initial_window_packets = self.initial_window_packets.unwrap_or(d.initial_window_packets);
+        if initial_window_packets == 0 {
+            return e("transport.initial_window_packets", "must be >= 1");
+        }
+        let g = self.g.unwrap_or(d.g);
+        if !(g > 0.0 && g <= 1.0) {
+            return e("transport.g", format!("must be > 0 and <= 1 (the paper's 1/16 = 0.0625), got {g}"));
+        }
+        let min_rto_ps = match self.min_rto_us {
+            Some(us) => ns_to_ps("transport.min_rto_us", pos_f64("transport.min_rto_us", us)? * 1000.0)?,
+            None => d.min_rto_ps,
+        };
+        if min_rto_ps == 0 {
+            return e("transport.min_rto_us", "must be at least 1 ps");
+        }
+        Ok(reducelab_net::TransportConfig::Dctcp(reducelab_net::DctcpConfig { initial_window_packets, g, min_rto_ps }))
     }
 }
 
@@ -1255,6 +1304,13 @@ impl ScenarioFile {
             .max(match transport {
                 // An NDP sender retries up to MAX_TIMEOUTS + 1 timeouts in a row before it gives up.
                 reducelab_net::TransportConfig::Ndp(c) => (reducelab_transport::ndp::MAX_TIMEOUTS as u64 + 2) * c.rto_ps,
+                // A DCTCP sender's timeouts in a row double up to 2^MAX_BACKOFF times the
+                // minimum, then stay there (with a factor 2 for RTOs above the minimum).
+                reducelab_net::TransportConfig::Dctcp(c) => {
+                    use reducelab_transport::dctcp::{MAX_BACKOFF, MAX_TIMEOUTS};
+                    let rounds = (2u64 << MAX_BACKOFF) + (MAX_TIMEOUTS - MAX_BACKOFF) as u64 * (1 << MAX_BACKOFF) + 2;
+                    2 * rounds * c.min_rto_ps
+                }
                 reducelab_net::TransportConfig::None => 0,
             });
         let watchdog = match self.run.watchdog_us {
