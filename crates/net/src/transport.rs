@@ -40,6 +40,14 @@
 //! (`network.ecn_threshold_bytes`, required). DCTCP runs on drop-tail (losses are recovered by
 //! fast retransmit or the timeout) and on credit flow control (lossless: the window follows
 //! the marks only). Each sender has one timer (its retransmission timeout).
+//!
+//! With [`TransportConfig::Dcqcn`] every message is carried by DCQCN
+//! ([`reducelab_transport::dcqcn`]), for lossless networks only (credit flow control): the
+//! sender paces its packets at its current rate (a message is in its port's round while its
+//! pacing gap has passed), the receiving host answers CE-marked data with at most one CNP
+//! (`header_bytes`) per interval per message, and nothing is acknowledged or resent. Each
+//! sender has one timer: the end of its pacing gap, its α update or its rate increase,
+//! whichever is first. Switches mark RED-style if `NetConfig::ecn_red` is set.
 
 use crate::config::{Arbitration, FlowControl};
 use crate::ids::{PktId, PortId};
@@ -48,6 +56,7 @@ use crate::packet::{fingerprint, Body, NdpKind, Packet};
 use crate::protocol::AppDst;
 use crate::trimming::Trimming;
 use reducelab_des::{SimDuration, SimTime};
+use reducelab_transport::dcqcn::{DcqcnParams, DcqcnReceiver, DcqcnSender};
 use reducelab_transport::dctcp::{DctcpParams, DctcpReceiver, DctcpSender};
 use reducelab_transport::ndp::{NdpParams, NdpReceiver, NdpSender, PullPacer, Reply};
 use serde::Serialize;
@@ -61,6 +70,7 @@ pub enum TransportConfig {
     None,
     Ndp(NdpConfig),
     Dctcp(DctcpConfig),
+    Dcqcn(DcqcnConfig),
 }
 
 impl TransportConfig {
@@ -70,6 +80,7 @@ impl TransportConfig {
             TransportConfig::None => "none",
             TransportConfig::Ndp(_) => "ndp",
             TransportConfig::Dctcp(_) => "dctcp",
+            TransportConfig::Dcqcn(_) => "dcqcn",
         }
     }
 }
@@ -115,6 +126,48 @@ impl Default for NdpConfig {
     }
 }
 
+/// Parameters of DCQCN (`[transport] kind = "dcqcn"`); the line rate is each sender's NIC
+/// port bandwidth.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct DcqcnConfig {
+    /// α's gain.
+    pub g: f64,
+    /// K: α update period.
+    pub alpha_interval_ps: u64,
+    /// T: rate increase timer.
+    pub increase_interval_ps: u64,
+    /// B: byte counter.
+    pub byte_counter_bytes: u64,
+    /// F: fast-recovery stages.
+    pub fast_recovery_steps: u32,
+    /// R_AI, R_HAI: additive and hyper increase steps.
+    pub rai_bps: u64,
+    pub rhai_bps: u64,
+    /// The lowest rate a sender is cut to.
+    pub min_rate_bps: u64,
+    /// N: a receiver sends at most one CNP per message per this interval.
+    pub cnp_interval_ps: u64,
+}
+
+impl Default for DcqcnConfig {
+    /// The DCQCN paper's g = 1/256, K = T = 55 µs, B = 10 MB, F = 5, N = 50 µs and
+    /// R_AI = 40 Mb/s; R_HAI = 10·R_AI and the 100 Mb/s minimum rate as in the ns-3 model of
+    /// the HPCC repository (`rdma-hw.cc`: `RateHAI` 50 Mb/s = 10 × `RateAI` 5 Mb/s, `MinRate`).
+    fn default() -> Self {
+        DcqcnConfig {
+            g: 1.0 / 256.0,
+            alpha_interval_ps: 55_000_000,
+            increase_interval_ps: 55_000_000,
+            byte_counter_bytes: 10_000_000,
+            fast_recovery_steps: 5,
+            rai_bps: 40_000_000,
+            rhai_bps: 400_000_000,
+            min_rate_bps: 100_000_000,
+            cnp_interval_ps: 50_000_000,
+        }
+    }
+}
+
 /// Whole-network transport counters. The fields marked "DCTCP" are not in NDP's
 /// serialisation (summary.json lists each kind's counters, see `reducelab-sim`'s report).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -146,6 +199,21 @@ pub struct TransportStats {
     /// DCTCP: fast retransmits (third duplicate ACKs).
     #[serde(skip)]
     pub fast_retransmits: u64,
+    /// DCQCN: CE-marked data packets that reached their receivers.
+    #[serde(skip)]
+    pub marked_packets: u64,
+    /// DCQCN: CNPs sent by receivers.
+    #[serde(skip)]
+    pub cnps: u64,
+    /// DCQCN: CNPs senders acted on (rate decreases), and their increase events.
+    #[serde(skip)]
+    pub rate_decreases: u64,
+    #[serde(skip)]
+    pub fast_recoveries: u64,
+    #[serde(skip)]
+    pub additive_increases: u64,
+    #[serde(skip)]
+    pub hyper_increases: u64,
 }
 
 /// Transport counters of one message (NDP runs only).
@@ -166,6 +234,11 @@ pub struct MessageTransport {
     /// DCTCP: its fast retransmits.
     #[serde(skip)]
     pub fast_retransmits: u64,
+    /// DCQCN: CNPs its receiver sent, and those its sender acted on.
+    #[serde(skip)]
+    pub cnps: u64,
+    #[serde(skip)]
+    pub rate_decreases: u64,
 }
 
 /// What a transport control packet is, in a [`TransportEvent`].
@@ -178,6 +251,8 @@ pub enum ControlKind {
     CumAck,
     /// DCTCP: a cumulative ACK with ECE set (the data packet was CE-marked).
     CumAckEce,
+    /// DCQCN: a congestion notification packet.
+    Cnp,
 }
 
 /// One step of a transport at a host, recorded with [`Network::record_transport`] (for tests and
@@ -201,12 +276,14 @@ pub enum TransportEvent {
 enum Sender {
     Ndp(NdpSender),
     Dctcp(DctcpSender),
+    Dcqcn(DcqcnSender),
 }
 
 /// The receiving state machine of one message.
 enum Receiver {
     Ndp(NdpReceiver),
     Dctcp(DctcpReceiver),
+    Dcqcn(DcqcnReceiver),
 }
 
 /// A packet a sender sends now.
@@ -216,46 +293,53 @@ struct Send {
 }
 
 impl Sender {
-    fn has_packet(&self) -> bool {
+    fn has_packet(&self, now: u64) -> bool {
         match self {
             Sender::Ndp(s) => s.has_packet(),
             Sender::Dctcp(s) => s.has_packet(),
+            Sender::Dcqcn(s) => s.has_packet(now),
         }
     }
     fn peek_seq(&self) -> Option<u32> {
         match self {
             Sender::Ndp(s) => s.peek().map(|t| t.seq),
             Sender::Dctcp(s) => s.peek().map(|t| t.seq),
+            Sender::Dcqcn(s) => s.peek(),
         }
     }
-    fn transmit(&mut self, now: u64) -> Option<Send> {
+    fn transmit(&mut self, now: u64, wire_bytes: u32) -> Option<Send> {
         match self {
             Sender::Ndp(s) => s.transmit(now).map(|t| Send { seq: t.seq, retransmission: t.retransmission }),
             Sender::Dctcp(s) => s.transmit(now).map(|t| Send { seq: t.seq, retransmission: t.retransmission }),
+            Sender::Dcqcn(s) => s.transmit(now, wire_bytes as u64).map(|seq| Send { seq, retransmission: false }),
         }
     }
     fn timer_ps(&self) -> Option<u64> {
         match self {
             Sender::Ndp(s) => s.timer_ps(),
             Sender::Dctcp(s) => s.timer_ps(),
+            Sender::Dcqcn(s) => s.timer_ps(),
         }
     }
     fn timeouts(&self) -> u64 {
         match self {
             Sender::Ndp(s) => s.stats().timeouts,
             Sender::Dctcp(s) => s.stats().timeouts,
+            Sender::Dcqcn(_) => 0,
         }
     }
     fn on_timer(&mut self, now: u64) {
         match self {
             Sender::Ndp(s) => s.on_timer(now),
             Sender::Dctcp(s) => s.on_timer(now),
+            Sender::Dcqcn(s) => s.on_timer(now),
         }
     }
     fn gave_up(&self) -> bool {
         match self {
             Sender::Ndp(s) => s.gave_up(),
             Sender::Dctcp(s) => s.gave_up(),
+            Sender::Dcqcn(_) => false,
         }
     }
 }
@@ -279,6 +363,16 @@ pub(crate) struct Flow {
     /// DCTCP: ACKs with ECE heard, fast retransmits.
     marks_echoed: u64,
     fast_retransmits: u64,
+}
+
+impl Flow {
+    /// DCQCN: CNPs its sender acted on.
+    fn rate_decreases(&self) -> u64 {
+        match self.sender.as_deref() {
+            Some(Sender::Dcqcn(s)) => s.stats().cnps,
+            _ => 0,
+        }
+    }
 }
 
 /// Host-side transport state: per message and per receiving host.
@@ -346,6 +440,7 @@ impl Network {
                 return Ok(());
             }
             TransportConfig::Dctcp(c) => return self.set_dctcp(c),
+            TransportConfig::Dcqcn(c) => return self.set_dcqcn(c),
             TransportConfig::Ndp(c) => c,
         };
         if self.cfg.flow_control != FlowControl::DropTail {
@@ -425,6 +520,46 @@ impl Network {
         Ok(())
     }
 
+    fn set_dcqcn(&mut self, c: DcqcnConfig) -> Result<(), String> {
+        if self.cfg.flow_control == FlowControl::DropTail {
+            return Err("kind: \"dcqcn\" needs a lossless network (network.flow_control = \"credit\"): DCQCN does not retransmit".into());
+        }
+        if self.cfg.ecn_threshold_bytes.is_none() {
+            return Err("kind: \"dcqcn\" needs network.ecn_threshold_bytes (DCQCN's receivers turn ECN marks into CNPs)".into());
+        }
+        if self.ep.rdv {
+            return Err("kind: \"dcqcn\" does not combine with endpoint.rendezvous_threshold_bytes".into());
+        }
+        if !(c.g > 0.0 && c.g <= 1.0) {
+            return Err(format!("g: must be > 0 and <= 1, got {}", c.g));
+        }
+        for (key, v) in [
+            ("alpha_interval_us", c.alpha_interval_ps),
+            ("increase_interval_us", c.increase_interval_ps),
+            ("byte_counter_bytes", c.byte_counter_bytes),
+            ("min_rate_gbps", c.min_rate_bps),
+        ] {
+            if v == 0 {
+                return Err(format!("{key}: must be > 0"));
+            }
+        }
+        self.trim = Trimming::off(self.trim_rng());
+        self.tr = Transport {
+            cfg: TransportConfig::Dcqcn(c),
+            on: true,
+            params: Transport::off().params,
+            dctcp: Transport::off().dctcp,
+            flows: Vec::new(),
+            pacer_armed: Vec::new(),
+            pacers: Vec::new(),
+            round: (0..self.pt.len()).map(|_| VecDeque::new()).collect(),
+            stats: TransportStats::default(),
+            trace: None,
+        };
+        self.local_slots = 3;
+        Ok(())
+    }
+
     /// Records every [`TransportEvent`] from now on (memory grows with the run: for tests and
     /// small runs).
     pub fn record_transport(&mut self) {
@@ -454,7 +589,12 @@ impl Network {
         let (nacks, pulls, duplicates) = match f.receiver.as_deref() {
             Some(Receiver::Ndp(r)) => (r.stats().nacks, r.stats().pulls, r.stats().duplicates),
             Some(Receiver::Dctcp(r)) => (0, 0, r.stats().duplicates),
+            Some(Receiver::Dcqcn(r)) => (0, 0, r.stats().duplicates),
             None => (0, 0, 0),
+        };
+        let cnps = match f.receiver.as_deref() {
+            Some(Receiver::Dcqcn(r)) => r.stats().cnps,
+            _ => 0,
         };
         Some(MessageTransport {
             retransmissions: f.retransmissions,
@@ -465,6 +605,8 @@ impl Network {
             duplicates,
             marks_echoed: f.marks_echoed,
             fast_retransmits: f.fast_retransmits,
+            cnps,
+            rate_decreases: f.rate_decreases(),
         })
     }
 
@@ -481,6 +623,10 @@ impl Network {
         }
         let waiting = self.tr.flows.iter().filter(|f| f.sender.as_ref().is_some_and(|s| !s.gave_up())).count();
         let gave_up = self.tr.stats.senders_gave_up;
+        if let TransportConfig::Dcqcn(_) = self.tr.cfg {
+            let sending = self.tr.flows.iter().filter(|f| matches!(f.sender.as_deref(), Some(Sender::Dcqcn(s)) if !s.is_done())).count();
+            return Some(format!("DCQCN: {sending} senders still sending; packets are sent once (a lost packet is not recovered)"));
+        }
         if let TransportConfig::Dctcp(_) = self.tr.cfg {
             return Some(format!(
                 "DCTCP: {waiting} senders waiting, {gave_up} gave up after more than {} timeouts in a row; {} retransmissions, {} timeouts",
@@ -506,6 +652,24 @@ impl Network {
             let m = &self.messages[msg as usize];
             (m.total_packets, m.dst)
         };
+        if let TransportConfig::Dcqcn(c) = self.tr.cfg {
+            let line_rate_bps = self.pt.bps(port);
+            let p = DcqcnParams {
+                line_rate_bps,
+                min_rate_bps: c.min_rate_bps.min(line_rate_bps),
+                g: c.g,
+                alpha_interval_ps: c.alpha_interval_ps,
+                increase_interval_ps: c.increase_interval_ps,
+                byte_counter_bytes: c.byte_counter_bytes,
+                fast_recovery_steps: c.fast_recovery_steps,
+                rai_bps: c.rai_bps,
+                rhai_bps: c.rhai_bps,
+            };
+            let f = self.tr.flow_mut(msg);
+            f.sender = Some(Box::new(Sender::Dcqcn(DcqcnSender::new(n, p))));
+            f.receiver = Some(Box::new(Receiver::Dcqcn(DcqcnReceiver::new(n, c.cnp_interval_ps))));
+            return self.ndp_update_round(port, msg);
+        }
         if let TransportConfig::Dctcp(_) = self.tr.cfg {
             let params = self.tr.dctcp;
             let f = self.tr.flow_mut(msg);
@@ -526,7 +690,8 @@ impl Network {
     /// cancel the retransmission it was waiting to send).
     fn ndp_update_round(&mut self, port: PortId, msg: u32) {
         let f = &mut self.tr.flows[msg as usize];
-        let may = f.sender.as_ref().is_some_and(|s| s.has_packet());
+        let now = self.queue.now().0;
+        let may = f.sender.as_ref().is_some_and(|s| s.has_packet(now));
         if may && !f.in_round {
             f.in_round = true;
             self.tr.round[port.idx()].push_back(msg);
@@ -566,8 +731,18 @@ impl Network {
         let g = port.idx();
         let f = &mut self.tr.flows[msg as usize];
         let s = f.sender.as_mut().expect("a message in the round has a sender");
-        let t = s.transmit(now).expect("a message in the round has a packet to send");
-        let more = s.has_packet();
+        let t = s.transmit(now, size).expect("a message in the round has a packet to send");
+        let more = s.has_packet(now);
+        if let Sender::Dcqcn(d) = &**s {
+            if d.is_done() {
+                let st = d.stats();
+                let ts = &mut self.tr.stats;
+                ts.rate_decreases += st.cnps;
+                ts.fast_recoveries += st.fast_recoveries;
+                ts.additive_increases += st.additive_increases;
+                ts.hyper_increases += st.hyper_increases;
+            }
+        }
         self.tr.note(now, TransportEvent::Sent { msg, seq: t.seq, retransmission: t.retransmission });
         let f = &mut self.tr.flows[msg as usize];
         if t.retransmission {
@@ -713,6 +888,7 @@ impl Network {
             NdpKind::Ack if self.tr.dctcp_on() => [ControlKind::CumAck, ControlKind::CumAckEce][pull as usize],
             NdpKind::Ack => ControlKind::Ack,
             NdpKind::Nack => ControlKind::Nack,
+            NdpKind::Cnp => ControlKind::Cnp,
             _ => ControlKind::Pull,
         };
         self.tr.note(now, TransportEvent::Replied { msg, kind: ck, seq, pull });
@@ -746,6 +922,9 @@ impl Network {
     pub(crate) fn ndp_arrived(&mut self, p: &Packet, msg: u32, kind: NdpKind) -> Arrival {
         if self.tr.dctcp_on() {
             return self.dctcp_arrived(p, msg, kind);
+        }
+        if let TransportConfig::Dcqcn(_) = self.tr.cfg {
+            return self.dcqcn_arrived(p, msg, kind);
         }
         let now = self.queue.now().0;
         match kind {
@@ -820,6 +999,7 @@ impl Network {
                 self.ndp_arm_timer(msg);
                 Arrival::Nothing
             }
+            NdpKind::Cnp => unreachable!("CNPs are DCQCN's"),
         }
     }
 
@@ -871,6 +1051,49 @@ impl Network {
         if done {
             f.sender = None;
         }
+        let port = self.ndp_sender_port(msg);
+        self.ndp_update_round(port, msg);
+        self.ndp_arm_timer(msg);
+        Arrival::Nothing
+    }
+
+    /// DCQCN packet `p` of message `msg` reached its destination host: data at the receiver
+    /// (delivered once; a CE mark may send a CNP), a CNP at the sender.
+    fn dcqcn_arrived(&mut self, p: &Packet, msg: u32, kind: NdpKind) -> Arrival {
+        let now = self.queue.now().0;
+        if kind == NdpKind::Data {
+            self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: false });
+            let f = &mut self.tr.flows[msg as usize];
+            let Some(Receiver::Dcqcn(rx)) = f.receiver.as_deref_mut() else { unreachable!("a receiver for every started message") };
+            let rc = rx.on_data(p.seq, p.ecn, now);
+            self.tr.stats.marked_packets += p.ecn as u64;
+            if !rc.new_data {
+                self.tr.stats.duplicates += 1;
+            }
+            if rc.cnp {
+                self.tr.stats.cnps += 1;
+                self.ndp_reply(msg, NdpKind::Cnp, p.seq, 0);
+            }
+            if rc.new_data {
+                let m = &mut self.messages[msg as usize];
+                m.recv_packets += 1;
+                m.recv_bytes += p.payload_bytes as u64;
+                m.fingerprint_received = m.fingerprint_received.wrapping_add(p.fingerprint);
+                if !m.background {
+                    self.fg.payload_bytes += p.payload_bytes as u64;
+                }
+            }
+            if rc.completed && self.endpoint_received(msg) {
+                self.complete_delivery(msg);
+                return Arrival::Delivered(msg);
+            }
+            return Arrival::Nothing;
+        }
+        debug_assert_eq!(kind, NdpKind::Cnp);
+        self.tr.note(now, TransportEvent::Heard { msg, kind: ControlKind::Cnp, seq: p.seq, pull: 0 });
+        let f = &mut self.tr.flows[msg as usize];
+        let Some(Sender::Dcqcn(s)) = f.sender.as_deref_mut() else { return Arrival::Nothing };
+        s.on_cnp(now);
         let port = self.ndp_sender_port(msg);
         self.ndp_update_round(port, msg);
         self.ndp_arm_timer(msg);

@@ -57,8 +57,15 @@ fn message_transport_json(net: &Network, ids: impl Iterator<Item = reducelab_net
         sum.duplicates += t.duplicates;
         sum.marks_echoed += t.marks_echoed;
         sum.fast_retransmits += t.fast_retransmits;
+        sum.cnps += t.cnps;
+        sum.rate_decreases += t.rate_decreases;
     }
     match net.transport() {
+        reducelab_net::TransportConfig::Dcqcn(_) => json!({
+            "cnps": sum.cnps,
+            "rate_decreases": sum.rate_decreases,
+            "duplicates": sum.duplicates,
+        }),
         reducelab_net::TransportConfig::Dctcp(_) => json!({
             "retransmissions": sum.retransmissions,
             "timeouts": sum.timeouts,
@@ -277,10 +284,12 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     // With a transport: its per-message counters in more columns (without, the file is as it was).
     let tp = net.transport_stats().is_some();
     let dctcp = matches!(net.transport(), reducelab_net::TransportConfig::Dctcp(_));
+    let dcqcn = matches!(net.transport(), reducelab_net::TransportConfig::Dcqcn(_));
     let mut messages_csv = String::from("id,src,dst,bytes,start_ps,end_ps,fct_ps,verified");
-    messages_csv.push_str(match (tp, dctcp) {
-        (true, true) => ",retransmissions,timeouts,fast_retransmits,marks_echoed,duplicates\n",
-        (true, false) => ",retransmissions,trims,nacks,pulls,timeouts,duplicates\n",
+    messages_csv.push_str(match (tp, dctcp, dcqcn) {
+        (true, true, _) => ",retransmissions,timeouts,fast_retransmits,marks_echoed,duplicates\n",
+        (true, _, true) => ",cnps,rate_decreases\n",
+        (true, _, _) => ",retransmissions,trims,nacks,pulls,timeouts,duplicates\n",
         _ => "\n",
     });
     for (i, m) in msgs.iter().enumerate() {
@@ -290,6 +299,9 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         };
         let _ = write!(messages_csv, "{i},{},{},{},{},{end_s},{fct_s},{}", m.src, m.dst, m.bytes, m.start.ps(), m.verified());
         match net.message_transport(reducelab_net::MsgId(i as u32)) {
+            Some(t) if dcqcn => {
+                let _ = writeln!(messages_csv, ",{},{}", t.cnps, t.rate_decreases);
+            }
             Some(t) if dctcp => {
                 let _ = writeln!(messages_csv, ",{},{},{},{},{}", t.retransmissions, t.timeouts, t.fast_retransmits, t.marks_echoed, t.duplicates);
             }
@@ -372,6 +384,26 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         v["data_queue_packets"] = json!(c.data_queue_packets);
         v["rto_ps"] = json!(c.rto_ps);
         summary["transport"] = v;
+    }
+    if let (reducelab_net::TransportConfig::Dcqcn(c), Some(t)) = (net.transport(), net.transport_stats()) {
+        summary["transport"] = json!({
+            "kind": "dcqcn",
+            "g": c.g,
+            "alpha_interval_ps": c.alpha_interval_ps,
+            "increase_interval_ps": c.increase_interval_ps,
+            "byte_counter_bytes": c.byte_counter_bytes,
+            "fast_recovery_steps": c.fast_recovery_steps,
+            "rai_bps": c.rai_bps,
+            "rhai_bps": c.rhai_bps,
+            "min_rate_bps": c.min_rate_bps,
+            "cnp_interval_ps": c.cnp_interval_ps,
+            "marked_packets": t.marked_packets,
+            "cnps": t.cnps,
+            "rate_decreases": t.rate_decreases,
+            "fast_recoveries": t.fast_recoveries,
+            "additive_increases": t.additive_increases,
+            "hyper_increases": t.hyper_increases,
+        });
     }
     if let (reducelab_net::TransportConfig::Dctcp(c), Some(t)) = (net.transport(), net.transport_stats()) {
         summary["transport"] = json!({
@@ -460,7 +492,13 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         s.drops_buffer + s.drops_loss + s.drops_failure + s.drops_no_route,
         s.ecn_marks
     );
-    if let (reducelab_net::TransportConfig::Dctcp(_), Some(t)) = (net.transport(), net.transport_stats()) {
+    if let (reducelab_net::TransportConfig::Dcqcn(_), Some(t)) = (net.transport(), net.transport_stats()) {
+        let _ = writeln!(
+            table,
+            "transport  dcqcn: {} marked data packets, {} CNPs sent, {} rate decreases, {} fast recoveries, {} additive and {} hyper increases",
+            t.marked_packets, t.cnps, t.rate_decreases, t.fast_recoveries, t.additive_increases, t.hyper_increases
+        );
+    } else if let (reducelab_net::TransportConfig::Dctcp(_), Some(t)) = (net.transport(), net.transport_stats()) {
         let _ = writeln!(
             table,
             "transport  dctcp: {} retransmissions ({} fast retransmits, {} timeouts), {} ACKs ({} echoing a mark), {} ECN window cuts, {} duplicates",

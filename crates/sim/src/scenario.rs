@@ -53,10 +53,19 @@ pub struct TransportSpec {
     pub data_queue_packets: Option<u32>,
     /// NDP only.
     pub rto_us: Option<f64>,
-    /// DCTCP only: α's gain.
+    /// DCTCP and DCQCN: α's gain.
     pub g: Option<f64>,
     /// DCTCP only: the retransmission timeout's lower bound.
     pub min_rto_us: Option<f64>,
+    /// DCQCN only (K, T, B, F, R_AI, R_HAI, the minimum rate, N).
+    pub alpha_interval_us: Option<f64>,
+    pub increase_interval_us: Option<f64>,
+    pub byte_counter_bytes: Option<u64>,
+    pub fast_recovery_steps: Option<u32>,
+    pub rai_gbps: Option<f64>,
+    pub rhai_gbps: Option<f64>,
+    pub min_rate_gbps: Option<f64>,
+    pub cnp_interval_us: Option<f64>,
 }
 
 /// `transport.kind`.
@@ -68,6 +77,7 @@ pub enum TransportKindSpec {
     None,
     Ndp,
     Dctcp,
+    Dcqcn,
 }
 
 impl TransportKindSpec {
@@ -76,19 +86,28 @@ impl TransportKindSpec {
             TransportKindSpec::None => "none",
             TransportKindSpec::Ndp => "ndp",
             TransportKindSpec::Dctcp => "dctcp",
+            TransportKindSpec::Dcqcn => "dcqcn",
         }
     }
 }
 
 impl TransportSpec {
     fn resolve(&self, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
-        use TransportKindSpec::{Dctcp, Ndp};
+        use TransportKindSpec::{Dcqcn, Dctcp, Ndp};
         for (key, set, kinds) in [
             ("initial_window_packets", self.initial_window_packets.is_some(), &[Ndp, Dctcp][..]),
             ("data_queue_packets", self.data_queue_packets.is_some(), &[Ndp][..]),
             ("rto_us", self.rto_us.is_some(), &[Ndp][..]),
-            ("g", self.g.is_some(), &[Dctcp][..]),
+            ("g", self.g.is_some(), &[Dctcp, Dcqcn][..]),
             ("min_rto_us", self.min_rto_us.is_some(), &[Dctcp][..]),
+            ("alpha_interval_us", self.alpha_interval_us.is_some(), &[Dcqcn][..]),
+            ("increase_interval_us", self.increase_interval_us.is_some(), &[Dcqcn][..]),
+            ("byte_counter_bytes", self.byte_counter_bytes.is_some(), &[Dcqcn][..]),
+            ("fast_recovery_steps", self.fast_recovery_steps.is_some(), &[Dcqcn][..]),
+            ("rai_gbps", self.rai_gbps.is_some(), &[Dcqcn][..]),
+            ("rhai_gbps", self.rhai_gbps.is_some(), &[Dcqcn][..]),
+            ("min_rate_gbps", self.min_rate_gbps.is_some(), &[Dcqcn][..]),
+            ("cnp_interval_us", self.cnp_interval_us.is_some(), &[Dcqcn][..]),
         ] {
             if set && !kinds.contains(&self.kind) {
                 let names: Vec<String> = kinds.iter().map(|k| format!("\"{}\"", k.name())).collect();
@@ -98,6 +117,7 @@ impl TransportSpec {
         match self.kind {
             TransportKindSpec::None => return Ok(reducelab_net::TransportConfig::None),
             TransportKindSpec::Dctcp => return self.resolve_dctcp(nw, endpoint),
+            TransportKindSpec::Dcqcn => return self.resolve_dcqcn(nw, endpoint),
             TransportKindSpec::Ndp => {}
         }
         if nw.flow_control != FlowControlSpec::DropTail {
@@ -126,6 +146,63 @@ impl TransportSpec {
             return e("transport.rto_us", "must be at least 1 ps");
         }
         Ok(reducelab_net::TransportConfig::Ndp(reducelab_net::NdpConfig { initial_window_packets, data_queue_packets, rto_ps }))
+    }
+
+    fn resolve_dcqcn(&self, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+        // (A lossless flow control other than credits, e.g. PFC, would pass this test too.)
+        if nw.flow_control == FlowControlSpec::DropTail {
+            return e("transport.kind", "\"dcqcn\" needs a lossless network (network.flow_control = \"credit\"): DCQCN does not retransmit");
+        }
+        if nw.ecn_threshold_bytes.is_none() {
+            return e("transport.kind", "\"dcqcn\" needs network.ecn_threshold_bytes (its receivers turn ECN marks into CNPs; add network.ecn_kmax_bytes and ecn_pmax for the paper's RED marking)");
+        }
+        if endpoint.rendezvous_threshold_bytes.is_some() {
+            return e("transport.kind", "\"dcqcn\" does not combine with endpoint.rendezvous_threshold_bytes");
+        }
+        let d = reducelab_net::DcqcnConfig::default();
+        let g = self.g.unwrap_or(d.g);
+        if !(g > 0.0 && g <= 1.0) {
+            return e("transport.g", format!("must be > 0 and <= 1 (the paper's 1/256 = 0.00390625), got {g}"));
+        }
+        let us = |field: &str, v: Option<f64>, default: u64| -> Result<u64, ScenarioError> {
+            match v {
+                None => Ok(default),
+                Some(us) => {
+                    let ps = ns_to_ps(field, pos_f64(field, us)? * 1000.0)?;
+                    if ps == 0 {
+                        return e(field, "must be at least 1 ps");
+                    }
+                    Ok(ps)
+                }
+            }
+        };
+        let rate = |field: &str, v: Option<f64>, default: u64| -> Result<u64, ScenarioError> {
+            match v {
+                None => Ok(default),
+                Some(g) => {
+                    let bps = gbps_to_bps(field, g)?;
+                    if bps == 0 {
+                        return e(field, "must be at least 1 b/s");
+                    }
+                    Ok(bps)
+                }
+            }
+        };
+        let byte_counter_bytes = self.byte_counter_bytes.unwrap_or(d.byte_counter_bytes);
+        if byte_counter_bytes == 0 {
+            return e("transport.byte_counter_bytes", "must be >= 1");
+        }
+        Ok(reducelab_net::TransportConfig::Dcqcn(reducelab_net::DcqcnConfig {
+            g,
+            alpha_interval_ps: us("transport.alpha_interval_us", self.alpha_interval_us, d.alpha_interval_ps)?,
+            increase_interval_ps: us("transport.increase_interval_us", self.increase_interval_us, d.increase_interval_ps)?,
+            byte_counter_bytes,
+            fast_recovery_steps: self.fast_recovery_steps.unwrap_or(d.fast_recovery_steps),
+            rai_bps: rate("transport.rai_gbps", self.rai_gbps, d.rai_bps)?,
+            rhai_bps: rate("transport.rhai_gbps", self.rhai_gbps, d.rhai_bps)?,
+            min_rate_bps: rate("transport.min_rate_gbps", self.min_rate_gbps, d.min_rate_bps)?,
+            cnp_interval_ps: us("transport.cnp_interval_us", self.cnp_interval_us, d.cnp_interval_ps)?,
+        }))
     }
 
     fn resolve_dctcp(&self, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
@@ -310,6 +387,10 @@ pub struct NetworkSpec {
     #[serde(default = "d_fc")]
     pub flow_control: FlowControlSpec,
     pub ecn_threshold_bytes: Option<u64>,
+    /// RED marking (DCQCN's switches): `ecn_threshold_bytes` is Kmin, this Kmax.
+    pub ecn_kmax_bytes: Option<u64>,
+    /// RED marking probability at Kmax (default 1).
+    pub ecn_pmax: Option<f64>,
     #[serde(default = "d_routing")]
     pub routing: RoutingSpec,
     /// `routing = "canary"` only: leave the default port above this many queued bytes instead
@@ -450,6 +531,8 @@ impl Default for NetworkSpec {
             buffer_bytes: d_buffer(),
             flow_control: d_fc(),
             ecn_threshold_bytes: None,
+            ecn_kmax_bytes: None,
+            ecn_pmax: None,
             routing: d_routing(),
             adaptive_threshold_bytes: None,
             loss_probability: 0.0,
@@ -795,6 +878,27 @@ pub(crate) fn parse_toml(text: &str) -> Result<ScenarioFile, ScenarioError> {
         }
         ScenarioError { field: if path == "." { String::new() } else { path }, reason }
     })
+}
+
+/// `network.ecn_kmax_bytes` and `network.ecn_pmax`: RED marking above Kmin.
+fn resolve_ecn_red(nw: &NetworkSpec) -> Result<Option<reducelab_net::EcnRed>, ScenarioError> {
+    let Some(kmax_bytes) = nw.ecn_kmax_bytes else {
+        if nw.ecn_pmax.is_some() {
+            return e("network.ecn_pmax", "applies only with network.ecn_kmax_bytes (RED marking)");
+        }
+        return Ok(None);
+    };
+    let Some(kmin) = nw.ecn_threshold_bytes else {
+        return e("network.ecn_kmax_bytes", "needs network.ecn_threshold_bytes (Kmin: no marks below it)");
+    };
+    if kmax_bytes <= kmin {
+        return e("network.ecn_kmax_bytes", format!("must exceed network.ecn_threshold_bytes (Kmin, {kmin}), got {kmax_bytes}"));
+    }
+    let pmax = nw.ecn_pmax.unwrap_or(1.0);
+    if !(pmax > 0.0 && pmax <= 1.0) {
+        return e("network.ecn_pmax", format!("must be > 0 and <= 1, got {pmax}"));
+    }
+    Ok(Some(reducelab_net::EcnRed { kmax_bytes, pmax }))
 }
 
 fn pos_f64(field: &str, v: f64) -> Result<f64, ScenarioError> {
@@ -1196,6 +1300,7 @@ impl ScenarioFile {
                 FlowControlSpec::DropTail => FlowControl::DropTail,
             },
             ecn_threshold_bytes: nw.ecn_threshold_bytes,
+            ecn_red: resolve_ecn_red(nw)?,
             routing: match nw.routing {
                 RoutingSpec::Minimal => RoutingAlgo::Minimal,
                 RoutingSpec::Ecmp => RoutingAlgo::Ecmp,
@@ -1311,6 +1416,7 @@ impl ScenarioFile {
                     let rounds = (2u64 << MAX_BACKOFF) + (MAX_TIMEOUTS - MAX_BACKOFF) as u64 * (1 << MAX_BACKOFF) + 2;
                     2 * rounds * c.min_rto_ps
                 }
+                reducelab_net::TransportConfig::Dcqcn(_) => 0,
                 reducelab_net::TransportConfig::None => 0,
             });
         let watchdog = match self.run.watchdog_us {
