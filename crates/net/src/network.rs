@@ -845,7 +845,7 @@ impl Network {
         };
         self.messages[msg as usize].port = lp;
         let g = self.pt.of(node, lp);
-        if self.tr.on {
+        if self.tr.on && self.tr.carries(self.messages[msg as usize].tag) {
             return self.ndp_open(g, msg);
         }
         if self.ep.rdv && self.ep.cfg.rendezvous(self.messages[msg as usize].bytes) {

@@ -387,6 +387,8 @@ pub(crate) struct Transport {
     /// Per host port: the messages whose senders may send now, served round-robin (one more
     /// injection slot of the port's arbitration).
     pub round: Vec<VecDeque<u32>>,
+    /// Message tags (traffic entries) whose messages go raw, without the transport.
+    raw_tags: Vec<bool>,
     pub stats: TransportStats,
     /// (time, event) when recording.
     trace: Option<Vec<(u64, TransportEvent)>>,
@@ -403,9 +405,15 @@ impl Transport {
             pacers: Vec::new(),
             pacer_armed: Vec::new(),
             round: Vec::new(),
+            raw_tags: Vec::new(),
             stats: TransportStats::default(),
             trace: None,
         }
+    }
+
+    /// Whether messages tagged `tag` are carried by the transport (not raw).
+    pub fn carries(&self, tag: u64) -> bool {
+        self.on && !self.raw_tags.get(tag as usize).copied().unwrap_or(false)
     }
 
     #[inline]
@@ -480,6 +488,7 @@ impl Network {
             pacer_armed: vec![false; pacers.len()],
             pacers,
             round: (0..np).map(|_| VecDeque::new()).collect(),
+            raw_tags: Vec::new(),
             stats: TransportStats::default(),
             trace: None,
         };
@@ -513,6 +522,7 @@ impl Network {
             pacer_armed: Vec::new(),
             pacers: Vec::new(),
             round: (0..self.pt.len()).map(|_| VecDeque::new()).collect(),
+            raw_tags: Vec::new(),
             stats: TransportStats::default(),
             trace: None,
         };
@@ -553,11 +563,31 @@ impl Network {
             pacer_armed: Vec::new(),
             pacers: Vec::new(),
             round: (0..self.pt.len()).map(|_| VecDeque::new()).collect(),
+            raw_tags: Vec::new(),
             stats: TransportStats::default(),
             trace: None,
         };
         self.local_slots = 3;
         Ok(())
+    }
+
+    /// Messages tagged with one of `tags` (the scenario's traffic entries with
+    /// `transport = "none"`) go raw, as without a transport, while the others use it (after
+    /// [`Network::set_transport`]). Their packets meet the transport's switch behaviour (NDP's
+    /// data queues) like any other packet.
+    pub fn set_raw_tags(&mut self, tags: &[u64]) {
+        for &t in tags {
+            let i = t as usize;
+            if i >= self.tr.raw_tags.len() {
+                self.tr.raw_tags.resize(i + 1, false);
+            }
+            self.tr.raw_tags[i] = true;
+        }
+    }
+
+    /// Whether messages tagged `tag` are carried by the transport.
+    pub fn transport_carries(&self, tag: u64) -> bool {
+        self.tr.carries(tag)
     }
 
     /// Records every [`TransportEvent`] from now on (memory grows with the run: for tests and

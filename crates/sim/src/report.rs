@@ -243,7 +243,7 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             "fct_ps": fct_summary(fcts),
             "throughput_gbps": if span > 0 { delivered as f64 * 8.0 / (span as f64 * 1e-12) / 1e9 } else { 0.0 },
         });
-        if net.transport_stats().is_some() {
+        if net.transport_stats().is_some() && net.transport_carries(ti as u64) {
             let ids = msgs.iter().enumerate().filter(|(_, m)| m.tag == ti as u64).map(|(i, _)| reducelab_net::MsgId(i as u32));
             entry["transport"] = message_transport_json(net, ids);
         }

@@ -92,7 +92,9 @@ impl TransportKindSpec {
 }
 
 impl TransportSpec {
-    fn resolve(&self, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+    /// The run's transport, of kind `kind` (`[transport].kind`, or the one a `[[traffic]]`
+    /// entry names), with `[transport]`'s parameters.
+    fn resolve(&self, kind: TransportKindSpec, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
         use TransportKindSpec::{Dcqcn, Dctcp, Ndp};
         for (key, set, kinds) in [
             ("initial_window_packets", self.initial_window_packets.is_some(), &[Ndp, Dctcp][..]),
@@ -109,12 +111,12 @@ impl TransportSpec {
             ("min_rate_gbps", self.min_rate_gbps.is_some(), &[Dcqcn][..]),
             ("cnp_interval_us", self.cnp_interval_us.is_some(), &[Dcqcn][..]),
         ] {
-            if set && !kinds.contains(&self.kind) {
+            if set && !kinds.contains(&kind) {
                 let names: Vec<String> = kinds.iter().map(|k| format!("\"{}\"", k.name())).collect();
-                return e(format!("transport.{key}"), format!("applies only with kind = {} (kind is \"{}\")", names.join(" or "), self.kind.name()));
+                return e(format!("transport.{key}"), format!("applies only with kind = {} (kind is \"{}\")", names.join(" or "), kind.name()));
             }
         }
-        match self.kind {
+        match kind {
             TransportKindSpec::None => return Ok(reducelab_net::TransportConfig::None),
             TransportKindSpec::Dctcp => return self.resolve_dctcp(nw, endpoint),
             TransportKindSpec::Dcqcn => return self.resolve_dcqcn(nw, endpoint),
@@ -634,6 +636,9 @@ pub struct TrafficSpec {
     pub epoch_ns: Option<f64>,
     /// For `kind = "random_permutation"`: offered rate per host (absent: window-limited).
     pub rate_gbps: Option<f64>,
+    /// This entry's messages use this transport instead of `[transport].kind` (its
+    /// parameters stay in `[transport]`).
+    pub transport: Option<TransportKindSpec>,
 }
 
 /// `"all"` or an explicit list of host indices.
@@ -778,8 +783,11 @@ pub struct Scenario {
     pub ina: crate::ina_run::InaSwitchSpec,
     /// Per-host endpoint costs (`[endpoint]`).
     pub endpoint: reducelab_net::EndpointConfig,
-    /// End-to-end transport of message traffic (`[transport]`).
+    /// End-to-end transport of message traffic (`[transport]`, or the one `[[traffic]]`
+    /// entries name).
     pub transport: reducelab_net::TransportConfig,
+    /// Traffic entries (message tags) whose messages go without it (`transport = "none"`).
+    pub raw_traffic: Vec<u64>,
 }
 
 /// A validated traffic generator.
@@ -1251,6 +1259,52 @@ fn host_list(field: &str, spec: &Option<HostsSpec>, n: u32) -> Result<Vec<u32>, 
 }
 
 impl ScenarioFile {
+    /// The run's transport and the traffic entries that go without it. A `[[traffic]]`
+    /// entry's `transport` overrides `[transport].kind` for its messages; a run carries at
+    /// most one transport besides `"none"`, and a check that fails for a kind an entry named
+    /// names that entry.
+    fn resolve_transports(&self, nw: &NetworkSpec) -> Result<(reducelab_net::TransportConfig, Vec<u64>), ScenarioError> {
+        let mut kinds = Vec::with_capacity(self.traffic.len());
+        let mut named: Option<(usize, TransportKindSpec)> = None;
+        for (i, t) in self.traffic.iter().enumerate() {
+            if t.kind == Some(TrafficKind::InaAllreduce) {
+                if t.transport.is_some() {
+                    return e(format!("traffic[{i}].transport"), "applies to message traffic (in-network protocol packets keep their own recovery)");
+                }
+                kinds.push(TransportKindSpec::None);
+                continue;
+            }
+            let k = t.transport.unwrap_or(self.transport.kind);
+            kinds.push(k);
+            if k == TransportKindSpec::None {
+                continue;
+            }
+            match named {
+                None => named = Some((i, k)),
+                Some((j, other)) if other != k => {
+                    return e(
+                        format!("traffic[{i}].transport"),
+                        format!("\"{}\" next to \"{}\" (traffic[{j}]): a run carries at most one transport besides \"none\"", k.name(), other.name()),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+        let kind = named.map_or(self.transport.kind, |(_, k)| k);
+        let transport = self.transport.resolve(kind, nw, &self.endpoint).map_err(|mut err| {
+            // The kind came from a traffic entry: name it.
+            if let Some((i, _)) = named.filter(|_| kind != self.transport.kind && err.field == "transport.kind") {
+                err.field = format!("traffic[{i}].transport");
+            }
+            err
+        })?;
+        let raw = match transport {
+            reducelab_net::TransportConfig::None => Vec::new(),
+            _ => kinds.iter().enumerate().filter(|(_, &k)| k == TransportKindSpec::None).map(|(i, _)| i as u64).collect(),
+        };
+        Ok((transport, raw))
+    }
+
     /// Validates every field and builds the topology.
     pub fn resolve(&self, seed_override: Option<u64>) -> Result<Scenario, ScenarioError> {
         if self.name.trim().is_empty() {
@@ -1332,7 +1386,7 @@ impl ScenarioFile {
             return e("network.routing", reason);
         }
         let endpoint = self.endpoint.resolve()?;
-        let transport = self.transport.resolve(nw, &self.endpoint)?;
+        let (transport, raw_traffic) = self.resolve_transports(nw)?;
         let mut traffic = Vec::new();
         let seed = seed_override.unwrap_or(self.seed);
         // The static trees' switch state is laid out per (tenant, tree) for one tree count.
@@ -1508,6 +1562,7 @@ impl ScenarioFile {
             ina,
             endpoint,
             transport,
+            raw_traffic,
         })
     }
 }

@@ -139,6 +139,30 @@ fn a_lossless_dctcp_incast_keeps_the_receiver_queue_short() {
     assert!(q < 100_000.0 && q_raw > 3.0 * q, "DCTCP {q:.0} B, raw {q_raw:.0} B");
 }
 
+/// `[[traffic]] transport` picks the transport per entry: here `[transport]` only holds DCTCP's
+/// parameters (its kind stays "none"), the incast names DCTCP and completes on drop-tail
+/// queues with retransmissions, while a second entry's messages (between hosts of other pods,
+/// away from the incast) go raw: no transport counters, nothing resent.
+#[test]
+fn a_traffic_entry_picks_its_own_transport() {
+    let text = incast("drop_tail", "[transport]\nmin_rto_us = 100", 1).replace("bytes = 1000000\n", "bytes = 1000000\ntransport = \"dctcp\"\n")
+        + "[[traffic]]\nkind = \"messages\"\nlist = [[8, 12, 50000, 0], [12, 8, 50000, 0]]\n";
+    let (s, out) = run(&text);
+    assert_eq!(s["status"], "completed", "{}", s["status_reason"]);
+    assert_eq!(s["transport"]["kind"], "dctcp");
+    assert_eq!(s["transport"]["min_rto_ps"], 100_000_000u64, "[transport]'s parameters apply");
+    assert!(s["transport"]["retransmissions"].as_u64().unwrap() > 0);
+    let (dc, raw) = (&s["traffic"][0], &s["traffic"][1]);
+    assert_eq!((dc["verified"].as_u64(), raw["verified"].as_u64()), (Some(15), Some(2)));
+    assert!(dc["transport"].is_object() && raw.get("transport").is_none(), "{raw}");
+    // One ACK per DCTCP data arrival at least, none for the raw messages: 15 × 249 packets.
+    let acks = s["transport"]["acks"].as_u64().unwrap();
+    assert!((15 * 249..15 * 249 + 200).contains(&acks), "{acks}");
+    let rows: Vec<&str> = file(&out, "messages.csv").lines().filter(|l| l.starts_with("15,") || l.starts_with("16,")).collect();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r.ends_with(",0,0,0,0,0")), "{rows:?}");
+}
+
 /// Same scenario and seed, same bytes out, on both flow controls.
 #[test]
 fn dctcp_runs_are_deterministic() {

@@ -460,6 +460,16 @@ fn cases() -> Vec<Case> {
         case("red pmax above 1", sc(&[FT2, "[network]\necn_threshold_bytes = 5000\necn_kmax_bytes = 9000\necn_pmax = 1.5", PERM]), "network.ecn_pmax", "must be > 0 and <= 1"),
         case("red pmax zero", sc(&[FT2, "[network]\necn_threshold_bytes = 5000\necn_kmax_bytes = 9000\necn_pmax = 0.0", PERM]), "network.ecn_pmax", "got 0"),
         case("red pmax without kmax", sc(&[FT2, "[network]\necn_threshold_bytes = 5000\necn_pmax = 0.1", PERM]), "network.ecn_pmax", "only with network.ecn_kmax_bytes"),
+        case(
+            "two transports in one run",
+            sc(&[FT2, "[network]\nflow_control = \"drop_tail\"\necn_threshold_bytes = 20000", "[transport]\nkind = \"dctcp\"", PERM, "[[traffic]]\nkind = \"permutation\"\nbytes = 1000\ntransport = \"ndp\""]),
+            "traffic[1].transport",
+            "at most one transport besides \"none\"",
+        ),
+        case("traffic transport the network cannot carry", sc(&[FT2, PERM, "transport = \"ndp\""]), "traffic[0].transport", "needs network.flow_control = \"drop_tail\""),
+        case("traffic dcqcn on drop-tail", sc(&[FT2, "[network]\nflow_control = \"drop_tail\"\necn_threshold_bytes = 1000", PERM, "transport = \"dcqcn\""]), "traffic[0].transport", "lossless"),
+        case("traffic transport unknown", sc(&[FT2, PERM, "transport = \"tcp\""]), "traffic[0].transport", "unknown variant"),
+        case("ina traffic with a transport", sc(&[FT2, "[[traffic]]\nkind = \"ina_allreduce\"\nbytes = 4096\ntransport = \"dctcp\""]), "traffic[0].transport", "in-network protocol packets"),
         case("unknown transport", sc(&[FT2, "[transport]\nkind = \"tcp\"", PERM]), "transport.kind", "unknown variant"),
         case("unknown transport key", sc(&[FT2, "[transport]\nkind = \"ndp\"\nwindow = 3", PERM]), "transport.window", "unknown field"),
         // ---- TOML syntax ------------------------------------------------------------------
