@@ -155,6 +155,9 @@ impl TransportSpec {
         if nw.flow_control == FlowControlSpec::DropTail {
             return e("transport.kind", "\"dcqcn\" needs a lossless network (network.flow_control = \"credit\"): DCQCN does not retransmit");
         }
+        if nw.loss_probability > 0.0 {
+            return e("transport.kind", "\"dcqcn\" needs network.loss_probability = 0: it sends every packet once (it is for lossless networks)");
+        }
         if nw.ecn_threshold_bytes.is_none() {
             return e("transport.kind", "\"dcqcn\" needs network.ecn_threshold_bytes (its receivers turn ECN marks into CNPs; add network.ecn_kmax_bytes and ecn_pmax for the paper's RED marking)");
         }
@@ -1524,6 +1527,9 @@ impl ScenarioFile {
                     let p = req(&format!("faults[{i}].probability"), f.probability, kname)?;
                     if !(0.0..=1.0).contains(&p) {
                         return e(format!("faults[{i}].probability"), format!("must be within [0, 1], got {p}"));
+                    }
+                    if p > 0.0 && matches!(transport, reducelab_net::TransportConfig::Dcqcn(_)) {
+                        return e(format!("faults[{i}].probability"), "a lossy link under transport \"dcqcn\", which sends every packet once (it is for lossless networks)");
                     }
                     link_loss.push((link_of(f)?, p));
                 }

@@ -166,7 +166,45 @@ fn a_traffic_entry_picks_its_own_transport() {
     assert!(rows.iter().all(|r| r.ends_with(",0,0,0,0,0")), "{rows:?}");
 }
 
-/// Same scenario and seed, same bytes out, on both flow controls.
+/// When the receiver's only link fails, every DCTCP sender times out, backing off, and gives
+/// up after more than 10 expiries in a row: the run ends as stalled and says so, within the
+/// default watchdog.
+#[test]
+fn dctcp_senders_give_up_on_a_dead_path_and_the_run_says_so() {
+    let text = r#"name = "dctcp-dead-link"
+[topology]
+kind = "star"
+hosts = 4
+bandwidth_gbps = 100
+latency_ns = 500
+[network]
+flow_control = "drop_tail"
+ecn_threshold_bytes = 20000
+[transport]
+kind = "dctcp"
+min_rto_us = 10
+[[traffic]]
+kind = "incast"
+senders = [1, 2]
+receiver = 0
+bytes = 1000000
+[[faults]]
+kind = "link"
+link = 0
+at_ns = 5000
+"#;
+    let (s, _) = run(text);
+    assert_eq!(s["status"], "stalled");
+    let why = s["status_reason"].as_str().unwrap();
+    assert!(why.contains("2 gave up after more than 10 timeouts in a row"), "{why}");
+    assert_eq!(s["transport"]["senders_gave_up"], 2);
+    assert_eq!(s["transport"]["timeouts"], 2 * 11);
+    // Backed off: 10 µs · (1 + 2 + 4 + … + 64 + 4 · 64) after the last ACK, at least.
+    let end = s["sim_time_ps"].as_u64().unwrap();
+    assert!(end > 10_000_000 * (127 + 4 * 64), "{end}");
+}
+
+/// Same scenario and seed, same bytes out, on both flow controls./// Same scenario and seed, same bytes out, on both flow controls.
 #[test]
 fn dctcp_runs_are_deterministic() {
     for fc in ["drop_tail", "credit"] {

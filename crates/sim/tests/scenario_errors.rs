@@ -445,6 +445,13 @@ fn cases() -> Vec<Case> {
         case("dctcp key with ndp", sc(&[FT2, "[network]\nflow_control = \"drop_tail\"", "[transport]\nkind = \"ndp\"\ng = 0.1", PERM]), "transport.g", "only with kind = \"dctcp\""),
         case("dctcp key without a transport", sc(&[FT2, "[transport]\nmin_rto_us = 100", PERM]), "transport.min_rto_us", "only with kind = \"dctcp\" (kind is \"none\")"),
         case("dcqcn on drop-tail", sc(&[FT2, "[network]\nflow_control = \"drop_tail\"\necn_threshold_bytes = 20000", "[transport]\nkind = \"dcqcn\"", PERM]), "transport.kind", "needs a lossless network"),
+        case("dcqcn on lossy links", sc(&[FT2, "[network]\necn_threshold_bytes = 1000\nloss_probability = 0.01", "[transport]\nkind = \"dcqcn\"", PERM]), "transport.kind", "loss_probability = 0"),
+        case(
+            "dcqcn with a lossy link",
+            sc(&[FT2, "[network]\necn_threshold_bytes = 1000", "[transport]\nkind = \"dcqcn\"", PERM, "[[faults]]\nkind = \"loss\"\nlink = 0\nprobability = 0.1"]),
+            "faults[0].probability",
+            "sends every packet once",
+        ),
         case("dcqcn without ecn marking", sc(&[FT2, "[transport]\nkind = \"dcqcn\"", PERM]), "transport.kind", "needs network.ecn_threshold_bytes"),
         case("dcqcn g above 1", sc(&[FT2, "[network]\necn_threshold_bytes = 20000", "[transport]\nkind = \"dcqcn\"\ng = 2.0", PERM]), "transport.g", "must be > 0 and <= 1"),
         case("dcqcn zero byte counter", sc(&[FT2, "[network]\necn_threshold_bytes = 20000", "[transport]\nkind = \"dcqcn\"\nbyte_counter_bytes = 0", PERM]), "transport.byte_counter_bytes", ">= 1"),
