@@ -150,9 +150,10 @@ pub struct DcqcnConfig {
 }
 
 impl Default for DcqcnConfig {
-    /// The DCQCN paper's g = 1/256, K = T = 55 µs, B = 10 MB, F = 5, N = 50 µs and
-    /// R_AI = 40 Mb/s; R_HAI = 10·R_AI and the 100 Mb/s minimum rate as in the ns-3 model of
-    /// the HPCC repository (`rdma-hw.cc`: `RateHAI` 50 Mb/s = 10 × `RateAI` 5 Mb/s, `MinRate`).
+    /// g = 1/256, K = T = 55 µs, B = 10 MB, F = 5, N = 50 µs and R_AI = 40 Mb/s, the DCQCN
+    /// paper's values as issue 14 quotes them; R_HAI = 10·R_AI and the 100 Mb/s minimum rate
+    /// as in the ns-3 model of the HPCC repository (`rdma-hw.cc`: `RateHAI` 50 Mb/s =
+    /// 10 × `RateAI` 5 Mb/s, `MinRate`; its other defaults differ, see docs/engine.md).
     fn default() -> Self {
         DcqcnConfig {
             g: 1.0 / 256.0,
