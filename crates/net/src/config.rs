@@ -175,6 +175,11 @@ pub struct NetConfig {
     pub pfc: PfcConfig,
     /// Mark ECN when a packet joins an output queue holding more than this many bytes.
     pub ecn_threshold_bytes: Option<u64>,
+    /// RED-style marking (DCQCN's switches): `ecn_threshold_bytes` is then Kmin, and a packet
+    /// joining a queue of `q` bytes is marked with probability `pmax·(q − Kmin)/(Kmax − Kmin)`
+    /// for Kmin < q <= Kmax, always above Kmax. `None`: every packet above the threshold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ecn_red: Option<EcnRed>,
     pub routing: RoutingAlgo,
     pub arbitration: Arbitration,
     /// Output-queued (default) or input-buffered switches.
@@ -201,6 +206,7 @@ impl Default for NetConfig {
             flow_control: FlowControl::Credit,
             pfc: PfcConfig::default(),
             ecn_threshold_bytes: None,
+            ecn_red: None,
             routing: RoutingAlgo::Adaptive,
             arbitration: Arbitration::Fifo,
             router: RouterKind::OutputQueued,
@@ -209,6 +215,25 @@ impl Default for NetConfig {
             noise_delay_ps: 0,
             noise_mode: NoiseMode::PortStall,
             noise_hosts: None,
+        }
+    }
+}
+
+/// RED marking above `ecn_threshold_bytes` (Kmin): see [`NetConfig::ecn_red`].
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct EcnRed {
+    pub kmax_bytes: u64,
+    /// Marking probability at Kmax (0 < pmax <= 1).
+    pub pmax: f64,
+}
+
+impl EcnRed {
+    /// The marking probability of a packet joining a queue of `queued` bytes (> `kmin`).
+    pub fn probability(&self, queued: u64, kmin: u64) -> f64 {
+        if queued > self.kmax_bytes {
+            1.0
+        } else {
+            self.pmax * (queued - kmin) as f64 / (self.kmax_bytes - kmin) as f64
         }
     }
 }

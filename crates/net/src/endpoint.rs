@@ -115,7 +115,10 @@ impl Network {
             return Err("injection_gbps: must be > 0".into());
         }
         if self.tr.on && cfg.rendezvous_threshold_bytes.is_some() {
-            return Err("rendezvous_threshold_bytes: does not combine with transport ndp (NDP's receiver already grants the data by pulls)".into());
+            return Err(match self.tr.cfg {
+                crate::TransportConfig::Ndp(_) => "rendezvous_threshold_bytes: does not combine with transport ndp (NDP's receiver already grants the data by pulls)".into(),
+                c => format!("rendezvous_threshold_bytes: does not combine with transport {} (the transport's sender already limits what is in flight)", c.kind()),
+            });
         }
         self.ep = Endpoint::new(cfg, self.host_node.len(), self.pt.len());
         self.local_slots = 2 + (self.ep.rdv || self.tr.on) as usize;

@@ -52,7 +52,7 @@ mod transport;
 mod trimming;
 mod wires;
 
-pub use config::{AdaptiveThreshold, Arbitration, FlowControl, InputBuffered, NetConfig, NoiseMode, PfcConfig, RouterKind, RoutingAlgo};
+pub use config::{AdaptiveThreshold, Arbitration, EcnRed, FlowControl, InputBuffered, NetConfig, NoiseMode, PfcConfig, RouterKind, RoutingAlgo};
 pub use endpoint::EndpointConfig;
 pub use faults::Fault;
 pub use network::{Foreground, Message, MsgId, Network, NetworkStats, RunEnd, RunLimits, WorkDone, Workload};
@@ -64,5 +64,5 @@ pub use ids::{PktId, PortId};
 pub use ids::PktId as PacketId;
 pub use packet::fingerprint;
 pub use routing::VcPolicy;
-pub use transport::{ControlKind, MessageTransport, TransportEvent, NdpConfig, TransportConfig, TransportStats};
+pub use transport::{ControlKind, DcqcnConfig, DctcpConfig, MessageTransport, TransportEvent, NdpConfig, TransportConfig, TransportStats};
 pub use trimming::HEADER_TURNS;

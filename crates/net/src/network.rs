@@ -243,6 +243,8 @@ pub struct Network {
     pub(crate) fg: Foreground,
     pub(crate) queue: EventQueue<Event>,
     rng_loss: Rng,
+    /// RED ECN marking's draws (only with `NetConfig::ecn_red`).
+    pub(crate) rng_ecn: Rng,
     pub(crate) noise: crate::noise::Noise,
     pub(crate) salt: u64,
     pub(crate) stats: NetworkStats,
@@ -261,6 +263,14 @@ impl Network {
         }
         if !(0.0..=1.0).contains(&cfg.loss_probability) || !(0.0..=1.0).contains(&cfg.noise_probability) {
             return Err("probabilities must be within [0, 1]".into());
+        }
+        if let Some(red) = cfg.ecn_red {
+            match cfg.ecn_threshold_bytes {
+                None => return Err("ecn_kmax_bytes: RED marking needs ecn_threshold_bytes (Kmin)".into()),
+                Some(kmin) if red.kmax_bytes <= kmin => return Err(format!("ecn_kmax_bytes: must exceed ecn_threshold_bytes (Kmin, {kmin}), got {}", red.kmax_bytes)),
+                _ if !(red.pmax > 0.0 && red.pmax <= 1.0) => return Err(format!("ecn_pmax: must be > 0 and <= 1, got {}", red.pmax)),
+                _ => {}
+            }
         }
         let vc_policy = VcPolicy::choose(topo, cfg.routing, cfg.flow_control)?;
         if cfg.flow_control == FlowControl::Pfc {
@@ -327,6 +337,7 @@ impl Network {
             fg: Foreground::default(),
             queue: EventQueue::with_capacity(1 << 16),
             rng_loss: rng.fork(0x1055),
+            rng_ecn: rng.fork(0xEC2),
             noise,
             salt: rng.fork(0x5A17).next_u64(),
             stats: NetworkStats::default(),
@@ -857,7 +868,7 @@ impl Network {
         };
         self.messages[msg as usize].port = lp;
         let g = self.pt.of(node, lp);
-        if self.tr.on {
+        if self.tr.on && self.tr.carries(self.messages[msg as usize].tag) {
             return self.ndp_open(g, msg);
         }
         if self.ep.rdv && self.ep.cfg.rendezvous(self.messages[msg as usize].bytes) {

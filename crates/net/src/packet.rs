@@ -28,6 +28,8 @@ pub(crate) enum NdpKind {
     Ack,
     Nack,
     Pull,
+    /// DCQCN: a congestion notification packet (receiver to sender).
+    Cnp,
 }
 
 impl NdpKind {

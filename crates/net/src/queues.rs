@@ -209,14 +209,16 @@ impl Network {
     /// kicks the port.
     pub(crate) fn admit(&mut self, port: PortId, vc: usize, pkt: PktId, size: u64, marked_bytes: u64) {
         let now = self.queue.now().0;
-        let ps = &mut self.ports[port.idx()];
         if let Some(th) = self.cfg.ecn_threshold_bytes {
-            if marked_bytes > th {
+            // RED marking draws from its own stream; step marking draws nothing.
+            if marked_bytes > th && self.cfg.ecn_red.is_none_or(|red| self.rng_ecn.bernoulli(red.probability(marked_bytes, th))) {
+                let ps = &mut self.ports[port.idx()];
                 ps.ecn_marks += 1;
                 self.stats.ecn_marks += 1;
                 self.pool.get_mut(pkt).ecn = true;
             }
         }
+        let ps = &mut self.ports[port.idx()];
         ps.note_queue_change(now);
         ps.q_bytes += size;
         ps.q_packets += 1;

@@ -1,4 +1,5 @@
-//! End-to-end transport of message traffic: the host side of NDP on the packet engine.
+//! End-to-end transport of message traffic: the host side of NDP and DCTCP on the packet
+//! engine.
 //!
 //! With [`TransportConfig::None`] (the default) messages have no transport: a host injects a
 //! message's packets as fast as its port and the link credits allow, and nothing is ever sent
@@ -29,6 +30,24 @@
 //! NDP needs drop-tail flow control (the switches trim instead of pausing senders) and FIFO
 //! arbitration (trimming takes the tail of a FIFO); rendezvous is refused (NDP's receiver
 //! already grants the data). [`Network::set_transport`] checks these.
+//!
+//! With [`TransportConfig::Dctcp`] every message is carried by DCTCP
+//! ([`reducelab_transport::dctcp`]) through the same injection slot: a message is in its
+//! port's round while its window (or a pending retransmission) lets it send. The receiving
+//! host answers every data packet at once with a cumulative ACK (`header_bytes` on the wire,
+//! queued like any packet of that host port: no priority queue, it may be dropped) carrying
+//! ECE, the CE bit the switches' ECN marking set on that data packet
+//! (`network.ecn_threshold_bytes`, required). DCTCP runs on drop-tail (losses are recovered by
+//! fast retransmit or the timeout) and on lossless flow control (credit or PFC: the window
+//! follows the marks only). Each sender has one timer (its retransmission timeout).
+//!
+//! With [`TransportConfig::Dcqcn`] every message is carried by DCQCN
+//! ([`reducelab_transport::dcqcn`]), for lossless networks only (credit or PFC): the
+//! sender paces its packets at its current rate (a message is in its port's round while its
+//! pacing gap has passed), the receiving host answers CE-marked data with at most one CNP
+//! (`header_bytes`) per interval per message, and nothing is acknowledged or resent. Each
+//! sender has one timer: the end of its pacing gap, its α update or its rate increase,
+//! whichever is first. Switches mark RED-style if `NetConfig::ecn_red` is set.
 
 use crate::config::{Arbitration, FlowControl};
 use crate::ids::{PktId, PortId};
@@ -37,17 +56,52 @@ use crate::packet::{fingerprint, Body, NdpKind, Packet};
 use crate::protocol::AppDst;
 use crate::trimming::Trimming;
 use reducelab_des::{SimDuration, SimTime};
+use reducelab_transport::dcqcn::{DcqcnParams, DcqcnReceiver, DcqcnSender};
+use reducelab_transport::dctcp::{DctcpParams, DctcpReceiver, DctcpSender};
 use reducelab_transport::ndp::{NdpParams, NdpReceiver, NdpSender, PullPacer, Reply};
 use serde::Serialize;
 use std::collections::VecDeque;
 
 /// End-to-end transport of message traffic (the scenario's `[transport]`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub enum TransportConfig {
     /// No transport: line-rate injection, no retransmission (the default).
     #[default]
     None,
     Ndp(NdpConfig),
+    Dctcp(DctcpConfig),
+    Dcqcn(DcqcnConfig),
+}
+
+impl TransportConfig {
+    /// The scenario's name of the kind (`transport.kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            TransportConfig::None => "none",
+            TransportConfig::Ndp(_) => "ndp",
+            TransportConfig::Dctcp(_) => "dctcp",
+            TransportConfig::Dcqcn(_) => "dcqcn",
+        }
+    }
+}
+
+/// Parameters of DCTCP (`[transport] kind = "dctcp"`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct DctcpConfig {
+    /// Window at the start, in packets (the MSS is the network's payload per packet).
+    pub initial_window_packets: u32,
+    /// α's gain (0 < g <= 1).
+    pub g: f64,
+    /// Lower bound of the retransmission timeout (and its value before an RTT sample).
+    pub min_rto_ps: u64,
+}
+
+impl Default for DctcpConfig {
+    /// Linux's initial window of 10 segments (RFC 6928); the paper's g = 1/16; a 1 ms
+    /// minimum RTO (as NDP's timeout here; Linux's 200 ms is far above data-centre RTTs).
+    fn default() -> Self {
+        DctcpConfig { initial_window_packets: 10, g: 1.0 / 16.0, min_rto_ps: 1_000_000_000 }
+    }
 }
 
 /// Parameters of NDP (`[transport] kind = "ndp"`).
@@ -72,7 +126,51 @@ impl Default for NdpConfig {
     }
 }
 
-/// Whole-network transport counters (NDP runs only).
+/// Parameters of DCQCN (`[transport] kind = "dcqcn"`); the line rate is each sender's NIC
+/// port bandwidth.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct DcqcnConfig {
+    /// α's gain.
+    pub g: f64,
+    /// K: α update period.
+    pub alpha_interval_ps: u64,
+    /// T: rate increase timer.
+    pub increase_interval_ps: u64,
+    /// B: byte counter.
+    pub byte_counter_bytes: u64,
+    /// F: fast-recovery stages.
+    pub fast_recovery_steps: u32,
+    /// R_AI, R_HAI: additive and hyper increase steps.
+    pub rai_bps: u64,
+    pub rhai_bps: u64,
+    /// The lowest rate a sender is cut to.
+    pub min_rate_bps: u64,
+    /// N: a receiver sends at most one CNP per message per this interval.
+    pub cnp_interval_ps: u64,
+}
+
+impl Default for DcqcnConfig {
+    /// g = 1/256, K = T = 55 µs, B = 10 MB, F = 5, N = 50 µs and R_AI = 40 Mb/s, the DCQCN
+    /// paper's values as issue 14 quotes them; R_HAI = 10·R_AI and the 100 Mb/s minimum rate
+    /// as in the ns-3 model of the HPCC repository (`rdma-hw.cc`: `RateHAI` 50 Mb/s =
+    /// 10 × `RateAI` 5 Mb/s, `MinRate`; its other defaults differ, see docs/engine.md).
+    fn default() -> Self {
+        DcqcnConfig {
+            g: 1.0 / 256.0,
+            alpha_interval_ps: 55_000_000,
+            increase_interval_ps: 55_000_000,
+            byte_counter_bytes: 10_000_000,
+            fast_recovery_steps: 5,
+            rai_bps: 40_000_000,
+            rhai_bps: 400_000_000,
+            min_rate_bps: 100_000_000,
+            cnp_interval_ps: 50_000_000,
+        }
+    }
+}
+
+/// Whole-network transport counters. The fields marked "DCTCP" are not in NDP's
+/// serialisation (summary.json lists each kind's counters, see `reducelab-sim`'s report).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct TransportStats {
     /// Data packets whose payload a switch trimmed.
@@ -93,6 +191,30 @@ pub struct TransportStats {
     pub duplicates: u64,
     /// Senders that gave up after too many timeouts in a row.
     pub senders_gave_up: u64,
+    /// DCTCP: ACKs that echoed a CE mark (ECE), as the senders heard them.
+    #[serde(skip)]
+    pub marks_echoed: u64,
+    /// DCTCP: window reductions for ECN.
+    #[serde(skip)]
+    pub ecn_reductions: u64,
+    /// DCTCP: fast retransmits (third duplicate ACKs).
+    #[serde(skip)]
+    pub fast_retransmits: u64,
+    /// DCQCN: CE-marked data packets that reached their receivers.
+    #[serde(skip)]
+    pub marked_packets: u64,
+    /// DCQCN: CNPs sent by receivers.
+    #[serde(skip)]
+    pub cnps: u64,
+    /// DCQCN: CNPs senders acted on (rate decreases), and their increase events.
+    #[serde(skip)]
+    pub rate_decreases: u64,
+    #[serde(skip)]
+    pub fast_recoveries: u64,
+    #[serde(skip)]
+    pub additive_increases: u64,
+    #[serde(skip)]
+    pub hyper_increases: u64,
 }
 
 /// Transport counters of one message (NDP runs only).
@@ -107,17 +229,34 @@ pub struct MessageTransport {
     pub pulls: u64,
     pub timeouts: u64,
     pub duplicates: u64,
+    /// DCTCP: ACKs with ECE its sender heard.
+    #[serde(skip)]
+    pub marks_echoed: u64,
+    /// DCTCP: its fast retransmits.
+    #[serde(skip)]
+    pub fast_retransmits: u64,
+    /// DCQCN: CNPs its receiver sent, and those its sender acted on.
+    #[serde(skip)]
+    pub cnps: u64,
+    #[serde(skip)]
+    pub rate_decreases: u64,
 }
 
-/// What an NDP control packet is, in a [`TransportEvent`].
+/// What a transport control packet is, in a [`TransportEvent`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum ControlKind {
     Ack,
     Nack,
     Pull,
+    /// DCTCP: a cumulative ACK (its `seq`: the next packet expected) with ECE clear.
+    CumAck,
+    /// DCTCP: a cumulative ACK with ECE set (the data packet was CE-marked).
+    CumAckEce,
+    /// DCQCN: a congestion notification packet.
+    Cnp,
 }
 
-/// One step of NDP at a host, recorded with [`Network::record_transport`] (for tests and
+/// One step of a transport at a host, recorded with [`Network::record_transport`] (for tests and
 /// debugging: a flow's timeline).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum TransportEvent {
@@ -134,20 +273,107 @@ pub enum TransportEvent {
     Timeout { msg: u32 },
 }
 
+/// The sending state machine of one message.
+enum Sender {
+    Ndp(NdpSender),
+    Dctcp(DctcpSender),
+    Dcqcn(DcqcnSender),
+}
+
+/// The receiving state machine of one message.
+enum Receiver {
+    Ndp(NdpReceiver),
+    Dctcp(DctcpReceiver),
+    Dcqcn(DcqcnReceiver),
+}
+
+/// A packet a sender sends now.
+struct Send {
+    seq: u32,
+    retransmission: bool,
+}
+
+impl Sender {
+    fn has_packet(&self, now: u64) -> bool {
+        match self {
+            Sender::Ndp(s) => s.has_packet(),
+            Sender::Dctcp(s) => s.has_packet(),
+            Sender::Dcqcn(s) => s.has_packet(now),
+        }
+    }
+    fn peek_seq(&self) -> Option<u32> {
+        match self {
+            Sender::Ndp(s) => s.peek().map(|t| t.seq),
+            Sender::Dctcp(s) => s.peek().map(|t| t.seq),
+            Sender::Dcqcn(s) => s.peek(),
+        }
+    }
+    fn transmit(&mut self, now: u64, wire_bytes: u32) -> Option<Send> {
+        match self {
+            Sender::Ndp(s) => s.transmit(now).map(|t| Send { seq: t.seq, retransmission: t.retransmission }),
+            Sender::Dctcp(s) => s.transmit(now).map(|t| Send { seq: t.seq, retransmission: t.retransmission }),
+            Sender::Dcqcn(s) => s.transmit(now, wire_bytes as u64).map(|seq| Send { seq, retransmission: false }),
+        }
+    }
+    fn timer_ps(&self) -> Option<u64> {
+        match self {
+            Sender::Ndp(s) => s.timer_ps(),
+            Sender::Dctcp(s) => s.timer_ps(),
+            Sender::Dcqcn(s) => s.timer_ps(),
+        }
+    }
+    fn timeouts(&self) -> u64 {
+        match self {
+            Sender::Ndp(s) => s.stats().timeouts,
+            Sender::Dctcp(s) => s.stats().timeouts,
+            Sender::Dcqcn(_) => 0,
+        }
+    }
+    fn on_timer(&mut self, now: u64) {
+        match self {
+            Sender::Ndp(s) => s.on_timer(now),
+            Sender::Dctcp(s) => s.on_timer(now),
+            Sender::Dcqcn(s) => s.on_timer(now),
+        }
+    }
+    fn gave_up(&self) -> bool {
+        match self {
+            Sender::Ndp(s) => s.gave_up(),
+            Sender::Dctcp(s) => s.gave_up(),
+            Sender::Dcqcn(_) => false,
+        }
+    }
+}
+
 /// Transport state of one message.
 #[derive(Default)]
 pub(crate) struct Flow {
-    sender: Option<Box<NdpSender>>,
-    receiver: Option<Box<NdpReceiver>>,
+    sender: Option<Box<Sender>>,
+    receiver: Option<Box<Receiver>>,
     /// Its slot in the receiving host's pacer.
     slot: u32,
     /// The receiving host's port for ACKs, NACKs and PULLs (chosen at the first arrival).
     reply_port: Option<PortId>,
-    timer_armed: bool,
+    /// When this flow's pending timer event fires (one at a time; an event that finds another
+    /// time here is stale and ignored).
+    timer_at: Option<u64>,
     in_round: bool,
     pub trims: u64,
     retransmissions: u64,
     timeouts: u64,
+    /// DCTCP: ACKs with ECE heard, fast retransmits.
+    marks_echoed: u64,
+    fast_retransmits: u64,
+}
+
+impl Flow {
+    /// DCQCN: CNPs its sender acted on.
+    fn rate_decreases(&self) -> u64 {
+        match self.sender.as_deref() {
+            Some(Sender::Dcqcn(s)) => s.stats().cnps,
+            _ => 0,
+        }
+    }
 }
 
 /// Host-side transport state: per message and per receiving host.
@@ -155,12 +381,15 @@ pub(crate) struct Transport {
     pub cfg: TransportConfig,
     pub on: bool,
     params: NdpParams,
+    dctcp: DctcpParams,
     flows: Vec<Flow>,
     pacers: Vec<PullPacer>,
     pacer_armed: Vec<bool>,
     /// Per host port: the messages whose senders may send now, served round-robin (one more
     /// injection slot of the port's arbitration).
     pub round: Vec<VecDeque<u32>>,
+    /// Message tags (traffic entries) whose messages go raw, without the transport.
+    raw_tags: Vec<bool>,
     pub stats: TransportStats,
     /// (time, event) when recording.
     trace: Option<Vec<(u64, TransportEvent)>>,
@@ -172,13 +401,20 @@ impl Transport {
             cfg: TransportConfig::None,
             on: false,
             params: NdpParams { initial_window_packets: 1, rto_ps: 1 },
+            dctcp: DctcpParams { mss_bytes: 1, initial_window_packets: 1, g: 1.0, min_rto_ps: 1 },
             flows: Vec::new(),
             pacers: Vec::new(),
             pacer_armed: Vec::new(),
             round: Vec::new(),
+            raw_tags: Vec::new(),
             stats: TransportStats::default(),
             trace: None,
         }
+    }
+
+    /// Whether messages tagged `tag` are carried by the transport (not raw).
+    pub fn carries(&self, tag: u64) -> bool {
+        self.on && !self.raw_tags.get(tag as usize).copied().unwrap_or(false)
     }
 
     #[inline]
@@ -186,6 +422,10 @@ impl Transport {
         if let Some(t) = self.trace.as_mut() {
             t.push((now, e));
         }
+    }
+
+    fn dctcp_on(&self) -> bool {
+        matches!(self.cfg, TransportConfig::Dctcp(_))
     }
 
     pub fn flow_mut(&mut self, msg: u32) -> &mut Flow {
@@ -201,11 +441,16 @@ impl Network {
     /// Sets the transport of message traffic (before the run starts). Errors name the field
     /// and say why.
     pub fn set_transport(&mut self, cfg: TransportConfig) -> Result<(), String> {
-        let TransportConfig::Ndp(c) = cfg else {
-            self.tr = Transport::off();
-            self.trim = Trimming::off(self.trim_rng());
-            self.local_slots = 2 + self.ep.rdv as usize;
-            return Ok(());
+        let c = match cfg {
+            TransportConfig::None => {
+                self.tr = Transport::off();
+                self.trim = Trimming::off(self.trim_rng());
+                self.local_slots = 2 + self.ep.rdv as usize;
+                return Ok(());
+            }
+            TransportConfig::Dctcp(c) => return self.set_dctcp(c),
+            TransportConfig::Dcqcn(c) => return self.set_dcqcn(c),
+            TransportConfig::Ndp(c) => c,
         };
         if self.cfg.flow_control != FlowControl::DropTail {
             return Err("kind: \"ndp\" needs network.flow_control = \"drop_tail\" (NDP switches trim packets they cannot queue; credit flow control never lets a queue overflow)".into());
@@ -239,15 +484,111 @@ impl Network {
             cfg,
             on: true,
             params: NdpParams { initial_window_packets: c.initial_window_packets, rto_ps: c.rto_ps },
+            dctcp: Transport::off().dctcp,
             flows: Vec::new(),
             pacer_armed: vec![false; pacers.len()],
             pacers,
             round: (0..np).map(|_| VecDeque::new()).collect(),
+            raw_tags: Vec::new(),
             stats: TransportStats::default(),
             trace: None,
         };
         self.local_slots = 3;
         Ok(())
+    }
+
+    fn set_dctcp(&mut self, c: DctcpConfig) -> Result<(), String> {
+        if self.cfg.ecn_threshold_bytes.is_none() {
+            return Err("kind: \"dctcp\" needs network.ecn_threshold_bytes (DCTCP's window follows the switches' ECN marks)".into());
+        }
+        if self.ep.rdv {
+            return Err("kind: \"dctcp\" does not combine with endpoint.rendezvous_threshold_bytes (DCTCP's window already limits what is in flight)".into());
+        }
+        if c.initial_window_packets == 0 {
+            return Err("initial_window_packets: must be >= 1".into());
+        }
+        if !(c.g > 0.0 && c.g <= 1.0) {
+            return Err(format!("g: must be > 0 and <= 1, got {}", c.g));
+        }
+        if c.min_rto_ps == 0 {
+            return Err("min_rto_us: must be > 0".into());
+        }
+        self.trim = Trimming::off(self.trim_rng());
+        self.tr = Transport {
+            cfg: TransportConfig::Dctcp(c),
+            on: true,
+            params: Transport::off().params,
+            dctcp: DctcpParams { mss_bytes: self.cfg.payload_per_packet() as u64, initial_window_packets: c.initial_window_packets, g: c.g, min_rto_ps: c.min_rto_ps },
+            flows: Vec::new(),
+            pacer_armed: Vec::new(),
+            pacers: Vec::new(),
+            round: (0..self.pt.len()).map(|_| VecDeque::new()).collect(),
+            raw_tags: Vec::new(),
+            stats: TransportStats::default(),
+            trace: None,
+        };
+        self.local_slots = 3;
+        Ok(())
+    }
+
+    fn set_dcqcn(&mut self, c: DcqcnConfig) -> Result<(), String> {
+        if !self.cfg.flow_control.is_lossless() {
+            return Err("kind: \"dcqcn\" needs a lossless network (network.flow_control = \"credit\" or \"pfc\"): DCQCN does not retransmit".into());
+        }
+        if self.cfg.ecn_threshold_bytes.is_none() {
+            return Err("kind: \"dcqcn\" needs network.ecn_threshold_bytes (DCQCN's receivers turn ECN marks into CNPs)".into());
+        }
+        if self.ep.rdv {
+            return Err("kind: \"dcqcn\" does not combine with endpoint.rendezvous_threshold_bytes".into());
+        }
+        if !(c.g > 0.0 && c.g <= 1.0) {
+            return Err(format!("g: must be > 0 and <= 1, got {}", c.g));
+        }
+        for (key, v) in [
+            ("alpha_interval_us", c.alpha_interval_ps),
+            ("increase_interval_us", c.increase_interval_ps),
+            ("byte_counter_bytes", c.byte_counter_bytes),
+            ("min_rate_gbps", c.min_rate_bps),
+        ] {
+            if v == 0 {
+                return Err(format!("{key}: must be > 0"));
+            }
+        }
+        self.trim = Trimming::off(self.trim_rng());
+        self.tr = Transport {
+            cfg: TransportConfig::Dcqcn(c),
+            on: true,
+            params: Transport::off().params,
+            dctcp: Transport::off().dctcp,
+            flows: Vec::new(),
+            pacer_armed: Vec::new(),
+            pacers: Vec::new(),
+            round: (0..self.pt.len()).map(|_| VecDeque::new()).collect(),
+            raw_tags: Vec::new(),
+            stats: TransportStats::default(),
+            trace: None,
+        };
+        self.local_slots = 3;
+        Ok(())
+    }
+
+    /// Messages tagged with one of `tags` (the scenario's traffic entries with
+    /// `transport = "none"`) go raw, as without a transport, while the others use it (after
+    /// [`Network::set_transport`]). Their packets meet the transport's switch behaviour (NDP's
+    /// data queues) like any other packet.
+    pub fn set_raw_tags(&mut self, tags: &[u64]) {
+        for &t in tags {
+            let i = t as usize;
+            if i >= self.tr.raw_tags.len() {
+                self.tr.raw_tags.resize(i + 1, false);
+            }
+            self.tr.raw_tags[i] = true;
+        }
+    }
+
+    /// Whether messages tagged `tag` are carried by the transport.
+    pub fn transport_carries(&self, tag: u64) -> bool {
+        self.tr.carries(tag)
     }
 
     /// Records every [`TransportEvent`] from now on (memory grows with the run: for tests and
@@ -276,8 +617,28 @@ impl Network {
             return None;
         }
         let Some(f) = self.tr.flows.get(msg.0 as usize) else { return Some(MessageTransport::default()) };
-        let rx = f.receiver.as_ref().map(|r| r.stats()).unwrap_or_default();
-        Some(MessageTransport { retransmissions: f.retransmissions, trims: f.trims, nacks: rx.nacks, pulls: rx.pulls, timeouts: f.timeouts, duplicates: rx.duplicates })
+        let (nacks, pulls, duplicates) = match f.receiver.as_deref() {
+            Some(Receiver::Ndp(r)) => (r.stats().nacks, r.stats().pulls, r.stats().duplicates),
+            Some(Receiver::Dctcp(r)) => (0, 0, r.stats().duplicates),
+            Some(Receiver::Dcqcn(r)) => (0, 0, r.stats().duplicates),
+            None => (0, 0, 0),
+        };
+        let cnps = match f.receiver.as_deref() {
+            Some(Receiver::Dcqcn(r)) => r.stats().cnps,
+            _ => 0,
+        };
+        Some(MessageTransport {
+            retransmissions: f.retransmissions,
+            trims: f.trims,
+            nacks,
+            pulls,
+            timeouts: f.timeouts,
+            duplicates,
+            marks_echoed: f.marks_echoed,
+            fast_retransmits: f.fast_retransmits,
+            cnps,
+            rate_decreases: f.rate_decreases(),
+        })
     }
 
     /// Data packets trimmed at each port, in global port order (as [`Network::port_stats`];
@@ -293,6 +654,18 @@ impl Network {
         }
         let waiting = self.tr.flows.iter().filter(|f| f.sender.as_ref().is_some_and(|s| !s.gave_up())).count();
         let gave_up = self.tr.stats.senders_gave_up;
+        if let TransportConfig::Dcqcn(_) = self.tr.cfg {
+            let sending = self.tr.flows.iter().filter(|f| matches!(f.sender.as_deref(), Some(Sender::Dcqcn(s)) if !s.is_done())).count();
+            return Some(format!("DCQCN: {sending} senders still sending; packets are sent once (a lost packet is not recovered)"));
+        }
+        if let TransportConfig::Dctcp(_) = self.tr.cfg {
+            return Some(format!(
+                "DCTCP: {waiting} senders waiting, {gave_up} gave up after more than {} timeouts in a row; {} retransmissions, {} timeouts",
+                reducelab_transport::dctcp::MAX_TIMEOUTS,
+                self.tr.stats.retransmissions,
+                self.tr.stats.timeouts
+            ));
+        }
         Some(format!(
             "NDP: {waiting} senders waiting, {gave_up} gave up after more than {} timeout rounds in a row; {} trims, {} retransmissions, {} headers or control packets dropped",
             reducelab_transport::ndp::MAX_TIMEOUTS,
@@ -310,11 +683,36 @@ impl Network {
             let m = &self.messages[msg as usize];
             (m.total_packets, m.dst)
         };
+        if let TransportConfig::Dcqcn(c) = self.tr.cfg {
+            let line_rate_bps = self.pt.bps(port);
+            let p = DcqcnParams {
+                line_rate_bps,
+                min_rate_bps: c.min_rate_bps.min(line_rate_bps),
+                g: c.g,
+                alpha_interval_ps: c.alpha_interval_ps,
+                increase_interval_ps: c.increase_interval_ps,
+                byte_counter_bytes: c.byte_counter_bytes,
+                fast_recovery_steps: c.fast_recovery_steps,
+                rai_bps: c.rai_bps,
+                rhai_bps: c.rhai_bps,
+            };
+            let f = self.tr.flow_mut(msg);
+            f.sender = Some(Box::new(Sender::Dcqcn(DcqcnSender::new(n, p))));
+            f.receiver = Some(Box::new(Receiver::Dcqcn(DcqcnReceiver::new(n, c.cnp_interval_ps))));
+            return self.ndp_update_round(port, msg);
+        }
+        if let TransportConfig::Dctcp(_) = self.tr.cfg {
+            let params = self.tr.dctcp;
+            let f = self.tr.flow_mut(msg);
+            f.sender = Some(Box::new(Sender::Dctcp(DctcpSender::new(n, params))));
+            f.receiver = Some(Box::new(Receiver::Dctcp(DctcpReceiver::new(n))));
+            return self.ndp_update_round(port, msg);
+        }
         let params = self.tr.params;
         let slot = self.tr.pacers[dst as usize].open(msg);
         let f = self.tr.flow_mut(msg);
-        f.sender = Some(Box::new(NdpSender::new(n, params, now)));
-        f.receiver = Some(Box::new(NdpReceiver::new(n)));
+        f.sender = Some(Box::new(Sender::Ndp(NdpSender::new(n, params, now))));
+        f.receiver = Some(Box::new(Receiver::Ndp(NdpReceiver::new(n))));
         f.slot = slot;
         self.ndp_update_round(port, msg);
     }
@@ -323,7 +721,8 @@ impl Network {
     /// cancel the retransmission it was waiting to send).
     fn ndp_update_round(&mut self, port: PortId, msg: u32) {
         let f = &mut self.tr.flows[msg as usize];
-        let may = f.sender.as_ref().is_some_and(|s| s.has_packet());
+        let now = self.queue.now().0;
+        let may = f.sender.as_ref().is_some_and(|s| s.has_packet(now));
         if may && !f.in_round {
             f.in_round = true;
             self.tr.round[port.idx()].push_back(msg);
@@ -344,8 +743,8 @@ impl Network {
     #[cold]
     #[inline(never)]
     pub(crate) fn ndp_next_size(&self, msg: u32) -> u32 {
-        let t = self.tr.flows[msg as usize].sender.as_ref().and_then(|s| s.peek()).expect("a message in the round has a packet to send");
-        self.ndp_data_size(msg, t.seq)
+        let seq = self.tr.flows[msg as usize].sender.as_ref().and_then(|s| s.peek_seq()).expect("a message in the round has a packet to send");
+        self.ndp_data_size(msg, seq)
     }
 
     fn ndp_data_size(&self, msg: u32, seq: u32) -> u32 {
@@ -363,8 +762,18 @@ impl Network {
         let g = port.idx();
         let f = &mut self.tr.flows[msg as usize];
         let s = f.sender.as_mut().expect("a message in the round has a sender");
-        let t = s.transmit(now).expect("a message in the round has a packet to send");
-        let more = s.has_packet();
+        let t = s.transmit(now, size).expect("a message in the round has a packet to send");
+        let more = s.has_packet(now);
+        if let Sender::Dcqcn(d) = &**s {
+            if d.is_done() {
+                let st = d.stats();
+                let ts = &mut self.tr.stats;
+                ts.rate_decreases += st.cnps;
+                ts.fast_recoveries += st.fast_recoveries;
+                ts.additive_increases += st.additive_increases;
+                ts.hyper_increases += st.hyper_increases;
+            }
+        }
         self.tr.note(now, TransportEvent::Sent { msg, seq: t.seq, retransmission: t.retransmission });
         let f = &mut self.tr.flows[msg as usize];
         if t.retransmission {
@@ -412,13 +821,16 @@ impl Network {
     fn ndp_arm_timer(&mut self, msg: u32) {
         let now = self.queue.now().0;
         let f = &mut self.tr.flows[msg as usize];
-        if f.timer_armed {
+        let Some(t) = f.sender.as_ref().and_then(|s| s.timer_ps()) else { return };
+        let t = t.max(now);
+        // A later deadline waits for the pending event (the sender then finds nothing due and
+        // names the next); an earlier one (DCTCP's timeout after its backoff ends) gets an
+        // event of its own and the pending one goes stale. NDP's deadlines never move earlier.
+        if f.timer_at.is_some_and(|a| a <= t) {
             return;
         }
-        if let Some(t) = f.sender.as_ref().and_then(|s| s.timer_ps()) {
-            f.timer_armed = true;
-            self.queue.push(SimTime(t.max(now)), Event::Rto { msg });
-        }
+        f.timer_at = Some(t);
+        self.queue.push(SimTime(t), Event::Rto { msg });
     }
 
     /// Keeps one event pending for host `host`'s pacer while pulls are queued.
@@ -438,11 +850,14 @@ impl Network {
     pub(crate) fn ndp_timer(&mut self, msg: u32) {
         let now = self.queue.now().0;
         let f = &mut self.tr.flows[msg as usize];
-        f.timer_armed = false;
+        if f.timer_at != Some(now) {
+            return; // stale: an earlier event replaced it
+        }
+        f.timer_at = None;
         let Some(s) = f.sender.as_mut() else { return };
-        let before = s.stats().timeouts;
+        let before = s.timeouts();
         s.on_timer(now);
-        let fired = s.stats().timeouts - before;
+        let fired = s.timeouts() - before;
         let gave_up = s.gave_up();
         if fired > 0 {
             self.tr.note(now, TransportEvent::Timeout { msg });
@@ -463,7 +878,8 @@ impl Network {
         let now = self.queue.now().0;
         self.tr.pacer_armed[host as usize] = false;
         if let Some(msg) = self.tr.pacers[host as usize].poll(now) {
-            let pull = self.tr.flows[msg as usize].receiver.as_mut().expect("receiver").issue_pull();
+            let Some(Receiver::Ndp(rx)) = self.tr.flows[msg as usize].receiver.as_deref_mut() else { unreachable!("pulls are NDP's") };
+            let pull = rx.issue_pull();
             self.tr.stats.pulls += 1;
             self.tr.stats.pull_packets += 1;
             self.ndp_reply(msg, NdpKind::Pull, 0, pull);
@@ -500,8 +916,10 @@ impl Network {
         };
         let now = self.queue.now().0;
         let ck = match kind {
+            NdpKind::Ack if self.tr.dctcp_on() => [ControlKind::CumAck, ControlKind::CumAckEce][pull as usize],
             NdpKind::Ack => ControlKind::Ack,
             NdpKind::Nack => ControlKind::Nack,
+            NdpKind::Cnp => ControlKind::Cnp,
             _ => ControlKind::Pull,
         };
         self.tr.note(now, TransportEvent::Replied { msg, kind: ck, seq, pull });
@@ -533,6 +951,12 @@ impl Network {
     /// NDP packet `p` of message `msg` reached its destination host (its buffer is already
     /// released).
     pub(crate) fn ndp_arrived(&mut self, p: &Packet, msg: u32, kind: NdpKind) -> Arrival {
+        if self.tr.dctcp_on() {
+            return self.dctcp_arrived(p, msg, kind);
+        }
+        if let TransportConfig::Dcqcn(_) = self.tr.cfg {
+            return self.dcqcn_arrived(p, msg, kind);
+        }
         let now = self.queue.now().0;
         match kind {
             NdpKind::Data | NdpKind::Header => {
@@ -540,7 +964,7 @@ impl Network {
                 let dst = self.messages[msg as usize].dst;
                 let f = &mut self.tr.flows[msg as usize];
                 let slot = f.slot;
-                let rx = f.receiver.as_mut().expect("a receiver for every started message");
+                let Some(Receiver::Ndp(rx)) = f.receiver.as_deref_mut() else { unreachable!("a receiver for every started message") };
                 let rc = if kind == NdpKind::Data { rx.on_data(p.seq) } else { rx.on_header(p.seq) };
                 let mut pull = 0;
                 if rc.wants_pull {
@@ -591,7 +1015,7 @@ impl Network {
                 };
                 self.tr.note(now, TransportEvent::Heard { msg, kind: ck, seq: p.seq, pull: p.fingerprint as u32 });
                 let f = &mut self.tr.flows[msg as usize];
-                let Some(s) = f.sender.as_mut() else { return Arrival::Nothing }; // done already
+                let Some(Sender::Ndp(s)) = f.sender.as_deref_mut() else { return Arrival::Nothing }; // done already
                 let pull = (p.fingerprint != 0).then_some(p.fingerprint as u32);
                 match kind {
                     NdpKind::Ack => s.on_ack(p.seq, pull, now),
@@ -606,6 +1030,104 @@ impl Network {
                 self.ndp_arm_timer(msg);
                 Arrival::Nothing
             }
+            NdpKind::Cnp => unreachable!("CNPs are DCQCN's"),
         }
+    }
+
+    /// DCTCP packet `p` of message `msg` reached its destination host: data at the receiver
+    /// (delivered once, answered by a cumulative ACK echoing its CE bit), an ACK at the sender.
+    fn dctcp_arrived(&mut self, p: &Packet, msg: u32, kind: NdpKind) -> Arrival {
+        let now = self.queue.now().0;
+        if kind == NdpKind::Data {
+            self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: false });
+            let f = &mut self.tr.flows[msg as usize];
+            let Some(Receiver::Dctcp(rx)) = f.receiver.as_deref_mut() else { unreachable!("a receiver for every started message") };
+            let rc = rx.on_data(p.seq, p.ecn);
+            if !rc.new_data {
+                self.tr.stats.duplicates += 1;
+            }
+            self.tr.stats.acks += 1;
+            self.ndp_reply(msg, NdpKind::Ack, rc.ack, rc.ece as u32);
+            if rc.new_data {
+                let m = &mut self.messages[msg as usize];
+                m.recv_packets += 1;
+                m.recv_bytes += p.payload_bytes as u64;
+                m.fingerprint_received = m.fingerprint_received.wrapping_add(p.fingerprint);
+                if !m.background {
+                    self.fg.payload_bytes += p.payload_bytes as u64;
+                }
+            }
+            if rc.completed && self.endpoint_received(msg) {
+                self.complete_delivery(msg);
+                return Arrival::Delivered(msg);
+            }
+            return Arrival::Nothing;
+        }
+        debug_assert_eq!(kind, NdpKind::Ack);
+        let ece = p.fingerprint != 0;
+        let kind = if ece { ControlKind::CumAckEce } else { ControlKind::CumAck };
+        self.tr.note(now, TransportEvent::Heard { msg, kind, seq: p.seq, pull: ece as u32 });
+        let f = &mut self.tr.flows[msg as usize];
+        let Some(Sender::Dctcp(s)) = f.sender.as_deref_mut() else { return Arrival::Nothing }; // done already
+        let before = s.stats();
+        s.on_ack(p.seq, ece, now);
+        let after = s.stats();
+        let done = s.is_done();
+        let (marks, fast) = (after.marks_echoed - before.marks_echoed, after.fast_retransmits - before.fast_retransmits);
+        f.marks_echoed += marks;
+        f.fast_retransmits += fast;
+        self.tr.stats.marks_echoed += marks;
+        self.tr.stats.fast_retransmits += fast;
+        self.tr.stats.ecn_reductions += after.ecn_reductions - before.ecn_reductions;
+        if done {
+            f.sender = None;
+        }
+        let port = self.ndp_sender_port(msg);
+        self.ndp_update_round(port, msg);
+        self.ndp_arm_timer(msg);
+        Arrival::Nothing
+    }
+
+    /// DCQCN packet `p` of message `msg` reached its destination host: data at the receiver
+    /// (delivered once; a CE mark may send a CNP), a CNP at the sender.
+    fn dcqcn_arrived(&mut self, p: &Packet, msg: u32, kind: NdpKind) -> Arrival {
+        let now = self.queue.now().0;
+        if kind == NdpKind::Data {
+            self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: false });
+            let f = &mut self.tr.flows[msg as usize];
+            let Some(Receiver::Dcqcn(rx)) = f.receiver.as_deref_mut() else { unreachable!("a receiver for every started message") };
+            let rc = rx.on_data(p.seq, p.ecn, now);
+            self.tr.stats.marked_packets += p.ecn as u64;
+            if !rc.new_data {
+                self.tr.stats.duplicates += 1;
+            }
+            if rc.cnp {
+                self.tr.stats.cnps += 1;
+                self.ndp_reply(msg, NdpKind::Cnp, p.seq, 0);
+            }
+            if rc.new_data {
+                let m = &mut self.messages[msg as usize];
+                m.recv_packets += 1;
+                m.recv_bytes += p.payload_bytes as u64;
+                m.fingerprint_received = m.fingerprint_received.wrapping_add(p.fingerprint);
+                if !m.background {
+                    self.fg.payload_bytes += p.payload_bytes as u64;
+                }
+            }
+            if rc.completed && self.endpoint_received(msg) {
+                self.complete_delivery(msg);
+                return Arrival::Delivered(msg);
+            }
+            return Arrival::Nothing;
+        }
+        debug_assert_eq!(kind, NdpKind::Cnp);
+        self.tr.note(now, TransportEvent::Heard { msg, kind: ControlKind::Cnp, seq: p.seq, pull: 0 });
+        let f = &mut self.tr.flows[msg as usize];
+        let Some(Sender::Dcqcn(s)) = f.sender.as_deref_mut() else { return Arrival::Nothing };
+        s.on_cnp(now);
+        let port = self.ndp_sender_port(msg);
+        self.ndp_update_round(port, msg);
+        self.ndp_arm_timer(msg);
+        Arrival::Nothing
     }
 }

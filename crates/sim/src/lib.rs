@@ -106,6 +106,7 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, Scena
     }
     net.set_endpoint(sc.endpoint).map_err(|reason| ScenarioError { field: "endpoint".into(), reason })?;
     net.set_transport(sc.transport).map_err(|reason| ScenarioError { field: "transport".into(), reason })?;
+    net.set_raw_tags(&sc.raw_traffic);
     let mut w = workload::ScenarioWorkload::new(sc.traffic.clone(), rng.fork(0x7AFF1C), &sc.topology, sc.seed, &sc.ina);
     let mut progress = |f: f64| opts.progress.is_none_or(|p| p(f));
     let until = if opts.probe { Some(reducelab_des::SimTime(1)) } else { sc.time_limit };

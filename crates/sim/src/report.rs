@@ -55,8 +55,26 @@ fn message_transport_json(net: &Network, ids: impl Iterator<Item = reducelab_net
         sum.pulls += t.pulls;
         sum.timeouts += t.timeouts;
         sum.duplicates += t.duplicates;
+        sum.marks_echoed += t.marks_echoed;
+        sum.fast_retransmits += t.fast_retransmits;
+        sum.cnps += t.cnps;
+        sum.rate_decreases += t.rate_decreases;
     }
-    serde_json::to_value(sum).expect("json")
+    match net.transport() {
+        reducelab_net::TransportConfig::Dcqcn(_) => json!({
+            "cnps": sum.cnps,
+            "rate_decreases": sum.rate_decreases,
+            "duplicates": sum.duplicates,
+        }),
+        reducelab_net::TransportConfig::Dctcp(_) => json!({
+            "retransmissions": sum.retransmissions,
+            "timeouts": sum.timeouts,
+            "fast_retransmits": sum.fast_retransmits,
+            "marks_echoed": sum.marks_echoed,
+            "duplicates": sum.duplicates,
+        }),
+        _ => serde_json::to_value(sum).expect("json"),
+    }
 }
 
 fn fct_summary(mut fcts: Vec<u64>) -> Value {
@@ -225,7 +243,7 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             "fct_ps": fct_summary(fcts),
             "throughput_gbps": if span > 0 { delivered as f64 * 8.0 / (span as f64 * 1e-12) / 1e9 } else { 0.0 },
         });
-        if net.transport_stats().is_some() {
+        if net.transport_stats().is_some() && net.transport_carries(ti as u64) {
             let ids = msgs.iter().enumerate().filter(|(_, m)| m.tag == ti as u64).map(|(i, _)| reducelab_net::MsgId(i as u32));
             entry["transport"] = message_transport_json(net, ids);
         }
@@ -274,8 +292,15 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     let maxf = |v: &[f64]| v.iter().cloned().fold(0.0f64, f64::max);
     // With a transport: its per-message counters in more columns (without, the file is as it was).
     let tp = net.transport_stats().is_some();
+    let dctcp = matches!(net.transport(), reducelab_net::TransportConfig::Dctcp(_));
+    let dcqcn = matches!(net.transport(), reducelab_net::TransportConfig::Dcqcn(_));
     let mut messages_csv = String::from("id,src,dst,bytes,start_ps,end_ps,fct_ps,verified");
-    messages_csv.push_str(if tp { ",retransmissions,trims,nacks,pulls,timeouts,duplicates\n" } else { "\n" });
+    messages_csv.push_str(match (tp, dctcp, dcqcn) {
+        (true, true, _) => ",retransmissions,timeouts,fast_retransmits,marks_echoed,duplicates\n",
+        (true, _, true) => ",cnps,rate_decreases\n",
+        (true, _, _) => ",retransmissions,trims,nacks,pulls,timeouts,duplicates\n",
+        _ => "\n",
+    });
     for (i, m) in msgs.iter().enumerate() {
         let (end_s, fct_s) = match m.completion_time() {
             Some(d) => (m.end.ps().to_string(), d.ps().to_string()),
@@ -283,6 +308,12 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         };
         let _ = write!(messages_csv, "{i},{},{},{},{},{end_s},{fct_s},{}", m.src, m.dst, m.bytes, m.start.ps(), m.verified());
         match net.message_transport(reducelab_net::MsgId(i as u32)) {
+            Some(t) if dcqcn => {
+                let _ = writeln!(messages_csv, ",{},{}", t.cnps, t.rate_decreases);
+            }
+            Some(t) if dctcp => {
+                let _ = writeln!(messages_csv, ",{},{},{},{},{}", t.retransmissions, t.timeouts, t.fast_retransmits, t.marks_echoed, t.duplicates);
+            }
             Some(t) => {
                 let _ = writeln!(messages_csv, ",{},{},{},{},{},{}", t.retransmissions, t.trims, t.nacks, t.pulls, t.timeouts, t.duplicates);
             }
@@ -371,6 +402,42 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         v["rto_ps"] = json!(c.rto_ps);
         summary["transport"] = v;
     }
+    if let (reducelab_net::TransportConfig::Dcqcn(c), Some(t)) = (net.transport(), net.transport_stats()) {
+        summary["transport"] = json!({
+            "kind": "dcqcn",
+            "g": c.g,
+            "alpha_interval_ps": c.alpha_interval_ps,
+            "increase_interval_ps": c.increase_interval_ps,
+            "byte_counter_bytes": c.byte_counter_bytes,
+            "fast_recovery_steps": c.fast_recovery_steps,
+            "rai_bps": c.rai_bps,
+            "rhai_bps": c.rhai_bps,
+            "min_rate_bps": c.min_rate_bps,
+            "cnp_interval_ps": c.cnp_interval_ps,
+            "marked_packets": t.marked_packets,
+            "cnps": t.cnps,
+            "rate_decreases": t.rate_decreases,
+            "fast_recoveries": t.fast_recoveries,
+            "additive_increases": t.additive_increases,
+            "hyper_increases": t.hyper_increases,
+        });
+    }
+    if let (reducelab_net::TransportConfig::Dctcp(c), Some(t)) = (net.transport(), net.transport_stats()) {
+        summary["transport"] = json!({
+            "kind": "dctcp",
+            "initial_window_packets": c.initial_window_packets,
+            "g": c.g,
+            "min_rto_ps": c.min_rto_ps,
+            "retransmissions": t.retransmissions,
+            "timeouts": t.timeouts,
+            "fast_retransmits": t.fast_retransmits,
+            "acks": t.acks,
+            "marks_echoed": t.marks_echoed,
+            "ecn_reductions": t.ecn_reductions,
+            "duplicates": t.duplicates,
+            "senders_gave_up": t.senders_gave_up,
+        });
+    }
     let mut table = String::new();
     let _ = writeln!(table, "scenario   {}  (seed {})", sc.name, sc.seed);
     let _ = writeln!(table, "topology   {}: {} hosts, {} switches, {} links", topo.name, topo.num_hosts(), topo.num_switches(), topo.links.len());
@@ -453,7 +520,19 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             p.min_xoff_plus_headroom_bytes
         );
     }
-    if let Some(t) = net.transport_stats() {
+    if let (reducelab_net::TransportConfig::Dcqcn(_), Some(t)) = (net.transport(), net.transport_stats()) {
+        let _ = writeln!(
+            table,
+            "transport  dcqcn: {} marked data packets, {} CNPs sent, {} rate decreases, {} fast recoveries, {} additive and {} hyper increases",
+            t.marked_packets, t.cnps, t.rate_decreases, t.fast_recoveries, t.additive_increases, t.hyper_increases
+        );
+    } else if let (reducelab_net::TransportConfig::Dctcp(_), Some(t)) = (net.transport(), net.transport_stats()) {
+        let _ = writeln!(
+            table,
+            "transport  dctcp: {} retransmissions ({} fast retransmits, {} timeouts), {} ACKs ({} echoing a mark), {} ECN window cuts, {} duplicates",
+            t.retransmissions, t.fast_retransmits, t.timeouts, t.acks, t.marks_echoed, t.ecn_reductions, t.duplicates
+        );
+    } else if let Some(t) = net.transport_stats() {
         let _ = writeln!(
             table,
             "transport  ndp: {} trims, {} retransmissions, {} timeouts, {} NACKs, {} pulls ({} as PULL packets), {} duplicates, {} headers/control dropped",

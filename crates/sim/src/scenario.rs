@@ -49,8 +49,23 @@ pub struct TransportSpec {
     #[serde(default)]
     pub kind: TransportKindSpec,
     pub initial_window_packets: Option<u32>,
+    /// NDP only.
     pub data_queue_packets: Option<u32>,
+    /// NDP only.
     pub rto_us: Option<f64>,
+    /// DCTCP and DCQCN: α's gain.
+    pub g: Option<f64>,
+    /// DCTCP only: the retransmission timeout's lower bound.
+    pub min_rto_us: Option<f64>,
+    /// DCQCN only (K, T, B, F, R_AI, R_HAI, the minimum rate, N).
+    pub alpha_interval_us: Option<f64>,
+    pub increase_interval_us: Option<f64>,
+    pub byte_counter_bytes: Option<u64>,
+    pub fast_recovery_steps: Option<u32>,
+    pub rai_gbps: Option<f64>,
+    pub rhai_gbps: Option<f64>,
+    pub min_rate_gbps: Option<f64>,
+    pub cnp_interval_us: Option<f64>,
 }
 
 /// `transport.kind`.
@@ -61,21 +76,51 @@ pub enum TransportKindSpec {
     #[default]
     None,
     Ndp,
+    Dctcp,
+    Dcqcn,
+}
+
+impl TransportKindSpec {
+    fn name(self) -> &'static str {
+        match self {
+            TransportKindSpec::None => "none",
+            TransportKindSpec::Ndp => "ndp",
+            TransportKindSpec::Dctcp => "dctcp",
+            TransportKindSpec::Dcqcn => "dcqcn",
+        }
+    }
 }
 
 impl TransportSpec {
-    fn resolve(&self, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
-        if self.kind == TransportKindSpec::None {
-            for (key, set) in [
-                ("initial_window_packets", self.initial_window_packets.is_some()),
-                ("data_queue_packets", self.data_queue_packets.is_some()),
-                ("rto_us", self.rto_us.is_some()),
-            ] {
-                if set {
-                    return e(format!("transport.{key}"), "applies only with kind = \"ndp\"");
-                }
+    /// The run's transport, of kind `kind` (`[transport].kind`, or the one a `[[traffic]]`
+    /// entry names), with `[transport]`'s parameters.
+    fn resolve(&self, kind: TransportKindSpec, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+        use TransportKindSpec::{Dcqcn, Dctcp, Ndp};
+        for (key, set, kinds) in [
+            ("initial_window_packets", self.initial_window_packets.is_some(), &[Ndp, Dctcp][..]),
+            ("data_queue_packets", self.data_queue_packets.is_some(), &[Ndp][..]),
+            ("rto_us", self.rto_us.is_some(), &[Ndp][..]),
+            ("g", self.g.is_some(), &[Dctcp, Dcqcn][..]),
+            ("min_rto_us", self.min_rto_us.is_some(), &[Dctcp][..]),
+            ("alpha_interval_us", self.alpha_interval_us.is_some(), &[Dcqcn][..]),
+            ("increase_interval_us", self.increase_interval_us.is_some(), &[Dcqcn][..]),
+            ("byte_counter_bytes", self.byte_counter_bytes.is_some(), &[Dcqcn][..]),
+            ("fast_recovery_steps", self.fast_recovery_steps.is_some(), &[Dcqcn][..]),
+            ("rai_gbps", self.rai_gbps.is_some(), &[Dcqcn][..]),
+            ("rhai_gbps", self.rhai_gbps.is_some(), &[Dcqcn][..]),
+            ("min_rate_gbps", self.min_rate_gbps.is_some(), &[Dcqcn][..]),
+            ("cnp_interval_us", self.cnp_interval_us.is_some(), &[Dcqcn][..]),
+        ] {
+            if set && !kinds.contains(&kind) {
+                let names: Vec<String> = kinds.iter().map(|k| format!("\"{}\"", k.name())).collect();
+                return e(format!("transport.{key}"), format!("applies only with kind = {} (kind is \"{}\")", names.join(" or "), kind.name()));
             }
-            return Ok(reducelab_net::TransportConfig::None);
+        }
+        match kind {
+            TransportKindSpec::None => return Ok(reducelab_net::TransportConfig::None),
+            TransportKindSpec::Dctcp => return self.resolve_dctcp(nw, endpoint),
+            TransportKindSpec::Dcqcn => return self.resolve_dcqcn(nw, endpoint),
+            TransportKindSpec::Ndp => {}
         }
         if nw.flow_control != FlowControlSpec::DropTail {
             return e("transport.kind", "\"ndp\" needs network.flow_control = \"drop_tail\" (NDP switches trim the packets they cannot queue; credit flow control never lets a queue overflow)");
@@ -103,6 +148,92 @@ impl TransportSpec {
             return e("transport.rto_us", "must be at least 1 ps");
         }
         Ok(reducelab_net::TransportConfig::Ndp(reducelab_net::NdpConfig { initial_window_packets, data_queue_packets, rto_ps }))
+    }
+
+    fn resolve_dcqcn(&self, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+        // (A lossless flow control other than credits, e.g. PFC, would pass this test too.)
+        if nw.flow_control == FlowControlSpec::DropTail {
+            return e("transport.kind", "\"dcqcn\" needs a lossless network (network.flow_control = \"credit\"): DCQCN does not retransmit");
+        }
+        if nw.loss_probability > 0.0 {
+            return e("transport.kind", "\"dcqcn\" needs network.loss_probability = 0: it sends every packet once (it is for lossless networks)");
+        }
+        if nw.ecn_threshold_bytes.is_none() {
+            return e("transport.kind", "\"dcqcn\" needs network.ecn_threshold_bytes (its receivers turn ECN marks into CNPs; add network.ecn_kmax_bytes and ecn_pmax for the paper's RED marking)");
+        }
+        if endpoint.rendezvous_threshold_bytes.is_some() {
+            return e("transport.kind", "\"dcqcn\" does not combine with endpoint.rendezvous_threshold_bytes");
+        }
+        let d = reducelab_net::DcqcnConfig::default();
+        let g = self.g.unwrap_or(d.g);
+        if !(g > 0.0 && g <= 1.0) {
+            return e("transport.g", format!("must be > 0 and <= 1 (the paper's 1/256 = 0.00390625), got {g}"));
+        }
+        let us = |field: &str, v: Option<f64>, default: u64| -> Result<u64, ScenarioError> {
+            match v {
+                None => Ok(default),
+                Some(us) => {
+                    let ps = ns_to_ps(field, pos_f64(field, us)? * 1000.0)?;
+                    if ps == 0 {
+                        return e(field, "must be at least 1 ps");
+                    }
+                    Ok(ps)
+                }
+            }
+        };
+        let rate = |field: &str, v: Option<f64>, default: u64| -> Result<u64, ScenarioError> {
+            match v {
+                None => Ok(default),
+                Some(g) => {
+                    let bps = gbps_to_bps(field, g)?;
+                    if bps == 0 {
+                        return e(field, "must be at least 1 b/s");
+                    }
+                    Ok(bps)
+                }
+            }
+        };
+        let byte_counter_bytes = self.byte_counter_bytes.unwrap_or(d.byte_counter_bytes);
+        if byte_counter_bytes == 0 {
+            return e("transport.byte_counter_bytes", "must be >= 1");
+        }
+        Ok(reducelab_net::TransportConfig::Dcqcn(reducelab_net::DcqcnConfig {
+            g,
+            alpha_interval_ps: us("transport.alpha_interval_us", self.alpha_interval_us, d.alpha_interval_ps)?,
+            increase_interval_ps: us("transport.increase_interval_us", self.increase_interval_us, d.increase_interval_ps)?,
+            byte_counter_bytes,
+            fast_recovery_steps: self.fast_recovery_steps.unwrap_or(d.fast_recovery_steps),
+            rai_bps: rate("transport.rai_gbps", self.rai_gbps, d.rai_bps)?,
+            rhai_bps: rate("transport.rhai_gbps", self.rhai_gbps, d.rhai_bps)?,
+            min_rate_bps: rate("transport.min_rate_gbps", self.min_rate_gbps, d.min_rate_bps)?,
+            cnp_interval_ps: us("transport.cnp_interval_us", self.cnp_interval_us, d.cnp_interval_ps)?,
+        }))
+    }
+
+    fn resolve_dctcp(&self, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+        if nw.ecn_threshold_bytes.is_none() {
+            return e("transport.kind", "\"dctcp\" needs network.ecn_threshold_bytes (DCTCP's window follows the switches' ECN marks)");
+        }
+        if endpoint.rendezvous_threshold_bytes.is_some() {
+            return e("transport.kind", "\"dctcp\" does not combine with endpoint.rendezvous_threshold_bytes (DCTCP's window already limits what is in flight)");
+        }
+        let d = reducelab_net::DctcpConfig::default();
+        let initial_window_packets = self.initial_window_packets.unwrap_or(d.initial_window_packets);
+        if initial_window_packets == 0 {
+            return e("transport.initial_window_packets", "must be >= 1");
+        }
+        let g = self.g.unwrap_or(d.g);
+        if !(g > 0.0 && g <= 1.0) {
+            return e("transport.g", format!("must be > 0 and <= 1 (the paper's 1/16 = 0.0625), got {g}"));
+        }
+        let min_rto_ps = match self.min_rto_us {
+            Some(us) => ns_to_ps("transport.min_rto_us", pos_f64("transport.min_rto_us", us)? * 1000.0)?,
+            None => d.min_rto_ps,
+        };
+        if min_rto_ps == 0 {
+            return e("transport.min_rto_us", "must be at least 1 ps");
+        }
+        Ok(reducelab_net::TransportConfig::Dctcp(reducelab_net::DctcpConfig { initial_window_packets, g, min_rto_ps }))
     }
 }
 
@@ -270,6 +401,10 @@ pub struct NetworkSpec {
     /// (default and minimum: from each link's bandwidth-delay product and the MTU).
     pub pfc_headroom_bytes: Option<u64>,
     pub ecn_threshold_bytes: Option<u64>,
+    /// RED marking (DCQCN's switches): `ecn_threshold_bytes` is Kmin, this Kmax.
+    pub ecn_kmax_bytes: Option<u64>,
+    /// RED marking probability at Kmax (default 1).
+    pub ecn_pmax: Option<f64>,
     #[serde(default = "d_routing")]
     pub routing: RoutingSpec,
     /// `routing = "canary"` only: leave the default port above this many queued bytes instead
@@ -413,6 +548,8 @@ impl Default for NetworkSpec {
             pfc_xon_bytes: None,
             pfc_headroom_bytes: None,
             ecn_threshold_bytes: None,
+            ecn_kmax_bytes: None,
+            ecn_pmax: None,
             routing: d_routing(),
             adaptive_threshold_bytes: None,
             loss_probability: 0.0,
@@ -514,6 +651,9 @@ pub struct TrafficSpec {
     pub epoch_ns: Option<f64>,
     /// For `kind = "random_permutation"`: offered rate per host (absent: window-limited).
     pub rate_gbps: Option<f64>,
+    /// This entry's messages use this transport instead of `[transport].kind` (its
+    /// parameters stay in `[transport]`).
+    pub transport: Option<TransportKindSpec>,
 }
 
 /// `"all"` or an explicit list of host indices.
@@ -658,8 +798,11 @@ pub struct Scenario {
     pub ina: crate::ina_run::InaSwitchSpec,
     /// Per-host endpoint costs (`[endpoint]`).
     pub endpoint: reducelab_net::EndpointConfig,
-    /// End-to-end transport of message traffic (`[transport]`).
+    /// End-to-end transport of message traffic (`[transport]`, or the one `[[traffic]]`
+    /// entries name).
     pub transport: reducelab_net::TransportConfig,
+    /// Traffic entries (message tags) whose messages go without it (`transport = "none"`).
+    pub raw_traffic: Vec<u64>,
 }
 
 /// A validated traffic generator.
@@ -758,6 +901,27 @@ pub(crate) fn parse_toml(text: &str) -> Result<ScenarioFile, ScenarioError> {
         }
         ScenarioError { field: if path == "." { String::new() } else { path }, reason }
     })
+}
+
+/// `network.ecn_kmax_bytes` and `network.ecn_pmax`: RED marking above Kmin.
+fn resolve_ecn_red(nw: &NetworkSpec) -> Result<Option<reducelab_net::EcnRed>, ScenarioError> {
+    let Some(kmax_bytes) = nw.ecn_kmax_bytes else {
+        if nw.ecn_pmax.is_some() {
+            return e("network.ecn_pmax", "applies only with network.ecn_kmax_bytes (RED marking)");
+        }
+        return Ok(None);
+    };
+    let Some(kmin) = nw.ecn_threshold_bytes else {
+        return e("network.ecn_kmax_bytes", "needs network.ecn_threshold_bytes (Kmin: no marks below it)");
+    };
+    if kmax_bytes <= kmin {
+        return e("network.ecn_kmax_bytes", format!("must exceed network.ecn_threshold_bytes (Kmin, {kmin}), got {kmax_bytes}"));
+    }
+    let pmax = nw.ecn_pmax.unwrap_or(1.0);
+    if !(pmax > 0.0 && pmax <= 1.0) {
+        return e("network.ecn_pmax", format!("must be > 0 and <= 1, got {pmax}"));
+    }
+    Ok(Some(reducelab_net::EcnRed { kmax_bytes, pmax }))
 }
 
 fn pos_f64(field: &str, v: f64) -> Result<f64, ScenarioError> {
@@ -1110,6 +1274,52 @@ fn host_list(field: &str, spec: &Option<HostsSpec>, n: u32) -> Result<Vec<u32>, 
 }
 
 impl ScenarioFile {
+    /// The run's transport and the traffic entries that go without it. A `[[traffic]]`
+    /// entry's `transport` overrides `[transport].kind` for its messages; a run carries at
+    /// most one transport besides `"none"`, and a check that fails for a kind an entry named
+    /// names that entry.
+    fn resolve_transports(&self, nw: &NetworkSpec) -> Result<(reducelab_net::TransportConfig, Vec<u64>), ScenarioError> {
+        let mut kinds = Vec::with_capacity(self.traffic.len());
+        let mut named: Option<(usize, TransportKindSpec)> = None;
+        for (i, t) in self.traffic.iter().enumerate() {
+            if t.kind == Some(TrafficKind::InaAllreduce) {
+                if t.transport.is_some() {
+                    return e(format!("traffic[{i}].transport"), "applies to message traffic (in-network protocol packets keep their own recovery)");
+                }
+                kinds.push(TransportKindSpec::None);
+                continue;
+            }
+            let k = t.transport.unwrap_or(self.transport.kind);
+            kinds.push(k);
+            if k == TransportKindSpec::None {
+                continue;
+            }
+            match named {
+                None => named = Some((i, k)),
+                Some((j, other)) if other != k => {
+                    return e(
+                        format!("traffic[{i}].transport"),
+                        format!("\"{}\" next to \"{}\" (traffic[{j}]): a run carries at most one transport besides \"none\"", k.name(), other.name()),
+                    );
+                }
+                Some(_) => {}
+            }
+        }
+        let kind = named.map_or(self.transport.kind, |(_, k)| k);
+        let transport = self.transport.resolve(kind, nw, &self.endpoint).map_err(|mut err| {
+            // The kind came from a traffic entry: name it.
+            if let Some((i, _)) = named.filter(|_| kind != self.transport.kind && err.field == "transport.kind") {
+                err.field = format!("traffic[{i}].transport");
+            }
+            err
+        })?;
+        let raw = match transport {
+            reducelab_net::TransportConfig::None => Vec::new(),
+            _ => kinds.iter().enumerate().filter(|(_, &k)| k == TransportKindSpec::None).map(|(i, _)| i as u64).collect(),
+        };
+        Ok((transport, raw))
+    }
+
     /// Validates every field and builds the topology.
     pub fn resolve(&self, seed_override: Option<u64>) -> Result<Scenario, ScenarioError> {
         if self.name.trim().is_empty() {
@@ -1172,6 +1382,7 @@ impl ScenarioFile {
             },
             pfc: reducelab_net::PfcConfig { xoff_bytes: nw.pfc_xoff_bytes, xon_bytes: nw.pfc_xon_bytes, headroom_bytes: nw.pfc_headroom_bytes },
             ecn_threshold_bytes: nw.ecn_threshold_bytes,
+            ecn_red: resolve_ecn_red(nw)?,
             routing: match nw.routing {
                 RoutingSpec::Minimal => RoutingAlgo::Minimal,
                 RoutingSpec::Ecmp => RoutingAlgo::Ecmp,
@@ -1213,7 +1424,7 @@ impl ScenarioFile {
             Ok(_) => {}
         }
         let endpoint = self.endpoint.resolve()?;
-        let transport = self.transport.resolve(nw, &self.endpoint)?;
+        let (transport, raw_traffic) = self.resolve_transports(nw)?;
         let mut traffic = Vec::new();
         let seed = seed_override.unwrap_or(self.seed);
         // The static trees' switch state is laid out per (tenant, tree) for one tree count.
@@ -1290,6 +1501,14 @@ impl ScenarioFile {
             .max(match transport {
                 // An NDP sender retries up to MAX_TIMEOUTS + 1 timeouts in a row before it gives up.
                 reducelab_net::TransportConfig::Ndp(c) => (reducelab_transport::ndp::MAX_TIMEOUTS as u64 + 2) * c.rto_ps,
+                // A DCTCP sender's timeouts in a row double up to 2^MAX_BACKOFF times the
+                // minimum, then stay there (with a factor 2 for RTOs above the minimum).
+                reducelab_net::TransportConfig::Dctcp(c) => {
+                    use reducelab_transport::dctcp::{MAX_BACKOFF, MAX_TIMEOUTS};
+                    let rounds = (2u64 << MAX_BACKOFF) + (MAX_TIMEOUTS - MAX_BACKOFF) as u64 * (1 << MAX_BACKOFF) + 2;
+                    2 * rounds * c.min_rto_ps
+                }
+                reducelab_net::TransportConfig::Dcqcn(_) => 0,
                 reducelab_net::TransportConfig::None => 0,
             });
         let watchdog = match self.run.watchdog_us {
@@ -1344,6 +1563,9 @@ impl ScenarioFile {
                     if !(0.0..=1.0).contains(&p) {
                         return e(format!("faults[{i}].probability"), format!("must be within [0, 1], got {p}"));
                     }
+                    if p > 0.0 && matches!(transport, reducelab_net::TransportConfig::Dcqcn(_)) {
+                        return e(format!("faults[{i}].probability"), "a lossy link under transport \"dcqcn\", which sends every packet once (it is for lossless networks)");
+                    }
                     link_loss.push((link_of(f)?, p));
                 }
             }
@@ -1381,6 +1603,7 @@ impl ScenarioFile {
             ina,
             endpoint,
             transport,
+            raw_traffic,
         })
     }
 }

@@ -175,6 +175,56 @@ hosts = "all"
 backend = "auto"
 flow_min_bytes = 1024
 "#,
+    r#"name = "small-dctcp"
+[topology]
+kind = "star"
+hosts = 6
+bandwidth_gbps = 100
+latency_ns = 500
+[network]
+flow_control = "drop_tail"
+buffer_bytes = 16384
+ecn_threshold_bytes = 8192
+[transport]
+kind = "dctcp"
+initial_window_packets = 4
+g = 0.0625
+min_rto_us = 20
+[[traffic]]
+kind = "incast"
+receiver = 0
+bytes = 30000
+[[traffic]]
+kind = "messages"
+list = [[1, 2, 5000, 0]]
+transport = "none"
+"#,
+    r#"name = "small-dcqcn"
+[topology]
+kind = "star"
+hosts = 6
+bandwidth_gbps = 100
+latency_ns = 500
+[network]
+flow_control = "credit"
+ecn_threshold_bytes = 5000
+ecn_kmax_bytes = 20000
+ecn_pmax = 0.1
+[transport]
+kind = "dcqcn"
+alpha_interval_us = 10
+increase_interval_us = 10
+byte_counter_bytes = 100000
+fast_recovery_steps = 2
+rai_gbps = 1
+rhai_gbps = 5
+min_rate_gbps = 0.5
+cnp_interval_us = 5
+[[traffic]]
+kind = "incast"
+receiver = 0
+bytes = 30000
+"#,
 ];
 
 /// Inputs that made the parser or a topology builder panic (u32/u64 overflow on absurd
@@ -229,6 +279,9 @@ const KEYS: &[&str] = &[
     "topology", "board_bandwidth_gbps", "redraw", "epoch_ns", "rate_gbps", "mode",
     "router", "input_buffer_bytes", "output_buffer_bytes", "crossbar_speedup", "arbitration",
     "pfc_xoff_bytes", "pfc_xon_bytes", "pfc_headroom_bytes",
+    "transport", "initial_window_packets", "data_queue_packets", "rto_us", "g", "min_rto_us", "ecn_kmax_bytes", "ecn_pmax",
+    "alpha_interval_us", "increase_interval_us", "byte_counter_bytes", "fast_recovery_steps", "rai_gbps", "rhai_gbps",
+    "min_rate_gbps", "cnp_interval_us",
 ];
 
 const VARIANTS: &[&str] = &[
@@ -238,6 +291,7 @@ const VARIANTS: &[&str] = &[
     "\"packet\"", "\"flow\"", "\"auto\"", "\"line_rate\"", "\"collective\"", "\"torus:2x2\"", "\"hyperx:3x3\"",
     "\"hammingmesh:2x2,2x2\"", "\"torus:0x4\"", "\"random_permutation\"", "\"message\"", "\"epoch\"", "\"port_stall\"", "\"foreground\"", "\"torus:4294967295x4294967295\"", "\"swing\"", "\"bucket\"",
     "\"input_buffered\"", "\"output_queued\"", "\"input_round_robin\"", "\"fifo\"", "\"lru\"", "\"pfc\"",
+    "\"none\"", "\"ndp\"", "\"dctcp\"", "\"dcqcn\"",
 ];
 
 const HEADERS: &[&str] = &["[topology]", "[network]", "[noise]", "[run]", "[[traffic]]", "[[faults]]", "[bogus]", "[[topology]]", "["];

@@ -7,6 +7,13 @@
 //! the packet engine (and adds the switch side: NDP's payload trimming and header queues), so
 //! the same code can be tested alone, step by step, as in this crate's tests.
 //!
+//! - [`dcqcn`]: DCQCN (Zhu et al., SIGCOMM 2015) for lossless networks: a paced sender whose
+//!   current and target rates fall on CNPs and recover on a timer and a byte counter (fast
+//!   recovery, additive and hyper increase), α on its own timer; a receiver sending at most one
+//!   CNP per interval per flow.
+//! - [`dctcp`]: DCTCP (Alizadeh et al., SIGCOMM 2010): a window in MSS with slow start and
+//!   congestion avoidance, per-packet cumulative ACKs echoing CE, the marked fraction α once per
+//!   window, `cwnd·(1 − α/2)` at most once per window, fast retransmit, an RTO with backoff.
 //! - [`ndp`]: NDP (Handley et al., "Re-architecting datacenter networks and stacks for low
 //!   latency and high performance", SIGCOMM 2017), as csg-htsim's `ndp.cpp` implements it:
 //!   an initial window at line rate, then one packet per PULL; ACK per data packet, NACK per
@@ -19,6 +26,8 @@
 //! Units: times are integer picoseconds (`_ps`), sequence numbers count packets of a message
 //! from 0. Determinism: every method is a pure function of the state and its arguments.
 
+pub mod dcqcn;
+pub mod dctcp;
 pub mod ndp;
 pub mod rto;
 pub mod worker;
