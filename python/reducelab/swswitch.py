@@ -19,7 +19,8 @@ _REPO = Path(__file__).resolve().parents[2]
 
 
 def find_binary() -> Path:
-    """`$REDUCELAB_SWITCH_BIN`, else the workspace's release then debug build, else `PATH`.
+    """`$REDUCELAB_SWITCH_BIN`, else the workspace's release then debug build (in
+    `$CARGO_TARGET_DIR`, as scripts/setup.sh builds it, default `target/`), else `PATH`.
 
     Raises FileNotFoundError saying how to build it.
     """
@@ -30,7 +31,7 @@ def find_binary() -> Path:
             raise FileNotFoundError(f"REDUCELAB_SWITCH_BIN: {p} is not a file")
         return p
     for profile in ("release", "debug"):
-        p = _REPO / "target" / profile / "reducelab-switch"
+        p = Path(os.environ.get("CARGO_TARGET_DIR") or _REPO / "target") / profile / "reducelab-switch"
         if p.is_file():
             return p
     found = shutil.which("reducelab-switch")
