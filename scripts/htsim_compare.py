@@ -4,7 +4,7 @@
 Fetches nothing and builds nothing: scripts/htsim-compare.sh drives it (docs/engine.md,
 "Validation against htsim").
 
-  htsim_compare.py scenario CM OUT.toml [--routing R] [--window W] [--queue Q] [--mtu M]
+  htsim_compare.py scenario CM OUT.toml [--routing R] [--spray S] [--window W] [--queue Q] [--mtu M]
       writes a ReduceLab scenario running the connection matrix CM (htsim's `.cm` format:
       `src->dst id N start T size B` lines; start in ps) as explicit `messages` traffic on the
       k-ary three-tier fat tree htsim builds for the same host count (host i under edge switch
@@ -82,6 +82,7 @@ header_bytes = 64
 switch_latency_ns = 0
 flow_control = "drop_tail"
 routing = "{a.routing}"
+spray = "{a.spray}"
 
 [transport]
 kind = "ndp"
@@ -179,6 +180,7 @@ def main():
     s.add_argument("cm")
     s.add_argument("out")
     s.add_argument("--routing", default="adaptive")
+    s.add_argument("--spray", default="flow", choices=["flow", "packet"])
     s.add_argument("--window", type=int, default=50)
     s.add_argument("--queue", type=int, default=8)
     s.add_argument("--mtu", type=int, default=4064)

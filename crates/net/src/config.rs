@@ -145,6 +145,11 @@ pub struct NetConfig {
     /// Mark ECN when a packet joins an output queue holding more than this many bytes.
     pub ecn_threshold_bytes: Option<u64>,
     pub routing: RoutingAlgo,
+    /// How a message's packets break routing ties (`ecmp`'s pick, `adaptive`'s start among
+    /// equally queued ports): `false`, all alike by the message's flow hash (per-flow paths);
+    /// `true`, by a per-packet path number the sender draws (per-packet spraying, as htsim's
+    /// NDP sources; see [`crate::routing`]).
+    pub spray: bool,
     pub arbitration: Arbitration,
     /// Output-queued (default) or input-buffered switches.
     pub router: RouterKind,
@@ -170,6 +175,7 @@ impl Default for NetConfig {
             flow_control: FlowControl::Credit,
             ecn_threshold_bytes: None,
             routing: RoutingAlgo::Adaptive,
+            spray: false,
             arbitration: Arbitration::Fifo,
             router: RouterKind::OutputQueued,
             loss_probability: 0.0,

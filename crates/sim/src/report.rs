@@ -346,6 +346,10 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         },
     });
     let mut summary = summary;
+    if sc.net.spray {
+        // Only when chosen: the default runs' summaries stay as they were.
+        summary["network"]["spray"] = json!("packet");
+    }
     if let (reducelab_net::TransportConfig::Ndp(c), Some(t)) = (net.transport(), net.transport_stats()) {
         let mut v = serde_json::to_value(t).expect("json");
         v["kind"] = json!("ndp");
