@@ -8,10 +8,14 @@ const SLOT_MASK: u128 = (1 << SLOT_BITS) - 1;
 /// 2.7·10^11 pushes) the pending keys are renumbered in order (see [`EventQueue::renumber`]).
 const SEQ_LIMIT: u64 = 1 << (64 - SLOT_BITS);
 
-/// Four 16-byte heap keys in one 64-byte cache line.
-#[derive(Clone, Copy, Default)]
+/// Four 16-byte heap keys in one 64-byte cache line. Positions past the heap's end hold
+/// `u128::MAX`, so a node's children are always a whole line (no key is that large: its
+/// sequence field is below 2^38).
+#[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Line([u128; 4]);
+
+const EMPTY: Line = Line([u128::MAX; 4]);
 
 /// Heap slot `i` lives at position `i + 3`, so that the four children `4i + 1 ..= 4i + 4`
 /// (positions `4(i + 1) ..`) share one cache line.
@@ -122,7 +126,7 @@ impl<E: Copy> EventQueue<E> {
         let i = self.len;
         self.len += 1;
         if (i + SHIFT) >> 2 == self.lines.len() {
-            self.lines.push(Line::default());
+            self.lines.push(EMPTY);
         }
         self.sift_up(i, k);
     }
@@ -154,8 +158,9 @@ impl<E: Copy> EventQueue<E> {
         }
         let top = self.key(0);
         self.len -= 1;
+        let last = self.key(self.len);
+        self.set_key(self.len, u128::MAX);
         if self.len > 0 {
-            let last = self.key(self.len);
             self.sift_down(last);
         }
         let slot = (top & SLOT_MASK) as u32;
@@ -179,32 +184,29 @@ impl<E: Copy> EventQueue<E> {
         self.set_key(i, k);
     }
 
-    /// Puts `k` (the former last key) in the hole at the root and sinks it.
+    /// Puts `k` (the former last key) in the hole at the root and sinks it. The children of
+    /// slot `i`, `4i + 1 ..= 4i + 4`, are line `i + 1`.
     #[inline]
     fn sift_down(&mut self, k: u128) {
         let n = self.len;
         let mut i = 0;
-        loop {
-            let first = i * ARITY + 1;
-            if first >= n {
+        while i * ARITY + 1 < n {
+            let c = &self.lines[i + 1].0;
+            let (mut b, mut bk) = (0, c[0]);
+            if c[1] < bk {
+                (b, bk) = (1, c[1]);
+            }
+            if c[2] < bk {
+                (b, bk) = (2, c[2]);
+            }
+            if c[3] < bk {
+                (b, bk) = (3, c[3]);
+            }
+            if bk >= k {
                 break;
             }
-            let last = (first + ARITY).min(n);
-            let mut best = first;
-            let mut bk = self.key(first);
-            for c in first + 1..last {
-                let ck = self.key(c);
-                if ck < bk {
-                    best = c;
-                    bk = ck;
-                }
-            }
-            if bk < k {
-                self.set_key(i, bk);
-                i = best;
-            } else {
-                break;
-            }
+            self.set_key(i, bk);
+            i = i * ARITY + 1 + b;
         }
         self.set_key(i, k);
     }
