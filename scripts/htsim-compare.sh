@@ -3,15 +3,20 @@
 # comparison (docs/engine.md, "Validation against htsim"). Fetches and builds nothing: build
 # htsim yourself (see docs/engine.md) and build the runner with
 #   cargo build --release -p reducelab-sim --example run_scenario
-# Usage: scripts/htsim-compare.sh HTSIM_SIM_DIR WORK_DIR [permutation|incast] [ROUTING]
+# Usage: scripts/htsim-compare.sh HTSIM_SIM_DIR WORK_DIR [permutation|incast] [ROUTING] [SPRAY]
 #   HTSIM_SIM_DIR: htsim's sim/ directory, with datacenter/htsim_ndp built
 #   WORK_DIR: where the connection matrix, scenario and outputs go (created)
 #   ROUTING: ReduceLab's network.routing (adaptive by default)
+#   SPRAY: ReduceLab's network.spray, flow (default) or packet (per-packet paths, as htsim's
+#     sources choose them)
+#   HTSIM_OUT (environment, optional): an htsim stdout of the same case to reuse instead of
+#     running htsim again
 set -euo pipefail
-sim=${1:?usage: htsim-compare.sh HTSIM_SIM_DIR WORK_DIR [permutation|incast] [ROUTING]}
-work=${2:?usage: htsim-compare.sh HTSIM_SIM_DIR WORK_DIR [permutation|incast] [ROUTING]}
+sim=${1:?usage: htsim-compare.sh HTSIM_SIM_DIR WORK_DIR [permutation|incast] [ROUTING] [SPRAY]}
+work=${2:?usage: htsim-compare.sh HTSIM_SIM_DIR WORK_DIR [permutation|incast] [ROUTING] [SPRAY]}
 case=${3:-permutation}
 routing=${4:-adaptive}
+spray=${5:-flow}
 here=$(cd "$(dirname "$0")/.." && pwd)
 rl=${REDUCELAB_RUNNER:-$here/target/release/examples/run_scenario}
 htsim=$sim/datacenter/htsim_ndp
@@ -40,8 +45,12 @@ EOF
 esac
 # 8 data packets of 4000 B payload + 64 B header per queue on both: htsim's -q counts 4000 B
 # (its queue is q x 4000 bytes and admits a 4064 B packet only if it fits), so -q 9 holds 8.
-"$htsim" -tm $cm -strat ecmp -paths 256 -nodes 1024 -conns $(sed -n 's/^Connections //p' $cm) \
-    -linkspeed 100000 -q 9 -cwnd 50 -mtu 4000 -end $end -logtime 1 -o htsim.log > htsim.out
-python3 "$here/scripts/htsim_compare.py" scenario $cm rl.toml --routing "$routing"
+if [ -n "${HTSIM_OUT:-}" ]; then
+    cp "$HTSIM_OUT" htsim.out
+else
+    "$htsim" -tm $cm -strat ecmp -paths 256 -nodes 1024 -conns $(sed -n 's/^Connections //p' $cm) \
+        -linkspeed 100000 -q 9 -cwnd 50 -mtu 4000 -end $end -logtime 1 -o htsim.log > htsim.out
+fi
+python3 "$here/scripts/htsim_compare.py" scenario $cm rl.toml --routing "$routing" --spray "$spray"
 "$rl" rl.toml rl_out > rl.table 2> rl.err
-python3 "$here/scripts/htsim_compare.py" stats $cm htsim.out rl_out --label "ReduceLab ($routing)"
+python3 "$here/scripts/htsim_compare.py" stats $cm htsim.out rl_out --label "ReduceLab ($routing, $spray)"

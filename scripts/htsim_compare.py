@@ -4,11 +4,14 @@
 Fetches nothing and builds nothing: scripts/htsim-compare.sh drives it (docs/engine.md,
 "Validation against htsim").
 
-  htsim_compare.py scenario CM OUT.toml [--routing R] [--window W] [--queue Q] [--mtu M]
+  htsim_compare.py scenario CM OUT.toml [--routing R] [--spray S] [--window W] [--queue Q] [--mtu M]
       writes a ReduceLab scenario running the connection matrix CM (htsim's `.cm` format:
       `src->dst id N start T size B` lines; start in ps) as explicit `messages` traffic on the
       k-ary three-tier fat tree htsim builds for the same host count (host i under edge switch
       i / (k/2) in both simulators).
+  htsim_compare.py cm RL_OUT_DIR OUT.cm
+      writes htsim's connection matrix for the messages of a ReduceLab run (its messages.csv:
+      src, dst, bytes, start), so that htsim runs the same pairs (scripts/htsim-bench.sh).
   htsim_compare.py stats CM HTSIM_STDOUT RL_OUT_DIR [--k K] [--label L]
       prints completion and FCT mean / p50 / p99 for both, each on both sides: htsim reports a
       flow finished when its sender gets the last ACK, ReduceLab when the receiver has the last
@@ -82,6 +85,7 @@ header_bytes = 64
 switch_latency_ns = 0
 flow_control = "drop_tail"
 routing = "{a.routing}"
+spray = "{a.spray}"
 
 [transport]
 kind = "ndp"
@@ -172,6 +176,19 @@ def stats(a):
             print(f"per-flow Spearman (same {n} flows): {1 - 6 * d2 / (n * (n * n - 1)):.2f}")
 
 
+def to_cm(a):
+    rows = []
+    with open(os.path.join(a.rl, "messages.csv")) as f:
+        for r in csv.DictReader(f):
+            rows.append((int(r["src"]), int(r["dst"]), int(r["bytes"]), int(r["start_ps"])))
+    nodes = json.load(open(os.path.join(a.rl, "summary.json")))["topology"]["hosts"]
+    with open(a.out, "w") as f:
+        print(f"Nodes {nodes}", file=f)
+        print(f"Connections {len(rows)}", file=f)
+        for n, (s, d, b, t) in enumerate(rows):
+            print(f"{s}->{d} id {n + 1} start {t} size {b}", file=f)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -179,17 +196,21 @@ def main():
     s.add_argument("cm")
     s.add_argument("out")
     s.add_argument("--routing", default="adaptive")
+    s.add_argument("--spray", default="flow", choices=["flow", "packet"])
     s.add_argument("--window", type=int, default=50)
     s.add_argument("--queue", type=int, default=8)
     s.add_argument("--mtu", type=int, default=4064)
     s.add_argument("--seed", type=int, default=1)
+    c = sub.add_parser("cm")
+    c.add_argument("rl")
+    c.add_argument("out")
     t = sub.add_parser("stats")
     t.add_argument("cm")
     t.add_argument("htsim")
     t.add_argument("rl")
     t.add_argument("--label", default="")
     a = p.parse_args()
-    scenario(a) if a.cmd == "scenario" else stats(a)
+    {"scenario": scenario, "cm": to_cm, "stats": stats}[a.cmd](a)
 
 
 if __name__ == "__main__":

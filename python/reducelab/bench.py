@@ -16,6 +16,9 @@ from . import _core
 
 MIB = 1024 * 1024
 
+LARGE = frozenset({"ndp-permutation-8k", "ndp-permutation-27k"})
+"""Engine benchmarks that take minutes: run only when named (`--name`)."""
+
 
 @dataclass(frozen=True)
 class EngineBench:

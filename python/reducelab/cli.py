@@ -82,11 +82,14 @@ examples:
 _BENCH_ENGINE_EPILOG = """\
 Runs built-in benchmark scenarios (defined in the simulator, crates/sim) REPEAT times each
 and prints, per benchmark: median/min/max wall time, events per second, simulated packets
-per second, packet hops per second and peak memory (resident set size).
+per second, packet hops per second and peak memory (resident set size). Without --name it
+runs all but the large ones (ndp-permutation-8k and -27k: 8,192 and 27,648 hosts, minutes
+each); name them to run them.
 
 examples:
   reducelab bench engine --list
   reducelab bench engine
+  reducelab bench engine --name ndp-permutation-8k --repeat 3
   reducelab bench engine --name NAME --repeat 5 --out bench.json
 """
 
@@ -400,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     engine.add_argument(
         "--name", action="append", metavar="NAME",
-        help="benchmark to run (repeatable; default: all; see --list)",
+        help="benchmark to run (repeatable; default: all but the large ones; see --list)",
     )
     engine.add_argument(
         "--repeat", type=_positive_int, default=3, metavar="N",
@@ -902,7 +905,7 @@ def _cmd_bench_engine(args: argparse.Namespace) -> int:
         for name in available:
             print(name)
         return 0
-    selected: list[str] = args.name or available
+    selected: list[str] = args.name or [n for n in available if n not in bench.LARGE]
     if not selected:
         _fail("no engine benchmarks are built into this simulator", EXIT_FAILURE)
     unknown = [n for n in selected if n not in available]

@@ -22,6 +22,24 @@ def test_bench_engine_rejects_zero_repeat() -> None:
     assert "argument --repeat" in proc.stderr
 
 
+def test_bench_engine_default_skips_the_large_ones(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from reducelab import cli as cli_module
+
+    ran: list[str] = []
+
+    def fake(name: str, repeat: int) -> bench.EngineBench:
+        ran.append(name)
+        return bench.EngineBench(name, repeat, 1.0, 1.0, 1.0, 1, 1, 1, 1, 1)
+
+    monkeypatch.setattr(bench, "names", lambda: ["small", "ndp-permutation-8k", "ndp-permutation-27k"])
+    monkeypatch.setattr(bench, "run_engine_bench", fake)
+    assert cli_module.main(["bench", "engine", "--repeat", "1"]) == 0
+    assert ran == ["small"]
+    ran.clear()
+    assert cli_module.main(["bench", "engine", "--repeat", "1", "--name", "ndp-permutation-8k"]) == 0
+    assert ran == ["ndp-permutation-8k"]
+
+
 def test_bench_list_matches_core() -> None:
     proc = cli("bench", "engine", "--list")
     assert proc.returncode == 0, proc.stderr

@@ -181,6 +181,11 @@ pub struct NetConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ecn_red: Option<EcnRed>,
     pub routing: RoutingAlgo,
+    /// How a message's packets break routing ties (`ecmp`'s pick, `adaptive`'s start among
+    /// equally queued ports): `false`, all alike by the message's flow hash (per-flow paths);
+    /// `true`, by a per-packet path number the sender draws (per-packet spraying, as htsim's
+    /// NDP sources; see [`crate::routing`]).
+    pub spray: bool,
     pub arbitration: Arbitration,
     /// Output-queued (default) or input-buffered switches.
     pub router: RouterKind,
@@ -208,6 +213,7 @@ impl Default for NetConfig {
             ecn_threshold_bytes: None,
             ecn_red: None,
             routing: RoutingAlgo::Adaptive,
+            spray: false,
             arbitration: Arbitration::Fifo,
             router: RouterKind::OutputQueued,
             loss_probability: 0.0,

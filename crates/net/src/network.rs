@@ -668,7 +668,7 @@ impl Network {
         m.sent_packets += 1;
         let done = m.sent_packets == m.total_packets;
         let (src, dst) = (m.src, m.dst);
-        let flow_hash = (fingerprint(self.salt, msg, u32::MAX) >> 32) as u32;
+        let flow_hash = self.packet_route_key(msg, false);
         let fp = fingerprint(self.salt, msg, seq);
         let q = &mut self.inject[g];
         q.pop_front();

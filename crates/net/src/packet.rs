@@ -70,7 +70,8 @@ pub(crate) struct Packet {
     /// A protocol packet that switches running a program hand to it (`false`: forwarded
     /// like any other packet, e.g. Canary's bypass packets).
     pub intercept: bool,
-    /// When the packet reaches the far end of the wire it is on.
+    /// On a wire: when the packet behind it on that wire arrives (see [`crate::wires`]). In an
+    /// input-buffered node: when it entered the node's queues (see [`crate::router`]).
     pub arrive_ps: u64,
     /// When it became ready to enter the network (age-based arbitration).
     pub born_ps: u64,

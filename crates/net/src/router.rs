@@ -195,7 +195,10 @@ impl Network {
 
     /// A packet that arrived on ingress port `in_port` joins its input VC FIFO.
     pub(crate) fn ib_arrive(&mut self, node: NodeId, in_port: PortId, pkt: PktId) {
-        let (vc, li) = (self.pool.get(pkt).in_vc as usize, self.pt.local(in_port) as usize);
+        let now = self.queue.now().0;
+        let p = self.pool.get_mut(pkt);
+        p.arrive_ps = now; // arrived at this node now (oldest-first arbitration)
+        let (vc, li) = (p.in_vc as usize, self.pt.local(in_port) as usize);
         self.ib.set_fixed(pkt, None);
         self.ib_enter(node, in_port.idx(), li, vc, pkt);
     }

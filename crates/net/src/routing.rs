@@ -8,6 +8,17 @@
 //!   packet with no candidate is dropped as `no_route`.
 //! - The choice among candidates is deterministic given the state: ties break by a fixed
 //!   rotation (the packet's flow hash or destination), never by memory layout or randomness.
+//! - Per-packet spraying (`NetConfig::spray`): the sender of a message's packets (and its
+//!   receiver, of the control packets going back) gives each packet a *path number* in place
+//!   of the flow hash, cycling through a permutation of `0..P` that is drawn again (from the
+//!   run's salt, the message and the cycle) after every `P` packets, as htsim's NDP sources
+//!   cycle through a permuted path list. `P` is the number of up/down paths between pods in a
+//!   fat tree (`(k/2)²` three-tier, the leaf's uplinks two-tier; 65,536 elsewhere), and the
+//!   hop after `h` links uses digit `h − 1` of the path number in base `n` (`n` candidates),
+//!   so on a fat tree the `P` numbers of one cycle are the `P` distinct paths. A cycle's
+//!   permutation is pseudo-random (a keyed Feistel network), as htsim's `random()` shuffle:
+//!   a structured one (affine, `i ↦ a·i + b`) would send every `k/2` consecutive packets up
+//!   `k/2` different ports, a better balance than htsim's and than a real source's.
 //! - Credit mode is deadlock-free for the (topology, routing) pairs [`VcPolicy::choose`]
 //!   accepts; it rejects the others with a reason.
 //! - Routing allocates nothing per packet (one reused candidate buffer).
@@ -118,6 +129,63 @@ pub(crate) struct Router {
     node_dist: Vec<Option<Vec<u32>>>,
     /// Threshold-adaptive routing leaves the default port when its queue holds more bytes.
     threshold_bytes: u64,
+    /// Per-packet spraying: paths per cycle, and per message its sender's (`[0]`) and
+    /// receiver's (`[1]`) place in their cycles (grown on first use).
+    spray_paths: u32,
+    spray: Vec<[SprayCycle; 2]>,
+}
+
+/// One side's place in its cycle of path numbers: packets numbered so far, and the key of
+/// the current cycle's permutation.
+#[derive(Clone, Copy, Default)]
+struct SprayCycle {
+    sent: u64,
+    key: u64,
+}
+
+/// The paths a sprayed packet cycles through on `topo` (see the module doc).
+fn spray_paths(topo: &Topology) -> u32 {
+    match &topo.shape {
+        Shape::FatTree3 { k, .. } => (k / 2) * (k / 2),
+        Shape::FatTree2 { spines, links_per_spine, .. } => spines * links_per_spine,
+        _ => 1 << 16,
+    }
+    .max(1)
+}
+
+/// Element `i` of a pseudo-random permutation of `0..p` chosen by `key`: a four-round Feistel
+/// network on the smallest even number of bits covering `0..p`, walked along its cycle until
+/// it lands below `p` (so it is a bijection of `0..p`).
+fn permute(i: u32, p: u32, key: u64) -> u32 {
+    let bits = 32 - p.saturating_sub(1).leading_zeros();
+    let half = bits.div_ceil(2).max(1);
+    let mask = (1u32 << half) - 1;
+    let mut x = i;
+    loop {
+        let (mut l, mut r) = (x >> half, x & mask);
+        for round in 0..4 {
+            let f = fingerprint(key, r, round) as u32 & mask;
+            (l, r) = (r, l ^ f);
+        }
+        x = (l << half) | r;
+        if x < p {
+            return x;
+        }
+    }
+}
+
+/// The tie-break start among `n` candidates for a packet carrying path number `key` after
+/// `hops` links: digit `hops − 1` of `key` in base `n`.
+#[inline]
+fn spray_digit(key: u32, hops: u8, n: usize) -> usize {
+    let mut k = key as usize;
+    for _ in 1..hops {
+        k /= n;
+        if k == 0 {
+            break;
+        }
+    }
+    k % n
 }
 
 impl Router {
@@ -143,11 +211,53 @@ impl Router {
             },
             node_dist: vec![None; topo.nodes.len()],
             threshold_bytes,
+            spray_paths: spray_paths(topo),
+            spray: Vec::new(),
         })
     }
 }
 
 impl Network {
+    /// The routing key of the next packet of message `msg` going from its sender
+    /// (`back = false`) or from its receiver (`back = true`): the message's flow hash, or with
+    /// per-packet spraying the next path number of that side's cycle.
+    #[inline]
+    pub(crate) fn packet_route_key(&mut self, msg: u32, back: bool) -> u32 {
+        if !self.cfg.spray {
+            return (fingerprint(self.salt, msg, u32::MAX) >> 32) as u32;
+        }
+        self.next_path_number(msg, back)
+    }
+
+    #[cold]
+    fn next_path_number(&mut self, msg: u32, back: bool) -> u32 {
+        let r = &mut self.router;
+        let m = msg as usize;
+        if m >= r.spray.len() {
+            r.spray.resize((m + 1).next_power_of_two(), Default::default());
+        }
+        let p = r.spray_paths;
+        let c = &mut r.spray[m][back as usize];
+        let i = (c.sent % p as u64) as u32;
+        if i == 0 {
+            // A new cycle: a new permutation.
+            c.key = fingerprint(self.salt ^ 0x5B4A_7000 ^ back as u64, msg, (c.sent / p as u64) as u32);
+        }
+        c.sent += 1;
+        permute(i, p, c.key)
+    }
+
+    /// The tie-break start among `n` candidates for `p`: its flow hash mod `n`, or with
+    /// per-packet spraying its path number's digit for this hop.
+    #[inline]
+    fn tie_start(&self, p: &Packet, n: usize) -> usize {
+        if self.cfg.spray {
+            spray_digit(p.flow_hash, p.hops, n)
+        } else {
+            p.flow_hash as usize % n
+        }
+    }
+
     /// Minimal next hops from `node` towards switch `target` over live links, into `scratch`.
     fn candidates_to_node(&mut self, node: NodeId, target: NodeId) {
         let r = &mut self.router;
@@ -230,8 +340,9 @@ impl Network {
                 // Adaptive channel: minimal ports whose downstream adaptive buffer can take
                 // this packet after everything already queued for it.
                 let mut best: Option<(u16, u64)> = None;
+                let start = self.tie_start(p, n);
                 for k in 0..n {
-                    let lp = self.router.scratch[(p.flow_hash as usize + k) % n];
+                    let lp = self.router.scratch[(start + k) % n];
                     let g = port(lp);
                     let free = self.credits.available(g, 2) - self.queues.bytes(g, 2) as i64;
                     if free >= p.wire_bytes as i64 {
@@ -250,8 +361,8 @@ impl Network {
         }
         let lp = match self.cfg.routing {
             RoutingAlgo::Minimal => self.deterministic_pick(p.dst_key()),
-            RoutingAlgo::Ecmp => self.router.scratch[p.flow_hash as usize % n],
-            RoutingAlgo::Adaptive => self.least_queued(node, p.flow_hash as usize % n),
+            RoutingAlgo::Ecmp => self.router.scratch[self.tie_start(p, n)],
+            RoutingAlgo::Adaptive => self.least_queued(node, self.tie_start(p, n)),
             RoutingAlgo::ThresholdAdaptive(_) => {
                 let start = p.dst_key() as usize % n;
                 let def = self.router.scratch[start];
@@ -314,7 +425,8 @@ impl Network {
                 let mut key = (u64::MAX, u64::MAX);
                 for &c in &self.router.scratch {
                     let g = self.pt.of(node, c).idx();
-                    let k = (self.inject[g].len() as u64, self.ports[g].q_bytes);
+                    let active = self.inject[g].len() + self.tr.round.get(g).map_or(0, |r| r.len());
+                    let k = (active as u64, self.ports[g].q_bytes);
                     if k < key {
                         key = k;
                         best = c;
@@ -323,5 +435,39 @@ impl Network {
                 best
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each cycle's path numbers are a permutation of `0..p` (every path once), different
+    /// keys give different orders, and the digits of a fat tree's `(k/2)²` numbers name every
+    /// (edge uplink, aggregation uplink) pair once.
+    #[test]
+    fn a_cycle_is_a_permutation() {
+        for p in [1u32, 2, 3, 4, 7, 64, 100, 256, 576, 1 << 16] {
+            for key in [0u64, 1, 0xDEAD_BEEF] {
+                let mut seen = vec![false; p as usize];
+                for i in 0..p {
+                    let x = permute(i, p, key) as usize;
+                    assert!(x < p as usize && !seen[x], "p {p} key {key}: {x} twice or out of range");
+                    seen[x] = true;
+                }
+            }
+            if p >= 64 {
+                let a: Vec<u32> = (0..p).map(|i| permute(i, p, 1)).collect();
+                let b: Vec<u32> = (0..p).map(|i| permute(i, p, 2)).collect();
+                assert_ne!(a, b, "p {p}");
+            }
+        }
+        let n = 8;
+        let mut pairs = std::collections::HashSet::new();
+        for i in 0..64 {
+            let key = permute(i, 64, 9);
+            pairs.insert((spray_digit(key, 1, n), spray_digit(key, 2, n)));
+        }
+        assert_eq!(pairs.len(), 64);
     }
 }

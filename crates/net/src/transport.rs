@@ -794,6 +794,7 @@ impl Network {
             (m.src, m.dst)
         };
         self.stats.packets_created += 1;
+        let flow_hash = self.packet_route_key(msg, false);
         let id = self.pool.alloc(Packet {
             next: None,
             wire_bytes: size,
@@ -807,7 +808,7 @@ impl Network {
             vc,
             hops: 0,
             ecn: false,
-            flow_hash: (fingerprint(self.salt, msg, u32::MAX) >> 32) as u32,
+            flow_hash,
             fingerprint: fingerprint(self.salt, msg, t.seq),
             intercept: false,
             arrive_ps: 0,
@@ -925,6 +926,7 @@ impl Network {
         self.tr.note(now, TransportEvent::Replied { msg, kind: ck, seq, pull });
         let vc = self.injection_vc(port);
         self.stats.packets_created += 1;
+        let flow_hash = self.packet_route_key(msg, true);
         let id = self.pool.alloc(Packet {
             next: None,
             wire_bytes: self.cfg.header_bytes,
@@ -938,7 +940,7 @@ impl Network {
             vc,
             hops: 0,
             ecn: false,
-            flow_hash: (fingerprint(self.salt, msg, u32::MAX) >> 32) as u32,
+            flow_hash,
             fingerprint: pull as u64,
             intercept: false,
             arrive_ps: 0,

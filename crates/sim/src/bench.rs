@@ -21,6 +21,12 @@ const BENCHES: &[(&str, &str)] = &[
     ("canary-uniform", include_str!("../../../scenarios/bench/canary_uniform.toml")),
     ("torus-permutation", include_str!("../../../scenarios/bench/torus_permutation.toml")),
     ("canary-fig8-point", include_str!("../../../scenarios/bench/canary_fig8_point.toml")),
+    // Issue 14's NDP permutation at three sizes, the same work as htsim's `-strat perm`
+    // (docs/engine.md, "Performance"); the two large ones take minutes and are left out of
+    // `reducelab bench engine` without `--name`.
+    ("ndp-permutation-1k", include_str!("../../../scenarios/bench/ndp_permutation_1k.toml")),
+    ("ndp-permutation-8k", include_str!("../../../scenarios/bench/ndp_permutation_8k.toml")),
+    ("ndp-permutation-27k", include_str!("../../../scenarios/bench/ndp_permutation_27k.toml")),
 ];
 
 /// Names of the built-in engine benchmark scenarios.

@@ -394,6 +394,10 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         v["headroom_bytes"] = json!(sc.net.pfc.headroom_bytes);
         summary["pfc"] = v;
     }
+    if sc.net.spray {
+        // Only when chosen: the default runs' summaries stay as they were.
+        summary["network"]["spray"] = json!("packet");
+    }
     if let (reducelab_net::TransportConfig::Ndp(c), Some(t)) = (net.transport(), net.transport_stats()) {
         let mut v = serde_json::to_value(t).expect("json");
         v["kind"] = json!("ndp");

@@ -410,6 +410,11 @@ pub struct NetworkSpec {
     /// `routing = "canary"` only: leave the default port above this many queued bytes instead
     /// of Canary's 50% of `buffer_bytes`.
     pub adaptive_threshold_bytes: Option<u64>,
+    /// How a message's packets break routing ties: `"flow"` (all alike, by the message's flow
+    /// hash) or `"packet"` (a path number per packet, cycled by its sender; see
+    /// `reducelab_net::routing`).
+    #[serde(default)]
+    pub spray: SpraySpec,
     #[serde(default)]
     pub loss_probability: f64,
     #[serde(default)]
@@ -420,6 +425,15 @@ pub struct NetworkSpec {
     pub input_buffer_bytes: Option<u64>,
     pub output_buffer_bytes: Option<u64>,
     pub crossbar_speedup: Option<f64>,
+}
+
+/// `network.spray`.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SpraySpec {
+    #[default]
+    Flow,
+    Packet,
 }
 
 /// `network.router`.
@@ -552,6 +566,7 @@ impl Default for NetworkSpec {
             ecn_pmax: None,
             routing: d_routing(),
             adaptive_threshold_bytes: None,
+            spray: SpraySpec::Flow,
             loss_probability: 0.0,
             arbitration: ArbitrationSpec::Fifo,
             router: RouterSpec::OutputQueued,
@@ -1363,6 +1378,9 @@ impl ScenarioFile {
         if nw.adaptive_threshold_bytes.is_some() && nw.routing != RoutingSpec::Canary {
             return e("network.adaptive_threshold_bytes", "applies only with routing = \"canary\" (threshold-adaptive routing)");
         }
+        if nw.spray == SpraySpec::Packet && !matches!(nw.routing, RoutingSpec::Ecmp | RoutingSpec::Adaptive) {
+            return e("network.spray", "\"packet\" applies only with routing = \"ecmp\" or \"adaptive\" (the others break ties by destination, not by flow)");
+        }
         if !(0.0..=1.0).contains(&nw.loss_probability) {
             return e("network.loss_probability", format!("must be within [0, 1], got {}", nw.loss_probability));
         }
@@ -1392,6 +1410,7 @@ impl ScenarioFile {
                     Some(b) => RoutingAlgo::ThresholdAdaptive(reducelab_net::AdaptiveThreshold::Bytes(b)),
                 },
             },
+            spray: nw.spray == SpraySpec::Packet,
             loss_probability: nw.loss_probability,
             arbitration: match nw.arbitration {
                 ArbitrationSpec::Fifo => reducelab_net::Arbitration::Fifo,

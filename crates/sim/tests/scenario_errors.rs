@@ -118,6 +118,8 @@ fn cases() -> Vec<Case> {
         case("unknown topology kind", sc(&[&topo("kind = \"ring\""), PERM]), "topology.kind", "unknown variant `ring`"),
         case("unknown routing", sc(&[FT2, "[network]\nrouting = \"magic\"", PERM]), "network.routing", "unknown variant `magic`"),
         case("unknown flow control", sc(&[FT2, "[network]\nflow_control = \"xon_xoff\"", PERM]), "network.flow_control", "unknown variant `xon_xoff`"),
+        case("spray with minimal routing", sc(&[FT2, "[network]\nrouting = \"minimal\"\nspray = \"packet\"", PERM]), "network.spray", "applies only with routing"),
+        case("unknown spray", sc(&[FT2, "[network]\nspray = \"flowlet\"", PERM]), "network.spray", "unknown variant `flowlet`"),
         case("unknown traffic kind", sc(&[FT2, &traffic("kind = \"perm\"\nbytes = 1")]), "traffic[0].kind", "unknown variant `perm`"),
         case(
             "unknown fault kind",
