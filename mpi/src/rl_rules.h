@@ -8,5 +8,5 @@
  * the crossover. Below 4 ranks there is no rule (schedules at every size, as before). */
 #ifndef RL_RULES_H
 #define RL_RULES_H
-#define RL_DEFAULT_RULES {4, 8192}, {8, 8192}
+#define RL_DEFAULT_RULES {4, 8192, 0, 0}, {8, 8192, 0, 0}
 #endif
