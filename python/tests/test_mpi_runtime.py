@@ -76,7 +76,7 @@ def test_rl_api_matches_mpi_with_segmented_messages(p: int, segment: int) -> Non
     ("algorithm", "p"),
     [("auto", 2), ("auto", 8), ("ring", 3), ("ring", 8), ("swing", 5), ("swing", 8), ("recursive-doubling", 6),
      ("recursive-doubling", 7), ("rabenseifner", 4), ("rabenseifner", 7), ("bucket", 6), ("bucket", 8),
-     ("swing-latency", 3), ("mpi", 4)],
+     ("swing-latency", 3), ("mpi", 4), ("shm", 4)],
 )
 def test_interposition(algorithm: str, p: int) -> None:
     """An unmodified MPI program (no link to ReduceLab) gets ReduceLab's collectives."""
@@ -224,7 +224,7 @@ def test_datatypes_with_holes_rl_api(p: int) -> None:
 
 
 @pytest.mark.parametrize(("algorithm", "p"), [("auto", 2), ("ring", 3), ("swing", 4), ("rabenseifner", 3),
-                                              ("recursive-doubling", 4)])
+                                              ("recursive-doubling", 4), ("shm", 3)])
 def test_datatypes_with_holes_interposed(algorithm: str, p: int) -> None:
     """The same program as plain MPI under LD_PRELOAD: MPI_Allreduce, MPI_Reduce_scatter_block,
     MPI_Allgather, MPI_Iallreduce + MPI_Wait and MPIX_Allreduce_init/MPI_Start/MPI_Wait."""
