@@ -31,10 +31,15 @@
  *
  * The barrier is a monotone 64-bit counter (C11 atomics: fetch_add with release, loads with
  * acquire): the n-th barrier of the communicator is passed when the counter reaches n·p. A
- * waiting rank spins `spin` times, then yields its core (sched_yield) between checks: with
- * more ranks than cores a spinning rank would hold the core the others need. While it yields it
- * also progresses the runtime's active nonblocking operations and, every 16 checks, the MPI
- * library (an MPI_Iprobe on the private duplicate), as the library's own collectives do.
+ * waiting rank spins `spin` times (REDUCELAB_SHM_SPIN; 0 when there are more ranks than cores:
+ * a spinning rank would hold the core the others need), then yields its core (sched_yield)
+ * between checks, 100 times (REDUCELAB_SHM_YIELDS), then sleeps on a futex (the barrier's
+ * generation word, which the last rank to arrive bumps and wakes; at most 50 µs per sleep).
+ * Measured with 4 and 8 ranks on 2 cores at load 10 (docs/mpi.md): yielding forever had the
+ * worst cases (library/shm 0.94–1.00 at 1–16 MiB), sleeping at once cost the small sizes.
+ * Between checks it progresses the runtime's active nonblocking operations and, every 16
+ * checks, the MPI library (an MPI_Iprobe on the private duplicate), as the library's own
+ * collectives do.
  *
  * Counts: every rank publishes (count, type size) before the first barrier and checks all
  * others' after it; all see the same values, so all agree and return MPI_ERR_TRUNCATE together
@@ -57,6 +62,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
+#include <linux/futex.h>
+#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -65,6 +73,7 @@
 #define RL_SHM_DEFAULT_BYTES ((size_t)4 << 20) /* data area per communicator (both sets) */
 #define PROBE_EVERY 16
 #define RL_SHM_DEFAULT_SMALL 4096
+#define RL_SHM_DEFAULT_YIELDS 100
 
 typedef struct {
     int usable; /* 0: not on one node, or no segment: the call goes elsewhere (why) */
@@ -74,10 +83,12 @@ typedef struct {
     size_t slot;    /* bytes per rank per set */
     size_t bytes;   /* mapping */
     char *base;
-    _Atomic uint64_t *arrived;
+    _Atomic uint64_t *arrived;   /* header line 0: the barrier counter, */
+    _Atomic uint32_t *gen;       /* the barrier's generation (a futex word) */
+    _Atomic uint32_t *sleepers;  /* and how many ranks sleep on it */
     uint64_t epoch; /* barriers this rank has passed on this communicator */
     uint64_t chunks; /* chunks processed on this communicator: the set is chunks & 1 */
-    unsigned spin;
+    unsigned spin, yields; /* a waiting rank spins, then yields, then sleeps on a futex */
     size_t small;   /* dense vectors up to this many bytes: one barrier, every rank reduces all */
     char *pack;     /* types with holes: MPI_Pack buffer */
     int pack_bytes;
@@ -155,6 +166,7 @@ static void setup(MPI_Comm comm, shm_state *s) {
     /* spinning before yielding: only when every rank can have a core */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     s->spin = (unsigned)env_size("REDUCELAB_SHM_SPIN", cores > 0 && p <= cores ? 2000 : 0);
+    s->yields = (unsigned)env_size("REDUCELAB_SHM_YIELDS", RL_SHM_DEFAULT_YIELDS);
     s->small = env_size("REDUCELAB_SHM_SMALL", RL_SHM_DEFAULT_SMALL);
     if (s->small > slot) s->small = slot;
 
@@ -239,6 +251,8 @@ static void setup(MPI_Comm comm, shm_state *s) {
         return;
     }
     s->arrived = (_Atomic uint64_t *)s->base;
+    s->gen = (_Atomic uint32_t *)(s->base + 8);
+    s->sleepers = (_Atomic uint32_t *)(s->base + 12);
     s->usable = 1;
 }
 
@@ -264,9 +278,19 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *timeout) {
+    return syscall(SYS_futex, (uint32_t *)addr, op, val, timeout, NULL, 0);
+}
+
+/* The last rank to arrive bumps the generation word and wakes the sleepers, if any. */
 static void barrier(shm_state *s) {
     uint64_t target = ++s->epoch * (uint64_t)s->p;
-    atomic_fetch_add_explicit(s->arrived, 1, memory_order_acq_rel);
+    uint32_t gen = atomic_load_explicit(s->gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(s->arrived, 1, memory_order_acq_rel) + 1 == target) {
+        atomic_fetch_add_explicit(s->gen, 1, memory_order_acq_rel);
+        if (atomic_load_explicit(s->sleepers, memory_order_acquire)) futex(s->gen, FUTEX_WAKE, INT32_MAX, NULL);
+        return;
+    }
     unsigned spins = 0, yields = 0;
     while (atomic_load_explicit(s->arrived, memory_order_acquire) < target) {
         if (spins < s->spin) {
@@ -274,7 +298,15 @@ static void barrier(shm_state *s) {
             cpu_relax();
             continue;
         }
-        sched_yield();
+        if (yields < s->yields) {
+            sched_yield();
+        } else { /* sleep until the last rank's wake (or 50 µs, to progress the others) */
+            const struct timespec ts = {0, 50000};
+            atomic_fetch_add_explicit(s->sleepers, 1, memory_order_acq_rel);
+            if (atomic_load_explicit(s->arrived, memory_order_acquire) < target)
+                futex(s->gen, FUTEX_WAIT, gen, &ts); /* returns at once if gen moved on */
+            atomic_fetch_sub_explicit(s->sleepers, 1, memory_order_acq_rel);
+        }
         rl_progress_others();
         if (++yields % PROBE_EVERY == 0) {
             int flag;
