@@ -249,9 +249,10 @@ def crossover(rows: list[Row], ranks: int) -> tuple[int, bool]:
 
 @dataclass(frozen=True)
 class Policy:
-    """`auto`'s rule for one rank count: the MPI library below `min_bytes`, the shared-memory
-    allreduce for `shm_min <= bytes < shm_max` (None: no range; shm_max None: no upper bound),
-    schedules otherwise. `found`: False when the library alone lost least at every size."""
+    """`auto`'s rule for one rank count: the shared-memory allreduce for `shm_min <= bytes <
+    shm_max` (None: no range; shm_max None: no upper bound) where it can run, otherwise the MPI
+    library below `min_bytes` and schedules from it. `found`: False when the library alone lost
+    least against the schedules at every size."""
     min_bytes: int
     found: bool
     shm_min: int | None = None
@@ -265,30 +266,31 @@ class Policy:
 
 
 def fit_policy(rows: list[Row], ranks: int) -> Policy:
-    """Three steps over the sizes measured for `mpi`, `auto` (schedules only) and `shm`: the library
-    below a first threshold, `shm` up to a second, schedules from it, the pair that loses least
-    (sum of log(policy's median / fastest median)) as `crossover` does for two. Ties go to the
-    smaller thresholds (less `shm`). A shm range reaching the largest size has no upper bound.
-    Without `shm` measurements: `crossover`."""
+    """`auto`'s rule from the medians of `mpi`, `auto` (schedules only) and `shm`: the library
+    crossover as `crossover` finds it (it still decides where the shared-memory allreduce cannot
+    run: communicators across nodes, nonblocking calls), then the contiguous range of sizes for
+    `shm` that loses least (sum of log(policy's median / fastest median)) with the crossover's
+    choice outside it. Ties go to the smaller range; a range reaching the largest size has no
+    upper bound. Without `shm` measurements: the crossover alone."""
+    value, found = crossover(rows, ranks)
     t = {(r.algorithm, r.bytes): r.median_s for r in rows if r.ranks == ranks}
     sizes = sorted(b for (a, b) in t if a == "auto" and ("mpi", b) in t and ("shm", b) in t)
     if not sizes:
-        value, found = crossover(rows, ranks)
         return Policy(value, found)
     best = {b: min(t[("auto", b)], t[("mpi", b)], t[("shm", b)]) for b in sizes}
-    loss = {a: [math.log(t[(a, b)] / best[b]) for b in sizes] for a in ("mpi", "shm", "auto")}
+    outside = [math.log(t[("mpi" if b < value else "auto", b)] / best[b]) for b in sizes]
+    inside = [math.log(t[("shm", b)] / best[b]) for b in sizes]
     n = len(sizes)
-    choice, choice_loss = (n, n), math.inf
-    for i in range(n + 1):
-        for j in range(i, n + 1):
-            total = sum(loss["mpi"][:i]) + sum(loss["shm"][i:j]) + sum(loss["auto"][j:])
-            if total < choice_loss - 1e-12:
+    choice, choice_loss = (0, 0), sum(outside)
+    for i in range(n):
+        for j in range(i + 1, n + 1):
+            total = sum(outside[:i]) + sum(inside[i:j]) + sum(outside[j:])
+            if total < choice_loss - 1e-12 or (abs(total - choice_loss) <= 1e-12 and j - i < choice[1] - choice[0]):
                 choice, choice_loss = (i, j), total
     i, j = choice
-    min_bytes, found = (sizes[i], True) if i < n else (2 * sizes[-1], False)
     if j == i:
-        return Policy(min_bytes, found)
-    return Policy(min_bytes, found, sizes[i], sizes[j] if j < n else None)
+        return Policy(value, found)
+    return Policy(value, found, sizes[i], sizes[j] if j < n else None)
 
 
 def decision_ns(ranks: int = 1) -> float:

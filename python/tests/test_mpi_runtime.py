@@ -536,8 +536,9 @@ def test_crossover_rule_on_synthetic_medians() -> None:
 
 
 def test_policy_fit_on_synthetic_medians() -> None:
-    """The three-step fit (library, shm, schedules): the pair of thresholds losing least; a shm
-    range reaching the largest size has no upper bound; without shm rows it is `crossover`."""
+    """The library crossover as before, then the shm range losing least with the crossover's
+    choice outside it; a range reaching the largest size has no upper bound; without shm rows
+    it is `crossover` alone."""
     from reducelab.mpibench import Policy, Row, fit_policy
 
     def rows(mpi: list[float], auto: list[float], shm: list[float] | None) -> list[Row]:
@@ -546,10 +547,10 @@ def test_policy_fit_on_synthetic_medians() -> None:
             [Row(4, "auto", s, t, t, t, 5) for s, t in zip(sizes, auto)]
         return out + ([Row(4, "shm", s, t, t, t, 5) for s, t in zip(sizes, shm)] if shm else [])
 
-    assert fit_policy(rows([1, 1, 1, 1], [2, 2, 2, 2], [2, 0.5, 0.5, 0.5]), 4) == Policy(16, True, 16, None)
-    assert fit_policy(rows([1, 1, 1, 1], [2, 2, 2, 0.4], [2, 0.5, 0.5, 0.5]), 4) == Policy(16, True, 16, 64)
+    assert fit_policy(rows([1, 1, 1, 1], [2, 2, 2, 2], [2, 0.5, 0.5, 0.5]), 4) == Policy(128, False, 16, None)
+    assert fit_policy(rows([1, 1, 1, 1], [2, 2, 2, 0.4], [2, 0.5, 0.5, 0.5]), 4) == Policy(64, True, 16, 64)
     assert fit_policy(rows([1, 1, 1, 1], [2, 2, 0.5, 0.5], [2, 2, 2, 2]), 4) == Policy(32, True)
-    assert fit_policy(rows([1, 1, 1], [2, 2, 2], [0.5, 1.5, 0.5]), 4) == Policy(8, True, 8, None)  # 1.5: noise
+    assert fit_policy(rows([1, 1, 1], [2, 2, 2], [0.5, 1.5, 0.5]), 4) == Policy(64, False, 8, None)  # 1.5: noise
     assert fit_policy(rows([1, 1, 1], [2, 2, 2], [3, 3, 3]), 4) == Policy(64, False)
     assert fit_policy(rows([1, 1, 1, 1], [2, 2, 0.9, 3], None), 4) == Policy(128, False)
     assert Policy(16, True, 16, None).line(4) == "4 16 16 inf" and Policy(32, True).line(8) == "8 32"
