@@ -270,8 +270,9 @@ def fit_policy(rows: list[Row], ranks: int) -> Policy:
     crossover as `crossover` finds it (it still decides where the shared-memory allreduce cannot
     run: communicators across nodes, nonblocking calls), then the contiguous range of sizes for
     `shm` that loses least (sum of log(policy's median / fastest median)) with the crossover's
-    choice outside it. Ties go to the smaller range; a range reaching the largest size has no
-    upper bound. Without `shm` measurements: the crossover alone."""
+    choice outside it. Ties go to the smaller range; a range from the smallest size measured
+    starts at 0 and one reaching the largest has no upper bound (sizes beyond the measured ones
+    behave like the nearest measured). Without `shm` measurements: the crossover alone."""
     value, found = crossover(rows, ranks)
     t = {(r.algorithm, r.bytes): r.median_s for r in rows if r.ranks == ranks}
     sizes = sorted(b for (a, b) in t if a == "auto" and ("mpi", b) in t and ("shm", b) in t)
@@ -290,7 +291,7 @@ def fit_policy(rows: list[Row], ranks: int) -> Policy:
     i, j = choice
     if j == i:
         return Policy(value, found)
-    return Policy(value, found, sizes[i], sizes[j] if j < n else None)
+    return Policy(value, found, sizes[i] if i > 0 else 0, sizes[j] if j < n else None)
 
 
 def decision_ns(ranks: int = 1) -> float:

@@ -550,7 +550,7 @@ def test_policy_fit_on_synthetic_medians() -> None:
     assert fit_policy(rows([1, 1, 1, 1], [2, 2, 2, 2], [2, 0.5, 0.5, 0.5]), 4) == Policy(128, False, 16, None)
     assert fit_policy(rows([1, 1, 1, 1], [2, 2, 2, 0.4], [2, 0.5, 0.5, 0.5]), 4) == Policy(64, True, 16, 64)
     assert fit_policy(rows([1, 1, 1, 1], [2, 2, 0.5, 0.5], [2, 2, 2, 2]), 4) == Policy(32, True)
-    assert fit_policy(rows([1, 1, 1], [2, 2, 2], [0.5, 1.5, 0.5]), 4) == Policy(64, False, 8, None)  # 1.5: noise
+    assert fit_policy(rows([1, 1, 1], [2, 2, 2], [0.5, 1.5, 0.5]), 4) == Policy(64, False, 0, None)  # 1.5: noise
     assert fit_policy(rows([1, 1, 1], [2, 2, 2], [3, 3, 3]), 4) == Policy(64, False)
     assert fit_policy(rows([1, 1, 1, 1], [2, 2, 0.9, 3], None), 4) == Policy(128, False)
     assert Policy(16, True, 16, None).line(4) == "4 16 16 inf" and Policy(32, True).line(8) == "8 32"
