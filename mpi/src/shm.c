@@ -12,8 +12,9 @@
  * MPI_Win_free would be a collective inside MPI_Comm_free, which ranks may call on different
  * communicators in different orders.
  *
- * Segment: a header (a barrier counter on its own cache line, then one line per rank with the
- * call's count and type size) and two sets of p slots of `slot` bytes. A vector is processed
+ * Segment: a header (line 0: the barrier counter and its futex words; line 1: rank 0's nonce;
+ * then two sets of one line per rank with the call's count and type size, alternating like the
+ * slots) and two sets of p slots of `slot` bytes. A vector is processed
  * in chunks of slot/extent elements, alternating sets (double buffering), so any vector needs
  * only the bounded segment. Per chunk:
  *   1. each rank copies its chunk of the input into its slot of the set;      barrier
@@ -29,8 +30,7 @@
  * which every rank reaches after its copy-out of chunk c: two barriers per chunk (the chunk
  * count runs on across calls, so a call's first chunk never reuses the previous call's last set).
  *
- * The barrier is a monotone 64-bit counter (C11 atomics: fetch_add with release, loads with
- * acquire): the n-th barrier of the communicator is passed when the counter reaches n·p. A
+ * The barrier is a monotone 64-bit counter (C11 atomics: fetch_add, loads with acquire): the n-th barrier of the communicator is passed when the counter reaches n·p. A
  * waiting rank spins `spin` times (REDUCELAB_SHM_SPIN; 0 when there are more ranks than cores:
  * a spinning rank would hold the core the others need), then yields its core (sched_yield)
  * between checks, 100 times (REDUCELAB_SHM_YIELDS), then sleeps on a futex (the barrier's
@@ -119,12 +119,29 @@ static int shm_delete(MPI_Comm comm, int keyval, void *attr, void *extra) {
 
 static void make_keyval(void) { PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, shm_delete, &shm_keyval, NULL); }
 
-static size_t env_size(const char *name, size_t dflt) {
+/* A non-negative integer setting (at most `max`); a bad value leaves `why` set (the caller
+ * declines with it) and says so on stderr, once per process and setting. */
+static size_t env_size(const char *name, size_t dflt, size_t max, char *why, size_t whylen) {
     const char *e = getenv(name);
     if (!e || !*e) return dflt;
     char *end = NULL;
+    errno = 0;
     long long x = strtoll(e, &end, 10);
-    return (*end || x < 0) ? dflt : (size_t)x;
+    if (end == e || *end || x < 0 || errno || (unsigned long long)x > max) {
+        snprintf(why, whylen, "%s='%s' is not a whole number from 0 to %zu", name, e, max);
+        static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+        static char told[4][32];
+        pthread_mutex_lock(&mu);
+        int i = 0;
+        while (i < 4 && told[i][0] && strcmp(told[i], name) != 0) i++;
+        if (i < 4 && !told[i][0]) {
+            snprintf(told[i], sizeof told[i], "%s", name);
+            fprintf(stderr, "reducelab: %s: the shared-memory allreduce is not used\n", why);
+        }
+        pthread_mutex_unlock(&mu);
+        return dflt;
+    }
+    return (size_t)x;
 }
 
 /* Completes a nonblocking collective of the set-up, progressing the active nonblocking
@@ -157,7 +174,8 @@ static void setup(MPI_Comm comm, shm_state *s) {
         snprintf(s->why, sizeof s->why, "shm: no private duplicate of the communicator");
         return;
     }
-    size_t budget = env_size("REDUCELAB_SHM_BYTES", RL_SHM_DEFAULT_BYTES);
+    char bad[200] = "";
+    size_t budget = env_size("REDUCELAB_SHM_BYTES", RL_SHM_DEFAULT_BYTES, (size_t)1 << 40, bad, sizeof bad);
     size_t slot = budget / (2 * (size_t)p) / 4096 * 4096;
     if (slot < 4096) slot = 4096;
     s->slot = slot;
@@ -165,9 +183,13 @@ static void setup(MPI_Comm comm, shm_state *s) {
     s->bytes = (s->bytes + 4095) / 4096 * 4096;
     /* spinning before yielding: only when every rank can have a core */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    s->spin = (unsigned)env_size("REDUCELAB_SHM_SPIN", cores > 0 && p <= cores ? 2000 : 0);
-    s->yields = (unsigned)env_size("REDUCELAB_SHM_YIELDS", RL_SHM_DEFAULT_YIELDS);
-    s->small = env_size("REDUCELAB_SHM_SMALL", RL_SHM_DEFAULT_SMALL);
+    s->spin = (unsigned)env_size("REDUCELAB_SHM_SPIN", cores > 0 && p <= cores ? 2000 : 0, 1u << 30, bad, sizeof bad);
+    s->yields = (unsigned)env_size("REDUCELAB_SHM_YIELDS", RL_SHM_DEFAULT_YIELDS, 1u << 30, bad, sizeof bad);
+    s->small = env_size("REDUCELAB_SHM_SMALL", RL_SHM_DEFAULT_SMALL, (size_t)1 << 40, bad, sizeof bad);
+    if (bad[0]) { /* (every rank sees the same environment: all decline) */
+        snprintf(s->why, sizeof s->why, "%s", bad);
+        return;
+    }
     if (s->small > slot) s->small = slot;
 
     struct {
@@ -286,9 +308,11 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
 static void barrier(shm_state *s) {
     uint64_t target = ++s->epoch * (uint64_t)s->p;
     uint32_t gen = atomic_load_explicit(s->gen, memory_order_acquire);
-    if (atomic_fetch_add_explicit(s->arrived, 1, memory_order_acq_rel) + 1 == target) {
-        atomic_fetch_add_explicit(s->gen, 1, memory_order_acq_rel);
-        if (atomic_load_explicit(s->sleepers, memory_order_acquire)) futex(s->gen, FUTEX_WAKE, INT32_MAX, NULL);
+    /* (seq_cst where a store is followed by a load of another word: the last rank's gen bump
+     * and a sleeper's count must not both miss each other; a miss would cost one 50 µs sleep) */
+    if (atomic_fetch_add_explicit(s->arrived, 1, memory_order_seq_cst) + 1 == target) {
+        atomic_fetch_add_explicit(s->gen, 1, memory_order_seq_cst);
+        if (atomic_load_explicit(s->sleepers, memory_order_seq_cst)) futex(s->gen, FUTEX_WAKE, INT32_MAX, NULL);
         return;
     }
     unsigned spins = 0, yields = 0;
@@ -302,8 +326,8 @@ static void barrier(shm_state *s) {
             sched_yield();
         } else { /* sleep until the last rank's wake (or 50 µs, to progress the others) */
             const struct timespec ts = {0, 50000};
-            atomic_fetch_add_explicit(s->sleepers, 1, memory_order_acq_rel);
-            if (atomic_load_explicit(s->arrived, memory_order_acquire) < target)
+            atomic_fetch_add_explicit(s->sleepers, 1, memory_order_seq_cst);
+            if (atomic_load_explicit(s->arrived, memory_order_seq_cst) < target)
                 futex(s->gen, FUTEX_WAIT, gen, &ts); /* returns at once if gen moved on */
             atomic_fetch_sub_explicit(s->sleepers, 1, memory_order_acq_rel);
         }

@@ -495,6 +495,16 @@ def test_shm_cases(case: str, p: int, checks: int) -> None:
         assert proc.stderr.count("reducelab: shm not used (said once per reason): nonblocking") == p, proc.stderr
 
 
+def test_bad_shm_setting_is_said_and_the_call_still_runs() -> None:
+    """A malformed REDUCELAB_SHM_* value: a message naming it on every rank, and the calls run
+    auto's path with exact results instead."""
+    proc = mpirun(2, [str(BUILD / "test_rules"), "shm", "1000"], {"REDUCELAB_SHM_BYTES": "4MB"}, timeout=60)
+    out = ok(proc)
+    assert re.search(r"test_rules p=2: 8 checks, 0 failures", out), out
+    assert [line[10] for line in map(lambda x: tuple(map(int, x)), RULES_LINE.findall(out))] == [0], out
+    assert proc.stderr.count("reducelab: REDUCELAB_SHM_BYTES='4MB' is not a whole number from 0 to") == 2, proc.stderr
+
+
 def test_auto_routes_a_shared_memory_range(tmp_path: Path) -> None:
     """A rules line 'RANKS MIN_BYTES SHM_MIN SHM_MAX': blocking allreduces in [SHM_MIN, SHM_MAX)
     run the shared-memory allreduce (also below MIN_BYTES), the others follow the crossover;
