@@ -1534,7 +1534,7 @@ static int remember_exec(rl_exec *ex, MPI_Comm comm, int count, MPI_Datatype typ
 }
 
 /* The shared-memory allreduce (shm.c) for a blocking allreduce, asked for by name (`named`) or
- * chosen by `auto`'s rules. RL_SHM_DECLINED: this call takes the usual path (a named `shm`
+ * chosen by `auto`'s rules, at every thread level (its state is per communicator). RL_SHM_DECLINED: this call takes the usual path (a named `shm`
  * says why with REDUCELAB_VERBOSE; every rank declines alike: the reasons depend only on the
  * communicator, the datatype, the op and the thread level, which MPI requires to agree). */
 static int try_shm(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
@@ -1543,7 +1543,6 @@ static int try_shm(const void *sendbuf, void *recvbuf, int count, MPI_Datatype t
     int inter = 0;
     if (count == 0 || comm == MPI_COMM_NULL || type == MPI_DATATYPE_NULL || op == MPI_OP_NULL)
         return RL_SHM_DECLINED; /* the usual path: count 0, or the library reports the error */
-    if (!named && thread_multiple()) return RL_SHM_DECLINED; /* auto at MPI_THREAD_MULTIPLE: the library */
     rl_kernel kernel = rl_kernel_for(op, type);
     if (!kernel && is_predefined_op(op)) return RL_SHM_DECLINED; /* the usual path says why */
     if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {

@@ -10,7 +10,8 @@
  *   holes    a resized vector type (two uint32 at 0 and 8 of a 16-byte extent) with a commutative
  *            and a non-commutative user op (affine maps), results against a rank-order fold of
  *            the gathered inputs, gap bytes hold their sentinel, in place too
- *   threads  MPI_THREAD_MULTIPLE: two threads on two communicators, 150 allreduces each
+ *   threads  MPI_THREAD_MULTIPLE: two threads on two communicators, 150 allreduces each (named
+ *            shm, or argv[2], e.g. auto under rules that route every size to shm)
  *   comms    60 communicators (duplicates and halves) made, used and freed: RL_Shm_segments()
  *            counts them and returns to its starting value
  *   mismatch rank 0 passes 16383 ints, the others 16385 (also 5 vs 7, and 1000 vs 1100, on either
@@ -223,6 +224,7 @@ static void case_holes(void) {
 }
 
 /* ---- threads ---- */
+static const char *thread_alg = "shm"; /* argv[2]: e.g. auto, under rules that route to shm */
 typedef struct {
     int id;
     MPI_Comm comm;
@@ -234,7 +236,7 @@ static void *worker(void *arg) {
     for (int it = 0; it < 150; it++) {
         int n = 1 + (it * 997 + t->id * 31) % 5000;
         for (int i = 0; i < n; i++) in[i] = i * (t->id + 1) + rank + it;
-        int rc = RL_Allreduce(in, out, n, MPI_INT, MPI_SUM, t->comm, "shm");
+        int rc = RL_Allreduce(in, out, n, MPI_INT, MPI_SUM, t->comm, thread_alg);
         int bad = rc != MPI_SUCCESS;
         for (int i = 0; i < n && !bad; i++) bad = out[i] != P * (i * (t->id + 1) + it) + P * (P - 1) / 2;
         CHECK();
@@ -374,6 +376,7 @@ int main(int argc, char **argv) {
             MPI_Finalize();
             return 0;
         }
+        if (argc > 2) thread_alg = argv[2];
         case_threads();
     } else if (!strcmp(c, "comms")) case_comms();
     else if (!strcmp(c, "mismatch")) case_mismatch();

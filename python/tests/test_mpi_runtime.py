@@ -495,6 +495,18 @@ def test_shm_cases(case: str, p: int, checks: int) -> None:
         assert proc.stderr.count("reducelab: shm not used (said once per reason): nonblocking") == p, proc.stderr
 
 
+def test_auto_runs_shm_at_thread_multiple(tmp_path: Path) -> None:
+    """`auto` at MPI_THREAD_MULTIPLE runs the shared-memory allreduce in its range (two threads on
+    two communicators, every call counted as ReduceLab's), where everything else goes to the
+    library (test_threads)."""
+    rules = tmp_path / "rules.txt"
+    rules.write_text("2 1000000 0 inf\n")
+    out = ok(mpirun(2, [str(BUILD / "test_shm"), "threads", "auto"], {**SHM_ENV, "REDUCELAB_RULES": str(rules)}))
+    if "skipped" in out:
+        pytest.skip(out.strip())
+    assert re.search(r"test_shm threads p=2: 606 checks, 0 failures", out), out
+
+
 def test_bad_shm_setting_is_said_and_the_call_still_runs() -> None:
     """A malformed REDUCELAB_SHM_* value: a message naming it on every rank, and the calls run
     auto's path with exact results instead."""
