@@ -1534,9 +1534,10 @@ static int remember_exec(rl_exec *ex, MPI_Comm comm, int count, MPI_Datatype typ
 }
 
 /* The shared-memory allreduce (shm.c) for a blocking allreduce, asked for by name (`named`) or
- * chosen by `auto`'s rules, at every thread level (its state is per communicator). RL_SHM_DECLINED: this call takes the usual path (a named `shm`
- * says why with REDUCELAB_VERBOSE; every rank declines alike: the reasons depend only on the
- * communicator, the datatype, the op and the thread level, which MPI requires to agree). */
+ * chosen by `auto`'s rules, at every thread level (its state is per communicator).
+ * RL_SHM_DECLINED: this call takes the usual path (a named `shm` says why with
+ * REDUCELAB_VERBOSE; every rank declines alike: the reasons depend only on the communicator,
+ * the datatype, the op and the environment, which must agree across ranks). */
 static int try_shm(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                    int named) {
     char why[300] = "";
@@ -1584,11 +1585,13 @@ int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype typ
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); /* MPI reports these */
     if (__builtin_expect(__atomic_load_n(&nrules, __ATOMIC_ACQUIRE) < 0, 0)) load_rules();
     int named = algorithm ? strcmp(algorithm, "shm") == 0 : env_shm;
-    if (named || auto_route(algorithm, comm, count, type, 1) == RL_ROUTE_SHM) {
+    int route = named ? RL_ROUTE_SHM : auto_route(algorithm, comm, count, type, 1);
+    if (route == RL_ROUTE_SHM) {
         if ((rc = try_shm(sendbuf, recvbuf, count, type, op, comm, named)) != RL_SHM_DECLINED) return rc;
         algorithm = "auto";
+        route = auto_route(algorithm, comm, count, type, 0);
     }
-    if (auto_to_library(algorithm, comm, count, type)) {
+    if (route == RL_ROUTE_LIBRARY) {
         note_auto_library();
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
     }
