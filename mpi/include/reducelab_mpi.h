@@ -68,6 +68,16 @@ const char *RL_Last_algorithm(void);
  * from REDUCELAB_RULES or the shipped defaults. */
 int RL_Auto_uses_library(MPI_Comm comm, int count, MPI_Datatype type);
 long long RL_Auto_crossover(int ranks);
+/* `auto`'s choice for a blocking allreduce (REDUCELAB_ALLREDUCE unset, auto or shm):
+ * RL_ROUTE_LIBRARY, RL_ROUTE_SHM (the shared-memory allreduce, if the communicator is on one
+ * node) or RL_ROUTE_SCHEDULE; and the shared-memory range [returned, *max_bytes) on `ranks`
+ * ranks (-1: none; *max_bytes LLONG_MAX: no upper bound). */
+enum { RL_ROUTE_SCHEDULE = 0, RL_ROUTE_LIBRARY = 1, RL_ROUTE_SHM = 2 };
+int RL_Auto_route(MPI_Comm comm, int count, MPI_Datatype type);
+long long RL_Auto_shm_range(int ranks, long long *max_bytes);
+/* Shared-memory segments this process has mapped (one per communicator that used the
+ * shared-memory allreduce; unmapped when the communicator is freed). */
+int RL_Shm_segments(void);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@
 #include "rl_rules.h"
 #include "rl_internal.h"
 #include "rl_entry.h"
+#include "rl_shm.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
+#include <limits.h>
 
 /* ------------------------------------------------------------------------------------------ */
 /* Settings and counters                                                                        */
@@ -52,18 +54,27 @@ static int is_verbose(void) {
     return verbose;
 }
 
-/* A call handed to the MPI library. With REDUCELAB_VERBOSE, one line per process for each
- * distinct reason (the first 32), so a loop does not flood stderr. */
-static void note_fallback(const char *why) {
+/* With REDUCELAB_VERBOSE, one line per process for each distinct reason (the first 32), so a
+ * loop does not flood stderr. Locked: the shared-memory path may call it from two threads. */
+static void note_once(const char *prefix, const char *why) {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     static char seen[32][200];
     static int nseen;
-    n_fallback++;
     if (!is_verbose()) return;
-    for (int i = 0; i < nseen; i++)
-        if (strncmp(seen[i], why, sizeof seen[i] - 1) == 0) return;
-    if (nseen == 32) return;
-    snprintf(seen[nseen++], sizeof seen[0], "%s", why);
-    fprintf(stderr, "reducelab: falling back to the MPI library (said once per reason): %s\n", why);
+    pthread_mutex_lock(&mu);
+    int known = nseen == 32;
+    for (int i = 0; i < nseen && !known; i++) known = strncmp(seen[i], why, sizeof seen[i] - 1) == 0;
+    if (!known) {
+        snprintf(seen[nseen++], sizeof seen[0], "%s", why);
+        fprintf(stderr, "reducelab: %s (said once per reason): %s\n", prefix, why);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+/* A call handed to the MPI library. */
+static void note_fallback(const char *why) {
+    n_fallback++;
+    note_once("falling back to the MPI library", why);
 }
 
 /* Thread levels. The application's level is what it asked for in MPI_Init_thread, capped by
@@ -282,13 +293,18 @@ static int comm_state_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
     return MPI_SUCCESS;
 }
 
-/* The communicator's state; its duplicate may still be pending (comm_ready_locked). */
+static int comm_keyval_rc = MPI_SUCCESS;
+static void make_comm_keyval(void) {
+    comm_keyval_rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_state_delete, &comm_keyval, NULL);
+}
+
+/* The communicator's state; its duplicate may still be pending (comm_ready_locked). (Two
+ * threads may get the states of two communicators at once: the shared-memory path.) */
 static int get_comm_state(MPI_Comm comm, comm_state **out) {
     int flag = 0, rc;
-    if (comm_keyval == MPI_KEYVAL_INVALID) {
-        rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_state_delete, &comm_keyval, NULL);
-        if (rc != MPI_SUCCESS) return rc;
-    }
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, make_comm_keyval);
+    if (comm_keyval_rc != MPI_SUCCESS) return comm_keyval_rc;
     comm_state *st = NULL;
     rc = PMPI_Comm_get_attr(comm, comm_keyval, &st, &flag);
     if (rc != MPI_SUCCESS) return rc;
@@ -400,7 +416,7 @@ static void unknown_algorithm(const char *name, char *err, size_t errlen) {
     RlAlgorithmInfo info;
     for (size_t i = 0; n < errlen && rl_algorithm_info(i, &info) == 0; i++)
         n += (size_t)snprintf(err + n, errlen - n, "%s, ", info.name);
-    if (n < errlen) snprintf(err + n, errlen - n, "mpi)");
+    if (n < errlen) snprintf(err + n, errlen - n, "mpi, shm)");
 }
 
 /* Resolves a user-facing name to a variant (or "mpi"). 0 and a message if unknown. Families
@@ -411,6 +427,11 @@ static int resolve(const char *name, int coll, const uint32_t *dims, size_t ndim
                    const char **out, char *err, size_t errlen) {
     if (!name || !*name) name = getenv("REDUCELAB_ALLREDUCE");
     if (!name || !*name) name = "auto";
+    if (strcmp(name, "shm") == 0) { /* the shared-memory path is for blocking allreduces only */
+        note_once("shm not used", "nonblocking, persistent, reduce-scatter and allgather calls run auto's path "
+                                  "(the shared-memory allreduce is blocking only)");
+        name = "auto";
+    }
     if (strcmp(name, "mpi") == 0) {
         *out = "mpi";
         return 1;
@@ -1282,16 +1303,38 @@ static int load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf) {
 typedef struct {
     int ranks;
     long long min_bytes;
+    /* blocking allreduces of shm_min <= bytes < shm_max use the shared-memory allreduce when
+     * the communicator is on one node (shm_max 0: never; LLONG_MAX: no upper bound) */
+    long long shm_min, shm_max;
 } rl_rule;
 static const rl_rule default_rules[] = {RL_DEFAULT_RULES};
 static rl_rule rules[64];
 static int nrules = -1;  /* -1: not loaded yet */
-static int env_auto = 0; /* REDUCELAB_ALLREDUCE is unset or auto */
+static int env_auto = 0; /* REDUCELAB_ALLREDUCE is unset, auto or shm (shm's other calls run auto) */
+static int env_shm = 0;  /* REDUCELAB_ALLREDUCE=shm */
 static char rules_error[400];
 
+static void load_rules_once(void);
 static void load_rules(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, load_rules_once); /* the shared-memory path decides at MPI_THREAD_MULTIPLE too */
+}
+
+/* "inf" or a number of bytes */
+static int parse_bytes(const char *t, long long *out) {
+    if (strcmp(t, "inf") == 0) {
+        *out = LLONG_MAX;
+        return 1;
+    }
+    char *end = NULL;
+    *out = strtoll(t, &end, 10);
+    return end != t && *end == 0 && *out >= 0;
+}
+
+static void load_rules_once(void) {
     const char *a = getenv("REDUCELAB_ALLREDUCE");
-    env_auto = !a || !*a || strcmp(a, "auto") == 0;
+    env_shm = a && strcmp(a, "shm") == 0;
+    env_auto = !a || !*a || strcmp(a, "auto") == 0 || env_shm;
     const char *f = getenv("REDUCELAB_RULES");
     int n = 0;
     if (!f || !*f) {
@@ -1308,18 +1351,24 @@ static void load_rules(void) {
                 char *t = line;
                 while (*t == ' ' || *t == '\t') t++;
                 if (*t == 0 || *t == '\n' || *t == '\r') continue;
-                long long r = 0, b = 0;
-                char extra[2];
-                if (sscanf(t, "%lld %lld %1s", &r, &b, extra) != 2 || r < 1 || r > (1 << 24) || b < 0) {
+                long long r = 0, b = 0, smin = 0, smax = 0;
+                char s1[32] = "", s2[32] = "", extra[2];
+                int nf = sscanf(t, "%lld %lld %31s %31s %1s", &r, &b, s1, s2, extra);
+                if ((nf != 2 && nf != 4) || r < 1 || r > (1 << 24) || b < 0 ||
+                    (nf == 4 && (!parse_bytes(s1, &smin) || smin == LLONG_MAX || !parse_bytes(s2, &smax) ||
+                                 smax <= smin))) {
                     snprintf(rules_error, sizeof rules_error,
-                             "REDUCELAB_RULES='%s' line %d: want 'RANKS MIN_BYTES' (RANKS >= 1, MIN_BYTES >= 0)", f, ln);
+                             "REDUCELAB_RULES='%s' line %d: want 'RANKS MIN_BYTES' or 'RANKS MIN_BYTES SHM_MIN_BYTES "
+                             "SHM_MAX_BYTES' (RANKS >= 1, MIN_BYTES >= 0, SHM_MIN_BYTES < SHM_MAX_BYTES, which may "
+                             "be inf)",
+                             f, ln);
                     break;
                 }
                 if (n == 64) {
                     snprintf(rules_error, sizeof rules_error, "REDUCELAB_RULES='%s': more than 64 rules", f);
                     break;
                 }
-                rules[n++] = (rl_rule){(int)r, b};
+                rules[n++] = (rl_rule){(int)r, b, smin, smax};
             }
             fclose(in);
         }
@@ -1334,26 +1383,46 @@ static void load_rules(void) {
     __atomic_store_n(&nrules, rules_error[0] ? 0 : n, __ATOMIC_RELEASE);
 }
 
-/* 1: `auto` hands this allreduce to the MPI library; 0: it runs a schedule (or another
+/* `auto`'s choice for an allreduce: RL_ROUTE_LIBRARY (below the crossover), RL_ROUTE_SHM (in
+ * the rule's shared-memory range; `blocking` calls only) or RL_ROUTE_SCHEDULE (also: another
  * algorithm was asked for, or the arguments are for the library to judge). */
-static int auto_to_library(const char *algorithm, MPI_Comm comm, int count, MPI_Datatype type) {
-    if (__builtin_expect(nrules < 0, 0)) load_rules();
-    if (nrules == 0 || count < 0 || comm == MPI_COMM_NULL || type == MPI_DATATYPE_NULL) return 0;
-    if (algorithm ? strcmp(algorithm, "auto") != 0 : !env_auto) return 0;
+static int auto_route(const char *algorithm, MPI_Comm comm, int count, MPI_Datatype type, int blocking) {
+    if (__builtin_expect(__atomic_load_n(&nrules, __ATOMIC_ACQUIRE) < 0, 0)) load_rules();
+    if (nrules == 0 || count < 0 || comm == MPI_COMM_NULL || type == MPI_DATATYPE_NULL) return RL_ROUTE_SCHEDULE;
+    if (algorithm ? strcmp(algorithm, "auto") != 0 && strcmp(algorithm, "shm") != 0 : !env_auto)
+        return RL_ROUTE_SCHEDULE;
     int p = 0, ts = 0;
-    if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || PMPI_Type_size(type, &ts) != MPI_SUCCESS) return 0;
+    if (PMPI_Comm_size(comm, &p) != MPI_SUCCESS || PMPI_Type_size(type, &ts) != MPI_SUCCESS) return RL_ROUTE_SCHEDULE;
     const rl_rule *r = NULL;
     for (int i = 0; i < nrules && rules[i].ranks <= p; i++) r = &rules[i];
-    return r && (long long)count * ts < r->min_bytes;
+    if (!r) return RL_ROUTE_SCHEDULE;
+    long long bytes = (long long)count * ts;
+    if (blocking && bytes >= r->shm_min && bytes < r->shm_max) return RL_ROUTE_SHM;
+    return bytes < r->min_bytes ? RL_ROUTE_LIBRARY : RL_ROUTE_SCHEDULE;
+}
+
+static int auto_to_library(const char *algorithm, MPI_Comm comm, int count, MPI_Datatype type) {
+    return auto_route(algorithm, comm, count, type, 0) == RL_ROUTE_LIBRARY;
 }
 
 int RL_Auto_uses_library(MPI_Comm comm, int count, MPI_Datatype type) {
     return auto_to_library(NULL, comm, count, type);
 }
 
+int RL_Auto_route(MPI_Comm comm, int count, MPI_Datatype type) { return auto_route(NULL, comm, count, type, 1); }
+
+long long RL_Auto_shm_range(int ranks, long long *max_bytes) {
+    load_rules();
+    const rl_rule *r = NULL;
+    for (int i = 0; i < nrules && rules[i].ranks <= ranks; i++) r = &rules[i];
+    if (!r || r->shm_max <= r->shm_min) return -1;
+    if (max_bytes) *max_bytes = r->shm_max;
+    return r->shm_min;
+}
+
 /* The rules in force ("default", "none" or the file) and the crossover for `ranks` (-1: none). */
 long long RL_Auto_crossover(int ranks) {
-    if (nrules < 0) load_rules();
+    load_rules();
     const rl_rule *r = NULL;
     for (int i = 0; i < nrules && rules[i].ranks <= ranks; i++) r = &rules[i];
     return r ? r->min_bytes : -1;
@@ -1362,7 +1431,7 @@ long long RL_Auto_crossover(int ranks) {
 /* A bad rules file is an MPI_ERR_ARG with the message (once per process), as a bad
  * REDUCELAB_TORUS is; 0 if the rules are fine. */
 static int rules_failed(MPI_Comm comm) {
-    if (__builtin_expect(nrules < 0, 0)) load_rules();
+    if (__builtin_expect(__atomic_load_n(&nrules, __ATOMIC_ACQUIRE) < 0, 0)) load_rules();
     if (!rules_error[0]) return 0;
     static int told;
     if (!told++) fprintf(stderr, "reducelab: %s\n", rules_error);
@@ -1431,6 +1500,8 @@ static rl_exec *cached_exec(MPI_Comm comm, int count, MPI_Datatype type, MPI_Op 
     ex->scratch = shared_scratch;
     next_tag(ex, cs);
     n_scheduled++;
+    if (last_algorithm[0] != ex->prog->algorithm[0] || strcmp(last_algorithm, ex->prog->algorithm) != 0)
+        snprintf(last_algorithm, sizeof last_algorithm, "%s", ex->prog->algorithm); /* (after a shm call) */
     return ex;
 }
 
@@ -1462,6 +1533,49 @@ static int remember_exec(rl_exec *ex, MPI_Comm comm, int count, MPI_Datatype typ
     return 1;
 }
 
+/* The shared-memory allreduce (shm.c) for a blocking allreduce, asked for by name (`named`) or
+ * chosen by `auto`'s rules, at every thread level (its state is per communicator).
+ * RL_SHM_DECLINED: this call takes the usual path (a named `shm` says why with
+ * REDUCELAB_VERBOSE; every rank declines alike: the reasons depend only on the communicator,
+ * the datatype, the op and the environment, which must agree across ranks). */
+static int try_shm(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                   int named) {
+    char why[300] = "";
+    int inter = 0;
+    if (count == 0 || comm == MPI_COMM_NULL || type == MPI_DATATYPE_NULL || op == MPI_OP_NULL)
+        return RL_SHM_DECLINED; /* the usual path: count 0, or the library reports the error */
+    rl_kernel kernel = rl_kernel_for(op, type);
+    if (!kernel && is_predefined_op(op)) return RL_SHM_DECLINED; /* the usual path says why */
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
+        snprintf(why, sizeof why, "shm: inter-communicator");
+    } else if (!recvbuf || !sendbuf) {
+        return buffer_error(comm);
+    } else {
+        int rc = rl_shm_allreduce(sendbuf, recvbuf, count, type, op, comm, kernel, why, sizeof why);
+        if (rc != RL_SHM_DECLINED) {
+            __atomic_fetch_add(&n_scheduled, 1, __ATOMIC_RELAXED);
+            if (!use_lock()) snprintf(last_algorithm, sizeof last_algorithm, "shm");
+            is_verbose();
+            return rc;
+        }
+    }
+    if (named) note_once("shm not used, running auto's path", why);
+    return RL_SHM_DECLINED;
+}
+
+void rl_progress_others(void) {
+    if (others_need_progress()) RL_Progress();
+}
+
+int rl_private_comm(MPI_Comm comm, MPI_Comm *dup) {
+    comm_state *cs = NULL;
+    int rc = get_comm_state(comm, &cs);
+    if (rc != MPI_SUCCESS) return rc;
+    comm_wait_ready(cs);
+    *dup = cs->dup;
+    return MPI_SUCCESS;
+}
+
 int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                  const char *algorithm, int strict) {
     rl_exec *ex;
@@ -1469,7 +1583,15 @@ int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype typ
     if (negative_count(comm, count)) return MPI_ERR_COUNT;
     if (count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); /* MPI reports these */
-    if (auto_to_library(algorithm, comm, count, type)) {
+    if (__builtin_expect(__atomic_load_n(&nrules, __ATOMIC_ACQUIRE) < 0, 0)) load_rules();
+    int named = algorithm ? strcmp(algorithm, "shm") == 0 : env_shm;
+    int route = named ? RL_ROUTE_SHM : auto_route(algorithm, comm, count, type, 1);
+    if (route == RL_ROUTE_SHM) {
+        if ((rc = try_shm(sendbuf, recvbuf, count, type, op, comm, named)) != RL_SHM_DECLINED) return rc;
+        algorithm = "auto";
+        route = auto_route(algorithm, comm, count, type, 0);
+    }
+    if (route == RL_ROUTE_LIBRARY) {
         note_auto_library();
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
     }

@@ -5,8 +5,17 @@
  * and 8 KiB at 4 ranks and 4, 8 and 4 KiB at 8 ranks (mpi/rules/vm-run{3,4,5}.txt), two earlier
  * runs refitted 16 and 4 KiB, and 8 and 8 KiB; these are the medians of the five. Rules for
  * another machine: `reducelab tune mpi` and REDUCELAB_RULES=FILE; REDUCELAB_RULES=none disables
- * the crossover. Below 4 ranks there is no rule (schedules at every size, as before). */
+ * the crossover. Below 4 ranks there is no rule (schedules at every size, as before).
+ * The shared-memory range ({ranks, bytes, shm_min, shm_max}: blocking allreduces of shm_min <=
+ * bytes < shm_max run the shared-memory allreduce when the ranks share a node; 0, 0: never):
+ * every size at 4 and 8 ranks, from two `reducelab tune mpi` runs (mpi/rules/vm-shm-run{1,2}.txt,
+ * load average 7-10 and 3-4: shm the fastest of library, schedules and shm at all 18 sizes,
+ * 8 B-1 MiB, on both; its lowest library/shm ratio 1.17 and 1.89) and `reducelab bench mpi` up
+ * to 64 MiB (docs/mpi.md). LLONG_MAX: no upper bound. The same two runs put the library
+ * crossover (which now decides only where shm cannot run: nonblocking and persistent calls,
+ * communicators across nodes) at 4 and 4 KiB on 4 ranks, 8 and 4 KiB on 8: within the spread
+ * of the five runs above, so it stays. */
 #ifndef RL_RULES_H
 #define RL_RULES_H
-#define RL_DEFAULT_RULES {4, 8192}, {8, 8192}
+#define RL_DEFAULT_RULES {4, 8192, 0, LLONG_MAX}, {8, 8192, 0, LLONG_MAX}
 #endif

@@ -7,8 +7,9 @@
  * ALGORITHM ("-" = NULL: REDUCELAB_ALLREDUCE, default auto), each
  * checked element by element against the closed-form sum, and which counter moved (the call
  * ran a schedule, or went to the library). Rank 0 prints per count
- *   "count C bytes B decision D blocking S/F nonblocking S/F persistent S/F"
- * (S/F: scheduled/fallback counter increments), then "crossover p=P: X" (RL_Auto_crossover) and
+ *   "count C bytes B decision D blocking S/F nonblocking S/F persistent S/F route R shm H"
+ * (S/F: scheduled/fallback counter increments) "route R shm H" (RL_Auto_route; H = 1 when the
+ * blocking call ran the shared-memory allreduce), then "crossover p=P: X" (RL_Auto_crossover) and
  * "test_rules p=P: N checks, F failures". */
 #include "reducelab_mpi.h"
 
@@ -26,7 +27,8 @@ int main(int argc, char **argv) {
     for (int a = 2; a < argc; a++) {
         int n = atoi(argv[a]);
         int *in = malloc((size_t)(n ? n : 1) * sizeof *in), *out = malloc((size_t)(n ? n : 1) * sizeof *out);
-        int d = RL_Auto_uses_library(MPI_COMM_WORLD, n, MPI_INT);
+        int d = RL_Auto_uses_library(MPI_COMM_WORLD, n, MPI_INT), route = RL_Auto_route(MPI_COMM_WORLD, n, MPI_INT);
+        int ran_shm = 0;
         long long s[4], f[4];
         RL_Counters(&s[0], &f[0]);
         RL_Persistent plan = NULL;
@@ -36,7 +38,10 @@ int main(int argc, char **argv) {
             memset(out, 0xff, (size_t)n * sizeof *out);
             int rc;
             if (kind == 0) {
+                RL_Allreduce(NULL, NULL, 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, "ring"); /* resets the last name */
+                RL_Counters(&s[0], &f[0]);
                 rc = RL_Allreduce(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, alg);
+                ran_shm = strcmp(RL_Last_algorithm(), "shm") == 0;
             } else if (kind >= 2) {
                 rc = prc;
                 if (rc == MPI_SUCCESS) rc = RL_Start(plan);
@@ -57,8 +62,10 @@ int main(int argc, char **argv) {
         }
         if (plan) RL_Persistent_free(&plan);
         if (rank == 0)
-            printf("count %d bytes %zu decision %d blocking %lld/%lld nonblocking %lld/%lld persistent %lld/%lld\n", n,
-                   n * sizeof(int), d, s[1] - s[0], f[1] - f[0], s[2] - s[1], f[2] - f[1], s[3] - s[2], f[3] - f[2]);
+            printf("count %d bytes %zu decision %d blocking %lld/%lld nonblocking %lld/%lld persistent %lld/%lld "
+                   "route %d shm %d\n",
+                   n, n * sizeof(int), d, s[1] - s[0], f[1] - f[0], s[2] - s[1], f[2] - f[1], s[3] - s[2], f[3] - f[2],
+                   route, ran_shm);
         free(in), free(out);
     }
     long long tot[2] = {checks, failures}, all[2];

@@ -107,10 +107,12 @@ examples:
 """
 
 _TUNE_MPI_EPILOG = """\
-Times the MPI library's allreduce and ReduceLab's `auto` (always running schedules) interleaved,
-per rank count, and writes the crossover rules: below a rank count's crossover `auto` hands
-the call to the MPI library (docs/mpi.md). The crossover is the threshold that loses least
-against the faster of the two summed over the sizes (log time ratios). Use the file with REDUCELAB_RULES=FILE (pass it to
+Times the MPI library's allreduce, ReduceLab's `auto` (always running schedules) and its
+shared-memory allreduce (`shm`) interleaved, per rank count, and writes the rules (docs/mpi.md):
+the crossover below which `auto` hands a call to the MPI library rather than to schedules (the
+threshold that loses least against the faster of the two summed over the sizes, as log time
+ratios), and the range of sizes whose blocking calls go to the shared-memory allreduce when the
+ranks share a node (the contiguous range that loses least with the crossover's choice outside it). Use the file with REDUCELAB_RULES=FILE (pass it to
 every rank: mpirun -x REDUCELAB_RULES); without it the shipped defaults apply. Timings of many
 ranks on few cores vary by tens of percent: more rounds give steadier crossovers.
 
@@ -501,9 +503,10 @@ def build_parser() -> argparse.ArgumentParser:
     tune_kinds = tune.add_subparsers(dest="tune_kind", metavar="KIND", required=True)
     tmpi = tune_kinds.add_parser(
         "mpi",
-        help="auto's crossover to the MPI library's allreduce, as a rules file (REDUCELAB_RULES)",
-        description="Measure, per rank count, the vector size from which ReduceLab's `auto` is not "
-        "slower than the MPI library's allreduce, and write the rules file `auto` reads.",
+        help="auto's crossover to the MPI library's allreduce and its shared-memory range, as a rules file "
+        "(REDUCELAB_RULES)",
+        description="Measure, per rank count, which vector sizes `auto` should hand to the MPI library's "
+        "allreduce, to the shared-memory allreduce or to schedules, and write the rules file `auto` reads.",
         epilog=_TUNE_MPI_EPILOG,
         formatter_class=fmt,
     )
@@ -999,7 +1002,7 @@ def _cmd_tune_mpi(args: argparse.Namespace) -> int:
     sizes = sorted(set(args.sizes or mpibench.TUNE_SIZES))
     out = args.out or Path("results") / "tune-mpi" / "rules.txt"
     load0 = os.getloadavg()
-    print(f"timing mpi and auto x {len(sizes)} sizes x {args.reps} rounds on {', '.join(map(str, ranks))} ranks ...",
+    print(f"timing mpi, auto and shm x {len(sizes)} sizes x {args.reps} rounds on {', '.join(map(str, ranks))} ranks ...",
           file=sys.stderr, flush=True)
     try:
         rules, rows = mpibench.tune(ranks, sizes, args.reps, args.round_bytes)

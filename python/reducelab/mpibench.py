@@ -23,12 +23,13 @@ from pathlib import Path
 MIB = 1024 * 1024
 def default_algorithms(torus: bool = False) -> list[str]:
     """The MPI library's own allreduce, every variant of the algorithm registry that builds on
-    the layout (1D, or a virtual torus when `torus`), and the runtime's `auto` policy."""
+    the layout (1D, or a virtual torus when `torus`), the runtime's `auto` policy and its
+    shared-memory allreduce (`shm`, not a schedule: mpi/src/shm.c)."""
     from .schedule import algorithms
 
     infos = algorithms()
     variants = [a.name for a in infos if a.kind == "variant" and (torus or (a.min_dims or 1) <= 1)]
-    return ["mpi", *variants, *(a.name for a in infos if a.kind == "policy")]
+    return ["mpi", *variants, *(a.name for a in infos if a.kind == "policy"), "shm"]
 
 
 DEFAULT_SIZES = tuple(8 << k for k in range(24))  # 8 B … 64 MiB, powers of two
@@ -246,6 +247,53 @@ def crossover(rows: list[Row], ranks: int) -> tuple[int, bool]:
     return (sizes[choice], True) if choice < len(sizes) else (2 * sizes[-1], False)
 
 
+@dataclass(frozen=True)
+class Policy:
+    """`auto`'s rule for one rank count: the shared-memory allreduce for `shm_min <= bytes <
+    shm_max` (None: no range; shm_max None: no upper bound) where it can run, otherwise the MPI
+    library below `min_bytes` and schedules from it. `found`: False when the library alone lost
+    least against the schedules at every size."""
+    min_bytes: int
+    found: bool
+    shm_min: int | None = None
+    shm_max: int | None = None
+
+    def line(self, ranks: int) -> str:
+        """The rules-file line (mpi/src/engine.c, load_rules)."""
+        if self.shm_min is None:
+            return f"{ranks} {self.min_bytes}"
+        return f"{ranks} {self.min_bytes} {self.shm_min} {'inf' if self.shm_max is None else self.shm_max}"
+
+
+def fit_policy(rows: list[Row], ranks: int) -> Policy:
+    """`auto`'s rule from the medians of `mpi`, `auto` (schedules only) and `shm`: the library
+    crossover as `crossover` finds it (it still decides where the shared-memory allreduce cannot
+    run: communicators across nodes, nonblocking calls), then the contiguous range of sizes for
+    `shm` that loses least (sum of log(policy's median / fastest median)) with the crossover's
+    choice outside it. Ties go to the smaller range; a range from the smallest size measured
+    starts at 0 and one reaching the largest has no upper bound (sizes beyond the measured ones
+    behave like the nearest measured). Without `shm` measurements: the crossover alone."""
+    value, found = crossover(rows, ranks)
+    t = {(r.algorithm, r.bytes): r.median_s for r in rows if r.ranks == ranks}
+    sizes = sorted(b for (a, b) in t if a == "auto" and ("mpi", b) in t and ("shm", b) in t)
+    if not sizes:
+        return Policy(value, found)
+    best = {b: min(t[("auto", b)], t[("mpi", b)], t[("shm", b)]) for b in sizes}
+    outside = [math.log(t[("mpi" if b < value else "auto", b)] / best[b]) for b in sizes]
+    inside = [math.log(t[("shm", b)] / best[b]) for b in sizes]
+    n = len(sizes)
+    choice, choice_loss = (0, 0), sum(outside)
+    for i in range(n):
+        for j in range(i + 1, n + 1):
+            total = sum(outside[:i]) + sum(inside[i:j]) + sum(outside[j:])
+            if total < choice_loss - 1e-12 or (abs(total - choice_loss) <= 1e-12 and j - i < choice[1] - choice[0]):
+                choice, choice_loss = (i, j), total
+    i, j = choice
+    if j == i:
+        return Policy(value, found)
+    return Policy(value, found, sizes[i] if i > 0 else 0, sizes[j] if j < n else None)
+
+
 def decision_ns(ranks: int = 1) -> float:
     """Mean cost of auto's crossover decision (RL_Auto_uses_library), ns, on `ranks` ranks (one by
     default: with more ranks than cores the mean also counts the time the process was preempted)."""
@@ -257,32 +305,36 @@ def decision_ns(ranks: int = 1) -> float:
 
 
 def tune(ranks_list: list[int], sizes: list[int], reps: int,
-         round_bytes: int) -> tuple[dict[int, tuple[int, bool]], list[Row]]:
-    """Times `mpi` and `auto` (always schedules) interleaved on each rank count and returns the
-    crossover per rank count (see `crossover`) and the measurements."""
+         round_bytes: int) -> tuple[dict[int, Policy], list[Row]]:
+    """Times `mpi`, `auto` (always schedules) and `shm` interleaved on each rank count and returns
+    the policy per rank count (see `fit_policy`) and the measurements."""
     rows: list[Row] = []
     rules = {}
     for n in ranks_list:
-        sub = run(n, sizes, ["mpi", "auto"], reps, round_bytes, extra_env={"REDUCELAB_RULES": "none"})
+        sub = run(n, sizes, ["mpi", "auto", "shm"], reps, round_bytes, extra_env={"REDUCELAB_RULES": "none"})
         rows += sub
-        rules[n] = crossover(sub, n)
+        rules[n] = fit_policy(sub, n)
     return rules, rows
 
 
-def format_rules(rules: dict[int, tuple[int, bool]], rows: list[Row], header: list[str]) -> str:
+def format_rules(rules: dict[int, Policy], rows: list[Row], header: list[str]) -> str:
     """A rules file for REDUCELAB_RULES: '# ' comments (header, then per rank count the medians),
-    and one 'RANKS MIN_BYTES' line per rank count."""
+    and one 'RANKS MIN_BYTES [SHM_MIN_BYTES SHM_MAX_BYTES]' line per rank count."""
     lines = [f"# {h}" for h in header]
     lines.append("# auto hands an allreduce of fewer than MIN_BYTES bytes on a communicator of at least RANKS")
-    lines.append("# ranks (the largest such line) to the MPI library; use with REDUCELAB_RULES=<this file>")
+    lines.append("# ranks (the largest such line) to the MPI library, and blocking ones of SHM_MIN_BYTES up to")
+    lines.append("# (not including) SHM_MAX_BYTES to the shared-memory allreduce; use with REDUCELAB_RULES=<this file>")
     for n in sorted(rules):
         t = {(r.algorithm, r.bytes): r for r in rows if r.ranks == n}
-        lines.append(f"# {n} ranks: size, library µs, auto (schedules) µs, library time / auto time (median of rounds)")
+        lines.append(f"# {n} ranks: size, library µs, auto (schedules) µs, shm µs, library time / auto time, "
+                     "library time / shm time (median of rounds)")
         for b in sorted(b for (a, b) in t if a == "auto" and ("mpi", b) in t):
             m, a = t[("mpi", b)].median_s, t[("auto", b)].median_s
-            lines.append(f"#   {_size(b):>8}  {m * 1e6:10.1f}  {a * 1e6:10.1f}  {m / a:5.2f}")
-        value, found = rules[n]
-        if not found:
+            sh = t.get(("shm", b))
+            shm = f"  {sh.median_s * 1e6:10.1f}" if sh else f"  {'-':>10}"
+            ratio = f"  {m / sh.median_s:5.2f}" if sh else ""
+            lines.append(f"#   {_size(b):>8}  {m * 1e6:10.1f}  {a * 1e6:10.1f}{shm}  {m / a:5.2f}{ratio}")
+        if not rules[n].found:
             lines.append(f"# {n} ranks: the library alone lost least at every size measured")
-        lines.append(f"{n} {value}")
+        lines.append(rules[n].line(n))
     return "\n".join(lines) + "\n"

@@ -76,7 +76,7 @@ def test_rl_api_matches_mpi_with_segmented_messages(p: int, segment: int) -> Non
     ("algorithm", "p"),
     [("auto", 2), ("auto", 8), ("ring", 3), ("ring", 8), ("swing", 5), ("swing", 8), ("recursive-doubling", 6),
      ("recursive-doubling", 7), ("rabenseifner", 4), ("rabenseifner", 7), ("bucket", 6), ("bucket", 8),
-     ("swing-latency", 3), ("mpi", 4)],
+     ("swing-latency", 3), ("mpi", 4), ("shm", 4)],
 )
 def test_interposition(algorithm: str, p: int) -> None:
     """An unmodified MPI program (no link to ReduceLab) gets ReduceLab's collectives."""
@@ -224,7 +224,7 @@ def test_datatypes_with_holes_rl_api(p: int) -> None:
 
 
 @pytest.mark.parametrize(("algorithm", "p"), [("auto", 2), ("ring", 3), ("swing", 4), ("rabenseifner", 3),
-                                              ("recursive-doubling", 4)])
+                                              ("recursive-doubling", 4), ("shm", 3)])
 def test_datatypes_with_holes_interposed(algorithm: str, p: int) -> None:
     """The same program as plain MPI under LD_PRELOAD: MPI_Allreduce, MPI_Reduce_scatter_block,
     MPI_Allgather, MPI_Iallreduce + MPI_Wait and MPIX_Allreduce_init/MPI_Start/MPI_Wait."""
@@ -396,7 +396,7 @@ def test_bad_progress_setting_is_a_clear_error() -> None:
 
 
 RULES_LINE = re.compile(r"count (\d+) bytes (\d+) decision (\d) blocking (\d+)/(\d+) nonblocking (\d+)/(\d+) "
-                        r"persistent (\d+)/(\d+)")
+                        r"persistent (\d+)/(\d+) route (\d) shm (\d)")
 
 
 def _rules_run(p: int, algorithm: str, counts: list[int], env: dict[str, str]) -> tuple[list[tuple[int, ...]], int]:
@@ -420,7 +420,7 @@ def test_auto_hands_calls_below_the_crossover_to_the_library(tmp_path: Path, p: 
     counts = [0, 1, 15, 16, 249, 250, 251, 5000]
     lines, crossover = _rules_run(p, "auto", counts, {"REDUCELAB_RULES": str(rules)})
     assert crossover == rule_bytes
-    for count, nbytes, decision, bs, bf, ns, nf, ps, pf in lines:
+    for count, nbytes, decision, bs, bf, ns, nf, ps, pf, _route, _shm in lines:
         below = nbytes < rule_bytes
         assert decision == below and (bs, bf) == (ns, nf) == (ps, pf) == ((0, 1) if below else (1, 0)), (count, lines)
 
@@ -429,13 +429,13 @@ def test_shipped_default_rules_and_other_algorithms(tmp_path: Path) -> None:
     """Without REDUCELAB_RULES the shipped defaults (mpi/src/rl_rules.h) apply; an explicit
     algorithm other than auto always runs its schedule; REDUCELAB_RULES=none turns the crossover off."""
     text = (ROOT / "mpi" / "src" / "rl_rules.h").read_text()
-    pairs = [tuple(map(int, t)) for t in re.findall(r"\{(\d+), (\d+)\}", text.split("#define RL_DEFAULT_RULES")[1])]
+    pairs = [tuple(map(int, t)) for t in re.findall(r"\{(\d+), (\d+)[,}]", text.split("#define RL_DEFAULT_RULES")[1])]
     four = max(b for r, b in pairs if r <= 4)
     counts = [1, four // 4 - 1, four // 4]
     lines, crossover = _rules_run(4, "-", counts, {"REDUCELAB_RULES": ""})
     assert crossover == four and [line[2] for line in lines] == [1, 1, 0]
     lines, _ = _rules_run(4, "ring", counts, {"REDUCELAB_RULES": ""})
-    assert all(line[3:] == (1, 0, 1, 0, 1, 0) for line in lines), lines  # (decision: of the environment's auto)
+    assert all(line[3:9] == (1, 0, 1, 0, 1, 0) for line in lines), lines  # (decision: of the environment's auto)
     lines, crossover = _rules_run(4, "auto", counts, {"REDUCELAB_RULES": "none"})
     assert crossover == -1 and all(line[2] == 0 for line in lines)
 
@@ -443,6 +443,8 @@ def test_shipped_default_rules_and_other_algorithms(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("content", "message"), [
     ("4 1000\nfour 10\n", "line 2: want 'RANKS MIN_BYTES'"),
     ("4 1000 7\n", "line 1: want 'RANKS MIN_BYTES'"),
+    ("4 1000 500 400\n", "line 1: want 'RANKS MIN_BYTES' or 'RANKS MIN_BYTES SHM_MIN_BYTES SHM_MAX_BYTES'"),
+    ("4 1000 inf inf\n", "line 1: want 'RANKS MIN_BYTES'"),
     (None, "cannot open the file"),
 ])
 def test_bad_rules_file_is_a_clear_error(tmp_path: Path, content: str | None, message: str) -> None:
@@ -452,6 +454,88 @@ def test_bad_rules_file_is_a_clear_error(tmp_path: Path, content: str | None, me
     proc = mpirun(2, [str(BUILD / "test_rules"), "auto", "100"], {"REDUCELAB_RULES": str(rules)}, timeout=60)
     assert proc.returncode != 0
     assert f"REDUCELAB_RULES='{rules}'" in proc.stderr and message in proc.stderr, proc.stderr
+
+
+# ---- the shared-memory allreduce (mpi/src/shm.c) ----
+# REDUCELAB_SHM_BYTES=8192: 4 KiB slots, so the tests' vectors span many chunks.
+SHM_ENV = {"REDUCELAB_SHM_BYTES": "8192", "REDUCELAB_VERBOSE": "1"}
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
+def test_shm_matches_mpi_on_the_whole_matrix(p: int) -> None:
+    """test_mpi's matrix (every valid predefined (op, type) pair, counts 0, 1, p-1, p, p+1,
+    2p+1, 37, 100, 4099+p, in place or not, user ops incl. the non-commutative one, a
+    sub-communicator) with the algorithm `shm` alone: bitwise equal to MPI_Allreduce, and no
+    call taken elsewhere (REDUCELAB_VERBOSE would say `shm not used`)."""
+    proc = mpirun(p, [str(BUILD / "test_mpi")], {**SHM_ENV, "TEST_MPI_ALGORITHMS": "shm"})
+    out = ok(proc)
+    m = re.search(r"test_mpi p=(\d+): (\d+) checks on rank 0 \((\d+) over all ranks\), (\d+) failures", out)
+    assert m and int(m.group(1)) == p and int(m.group(4)) == 0 and int(m.group(2)) > 1000, out
+    assert "shm not used" not in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("case", "p", "checks"), [
+    ("chunks", 2, 74), ("chunks", 3, 74), ("chunks", 8, 74), ("holes", 2, 24), ("holes", 3, 24), ("holes", 4, 24),
+    ("threads", 2, 303), ("threads", 4, 303), ("comms", 2, 121), ("comms", 5, 121), ("mismatch", 2, 6),
+    ("mismatch", 3, 6), ("progress", 2, 4), ("progress", 4, 4),
+])
+def test_shm_cases(case: str, p: int, checks: int) -> None:
+    """mpi/tests/test_shm.c: many chunks and odd counts for nine (op, type) samples, a resized
+    vector type with holes and user ops (gaps intact, rank order for the non-commutative one),
+    two threads on two communicators at MPI_THREAD_MULTIPLE, 60 communicators made and freed
+    (segments counted back to 0), mismatched counts (MPI_ERR_TRUNCATE on every rank), progress of
+    an active nonblocking allreduce while waiting in the shared-memory barrier."""
+    proc = mpirun(p, [str(BUILD / "test_shm"), case], SHM_ENV, timeout=90)
+    out = ok(proc)
+    if "skipped" in out:
+        pytest.skip(out.strip())
+    m = re.search(rf"test_shm {case} p={p}: (\d+) checks, (\d+) failures", out)
+    assert m and int(m.group(1)) == checks * p and int(m.group(2)) == 0, out
+    if case == "chunks":  # RL_Iallreduce named shm: auto's path, said once per process
+        assert proc.stderr.count("reducelab: shm not used (said once per reason): nonblocking") == p, proc.stderr
+
+
+def test_auto_runs_shm_at_thread_multiple(tmp_path: Path) -> None:
+    """`auto` at MPI_THREAD_MULTIPLE runs the shared-memory allreduce in its range (two threads on
+    two communicators, every call counted as ReduceLab's), where everything else goes to the
+    library (test_threads)."""
+    rules = tmp_path / "rules.txt"
+    rules.write_text("2 1000000 0 inf\n")
+    out = ok(mpirun(2, [str(BUILD / "test_shm"), "threads", "auto"], {**SHM_ENV, "REDUCELAB_RULES": str(rules)}))
+    if "skipped" in out:
+        pytest.skip(out.strip())
+    assert re.search(r"test_shm threads p=2: 606 checks, 0 failures", out), out
+
+
+def test_bad_shm_setting_is_said_and_the_call_still_runs() -> None:
+    """A malformed REDUCELAB_SHM_* value: a message naming it on every rank, and the calls run
+    auto's path with exact results instead."""
+    proc = mpirun(2, [str(BUILD / "test_rules"), "shm", "1000"], {"REDUCELAB_SHM_BYTES": "4MB"}, timeout=60)
+    out = ok(proc)
+    assert re.search(r"test_rules p=2: 8 checks, 0 failures", out), out
+    assert [line[10] for line in map(lambda x: tuple(map(int, x)), RULES_LINE.findall(out))] == [0], out
+    assert proc.stderr.count("reducelab: REDUCELAB_SHM_BYTES='4MB' is not a whole number from 0 to") == 2, proc.stderr
+
+
+def test_auto_routes_a_shared_memory_range(tmp_path: Path) -> None:
+    """A rules line 'RANKS MIN_BYTES SHM_MIN SHM_MAX': blocking allreduces in [SHM_MIN, SHM_MAX)
+    run the shared-memory allreduce (also below MIN_BYTES), the others follow the crossover;
+    nonblocking and persistent calls never use it; 'inf' has no upper bound."""
+    rules = tmp_path / "rules.txt"
+    rules.write_text("4 1000 4000 inf\n2 64 400 800\n2 2000 100 200\n")  # the later line for 2 replaces the earlier
+    lines, crossover = _rules_run(2, "auto", [15, 24, 25, 49, 50, 499, 500, 5000], {"REDUCELAB_RULES": str(rules)})
+    assert crossover == 2000
+    routes = {line[0]: line[9:] for line in lines}
+    assert routes[15] == (1, 0) and routes[24] == (1, 0)  # below SHM_MIN, below MIN_BYTES: the library
+    assert routes[25] == (2, 1) and routes[49] == (2, 1)  # 100..199 bytes: shm, though below MIN_BYTES
+    assert routes[50] == (1, 0) and routes[499] == (1, 0)
+    assert routes[500] == (0, 0) and routes[5000] == (0, 0)  # schedules
+    for count, *rest in lines:
+        nbytes, decision, bs, bf, ns, nf, ps, pf, route, shm = rest
+        assert (ns, nf) == (ps, pf) == ((0, 1) if nbytes < 2000 else (1, 0)), lines  # never shm
+        assert (bs, bf) == ((0, 1) if route == 1 else (1, 0)), lines
+    lines, _ = _rules_run(4, "-", [999, 1000, 100000], {"REDUCELAB_RULES": str(rules)})
+    assert [line[9:] for line in lines] == [(0, 0), (2, 1), (2, 1)], lines
 
 
 def test_crossover_rule_on_synthetic_medians() -> None:
@@ -473,6 +557,27 @@ def test_crossover_rule_on_synthetic_medians() -> None:
     assert crossover(rows([1, 1, 1, 1], [2, 2, 0.9, 3]), 4) == (128, False)
 
 
+def test_policy_fit_on_synthetic_medians() -> None:
+    """The library crossover as before, then the shm range losing least with the crossover's
+    choice outside it; a range reaching the largest size has no upper bound; without shm rows
+    it is `crossover` alone."""
+    from reducelab.mpibench import Policy, Row, fit_policy
+
+    def rows(mpi: list[float], auto: list[float], shm: list[float] | None) -> list[Row]:
+        sizes = [8 << k for k in range(len(mpi))]
+        out = [Row(4, "mpi", s, t, t, t, 5) for s, t in zip(sizes, mpi)] + \
+            [Row(4, "auto", s, t, t, t, 5) for s, t in zip(sizes, auto)]
+        return out + ([Row(4, "shm", s, t, t, t, 5) for s, t in zip(sizes, shm)] if shm else [])
+
+    assert fit_policy(rows([1, 1, 1, 1], [2, 2, 2, 2], [2, 0.5, 0.5, 0.5]), 4) == Policy(128, False, 16, None)
+    assert fit_policy(rows([1, 1, 1, 1], [2, 2, 2, 0.4], [2, 0.5, 0.5, 0.5]), 4) == Policy(64, True, 16, 64)
+    assert fit_policy(rows([1, 1, 1, 1], [2, 2, 0.5, 0.5], [2, 2, 2, 2]), 4) == Policy(32, True)
+    assert fit_policy(rows([1, 1, 1], [2, 2, 2], [0.5, 1.5, 0.5]), 4) == Policy(64, False, 0, None)  # 1.5: noise
+    assert fit_policy(rows([1, 1, 1], [2, 2, 2], [3, 3, 3]), 4) == Policy(64, False)
+    assert fit_policy(rows([1, 1, 1, 1], [2, 2, 0.9, 3], None), 4) == Policy(128, False)
+    assert Policy(16, True, 16, None).line(4) == "4 16 16 inf" and Policy(32, True).line(8) == "8 32"
+
+
 def test_tune_mpi_cli_writes_a_rules_file_auto_reads(tmp_path: Path) -> None:
     """`reducelab tune mpi` end to end on a tiny sweep (no timing assertions): the file has one
     rule per rank count at one of the measured sizes (or past them), and `auto` follows it."""
@@ -486,6 +591,7 @@ def test_tune_mpi_cli_writes_a_rules_file_auto_reads(tmp_path: Path) -> None:
     assert "decision cost" in text and "load average" in text
     rule = [line for line in text.splitlines() if not line.startswith("#")]
     assert len(rule) == 1 and rule[0].split()[0] == "2" and int(rule[0].split()[1]) in (8, 1024, 2048), text
+    assert len(rule[0].split()) in (2, 4) and "shm µs" in text, text  # shm timed too; its range if it won
     lines, crossover = _rules_run(2, "auto", [1, 256], {"REDUCELAB_RULES": str(out)})
     assert crossover == int(rule[0].split()[1])
     assert [line[2] for line in lines] == [int(4 < crossover), int(1024 < crossover)]
@@ -600,6 +706,12 @@ SUITE = {
     "progress-blocked-thread": ("test_progress", 4, ["blocked", "1", "40"], {"REDUCELAB_PROGRESS": "thread"}, True,
                                 r"test_progress blocked p=4 seed=1: (\d+) checks, 0 failures"),
     "rules": ("test_rules", 2, ["auto", "1", "15", "16", "5000"], {}, False, r"test_rules p=2: (32) checks, 0 failures"),
+    "shm-chunks": ("test_shm", 2, ["chunks"], {"REDUCELAB_SHM_BYTES": "8192"}, False,
+                   r"test_shm chunks p=2: (148) checks, 0 failures"),
+    "shm-holes": ("test_shm", 2, ["holes"], {"REDUCELAB_SHM_BYTES": "8192"}, False,
+                  r"test_shm holes p=2: (48) checks, 0 failures"),
+    "shm-threads": ("test_shm", 2, ["threads"], {"REDUCELAB_SHM_BYTES": "8192"}, False,
+                    r"test_shm threads p=2: (606) checks, 0 failures"),
 }
 
 
