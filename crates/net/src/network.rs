@@ -502,7 +502,7 @@ impl Network {
                 Event::Timer { token } => w.on_timer(self, token),
                 Event::Fault { idx } => self.apply_fault(idx),
                 Event::Xbar { node } => self.ib_allocate(node),
-                Event::Rto { msg } => self.ndp_timer(msg),
+                Event::Rto { msg } => self.transport_timer(msg),
                 Event::Pull { host } => self.ndp_pacer(host),
                 Event::PfcSend { port } => self.pfc_send(port),
                 Event::PfcArrive { port, paused } => self.pfc_arrive(port, paused),
@@ -763,8 +763,8 @@ impl Network {
                 self.ctrl_arrived(msg, cts);
                 return Arrival::Nothing;
             }
-            if let Body::Ndp { msg, kind } = p.body {
-                return self.ndp_arrived(&p, msg, kind);
+            if let Body::Transport { msg, kind } = p.body {
+                return self.transport_arrived(&p, msg, kind);
             }
             match self.pool_released_delivery(&p) {
                 Some(m) => Arrival::Delivered(m),
@@ -869,7 +869,7 @@ impl Network {
         self.messages[msg as usize].port = lp;
         let g = self.pt.of(node, lp);
         if self.tr.on && self.tr.carries(self.messages[msg as usize].tag) {
-            return self.ndp_open(g, msg);
+            return self.transport_open(g, msg);
         }
         if self.ep.rdv && self.ep.cfg.rendezvous(self.messages[msg as usize].bytes) {
             return self.send_rts(g, msg);

@@ -13,15 +13,17 @@ pub(crate) enum Body {
     App(u32),
     /// A rendezvous control packet of message `msg` (header only): RTS, or CTS if `cts`.
     Ctrl { msg: u32, cts: bool },
-    /// A packet of message `msg` under NDP (see [`crate::transport`]): data packet `seq`, its
-    /// trimmed header, or a control packet (ACK/NACK of packet `seq`, PULL).
-    Ndp { msg: u32, kind: NdpKind },
+    /// A packet of message `msg` under an end-to-end transport (NDP, DCTCP, DCQCN; see
+    /// [`crate::transport`]): data packet `seq`, its trimmed header (NDP), or a control packet
+    /// (ACK/NACK of packet `seq`, PULL, CNP).
+    Transport { msg: u32, kind: TransportPacket },
 }
 
-/// What an NDP packet is. Data and trimmed headers travel from the message's source to its
-/// destination; ACK, NACK and PULL the other way.
+/// What a transport packet is. Data and trimmed headers travel from the message's source to
+/// its destination; ACK, NACK, PULL and CNP the other way. Which kinds occur depends on the
+/// transport (headers, NACKs and PULLs are NDP's, CNPs DCQCN's).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum NdpKind {
+pub(crate) enum TransportPacket {
     Data,
     /// A data packet whose payload a switch trimmed (see [`crate::trimming`]).
     Header,
@@ -32,11 +34,11 @@ pub(crate) enum NdpKind {
     Cnp,
 }
 
-impl NdpKind {
+impl TransportPacket {
     /// Served from a port's priority (header) queue: everything but whole data packets.
     #[inline]
     pub fn is_priority(self) -> bool {
-        self != NdpKind::Data
+        self != TransportPacket::Data
     }
 }
 
@@ -83,7 +85,7 @@ impl Packet {
     pub fn app(&self) -> Option<u32> {
         match self.body {
             Body::App(a) => Some(a),
-            Body::Msg { .. } | Body::Ctrl { .. } | Body::Ndp { .. } => None,
+            Body::Msg { .. } | Body::Ctrl { .. } | Body::Transport { .. } => None,
         }
     }
 

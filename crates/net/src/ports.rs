@@ -303,7 +303,7 @@ impl Network {
             } else if idx == nvc + 2 && self.tr.on {
                 let Some(&msg) = self.tr.round[g].front() else { continue };
                 let vc = self.injection_vc(port);
-                if !self.credits.covers(port, vc as usize, self.ndp_next_size(msg)) {
+                if !self.credits.covers(port, vc as usize, self.transport_next_size(msg)) {
                     continue;
                 }
                 self.ports[g].inject_since.max(self.messages[msg as usize].start.ps())
@@ -373,9 +373,9 @@ impl Network {
                                 self.take_app_packet(port)
                             } else if idx == nvc + 2 {
                                 let msg = *self.tr.round[g].front().expect("candidate");
-                                let size = self.ndp_next_size(msg);
+                                let size = self.transport_next_size(msg);
                                 let vc = self.injection_vc(port);
-                                self.make_ndp_packet(port, msg, vc, size)
+                                self.make_transport_packet(port, msg, vc, size)
                             } else {
                                 let msg = *self.inject[g].front().expect("candidate");
                                 let size = self.next_packet_size(msg);
@@ -403,11 +403,11 @@ impl Network {
             if idx == nvc + 2 && self.tr.on {
                 let msg = *self.tr.round[g].front().expect("candidate");
                 let vc = self.injection_vc(port);
-                let size = self.ndp_next_size(msg);
+                let size = self.transport_next_size(msg);
                 if self.ep.dma {
                     self.dma_take(port, size, now);
                 }
-                let pkt = self.make_ndp_packet(port, msg, vc, size);
+                let pkt = self.make_transport_packet(port, msg, vc, size);
                 self.ports[g].inject_since = now + SimDuration::serialization(size as u64, self.pt.bps(port)).0;
                 self.transmit(port, pkt);
                 return false;

@@ -52,7 +52,7 @@
 use crate::config::{Arbitration, FlowControl};
 use crate::ids::{PktId, PortId};
 use crate::network::{Arrival, Event, Network};
-use crate::packet::{fingerprint, Body, NdpKind, Packet};
+use crate::packet::{fingerprint, Body, TransportPacket, Packet};
 use crate::protocol::AppDst;
 use crate::trimming::Trimming;
 use reducelab_des::{SimDuration, SimTime};
@@ -677,7 +677,7 @@ impl Network {
 
     /// Message `msg` (not local) may send from host port `port`: its sender and receiver
     /// start, and the initial window joins the port's injection round.
-    pub(crate) fn ndp_open(&mut self, port: PortId, msg: u32) {
+    pub(crate) fn transport_open(&mut self, port: PortId, msg: u32) {
         let now = self.queue.now().0;
         let (n, dst) = {
             let m = &self.messages[msg as usize];
@@ -699,14 +699,14 @@ impl Network {
             let f = self.tr.flow_mut(msg);
             f.sender = Some(Box::new(Sender::Dcqcn(DcqcnSender::new(n, p))));
             f.receiver = Some(Box::new(Receiver::Dcqcn(DcqcnReceiver::new(n, c.cnp_interval_ps))));
-            return self.ndp_update_round(port, msg);
+            return self.transport_update_round(port, msg);
         }
         if let TransportConfig::Dctcp(_) = self.tr.cfg {
             let params = self.tr.dctcp;
             let f = self.tr.flow_mut(msg);
             f.sender = Some(Box::new(Sender::Dctcp(DctcpSender::new(n, params))));
             f.receiver = Some(Box::new(Receiver::Dctcp(DctcpReceiver::new(n))));
-            return self.ndp_update_round(port, msg);
+            return self.transport_update_round(port, msg);
         }
         let params = self.tr.params;
         let slot = self.tr.pacers[dst as usize].open(msg);
@@ -714,12 +714,12 @@ impl Network {
         f.sender = Some(Box::new(Sender::Ndp(NdpSender::new(n, params, now))));
         f.receiver = Some(Box::new(Receiver::Ndp(NdpReceiver::new(n))));
         f.slot = slot;
-        self.ndp_update_round(port, msg);
+        self.transport_update_round(port, msg);
     }
 
     /// Keeps `msg` in `port`'s injection round exactly while its sender may send (an ACK can
     /// cancel the retransmission it was waiting to send).
-    fn ndp_update_round(&mut self, port: PortId, msg: u32) {
+    fn transport_update_round(&mut self, port: PortId, msg: u32) {
         let f = &mut self.tr.flows[msg as usize];
         let now = self.queue.now().0;
         let may = f.sender.as_ref().is_some_and(|s| s.has_packet(now));
@@ -742,12 +742,12 @@ impl Network {
     // "Performance").
     #[cold]
     #[inline(never)]
-    pub(crate) fn ndp_next_size(&self, msg: u32) -> u32 {
+    pub(crate) fn transport_next_size(&self, msg: u32) -> u32 {
         let seq = self.tr.flows[msg as usize].sender.as_ref().and_then(|s| s.peek_seq()).expect("a message in the round has a packet to send");
-        self.ndp_data_size(msg, seq)
+        self.transport_data_size(msg, seq)
     }
 
-    fn ndp_data_size(&self, msg: u32, seq: u32) -> u32 {
+    fn transport_data_size(&self, msg: u32, seq: u32) -> u32 {
         let payload = self.cfg.payload_per_packet() as u64;
         let bytes = self.messages[msg as usize].bytes;
         bytes.saturating_sub(seq as u64 * payload).min(payload) as u32 + self.cfg.header_bytes
@@ -757,7 +757,7 @@ impl Network {
     /// `msg`'s place in the port's round.
     #[cold]
     #[inline(never)]
-    pub(crate) fn make_ndp_packet(&mut self, port: PortId, msg: u32, vc: u8, size: u32) -> PktId {
+    pub(crate) fn make_transport_packet(&mut self, port: PortId, msg: u32, vc: u8, size: u32) -> PktId {
         let now = self.queue.now().0;
         let g = port.idx();
         let f = &mut self.tr.flows[msg as usize];
@@ -788,7 +788,7 @@ impl Network {
         } else {
             self.tr.flows[msg as usize].in_round = false;
         }
-        self.ndp_arm_timer(msg);
+        self.arm_transport_timer(msg);
         let (src, dst) = {
             let m = &self.messages[msg as usize];
             (m.src, m.dst)
@@ -801,7 +801,7 @@ impl Network {
             payload_bytes: size - self.cfg.header_bytes,
             src: Some(src),
             dst: AppDst::Host(dst),
-            body: Body::Ndp { msg, kind: NdpKind::Data },
+            body: Body::Transport { msg, kind: TransportPacket::Data },
             seq: t.seq,
             in_port: None,
             in_vc: 0,
@@ -819,7 +819,7 @@ impl Network {
     }
 
     /// Keeps one timer event pending for `msg`'s sender while it has something to time.
-    fn ndp_arm_timer(&mut self, msg: u32) {
+    fn arm_transport_timer(&mut self, msg: u32) {
         let now = self.queue.now().0;
         let f = &mut self.tr.flows[msg as usize];
         let Some(t) = f.sender.as_ref().and_then(|s| s.timer_ps()) else { return };
@@ -848,7 +848,7 @@ impl Network {
     }
 
     /// The timer event of `msg`'s sender.
-    pub(crate) fn ndp_timer(&mut self, msg: u32) {
+    pub(crate) fn transport_timer(&mut self, msg: u32) {
         let now = self.queue.now().0;
         let f = &mut self.tr.flows[msg as usize];
         if f.timer_at != Some(now) {
@@ -869,9 +869,9 @@ impl Network {
         if gave_up {
             self.tr.stats.senders_gave_up += 1;
         }
-        let port = self.ndp_sender_port(msg);
-        self.ndp_update_round(port, msg);
-        self.ndp_arm_timer(msg);
+        let port = self.transport_sender_port(msg);
+        self.transport_update_round(port, msg);
+        self.arm_transport_timer(msg);
     }
 
     /// The pacer event of host `host`: its next queued pull goes as a PULL packet.
@@ -883,20 +883,20 @@ impl Network {
             let pull = rx.issue_pull();
             self.tr.stats.pulls += 1;
             self.tr.stats.pull_packets += 1;
-            self.ndp_reply(msg, NdpKind::Pull, 0, pull);
+            self.transport_reply(msg, TransportPacket::Pull, 0, pull);
         }
         self.ndp_arm_pacer(host);
     }
 
     /// Global id of the host port `msg` is sent from.
-    fn ndp_sender_port(&self, msg: u32) -> PortId {
+    fn transport_sender_port(&self, msg: u32) -> PortId {
         let m = &self.messages[msg as usize];
         self.pt.of(self.host_node[m.src as usize], m.port)
     }
 
     /// Sends an ACK, NACK or PULL of `msg` from its receiving host to its sender, granting
     /// cumulative pull `pull` (0: none).
-    fn ndp_reply(&mut self, msg: u32, kind: NdpKind, seq: u32, pull: u32) {
+    fn transport_reply(&mut self, msg: u32, kind: TransportPacket, seq: u32, pull: u32) {
         let (src, dst) = {
             let m = &self.messages[msg as usize];
             (m.src, m.dst)
@@ -917,10 +917,10 @@ impl Network {
         };
         let now = self.queue.now().0;
         let ck = match kind {
-            NdpKind::Ack if self.tr.dctcp_on() => [ControlKind::CumAck, ControlKind::CumAckEce][pull as usize],
-            NdpKind::Ack => ControlKind::Ack,
-            NdpKind::Nack => ControlKind::Nack,
-            NdpKind::Cnp => ControlKind::Cnp,
+            TransportPacket::Ack if self.tr.dctcp_on() => [ControlKind::CumAck, ControlKind::CumAckEce][pull as usize],
+            TransportPacket::Ack => ControlKind::Ack,
+            TransportPacket::Nack => ControlKind::Nack,
+            TransportPacket::Cnp => ControlKind::Cnp,
             _ => ControlKind::Pull,
         };
         self.tr.note(now, TransportEvent::Replied { msg, kind: ck, seq, pull });
@@ -933,7 +933,7 @@ impl Network {
             payload_bytes: 0,
             src: Some(dst),
             dst: AppDst::Host(src),
-            body: Body::Ndp { msg, kind },
+            body: Body::Transport { msg, kind },
             seq,
             in_port: None,
             in_vc: 0,
@@ -952,7 +952,7 @@ impl Network {
 
     /// NDP packet `p` of message `msg` reached its destination host (its buffer is already
     /// released).
-    pub(crate) fn ndp_arrived(&mut self, p: &Packet, msg: u32, kind: NdpKind) -> Arrival {
+    pub(crate) fn transport_arrived(&mut self, p: &Packet, msg: u32, kind: TransportPacket) -> Arrival {
         if self.tr.dctcp_on() {
             return self.dctcp_arrived(p, msg, kind);
         }
@@ -961,13 +961,13 @@ impl Network {
         }
         let now = self.queue.now().0;
         match kind {
-            NdpKind::Data | NdpKind::Header => {
-                self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: kind == NdpKind::Header });
+            TransportPacket::Data | TransportPacket::Header => {
+                self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: kind == TransportPacket::Header });
                 let dst = self.messages[msg as usize].dst;
                 let f = &mut self.tr.flows[msg as usize];
                 let slot = f.slot;
                 let Some(Receiver::Ndp(rx)) = f.receiver.as_deref_mut() else { unreachable!("a receiver for every started message") };
-                let rc = if kind == NdpKind::Data { rx.on_data(p.seq) } else { rx.on_header(p.seq) };
+                let rc = if kind == TransportPacket::Data { rx.on_data(p.seq) } else { rx.on_header(p.seq) };
                 let mut pull = 0;
                 if rc.wants_pull {
                     if self.tr.pacers[dst as usize].request(slot, now) {
@@ -980,20 +980,20 @@ impl Network {
                 if rc.completed {
                     self.tr.pacers[dst as usize].close(slot);
                 }
-                if kind == NdpKind::Data && !rc.new_data {
+                if kind == TransportPacket::Data && !rc.new_data {
                     self.tr.stats.duplicates += 1;
                 }
                 let (reply, seq) = match rc.reply {
                     Reply::Ack(s) => {
                         self.tr.stats.acks += 1;
-                        (NdpKind::Ack, s)
+                        (TransportPacket::Ack, s)
                     }
                     Reply::Nack(s) => {
                         self.tr.stats.nacks += 1;
-                        (NdpKind::Nack, s)
+                        (TransportPacket::Nack, s)
                     }
                 };
-                self.ndp_reply(msg, reply, seq, pull);
+                self.transport_reply(msg, reply, seq, pull);
                 if rc.new_data {
                     let m = &mut self.messages[msg as usize];
                     m.recv_packets += 1;
@@ -1009,10 +1009,10 @@ impl Network {
                 }
                 Arrival::Nothing
             }
-            NdpKind::Ack | NdpKind::Nack | NdpKind::Pull => {
+            TransportPacket::Ack | TransportPacket::Nack | TransportPacket::Pull => {
                 let ck = match kind {
-                    NdpKind::Ack => ControlKind::Ack,
-                    NdpKind::Nack => ControlKind::Nack,
+                    TransportPacket::Ack => ControlKind::Ack,
+                    TransportPacket::Nack => ControlKind::Nack,
                     _ => ControlKind::Pull,
                 };
                 self.tr.note(now, TransportEvent::Heard { msg, kind: ck, seq: p.seq, pull: p.fingerprint as u32 });
@@ -1020,27 +1020,27 @@ impl Network {
                 let Some(Sender::Ndp(s)) = f.sender.as_deref_mut() else { return Arrival::Nothing }; // done already
                 let pull = (p.fingerprint != 0).then_some(p.fingerprint as u32);
                 match kind {
-                    NdpKind::Ack => s.on_ack(p.seq, pull, now),
-                    NdpKind::Nack => s.on_nack(p.seq, pull, now),
+                    TransportPacket::Ack => s.on_ack(p.seq, pull, now),
+                    TransportPacket::Nack => s.on_nack(p.seq, pull, now),
                     _ => s.on_pull(p.fingerprint as u32, now),
                 }
                 if s.is_done() {
                     f.sender = None;
                 }
-                let port = self.ndp_sender_port(msg);
-                self.ndp_update_round(port, msg);
-                self.ndp_arm_timer(msg);
+                let port = self.transport_sender_port(msg);
+                self.transport_update_round(port, msg);
+                self.arm_transport_timer(msg);
                 Arrival::Nothing
             }
-            NdpKind::Cnp => unreachable!("CNPs are DCQCN's"),
+            TransportPacket::Cnp => unreachable!("CNPs are DCQCN's"),
         }
     }
 
     /// DCTCP packet `p` of message `msg` reached its destination host: data at the receiver
     /// (delivered once, answered by a cumulative ACK echoing its CE bit), an ACK at the sender.
-    fn dctcp_arrived(&mut self, p: &Packet, msg: u32, kind: NdpKind) -> Arrival {
+    fn dctcp_arrived(&mut self, p: &Packet, msg: u32, kind: TransportPacket) -> Arrival {
         let now = self.queue.now().0;
-        if kind == NdpKind::Data {
+        if kind == TransportPacket::Data {
             self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: false });
             let f = &mut self.tr.flows[msg as usize];
             let Some(Receiver::Dctcp(rx)) = f.receiver.as_deref_mut() else { unreachable!("a receiver for every started message") };
@@ -1049,7 +1049,7 @@ impl Network {
                 self.tr.stats.duplicates += 1;
             }
             self.tr.stats.acks += 1;
-            self.ndp_reply(msg, NdpKind::Ack, rc.ack, rc.ece as u32);
+            self.transport_reply(msg, TransportPacket::Ack, rc.ack, rc.ece as u32);
             if rc.new_data {
                 let m = &mut self.messages[msg as usize];
                 m.recv_packets += 1;
@@ -1065,7 +1065,7 @@ impl Network {
             }
             return Arrival::Nothing;
         }
-        debug_assert_eq!(kind, NdpKind::Ack);
+        debug_assert_eq!(kind, TransportPacket::Ack);
         let ece = p.fingerprint != 0;
         let kind = if ece { ControlKind::CumAckEce } else { ControlKind::CumAck };
         self.tr.note(now, TransportEvent::Heard { msg, kind, seq: p.seq, pull: ece as u32 });
@@ -1084,17 +1084,17 @@ impl Network {
         if done {
             f.sender = None;
         }
-        let port = self.ndp_sender_port(msg);
-        self.ndp_update_round(port, msg);
-        self.ndp_arm_timer(msg);
+        let port = self.transport_sender_port(msg);
+        self.transport_update_round(port, msg);
+        self.arm_transport_timer(msg);
         Arrival::Nothing
     }
 
     /// DCQCN packet `p` of message `msg` reached its destination host: data at the receiver
     /// (delivered once; a CE mark may send a CNP), a CNP at the sender.
-    fn dcqcn_arrived(&mut self, p: &Packet, msg: u32, kind: NdpKind) -> Arrival {
+    fn dcqcn_arrived(&mut self, p: &Packet, msg: u32, kind: TransportPacket) -> Arrival {
         let now = self.queue.now().0;
-        if kind == NdpKind::Data {
+        if kind == TransportPacket::Data {
             self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: false });
             let f = &mut self.tr.flows[msg as usize];
             let Some(Receiver::Dcqcn(rx)) = f.receiver.as_deref_mut() else { unreachable!("a receiver for every started message") };
@@ -1105,7 +1105,7 @@ impl Network {
             }
             if rc.cnp {
                 self.tr.stats.cnps += 1;
-                self.ndp_reply(msg, NdpKind::Cnp, p.seq, 0);
+                self.transport_reply(msg, TransportPacket::Cnp, p.seq, 0);
             }
             if rc.new_data {
                 let m = &mut self.messages[msg as usize];
@@ -1122,14 +1122,14 @@ impl Network {
             }
             return Arrival::Nothing;
         }
-        debug_assert_eq!(kind, NdpKind::Cnp);
+        debug_assert_eq!(kind, TransportPacket::Cnp);
         self.tr.note(now, TransportEvent::Heard { msg, kind: ControlKind::Cnp, seq: p.seq, pull: 0 });
         let f = &mut self.tr.flows[msg as usize];
         let Some(Sender::Dcqcn(s)) = f.sender.as_deref_mut() else { return Arrival::Nothing };
         s.on_cnp(now);
-        let port = self.ndp_sender_port(msg);
-        self.ndp_update_round(port, msg);
-        self.ndp_arm_timer(msg);
+        let port = self.transport_sender_port(msg);
+        self.transport_update_round(port, msg);
+        self.arm_transport_timer(msg);
         Arrival::Nothing
     }
 }

@@ -30,7 +30,7 @@
 
 use crate::ids::{PktId, PortId};
 use crate::network::Network;
-use crate::packet::{Body, NdpKind};
+use crate::packet::{Body, TransportPacket};
 use reducelab_des::Rng;
 
 /// While both queues of a port have packets, the priority queue is served this many times for
@@ -103,7 +103,7 @@ impl Network {
             (p.wire_bytes as u64, p.body)
         };
         let priority = match body {
-            Body::Ndp { kind, .. } => kind.is_priority(),
+            Body::Transport { kind, .. } => kind.is_priority(),
             Body::Ctrl { .. } => true,
             Body::Msg { .. } | Body::App(_) => false,
         };
@@ -112,7 +112,7 @@ impl Network {
         }
         let data_bytes = self.ports[g].q_bytes - self.trim.bytes[g];
         if data_bytes + size > self.trim.data_cap {
-            if !matches!(body, Body::Ndp { kind: NdpKind::Data, .. }) {
+            if !matches!(body, Body::Transport { kind: TransportPacket::Data, .. }) {
                 self.ports[g].drops += 1;
                 self.stats.drops_buffer += 1;
                 self.lose(pkt);
@@ -120,7 +120,7 @@ impl Network {
             }
             let tail = self.queues.tail(port, 0).filter(|&t| {
                 let tp = self.pool.get(t);
-                matches!(tp.body, Body::Ndp { kind: NdpKind::Data, .. }) && data_bytes - tp.wire_bytes as u64 + size <= self.trim.data_cap
+                matches!(tp.body, Body::Transport { kind: TransportPacket::Data, .. }) && data_bytes - tp.wire_bytes as u64 + size <= self.trim.data_cap
             });
             // The coin is tossed whenever the queue is full, as htsim does.
             let coin = self.trim.rng.bernoulli(0.5);
@@ -149,8 +149,8 @@ impl Network {
     fn trim_payload(&mut self, port: PortId, pkt: PktId) {
         let hb = self.cfg.header_bytes;
         let p = self.pool.get_mut(pkt);
-        let Body::Ndp { msg, kind: NdpKind::Data } = p.body else { unreachable!("only NDP data packets are trimmed") };
-        p.body = Body::Ndp { msg, kind: NdpKind::Header };
+        let Body::Transport { msg, kind: TransportPacket::Data } = p.body else { unreachable!("only NDP data packets are trimmed") };
+        p.body = Body::Transport { msg, kind: TransportPacket::Header };
         p.wire_bytes = hb;
         p.payload_bytes = 0;
         self.trim.trims[port.idx()] += 1;
