@@ -142,6 +142,23 @@ fn a_lossless_dctcp_incast_keeps_the_receiver_queue_short() {
     assert!(q < 100_000.0 && q_raw > 3.0 * q, "DCTCP {q:.0} B, raw {q_raw:.0} B");
 }
 
+/// Over PFC pause frames (lossless too) DCTCP resends nothing and pauses the links less than
+/// raw line-rate injection does on the same network: the window, not the pauses, limits the
+/// senders (measured, seed 1: 6 PAUSE frames against 1,398).
+#[test]
+fn a_dctcp_incast_over_pfc_pauses_less_than_line_rate_injection() {
+    let (s, _) = run(&incast("pfc", DCTCP, 1));
+    assert_eq!(s["status"], "completed", "{}", s["status_reason"]);
+    assert_eq!((s["traffic"][0]["verified"].as_u64(), s["drops"]["buffer"].as_u64()), (Some(15), Some(0)));
+    let tr = &s["transport"];
+    assert_eq!((tr["retransmissions"].as_u64(), tr["timeouts"].as_u64()), (Some(0), Some(0)), "{tr}");
+    assert!(tr["ecn_reductions"].as_u64().unwrap() > 0, "{tr}");
+    let (raw, _) = run(&incast("pfc", "", 1));
+    assert_eq!(raw["status"], "completed", "{}", raw["status_reason"]);
+    let (p, p_raw) = (s["pfc"]["pause_frames"].as_u64().unwrap(), raw["pfc"]["pause_frames"].as_u64().unwrap());
+    assert!(p_raw > 0 && p < p_raw, "PAUSE frames: DCTCP {p}, raw {p_raw}");
+}
+
 /// `[[traffic]] transport` picks the transport per entry: here `[transport]` only holds DCTCP's
 /// parameters (its kind stays "none"), the incast names DCTCP and completes on drop-tail
 /// queues with retransmissions, while a second entry's messages (between hosts of other pods,
