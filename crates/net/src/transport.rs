@@ -994,20 +994,7 @@ impl Network {
                     }
                 };
                 self.transport_reply(msg, reply, seq, pull);
-                if rc.new_data {
-                    let m = &mut self.messages[msg as usize];
-                    m.recv_packets += 1;
-                    m.recv_bytes += p.payload_bytes as u64;
-                    m.fingerprint_received = m.fingerprint_received.wrapping_add(p.fingerprint);
-                    if !m.background {
-                        self.fg.payload_bytes += p.payload_bytes as u64;
-                    }
-                }
-                if rc.completed && self.endpoint_received(msg) {
-                    self.complete_delivery(msg);
-                    return Arrival::Delivered(msg);
-                }
-                Arrival::Nothing
+                self.data_received(p, msg, rc.new_data, rc.completed)
             }
             TransportPacket::Ack | TransportPacket::Nack | TransportPacket::Pull => {
                 let ck = match kind {
@@ -1050,20 +1037,7 @@ impl Network {
             }
             self.tr.stats.acks += 1;
             self.transport_reply(msg, TransportPacket::Ack, rc.ack, rc.ece as u32);
-            if rc.new_data {
-                let m = &mut self.messages[msg as usize];
-                m.recv_packets += 1;
-                m.recv_bytes += p.payload_bytes as u64;
-                m.fingerprint_received = m.fingerprint_received.wrapping_add(p.fingerprint);
-                if !m.background {
-                    self.fg.payload_bytes += p.payload_bytes as u64;
-                }
-            }
-            if rc.completed && self.endpoint_received(msg) {
-                self.complete_delivery(msg);
-                return Arrival::Delivered(msg);
-            }
-            return Arrival::Nothing;
+            return self.data_received(p, msg, rc.new_data, rc.completed);
         }
         debug_assert_eq!(kind, TransportPacket::Ack);
         let ece = p.fingerprint != 0;
@@ -1090,6 +1064,26 @@ impl Network {
         Arrival::Nothing
     }
 
+    /// A data packet of message `msg` reached its receiver: its payload and fingerprint are
+    /// counted if it is `new_data` (each packet once, whatever the transport resent), and the
+    /// message is delivered when the receiver says it is `completed` (after its endpoint cost).
+    fn data_received(&mut self, p: &Packet, msg: u32, new_data: bool, completed: bool) -> Arrival {
+        if new_data {
+            let m = &mut self.messages[msg as usize];
+            m.recv_packets += 1;
+            m.recv_bytes += p.payload_bytes as u64;
+            m.fingerprint_received = m.fingerprint_received.wrapping_add(p.fingerprint);
+            if !m.background {
+                self.fg.payload_bytes += p.payload_bytes as u64;
+            }
+        }
+        if completed && self.endpoint_received(msg) {
+            self.complete_delivery(msg);
+            return Arrival::Delivered(msg);
+        }
+        Arrival::Nothing
+    }
+
     /// DCQCN packet `p` of message `msg` reached its destination host: data at the receiver
     /// (delivered once; a CE mark may send a CNP), a CNP at the sender.
     fn dcqcn_arrived(&mut self, p: &Packet, msg: u32, kind: TransportPacket) -> Arrival {
@@ -1107,20 +1101,7 @@ impl Network {
                 self.tr.stats.cnps += 1;
                 self.transport_reply(msg, TransportPacket::Cnp, p.seq, 0);
             }
-            if rc.new_data {
-                let m = &mut self.messages[msg as usize];
-                m.recv_packets += 1;
-                m.recv_bytes += p.payload_bytes as u64;
-                m.fingerprint_received = m.fingerprint_received.wrapping_add(p.fingerprint);
-                if !m.background {
-                    self.fg.payload_bytes += p.payload_bytes as u64;
-                }
-            }
-            if rc.completed && self.endpoint_received(msg) {
-                self.complete_delivery(msg);
-                return Arrival::Delivered(msg);
-            }
-            return Arrival::Nothing;
+            return self.data_received(p, msg, rc.new_data, rc.completed);
         }
         debug_assert_eq!(kind, TransportPacket::Cnp);
         self.tr.note(now, TransportEvent::Heard { msg, kind: ControlKind::Cnp, seq: p.seq, pull: 0 });
