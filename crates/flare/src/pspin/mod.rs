@@ -1,0 +1,1 @@
+//! The PsPIN switch model and Flare's dense aggregation designs (seed 004 §3–6).
