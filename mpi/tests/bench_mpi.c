@@ -3,9 +3,11 @@
  *   mpirun -np P build/bench_mpi --sizes 8,1024,... --algorithms mpi,ring,... --reps R [--iters-bytes B]
  *
  * For every size, R rounds; in each round every algorithm runs once (interleaved, so that
- * machine noise hits all of them alike): a warm-up call, then `iters` timed calls (iters chosen
- * so a round moves about B bytes, at least 1, at most 1000). The time of a call is the maximum
- * over ranks of the mean per-call time. Rank 0 prints CSV: algorithm,bytes,round,seconds.
+ * machine noise hits all of them alike): `warm-up` untimed calls, then `iters` timed calls (iters
+ * chosen so a round moves about B bytes, at least 1, at most 1000; warm-up a fifth of iters, at
+ * least 1, so 200 before 1000 at small sizes as OSU's osu_allreduce skips 200 calls before its
+ * 1000 timed ones; `--warmup N` sets it). The time of a call is the maximum over ranks of the
+ * mean per-call time. Rank 0 prints CSV: algorithm,bytes,round,seconds.
  * The data is float sums (MPI_FLOAT, MPI_SUM). Every result is checked against the first
  * algorithm's (exact: integer-valued floats), so a fast wrong algorithm cannot win.
  * `NAME@BYTES` runs NAME with REDUCELAB_SEGMENT=BYTES (message segment size) for comparisons.
@@ -33,11 +35,13 @@ int main(int argc, char **argv) {
     int reps = 5;
     double round_bytes = 64.0 * 1024 * 1024;
     long decisions = 0;
+    int warmup = -1; /* -1: a fifth of the timed calls */
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--decision")) decisions = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--sizes")) snprintf(sizes_s, sizeof sizes_s, "%s", argv[i + 1]);
         else if (!strcmp(argv[i], "--algorithms")) snprintf(algs_s, sizeof algs_s, "%s", argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--round-bytes")) round_bytes = atof(argv[i + 1]);
         else {
             if (rank == 0) fprintf(stderr, "bench_mpi: unknown option %s\n", argv[i]);
@@ -78,11 +82,14 @@ int main(int argc, char **argv) {
         int iters = (int)(round_bytes / (double)(n * sizeof(float)));
         if (iters < 1) iters = 1;
         if (iters > 1000) iters = 1000;
+        int warm = warmup >= 0 ? warmup : (iters + 4) / 5;
+        if (warm < 1) warm = 1; /* (the first call also gives the result compared below) */
         for (int r = 0; r < reps; r++) {
             for (int a = 0; a < na; a++) {
                 if (segs[a]) setenv("REDUCELAB_SEGMENT", segs[a], 1);
                 else unsetenv("REDUCELAB_SEGMENT");
-                RL_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, algs[a]); /* warm-up */
+                for (int w = 0; w < warm; w++) /* warm-up */
+                    RL_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, algs[a]);
                 if (r == 0) {
                     if (a == 0) memcpy(first, out, n * sizeof(float));
                     else if (memcmp(first, out, n * sizeof(float))) bad = 1;
