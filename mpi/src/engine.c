@@ -427,9 +427,11 @@ static int resolve(const char *name, int coll, const uint32_t *dims, size_t ndim
                    const char **out, char *err, size_t errlen) {
     if (!name || !*name) name = getenv("REDUCELAB_ALLREDUCE");
     if (!name || !*name) name = "auto";
-    if (strcmp(name, "shm") == 0) { /* the shared-memory path is for blocking allreduces only */
-        note_once("shm not used", "nonblocking, persistent, reduce-scatter and allgather calls run auto's path "
-                                  "(the shared-memory allreduce is blocking only)");
+    if (strcmp(name, "shm") == 0) { /* the shared-memory path is an allreduce (an allreduce it declined
+                                      * has said why: try_shm, shm_exec) */
+        if (coll != RL_COLL_ALLREDUCE)
+            note_once("shm not used", "reduce-scatter and allgather calls run auto's path (the shared-memory "
+                                      "path is an allreduce)");
         name = "auto";
     }
     if (strcmp(name, "mpi") == 0) {
@@ -506,6 +508,8 @@ typedef struct rl_exec {
     int detached; /* MPI_Request_free'd while active: free the request when complete */
     comm_state *cs; /* nonblocking: comm stays MPI_COMM_NULL until cs's duplicate exists */
     struct rl_exec *next_active;
+    /* not a schedule: the shared-memory allreduce (shm.c) as a nonblocking operation (prog NULL) */
+    rl_shm_op *shm;
 } rl_exec;
 
 /* Active nonblocking operations (under rl_mu); progress_events counts steps completed, so the
@@ -928,6 +932,7 @@ static int progress_exec(rl_exec *ex, int *err) {
         if (ex->check) ex->check->comm = ex->comm;
         progress_events++;
     }
+    if (ex->shm) return rl_shm_op_progress(ex->shm, ex->comm, err);
     if (ex->check && !ex->check_done) {
         int e;
         if (!progress_exec(ex->check, &e)) return 0;
@@ -976,6 +981,7 @@ static void exec_free(rl_exec *ex) {
     free(ex->idx);
     free(ex->offs);
     free(ex->fresh);
+    rl_shm_op_free(ex->shm);
     free(ex);
 }
 
@@ -1576,6 +1582,44 @@ int rl_private_comm(MPI_Comm comm, MPI_Comm *dup) {
     return MPI_SUCCESS;
 }
 
+/* The shared-memory allreduce as a nonblocking operation (MPI_Iallreduce, a persistent plan),
+ * asked for by name or chosen by `auto`'s rules, or NULL: the call takes the usual path (a named
+ * `shm` says why; every rank declines alike). Not at MPI_THREAD_MULTIPLE (nonblocking calls go
+ * to the library there, see prepare). Not started: rl_shm_op_start at the call or each start. */
+static rl_exec *shm_exec(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                         int named) {
+    char why[300] = "";
+    int inter = 0;
+    if (thread_multiple() || count <= 0 || comm == MPI_COMM_NULL || type == MPI_DATATYPE_NULL || op == MPI_OP_NULL ||
+        !sendbuf || !recvbuf)
+        return NULL; /* the usual path (the library, or an error) */
+    rl_kernel kernel = rl_kernel_for(op, type);
+    if (!kernel && is_predefined_op(op)) return NULL; /* the usual path says why */
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter) {
+        snprintf(why, sizeof why, "shm: inter-communicator");
+    } else {
+        comm_state *cs = NULL; /* (starts the private duplicate now, at the collective call) */
+        rl_shm_op *o = NULL;
+        if (get_comm_state(comm, &cs) != MPI_SUCCESS) {
+            snprintf(why, sizeof why, "shm: no private duplicate of the communicator");
+        } else if (rl_shm_op_create(sendbuf, recvbuf, count, type, op, comm, kernel, &o, why, sizeof why) ==
+                   MPI_SUCCESS) {
+            rl_exec *ex = calloc(1, sizeof *ex);
+            if (ex) {
+                ex->shm = o;
+                ex->cs = cs;
+                ex->comm = MPI_COMM_NULL; /* bound to the duplicate when it exists (progress_exec) */
+                ex->greq = MPI_REQUEST_NULL;
+                return ex;
+            }
+            rl_shm_op_free(o);
+            snprintf(why, sizeof why, "shm: out of memory");
+        }
+    }
+    if (named) note_once("shm not used, running auto's path", why);
+    return NULL;
+}
+
 int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                  const char *algorithm, int strict) {
     rl_exec *ex;
@@ -1828,6 +1872,25 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
     if (request && negative_count(comm, count)) return MPI_ERR_COUNT;
     if (!request || count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
+    if (__builtin_expect(__atomic_load_n(&nrules, __ATOMIC_ACQUIRE) < 0, 0)) load_rules();
+    int named = algorithm ? strcmp(algorithm, "shm") == 0 : env_shm;
+    if ((named || auto_route(algorithm, comm, count, type, 1) == RL_ROUTE_SHM) &&
+        (ex = shm_exec(sendbuf, recvbuf, count, type, op, comm, named))) {
+        if (!(ex->greq_err = calloc(1, sizeof *ex->greq_err)) ||
+            (rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, ex->greq_err, &ex->greq)) != MPI_SUCCESS) {
+            rc = ex->greq_err ? rc : MPI_ERR_NO_MEM;
+            free(ex->greq_err);
+            exec_free(ex);
+            PMPI_Comm_call_errhandler(comm, rc);
+            return rc;
+        }
+        rl_shm_op_start(ex->shm); /* (its turn among the calls on comm: now, in MPI's order) */
+        __atomic_fetch_add(&n_scheduled, 1, __ATOMIC_RELAXED);
+        snprintf(last_algorithm, sizeof last_algorithm, "shm");
+        *request = ex->greq;
+        activate(ex);
+        return MPI_SUCCESS;
+    }
     if (auto_to_library(algorithm, comm, count, type)) {
         note_auto_library();
         return PMPI_Iallreduce(sendbuf, recvbuf, count, type, op, comm, request);
@@ -1984,13 +2047,17 @@ int rl_allreduce_init(const void *sendbuf, void *recvbuf, int count, MPI_Datatyp
         return buffer_error(comm);
     if (rules_failed(comm)) return MPI_ERR_ARG;
     int st = PREP_FALLBACK;
-    if (auto_to_library(algorithm, comm, count, type)) { /* each start: the library (counted there if strict) */
+    int named = algorithm ? strcmp(algorithm, "shm") == 0 : env_shm;
+    if ((named || auto_route(algorithm, comm, count, type, 1) == RL_ROUTE_SHM) &&
+        (ex = shm_exec(sendbuf, recvbuf, count, type, op, comm, named))) {
+        st = PREP_OK; /* (each start takes its turn and is counted) */
+    } else if (auto_to_library(algorithm, comm, count, type)) { /* each start: the library (counted there if strict) */
         if (!strict) note_auto_library();
     }
     else st = prepare(RL_COLL_ALLREDUCE, algorithm, comm, (size_t)count, type, op, strict, 1, &ex, &rc);
     if (st == PREP_ERROR) return rc;
     if (st == PREP_FALLBACK && !strict) return MPI_SUCCESS;
-    if (st == PREP_OK) {
+    if (st == PREP_OK && !ex->shm) {
         n_scheduled--; /* counted per start */
         ex->keep_scratch = 1;
     }
@@ -2017,6 +2084,14 @@ int RL_Start(RL_Persistent r) {
     if (r->started && !exec_done(ex)) {
         PMPI_Comm_call_errhandler(r->comm, MPI_ERR_REQUEST);
         return MPI_ERR_REQUEST; /* still active */
+    }
+    if (ex->shm) { /* the shared-memory allreduce: takes its turn on the communicator now */
+        ex->done = 0;
+        ex->greq = MPI_REQUEST_NULL;
+        rl_shm_op_start(ex->shm);
+        r->started = 1;
+        n_scheduled++;
+        return activate(ex);
     }
     comm_state *cs = NULL;
     int rc = get_comm_state(r->comm, &cs);

@@ -10,6 +10,20 @@
  * datatype cannot use it (every rank declines alike); count > 0, buffers valid. */
 int rl_shm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                      rl_kernel kernel, char *why, size_t whylen);
+/* The same as a nonblocking operation (MPI_Iallreduce, or a persistent plan started many times),
+ * progressed by engine.c like its schedules: create (datatype checks, no communication;
+ * RL_SHM_DECLINED with the reason, alike on every rank), start (takes the operation's turn among
+ * the calls on its communicator: call it at the MPI call or start, in MPI's order), progress
+ * (`node`: the private duplicate, MPI_COMM_NULL while it is pending; never blocks; 1 when
+ * complete, with the MPI error code in *err), free. The first operation on a communicator makes
+ * its segment from its progress (nonblocking collectives); if the ranks share no node it runs
+ * the MPI library's MPI_Iallreduce on the duplicate instead. */
+typedef struct rl_shm_op rl_shm_op;
+int rl_shm_op_create(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                     rl_kernel kernel, rl_shm_op **out, char *why, size_t whylen);
+void rl_shm_op_start(rl_shm_op *o);
+int rl_shm_op_progress(rl_shm_op *o, MPI_Comm node, int *err);
+void rl_shm_op_free(rl_shm_op *o);
 /* engine.c: progress the active nonblocking ReduceLab operations if any (and no progress
  * thread does it) */
 void rl_progress_others(void);

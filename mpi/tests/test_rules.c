@@ -7,9 +7,9 @@
  * ALGORITHM ("-" = NULL: REDUCELAB_ALLREDUCE, default auto), each
  * checked element by element against the closed-form sum, and which counter moved (the call
  * ran a schedule, or went to the library). Rank 0 prints per count
- *   "count C bytes B decision D blocking S/F nonblocking S/F persistent S/F route R shm H"
+ *   "count C bytes B decision D blocking S/F nonblocking S/F persistent S/F route R shm H ishm I"
  * (S/F: scheduled/fallback counter increments) "route R shm H" (RL_Auto_route; H = 1 when the
- * blocking call ran the shared-memory allreduce), then "crossover p=P: X" (RL_Auto_crossover) and
+ * blocking call ran the shared-memory allreduce, I = 1 when the nonblocking one did), then "crossover p=P: X" (RL_Auto_crossover) and
  * "test_rules p=P: N checks, F failures". */
 #include "reducelab_mpi.h"
 
@@ -28,8 +28,8 @@ int main(int argc, char **argv) {
         int n = atoi(argv[a]);
         int *in = malloc((size_t)(n ? n : 1) * sizeof *in), *out = malloc((size_t)(n ? n : 1) * sizeof *out);
         int d = RL_Auto_uses_library(MPI_COMM_WORLD, n, MPI_INT), route = RL_Auto_route(MPI_COMM_WORLD, n, MPI_INT);
-        int ran_shm = 0;
-        long long s[4], f[4];
+        int ran_shm = 0, ran_ishm = 0;
+        long long s[4], f[4], snb = 0, fnb = 0; /* (before the nonblocking call, after the name's reset) */
         RL_Counters(&s[0], &f[0]);
         RL_Persistent plan = NULL;
         int prc = RL_Allreduce_init(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, alg, &plan);
@@ -48,7 +48,10 @@ int main(int argc, char **argv) {
                 if (rc == MPI_SUCCESS) rc = RL_Persistent_wait(plan);
             } else {
                 MPI_Request q;
+                RL_Allreduce(NULL, NULL, 0, MPI_INT, MPI_SUM, MPI_COMM_WORLD, "ring"); /* resets the last name */
+                RL_Counters(&snb, &fnb);
                 rc = RL_Iallreduce(in, out, n, MPI_INT, MPI_SUM, MPI_COMM_WORLD, alg, &q);
+                ran_ishm = strcmp(RL_Last_algorithm(), "shm") == 0;
                 if (rc == MPI_SUCCESS) rc = RL_Wait(&q, MPI_STATUS_IGNORE);
             }
             int bad = rc != MPI_SUCCESS;
@@ -63,9 +66,9 @@ int main(int argc, char **argv) {
         if (plan) RL_Persistent_free(&plan);
         if (rank == 0)
             printf("count %d bytes %zu decision %d blocking %lld/%lld nonblocking %lld/%lld persistent %lld/%lld "
-                   "route %d shm %d\n",
-                   n, n * sizeof(int), d, s[1] - s[0], f[1] - f[0], s[2] - s[1], f[2] - f[1], s[3] - s[2], f[3] - f[2],
-                   route, ran_shm);
+                   "route %d shm %d ishm %d\n",
+                   n, n * sizeof(int), d, s[1] - s[0], f[1] - f[0], s[2] - snb, f[2] - fnb, s[3] - s[2], f[3] - f[2],
+                   route, ran_shm, ran_ishm);
         free(in), free(out);
     }
     long long tot[2] = {checks, failures}, all[2];

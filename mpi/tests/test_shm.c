@@ -1,12 +1,13 @@
 /* The shared-memory allreduce (mpi/src/shm.c, docs/mpi.md) through the RL_* API.
  *
- *   mpirun -np P build/test_shm CASE      (CASE: chunks, holes, threads, comms, mismatch, progress)
+ *   mpirun -np P build/test_shm CASE      (CASE: chunks, holes, threads, comms, mismatch, progress, libprogress,
+ *                                          nonblocking [ALGORITHM])
  *
  * Run with a small REDUCELAB_SHM_BYTES (e.g. 8192: 4 KiB slots) so vectors span many chunks.
  *   chunks   (op, type) samples × counts around the chunk size (1, p−1, p+1, a chunk ± 1, several
  *            chunks and an odd remainder), alternately in place, bitwise against MPI_Allreduce,
  *            nothing written past the end, every call counted as a ReduceLab call named "shm";
- *            then RL_Iallreduce named shm still completes exactly (it runs auto's path)
+ *            then RL_Iallreduce named shm completes exactly (as the shared-memory allreduce too)
  *   holes    a resized vector type (two uint32 at 0 and 8 of a 16-byte extent) with a commutative
  *            and a non-commutative user op (affine maps), results against a rank-order fold of
  *            the gathered inputs, gap bytes hold their sentinel, in place too
@@ -20,6 +21,19 @@
  *   progress even ranks enter a shared-memory allreduce on B while their RL_Iallreduce on A is
  *            active; odd ranks wait for A first: the even ranks must progress A while they wait
  *            in B (a SIGALRM turns a hang into a failure)
+ *   libprogress rank 0 sends rank 1 a 4 MiB message (above every shared-memory eager limit, so
+ *            the MPI library completes it only when the receiver's library progresses) and waits
+ *            for the send to complete (MPI_Test loop) before its shared-memory allreduce; rank 1
+ *            posts the receive and enters the allreduce at once: only the barrier's MPI_Iprobe
+ *            progresses rank 1's library, so without it rank 0 never arrives (SIGALRM)
+ *   nonblocking (argv[2]: the algorithm, default shm; e.g. auto under rules that route every size
+ *            to shm) 3 rounds on fresh communicators: two RL_Iallreduce (1 int; 5 chunks + 3, in
+ *            place), a blocking RL_Allreduce, a persistent plan's start and a third RL_Iallreduce
+ *            all in flight on one communicator, completed in reverse order; two fresh
+ *            communicators started in opposite orders by even and odd ranks (their segments are
+ *            made from progress); a communicator freed before its RL_Iallreduce is waited for;
+ *            results exact, every call counted as ReduceLab's and the nonblocking ones named
+ *            shm; RL_Shm_segments back to its start after the frees
  * Rank 0 prints "test_shm CASE p=P: N checks, F failures". */
 #define _GNU_SOURCE
 #include "reducelab_mpi.h"
@@ -127,7 +141,7 @@ static void case_chunks(void) {
     RL_Counters(&s1, &f1);
     CHECK();
     if (s1 - s0 != calls || f1 != f0) FAIL("counters moved %lld/%lld, want %lld/0", s1 - s0, f1 - f0, calls);
-    /* nonblocking with the name: auto's path (REDUCELAB_VERBOSE says so), exact */
+    /* nonblocking with the name: the shared-memory allreduce too, exact */
     int n = 3000, *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
     for (int i = 0; i < n; i++) x[i] = i + rank;
     MPI_Request q;
@@ -136,7 +150,7 @@ static void case_chunks(void) {
     CHECK();
     int bad = rc != MPI_SUCCESS;
     for (int i = 0; i < n && !bad; i++) bad = y[i] != P * i + P * (P - 1) / 2;
-    if (bad) FAIL("RL_Iallreduce named shm: rc %d", rc);
+    if (bad || strcmp(RL_Last_algorithm(), "shm") != 0) FAIL("RL_Iallreduce named shm: rc %d, ran %s", rc, RL_Last_algorithm());
     free(x), free(y);
 }
 
@@ -362,6 +376,143 @@ static void case_progress(void) {
     free(x), free(ya), free(yb);
 }
 
+/* ---- nonblocking ---- */
+static const char *nb_alg = "shm";
+static int *nb_buf(int n, int round, int salt) {
+    int *x = malloc((size_t)(n > 0 ? n : 1) * sizeof *x);
+    for (int i = 0; i < n; i++) x[i] = 3 * i + salt + round + rank;
+    return x;
+}
+static void nb_check(const char *what, const int *y, int n, int round, int salt, int rc) {
+    int bad = rc != MPI_SUCCESS;
+    for (int i = 0; i < n && !bad; i++) bad = y[i] != P * (3 * i + salt + round) + P * (P - 1) / 2;
+    CHECK();
+    if (bad) FAIL("nonblocking %s round %d (n=%d): rc %d%s", what, round, n, rc, rc == MPI_SUCCESS ? ", wrong data" : "");
+}
+static void nb_named(const char *what) {
+    CHECK();
+    if (strcmp(RL_Last_algorithm(), "shm") != 0) FAIL("nonblocking %s: ran %s, not shm", what, RL_Last_algorithm());
+}
+
+static void case_nonblocking(void) {
+    const int chunk = 4096 / (int)sizeof(int); /* REDUCELAB_SHM_BYTES=8192: 4 KiB slots */
+    long long s0, f0, s1, f1, calls = 0;
+    int seg0 = RL_Shm_segments();
+    RL_Counters(&s0, &f0);
+    for (int round = 0; round < 3; round++) {
+        MPI_Comm a, c, d, e;
+        MPI_Comm_dup(MPI_COMM_WORLD, &a);
+        /* several operations in flight on one communicator, a blocking one among them */
+        int n1 = 1, n2 = 5 * chunk + 3, n3 = chunk + 1, n4 = 3 * chunk + 7, n5 = 2 * P + 1;
+        int *x1 = nb_buf(n1, round, 1), *y1 = malloc(sizeof *y1), *y2 = nb_buf(n2, round, 2),
+            *x3 = nb_buf(n3, round, 3), *y3 = malloc((size_t)n3 * sizeof *y3), *x4 = nb_buf(n4, round, 4),
+            *y4 = malloc((size_t)n4 * sizeof *y4), *x5 = nb_buf(n5, round, 5), *y5 = malloc((size_t)n5 * sizeof *y5);
+        RL_Persistent plan;
+        int rp = RL_Allreduce_init(x4, y4, n4, MPI_INT, MPI_SUM, a, nb_alg, &plan);
+        MPI_Request q1, q2, q5;
+        int r1 = RL_Iallreduce(x1, y1, n1, MPI_INT, MPI_SUM, a, nb_alg, &q1);
+        nb_named("first");
+        int r2 = RL_Iallreduce(MPI_IN_PLACE, y2, n2, MPI_INT, MPI_SUM, a, nb_alg, &q2);
+        int r3 = RL_Allreduce(x3, y3, n3, MPI_INT, MPI_SUM, a, nb_alg);
+        if (rp == MPI_SUCCESS) rp = RL_Start(plan);
+        int r5 = RL_Iallreduce(x5, y5, n5, MPI_INT, MPI_SUM, a, nb_alg, &q5);
+        calls += 5;
+        if (r5 == MPI_SUCCESS) r5 = RL_Wait(&q5, MPI_STATUS_IGNORE);
+        if (rp == MPI_SUCCESS) rp = RL_Persistent_wait(plan);
+        if (r2 == MPI_SUCCESS) r2 = RL_Wait(&q2, MPI_STATUS_IGNORE);
+        if (r1 == MPI_SUCCESS) r1 = RL_Wait(&q1, MPI_STATUS_IGNORE);
+        nb_check("first", y1, n1, round, 1, r1);
+        nb_check("in place", y2, n2, round, 2, r2);
+        nb_check("blocking among them", y3, n3, round, 3, r3);
+        nb_check("persistent", y4, n4, round, 4, rp);
+        nb_check("last", y5, n5, round, 5, r5);
+        /* the plan again, with new data */
+        for (int i = 0; i < n4; i++) x4[i] += 1;
+        if (rp == MPI_SUCCESS) rp = RL_Start(plan);
+        if (rp == MPI_SUCCESS) rp = RL_Persistent_wait(plan);
+        calls++;
+        nb_check("persistent restart", y4, n4, round + 1, 4, rp);
+        RL_Persistent_free(&plan);
+        /* fresh communicators started in opposite orders: the segments are made from progress */
+        MPI_Comm_dup(MPI_COMM_WORLD, &c);
+        MPI_Comm_dup(MPI_COMM_WORLD, &d);
+        MPI_Request qc, qd;
+        int rc_ = MPI_SUCCESS, rd = MPI_SUCCESS;
+        int *xc = nb_buf(n2, round, 6), *yc = malloc((size_t)n2 * sizeof *yc), *xd = nb_buf(n3, round, 7),
+            *yd = malloc((size_t)n3 * sizeof *yd);
+        if (rank % 2 == 0) {
+            rc_ = RL_Iallreduce(xc, yc, n2, MPI_INT, MPI_SUM, c, nb_alg, &qc);
+            rd = RL_Iallreduce(xd, yd, n3, MPI_INT, MPI_SUM, d, nb_alg, &qd);
+        } else {
+            rd = RL_Iallreduce(xd, yd, n3, MPI_INT, MPI_SUM, d, nb_alg, &qd);
+            rc_ = RL_Iallreduce(xc, yc, n2, MPI_INT, MPI_SUM, c, nb_alg, &qc);
+        }
+        calls += 2;
+        if (rc_ == MPI_SUCCESS) rc_ = RL_Wait(&qc, MPI_STATUS_IGNORE);
+        if (rd == MPI_SUCCESS) rd = RL_Wait(&qd, MPI_STATUS_IGNORE);
+        nb_check("cross-order c", yc, n2, round, 6, rc_);
+        nb_check("cross-order d", yd, n3, round, 7, rd);
+        /* a communicator freed while its operation runs */
+        MPI_Comm_dup(MPI_COMM_WORLD, &e);
+        MPI_Request qe;
+        int re = RL_Iallreduce(xc, yc, n2, MPI_INT, MPI_SUM, e, nb_alg, &qe);
+        calls++;
+        MPI_Comm_free(&e);
+        if (re == MPI_SUCCESS) re = RL_Wait(&qe, MPI_STATUS_IGNORE);
+        nb_check("freed communicator", yc, n2, round, 6, re);
+        MPI_Comm_free(&a);
+        MPI_Comm_free(&c);
+        MPI_Comm_free(&d);
+        free(x1), free(y1), free(y2), free(x3), free(y3), free(x4), free(y4), free(x5), free(y5);
+        free(xc), free(yc), free(xd), free(yd);
+    }
+    RL_Counters(&s1, &f1);
+    CHECK();
+    if (s1 - s0 != calls || f1 != f0) FAIL("counters moved %lld/%lld, want %lld/0", s1 - s0, f1 - f0, calls);
+    CHECK();
+    if (RL_Shm_segments() != seg0) FAIL("%d segments mapped after the frees, want %d", RL_Shm_segments(), seg0);
+}
+
+/* ---- libprogress ---- */
+static void on_alarm_lib(int sig) {
+    (void)sig;
+    static const char m[] = "test_shm libprogress: timed out (a rank waiting in the shared-memory barrier did not "
+                            "progress the MPI library, so its peer's send never completed)\n";
+    (void)!write(2, m, sizeof m - 1);
+    _exit(3);
+}
+
+static void case_libprogress(void) {
+    signal(SIGALRM, on_alarm_lib);
+    alarm(30);
+    const int n = 1 << 20; /* 4 MiB of ints */
+    int *msg = malloc((size_t)n * sizeof *msg), x[64], y[64];
+    for (int round = 0; round < 3; round++) {
+        int bad = 0;
+        MPI_Request q = MPI_REQUEST_NULL;
+        if (rank == 0) {
+            for (int i = 0; i < n; i++) msg[i] = i ^ round;
+            MPI_Isend(msg, n, MPI_INT, 1, 7, MPI_COMM_WORLD, &q);
+            for (int done = 0; !done;) MPI_Test(&q, &done, MPI_STATUS_IGNORE);
+        } else if (rank == 1) {
+            memset(msg, 0, (size_t)n * sizeof *msg);
+            MPI_Irecv(msg, n, MPI_INT, 0, 7, MPI_COMM_WORLD, &q);
+        }
+        for (int i = 0; i < 64; i++) x[i] = i + rank + round;
+        int rc = RL_Allreduce(x, y, 64, MPI_INT, MPI_SUM, MPI_COMM_WORLD, "shm");
+        for (int i = 0; i < 64; i++) bad |= y[i] != P * (i + round) + P * (P - 1) / 2;
+        if (rank == 1) {
+            MPI_Wait(&q, MPI_STATUS_IGNORE);
+            for (int i = 0; i < n; i++) bad |= msg[i] != (i ^ round);
+        }
+        CHECK();
+        if (rc != MPI_SUCCESS || bad || strcmp(RL_Last_algorithm(), "shm") != 0)
+            FAIL("libprogress round %d: rc %d, bad %d, algorithm %s", round, rc, bad, RL_Last_algorithm());
+    }
+    alarm(0);
+    free(msg);
+}
+
 int main(int argc, char **argv) {
     const char *c = argc > 1 ? argv[1] : "";
     int provided = 0;
@@ -381,8 +532,15 @@ int main(int argc, char **argv) {
     } else if (!strcmp(c, "comms")) case_comms();
     else if (!strcmp(c, "mismatch")) case_mismatch();
     else if (!strcmp(c, "progress")) case_progress();
+    else if (!strcmp(c, "libprogress") && P >= 2) case_libprogress();
+    else if (!strcmp(c, "nonblocking")) {
+        if (argc > 2) nb_alg = argv[2];
+        case_nonblocking();
+    }
     else {
-        if (rank == 0) fprintf(stderr, "test_shm: unknown case '%s' (chunks, holes, threads, comms, mismatch, progress)\n", c);
+        if (rank == 0)
+            fprintf(stderr, "test_shm: unknown case '%s' (chunks, holes, threads, comms, mismatch, progress, "
+                            "libprogress at p >= 2, nonblocking)\n", c);
         MPI_Finalize();
         return 2;
     }
