@@ -78,6 +78,9 @@ long long RL_Auto_shm_range(int ranks, long long *max_bytes);
 /* Shared-memory segments this process has mapped (one per communicator that used the
  * shared-memory allreduce; unmapped when the communicator is freed). */
 int RL_Shm_segments(void);
+/* Bytes of those segments (each: a header and 2p slots as large as the largest vector reduced on
+ * the communicator so far, rounded up to 4 KiB, at most REDUCELAB_SHM_BYTES in all). */
+long long RL_Shm_bytes(void);
 
 #ifdef __cplusplus
 }

@@ -139,14 +139,17 @@ enum { STEP_DONE, STEP_BARRIER, STEP_OTHER }; /* what a step that did not finish
 static int shm_keyval = MPI_KEYVAL_INVALID;
 static pthread_once_t keyval_once = PTHREAD_ONCE_INIT;
 static atomic_int nsegments;
+static atomic_llong nbytes;
 static atomic_uint name_seq;
 
 int RL_Shm_segments(void) { return atomic_load(&nsegments); }
+long long RL_Shm_bytes(void) { return atomic_load(&nbytes); }
 
 static void unmap(shm_state *s) {
     if (s->base) {
         munmap(s->base, s->bytes);
         atomic_fetch_sub(&nsegments, 1);
+        atomic_fetch_sub(&nbytes, (long long)s->bytes);
         s->base = NULL;
     }
 }
@@ -300,6 +303,7 @@ static int setup_step(shm_state *s) {
                 } else {
                     s->base = m;
                     atomic_fetch_add(&nsegments, 1);
+                    atomic_fetch_add(&nbytes, (long long)s->bytes);
                     /* (rank 0 stores it before the allreduce below, the others read it after) */
                     if (s->rank == 0) atomic_store((_Atomic uint64_t *)(s->base + LINE), s->id.nonce);
                 }

@@ -34,6 +34,10 @@
  *            made from progress); a communicator freed before its RL_Iallreduce is waited for;
  *            results exact, every call counted as ReduceLab's and the nonblocking ones named
  *            shm; RL_Shm_segments back to its start after the frees
+ *   sizes    a fresh communicator's segment grows with the vectors:
+ *            header + 2p 4 KiB slots after 1 int, 2p 64 KiB slots after 16 Ki ints, at most
+ *            REDUCELAB_SHM_BYTES (default 4 MiB) of slots after 4 Mi ints, not smaller after 1 int
+ *            again; results exact; RL_Shm_bytes back to its start after the free
  * Rank 0 prints "test_shm CASE p=P: N checks, F failures". */
 #define _GNU_SOURCE
 #include "reducelab_mpi.h"
@@ -473,6 +477,34 @@ static void case_nonblocking(void) {
     if (RL_Shm_segments() != seg0) FAIL("%d segments mapped after the frees, want %d", RL_Shm_segments(), seg0);
 }
 
+/* ---- sizes ---- */
+static void case_sizes(void) {
+    long long b0 = RL_Shm_bytes();
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    const char *e = getenv("REDUCELAB_SHM_BYTES");
+    long long budget = e && *e ? atoll(e) : 4LL << 20, header = 64LL * (2 + 2 * P);
+    long long slot_max = budget / (2 * P) / 4096 * 4096;
+    if (slot_max < 4096) slot_max = 4096;
+    int counts[] = {1, 16384, 1000, 1 << 20, 1};
+    long long want[] = {4096, 65536, 65536, slot_max, slot_max};
+    int *x = malloc((1 << 20) * sizeof *x), *y = malloc((1 << 20) * sizeof *y);
+    for (int k = 0; k < 5; k++) {
+        int n = counts[k];
+        for (int i = 0; i < n; i++) x[i] = i % 977 + rank + k;
+        int rc = RL_Allreduce(x, y, n, MPI_INT, MPI_SUM, c, "shm"), bad = rc != MPI_SUCCESS;
+        for (int i = 0; i < n && !bad; i++) bad = y[i] != P * (i % 977 + k) + P * (P - 1) / 2;
+        long long slots = want[k] < slot_max ? want[k] : slot_max;
+        long long expect = (header + 2 * P * slots + 4095) / 4096 * 4096, got = RL_Shm_bytes() - b0;
+        CHECK();
+        if (bad || got != expect) FAIL("sizes: after %d ints: rc %d, bad %d, %lld bytes mapped, want %lld", n, rc, bad, got, expect);
+    }
+    MPI_Comm_free(&c);
+    CHECK();
+    if (RL_Shm_bytes() != b0) FAIL("sizes: %lld bytes mapped after the free, want %lld", RL_Shm_bytes(), b0);
+    free(x), free(y);
+}
+
 /* ---- libprogress ---- */
 static void on_alarm_lib(int sig) {
     (void)sig;
@@ -533,6 +565,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "mismatch")) case_mismatch();
     else if (!strcmp(c, "progress")) case_progress();
     else if (!strcmp(c, "libprogress") && P >= 2) case_libprogress();
+    else if (!strcmp(c, "sizes")) case_sizes();
     else if (!strcmp(c, "nonblocking")) {
         if (argc > 2) nb_alg = argv[2];
         case_nonblocking();
@@ -540,7 +573,7 @@ int main(int argc, char **argv) {
     else {
         if (rank == 0)
             fprintf(stderr, "test_shm: unknown case '%s' (chunks, holes, threads, comms, mismatch, progress, "
-                            "libprogress at p >= 2, nonblocking)\n", c);
+                            "libprogress at p >= 2, nonblocking, sizes)\n", c);
         MPI_Finalize();
         return 2;
     }

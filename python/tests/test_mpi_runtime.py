@@ -495,6 +495,7 @@ def test_shm_matches_mpi_on_the_whole_matrix(p: int) -> None:
     ("threads", 2, 303), ("threads", 4, 303), ("comms", 2, 121), ("comms", 5, 121), ("mismatch", 2, 6),
     ("mismatch", 3, 6), ("progress", 2, 4), ("progress", 4, 4), ("libprogress", 2, 3), ("libprogress", 4, 3),
     ("nonblocking", 1, 32), ("nonblocking", 2, 32), ("nonblocking", 3, 32), ("nonblocking", 4, 32),
+    ("sizes", 2, 6), ("sizes", 3, 6),
 ])
 def test_shm_cases(case: str, p: int, checks: int) -> None:
     """mpi/tests/test_shm.c: many chunks and odd counts for nine (op, type) samples, a resized
@@ -506,7 +507,8 @@ def test_shm_cases(case: str, p: int, checks: int) -> None:
     with the barrier's MPI_Iprobe removed it timed out), and the nonblocking and persistent
     shared-memory allreduce: several in flight on one communicator with a blocking one among
     them (without the per-communicator call order it failed), fresh communicators started in
-    opposite orders, a communicator freed under its operation."""
+    opposite orders, a communicator freed under its operation; and a communicator's segment
+    growing with its vectors (RL_Shm_bytes: 2p 4 KiB slots after one int)."""
     proc = mpirun(p, [str(BUILD / "test_shm"), case], SHM_ENV, timeout=90)
     out = ok(proc)
     if "skipped" in out:
