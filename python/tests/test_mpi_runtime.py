@@ -446,10 +446,15 @@ def test_shipped_default_rules_and_other_algorithms(tmp_path: Path) -> None:
     algorithm other than auto always runs its schedule; REDUCELAB_RULES=none turns the crossover off."""
     text = (ROOT / "mpi" / "src" / "rl_rules.h").read_text()
     pairs = [tuple(map(int, t)) for t in re.findall(r"\{(\d+), (\d+)[,}]", text.split("#define RL_DEFAULT_RULES")[1])]
-    four = max(b for r, b in pairs if r <= 4)
+    four = max((r, b) for r, b in pairs if r <= 4)[1]
     counts = [1, four // 4 - 1, four // 4]
     lines, crossover = _rules_run(4, "-", counts, {"REDUCELAB_RULES": ""})
     assert crossover == four and [line[2] for line in lines] == [1, 1, 0]
+    # ranks on one node: every size, blocking and nonblocking, runs the shared-memory allreduce
+    assert all(line[9:] == (2, 1, 1) for line in lines), lines
+    two = max((r, b) for r, b in pairs if r <= 2)[1]
+    lines, crossover = _rules_run(2, "-", [1, 1000, 300000], {"REDUCELAB_RULES": ""})
+    assert crossover == two and all(line[9:] == (2, 1, 1) for line in lines), lines
     lines, _ = _rules_run(4, "ring", counts, {"REDUCELAB_RULES": ""})
     assert all(line[3:9] == (1, 0, 1, 0, 1, 0) for line in lines), lines  # (decision: of the environment's auto)
     lines, crossover = _rules_run(4, "auto", counts, {"REDUCELAB_RULES": "none"})
