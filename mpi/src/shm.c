@@ -711,9 +711,17 @@ int rl_shm_op_create(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
 void rl_shm_op_start(rl_shm_op *o) { op_start(o); }
 
 int rl_shm_op_progress(rl_shm_op *o, MPI_Comm node, int *err) {
-    if (op_step(o, node, 0) != STEP_DONE) return 0;
-    *err = o->rc;
-    return 1;
+    int st = op_step(o, node, 0);
+    if (st == STEP_DONE) {
+        *err = o->rc;
+        return 1;
+    }
+    /* Waiting at the barrier while the ranks outnumber the cores (no spinning): the caller polls
+     * (MPI_Wait, MPI_Test loops), so give the core to the ranks this one waits for, as Open
+     * MPI's progress yields when oversubscribed (mpi_yield_when_idle). Without it, MPI_Iallreduce
+     * + MPI_Wait of 16 MiB on 4 ranks, 2 cores, took twice the library's time. */
+    if (st == STEP_BARRIER && o->s->spin == 0) sched_yield();
+    return 0;
 }
 
 void rl_shm_op_free(rl_shm_op *o) {

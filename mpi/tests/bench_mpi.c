@@ -11,6 +11,7 @@
  * The data is float sums (MPI_FLOAT, MPI_SUM). Every result is checked against the first
  * algorithm's (exact: integer-valued floats), so a fast wrong algorithm cannot win.
  * `NAME@BYTES` runs NAME with REDUCELAB_SEGMENT=BYTES (message segment size) for comparisons.
+ * `--nonblocking 1` times RL_Iallreduce + RL_Wait instead (`mpi`: the library's MPI_Iallreduce).
  * `--decision N` instead times N calls of RL_Auto_uses_library (`auto`'s crossover decision, on
  * counts cycling through 1..4096 floats) and prints "decision_ns,<mean ns per decision>". */
 #include <time.h>
@@ -26,6 +27,16 @@ static int split(char *s, char **out, int max) {
     return n;
 }
 
+static void allreduce(const float *in, float *out, int n, const char *alg, int nonblocking) {
+    if (!nonblocking) {
+        RL_Allreduce(in, out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, alg);
+        return;
+    }
+    MPI_Request q;
+    if (RL_Iallreduce(in, out, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, alg, &q) == MPI_SUCCESS)
+        RL_Wait(&q, MPI_STATUS_IGNORE);
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, p;
@@ -36,12 +47,14 @@ int main(int argc, char **argv) {
     double round_bytes = 64.0 * 1024 * 1024;
     long decisions = 0;
     int warmup = -1; /* -1: a fifth of the timed calls */
+    int nonblocking = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--decision")) decisions = atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--sizes")) snprintf(sizes_s, sizeof sizes_s, "%s", argv[i + 1]);
         else if (!strcmp(argv[i], "--algorithms")) snprintf(algs_s, sizeof algs_s, "%s", argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--nonblocking")) nonblocking = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--round-bytes")) round_bytes = atof(argv[i + 1]);
         else {
             if (rank == 0) fprintf(stderr, "bench_mpi: unknown option %s\n", argv[i]);
@@ -89,15 +102,14 @@ int main(int argc, char **argv) {
                 if (segs[a]) setenv("REDUCELAB_SEGMENT", segs[a], 1);
                 else unsetenv("REDUCELAB_SEGMENT");
                 for (int w = 0; w < warm; w++) /* warm-up */
-                    RL_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, algs[a]);
+                    allreduce(in, out, (int)n, algs[a], nonblocking);
                 if (r == 0) {
                     if (a == 0) memcpy(first, out, n * sizeof(float));
                     else if (memcmp(first, out, n * sizeof(float))) bad = 1;
                 }
                 MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
-                for (int it = 0; it < iters; it++)
-                    RL_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, algs[a]);
+                for (int it = 0; it < iters; it++) allreduce(in, out, (int)n, algs[a], nonblocking);
                 double t = (MPI_Wtime() - t0) / iters, tmax;
                 MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
                 if (rank == 0) {
@@ -109,7 +121,7 @@ int main(int argc, char **argv) {
         }
         free(in), free(out), free(first);
     }
-    int anybad;
+    int anybad = 0; /* (set on rank 0 only: the others return 0) */
     MPI_Reduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
     if (rank == 0 && anybad) fprintf(stderr, "bench_mpi: results differ between algorithms\n");
     MPI_Finalize();
