@@ -128,6 +128,7 @@ struct rl_shm_op {
     size_t n, per, off, m, want_slot;
     char *set, *headers;
     int state, rc, moved;
+    unsigned waits; /* nonblocking: progress calls in a row that found the barrier not passed */
     uint64_t ticket, target;
     uint32_t gen; /* the barrier's generation when this rank arrived (futex sleeps) */
     MPI_Request lib; /* the set-up found no shared segment: the MPI library's allreduce */
@@ -718,9 +719,22 @@ int rl_shm_op_progress(rl_shm_op *o, MPI_Comm node, int *err) {
     }
     /* Waiting at the barrier while the ranks outnumber the cores (no spinning): the caller polls
      * (MPI_Wait, MPI_Test loops), so give the core to the ranks this one waits for, as Open
-     * MPI's progress yields when oversubscribed (mpi_yield_when_idle). Without it, MPI_Iallreduce
-     * + MPI_Wait of 16 MiB on 4 ranks, 2 cores, took twice the library's time. */
-    if (st == STEP_BARRIER && o->s->spin == 0) sched_yield();
+     * MPI's progress yields when oversubscribed (mpi_yield_when_idle): yield, and after
+     * REDUCELAB_SHM_YIELDS calls in a row, sleep on the barrier's futex (at most 50 µs per call),
+     * as the blocking path waits. Without it, MPI_Iallreduce + MPI_Wait of 16 MiB on 4 ranks, 2
+     * cores, took twice the library's time. */
+    shm_state *s = o->s;
+    if (o->moved) o->moved = 0, o->waits = 0;
+    if (st == STEP_BARRIER && s->spin == 0) {
+        if (++o->waits <= s->yields) {
+            sched_yield();
+        } else {
+            const struct timespec ts = {0, 50000};
+            atomic_fetch_add_explicit(s->sleepers, 1, memory_order_seq_cst);
+            if (!passed(s, o)) futex(s->gen, FUTEX_WAIT, o->gen, &ts);
+            atomic_fetch_sub_explicit(s->sleepers, 1, memory_order_acq_rel);
+        }
+    }
     return 0;
 }
 
