@@ -111,8 +111,8 @@ Times the MPI library's allreduce, ReduceLab's `auto` (always running schedules)
 shared-memory allreduce (`shm`) interleaved, per rank count, and writes the rules (docs/mpi.md):
 the crossover below which `auto` hands a call to the MPI library rather than to schedules (the
 threshold that loses least against the faster of the two summed over the sizes, as log time
-ratios), and the range of sizes whose blocking calls go to the shared-memory allreduce when the
-ranks share a node (the contiguous range that loses least with the crossover's choice outside it). Use the file with REDUCELAB_RULES=FILE (pass it to
+ratios), and the range of sizes whose calls go to the shared-memory allreduce when the
+ranks share a node (timed with blocking calls; nonblocking ones in the range use it too) (the contiguous range that loses least with the crossover's choice outside it). Use the file with REDUCELAB_RULES=FILE (pass it to
 every rank: mpirun -x REDUCELAB_RULES); without it the shipped defaults apply. Timings of many
 ranks on few cores vary by tens of percent: more rounds give steadier crossovers.
 

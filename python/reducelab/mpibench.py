@@ -268,7 +268,7 @@ class Policy:
 def fit_policy(rows: list[Row], ranks: int) -> Policy:
     """`auto`'s rule from the medians of `mpi`, `auto` (schedules only) and `shm`: the library
     crossover as `crossover` finds it (it still decides where the shared-memory allreduce cannot
-    run: communicators across nodes, nonblocking calls), then the contiguous range of sizes for
+    run: communicators across nodes, datatypes it declines), then the contiguous range of sizes for
     `shm` that loses least (sum of log(policy's median / fastest median)) with the crossover's
     choice outside it. Ties go to the smaller range; a range from the smallest size measured
     starts at 0 and one reaching the largest has no upper bound (sizes beyond the measured ones
@@ -322,7 +322,7 @@ def format_rules(rules: dict[int, Policy], rows: list[Row], header: list[str]) -
     and one 'RANKS MIN_BYTES [SHM_MIN_BYTES SHM_MAX_BYTES]' line per rank count."""
     lines = [f"# {h}" for h in header]
     lines.append("# auto hands an allreduce of fewer than MIN_BYTES bytes on a communicator of at least RANKS")
-    lines.append("# ranks (the largest such line) to the MPI library, and blocking ones of SHM_MIN_BYTES up to")
+    lines.append("# ranks (the largest such line) to the MPI library, and those of SHM_MIN_BYTES up to")
     lines.append("# (not including) SHM_MAX_BYTES to the shared-memory allreduce; use with REDUCELAB_RULES=<this file>")
     for n in sorted(rules):
         t = {(r.algorithm, r.bytes): r for r in rows if r.ranks == n}
