@@ -1,7 +1,7 @@
 /* The shared-memory allreduce (mpi/src/shm.c, docs/mpi.md) through the RL_* API.
  *
  *   mpirun -np P build/test_shm CASE      (CASE: chunks, holes, threads, comms, mismatch, progress, libprogress,
- *                                          nonblocking [ALGORITHM])
+ *                                          nonblocking [ALGORITHM], sizes, nbfallback)
  *
  * Run with a small REDUCELAB_SHM_BYTES (e.g. 8192: 4 KiB slots) so vectors span many chunks.
  *   chunks   (op, type) samples × counts around the chunk size (1, p−1, p+1, a chunk ± 1, several
@@ -38,6 +38,10 @@
  *            header + 2p 4 KiB slots after 1 int, 2p 64 KiB slots after 16 Ki ints, at most
  *            REDUCELAB_SHM_BYTES (default 4 MiB) of slots after 4 Mi ints, not smaller after 1 int
  *            again; results exact; RL_Shm_bytes back to its start after the free
+ *   nbfallback the segment cannot be made (this program's shm_open fails while the case runs):
+ *            the first RL_Iallreduce named shm on a fresh communicator runs the MPI library's
+ *            allreduce on the private duplicate, then a blocking and a nonblocking call take
+ *            auto's path; all exact, no segment mapped
  * Rank 0 prints "test_shm CASE p=P: N checks, F failures". */
 #define _GNU_SOURCE
 #include "reducelab_mpi.h"
@@ -49,6 +53,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 
 static int rank, P;
 static long long checks, failures;
@@ -505,6 +513,43 @@ static void case_sizes(void) {
     free(x), free(y);
 }
 
+/* ---- nbfallback: shm_open fails (this definition takes precedence over libc's for the
+ * runtime's calls) ---- */
+static int fail_shm_open;
+int shm_open(const char *name, int oflag, mode_t mode) {
+    if (fail_shm_open) {
+        errno = EACCES;
+        return -1;
+    }
+    int (*real)(const char *, int, mode_t) = (int (*)(const char *, int, mode_t))dlsym(RTLD_NEXT, "shm_open");
+    return real ? real(name, oflag, mode) : -1;
+}
+
+static void case_nbfallback(void) {
+    int seg0 = RL_Shm_segments();
+    fail_shm_open = 1;
+    MPI_Comm c;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    const int n = 3000;
+    int *x = nb_buf(n, 0, 1), *y = malloc(n * sizeof *y);
+    MPI_Request q;
+    int rc = RL_Iallreduce(x, y, n, MPI_INT, MPI_SUM, c, "shm", &q); /* the set-up fails in its progress */
+    if (rc == MPI_SUCCESS) rc = RL_Wait(&q, MPI_STATUS_IGNORE);
+    nb_check("fallback: first (library on the duplicate)", y, n, 0, 1, rc);
+    rc = RL_Allreduce(x, y, n, MPI_INT, MPI_SUM, c, "shm"); /* declined: auto's path */
+    nb_check("fallback: blocking", y, n, 0, 1, rc);
+    CHECK();
+    if (strcmp(RL_Last_algorithm(), "shm") == 0) FAIL("fallback: the blocking call ran shm without a segment");
+    rc = RL_Iallreduce(x, y, n, MPI_INT, MPI_SUM, c, "shm", &q); /* declined at the call: auto's path */
+    if (rc == MPI_SUCCESS) rc = RL_Wait(&q, MPI_STATUS_IGNORE);
+    nb_check("fallback: nonblocking again", y, n, 0, 1, rc);
+    CHECK();
+    if (RL_Shm_segments() != seg0) FAIL("fallback: %d segments mapped, want %d", RL_Shm_segments(), seg0);
+    MPI_Comm_free(&c);
+    fail_shm_open = 0;
+    free(x), free(y);
+}
+
 /* ---- libprogress ---- */
 static void on_alarm_lib(int sig) {
     (void)sig;
@@ -566,6 +611,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(c, "progress")) case_progress();
     else if (!strcmp(c, "libprogress") && P >= 2) case_libprogress();
     else if (!strcmp(c, "sizes")) case_sizes();
+    else if (!strcmp(c, "nbfallback")) case_nbfallback();
     else if (!strcmp(c, "nonblocking")) {
         if (argc > 2) nb_alg = argv[2];
         case_nonblocking();
@@ -573,7 +619,7 @@ int main(int argc, char **argv) {
     else {
         if (rank == 0)
             fprintf(stderr, "test_shm: unknown case '%s' (chunks, holes, threads, comms, mismatch, progress, "
-                            "libprogress at p >= 2, nonblocking, sizes)\n", c);
+                            "libprogress at p >= 2, nonblocking, sizes, nbfallback)\n", c);
         MPI_Finalize();
         return 2;
     }

@@ -500,7 +500,7 @@ def test_shm_matches_mpi_on_the_whole_matrix(p: int) -> None:
     ("threads", 2, 303), ("threads", 4, 303), ("comms", 2, 121), ("comms", 5, 121), ("mismatch", 2, 6),
     ("mismatch", 3, 6), ("progress", 2, 4), ("progress", 4, 4), ("libprogress", 2, 3), ("libprogress", 4, 3),
     ("nonblocking", 1, 32), ("nonblocking", 2, 32), ("nonblocking", 3, 32), ("nonblocking", 4, 32),
-    ("sizes", 2, 6), ("sizes", 3, 6),
+    ("sizes", 2, 6), ("sizes", 3, 6), ("nbfallback", 2, 5), ("nbfallback", 3, 5),
 ])
 def test_shm_cases(case: str, p: int, checks: int) -> None:
     """mpi/tests/test_shm.c: many chunks and odd counts for nine (op, type) samples, a resized
@@ -513,14 +513,20 @@ def test_shm_cases(case: str, p: int, checks: int) -> None:
     shared-memory allreduce: several in flight on one communicator with a blocking one among
     them (without the per-communicator call order it failed), fresh communicators started in
     opposite orders, a communicator freed under its operation; and a communicator's segment
-    growing with its vectors (RL_Shm_bytes: 2p 4 KiB slots after one int)."""
+    growing with its vectors (RL_Shm_bytes: 2p 4 KiB slots after one int); and a segment that
+    cannot be made (shm_open fails): the first nonblocking call runs the library's allreduce, the
+    later ones auto's path."""
     proc = mpirun(p, [str(BUILD / "test_shm"), case], SHM_ENV, timeout=90)
     out = ok(proc)
     if "skipped" in out:
         pytest.skip(out.strip())
     m = re.search(rf"test_shm {case} p={p}: (\d+) checks, (\d+) failures", out)
     assert m and int(m.group(1)) == checks * p and int(m.group(2)) == 0, out
-    assert "shm not used" not in proc.stderr, proc.stderr  # (RL_Iallreduce named shm in chunks too)
+    if case == "nbfallback":  # said once per process (rank 0 names the cause)
+        assert proc.stderr.count("reducelab: shm not used, running auto's path") == p, proc.stderr
+        assert "shm: cannot create a" in proc.stderr and "(Permission denied)" in proc.stderr, proc.stderr
+    else:
+        assert "shm not used" not in proc.stderr, proc.stderr  # (RL_Iallreduce named shm in chunks too)
 
 
 def test_auto_runs_shm_at_thread_multiple(tmp_path: Path) -> None:
@@ -753,6 +759,7 @@ SUITE = {
     "shm-nonblocking": ("test_shm", 2, ["nonblocking"], {"REDUCELAB_SHM_BYTES": "8192"}, False,
                         r"test_shm nonblocking p=2: (64) checks, 0 failures"),
     "shm-libprogress": ("test_shm", 2, ["libprogress"], {}, False, r"test_shm libprogress p=2: (6) checks, 0 failures"),
+    "shm-nbfallback": ("test_shm", 2, ["nbfallback"], {}, False, r"test_shm nbfallback p=2: (10) checks, 0 failures"),
 }
 
 
