@@ -57,8 +57,9 @@ def scenarios_dir() -> Path:
 
 def _kinds() -> dict[str, Any]:
     from .canary import CanaryKind
+    from .flare_sparse import FlareSparseKind
 
-    return {"canary": CanaryKind()}
+    return {"canary": CanaryKind(), "flare_sparse": FlareSparseKind()}
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@
 //! per-collective [`ChunkStore`] (the stand-in for the packet's payload bytes), whose handle the
 //! header carries in `src`; the header's `elems` is the payload's 4-byte words (2 per pair, 1
 //! per element of a dense run), so the size on the wire is right, and `tree` is the shard count
-//! of a block's last packet. All three survive the wire frame (`wire_check`), but the pairs
+//! of a block's last packet (its high 16 bits in `counter`). All of these survive the wire frame (`wire_check`), but the pairs
 //! themselves are not written into it: the frame codec for sparse payloads is not done.
 
 use std::any::Any;
@@ -188,9 +188,10 @@ type Store = Arc<Mutex<ChunkStore>>;
 fn chunk_header(kind: Kind, dst: Addr, c: &Collective, chunk: &Chunk, handle: u32) -> Header {
     let mut h = Header::new(kind, dst, c.id(chunk.block, 0), c.tenant);
     h.elems = chunk.wire_words as u16;
-    h.tree = chunk.shards;
+    // The shard count (32 bits) in two 16-bit fields the frame carries.
+    h.tree = (chunk.shards & 0xFFFF) as u16;
+    h.counter = (chunk.shards >> 16) as u16;
     h.src = handle;
-    h.counter = 1;
     h.hosts = c.n() as u16;
     h
 }
@@ -562,12 +563,8 @@ impl InaProtocol for Sparcml {
     fn switch_programs(&self, fabric: &Fabric, tenants: &[Tenant<'_>], _cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
         same_protocol::<Sparcml>(tenants, "sparcml")?;
         for t in tenants {
-            let ppp = (t.coll.elems_per_packet as u32 / 2).max(1);
-            let packets = reducelab_flare::sparse::sparcml::max_packets(elements_of(t.coll), ppp);
-            if t.coll.elems_per_packet < 2 || packets > u16::MAX as u64 {
-                return Err(format!(
-                    "traffic: sparcml needs elements_per_packet ≥ 2 and a dense message of at most 65535 packets (here {packets}: the shard count is 16 bits)"
-                ));
+            if t.coll.elems_per_packet < 2 {
+                return Err("traffic: sparcml needs elements_per_packet ≥ 2 (a pair is two 4-byte words)".into());
             }
         }
         // Host-based: every switch only forwards.

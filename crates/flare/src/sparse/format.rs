@@ -80,7 +80,7 @@ pub struct Chunk {
     pub wire_words: u32,
     /// On the last packet of a block from one sender: how many packets that sender sent for
     /// the block (this one included). 0 on the others.
-    pub shards: u16,
+    pub shards: u32,
 }
 
 impl Chunk {
@@ -94,7 +94,7 @@ impl Chunk {
 /// dense runs of `2 · pairs_per_packet` elements covering the range. At least one packet (an
 /// empty one for an all-zero block); the last carries the shard count. `already_sent` packets
 /// of this block went out before (a switch's spills) and are counted in the shard count.
-pub fn packetize(block: u32, start: u64, len: u64, pairs: &[Pair], pairs_per_packet: u32, allow_dense: bool, already_sent: u16, out: &mut Vec<Chunk>) {
+pub fn packetize(block: u32, start: u64, len: u64, pairs: &[Pair], pairs_per_packet: u32, allow_dense: bool, already_sent: u32, out: &mut Vec<Chunk>) {
     debug_assert!(pairs.windows(2).all(|w| w[0].index < w[1].index), "pairs must be sorted and unique");
     let ppp = pairs_per_packet.max(1) as usize;
     let first = out.len();
@@ -119,7 +119,7 @@ pub fn packetize(block: u32, start: u64, len: u64, pairs: &[Pair], pairs_per_pac
             out.push(Chunk { block, pairs: c.to_vec(), wire_words: 2 * c.len() as u32, shards: 0 });
         }
     }
-    let made = (out.len() - first) as u16;
+    let made = (out.len() - first) as u32;
     out.last_mut().expect("at least one").shards = already_sent + made;
 }
 

@@ -45,7 +45,7 @@ pub struct SparcmlRank {
     /// Send cursor of the current step: (dense, packets, packets sent, position).
     send: Option<(bool, u64, u64, u64)>,
     /// Per step: packets received, total announced, pairs.
-    incoming: BTreeMap<u32, (u16, u16, Vec<Pair>)>,
+    incoming: BTreeMap<u32, (u32, u32, Vec<Pair>)>,
     pub bytes_sent: u64,
     pub packets_sent: u64,
 }
@@ -176,7 +176,7 @@ impl SparcmlRank {
         };
         let mut chunk = chunk;
         if sent + 1 == packets {
-            chunk.shards = u16::try_from(packets).unwrap_or(u16::MAX);
+            chunk.shards = u32::try_from(packets).unwrap_or(u32::MAX);
         }
         self.send = Some((dense, packets, sent + 1, next));
         self.bytes_sent += chunk.payload_bytes();
@@ -208,12 +208,6 @@ impl SparcmlRank {
         }
         self.advance()
     }
-}
-
-/// Messages over `P ≤ 65535` packets per step only: a step whose message needs more packets
-/// than the shard counter holds is refused up front.
-pub fn max_packets(elements: u64, pairs_per_packet: u32) -> u64 {
-    elements.div_ceil(2 * pairs_per_packet as u64)
 }
 
 #[cfg(test)]

@@ -50,11 +50,11 @@ enum Data {
 
 struct Block {
     /// Per child: packets received, and the total announced by its last packet (0: unknown).
-    seen: Vec<u16>,
-    total: Vec<u16>,
+    seen: Vec<u32>,
+    total: Vec<u32>,
     children_done: u32,
     /// Packets of this block already sent on (spills).
-    sent: u16,
+    sent: u32,
     data: Data,
 }
 
@@ -212,7 +212,7 @@ impl SparseAggregator {
                 spill.sort_unstable();
                 // Table entries are unique; the spill may repeat indices of the table and of
                 // itself. They go out as they are (the next switch adds them up).
-                let mut made = 0u16;
+                let mut made = 0u32;
                 for part in pairs.chunks(ppp as usize).chain(spill.chunks(ppp as usize)) {
                     out.push(Chunk { block: c.block, pairs: part.to_vec(), wire_words: 2 * part.len() as u32, shards: 0 });
                     made += 1;
@@ -249,7 +249,7 @@ impl SparseAggregator {
 /// link in tests.
 #[derive(Default)]
 pub struct BlockAssembler {
-    pending: BTreeMap<u32, (u16, u16, Vec<Pair>)>,
+    pending: BTreeMap<u32, (u32, u32, Vec<Pair>)>,
 }
 
 impl BlockAssembler {
