@@ -106,3 +106,14 @@ class FlareSparseKind:
             w.writerow([*(r[k] for k in CSV_COLUMNS), r["runtime_ps"], f"{r['goodput_gbps']:.4f}", r["traffic_bytes"],
                         str(r["verified"]).lower(), r["end"], r["sim_time_ps"]])
         return {f"{fig.stem}.csv": buf.getvalue()}
+
+    def rows_from_csv(self, text: str) -> list[dict[str, Any]]:
+        """The rows of ``STEM.csv`` (`files`) read back, for judging claims without running."""
+        out = []
+        for r in csv.DictReader(io.StringIO(text)):
+            rt, tb = int(r["runtime_ps"]), int(r["traffic_bytes"])
+            out.append({"series": r["series"], "overlap": float(r["overlap"]), "hosts": int(r["hosts"]),
+                        "bytes": int(r["bytes"]), "runtime_ps": rt, "goodput_gbps": float(r["goodput_gbps"]),
+                        "traffic_bytes": tb, "verified": r["verified"] == "true", "end": r["end"],
+                        "sim_time_ps": int(r["sim_time_ps"]), "runtime_us": rt / 1e6, "traffic_mib": tb / 2**20})
+        return out
