@@ -8,9 +8,9 @@
 //! - `flare_sparse`: sparse in-network allreduce (§7) on the same tree: hash table + spill
 //!   buffer at the non-root switches, a dense array at the root, shard counters, densified
 //!   results ([`reducelab_flare::sparse::switch`]).
-//! - `sparcml`: SparCML's host-based sparse recursive doubling
-//!   ([`reducelab_flare::sparse::sparcml`]) as host-to-host protocol packets; no switch
-//!   programs.
+//! - `sparcml`, `sparcml_split`: SparCML's host-based sparse recursive doubling and split
+//!   allgather ([`reducelab_flare::sparse::sparcml`]) as host-to-host protocol packets; no
+//!   switch programs.
 //!
 //! The sparse vectors are [`TopOneModel`]'s (one value per bucket of `bucket_elements`, index
 //! overlap `index_overlap`); every host checks every result block (or, for SparCML, its whole
@@ -533,9 +533,11 @@ impl HostProtocol for FlareSparseHost {
 // ---------------------------------------------------------------------------------------
 // SparCML.
 
-/// SparCML's sparse recursive doubling as configured for one collective.
+/// SparCML as configured for one collective: sparse recursive doubling (`sparcml`) or split
+/// allgather (`sparcml_split`).
 #[derive(Debug)]
 pub struct Sparcml {
+    pub split: bool,
     pub bucket: u32,
     pub overlap: f64,
     store: Store,
@@ -544,24 +546,33 @@ pub struct Sparcml {
 
 impl Sparcml {
     pub fn build(p: &Params) -> Result<Arc<dyn InaProtocol>, ParamError> {
-        only_known(p, crate::protocol_info("sparcml"))?;
+        Self::build_variant(p, false)
+    }
+    pub fn build_split(p: &Params) -> Result<Arc<dyn InaProtocol>, ParamError> {
+        Self::build_variant(p, true)
+    }
+    fn build_variant(p: &Params, split: bool) -> Result<Arc<dyn InaProtocol>, ParamError> {
+        only_known(p, crate::protocol_info(if split { "sparcml_split" } else { "sparcml" }))?;
         let (bucket, overlap) = sparse_keys(p)?;
-        Ok(Arc::new(Sparcml { bucket, overlap, store: Store::default(), data: Mutex::new(None) }))
+        Ok(Arc::new(Sparcml { split, bucket, overlap, store: Store::default(), data: Mutex::new(None) }))
     }
 }
 
 impl InaProtocol for Sparcml {
     fn info(&self) -> &'static crate::ProtocolInfo {
-        crate::protocol_info("sparcml")
+        crate::protocol_info(if self.split { "sparcml_split" } else { "sparcml" })
     }
     fn label(&self) -> String {
-        "sparcml".into()
+        self.info().name.into()
     }
     fn as_any(&self) -> &dyn Any {
         self
     }
     fn switch_programs(&self, fabric: &Fabric, tenants: &[Tenant<'_>], _cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
         same_protocol::<Sparcml>(tenants, "sparcml")?;
+        if tenants.iter().any(|t| t.protocol.as_any().downcast_ref::<Sparcml>().is_some_and(|p| p.split != self.split)) {
+            return Err("traffic: every allreduce of a scenario uses the same SparCML variant".into());
+        }
         for t in tenants {
             if t.coll.elems_per_packet < 2 {
                 return Err("traffic: sparcml needs elements_per_packet ≥ 2 (a pair is two 4-byte words)".into());
@@ -575,7 +586,7 @@ impl InaProtocol for Sparcml {
             let mut d = self.data.lock().expect("not poisoned");
             d.get_or_insert_with(|| Arc::new(SparseData { model: sparse_model(self.bucket, self.overlap, c), expected: Mutex::new(None) })).clone()
         };
-        Box::new(SparcmlHost { rank, data, store: self.store.clone(), state: None, finished_ps: None, stats: HostStats::default(), early: BTreeMap::new() })
+        Box::new(SparcmlHost { rank, split: self.split, data, store: self.store.clone(), state: None, finished_ps: None, stats: HostStats::default(), early: BTreeMap::new() })
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {
@@ -589,6 +600,7 @@ impl InaProtocol for Sparcml {
 /// A SparCML rank on the engine.
 pub struct SparcmlHost {
     rank: u32,
+    split: bool,
     data: Arc<SparseData>,
     store: Store,
     state: Option<SparcmlRank>,
@@ -615,7 +627,8 @@ impl HostProtocol for SparcmlHost {
     fn start(&mut self, c: &Collective, now: u64, _vals: &mut Values, _out: &mut Vec<HostAction>) {
         let pairs = self.data.model.rank_pairs(c.tenant, self.rank);
         let ppp = (c.elems_per_packet as u32 / 2).max(1);
-        let mut st = SparcmlRank::new(self.rank, c.n(), pairs, elements_of(c), ppp).expect("valid by construction");
+        let new = if self.split { SparcmlRank::new_split } else { SparcmlRank::new };
+        let mut st = new(self.rank, c.n(), pairs, elements_of(c), ppp).expect("valid by construction");
         for (_, ch) in std::mem::take(&mut self.early) {
             if st.on_chunk(ch).is_err() {
                 self.stats.bad_blocks += 1;

@@ -144,6 +144,17 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         takes_roots: false,
         build: flare::Sparcml::build,
     },
+    ProtocolInfo {
+        name: "sparcml_split",
+        summary: "SparCML (SC'19) host-based split allgather (direct sparse reduce-scatter, ring allgather) over raw host-to-host packets, same data as flare_sparse",
+        loss_recovery: false,
+        params: &[
+            ParamSpec { key: "bucket_elements", explore_min: 2.0, explore_max: 1024.0, integer: true, log: true },
+            ParamSpec { key: "index_overlap", explore_min: 0.0, explore_max: 1.0, integer: false, log: false },
+        ],
+        takes_roots: false,
+        build: flare::Sparcml::build_split,
+    },
 ];
 
 /// The registry entry called `name`.

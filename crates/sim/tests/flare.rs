@@ -36,7 +36,7 @@ fn verified(s: &Value, hosts: u64) {
 
 #[test]
 fn every_protocol_gives_the_exact_sum_on_full_and_partial_trees() {
-    for p in ["flare", "flare_sparse", "sparcml"] {
+    for p in ["flare", "flare_sparse", "sparcml", "sparcml_split"] {
         // 16 hosts on 4 leaves; then 12 hosts (not a power of two, SparCML folds 4 of them)
         // spread unevenly over the leaves.
         let (s, _) = run(&scenario(4, p, 1 << 20, ""));
@@ -63,11 +63,13 @@ fn sparse_flare_sends_less_than_sparcml_and_dense_flare() {
     let (d, dense_bytes) = run(&scenario(16, "flare", 8 << 20, ""));
     let (f, flare_bytes) = run(&scenario(16, "flare_sparse", 8 << 20, sparse));
     let (c, sparcml_bytes) = run(&scenario(16, "sparcml", 8 << 20, sparse));
-    for s in [&d, &f, &c] {
+    let (g, split_bytes) = run(&scenario(16, "sparcml_split", 8 << 20, sparse));
+    for s in [&d, &f, &c, &g] {
         verified(s, 64);
     }
     assert!(flare_bytes * 3 < dense_bytes, "{flare_bytes} vs dense {dense_bytes}");
     assert!(flare_bytes * 3 < sparcml_bytes, "{flare_bytes} vs SparCML {sparcml_bytes}");
+    assert!(flare_bytes < split_bytes, "{flare_bytes} vs SparCML split allgather {split_bytes}");
     let rt = |s: &Value| s["traffic"][0]["runtime_ps"].as_u64().unwrap();
     assert!(rt(&f) < rt(&d) && rt(&f) < rt(&c), "runtimes {} {} {}", rt(&f), rt(&d), rt(&c));
 }
@@ -95,7 +97,7 @@ fn tiny_hash_tables_spill_and_still_sum_exactly() {
 
 #[test]
 fn same_seed_same_bytes() {
-    for p in ["flare_sparse", "sparcml"] {
+    for p in ["flare_sparse", "sparcml", "sparcml_split"] {
         let t = scenario(4, p, 1 << 20, "index_overlap = 0.3\n");
         let a = run_scenario_str(&t, &Default::default()).unwrap();
         let b = run_scenario_str(&t, &Default::default()).unwrap();

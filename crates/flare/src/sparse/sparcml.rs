@@ -1,5 +1,6 @@
 //! SparCML's host-based sparse allreduce (Renggli et al., SC'19, cited by seed 004 as [39]):
-//! **sparse recursive doubling** (SSAR_Recursive_double). In round `k` every rank sends its
+//! **sparse recursive doubling** (SSAR_Recursive_double, [`SparcmlRank::new`]) and **split
+//! allgather** (SSAR_Split_allgather, [`SparcmlRank::new_split`]; see there). In round `k` every rank sends its
 //! whole current sparse vector to rank `r ⊕ 2^k` and adds the partner's into its own, so
 //! after `log₂ P` rounds every rank holds the sum; the vectors grow as non-overlapping indices
 //! accumulate. Like SparCML, a vector is sent densely (4 bytes per element) once that is
@@ -22,9 +23,12 @@ use super::format::{merge_into, Chunk, Pair};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Step {
     send_to: Option<u32>,
+    /// The index range of its vector it sends.
+    send_range: (u64, u64),
     recv_from: Option<u32>,
-    /// The received vector replaces this rank's (unfold) instead of adding to it.
-    replace: bool,
+    /// What the received pairs do: `None` adds them; `Some(range)` replaces this rank's pairs in
+    /// `range` with them (unfold, allgather).
+    replace: Option<(u64, u64)>,
 }
 
 /// Whether a vector of `nnz` non-zeros in `elements` goes dense, and in how many packets.
@@ -34,7 +38,19 @@ pub fn message_plan(nnz: u64, elements: u64, pairs_per_packet: u32) -> (bool, u6
     (dense, packets.max(1))
 }
 
-/// One rank of a SparCML recursive-doubling allreduce.
+/// Where a step's message is: its index range, encoding, packets, and the next pair to send.
+#[derive(Clone, Copy, Debug)]
+struct Cursor {
+    lo: u64,
+    hi: u64,
+    dense: bool,
+    packets: u64,
+    sent: u64,
+    pos: usize,
+    end: usize,
+}
+
+/// One rank of a SparCML sparse allreduce (recursive doubling or split allgather).
 pub struct SparcmlRank {
     rank: u32,
     elements: u64,
@@ -42,8 +58,8 @@ pub struct SparcmlRank {
     steps: Vec<Option<Step>>,
     step: usize,
     current: Vec<Pair>,
-    /// Send cursor of the current step: (dense, packets, packets sent, position).
-    send: Option<(bool, u64, u64, u64)>,
+    /// Send cursor of the current step.
+    send: Option<Cursor>,
     /// Per step: packets received, total announced, pairs.
     incoming: BTreeMap<u32, (u32, u32, Vec<Pair>)>,
     pub bytes_sent: u64,
@@ -64,20 +80,50 @@ impl SparcmlRank {
         let p2 = 1u32 << (31 - n.leading_zeros());
         let rounds = p2.trailing_zeros() as usize;
         let extra = n - p2;
+        let all = (0, elements);
         let mut steps = vec![None; rounds + 2];
         if rank >= p2 {
-            steps[0] = Some(Step { send_to: Some(rank - p2), recv_from: None, replace: false });
-            steps[rounds + 1] = Some(Step { send_to: None, recv_from: Some(rank - p2), replace: true });
+            steps[0] = Some(Step { send_to: Some(rank - p2), send_range: all, recv_from: None, replace: None });
+            steps[rounds + 1] = Some(Step { send_to: None, send_range: all, recv_from: Some(rank - p2), replace: Some(all) });
         } else {
             if rank < extra {
-                steps[0] = Some(Step { send_to: None, recv_from: Some(rank + p2), replace: false });
-                steps[rounds + 1] = Some(Step { send_to: Some(rank + p2), recv_from: None, replace: false });
+                steps[0] = Some(Step { send_to: None, send_range: all, recv_from: Some(rank + p2), replace: None });
+                steps[rounds + 1] = Some(Step { send_to: Some(rank + p2), send_range: all, recv_from: None, replace: None });
             }
             for k in 0..rounds {
                 let peer = rank ^ (1 << k);
-                steps[k + 1] = Some(Step { send_to: Some(peer), recv_from: Some(peer), replace: false });
+                steps[k + 1] = Some(Step { send_to: Some(peer), send_range: all, recv_from: Some(peer), replace: None });
             }
         }
+        Self::with_steps(rank, pairs, elements, pairs_per_packet, steps)
+    }
+
+    /// Rank `rank` of `n` under SparCML's **split allgather** (SSAR_Split_allgather): the
+    /// index space is cut into `n` equal partitions; a sparse reduce-scatter sends each rank
+    /// the non-zeros of its partition directly (`n − 1` steps, step `s` to rank `r + s`), then
+    /// a ring allgather passes the reduced partitions round (`n − 1` steps). Any `n`.
+    pub fn new_split(rank: u32, n: u32, pairs: Vec<Pair>, elements: u64, pairs_per_packet: u32) -> Result<SparcmlRank, String> {
+        if n == 0 || rank >= n {
+            return Err(format!("rank: {rank} of {n} ranks"));
+        }
+        if pairs_per_packet == 0 {
+            return Err("pairs_per_packet: must be at least 1".into());
+        }
+        let part = |j: u32| (j as u64 * elements / n as u64, (j as u64 + 1) * elements / n as u64);
+        let mut steps = Vec::new();
+        for s in 1..n {
+            let to = (rank + s) % n;
+            steps.push(Some(Step { send_to: Some(to), send_range: part(to), recv_from: Some((rank + n - s) % n), replace: None }));
+        }
+        for s in 0..n.saturating_sub(1) {
+            let have = (rank + n - s) % n;
+            let get = (rank + 2 * n - s - 1) % n;
+            steps.push(Some(Step { send_to: Some((rank + 1) % n), send_range: part(have), recv_from: Some((rank + n - 1) % n), replace: Some(part(get)) }));
+        }
+        Self::with_steps(rank, pairs, elements, pairs_per_packet, steps)
+    }
+
+    fn with_steps(rank: u32, pairs: Vec<Pair>, elements: u64, pairs_per_packet: u32, steps: Vec<Option<Step>>) -> Result<SparcmlRank, String> {
         let mut r = SparcmlRank { rank, elements, ppp: pairs_per_packet, steps, step: 0, current: pairs, send: None, incoming: BTreeMap::new(), bytes_sent: 0, packets_sent: 0 };
         r.advance()?;
         Ok(r)
@@ -122,11 +168,14 @@ impl SparcmlRank {
             };
             // Arm the send of this step once.
             if st.send_to.is_some() && self.send.is_none() {
-                let (dense, packets) = message_plan(self.current.len() as u64, self.elements, self.ppp);
-                self.send = Some((dense, packets, 0, 0));
+                let (lo, hi) = st.send_range;
+                let pos = self.current.partition_point(|p| (p.index as u64) < lo);
+                let end = self.current.partition_point(|p| (p.index as u64) < hi);
+                let (dense, packets) = message_plan((end - pos) as u64, hi - lo, self.ppp);
+                self.send = Some(Cursor { lo, hi, dense, packets, sent: 0, pos, end });
             }
             let sent_all = match self.send {
-                Some((_, packets, sent, _)) => sent == packets,
+                Some(c) => c.sent == c.packets,
                 None => true,
             };
             let got_all = match st.recv_from {
@@ -138,10 +187,13 @@ impl SparcmlRank {
             }
             if st.recv_from.is_some() {
                 let (_, _, pairs) = self.incoming.remove(&(self.step as u32)).expect("complete");
-                if st.replace {
-                    self.current = super::format::canonical(pairs);
-                } else {
-                    merge_into(&mut self.current, pairs);
+                match st.replace {
+                    Some((lo, hi)) => {
+                        let a = self.current.partition_point(|p| (p.index as u64) < lo);
+                        let b = self.current.partition_point(|p| (p.index as u64) < hi);
+                        self.current.splice(a..b, super::format::canonical(pairs));
+                    }
+                    None => merge_into(&mut self.current, pairs),
                 }
             }
             self.send = None;
@@ -154,34 +206,33 @@ impl SparcmlRank {
     pub fn next_chunk(&mut self) -> Option<(u32, Chunk)> {
         let st = self.cur()?;
         let to = st.send_to?;
-        let (dense, packets, sent, pos) = self.send?;
-        if sent == packets {
+        let c = self.send?;
+        if c.sent == c.packets {
             return None;
         }
         let step = self.step as u32;
         let ppp = self.ppp as u64;
-        let (chunk, next) = if dense {
-            let start = sent * 2 * ppp;
-            let end = (start + 2 * ppp).min(self.elements);
-            let mut at = pos as usize;
-            let from = at;
-            while at < self.current.len() && (self.current[at].index as u64) < end {
+        let (chunk, next) = if c.dense {
+            let start = c.lo + c.sent * 2 * ppp;
+            let end = (start + 2 * ppp).min(c.hi);
+            let mut at = c.pos;
+            while at < c.end && (self.current[at].index as u64) < end {
                 at += 1;
             }
-            (Chunk { block: step, pairs: self.current[from..at].to_vec(), wire_words: (end - start) as u32, shards: 0 }, at as u64)
+            (Chunk { block: step, pairs: self.current[c.pos..at].to_vec(), wire_words: (end - start) as u32, shards: 0 }, at)
         } else {
-            let from = pos as usize;
-            let to_i = (from + ppp as usize).min(self.current.len());
-            (Chunk { block: step, pairs: self.current[from..to_i].to_vec(), wire_words: 2 * (to_i - from) as u32, shards: 0 }, to_i as u64)
+            let to_i = (c.pos + ppp as usize).min(c.end);
+            (Chunk { block: step, pairs: self.current[c.pos..to_i].to_vec(), wire_words: 2 * (to_i - c.pos) as u32, shards: 0 }, to_i)
         };
         let mut chunk = chunk;
-        if sent + 1 == packets {
-            chunk.shards = u32::try_from(packets).unwrap_or(u32::MAX);
+        let last = c.sent + 1 == c.packets;
+        if last {
+            chunk.shards = u32::try_from(c.packets).unwrap_or(u32::MAX);
         }
-        self.send = Some((dense, packets, sent + 1, next));
+        self.send = Some(Cursor { sent: c.sent + 1, pos: next, ..c });
         self.bytes_sent += chunk.payload_bytes();
         self.packets_sent += 1;
-        if sent + 1 == packets {
+        if last {
             // The last packet is out: the step may be complete already.
             let _ = self.advance();
         }
@@ -219,8 +270,14 @@ mod tests {
     /// Runs `n` ranks with messages delivered in an order drawn from `seed`; returns each
     /// rank's result and the payload bytes sent.
     fn run(vectors: Vec<Vec<Pair>>, elements: u64, ppp: u32, seed: u64) -> (Vec<Vec<Pair>>, u64) {
+        run_with(vectors, elements, ppp, seed, SparcmlRank::new)
+    }
+
+    type New = fn(u32, u32, Vec<Pair>, u64, u32) -> Result<SparcmlRank, String>;
+
+    fn run_with(vectors: Vec<Vec<Pair>>, elements: u64, ppp: u32, seed: u64, new: New) -> (Vec<Vec<Pair>>, u64) {
         let n = vectors.len() as u32;
-        let mut ranks: Vec<SparcmlRank> = vectors.into_iter().enumerate().map(|(r, v)| SparcmlRank::new(r as u32, n, v, elements, ppp).unwrap()).collect();
+        let mut ranks: Vec<SparcmlRank> = vectors.into_iter().enumerate().map(|(r, v)| new(r as u32, n, v, elements, ppp).unwrap()).collect();
         let mut wire: VecDeque<(u32, Chunk)> = VecDeque::new();
         let mut x = seed | 1;
         for _ in 0..1_000_000 {
@@ -277,9 +334,11 @@ mod tests {
             let elements = 1000;
             let v = vectors(n, elements, nnz, seed);
             let expect = canonical(v.iter().flatten().copied().collect());
-            let (results, _) = run(v, elements, 8, seed);
-            for (r, res) in results.iter().enumerate() {
-                assert_eq!(res, &expect, "n {n} rank {r}");
+            for (variant, new) in [("recursive doubling", SparcmlRank::new as New), ("split allgather", SparcmlRank::new_split as New)] {
+                let (results, _) = run_with(v.clone(), elements, 8, seed, new);
+                for (r, res) in results.iter().enumerate() {
+                    assert_eq!(res, &expect, "{variant}: n {n} rank {r}");
+                }
             }
         }
     }
