@@ -2,8 +2,8 @@
 
 A point is one allreduce of every host of the base scenario (``scenarios/flare/network.toml``):
 ``series`` is ``ring`` (dense host-based, the engine's ring schedule), ``flare`` (dense
-in-network), ``flare_sparse`` (sparse in-network, §7) or ``sparcml`` (SparCML's host-based
-sparse recursive doubling); the sparse series use the synthetic top-1-per-bucket gradients of
+in-network), ``flare_sparse`` (sparse in-network, §7), ``sparcml`` (SparCML's host-based
+sparse recursive doubling) or ``sparcml_split`` (SparCML's split allgather); the sparse series use the synthetic top-1-per-bucket gradients of
 ``reducelab_flare::sparse::gradients`` (one value per bucket of ``bucket_elements``, index
 overlap ``overlap``). Each row has the allreduce's runtime and the bytes that crossed every link
 (``traffic_bytes``: the sum of ``links.csv``'s ``bytes``, each hop counted: "the total number of
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .figures import Figure, ScaleSpec
     from .store import StoredRun
 
-SERIES = ("ring", "flare", "flare_sparse", "sparcml")
+SERIES = ("ring", "flare", "flare_sparse", "sparcml", "sparcml_split")
 CSV_COLUMNS = ("series", "overlap", "hosts", "bytes")
 RESULT_COLUMNS = ("runtime_ps", "goodput_gbps", "traffic_bytes", "verified", "end", "sim_time_ps")
 
@@ -35,7 +35,7 @@ def _traffic(series: str, hosts: int, nbytes: int, elements: int, bucket: int, o
         raise ValueError(f"series {series!r}: expected one of {', '.join(SERIES)}")
     t: dict[str, Any] = {"kind": "ina_allreduce", "protocol": series, "hosts": "all", "bytes": nbytes,
                          "elements_per_packet": elements}
-    if series in ("flare_sparse", "sparcml"):
+    if series in ("flare_sparse", "sparcml", "sparcml_split"):
         t["bucket_elements"] = bucket
         t["index_overlap"] = overlap
     return t

@@ -46,8 +46,9 @@ def test_listed_and_every_claim_reported(tiny: Path) -> None:
 def test_every_run_completed_verified_and_traffic_is_physical(tiny: Path) -> None:
     r = rows(tiny)
     assert [(x["series"], float(x["overlap"])) for x in r] == [
-        ("ring", 0.0), ("flare", 0.0), ("flare_sparse", 0.0), ("sparcml", 0.0),
+        ("ring", 0.0), ("flare", 0.0), ("flare_sparse", 0.0), ("sparcml", 0.0), ("sparcml_split", 0.0),
         ("flare_sparse", 0.5), ("flare_sparse", 0.9), ("sparcml", 0.5), ("sparcml", 0.9),
+        ("sparcml_split", 0.5), ("sparcml_split", 0.9),
     ]
     assert all(x["verified"] == "true" and x["end"] == "completed" for x in r)
     by = {(x["series"], float(x["overlap"])): x for x in r}
@@ -55,6 +56,6 @@ def test_every_run_completed_verified_and_traffic_is_physical(tiny: Path) -> Non
     # the 4 leaf-spine links of its tree.
     assert int(by[("flare", 0.0)]["traffic_bytes"]) == (16 + 4) * 2 * 512 * 1081
     # Overlapping indices make the sparse sums, and so their traffic, smaller.
-    for s in ("flare_sparse", "sparcml"):
+    for s in ("flare_sparse", "sparcml", "sparcml_split"):
         t = [int(by[(s, q)]["traffic_bytes"]) for q in (0.0, 0.5, 0.9)]
         assert t[0] > t[1] > t[2], (s, t)
