@@ -335,6 +335,9 @@ impl InaProtocol for FlareSparse {
     fn switch_service(&self, elements_per_packet: u16) -> Option<(f64, u64)> {
         Some(cost::service(cost::sparse_cycles(elements_per_packet as u64 / 2)))
     }
+    fn software_switch(&self) -> Result<(), String> {
+        Err(format!("protocol: {} carries its sparse pairs beside the wire frame (no codec for them yet); the software switch cannot run it", self.label()))
+    }
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {
             format!("{lost_packets} packets were lost and Flare has no loss recovery here")
@@ -587,6 +590,9 @@ impl InaProtocol for Sparcml {
             d.get_or_insert_with(|| Arc::new(SparseData { model: sparse_model(self.bucket, self.overlap, c), expected: Mutex::new(None) })).clone()
         };
         Box::new(SparcmlHost { rank, split: self.split, data, store: self.store.clone(), state: None, finished_ps: None, stats: HostStats::default(), early: BTreeMap::new() })
+    }
+    fn software_switch(&self) -> Result<(), String> {
+        Err(format!("protocol: {} carries its sparse pairs beside the wire frame (no codec for them yet); the software switch cannot run it", self.label()))
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {

@@ -51,6 +51,12 @@ pub trait InaProtocol: std::fmt::Debug + Send + Sync {
     fn switch_service(&self, _elements_per_packet: u16) -> Option<(f64, u64)> {
         None
     }
+    /// Whether the software switch (`crates/switch`, separate processes over UDP) can run it:
+    /// everything its packets carry must travel in the wire frame. `Err` says why not, starting
+    /// with the field (`protocol: ...`).
+    fn software_switch(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// How long its hosts may go on recovering by themselves, with nothing delivered, before
     /// they give a block up (0: no host timers). A no-progress watchdog must wait at least this
     /// long so that it never cuts a recovery short.
