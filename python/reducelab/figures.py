@@ -57,8 +57,9 @@ def scenarios_dir() -> Path:
 
 def _kinds() -> dict[str, Any]:
     from .canary import CanaryKind
+    from .flare_sparse import FlareSparseKind
 
-    return {"canary": CanaryKind()}
+    return {"canary": CanaryKind(), "flare_sparse": FlareSparseKind()}
 
 
 @dataclass(frozen=True)
@@ -533,7 +534,8 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str) -> list[Verdi
     elif (out / f"{fig.stem}.csv").is_file():
         from .canary import rows_from_csv
 
-        rows = rows_from_csv((out / f"{fig.stem}.csv").read_text(encoding="utf-8"))
+        read = getattr(kind, "rows_from_csv", rows_from_csv)  # a kind with its own table (flare_sparse)
+        rows = read((out / f"{fig.stem}.csv").read_text(encoding="utf-8"))
     else:
         raise StoreError(f"{out}: neither {STORE_FILE} nor {fig.stem}.csv: nothing to judge")
     table = RunTable([r for r in rows if r["verified"]], sc.params)

@@ -42,6 +42,7 @@ pub mod canary;
 pub mod canary_host;
 pub mod dsa;
 pub mod fabric;
+pub mod flare;
 pub mod host;
 pub mod policy;
 pub mod pool;
@@ -110,6 +111,49 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         ],
         takes_roots: true,
         build: tree::StaticTrees::build,
+    },
+    ProtocolInfo {
+        name: "flare",
+        summary: "Flare (seed 004) dense: one reduction tree on PsPIN switches (per-packet handler time from §3/§6), no loss recovery",
+        loss_recovery: false,
+        params: &[ParamSpec { key: "window", explore_min: 1.0, explore_max: 16.0, integer: true, log: true }],
+        takes_roots: false,
+        build: flare::FlareDense::build,
+    },
+    ProtocolInfo {
+        name: "flare_sparse",
+        summary: "Flare (seed 004 §7) sparse: hash table + spill at leaves, array at the root, shard counters, densified results; synthetic top-1-per-bucket data",
+        loss_recovery: false,
+        params: &[
+            ParamSpec { key: "window", explore_min: 1.0, explore_max: 16.0, integer: true, log: true },
+            ParamSpec { key: "bucket_elements", explore_min: 2.0, explore_max: 1024.0, integer: true, log: true },
+            ParamSpec { key: "index_overlap", explore_min: 0.0, explore_max: 1.0, integer: false, log: false },
+            ParamSpec { key: "hash_slots", explore_min: 1.0, explore_max: 1024.0, integer: true, log: true },
+        ],
+        takes_roots: false,
+        build: flare::FlareSparse::build,
+    },
+    ProtocolInfo {
+        name: "sparcml",
+        summary: "SparCML (SC'19) host-based sparse recursive doubling over raw host-to-host packets (no switch programs), same data as flare_sparse",
+        loss_recovery: false,
+        params: &[
+            ParamSpec { key: "bucket_elements", explore_min: 2.0, explore_max: 1024.0, integer: true, log: true },
+            ParamSpec { key: "index_overlap", explore_min: 0.0, explore_max: 1.0, integer: false, log: false },
+        ],
+        takes_roots: false,
+        build: flare::Sparcml::build,
+    },
+    ProtocolInfo {
+        name: "sparcml_split",
+        summary: "SparCML (SC'19) host-based split allgather (direct sparse reduce-scatter, ring allgather) over raw host-to-host packets, same data as flare_sparse",
+        loss_recovery: false,
+        params: &[
+            ParamSpec { key: "bucket_elements", explore_min: 2.0, explore_max: 1024.0, integer: true, log: true },
+            ParamSpec { key: "index_overlap", explore_min: 0.0, explore_max: 1.0, integer: false, log: false },
+        ],
+        takes_roots: false,
+        build: flare::Sparcml::build_split,
     },
 ];
 

@@ -44,6 +44,19 @@ pub trait InaProtocol: std::fmt::Debug + Send + Sync {
     fn switch_programs(&self, fabric: &Fabric, tenants: &[Tenant<'_>], cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String>;
     /// The agent of `rank` of collective `c`.
     fn host_agent(&self, c: &Collective, rank: u32) -> Box<dyn HostProtocol>;
+    /// The protocol's own switch service model, if it has one: (packets per second a switch's
+    /// program serves, one packet's processing latency in ps) for packets of
+    /// `elements_per_packet` 4-byte words. `None`: the scenario's `[ina]` limits (Flare's PsPIN
+    /// switch has its own, `reducelab_flare::sparse::cost`).
+    fn switch_service(&self, _elements_per_packet: u16) -> Option<(f64, u64)> {
+        None
+    }
+    /// Whether the software switch (`crates/switch`, separate processes over UDP) can run it:
+    /// everything its packets carry must travel in the wire frame. `Err` says why not, starting
+    /// with the field (`protocol: ...`).
+    fn software_switch(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// How long its hosts may go on recovering by themselves, with nothing delivered, before
     /// they give a block up (0: no host timers). A no-progress watchdog must wait at least this
     /// long so that it never cuts a recovery short.

@@ -200,7 +200,6 @@ impl InaWorld {
                 ro[h as usize] = r as u32;
                 host_colls[h as usize].push(ci as u32);
             }
-            agents.push((0..c.n()).map(|r| s.protocol.host_agent(&c, r)).collect());
             colls.push(c);
             rank_of.push(ro);
         }
@@ -213,6 +212,11 @@ impl InaWorld {
                 first.protocol.switch_programs(&fabric, &tenants, &cfg)?
             }
         };
+        // Host agents after the switch programs: a protocol may size its hosts' window from
+        // the switch memory it laid out (Flare).
+        for (s, c) in specs.iter().zip(&colls) {
+            agents.push((0..c.n()).map(|r| s.protocol.host_agent(c, r)).collect());
+        }
         let left = specs.len();
         let descriptor_bytes = epp as u64 * 4 + reducelab_ina::wire::HEADER_BYTES as u64;
         Ok(InaWorld {
@@ -246,7 +250,13 @@ impl InaWorld {
     }
 
     pub fn start(&mut self, net: &mut Network) {
-        net.set_program_limits(self.switch.limits);
+        // A protocol with its own switch model (Flare's PsPIN) sets the service time itself.
+        let epp = self.colls.iter().map(|c| c.elems_per_packet).max().unwrap_or(1);
+        let limits = match self.specs.first().and_then(|s| s.protocol.switch_service(epp)) {
+            Some((packets_per_second, latency_ps)) => ProgramLimits { packets_per_second, latency_ps },
+            None => self.switch.limits,
+        };
+        net.set_program_limits(limits);
         for (i, p) in self.programs.iter().enumerate() {
             if p.is_some() {
                 net.set_programmable(i as u32, true);

@@ -644,7 +644,7 @@ pub struct TrafficSpec {
     /// For `kind = "collective"`: the torus shape the ranks are laid out on (default: the
     /// topology's dimensions when every host takes part, else one dimension).
     pub dims: Option<Vec<u32>>,
-    /// For `kind = "ina_allreduce"`: `canary` or `static_trees`.
+    /// For `kind = "ina_allreduce"`: a protocol of the registry (`canary`, `static_trees`, `flare`, ...).
     pub protocol: Option<String>,
     /// Static trees: how many (blocks round-robin over them).
     pub trees: Option<u16>,
@@ -660,6 +660,12 @@ pub struct TrafficSpec {
     pub max_failures: Option<u8>,
     /// Carry and check real element values (default: when hosts × bytes ≤ 64 MiB).
     pub values: Option<bool>,
+    /// Sparse protocols (`flare_sparse`, `sparcml`): one value per bucket of this many elements.
+    pub bucket_elements: Option<u32>,
+    /// Sparse protocols: probability that a rank's value of a bucket is at the bucket's shared index.
+    pub index_overlap: Option<f64>,
+    /// `flare_sparse`: hash-table slots per block at the non-root switches.
+    pub hash_slots: Option<u32>,
     /// For `kind = "random_permutation"`: `message` (default) or `epoch`.
     pub redraw: Option<String>,
     /// For `kind = "random_permutation"` with `redraw = "epoch"`: the epoch's length.
@@ -1835,7 +1841,7 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         TrafficKind::Collective => &["hosts", "bytes", "start_ns", "algorithm", "collective", "dims"],
         TrafficKind::InaAllreduce => &[
             "hosts", "bytes", "start_ns", "protocol", "trees", "roots", "window", "elements_per_packet",
-            "retransmit_timeout_us", "max_failures", "values",
+            "retransmit_timeout_us", "max_failures", "values", "bucket_elements", "index_overlap", "hash_slots",
         ],
     };
     for (name, is) in [
@@ -1857,6 +1863,9 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         ("retransmit_timeout_us", t.retransmit_timeout_us.is_some()),
         ("max_failures", t.max_failures.is_some()),
         ("values", t.values.is_some()),
+        ("bucket_elements", t.bucket_elements.is_some()),
+        ("index_overlap", t.index_overlap.is_some()),
+        ("hash_slots", t.hash_slots.is_some()),
         ("redraw", t.redraw.is_some()),
         ("epoch_ns", t.epoch_ns.is_some()),
         ("rate_gbps", t.rate_gbps.is_some()),
@@ -1995,6 +2004,9 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                 ("window", t.window.map(|x| x as f64)),
                 ("retransmit_timeout_us", t.retransmit_timeout_us),
                 ("max_failures", t.max_failures.map(|x| x as f64)),
+                ("bucket_elements", t.bucket_elements.map(|x| x as f64)),
+                ("index_overlap", t.index_overlap),
+                ("hash_slots", t.hash_slots.map(|x| x as f64)),
             ] {
                 if let Some(v) = value {
                     params.insert(key.to_string(), v);

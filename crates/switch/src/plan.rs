@@ -66,6 +66,9 @@ impl Plan {
         if specs.is_empty() {
             return Err("traffic: no ina_allreduce entry (the software switch runs in-network allreduces only)".into());
         }
+        for s in &specs {
+            s.protocol.software_switch()?;
+        }
         if let Some(t) = sc.traffic.iter().find(|t| !matches!(t, Traffic::Ina(_))) {
             return Err(format!("traffic: a {} entry; the software switch runs ina_allreduce traffic only", t.kind()));
         }
