@@ -6,8 +6,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io::ErrorKind;
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
 use reducelab_ina::host::HostStats;
@@ -187,12 +186,21 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
     let mut timers: BinaryHeap<Reverse<(u64, u64, usize, u64)>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut frame = Vec::with_capacity(2048);
-    let mut buf = vec![0u8; 65536];
+    let mut rxb = udp::RxBatch::new(8);
+    let mut txq = udp::TxQueue::default();
+    // Queued frames leave in one sendmmsg (runs of equal-sized frames as one GSO buffer).
+    let flush = |txq: &mut udp::TxQueue, report: &mut HostReport| {
+        if !txq.is_empty() {
+            let (sent, _, failed) = txq.flush(&socks[0], first_hop);
+            report.tx_packets += sent;
+            report.send_errors += failed;
+        }
+    };
     let mut ready = Vec::new();
     let mut report = HostReport { host, collectives: Vec::new(), tx_packets: 0, rx_packets: 0, malformed: 0, misdelivered: 0, send_errors: 0, elapsed_s: 0.0 };
 
     // Carries out agent `ai`'s actions.
-    let mut carry_out = |ai: usize, out: &mut Vec<HostAction>, vals: &mut Values, timers: &mut BinaryHeap<Reverse<(u64, u64, usize, u64)>>, report: &mut HostReport, capture: &mut Option<Capture>| {
+    let mut carry_out = |ai: usize, out: &mut Vec<HostAction>, vals: &mut Values, timers: &mut BinaryHeap<Reverse<(u64, u64, usize, u64)>>, capture: &mut Option<Capture>, txq: &mut udp::TxQueue| {
         for a in out.drain(..) {
             match a {
                 HostAction::Send(h) => {
@@ -204,10 +212,7 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
                     let r = wire::emit(&h, values, &mut frame);
                     vals.release(h.data);
                     r.unwrap_or_else(|e| panic!("host {host}: the wire frame cannot carry {h:?}: {e} (a protocol bug)"));
-                    match socks[0].send_to(&frame, first_hop) {
-                        Ok(_) => report.tx_packets += 1,
-                        Err(_) => report.send_errors += 1,
-                    }
+                    txq.push(&frame);
                 }
                 HostAction::Timer { at, token } => {
                     seq += 1;
@@ -220,8 +225,9 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
     for ai in 0..agents.len() {
         let a = &mut agents[ai];
         a.agent.start(&colls[a.ci], now_ps(), &mut vals, &mut out);
-        carry_out(ai, &mut out, &mut vals, &mut timers, &mut report, &mut capture);
+        carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
     }
+    flush(&mut txq, &mut report);
     let mut linger_until: Option<Instant> = None;
     loop {
         let now_i = Instant::now();
@@ -243,8 +249,9 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
             timers.pop();
             let a = &mut agents[ai];
             a.agent.on_timer(&colls[a.ci], now, token, &mut vals, &mut out);
-            carry_out(ai, &mut out, &mut vals, &mut timers, &mut report, &mut capture);
+            carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
         }
+        flush(&mut txq, &mut report);
         // The NIC pulls more blocks while fewer than `max_inflight` are outstanding.
         let mut sent_any = false;
         for ai in 0..agents.len() {
@@ -257,43 +264,52 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
                 let made = out.iter().filter(|x| matches!(x, HostAction::Send(_))).count();
                 a.pulled += made as u64;
                 sent_any |= made > 0;
-                carry_out(ai, &mut out, &mut vals, &mut timers, &mut report, &mut capture);
+                carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
             }
         }
+        flush(&mut txq, &mut report);
         // Everything that has arrived.
         let mut got_any = false;
         loop {
-            match socks[0].recv_from(&mut buf) {
-                Ok((n, from)) => {
-                    got_any = true;
+            let n = rxb.recv(&socks[0]);
+            if n == 0 {
+                break;
+            }
+            got_any = true;
+            for i in 0..n {
+                let (from, datagrams) = rxb.get(i);
+                for bytes in datagrams {
                     report.rx_packets += 1;
-                    if from != SocketAddr::V4(first_hop) {
+                    if from != first_hop {
                         report.misdelivered += 1;
                         continue;
                     }
-                    let Ok((mut hdr, values)) = wire::parse(&buf[..n]) else {
-                        report.malformed += 1;
-                        continue;
+                    let slot = vals.alloc();
+                    let mut hdr = match wire::parse_into(bytes, vals.get_mut(slot)) {
+                        Ok(h) => h,
+                        Err(_) => {
+                            vals.release(slot);
+                            report.malformed += 1;
+                            continue;
+                        }
                     };
-                    let ai = agents.iter().position(|a| a.ci == hdr.tenant as usize);
+                    hdr.data = slot;
                     // As in the simulator, whatever the first hop delivers is the host's (a
                     // multicast copy keeps the tree's destination, not the host's).
-                    let (Some(ai), true) = (ai, values.len() <= plan.max_elems as usize) else {
+                    let Some(ai) = agents.iter().position(|a| a.ci == hdr.tenant as usize) else {
+                        vals.release(slot);
                         report.misdelivered += 1;
                         continue;
                     };
-                    hdr.data = vals.alloc();
-                    vals.get_mut(hdr.data)[..values.len()].copy_from_slice(&values);
                     if let Some(cap) = capture.as_mut() {
-                        cap.offer(&hdr, Some(&values));
+                        cap.offer(&hdr, Some(&vals.get(slot)[..hdr.elems as usize]));
                     }
                     let a = &mut agents[ai];
                     a.agent.on_packet(&colls[a.ci], now_ps(), hdr, &mut vals, &mut out);
-                    carry_out(ai, &mut out, &mut vals, &mut timers, &mut report, &mut capture);
+                    carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(_) => break,
             }
+            flush(&mut txq, &mut report);
         }
         if !got_any && !sent_any {
             let mut wait = Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()));
