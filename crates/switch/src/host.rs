@@ -89,7 +89,7 @@ struct Agent {
 /// Runs host `host` (a host index) of `plan`: every collective it takes part in, with the
 /// protocol's seeded contributions (checked against their exact sums).
 pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport, String> {
-    run(plan, host, opts, None).map(|(r, _)| r)
+    run(plan, host, opts, None, None).map(|(r, _)| r)
 }
 
 /// Runs host `host` contributing the application vector `data` to allreduce `tenant` (its
@@ -103,7 +103,20 @@ pub fn allreduce_data(plan: &Plan, host: u32, opts: &HostOptions, tenant: u16, d
     if data.len() as u64 != elems {
         return Err(format!("data: {} elements, but allreduce {tenant} of the scenario reduces {elems} (bytes / 4)", data.len()));
     }
-    run(plan, host, opts, Some((tenant, data))).map(|(r, v)| (r, v.expect("a result")))
+    run(plan, host, opts, Some((tenant, data)), None).map(|(r, v)| (r, v.expect("a result")))
+}
+
+/// Runs host `host` of `plan` on the already bound `sock` for `coll` (a collective built for
+/// this call, with the protocol of the scenario's first entry), contributing `data`.
+pub(crate) fn run_own(plan: &Plan, host: u32, opts: &HostOptions, sock: &std::net::UdpSocket, coll: reducelab_ina::host::Collective, data: Vec<i32>, stash: &mut Vec<Vec<u8>>) -> Result<(HostReport, Vec<i32>), String> {
+    let tenant = coll.tenant;
+    run(plan, host, opts, Some((tenant, data)), Some(OwnRun { sock, coll, stash })).map(|(r, v)| (r, v.expect("a result")))
+}
+
+impl HostReport {
+    pub(crate) fn empty(host: u32) -> HostReport {
+        HostReport { host, collectives: Vec::new(), tx_packets: 0, rx_packets: 0, malformed: 0, misdelivered: 0, send_errors: 0, elapsed_s: 0.0 }
+    }
 }
 
 /// The full results of one collective as they pass this host's socket: a packet carrying a
@@ -135,14 +148,29 @@ impl Capture {
     }
 }
 
-fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>) -> Result<(HostReport, Option<Vec<i32>>), String> {
+/// A host's own run of one collective: on a socket bound once (`Session`), with the collective
+/// built for this call instead of the scenario's (its protocol is the scenario's first entry's).
+struct OwnRun<'a> {
+    sock: &'a std::net::UdpSocket,
+    coll: reducelab_ina::host::Collective,
+    /// In: frames of this call received during the previous one; out: frames of the next.
+    stash: &'a mut Vec<Vec<u8>>,
+}
+
+fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>, own: Option<OwnRun<'_>>) -> Result<(HostReport, Option<Vec<i32>>), String> {
     let node = *plan.fabric.host_nodes.get(host as usize).ok_or_else(|| format!("host: {host} is not a host of the topology ({} hosts)", plan.fabric.num_hosts()))?;
     let mut agents: Vec<Agent> = Vec::new();
-    let mut colls = plan.colls.clone();
+    let (mut colls, sock_in, mut stash) = match own {
+        Some(o) => (vec![o.coll], Some(o.sock), Some(o.stash)),
+        None => (plan.colls.clone(), None, None),
+    };
+    // Frames an earlier call kept for this one (its tenant), handled before the socket's.
+    let mut kept: Vec<Vec<u8>> = stash.as_mut().map(|st| std::mem::take(&mut **st)).unwrap_or_default();
+    let spec_of = |ci: usize| if sock_in.is_some() { 0 } else { ci };
     let mut vals = Values::new(plan.max_elems as usize);
     let mut capture = None;
     if let Some((tenant, data)) = app {
-        let c = &mut colls[tenant as usize];
+        let c = colls.iter_mut().find(|c| c.tenant == tenant).ok_or_else(|| format!("tenant: no in-network allreduce {tenant}"))?;
         let Some(rank) = c.ranks.iter().position(|&h| h == host) else {
             return Err(format!("host: {host} is not a rank of allreduce {tenant}"));
         };
@@ -160,18 +188,26 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
     let colls = colls;
     for (ci, c) in colls.iter().enumerate() {
         if let Some(rank) = c.ranks.iter().position(|&h| h == host) {
-            agents.push(Agent { ci, rank: rank as u32, agent: plan.specs[ci].protocol.host_agent(c, rank as u32), pulled: 0 });
+            agents.push(Agent { ci, rank: rank as u32, agent: plan.specs[spec_of(ci)].protocol.host_agent(c, rank as u32), pulled: 0 });
         }
     }
     if agents.is_empty() {
         return Err(format!("host: {host} takes part in no in-network allreduce of the scenario"));
     }
-    let sock = udp::bind(plan.endpoints.of(node, 0));
-    if let Some(b) = &opts.barrier {
-        // Every thread reaches the barrier, bound or not, so one failure cannot block the rest.
-        b.wait();
-    }
-    let socks = [sock?];
+    let bound;
+    let sock = match sock_in {
+        Some(s) => s,
+        None => {
+            let sock = udp::bind(plan.endpoints.of(node, 0));
+            if let Some(b) = &opts.barrier {
+                // Every thread reaches the barrier, bound or not, so one failure cannot block the rest.
+                b.wait();
+            }
+            bound = sock?;
+            &bound
+        }
+    };
+    let socks = [sock];
     if let Some(at) = opts.start_at {
         if let Ok(d) = at.duration_since(std::time::SystemTime::now()) {
             std::thread::sleep(d.min(opts.timeout));
@@ -238,7 +274,7 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
             }
         }
         if now_i >= deadline {
-            return Err(stall_message(plan, host, &agents, opts.timeout, &report));
+            return Err(stall_message(plan, &colls, &spec_of, host, &agents, opts.timeout, &report));
         }
         // Timers due.
         while let Some(&Reverse((at, _, ai, token))) = timers.peek() {
@@ -268,8 +304,50 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
             }
         }
         flush(&mut txq, &mut report);
-        // Everything that has arrived.
+        // Everything that has arrived (first, once, what an earlier call kept for this one).
         let mut got_any = false;
+        macro_rules! handle {
+            ($from:expr, $bytes:expr) => {{
+                let bytes: &[u8] = $bytes;
+                report.rx_packets += 1;
+                if $from != first_hop {
+                    report.misdelivered += 1;
+                    continue;
+                }
+                let slot = vals.alloc();
+                let mut hdr = match wire::parse_into(bytes, vals.get_mut(slot)) {
+                    Ok(h) => h,
+                    Err(_) => {
+                        vals.release(slot);
+                        report.malformed += 1;
+                        continue;
+                    }
+                };
+                hdr.data = slot;
+                // As in the simulator, whatever the first hop delivers is the host's (a
+                // multicast copy keeps the tree's destination, not the host's).
+                let Some(ai) = agents.iter().position(|a| colls[a.ci].tenant == hdr.tenant) else {
+                    vals.release(slot);
+                    // A session's next call (peers already in it: their contributions, a
+                    // leader's aggregate) is kept for it; anything else is stale.
+                    match stash.as_mut() {
+                        Some(st) if hdr.tenant == (colls[0].tenant + 1) % 256 => st.push(bytes.to_vec()),
+                        _ => report.misdelivered += 1,
+                    }
+                    continue;
+                };
+                if let Some(cap) = capture.as_mut() {
+                    cap.offer(&hdr, Some(&vals.get(slot)[..hdr.elems as usize]));
+                }
+                let a = &mut agents[ai];
+                a.agent.on_packet(&colls[a.ci], now_ps(), hdr, &mut vals, &mut out);
+                carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
+            }};
+        }
+        for bytes in kept.drain(..) {
+            got_any = true;
+            handle!(first_hop, &bytes[..]);
+        }
         loop {
             let n = rxb.recv(&socks[0]);
             if n == 0 {
@@ -279,34 +357,7 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
             for i in 0..n {
                 let (from, datagrams) = rxb.get(i);
                 for bytes in datagrams {
-                    report.rx_packets += 1;
-                    if from != first_hop {
-                        report.misdelivered += 1;
-                        continue;
-                    }
-                    let slot = vals.alloc();
-                    let mut hdr = match wire::parse_into(bytes, vals.get_mut(slot)) {
-                        Ok(h) => h,
-                        Err(_) => {
-                            vals.release(slot);
-                            report.malformed += 1;
-                            continue;
-                        }
-                    };
-                    hdr.data = slot;
-                    // As in the simulator, whatever the first hop delivers is the host's (a
-                    // multicast copy keeps the tree's destination, not the host's).
-                    let Some(ai) = agents.iter().position(|a| a.ci == hdr.tenant as usize) else {
-                        vals.release(slot);
-                        report.misdelivered += 1;
-                        continue;
-                    };
-                    if let Some(cap) = capture.as_mut() {
-                        cap.offer(&hdr, Some(&vals.get(slot)[..hdr.elems as usize]));
-                    }
-                    let a = &mut agents[ai];
-                    a.agent.on_packet(&colls[a.ci], now_ps(), hdr, &mut vals, &mut out);
-                    carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
+                    handle!(from, bytes);
                 }
             }
             flush(&mut txq, &mut report);
@@ -356,10 +407,10 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
     Ok((report, result))
 }
 
-fn stall_message(plan: &Plan, host: u32, agents: &[Agent], timeout: Duration, r: &HostReport) -> String {
+fn stall_message(plan: &Plan, colls: &[reducelab_ina::host::Collective], spec_of: &dyn Fn(usize) -> usize, host: u32, agents: &[Agent], timeout: Duration, r: &HostReport) -> String {
     let mut parts = Vec::new();
     for a in agents {
-        let c = &plan.colls[a.ci];
+        let c = &colls[a.ci];
         let s = a.agent.stats();
         let missing = a.agent.missing();
         let state = if missing > 0 {
@@ -367,7 +418,7 @@ fn stall_message(plan: &Plan, host: u32, agents: &[Agent], timeout: Duration, r:
         } else {
             "every block received but not released by the coordinator".to_string()
         };
-        let info = plan.specs[a.ci].protocol.info();
+        let info = plan.specs[spec_of(a.ci)].protocol.info();
         let why = if !info.loss_recovery {
             format!("{} has no loss recovery: a lost packet (or a switch restart) stalls it", info.name)
         } else if s.abandoned > 0 {

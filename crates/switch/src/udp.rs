@@ -69,8 +69,8 @@ pub fn bind(addr: SocketAddrV4) -> Result<UdpSocket, String> {
 
 /// Waits until one of `socks` is readable or `timeout` passes; returns a readiness flag per
 /// socket (all false on timeout or interruption).
-pub fn poll_readable(socks: &[UdpSocket], timeout: Duration, ready: &mut Vec<bool>) {
-    let mut fds: Vec<libc::pollfd> = socks.iter().map(|s| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+pub fn poll_readable<S: std::borrow::Borrow<UdpSocket>>(socks: &[S], timeout: Duration, ready: &mut Vec<bool>) {
+    let mut fds: Vec<libc::pollfd> = socks.iter().map(|s| libc::pollfd { fd: s.borrow().as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
     // ppoll: nanosecond timeouts, so microsecond switch timers are not rounded up to 1 ms.
     let ts = libc::timespec { tv_sec: timeout.as_secs().min(86_400) as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
     // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs; `ts` outlives the call.

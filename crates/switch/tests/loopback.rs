@@ -464,3 +464,73 @@ fn batched_sends_arrive_as_the_same_datagrams_in_order_with_and_without_gro() {
         assert_eq!(&buf[..n], &f[..], "plain receiver, datagram {i}");
     }
 }
+
+/// `Session` (the C ABI's and MPI runtime's host side): 4 ranks, each with its socket bound
+/// once, make successive allreduces of different sizes (1 element, a partial block, several
+/// blocks) through one running switch, int32 (exact wrapping sums) and f32 (bitwise the
+/// fixed-point reference, and within its stated tolerance of the exact sum), all under the
+/// tenant rotation that keeps one call's packets out of the next.
+#[test]
+fn sessions_reduce_successive_allreduces_of_any_size_exactly() {
+    use reducelab_switch::session::FixedPoint;
+    use reducelab_switch::Session;
+    let s = Setup::new("session", 91, scenario(STAR4, "canary", 1024, ""));
+    let _sw = s.switches(&[]);
+    let opts = HostOptions { timeout: Duration::from_secs(20), linger: Duration::ZERO, ..HostOptions::default() };
+    let mut sessions: Vec<Session> = (0..4).map(|r| Session::open(&s.text, (s.ip, 47000), 4, r, opts.clone()).unwrap()).collect();
+    let sizes = [1usize, 100, 3 * 256 + 7, 5000];
+    let ints: Vec<Vec<Vec<i32>>> = sizes.iter().map(|&n| (0..4u64).map(|r| (0..n as u64).map(|e| reducelab_ina::mix(r << 40 | e << 8 | n as u64) as i32).collect()).collect()).collect();
+    // Magnitudes over 12 binades, both signs, zeros and a subnormal.
+    let floats: Vec<Vec<Vec<f32>>> = sizes.iter().map(|&n| (0..4u64).map(|r| (0..n as u64).map(|e| {
+        let m = reducelab_ina::mix(r << 40 | e << 8 | 1);
+        match m % 50 {
+            0 => 0.0,
+            1 => 1e-42,
+            _ => ((m >> 8) % 1_000_000) as f32 / 1e3 * 2f32.powi((m >> 40) as i32 % 12 - 6) * if m & 1 == 0 { 1.0 } else { -1.0 },
+        }
+    }).collect()).collect()).collect();
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = sessions.iter_mut().enumerate().map(|(r, sess)| {
+            let (ints, floats) = (&ints, &floats);
+            sc.spawn(move || {
+                let mut out = Vec::new();
+                for k in 0..sizes.len() {
+                    let i = sess.allreduce_i32(ints[k][r].clone()).unwrap_or_else(|e| panic!("rank {r}, int call {k}: {e}")).1;
+                    let f = sess.allreduce_f32(&floats[k][r]).unwrap_or_else(|e| panic!("rank {r}, f32 call {k}: {e}"));
+                    out.push((i, f));
+                }
+                out
+            })
+        }).collect();
+        for (r, h) in hs.into_iter().enumerate() {
+            for (k, (i, f)) in h.join().unwrap().into_iter().enumerate() {
+                let want: Vec<i32> = (0..sizes[k]).map(|e| ints[k].iter().fold(0i32, |a, v| a.wrapping_add(v[e]))).collect();
+                assert!(i == want, "rank {r}, int call {k}: not the exact sum");
+                let reference = FixedPoint::reference(&floats[k]);
+                assert!(f.iter().zip(&reference).all(|(a, b)| a.to_bits() == b.to_bits()), "rank {r}, f32 call {k}: not bitwise the fixed-point reference");
+                let e = floats[k].iter().filter_map(|v| FixedPoint::max_exponent(v)).max().unwrap();
+                let fx = FixedPoint::new(e, 4);
+                for (j, &y) in f.iter().enumerate() {
+                    let exact: f64 = floats[k].iter().map(|v| v[j] as f64).sum();
+                    assert!((y as f64 - exact).abs() <= fx.tolerance(exact), "rank {r}, f32 call {k}, element {j}: {y} vs exact {exact} (tolerance {})", fx.tolerance(exact));
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn a_session_names_the_missing_switch_and_refuses_bad_arguments() {
+    use reducelab_switch::Session;
+    let s = Setup::new("session-none", 92, scenario(STAR4, "canary", 1024, ""));
+    let e = Session::open(&s.text, (s.ip, 47000), 4, 1, HostOptions::default()).err().unwrap();
+    assert!(e.starts_with("no switch: nothing listens at 127.77.92.5:47001 (port 1 of switch node 4"), "{e}");
+    assert!(Session::open(&s.text, (s.ip, 47000), 5, 0, HostOptions::default()).err().unwrap().starts_with("ranks: 5"));
+    assert!(Session::open(&s.text, (s.ip, 47000), 4, 4, HostOptions::default()).err().unwrap().starts_with("rank: 4"));
+    let e = Session::open(&scenario(STAR4, "static_trees", 1024, ""), (s.ip, 47000), 4, 0, HostOptions::default()).err().unwrap();
+    assert!(e.starts_with("protocol: the scenario runs static_trees"), "{e}");
+    let _sw = s.switches(&[]);
+    let mut one = Session::open(&s.text, (s.ip, 47000), 1, 0, HostOptions::default()).unwrap();
+    let e = one.allreduce_f32(&[1.0, f32::NAN]).err().unwrap();
+    assert!(e.starts_with("data: element 1 is NaN"), "{e}");
+}
