@@ -108,9 +108,10 @@ pub fn allreduce_data(plan: &Plan, host: u32, opts: &HostOptions, tenant: u16, d
 
 /// Runs host `host` of `plan` on the already bound `sock` for `coll` (a collective built for
 /// this call, with the protocol of the scenario's first entry), contributing `data`.
-pub(crate) fn run_own(plan: &Plan, host: u32, opts: &HostOptions, sock: &std::net::UdpSocket, coll: reducelab_ina::host::Collective, data: Vec<i32>, stash: &mut Vec<Vec<u8>>) -> Result<(HostReport, Vec<i32>), String> {
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_own(plan: &Plan, host: u32, opts: &HostOptions, sock: &std::net::UdpSocket, coll: reducelab_ina::host::Collective, data: Vec<i32>, stash: &mut Vec<Vec<u8>>, rxb: &mut udp::RxBatch) -> Result<(HostReport, Vec<i32>), String> {
     let tenant = coll.tenant;
-    run(plan, host, opts, Some((tenant, data)), Some(OwnRun { sock, coll, stash })).map(|(r, v)| (r, v.expect("a result")))
+    run(plan, host, opts, Some((tenant, data)), Some(OwnRun { sock, coll, stash, rxb })).map(|(r, v)| (r, v.expect("a result")))
 }
 
 impl HostReport {
@@ -155,13 +156,19 @@ struct OwnRun<'a> {
     coll: reducelab_ina::host::Collective,
     /// In: frames of this call received during the previous one; out: frames of the next.
     stash: &'a mut Vec<Vec<u8>>,
+    /// The session's receive batch (512 KiB: allocated once, not per call).
+    rxb: &'a mut udp::RxBatch,
 }
 
 fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>, own: Option<OwnRun<'_>>) -> Result<(HostReport, Option<Vec<i32>>), String> {
     let node = *plan.fabric.host_nodes.get(host as usize).ok_or_else(|| format!("host: {host} is not a host of the topology ({} hosts)", plan.fabric.num_hosts()))?;
     let mut agents: Vec<Agent> = Vec::new();
+    let mut own_rxb = None;
     let (mut colls, sock_in, mut stash) = match own {
-        Some(o) => (vec![o.coll], Some(o.sock), Some(o.stash)),
+        Some(o) => {
+            own_rxb = Some(o.rxb);
+            (vec![o.coll], Some(o.sock), Some(o.stash))
+        }
         None => (plan.colls.clone(), None, None),
     };
     // Frames an earlier call kept for this one (its tenant), handled before the socket's.
@@ -222,7 +229,14 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
     let mut timers: BinaryHeap<Reverse<(u64, u64, usize, u64)>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut frame = Vec::with_capacity(2048);
-    let mut rxb = udp::RxBatch::new(8);
+    let mut fresh_rxb;
+    let rxb: &mut udp::RxBatch = match own_rxb {
+        Some(r) => r,
+        None => {
+            fresh_rxb = udp::RxBatch::new(8);
+            &mut fresh_rxb
+        }
+    };
     let mut txq = udp::TxQueue::default();
     // Queued frames leave in one sendmmsg (runs of equal-sized frames as one GSO buffer).
     let flush = |txq: &mut udp::TxQueue, report: &mut HostReport| {

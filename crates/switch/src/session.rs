@@ -28,6 +28,7 @@ pub struct Session {
     calls: u64,
     /// Frames of the next call that arrived during the current one (peers ahead of us).
     stash: Vec<Vec<u8>>,
+    rxb: udp::RxBatch,
     pub opts: HostOptions,
 }
 
@@ -62,7 +63,7 @@ impl Session {
             ));
         }
         let sock = udp::bind(plan.endpoints.of(node, 0)).map_err(|e| format!("{e} (another process already runs host {rank}?)"))?;
-        Ok(Session { plan, ranks, rank, sock, calls: 0, stash: Vec::new(), opts })
+        Ok(Session { plan, ranks, rank, sock, calls: 0, stash: Vec::new(), rxb: udp::RxBatch::new(8), opts })
     }
 
     pub fn elems_per_packet(&self) -> u16 {
@@ -78,7 +79,7 @@ impl Session {
         self.calls += 1;
         let salt = self.plan.colls[0].salt;
         let coll = Collective::new(tenant, (0..self.ranks).collect(), data.len() as u64 * 4, self.elems_per_packet(), salt, false).map_err(|e| format!("count: {e}"))?;
-        run_own(&self.plan, self.rank, &self.opts, &self.sock, coll, data, &mut self.stash)
+        run_own(&self.plan, self.rank, &self.opts, &self.sock, coll, data, &mut self.stash, &mut self.rxb)
     }
 
     /// The sum of every rank's `data` in IEEE single precision, through the switch as 32-bit
