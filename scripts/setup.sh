@@ -4,7 +4,8 @@
 #   python/reducelab/_core*.so  the Rust extension, built in release mode by `maturin develop`,
 #                               which also installs `reducelab` editable (python/ is used in place)
 #                               and the `reducelab` command into .venv/bin.
-#   target/release/reducelab-switch  the software switch binary (`reducelab switch`).
+#   target/release/reducelab-switch  the software switch binary (`reducelab switch`), and
+#   target/release/libreducelab_innet.so  its host side's C ABI (REDUCELAB_ALLREDUCE=canary loads it).
 #   mpi/build/                  the MPI runtime (libreducelab_mpi.so, the LD_PRELOAD library
 #                               libreducelab_pmpi.so, test and benchmark programs), built with
 #                               Open MPI's mpicc; Open MPI is installed with apt-get if missing
@@ -101,8 +102,8 @@ VIRTUAL_ENV="$PWD/$VENV" PATH="$PWD/$VENV/bin:$PATH" \
     "$VENV/bin/maturin" develop --release --quiet
 
 # The software switch (`reducelab switch` runs this binary; docs/switch.md).
-echo "setup: building the software switch (target/release/reducelab-switch)"
-cargo build --release --quiet -p reducelab-switch
+echo "setup: building the software switch (target/release/reducelab-switch) and its C ABI (libreducelab_innet.so)"
+cargo build --release --quiet -p reducelab-switch -p reducelab-innet
 
 if [ "$have_mpi" = 1 ]; then
     echo "setup: building the MPI runtime (mpi/build)"

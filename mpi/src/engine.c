@@ -16,6 +16,7 @@
 #include "rl_internal.h"
 #include "rl_entry.h"
 #include "rl_shm.h"
+#include "rl_innet.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -432,6 +433,11 @@ static int resolve(const char *name, int coll, const uint32_t *dims, size_t ndim
         if (coll != RL_COLL_ALLREDUCE)
             note_once("shm not used", "reduce-scatter and allgather calls run auto's path (the shared-memory "
                                       "path is an allreduce)");
+        name = "auto";
+    }
+    if (strcmp(name, "canary") == 0) { /* through the software switch: blocking allreduces only */
+        note_once("canary not used", "nonblocking, persistent, reduce-scatter and allgather calls run auto's path "
+                                     "(the switch path is blocking allreduce only)");
         name = "auto";
     }
     if (strcmp(name, "mpi") == 0) {
@@ -1627,6 +1633,7 @@ int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype typ
     if (negative_count(comm, count)) return MPI_ERR_COUNT;
     if (count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); /* MPI reports these */
+    if (rl_innet_named(algorithm)) return rl_innet_allreduce(sendbuf, recvbuf, count, type, op, comm);
     if (__builtin_expect(__atomic_load_n(&nrules, __ATOMIC_ACQUIRE) < 0, 0)) load_rules();
     int named = algorithm ? strcmp(algorithm, "shm") == 0 : env_shm;
     int route = named ? RL_ROUTE_SHM : auto_route(algorithm, comm, count, type, 1);

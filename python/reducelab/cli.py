@@ -472,7 +472,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="software switch on loopback: packets/s per switch core, allreduce goodput of 4 and 8 hosts",
         description="Runs `reducelab-switch bench` (docs/switch.md): one switch and N host threads on "
         "loopback, each run verified; prints CSV with the load average.",
-        epilog="examples:\n  reducelab bench switch\n  reducelab bench switch --hosts 4,8 --bytes 4194304 --repeats 5\n",
+        epilog="examples:\n  reducelab bench switch\n  reducelab bench switch --hosts 4,8 --bytes 4194304 --repeats 5\n"
+        "  reducelab bench switch --mpi --hosts 4,8 --bytes 1048576,4194304 --repeats 3\n",
         formatter_class=fmt,
     )
     bsw.add_argument("switch_args", nargs=argparse.REMAINDER, help="arguments of `reducelab-switch bench`")
@@ -897,7 +898,45 @@ def _cmd_bench_switch(args: argparse.Namespace) -> int:
     argv = list(args.switch_args)
     if argv[:1] == ["--"]:
         argv = argv[1:]
+    if "--mpi" in argv:
+        return _bench_switch_mpi([a for a in argv if a != "--mpi"])
     return _switch_exec(["bench", *argv])
+
+
+def _bench_switch_mpi(argv: list[str]) -> int:
+    """`bench switch --mpi [--hosts 4,8] [--bytes 1048576,...] [--repeats 3]`."""
+    from . import switchbench
+
+    def bench_load() -> str:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+    opts = {"--hosts": "4,8", "--bytes": "1048576,4194304", "--repeats": "3"}
+    it = iter(argv)
+    for a in it:
+        if a not in opts:
+            _fail(f"bench switch --mpi: unknown argument {a!r} (--hosts, --bytes, --repeats)")
+        opts[a] = next(it, "")
+    try:
+        hosts = [int(x) for x in opts["--hosts"].split(",")]
+        sizes = [int(x) for x in opts["--bytes"].split(",")]
+        reps = int(opts["--repeats"])
+    except ValueError:
+        _fail("bench switch --mpi: --hosts, --bytes and --repeats take integers (comma-separated lists)")
+    if any(h < 1 or h > 32 for h in hosts) or any(b < 4 or b % 4 for b in sizes) or reps < 1:
+        _fail("bench switch --mpi: --hosts 1..32, --bytes multiples of 4, --repeats >= 1")
+    print(f"# MPI allreduce through one software switch vs host-based, float sums; load average before: "
+          f"{bench_load()}", flush=True)
+    try:
+        rows, reports = switchbench.run(hosts, sizes, reps)
+    except RuntimeError as exc:
+        _fail(str(exc), EXIT_FAILURE)
+    print(switchbench.format_table(rows))
+    for n, r in zip(hosts, reports):
+        d = r.get("data_plane", {})
+        print(f"# switch of {n} hosts: rx {d.get('rx_packets')} packets, cpu {r.get('cpu_s', 0):.3f} s, "
+              f"send errors {d.get('send_errors')}")
+    print(f"# load average after: {bench_load()}")
+    return 0
 
 
 def _cmd_bench_engine(args: argparse.Namespace) -> int:

@@ -123,3 +123,95 @@ def test_innet_allreduce_refuses_bad_input_and_times_out_with_the_reason() -> No
         innet.allreduce(np.zeros(65536, dtype=np.int32), scenario=scenario, host=9, ip_base="127.66.2.1")
     with pytest.raises(RuntimeError, match="timed out after 0.3 s"):
         innet.allreduce(np.zeros(65536, dtype=np.int32), scenario=scenario, host=0, ip_base="127.66.2.1", timeout_s=0.3)
+
+
+def _fixed_point_reference(inputs: list[object]) -> object:
+    """What the switch path returns for float32 inputs (crates/switch session::FixedPoint): one
+    shared exponent e (|x| < 2^e), q = round-half-away(x·2^s) with s = 30 - ceil(log2 n) - e,
+    integer sums, converted back once."""
+    import math
+
+    import numpy as np
+
+    n = len(inputs)
+    m = max(float(np.max(np.abs(x))) for x in inputs)  # type: ignore[arg-type]
+    if m == 0.0:
+        return np.zeros_like(inputs[0])
+    e = math.frexp(m)[1]
+    s = 30 - math.ceil(math.log2(n)) - e
+    q = [np.sign(x) * np.floor(np.abs(np.asarray(x, dtype=np.float64)) * 2.0**s + 0.5) for x in inputs]
+    return (np.sum(q, axis=0) * 2.0**-s).astype(np.float32)
+
+
+def test_innet_sessions_reduce_float32_and_int32_through_the_c_abi(tmp_path: Path) -> None:
+    """`innet.Session` (ctypes over libreducelab_innet.so): 4 rank threads, successive calls of
+    several sizes and dtypes through one switch process; int32 exact (wrapping), float32 bitwise
+    the fixed-point reference and within its stated bound of the exact sum."""
+    import math
+    import threading
+
+    import numpy as np
+
+    from reducelab import innet
+
+    scenario = REPO / "scenarios/switch/star4_canary.toml"
+    ip = "127.66.5.1"
+    sw = _switch_proc(str(scenario), 4, ip)
+    rng = np.random.default_rng(7)
+    sizes = [1, 300, 10_000]
+    floats = [[(rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(np.float32) for _ in range(4)] for n in sizes]
+    ints = [[rng.integers(-(2**31), 2**31, size=n, dtype=np.int64).astype(np.int32) for _ in range(4)] for n in sizes]
+    out: dict[int, object] = {}
+    barrier = threading.Barrier(4)
+
+    def rank(r: int) -> None:
+        try:
+            with innet.Session(scenario, 4, r, ip_base=ip, timeout_s=20) as s:
+                barrier.wait()
+                out[r] = [(s.allreduce(ints[k][r]), s.allreduce(floats[k][r])) for k in range(len(sizes))]
+        except Exception as exc:  # reported below
+            barrier.abort()
+            out[r] = exc
+
+    try:
+        ts = [threading.Thread(target=rank, args=(r,)) for r in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(timeout=60)
+    finally:
+        sw.terminate()
+        sw.wait(timeout=10)
+    for r in range(4):
+        assert isinstance(out[r], list), out[r]
+        for k, (i, f) in enumerate(out[r]):  # type: ignore[union-attr]
+            want = np.sum(np.array(ints[k], dtype=np.int64), axis=0).astype(np.uint32).astype(np.int32)
+            assert np.array_equal(i, want), (r, k)
+            ref = _fixed_point_reference(floats[k])
+            assert np.array_equal(f.view(np.uint32), ref.view(np.uint32)), (r, k)  # type: ignore[union-attr]
+            exact = np.sum(np.array(floats[k], dtype=np.float64), axis=0)
+            e = math.frexp(max(float(np.max(np.abs(x))) for x in floats[k]))[1]
+            tol = 4 * 2.0 ** (e + 2 - 31) + np.abs(exact) * 2.0**-24
+            assert np.all(np.abs(f.astype(np.float64) - exact) <= tol), (r, k)
+
+
+def test_innet_session_names_the_missing_switch_and_bad_dtypes() -> None:
+    import numpy as np
+    import pytest
+
+    from reducelab import innet
+
+    scenario = REPO / "scenarios/switch/star4_canary.toml"
+    with pytest.raises(ValueError, match="no switch: nothing listens at 127.66.6.5:47002"):
+        innet.Session(scenario, 4, 2, ip_base="127.66.6.1")
+    sw = _switch_proc(str(scenario), 4, "127.66.6.1")
+    try:
+        with innet.Session(scenario, 1, 0, ip_base="127.66.6.1") as s:
+            with pytest.raises(ValueError, match="dtype float64"):
+                s.allreduce(np.zeros(3))
+            with pytest.raises(ValueError, match="data: element 0 is inf"):
+                s.allreduce(np.array([np.inf], dtype=np.float32))
+            assert s.allreduce(np.array([1.5, -2.25], dtype=np.float32)).tolist() == [1.5, -2.25]
+    finally:
+        sw.terminate()
+        sw.wait(timeout=10)

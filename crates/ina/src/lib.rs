@@ -407,8 +407,16 @@ impl Values {
         }
         let s = self.stride;
         let (d, sr) = (dst as usize * s, src as usize * s);
-        for i in 0..s {
-            self.data[d + i] = self.data[d + i].wrapping_add(self.data[sr + i]);
+        // Two disjoint slices, so the loop has no bounds checks and vectorises.
+        let (to, from) = if d < sr {
+            let (lo, hi) = self.data.split_at_mut(sr);
+            (&mut lo[d..d + s], &hi[..s])
+        } else {
+            let (lo, hi) = self.data.split_at_mut(d);
+            (&mut hi[..s], &lo[sr..sr + s])
+        };
+        for (x, y) in to.iter_mut().zip(from) {
+            *x = x.wrapping_add(*y);
         }
         self.release(src);
     }

@@ -246,7 +246,13 @@ pub fn emit(h: &Header, values: Option<&[i32]>, out: &mut Vec<u8>) -> Result<(),
     out.extend_from_slice(&head);
     let n = h.elems as usize;
     match values {
-        Some(v) if v.len() >= n => v[..n].iter().for_each(|x| out.extend_from_slice(&x.to_be_bytes())),
+        Some(v) if v.len() >= n => {
+            let start = out.len();
+            out.resize(start + 4 * n, 0);
+            for (c, x) in out[start..].chunks_exact_mut(4).zip(&v[..n]) {
+                c.copy_from_slice(&x.to_be_bytes());
+            }
+        }
         Some(v) => return err("elems", format!("{n} elements but {} values", v.len())),
         None => out.resize(out.len() + 4 * n, 0),
     }
@@ -257,6 +263,16 @@ pub fn emit(h: &Header, values: Option<&[i32]>, out: &mut Vec<u8>) -> Result<(),
 /// Parses a frame made by [`emit`] (untrusted bytes: errors, never panics). The header's `data`
 /// is [`NIL`]; the elements come back beside it.
 pub fn parse(b: &[u8]) -> Result<(Header, Vec<i32>), WireError> {
+    let n = b.len().saturating_sub(HEADER_BYTES as usize + FINGERPRINT_BYTES) / 4;
+    let mut values = vec![0; n.min(u16::MAX as usize)];
+    let h = parse_into(b, &mut values)?;
+    Ok((h, values))
+}
+
+/// [`parse`] with the elements decoded into `values[..h.elems]` (a slot of the caller's, e.g. a
+/// `Values` slab entry): no allocation, one pass over the payload. A frame with more elements
+/// than `values` holds is refused (field `payload`).
+pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<Header, WireError> {
     let w = WireHeader::decode(b)?;
     let rest = &b[HEADER_BYTES as usize..];
     if rest.len() < FINGERPRINT_BYTES || (rest.len() - FINGERPRINT_BYTES) % 4 != 0 {
@@ -266,7 +282,12 @@ pub fn parse(b: &[u8]) -> Result<(Header, Vec<i32>), WireError> {
     if n > u16::MAX as usize {
         return err("payload", format!("{n} elements"));
     }
-    let values: Vec<i32> = rest[..4 * n].chunks_exact(4).map(|c| i32::from_be_bytes([c[0], c[1], c[2], c[3]])).collect();
+    if n > values.len() {
+        return err("payload", format!("{n} elements, more than the {} of a slot", values.len()));
+    }
+    for (v, c) in values[..n].iter_mut().zip(rest[..4 * n].chunks_exact(4)) {
+        *v = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+    }
     let mut fp = [0u8; 8];
     fp.copy_from_slice(&rest[4 * n..]);
     let dst = match w.destination {
@@ -295,7 +316,7 @@ pub fn parse(b: &[u8]) -> Result<(Header, Vec<i32>), WireError> {
     if w.kind == Kind::Restore {
         h.inner = if w.bypass { Kind::Failure } else { Kind::Broadcast };
     }
-    Ok((h, values))
+    Ok(h)
 }
 
 /// `h` carried by one or more frames and parsed back (a restoration's bitmap is split into

@@ -53,11 +53,12 @@ pub fn measure(hosts: u32, bytes: u64, protocol: &str, ip: Ipv4Addr, port_base: 
         // Bound before the hosts start (they would send into a closed port otherwise).
         let (tx, rx) = std::sync::mpsc::channel();
         let (st, p) = (stop.clone(), &plan);
-        let swh = s.spawn(move || {
+        // Named, so a profile can tell the switch's thread from the hosts'.
+        let swh = std::thread::Builder::new().name("rl-switch".into()).spawn_scoped(s, move || {
             let mut sw = Switch::bind(p, node, SwitchOptions::default())?;
             tx.send(()).ok();
             Ok::<_, String>(sw.run(&st))
-        });
+        }).map_err(|e| format!("spawn: {e}"))?;
         if rx.recv().is_err() {
             return Err(swh.join().map_err(|_| "switch panicked".to_string())?.err().unwrap_or_default());
         }

@@ -6,8 +6,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::io::ErrorKind;
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
 use reducelab_ina::host::HostStats;
@@ -90,7 +89,7 @@ struct Agent {
 /// Runs host `host` (a host index) of `plan`: every collective it takes part in, with the
 /// protocol's seeded contributions (checked against their exact sums).
 pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport, String> {
-    run(plan, host, opts, None).map(|(r, _)| r)
+    run(plan, host, opts, None, None).map(|(r, _)| r)
 }
 
 /// Runs host `host` contributing the application vector `data` to allreduce `tenant` (its
@@ -104,7 +103,21 @@ pub fn allreduce_data(plan: &Plan, host: u32, opts: &HostOptions, tenant: u16, d
     if data.len() as u64 != elems {
         return Err(format!("data: {} elements, but allreduce {tenant} of the scenario reduces {elems} (bytes / 4)", data.len()));
     }
-    run(plan, host, opts, Some((tenant, data))).map(|(r, v)| (r, v.expect("a result")))
+    run(plan, host, opts, Some((tenant, data)), None).map(|(r, v)| (r, v.expect("a result")))
+}
+
+/// Runs host `host` of `plan` on the already bound `sock` for `coll` (a collective built for
+/// this call, with the protocol of the scenario's first entry), contributing `data`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn run_own(plan: &Plan, host: u32, opts: &HostOptions, sock: &std::net::UdpSocket, coll: reducelab_ina::host::Collective, data: Vec<i32>, stash: &mut Vec<Vec<u8>>, rxb: &mut udp::RxBatch) -> Result<(HostReport, Vec<i32>), String> {
+    let tenant = coll.tenant;
+    run(plan, host, opts, Some((tenant, data)), Some(OwnRun { sock, coll, stash, rxb })).map(|(r, v)| (r, v.expect("a result")))
+}
+
+impl HostReport {
+    pub(crate) fn empty(host: u32) -> HostReport {
+        HostReport { host, collectives: Vec::new(), tx_packets: 0, rx_packets: 0, malformed: 0, misdelivered: 0, send_errors: 0, elapsed_s: 0.0 }
+    }
 }
 
 /// The full results of one collective as they pass this host's socket: a packet carrying a
@@ -136,14 +149,35 @@ impl Capture {
     }
 }
 
-fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>) -> Result<(HostReport, Option<Vec<i32>>), String> {
+/// A host's own run of one collective: on a socket bound once (`Session`), with the collective
+/// built for this call instead of the scenario's (its protocol is the scenario's first entry's).
+struct OwnRun<'a> {
+    sock: &'a std::net::UdpSocket,
+    coll: reducelab_ina::host::Collective,
+    /// In: frames of this call received during the previous one; out: frames of the next.
+    stash: &'a mut Vec<Vec<u8>>,
+    /// The session's receive batch (512 KiB: allocated once, not per call).
+    rxb: &'a mut udp::RxBatch,
+}
+
+fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>, own: Option<OwnRun<'_>>) -> Result<(HostReport, Option<Vec<i32>>), String> {
     let node = *plan.fabric.host_nodes.get(host as usize).ok_or_else(|| format!("host: {host} is not a host of the topology ({} hosts)", plan.fabric.num_hosts()))?;
     let mut agents: Vec<Agent> = Vec::new();
-    let mut colls = plan.colls.clone();
+    let mut own_rxb = None;
+    let (mut colls, sock_in, mut stash) = match own {
+        Some(o) => {
+            own_rxb = Some(o.rxb);
+            (vec![o.coll], Some(o.sock), Some(o.stash))
+        }
+        None => (plan.colls.clone(), None, None),
+    };
+    // Frames an earlier call kept for this one (its tenant), handled before the socket's.
+    let mut kept: Vec<Vec<u8>> = stash.as_mut().map(|st| std::mem::take(&mut **st)).unwrap_or_default();
+    let spec_of = |ci: usize| if sock_in.is_some() { 0 } else { ci };
     let mut vals = Values::new(plan.max_elems as usize);
     let mut capture = None;
     if let Some((tenant, data)) = app {
-        let c = &mut colls[tenant as usize];
+        let c = colls.iter_mut().find(|c| c.tenant == tenant).ok_or_else(|| format!("tenant: no in-network allreduce {tenant}"))?;
         let Some(rank) = c.ranks.iter().position(|&h| h == host) else {
             return Err(format!("host: {host} is not a rank of allreduce {tenant}"));
         };
@@ -161,18 +195,26 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
     let colls = colls;
     for (ci, c) in colls.iter().enumerate() {
         if let Some(rank) = c.ranks.iter().position(|&h| h == host) {
-            agents.push(Agent { ci, rank: rank as u32, agent: plan.specs[ci].protocol.host_agent(c, rank as u32), pulled: 0 });
+            agents.push(Agent { ci, rank: rank as u32, agent: plan.specs[spec_of(ci)].protocol.host_agent(c, rank as u32), pulled: 0 });
         }
     }
     if agents.is_empty() {
         return Err(format!("host: {host} takes part in no in-network allreduce of the scenario"));
     }
-    let sock = udp::bind(plan.endpoints.of(node, 0));
-    if let Some(b) = &opts.barrier {
-        // Every thread reaches the barrier, bound or not, so one failure cannot block the rest.
-        b.wait();
-    }
-    let socks = [sock?];
+    let bound;
+    let sock = match sock_in {
+        Some(s) => s,
+        None => {
+            let sock = udp::bind(plan.endpoints.of(node, 0));
+            if let Some(b) = &opts.barrier {
+                // Every thread reaches the barrier, bound or not, so one failure cannot block the rest.
+                b.wait();
+            }
+            bound = sock?;
+            &bound
+        }
+    };
+    let socks = [sock];
     if let Some(at) = opts.start_at {
         if let Ok(d) = at.duration_since(std::time::SystemTime::now()) {
             std::thread::sleep(d.min(opts.timeout));
@@ -187,12 +229,28 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
     let mut timers: BinaryHeap<Reverse<(u64, u64, usize, u64)>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut frame = Vec::with_capacity(2048);
-    let mut buf = vec![0u8; 65536];
+    let mut fresh_rxb;
+    let rxb: &mut udp::RxBatch = match own_rxb {
+        Some(r) => r,
+        None => {
+            fresh_rxb = udp::RxBatch::new(8);
+            &mut fresh_rxb
+        }
+    };
+    let mut txq = udp::TxQueue::default();
+    // Queued frames leave in one sendmmsg (runs of equal-sized frames as one GSO buffer).
+    let flush = |txq: &mut udp::TxQueue, report: &mut HostReport| {
+        if !txq.is_empty() {
+            let (sent, _, failed) = txq.flush(&socks[0], first_hop);
+            report.tx_packets += sent;
+            report.send_errors += failed;
+        }
+    };
     let mut ready = Vec::new();
     let mut report = HostReport { host, collectives: Vec::new(), tx_packets: 0, rx_packets: 0, malformed: 0, misdelivered: 0, send_errors: 0, elapsed_s: 0.0 };
 
     // Carries out agent `ai`'s actions.
-    let mut carry_out = |ai: usize, out: &mut Vec<HostAction>, vals: &mut Values, timers: &mut BinaryHeap<Reverse<(u64, u64, usize, u64)>>, report: &mut HostReport, capture: &mut Option<Capture>| {
+    let mut carry_out = |ai: usize, out: &mut Vec<HostAction>, vals: &mut Values, timers: &mut BinaryHeap<Reverse<(u64, u64, usize, u64)>>, capture: &mut Option<Capture>, txq: &mut udp::TxQueue| {
         for a in out.drain(..) {
             match a {
                 HostAction::Send(h) => {
@@ -204,10 +262,7 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
                     let r = wire::emit(&h, values, &mut frame);
                     vals.release(h.data);
                     r.unwrap_or_else(|e| panic!("host {host}: the wire frame cannot carry {h:?}: {e} (a protocol bug)"));
-                    match socks[0].send_to(&frame, first_hop) {
-                        Ok(_) => report.tx_packets += 1,
-                        Err(_) => report.send_errors += 1,
-                    }
+                    txq.push(&frame);
                 }
                 HostAction::Timer { at, token } => {
                     seq += 1;
@@ -220,8 +275,9 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
     for ai in 0..agents.len() {
         let a = &mut agents[ai];
         a.agent.start(&colls[a.ci], now_ps(), &mut vals, &mut out);
-        carry_out(ai, &mut out, &mut vals, &mut timers, &mut report, &mut capture);
+        carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
     }
+    flush(&mut txq, &mut report);
     let mut linger_until: Option<Instant> = None;
     loop {
         let now_i = Instant::now();
@@ -232,7 +288,7 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
             }
         }
         if now_i >= deadline {
-            return Err(stall_message(plan, host, &agents, opts.timeout, &report));
+            return Err(stall_message(plan, &colls, &spec_of, host, &agents, opts.timeout, &report));
         }
         // Timers due.
         while let Some(&Reverse((at, _, ai, token))) = timers.peek() {
@@ -243,8 +299,9 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
             timers.pop();
             let a = &mut agents[ai];
             a.agent.on_timer(&colls[a.ci], now, token, &mut vals, &mut out);
-            carry_out(ai, &mut out, &mut vals, &mut timers, &mut report, &mut capture);
+            carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
         }
+        flush(&mut txq, &mut report);
         // The NIC pulls more blocks while fewer than `max_inflight` are outstanding.
         let mut sent_any = false;
         for ai in 0..agents.len() {
@@ -257,43 +314,67 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
                 let made = out.iter().filter(|x| matches!(x, HostAction::Send(_))).count();
                 a.pulled += made as u64;
                 sent_any |= made > 0;
-                carry_out(ai, &mut out, &mut vals, &mut timers, &mut report, &mut capture);
+                carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
             }
         }
-        // Everything that has arrived.
+        flush(&mut txq, &mut report);
+        // Everything that has arrived (first, once, what an earlier call kept for this one).
         let mut got_any = false;
-        loop {
-            match socks[0].recv_from(&mut buf) {
-                Ok((n, from)) => {
-                    got_any = true;
-                    report.rx_packets += 1;
-                    if from != SocketAddr::V4(first_hop) {
-                        report.misdelivered += 1;
-                        continue;
-                    }
-                    let Ok((mut hdr, values)) = wire::parse(&buf[..n]) else {
+        macro_rules! handle {
+            ($from:expr, $bytes:expr) => {{
+                let bytes: &[u8] = $bytes;
+                report.rx_packets += 1;
+                if $from != first_hop {
+                    report.misdelivered += 1;
+                    continue;
+                }
+                let slot = vals.alloc();
+                let mut hdr = match wire::parse_into(bytes, vals.get_mut(slot)) {
+                    Ok(h) => h,
+                    Err(_) => {
+                        vals.release(slot);
                         report.malformed += 1;
                         continue;
-                    };
-                    let ai = agents.iter().position(|a| a.ci == hdr.tenant as usize);
-                    // As in the simulator, whatever the first hop delivers is the host's (a
-                    // multicast copy keeps the tree's destination, not the host's).
-                    let (Some(ai), true) = (ai, values.len() <= plan.max_elems as usize) else {
-                        report.misdelivered += 1;
-                        continue;
-                    };
-                    hdr.data = vals.alloc();
-                    vals.get_mut(hdr.data)[..values.len()].copy_from_slice(&values);
-                    if let Some(cap) = capture.as_mut() {
-                        cap.offer(&hdr, Some(&values));
                     }
-                    let a = &mut agents[ai];
-                    a.agent.on_packet(&colls[a.ci], now_ps(), hdr, &mut vals, &mut out);
-                    carry_out(ai, &mut out, &mut vals, &mut timers, &mut report, &mut capture);
+                };
+                hdr.data = slot;
+                // As in the simulator, whatever the first hop delivers is the host's (a
+                // multicast copy keeps the tree's destination, not the host's).
+                let Some(ai) = agents.iter().position(|a| colls[a.ci].tenant == hdr.tenant) else {
+                    vals.release(slot);
+                    // A session's next call (peers already in it: their contributions, a
+                    // leader's aggregate) is kept for it; anything else is stale.
+                    match stash.as_mut() {
+                        Some(st) if hdr.tenant == (colls[0].tenant + 1) % 256 => st.push(bytes.to_vec()),
+                        _ => report.misdelivered += 1,
+                    }
+                    continue;
+                };
+                if let Some(cap) = capture.as_mut() {
+                    cap.offer(&hdr, Some(&vals.get(slot)[..hdr.elems as usize]));
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(_) => break,
+                let a = &mut agents[ai];
+                a.agent.on_packet(&colls[a.ci], now_ps(), hdr, &mut vals, &mut out);
+                carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
+            }};
+        }
+        for bytes in kept.drain(..) {
+            got_any = true;
+            handle!(first_hop, &bytes[..]);
+        }
+        loop {
+            let n = rxb.recv(&socks[0]);
+            if n == 0 {
+                break;
             }
+            got_any = true;
+            for i in 0..n {
+                let (from, datagrams) = rxb.get(i);
+                for bytes in datagrams {
+                    handle!(from, bytes);
+                }
+            }
+            flush(&mut txq, &mut report);
         }
         if !got_any && !sent_any {
             let mut wait = Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()));
@@ -340,10 +421,10 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>)
     Ok((report, result))
 }
 
-fn stall_message(plan: &Plan, host: u32, agents: &[Agent], timeout: Duration, r: &HostReport) -> String {
+fn stall_message(plan: &Plan, colls: &[reducelab_ina::host::Collective], spec_of: &dyn Fn(usize) -> usize, host: u32, agents: &[Agent], timeout: Duration, r: &HostReport) -> String {
     let mut parts = Vec::new();
     for a in agents {
-        let c = &plan.colls[a.ci];
+        let c = &colls[a.ci];
         let s = a.agent.stats();
         let missing = a.agent.missing();
         let state = if missing > 0 {
@@ -351,7 +432,7 @@ fn stall_message(plan: &Plan, host: u32, agents: &[Agent], timeout: Duration, r:
         } else {
             "every block received but not released by the coordinator".to_string()
         };
-        let info = plan.specs[a.ci].protocol.info();
+        let info = plan.specs[spec_of(a.ci)].protocol.info();
         let why = if !info.loss_recovery {
             format!("{} has no loss recovery: a lost packet (or a switch restart) stalls it", info.name)
         } else if s.abandoned > 0 {

@@ -5,6 +5,8 @@
 //!   the UDP endpoint of every port, collectives, switch programs).
 //! - [`switch`]: one switch node's event loop running its protocol's `SwitchProgram`.
 //! - [`host`]: one host's agents over a UDP socket, results checked against exact sums.
+//! - [`session`]: a rank that stays (socket bound once, one allreduce per call): the C ABI's
+//!   and the MPI runtime's host side.
 //! - [`faults`]: loss, duplication, delay and reordering on a switch's egress ports.
 //!
 //! The protocol code is `reducelab-ina`'s, unchanged: the switch parses each datagram with
@@ -16,9 +18,11 @@ pub mod bench;
 pub mod faults;
 pub mod host;
 pub mod plan;
+pub mod session;
 pub mod switch;
 pub mod udp;
 
 pub use host::{allreduce_data, run_host, HostOptions, HostReport};
 pub use plan::Plan;
+pub use session::Session;
 pub use switch::{run_switch, Switch, SwitchOptions, SwitchReport};

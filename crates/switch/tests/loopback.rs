@@ -416,3 +416,135 @@ mod fault_model {
         assert!((0..64).any(|i| c.fate() != fates[i]), "another seed, other fates");
     }
 }
+
+/// The batched socket layer (`udp::TxQueue` runs of equal-sized frames as GSO buffers,
+/// `udp::RxBatch` with GRO): frames of mixed sizes arrive as the same datagrams in the same
+/// order, at a receiver that takes GRO buffers and at a plain socket the kernel splits them for;
+/// with GSO on, the GRO receiver gets fewer messages than datagrams (the batching happened).
+#[test]
+fn batched_sends_arrive_as_the_same_datagrams_in_order_with_and_without_gro() {
+    use reducelab_switch::udp;
+    let ip = Ipv4Addr::new(127, 77, 90, 1);
+    let sender = udp::bind(std::net::SocketAddrV4::new(ip, 47000)).unwrap();
+    let gro_rx = udp::bind(std::net::SocketAddrV4::new(ip, 47001)).unwrap();
+    let plain_rx = std::net::UdpSocket::bind(std::net::SocketAddrV4::new(ip, 47002)).unwrap();
+    plain_rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    // Room for the whole burst (the default buffer drops part of it: a datagram split out of
+    // a GSO buffer is charged more than its bytes).
+    let big: libc::c_int = udp::RCVBUF_BYTES;
+    // SAFETY: a valid socket fd and a pointer to a c_int of the size passed.
+    unsafe {
+        use std::os::fd::AsRawFd;
+        libc::setsockopt(plain_rx.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUF, &big as *const libc::c_int as *const libc::c_void, 4);
+    }
+    // Runs of equal lengths, a shorter frame ending a run, a longer one starting the next, runs
+    // longer than a GSO buffer's 64 segments, and single bytes.
+    let lens: Vec<usize> = (0..300).map(|i| match i % 100 {
+        0..=69 => 1040,
+        70 => 300,
+        71..=80 => 1200,
+        81 => 1,
+        _ => 8 + i % 5,
+    }).collect();
+    let frames: Vec<Vec<u8>> = lens.iter().enumerate().map(|(i, &l)| (0..l).map(|k| (i * 7 + k) as u8).collect()).collect();
+    let mut q = udp::TxQueue::default();
+    for to in [47001, 47002] {
+        for f in &frames {
+            q.push(f);
+        }
+        let (sent, bytes, failed) = q.flush(&sender, std::net::SocketAddrV4::new(ip, to));
+        assert_eq!((sent, bytes, failed), (300, lens.iter().sum::<usize>() as u64, 0));
+    }
+    let mut got = Vec::new();
+    let mut messages = 0;
+    let mut rx = udp::RxBatch::new(8);
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while got.len() < frames.len() && std::time::Instant::now() < deadline {
+        let n = rx.recv(&gro_rx);
+        messages += n;
+        for i in 0..n {
+            let (from, datagrams) = rx.get(i);
+            assert_eq!(from, std::net::SocketAddrV4::new(ip, 47000));
+            got.extend(datagrams.map(|d| d.to_vec()));
+        }
+    }
+    assert!(got == frames, "GRO receiver: {} datagrams, first difference at {:?}", got.len(), got.iter().zip(&frames).position(|(a, b)| a != b));
+    if udp::gso_enabled() {
+        assert!(messages < frames.len() / 4, "{messages} messages for {} datagrams: no batching", frames.len());
+    }
+    let mut buf = vec![0u8; 65536];
+    for (i, f) in frames.iter().enumerate() {
+        let n = plain_rx.recv(&mut buf).unwrap_or_else(|e| panic!("plain receiver, datagram {i}: {e}"));
+        assert_eq!(&buf[..n], &f[..], "plain receiver, datagram {i}");
+    }
+}
+
+/// `Session` (the C ABI's and MPI runtime's host side): 4 ranks, each with its socket bound
+/// once, make successive allreduces of different sizes (1 element, a partial block, several
+/// blocks) through one running switch, int32 (exact wrapping sums) and f32 (bitwise the
+/// fixed-point reference, and within its stated tolerance of the exact sum), all under the
+/// tenant rotation that keeps one call's packets out of the next.
+#[test]
+fn sessions_reduce_successive_allreduces_of_any_size_exactly() {
+    use reducelab_switch::session::FixedPoint;
+    use reducelab_switch::Session;
+    let s = Setup::new("session", 91, scenario(STAR4, "canary", 1024, ""));
+    let _sw = s.switches(&[]);
+    let opts = HostOptions { timeout: Duration::from_secs(20), linger: Duration::ZERO, ..HostOptions::default() };
+    let mut sessions: Vec<Session> = (0..4).map(|r| Session::open(&s.text, (s.ip, 47000), 4, r, opts.clone()).unwrap()).collect();
+    let sizes = [1usize, 100, 3 * 256 + 7, 5000];
+    let ints: Vec<Vec<Vec<i32>>> = sizes.iter().map(|&n| (0..4u64).map(|r| (0..n as u64).map(|e| reducelab_ina::mix(r << 40 | e << 8 | n as u64) as i32).collect()).collect()).collect();
+    // Magnitudes over 12 binades, both signs, zeros and a subnormal.
+    let floats: Vec<Vec<Vec<f32>>> = sizes.iter().map(|&n| (0..4u64).map(|r| (0..n as u64).map(|e| {
+        let m = reducelab_ina::mix(r << 40 | e << 8 | 1);
+        match m % 50 {
+            0 => 0.0,
+            1 => 1e-42,
+            _ => ((m >> 8) % 1_000_000) as f32 / 1e3 * 2f32.powi((m >> 40) as i32 % 12 - 6) * if m & 1 == 0 { 1.0 } else { -1.0 },
+        }
+    }).collect()).collect()).collect();
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = sessions.iter_mut().enumerate().map(|(r, sess)| {
+            let (ints, floats) = (&ints, &floats);
+            sc.spawn(move || {
+                let mut out = Vec::new();
+                for k in 0..sizes.len() {
+                    let i = sess.allreduce_i32(ints[k][r].clone()).unwrap_or_else(|e| panic!("rank {r}, int call {k}: {e}")).1;
+                    let f = sess.allreduce_f32(&floats[k][r]).unwrap_or_else(|e| panic!("rank {r}, f32 call {k}: {e}"));
+                    out.push((i, f));
+                }
+                out
+            })
+        }).collect();
+        for (r, h) in hs.into_iter().enumerate() {
+            for (k, (i, f)) in h.join().unwrap().into_iter().enumerate() {
+                let want: Vec<i32> = (0..sizes[k]).map(|e| ints[k].iter().fold(0i32, |a, v| a.wrapping_add(v[e]))).collect();
+                assert!(i == want, "rank {r}, int call {k}: not the exact sum");
+                let reference = FixedPoint::reference(&floats[k]);
+                assert!(f.iter().zip(&reference).all(|(a, b)| a.to_bits() == b.to_bits()), "rank {r}, f32 call {k}: not bitwise the fixed-point reference");
+                let e = floats[k].iter().filter_map(|v| FixedPoint::max_exponent(v)).max().unwrap();
+                let fx = FixedPoint::new(e, 4);
+                for (j, &y) in f.iter().enumerate() {
+                    let exact: f64 = floats[k].iter().map(|v| v[j] as f64).sum();
+                    assert!((y as f64 - exact).abs() <= fx.tolerance(exact), "rank {r}, f32 call {k}, element {j}: {y} vs exact {exact} (tolerance {})", fx.tolerance(exact));
+                }
+            }
+        }
+    });
+}
+
+#[test]
+fn a_session_names_the_missing_switch_and_refuses_bad_arguments() {
+    use reducelab_switch::Session;
+    let s = Setup::new("session-none", 92, scenario(STAR4, "canary", 1024, ""));
+    let e = Session::open(&s.text, (s.ip, 47000), 4, 1, HostOptions::default()).err().unwrap();
+    assert!(e.starts_with("no switch: nothing listens at 127.77.92.5:47001 (port 1 of switch node 4"), "{e}");
+    assert!(Session::open(&s.text, (s.ip, 47000), 5, 0, HostOptions::default()).err().unwrap().starts_with("ranks: 5"));
+    assert!(Session::open(&s.text, (s.ip, 47000), 4, 4, HostOptions::default()).err().unwrap().starts_with("rank: 4"));
+    let e = Session::open(&scenario(STAR4, "static_trees", 1024, ""), (s.ip, 47000), 4, 0, HostOptions::default()).err().unwrap();
+    assert!(e.starts_with("protocol: the scenario runs static_trees"), "{e}");
+    let _sw = s.switches(&[]);
+    let mut one = Session::open(&s.text, (s.ip, 47000), 1, 0, HostOptions::default()).unwrap();
+    let e = one.allreduce_f32(&[1.0, f32::NAN]).err().unwrap();
+    assert!(e.starts_with("data: element 1 is NaN"), "{e}");
+}

@@ -1,0 +1,175 @@
+//! A host that stays: one process's rank of a run whose switches are already running, with its
+//! socket bound once and one in-network allreduce per call on application data. This is what
+//! the C ABI (`crates/innet`, `RL_Innet_allreduce`) and the MPI runtime's `canary` algorithm
+//! call.
+//!
+//! Each call is a fresh collective of the vector's size under the next tenant id (0..=255,
+//! round robin): the switch's Canary program does not depend on the collective (its
+//! descriptors are keyed by packet id), so one running switch serves allreduces of any size
+//! with up to its elements per packet, and a late packet of an earlier call (a retransmission,
+//! a duplicate) carries another tenant and is dropped by the host as misdelivered instead of
+//! being added in. Every rank must make the same sequence of calls (as MPI requires of
+//! collectives).
+
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+
+use reducelab_ina::host::Collective;
+
+use crate::host::{run_own, HostOptions, HostReport};
+use crate::plan::Plan;
+use crate::udp;
+
+/// One rank of a run through running switches.
+pub struct Session {
+    plan: Plan,
+    ranks: u32,
+    rank: u32,
+    sock: UdpSocket,
+    calls: u64,
+    /// Frames of the next call that arrived during the current one (peers ahead of us).
+    stash: Vec<Vec<u8>>,
+    rxb: udp::RxBatch,
+    pub opts: HostOptions,
+}
+
+impl Session {
+    /// Rank `rank` of `ranks` (host `rank` of the scenario's topology) of the switches started
+    /// from `scenario` (its text) at `endpoints` (their `--ip-base`, `--port-base`). Checks
+    /// that a switch listens at this host's first hop; binds this host's socket. The caller
+    /// makes sure every rank has opened before any rank's first allreduce (a barrier), so that
+    /// no packet reaches an unbound socket.
+    pub fn open(scenario: &str, endpoints: (Ipv4Addr, u16), ranks: u32, rank: u32, opts: HostOptions) -> Result<Session, String> {
+        let plan = Plan::from_scenario(scenario, None, endpoints)?;
+        let info = plan.specs[0].protocol.info();
+        if info.name != "canary" {
+            return Err(format!("protocol: the scenario runs {}; an allreduce of any size through a running switch needs canary (its switch program does not depend on the collective)", info.name));
+        }
+        let hosts = plan.fabric.num_hosts() as u32;
+        if ranks == 0 || ranks > hosts {
+            return Err(format!("ranks: {ranks}, but the scenario's topology has {hosts} hosts"));
+        }
+        if rank >= ranks {
+            return Err(format!("rank: {rank} is not below ranks ({ranks})"));
+        }
+        let node = plan.fabric.host_nodes[rank as usize];
+        let (sw, sw_port) = plan.fabric.nodes[node as usize].ports[0];
+        let first_hop: SocketAddrV4 = plan.endpoints.of(sw, sw_port);
+        // Everything is on this machine's loopback: if this host can bind its switch port's
+        // address, no switch holds it.
+        if UdpSocket::bind(first_hop).is_ok() {
+            return Err(format!(
+                "no switch: nothing listens at {first_hop} (port {sw_port} of switch node {sw}, host {rank}'s first hop); start the switch first: reducelab switch switch --scenario FILE --node {sw} --ip-base {} --port-base {}",
+                endpoints.0, endpoints.1
+            ));
+        }
+        let sock = udp::bind(plan.endpoints.of(node, 0)).map_err(|e| format!("{e} (another process already runs host {rank}?)"))?;
+        Ok(Session { plan, ranks, rank, sock, calls: 0, stash: Vec::new(), rxb: udp::RxBatch::new(8), opts })
+    }
+
+    pub fn elems_per_packet(&self) -> u16 {
+        self.plan.specs[0].elems_per_packet
+    }
+
+    /// The element-wise wrapping sum of every rank's `data` (the same length on every rank).
+    pub fn allreduce_i32(&mut self, data: Vec<i32>) -> Result<(HostReport, Vec<i32>), String> {
+        if data.is_empty() {
+            return Ok((HostReport::empty(self.rank), data));
+        }
+        let tenant = (self.calls % 256) as u16;
+        self.calls += 1;
+        let salt = self.plan.colls[0].salt;
+        let coll = Collective::new(tenant, (0..self.ranks).collect(), data.len() as u64 * 4, self.elems_per_packet(), salt, false).map_err(|e| format!("count: {e}"))?;
+        run_own(&self.plan, self.rank, &self.opts, &self.sock, coll, data, &mut self.stash, &mut self.rxb)
+    }
+
+    /// The sum of every rank's `data` in IEEE single precision, through the switch as 32-bit
+    /// fixed point (switch ALUs add integers; SwitchML does the same): see [`FixedPoint`].
+    /// A first in-network allreduce of [`EXPONENT_SLOTS`] elements finds the largest binary
+    /// exponent over all ranks (each rank sets a 1 at its own); then every rank quantises with
+    /// the same scale and the switch adds exactly, so the result does not depend on the order
+    /// in which contributions meet: it is bitwise [`FixedPoint::reference`] of the inputs.
+    pub fn allreduce_f32(&mut self, data: &[f32]) -> Result<Vec<f32>, String> {
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        if let Some(i) = data.iter().position(|x| !x.is_finite()) {
+            return Err(format!("data: element {i} is {}; the switch adds fixed-point numbers, which have no NaN or infinity", data[i]));
+        }
+        let mut onehot = vec![0i32; EXPONENT_SLOTS];
+        if let Some(e) = FixedPoint::max_exponent(data) {
+            onehot[(e - MIN_EXPONENT) as usize] = 1;
+        }
+        let (_, seen) = self.allreduce_i32(onehot)?;
+        let Some(top) = seen.iter().rposition(|&c| c != 0) else {
+            return Ok(vec![0.0; data.len()]);
+        };
+        let fx = FixedPoint::new(top as i32 + MIN_EXPONENT, self.ranks);
+        let (_, sum) = self.allreduce_i32(data.iter().map(|&x| fx.quantise(x)).collect())?;
+        Ok(sum.into_iter().map(|q| fx.value(q)).collect())
+    }
+}
+
+/// Binary exponents of finite f32 values (`|x| < 2^e`, as `frexp`): -148 ..= 128.
+pub const MIN_EXPONENT: i32 = -148;
+pub const EXPONENT_SLOTS: usize = (128 - MIN_EXPONENT + 1) as usize;
+
+/// How floats cross the switch: `q = round(x · 2^s)` as i32 with `s = 30 - ceil(log2 n) - e`,
+/// where `|x| < 2^e` for every input of every rank and `n` is the number of ranks, so each
+/// `|q| <= 2^(30 - ceil(log2 n))` and a sum of `n` of them stays below 2^30 (no wrap). The
+/// result `Σq · 2^-s`, rounded once to f32, is within
+/// `n · 2^(e + ceil(log2 n) - 31) + |exact| · 2^-24` of the exact sum (each quantisation is off
+/// by at most half a step, `2^-s / 2`; the last term is the final rounding to f32).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FixedPoint {
+    /// The largest exponent `e`.
+    pub exponent: i32,
+    pub ranks: u32,
+    /// `s`.
+    pub shift: i32,
+}
+
+impl FixedPoint {
+    pub fn new(exponent: i32, ranks: u32) -> FixedPoint {
+        let k = 32 - (ranks.max(1) - 1).leading_zeros() as i32; // ceil(log2 n)
+        FixedPoint { exponent, ranks, shift: 30 - k - exponent }
+    }
+    /// `e` with `|x| < 2^e` for every nonzero `x` (None: all zero).
+    pub fn max_exponent(xs: &[f32]) -> Option<i32> {
+        let m = xs.iter().fold(0f32, |m, x| m.max(x.abs()));
+        if m == 0.0 {
+            return None;
+        }
+        // frexp: m = f · 2^e with 0.5 <= f < 1.
+        let mut e = (m as f64).log2().floor() as i32 + 1;
+        while (m as f64) >= pow2(e) {
+            e += 1;
+        }
+        while e > MIN_EXPONENT && (m as f64) < pow2(e - 1) {
+            e -= 1;
+        }
+        Some(e)
+    }
+    pub fn quantise(&self, x: f32) -> i32 {
+        (x as f64 * pow2(self.shift)).round() as i32
+    }
+    pub fn value(&self, q: i32) -> f32 {
+        (q as f64 * pow2(-self.shift)) as f32
+    }
+    /// The bound on `|result - exact sum|` for an exact sum of magnitude `exact`.
+    pub fn tolerance(&self, exact: f64) -> f64 {
+        self.ranks as f64 * 0.5 * pow2(-self.shift) + exact.abs() * pow2(-24)
+    }
+    /// What the switch path returns for these inputs (one vector per rank): the quantised
+    /// values summed as integers and converted back.
+    pub fn reference(inputs: &[Vec<f32>]) -> Vec<f32> {
+        let e = inputs.iter().filter_map(|v| FixedPoint::max_exponent(v)).max();
+        let n = inputs[0].len();
+        let Some(e) = e else { return vec![0.0; n] };
+        let fx = FixedPoint::new(e, inputs.len() as u32);
+        (0..n).map(|i| fx.value(inputs.iter().fold(0i32, |a, v| a.wrapping_add(fx.quantise(v[i]))))).collect()
+    }
+}
+
+fn pow2(e: i32) -> f64 {
+    2f64.powi(e)
+}

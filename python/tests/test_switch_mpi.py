@@ -1,0 +1,85 @@
+"""The MPI runtime's `canary` algorithm (REDUCELAB_ALLREDUCE=canary, mpi/src/innet.c over the C
+ABI of crates/innet): MPI_Allreduce of 4 ranks through a software switch process on loopback
+(docs/switch.md). Needs mpirun and mpi/build (skipped without them unless
+REDUCELAB_REQUIRE_MPI=1, as test_mpi_runtime.py), the switch binary and libreducelab_innet.so
+(built by scripts/setup.sh)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+
+BUILD = REPO / "mpi" / "build"
+PRELOAD = BUILD / "libreducelab_pmpi.so"
+MPIRUN = shutil.which("mpirun")
+SCENARIO = REPO / "scenarios/switch/star4_canary.toml"
+
+_missing = None
+if MPIRUN is None:
+    _missing = "mpirun not found (scripts/setup.sh installs Open MPI)"
+elif not (BUILD / "test_innet").exists() or not PRELOAD.exists():
+    _missing = f"{BUILD}/test_innet not built (run scripts/setup.sh)"
+if _missing and os.environ.get("REDUCELAB_REQUIRE_MPI") == "1":
+    raise RuntimeError(f"REDUCELAB_REQUIRE_MPI=1 but {_missing}")
+pytestmark = pytest.mark.skipif(_missing is not None, reason=_missing or "")
+
+
+def _binary() -> Path:
+    from reducelab import swswitch
+
+    return swswitch.find_binary()
+
+
+def _mpirun(np_: int, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    lib = _binary().parent / "libreducelab_innet.so"
+    assert lib.exists(), f"{lib}: build it with `cargo build --release -p reducelab-innet`"
+    env = {"LD_PRELOAD": str(PRELOAD), "REDUCELAB_ALLREDUCE": "canary", "REDUCELAB_INNET_LIB": str(lib), **env}
+    cmd = [MPIRUN or "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np_)]
+    for k, v in env.items():
+        cmd += ["-x", f"{k}={v}"]
+    base = {k: v for k, v in os.environ.items() if not k.startswith("REDUCELAB_")}
+    return subprocess.run(cmd + [str(BUILD / "test_innet")], capture_output=True, text=True, timeout=timeout, env=base)
+
+
+def test_mpi_allreduce_of_4_ranks_through_a_switch_is_exact() -> None:
+    """int32 and unsigned bitwise, float within the fixed-point bound, in place and not, counts
+    1..65536 (mpi/tests/test_innet.c); the switch's counters show the traffic went through it:
+    at least 4 packets per block (3 contributions and the leader's broadcast) of the 1,124 blocks
+    the program's 42 switch allreduces have."""
+    ip = "127.66.3.1"
+    sw = subprocess.Popen(
+        [str(_binary()), "switch", "--scenario", str(SCENARIO), "--node", "4", "--ip-base", ip],
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert sw.stdout is not None and sw.stdout.readline().strip() == "ready 4"
+        proc = _mpirun(4, {"REDUCELAB_INNET_SCENARIO": str(SCENARIO), "REDUCELAB_INNET_ADDR": f"{ip}:47000"})
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        assert re.search(r"test_innet p=4: 346560 checks, 0 failures", proc.stdout), proc.stdout
+    finally:
+        sw.terminate()
+        report, _ = sw.communicate(timeout=10)
+    d = json.loads(report)["data_plane"]
+    assert d["rx_packets"] >= 4 * 1124 and d["malformed"] == 0 and d["foreign"] == 0, d
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"REDUCELAB_INNET_SCENARIO": str(SCENARIO), "REDUCELAB_INNET_ADDR": "127.66.4.1:47000"},
+         "no switch: nothing listens at 127.66.4.5:4700"),
+        ({}, "REDUCELAB_INNET_SCENARIO is not set"),
+    ],
+)
+def test_canary_without_a_switch_fails_with_the_reason(env: dict[str, str], message: str) -> None:
+    proc = _mpirun(2, env, timeout=60)
+    assert proc.returncode != 0
+    assert "REDUCELAB_ALLREDUCE=canary (rank " in proc.stderr and message in proc.stderr, proc.stderr[-3000:]
