@@ -13,8 +13,11 @@
 //!   - [`WindowControl::Aimd`] (ATP, Lao et al. NSDI'21, and DSA §III-D, "DSA applies
 //!     on-switch ECN as the congestion signal, and Additive-Increase-Multiplicative-Decrease
 //!     (AIMD) as the congestion control algorithm"): PSN `p` may go while
-//!     `p < base + ⌊cwnd / packet_bytes⌋`, where `base` is the lowest unacknowledged PSN (ATP's
-//!     `next_seq_num <= last_ACK + window`). `cwnd` starts at `initial_bytes` (DSA: "60 KB as
+//!     `p − acked < ⌊cwnd / packet_bytes⌋`, i.e. the packets in flight fit the window: every
+//!     ACK frees a place whatever its PSN, so one PSN waiting for DSA's reminder does not stop
+//!     the stream (DSA §III-D: ACKs "may arrive at the worker out of order"); counted against the
+//!     lowest unacknowledged PSN instead, a split DSA task (waiting ≥ 1 ms for the PS's
+//!     reminder) stalled every worker of its job. `cwnd` starts at `initial_bytes` (DSA: "60 KB as
 //!     the initial window size"), grows by one packet per window of ACKs without an ECN echo,
 //!     and halves on an ECN-echo ACK (at most once per window of data) and on each timeout
 //!     round; it stays within `[packet_bytes, max_bytes]`.
@@ -251,6 +254,10 @@ impl WorkerWindow {
     pub fn cwnd_bytes(&self) -> u64 {
         self.cwnd
     }
+    /// PSNs acknowledged.
+    pub fn acked(&self) -> u32 {
+        self.acked
+    }
     /// Lowest unacknowledged PSN.
     pub fn base(&self) -> u32 {
         self.base
@@ -274,7 +281,9 @@ impl WorkerWindow {
         }
         match self.params.control {
             WindowControl::Slots { slots } => p < slots || self.sent_ps[(p - slots) as usize] == ACKED,
-            WindowControl::Aimd { .. } => (p as u64) < self.base as u64 + self.window_packets(),
+            // Packets in flight (sent, not acknowledged) below the window: an ACK frees a
+            // place whatever its PSN, so a PSN waiting for a reminder does not hold the stream.
+            WindowControl::Aimd { .. } => (p.saturating_sub(self.acked) as u64) < self.window_packets(),
         }
     }
 
@@ -473,20 +482,22 @@ mod tests {
     }
 
     #[test]
-    fn aimd_sends_the_initial_window_then_slides_on_the_base() {
+    fn aimd_sends_the_initial_window_and_each_ack_frees_a_place_whatever_its_psn() {
         let mut w = WorkerWindow::new(20, aimd(4));
         assert_eq!(drain(&mut w, 0), vec![0, 1, 2, 3]);
-        // An ACK above the base does not slide the window.
+        // An ACK above the base frees a place: a PSN stuck below does not hold the stream.
         assert!(w.on_ack(2, false, 10 * US));
-        assert_eq!(drain(&mut w, 10 * US), Vec::<u32>::new());
-        assert_eq!(w.stats().out_of_order_acks, 1);
-        // The base's ACK slides it to 1 (2 is acked, 1 is not).
+        assert_eq!(drain(&mut w, 10 * US), vec![4]);
+        assert_eq!((w.stats().out_of_order_acks, w.base()), (1, 0));
         assert!(w.on_ack(0, false, 10 * US));
         assert_eq!(w.base(), 1);
-        assert_eq!(drain(&mut w, 10 * US), vec![4]);
+        assert_eq!(drain(&mut w, 10 * US), vec![5]);
         assert!(w.on_ack(1, false, 11 * US));
         assert_eq!(w.base(), 3);
-        assert_eq!(drain(&mut w, 11 * US), vec![5, 6]);
+        assert_eq!(drain(&mut w, 11 * US), vec![6]);
+        // A duplicate ACK frees nothing.
+        assert!(!w.on_ack(1, false, 12 * US));
+        assert_eq!(drain(&mut w, 12 * US), Vec::<u32>::new());
     }
 
     #[test]
