@@ -684,6 +684,7 @@ pub struct TrafficSpec {
     pub window_bytes: Option<u64>,
     pub min_rto_us: Option<f64>,
     pub ps_restart_us: Option<f64>,
+    pub model_scale: Option<f64>,
 }
 
 /// `"all"` or an explicit list of host indices.
@@ -1910,6 +1911,7 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         ("window_bytes", t.window_bytes.is_some()),
         ("min_rto_us", t.min_rto_us.is_some()),
         ("ps_restart_us", t.ps_restart_us.is_some()),
+        ("model_scale", t.model_scale.is_some()),
     ] {
         if is && !used.contains(&name) {
             return e(format!("{f}.{name}"), format!("is not a parameter of kind = \"{kname}\""));

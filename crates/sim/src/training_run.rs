@@ -1010,7 +1010,7 @@ fn add_ps_stats(a: &mut PsStats, b: &PsStats) {
 /// Keys of a `training` traffic entry (docs/scenario-format.md).
 pub const KEYS: &[&str] = &[
     "protocol", "preemption", "jobs", "workers", "models", "switch_memory_bytes", "start_max_us", "jitter_max_us", "window_bytes", "min_rto_us",
-    "ps_restart_us", "values",
+    "ps_restart_us", "values", "model_scale",
 ];
 
 /// Validates a `training` traffic entry at `f` (`traffic[i]`). Placement (§VII-B: "no
@@ -1050,6 +1050,17 @@ pub fn resolve(f: &str, t: &crate::scenario::TrafficSpec, topo: &Topology) -> Re
     let mut models = Vec::new();
     for (k, m) in names.iter().enumerate() {
         models.push(training::dnn_model(m).ok_or_else(|| err(&format!("models[{k}]"), format!("must be \"A\" or \"B\" (seed 001 §VII-B), got \"{m}\"")))?);
+    }
+    if let Some(x) = t.model_scale {
+        if !(x.is_finite() && x > 0.0 && x <= 1.0) {
+            return Err(err("model_scale", format!("must be within (0, 1], got {x}")));
+        }
+        // Smaller runs of the same shape: partition size and computation time shrink together,
+        // so the models keep their communication-to-computation ratios.
+        for m in &mut models {
+            m.partition_bytes = ((m.partition_bytes as f64 * x).round() as u64).max(ELEMS_PER_PACKET as u64 * 4);
+            m.compute_ps_per_layer = (m.compute_ps_per_layer as f64 * x).round() as u64;
+        }
     }
     let n = topo.num_hosts() as u64;
     let need = jobs as u64 * workers as u64 + if protocol.uses_ps() { jobs as u64 } else { 0 };
