@@ -21,6 +21,8 @@ const BENCHES: &[(&str, &str)] = &[
     ("canary-uniform", include_str!("../../../scenarios/bench/canary_uniform.toml")),
     ("torus-permutation", include_str!("../../../scenarios/bench/torus_permutation.toml")),
     ("canary-fig8-point", include_str!("../../../scenarios/bench/canary_fig8_point.toml")),
+    // The largest point of DSA's Fig. 8: 8 jobs x 8 workers training DNN A on DSA.
+    ("dsa-fig8-point", include_str!("../../../scenarios/bench/dsa_fig8_point.toml")),
     // Issue 14's NDP permutation at three sizes, the same work as htsim's `-strat perm`
     // (docs/engine.md, "Performance"); the two large ones take minutes and are left out of
     // `reducelab bench engine` without `--name`.
