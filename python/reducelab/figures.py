@@ -57,8 +57,9 @@ def scenarios_dir() -> Path:
 
 def _kinds() -> dict[str, Any]:
     from .canary import CanaryKind
+    from .dsa import DsaKind
 
-    return {"canary": CanaryKind()}
+    return {"canary": CanaryKind(), "dsa": DsaKind()}
 
 
 @dataclass(frozen=True)
@@ -531,8 +532,9 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str) -> list[Verdi
         with ResultStore(path) as db:
             rows = [kind.row(p, db.get(s.key()), False) for p, s in points(fig, sc)]
     elif (out / f"{fig.stem}.csv").is_file():
-        from .canary import rows_from_csv
+        import importlib
 
+        rows_from_csv = importlib.import_module(f"reducelab.{fig.kind}").rows_from_csv
         rows = rows_from_csv((out / f"{fig.stem}.csv").read_text(encoding="utf-8"))
     else:
         raise StoreError(f"{out}: neither {STORE_FILE} nor {fig.stem}.csv: nothing to judge")

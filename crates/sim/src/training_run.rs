@@ -746,6 +746,7 @@ impl TrainingWorld {
             initial_rto_ps: self.spec.min_rto_ps,
             min_rto_ps: self.spec.min_rto_ps,
             reminder_after: matches!(self.spec.protocol, PoolProtocol::Dsa(_)).then_some(REMINDER_AFTER_RETRANSMISSIONS),
+            halve_on_timeout: !matches!(self.spec.protocol, PoolProtocol::Dsa(_)),
         }
     }
 

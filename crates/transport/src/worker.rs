@@ -19,7 +19,8 @@
 //!     lowest unacknowledged PSN instead, a split DSA task (waiting ≥ 1 ms for the PS's
 //!     reminder) stalled every worker of its job. `cwnd` starts at `initial_bytes` (DSA: "60 KB as
 //!     the initial window size"), grows by one packet per window of ACKs without an ECN echo,
-//!     and halves on an ECN-echo ACK (at most once per window of data) and on each timeout
+//!     and halves on an ECN-echo ACK (at most once per window of data) and, with
+//!     `halve_on_timeout` (ATP; not DSA, whose congestion signal is ECN), on each timeout
 //!     round; it stays within `[packet_bytes, max_bytes]`.
 //! - **Out-of-order and duplicate ACKs change nothing** (DSA §III-D: "DSA chooses to take no
 //!   actions to change the sliding window size when observing out-of-order or duplicate
@@ -77,6 +78,10 @@ pub struct WorkerParams {
     /// Retransmissions of a PSN after which each further timeout also sends a reminder to the
     /// PS (DSA: `Some(3)`; baselines: `None`).
     pub reminder_after: Option<u32>,
+    /// AIMD: halve the window on a timeout round (ATP, which reads a timeout as loss). DSA
+    /// names ECN as its congestion signal (§III-D) and handles timeouts as failures
+    /// (retransmission, reminders), so its window does not shrink on them.
+    pub halve_on_timeout: bool,
 }
 
 impl WorkerParams {
@@ -448,7 +453,7 @@ impl WorkerWindow {
         }
         if fired {
             self.stats.timeouts += 1;
-            if matches!(self.params.control, WindowControl::Aimd { .. }) {
+            if matches!(self.params.control, WindowControl::Aimd { .. }) && self.params.halve_on_timeout {
                 self.halve();
             }
         }
@@ -474,6 +479,7 @@ mod tests {
             initial_rto_ps: 1000 * US,
             min_rto_ps: 1000 * US,
             reminder_after: Some(3),
+            halve_on_timeout: true,
         }
     }
 
@@ -498,6 +504,17 @@ mod tests {
         // A duplicate ACK frees nothing.
         assert!(!w.on_ack(1, false, 12 * US));
         assert_eq!(drain(&mut w, 12 * US), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn a_timeout_halves_the_window_only_when_asked() {
+        for (halve, after) in [(true, 2), (false, 4)] {
+            let mut w = WorkerWindow::new(20, WorkerParams { halve_on_timeout: halve, ..aimd(4) });
+            drain(&mut w, 0);
+            let t = w.timer_ps().unwrap();
+            w.on_timer(t);
+            assert_eq!((w.cwnd_bytes() / PKT as u64, w.stats().timeouts), (after, 1), "halve_on_timeout = {halve}");
+        }
     }
 
     #[test]
