@@ -38,8 +38,10 @@
 //!   later expiry, so a lost reminder is made good.
 //! - **Fetches**: the PS's reminder mechanism asks workers for their original gradient packet
 //!   ([`WorkerWindow::on_fetch`]); the worker sends a copy to the PS, before new packets.
-//! - **Giving up**: a PSN retransmitted [`MAX_RETRANSMISSIONS`] times is abandoned and the
-//!   window stops ([`WorkerWindow::gave_up`]), so a run across a broken network ends and says
+//! - **Giving up**: a PSN retransmitted [`MAX_RETRANSMISSIONS`] times with no new ACK of any
+//!   PSN in between is abandoned and the window stops (a worker waiting for a slow peer of its
+//!   job still hears ACKs as the peer's PSNs complete, so only a job that makes no progress at
+//!   all gives up) ([`WorkerWindow::gave_up`]), so a run across a broken network ends and says
 //!   why.
 //!
 //! [`WorkerWindow::next_tensor`] starts the next tensor with the same window and RTT
@@ -175,6 +177,11 @@ pub struct WorkerWindow {
     recover: u32,
     rto: EwmaTimeout,
     gave_up: bool,
+    /// Retransmissions of each PSN since the last new ACK of any PSN (the give-up count).
+    rtx_since_progress: Vec<u32>,
+    /// New ACKs so far; `rtx_since_progress` is stale when it was filled before the last one.
+    progress: u64,
+    rtx_progress: Vec<u64>,
     stats: WorkerStats,
 }
 
@@ -207,6 +214,9 @@ impl WorkerWindow {
             recover: 0,
             rto: EwmaTimeout::with_initial(params.initial_rto_ps, params.min_rto_ps),
             gave_up: false,
+            rtx_since_progress: Vec::new(),
+            progress: 0,
+            rtx_progress: Vec::new(),
             stats: WorkerStats::default(),
         };
         w.next_tensor(packets);
@@ -222,6 +232,10 @@ impl WorkerWindow {
         self.sent_ps.resize(packets as usize, UNSENT);
         self.rtx.clear();
         self.rtx.resize(packets as usize, 0);
+        self.rtx_since_progress.clear();
+        self.rtx_since_progress.resize(packets as usize, 0);
+        self.rtx_progress.clear();
+        self.rtx_progress.resize(packets as usize, 0);
         self.rtx_queue.clear();
         self.queued = Bitset::new(packets);
         self.fetch_queue.clear();
@@ -248,7 +262,8 @@ impl WorkerWindow {
     pub fn is_done(&self) -> bool {
         self.acked == self.packets
     }
-    /// A PSN was retransmitted [`MAX_RETRANSMISSIONS`] times: the worker stopped.
+    /// A PSN was retransmitted [`MAX_RETRANSMISSIONS`] times without any new ACK in between:
+    /// the worker stopped.
     pub fn gave_up(&self) -> bool {
         self.gave_up
     }
@@ -351,6 +366,7 @@ impl WorkerWindow {
             self.rto.sample(now_ps - sent);
         }
         self.sent_ps[psn as usize] = ACKED;
+        self.progress += 1;
         if self.queued.remove(psn) {
             self.rtx_queue.retain(|&q| q != psn);
         }
@@ -436,7 +452,11 @@ impl WorkerWindow {
             self.flight.pop_front();
             fired = true;
             let i = psn as usize;
-            if self.rtx[i] >= MAX_RETRANSMISSIONS {
+            if self.rtx_progress[i] != self.progress {
+                self.rtx_progress[i] = self.progress;
+                self.rtx_since_progress[i] = 0;
+            }
+            if self.rtx_since_progress[i] >= MAX_RETRANSMISSIONS {
                 self.gave_up = true;
                 self.flight.clear();
                 return;
@@ -446,6 +466,7 @@ impl WorkerWindow {
                 self.stats.reminders += 1;
             }
             self.rtx[i] += 1;
+            self.rtx_since_progress[i] += 1;
             // Not in flight any more: a late ACK still counts, and its sample is skipped (Karn).
             self.sent_ps[i] = QUEUED;
             self.queued.insert(psn);
@@ -691,6 +712,31 @@ mod tests {
         assert!(w.gave_up());
         assert_eq!(w.stats().retransmissions, MAX_RETRANSMISSIONS as u64);
         assert!(!w.has_packet());
+    }
+
+    #[test]
+    fn acks_of_other_psns_keep_a_slow_psn_alive() {
+        let mut w = WorkerWindow::new(200, aimd(2));
+        let mut now = 0;
+        drain(&mut w, now);
+        // PSN 0 never completes (a slow peer), but the rest of the stream does: no give-up.
+        let mut next = 1;
+        for _ in 0..3 * MAX_RETRANSMISSIONS {
+            now = w.timer_ps().unwrap();
+            w.on_timer(now);
+            for psn in drain(&mut w, now) {
+                if psn != 0 {
+                    next = next.max(psn);
+                }
+            }
+            if w.is_acked(next) || next == 0 {
+                continue;
+            }
+            w.on_ack(next, false, now + 1);
+            drain(&mut w, now + 1);
+        }
+        assert!(!w.gave_up());
+        assert!(w.stats().retransmissions > MAX_RETRANSMISSIONS as u64);
     }
 
     #[test]
