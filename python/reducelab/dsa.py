@@ -73,7 +73,7 @@ class DsaKind:
                     t[k] = scale.params[k]
             d = {k: v for k, v in doc.items() if k != "traffic"}
             d["topology"] = {**d["topology"], "hosts": jobs * (workers + 1)}
-            d["name"] = f"{fig.stem}-{series}-{models}-{jobs}x{workers}"
+            d["name"] = f"dsa-{series}-{models}-{jobs}x{workers}"  # no figure name: figures share points
             d["seed"] = seed
             d["traffic"] = [t]
             params = {"series": series, "jobs": jobs, "workers": workers, "models": models, "seed": seed}
