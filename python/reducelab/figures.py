@@ -57,9 +57,10 @@ def scenarios_dir() -> Path:
 
 def _kinds() -> dict[str, Any]:
     from .canary import CanaryKind
+    from .dsa import DsaKind
     from .flare_sparse import FlareSparseKind
 
-    return {"canary": CanaryKind(), "flare_sparse": FlareSparseKind()}
+    return {"canary": CanaryKind(), "dsa": DsaKind(), "flare_sparse": FlareSparseKind()}
 
 
 @dataclass(frozen=True)
@@ -532,9 +533,10 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str) -> list[Verdi
         with ResultStore(path) as db:
             rows = [kind.row(p, db.get(s.key()), False) for p, s in points(fig, sc)]
     elif (out / f"{fig.stem}.csv").is_file():
-        from .canary import rows_from_csv
+        import importlib
 
-        read = getattr(kind, "rows_from_csv", rows_from_csv)  # a kind with its own table (flare_sparse)
+        # The kind's own reader (a method, as flare_sparse's), else its module's (canary, dsa).
+        read = getattr(kind, "rows_from_csv", None) or importlib.import_module(f"reducelab.{fig.kind}").rows_from_csv
         rows = read((out / f"{fig.stem}.csv").read_text(encoding="utf-8"))
     else:
         raise StoreError(f"{out}: neither {STORE_FILE} nor {fig.stem}.csv: nothing to judge")

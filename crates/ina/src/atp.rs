@@ -106,6 +106,9 @@ impl PoolProgram for AtpSwitch {
     fn pool(&self) -> &AggregatorPool {
         &self.pool
     }
+    fn pool_mut(&mut self) -> &mut AggregatorPool {
+        &mut self.pool
+    }
     fn stats(&self) -> &PoolStats {
         &self.stats
     }

@@ -200,7 +200,31 @@ pub trait PoolProgram {
     /// `Forward` for it, then any `Emit`s.
     fn on_packet(&mut self, now: u64, in_port: u16, pkt: AggPacket, vals: &mut Values, out: &mut Vec<PoolAction>);
     fn pool(&self) -> &AggregatorPool;
+    /// The pool, for the control plane ([`AggregatorPool::release_job`] at a job's end).
+    fn pool_mut(&mut self) -> &mut AggregatorPool;
     fn stats(&self) -> &PoolStats;
+}
+
+/// A shared-pool protocol as scenario files name it (`[[traffic]] kind = "training"`,
+/// `protocol = NAME`). The engine's driver is `reducelab_sim::training_run`.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolProtocolInfo {
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// Whether each job needs a parameter server host.
+    pub uses_ps: bool,
+}
+
+/// The shared-pool protocols (SwitchML, ATP, DSA), read by the scenario parser.
+pub const POOL_PROTOCOLS: &[PoolProtocolInfo] = &[
+    PoolProtocolInfo { name: "switchml", summary: "SwitchML (NSDI'21): a region per job, two slot sets, no PS", uses_ps: false },
+    PoolProtocolInfo { name: "atp", summary: "ATP (NSDI'21): hashed, first come first served, collisions to the PS", uses_ps: true },
+    PoolProtocolInfo { name: "dsa", summary: "DSA (ICNP'23): hashed, preemption by priority, reminders", uses_ps: true },
+];
+
+/// The registry entry called `name`.
+pub fn pool_protocol(name: &str) -> Option<&'static PoolProtocolInfo> {
+    POOL_PROTOCOLS.iter().find(|p| p.name == name)
 }
 
 /// One aggregator. `task == None`: free.
@@ -290,6 +314,20 @@ impl AggregatorPool {
         a.fp = a.fp.wrapping_add(pkt.fp);
         a.elems = a.elems.max(pkt.elems);
         merge_values(vals, &mut a.data, pkt.data);
+    }
+    /// Frees every aggregator holding a task of `job` (the control plane's teardown when the
+    /// job ends); returns how many it freed.
+    pub fn release_job(&mut self, now: u64, job: u16, vals: &mut Values) -> u32 {
+        let held: Vec<u32> = self.aggs.iter().enumerate().filter(|(_, a)| a.task.is_some_and(|t| t.job == job)).map(|(i, _)| i as u32).collect();
+        for &i in &held {
+            self.free(now, i, vals);
+        }
+        held.len() as u32
+    }
+    /// Time-weighted mean of aggregators in use over `[0, end_ps]`.
+    pub fn mean_in_use(&self, end_ps: u64) -> f64 {
+        let tail = self.in_use as u128 * end_ps.saturating_sub(self.last_change_ps) as u128;
+        (self.aggregator_ps + tail) as f64 / end_ps.max(1) as f64
     }
     /// Frees aggregator `i`, releasing any values it still holds.
     pub(crate) fn free(&mut self, now: u64, i: u32, vals: &mut Values) {

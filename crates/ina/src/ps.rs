@@ -125,6 +125,13 @@ impl PsDictionary {
     pub fn completed(&self, psn: u32) -> Option<&Completed> {
         self.done.get(&psn)
     }
+    /// A restart: the partial aggregates in memory are lost (their values freed); the
+    /// completed results are kept, as a parameter server keeps its parameters.
+    pub fn restart(&mut self, vals: &mut Values) {
+        for e in std::mem::take(&mut self.entries).into_values() {
+            vals.release(e.data);
+        }
+    }
     /// Drops the kept results of PSNs below `psn` (every worker has them), freeing their values.
     pub fn forget_results_below(&mut self, psn: u32, vals: &mut Values) {
         let keep = self.done.split_off(&psn);

@@ -190,6 +190,9 @@ impl PoolProgram for SwitchMlSwitch {
     fn pool(&self) -> &AggregatorPool {
         &self.pool
     }
+    fn pool_mut(&mut self) -> &mut AggregatorPool {
+        &mut self.pool
+    }
     fn stats(&self) -> &PoolStats {
         &self.stats
     }

@@ -82,6 +82,8 @@ pub(crate) struct Protocol {
     latency_ps: u64,
     /// Per node: when its program is free for the next packet.
     free_ps: Vec<u64>,
+    /// The ECN mark of the protocol packet last delivered to a host.
+    delivered_ecn: bool,
 }
 
 impl Protocol {
@@ -93,6 +95,7 @@ impl Protocol {
             ps_per_packet: 0,
             latency_ps: 0,
             free_ps: vec![0; nodes],
+            delivered_ecn: false,
         }
     }
 }
@@ -138,6 +141,17 @@ impl Network {
     pub fn app_packet(&self, pkt: PktId) -> AppPacket {
         let p = self.pool.get(pkt);
         AppPacket { app: p.app().expect("a protocol packet"), wire_bytes: p.wire_bytes, dst: p.dst, intercept: p.intercept }
+    }
+
+    /// Whether `pkt` (in the workload's custody) was ECN-marked on its way.
+    pub fn app_ecn(&self, pkt: PktId) -> bool {
+        self.pool.get(pkt).ecn
+    }
+
+    /// Whether the protocol packet being delivered now
+    /// ([`crate::Workload::on_app_delivered`]) was ECN-marked on its way.
+    pub fn app_delivered_ecn(&self) -> bool {
+        self.protocol.delivered_ecn
     }
 
     /// Ends custody of `pkt`: the program absorbed it; its ingress buffer is free again.
@@ -259,6 +273,7 @@ impl Network {
         // the host does not forward (multicast copies carry no host address).
         if let Some(host) = self.node_host[node.idx()] {
             if p.dst == AppDst::Host(host) || !forwards {
+                self.protocol.delivered_ecn = p.ecn;
                 self.drop_packet(pkt); // consumed by the host: credit goes back at once
                 self.stats.delivered_packets += 1;
                 return Some(Arrival::AppAtHost { host, app });

@@ -12,6 +12,7 @@ pub mod ina_run;
 mod message_lists;
 pub mod report;
 pub mod scenario;
+pub mod training_run;
 pub mod workload;
 
 use reducelab_des::Rng;
@@ -125,6 +126,7 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, Scena
             if let Some(m) = r.ina_switches_csv {
                 f.push(("ina_switches.csv".into(), m));
             }
+            f.extend(r.training_files);
             f
         },
         table: r.table,

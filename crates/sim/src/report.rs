@@ -152,6 +152,8 @@ pub struct Report {
     pub ina_memory_csv: Option<String>,
     /// `ina_switches.csv`: per-switch descriptor peak, mean and protocol counters.
     pub ina_switches_csv: Option<String>,
+    /// `training_jobs.csv` and `training_memory.csv`, when there are training jobs.
+    pub training_files: Vec<(String, String)>,
     pub summary: Value,
     pub messages_csv: String,
     pub links_csv: String,
@@ -182,6 +184,27 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     let mut traffic = Vec::new();
     let mut ina_k = 0;
     for (ti, t) in w.traffic.iter().enumerate() {
+        if let (crate::scenario::Traffic::Training(_), Some(x)) = (t, w.training.as_ref()) {
+            let jobs = x.job_results();
+            let bad: u64 = jobs.iter().map(|r| r.bad_results).sum();
+            if bad > 0 {
+                wrong.push(format!("training traffic[{ti}]: {bad} wrong aggregation results"));
+            }
+            let t = x.totals();
+            traffic.push(json!({
+                "kind": "training",
+                "background": false,
+                "protocol": t.protocol,
+                "jobs": jobs,
+                "messages": 0,
+                "completed": jobs.iter().filter(|r| r.jct_ps.is_some()).count(),
+                "verified": jobs.iter().filter(|r| r.verified).count(),
+                "mean_jct_ps": t.mean_jct_ps,
+                "fct_ps": fct_summary(Vec::new()),
+                "throughput_gbps": 0.0,
+            }));
+            continue;
+        }
         if let crate::scenario::Traffic::Ina(_) = t {
             let r = &ina_results[ina_k];
             ina_k += 1;
@@ -378,6 +401,7 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         },
         "ecn_marks": s.ecn_marks,
         "ina": w.ina.as_ref().map(|x| serde_json::to_value(x.totals()).expect("json")),
+        "training": w.training.as_ref().map(|x| serde_json::to_value(x.totals()).expect("json")),
         "engine": {
             "events": s.events,
             "packets": s.packets_created,
@@ -496,6 +520,33 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             }
         );
     }
+    if let Some(x) = w.training.as_ref() {
+        let t = x.totals();
+        let jobs = x.job_results();
+        let _ = writeln!(
+            table,
+            "training   {} jobs on {}: mean JCT {} us, memory utilisation {}, results {}",
+            t.jobs,
+            t.protocol,
+            t.mean_jct_ps.map_or("-".into(), |v| format!("{:.1}", v * 1e-6)),
+            t.memory_utilization.map_or("-".into(), |u| format!("{:.1}%", 100.0 * u)),
+            if jobs.iter().all(|r| r.verified) { format!("verified on every worker{}", if t.values_checked { " (fingerprints and values)" } else { " (fingerprints)" }) } else { "NOT VERIFIED".into() }
+        );
+        let _ = writeln!(
+            table,
+            "aggregators {} per switch, peak {} in use, mean {:.0}; {} fallbacks, {} preemptions, {} reminder notices, {} PS reminders, {} retransmissions, {} lost packets, {} left",
+            t.aggregators_per_switch,
+            t.peak_aggregators_in_use,
+            t.mean_aggregators_in_use,
+            t.switch.fallbacks,
+            t.switch.preemptions,
+            t.workers.reminder_notices,
+            t.ps.reminders,
+            t.workers.retransmissions,
+            t.lost_packets,
+            t.aggregators_left
+        );
+    }
     if let Some(x) = w.ina.as_ref() {
         let t = x.totals();
         let _ = writeln!(
@@ -551,7 +602,8 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         c
     });
     let ina_switches_csv = w.ina.as_ref().map(|x| x.switches_csv());
-    Report { status, summary, messages_csv, links_csv, table, ina_memory_csv, ina_switches_csv }
+    let training_files = w.training.as_ref().map_or(Vec::new(), |x| vec![("training_jobs.csv".into(), x.jobs_csv()), ("training_memory.csv".into(), x.memory_csv())]);
+    Report { status, summary, messages_csv, links_csv, table, ina_memory_csv, ina_switches_csv, training_files }
 }
 
 /// `summary.json` and the terminal table of a run at flow level (`run.backend` resolved to

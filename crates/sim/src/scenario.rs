@@ -622,6 +622,8 @@ pub enum TrafficKind {
     Collective,
     /// An in-network allreduce (Canary or static trees) run by switch programs.
     InaAllreduce,
+    /// Training jobs on a shared switch memory (SwitchML, ATP, DSA): `crate::training_run`.
+    Training,
 }
 
 /// One traffic generator; which fields apply depends on `kind`.
@@ -675,6 +677,20 @@ pub struct TrafficSpec {
     /// This entry's messages use this transport instead of `[transport].kind` (its
     /// parameters stay in `[transport]`).
     pub transport: Option<TransportKindSpec>,
+    /// For `kind = "training"` (`crate::training_run::resolve`): jobs, workers per job, DNN
+    /// of each job (cycled), DSA's preemption rule, switch memory, start and jitter bounds,
+    /// initial window, timeout floor, a parameter-server restart.
+    pub jobs: Option<u32>,
+    pub workers: Option<u32>,
+    pub models: Option<Vec<String>>,
+    pub preemption: Option<String>,
+    pub switch_memory_bytes: Option<u64>,
+    pub start_max_us: Option<f64>,
+    pub jitter_max_us: Option<f64>,
+    pub window_bytes: Option<u64>,
+    pub min_rto_us: Option<f64>,
+    pub ps_restart_us: Option<f64>,
+    pub model_scale: Option<f64>,
 }
 
 /// `"all"` or an explicit list of host indices.
@@ -848,6 +864,7 @@ pub enum Traffic {
         plan: Option<Arc<reducelab_sched::Plan>>,
     },
     Ina(crate::ina_run::InaSpec),
+    Training(crate::training_run::TrainingSpec),
 }
 
 impl Traffic {
@@ -860,6 +877,7 @@ impl Traffic {
             Traffic::RandomPermutation(_) => "random_permutation",
             Traffic::Collective { .. } => "collective",
             Traffic::Ina(_) => "ina_allreduce",
+            Traffic::Training(_) => "training",
         }
     }
     pub fn is_background(&self) -> bool {
@@ -879,6 +897,7 @@ impl Traffic {
             Traffic::Permutation { hosts, .. } | Traffic::RandomUniform { hosts, .. } | Traffic::Collective { hosts, .. } => hosts.iter().for_each(|&h| f(h)),
             Traffic::RandomPermutation(r) => r.hosts.iter().for_each(|&h| f(h)),
             Traffic::Ina(spec) => spec.hosts.iter().for_each(|&h| f(h)),
+            Traffic::Training(spec) => spec.jobs.iter().for_each(|j| j.workers.iter().chain(&j.ps).for_each(|&h| f(h))),
         }
     }
 }
@@ -945,7 +964,7 @@ fn resolve_ecn_red(nw: &NetworkSpec) -> Result<Option<reducelab_net::EcnRed>, Sc
     Ok(Some(reducelab_net::EcnRed { kmax_bytes, pmax }))
 }
 
-fn pos_f64(field: &str, v: f64) -> Result<f64, ScenarioError> {
+pub(crate) fn pos_f64(field: &str, v: f64) -> Result<f64, ScenarioError> {
     if !v.is_finite() || v <= 0.0 {
         return e(field, format!("must be a positive number, got {v}"));
     }
@@ -962,7 +981,7 @@ fn nonneg_f64(field: &str, v: f64) -> Result<f64, ScenarioError> {
 /// The latest time a scenario may name, in ns (1e18 ps, about 11.6 days of simulated time).
 const MAX_TIME_NS: u64 = 1_000_000_000_000_000;
 
-fn ns_to_ps(field: &str, ns: f64) -> Result<u64, ScenarioError> {
+pub(crate) fn ns_to_ps(field: &str, ns: f64) -> Result<u64, ScenarioError> {
     let ns = nonneg_f64(field, ns)?;
     let ps = (ns * 1000.0).round();
     if ps > MAX_TIME_NS as f64 * 1000.0 {
@@ -1010,7 +1029,12 @@ fn check_finishes_in_time(f: &str, t: &Traffic, topology: &Topology) -> Result<(
         Traffic::RandomUniform { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
         Traffic::RandomPermutation(r) => check(format!("{f}.bytes"), r.bytes, r.start),
         Traffic::Ina(spec) => check(format!("{f}.bytes"), spec.bytes, spec.start),
+        Traffic::Training(_) => Ok(()),
     }
+}
+
+fn ina_specs_empty(traffic: &[Traffic]) -> bool {
+    !traffic.iter().any(|t| matches!(t, Traffic::Ina(_)))
 }
 
 fn req<T: Copy>(field: &str, v: Option<T>, kind: &str) -> Result<T, ScenarioError> {
@@ -1303,7 +1327,7 @@ impl ScenarioFile {
         let mut kinds = Vec::with_capacity(self.traffic.len());
         let mut named: Option<(usize, TransportKindSpec)> = None;
         for (i, t) in self.traffic.iter().enumerate() {
-            if t.kind == Some(TrafficKind::InaAllreduce) {
+            if matches!(t.kind, Some(TrafficKind::InaAllreduce | TrafficKind::Training)) {
                 if t.transport.is_some() {
                     return e(format!("traffic[{i}].transport"), "applies to message traffic (in-network protocol packets keep their own recovery)");
                 }
@@ -1503,6 +1527,21 @@ impl ScenarioFile {
                 };
                 return e(field, reason);
             }
+        }
+        let trainings: Vec<usize> = (0..traffic.len()).filter(|&i| matches!(traffic[i], Traffic::Training(_))).collect();
+        if let Some(&i) = trainings.first() {
+            if let Some(&k) = trainings.get(1) {
+                return e(format!("traffic[{k}].kind"), format!("one \"training\" entry per scenario (traffic[{i}] is one); it holds every job"));
+            }
+            if !ina_specs_empty(&traffic) {
+                return e(format!("traffic[{i}].kind"), "\"training\" and \"ina_allreduce\" traffic do not run in one scenario (the switches run one program)");
+            }
+            let Traffic::Training(spec) = &traffic[i] else { unreachable!() };
+            crate::training_run::TrainingWorld::new(&topology, spec.clone(), seed).map_err(|r| match r.split_once(": ") {
+                Some((fld, why)) if fld == "topology" => ScenarioError { field: fld.into(), reason: why.into() },
+                Some((fld, why)) if !fld.contains(' ') => ScenarioError { field: format!("traffic[{i}].{fld}"), reason: why.into() },
+                _ => ScenarioError { field: format!("traffic[{i}]"), reason: r },
+            })?;
         }
         if traffic.is_empty() {
             return e("traffic", "at least one [[traffic]] entry is needed");
@@ -1821,7 +1860,7 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
     let n = topology.num_hosts() as u32;
     let kind = match t.kind {
         Some(k) => k,
-        None => return e(format!("{f}.kind"), "is required (messages, permutation, incast, random_uniform, random_permutation, collective, ina_allreduce)"),
+        None => return e(format!("{f}.kind"), "is required (messages, permutation, incast, random_uniform, random_permutation, collective, ina_allreduce, training)"),
     };
     let kname = match kind {
         TrafficKind::Messages => "messages",
@@ -1831,6 +1870,7 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         TrafficKind::RandomPermutation => "random_permutation",
         TrafficKind::Collective => "collective",
         TrafficKind::InaAllreduce => "ina_allreduce",
+        TrafficKind::Training => "training",
     };
     let used: &[&str] = match kind {
         TrafficKind::Messages => &["list"],
@@ -1843,6 +1883,7 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
             "hosts", "bytes", "start_ns", "protocol", "trees", "roots", "window", "elements_per_packet",
             "retransmit_timeout_us", "max_failures", "values", "bucket_elements", "index_overlap", "hash_slots",
         ],
+        TrafficKind::Training => crate::training_run::KEYS,
     };
     for (name, is) in [
         ("hosts", t.hosts.is_some()),
@@ -1869,6 +1910,17 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         ("redraw", t.redraw.is_some()),
         ("epoch_ns", t.epoch_ns.is_some()),
         ("rate_gbps", t.rate_gbps.is_some()),
+        ("jobs", t.jobs.is_some()),
+        ("workers", t.workers.is_some()),
+        ("models", t.models.is_some()),
+        ("preemption", t.preemption.is_some()),
+        ("switch_memory_bytes", t.switch_memory_bytes.is_some()),
+        ("start_max_us", t.start_max_us.is_some()),
+        ("jitter_max_us", t.jitter_max_us.is_some()),
+        ("window_bytes", t.window_bytes.is_some()),
+        ("min_rto_us", t.min_rto_us.is_some()),
+        ("ps_restart_us", t.ps_restart_us.is_some()),
+        ("model_scale", t.model_scale.is_some()),
     ] {
         if is && !used.contains(&name) {
             return e(format!("{f}.{name}"), format!("is not a parameter of kind = \"{kname}\""));
@@ -1883,6 +1935,7 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         Ok(b)
     };
     Ok(match kind {
+        TrafficKind::Training => Traffic::Training(crate::training_run::resolve(f, t, topology)?),
         TrafficKind::Messages => {
             let list = match &t.list {
                 Some(l) if !l.is_empty() => l,

@@ -117,6 +117,8 @@ pub struct ScenarioWorkload {
     collectives_left: u32,
     /// In-network allreduces (`ina_allreduce` generators), if any.
     pub ina: Option<InaWorld>,
+    /// Training jobs on a shared switch memory (the `training` generator), if any.
+    pub training: Option<crate::training_run::TrainingWorld>,
     /// The state of each `random_permutation` generator, by traffic index.
     perms: Vec<Option<PermutationState>>,
 }
@@ -127,6 +129,8 @@ impl ScenarioWorkload {
     pub fn new(traffic: Vec<Traffic>, rng: Rng, topo: &Topology, seed: u64, ina: &InaSwitchSpec) -> Self {
         let ina_specs: Vec<_> = traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
         let ina = (!ina_specs.is_empty()).then(|| InaWorld::new(topo, ina_specs, ina.clone(), seed).expect("validated with the scenario"));
+        let training = traffic.iter().find_map(|t| if let Traffic::Training(s) = t { Some(s.clone()) } else { None });
+        let training = training.map(|s| crate::training_run::TrainingWorld::new(topo, s, seed).expect("validated with the scenario"));
         let counters = vec![TrafficCounters::default(); traffic.len()];
         let mut collectives_left = 0;
         let runs = traffic
@@ -149,7 +153,7 @@ impl ScenarioWorkload {
                 _ => None,
             })
             .collect();
-        ScenarioWorkload { traffic, counters, runs, rng, fg_messages: 0, fg_done: 0, fg_bytes: 0, fg_bytes_done: 0, collectives_left, ina, perms }
+        ScenarioWorkload { traffic, counters, runs, rng, fg_messages: 0, fg_done: 0, fg_bytes: 0, fg_bytes_done: 0, collectives_left, ina, training, perms }
     }
 
     /// True when every foreground message has been delivered and every collective is done.
@@ -157,7 +161,8 @@ impl ScenarioWorkload {
         self.fg_done == self.fg_messages
             && self.collectives_left == 0
             && self.ina.as_ref().is_none_or(|w| w.is_done())
-            && (self.fg_messages > 0 || self.runs.iter().any(|r| r.is_some()) || self.ina.is_some())
+            && self.training.as_ref().is_none_or(|w| w.is_done())
+            && (self.fg_messages > 0 || self.runs.iter().any(|r| r.is_some()) || self.ina.is_some() || self.training.is_some())
     }
 
     /// Results of the collective generators, by traffic index.
@@ -261,7 +266,7 @@ impl Workload for ScenarioWorkload {
                         }
                     }
                 }
-                Traffic::Ina(_) => {}
+                Traffic::Ina(_) | Traffic::Training(_) => {}
                 Traffic::Collective { .. } => {
                     let run = self.runs[ti].as_mut().expect("collective run");
                     run.start(net);
@@ -274,19 +279,28 @@ impl Workload for ScenarioWorkload {
         if let Some(w) = self.ina.as_mut() {
             w.start(net);
         }
+        if let Some(w) = self.training.as_mut() {
+            w.start(net);
+        }
         if self.foreground_done() {
             net.stop();
         }
     }
 
     fn on_timer(&mut self, net: &mut Network, token: u64) {
-        if let Some(w) = self.ina.as_mut() {
+        if let Some(w) = self.training.as_mut() {
+            w.on_timer(net, token);
+            self.stop_if_done(net);
+        } else if let Some(w) = self.ina.as_mut() {
             w.on_timer(net, token);
             self.stop_if_done(net);
         }
     }
 
     fn on_app_at_switch(&mut self, net: &mut Network, node: u32, in_port: u16, pkt: PacketId) {
+        if let Some(w) = self.training.as_mut() {
+            return w.on_app_at_switch(net, node, in_port, pkt);
+        }
         match self.ina.as_mut() {
             Some(w) => w.on_app_at_switch(net, node, in_port, pkt),
             None => net.app_consume(pkt),
@@ -294,20 +308,27 @@ impl Workload for ScenarioWorkload {
     }
 
     fn on_app_delivered(&mut self, net: &mut Network, host: u32, app: u32) {
-        if let Some(w) = self.ina.as_mut() {
+        if let Some(w) = self.training.as_mut() {
+            w.on_app_delivered(net, host, app);
+            self.stop_if_done(net);
+        } else if let Some(w) = self.ina.as_mut() {
             w.on_app_delivered(net, host, app);
             self.stop_if_done(net);
         }
     }
 
     fn on_app_lost(&mut self, net: &mut Network, app: u32) {
-        if let Some(w) = self.ina.as_mut() {
+        if let Some(w) = self.training.as_mut() {
+            w.on_app_lost(net, app);
+        } else if let Some(w) = self.ina.as_mut() {
             w.on_app_lost(net, app);
         }
     }
 
     fn on_app_queue_low(&mut self, net: &mut Network, host: u32, _port: u16) {
-        if let Some(w) = self.ina.as_mut() {
+        if let Some(w) = self.training.as_mut() {
+            w.on_queue_low(net, host);
+        } else if let Some(w) = self.ina.as_mut() {
             w.on_queue_low(net, host);
         }
     }
@@ -361,6 +382,9 @@ impl Workload for ScenarioWorkload {
             }
         }
         if let Some(why) = self.ina.as_ref().and_then(|w| w.unfinished()) {
+            parts.push(why);
+        }
+        if let Some(why) = self.training.as_ref().and_then(|w| w.unfinished()) {
             parts.push(why);
         }
         (!parts.is_empty()).then(|| parts.join("; "))
@@ -427,6 +451,13 @@ impl Workload for ScenarioWorkload {
                 fractions += if total == 0 { 1.0 } else { done as f64 / total as f64 };
                 n += 1;
             }
+        }
+        if let Some(w) = self.training.as_ref() {
+            let (done, total, wait) = w.work(now.ps());
+            units += done;
+            waiting |= wait;
+            fractions += if total == 0 { 1.0 } else { done as f64 / total as f64 };
+            n += 1;
         }
         WorkDone { fraction: if n == 0 { 0.0 } else { fractions / n as f64 }, units, waiting }
     }

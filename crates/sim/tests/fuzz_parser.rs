@@ -225,6 +225,32 @@ kind = "incast"
 receiver = 0
 bytes = 30000
 "#,
+    r#"name = "small-training"
+seed = 3
+[topology]
+kind = "star"
+hosts = 6
+bandwidth_gbps = 100
+latency_ns = 2500
+[network]
+mtu_bytes = 306
+buffer_bytes = 1048576
+ecn_threshold_bytes = 65536
+[[traffic]]
+kind = "training"
+protocol = "dsa"
+preemption = "coin"
+jobs = 2
+workers = 2
+models = ["A", "B"]
+switch_memory_bytes = 30600
+start_max_us = 100
+jitter_max_us = 30
+window_bytes = 6120
+min_rto_us = 200
+ps_restart_us = 50
+values = true
+"#,
 ];
 
 /// Inputs that made the parser or a topology builder panic (u32/u64 overflow on absurd
@@ -526,6 +552,7 @@ fn small_enough(sc: &Scenario) -> bool {
             Traffic::RandomUniform { .. } | Traffic::RandomPermutation(_) => 0,
             Traffic::Collective { hosts, bytes, .. } => 2 * hosts.len() as u64 * bytes,
             Traffic::Ina(s) => 2 * s.hosts.len() as u64 * s.bytes,
+            Traffic::Training(s) => s.jobs.iter().map(|j| 2 * j.workers.len() as u64 * j.model.epoch_bytes()).sum(),
         };
         fg_bytes = fg_bytes.saturating_add(add);
     }

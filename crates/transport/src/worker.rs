@@ -13,10 +13,14 @@
 //!   - [`WindowControl::Aimd`] (ATP, Lao et al. NSDI'21, and DSA §III-D, "DSA applies
 //!     on-switch ECN as the congestion signal, and Additive-Increase-Multiplicative-Decrease
 //!     (AIMD) as the congestion control algorithm"): PSN `p` may go while
-//!     `p < base + ⌊cwnd / packet_bytes⌋`, where `base` is the lowest unacknowledged PSN (ATP's
-//!     `next_seq_num <= last_ACK + window`). `cwnd` starts at `initial_bytes` (DSA: "60 KB as
+//!     `p − acked < ⌊cwnd / packet_bytes⌋`, i.e. the packets in flight fit the window: every
+//!     ACK frees a place whatever its PSN, so one PSN waiting for DSA's reminder does not stop
+//!     the stream (DSA §III-D: ACKs "may arrive at the worker out of order"); counted against the
+//!     lowest unacknowledged PSN instead, a split DSA task (waiting ≥ 1 ms for the PS's
+//!     reminder) stalled every worker of its job. `cwnd` starts at `initial_bytes` (DSA: "60 KB as
 //!     the initial window size"), grows by one packet per window of ACKs without an ECN echo,
-//!     and halves on an ECN-echo ACK (at most once per window of data) and on each timeout
+//!     and halves on an ECN-echo ACK (at most once per window of data) and, with
+//!     `halve_on_timeout` (ATP; not DSA, whose congestion signal is ECN), on each timeout
 //!     round; it stays within `[packet_bytes, max_bytes]`.
 //! - **Out-of-order and duplicate ACKs change nothing** (DSA §III-D: "DSA chooses to take no
 //!   actions to change the sliding window size when observing out-of-order or duplicate
@@ -34,8 +38,10 @@
 //!   later expiry, so a lost reminder is made good.
 //! - **Fetches**: the PS's reminder mechanism asks workers for their original gradient packet
 //!   ([`WorkerWindow::on_fetch`]); the worker sends a copy to the PS, before new packets.
-//! - **Giving up**: a PSN retransmitted [`MAX_RETRANSMISSIONS`] times is abandoned and the
-//!   window stops ([`WorkerWindow::gave_up`]), so a run across a broken network ends and says
+//! - **Giving up**: a PSN retransmitted [`MAX_RETRANSMISSIONS`] times with no new ACK of any
+//!   PSN in between is abandoned and the window stops (a worker waiting for a slow peer of its
+//!   job still hears ACKs as the peer's PSNs complete, so only a job that makes no progress at
+//!   all gives up) ([`WorkerWindow::gave_up`]), so a run across a broken network ends and says
 //!   why.
 //!
 //! [`WorkerWindow::next_tensor`] starts the next tensor with the same window and RTT
@@ -74,6 +80,10 @@ pub struct WorkerParams {
     /// Retransmissions of a PSN after which each further timeout also sends a reminder to the
     /// PS (DSA: `Some(3)`; baselines: `None`).
     pub reminder_after: Option<u32>,
+    /// AIMD: halve the window on a timeout round (ATP, which reads a timeout as loss). DSA
+    /// names ECN as its congestion signal (§III-D) and handles timeouts as failures
+    /// (retransmission, reminders), so its window does not shrink on them.
+    pub halve_on_timeout: bool,
 }
 
 impl WorkerParams {
@@ -167,6 +177,11 @@ pub struct WorkerWindow {
     recover: u32,
     rto: EwmaTimeout,
     gave_up: bool,
+    /// Retransmissions of each PSN since the last new ACK of any PSN (the give-up count).
+    rtx_since_progress: Vec<u32>,
+    /// New ACKs so far; `rtx_since_progress` is stale when it was filled before the last one.
+    progress: u64,
+    rtx_progress: Vec<u64>,
     stats: WorkerStats,
 }
 
@@ -199,6 +214,9 @@ impl WorkerWindow {
             recover: 0,
             rto: EwmaTimeout::with_initial(params.initial_rto_ps, params.min_rto_ps),
             gave_up: false,
+            rtx_since_progress: Vec::new(),
+            progress: 0,
+            rtx_progress: Vec::new(),
             stats: WorkerStats::default(),
         };
         w.next_tensor(packets);
@@ -214,6 +232,10 @@ impl WorkerWindow {
         self.sent_ps.resize(packets as usize, UNSENT);
         self.rtx.clear();
         self.rtx.resize(packets as usize, 0);
+        self.rtx_since_progress.clear();
+        self.rtx_since_progress.resize(packets as usize, 0);
+        self.rtx_progress.clear();
+        self.rtx_progress.resize(packets as usize, 0);
         self.rtx_queue.clear();
         self.queued = Bitset::new(packets);
         self.fetch_queue.clear();
@@ -240,7 +262,8 @@ impl WorkerWindow {
     pub fn is_done(&self) -> bool {
         self.acked == self.packets
     }
-    /// A PSN was retransmitted [`MAX_RETRANSMISSIONS`] times: the worker stopped.
+    /// A PSN was retransmitted [`MAX_RETRANSMISSIONS`] times without any new ACK in between:
+    /// the worker stopped.
     pub fn gave_up(&self) -> bool {
         self.gave_up
     }
@@ -250,6 +273,10 @@ impl WorkerWindow {
     /// The congestion window in bytes (for `Slots`, the pool's bytes).
     pub fn cwnd_bytes(&self) -> u64 {
         self.cwnd
+    }
+    /// PSNs acknowledged.
+    pub fn acked(&self) -> u32 {
+        self.acked
     }
     /// Lowest unacknowledged PSN.
     pub fn base(&self) -> u32 {
@@ -274,7 +301,9 @@ impl WorkerWindow {
         }
         match self.params.control {
             WindowControl::Slots { slots } => p < slots || self.sent_ps[(p - slots) as usize] == ACKED,
-            WindowControl::Aimd { .. } => (p as u64) < self.base as u64 + self.window_packets(),
+            // Packets in flight (sent, not acknowledged) below the window: an ACK frees a
+            // place whatever its PSN, so a PSN waiting for a reminder does not hold the stream.
+            WindowControl::Aimd { .. } => (p.saturating_sub(self.acked) as u64) < self.window_packets(),
         }
     }
 
@@ -337,6 +366,7 @@ impl WorkerWindow {
             self.rto.sample(now_ps - sent);
         }
         self.sent_ps[psn as usize] = ACKED;
+        self.progress += 1;
         if self.queued.remove(psn) {
             self.rtx_queue.retain(|&q| q != psn);
         }
@@ -422,7 +452,11 @@ impl WorkerWindow {
             self.flight.pop_front();
             fired = true;
             let i = psn as usize;
-            if self.rtx[i] >= MAX_RETRANSMISSIONS {
+            if self.rtx_progress[i] != self.progress {
+                self.rtx_progress[i] = self.progress;
+                self.rtx_since_progress[i] = 0;
+            }
+            if self.rtx_since_progress[i] >= MAX_RETRANSMISSIONS {
                 self.gave_up = true;
                 self.flight.clear();
                 return;
@@ -432,6 +466,7 @@ impl WorkerWindow {
                 self.stats.reminders += 1;
             }
             self.rtx[i] += 1;
+            self.rtx_since_progress[i] += 1;
             // Not in flight any more: a late ACK still counts, and its sample is skipped (Karn).
             self.sent_ps[i] = QUEUED;
             self.queued.insert(psn);
@@ -439,7 +474,7 @@ impl WorkerWindow {
         }
         if fired {
             self.stats.timeouts += 1;
-            if matches!(self.params.control, WindowControl::Aimd { .. }) {
+            if matches!(self.params.control, WindowControl::Aimd { .. }) && self.params.halve_on_timeout {
                 self.halve();
             }
         }
@@ -465,6 +500,7 @@ mod tests {
             initial_rto_ps: 1000 * US,
             min_rto_ps: 1000 * US,
             reminder_after: Some(3),
+            halve_on_timeout: true,
         }
     }
 
@@ -473,20 +509,33 @@ mod tests {
     }
 
     #[test]
-    fn aimd_sends_the_initial_window_then_slides_on_the_base() {
+    fn aimd_sends_the_initial_window_and_each_ack_frees_a_place_whatever_its_psn() {
         let mut w = WorkerWindow::new(20, aimd(4));
         assert_eq!(drain(&mut w, 0), vec![0, 1, 2, 3]);
-        // An ACK above the base does not slide the window.
+        // An ACK above the base frees a place: a PSN stuck below does not hold the stream.
         assert!(w.on_ack(2, false, 10 * US));
-        assert_eq!(drain(&mut w, 10 * US), Vec::<u32>::new());
-        assert_eq!(w.stats().out_of_order_acks, 1);
-        // The base's ACK slides it to 1 (2 is acked, 1 is not).
+        assert_eq!(drain(&mut w, 10 * US), vec![4]);
+        assert_eq!((w.stats().out_of_order_acks, w.base()), (1, 0));
         assert!(w.on_ack(0, false, 10 * US));
         assert_eq!(w.base(), 1);
-        assert_eq!(drain(&mut w, 10 * US), vec![4]);
+        assert_eq!(drain(&mut w, 10 * US), vec![5]);
         assert!(w.on_ack(1, false, 11 * US));
         assert_eq!(w.base(), 3);
-        assert_eq!(drain(&mut w, 11 * US), vec![5, 6]);
+        assert_eq!(drain(&mut w, 11 * US), vec![6]);
+        // A duplicate ACK frees nothing.
+        assert!(!w.on_ack(1, false, 12 * US));
+        assert_eq!(drain(&mut w, 12 * US), Vec::<u32>::new());
+    }
+
+    #[test]
+    fn a_timeout_halves_the_window_only_when_asked() {
+        for (halve, after) in [(true, 2), (false, 4)] {
+            let mut w = WorkerWindow::new(20, WorkerParams { halve_on_timeout: halve, ..aimd(4) });
+            drain(&mut w, 0);
+            let t = w.timer_ps().unwrap();
+            w.on_timer(t);
+            assert_eq!((w.cwnd_bytes() / PKT as u64, w.stats().timeouts), (after, 1), "halve_on_timeout = {halve}");
+        }
     }
 
     #[test]
@@ -663,6 +712,31 @@ mod tests {
         assert!(w.gave_up());
         assert_eq!(w.stats().retransmissions, MAX_RETRANSMISSIONS as u64);
         assert!(!w.has_packet());
+    }
+
+    #[test]
+    fn acks_of_other_psns_keep_a_slow_psn_alive() {
+        let mut w = WorkerWindow::new(200, aimd(2));
+        let mut now = 0;
+        drain(&mut w, now);
+        // PSN 0 never completes (a slow peer), but the rest of the stream does: no give-up.
+        let mut next = 1;
+        for _ in 0..3 * MAX_RETRANSMISSIONS {
+            now = w.timer_ps().unwrap();
+            w.on_timer(now);
+            for psn in drain(&mut w, now) {
+                if psn != 0 {
+                    next = next.max(psn);
+                }
+            }
+            if w.is_acked(next) || next == 0 {
+                continue;
+            }
+            w.on_ack(next, false, now + 1);
+            drain(&mut w, now + 1);
+        }
+        assert!(!w.gave_up());
+        assert!(w.stats().retransmissions > MAX_RETRANSMISSIONS as u64);
     }
 
     #[test]
