@@ -53,7 +53,6 @@ struct Cursor {
 /// One rank of a SparCML sparse allreduce (recursive doubling or split allgather).
 pub struct SparcmlRank {
     rank: u32,
-    elements: u64,
     ppp: u32,
     steps: Vec<Option<Step>>,
     step: usize,
@@ -95,7 +94,7 @@ impl SparcmlRank {
                 steps[k + 1] = Some(Step { send_to: Some(peer), send_range: all, recv_from: Some(peer), replace: None });
             }
         }
-        Self::with_steps(rank, pairs, elements, pairs_per_packet, steps)
+        Self::with_steps(rank, pairs, pairs_per_packet, steps)
     }
 
     /// Rank `rank` of `n` under SparCML's **split allgather** (SSAR_Split_allgather): the
@@ -120,11 +119,11 @@ impl SparcmlRank {
             let get = (rank + 2 * n - s - 1) % n;
             steps.push(Some(Step { send_to: Some((rank + 1) % n), send_range: part(have), recv_from: Some((rank + n - 1) % n), replace: Some(part(get)) }));
         }
-        Self::with_steps(rank, pairs, elements, pairs_per_packet, steps)
+        Self::with_steps(rank, pairs, pairs_per_packet, steps)
     }
 
-    fn with_steps(rank: u32, pairs: Vec<Pair>, elements: u64, pairs_per_packet: u32, steps: Vec<Option<Step>>) -> Result<SparcmlRank, String> {
-        let mut r = SparcmlRank { rank, elements, ppp: pairs_per_packet, steps, step: 0, current: pairs, send: None, incoming: BTreeMap::new(), bytes_sent: 0, packets_sent: 0 };
+    fn with_steps(rank: u32, pairs: Vec<Pair>, pairs_per_packet: u32, steps: Vec<Option<Step>>) -> Result<SparcmlRank, String> {
+        let mut r = SparcmlRank { rank, ppp: pairs_per_packet, steps, step: 0, current: pairs, send: None, incoming: BTreeMap::new(), bytes_sent: 0, packets_sent: 0 };
         r.advance()?;
         Ok(r)
     }
