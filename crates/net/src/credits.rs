@@ -104,6 +104,13 @@ impl Credits {
 }
 
 impl Network {
+    /// Whether the bytes a node's ingress holds are accounted (credits or PFC): only then does
+    /// a packet leaving a node give anything back upstream ([`Network::return_credit`]).
+    #[inline]
+    pub(crate) fn ingress_accounted(&self) -> bool {
+        self.credits.lossless || self.pfc.on
+    }
+
     /// Credits for `bytes` of the ingress buffer behind output `port` arrive there at `at`; a
     /// port that was waiting for credits with no return in flight is woken then. (With PFC the
     /// bytes leave that ingress's accounting now.)

@@ -496,7 +496,7 @@ impl Network {
                     if let Some(t) = next {
                         self.queue.push(SimTime(t), Event::Arrive { port });
                     }
-                    let a = self.arrive(self.pt.peer(port), pkt);
+                    let a = self.arrive(port, pkt);
                     self.report_arrival(w, a);
                 }
                 Event::NoiseRelease { port } => self.kick(port),
@@ -742,7 +742,7 @@ impl Network {
     /// Drops a packet held by a live node, giving its ingress buffer back to the upstream.
     pub(crate) fn drop_packet(&mut self, pkt: PktId) {
         let p = *self.pool.get(pkt);
-        if let Some(ip) = p.in_port {
+        if let (Some(ip), true) = (p.in_port, self.ingress_accounted()) {
             let up = self.pt.peer(ip);
             let lat = self.pt.latency_ps(ip);
             let now = self.queue.now().0;
@@ -753,12 +753,13 @@ impl Network {
 
     // ----- Arrival, routing, delivery ------------------------------------------------------
 
-    /// `pkt` has arrived at the node of ingress port `in_port`: lost with a failure or to link
-    /// loss, delivered, handed to the protocol, or routed on.
-    fn arrive(&mut self, in_port: PortId, pkt: PktId) -> Arrival {
-        let node = self.pt.node(in_port);
-        let link = self.pt.link(in_port);
-        if !self.faults.is_link_up(link) || !self.faults.is_node_up(node) {
+    /// `pkt`, sent by output `out`, has arrived at the other end of its link (ingress port
+    /// `in_port`): lost with a failure or to link loss, delivered, handed to the protocol, or
+    /// routed on.
+    fn arrive(&mut self, out: PortId, pkt: PktId) -> Arrival {
+        // One wiring record (the sender's) names the ingress port, its node and the link.
+        let (in_port, node, link) = (self.pt.peer(out), self.pt.peer_node(out), self.pt.link(out));
+        if !self.faults.all_up() && (!self.faults.is_link_up(link) || !self.faults.is_node_up(node)) {
             // Lost with the failed link or node; nobody is left to return its credit.
             self.stats.drops_failure += 1;
             let app = self.pool.get(pkt).app();

@@ -31,6 +31,8 @@ pub(crate) struct PortTable {
     wiring: Vec<PortWiring>,
 }
 
+/// What a hop reads of a port: the link and both of its ends (an arrival takes its ingress
+/// port, node and link from the record of the port that sent the packet).
 #[derive(Clone, Copy)]
 #[repr(C, align(32))]
 struct PortWiring {
@@ -39,7 +41,7 @@ struct PortWiring {
     node: NodeId,
     peer: PortId,
     link: LinkId,
-    local: u16,
+    peer_node: NodeId,
 }
 
 impl PortTable {
@@ -53,7 +55,7 @@ impl PortTable {
         first.push(total);
         let mut wiring = Vec::with_capacity(total as usize);
         for (ni, n) in topo.nodes.iter().enumerate() {
-            for (pi, p) in n.ports.iter().enumerate() {
+            for p in &n.ports {
                 let l = &topo.links[p.link.idx()];
                 wiring.push(PortWiring {
                     bps: l.bandwidth_bps,
@@ -61,7 +63,7 @@ impl PortTable {
                     node: NodeId(ni as u32),
                     peer: PortId::new(first[p.peer.idx()] + p.peer_port as u32),
                     link: p.link,
-                    local: pi as u16,
+                    peer_node: p.peer,
                 });
             }
         }
@@ -103,7 +105,12 @@ impl PortTable {
     /// Local port number of `p` at its node.
     #[inline]
     pub fn local(&self, p: PortId) -> u16 {
-        self.wiring[p.idx()].local
+        (p.idx() as u32 - self.first[self.node(p).idx()]) as u16
+    }
+    /// The node at the far end of `p`'s link.
+    #[inline]
+    pub fn peer_node(&self, p: PortId) -> NodeId {
+        self.wiring[p.idx()].peer_node
     }
     /// The far end of `p`'s link (the port of the reverse direction).
     #[inline]
@@ -252,7 +259,7 @@ impl Network {
     fn try_start_once(&mut self, port: PortId) -> bool {
         let g = port.idx();
         let now = self.queue.now().0;
-        if now < self.ports[g].busy_until || !self.faults.is_link_up(self.pt.link(port)) {
+        if now < self.ports[g].busy_until || !(self.faults.all_up() || self.faults.is_link_up(self.pt.link(port))) {
             // With PFC a control frame may hold the link past the data frame whose end woke
             // the port: wait for it.
             let ps = &mut self.ports[g];
@@ -495,14 +502,14 @@ impl Network {
         self.credits.consume(port, p.vc as usize, size);
         self.stats.packet_hops += 1;
         // The packet leaves this node: give the ingress buffer back to the upstream sender.
-        if let Some(ip) = p.in_port {
+        if let (Some(ip), true) = (p.in_port, self.ingress_accounted()) {
             let up = self.pt.peer(ip);
             let lat = self.pt.latency_ps(ip);
             self.return_credit(up, p.in_vc, size, now + lat);
         }
         // Every packet a forwarding node receives pays its pipeline latency (also those it
         // delivers to its own host), so arrival times on a wire are in FIFO order.
-        let peer_node = self.pt.node(self.pt.peer(port));
+        let peer_node = self.pt.peer_node(port);
         let mut arrive = end + self.pt.latency_ps(port);
         if self.node_forwards[peer_node.idx()] {
             arrive += self.cfg.switch_latency_ps;
