@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 14's benchmark: ReduceLab's `ndp-permutation-SIZE` engine benchmark and csg-htsim's
 # htsim_ndp (-strat perm, the same path choice) on the same pairs, interleaved, with wall time,
-# peak RSS and the load average (docs/engine.md, "Performance"). Fetches and builds nothing:
+# user CPU time (what counts on a loaded machine), peak RSS and the load average
+# (docs/engine.md, "Performance"). Fetches and builds nothing:
 # build htsim's sim/ (see docs/engine.md) and
 #   cargo build --release -p reducelab-sim --example bench_engine --example run_scenario
 # Usage: scripts/htsim-bench.sh HTSIM_SIM_DIR WORK_DIR SIZE RUNS [HTSIM_RUNS]
@@ -27,12 +28,13 @@ sed -i 's/size 4000$/size 2000000/' perm.cm
 n=$(sed -n 's/^Nodes //p' perm.cm)
 echo "load before: $(uptime)"
 for i in $(seq 1 "$runs"); do
-    echo "reducelab $i: $(nice -n 10 "$bin/bench_engine" "ndp-permutation-$size")"
+    ours=$(nice -n 10 /usr/bin/time -f "%U" -o ours_time.txt "$bin/bench_engine" "ndp-permutation-$size")
+    echo "reducelab $i: $ours  user $(tail -1 ours_time.txt) s"
     if [ "$i" -le "$hruns" ]; then
-        nice -n 10 /usr/bin/time -f "%e s %M KB" -o htsim_time.txt "$sim/datacenter/htsim_ndp" -tm perm.cm \
+        nice -n 10 /usr/bin/time -f "%e s %M KB %U" -o htsim_time.txt "$sim/datacenter/htsim_ndp" -tm perm.cm \
             -strat perm -paths 256 -nodes "$n" -conns "$n" -linkspeed 100000 -q 9 -cwnd 50 -mtu 4000 \
             -end 1500 -logtime 1 -o htsim.log > htsim.out 2>&1
-        echo "htsim $i: wall $(cut -d' ' -f1-2 htsim_time.txt)  peak RSS $(( $(cut -d' ' -f3 htsim_time.txt) / 1024 )) MiB  flows finished $(grep -c '^Flow ndp_' htsim.out)/$n"
+        echo "htsim $i: wall $(cut -d' ' -f1-2 htsim_time.txt)  user $(cut -d' ' -f5 htsim_time.txt) s  peak RSS $(( $(cut -d' ' -f3 htsim_time.txt) / 1024 )) MiB  flows finished $(grep -c '^Flow ndp_' htsim.out)/$n"
     fi
     echo "load: $(uptime)"
 done

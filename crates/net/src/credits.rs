@@ -27,6 +27,9 @@ use std::collections::VecDeque;
 pub(crate) struct Credits {
     nvc: usize,
     lossless: bool,
+    /// The counters gate something (credit or PFC); with drop-tail they never run out, and
+    /// the hot path skips them (they would stay far above any packet: `i64::MAX / 4`).
+    counted: bool,
     /// Credits (bytes) per (output port, VC) for the downstream ingress buffer.
     avail: Vec<i64>,
     /// Returns in flight towards each output port: (arrival ps, VC, bytes), in arrival order.
@@ -37,12 +40,16 @@ impl Credits {
     pub fn new(ports: usize, nvc: usize, fc: FlowControl, buffer_bytes: u64) -> Credits {
         let lossless = fc == FlowControl::Credit;
         let credit0 = if lossless { buffer_bytes as i64 } else { i64::MAX / 4 };
-        Credits { nvc, lossless, avail: vec![credit0; ports * nvc], returns: (0..ports).map(|_| VecDeque::new()).collect() }
+        let counted = fc != FlowControl::DropTail;
+        Credits { nvc, lossless, counted, avail: vec![credit0; ports * nvc], returns: (0..ports).map(|_| VecDeque::new()).collect() }
     }
 
     /// Takes in the returns that have arrived at `port` by `now`.
     #[inline]
     pub fn absorb(&mut self, port: PortId, now: u64) {
+        if !self.lossless {
+            return; // returns are recorded in credit mode only
+        }
         let q = &mut self.returns[port.idx()];
         while let Some(&(t, vc, bytes)) = q.front() {
             if t > now {
@@ -62,12 +69,15 @@ impl Credits {
     /// Does `port` hold credits for `bytes` on `vc`?
     #[inline]
     pub fn covers(&self, port: PortId, vc: usize, bytes: u32) -> bool {
-        self.available(port, vc) >= bytes as i64
+        !self.counted || self.available(port, vc) >= bytes as i64
     }
 
     /// `port` sends `bytes` on `vc`.
     #[inline]
     pub fn consume(&mut self, port: PortId, vc: usize, bytes: u32) {
+        if !self.counted {
+            return;
+        }
         self.avail[port.idx() * self.nvc + vc] -= bytes as i64;
     }
 
@@ -86,11 +96,21 @@ impl Credits {
     /// When the next return reaches `port`, if one is in flight.
     #[inline]
     pub fn next_return(&self, port: PortId) -> Option<u64> {
+        if !self.lossless {
+            return None;
+        }
         self.returns[port.idx()].front().map(|&(t, _, _)| t)
     }
 }
 
 impl Network {
+    /// Whether the bytes a node's ingress holds are accounted (credits or PFC): only then does
+    /// a packet leaving a node give anything back upstream ([`Network::return_credit`]).
+    #[inline]
+    pub(crate) fn ingress_accounted(&self) -> bool {
+        self.credits.lossless || self.pfc.on
+    }
+
     /// Credits for `bytes` of the ingress buffer behind output `port` arrive there at `at`; a
     /// port that was waiting for credits with no return in flight is woken then. (With PFC the
     /// bytes leave that ingress's accounting now.)

@@ -23,16 +23,25 @@ use reducelab_des::{SimDuration, SimTime};
 use reducelab_topo::{LinkId, NodeId, Topology};
 use serde::Serialize;
 
-/// Static wiring of the global ports (struct of arrays, indexed by [`PortId::idx`]).
+/// Static wiring of the global ports, indexed by [`PortId::idx`]: one 32-byte record per
+/// port (half a cache line), as a hop reads most of it together.
 pub(crate) struct PortTable {
     /// Node `n`'s ports are `first[n] .. first[n + 1]`.
     first: Vec<u32>,
-    node: Vec<NodeId>,
-    local: Vec<u16>,
-    peer: Vec<PortId>,
-    link: Vec<LinkId>,
-    bps: Vec<u64>,
-    lat: Vec<u64>,
+    wiring: Vec<PortWiring>,
+}
+
+/// What a hop reads of a port: the link and both of its ends (an arrival takes its ingress
+/// port, node and link from the record of the port that sent the packet).
+#[derive(Clone, Copy)]
+#[repr(C, align(32))]
+struct PortWiring {
+    bps: u64,
+    lat: u64,
+    node: NodeId,
+    peer: PortId,
+    link: LinkId,
+    peer_node: NodeId,
 }
 
 impl PortTable {
@@ -44,32 +53,25 @@ impl PortTable {
             total += n.ports.len() as u32;
         }
         first.push(total);
-        let np = total as usize;
-        let mut t = PortTable {
-            node: Vec::with_capacity(np),
-            local: Vec::with_capacity(np),
-            peer: Vec::with_capacity(np),
-            link: Vec::with_capacity(np),
-            bps: Vec::with_capacity(np),
-            lat: Vec::with_capacity(np),
-            first,
-        };
+        let mut wiring = Vec::with_capacity(total as usize);
         for (ni, n) in topo.nodes.iter().enumerate() {
-            for (pi, p) in n.ports.iter().enumerate() {
-                t.node.push(NodeId(ni as u32));
-                t.local.push(pi as u16);
-                t.peer.push(PortId::new(t.first[p.peer.idx()] + p.peer_port as u32));
-                t.link.push(p.link);
+            for p in &n.ports {
                 let l = &topo.links[p.link.idx()];
-                t.bps.push(l.bandwidth_bps);
-                t.lat.push(l.latency_ps);
+                wiring.push(PortWiring {
+                    bps: l.bandwidth_bps,
+                    lat: l.latency_ps,
+                    node: NodeId(ni as u32),
+                    peer: PortId::new(first[p.peer.idx()] + p.peer_port as u32),
+                    link: p.link,
+                    peer_node: p.peer,
+                });
             }
         }
-        t
+        PortTable { first, wiring }
     }
     /// Number of global ports.
     pub fn len(&self) -> usize {
-        self.node.len()
+        self.wiring.len()
     }
     /// Global id of local port `lp` of `node` (unchecked against the node's port count).
     #[inline]
@@ -98,34 +100,39 @@ impl PortTable {
     }
     #[inline]
     pub fn node(&self, p: PortId) -> NodeId {
-        self.node[p.idx()]
+        self.wiring[p.idx()].node
     }
     /// Local port number of `p` at its node.
     #[inline]
     pub fn local(&self, p: PortId) -> u16 {
-        self.local[p.idx()]
+        (p.idx() as u32 - self.first[self.node(p).idx()]) as u16
+    }
+    /// The node at the far end of `p`'s link.
+    #[inline]
+    pub fn peer_node(&self, p: PortId) -> NodeId {
+        self.wiring[p.idx()].peer_node
     }
     /// The far end of `p`'s link (the port of the reverse direction).
     #[inline]
     pub fn peer(&self, p: PortId) -> PortId {
-        self.peer[p.idx()]
+        self.wiring[p.idx()].peer
     }
     #[inline]
     pub fn link(&self, p: PortId) -> LinkId {
-        self.link[p.idx()]
+        self.wiring[p.idx()].link
     }
     /// The link of the port with raw index `i` (`first(node) + local port`), for inner loops.
     #[inline]
     pub fn link_at(&self, i: usize) -> LinkId {
-        self.link[i]
+        self.wiring[i].link
     }
     #[inline]
     pub fn bps(&self, p: PortId) -> u64 {
-        self.bps[p.idx()]
+        self.wiring[p.idx()].bps
     }
     #[inline]
     pub fn latency_ps(&self, p: PortId) -> u64 {
-        self.lat[p.idx()]
+        self.wiring[p.idx()].lat
     }
     /// All global ports in order.
     pub fn all(&self) -> impl Iterator<Item = PortId> {
@@ -133,31 +140,44 @@ impl PortTable {
     }
 }
 
-/// Dynamic state and counters of one output port.
+/// Dynamic state and counters of one output port. The first cache line holds what every
+/// packet through the port reads or writes (the port is the unit of work of the event loop:
+/// one line instead of a line in each of several per-port arrays); the counters follow.
 #[derive(Clone, Debug, Default)]
+#[repr(C, align(64))]
 pub(crate) struct PortState {
     pub busy_until: u64,
+    pub q_bytes: u64,
+    pub q_last_change: u64,
+    /// NDP's priority queue (see [`crate::trimming`]): its bytes (part of `q_bytes`), head,
+    /// tail, packets (part of `q_packets`) and service counter (htsim `_crt`).
+    pub prio_bytes: u64,
+    pub prio_head: Option<PktId>,
+    pub prio_tail: Option<PktId>,
+    pub q_packets: u32,
+    pub prio_packets: u32,
+    pub prio_turn: u32,
     pub wake_pending: bool,
     /// Has work but no credits, and no credit return is pending: the next return wakes it.
     pub credit_blocked: bool,
     pub noise_paid: bool,
-    /// Since when the host's next packet on this port has been ready (for age arbitration).
-    pub inject_since: u64,
+    /// A port of a host: the only ports with host injection queues (messages, protocol
+    /// packets, control packets, transport senders); switch ports skip them.
+    pub host: bool,
     /// Round-robin pointer of the arbitration (the slot after the one served last).
     pub rr: u8,
-    pub q_bytes: u64,
-    /// Input-buffered router only: bytes of input heads routed here, waiting for the crossbar
-    /// (adaptive routing counts them with `q_bytes`); always 0 when output-queued.
-    pub xbar_wait_bytes: u64,
-    pub q_packets: u32,
-    pub q_last_change: u64,
     pub q_area: u128,
     pub max_q_bytes: u64,
     pub bytes_tx: u64,
     pub packets_tx: u64,
     pub busy_ps: u64,
+    /// Since when the host's next packet on this port has been ready (for age arbitration).
+    pub inject_since: u64,
     pub drops: u64,
     pub ecn_marks: u64,
+    /// Input-buffered router only: bytes of input heads routed here, waiting for the crossbar
+    /// (adaptive routing counts them with `q_bytes`); always 0 when output-queued.
+    pub xbar_wait_bytes: u64,
 }
 
 impl PortState {
@@ -214,8 +234,14 @@ impl Network {
 
     pub(crate) fn has_work(&self, port: PortId) -> bool {
         let g = port.idx();
-        self.ports[g].q_packets > 0
-            || !self.inject[g].is_empty()
+        let ps = &self.ports[g];
+        ps.q_packets > 0 || (ps.host && self.host_has_work(port))
+    }
+
+    /// Whether host port `port` has something to inject (its host's queues).
+    fn host_has_work(&self, port: PortId) -> bool {
+        let g = port.idx();
+        !self.inject[g].is_empty()
             || !self.protocol.app_q[g].is_empty()
             || (self.ep.rdv && !self.ep.ctrl_q[g].is_empty())
             || (self.tr.on && !self.tr.round[g].is_empty())
@@ -233,7 +259,7 @@ impl Network {
     fn try_start_once(&mut self, port: PortId) -> bool {
         let g = port.idx();
         let now = self.queue.now().0;
-        if now < self.ports[g].busy_until || !self.faults.is_link_up(self.pt.link(port)) {
+        if now < self.ports[g].busy_until || !(self.faults.all_up() || self.faults.is_link_up(self.pt.link(port))) {
             // With PFC a control frame may hold the link past the data frame whose end woke
             // the port: wait for it.
             let ps = &mut self.ports[g];
@@ -247,7 +273,7 @@ impl Network {
         self.credits.absorb(port, now);
         // NDP: the priority queue (trimmed headers, ACKs, NACKs, PULLs) goes first, but for one
         // data packet in `HEADER_TURNS + 1` choices (see `crate::trimming`).
-        if self.trim.on && self.trim.packets[g] > 0 && self.priority_turn(port) {
+        if self.trim.on && self.ports[g].prio_packets > 0 && self.priority_turn(port) {
             self.send_priority(port);
             return false;
         }
@@ -265,8 +291,12 @@ impl Network {
         // started). Ties go round-robin. Oldest-first keeps multi-hop flows from being
         // starved at every merge point (the parking-lot problem of plain round-robin).
         let mut best: Option<(u64, usize)> = None;
+        let host = self.ports[g].host;
         for k in 0..slots {
             let idx = (rr + k) % slots;
+            if idx >= nvc && !host {
+                continue; // a switch port injects nothing of its own
+            }
             if idx >= nvc && dma_busy.is_some() {
                 let waiting = match idx - nvc {
                     0 => !self.inject[g].is_empty(),
@@ -431,7 +461,7 @@ impl Network {
             return false;
         }
         // The data side's turn found nothing it could send: the priority queue goes instead.
-        if self.trim.on && self.trim.packets[g] > 0 {
+        if self.trim.on && self.ports[g].prio_packets > 0 {
             self.send_priority(port);
             return false;
         }
@@ -472,14 +502,14 @@ impl Network {
         self.credits.consume(port, p.vc as usize, size);
         self.stats.packet_hops += 1;
         // The packet leaves this node: give the ingress buffer back to the upstream sender.
-        if let Some(ip) = p.in_port {
+        if let (Some(ip), true) = (p.in_port, self.ingress_accounted()) {
             let up = self.pt.peer(ip);
             let lat = self.pt.latency_ps(ip);
             self.return_credit(up, p.in_vc, size, now + lat);
         }
         // Every packet a forwarding node receives pays its pipeline latency (also those it
         // delivers to its own host), so arrival times on a wire are in FIFO order.
-        let peer_node = self.pt.node(self.pt.peer(port));
+        let peer_node = self.pt.peer_node(port);
         let mut arrive = end + self.pt.latency_ps(port);
         if self.node_forwards[peer_node.idx()] {
             arrive += self.cfg.switch_latency_ps;

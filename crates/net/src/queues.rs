@@ -88,6 +88,23 @@ impl VcQueues {
         }
     }
 
+    /// The head of `port`'s VC 0 with FIFO arbitration (`None` with input round-robin): a
+    /// prefetch hint.
+    #[inline]
+    pub fn fifo_head(&self, port: PortId) -> Option<PktId> {
+        if self.inq.is_empty() {
+            self.q[self.qi(port, 0)].head
+        } else {
+            None
+        }
+    }
+
+    /// Starts loading `port`'s VC 0 queue (see [`reducelab_des::prefetch`]).
+    #[inline]
+    pub fn prefetch_fifo(&self, port: PortId) {
+        reducelab_des::prefetch(&self.q[self.qi(port, 0)]);
+    }
+
     /// The packet that joined `port`'s VC `vc` last (FIFO arbitration only).
     #[inline]
     pub fn tail(&self, port: PortId, vc: usize) -> Option<PktId> {

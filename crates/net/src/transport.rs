@@ -348,8 +348,8 @@ impl Sender {
 /// Transport state of one message.
 #[derive(Default)]
 pub(crate) struct Flow {
-    sender: Option<Box<Sender>>,
-    receiver: Option<Box<Receiver>>,
+    sender: Option<Sender>,
+    receiver: Option<Receiver>,
     /// Its slot in the receiving host's pacer.
     slot: u32,
     /// The receiving host's port for ACKs, NACKs and PULLs (chosen at the first arrival).
@@ -369,7 +369,7 @@ pub(crate) struct Flow {
 impl Flow {
     /// DCQCN: CNPs its sender acted on.
     fn rate_decreases(&self) -> u64 {
-        match self.sender.as_deref() {
+        match self.sender.as_ref() {
             Some(Sender::Dcqcn(s)) => s.stats().cnps,
             _ => 0,
         }
@@ -617,13 +617,13 @@ impl Network {
             return None;
         }
         let Some(f) = self.tr.flows.get(msg.0 as usize) else { return Some(MessageTransport::default()) };
-        let (nacks, pulls, duplicates) = match f.receiver.as_deref() {
+        let (nacks, pulls, duplicates) = match f.receiver.as_ref() {
             Some(Receiver::Ndp(r)) => (r.stats().nacks, r.stats().pulls, r.stats().duplicates),
             Some(Receiver::Dctcp(r)) => (0, 0, r.stats().duplicates),
             Some(Receiver::Dcqcn(r)) => (0, 0, r.stats().duplicates),
             None => (0, 0, 0),
         };
-        let cnps = match f.receiver.as_deref() {
+        let cnps = match f.receiver.as_ref() {
             Some(Receiver::Dcqcn(r)) => r.stats().cnps,
             _ => 0,
         };
@@ -655,7 +655,7 @@ impl Network {
         let waiting = self.tr.flows.iter().filter(|f| f.sender.as_ref().is_some_and(|s| !s.gave_up())).count();
         let gave_up = self.tr.stats.senders_gave_up;
         if let TransportConfig::Dcqcn(_) = self.tr.cfg {
-            let sending = self.tr.flows.iter().filter(|f| matches!(f.sender.as_deref(), Some(Sender::Dcqcn(s)) if !s.is_done())).count();
+            let sending = self.tr.flows.iter().filter(|f| matches!(f.sender.as_ref(), Some(Sender::Dcqcn(s)) if !s.is_done())).count();
             return Some(format!("DCQCN: {sending} senders still sending; packets are sent once (a lost packet is not recovered)"));
         }
         if let TransportConfig::Dctcp(_) = self.tr.cfg {
@@ -697,22 +697,22 @@ impl Network {
                 rhai_bps: c.rhai_bps,
             };
             let f = self.tr.flow_mut(msg);
-            f.sender = Some(Box::new(Sender::Dcqcn(DcqcnSender::new(n, p))));
-            f.receiver = Some(Box::new(Receiver::Dcqcn(DcqcnReceiver::new(n, c.cnp_interval_ps))));
+            f.sender = Some(Sender::Dcqcn(DcqcnSender::new(n, p)));
+            f.receiver = Some(Receiver::Dcqcn(DcqcnReceiver::new(n, c.cnp_interval_ps)));
             return self.transport_update_round(port, msg);
         }
         if let TransportConfig::Dctcp(_) = self.tr.cfg {
             let params = self.tr.dctcp;
             let f = self.tr.flow_mut(msg);
-            f.sender = Some(Box::new(Sender::Dctcp(DctcpSender::new(n, params))));
-            f.receiver = Some(Box::new(Receiver::Dctcp(DctcpReceiver::new(n))));
+            f.sender = Some(Sender::Dctcp(DctcpSender::new(n, params)));
+            f.receiver = Some(Receiver::Dctcp(DctcpReceiver::new(n)));
             return self.transport_update_round(port, msg);
         }
         let params = self.tr.params;
         let slot = self.tr.pacers[dst as usize].open(msg);
         let f = self.tr.flow_mut(msg);
-        f.sender = Some(Box::new(Sender::Ndp(NdpSender::new(n, params, now))));
-        f.receiver = Some(Box::new(Receiver::Ndp(NdpReceiver::new(n))));
+        f.sender = Some(Sender::Ndp(NdpSender::new(n, params, now)));
+        f.receiver = Some(Receiver::Ndp(NdpReceiver::new(n)));
         f.slot = slot;
         self.transport_update_round(port, msg);
     }
@@ -764,7 +764,7 @@ impl Network {
         let s = f.sender.as_mut().expect("a message in the round has a sender");
         let t = s.transmit(now, size).expect("a message in the round has a packet to send");
         let more = s.has_packet(now);
-        if let Sender::Dcqcn(d) = &**s {
+        if let Sender::Dcqcn(d) = &*s {
             if d.is_done() {
                 let st = d.stats();
                 let ts = &mut self.tr.stats;
@@ -879,7 +879,7 @@ impl Network {
         let now = self.queue.now().0;
         self.tr.pacer_armed[host as usize] = false;
         if let Some(msg) = self.tr.pacers[host as usize].poll(now) {
-            let Some(Receiver::Ndp(rx)) = self.tr.flows[msg as usize].receiver.as_deref_mut() else { unreachable!("pulls are NDP's") };
+            let Some(Receiver::Ndp(rx)) = self.tr.flows[msg as usize].receiver.as_mut() else { unreachable!("pulls are NDP's") };
             let pull = rx.issue_pull();
             self.tr.stats.pulls += 1;
             self.tr.stats.pull_packets += 1;
@@ -966,7 +966,7 @@ impl Network {
                 let dst = self.messages[msg as usize].dst;
                 let f = &mut self.tr.flows[msg as usize];
                 let slot = f.slot;
-                let Some(Receiver::Ndp(rx)) = f.receiver.as_deref_mut() else { unreachable!("a receiver for every started message") };
+                let Some(Receiver::Ndp(rx)) = f.receiver.as_mut() else { unreachable!("a receiver for every started message") };
                 let rc = if kind == TransportPacket::Data { rx.on_data(p.seq) } else { rx.on_header(p.seq) };
                 let mut pull = 0;
                 if rc.wants_pull {
@@ -1004,7 +1004,7 @@ impl Network {
                 };
                 self.tr.note(now, TransportEvent::Heard { msg, kind: ck, seq: p.seq, pull: p.fingerprint as u32 });
                 let f = &mut self.tr.flows[msg as usize];
-                let Some(Sender::Ndp(s)) = f.sender.as_deref_mut() else { return Arrival::Nothing }; // done already
+                let Some(Sender::Ndp(s)) = f.sender.as_mut() else { return Arrival::Nothing }; // done already
                 let pull = (p.fingerprint != 0).then_some(p.fingerprint as u32);
                 match kind {
                     TransportPacket::Ack => s.on_ack(p.seq, pull, now),
@@ -1030,7 +1030,7 @@ impl Network {
         if kind == TransportPacket::Data {
             self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: false });
             let f = &mut self.tr.flows[msg as usize];
-            let Some(Receiver::Dctcp(rx)) = f.receiver.as_deref_mut() else { unreachable!("a receiver for every started message") };
+            let Some(Receiver::Dctcp(rx)) = f.receiver.as_mut() else { unreachable!("a receiver for every started message") };
             let rc = rx.on_data(p.seq, p.ecn);
             if !rc.new_data {
                 self.tr.stats.duplicates += 1;
@@ -1044,7 +1044,7 @@ impl Network {
         let kind = if ece { ControlKind::CumAckEce } else { ControlKind::CumAck };
         self.tr.note(now, TransportEvent::Heard { msg, kind, seq: p.seq, pull: ece as u32 });
         let f = &mut self.tr.flows[msg as usize];
-        let Some(Sender::Dctcp(s)) = f.sender.as_deref_mut() else { return Arrival::Nothing }; // done already
+        let Some(Sender::Dctcp(s)) = f.sender.as_mut() else { return Arrival::Nothing }; // done already
         let before = s.stats();
         s.on_ack(p.seq, ece, now);
         let after = s.stats();
@@ -1091,7 +1091,7 @@ impl Network {
         if kind == TransportPacket::Data {
             self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: false });
             let f = &mut self.tr.flows[msg as usize];
-            let Some(Receiver::Dcqcn(rx)) = f.receiver.as_deref_mut() else { unreachable!("a receiver for every started message") };
+            let Some(Receiver::Dcqcn(rx)) = f.receiver.as_mut() else { unreachable!("a receiver for every started message") };
             let rc = rx.on_data(p.seq, p.ecn, now);
             self.tr.stats.marked_packets += p.ecn as u64;
             if !rc.new_data {
@@ -1106,7 +1106,7 @@ impl Network {
         debug_assert_eq!(kind, TransportPacket::Cnp);
         self.tr.note(now, TransportEvent::Heard { msg, kind: ControlKind::Cnp, seq: p.seq, pull: 0 });
         let f = &mut self.tr.flows[msg as usize];
-        let Some(Sender::Dcqcn(s)) = f.sender.as_deref_mut() else { return Arrival::Nothing };
+        let Some(Sender::Dcqcn(s)) = f.sender.as_mut() else { return Arrival::Nothing };
         s.on_cnp(now);
         let port = self.transport_sender_port(msg);
         self.transport_update_round(port, msg);

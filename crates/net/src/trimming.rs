@@ -37,19 +37,14 @@ use reducelab_des::Rng;
 /// every data packet (htsim `CompositeQueue::_ratio_high`, with `_ratio_low = 1`).
 pub const HEADER_TURNS: u32 = 100_000;
 
-/// The priority queues and trimming state of every port.
+/// The trimming state of every port; each port's priority queue itself is in its
+/// [`crate::ports::PortState`] (`prio_*`), in the cache line the port's every packet touches.
 pub(crate) struct Trimming {
     pub on: bool,
     /// Data queue capacity per port (bytes).
     pub data_cap: u64,
     /// Priority queue capacity per port (bytes).
     pub prio_cap: u64,
-    head: Vec<Option<PktId>>,
-    tail: Vec<Option<PktId>>,
-    pub bytes: Vec<u64>,
-    pub packets: Vec<u32>,
-    /// The service counter of each port (htsim `_crt`).
-    turn: Vec<u32>,
     /// Data packets trimmed at each port.
     pub trims: Vec<u64>,
     /// Packets dropped because each port's priority queue was full.
@@ -63,11 +58,6 @@ impl Trimming {
             on: false,
             data_cap: 0,
             prio_cap: 0,
-            head: Vec::new(),
-            tail: Vec::new(),
-            bytes: Vec::new(),
-            packets: Vec::new(),
-            turn: Vec::new(),
             trims: Vec::new(),
             prio_drops: Vec::new(),
             rng,
@@ -79,11 +69,6 @@ impl Trimming {
             on: true,
             data_cap,
             prio_cap: 2 * data_cap,
-            head: vec![None; ports],
-            tail: vec![None; ports],
-            bytes: vec![0; ports],
-            packets: vec![0; ports],
-            turn: vec![0; ports],
             trims: vec![0; ports],
             prio_drops: vec![0; ports],
             rng,
@@ -110,7 +95,7 @@ impl Network {
         if priority {
             return self.push_priority(port, pkt);
         }
-        let data_bytes = self.ports[g].q_bytes - self.trim.bytes[g];
+        let data_bytes = self.ports[g].q_bytes - self.ports[g].prio_bytes;
         if data_bytes + size > self.trim.data_cap {
             if !matches!(body, Body::Transport { kind: TransportPacket::Data, .. }) {
                 self.ports[g].drops += 1;
@@ -141,7 +126,7 @@ impl Network {
                 }
             }
         }
-        let data_bytes = self.ports[g].q_bytes - self.trim.bytes[g];
+        let data_bytes = self.ports[g].q_bytes - self.ports[g].prio_bytes;
         self.admit(port, 0, pkt, size, data_bytes);
     }
 
@@ -162,7 +147,7 @@ impl Network {
     fn push_priority(&mut self, port: PortId, pkt: PktId) {
         let g = port.idx();
         let size = self.pool.get(pkt).wire_bytes as u64;
-        if self.trim.bytes[g] + size > self.trim.prio_cap {
+        if self.ports[g].prio_bytes + size > self.trim.prio_cap {
             self.ports[g].drops += 1;
             self.trim.prio_drops[g] += 1;
             self.stats.drops_buffer += 1;
@@ -176,11 +161,11 @@ impl Network {
         ps.q_bytes += size;
         ps.q_packets += 1;
         ps.max_q_bytes = ps.max_q_bytes.max(ps.q_bytes);
-        self.trim.bytes[g] += size;
-        self.trim.packets[g] += 1;
+        ps.prio_bytes += size;
+        ps.prio_packets += 1;
         self.pool.get_mut(pkt).next = None;
-        match self.trim.tail[g].replace(pkt) {
-            None => self.trim.head[g] = Some(pkt),
+        match ps.prio_tail.replace(pkt) {
+            None => ps.prio_head = Some(pkt),
             Some(t) => self.pool.get_mut(t).next = Some(pkt),
         }
         self.kick(port);
@@ -191,11 +176,12 @@ impl Network {
     #[inline(never)]
     pub(crate) fn priority_turn(&mut self, port: PortId) -> bool {
         let g = port.idx();
-        let data_waiting = self.ports[g].q_packets > self.trim.packets[g] || !self.tr.round[g].is_empty() || !self.inject[g].is_empty() || !self.protocol.app_q[g].is_empty();
+        let ps = &self.ports[g];
+        let data_waiting = ps.q_packets > ps.prio_packets || (ps.host && (!self.tr.round[g].is_empty() || !self.inject[g].is_empty() || !self.protocol.app_q[g].is_empty()));
         if !data_waiting {
             return true;
         }
-        let t = &mut self.trim.turn[g];
+        let t = &mut self.ports[g].prio_turn;
         *t += 1;
         if *t >= HEADER_TURNS + 1 {
             *t = 0;
@@ -214,18 +200,18 @@ impl Network {
     pub(crate) fn take_priority(&mut self, port: PortId) -> PktId {
         let g = port.idx();
         let now = self.queue.now().0;
-        let pkt = self.trim.head[g].expect("priority queue has packets");
+        let ps = &mut self.ports[g];
+        let pkt = ps.prio_head.expect("priority queue has packets");
         let (next, size) = {
             let p = self.pool.get(pkt);
             (p.next, p.wire_bytes as u64)
         };
-        self.trim.head[g] = next;
+        ps.prio_head = next;
         if next.is_none() {
-            self.trim.tail[g] = None;
+            ps.prio_tail = None;
         }
-        self.trim.bytes[g] -= size;
-        self.trim.packets[g] -= 1;
-        let ps = &mut self.ports[g];
+        ps.prio_bytes -= size;
+        ps.prio_packets -= 1;
         ps.note_queue_change(now);
         ps.q_bytes -= size;
         ps.q_packets -= 1;
@@ -251,7 +237,7 @@ mod tests {
         net.set_transport(TransportConfig::Ndp(NdpConfig::default())).unwrap();
         let port = crate::ids::PortId::new(0);
         // Bookkeeping as if one header and one data packet were queued.
-        net.trim.packets[0] = 1;
+        net.ports[0].prio_packets = 1;
         net.ports[0].q_packets = 2;
         let n = 2 * (super::HEADER_TURNS as usize + 1);
         let data_turns: Vec<usize> = (1..=n).filter(|_| !net.priority_turn(port)).collect();

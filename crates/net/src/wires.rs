@@ -46,6 +46,18 @@ impl Wires {
         }
     }
 
+    /// The packet that arrives next on the wire of `port`.
+    #[inline]
+    pub fn head(&self, port: PortId) -> Option<PktId> {
+        self.ends[port.idx()].0
+    }
+
+    /// Starts loading the ends of `port`'s wire (see [`reducelab_des::prefetch`]).
+    #[inline]
+    pub fn prefetch_ends(&self, port: PortId) {
+        reducelab_des::prefetch(&self.ends[port.idx()]);
+    }
+
     /// Takes the head packet off the wire of `port` (its arrival event fired). Returns it
     /// and, if another packet follows, that packet's arrival time (the caller schedules it).
     #[inline]
