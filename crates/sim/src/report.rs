@@ -401,7 +401,6 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         },
         "ecn_marks": s.ecn_marks,
         "ina": w.ina.as_ref().map(|x| serde_json::to_value(x.totals()).expect("json")),
-        "training": w.training.as_ref().map(|x| serde_json::to_value(x.totals()).expect("json")),
         "engine": {
             "events": s.events,
             "packets": s.packets_created,
@@ -410,6 +409,10 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         },
     });
     let mut summary = summary;
+    if let Some(t) = &w.training {
+        // Only in training runs: the other runs' summaries stay as they were.
+        summary["training"] = serde_json::to_value(t.totals()).expect("json");
+    }
     if let Some(p) = net.pfc_stats() {
         let mut v = serde_json::to_value(&p).expect("json");
         // The configured thresholds (null: derived per link, see docs/scenario-format.md).
