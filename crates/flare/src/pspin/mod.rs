@@ -12,6 +12,7 @@
 //! - [`designs`]: single buffer, B buffers, tree aggregation, Flare's size policy.
 //! - [`model`]: the analytical models of §4–6 (ℬ, τ, Q, 𝒬, ℒ, M, ℛ).
 //! - [`examples`]: a handler set beyond the paper (int8 sum with per-packet scales).
+//! - [`verify`]: checks of a run's results against the hosts' data.
 //!
 //! Everything here is sans-I/O and deterministic: the same inputs give the same report.
 
@@ -22,6 +23,7 @@ pub mod examples;
 pub mod handler;
 pub mod model;
 pub mod switch;
+pub mod verify;
 pub mod workload;
 
 pub use config::{ConfigError, CostModel, SwitchConfig};
