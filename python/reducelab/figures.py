@@ -57,8 +57,9 @@ def scenarios_dir() -> Path:
 
 def _kinds() -> dict[str, Any]:
     from .canary import CanaryKind
+    from .flare import FlareKind
 
-    return {"canary": CanaryKind()}
+    return {"canary": CanaryKind(), "flare": FlareKind()}
 
 
 @dataclass(frozen=True)

@@ -127,3 +127,152 @@ def format_model(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -
         "  ℛ = M·(ℬ/P)·ℒ working memory (docs/flare.md, \"Models\").",
     ]
     return "\n".join(head)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures: `kind = "flare"` (scenarios/flare/figN.toml; docs/flare.md, "Figures").
+
+CSV_COLUMNS = ("series", "design", "bytes", "allreduces", "dtype", "subset_cores", "staggered", "hosts", "seed")
+METRIC_COLUMNS = (
+    "bandwidth_tbps", "model_bandwidth_tbps", "giga_elements_per_s", "model_giga_elements_per_s",
+    "tau_cycles", "model_tau_cycles", "spin_share", "input_buffer_kib", "model_input_buffer_kib",
+    "working_kib", "model_working_kib", "memory_kib", "model_memory_kib", "block_latency_us",
+    "model_block_latency_us", "drops", "verified", "end",
+)
+
+_GRID_KEYS = ("series", "bytes", "dtype", "subset_cores", "staggered", "seed")
+
+
+def _num(x: Any) -> float:
+    return float("nan") if x is None else float(x)
+
+
+class FlareKind:
+    """One-switch runs of the Flare paper (seed 004 §6): each point is a ``[pspin]`` scenario
+    (the figure's base scenario with the point's design, size, type, subset and staggering); a
+    row holds the simulated switch's measurements and the §4–6 model's values side by side."""
+
+    name = "flare"
+    columns = (*CSV_COLUMNS, *METRIC_COLUMNS)
+    params = ("bytes", "dtype", "subset_cores", "staggered", "hosts", "link_gbps", "jitter_ns", "window_blocks",
+              "stream_bytes")
+    """Figure parameters ([params], [scales.NAME.params]) this kind reads, besides the grid's."""
+    keep_files: tuple[str, ...] = ()
+
+    def network(self, base: Scenario) -> str:
+        p = base.to_dict()["pspin"]
+        a = p.get("allreduce", {})
+        c, h = p.get("clusters", 64), p.get("hpus_per_cluster", 8)
+        return (f"one PsPIN switch: {c} clusters x {h} HPUs ({c * h} cores), S = {p.get('subset_cores', 8)}, "
+                f"{a.get('hosts', '?')} ports at {a.get('link_gbps', 100):g} Gb/s, L2 full: {p.get('l2_full', 'drop')}")
+
+    def points(self, fig: Any, scale: Any, base: Scenario) -> list[tuple[dict[str, Any], Scenario]]:
+        doc = base.to_dict()
+        if "pspin" not in doc:
+            raise ValueError("the base scenario has no [pspin] table (a Flare figure runs one PsPIN switch)")
+        out = []
+        for p in scale.grid_points():
+            unknown = set(p) - set(_GRID_KEYS)
+            if unknown:
+                raise ValueError(f"grid.{sorted(unknown)[0]}: not a grid key of kind flare ({', '.join(_GRID_KEYS)})")
+            par = {**scale.params, **p}
+            d = json.loads(json.dumps(doc))
+            sw = d["pspin"]
+            a = sw.setdefault("allreduce", {})
+            series = str(p["series"])
+            a["design"] = series
+            for key in ("bytes", "dtype", "staggered", "hosts", "link_gbps", "jitter_ns", "window_blocks"):
+                if key in par:
+                    a[key] = par[key]
+            # `stream_bytes`: back-to-back allreduces of `bytes` (as many as make stream_bytes,
+            # `allreduces` in the scenario: one allreduce's blocks in flight per host), so that a
+            # small size's bandwidth is the sustained rate of such allreduces, not one's fill and drain.
+            z = int(a.get("bytes", 0))
+            repeat = max(1, int(par.get("stream_bytes", 0)) // z) if z else 1
+            if repeat > 1:
+                a["allreduces"] = repeat
+            if "subset_cores" in par:
+                sw["subset_cores"] = par["subset_cores"]
+            seed = int(par.get("seed", 0))
+            d["seed"] = seed + 1
+            d["name"] = f"{fig.stem}-{series}-{z}"
+            row = {"series": series, "bytes": z, "allreduces": repeat, "dtype": a.get("dtype", "int32"),
+                   "subset_cores": int(sw.get("subset_cores", 8)), "staggered": bool(a.get("staggered", True)),
+                   "hosts": int(a.get("hosts", 0)), "seed": seed}
+            out.append((row, Scenario.from_dict(d)))
+        return out
+
+    def row(self, params: Mapping[str, Any], stored: Any, links: bool = False, link_kind: str = "network") -> dict[str, Any]:
+        s = json.loads(stored.summary_json)
+        m = s.get("model") or {}
+        ebytes = {"int32": 4, "int16": 2, "int8": 1, "f32": 4, "f16": 2}[s["dtype"]]
+        busy, spin = _num(s["busy_cycles"]), _num(s["spin_cycles"])
+        kib = 1 / 1024
+        row = {k: v for k, v in params.items() if not k.startswith("_")}
+        row.update(
+            design=s["design"],
+            bandwidth_tbps=_num(s["bandwidth_gbps"]) / 1000,
+            model_bandwidth_tbps=_num(m.get("bandwidth_gbps")) / 1000,
+            giga_elements_per_s=_num(s["elements_per_s"]) / 1e9,
+            model_giga_elements_per_s=_num(m.get("bandwidth_gbps")) / 8 / ebytes,
+            tau_cycles=_num(s["tau_cycles"]),
+            model_tau_cycles=_num(m.get("tau_cycles")),
+            spin_share=spin / (busy + spin) if busy + spin > 0 else 0.0,
+            input_buffer_kib=_num(s["peak_l2_bytes"]) * kib,
+            model_input_buffer_kib=_num(m.get("input_buffer_bytes")) * kib,
+            working_kib=_num(s["peak_working_bytes"]) * kib,
+            model_working_kib=_num(m.get("working_bytes")) * kib,
+            block_latency_us=_num(s["block_latency_ns"]) / 1000,
+            model_block_latency_us=_num(m.get("block_latency_ns")) / 1000,
+            drops=int(s["drops"]),
+            verified=s["status"] == "completed" and s.get("verified") is not False,
+            end=s["status"],
+        )
+        row["memory_kib"] = row["input_buffer_kib"] + row["working_kib"]
+        row["model_memory_kib"] = row["model_input_buffer_kib"] + row["model_working_kib"]
+        return row
+
+    def files(self, fig: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+        return {f"{fig.stem}.csv": results_csv(rows)}
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return "" if v is None else str(v)
+
+
+def results_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``STEM.csv``: one row per run, parameters then measurements and model values."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([*CSV_COLUMNS, *METRIC_COLUMNS])
+    for r in rows:
+        w.writerow([_cell(r.get(k)) for k in (*CSV_COLUMNS, *METRIC_COLUMNS)])
+    return buf.getvalue()
+
+
+def rows_from_csv(text: str) -> list[dict[str, Any]]:
+    """The rows of ``STEM.csv`` read back (`results_csv`), for judging claims without running."""
+    import csv
+    import io
+
+    out = []
+    for r in csv.DictReader(io.StringIO(text)):
+        row: dict[str, Any] = {}
+        for k, v in r.items():
+            if k in ("series", "design", "dtype", "end"):
+                row[k] = v
+            elif k in ("staggered", "verified"):
+                row[k] = v == "true"
+            elif k in ("bytes", "allreduces", "subset_cores", "hosts", "seed", "drops"):
+                row[k] = int(v)
+            else:
+                row[k] = float(v) if v else float("nan")
+        out.append(row)
+    return out

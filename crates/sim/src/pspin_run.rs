@@ -100,6 +100,7 @@ pub struct PspinScenario {
     pub design_requested: String,
     pub reproducible: bool,
     handlers: Handlers,
+    pub allreduces: u64,
 }
 
 /// Parses and validates a `[pspin]` scenario (`seed` overrides the file's).
@@ -146,13 +147,25 @@ pub fn parse(text: &str, seed: Option<u64>) -> Result<PspinScenario, ScenarioErr
         .ok_or_else(|| err("pspin.allreduce.dtype", format!("unknown type {dtype_name:?} (known: int32, int16, int8, f32, f16)")))?;
     let op_name = a.string("op", "sum")?;
     let op = Operator::from_name(&op_name).ok_or_else(|| err("pspin.allreduce.op", format!("unknown operator {op_name:?} (known: sum, min, max, prod)")))?;
-    let mut w = Workload::new(a.int("hosts", 0, 4096)? as u32, a.int("bytes", 0, 1 << 40)?);
+    let bytes = a.int("bytes", 0, 1 << 40)?;
+    // `allreduces`: back-to-back allreduces of `bytes` each (a stream); the switch sees them as
+    // one vector of allreduces × bytes, each host keeping one allreduce's blocks in flight unless
+    // `window_blocks` says otherwise. Flare's policy picks the design by `bytes`.
+    let allreduces = a.int("allreduces", 1, 1 << 20)?;
+    if allreduces == 0 {
+        return Err(err("pspin.allreduce.allreduces", "expected at least 1"));
+    }
+    let mut w = Workload::new(a.int("hosts", 0, 4096)? as u32, bytes.saturating_mul(allreduces));
     w.dtype = dtype;
     w.op = op;
     w.packet_bytes = a.int("packet_bytes", 1024, 9000)? as u32;
     w.link_gbps = a.num("link_gbps", 100.0)?;
     w.staggered = a.boolean("staggered", true)?;
     w.window_blocks = a.int("window_blocks", 0, u32::MAX as u64)? as u32;
+    if allreduces > 1 {
+        let per = bytes.div_ceil(w.packet_bytes.max(1) as u64) as u32;
+        w.window_blocks = if w.window_blocks == 0 { per } else { w.window_blocks.min(per) };
+    }
     w.jitter_ns = a.num("jitter_ns", 0.0)?;
     w.carry_data = a.boolean("data", false)?;
     w.seed = seed;
@@ -165,7 +178,7 @@ pub fn parse(text: &str, seed: Option<u64>) -> Result<PspinScenario, ScenarioErr
     }
     w.validate()?;
     let handlers = match design_requested.as_str() {
-        "flare" => Handlers::Design(Design::flare_policy(w.bytes_per_host, reproducible)),
+        "flare" => Handlers::Design(Design::flare_policy(bytes, reproducible)),
         "quantised-int8-sum" => {
             if dtype != DataType::Int8 || !matches!(op, Operator::Sum) {
                 return Err(err("pspin.allreduce.dtype", "design quantised-int8-sum aggregates int8 sums (dtype = \"int8\", op = \"sum\")"));
@@ -186,7 +199,7 @@ pub fn parse(text: &str, seed: Option<u64>) -> Result<PspinScenario, ScenarioErr
             }
         },
     };
-    Ok(PspinScenario { name, seed, switch, workload: w, design_requested, reproducible, handlers })
+    Ok(PspinScenario { name, seed, switch, workload: w, design_requested, reproducible, handlers, allreduces })
 }
 
 /// Runs a `[pspin]` scenario.
@@ -219,6 +232,7 @@ pub fn run(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
         (_, Err(e)) => (RunStatus::Unverified, e.clone()),
         _ => (RunStatus::Completed, String::new()),
     };
+    let cycle_ns = 1000.0 / cfg.clock_mhz as f64;
     let model = design.map(|d| {
         let m = ModelInput::new(cfg, w, d).evaluate();
         json!({
@@ -231,6 +245,7 @@ pub fn run(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
             "packets_in_switch": m.packets_in_switch,
             "input_buffer_bytes": m.input_buffer_bytes,
             "block_latency_cycles": m.block_latency_cycles,
+            "block_latency_ns": m.block_latency_cycles * cycle_ns,
             "buffers_per_block": m.buffers_per_block,
             "working_bytes": m.working_bytes,
         })
@@ -240,7 +255,6 @@ pub fn run(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
         (None, true) => "quantised-int8-sum".into(),
         _ => sc.design_requested.clone(),
     };
-    let cycle_ns = 1000.0 / cfg.clock_mhz as f64;
     let elements_per_s = report.bandwidth_gbps * 1e9 / 8.0 / w.dtype.bytes() as f64;
     let summary = json!({
         "name": sc.name,
@@ -254,7 +268,8 @@ pub fn run(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
         "dtype": w.dtype.name(),
         "op": w.op.name(),
         "hosts": w.hosts,
-        "bytes": w.bytes_per_host,
+        "bytes": w.bytes_per_host / sc.allreduces,
+        "allreduces": sc.allreduces,
         "packet_bytes": w.packet_bytes,
         "link_gbps": w.link_gbps,
         "staggered": w.staggered,
@@ -349,6 +364,16 @@ mod tests {
         let t: serde_json::Value = serde_json::from_str(&c.summary_json).unwrap();
         assert_ne!(s["sim_time_ps"], t["sim_time_ps"]);
         assert_eq!(s["result_fingerprint"], t["result_fingerprint"]);
+    }
+
+    #[test]
+    fn a_stream_of_small_allreduces_keeps_its_size_for_the_policy() {
+        let text = format!("{BASE}allreduces = 4\nbytes_unused = 0\n").replace("bytes_unused = 0\n", "");
+        let out = crate::run_scenario_str(&text, &RunOptions::default()).unwrap();
+        let s: serde_json::Value = serde_json::from_str(&out.summary_json).unwrap();
+        // 4 × 64 KiB: the policy sees 64 KiB (tree), one allreduce (64 blocks) in flight.
+        assert_eq!((s["design"].as_str(), s["bytes"].as_u64(), s["allreduces"].as_u64()), (Some("tree"), Some(65536), Some(4)));
+        assert_eq!((s["blocks"].as_u64(), s["window_blocks"].as_u64()), (Some(256), Some(64)));
     }
 
     #[test]

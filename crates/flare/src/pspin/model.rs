@@ -16,8 +16,9 @@
 //!   least L, plus the last handler's (B − 1)L merge spread over the P packets; tree (P − 1)L/P
 //!   with M = (P − 1)/log₂P.
 //!
-//! δ is the line-rate interarrival of P ports (packet time / P); with staggered sending the
-//! packets of one block are spread over the blocks in flight, δc = δ·min(Z/N, W), else δc = δ.
+//! δ is the interarrival of P ports at line rate ((packet time + mean jitter) / P); with staggered
+//! sending the packets of one block are spread over the blocks in flight, δc = δ·min(Z/N, W),
+//! else δc = δ.
 
 use super::config::SwitchConfig;
 use super::designs::Design;
@@ -68,7 +69,8 @@ impl ModelInput {
     /// The model's inputs for `workload` on `cfg` with `design` (δ and δc as in the module docs).
     pub fn new(cfg: &SwitchConfig, w: &Workload, design: Design) -> ModelInput {
         let cycle_ps = cfg.cycle_ps() as f64;
-        let delta = w.packet_ps() as f64 / cycle_ps / w.hosts as f64;
+        // Each port sends a packet every packet time plus the mean exponential gap.
+        let delta = (w.packet_ps() as f64 + w.jitter_ns * 1000.0) / cycle_ps / w.hosts as f64;
         let delta_c = if w.staggered { delta * w.window() as f64 } else { delta };
         let l = cfg.costs.combine_cycles(w.packet_bytes, w.dtype.bytes(), w.dtype.lanes(), cfg.costs.cycles_per_vector_op) as f64;
         ModelInput {
