@@ -534,6 +534,7 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str) -> list[Verdi
     elif (out / f"{fig.stem}.csv").is_file():
         from .canary import rows_from_csv
 
+        rows_from_csv = getattr(kind, "rows_from_csv", rows_from_csv)  # the kind's own table, if it has one
         rows = rows_from_csv((out / f"{fig.stem}.csv").read_text(encoding="utf-8"))
     else:
         raise StoreError(f"{out}: neither {STORE_FILE} nor {fig.stem}.csv: nothing to judge")
@@ -544,6 +545,7 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str) -> list[Verdi
     if sens_file.is_file():  # the runs of a --sensitivity sweep: the claims get their bands again
         from .canary import rows_from_csv
 
+        rows_from_csv = getattr(kind, "rows_from_csv", rows_from_csv)
         tables = claims_engine.sensitivity_tables(sens_file.read_text(encoding="utf-8"), str(sens_file))
         for sens in fig.sensitivity:
             at = []

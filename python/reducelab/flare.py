@@ -235,6 +235,11 @@ class FlareKind:
     def files(self, fig: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         return {f"{fig.stem}.csv": results_csv(rows)}
 
+    @staticmethod
+    def rows_from_csv(text: str) -> list[dict[str, Any]]:
+        """The rows of ``STEM.csv`` (`reducelab reproduce FIG --claims-only` without a store)."""
+        return rows_from_csv(text)
+
 
 def _cell(v: Any) -> str:
     if isinstance(v, bool):

@@ -99,3 +99,14 @@ def test_flare_figures_run_through_the_harness_at_tiny_scale(name: str, tmp_path
         by_type = {r["dtype"]: r["giga_elements_per_s"] for r in rows if r["series"] == "flare" and r["bytes"] == 1 << 20}
         assert by_type["int8"] > by_type["int16"] > by_type["int32"]
     assert rep.counts()[2] == 0
+
+
+def test_claims_are_judged_again_from_the_csv_alone(tmp_path) -> None:
+    from reducelab import figures
+
+    figures.reproduce("flare-fig10", tmp_path, scale="tiny", jobs=1, plot=False)
+    before = (tmp_path / "fig10_claims.csv").read_text()
+    (tmp_path / "points.sqlite").unlink()
+    (tmp_path / "fig10_claims.csv").unlink()
+    figures.reevaluate("flare-fig10", tmp_path, "tiny")
+    assert (tmp_path / "fig10_claims.csv").read_text() == before
