@@ -280,79 +280,77 @@ impl HandlerSet for Tree {
     fn payload(&mut self, cx: &mut HandlerCx<'_>, run: &mut RunState) -> Step {
         let (b, bytes, core, p) = (cx.packet().block, cx.packet().payload_bytes, cx.core() as usize, cx.children());
         let lock = cx.costs().lock_cycles as u64;
-        loop {
-            match run.pc {
-                0 => {
-                    // Copy the packet into its own buffer (DMA), chosen by its port.
-                    let cluster = cx.cluster();
-                    cx.alloc_l1(cluster, bytes as u64);
-                    let data = cx.take_packet_data();
-                    if self.carry.len() <= core {
-                        self.carry.resize(core + 1, None);
+        match run.pc {
+            0 => {
+                // Copy the packet into its own buffer (DMA), chosen by its port.
+                let cluster = cx.cluster();
+                cx.alloc_l1(cluster, bytes as u64);
+                let data = cx.take_packet_data();
+                if self.carry.len() <= core {
+                    self.carry.resize(core + 1, None);
+                }
+                self.carry[core] = Some((Buf { present: true, cluster, data }, 0, cx.packet().port));
+                run.pc = 1;
+                Step::Compute(cx.costs().handler_overhead_cycles as u64 + cx.dma_cycles(bytes, cluster))
+            }
+            1 => {
+                run.pc = 2;
+                Step::Acquire(lock_key(b, TREE_LOCK))
+            }
+            2 => {
+                let (mut mine, mut level, mut node) = self.carry[core].take().expect("a climbing handler carries a buffer");
+                let slots = &mut self.blocks[b as usize];
+                loop {
+                    if width(p, level) == 1 {
+                        slots[level as usize][0] = Some(mine);
+                        run.pc = 3;
+                        return Step::Compute(2 * lock);
                     }
-                    self.carry[core] = Some((Buf { present: true, cluster, data }, 0, cx.packet().port));
-                    run.pc = 1;
-                    return Step::Compute(cx.costs().handler_overhead_cycles as u64 + cx.dma_cycles(bytes, cluster));
-                }
-                1 => {
-                    run.pc = 2;
-                    return Step::Acquire(lock_key(b, TREE_LOCK));
-                }
-                2 => {
-                    let (mut mine, mut level, mut node) = self.carry[core].take().expect("a climbing handler carries a buffer");
-                    let slots = &mut self.blocks[b as usize];
-                    loop {
-                        if width(p, level) == 1 {
-                            slots[level as usize][0] = Some(mine);
+                    let sib = node ^ 1;
+                    if sib >= width(p, level) {
+                        level += 1; // no sibling at this level: the node moves up as it is
+                        node >>= 1;
+                        continue;
+                    }
+                    match slots[level as usize][sib as usize].take() {
+                        Some(other) => {
+                            let (mut left, right) = if node < sib { (mine, other) } else { (other, mine) };
+                            let cost = cx.combine_cycles(bytes, self.dtype, &self.op, left.cluster).max(cx.combine_cycles(
+                                bytes,
+                                self.dtype,
+                                &self.op,
+                                right.cluster,
+                            ));
+                            combine(&self.op, self.dtype, &mut left, right.data);
+                            cx.free_l1(right.cluster, bytes as u64);
+                            mine = left;
+                            self.carry[core] = Some((mine, level + 1, node >> 1));
+                            run.regs[0] = cost;
+                            run.pc = 4;
+                            return Step::Compute(2 * lock);
+                        }
+                        None => {
+                            slots[level as usize][node as usize] = Some(mine);
                             run.pc = 3;
                             return Step::Compute(2 * lock);
                         }
-                        let sib = node ^ 1;
-                        if sib >= width(p, level) {
-                            level += 1; // no sibling at this level: the node moves up as it is
-                            node >>= 1;
-                            continue;
-                        }
-                        match slots[level as usize][sib as usize].take() {
-                            Some(other) => {
-                                let (mut left, right) = if node < sib { (mine, other) } else { (other, mine) };
-                                let cost = cx.combine_cycles(bytes, self.dtype, &self.op, left.cluster).max(cx.combine_cycles(
-                                    bytes,
-                                    self.dtype,
-                                    &self.op,
-                                    right.cluster,
-                                ));
-                                combine(&self.op, self.dtype, &mut left, right.data);
-                                cx.free_l1(right.cluster, bytes as u64);
-                                mine = left;
-                                self.carry[core] = Some((mine, level + 1, node >> 1));
-                                run.regs[0] = cost;
-                                run.pc = 4;
-                                return Step::Compute(2 * lock);
-                            }
-                            None => {
-                                slots[level as usize][node as usize] = Some(mine);
-                                run.pc = 3;
-                                return Step::Compute(2 * lock);
-                            }
-                        }
                     }
                 }
-                3 => {
-                    run.pc = 6;
-                    return Step::Release(lock_key(b, TREE_LOCK));
-                }
-                4 => {
-                    run.pc = 5;
-                    return Step::Release(lock_key(b, TREE_LOCK));
-                }
-                5 => {
-                    // Combine outside the lock: the two buffers are this handler's alone.
-                    run.pc = 1;
-                    return Step::Compute(run.regs[0]);
-                }
-                _ => return Step::Done,
             }
+            3 => {
+                run.pc = 6;
+                Step::Release(lock_key(b, TREE_LOCK))
+            }
+            4 => {
+                run.pc = 5;
+                Step::Release(lock_key(b, TREE_LOCK))
+            }
+            5 => {
+                // Combine outside the lock: the two buffers are this handler's alone.
+                run.pc = 1;
+                Step::Compute(run.regs[0])
+            }
+            _ => Step::Done,
         }
     }
 
