@@ -386,7 +386,7 @@ def test_every_shipped_parameter_file_reads() -> None:
 def test_committed_claims_files_match_the_claims(tmp_path: Path, name: str) -> None:
     """The committed full-scale claims tables are what the claims files say of the committed runs
     (re-judge them with --claims-only after editing a claims file)."""
-    top = "swing-full" if name.startswith("swing-") else "canary-full"
+    top = "swing-full" if name.startswith("swing-") else "flare-full" if name.startswith("flare-") else "canary-full"
     src = REPO / "docs" / "results" / top / name
     shutil.copytree(src, tmp_path / name)
     if name.startswith("swing-"):
