@@ -204,6 +204,7 @@ examples:
   reducelab model --algorithm swing --topology torus:8x8 --size 32KiB   # a family: resolved by size
   reducelab model --list                # the algorithm registry: name, kind, family, size class
   reducelab model canary-memory         # Canary §3.2.2: b·(2d(l+t)+r), the paper's example
+  reducelab model flare --size 256KiB   # Flare §4–6: τ, ℬ, Q, 𝒬, ℒ, M, ℛ of each design of one switch
   reducelab model canary-memory --bandwidth-gbps 400 --diameter 3 --timeout-ns 2000
 
 A bad algorithm, topology or size prints `error: ...` and exits with status 2.
@@ -634,7 +635,7 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument(
         "kind", nargs="?", metavar="MODEL",
         help="omit for the schedule deficiency model; `canary-memory` for Canary's descriptor "
-        "memory b·(2d(l+t)+r) (§3.2.2)",
+        "memory b·(2d(l+t)+r) (§3.2.2); `flare` for Flare's switch model (§4–6, docs/flare.md)",
     )
     model.add_argument("--algorithm", "-a", metavar="A", help="algorithm (see --list)")
     model.add_argument(
@@ -642,8 +643,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="topology spec, e.g. torus:64x64, hyperx:64x64, hammingmesh:2x2,32x32",
     )
     model.add_argument(
-        "--size", type=_size, default=512 << 20, metavar="N",
-        help="vector size in bytes, suffixes KiB/MiB/GiB accepted (default: 512MiB)",
+        "--size", type=_size, default=None, metavar="N",
+        help="vector size in bytes, suffixes KiB/MiB/GiB accepted (default: 512MiB; flare: 1MiB)",
     )
     model.add_argument(
         "--latency-ns", type=_nonnegative_float, default=1000.0, metavar="X",
@@ -702,6 +703,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--leader-ns", type=_nonnegative_float, metavar="R",
         help="canary-memory: leader aggregation time r in ns (default: 1000)",
     )
+    flare = model.add_argument_group("flare (one PsPIN switch; --bandwidth-gbps is each port's rate, default 100)")
+    flare.add_argument("--hosts", type=_positive_int, metavar="P", help="flare: children of the switch (default: 64)")
+    flare.add_argument("--subset-cores", type=_positive_int, metavar="S", help="flare: cores per scheduling subset (default: 8)")
+    flare.add_argument("--clusters", type=_positive_int, metavar="N", help="flare: clusters of 8 HPUs (default: 64)")
+    flare.add_argument("--dtype", metavar="T", help="flare: int32, int16, int8, f32 or f16 (default: int32)")
+    flare.add_argument("--no-stagger", action="store_true", help="flare: hosts send blocks in the same order")
     model.add_argument("--list", action="store_true", help="list the algorithm registry and exit")
     model.set_defaults(handler=_cmd_model)
 
@@ -1325,6 +1332,37 @@ def _cmd_canary_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+_FLARE_OPTS = ("hosts", "subset_cores", "clusters", "dtype", "no_stagger")
+"""Options of `model flare` only (it also reads --size and --bandwidth-gbps)."""
+
+
+def _cmd_flare_model(args: argparse.Namespace) -> int:
+    from . import ScenarioError
+    from .flare import format_model, model_rows
+
+    if args.algorithm or args.topology or args.per_step or args.list:
+        _fail("model flare takes --size, --bandwidth-gbps, --hosts, --subset-cores, --clusters, --dtype and "
+              "--no-stagger, not --algorithm/--topology/--per-step/--list")
+    params = {
+        "bytes": 1 << 20 if args.size is None else args.size,
+        "link_gbps": 100.0 if args.bandwidth_gbps is None else args.bandwidth_gbps,
+        "hosts": args.hosts or 64,
+        "subset_cores": args.subset_cores or 8,
+        "clusters": args.clusters or 64,
+        "dtype": args.dtype or "int32",
+        "staggered": not args.no_stagger,
+    }
+    try:
+        rows = model_rows(("single", "multi-2", "multi-4", "tree", "flare"), **params)
+    except ScenarioError as exc:
+        field = {"pspin.allreduce.hosts": "--hosts", "pspin.subset_cores": "--subset-cores", "pspin.clusters": "--clusters",
+                 "pspin.allreduce.dtype": "--dtype", "pspin.allreduce.bytes": "--size",
+                 "pspin.allreduce.link_gbps": "--bandwidth-gbps"}.get(exc.field, exc.field)
+        _fail(f"{field}: {exc.reason}")
+    print(format_model(rows, params))
+    return 0
+
+
 def _format_registry() -> str:
     from .schedule import algorithms
 
@@ -1377,7 +1415,14 @@ def _cmd_model(args: argparse.Namespace) -> int:
     if args.kind is not None:
         if args.kind == "canary-memory":
             return _cmd_canary_memory(args)
-        _fail(f"unknown model {args.kind!r}; known: canary-memory (or omit it for the schedule model)")
+        if args.kind == "flare":
+            return _cmd_flare_model(args)
+        _fail(f"unknown model {args.kind!r}; known: canary-memory, flare (or omit it for the schedule model)")
+    flare_used = [k for k in _FLARE_OPTS if getattr(args, k) not in (None, False)]
+    if flare_used:
+        _fail(f"--{flare_used[0].replace('_', '-')} belongs to `reducelab model flare`")
+    if args.size is None:
+        args.size = 512 << 20
     used = [k for k in _CANARY_MEMORY_OPTS if k != "bandwidth_gbps" and getattr(args, k) is not None]
     if used:
         _fail(f"--{used[0].replace('_', '-')} belongs to `reducelab model canary-memory`")

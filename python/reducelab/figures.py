@@ -58,9 +58,10 @@ def scenarios_dir() -> Path:
 def _kinds() -> dict[str, Any]:
     from .canary import CanaryKind
     from .dsa import DsaKind
+    from .flare import FlareKind
     from .flare_sparse import FlareSparseKind
 
-    return {"canary": CanaryKind(), "dsa": DsaKind(), "flare_sparse": FlareSparseKind()}
+    return {"canary": CanaryKind(), "dsa": DsaKind(), "flare": FlareKind(), "flare_sparse": FlareSparseKind()}
 
 
 @dataclass(frozen=True)
@@ -535,7 +536,7 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str) -> list[Verdi
     elif (out / f"{fig.stem}.csv").is_file():
         import importlib
 
-        # The kind's own reader (a method, as flare_sparse's), else its module's (canary, dsa).
+        # The kind's own reader (a method, as flare's and flare_sparse's), else its module's (canary, dsa).
         read = getattr(kind, "rows_from_csv", None) or importlib.import_module(f"reducelab.{fig.kind}").rows_from_csv
         rows = read((out / f"{fig.stem}.csv").read_text(encoding="utf-8"))
     else:
@@ -547,6 +548,7 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str) -> list[Verdi
     if sens_file.is_file():  # the runs of a --sensitivity sweep: the claims get their bands again
         from .canary import rows_from_csv
 
+        rows_from_csv = getattr(kind, "rows_from_csv", rows_from_csv)
         tables = claims_engine.sensitivity_tables(sens_file.read_text(encoding="utf-8"), str(sens_file))
         for sens in fig.sensitivity:
             at = []

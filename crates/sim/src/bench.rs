@@ -25,6 +25,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("flare-fig15-point", include_str!("../../../scenarios/bench/flare_fig15_point.toml")),
     // The largest point of DSA's Fig. 8: 8 jobs x 8 workers training DNN A on DSA.
     ("dsa-fig8-point", include_str!("../../../scenarios/bench/dsa_fig8_point.toml")),
+    ("flare-fig11-point", include_str!("../../../scenarios/bench/flare_fig11_point.toml")),
     // Issue 14's NDP permutation at three sizes, the same work as htsim's `-strat perm`
     // (docs/engine.md, "Performance"); the two large ones take minutes and are left out of
     // `reducelab bench engine` without `--name`.
@@ -53,10 +54,15 @@ pub fn bench_engine(name: &str) -> Result<BenchResult, ScenarioError> {
         field: "name".into(),
         reason: format!("unknown benchmark '{name}' (known: {})", engine_bench_names().join(", ")),
     })?;
-    let sc = load_scenario_str(text, None)?;
     // Reset the peak-RSS counter so it reflects this run (Linux ≥ 4.0; ignored elsewhere).
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-    let out = run_scenario(&sc, &RunOptions::default())?;
+    let out = if crate::pspin_run::is_pspin(text) {
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+        crate::pspin_run::run(text, &RunOptions::default())?
+    } else {
+        let sc = load_scenario_str(text, None)?;
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
+        run_scenario(&sc, &RunOptions::default())?
+    };
     let peak = read_status_kb("VmHWM:") * 1024;
     let summary: serde_json::Value = serde_json::from_str(&out.summary_json).expect("own json");
     Ok(BenchResult {

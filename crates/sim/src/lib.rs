@@ -10,6 +10,7 @@ pub mod collective;
 pub mod collective_run;
 pub mod ina_run;
 mod message_lists;
+pub mod pspin_run;
 pub mod report;
 pub mod scenario;
 pub mod training_run;
@@ -89,6 +90,9 @@ pub fn load_scenario_str(text: &str, seed: Option<u64>) -> Result<Scenario, Scen
 
 /// Parses, validates and runs a TOML scenario.
 pub fn run_scenario_str(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
+    if pspin_run::is_pspin(text) {
+        return pspin_run::run(text, opts); // one Flare PsPIN switch, no network (docs/flare.md)
+    }
     let sc = load_scenario_str(text, opts.seed)?;
     run_scenario(&sc, opts)
 }

@@ -617,6 +617,14 @@ fn every_shipped_scenario_loads() {
         if table.contains_key("figure") || table.contains_key("claim") || table.contains_key("sweep") {
             continue;
         }
+        if table.contains_key("pspin") {
+            // One Flare switch (docs/flare.md): the same door, its own parser.
+            if let Err(e) = reducelab_sim::pspin_run::parse(&text, None) {
+                panic!("{}: {e}", f.display());
+            }
+            assert_eq!(reducelab_sim::pspin_run::parse(&text, Some(77)).map(|s| s.seed).ok(), Some(77));
+            continue;
+        }
         if let Err(e) = load_scenario_str(&text, None) {
             panic!("{}: {e}", f.display());
         }

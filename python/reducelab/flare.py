@@ -1,0 +1,283 @@
+"""Flare (seed 004) on a PsPIN switch: scenarios of one switch, its §4–6 model, its figures.
+
+A Flare switch run is a scenario file with a ``[pspin]`` table (docs/flare.md): the same door
+(`_core.run`) as every other run, so figures use the sweep store and the claims engine
+unchanged. `pspin_scenario` builds one; `model_rows` reads the §4–6 model of each design from a
+probe of that scenario (validated, modelled, not run); `FlareKind` turns a figure's grid into
+scenarios and stored runs into rows (`reducelab.figures`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .scenario import Scenario
+
+DESIGNS = ("single", "multi-2", "multi-4", "tree")
+"""The dense designs of §6 as the model and figures show them; `flare` is the size policy."""
+
+DTYPES = ("int32", "int16", "int8", "f32", "f16")
+
+
+class FlareError(ValueError):
+    """A Flare model or figure parameter was rejected (the message says which and why)."""
+
+
+def pspin_scenario(
+    *,
+    name: str = "flare",
+    seed: int = 1,
+    design: str = "flare",
+    bytes: int = 1 << 20,
+    hosts: int = 64,
+    link_gbps: float = 100.0,
+    dtype: str = "int32",
+    staggered: bool = True,
+    subset_cores: int = 8,
+    clusters: int = 64,
+    hpus_per_cluster: int = 8,
+    l2_full: str = "drop",
+    jitter_ns: float = 0.0,
+    reproducible: bool = False,
+    data: bool = False,
+    window_blocks: int = 0,
+) -> Scenario:
+    """A one-switch Flare scenario (docs/flare.md, "Scenario files")."""
+    return Scenario.from_dict({
+        "name": name,
+        "seed": seed,
+        "pspin": {
+            "clusters": clusters,
+            "hpus_per_cluster": hpus_per_cluster,
+            "subset_cores": subset_cores,
+            "l2_full": l2_full,
+            "allreduce": {
+                "hosts": hosts,
+                "bytes": bytes,
+                "link_gbps": link_gbps,
+                "dtype": dtype,
+                "design": design,
+                "staggered": staggered,
+                "jitter_ns": jitter_ns,
+                "reproducible": reproducible,
+                "data": data,
+                "window_blocks": window_blocks,
+            },
+        },
+    })
+
+
+def probe(scenario: Scenario) -> dict[str, Any]:
+    """The summary of a probe of a one-switch scenario: validated and modelled, not run.
+    Raises `ScenarioError` (naming the field) for a bad parameter."""
+    from . import _core
+
+    out = _core.run(scenario.to_toml(), None, False, True)
+    return json.loads(out["summary_json"])
+
+
+def model_rows(designs: Sequence[str] = DESIGNS, **params: Any) -> list[dict[str, Any]]:
+    """The §4–6 model of each design for the scenario `pspin_scenario(**params)`: one dict per
+    design with ``design`` and the model's values (τ, ℬ, δ, δc, Q, 𝒬, ℒ, M, ℛ)."""
+    rows = []
+    for d in designs:
+        s = probe(pspin_scenario(**{**params, "design": d}))
+        rows.append({"design": d, "resolved": s["design"], **s["model"]})
+    return rows
+
+
+def _bytes(n: float) -> str:
+    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= k:
+            return f"{n / k:.1f} {unit}"
+    return f"{n:.0f} B"
+
+
+def format_model(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -> str:
+    """The model as a table (one row per design), with its inputs above it."""
+    if not rows:
+        return ""
+    r0 = rows[0]
+    clusters, hpus = params.get("clusters", 64), params.get("hpus_per_cluster", 8)
+    head = [
+        "Flare switch model (seed 004 §4–6): "
+        f"{clusters * hpus} cores ({clusters} clusters × {hpus}), S = {params.get('subset_cores', 8)}, "
+        f"P = {params.get('hosts', 64)} children at {params.get('link_gbps', 100.0):g} Gb/s, "
+        f"{_bytes(params.get('bytes', 1 << 20))} of {params.get('dtype', 'int32')} in 1 KiB packets, "
+        f"{'staggered' if params.get('staggered', True) else 'not staggered'}",
+        f"  L = {r0['l_cycles']:.0f} cycles per packet, δ = {r0['delta_cycles']:.2f} cycles, "
+        f"δc = {r0['delta_c_cycles']:.1f} cycles",
+        "",
+        f"  {'design':<13} {'τ (cyc)':>9} {'ℬ (Tb/s)':>9} {'Q':>7} {'𝒬 (pkts)':>9} {'input buf':>10} "
+        f"{'ℒ (µs)':>8} {'M':>6} {'ℛ':>10}",
+    ]
+    for r in rows:
+        name = r["design"] if r["design"] == r["resolved"] else f"{r['design']}→{r['resolved']}"
+        head.append(
+            f"  {name:<13} {r['tau_cycles']:>9.0f} {r['bandwidth_gbps'] / 1000:>9.3f} {r['queue']:>7.2f} "
+            f"{r['packets_in_switch']:>9.0f} {_bytes(r['input_buffer_bytes']):>10} "
+            f"{r['block_latency_cycles'] / 1000:>8.2f} {r['buffers_per_block']:>6.2f} {_bytes(r['working_bytes']):>10}"
+        )
+    head += [
+        "",
+        "  τ service time per packet; ℬ = min(K/τ, 1/δ); Q longest queue at a core and 𝒬 = (Q + 1)K packets",
+        "  in the switch (eq. 1); ℒ = (P − 1)δc + (Q + 1)τ block latency; M buffers per block;",
+        "  ℛ = M·(ℬ/P)·ℒ working memory (docs/flare.md, \"Models\").",
+    ]
+    return "\n".join(head)
+
+
+# ---------------------------------------------------------------------------------------------
+# Figures: `kind = "flare"` (scenarios/flare/figN.toml; docs/flare.md, "Figures").
+
+CSV_COLUMNS = ("series", "design", "bytes", "allreduces", "dtype", "subset_cores", "staggered", "hosts", "seed")
+METRIC_COLUMNS = (
+    "bandwidth_tbps", "model_bandwidth_tbps", "giga_elements_per_s", "model_giga_elements_per_s",
+    "tau_cycles", "model_tau_cycles", "spin_share", "input_buffer_kib", "model_input_buffer_kib",
+    "working_kib", "model_working_kib", "memory_kib", "model_memory_kib", "block_latency_us",
+    "model_block_latency_us", "drops", "verified", "end",
+)
+
+_GRID_KEYS = ("series", "bytes", "dtype", "subset_cores", "staggered", "seed")
+
+
+def _num(x: Any) -> float:
+    return float("nan") if x is None else float(x)
+
+
+class FlareKind:
+    """One-switch runs of the Flare paper (seed 004 §6): each point is a ``[pspin]`` scenario
+    (the figure's base scenario with the point's design, size, type, subset and staggering); a
+    row holds the simulated switch's measurements and the §4–6 model's values side by side."""
+
+    name = "flare"
+    columns = (*CSV_COLUMNS, *METRIC_COLUMNS)
+    params = ("bytes", "dtype", "subset_cores", "staggered", "hosts", "link_gbps", "jitter_ns", "window_blocks",
+              "stream_bytes")
+    """Figure parameters ([params], [scales.NAME.params]) this kind reads, besides the grid's."""
+    keep_files: tuple[str, ...] = ()
+
+    def network(self, base: Scenario) -> str:
+        p = base.to_dict()["pspin"]
+        a = p.get("allreduce", {})
+        c, h = p.get("clusters", 64), p.get("hpus_per_cluster", 8)
+        return (f"one PsPIN switch: {c} clusters x {h} HPUs ({c * h} cores), S = {p.get('subset_cores', 8)}, "
+                f"{a.get('hosts', '?')} ports at {a.get('link_gbps', 100):g} Gb/s, L2 full: {p.get('l2_full', 'drop')}")
+
+    def points(self, fig: Any, scale: Any, base: Scenario) -> list[tuple[dict[str, Any], Scenario]]:
+        doc = base.to_dict()
+        if "pspin" not in doc:
+            raise ValueError("the base scenario has no [pspin] table (a Flare figure runs one PsPIN switch)")
+        out = []
+        for p in scale.grid_points():
+            unknown = set(p) - set(_GRID_KEYS)
+            if unknown:
+                raise ValueError(f"grid.{sorted(unknown)[0]}: not a grid key of kind flare ({', '.join(_GRID_KEYS)})")
+            par = {**scale.params, **p}
+            d = json.loads(json.dumps(doc))
+            sw = d["pspin"]
+            a = sw.setdefault("allreduce", {})
+            series = str(p["series"])
+            a["design"] = series
+            for key in ("bytes", "dtype", "staggered", "hosts", "link_gbps", "jitter_ns", "window_blocks"):
+                if key in par:
+                    a[key] = par[key]
+            # `stream_bytes`: back-to-back allreduces of `bytes` (as many as make stream_bytes,
+            # `allreduces` in the scenario: one allreduce's blocks in flight per host), so that a
+            # small size's bandwidth is the sustained rate of such allreduces, not one's fill and drain.
+            z = int(a.get("bytes", 0))
+            repeat = max(1, int(par.get("stream_bytes", 0)) // z) if z else 1
+            if repeat > 1:
+                a["allreduces"] = repeat
+            if "subset_cores" in par:
+                sw["subset_cores"] = par["subset_cores"]
+            seed = int(par.get("seed", 0))
+            d["seed"] = seed + 1
+            d["name"] = f"{fig.stem}-{series}-{z}"
+            row = {"series": series, "bytes": z, "allreduces": repeat, "dtype": a.get("dtype", "int32"),
+                   "subset_cores": int(sw.get("subset_cores", 8)), "staggered": bool(a.get("staggered", True)),
+                   "hosts": int(a.get("hosts", 0)), "seed": seed}
+            out.append((row, Scenario.from_dict(d)))
+        return out
+
+    def row(self, params: Mapping[str, Any], stored: Any, links: bool = False, link_kind: str = "network") -> dict[str, Any]:
+        s = json.loads(stored.summary_json)
+        m = s.get("model") or {}
+        ebytes = {"int32": 4, "int16": 2, "int8": 1, "f32": 4, "f16": 2}[s["dtype"]]
+        busy, spin = _num(s["busy_cycles"]), _num(s["spin_cycles"])
+        kib = 1 / 1024
+        row = {k: v for k, v in params.items() if not k.startswith("_")}
+        row.update(
+            design=s["design"],
+            bandwidth_tbps=_num(s["bandwidth_gbps"]) / 1000,
+            model_bandwidth_tbps=_num(m.get("bandwidth_gbps")) / 1000,
+            giga_elements_per_s=_num(s["elements_per_s"]) / 1e9,
+            model_giga_elements_per_s=_num(m.get("bandwidth_gbps")) / 8 / ebytes,
+            tau_cycles=_num(s["tau_cycles"]),
+            model_tau_cycles=_num(m.get("tau_cycles")),
+            spin_share=spin / (busy + spin) if busy + spin > 0 else 0.0,
+            input_buffer_kib=_num(s["peak_l2_bytes"]) * kib,
+            model_input_buffer_kib=_num(m.get("input_buffer_bytes")) * kib,
+            working_kib=_num(s["peak_working_bytes"]) * kib,
+            model_working_kib=_num(m.get("working_bytes")) * kib,
+            block_latency_us=_num(s["block_latency_ns"]) / 1000,
+            model_block_latency_us=_num(m.get("block_latency_ns")) / 1000,
+            drops=int(s["drops"]),
+            verified=s["status"] == "completed" and s.get("verified") is not False,
+            end=s["status"],
+        )
+        row["memory_kib"] = row["input_buffer_kib"] + row["working_kib"]
+        row["model_memory_kib"] = row["model_input_buffer_kib"] + row["model_working_kib"]
+        return row
+
+    def files(self, fig: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+        return {f"{fig.stem}.csv": results_csv(rows)}
+
+    @staticmethod
+    def rows_from_csv(text: str) -> list[dict[str, Any]]:
+        """The rows of ``STEM.csv`` (`reducelab reproduce FIG --claims-only` without a store)."""
+        return rows_from_csv(text)
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return "" if v is None else str(v)
+
+
+def results_csv(rows: Sequence[Mapping[str, Any]]) -> str:
+    """``STEM.csv``: one row per run, parameters then measurements and model values."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow([*CSV_COLUMNS, *METRIC_COLUMNS])
+    for r in rows:
+        w.writerow([_cell(r.get(k)) for k in (*CSV_COLUMNS, *METRIC_COLUMNS)])
+    return buf.getvalue()
+
+
+def rows_from_csv(text: str) -> list[dict[str, Any]]:
+    """The rows of ``STEM.csv`` read back (`results_csv`), for judging claims without running."""
+    import csv
+    import io
+
+    out = []
+    for r in csv.DictReader(io.StringIO(text)):
+        row: dict[str, Any] = {}
+        for k, v in r.items():
+            if k in ("series", "design", "dtype", "end"):
+                row[k] = v
+            elif k in ("staggered", "verified"):
+                row[k] = v == "true"
+            elif k in ("bytes", "allreduces", "subset_cores", "hosts", "seed", "drops"):
+                row[k] = int(v)
+            else:
+                row[k] = float(v) if v else float("nan")
+        out.append(row)
+    return out
