@@ -40,6 +40,12 @@ struct Led {
     restore: Vec<(u32, u64)>,
     /// Host-based fallback: which ranks' contributions are in.
     fallback_from: Vec<bool>,
+    /// Fingerprints of the (partial) aggregates absorbed in this attempt. Within an attempt
+    /// every rank contributes once, so a second aggregate with the same fingerprint carries the
+    /// same contributions again: a duplicated packet (a network or a restarted switch that sends
+    /// one twice), which must not count twice. Counting by `counter` alone would let a
+    /// duplicate stand in for a missing contribution.
+    absorbed: Vec<u64>,
 }
 
 /// Retransmission-timer expiries after which a host gives a block (or its completion
@@ -292,6 +298,14 @@ impl CanaryHost {
                         return;
                     }
                     l.fallback_from[rank_src as usize] = true;
+                }
+                if hdr.kind == Kind::Reduce && hdr.counter > 0 {
+                    if l.absorbed.contains(&hdr.fp) {
+                        vals.release(hdr.data);
+                        self.stats.duplicates += 1;
+                        return;
+                    }
+                    l.absorbed.push(hdr.fp);
                 }
                 l.counter += hdr.counter as u32;
                 l.fp = l.fp.wrapping_add(hdr.fp);
@@ -565,5 +579,27 @@ mod tests {
         l.on_packet(&c, 5, contribution(Kind::Fallback, 2), &mut v, &mut out);
         assert_eq!(l.stats.bad_blocks, 0);
         assert_eq!(l.missing(), 2, "block 0 complete and right");
+    }
+
+    #[test]
+    fn a_leader_counts_a_duplicated_partial_aggregate_once() {
+        // Four ranks; rank 0 leads block 0. A switch's partial aggregate of ranks 1 and 2 arrives
+        // twice (a duplicated packet): by its counter alone 2 + 2 would reach n - 1 = 3 without
+        // rank 3. The software switch's crash + duplication run found this.
+        let c = Collective::new(0, vec![0, 1, 2, 3], 64, 4, 1, true).unwrap();
+        let (mut l, mut v, mut out) = (agent(&c, 0, 3), Values::new(0), Vec::new());
+        let mut partial = Header::new(Kind::Reduce, Addr::Host(0), c.id(0, 0), 0);
+        partial.counter = 2;
+        partial.fp = contribution_fp(c.salt, 0, 1, 0).wrapping_add(contribution_fp(c.salt, 0, 2, 0));
+        l.on_packet(&c, 1, partial, &mut v, &mut out);
+        l.on_packet(&c, 2, partial, &mut v, &mut out);
+        assert_eq!(l.stats.duplicates, 1);
+        assert_eq!(l.missing(), 4, "block 0 must wait for rank 3");
+        let mut r3 = Header::new(Kind::Reduce, Addr::Host(0), c.id(0, 0), 0);
+        r3.counter = 1;
+        r3.fp = contribution_fp(c.salt, 0, 3, 0);
+        l.on_packet(&c, 3, r3, &mut v, &mut out);
+        assert_eq!(l.stats.bad_blocks, 0);
+        assert_eq!(l.missing(), 3, "block 0 complete and right");
     }
 }
