@@ -71,8 +71,11 @@ int main(int argc, char **argv) {
     int want = !(expect && strcmp(expect, "0") == 0);
     long long s0 = 0, f0 = 0, s1 = 0, f1 = 0;
     if (want && !counters) {
+        /* Every rank sees the same (LD_PRELOAD is per job): finalize and exit with an error rather
+         * than MPI_Abort, whose kill can drop the ranks' stderr before the launcher forwards it. */
         fprintf(stderr, "[rank %d] FAIL: interposition library not loaded (LD_PRELOAD)\n", rank);
-        MPI_Abort(MPI_COMM_WORLD, 2);
+        MPI_Finalize();
+        return 2;
     }
     if (counters) counters(&s0, &f0);
     int calls = 0;

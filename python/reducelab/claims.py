@@ -680,7 +680,7 @@ def _evaluate(claim: TableClaim, table: RunTable) -> list[tuple[str, float]]:
             means = [table.mean(claim.of, {**num_sel, claim.over: v}) for v in table.expand(claim.over, claim.subject.get(claim.over, "all"))]
             if not means:
                 raise KeyError(f"no verified runs for {claim.over}")
-            v = max(means) / min(means)
+            v = max(means) / min(means) if min(means) > 0 else math.inf  # (a zero among positives: unbounded)
             if claim.minus_one:
                 v -= 1
             out.append((_label(key), v - claim.subtract))

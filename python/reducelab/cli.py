@@ -709,6 +709,8 @@ def build_parser() -> argparse.ArgumentParser:
     flare.add_argument("--clusters", type=_positive_int, metavar="N", help="flare: clusters of 8 HPUs (default: 64)")
     flare.add_argument("--dtype", metavar="T", help="flare: int32, int16, int8, f32 or f16 (default: int32)")
     flare.add_argument("--no-stagger", action="store_true", help="flare: hosts send blocks in the same order")
+    flare.add_argument("--density", type=float, metavar="D",
+                       help="flare: also model the sparse allreduce (hash and array storage) at this density, 0 < D <= 1 (Fig. 13)")
     model.add_argument("--list", action="store_true", help="list the algorithm registry and exit")
     model.set_defaults(handler=_cmd_model)
 
@@ -1332,17 +1334,17 @@ def _cmd_canary_memory(args: argparse.Namespace) -> int:
     return 0
 
 
-_FLARE_OPTS = ("hosts", "subset_cores", "clusters", "dtype", "no_stagger")
+_FLARE_OPTS = ("hosts", "subset_cores", "clusters", "dtype", "no_stagger", "density")
 """Options of `model flare` only (it also reads --size and --bandwidth-gbps)."""
 
 
 def _cmd_flare_model(args: argparse.Namespace) -> int:
     from . import ScenarioError
-    from .flare import format_model, model_rows
+    from .flare import format_model, format_sparse_model, model_rows, sparse_model_rows
 
     if args.algorithm or args.topology or args.per_step or args.list:
-        _fail("model flare takes --size, --bandwidth-gbps, --hosts, --subset-cores, --clusters, --dtype and "
-              "--no-stagger, not --algorithm/--topology/--per-step/--list")
+        _fail("model flare takes --size, --bandwidth-gbps, --hosts, --subset-cores, --clusters, --dtype, "
+              "--no-stagger and --density, not --algorithm/--topology/--per-step/--list")
     params = {
         "bytes": 1 << 20 if args.size is None else args.size,
         "link_gbps": 100.0 if args.bandwidth_gbps is None else args.bandwidth_gbps,
@@ -1354,12 +1356,20 @@ def _cmd_flare_model(args: argparse.Namespace) -> int:
     }
     try:
         rows = model_rows(("single", "multi-2", "multi-4", "tree", "flare"), **params)
+        if args.density is not None:
+            if args.dtype not in (None, "int32"):
+                _fail("--density: the sparse allreduce aggregates int32 pairs (drop --dtype)")
+            if not 0 < args.density <= 1:
+                _fail(f"--density: expected a fraction in (0, 1], got {args.density}")
+            sparse = sparse_model_rows(args.density, simulate=False, **params)
     except ScenarioError as exc:
         field = {"pspin.allreduce.hosts": "--hosts", "pspin.subset_cores": "--subset-cores", "pspin.clusters": "--clusters",
                  "pspin.allreduce.dtype": "--dtype", "pspin.allreduce.bytes": "--size",
-                 "pspin.allreduce.link_gbps": "--bandwidth-gbps"}.get(exc.field, exc.field)
+                 "pspin.allreduce.link_gbps": "--bandwidth-gbps", "pspin.allreduce.density": "--density"}.get(exc.field, exc.field)
         _fail(f"{field}: {exc.reason}")
     print(format_model(rows, params))
+    if args.density is not None:
+        print(format_sparse_model(sparse, rows, args.density))
     return 0
 
 

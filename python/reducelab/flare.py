@@ -43,8 +43,13 @@ def pspin_scenario(
     reproducible: bool = False,
     data: bool = False,
     window_blocks: int = 0,
+    density: float = 0.0,
+    storage: str = "hash",
+    simulate: bool = True,
 ) -> Scenario:
-    """A one-switch Flare scenario (docs/flare.md, "Scenario files")."""
+    """A one-switch Flare scenario (docs/flare.md, "Scenario files"); `density` > 0 makes it a
+    sparse allreduce with `storage` ``hash`` or ``array`` (docs/flare-sparse.md)."""
+    sparse = {"density": density, "storage": storage} if density else {}
     return Scenario.from_dict({
         "name": name,
         "seed": seed,
@@ -64,6 +69,8 @@ def pspin_scenario(
                 "reproducible": reproducible,
                 "data": data,
                 "window_blocks": window_blocks,
+                "simulate": simulate,
+                **sparse,
             },
         },
     })
@@ -86,6 +93,45 @@ def model_rows(designs: Sequence[str] = DESIGNS, **params: Any) -> list[dict[str
         s = probe(pspin_scenario(**{**params, "design": d}))
         rows.append({"design": d, "resolved": s["design"], **s["model"]})
     return rows
+
+
+def sparse_model_rows(density: float, designs: Sequence[str] = DESIGNS, **params: Any) -> list[dict[str, Any]]:
+    """The §4–6 model with the sparse handlers' L (seed 004 §7, Fig. 13) for hash and array
+    storage at `density`: one dict per (storage, design) with ``storage``, ``design`` and the
+    model's values."""
+    if not 0 < density <= 1:
+        raise FlareError(f"density: expected a fraction in (0, 1], got {density}")
+    rows = []
+    for storage in ("hash", "array"):
+        for d in designs:
+            s = probe(pspin_scenario(**{**params, "design": d, "density": density, "storage": storage}))
+            rows.append({"storage": storage, "design": d, "resolved": s["design"], "span": s["sparse"]["span"],
+                         "block_bytes": s["sparse"]["block_bytes"], **s["model"]})
+    return rows
+
+
+def format_sparse_model(rows: Sequence[Mapping[str, Any]], dense: Sequence[Mapping[str, Any]], density: float) -> str:
+    """The sparse rows of `sparse_model_rows` beside the dense bandwidth of each design."""
+    dense_bw = {r["design"]: r["bandwidth_gbps"] for r in dense}
+    out = [
+        "",
+        f"Sparse allreduce (seed 004 §7, Fig. 13) at {density:.3g} density: 1 KiB packets of 128 (index, value) pairs, "
+        f"span {rows[0]['span'] if rows else '?'} elements per block",
+        f"  {'storage/design':<15} {'L (cyc)':>8} {'τ (cyc)':>9} {'ℬ (Tb/s)':>9} {'dense ℬ':>9} {'sparse/dense':>13} {'block mem':>10}",
+    ]
+    for r in rows:
+        d = dense_bw.get(r["design"])
+        ratio = f"{r['bandwidth_gbps'] / d:.2f}×" if d else "–"
+        out.append(
+            f"  {r['storage'] + '/' + r['design']:<15} {r['l_cycles']:>8.0f} {r['tau_cycles']:>9.0f} {r['bandwidth_gbps'] / 1000:>9.3f} "
+            f"{(d or float('nan')) / 1000:>9.3f} {ratio:>13} {_bytes(r['block_bytes']):>10}"
+        )
+    out += [
+        "",
+        "  L: a packet's pair insertions (hash 11, array 7 cycles per pair) and shard counter, plus the block's",
+        "  completion scan over its P packets (docs/flare-sparse.md, \"Sparse handler costs\"); ℬ in payload bytes.",
+    ]
+    return "\n".join(out)
 
 
 def _bytes(n: float) -> str:
@@ -132,15 +178,34 @@ def format_model(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -
 # ---------------------------------------------------------------------------------------------
 # Figures: `kind = "flare"` (scenarios/flare/figN.toml; docs/flare.md, "Figures").
 
-CSV_COLUMNS = ("series", "design", "bytes", "allreduces", "dtype", "subset_cores", "staggered", "hosts", "seed")
+CSV_COLUMNS = ("series", "design", "storage", "density", "bytes", "allreduces", "dtype", "subset_cores", "staggered", "hosts",
+               "seed")
 METRIC_COLUMNS = (
     "bandwidth_tbps", "model_bandwidth_tbps", "giga_elements_per_s", "model_giga_elements_per_s",
     "tau_cycles", "model_tau_cycles", "spin_share", "input_buffer_kib", "model_input_buffer_kib",
     "working_kib", "model_working_kib", "memory_kib", "model_memory_kib", "block_latency_us",
     "model_block_latency_us", "drops", "verified", "end",
+    # Sparse runs (§7, Figs. 13-14): L of the model, a block's working memory, pairs sent beyond
+    # the block's distinct indices (%), and whether the blocks in flight fit in L1 (1/0).
+    "model_l_cycles", "block_memory_kib", "extra_traffic_pct", "spilled_pairs", "fits",
 )
 
-_GRID_KEYS = ("series", "bytes", "dtype", "subset_cores", "staggered", "seed")
+STORAGES = ("dense", "hash", "array")
+"""How a block's partial aggregate is kept: dense buffers (§6), or sparse (§7) in a hash table
+with a spill buffer, or in an array of the block's span."""
+
+_GRID_KEYS = ("series", "bytes", "dtype", "subset_cores", "staggered", "seed", "density")
+
+
+def _series(series: str, par: Mapping[str, Any]) -> tuple[str, str]:
+    """(storage, design) of a figure series: ``DESIGN`` (dense), ``STORAGE`` (sparse, the
+    design from the ``design`` parameter, default single) or ``STORAGE/DESIGN``."""
+    head, _, tail = series.partition("/")
+    if head in STORAGES:
+        return head, tail or str(par.get("design", "single"))
+    if tail:
+        raise ValueError(f"grid.series: {series!r}: expected DESIGN, STORAGE or STORAGE/DESIGN (storages: {', '.join(STORAGES)})")
+    return "dense", head
 
 
 def _num(x: Any) -> float:
@@ -155,7 +220,7 @@ class FlareKind:
     name = "flare"
     columns = (*CSV_COLUMNS, *METRIC_COLUMNS)
     params = ("bytes", "dtype", "subset_cores", "staggered", "hosts", "link_gbps", "jitter_ns", "window_blocks",
-              "stream_bytes")
+              "stream_bytes", "density", "design", "simulate", "hash_slots")
     """Figure parameters ([params], [scales.NAME.params]) this kind reads, besides the grid's."""
     keep_files: tuple[str, ...] = ()
 
@@ -180,10 +245,19 @@ class FlareKind:
             sw = d["pspin"]
             a = sw.setdefault("allreduce", {})
             series = str(p["series"])
-            a["design"] = series
-            for key in ("bytes", "dtype", "staggered", "hosts", "link_gbps", "jitter_ns", "window_blocks"):
+            storage, design = _series(series, par)
+            a["design"] = design
+            for key in ("bytes", "dtype", "staggered", "hosts", "link_gbps", "jitter_ns", "window_blocks", "simulate"):
                 if key in par:
                     a[key] = par[key]
+            density = float(par.get("density", 0) or 0) if storage != "dense" else 0.0
+            if storage != "dense":
+                if density <= 0:
+                    raise ValueError(f"series {series!r}: a sparse storage needs a density (grid or params)")
+                a["density"] = density
+                a["storage"] = storage
+                if "hash_slots" in par and storage == "hash":
+                    a["hash_slots"] = par["hash_slots"]
             # `stream_bytes`: back-to-back allreduces of `bytes` (as many as make stream_bytes,
             # `allreduces` in the scenario: one allreduce's blocks in flight per host), so that a
             # small size's bandwidth is the sustained rate of such allreduces, not one's fill and drain.
@@ -195,8 +269,8 @@ class FlareKind:
                 sw["subset_cores"] = par["subset_cores"]
             seed = int(par.get("seed", 0))
             d["seed"] = seed + 1
-            d["name"] = f"{fig.stem}-{series}-{z}"
-            row = {"series": series, "bytes": z, "allreduces": repeat, "dtype": a.get("dtype", "int32"),
+            d["name"] = f"{fig.stem}-{series.replace('/', '-')}-{z}" + (f"-d{density:g}" if density else "")
+            row = {"series": series, "storage": storage, "density": density, "bytes": z, "allreduces": repeat, "dtype": a.get("dtype", "int32"),
                    "subset_cores": int(sw.get("subset_cores", 8)), "staggered": bool(a.get("staggered", True)),
                    "hosts": int(a.get("hosts", 0)), "seed": seed}
             out.append((row, Scenario.from_dict(d)))
@@ -230,6 +304,26 @@ class FlareKind:
         )
         row["memory_kib"] = row["input_buffer_kib"] + row["working_kib"]
         row["model_memory_kib"] = row["model_input_buffer_kib"] + row["model_working_kib"]
+        row["model_l_cycles"] = _num(m.get("l_cycles"))
+        sp = s.get("sparse") or {}
+        nan = float("nan")
+        row["block_memory_kib"] = _num(sp.get("block_bytes")) * kib if sp else nan
+        row["extra_traffic_pct"] = _num(sp.get("extra_traffic")) * 100 if "extra_traffic" in sp else nan
+        row["spilled_pairs"] = _num(sp.get("spilled_pairs"))
+        row["fits"] = (1.0 if sp.get("fits") else 0.0) if sp and s.get("simulated", True) else nan
+        if not s.get("simulated", True):
+            # A model-only point (simulate = false, Fig. 13): nothing was simulated.
+            for k in ("bandwidth_tbps", "giga_elements_per_s", "tau_cycles", "spin_share", "input_buffer_kib",
+                      "working_kib", "memory_kib", "block_latency_us"):
+                row[k] = nan
+        elif sp and not sp.get("fits"):
+            # The blocks in flight did not fit in L1: the run is refused, not measured (its
+            # reason is the summary's status_reason); the refusal itself is the result.
+            for k in ("bandwidth_tbps", "giga_elements_per_s", "tau_cycles", "spin_share", "working_kib",
+                      "memory_kib", "block_latency_us", "extra_traffic_pct"):
+                row[k] = nan
+            row["verified"] = True
+            row["end"] = "does_not_fit"
         return row
 
     def files(self, fig: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
@@ -271,7 +365,7 @@ def rows_from_csv(text: str) -> list[dict[str, Any]]:
     for r in csv.DictReader(io.StringIO(text)):
         row: dict[str, Any] = {}
         for k, v in r.items():
-            if k in ("series", "design", "dtype", "end"):
+            if k in ("series", "design", "dtype", "end", "storage"):
                 row[k] = v
             elif k in ("staggered", "verified"):
                 row[k] = v == "true"

@@ -382,20 +382,12 @@ def test_every_shipped_parameter_file_reads() -> None:
         assert len(lines) > 10 and all(line.count(" | ") >= 4 for line in lines[2:])
 
 
-# Figures whose full-scale runs were made outside the harness and not committed (the DSA ones:
-# docs/reproductions.md has their values); each must gain docs/results/dsa-full/NAME.
-NO_COMMITTED_FULL_RUN = {"dsa-fig8", "dsa-fig9", "dsa-fig10", "dsa-fig11"}
-
-
 @pytest.mark.parametrize("name", [*swing.names(), *figures.names()])
 def test_committed_claims_files_match_the_claims(tmp_path: Path, name: str) -> None:
     """The committed full-scale claims tables are what the claims files say of the committed runs
     (re-judge them with --claims-only after editing a claims file)."""
     top = "swing-full" if name.startswith("swing-") else "flare-full" if name.startswith("flare-") else "dsa-full" if name.startswith("dsa-") else "canary-full"
     src = REPO / "docs" / "results" / top / name
-    if name in NO_COMMITTED_FULL_RUN:
-        assert not src.exists(), f"{name} has a committed run now: take it off NO_COMMITTED_FULL_RUN"
-        pytest.skip(f"{name}: no full-scale run committed yet (docs/reproductions.md lists its measured values)")
     shutil.copytree(src, tmp_path / name)
     if name.startswith("swing-"):
         swing.reevaluate(name, tmp_path / name, "full")

@@ -110,3 +110,74 @@ def test_claims_are_judged_again_from_the_csv_alone(tmp_path) -> None:
     (tmp_path / "fig10_claims.csv").unlink()
     figures.reevaluate("flare-fig10", tmp_path, "tiny")
     assert (tmp_path / "fig10_claims.csv").read_text() == before
+
+
+def test_model_flare_prints_the_sparse_designs_beside_the_dense_ones() -> None:
+    proc = cli("model", "flare", "--size", "4MiB", "--density", "0.1")
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line.split() for line in proc.stdout.splitlines() if line.startswith("  ") and "/" in line.split()[0] and line.split()[0] != "storage/design"}
+    assert set(rows) == {f"{s}/{d}" for s in ("hash", "array") for d in ("single", "multi-2", "multi-4", "tree")}
+    # L: hash 4 + 128·11 + (512·2 + 4·512)/64 = 1460 cycles; array 4 + 128·7 + (1280·2 + 3·U)/64 with
+    # U = 1280·(1 − 0.9^64) distinct indices: 1000 cycles (docs/flare-sparse.md).
+    assert rows["hash/single"][1] == "1460" and rows["array/single"][1] == "1000"
+    # Hash storage is below the dense bandwidth of the same design; its block memory is 5 KiB.
+    assert all(float(r[5].rstrip("×")) < 1 for k, r in rows.items() if k.startswith("hash/"))
+    assert rows["hash/tree"][-2:] == ["5.0", "KiB"]
+    proc = cli("model", "flare", "--density", "0")
+    assert proc.returncode == 2 and "--density:" in proc.stderr
+
+
+def test_flare_fig14_runs_at_tiny_scale_and_refuses_the_array_that_does_not_fit(tmp_path) -> None:
+    import csv
+    import math
+
+    from reducelab import figures
+
+    rep = figures.reproduce("flare-fig14", tmp_path, scale="tiny", jobs=1, plot=False)
+    claims = {c["id"]: c for c in csv.DictReader((tmp_path / "fig14_claims.csv").open())}
+    assert list(claims) == ["fig14-array-more-bandwidth", "fig14-array-more-memory", "fig14-hash-constant-bandwidth",
+                            "fig14-hash-constant-memory", "fig14-array-memory-grows-as-density-falls",
+                            "fig14-spill-doubles-traffic-at-20", "fig14-array-no-extra-traffic",
+                            "fig14-array-at-1pct-does-not-fit"]
+    assert all(c["pass"] in ("pass", "fail") for c in claims.values()), claims
+    rows = {(r["series"], r["density"]): r for r in flare.rows_from_csv((tmp_path / "fig14.csv").read_text())}
+    assert len(rows) == 6
+    # 8 clusters, all 1024 blocks in flight: 128 per cluster. An array block at 1% spans 12,800
+    # elements (50 KiB): 6.25 MiB in a 1 MiB L1, so the run is refused and nothing is measured.
+    refused = rows[("array", 0.01)]
+    assert (refused["end"], refused["fits"], refused["block_memory_kib"]) == ("does_not_fit", 0.0, 50.0)
+    assert math.isnan(refused["bandwidth_tbps"]) and math.isnan(refused["extra_traffic_pct"])
+    assert claims["fig14-array-at-1pct-does-not-fit"]["pass"] == "pass"
+    # Every other point ran: hash memory is the same at every density, the array sends no extra
+    # traffic, the hash table spills some at 20%.
+    ran = [r for k, r in rows.items() if k != ("array", 0.01)]
+    assert all(r["end"] == "completed" and r["fits"] == 1.0 and r["bandwidth_tbps"] > 0 for r in ran)
+    assert {rows[("hash", d)]["block_memory_kib"] for d in (0.2, 0.1, 0.01)} == {5.0}
+    assert rows[("array", 0.2)]["extra_traffic_pct"] == rows[("array", 0.1)]["extra_traffic_pct"] == 0.0
+    assert rows[("hash", 0.2)]["extra_traffic_pct"] > 0
+    for cid in ("fig14-hash-constant-memory", "fig14-array-no-extra-traffic", "fig14-array-memory-grows-as-density-falls"):
+        assert claims[cid]["pass"] == "pass", claims[cid]
+    assert rep.counts()[2] == 0
+
+
+def test_flare_fig13_is_the_model_with_the_sparse_handlers_costs(tmp_path) -> None:
+    import csv
+    import math
+
+    from reducelab import figures
+
+    figures.reproduce("flare-fig13", tmp_path, scale="tiny", jobs=1, plot=False)
+    claims = {c["id"]: c["pass"] for c in csv.DictReader((tmp_path / "fig13_claims.csv").open())}
+    # Hash storage is below dense everywhere; the array's verdict depends on P (its completion scan
+    # of the whole span is shared by P packets: below dense with the 16 children of tiny, at 1.02x
+    # with the 64 of small; docs/flare-sparse.md).
+    assert claims["fig13-hash-below-dense"] == "pass" and claims["fig13-array-below-dense"] in ("pass", "fail")
+    rows = flare.rows_from_csv((tmp_path / "fig13.csv").read_text())
+    assert len(rows) == 96 and all(r["end"] == "completed" for r in rows)
+    # Model only: nothing simulated, every model value present.
+    assert all(math.isnan(r["bandwidth_tbps"]) and r["model_bandwidth_tbps"] > 0 for r in rows)
+    by = {(r["storage"], r["design"], r["bytes"]): r for r in rows}
+    for d in ("single", "multi-2", "multi-4", "tree"):
+        for z in (32768, 4194304):
+            assert by[("hash", d, z)]["model_bandwidth_tbps"] < by[("dense", d, z)]["model_bandwidth_tbps"]
+    assert {r["model_l_cycles"] for r in rows if r["storage"] == "dense"} == {1024.0}

@@ -82,3 +82,94 @@ def test_a_switch_and_its_hosts_in_two_namespaces_joined_by_veth_reduce_exactly(
     # one of them crossed the veth pair (in both directions), not the loopback device
     assert d["rx_packets"] >= 1024 and d["foreign"] == 0 and d["malformed"] == 0, d
     assert int(facts["veth_rx_packets"]) >= d["rx_packets"] and int(facts["veth_tx_packets"]) >= d["tx_packets"], facts
+
+
+FABRIC = r"""
+set -e
+BIN=$1; S=$2
+P=127.71.0
+# this namespace: the two spines (nodes 10, 11); A: leaf 0 (node 0) and hosts 0-3 (nodes 1-4);
+# B: leaf 1 (node 5) and hosts 4-7 (nodes 6-9). Each leaf reaches the spines over a veth pair.
+unshare -n sleep 60 & A=$!
+unshare -n sleep 60 & B=$!
+trap 'kill $A $B ${PIDS:-} 2>/dev/null || true' EXIT
+sleep 0.2
+echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet
+for side in a b; do
+  ip link add r$side type veth peer name v$side
+  echo 1 > /proc/sys/net/ipv4/conf/r$side/route_localnet
+  ip link set r$side up
+done
+ip link set va netns $A
+ip link set vb netns $B
+ip addr add $P.11/32 dev ra
+ip addr add $P.12/32 dev ra
+for i in 1 2 3 4 5; do ip route add $P.$i/32 dev ra; done
+for i in 6 7 8 9 10; do ip route add $P.$i/32 dev rb; done
+# inside a leaf's namespace: its own addresses on the veth end, `lo` up (the leaf and its
+# hosts talk through it) but without 127.0.0.1/8, so the spines' addresses leave by the veth
+setup='set -e; echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet; echo 1 > /proc/sys/net/ipv4/conf/$1/route_localnet
+  for i in $2; do ip addr add '$P'.$i/32 dev $1; done
+  ip link set $1 up; ip link set lo up; ip addr del 127.0.0.1/8 dev lo
+  ip route add '$P'.11/32 dev $1; ip route add '$P'.12/32 dev $1'
+nsenter -t $A -n sh -c "$setup" - va "1 2 3 4 5"
+nsenter -t $B -n sh -c "$setup" - vb "6 7 8 9 10"
+PIDS=
+$BIN switch --scenario $S --node 10 --ip-base $P.1 > sw10.out & PIDS="$PIDS $!"
+$BIN switch --scenario $S --node 11 --ip-base $P.1 > sw11.out & PIDS="$PIDS $!"
+nsenter -t $A -n $BIN switch --scenario $S --node 0 --ip-base $P.1 > sw0.out & PIDS="$PIDS $!"
+nsenter -t $B -n $BIN switch --scenario $S --node 5 --ip-base $P.1 > sw5.out & PIDS="$PIDS $!"
+sleep 0.5
+nsenter -t $A -n timeout 40 $BIN hosts --scenario $S --hosts 0,1,2,3 --ip-base $P.1 --timeout-s 30 > hostsA.out & HA=$!
+nsenter -t $B -n timeout 40 $BIN hosts --scenario $S --hosts 4,5,6,7 --ip-base $P.1 --timeout-s 30 > hostsB.out & HB=$!
+ra=0; rb=0
+wait $HA || ra=$?
+wait $HB || rb=$?
+kill $PIDS; wait $PIDS || true
+PIDS=
+echo "hosts_exit $ra $rb"
+sed 's/:/ /' /proc/net/dev | awk '$1 == "ra" || $1 == "rb" { print $1 "_rx_packets", $3; print $1 "_tx_packets", $11 }'
+"""
+
+
+def test_a_fat_tree_of_four_switch_processes_in_three_namespaces_reduces_exactly(tmp_path) -> None:
+    """The 2-level fat tree (scenarios/switch/fat_tree_canary.toml: 2 leaves, 2 spines, 8 hosts)
+    with each leaf and its 4 hosts in a namespace of its own and both spines in a third, the
+    leaves joined to the spines by veth pairs: every host verified, and the spines' traffic
+    crossed the veth pairs."""
+    why = _why_not()
+    if why:
+        pytest.skip(why)
+    from reducelab import swswitch
+
+    scenario = REPO / "scenarios/switch/fat_tree_canary.toml"
+    (tmp_path / "fabric.sh").write_text(FABRIC)
+    proc = subprocess.run(
+        ["unshare", "-rn", "bash", "fabric.sh", str(swswitch.find_binary()), str(scenario)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=90,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    facts = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
+    outs = [(tmp_path / f).read_text() for f in ("hostsA.out", "hostsB.out")]
+    assert facts["hosts_exit"] == "0 0", "".join(o[-1500:] for o in outs) + proc.stderr[-2000:]
+    hosts = json.loads(outs[0]) + json.loads(outs[1])
+    assert sorted(h["host"] for h in hosts) == list(range(8))
+    assert all(c["verified"] and c["stats"]["bad_blocks"] == 0 for h in hosts for c in h["collectives"])
+    spines_rx = spines_tx = 0
+    for node in (0, 5, 10, 11):
+        lines = (tmp_path / f"sw{node}.out").read_text().splitlines()
+        assert lines[0] == f"ready {node}", lines
+        d = json.loads(lines[1])["data_plane"]
+        assert d["foreign"] == 0 and d["malformed"] == 0, (node, d)
+        if node >= 10:
+            spines_rx += d["rx_packets"]
+            spines_tx += d["tx_packets"]
+    # half the blocks are led in the other leaf: their contributions and results cross a spine,
+    # and everything a spine received or sent crossed a veth pair
+    assert spines_rx >= 256, spines_rx
+    assert sum(int(facts[f"r{s}_rx_packets"]) for s in "ab") >= spines_rx, facts
+    assert sum(int(facts[f"r{s}_tx_packets"]) for s in "ab") >= spines_tx, facts
+    # the coordinator (host 0) answered the other namespace's completion notices for its
+    # protocol's linger (8 retransmission timeouts of 200 ms) after completing
+    h0 = next(h for h in hosts if h["host"] == 0)
+    assert h0["elapsed_s"] >= h0["collectives"][0]["completed_s"] + 1.5, h0

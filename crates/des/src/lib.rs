@@ -13,7 +13,7 @@ mod queue;
 mod rng;
 mod time;
 
-pub use queue::EventQueue;
+pub use queue::{EventQueue, Packable, PACKED_BITS};
 pub use rng::Rng;
 pub use time::{SimDuration, SimTime};
 

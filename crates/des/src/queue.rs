@@ -1,9 +1,40 @@
 use crate::SimTime;
 
-/// Bits of a heap key that name the slot of its event in the slab (so at most 2^26 = 67 M
-/// events can be pending at once).
+/// Bits of a heap key below its sequence number: a flag ([`INLINE`]) and 25 bits that are
+/// either the event itself ([`Packable`]) or the slot of the event in the slab (so at most
+/// 2^25 = 33 M events can wait in the slab at once).
 const SLOT_BITS: u32 = 26;
 const SLOT_MASK: u128 = (1 << SLOT_BITS) - 1;
+/// The flag of a key that holds its event in its low [`PACKED_BITS`] bits.
+const INLINE: u128 = 1 << (SLOT_BITS - 1);
+const LOW_MASK: u128 = INLINE - 1;
+
+/// Bits an event packed into its heap key may use (see [`Packable`]).
+pub const PACKED_BITS: u32 = SLOT_BITS - 1;
+
+/// An event type of an [`EventQueue`]. Events that [`Packable::pack`] into [`PACKED_BITS`] bits
+/// travel inside their 16-byte heap key; the others wait in a slab the key points to. A packed
+/// event costs no slab access when it is pushed, peeked or popped: in the packet engine the
+/// slab line of an event pushed thousands of events earlier was a cache miss at every peek
+/// and pop (~10% of an NDP permutation's time; docs/engine.md, "Performance"). The order of
+/// pops does not depend on packing (the low bits never decide a comparison, see
+/// [`EventQueue`]).
+pub trait Packable: Copy {
+    /// The event as a number below `2^PACKED_BITS`, if it has such a form. The default packs
+    /// nothing.
+    #[inline]
+    fn pack(&self) -> Option<u32> {
+        None
+    }
+    /// The event that packed to `bits` (called only with values [`Packable::pack`] returned).
+    #[inline]
+    fn unpack(bits: u32) -> Self {
+        unreachable!("an event type that packs nothing unpacked {bits}")
+    }
+}
+
+impl Packable for u32 {}
+impl<const N: usize> Packable for [u32; N] {}
 /// Insertion sequence numbers fit in the key's remaining 38 bits; when they run out (after
 /// 2.7·10^11 pushes) the pending keys are renumbered in order (see [`EventQueue::renumber`]).
 const SEQ_LIMIT: u64 = 1 << (64 - SLOT_BITS);
@@ -29,12 +60,13 @@ const SHIFT: usize = 3;
 /// the same pops. This is what makes runs deterministic without any tie-breaking by component
 /// id or memory address.
 ///
-/// Implemented as a 4-ary min-heap of 16-byte keys, `time << 64 | seq << 26 | slot`, whose
-/// events wait in a slab at `slot`: a sift compares and moves keys only, one cache line of
-/// children per level (the former heap of 32-byte (key, event) entries read two; at 8,192
+/// Implemented as a 4-ary min-heap of 16-byte keys, `time << 64 | seq << 26 | low`, where
+/// `low` is the event packed ([`Packable`], with the flag [`INLINE`]) or the slot of the event
+/// in a slab; since no two keys have the same `(time, seq)`, `low` never decides the order.
+/// A sift compares and moves keys only, one cache line of children per level (the former heap of 32-byte (key, event) entries read two; at 8,192
 /// hosts the heap outgrows the L2 cache and its misses were the largest cost, see
 /// docs/engine.md, "Performance"). Nothing allocates once the heap reached its peak size.
-pub struct EventQueue<E: Copy> {
+pub struct EventQueue<E: Packable> {
     lines: Vec<Line>,
     len: usize,
     events: Vec<E>,
@@ -45,13 +77,13 @@ pub struct EventQueue<E: Copy> {
 
 const ARITY: usize = 4;
 
-impl<E: Copy> Default for EventQueue<E> {
+impl<E: Packable> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<E: Copy> EventQueue<E> {
+impl<E: Packable> EventQueue<E> {
     pub fn new() -> Self {
         Self::with_capacity(0)
     }
@@ -106,22 +138,17 @@ impl<E: Copy> EventQueue<E> {
     pub fn push(&mut self, time: SimTime, event: E) {
         debug_assert!(time.0 >= self.now, "event scheduled in the past: {} < {}", time.0, self.now);
         let t = time.0.max(self.now);
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.events[s as usize] = event;
-                s as u128
+        let low = match event.pack() {
+            Some(bits) => {
+                debug_assert!((bits as u128) <= LOW_MASK, "packed event {bits} wider than {PACKED_BITS} bits");
+                INLINE | (bits as u128 & LOW_MASK)
             }
-            None => {
-                let s = self.events.len();
-                assert!((s as u128) <= SLOT_MASK, "more than {} events pending at once", SLOT_MASK + 1);
-                self.events.push(event);
-                s as u128
-            }
+            None => self.store(event),
         };
         if self.next_seq == SEQ_LIMIT {
             self.renumber();
         }
-        let k = ((t as u128) << 64) | ((self.next_seq as u128) << SLOT_BITS) | slot;
+        let k = ((t as u128) << 64) | ((self.next_seq as u128) << SLOT_BITS) | low;
         self.next_seq += 1;
         let i = self.len;
         self.len += 1;
@@ -129,6 +156,33 @@ impl<E: Copy> EventQueue<E> {
             self.lines.push(EMPTY);
         }
         self.sift_up(i, k);
+    }
+
+    /// Puts an event that does not pack in the slab; its slot.
+    #[inline]
+    fn store(&mut self, event: E) -> u128 {
+        match self.free.pop() {
+            Some(s) => {
+                self.events[s as usize] = event;
+                s as u128
+            }
+            None => {
+                let s = self.events.len();
+                assert!((s as u128) < INLINE, "more than {} unpacked events pending at once", INLINE);
+                self.events.push(event);
+                s as u128
+            }
+        }
+    }
+
+    /// The event of key `k` (left in the slab).
+    #[inline]
+    fn event_of(&self, k: u128) -> E {
+        if k & INLINE != 0 {
+            E::unpack((k & LOW_MASK) as u32)
+        } else {
+            self.events[(k & LOW_MASK) as usize]
+        }
     }
 
     /// Gives the pending keys sequence numbers `0..len` in their order (the order of pops is
@@ -148,20 +202,20 @@ impl<E: Copy> EventQueue<E> {
     /// The event [`EventQueue::pop`] returns next (for a caller that prefetches what it will
     /// touch; see [`crate::prefetch`]).
     #[inline]
-    pub fn peek_event(&self) -> Option<&E> {
-        (self.len > 0).then(|| &self.events[(self.key(0) & SLOT_MASK) as usize])
+    pub fn peek_event(&self) -> Option<E> {
+        (self.len > 0).then(|| self.event_of(self.key(0)))
     }
 
     /// The event popped after the next one (the least child of the root: one cache line,
     /// hot anyway), for a caller that prefetches two events ahead.
     #[inline]
-    pub fn peek_second(&self) -> Option<&E> {
+    pub fn peek_second(&self) -> Option<E> {
         if self.len < 2 {
             return None;
         }
         let c = &self.lines[1].0;
         let m = c[0].min(c[1]).min(c[2].min(c[3]));
-        Some(&self.events[(m & SLOT_MASK) as usize])
+        Some(self.event_of(m))
     }
 
     #[inline]
@@ -182,10 +236,12 @@ impl<E: Copy> EventQueue<E> {
         if self.len > 0 {
             self.sift_down(last);
         }
-        let slot = (top & SLOT_MASK) as u32;
-        self.free.push(slot);
+        let event = self.event_of(top);
+        if top & INLINE == 0 {
+            self.free.push((top & LOW_MASK) as u32);
+        }
         self.now = (top >> 64) as u64;
-        Some((SimTime(self.now), self.events[slot as usize]))
+        Some((SimTime(self.now), event))
     }
 
     #[inline]
@@ -244,14 +300,28 @@ mod tests {
     use crate::Rng;
     use std::collections::BTreeMap;
 
+    /// A test event that travels in its key when its value is not a multiple of 3 (and fits),
+    /// so that the queues below hold packed and slab events mixed.
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    struct Ev(u32);
+
+    impl Packable for Ev {
+        fn pack(&self) -> Option<u32> {
+            (self.0 % 3 != 0 && self.0 < 1 << PACKED_BITS).then_some(self.0)
+        }
+        fn unpack(bits: u32) -> Self {
+            Ev(bits)
+        }
+    }
+
     /// Differential test against a naive reference: a BTreeMap keyed by (time, seq).
     /// Millions of random pushes and pops, with many equal timestamps to exercise the FIFO
-    /// tie-break.
+    /// tie-break, and two thirds of the events packed into their keys.
     #[test]
     fn matches_btreemap_reference_over_millions_of_ops() {
         let mut rng = Rng::new(42);
-        let mut q: EventQueue<u32> = EventQueue::new();
-        let mut reference: BTreeMap<(u64, u64), u32> = BTreeMap::new();
+        let mut q: EventQueue<Ev> = EventQueue::new();
+        let mut reference: BTreeMap<(u64, u64), Ev> = BTreeMap::new();
         let mut seq = 0u64;
         let mut now = 0u64;
         let mut payload = 0u32;
@@ -265,8 +335,8 @@ mod tests {
                     _ => rng.below(1_000_000),
                 };
                 let t = now + dt;
-                q.push(SimTime(t), payload);
-                reference.insert((t, seq), payload);
+                q.push(SimTime(t), Ev(payload));
+                reference.insert((t, seq), Ev(payload));
                 seq += 1;
                 payload = payload.wrapping_add(1);
             } else {
@@ -288,14 +358,14 @@ mod tests {
     /// of pops (forced here by starting the counter just below the limit).
     #[test]
     fn renumbering_keeps_the_order() {
-        let mut q: EventQueue<u32> = EventQueue::new();
-        let mut reference: BTreeMap<(u64, u64), u32> = BTreeMap::new();
+        let mut q: EventQueue<Ev> = EventQueue::new();
+        let mut reference: BTreeMap<(u64, u64), Ev> = BTreeMap::new();
         let mut rng = Rng::new(7);
         q.next_seq = SEQ_LIMIT - 500;
         for i in 0..2_000u32 {
             let t = rng.below(50);
-            q.push(SimTime(t), i);
-            reference.insert((t, i as u64), i);
+            q.push(SimTime(t), Ev(i));
+            reference.insert((t, i as u64), Ev(i));
         }
         assert_eq!(q.next_seq, 2_000, "renumbered once, at the 500th push");
         while let Some(((t, _), v)) = reference.pop_first() {
@@ -307,16 +377,18 @@ mod tests {
     #[test]
     fn peeks_name_the_next_two_pops() {
         let mut rng = Rng::new(3);
-        let mut q: EventQueue<u32> = EventQueue::new();
+        let mut q: EventQueue<Ev> = EventQueue::new();
         for i in 0..5_000u32 {
-            q.push(SimTime(rng.below(1_000)), i);
+            q.push(SimTime(rng.below(1_000)), Ev(i));
         }
+        let mut extra = 10_000;
         while q.len() > 0 {
-            let (first, second) = (q.peek_event().copied(), q.peek_second().copied());
+            let (first, second) = (q.peek_event(), q.peek_second());
             assert_eq!(q.pop().map(|e| e.1), first);
-            assert_eq!(q.peek_event().copied(), second);
+            assert_eq!(q.peek_event(), second);
             if rng.below(3) == 0 {
-                q.push(SimTime(q.now().0 + rng.below(50)), 9_999);
+                extra += 1;
+                q.push(SimTime(q.now().0 + rng.below(50)), Ev(extra));
             }
         }
         assert!(q.peek_second().is_none());
@@ -331,5 +403,26 @@ mod tests {
         for i in 0..100u32 {
             assert_eq!(q.pop(), Some((SimTime(5), i)));
         }
+    }
+
+    /// Packed events never touch the slab; the others reuse its freed slots.
+    #[test]
+    fn packed_events_stay_out_of_the_slab() {
+        let mut q: EventQueue<Ev> = EventQueue::new();
+        for i in 1..=1_000u32 {
+            q.push(SimTime(i as u64 % 7), Ev(i));
+        }
+        assert_eq!(q.events.len(), 333, "one slot per multiple of 3");
+        let mut popped = Vec::new();
+        while let Some((_, Ev(v))) = q.pop() {
+            popped.push(v);
+        }
+        assert_eq!(q.free.len(), 333);
+        q.push(SimTime(10), Ev(3));
+        q.push(SimTime(10), Ev(4));
+        assert_eq!((q.events.len(), q.free.len()), (333, 332));
+        let mut want: Vec<u32> = (1..=1_000).collect();
+        want.sort_by_key(|&i| i % 7);
+        assert_eq!(popped, want);
     }
 }

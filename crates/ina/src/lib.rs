@@ -41,6 +41,7 @@ pub mod atp;
 pub mod canary;
 pub mod canary_host;
 pub mod dsa;
+pub mod dsa_tasks;
 pub mod fabric;
 pub mod flare;
 pub mod host;

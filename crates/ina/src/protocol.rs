@@ -90,6 +90,19 @@ pub trait HostProtocol {
     /// Blocks still expected.
     fn missing(&self) -> u32;
     fn stats(&self) -> &HostStats;
+    /// How long after [`Self::completed_ps`] this rank must go on answering its peers before it
+    /// may leave (a runtime whose hosts exit: the software switch's; the simulator's hosts never
+    /// leave). Canary's coordinator answers the completion notices of ranks whose release was
+    /// lost; if it left at once, such a rank would wait for ever.
+    fn linger_ps(&self) -> u64 {
+        0
+    }
+    /// For a runtime whose completed hosts leave at once (the software switch's sessions): how
+    /// long after [`Self::finished_ps`] a rank that is still not released may conclude that it
+    /// was (its completion notices unanswered all that time); `None`: never.
+    fn release_wait_ps(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A protocol's own numeric keys of one traffic entry (key → value as written).

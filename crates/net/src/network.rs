@@ -10,7 +10,7 @@ use crate::queues::VcQueues;
 use crate::router::InputBuffers;
 use crate::routing::{Router, VcPolicy};
 use crate::wires::Wires;
-use reducelab_des::{EventQueue, Rng, SimDuration, SimTime};
+use reducelab_des::{EventQueue, Packable, Rng, SimDuration, SimTime, PACKED_BITS};
 use reducelab_topo::{LinkId, NodeId, Topology};
 use serde::Serialize;
 use std::collections::VecDeque;
@@ -167,6 +167,28 @@ pub(crate) enum Event {
     PfcSend { port: PortId },
     /// A PFC control frame reaches egress `port`: the VCs in the mask `paused` are paused.
     PfcArrive { port: PortId, paused: u32 },
+}
+
+/// The two events of nearly every packet hop, a port's wake-up and an arrival, travel inside
+/// their heap key (`port << 1 | is_arrival`, ports below 2^24): popping them reads no slab.
+impl Packable for Event {
+    #[inline]
+    fn pack(&self) -> Option<u32> {
+        match *self {
+            Event::Wake { port } if port.idx() < 1 << (PACKED_BITS - 1) => Some((port.idx() as u32) << 1),
+            Event::Arrive { port } if port.idx() < 1 << (PACKED_BITS - 1) => Some((port.idx() as u32) << 1 | 1),
+            _ => None,
+        }
+    }
+    #[inline]
+    fn unpack(bits: u32) -> Self {
+        let port = PortId::from_idx((bits >> 1) as usize);
+        if bits & 1 == 0 {
+            Event::Wake { port }
+        } else {
+            Event::Arrive { port }
+        }
+    }
 }
 
 /// What an arrival turned into, for the run loop to report to the workload.
@@ -550,12 +572,12 @@ impl Network {
     fn prefetch_next_events(&self) {
         use reducelab_des::prefetch;
         match self.queue.peek_event() {
-            Some(&Event::Arrive { port }) => {
+            Some(Event::Arrive { port }) => {
                 if let Some(pkt) = self.wires.head(port) {
                     prefetch(self.pool.get(pkt));
                 }
             }
-            Some(&Event::Wake { port }) => {
+            Some(Event::Wake { port }) => {
                 let ps = &self.ports[port.idx()];
                 if let Some(pkt) = ps.prio_head {
                     prefetch(self.pool.get(pkt));
@@ -567,8 +589,8 @@ impl Network {
             _ => {}
         }
         match self.queue.peek_second() {
-            Some(&Event::Arrive { port }) => self.wires.prefetch_ends(port),
-            Some(&Event::Wake { port }) => {
+            Some(Event::Arrive { port }) => self.wires.prefetch_ends(port),
+            Some(Event::Wake { port }) => {
                 prefetch(&self.ports[port.idx()]);
                 self.queues.prefetch_fifo(port);
             }
@@ -922,5 +944,30 @@ impl Network {
     /// Number of packets currently allocated (in queues or on wires).
     pub fn packets_in_flight(&self) -> u32 {
         self.pool.live
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Wake-ups and arrivals of ports below 2^24 pack into their heap key and come back
+    /// unchanged; larger ports and every other event go to the slab.
+    #[test]
+    fn wakes_and_arrivals_pack_and_unpack() {
+        let limit = 1usize << (PACKED_BITS - 1);
+        for i in [0, 1, 2, 12_345, limit - 1] {
+            let port = PortId::from_idx(i);
+            for ev in [Event::Wake { port }, Event::Arrive { port }] {
+                let bits = ev.pack().expect("packs");
+                assert!(bits < 1 << PACKED_BITS);
+                assert_eq!(format!("{:?}", Event::unpack(bits)), format!("{ev:?}"));
+            }
+        }
+        let big = PortId::from_idx(limit);
+        assert!(Event::Wake { port: big }.pack().is_none());
+        assert!(Event::Arrive { port: big }.pack().is_none());
+        assert!(Event::NoiseRelease { port: PortId::from_idx(3) }.pack().is_none());
+        assert!(Event::Timer { token: 1 }.pack().is_none());
     }
 }

@@ -8,6 +8,8 @@ use reducelab_flare::pspin::examples::QuantisedInt8Sum;
 use reducelab_flare::pspin::model::ModelInput;
 use reducelab_flare::pspin::verify::{fingerprint, verify};
 use reducelab_flare::pspin::{self, ConfigError, DataType, Operator, SwitchConfig, SwitchReport, Workload};
+use reducelab_flare::sparse::pspin::{block_bytes, sparse_l_cycles, storage_name, SparseCosts, SparseHandlers, SparseTraffic};
+use reducelab_flare::sparse::switch::Storage;
 use serde_json::json;
 use std::time::Instant;
 
@@ -89,6 +91,8 @@ impl<'a> Fields<'a> {
 enum Handlers {
     Design(Design),
     QuantisedInt8Sum,
+    /// Sparse data (seed 004 §7) at this density and storage, aggregated by this design.
+    Sparse(Design, f64, Storage),
 }
 
 /// A parsed PsPIN scenario.
@@ -101,6 +105,8 @@ pub struct PspinScenario {
     pub reproducible: bool,
     handlers: Handlers,
     pub allreduces: u64,
+    /// `simulate = false`: evaluate the §4–6 model only (Fig. 13); the run is not simulated.
+    pub simulate: bool,
 }
 
 /// Parses and validates a `[pspin]` scenario (`seed` overrides the file's).
@@ -172,11 +178,60 @@ pub fn parse(text: &str, seed: Option<u64>) -> Result<PspinScenario, ScenarioErr
     w.data_seed = a.int("data_seed", 1, u64::MAX >> 1)?;
     let reproducible = a.boolean("reproducible", false)?;
     let design_requested = a.string("design", "flare")?;
+    let simulate = a.boolean("simulate", true)?;
+    // Sparse data (§7): `density` of non-zeros, `storage` hash (+ spill) or array.
+    let density = a.num("density", 0.0)?;
+    let sparse_keys: Vec<&str> = ["storage", "hash_slots", "spill_pairs"].into_iter().filter(|k| a.table.contains_key(*k)).collect();
+    let ppp = (w.packet_bytes / 8).max(1) as u64;
+    let storage_name_req = a.string("storage", "hash")?;
+    let hash_slots = a.int("hash_slots", 4 * ppp, 1 << 24)?;
+    let spill_pairs = a.int("spill_pairs", ppp, 1 << 24)?;
     a.done()?;
+    if density == 0.0 {
+        if let Some(k) = sparse_keys.first() {
+            return Err(err(&format!("pspin.allreduce.{k}"), "is for sparse runs: set `density` (0 < density ≤ 1)"));
+        }
+    } else if !(density.is_finite() && density > 0.0 && density <= 1.0) {
+        return Err(err("pspin.allreduce.density", format!("expected a fraction in (0, 1], got {density}")));
+    }
     if w.hosts == 0 {
         return Err(err("pspin.allreduce.hosts", "missing: the number of children (ports) of the switch"));
     }
     w.validate()?;
+    if density > 0.0 {
+        if dtype != DataType::Int32 || !matches!(op, Operator::Sum) {
+            return Err(err("pspin.allreduce.dtype", "sparse runs aggregate int32 sums (pairs of a 4-byte index and a 4-byte value)"));
+        }
+        if w.carry_data {
+            return Err(err("pspin.allreduce.data", "sparse runs always carry their pairs; `data` is for dense runs"));
+        }
+        if reproducible {
+            return Err(err("pspin.allreduce.reproducible", "sparse runs are integer sums (reproducibility is for floating point)"));
+        }
+        let storage = match storage_name_req.as_str() {
+            "hash" => {
+                if hash_slots == 0 || spill_pairs == 0 {
+                    return Err(err(if hash_slots == 0 { "pspin.allreduce.hash_slots" } else { "pspin.allreduce.spill_pairs" }, "must be at least 1"));
+                }
+                Storage::Hash { slots: hash_slots as u32, spill: spill_pairs as u32 }
+            }
+            "array" => Storage::Array,
+            other => return Err(err("pspin.allreduce.storage", format!("expected \"hash\" or \"array\", got {other:?}"))),
+        };
+        let design = match design_requested.as_str() {
+            "flare" => Design::flare_policy(bytes, false),
+            name => Design::from_name(name).ok_or_else(|| {
+                err("pspin.allreduce.design", format!("unknown design {name:?} for sparse data (known: single, multi-B, tree, flare)"))
+            })?,
+        };
+        if simulate && design != Design::SingleBuffer {
+            return Err(err(
+                "pspin.allreduce.design",
+                format!("the simulated sparse handlers aggregate in a single buffer (the {} design is modelled only: simulate = false)", design.name()),
+            ));
+        }
+        return Ok(PspinScenario { name, seed, switch, workload: w, design_requested, reproducible, handlers: Handlers::Sparse(design, density, storage), allreduces, simulate });
+    }
     let handlers = match design_requested.as_str() {
         "flare" => Handlers::Design(Design::flare_policy(bytes, reproducible)),
         "quantised-int8-sum" => {
@@ -199,7 +254,7 @@ pub fn parse(text: &str, seed: Option<u64>) -> Result<PspinScenario, ScenarioErr
             }
         },
     };
-    Ok(PspinScenario { name, seed, switch, workload: w, design_requested, reproducible, handlers, allreduces })
+    Ok(PspinScenario { name, seed, switch, workload: w, design_requested, reproducible, handlers, allreduces, simulate })
 }
 
 /// Runs a `[pspin]` scenario.
@@ -208,33 +263,79 @@ pub fn run(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
     let t0 = Instant::now();
     let (w, cfg) = (&sc.workload, &sc.switch);
     // A probe validates and models without running (`reducelab model flare` reads its model).
+    let mut sparse: Option<serde_json::Value> = None;
+    let mut sparse_check: Option<Result<(), String>> = None;
     let (report, design, quantised) = match sc.handlers {
-        _ if opts.probe => (
-            SwitchReport { status: "time_limit", ..Default::default() },
+        _ if opts.probe || !sc.simulate => (
+            SwitchReport { status: if opts.probe { "time_limit" } else { "model_only" }, ..Default::default() },
             match sc.handlers {
-                Handlers::Design(d) => Some(d),
+                Handlers::Design(d) | Handlers::Sparse(d, ..) => Some(d),
                 Handlers::QuantisedInt8Sum => None,
             },
             false,
         ),
+        Handlers::Sparse(d, density, storage) => {
+            let traffic = SparseTraffic::new(w, density).map_err(|e| {
+                let (f, r) = e.split_once(": ").unwrap_or(("pspin.allreduce.density", e.as_str()));
+                err(f, r)
+            })?;
+            let mut h = SparseHandlers::new(&traffic, storage, SparseCosts::default()).map_err(|e| err("pspin.allreduce.storage", e))?;
+            let report = pspin::switch::run_traffic(cfg, w, &traffic, &mut h)?;
+            sparse_check = Some(if report.status == "completed" { h.check(&traffic) } else { Err(format!("the run ended {}", report.status)) });
+            let distinct: u64 = traffic.distinct.iter().map(|&d| d as u64).sum();
+            let st = &h.stats;
+            sparse = Some(json!({
+                "pairs_in": st.pairs_in,
+                "pairs_out": st.pairs_out,
+                "distinct_indices": distinct,
+                "extra_traffic": if distinct > 0 { st.pairs_out as f64 / distinct as f64 - 1.0 } else { 0.0 },
+                "spilled_pairs": st.spilled_pairs,
+                "spill_packets": st.spill_packets,
+                "packets_from_hosts": traffic.packets_total(),
+            }));
+            (report, Some(d), false)
+        }
         Handlers::Design(d) => (pspin::run(cfg, w, &mut d.handlers(w.dtype, w.op))?, Some(d), false),
         Handlers::QuantisedInt8Sum => (pspin::run(cfg, w, &mut QuantisedInt8Sum::new())?, None, true),
     };
     let wall = t0.elapsed().as_secs_f64();
-    let checked = if opts.probe { Ok(()) } else { verify(w, &report, quantised) };
+    let is_sparse = matches!(sc.handlers, Handlers::Sparse(..));
+    let checked = match &sparse_check {
+        Some(c) => c.clone(),
+        None if opts.probe || !sc.simulate || is_sparse => Ok(()),
+        None => verify(w, &report, quantised),
+    };
     let (status, reason) = match (report.status, &checked) {
         ("time_limit", _) => (RunStatus::TimeLimit, "probe: validated, not run".to_string()),
+        ("model_only", _) => (RunStatus::Completed, "model only (simulate = false): the §4–6 model was evaluated, the switch not simulated".to_string()),
         ("stalled", _) => (RunStatus::Stalled, format!("{} packets dropped (L2 packet memory full) and never resent", report.drops)),
         ("l1_overflow", _) => (
             RunStatus::Unverified,
-            format!("working memory needed {} bytes in one cluster's L1 of {}", report.peak_cluster_l1_bytes, cfg.l1_bytes_per_cluster),
+            format!(
+                "does not fit: the blocks processed concurrently needed {} bytes of working memory in one cluster's L1 of {}{}",
+                report.peak_cluster_l1_bytes,
+                cfg.l1_bytes_per_cluster,
+                match sc.handlers {
+                    Handlers::Sparse(_, density, storage) => {
+                        let span = SparseTraffic::span(w, density);
+                        format!(" ({} storage at density {density}: {} bytes per block, span {span})", storage_name(&storage), block_bytes(&storage, span))
+                    }
+                    _ => String::new(),
+                }
+            ),
         ),
         (_, Err(e)) => (RunStatus::Unverified, e.clone()),
         _ => (RunStatus::Completed, String::new()),
     };
     let cycle_ns = 1000.0 / cfg.clock_mhz as f64;
     let model = design.map(|d| {
-        let m = ModelInput::new(cfg, w, d).evaluate();
+        let mut mi = ModelInput::new(cfg, w, d);
+        if let Handlers::Sparse(_, density, storage) = sc.handlers {
+            // The sparse handlers' L (sparse::pspin::sparse_l_cycles): their insertions and the
+            // completion scan per packet, in place of the dense combine.
+            mi.l_cycles = sparse_l_cycles(&storage, &SparseCosts::default(), w.packet_bytes / 8, SparseTraffic::span(w, density), density, w.hosts);
+        }
+        let m = mi.evaluate();
         json!({
             "tau_cycles": m.tau_cycles,
             "l_cycles": m.l_cycles,
@@ -280,6 +381,7 @@ pub fn run(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
         "cores": cfg.cores(),
         "subset_cores": cfg.subset_cores,
         "l2_full": if cfg.backpressure { "backpressure" } else { "drop" },
+        "simulated": sc.simulate && !opts.probe,
     });
     let measured = json!({
         "bandwidth_gbps": report.bandwidth_gbps,
@@ -300,9 +402,26 @@ pub fn run(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
         "peak_working_bytes": report.peak_working_bytes,
         "peak_cluster_l1_bytes": report.peak_cluster_l1_bytes,
         "sim_time_ps": report.last_completion_ps,
-        "verified": if w.carry_data { json!(checked.is_ok()) } else { json!(null) },
+        "verified": if w.carry_data || sparse_check.is_some() { json!(checked.is_ok()) } else { json!(null) },
         "result_fingerprint": if w.carry_data { json!(format!("{:016x}", fingerprint(&report))) } else { json!(null) },
         "model": model,
+        "sparse": match sc.handlers {
+            Handlers::Sparse(_, density, storage) => {
+                let span = SparseTraffic::span(w, density);
+                let mut v = json!({
+                    "density": density,
+                    "storage": storage_name(&storage),
+                    "span": span,
+                    "block_bytes": block_bytes(&storage, span),
+                    "fits": report.status != "l1_overflow",
+                });
+                if let (Some(o), Some(serde_json::Value::Object(m))) = (v.as_object_mut(), sparse) {
+                    o.extend(m);
+                }
+                v
+            }
+            _ => json!(null),
+        },
     });
     let mut summary = summary;
     if let (Some(s), serde_json::Value::Object(m)) = (summary.as_object_mut(), measured) {
@@ -408,5 +527,44 @@ mod tests {
         let s: serde_json::Value = serde_json::from_str(&probe.summary_json).unwrap();
         assert_eq!((s["packets"].as_u64(), s["design"].as_str()), (Some(0), Some("tree")));
         assert_eq!(s["model"]["tau_cycles"].as_f64(), Some(7.0 * 1024.0 / 8.0));
+    }
+
+    #[test]
+    fn a_sparse_run_reports_storage_memory_and_traffic_and_a_misfit_says_why() {
+        // 4 clusters, 8 children, 256 KiB of pairs per host (256 blocks, 64 per cluster).
+        let sparse = "[pspin]\nclusters = 4\nl2_full = \"backpressure\"\n[pspin.allreduce]\nhosts = 8\nbytes = 262144\ndesign = \"single\"\n";
+        let out = crate::run_scenario_str(&format!("{sparse}density = 0.1\nstorage = \"hash\"\n"), &RunOptions::default()).unwrap();
+        assert_eq!(out.status, RunStatus::Completed, "{}", out.summary_json);
+        let s: serde_json::Value = serde_json::from_str(&out.summary_json).unwrap();
+        let sp = &s["sparse"];
+        assert_eq!((sp["storage"].as_str(), sp["span"].as_u64(), sp["block_bytes"].as_u64(), sp["fits"].as_bool()), (Some("hash"), Some(1280), Some(5120), Some(true)));
+        assert!(sp["pairs_out"].as_u64().unwrap() >= sp["distinct_indices"].as_u64().unwrap());
+        // What the switch sent adds up to the exact sums (checked for every simulated sparse run).
+        assert_eq!(s["verified"].as_bool(), Some(true));
+        // The model uses the sparse handlers' L (more than the dense packet's 1024 cycles).
+        assert!(s["model"]["l_cycles"].as_f64().unwrap() > 1024.0);
+        // At 1% an array block is 50 KiB: 64 of them in one cluster's 1 MiB L1 do not fit.
+        let out = crate::run_scenario_str(&format!("{sparse}density = 0.01\nstorage = \"array\"\n"), &RunOptions::default()).unwrap();
+        assert_eq!(out.status, RunStatus::Unverified);
+        let s: serde_json::Value = serde_json::from_str(&out.summary_json).unwrap();
+        let why = s["status_reason"].as_str().unwrap();
+        assert!(why.starts_with("does not fit: the blocks processed concurrently needed") && why.contains("array storage at density 0.01: 51200 bytes per block, span 12800"), "{why}");
+        assert_eq!(s["sparse"]["fits"].as_bool(), Some(false));
+        assert_eq!(s["verified"].as_bool(), Some(false));
+        // Model only (Fig. 13): any design, not simulated.
+        let out = crate::run_scenario_str(&format!("{sparse}density = 0.1\nstorage = \"array\"\nsimulate = false\n").replace("\"single\"", "\"tree\""), &RunOptions::default()).unwrap();
+        let s: serde_json::Value = serde_json::from_str(&out.summary_json).unwrap();
+        assert_eq!((s["simulated"].as_bool(), s["packets"].as_u64(), s["design"].as_str()), (Some(false), Some(0), Some("tree")));
+        for (extra, field) in [
+            ("density = 0.1\ndesign = \"tree\"\n", "pspin.allreduce.design"),
+            ("density = 1.5\n", "pspin.allreduce.density"),
+            ("density = 0.1\nstorage = \"list\"\n", "pspin.allreduce.storage"),
+            ("storage = \"hash\"\n", "pspin.allreduce.storage"),
+            ("density = 0.1\ndtype = \"f32\"\n", "pspin.allreduce.dtype"),
+            ("density = 0.1\nhash_slots = 0\n", "pspin.allreduce.hash_slots"),
+        ] {
+            let e = crate::run_scenario_str(&format!("{BASE}{extra}"), &RunOptions::default()).unwrap_err();
+            assert_eq!(e.field, field, "{extra}: {e}");
+        }
     }
 }

@@ -691,6 +691,8 @@ pub struct TrafficSpec {
     pub min_rto_us: Option<f64>,
     pub ps_restart_us: Option<f64>,
     pub model_scale: Option<f64>,
+    /// `"root"` (one switch per job) or `"tree"` (every switch of the job's two-level tree).
+    pub aggregation: Option<String>,
 }
 
 /// `"all"` or an explicit list of host indices.
@@ -1921,6 +1923,7 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         ("min_rto_us", t.min_rto_us.is_some()),
         ("ps_restart_us", t.ps_restart_us.is_some()),
         ("model_scale", t.model_scale.is_some()),
+        ("aggregation", t.aggregation.is_some()),
     ] {
         if is && !used.contains(&name) {
             return e(format!("{f}.{name}"), format!("is not a parameter of kind = \"{kname}\""));

@@ -14,8 +14,9 @@
 //!   (the largest hop distance to them smallest, lowest node id on ties; on a star, the
 //!   switch). Every such switch runs the protocol's program over its own pool
 //!   (`switch_memory_bytes / 306 B` aggregators, SwitchML's split evenly among its jobs);
-//!   packets of other switches' jobs pass through. Multi-level aggregation (a program on every
-//!   switch of a job's tree) is not modelled. A `Workers` packet is multicast by the job's
+//!   packets of other switches' jobs pass through. With `aggregation = "tree"` every switch
+//!   of a job's two-level tree runs the program (leaves for their workers, the root for one
+//!   contribution per leaf; `tree_actions`, docs/ina.md). A `Workers` packet is multicast by the job's
 //!   switch: one copy per worker, routed.
 //! - **ECN.** Switch queues mark packets above `network.ecn_threshold_bytes`. A worker reads a
 //!   mark on the ACK it receives; a parameter server that receives a marked packet echoes the
@@ -36,16 +37,17 @@
 use reducelab_des::Rng;
 use reducelab_ina::atp::AtpSwitch;
 use reducelab_ina::dsa::{DsaSwitch, REMINDER_AFTER_RETRANSMISSIONS};
+use reducelab_ina::dsa_tasks::{TaskTypeCounts, TaskTypes};
 use reducelab_ina::fabric::Fabric;
 use reducelab_ina::policy::{self, PolicyInputs, Preemption};
-use reducelab_ina::pool::{self, AggPacket, Dest, PacketKind, PoolAction, PoolLayout, PoolProgram, PoolStats, PsAction};
+use reducelab_ina::pool::{self, full_bitmap, hash_index, AggPacket, Dest, PacketKind, PoolAction, PoolLayout, PoolProgram, PoolStats, PsAction, Task};
 use reducelab_ina::ps::{AtpPs, DsaPs, PsStats};
 use reducelab_ina::switchml::{even_regions, SwitchMlSwitch};
 use reducelab_ina::training::{self, DnnModel, Partition};
 use reducelab_ina::{Values, NIL};
 use reducelab_net::{AppDst, AppOut, AppPacket, Network, PacketId, APP_QUEUE_LOW};
 use reducelab_topo::Topology;
-use reducelab_transport::worker::{WindowControl, WorkerParams, WorkerWindow};
+use reducelab_transport::worker::{WindowControl, WorkerParams, WorkerStats, WorkerWindow};
 use serde::Serialize;
 use std::collections::VecDeque;
 
@@ -105,6 +107,8 @@ pub struct TrainingSpec {
     pub window_bytes: u64,
     pub min_rto_ps: u64,
     pub ps_restart_ps: Option<u64>,
+    /// `aggregation = "tree"`: every switch of a job's two-level tree aggregates.
+    pub tree: bool,
 }
 
 impl TrainingSpec {
@@ -152,21 +156,6 @@ enum Target {
     Sample,
 }
 
-/// Counters of the workers, summed.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
-pub struct WorkerTotals {
-    pub new_packets: u64,
-    pub retransmissions: u64,
-    pub timeouts: u64,
-    pub acks: u64,
-    pub duplicate_acks: u64,
-    pub out_of_order_acks: u64,
-    pub ecn_echoes: u64,
-    pub window_decreases: u64,
-    pub reminder_notices: u64,
-    pub fetched: u64,
-}
-
 struct Worker {
     host: u32,
     plan: Vec<Partition>,
@@ -177,10 +166,25 @@ struct Worker {
     bad: u64,
 }
 
+/// A job's two-level aggregation tree (`aggregation = "tree"`): its workers' leaf switches
+/// aggregate their local workers (a leaf program sees a job of `members[c].len()` workers,
+/// local ranks in rank order) and send one partial per PSN up to the root (`Job::switch`), whose
+/// program sees a job of one worker per leaf (child `c`, bit `c`).
+struct Tree {
+    /// Per child: its leaf switch and the job ranks under it (ascending).
+    leaves: Vec<u32>,
+    members: Vec<Vec<u16>>,
+    /// Per rank: its child and its local rank there.
+    child_of: Vec<u16>,
+    local: Vec<u16>,
+}
+
 struct Job {
     spec: JobSpec,
     start_ps: u64,
+    /// The switch that completes the job's aggregates: the only one, or the tree's root.
     switch: u32,
+    tree: Option<Tree>,
     workers: Vec<Worker>,
     ps: Option<Ps>,
     /// A packet that reached the PS was ECN-marked: its next ACK echoes it.
@@ -198,6 +202,10 @@ pub struct JobResult {
     pub workers: usize,
     pub ps_host: Option<u32>,
     pub switch_node: u32,
+    /// With `aggregation = "tree"`: the leaf switches below `switch_node` (none when every
+    /// worker of the job is under one switch).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub leaf_switches: Vec<u32>,
     pub start_ps: u64,
     /// Job completion time: one epoch, from the job's start to the last worker's last result.
     pub jct_ps: Option<u64>,
@@ -228,13 +236,18 @@ pub struct TrainingTotals {
     pub aggregators_released_at_end: u64,
     pub switch: PoolStats,
     pub ps: PsStats,
-    pub workers: WorkerTotals,
+    /// The workers' counters, summed.
+    pub workers: WorkerStats,
     /// Bytes by where they went: worker NICs out, into parameter servers, results to workers.
     pub worker_bytes_sent: u64,
     pub ps_bytes_received: u64,
     pub ps_bytes_sent: u64,
     pub result_bytes_delivered: u64,
     pub lost_packets: u64,
+    /// DSA only: aggregation tasks and lost packets by §IV-C task type (type I: no
+    /// preemption; II: won one; III: lost one), [`reducelab_ina::dsa_tasks`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_types: Option<TaskTypeCounts>,
     pub ps_restarts: u32,
     pub values_checked: bool,
     pub values_slots_left: u32,
@@ -254,10 +267,16 @@ pub struct TrainingWorld {
     psbuf: Vec<PsAction>,
     salt: u64,
     link_bps: u64,
+    /// Packets per second a switch program processes: the busiest switch's line rate.
+    program_pps: f64,
     /// Per host: (job, rank) of the worker there, or (job, PS_RANK).
     role: Vec<Option<(u16, u16)>>,
     left: usize,
     pub lost_packets: u64,
+    /// DSA's §IV-C task types (preemption contests and losses per task).
+    task_types: TaskTypes,
+    /// Tree aggregation: gradients a leaf refused (not from one of its workers).
+    malformed_at_leaves: u64,
     restarts: u32,
     worker_bytes_sent: u64,
     ps_bytes_received: u64,
@@ -298,7 +317,16 @@ impl TrainingWorld {
                 role[h as usize] = Some((j as u16, if r < js.workers.len() { r as u16 } else { PS_RANK }));
             }
             let switch = nearest_switch(&fabric, &hosts).ok_or_else(|| format!("topology: no switch reaches every host of job {j}"))?;
-            switch_jobs[switch as usize].push((j as u16, js.workers.len() as u16));
+            let tree = if spec.tree { two_level_tree(&fabric, j, &js.workers, switch)? } else { None };
+            match &tree {
+                None => switch_jobs[switch as usize].push((j as u16, js.workers.len() as u16)),
+                Some(t) => {
+                    switch_jobs[switch as usize].push((j as u16, t.leaves.len() as u16));
+                    for (c, &leaf) in t.leaves.iter().enumerate() {
+                        switch_jobs[leaf as usize].push((j as u16, t.members[c].len() as u16));
+                    }
+                }
+            }
             let start_ps = if spec.start_max_ps == 0 { 0 } else { rng.below(spec.start_max_ps + 1) };
             let parts = js.model.send_order().len();
             let payload = ELEMS_PER_PACKET as u32 * 4;
@@ -319,7 +347,7 @@ impl TrainingWorld {
             if spec.protocol.uses_ps() && ps.is_none() {
                 return Err(format!("jobs: job {j} needs a parameter server host"));
             }
-            jobs.push(Job { spec: js.clone(), start_ps, switch, workers, ps, ps_mark: false, done_ps: None, released: 0, psns });
+            jobs.push(Job { spec: js.clone(), start_ps, switch, tree, workers, ps, ps_mark: false, done_ps: None, released: 0, psns });
         }
         let mut programs: Vec<Option<Program>> = (0..topo.nodes.len()).map(|_| None).collect();
         for (node, js) in switch_jobs.iter().enumerate() {
@@ -337,6 +365,18 @@ impl TrainingWorld {
             });
         }
         let link_bps = topo.links.iter().map(|l| l.bandwidth_bps).min().unwrap_or(1).max(1);
+        // DSA §II-A/§III: the switch aggregates "at a line rate" ("placing the simple core
+        // aggregation function on the switch to maximumly use its line-rate processing
+        // capability"): a switch's program keeps up with packets of the seed's size arriving
+        // on every port at once. (A fixed 1.2 Gpps, Canary's setting, capped the 64-worker
+        // star at 46 Gb/s per worker and made every protocol's JCT grow with the job count.)
+        let mut port_bps = vec![0u64; topo.nodes.len()];
+        for l in &topo.links {
+            port_bps[l.a.idx()] += l.bandwidth_bps;
+            port_bps[l.b.idx()] += l.bandwidth_bps;
+        }
+        let busiest = topo.nodes.iter().zip(&port_bps).filter(|(n, _)| n.host.is_none()).map(|(_, &b)| b).max().unwrap_or(link_bps);
+        let program_pps = busiest as f64 / (PACKET_BYTES as f64 * 8.0);
         let left = jobs.len();
         Ok(TrainingWorld {
             vals: Values::new(if spec.values { ELEMS_PER_PACKET as usize } else { 0 }),
@@ -352,9 +392,12 @@ impl TrainingWorld {
             psbuf: Vec::new(),
             salt: crate::ina_run::collective_salt(seed),
             link_bps,
+            program_pps,
             role,
             left,
             lost_packets: 0,
+            task_types: TaskTypes::new(),
+            malformed_at_leaves: 0,
             restarts: 0,
             worker_bytes_sent: 0,
             ps_bytes_received: 0,
@@ -369,7 +412,7 @@ impl TrainingWorld {
     }
 
     pub fn start(&mut self, net: &mut Network) {
-        net.set_program_limits(reducelab_net::ProgramLimits { packets_per_second: 1.2e9, latency_ps: 0 });
+        net.set_program_limits(reducelab_net::ProgramLimits { packets_per_second: self.program_pps.max(1.0), latency_ps: 0 });
         for (i, p) in self.programs.iter().enumerate() {
             if p.is_some() {
                 net.set_programmable(i as u32, true);
@@ -489,6 +532,27 @@ impl TrainingWorld {
         let ecn = net.app_ecn(pkt);
         let (p, carried) = self.take(app);
         let ecn = ecn || carried;
+        if self.jobs[p.job as usize].tree.is_some() && p.dst == Dest::Switch {
+            let addressed = net.app_packet(pkt).dst;
+            let leaf = self.tree_place(p.job, node).flatten();
+            match (p.kind, leaf) {
+                (PacketKind::Gradient, Some(c)) => return self.at_leaf(net, node, in_port, pkt, p, ecn, c),
+                // A reminder goes to every switch of the tree (`ps_actions`): each copy is for
+                // the switch it is addressed to.
+                (PacketKind::Reminder, _) if addressed != AppDst::Node(node) => {
+                    let a = self.app(p, ecn, addressed, true);
+                    return net.app_forward(node, pkt, AppOut::Route, a);
+                }
+                (PacketKind::Reminder, Some(c)) => return self.at_leaf(net, node, in_port, pkt, p, ecn, c),
+                _ => {}
+            }
+        }
+        // ATP: the root's copy of the PS's ACK for each leaf (it frees the leaf's aggregator).
+        if p.kind == PacketKind::Ack && self.jobs[p.job as usize].tree.is_some() && net.app_packet(pkt).dst == AppDst::Node(node) {
+            if let Some(Some(c)) = self.tree_place(p.job, node) {
+                return self.at_leaf(net, node, in_port, pkt, p, ecn, c);
+            }
+        }
         if self.jobs[p.job as usize].switch != node || self.programs[node as usize].is_none() {
             // Another switch's job: pass through.
             let (dst, intercept) = self.route_of(&p);
@@ -498,8 +562,19 @@ impl TrainingWorld {
         }
         let now = net.now().ps();
         let mut buf = std::mem::take(&mut self.pbuf);
-        self.programs[node as usize].as_mut().expect("a program").get().on_packet(now, in_port, p, &mut self.vals, &mut buf);
+        let program = self.programs[node as usize].as_mut().expect("a program");
+        let holder = match program {
+            Program::Dsa(s) if p.kind == PacketKind::Gradient && p.dst == Dest::Switch => s.pool().get(hash_index(p.task(), s.pool().len())).task,
+            _ => None,
+        };
+        program.get().on_packet(now, in_port, p, &mut self.vals, &mut buf);
+        if let Some(held) = holder.filter(|&t| t != p.task()) {
+            self.note_contest(held, p.task(), &buf);
+        }
         self.pbuf = buf;
+        if self.spec.tree {
+            return self.tree_actions(net, node, pkt, ecn, None);
+        }
         self.switch_actions(net, node, pkt, ecn);
     }
 
@@ -559,15 +634,20 @@ impl TrainingWorld {
         if job.done_ps.is_none() && job.workers.iter().all(|w| w.done_ps.is_some()) {
             job.done_ps = Some(now);
             self.left -= 1;
-            if let Some(p) = self.programs[job.switch as usize].as_mut() {
-                job.released = p.get().pool_mut().release_job(now, j, &mut self.vals);
+            let switches: Vec<u32> = job.switches().collect();
+            for sw in switches {
+                if let Some(p) = self.programs[sw as usize].as_mut() {
+                    job.released += p.get().pool_mut().release_job(now, j, &mut self.vals);
+                }
             }
             if self.left == 0 {
                 // Late packets of jobs that ended before may have reserved aggregators since.
                 for k in 0..self.jobs.len() {
-                    let sw = self.jobs[k].switch as usize;
-                    if let Some(p) = self.programs[sw].as_mut() {
-                        self.jobs[k].released += p.get().pool_mut().release_job(now, k as u16, &mut self.vals);
+                    let switches: Vec<u32> = self.jobs[k].switches().collect();
+                    for sw in switches {
+                        if let Some(p) = self.programs[sw as usize].as_mut() {
+                            self.jobs[k].released += p.get().pool_mut().release_job(now, k as u16, &mut self.vals);
+                        }
                     }
                 }
             }
@@ -583,6 +663,16 @@ impl TrainingWorld {
                 PsAction::Send(p) => {
                     let ecn = p.kind == PacketKind::Ack && std::mem::take(&mut self.jobs[j as usize].ps_mark);
                     self.ps_bytes_sent += Self::wire_bytes(&p) as u64;
+                    if p.kind == PacketKind::Reminder {
+                        // DSA's reminder fetches "the switch's" partial: on a tree, every
+                        // switch's (one copy each, addressed to it).
+                        let leaves = self.jobs[j as usize].tree.as_ref().map_or(Vec::new(), |t| t.leaves.clone());
+                        for leaf in leaves {
+                            self.ps_bytes_sent += Self::wire_bytes(&p) as u64;
+                            let a = self.app(p, false, AppDst::Node(leaf), true);
+                            net.app_inject(host, 0, a);
+                        }
+                    }
                     self.host_send(net, host, p, ecn);
                 }
                 PsAction::Timer { at, token } => self.timer(net, at, Target::Ps { job: j, token }, 0),
@@ -639,6 +729,210 @@ impl TrainingWorld {
         let (p, _) = self.take(app);
         self.vals.release(p.data);
         self.lost_packets += 1;
+        self.task_types.on_loss(p.task());
+    }
+
+    /// A packet for job `p.job`'s leaf program at `node` (child `c` of its tree): a worker's
+    /// gradient, as local rank `local[rank]` of a job of the leaf's workers, or (DSA) a
+    /// reminder. Its actions are [`Self::tree_actions`].
+    #[allow(clippy::too_many_arguments)]
+    fn at_leaf(&mut self, net: &mut Network, node: u32, in_port: u16, pkt: PacketId, p: AggPacket, ecn: bool, c: u16) {
+        let t = self.jobs[p.job as usize].tree.as_ref().expect("a tree");
+        let k = t.members[c as usize].len() as u16;
+        let local = if p.kind == PacketKind::Gradient {
+            let rank = p.rank() as usize;
+            if p.bitmap.count_ones() != 1 || rank >= t.child_of.len() || t.child_of[rank] != c {
+                // Not one of this leaf's workers (a malformed bitmap): dropped, counted.
+                self.malformed_at_leaves += 1;
+                self.vals.release(p.data);
+                return net.app_consume(pkt);
+            }
+            AggPacket { workers: k, bitmap: 1u64 << t.local[rank], ..p }
+        } else if p.kind == PacketKind::Ack {
+            AggPacket { workers: k, bitmap: full_bitmap(k), ..p }
+        } else {
+            AggPacket { workers: k, bitmap: 0, ..p }
+        };
+        let now = net.now().ps();
+        let mut buf = std::mem::take(&mut self.pbuf);
+        let program = self.programs[node as usize].as_mut().expect("a leaf program");
+        let holder = match program {
+            Program::Dsa(s) if local.kind == PacketKind::Gradient => s.pool().get(hash_index(local.task(), s.pool().len())).task,
+            _ => None,
+        };
+        program.get().on_packet(now, in_port, local, &mut self.vals, &mut buf);
+        if let Some(held) = holder.filter(|&t| t != local.task()) {
+            self.note_contest(held, local.task(), &buf);
+        }
+        self.pbuf = buf;
+        self.tree_actions(net, node, pkt, ecn, Some(p));
+    }
+
+    /// Where `node` stands in job `job`'s tree: `Some(None)` its root, `Some(Some(c))` the
+    /// leaf of child `c`, `None` neither (or no tree).
+    fn tree_place(&self, job: u16, node: u32) -> Option<Option<u16>> {
+        let j = &self.jobs[job as usize];
+        let t = j.tree.as_ref()?;
+        if j.switch == node {
+            return Some(None);
+        }
+        t.leaves.iter().position(|&l| l == node).map(|c| Some(c as u16))
+    }
+
+    /// A packet a program at `node` made from its aggregators (a partial aggregate or a
+    /// fallback to the PS), with its bitmap in the job's ranks: at a leaf, local rank `b` is
+    /// the child's `b`-th worker; at the root, child `c` stands for all of its workers.
+    fn to_job_ranks(&self, node: u32, x: AggPacket) -> AggPacket {
+        let Some(place) = self.tree_place(x.job, node) else { return x };
+        let job = &self.jobs[x.job as usize];
+        let t = job.tree.as_ref().expect("a tree");
+        let mut bits = 0u64;
+        match place {
+            None => {
+                for (c, m) in t.members.iter().enumerate() {
+                    if x.bitmap >> c & 1 == 1 {
+                        bits |= m.iter().fold(0u64, |b, &r| b | 1u64 << r);
+                    }
+                }
+            }
+            Some(c) => {
+                for (b, &r) in t.members[c as usize].iter().enumerate() {
+                    if x.bitmap >> b & 1 == 1 {
+                        bits |= 1u64 << r;
+                    }
+                }
+            }
+        }
+        AggPacket { workers: job.spec.workers.len() as u16, bitmap: bits, ..x }
+    }
+
+    /// Carries out a program's actions at `node` when jobs aggregate on trees (`arriving`: the
+    /// packet the leaf program was given, for its priority). By where `node` stands in the
+    /// job's tree:
+    /// - a leaf's result (its partial, on completion or to a retransmission after it) goes up
+    ///   to the root as child `c`'s contribution (bit `c`);
+    /// - the root's result (or the PS's, passing) goes to every worker with the job's full
+    ///   bitmap, or to the workers of child `c` alone when the root answers that child's
+    ///   retransmission after completion;
+    /// - anything for the PS (DSA: a fallback, an evicted or fetched partial) leaves with its
+    ///   bitmap in the job's ranks ([`Self::to_job_ranks`]), so the PS's dictionary, which
+    ///   merges only disjoint bitmaps, never counts a contribution twice;
+    /// - the rest as [`Self::switch_actions`].
+    fn tree_actions(&mut self, net: &mut Network, node: u32, pkt: PacketId, ecn: bool, arriving: Option<AggPacket>) {
+        let mut buf = std::mem::take(&mut self.pbuf);
+        let mut rest = Vec::new();
+        for a in buf.drain(..) {
+            let (x, custody) = match a {
+                PoolAction::Consume => {
+                    rest.push(a);
+                    continue;
+                }
+                PoolAction::Forward(x) => (x, Some(pkt)),
+                PoolAction::Emit(x) => (x, None),
+            };
+            let place = self.tree_place(x.job, node);
+            let carry = ecn && custody.is_some();
+            let atp = self.spec.protocol == PoolProtocol::Atp;
+            // ATP's leaf completes by sending its aggregate "to the PS" (a full local bitmap; a
+            // resend's clear sends a partial one): on a tree it goes up instead.
+            let leaf_result = match (x.kind, place.flatten()) {
+                (PacketKind::Ack, Some(_)) => !atp,
+                (PacketKind::Partial, Some(_)) => atp && x.dst == Dest::Ps && x.bitmap == full_bitmap(x.workers),
+                _ => false,
+            };
+            if leaf_result || (x.kind == PacketKind::Ack && place.is_some()) {
+                let job = &self.jobs[x.job as usize];
+                let t = job.tree.as_ref().expect("a tree");
+                let n = job.spec.workers.len() as u16;
+                match (place.flatten(), leaf_result) {
+                    (Some(c), true) => {
+                        let priority = arriving.filter(|q| q.task() == x.task()).map_or(x.priority, |q| q.priority);
+                        let up = AggPacket { kind: PacketKind::Gradient, dst: Dest::Switch, workers: t.leaves.len() as u16, bitmap: 1u64 << c, resend: false, priority, ..x };
+                        let a = self.app(up, carry, AppDst::Node(job.switch), true);
+                        match custody {
+                            Some(pkt) => net.app_forward(node, pkt, AppOut::Route, a),
+                            None => net.app_emit(node, AppOut::Route, a),
+                        }
+                    }
+                    (Some(c), false) => {
+                        // ATP: the PS's ACK, having freed the leaf's aggregator, to its workers.
+                        let ranks = t.members[c as usize].clone();
+                        let result = AggPacket { workers: n, bitmap: full_bitmap(n), dst: Dest::Workers, ..x };
+                        self.send_to_ranks(net, node, result, carry, custody, &ranks);
+                    }
+                    (None, _) if atp => {
+                        // ATP: the PS's ACK freed the root's aggregator; one copy down to each
+                        // leaf, whose aggregator it frees too.
+                        let leaves = t.leaves.clone();
+                        let result = AggPacket { workers: n, bitmap: full_bitmap(n), dst: Dest::Workers, ..x };
+                        for (i, &leaf) in leaves.iter().enumerate() {
+                            let copy = if i == 0 { result } else { result.copy(&mut self.vals) };
+                            let a = self.app(copy, carry, AppDst::Node(leaf), true);
+                            match (i, custody) {
+                                (0, Some(pkt)) => net.app_forward(node, pkt, AppOut::Route, a),
+                                _ => net.app_emit(node, AppOut::Route, a),
+                            }
+                        }
+                    }
+                    (None, _) => {
+                        let ranks: Vec<u16> = match x.dst {
+                            Dest::Worker(c) => t.members.get(c as usize).cloned().unwrap_or_default(),
+                            _ => (0..n).collect(),
+                        };
+                        let result = AggPacket { workers: n, bitmap: full_bitmap(n), dst: Dest::Workers, ..x };
+                        self.send_to_ranks(net, node, result, carry, custody, &ranks);
+                    }
+                }
+                continue;
+            }
+            let x = if x.dst == Dest::Ps { self.to_job_ranks(node, x) } else { x };
+            rest.push(match custody {
+                Some(_) => PoolAction::Forward(x),
+                None => PoolAction::Emit(x),
+            });
+        }
+        self.pbuf = buf;
+        if !rest.is_empty() {
+            self.pbuf.extend(rest);
+            self.switch_actions(net, node, pkt, ecn);
+        }
+    }
+
+    /// One copy of `p` to the workers `ranks` of its job (the first takes over `custody`).
+    fn send_to_ranks(&mut self, net: &mut Network, node: u32, p: AggPacket, ecn: bool, custody: Option<PacketId>, ranks: &[u16]) {
+        if ranks.is_empty() {
+            self.vals.release(p.data);
+            if let Some(pkt) = custody {
+                net.app_consume(pkt);
+            }
+            return;
+        }
+        for (i, &r) in ranks.iter().enumerate() {
+            let host = self.jobs[p.job as usize].spec.workers[r as usize];
+            let c = if i == 0 { p } else { p.copy(&mut self.vals) };
+            let a = self.app(c, ecn, AppDst::Host(host), false);
+            match (i, custody) {
+                (0, Some(pkt)) => net.app_forward(node, pkt, AppOut::Route, a),
+                _ => net.app_emit(node, AppOut::Route, a),
+            }
+        }
+    }
+
+    /// A DSA gradient packet of `arriving` found its aggregator held by `held`: the switch's
+    /// actions say who won (§IV-C's types II and III). The winner keeps the aggregator: the
+    /// evicted partial of `held` goes to the PS (the packet won), or the packet itself does
+    /// (the holder won).
+    fn note_contest(&mut self, held: Task, arriving: Task, actions: &[PoolAction]) {
+        for a in actions {
+            if let PoolAction::Forward(x) = a {
+                if x.kind == PacketKind::Partial && x.task() == held {
+                    return self.task_types.on_contest(arriving, held);
+                }
+                if x.kind == PacketKind::Gradient && x.dst == Dest::Ps && x.task() == arriving {
+                    return self.task_types.on_contest(held, arriving);
+                }
+            }
+        }
     }
 
     pub fn on_queue_low(&mut self, net: &mut Network, host: u32) {
@@ -731,11 +1025,16 @@ impl TrainingWorld {
     fn worker_params(&self, j: u16) -> WorkerParams {
         let control = match self.spec.protocol {
             PoolProtocol::SwitchMl => {
-                let node = self.jobs[j as usize].switch as usize;
-                let slots = match self.programs[node].as_ref() {
-                    Some(Program::SwitchMl(s)) => s.region(j).map_or(1, |r| r.slots),
-                    _ => 1,
-                };
+                // Every switch of the job's tree serves PSN p in slot p mod its region's size:
+                // the smallest region is the window.
+                let slots = self.jobs[j as usize]
+                    .switches()
+                    .map(|node| match self.programs[node as usize].as_ref() {
+                        Some(Program::SwitchMl(s)) => s.region(j).map_or(1, |r| r.slots),
+                        _ => 1,
+                    })
+                    .min()
+                    .unwrap_or(1);
                 WindowControl::Slots { slots }
             }
             _ => WindowControl::Aimd { initial_bytes: self.spec.window_bytes, max_bytes: self.spec.window_bytes * MAX_WINDOW_FACTOR },
@@ -746,7 +1045,7 @@ impl TrainingWorld {
             initial_rto_ps: self.spec.min_rto_ps,
             min_rto_ps: self.spec.min_rto_ps,
             reminder_after: matches!(self.spec.protocol, PoolProtocol::Dsa(_)).then_some(REMINDER_AFTER_RETRANSMISSIONS),
-            halve_on_timeout: !matches!(self.spec.protocol, PoolProtocol::Dsa(_)),
+            resend_on_gap: self.spec.protocol == PoolProtocol::Atp,
         }
     }
 
@@ -801,6 +1100,7 @@ impl TrainingWorld {
                     workers: job.workers.len(),
                     ps_host: job.spec.ps,
                     switch_node: job.switch,
+                    leaf_switches: job.tree.as_ref().map_or(Vec::new(), |t| t.leaves.clone()),
                     start_ps: job.start_ps,
                     jct_ps: job.done_ps.map(|d| d - job.start_ps),
                     aggregation_utilization: span.filter(|&s| s > 0).map(|s| job.spec.model.epoch_bytes() as f64 * 8.0 / (s as f64 * 1e-12) / self.link_bps as f64),
@@ -828,6 +1128,7 @@ impl TrainingWorld {
             peak = peak.max(p.pool().peak_in_use);
             left += p.pool().in_use() as u64;
         }
+        sw.malformed += self.malformed_at_leaves;
         let mut ps = PsStats::default();
         for job in &self.jobs {
             let s = match job.ps.as_ref() {
@@ -837,19 +1138,11 @@ impl TrainingWorld {
             };
             add_ps_stats(&mut ps, s);
         }
-        let mut wt = WorkerTotals::default();
+        let mut wt = WorkerStats::default();
         for w in self.jobs.iter().flat_map(|j| &j.workers) {
-            let Some(s) = w.win.as_ref().map(|x| x.stats()) else { continue };
-            wt.new_packets += s.new_packets;
-            wt.retransmissions += s.retransmissions;
-            wt.timeouts += s.timeouts;
-            wt.acks += s.acks;
-            wt.duplicate_acks += s.duplicate_acks;
-            wt.out_of_order_acks += s.out_of_order_acks;
-            wt.ecn_echoes += s.ecn_echoes;
-            wt.window_decreases += s.decreases;
-            wt.reminder_notices += s.reminders;
-            wt.fetched += s.fetched;
+            if let Some(s) = w.win.as_ref().map(|x| x.stats()) {
+                wt.add(&s);
+            }
         }
         TrainingTotals {
             protocol: self.spec.protocol.label(),
@@ -870,6 +1163,8 @@ impl TrainingWorld {
             ps_bytes_sent: self.ps_bytes_sent,
             result_bytes_delivered: self.result_bytes,
             lost_packets: self.lost_packets,
+            task_types: matches!(self.spec.protocol, PoolProtocol::Dsa(_))
+                .then(|| self.task_types.counts(self.jobs.iter().map(|j| j.psns as u64).sum(), self.lost_packets)),
             ps_restarts: self.restarts,
             values_checked: self.vals.enabled(),
             values_slots_left: self.vals.live,
@@ -952,6 +1247,52 @@ fn check_result(p: &AggPacket, salt: u64, vals: &Values) -> bool {
     true
 }
 
+impl Job {
+    /// The switches that run the job's program: its root (or only switch) and its leaves.
+    fn switches(&self) -> impl Iterator<Item = u32> + '_ {
+        std::iter::once(self.switch).chain(self.tree.iter().flat_map(|t| t.leaves.iter().copied()))
+    }
+}
+
+/// Job `j`'s two-level tree under `root`: each worker's leaf is the switch its host attaches
+/// to. `None` when every worker attaches to `root` (one switch aggregates, as without a tree).
+/// Errors (field `aggregation`) for what two levels cannot express: a worker attached to the
+/// root beside workers under leaves, or a leaf that is not a neighbour of the root.
+fn two_level_tree(f: &Fabric, j: usize, workers: &[u32], root: u32) -> Result<Option<Tree>, String> {
+    let leaf_of: Vec<u32> = workers.iter().map(|&h| f.first_hop(h)).collect();
+    if leaf_of.iter().all(|&l| l == root) {
+        return Ok(None);
+    }
+    let mut t = Tree { leaves: Vec::new(), members: Vec::new(), child_of: Vec::new(), local: Vec::new() };
+    for (r, (&h, &leaf)) in workers.iter().zip(&leaf_of).enumerate() {
+        if leaf == root {
+            return Err(format!(
+                "aggregation: \"tree\" takes two levels (workers under leaf switches, one root), but job {j}'s worker host {h} is attached to its root switch (node {root}) while others are not"
+            ));
+        }
+        if !f.nodes[leaf as usize].ports.iter().any(|&(peer, _)| peer == root) {
+            return Err(format!(
+                "aggregation: \"tree\" takes two levels, but the leaf switch (node {leaf}) of job {j}'s worker host {h} is not a neighbour of the job's root switch (node {root})"
+            ));
+        }
+        let c = match t.leaves.iter().position(|&l| l == leaf) {
+            Some(c) => c,
+            None => {
+                t.leaves.push(leaf);
+                t.members.push(Vec::new());
+                t.leaves.len() - 1
+            }
+        };
+        t.child_of.push(c as u16);
+        t.local.push(t.members[c].len() as u16);
+        t.members[c].push(r as u16);
+    }
+    if t.leaves.len() > 64 {
+        return Err(format!("aggregation: job {j} spans {} leaf switches; the root's bitmap has 64 bits", t.leaves.len()));
+    }
+    Ok(Some(t))
+}
+
 /// The switch whose largest hop distance to `hosts` is smallest (lowest id on ties).
 fn nearest_switch(f: &Fabric, hosts: &[u32]) -> Option<u32> {
     let n = f.nodes.len();
@@ -1011,7 +1352,7 @@ fn add_ps_stats(a: &mut PsStats, b: &PsStats) {
 /// Keys of a `training` traffic entry (docs/scenario-format.md).
 pub const KEYS: &[&str] = &[
     "protocol", "preemption", "jobs", "workers", "models", "switch_memory_bytes", "start_max_us", "jitter_max_us", "window_bytes", "min_rto_us",
-    "ps_restart_us", "values", "model_scale",
+    "ps_restart_us", "values", "model_scale", "aggregation",
 ];
 
 /// Validates a `training` traffic entry at `f` (`traffic[i]`). Placement (§VII-B: "no
@@ -1083,7 +1424,13 @@ pub fn resolve(f: &str, t: &crate::scenario::TrafficSpec, topo: &Topology) -> Re
     if window_bytes < PACKET_BYTES as u64 || window_bytes > 1 << 32 {
         return Err(err("window_bytes", format!("must be within {PACKET_BYTES}..=4294967296 (at least one {PACKET_BYTES} B packet), got {window_bytes}")));
     }
+    let tree = match (t.aggregation.as_deref(), protocol) {
+        (None | Some("root"), _) => false,
+        (Some("tree"), _) => true,
+        (Some(other), _) => return Err(err("aggregation", format!("must be \"root\" or \"tree\", got \"{other}\""))),
+    };
     let spec = TrainingSpec {
+        tree,
         protocol,
         jobs: (0..jobs)
             .map(|j| JobSpec {

@@ -251,6 +251,31 @@ min_rto_us = 200
 ps_restart_us = 50
 values = true
 "#,
+    // Training jobs aggregating on both levels of a leaf/spine tree.
+    r#"name = "fuzz-training-tree"
+seed = 4
+[topology]
+kind = "fat_tree_2"
+leaves = 2
+hosts_per_leaf = 3
+spines = 1
+bandwidth_gbps = 100
+latency_ns = 2500
+[network]
+mtu_bytes = 306
+[[traffic]]
+kind = "training"
+protocol = "atp"
+jobs = 1
+workers = 4
+switch_memory_bytes = 3060
+model_scale = 0.01
+start_max_us = 10
+jitter_max_us = 3
+min_rto_us = 50
+aggregation = "tree"
+values = true
+"#,
 ];
 
 /// Inputs that made the parser or a topology builder panic (u32/u64 overflow on absurd

@@ -116,6 +116,57 @@ fn loss_at_a_worker_and_at_the_ps_is_recovered() {
 }
 
 #[test]
+fn the_windows_of_atp_and_dsa_shrink_on_ecn_only_not_on_timeouts() {
+    // DSA §III-D: "Like ATP [34], DSA applies on-switch ECN as the congestion signal"; ATP's
+    // worker code changes its window only in adjustWindow(isECN). ATP's window used to halve
+    // on every timeout round: at the full Fig. 8 point (8 jobs of DNN B) 27 009 halvings, a
+    // window of about one packet and 69 aggregators in use on average, JCT 21.3 ms (2.9 ms
+    // without).
+    for p in ["atp", "dsa"] {
+        let r = run(&scenario(p, 2, 2, 4, 30_600, "", WORKER_LOSS));
+        assert_clean(&r, p);
+        let w = &training(&r)["workers"];
+        let n = |k: &str| w[k].as_u64().unwrap();
+        assert!(n("timeouts") > 0, "{p}: no timeout to react to: {w}");
+        assert!(n("window_decreases") <= n("ecn_echoes"), "{p}: the window shrank on timeouts: {w}");
+    }
+}
+
+#[test]
+fn atp_completes_split_tasks_by_gap_resends_not_timeouts() {
+    // A 100-aggregator pool shared by four jobs: tasks split between the PS (a collision) and
+    // the switch (the freed aggregator re-reserved). ATP's worker resends the gap as soon as
+    // an ACK above it arrives (its p4ml_manager.cc); only a timeout (1 ms at full scale) used
+    // to complete them.
+    let r = run(&scenario("atp", 1, 4, 4, 30_600, "", ""));
+    assert_clean(&r, "atp");
+    let t = training(&r);
+    let n = |k: &str| t["workers"][k].as_u64().unwrap_or_else(|| panic!("{k}: {t}"));
+    assert!(t["switch"]["fallbacks"].as_u64().unwrap() > 0 && t["switch"]["resend_clears"].as_u64().unwrap() > 0, "{t}");
+    assert!(n("gap_resends") > 0, "{t}");
+    assert_eq!(n("timeouts"), 0, "{t}");
+}
+
+#[test]
+fn the_switch_aggregates_at_line_rate_whatever_the_number_of_jobs() {
+    // DSA §III: the switch's "line-rate processing capability". The switch program used to
+    // process 1.2 G packets/s whatever the switch: 64 workers sending 306 B packets at
+    // 100 Gb/s offer 2.6 G/s, so SwitchML's per-job utilisation fell from 2 jobs to 8.
+    let util = |jobs: u32| {
+        let text = scenario("switchml", 1, jobs, 8, 5_000_000, "", "")
+            .replace("model_scale = 0.01", "model_scale = 0.05")
+            .replace(r#"models = ["A", "B"]"#, r#"models = ["A"]"#)
+            .replace("jitter_max_us = 10", "jitter_max_us = 0")
+            .replace("values = true", "values = false");
+        let r = run(&text);
+        assert_eq!(r.status, RunStatus::Completed);
+        training(&r)["memory_utilization"].as_f64().unwrap()
+    };
+    let (two, eight) = (util(2), util(8));
+    assert!(eight >= 0.9 * two, "utilisation {two:.3} with 2 jobs, {eight:.3} with 8");
+}
+
+#[test]
 fn a_ps_restart_loses_partial_aggregates_and_the_workers_rebuild_them() {
     for p in ["atp", "dsa"] {
         // Mid-epoch: the PSes hold partial aggregates (collisions in a 100-aggregator pool).
@@ -186,4 +237,167 @@ fn property_random_loss_seeds_and_pool_sizes() {
         let r = run(&text);
         assert_clean(&r, &format!("case {case}: {p} {extra} seed {seed}, {jobs}x{workers}, {memory} B, loss {loss}"));
     }
+}
+
+/// §IV-C's task types in a lossy DSA run: every lost packet is counted under exactly one
+/// type, every task of the epoch has one type, each preemption contest makes a type-II and a
+/// type-III task; baselines report none.
+#[test]
+fn dsa_counts_lost_packets_by_the_type_of_their_aggregation_task() {
+    let r = run(&scenario("dsa", 9, 2, 4, 30_600, "", WORKER_LOSS));
+    assert_clean(&r, "dsa worker loss");
+    let t = training(&r);
+    let tt = &t["task_types"];
+    let sum = |v: &Value| ["type_i", "type_ii", "type_iii"].iter().map(|k| v[k].as_u64().unwrap()).sum::<u64>();
+    assert!(t["lost_packets"].as_u64().unwrap() > 0, "{t}");
+    assert_eq!(sum(&tt["lost_packets"]), t["lost_packets"].as_u64().unwrap(), "{tt}");
+    let psns: u64 = r.summary["traffic"][0]["jobs"].as_array().unwrap().iter().map(|j| j["psns"].as_u64().unwrap()).sum();
+    assert_eq!(sum(&tt["tasks"]), psns, "{tt}");
+    // Contests: preemptions won by the packet and fallbacks lost by it (both have a holder).
+    let contests = t["switch"]["preemptions"].as_u64().unwrap() + t["switch"]["fallbacks"].as_u64().unwrap();
+    let (ii, iii) = (tt["tasks"]["type_ii"].as_u64().unwrap(), tt["tasks"]["type_iii"].as_u64().unwrap());
+    assert!(contests > 0 && ii > 0 && iii > 0 && ii + iii <= 2 * contests, "{t}");
+    for p in ["switchml", "atp"] {
+        let r = run(&scenario(p, 9, 2, 4, 30_600, "", WORKER_LOSS));
+        assert!(training(&r).get("task_types").is_none(), "{p}");
+    }
+}
+
+/// Two jobs of four workers on a leaf/spine fat tree (3 hosts per leaf; node ids: each leaf
+/// then its hosts, spines 16 and 17; links: host h's is h, then leaf l to spine s is
+/// 12 + 2l + s): job 0 on leaves 0 and 4, job 1 on leaves 4 and 8, both rooted at spine 16.
+fn fat_tree(protocol: &str, seed: u64, extra: &str, faults: &str) -> String {
+    scenario(protocol, seed, 2, 4, 30_600, extra, faults)
+        .replace("kind = \"star\"\nhosts = 10", "kind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 3\nspines = 2")
+}
+
+/// `aggregation = "tree"` (SwitchML): each leaf aggregates its workers' packets and sends one
+/// partial per PSN to the root (a spine), whose result goes back down. Without loss every PSN
+/// completes once at each leaf of its job and once at the root, so the switches' completions
+/// count both levels; results are exact (fingerprints and values) and every aggregator of
+/// every switch is free at the end.
+#[test]
+fn tree_aggregation_completes_every_psn_on_each_leaf_and_the_root() {
+    let r = run(&fat_tree("switchml", 5, "aggregation = \"tree\"", ""));
+    assert_clean(&r, "tree");
+    let jobs = r.summary["traffic"][0]["jobs"].as_array().unwrap().clone();
+    let mut want = 0;
+    for (j, leaves) in [(0, vec![0, 4]), (1, vec![4, 8])] {
+        let job = &jobs[j];
+        assert_eq!(job["switch_node"], 16, "{job}");
+        let got: Vec<u64> = job["leaf_switches"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+        assert_eq!(got, leaves, "job {j}");
+        want += job["psns"].as_u64().unwrap() * (leaves.len() as u64 + 1);
+    }
+    assert_eq!(training(&r)["switch"]["completed"].as_u64().unwrap(), want, "{}", training(&r));
+    // One switch per job (the default): the root alone completes each PSN.
+    let flat = run(&fat_tree("switchml", 5, "", ""));
+    assert_clean(&flat, "root");
+    assert!(flat.summary["traffic"][0]["jobs"][0].get("leaf_switches").is_none());
+    let psns: u64 = jobs.iter().map(|j| j["psns"].as_u64().unwrap()).sum();
+    assert_eq!(training(&flat)["switch"]["completed"].as_u64().unwrap(), psns);
+}
+
+/// Loss on a worker's link and, separately, on a leaf-spine link (partials and results lost
+/// above the leaf): retransmissions re-send the leaf's partial, the root counts each child
+/// once, results stay exact, every aggregator is free; same seed, same bytes.
+#[test]
+fn tree_aggregation_under_loss_is_exact_and_deterministic() {
+    // Host 1 (job 0, under leaf 0), and leaves 0, 4 and 8 to the root spine.
+    for link in [1, 12, 14, 16] {
+        let faults = format!("[[faults]]\nkind = \"loss\"\nlink = {link}\nprobability = 0.03");
+        let a = run(&fat_tree("switchml", 11, "aggregation = \"tree\"", &faults));
+        assert_clean(&a, &format!("loss on link {link}"));
+        let t = training(&a);
+        assert!(t["lost_packets"].as_u64().unwrap() > 0 && t["workers"]["retransmissions"].as_u64().unwrap() > 0, "link {link}: {t}");
+        if link == 1 {
+            let b = run(&fat_tree("switchml", 11, "aggregation = \"tree\"", &faults));
+            assert!(a.bytes == b.bytes, "same scenario and seed gave different result files");
+        }
+    }
+}
+
+#[test]
+fn tree_aggregation_errors_name_the_field_and_the_reason() {
+    let e = |text: &str| run_scenario_str(text, &RunOptions::default()).unwrap_err();
+    let err = e(&fat_tree("switchml", 1, "aggregation = \"ring\"", ""));
+    assert_eq!((err.field.as_str(), err.reason.contains("\"root\" or \"tree\"")), ("traffic[0].aggregation", true), "{}", err.reason);
+    // Three tiers: 8 workers over two pods of a k = 4 fat tree meet at a core switch, which no
+    // edge switch neighbours.
+    let text = scenario("switchml", 1, 1, 8, 30_600, "aggregation = \"tree\"", "")
+        .replace("kind = \"star\"\nhosts = 9", "kind = \"fat_tree_3\"\nk = 4");
+    let err = e(&text);
+    assert_eq!(err.field, "traffic[0].aggregation", "{}", err.reason);
+    assert!(err.reason.contains("two levels") && err.reason.contains("not a neighbour"), "{}", err.reason);
+    // On a star every worker is under the one switch: the same run as without the key.
+    let a = run(&scenario("switchml", 3, 2, 4, 30_600, "aggregation = \"tree\"", WORKER_LOSS));
+    let b = run(&scenario("switchml", 3, 2, 4, 30_600, "", WORKER_LOSS));
+    assert!(a.bytes == b.bytes);
+}
+
+/// ATP and DSA on both levels of the tree, in a 100-aggregator pool shared by two jobs (leaf 4
+/// serves both): leaves and the root both complete tasks; collisions (ATP) and contests (DSA)
+/// at both levels send packets and partials to the PS in the job's ranks; ATP's PS ACK frees
+/// the root's and then each leaf's aggregator; DSA's reminders fetch from every switch. With
+/// loss on a worker's link, on a leaf-spine link and on the PS's link every result is exact
+/// (values included) and every aggregator of every switch is free at the end; same seed, same
+/// bytes.
+#[test]
+fn atp_and_dsa_tree_aggregation_is_exact_under_contests_and_loss() {
+    for p in ["atp", "dsa"] {
+        let plain = run(&fat_tree(p, 12, "aggregation = \"tree\"", ""));
+        assert_clean(&plain, &format!("{p} tree"));
+        let t = training(&plain);
+        let psns: u64 = plain.summary["traffic"][0]["jobs"].as_array().unwrap().iter().map(|j| j["psns"].as_u64().unwrap()).sum();
+        // More completions than PSNs: leaves complete their workers' tasks, the root the children's.
+        assert!(t["switch"]["completed"].as_u64().unwrap() > psns, "{p}: {t}");
+        assert_eq!(t["switch"]["malformed"], 0, "{p}: {t}");
+        match p {
+            // The PS's ACK frees the root's and every leaf's aggregator: nothing left for the
+            // job's teardown.
+            "atp" => assert!(
+                t["switch"]["fallbacks"].as_u64().unwrap() > 0 && t["switch"]["ack_frees"].as_u64().unwrap() > psns && t["aggregators_released_at_end"] == 0,
+                "{t}"
+            ),
+            _ => assert!(t["switch"]["preemptions"].as_u64().unwrap() > 0, "{t}"),
+        }
+        // Host 1 (a worker under leaf 0), leaf 0 to the root spine, host 8 (job 0's PS).
+        for link in [1, 12, 8] {
+            let faults = format!("[[faults]]\nkind = \"loss\"\nlink = {link}\nprobability = 0.03");
+            let a = run(&fat_tree(p, 13, "aggregation = \"tree\"", &faults));
+            assert_clean(&a, &format!("{p} tree, loss on link {link}"));
+            assert!(training(&a)["lost_packets"].as_u64().unwrap() > 0, "{p}: link {link}");
+            if link == 12 {
+                let b = run(&fat_tree(p, 13, "aggregation = \"tree\"", &faults));
+                assert!(a.bytes == b.bytes, "{p}: same scenario and seed gave different result files");
+            }
+        }
+    }
+}
+
+/// Random seeds, pool sizes (down to a handful of aggregators), loss on a random host or
+/// leaf-spine link, SwitchML, ATP and DSA (and its strawmen) on trees: every run completes exact
+/// with every aggregator free.
+#[test]
+fn property_tree_aggregation_random_loss_seeds_and_pool_sizes() {
+    let mut rng = Rng::new(0x7EE);
+    let mut reminded = 0;
+    for case in 0..12 {
+        let p = ["switchml", "atp", "dsa", "dsa"][rng.below(4) as usize];
+        let memory = 306 * (if p == "switchml" { 4 } else { 1 } + rng.below(200));
+        let link = [1, 5, 7, 8, 12, 14, 16][rng.below(7) as usize];
+        let loss = (1 + rng.below(4)) as f64 * 0.01;
+        let extra = match (p, rng.below(3)) {
+            ("dsa", 1) => "aggregation = \"tree\"\npreemption = \"always\"",
+            ("dsa", 2) => "aggregation = \"tree\"\npreemption = \"coin\"",
+            _ => "aggregation = \"tree\"",
+        };
+        let seed = rng.next_u64() % 1000;
+        let text = scenario(p, seed, 2, 4, memory, extra, &format!("[[faults]]\nkind = \"loss\"\nlink = {link}\nprobability = {loss}"))
+            .replace("kind = \"star\"\nhosts = 10", "kind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 3\nspines = 2");
+        let r = run(&text);
+        assert_clean(&r, &format!("case {case}: {p} {extra} seed {seed}, {memory} B, loss {loss} on link {link}"));
+        reminded += training(&r)["switch"]["reminders_fetched"].as_u64().unwrap_or(0);
+    }
+    assert!(reminded > 0, "no reminder fetched a partial from any switch");
 }

@@ -33,18 +33,29 @@ pub struct HostOptions {
     /// clock time.
     pub barrier: Option<std::sync::Arc<std::sync::Barrier>>,
     pub start_at: Option<std::time::SystemTime>,
+    /// Hosts of one process (`for_threads`): how many have completed, and how many there are.
+    /// A host whose protocol asks it to stay after completing (`HostProtocol::linger_ps`, e.g.
+    /// Canary's coordinator) stops early once every host has completed, when every host of the
+    /// plan is a thread of this process (with peers in other processes it stays the full time).
+    pub completed: Option<(std::sync::Arc<std::sync::atomic::AtomicUsize>, usize)>,
+    /// Whether a completed host stays for its protocol's `linger_ps` (default true). A
+    /// `Session` turns it off: its coordinator goes on to the next call at once (see
+    /// docs/switch.md, "Sessions").
+    /// Off, a rank still not released `HostProtocol::release_wait_ps` after it had every block
+    /// concludes it was (and returns its verified result).
+    pub protocol_linger: bool,
 }
 
 impl Default for HostOptions {
     fn default() -> Self {
-        HostOptions { timeout: Duration::from_secs(10), max_inflight: 256, linger: Duration::from_millis(100), barrier: None, start_at: None }
+        HostOptions { timeout: Duration::from_secs(10), max_inflight: 256, linger: Duration::from_millis(100), barrier: None, start_at: None, completed: None, protocol_linger: true }
     }
 }
 
 impl HostOptions {
     /// These options for `n` host threads that start together.
     pub fn for_threads(&self, n: usize) -> HostOptions {
-        HostOptions { barrier: Some(std::sync::Arc::new(std::sync::Barrier::new(n))), ..self.clone() }
+        HostOptions { barrier: Some(std::sync::Arc::new(std::sync::Barrier::new(n))), completed: Some((Default::default(), n)), ..self.clone() }
     }
 }
 
@@ -279,11 +290,31 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
     }
     flush(&mut txq, &mut report);
     let mut linger_until: Option<Instant> = None;
+    // Once complete: until when it must stay at least, and at most (the protocol's linger).
+    let mut stay_until: Option<Instant> = None;
+    // Only when every host of the plan is a thread of this process: peers elsewhere may still
+    // need an answer.
+    let all_here = plan.hosts().len();
+    let all_completed = || opts.completed.as_ref().is_some_and(|(k, n)| *n >= all_here && k.load(std::sync::atomic::Ordering::Acquire) >= *n);
+    // Without the protocol's linger (a session: the coordinator moves on at its release), a rank
+    // whose release was lost concludes it after the protocol's `release_wait_ps`.
+    let released = |a: &Agent, now: u64| {
+        a.agent.completed_ps().is_some()
+            || !opts.protocol_linger && a.agent.finished_ps().zip(a.agent.release_wait_ps()).is_some_and(|(f, w)| now >= f.saturating_add(w))
+    };
     loop {
         let now_i = Instant::now();
-        if agents.iter().all(|a| a.agent.completed_ps().is_some()) {
-            let until = *linger_until.get_or_insert(now_i + opts.linger);
-            if now_i >= until {
+        if agents.iter().all(|a| released(a, now_ps())) {
+            if linger_until.is_none() {
+                let proto = if opts.protocol_linger { agents.iter().map(|a| a.agent.linger_ps()).max().unwrap_or(0) } else { 0 };
+                linger_until = Some(now_i + opts.linger);
+                stay_until = Some(now_i + opts.linger.max(Duration::from_nanos(proto / 1000)));
+                if let Some((k, _)) = &opts.completed {
+                    k.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                }
+            }
+            let (until, stay) = (linger_until.unwrap(), stay_until.unwrap());
+            if now_i >= stay || now_i >= until && all_completed() {
                 break;
             }
         }
@@ -378,7 +409,8 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
         }
         if !got_any && !sent_any {
             let mut wait = Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()));
-            if let Some(u) = linger_until {
+            if let (Some(u), Some(st)) = (linger_until, stay_until) {
+                let u = if all_completed() { u } else { st };
                 wait = wait.min(u.saturating_duration_since(Instant::now()));
             }
             if let Some(&Reverse((at, ..))) = timers.peek() {

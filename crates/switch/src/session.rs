@@ -63,6 +63,7 @@ impl Session {
             ));
         }
         let sock = udp::bind(plan.endpoints.of(node, 0)).map_err(|e| format!("{e} (another process already runs host {rank}?)"))?;
+        let opts = HostOptions { protocol_linger: false, ..opts };
         Ok(Session { plan, ranks, rank, sock, calls: 0, stash: Vec::new(), rxb: udp::RxBatch::new(8), opts })
     }
 

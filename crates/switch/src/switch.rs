@@ -371,10 +371,11 @@ impl<'p> Switch<'p> {
             self.counters.unencodable += 1;
             return;
         }
+        let fate = self.faults[port as usize].fate();
         if self.trace {
-            eprintln!("{:>12} ns switch {} tx port {port}: {:?} {:?} id {:#x} counter {}", self.now_ps() / 1000, self.node, hdr.kind, hdr.dst, hdr.id, hdr.counter);
+            eprintln!("{:>12} ns switch {} tx port {port}: {:?} {:?} id {:#x} counter {} src {} fate {fate:?}", self.now_ps() / 1000, self.node, hdr.kind, hdr.dst, hdr.id, hdr.counter, hdr.src);
         }
-        match self.faults[port as usize].fate() {
+        match fate {
             Fate::Drop => self.counters.fault_dropped += 1,
             Fate::Send { copies, hold } => {
                 if copies > 1 {

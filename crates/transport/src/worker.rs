@@ -19,13 +19,24 @@
 //!     lowest unacknowledged PSN instead, a split DSA task (waiting ≥ 1 ms for the PS's
 //!     reminder) stalled every worker of its job. `cwnd` starts at `initial_bytes` (DSA: "60 KB as
 //!     the initial window size"), grows by one packet per window of ACKs without an ECN echo,
-//!     and halves on an ECN-echo ACK (at most once per window of data) and, with
-//!     `halve_on_timeout` (ATP; not DSA, whose congestion signal is ECN), on each timeout
-//!     round; it stays within `[packet_bytes, max_bytes]`.
-//! - **Out-of-order and duplicate ACKs change nothing** (DSA §III-D: "DSA chooses to take no
-//!   actions to change the sliding window size when observing out-of-order or duplicate
-//!   ACKs"). No baseline infers loss from duplicate ACKs either: ATP's worker code detects
-//!   loss by timeouts only, and SwitchML's by per-slot timeouts.
+//!     and halves on an ECN-echo ACK (at most once per window of data); it stays within
+//!     `[packet_bytes, max_bytes]`. ECN is the only congestion signal, for ATP as for DSA (DSA
+//!     §III-D: "Like ATP [34], DSA applies on-switch ECN as the congestion signal"; ATP's own
+//!     worker, `common/CC_manager.h` of the code the seed cites as [2], changes its window only
+//!     in `adjustWindow(isECN)`): a timeout resends, it does not shrink the window.
+//! - **Out-of-order and duplicate ACKs leave the window alone** (DSA §III-D: "DSA chooses to
+//!   take no actions to change the sliding window size when observing out-of-order or
+//!   duplicate ACKs"; ATP's and SwitchML's windows do not react to them either).
+//! - **Gap resends** (ATP; `resend_on_gap`): ATP's worker (`client/p4ml_manager.cc` of the
+//!   code the seed cites as [2], "Seq %d trigger %d~%d Resend!") resends at once, with the
+//!   resend flag, every unacknowledged PSN from the lowest one up to an ACK that arrived above
+//!   it, and does so again only once the lowest unacknowledged PSN has passed the last PSN it
+//!   resent. ATP's ACKs all come from its PS in PSN order, so a gap means a loss or a task
+//!   split between the switch and the PS, which only a resend completes (its resend flag
+//!   clears the switch's aggregator). DSA retransmits on timeouts only (§IV-B: "as long as its
+//!   ACK does not return for a timeout, the gradient packet is retransmitted"): its ACKs come
+//!   from two places and are out of order as a rule. SwitchML detects loss by per-slot
+//!   timeouts.
 //! - **Timeouts** per packet: a PSN whose latest copy was sent `rto` ago without an ACK is
 //!   sent again. `rto = max(min_rto, srtt + 4·rttvar)` from RTT samples of packets sent once
 //!   (RFC 6298's estimator and Karn's rule; DSA §VI: "The timeout is updated by an
@@ -80,10 +91,9 @@ pub struct WorkerParams {
     /// Retransmissions of a PSN after which each further timeout also sends a reminder to the
     /// PS (DSA: `Some(3)`; baselines: `None`).
     pub reminder_after: Option<u32>,
-    /// AIMD: halve the window on a timeout round (ATP, which reads a timeout as loss). DSA
-    /// names ECN as its congestion signal (§III-D) and handles timeouts as failures
-    /// (retransmission, reminders), so its window does not shrink on them.
-    pub halve_on_timeout: bool,
+    /// ATP: an ACK above the lowest unacknowledged PSN resends the gap at once (see the module
+    /// documentation, "Gap resends").
+    pub resend_on_gap: bool,
 }
 
 impl WorkerParams {
@@ -121,8 +131,10 @@ pub struct Send {
     pub to_ps: bool,
 }
 
-/// Counters of one worker (over all its tensors).
+/// Counters of one worker (over all its tensors); summed over workers with
+/// [`WorkerStats::add`] (the `training.workers` object of a run's `summary.json`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct WorkerStats {
     pub new_packets: u64,
     pub retransmissions: u64,
@@ -134,11 +146,33 @@ pub struct WorkerStats {
     /// ACKs that arrived while a lower PSN was still unacknowledged.
     pub out_of_order_acks: u64,
     pub ecn_echoes: u64,
-    /// Times the window was halved (ECN or timeout).
-    pub decreases: u64,
-    pub reminders: u64,
+    /// Times the window was halved (on ECN echoes).
+    pub window_decreases: u64,
+    /// Reminder notifications sent to the PS (DSA).
+    pub reminder_notices: u64,
     /// Copies sent to the PS on its request.
     pub fetched: u64,
+    /// PSNs queued again because an ACK arrived above them (`resend_on_gap`; each is also
+    /// counted in `retransmissions` when sent).
+    pub gap_resends: u64,
+}
+
+impl WorkerStats {
+    /// Adds `o`'s counters to these.
+    pub fn add(&mut self, o: &WorkerStats) {
+        let WorkerStats { new_packets, retransmissions, timeouts, acks, duplicate_acks, out_of_order_acks, ecn_echoes, window_decreases, reminder_notices, fetched, gap_resends } = *o;
+        self.new_packets += new_packets;
+        self.retransmissions += retransmissions;
+        self.timeouts += timeouts;
+        self.acks += acks;
+        self.duplicate_acks += duplicate_acks;
+        self.out_of_order_acks += out_of_order_acks;
+        self.ecn_echoes += ecn_echoes;
+        self.window_decreases += window_decreases;
+        self.reminder_notices += reminder_notices;
+        self.fetched += fetched;
+        self.gap_resends += gap_resends;
+    }
 }
 
 const UNSENT: u64 = u64::MAX;
@@ -176,6 +210,8 @@ pub struct WorkerWindow {
     /// No decrease until an ACK for a PSN at or above this (once per window of data).
     recover: u32,
     rto: EwmaTimeout,
+    /// `resend_on_gap`: the highest PSN the last gap resend covered (none yet: `None`).
+    gap_resent_to: Option<u32>,
     gave_up: bool,
     /// Retransmissions of each PSN since the last new ACK of any PSN (the give-up count).
     rtx_since_progress: Vec<u32>,
@@ -213,6 +249,7 @@ impl WorkerWindow {
             ai_acks: 0,
             recover: 0,
             rto: EwmaTimeout::with_initial(params.initial_rto_ps, params.min_rto_ps),
+            gap_resent_to: None,
             gave_up: false,
             rtx_since_progress: Vec::new(),
             progress: 0,
@@ -246,6 +283,7 @@ impl WorkerWindow {
         self.base = 0;
         self.acked = 0;
         self.recover = 0;
+        self.gap_resent_to = None;
     }
 
     /// Only PSNs below `psns` may be sent until it is raised (a stream whose data is produced
@@ -375,6 +413,9 @@ impl WorkerWindow {
             self.base += 1;
         }
         self.pop_stale();
+        if self.params.resend_on_gap && psn > self.base && self.gap_resent_to.is_none_or(|r| self.base > r) {
+            self.resend_gap(psn);
+        }
         if ecn {
             self.stats.ecn_echoes += 1;
         }
@@ -392,6 +433,35 @@ impl WorkerWindow {
         true
     }
 
+    /// ATP's gap resend: every PSN in `[base, above)` still in flight is queued again now.
+    fn resend_gap(&mut self, above: u32) {
+        for q in self.base..above {
+            let sent = self.sent_ps[q as usize];
+            if sent >= QUEUED {
+                continue; // acknowledged, already queued, or (never below `above`) unsent
+            }
+            let i = q as usize;
+            if self.rtx_progress[i] != self.progress {
+                self.rtx_progress[i] = self.progress;
+                self.rtx_since_progress[i] = 0;
+            }
+            self.requeue(q);
+            self.stats.gap_resends += 1;
+        }
+        self.gap_resent_to = Some(above - 1);
+    }
+
+    /// Queues `psn` (in flight) for retransmission; its copy in flight stops counting.
+    fn requeue(&mut self, psn: u32) {
+        let i = psn as usize;
+        self.rtx[i] += 1;
+        self.rtx_since_progress[i] += 1;
+        // Not in flight any more: a late ACK still counts, and its sample is skipped (Karn).
+        self.sent_ps[i] = QUEUED;
+        self.queued.insert(psn);
+        self.rtx_queue.push_back(psn);
+    }
+
     /// On an ECN echo for `psn`: halves the window unless it already did for this window of
     /// data (`psn` below `recover`, the first PSN sent after the last decrease).
     fn decrease(&mut self, psn: u32) {
@@ -405,7 +475,7 @@ impl WorkerWindow {
         self.cwnd = (self.cwnd / 2).max(pkt);
         self.ai_acks = 0;
         self.recover = self.next_new;
-        self.stats.decreases += 1;
+        self.stats.window_decreases += 1;
     }
 
     fn is_stale(&self, (t, psn): (u64, u32)) -> bool {
@@ -437,7 +507,7 @@ impl WorkerWindow {
     }
 
     /// The timer expired: every copy in flight for `rto` is queued again (and may remind
-    /// the PS); one multiplicative decrease per expiry round.
+    /// the PS). The window is left as it is (ECN is the congestion signal).
     pub fn on_timer(&mut self, now_ps: u64) {
         let rto = self.rto_ps();
         let mut fired = false;
@@ -463,20 +533,12 @@ impl WorkerWindow {
             }
             if self.params.reminder_after.is_some_and(|n| self.rtx[i] >= n) {
                 self.reminders.push_back(psn);
-                self.stats.reminders += 1;
+                self.stats.reminder_notices += 1;
             }
-            self.rtx[i] += 1;
-            self.rtx_since_progress[i] += 1;
-            // Not in flight any more: a late ACK still counts, and its sample is skipped (Karn).
-            self.sent_ps[i] = QUEUED;
-            self.queued.insert(psn);
-            self.rtx_queue.push_back(psn);
+            self.requeue(psn);
         }
         if fired {
             self.stats.timeouts += 1;
-            if matches!(self.params.control, WindowControl::Aimd { .. }) && self.params.halve_on_timeout {
-                self.halve();
-            }
         }
     }
 
@@ -500,7 +562,7 @@ mod tests {
             initial_rto_ps: 1000 * US,
             min_rto_ps: 1000 * US,
             reminder_after: Some(3),
-            halve_on_timeout: true,
+            resend_on_gap: false,
         }
     }
 
@@ -528,14 +590,16 @@ mod tests {
     }
 
     #[test]
-    fn a_timeout_halves_the_window_only_when_asked() {
-        for (halve, after) in [(true, 2), (false, 4)] {
-            let mut w = WorkerWindow::new(20, WorkerParams { halve_on_timeout: halve, ..aimd(4) });
-            drain(&mut w, 0);
+    fn a_timeout_resends_but_leaves_the_window_alone() {
+        // ECN is the congestion signal (ATP's CC_manager, DSA §III-D); a timeout is a failure.
+        let mut w = WorkerWindow::new(20, aimd(4));
+        drain(&mut w, 0);
+        for _ in 0..3 {
             let t = w.timer_ps().unwrap();
             w.on_timer(t);
-            assert_eq!((w.cwnd_bytes() / PKT as u64, w.stats().timeouts), (after, 1), "halve_on_timeout = {halve}");
+            assert_eq!(drain(&mut w, t).len(), 4);
         }
+        assert_eq!((w.cwnd_bytes() / PKT as u64, w.stats().timeouts, w.stats().window_decreases), (4, 3, 0));
     }
 
     #[test]
@@ -567,14 +631,14 @@ mod tests {
         w.on_ack(1, true, 10 * US);
         w.on_ack(2, true, 10 * US);
         assert_eq!(w.cwnd_bytes(), 8 * PKT as u64, "same window of data: one decrease");
-        assert_eq!(w.stats().decreases, 1);
+        assert_eq!(w.stats().window_decreases, 1);
         for psn in 3..16 {
             w.on_ack(psn, false, 10 * US);
         }
         drain(&mut w, 10 * US);
         // PSN 16 was sent after the decrease: its mark halves again.
         w.on_ack(16, true, 20 * US);
-        assert_eq!(w.stats().decreases, 2);
+        assert_eq!(w.stats().window_decreases, 2);
         assert!(w.cwnd_bytes() <= 5 * PKT as u64);
         assert_eq!(w.stats().ecn_echoes, 4);
     }
@@ -605,7 +669,7 @@ mod tests {
         assert!(!w.on_ack(5, false, US));
         assert!(!w.on_ack(5, false, US));
         assert_eq!(w.cwnd_bytes(), before);
-        assert_eq!(w.stats().decreases, 0);
+        assert_eq!(w.stats().window_decreases, 0);
         assert_eq!(w.stats().duplicate_acks, 2);
         assert_eq!(w.stats().retransmissions, 0);
     }
@@ -650,7 +714,7 @@ mod tests {
     }
 
     #[test]
-    fn a_timeout_resends_halves_and_reminds_after_three_retransmissions() {
+    fn a_timeout_resends_and_reminds_after_three_retransmissions() {
         let mut w = WorkerWindow::new(4, aimd(4));
         assert_eq!(drain(&mut w, 0), vec![0, 1, 2, 3]);
         w.on_ack(0, false, 10 * US);
@@ -674,14 +738,54 @@ mod tests {
             now = w.timer_ps().expect("PSN 1 is in flight");
         }
         assert_eq!(w.stats().retransmissions, 5);
-        assert_eq!(w.stats().reminders, 2);
-        assert_eq!(w.cwnd_bytes(), PKT as u64, "halved per round, floored at one packet");
+        assert_eq!(w.stats().reminder_notices, 2);
+        assert_eq!(w.cwnd_bytes(), 4 * PKT as u64, "timeouts leave the window alone");
         // A late ACK of the original copy completes it (no RTT sample: Karn).
         let rto_before = w.rto_ps();
         assert!(w.on_ack(1, false, now + 1));
         assert!(w.is_done());
         assert_eq!(w.rto_ps(), rto_before);
         assert_eq!(w.timer_ps(), None);
+    }
+
+    #[test]
+    fn atp_resends_a_gap_at_once_and_again_only_after_the_base_passed_it() {
+        let p = WorkerParams { resend_on_gap: true, reminder_after: None, ..aimd(8) };
+        let mut w = WorkerWindow::new(20, p);
+        assert_eq!(drain(&mut w, 0), (0..8).collect::<Vec<_>>());
+        w.on_ack(0, false, 10 * US);
+        assert_eq!(drain(&mut w, 10 * US), vec![8]);
+        // PSNs 1 and 2 are stuck (split between the switch and the PS); 3's ACK opens a gap.
+        w.on_ack(3, false, 11 * US);
+        assert_eq!(w.stats().gap_resends, 2);
+        let sent: Vec<Send> = std::iter::from_fn(|| w.transmit(11 * US)).collect();
+        assert_eq!(sent.iter().map(|s| (s.psn, s.retransmission)).collect::<Vec<_>>(), vec![(1, true), (2, true), (9, false)]);
+        // Further ACKs above the gap do not resend it again ...
+        w.on_ack(4, false, 12 * US);
+        w.on_ack(5, false, 12 * US);
+        assert_eq!(w.stats().gap_resends, 2);
+        // ... until the base has passed the PSNs resent: then a new gap is resent.
+        w.on_ack(1, false, 13 * US);
+        w.on_ack(2, false, 13 * US);
+        assert_eq!(w.base(), 6);
+        w.on_ack(7, false, 14 * US);
+        assert_eq!(w.stats().gap_resends, 3);
+        drain(&mut w, 14 * US);
+        assert_eq!((w.stats().retransmissions, w.stats().timeouts), (3, 0));
+        // Without the option (DSA: ACKs from two places, out of order as a rule) nothing is resent.
+        let mut w = WorkerWindow::new(20, aimd(8));
+        drain(&mut w, 0);
+        w.on_ack(3, false, 11 * US);
+        assert_eq!((w.stats().gap_resends, w.peek().map(|s| s.retransmission)), (0, Some(false)));
+    }
+
+    #[test]
+    fn stats_add_sums_every_counter() {
+        let one = WorkerStats { new_packets: 1, retransmissions: 2, timeouts: 3, acks: 4, duplicate_acks: 5, out_of_order_acks: 6, ecn_echoes: 7, window_decreases: 8, reminder_notices: 9, fetched: 10, gap_resends: 11 };
+        let mut sum = one;
+        sum.add(&one);
+        let doubled = WorkerStats { new_packets: 2, retransmissions: 4, timeouts: 6, acks: 8, duplicate_acks: 10, out_of_order_acks: 12, ecn_echoes: 14, window_decreases: 16, reminder_notices: 18, fetched: 20, gap_resends: 22 };
+        assert_eq!(sum, doubled);
     }
 
     #[test]

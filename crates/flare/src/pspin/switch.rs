@@ -146,14 +146,72 @@ pub struct SwitchReport {
 
 /// Runs `workload` through one switch `cfg` whose handlers are `handlers`.
 pub fn run<H: HandlerSet>(cfg: &SwitchConfig, workload: &Workload, handlers: &mut H) -> Result<SwitchReport, ConfigError> {
+    run_traffic(cfg, workload, &DenseTraffic(workload), handlers)
+}
+
+/// The packets the hosts send, when a block is not exactly one packet from each host (sparse
+/// data, seed 004 §7: a host may split a block over several packets, or send an empty one).
+/// The [`Workload`] still gives the ports (hosts, line rate, jitter, seed, window W).
+pub trait Traffic {
+    /// Reduction blocks.
+    fn blocks(&self) -> u32;
+    /// Packets host `h` sends in all.
+    fn packets(&self, h: u32) -> u32;
+    /// Host `h`'s `k`-th packet (its data may carry what the handlers need).
+    fn packet(&self, h: u32, k: u32) -> Packet;
+    /// Whether host `h`'s `k`-th packet is its first of a block (the window W counts blocks).
+    fn opens_block(&self, h: u32, k: u32) -> bool;
+    /// Packets of `block` over all hosts (its payload handlers before the completion handler).
+    fn expected(&self, block: u32) -> u32;
+    /// Bytes on the wire of a packet of `payload` bytes (its serialisation time on the port).
+    fn wire_bytes(&self, payload: u32) -> u32;
+}
+
+/// The dense traffic of a [`Workload`]: one packet per host and block, in the host's order.
+pub struct DenseTraffic<'a>(pub &'a Workload);
+
+impl Traffic for DenseTraffic<'_> {
+    fn blocks(&self) -> u32 {
+        self.0.blocks()
+    }
+    fn packets(&self, _h: u32) -> u32 {
+        self.0.blocks()
+    }
+    fn packet(&self, h: u32, k: u32) -> Packet {
+        let w = self.0;
+        let block = w.block_order(h, k, w.window());
+        Packet {
+            block,
+            port: h,
+            payload_bytes: w.block_bytes(block),
+            header_word: if w.header_scales { w.scale(h, block).to_bits() as u64 } else { 0 },
+            data: if w.carry_data { Some(w.host_block(h, block)) } else { None },
+        }
+    }
+    fn opens_block(&self, _h: u32, _k: u32) -> bool {
+        true
+    }
+    fn expected(&self, _block: u32) -> u32 {
+        self.0.hosts
+    }
+    fn wire_bytes(&self, _payload: u32) -> u32 {
+        self.0.packet_bytes
+    }
+}
+
+/// Runs the packets of `traffic` from the ports of `workload` through one switch `cfg`.
+pub fn run_traffic<H: HandlerSet>(cfg: &SwitchConfig, workload: &Workload, traffic: &dyn Traffic, handlers: &mut H) -> Result<SwitchReport, ConfigError> {
     cfg.validate()?;
     workload.validate()?;
-    Ok(Model::new(cfg, workload).run(handlers))
+    Ok(Model::new(cfg, workload, traffic).run(handlers))
 }
 
 struct Model<'a> {
     cfg: &'a SwitchConfig,
     w: &'a Workload,
+    t: &'a dyn Traffic,
+    /// Blocks each host has started sending (the window W counts these).
+    opened: Vec<u32>,
     cycle_ps: u64,
     window: u32,
     queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
@@ -187,7 +245,7 @@ struct Model<'a> {
 }
 
 impl<'a> Model<'a> {
-    fn new(cfg: &'a SwitchConfig, w: &'a Workload) -> Self {
+    fn new(cfg: &'a SwitchConfig, w: &'a Workload, t: &'a dyn Traffic) -> Self {
         let k = cfg.cores();
         let s = cfg.subset_cores;
         let subsets = k / s;
@@ -196,6 +254,8 @@ impl<'a> Model<'a> {
         Model {
             cfg,
             w,
+            t,
+            opened: vec![0; p],
             cycle_ps: cfg.cycle_ps(),
             window,
             queue: BinaryHeap::new(),
@@ -205,7 +265,7 @@ impl<'a> Model<'a> {
             blocked: vec![None; p],
             next_send_ps: vec![0; p],
             completed: 0,
-            blocks: vec![BlockState::default(); w.blocks() as usize],
+            blocks: vec![BlockState::default(); t.blocks() as usize],
             next_subset: 0,
             subset_queue: (0..subsets).map(|_| VecDeque::new()).collect(),
             subset_free: (0..subsets).map(|i| (i * s..(i + 1) * s).rev().collect()).collect(),
@@ -215,10 +275,10 @@ impl<'a> Model<'a> {
             l2_used: 0,
             in_switch: 0,
             r: SwitchReport {
-                blocks: w.blocks(),
+                blocks: t.blocks(),
                 window_blocks: window,
-                results: if w.carry_data { vec![None; w.blocks() as usize] } else { Vec::new() },
-                result_words: vec![0; w.blocks() as usize],
+                results: if w.carry_data { vec![None; t.blocks() as usize] } else { Vec::new() },
+                result_words: vec![0; t.blocks() as usize],
                 ..Default::default()
             },
             last_arrival_ps: None,
@@ -259,23 +319,24 @@ impl<'a> Model<'a> {
     fn send(&mut self, host: u32) {
         let hi = host as usize;
         let k = self.sent[hi];
-        let block = self.w.block_order(host, k, self.window);
+        let packet = self.t.packet(host, k);
+        if self.t.opens_block(host, k) {
+            self.opened[hi] += 1;
+        }
         self.sent[hi] += 1;
         // Next packet of this host: one serialisation time later, plus the jitter.
-        let mut gap = self.w.packet_ps();
+        let wire = self.t.wire_bytes(packet.payload_bytes);
+        let mut gap = if wire == self.w.packet_bytes {
+            self.w.packet_ps()
+        } else {
+            (wire as f64 * 8.0 * 1000.0 / self.w.link_gbps).round() as u64
+        };
         if self.w.jitter_ns > 0.0 {
             let r = splitmix(self.w.seed ^ ((host as u64) << 32) ^ k as u64);
             let u = ((r >> 11) as f64 + 1.0) / (1u64 << 53) as f64; // (0, 1]
             gap += (-u.ln() * self.w.jitter_ns * 1000.0).round() as u64;
         }
         self.next_send_ps[hi] = self.now + gap;
-        let packet = Packet {
-            block,
-            port: host,
-            payload_bytes: self.w.block_bytes(block),
-            header_word: if self.w.header_scales { self.w.scale(host, block).to_bits() as u64 } else { 0 },
-            data: if self.w.carry_data { Some(self.w.host_block(host, block)) } else { None },
-        };
         let bytes = packet.payload_bytes as u64;
         if self.l2_used + bytes > self.cfg.l2_packet_bytes {
             if self.cfg.backpressure {
@@ -295,13 +356,20 @@ impl<'a> Model<'a> {
     /// Host `host` sends again at its next line-rate time, unless its window is full.
     fn schedule_next(&mut self, host: u32) {
         let hi = host as usize;
-        if self.sent[hi] < self.w.blocks() {
-            if self.sent[hi] - self.completed < self.window {
+        if self.sent[hi] < self.t.packets(host) {
+            if self.may_send(host) {
                 self.push(self.next_send_ps[hi].max(self.now), Ev::Send(host));
             } else {
                 self.blocked[hi] = Some(self.next_send_ps[hi]);
             }
         }
+    }
+
+    /// Whether host `host`'s next packet is within its window: it continues a block already
+    /// open, or fewer than W of its blocks are open (blocks it started minus blocks completed).
+    fn may_send(&self, host: u32) -> bool {
+        let hi = host as usize;
+        !self.t.opens_block(host, self.sent[hi]) || self.opened[hi] - self.completed < self.window
     }
 
     /// Admits paused packets, in the order they were paused, while the L2 has room.
@@ -426,7 +494,7 @@ impl<'a> Model<'a> {
                             self.unpause();
                             let b = &mut self.blocks[job.packet.block as usize];
                             b.finished += 1;
-                            if b.finished < self.w.hosts {
+                            if b.finished < self.t.expected(job.packet.block) {
                                 return self.free(core);
                             }
                             job.phase = Phase::Completion;
@@ -462,7 +530,7 @@ impl<'a> Model<'a> {
         self.completed += 1;
         for host in 0..self.w.hosts as usize {
             if let Some(t) = self.blocked[host] {
-                if self.sent[host] - self.completed < self.window {
+                if self.may_send(host as u32) {
                     self.blocked[host] = None;
                     self.push(t.max(self.now), Ev::Send(host as u32));
                 }

@@ -4,10 +4,10 @@
 //! DMA copy of a 1 KiB packet into L1. A packet is served by one HPU in `τ` cycles, and the
 //! switch serves `K/τ` packets per cycle (the `B = min(K/τ, 1/δ)` of §4.1).
 //!
-//! The sparse costs are **assumptions**, not seed facts (§7 gives only their effect: sparse
-//! handlers are slower than dense ones): a pair is 8 bytes, so ≈8 cycles at 1 ns per byte,
-//! plus 4 for the hash and the index compare of the hash storage (12 cycles per pair); an array
-//! store needs no hash (8 cycles per pair).
+//! The sparse costs per pair are those of the PsPIN model's sparse handlers
+//! ([`super::pspin::SparseCosts`]: instruction counts at one instruction per cycle, the seed's
+//! calibration of the dense loop; docs/flare-sparse.md, "Sparse handler costs"): 11 cycles per
+//! pair into a hash table, 7 into an array.
 //!
 //! This is a seam: the PsPIN cycle model (`crate::pspin`) replaces these constants with its
 //! scheduled, contention-aware handler times once it exists. The engine applies one per-packet
@@ -22,10 +22,10 @@ pub const CLOCK_GHZ: f64 = 1.0;
 pub const CYCLES_PER_ELEMENT: u64 = 4;
 /// DMA copy of a packet into L1 (seed 004 §6.3: 64 cycles for 1 KiB).
 pub const DMA_CYCLES: u64 = 64;
-/// Assumed: cycles per (index, value) pair into a hash table (load, hash, compare, add, store).
-pub const HASH_CYCLES_PER_PAIR: u64 = 12;
-/// Assumed: cycles per pair into a dense array (add, store, presence bit).
-pub const ARRAY_CYCLES_PER_PAIR: u64 = 8;
+/// Cycles per (index, value) pair into a hash table (`SparseCosts::hash_pair`).
+pub const HASH_CYCLES_PER_PAIR: u64 = 11;
+/// Cycles per pair into an array (`SparseCosts::array_pair`).
+pub const ARRAY_CYCLES_PER_PAIR: u64 = 7;
 
 /// Handler cycles `τ` of one packet.
 pub fn dense_cycles(elements: u64) -> u64 {
@@ -57,5 +57,12 @@ mod tests {
         // switch's 800 Gb/s, so dense aggregation runs at line rate (as §6.4 finds).
         assert!((pps - 470.6e6).abs() < 1e6, "{pps}");
         assert!(sparse_cycles(128) > dense_cycles(256));
+    }
+
+    #[test]
+    fn per_pair_costs_are_the_pspin_handlers() {
+        let c = super::super::pspin::SparseCosts::default();
+        assert_eq!((HASH_CYCLES_PER_PAIR, ARRAY_CYCLES_PER_PAIR), (c.hash_pair as u64, c.array_pair as u64));
+        assert_eq!(sparse_cycles(128), 64 + 11 * 128);
     }
 }

@@ -12,5 +12,6 @@
 pub mod cost;
 pub mod format;
 pub mod gradients;
+pub mod pspin;
 pub mod sparcml;
 pub mod switch;
