@@ -223,6 +223,41 @@ def _owner_is_dead(owner: str) -> bool:
     return False
 
 
+_BUSY_SECONDS = 30.0
+"""How long opening or writing a store waits for another process's lock before failing."""
+
+
+def _split_statements(script: str) -> list[str]:
+    statements, current = [], ""
+    for line in script.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    if current.strip():
+        raise ValueError(f"incomplete SQL statement in the schema: {current.strip()[:60]!r}")
+    return statements
+
+
+_SCHEMA_STATEMENTS = _split_statements(_SCHEMA)
+
+
+def _retry_while_busy(step: Any) -> Any:
+    """Runs `step`, retrying for up to `_BUSY_SECONDS` while SQLite reports the file locked or busy
+    (for the few operations SQLite's own busy timeout does not cover)."""
+    deadline = time.monotonic() + _BUSY_SECONDS
+    delay = 0.001
+    while True:
+        try:
+            return step()
+        except sqlite3.OperationalError as exc:
+            message = str(exc)
+            if ("locked" not in message and "busy" not in message) or time.monotonic() > deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
 LEASED = "leased"
 """`ResultStore.lease`: the point is now leased to the caller."""
 DONE = "done"
@@ -243,13 +278,18 @@ class ResultStore:
             raise StoreError(f"{self.path}: is a directory, expected a results store file")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            self._db = sqlite3.connect(self.path, timeout=_BUSY_SECONDS, isolation_level=None)
             # WAL lets readers (plot, export, a test watching progress) see committed runs
-            # while a sweep keeps writing.
-            self._db.execute("PRAGMA journal_mode=WAL")
+            # while a sweep keeps writing. Switching a new file to WAL can fail with "database is
+            # locked" without waiting while another process creates the same store, so it retries.
+            _retry_while_busy(lambda: self._db.execute("PRAGMA journal_mode=WAL"))
             self._db.execute("PRAGMA foreign_keys=ON")
-            self._db.executescript(_SCHEMA)  # idempotent (IF NOT EXISTS)
+            # The schema goes in the same write transaction as the version check: BEGIN IMMEDIATE
+            # waits for the write lock, whereas autocommit CREATE statements racing another
+            # process's could fail at once (a read snapshot cannot be upgraded).
             with self._transaction():
+                for statement in _SCHEMA_STATEMENTS:  # idempotent (IF NOT EXISTS)
+                    self._db.execute(statement)
                 row = self._db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
                 if row is None:
                     self._db.execute(
