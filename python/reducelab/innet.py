@@ -78,13 +78,16 @@ class Session:
     """
 
     def __init__(self, scenario: str | os.PathLike[str], ranks: int, rank: int, *, ip_base: str = "127.0.100.1",
-                 port_base: int = 47000, timeout_s: float = 10.0, library: str | os.PathLike[str] | None = None) -> None:
+                 port_base: int = 47000, endpoints: str | os.PathLike[str] | None = None, timeout_s: float = 10.0,
+                 library: str | os.PathLike[str] | None = None) -> None:
         import ctypes
 
         self._lib = _library(library)
         err = ctypes.create_string_buffer(2048)
-        self._h = self._lib.RL_Innet_open(os.fsencode(scenario), f"{ip_base}:{port_base}".encode(), ranks, rank,
-                                          float(timeout_s), err, len(err))
+        # `endpoints`: the switches' --endpoints file (nodes at any addresses), instead of
+        # ip_base/port_base (docs/switch.md, "What a run is").
+        where = b"file:" + os.fsencode(endpoints) if endpoints is not None else f"{ip_base}:{port_base}".encode()
+        self._h = self._lib.RL_Innet_open(os.fsencode(scenario), where, ranks, rank, float(timeout_s), err, len(err))
         if not self._h:
             raise ValueError(err.value.decode(errors="replace"))
 

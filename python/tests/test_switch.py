@@ -55,11 +55,12 @@ def test_switch_help_has_examples() -> None:
     assert "reducelab bench switch" in proc.stdout
 
 
-def _switch_proc(scenario: str, node: int, ip_base: str) -> subprocess.Popen[str]:
+def _switch_proc(scenario: str, node: int, ip_base: str, endpoints: Path | None = None) -> subprocess.Popen[str]:
     from reducelab import swswitch
 
+    where = ["--endpoints", str(endpoints)] if endpoints is not None else ["--ip-base", ip_base]
     p = subprocess.Popen(
-        [str(swswitch.find_binary()), "switch", "--scenario", scenario, "--node", str(node), "--ip-base", ip_base],
+        [str(swswitch.find_binary()), "switch", "--scenario", scenario, "--node", str(node), *where],
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )
     assert p.stdout is not None
@@ -215,3 +216,30 @@ def test_innet_session_names_the_missing_switch_and_bad_dtypes() -> None:
     finally:
         sw.terminate()
         sw.wait(timeout=10)
+
+
+def test_innet_session_through_an_endpoints_file(tmp_path: Path) -> None:
+    """`endpoints=` gives a session the switches' --endpoints file (nodes at addresses of their
+    own, here scattered over loopback): the missing switch is named with that option, and a
+    call through the running switch is exact."""
+    import numpy as np
+    import pytest
+
+    from reducelab import innet
+
+    scenario = REPO / "scenarios/switch/star4_canary.toml"
+    ep = tmp_path / "ep.txt"
+    ep.write_text("4 127.66.8.9:46000\n0 127.66.8.1:41000\n1 127.66.8.2:41000\n2 127.66.8.3:41000\n3 127.66.8.1:41001\n")
+    with pytest.raises(ValueError, match=r"nothing listens at 127\.66\.8\.9:46000 .*--endpoints .*ep\.txt"):
+        innet.Session(scenario, 4, 0, endpoints=ep)
+    sw = _switch_proc(str(scenario), 4, "", endpoints=ep)
+    try:
+        with innet.Session(scenario, 1, 0, endpoints=ep) as s:
+            assert s.allreduce(np.array([7, -3], dtype=np.int32)).tolist() == [7, -3]
+    finally:
+        sw.terminate()
+        sw.wait(timeout=10)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("4 127.66.8.9:46000\n")
+    with pytest.raises(ValueError, match="node 0 is missing"):
+        innet.Session(scenario, 4, 0, endpoints=bad)

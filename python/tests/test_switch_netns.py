@@ -173,3 +173,56 @@ def test_a_fat_tree_of_four_switch_processes_in_three_namespaces_reduces_exactly
     # protocol's linger (8 retransmission timeouts of 200 ms) after completing
     h0 = next(h for h in hosts if h["host"] == 0)
     assert h0["elapsed_s"] >= h0["collectives"][0]["completed_s"] + 1.5, h0
+
+
+REMOTE = r"""
+set -e
+BIN=$1; S=$2
+# Not loopback: the switch at 10.77.0.5 in this namespace, the hosts at 10.77.0.1-4 in a child
+# namespace, on either end of a veth pair, placed by an endpoints file (docs/switch.md,
+# "Across machines"). These private namespaces reach no real network.
+unshare -n sleep 60 & PID=$!
+trap 'kill $PID ${SW:-} 2>/dev/null || true' EXIT
+sleep 0.2
+ip link add vsw type veth peer name vh
+ip link set vh netns $PID
+ip addr add 10.77.0.5/24 dev vsw
+ip link set vsw up
+nsenter -t $PID -n sh -c 'set -e; for i in 1 2 3 4; do ip addr add 10.77.0.$i/24 dev vh; done; ip link set vh up'
+printf '4 10.77.0.5:47000\n0 10.77.0.1:47000\n1 10.77.0.2:47000\n2 10.77.0.3:47000\n3 10.77.0.4:47000\n' > ep.txt
+$BIN switch --scenario $S --node 4 --endpoints ep.txt > sw.out &
+SW=$!
+sleep 0.3
+rc=0
+nsenter -t $PID -n timeout 30 $BIN hosts --scenario $S --endpoints ep.txt --timeout-s 20 > hosts.out || rc=$?
+kill $SW; wait $SW || true
+echo "hosts_exit $rc"
+sed 's/:/ /' /proc/net/dev | awk '$1 == "vsw" { print "veth_rx_packets", $3; print "veth_tx_packets", $11 }'
+"""
+
+
+def test_a_switch_and_hosts_at_non_loopback_addresses_from_an_endpoints_file_reduce_exactly(tmp_path) -> None:
+    """The multi-machine layout: every node at an address of its own outside 127/8 (private
+    10.77.0.0/24 addresses in two namespaces joined by a veth pair), given by `--endpoints`."""
+    why = _why_not()
+    if why:
+        pytest.skip(why)
+    from reducelab import swswitch
+
+    scenario = REPO / "scenarios/switch/star4_canary.toml"
+    (tmp_path / "remote.sh").write_text(REMOTE)
+    proc = subprocess.run(
+        ["unshare", "-rn", "bash", "remote.sh", str(swswitch.find_binary()), str(scenario)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=90,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    facts = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
+    assert facts["hosts_exit"] == "0", (tmp_path / "hosts.out").read_text()[-2000:] + proc.stderr[-2000:]
+    hosts = json.loads((tmp_path / "hosts.out").read_text())
+    assert [h["host"] for h in hosts] == [0, 1, 2, 3]
+    assert all(c["verified"] and c["stats"]["bad_blocks"] == 0 for h in hosts for c in h["collectives"])
+    sw_lines = (tmp_path / "sw.out").read_text().splitlines()
+    assert sw_lines[0] == "ready 4"
+    d = json.loads(sw_lines[1])["data_plane"]
+    assert d["rx_packets"] >= 1024 and d["foreign"] == 0 and d["malformed"] == 0, d
+    assert int(facts["veth_rx_packets"]) >= d["rx_packets"] and int(facts["veth_tx_packets"]) >= d["tx_packets"], facts

@@ -24,7 +24,8 @@ extern "C" {
 typedef struct RL_Innet RL_Innet;
 
 /* `scenario_path`: the file the switches run. `endpoints`: "IP_BASE:PORT_BASE" as given to the
- * switches (--ip-base, --port-base), NULL for their defaults (127.0.100.1:47000).
+ * switches (--ip-base, --port-base), or "file:PATH", the endpoints file given to them
+ * (--endpoints PATH), NULL for their defaults (127.0.100.1:47000).
  * `timeout_s`: limit of each allreduce (<= 0: 10 s). Fails with a message naming the cause
  * when no switch listens at this rank's first hop. */
 RL_Innet *RL_Innet_open(const char *scenario_path, const char *endpoints, uint32_t ranks, uint32_t rank,

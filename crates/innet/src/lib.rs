@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
-use reducelab_switch::{HostOptions, Session};
+use reducelab_switch::{EndpointSpec, HostOptions, Session};
 
 pub const RL_INNET_INT32: i32 = 0;
 pub const RL_INNET_FLOAT32: i32 = 1;
@@ -31,13 +31,6 @@ fn write_err(err: *mut c_char, errlen: usize, msg: &str) {
     }
 }
 
-fn parse_endpoints(s: &str) -> Result<(Ipv4Addr, u16), String> {
-    let (ip, port) = s.rsplit_once(':').ok_or_else(|| format!("endpoints: `{s}` is not IP_BASE:PORT_BASE"))?;
-    let ip: Ipv4Addr = ip.parse().map_err(|_| format!("endpoints: `{ip}` is not an IPv4 address"))?;
-    let port: u16 = port.parse().map_err(|_| format!("endpoints: `{port}` is not a port"))?;
-    Ok((ip, port))
-}
-
 fn open(path: *const c_char, endpoints: *const c_char, ranks: u32, rank: u32, timeout_s: f64) -> Result<RlInnet, String> {
     if path.is_null() {
         return Err("scenario_path: NULL".into());
@@ -46,10 +39,10 @@ fn open(path: *const c_char, endpoints: *const c_char, ranks: u32, rank: u32, ti
     let path = unsafe { CStr::from_ptr(path) }.to_str().map_err(|_| "scenario_path: not UTF-8".to_string())?;
     let text = std::fs::read_to_string(path).map_err(|e| format!("scenario_path: {path}: {e}"))?;
     let ep = if endpoints.is_null() {
-        (Ipv4Addr::new(127, 0, 100, 1), 47000)
+        EndpointSpec::Loopback(Ipv4Addr::new(127, 0, 100, 1), 47000)
     } else {
         // SAFETY: as above.
-        parse_endpoints(unsafe { CStr::from_ptr(endpoints) }.to_str().map_err(|_| "endpoints: not UTF-8".to_string())?)?
+        EndpointSpec::parse(unsafe { CStr::from_ptr(endpoints) }.to_str().map_err(|_| "endpoints: not UTF-8".to_string())?)?
     };
     let timeout = if timeout_s > 0.0 && timeout_s.is_finite() { Duration::from_secs_f64(timeout_s.min(86_400.0)) } else { Duration::from_secs(10) };
     // No linger: the coordinator's release means every rank has every block (docs/switch.md).

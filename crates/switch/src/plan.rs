@@ -11,13 +11,53 @@ use reducelab_ina::{Addr, SwitchConfig, SwitchProgram, Tenant, NIL};
 use reducelab_sim::ina_run::{collective_salt, fabric_of, InaSpec, InaSwitchSpec};
 use reducelab_sim::Traffic;
 
-/// Where each port of each node listens: node `n`'s port `p` is `ip_base + n : port_base + p`.
-/// Every node has its own loopback address (all of 127.0.0.0/8 reaches the local machine on
-/// Linux), so a port number alone names a port of a node and `ss -u` reads like the topology.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How a run's endpoints are given (every process of a run must be given the same).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndpointSpec {
+    /// Node `n`'s port `p` is `ip_base + n : port_base + p`, all on loopback (`--ip-base`,
+    /// `--port-base`): one machine, each node with its own 127/8 address.
+    Loopback(Ipv4Addr, u16),
+    /// An endpoints file (`--endpoints F`): each node's own address and port base, any unicast
+    /// IPv4 address, so a fabric may span machines. `path` names it in errors.
+    Map { path: String, text: String },
+}
+
+impl From<(Ipv4Addr, u16)> for EndpointSpec {
+    fn from((ip, port): (Ipv4Addr, u16)) -> EndpointSpec {
+        EndpointSpec::Loopback(ip, port)
+    }
+}
+
+impl EndpointSpec {
+    /// `IP_BASE:PORT_BASE` (loopback) or `file:PATH` (an endpoints file, read here): the
+    /// C ABI's and `REDUCELAB_INNET_ADDR`'s form.
+    pub fn parse(s: &str) -> Result<EndpointSpec, String> {
+        if let Some(path) = s.strip_prefix("file:") {
+            let text = std::fs::read_to_string(path).map_err(|e| format!("endpoints: {path}: {e}"))?;
+            return Ok(EndpointSpec::Map { path: path.to_string(), text });
+        }
+        let (ip, port) = s.rsplit_once(':').ok_or_else(|| format!("endpoints: `{s}` is neither IP_BASE:PORT_BASE nor file:PATH"))?;
+        let ip: Ipv4Addr = ip.parse().map_err(|_| format!("endpoints: `{ip}` is not an IPv4 address"))?;
+        let port: u16 = port.parse().map_err(|_| format!("endpoints: `{port}` is not a port"))?;
+        Ok(EndpointSpec::Loopback(ip, port))
+    }
+
+    /// The command-line options that give these endpoints to another process of the run.
+    pub fn args(&self) -> Vec<String> {
+        match self {
+            EndpointSpec::Loopback(ip, port) => vec!["--ip-base".into(), ip.to_string(), "--port-base".into(), port.to_string()],
+            EndpointSpec::Map { path, .. } => vec!["--endpoints".into(), path.clone()],
+        }
+    }
+}
+
+/// Where each port of each node listens: node `n`'s port `p` is its base address's port + `p`.
+/// With `EndpointSpec::Loopback` every node has its own loopback address (all of 127.0.0.0/8
+/// reaches the local machine on Linux), so a port number alone names a port of a node and
+/// `ss -u` reads like the topology.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoints {
-    pub ip_base: Ipv4Addr,
-    pub port_base: u16,
+    bases: Vec<SocketAddrV4>,
 }
 
 impl Endpoints {
@@ -26,7 +66,7 @@ impl Endpoints {
         let first = u32::from(ip_base);
         let last = first as u64 + nodes as u64;
         if ip_base.octets()[0] != 127 || last > u32::from(Ipv4Addr::new(127, 255, 255, 254)) as u64 {
-            return Err(format!("ip_base: {ip_base} + {nodes} nodes leaves 127.0.0.0/8 (software switch runs stay on loopback)"));
+            return Err(format!("ip_base: {ip_base} + {nodes} nodes leaves 127.0.0.0/8 (an --ip-base run stays on loopback; other addresses need an --endpoints file)"));
         }
         if ip_base.octets()[3] == 0 && ip_base.octets()[1] == 0 && ip_base.octets()[2] == 0 {
             return Err(format!("ip_base: {ip_base} is the network address"));
@@ -34,11 +74,63 @@ impl Endpoints {
         if port_base == 0 || port_base as usize + ports > 65535 {
             return Err(format!("port_base: {port_base} + {ports} ports does not fit 1..=65535"));
         }
-        Ok(Endpoints { ip_base, port_base })
+        Ok(Endpoints { bases: (0..nodes as u32).map(|n| SocketAddrV4::new(Ipv4Addr::from(first + n), port_base)).collect() })
+    }
+
+    /// From an endpoints file: one line per node, `NODE ADDRESS:PORT_BASE` (`#` starts a
+    /// comment), every node of the topology exactly once; node `NODE`'s port `p` listens at
+    /// `ADDRESS:PORT_BASE + p`. `ports[n]` is node `n`'s number of ports. Errors name the file,
+    /// the line and the field.
+    pub fn from_map(path: &str, text: &str, ports: &[usize]) -> Result<Endpoints, String> {
+        let nodes = ports.len();
+        let mut bases: Vec<Option<SocketAddrV4>> = vec![None; nodes];
+        for (i, raw) in text.lines().enumerate() {
+            let line = raw.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let at = |what: String| format!("endpoints: {path} line {}: {what}", i + 1);
+            let mut f = line.split_whitespace();
+            let (node, addr) = match (f.next(), f.next(), f.next()) {
+                (Some(n), Some(a), None) => (n, a),
+                _ => return Err(at(format!("`{line}` is not `NODE ADDRESS:PORT_BASE`"))),
+            };
+            let node: usize = node.parse().map_err(|_| at(format!("node: `{node}` is not a node id")))?;
+            if node >= nodes {
+                return Err(at(format!("node: {node} is not a node of the topology ({nodes} nodes)")));
+            }
+            let base: SocketAddrV4 = addr.parse().map_err(|_| at(format!("address: `{addr}` is not IPV4:PORT")))?;
+            let ip = *base.ip();
+            if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() {
+                return Err(at(format!("address: {ip} is not a unicast address")));
+            }
+            if base.port() == 0 || base.port() as usize + ports[node] > 65535 {
+                return Err(at(format!("address: port base {} + {} ports does not fit 1..=65535", base.port(), ports[node])));
+            }
+            if bases[node].is_some() {
+                return Err(at(format!("node: {node} is listed twice")));
+            }
+            bases[node] = Some(base);
+        }
+        if let Some(n) = bases.iter().position(|b| b.is_none()) {
+            return Err(format!("endpoints: {path}: node {n} is missing (every node of the topology needs a line, {nodes} nodes)"));
+        }
+        let bases: Vec<SocketAddrV4> = bases.into_iter().map(|b| b.expect("checked")).collect();
+        // Two nodes on one address must not share a port.
+        let mut spans: Vec<(Ipv4Addr, u32, u32, usize)> = bases.iter().enumerate().map(|(n, b)| (*b.ip(), b.port() as u32, b.port() as u32 + ports[n] as u32, n)).collect();
+        spans.sort_unstable();
+        for w in spans.windows(2) {
+            let ((ip0, _, end0, n0), (ip1, start1, _, n1)) = (w[0], w[1]);
+            if ip0 == ip1 && start1 < end0 {
+                return Err(format!("endpoints: {path}: nodes {n0} and {n1} both use ports of {ip0} from {start1} (node {n0} has {} ports)", ports[n0]));
+            }
+        }
+        Ok(Endpoints { bases })
     }
 
     pub fn of(&self, node: u32, port: u16) -> SocketAddrV4 {
-        SocketAddrV4::new(Ipv4Addr::from(u32::from(self.ip_base) + node), self.port_base + port)
+        let b = self.bases[node as usize];
+        SocketAddrV4::new(*b.ip(), b.port() + port)
     }
 }
 
@@ -59,8 +151,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// From a scenario's text (`seed` overrides the scenario's). Errors name the field.
-    pub fn from_scenario(text: &str, seed: Option<u64>, endpoints: (Ipv4Addr, u16)) -> Result<Plan, String> {
+    /// From a scenario's text (`seed` overrides the scenario's) and the run's endpoints (an
+    /// `(ip_base, port_base)` pair is loopback). Errors name the field.
+    pub fn from_scenario(text: &str, seed: Option<u64>, endpoints: impl Into<EndpointSpec>) -> Result<Plan, String> {
         let sc = reducelab_sim::load_scenario_str(text, seed).map_err(|e| e.to_string())?;
         let specs: Vec<InaSpec> = sc.traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
         if specs.is_empty() {
@@ -80,7 +173,10 @@ impl Plan {
         if let Some(n) = topo.nodes.iter().find(|n| n.host.is_none() && n.ports.len() > 32) {
             return Err(format!("topology: a switch with {} ports; the software switch handles at most 32 (one restoration shard)", n.ports.len()));
         }
-        let endpoints = Endpoints::new(endpoints.0, endpoints.1, topo.nodes.len(), max_ports)?;
+        let endpoints = match endpoints.into() {
+            EndpointSpec::Loopback(ip, port) => Endpoints::new(ip, port, topo.nodes.len(), max_ports)?,
+            EndpointSpec::Map { path, text } => Endpoints::from_map(&path, &text, &topo.nodes.iter().map(|n| n.ports.len()).collect::<Vec<_>>())?,
+        };
         let fabric = fabric_of(topo);
         let mut colls = Vec::new();
         for (ci, s) in specs.iter().enumerate() {

@@ -11,12 +11,12 @@
 //! being added in. Every rank must make the same sequence of calls (as MPI requires of
 //! collectives).
 
-use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::net::{SocketAddrV4, UdpSocket};
 
 use reducelab_ina::host::Collective;
 
 use crate::host::{run_own, HostOptions, HostReport};
-use crate::plan::Plan;
+use crate::plan::{EndpointSpec, Plan};
 use crate::udp;
 
 /// One rank of a run through running switches.
@@ -38,8 +38,9 @@ impl Session {
     /// that a switch listens at this host's first hop; binds this host's socket. The caller
     /// makes sure every rank has opened before any rank's first allreduce (a barrier), so that
     /// no packet reaches an unbound socket.
-    pub fn open(scenario: &str, endpoints: (Ipv4Addr, u16), ranks: u32, rank: u32, opts: HostOptions) -> Result<Session, String> {
-        let plan = Plan::from_scenario(scenario, None, endpoints)?;
+    pub fn open(scenario: &str, endpoints: impl Into<EndpointSpec>, ranks: u32, rank: u32, opts: HostOptions) -> Result<Session, String> {
+        let endpoints = endpoints.into();
+        let plan = Plan::from_scenario(scenario, None, endpoints.clone())?;
         let info = plan.specs[0].protocol.info();
         if info.name != "canary" {
             return Err(format!("protocol: the scenario runs {}; an allreduce of any size through a running switch needs canary (its switch program does not depend on the collective)", info.name));
@@ -54,12 +55,13 @@ impl Session {
         let node = plan.fabric.host_nodes[rank as usize];
         let (sw, sw_port) = plan.fabric.nodes[node as usize].ports[0];
         let first_hop: SocketAddrV4 = plan.endpoints.of(sw, sw_port);
-        // Everything is on this machine's loopback: if this host can bind its switch port's
-        // address, no switch holds it.
+        // If this host can bind its switch port's address, that address is on this machine and
+        // no switch holds it. (A switch on another machine, with an endpoints file, cannot be
+        // checked this way: its address does not bind here.)
         if UdpSocket::bind(first_hop).is_ok() {
             return Err(format!(
-                "no switch: nothing listens at {first_hop} (port {sw_port} of switch node {sw}, host {rank}'s first hop); start the switch first: reducelab switch switch --scenario FILE --node {sw} --ip-base {} --port-base {}",
-                endpoints.0, endpoints.1
+                "no switch: nothing listens at {first_hop} (port {sw_port} of switch node {sw}, host {rank}'s first hop); start the switch first: reducelab switch switch --scenario FILE --node {sw} {}",
+                endpoints.args().join(" ")
             ));
         }
         let sock = udp::bind(plan.endpoints.of(node, 0)).map_err(|e| format!("{e} (another process already runs host {rank}?)"))?;

@@ -306,6 +306,76 @@ fn bad_plans_are_refused_with_the_field() {
 }
 
 #[test]
+fn endpoints_files_place_each_node_and_bad_ones_are_refused_with_the_line_and_field() {
+    use reducelab_switch::EndpointSpec;
+    let text = scenario(STAR4, "canary", 1024, "");
+    // Node 4 is the switch (4 ports), nodes 0-3 the hosts (1 port each).
+    let good = "# node address:port_base\n4 127.77.51.9:40000\n0 127.77.51.1:41000 # a host\n\n1 127.77.51.1:41001\n2 10.1.2.3:5000\n3 127.77.51.4:41000\n";
+    let map = |t: &str| EndpointSpec::Map { path: "ep.txt".into(), text: t.into() };
+    let plan = Plan::from_scenario(&text, None, map(good)).unwrap();
+    assert_eq!(plan.endpoints.of(4, 3).to_string(), "127.77.51.9:40003");
+    assert_eq!(plan.endpoints.of(1, 0).to_string(), "127.77.51.1:41001");
+    assert_eq!(plan.endpoints.of(2, 0).to_string(), "10.1.2.3:5000", "any unicast address, through a file");
+    let err = |t: &str| Plan::from_scenario(&text, None, map(t)).err().expect("refused");
+    let e = err(&good.replace("3 127.77.51.4:41000\n", ""));
+    assert!(e.contains("ep.txt") && e.contains("node 3 is missing"), "{e}");
+    let e = err(&good.replace("3 127.77.51.4:41000", "3 127.77.51.4:41000\n3 127.77.51.5:41000"));
+    assert!(e.contains("line 8") && e.contains("node: 3 is listed twice"), "{e}");
+    let e = err(&good.replace("2 10.1.2.3:5000", "9 10.1.2.3:5000"));
+    assert!(e.contains("line 6: node: 9 is not a node of the topology (5 nodes)"), "{e}");
+    let e = err(&good.replace("2 10.1.2.3:5000", "2 10.1.2.3"));
+    assert!(e.contains("line 6: address: `10.1.2.3` is not IPV4:PORT"), "{e}");
+    let e = err(&good.replace("2 10.1.2.3:5000", "2 224.0.0.1:5000"));
+    assert!(e.contains("line 6: address: 224.0.0.1 is not a unicast address"), "{e}");
+    let e = err(&good.replace("4 127.77.51.9:40000", "4 127.77.51.9:65533"));
+    assert!(e.contains("line 2: address: port base 65533 + 4 ports"), "{e}");
+    let e = err(&good.replace("4 127.77.51.9:40000", "4 127.77.51.1:40998"));
+    assert!(e.contains("nodes 4 and 0 both use ports of 127.77.51.1 from 41000"), "{e}");
+    let e = err(&good.replace("2 10.1.2.3:5000", "2 10.1.2.3:5000 extra"));
+    assert!(e.contains("line 6: `2 10.1.2.3:5000 extra` is not `NODE ADDRESS:PORT_BASE`"), "{e}");
+    assert!(EndpointSpec::parse("file:/nonexistent/ep.txt").unwrap_err().starts_with("endpoints: /nonexistent/ep.txt:"));
+    assert!(EndpointSpec::parse("127.0.0.1").unwrap_err().contains("neither IP_BASE:PORT_BASE nor file:PATH"));
+    assert_eq!(EndpointSpec::parse("127.0.0.9:4000").unwrap(), EndpointSpec::Loopback(Ipv4Addr::new(127, 0, 0, 9), 4000));
+}
+
+#[test]
+fn a_fat_tree_placed_by_an_endpoints_file_reduces_exactly() {
+    // Not the ip_base + n layout: nodes share addresses at different port bases, in no order.
+    let topo = "kind = \"fat_tree_2\"\nleaves = 2\nhosts_per_leaf = 2\nspines = 2";
+    let s = Setup::new("fat-endpoints", 52, fast_timers_if_canary(scenario(topo, "canary", 32 << 10, "")));
+    let nodes = s.plan().fabric.nodes.len() as u32;
+    let lines: Vec<String> = (0..nodes).map(|n| format!("{n} 127.77.52.{}:{}", 1 + n % 3, 45000 + 100 * (nodes - n))).collect();
+    let ep = s.path.with_extension("endpoints");
+    std::fs::write(&ep, lines.join("\n")).unwrap();
+    let plan = Plan::from_scenario(&s.text, None, reducelab_switch::EndpointSpec::parse(&format!("file:{}", ep.display())).unwrap()).unwrap();
+    let sw: Vec<Proc> = plan
+        .switches()
+        .into_iter()
+        .map(|node| {
+            let mut child = Command::new(BIN)
+                .args(["switch", "--scenario", s.path.to_str().unwrap(), "--node", &node.to_string(), "--endpoints", ep.to_str().unwrap()])
+                .stdout(Stdio::piped())
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("switch binary");
+            let mut out = BufReader::new(child.stdout.take().unwrap());
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            assert_eq!(line.trim(), format!("ready {node}"));
+            Proc { child, out }
+        })
+        .collect();
+    let rs = hosts(&plan, 10.0);
+    let reports: Vec<Value> = sw.into_iter().map(Proc::stop).collect();
+    assert_verified(&rs, 4);
+    reports.iter().for_each(clean_data_plane);
+    // --endpoints and --ip-base together are refused.
+    let out = Command::new(BIN).args(["plan", "--scenario", s.path.to_str().unwrap(), "--endpoints", ep.to_str().unwrap(), "--ip-base", "127.0.0.1"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--endpoints: give either an endpoints file or --ip-base/--port-base, not both"));
+}
+
+#[test]
 fn a_switch_process_survives_garbage_and_oversized_datagrams_from_a_peer() {
     let s = Setup::new("garbage-proc", 45, scenario(STAR4, "canary", 8 << 10, ""));
     let plan = s.plan();

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reducelab_switch::faults::{parse_fault, parse_fault_file, PortFaults};
-use reducelab_switch::{run_host, HostOptions, HostReport, Plan, Switch, SwitchOptions};
+use reducelab_switch::{run_host, EndpointSpec, HostOptions, HostReport, Plan, Switch, SwitchOptions};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -67,20 +67,30 @@ struct Common {
     scenario_path: String,
     text: String,
     seed: Option<u64>,
-    ip_base: Ipv4Addr,
-    port_base: u16,
+    endpoints: EndpointSpec,
     fault_seed: u64,
 }
 
 fn common(a: &mut Args) -> Common {
     let scenario_path = a.take("--scenario").unwrap_or_else(|| die("--scenario: required (a scenario TOML with ina_allreduce traffic)"));
     let text = std::fs::read_to_string(&scenario_path).unwrap_or_else(|e| die(&format!("--scenario: {scenario_path}: {e}")));
-    let ip_base = a.take("--ip-base").map(|v| v.parse().unwrap_or_else(|_| die(&format!("--ip-base: `{v}` is not an IPv4 address")))).unwrap_or(Ipv4Addr::new(127, 0, 100, 1));
-    Common { scenario_path, text, seed: a.num("--seed"), ip_base, port_base: a.num("--port-base").unwrap_or(47000), fault_seed: a.num("--fault-seed").unwrap_or(1) }
+    let ip_base = a.take("--ip-base").map(|v| v.parse().unwrap_or_else(|_| die(&format!("--ip-base: `{v}` is not an IPv4 address"))));
+    let port_base: Option<u16> = a.num("--port-base");
+    let endpoints = match a.take("--endpoints") {
+        Some(path) => {
+            if ip_base.is_some() || port_base.is_some() {
+                die("--endpoints: give either an endpoints file or --ip-base/--port-base, not both");
+            }
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| die(&format!("--endpoints: {path}: {e}")));
+            EndpointSpec::Map { path, text }
+        }
+        None => EndpointSpec::Loopback(ip_base.unwrap_or(Ipv4Addr::new(127, 0, 100, 1)), port_base.unwrap_or(47000)),
+    };
+    Common { scenario_path, text, seed: a.num("--seed"), endpoints, fault_seed: a.num("--fault-seed").unwrap_or(1) }
 }
 
 fn plan_of(c: &Common) -> Plan {
-    Plan::from_scenario(&c.text, c.seed, (c.ip_base, c.port_base)).unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
+    Plan::from_scenario(&c.text, c.seed, c.endpoints.clone()).unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
 }
 
 /// `--fault-file F` entries first, then `--fault` flags (a later entry for a port wins).
@@ -207,7 +217,8 @@ pub struct SwitchProcess {
 fn spawn_switch(c: &Common, node: u32, extra: &[String]) -> SwitchProcess {
     let exe = std::env::current_exe().unwrap_or_else(|e| die(&format!("cannot find this binary: {e}")));
     let mut cmd = Command::new(exe);
-    cmd.args(["switch", "--scenario", &c.scenario_path, "--node", &node.to_string(), "--ip-base", &c.ip_base.to_string(), "--port-base", &c.port_base.to_string(), "--fault-seed", &c.fault_seed.to_string()]);
+    cmd.args(["switch", "--scenario", &c.scenario_path, "--node", &node.to_string(), "--fault-seed", &c.fault_seed.to_string()]);
+    cmd.args(c.endpoints.args());
     if let Some(s) = c.seed {
         cmd.args(["--seed", &s.to_string()]);
     }
