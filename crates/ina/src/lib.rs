@@ -47,6 +47,7 @@ pub mod flare;
 pub mod host;
 pub mod policy;
 pub mod pool;
+pub mod pool_wire;
 pub mod protocol;
 pub mod ps;
 pub mod switchml;

@@ -156,7 +156,7 @@ impl Plan {
     }
 }
 
-fn routes_of(f: &Fabric) -> Vec<Vec<Vec<u16>>> {
+pub(crate) fn routes_of(f: &Fabric) -> Vec<Vec<Vec<u16>>> {
     let n = f.nodes.len();
     let dist: Vec<Vec<u32>> = (0..n as u32).map(|d| f.bfs_from(d)).collect();
     (0..n)

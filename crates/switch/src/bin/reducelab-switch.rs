@@ -19,6 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reducelab_switch::faults::{parse_fault, parse_fault_file, PortFaults};
+use reducelab_switch::pool_host::{run_pool_hosts, PoolHostOptions};
+use reducelab_switch::pool_plan::{is_training, PoolPlan};
+use reducelab_switch::pool_switch::PoolSwitch;
 use reducelab_switch::{run_host, HostOptions, HostReport, Plan, Switch, SwitchOptions};
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -79,6 +82,15 @@ fn common(a: &mut Args) -> Common {
     Common { scenario_path, text, seed: a.num("--seed"), ip_base, port_base: a.num("--port-base").unwrap_or(47000), fault_seed: a.num("--fault-seed").unwrap_or(1) }
 }
 
+/// A scenario of training jobs (SwitchML, ATP, DSA) runs on the pool driver.
+fn is_pool(c: &Common) -> bool {
+    is_training(&c.text, c.seed)
+}
+
+fn pool_plan_of(c: &Common) -> PoolPlan {
+    PoolPlan::from_scenario(&c.text, c.seed, (c.ip_base, c.port_base)).unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
+}
+
 fn plan_of(c: &Common) -> Plan {
     Plan::from_scenario(&c.text, c.seed, (c.ip_base, c.port_base)).unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
 }
@@ -120,12 +132,21 @@ fn cmd_switch(mut a: Args) {
     let node: u32 = a.num("--node").unwrap_or_else(|| die("--node: required (the switch's node id)"));
     let opts = SwitchOptions { faults: faults(&mut a), seed: c.fault_seed, exit_after_rx: a.num("--exit-after-rx"), duration: a.num::<f64>("--duration-s").map(Duration::from_secs_f64) };
     a.finish();
-    let plan = plan_of(&c);
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
     }
+    if is_pool(&c) {
+        let plan = pool_plan_of(&c);
+        let mut sw = PoolSwitch::bind(&plan, node, opts).unwrap_or_else(|e| die(&e));
+        println!("ready {node}");
+        std::io::stdout().flush().ok();
+        let r = sw.run(&STOP);
+        println!("{}", serde_json::to_string(&r).expect("json"));
+        return;
+    }
+    let plan = plan_of(&c);
     let mut sw = Switch::bind(&plan, node, opts).unwrap_or_else(|e| die(&e));
     println!("ready {node}");
     std::io::stdout().flush().ok();
@@ -137,6 +158,24 @@ fn cmd_switch(mut a: Args) {
 fn cmd_plan(mut a: Args) {
     let c = common(&mut a);
     a.finish();
+    if is_pool(&c) {
+        let plan = pool_plan_of(&c);
+        println!("# {}: node kind port endpoint -> peer_node:peer_port (peer endpoint)", plan.name);
+        for (n, node) in plan.fabric.nodes.iter().enumerate() {
+            let kind = match plan.fabric.host_nodes.iter().position(|&h| h == n as u32) {
+                Some(h) => format!("host {h} ({})", plan.role(h as u32).map_or("idle".to_string(), |r| format!("{r:?}"))),
+                None => "switch".to_string(),
+            };
+            for (p, &(peer, pp)) in node.ports.iter().enumerate() {
+                println!("{n} {kind} {p} {} -> {peer}:{pp} ({})", plan.endpoints.of(n as u32, p as u16), plan.endpoints.of(peer, pp));
+            }
+        }
+        for (j, job) in plan.jobs.iter().enumerate() {
+            println!("# job {j}: {} workers {:?}, ps {:?}, aggregates on switch {}, {} PSNs per worker, window {:?}", plan.spec.protocol.label(), job.workers, job.ps, job.switch, job.psns, job.params.control);
+        }
+        println!("# switches: {}", plan.switches().iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" "));
+        return;
+    }
     let plan = plan_of(&c);
     println!("# {}: node kind port endpoint -> peer_node:peer_port (peer endpoint)", plan.name);
     for (n, node) in plan.fabric.nodes.iter().enumerate() {
@@ -179,10 +218,42 @@ fn cmd_hosts(mut a: Args) {
     let hosts = a.take("--hosts");
     let opts = host_opts(&mut a);
     a.finish();
+    if is_pool(&c) {
+        let plan = pool_plan_of(&c);
+        let hosts = pool_host_list(&plan, hosts);
+        let rs = run_pool_hosts(&plan, &hosts, &pool_opts(&opts));
+        std::process::exit(print_reports(&rs));
+    }
     let plan = plan_of(&c);
     let hosts = host_list(&plan, hosts);
     let rs = run_hosts(&plan, &hosts, &opts);
     std::process::exit(print_hosts(&rs));
+}
+
+fn pool_host_list(plan: &PoolPlan, v: Option<String>) -> Vec<u32> {
+    match v.as_deref() {
+        None | Some("all") => plan.hosts(),
+        Some(s) => s.split(',').map(|x| x.trim().parse().unwrap_or_else(|_| die(&format!("--hosts: `{x}` is not a host index")))).collect(),
+    }
+}
+
+/// The pool hosts' options from the common host options (`--max-inflight` does not apply: the
+/// worker transport's window bounds what is in flight).
+fn pool_opts(o: &HostOptions) -> PoolHostOptions {
+    PoolHostOptions { timeout: o.timeout, linger: o.linger.max(PoolHostOptions::default().linger) }
+}
+
+fn print_reports<T: serde::Serialize>(rs: &[Result<T, String>]) -> i32 {
+    let mut code = 0;
+    let ok: Vec<&T> = rs.iter().filter_map(|r| r.as_ref().ok()).collect();
+    println!("{}", serde_json::to_string(&ok).expect("json"));
+    for r in rs {
+        if let Err(e) = r {
+            eprintln!("{e}");
+            code = 1;
+        }
+    }
+    code
 }
 
 fn print_hosts(rs: &[Result<HostReport, String>]) -> i32 {
@@ -254,6 +325,12 @@ fn cmd_run(mut a: Args) {
     let hosts = a.take("--hosts");
     let opts = host_opts(&mut a);
     a.finish();
+    if is_pool(&c) {
+        if crash_after.is_some() {
+            die("--crash-after-rx: not run for training jobs (a restarted switch has lost SwitchML's regions and ATP/DSA's aggregators; see docs/switch.md)");
+        }
+        return cmd_run_pool(&c, &fault_args, hosts, &opts);
+    }
     let plan = plan_of(&c);
     let hosts = host_list(&plan, hosts);
     let switches = plan.switches();
@@ -314,6 +391,30 @@ fn cmd_run(mut a: Args) {
     if crash_after.is_some() && restarted != Some(true) {
         eprintln!("--crash-after-rx: the switch did not crash during the run (it received fewer packets)");
         code = 1;
+    }
+    std::process::exit(code);
+}
+
+/// `run` for training jobs: every switch a process of its own, the hosts (workers and
+/// parameter servers) threads of this one; the switches are stopped at the end.
+fn cmd_run_pool(c: &Common, fault_args: &[String], hosts: Option<String>, opts: &HostOptions) {
+    let plan = pool_plan_of(c);
+    let hosts = pool_host_list(&plan, hosts);
+    let procs: Vec<SwitchProcess> = plan.switches().into_iter().map(|s| spawn_switch(c, s, fault_args)).collect();
+    let t0 = Instant::now();
+    let rs = run_pool_hosts(&plan, &hosts, &pool_opts(opts));
+    let wall = t0.elapsed().as_secs_f64();
+    let reports: Vec<Option<serde_json::Value>> = procs.into_iter().map(|p| p.stop()).collect();
+    println!(
+        "{}",
+        serde_json::json!({ "scenario": plan.name, "protocol": plan.spec.protocol.label(), "wall_s": wall, "switches": reports, "hosts": rs.iter().filter_map(|r| r.as_ref().ok()).collect::<Vec<_>>() })
+    );
+    let mut code = 0;
+    for r in &rs {
+        if let Err(e) = r {
+            eprintln!("{e}");
+            code = 1;
+        }
     }
     std::process::exit(code);
 }
