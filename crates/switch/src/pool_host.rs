@@ -29,7 +29,8 @@ use reducelab_ina::pool::{AggPacket, Dest, PacketKind, PsAction};
 use reducelab_ina::ps::PsStats;
 use reducelab_ina::{pool_wire, training, Values, NIL};
 use reducelab_sim::training_run::{check_result, gradient_packet, ELEMS_PER_PACKET};
-use reducelab_transport::worker::{WorkerStats, WorkerWindow, MAX_RETRANSMISSIONS};
+pub use reducelab_transport::worker::WorkerStats;
+use reducelab_transport::worker::{WorkerWindow, MAX_RETRANSMISSIONS};
 use serde::Serialize;
 
 use crate::pool_plan::{PoolPlan, Role};
