@@ -307,3 +307,42 @@ fn pool_plans_refuse_what_the_software_switch_does_not_run() {
     let e = PoolPlan::from_scenario(&scenario("dsa", 20_000), None, (Ipv4Addr::new(10, 0, 0, 1), 47000)).err().expect("refused");
     assert!(e.starts_with("ip_base: "), "{e}");
 }
+
+/// A two-level fat tree of four switch processes (2 leaves, 2 spines, 3 hosts per leaf): each
+/// job aggregates on the simulator's nearest switch (a spine), the leaves and the other spine
+/// only forward (results multicast per worker, fallbacks and PS traffic routed by ECMP), with
+/// loss, duplication and reordering on every switch's egress ports.
+#[test]
+fn pool_protocols_aggregate_exactly_across_a_fat_tree_of_switch_processes_under_faults() {
+    for (i, p) in PROTOCOLS.iter().enumerate() {
+        let star = if *p == "switchml" { "hosts = 4" } else { "hosts = 5" };
+        let text = scenario(p, 20_000).replace(&format!("kind = \"star\"\n{star}"), "kind = \"fat_tree_2\"\nleaves = 2\nhosts_per_leaf = 3\nspines = 2");
+        assert!(text.contains("fat_tree_2"), "{text}");
+        let s = Setup::new(&format!("fat-tree-{p}"), 50 + i as u8, text);
+        let plan = s.plan();
+        let switches = plan.switches();
+        assert_eq!(switches.len(), 4);
+        let procs: Vec<Proc> = switches.iter().map(|&n| s.switch(n, &["--fault", "loss=0.05,dup=0.05,reorder=0.1", "--fault-seed", "5"])).collect();
+        let rs = hosts(&plan, 30.0);
+        let reports: Vec<Value> = procs.into_iter().map(Proc::stop).collect();
+        assert_verified(p, &rs);
+        let agg = plan.jobs[0].switch;
+        for r in &reports {
+            let d = &r["data_plane"];
+            for k in ["malformed", "foreign", "unroutable", "unencodable"] {
+                assert_eq!(d[k], 0, "{p}: switch {}: {k} in {d}", r["node"]);
+            }
+            if r["node"] == agg {
+                assert!(r["program"]["stats"]["aggregated"].as_u64().unwrap() > 648, "{p}: {r}");
+            } else {
+                assert!(r["program"].is_null(), "{p}: only the job's switch runs a program: {r}");
+            }
+        }
+        // Both leaves carried the job's traffic (workers under each) and dropped some of it.
+        let leaves: Vec<&Value> = reports.iter().filter(|r| plan.fabric.host_nodes.iter().any(|&h| plan.fabric.nodes[h as usize].ports[0].0 as u64 == r["node"].as_u64().unwrap())).collect();
+        assert_eq!(leaves.len(), 2, "{p}");
+        for l in leaves {
+            assert!(l["data_plane"]["rx_packets"].as_u64().unwrap() > 648 && l["data_plane"]["fault_dropped"].as_u64().unwrap() > 0, "{p}: {l}");
+        }
+    }
+}
