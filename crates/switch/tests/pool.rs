@@ -346,3 +346,33 @@ fn pool_protocols_aggregate_exactly_across_a_fat_tree_of_switch_processes_under_
         }
     }
 }
+
+/// The aggregating switch dies mid-run (after 1000 packets, with loss, duplication and
+/// reordering on) and is restarted with empty aggregators: ATP's and DSA's workers time out and
+/// their PS rebuilds what the switch held, so every result is still exact. SwitchML is refused
+/// with the reason (its workers never resend a slot they have the result of).
+#[test]
+fn atp_and_dsa_finish_exactly_when_their_switch_crashes_and_restarts() {
+    for (i, p) in ["atp", "dsa", "switchml"].iter().enumerate() {
+        let path = format!("{}/../../scenarios/switch/star4_{p}.toml", env!("CARGO_MANIFEST_DIR"));
+        let ip = format!("127.78.{}.1", 60 + i);
+        let out = Command::new(BIN)
+            .args(["run", "--scenario", &path, "--ip-base", &ip, "--crash-after-rx", "1000", "--fault", "loss=0.05,dup=0.05,reorder=0.1", "--timeout-s", "20"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if *p == "switchml" {
+            assert_eq!(out.status.code(), Some(2), "{p}: {stderr}");
+            assert!(stderr.contains("--crash-after-rx: not run for switchml"), "{stderr}");
+            continue;
+        }
+        assert!(out.status.success(), "{p}: exit {:?}: {stderr}", out.status);
+        assert!(stderr.contains("crash injected after 1000 packets") && stderr.contains("restarted"), "{p}: {stderr}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["switch_restarted"], true, "{p}");
+        let rs: Vec<Result<PoolHostReport, String>> = v["hosts"].as_array().unwrap().iter().map(|h| Ok(report_of(h))).collect();
+        let workers = assert_verified(p, &rs);
+        assert!(workers.iter().map(|w| w.worker.unwrap().timeouts).sum::<u64>() > 0, "{p}: no worker timed out, so the crash lost nothing");
+    }
+}

@@ -326,10 +326,7 @@ fn cmd_run(mut a: Args) {
     let opts = host_opts(&mut a);
     a.finish();
     if is_pool(&c) {
-        if crash_after.is_some() {
-            die("--crash-after-rx: not run for training jobs (a restarted switch has lost SwitchML's regions and ATP/DSA's aggregators; see docs/switch.md)");
-        }
-        return cmd_run_pool(&c, &fault_args, hosts, &opts);
+        return cmd_run_pool(&c, &fault_args, hosts, &opts, crash_after, restart_delay);
     }
     let plan = plan_of(&c);
     let hosts = host_list(&plan, hosts);
@@ -397,17 +394,58 @@ fn cmd_run(mut a: Args) {
 
 /// `run` for training jobs: every switch a process of its own, the hosts (workers and
 /// parameter servers) threads of this one; the switches are stopped at the end.
-fn cmd_run_pool(c: &Common, fault_args: &[String], hosts: Option<String>, opts: &HostOptions) {
+/// `--crash-after-rx N` kills the switch that aggregates job 0 after N packets and restarts it
+/// (ATP and DSA: the workers' timeouts and the PS rebuild what its aggregators held; SwitchML is
+/// refused: a worker that has a slot's result never sends it again, so a slot lost with the
+/// switch cannot complete).
+fn cmd_run_pool(c: &Common, fault_args: &[String], hosts: Option<String>, opts: &HostOptions, crash_after: Option<u64>, restart_delay: Duration) {
     let plan = pool_plan_of(c);
+    if crash_after.is_some() && !plan.spec.protocol.uses_ps() {
+        die("--crash-after-rx: not run for switchml (a restarted switch has lost the region's slots, which the workers that already have their results never send again; ATP and DSA recover through their PS)");
+    }
     let hosts = pool_host_list(&plan, hosts);
-    let procs: Vec<SwitchProcess> = plan.switches().into_iter().map(|s| spawn_switch(c, s, fault_args)).collect();
+    let switches = plan.switches();
+    let crashed = plan.jobs[0].switch;
+    let mut procs: Vec<SwitchProcess> = switches
+        .iter()
+        .map(|&s| {
+            let mut extra = fault_args.to_vec();
+            if let (Some(n), true) = (crash_after, s == crashed) {
+                extra.extend(["--exit-after-rx".to_string(), n.to_string()]);
+            }
+            spawn_switch(c, s, &extra)
+        })
+        .collect();
     let t0 = Instant::now();
-    let rs = run_pool_hosts(&plan, &hosts, &pool_opts(opts));
+    let done = Arc::new(AtomicBool::new(false));
+    let (rs, restarted) = std::thread::scope(|s| {
+        let i = switches.iter().position(|&x| x == crashed).expect("a switch");
+        let first = &mut procs[i];
+        let done2 = done.clone();
+        let sup = crash_after.map(|_| {
+            s.spawn(move || {
+                while !done2.load(Ordering::Relaxed) {
+                    if let Ok(Some(st)) = first.child.try_wait() {
+                        eprintln!("switch {crashed} exited ({st}); restarting it in {} ms", restart_delay.as_millis());
+                        std::thread::sleep(restart_delay);
+                        *first = spawn_switch(c, crashed, fault_args);
+                        eprintln!("switch {crashed} restarted");
+                        return true;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                false
+            })
+        });
+        let rs = run_pool_hosts(&plan, &hosts, &pool_opts(opts));
+        done.store(true, Ordering::Relaxed);
+        (rs, sup.map(|h| h.join().unwrap_or(false)))
+    });
     let wall = t0.elapsed().as_secs_f64();
     let reports: Vec<Option<serde_json::Value>> = procs.into_iter().map(|p| p.stop()).collect();
     println!(
         "{}",
-        serde_json::json!({ "scenario": plan.name, "protocol": plan.spec.protocol.label(), "wall_s": wall, "switches": reports, "hosts": rs.iter().filter_map(|r| r.as_ref().ok()).collect::<Vec<_>>() })
+        serde_json::json!({ "scenario": plan.name, "protocol": plan.spec.protocol.label(), "wall_s": wall, "switch_restarted": restarted, "switches": reports, "hosts": rs.iter().filter_map(|r| r.as_ref().ok()).collect::<Vec<_>>() })
     );
     let mut code = 0;
     for r in &rs {
@@ -415,6 +453,10 @@ fn cmd_run_pool(c: &Common, fault_args: &[String], hosts: Option<String>, opts: 
             eprintln!("{e}");
             code = 1;
         }
+    }
+    if crash_after.is_some() && restarted != Some(true) {
+        eprintln!("--crash-after-rx: the switch did not crash during the run (it received fewer packets)");
+        code = 1;
     }
     std::process::exit(code);
 }
