@@ -376,3 +376,28 @@ fn atp_and_dsa_finish_exactly_when_their_switch_crashes_and_restarts() {
         assert!(workers.iter().map(|w| w.worker.unwrap().timeouts).sum::<u64>() > 0, "{p}: no worker timed out, so the crash lost nothing");
     }
 }
+
+/// Two jobs of 4 workers share the switch's pool (SwitchML: half a region each; ATP and DSA:
+/// the hashed pool, where their tasks collide and, for DSA, preempt each other), each with its
+/// own PS, under loss, duplication and reordering: every worker of both jobs verified.
+#[test]
+fn two_jobs_share_one_switch_pool_exactly_under_faults() {
+    for (i, p) in PROTOCOLS.iter().enumerate() {
+        let (star, two) = if *p == "switchml" { ("hosts = 4", "hosts = 8") } else { ("hosts = 5", "hosts = 10") };
+        let text = scenario(p, 20_000).replace(star, two).replace("jobs = 1", "jobs = 2");
+        let s = Setup::new(&format!("two-jobs-{p}"), 70 + i as u8, text);
+        let plan = s.plan();
+        assert_eq!(plan.jobs.len(), 2);
+        let sw = s.switch(plan.jobs[0].switch, &["--fault", "loss=0.05,dup=0.05,reorder=0.1"]);
+        let rs = hosts(&plan, 30.0);
+        let report = sw.stop();
+        let ok: Vec<PoolHostReport> = rs.iter().map(|r| r.clone().unwrap_or_else(|e| panic!("{p}: {e}"))).collect();
+        for j in 0..2u16 {
+            let workers: Vec<&PoolHostReport> = ok.iter().filter(|r| r.job == j && r.role == "worker").collect();
+            assert_eq!(workers.len(), 4, "{p} job {j}");
+            assert!(workers.iter().all(|w| w.verified && w.bad_results == 0 && w.worker.unwrap().new_packets == 648), "{p} job {j}: {workers:?}");
+        }
+        assert!(report["program"]["stats"]["aggregated"].as_u64().unwrap() > 2 * 648, "{p}: {report}");
+        assert!(report["data_plane"]["fault_dropped"].as_u64().unwrap() > 0, "{p}: {report}");
+    }
+}
