@@ -28,6 +28,25 @@ def test_switch_run_reduces_exactly_on_loopback() -> None:
     assert sw["data_plane"]["fault_duplicated"] > 0
 
 
+def test_switch_run_aggregates_training_jobs_exactly_under_faults() -> None:
+    # SwitchML, ATP and DSA (docs/switch.md, "Pool protocols"): every worker checks every
+    # result against the exact sum; the switch drops, duplicates and reorders on every port.
+    for i, protocol in enumerate(["switchml", "atp", "dsa"]):
+        proc = cli(
+            "switch", "run", "--scenario", REPO / f"scenarios/switch/star4_{protocol}.toml",
+            "--ip-base", f"127.66.{10 + i}.1", "--fault", "loss=0.05,dup=0.05,reorder=0.1",
+            "--timeout-s", "20", timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        out = json.loads(proc.stdout)
+        assert out["protocol"] == protocol
+        workers = [h for h in out["hosts"] if h["role"] == "worker"]
+        assert len(workers) == 4 and all(w["verified"] and w["bad_results"] == 0 and w["psns"] == 648 for w in workers)
+        assert len(out["hosts"]) == (4 if protocol == "switchml" else 5)
+        (sw,) = out["switches"]
+        assert sw["program"]["stats"]["aggregated"] > 0 and sw["data_plane"]["fault_dropped"] > 0
+
+
 def test_switch_errors_name_the_argument() -> None:
     proc = cli("switch", "run", "--scenario", REPO / "scenarios/switch/star4_canary.toml", "--fault", "loss=2")
     assert proc.returncode == 2

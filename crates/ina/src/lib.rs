@@ -14,6 +14,7 @@
 //!   host agents), registered by name in [`PROTOCOLS`].
 //! - [`fabric`]: the network as plain data, for protocols' set-up (e.g. building trees).
 //! - [`wire`]: the 19-byte Canary header of §4.1.
+//! - [`pool_wire`]: the UDP frame of [`pool::AggPacket`] (the software switch's pool protocols).
 //!
 //! Shared switch memory (DSA, seed 001, and its baselines), with their own packet type
 //! ([`pool::AggPacket`]) and actions ([`pool::PoolAction`], [`pool::PsAction`]); not yet driven
@@ -47,6 +48,7 @@ pub mod flare;
 pub mod host;
 pub mod policy;
 pub mod pool;
+pub mod pool_wire;
 pub mod protocol;
 pub mod ps;
 pub mod switchml;

@@ -141,9 +141,32 @@ impl Program {
     }
 }
 
-enum Ps {
+/// A job's parameter server (ATP or DSA), as the simulator builds it; the software switch's PS
+/// agents take theirs from [`TrainingWorld::take_ps`].
+pub enum Ps {
     Atp(AtpPs),
     Dsa(DsaPs),
+}
+
+impl Ps {
+    pub fn on_packet(&mut self, now: u64, p: AggPacket, vals: &mut Values, out: &mut Vec<PsAction>) {
+        match self {
+            Ps::Atp(ps) => ps.on_packet(now, p, vals, out),
+            Ps::Dsa(ps) => ps.on_packet(now, p, vals, out),
+        }
+    }
+    /// ATP has no timers.
+    pub fn on_timer(&mut self, now: u64, token: u64, out: &mut Vec<PsAction>) {
+        if let Ps::Dsa(ps) = self {
+            ps.on_timer(now, token, out);
+        }
+    }
+    pub fn stats(&self) -> &PsStats {
+        match self {
+            Ps::Atp(ps) => &ps.dict.stats,
+            Ps::Dsa(ps) => &ps.dict.stats,
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -409,6 +432,46 @@ impl TrainingWorld {
 
     pub fn is_done(&self) -> bool {
         self.left == 0
+    }
+
+    /// Jobs of the run.
+    pub fn job_count(&self) -> usize {
+        self.jobs.len()
+    }
+    pub fn job_spec(&self, j: u16) -> &JobSpec {
+        &self.jobs[j as usize].spec
+    }
+    /// The switch that completes job `j`'s aggregates.
+    pub fn job_switch(&self, j: u16) -> u32 {
+        self.jobs[j as usize].switch
+    }
+    /// PSNs of job `j`'s epoch per worker.
+    pub fn job_psns(&self, j: u16) -> u32 {
+        self.jobs[j as usize].psns
+    }
+    /// Worker `rank` of job `j`'s partitions (PSN ranges, ready times from time 0).
+    pub fn worker_plan(&self, j: u16, rank: u16) -> &[Partition] {
+        &self.jobs[j as usize].workers[rank as usize].plan
+    }
+    /// The salt of the contributions' fingerprints and values.
+    pub fn salt(&self) -> u64 {
+        self.salt
+    }
+    /// The slowest link's rate (DSA's priorities are computed for it).
+    pub fn link_bps(&self) -> u64 {
+        self.link_bps
+    }
+    /// Takes switch `node`'s program out (the software switch runs it).
+    pub fn take_program(&mut self, node: u32) -> Option<Box<dyn PoolProgram>> {
+        match self.programs.get_mut(node as usize)?.take()? {
+            Program::SwitchMl(p) => Some(Box::new(p)),
+            Program::Atp(p) => Some(Box::new(p)),
+            Program::Dsa(p) => Some(Box::new(p)),
+        }
+    }
+    /// Takes job `j`'s parameter server out (the software switch's PS agent runs it).
+    pub fn take_ps(&mut self, j: u16) -> Option<Ps> {
+        self.jobs.get_mut(j as usize)?.ps.take()
     }
 
     pub fn start(&mut self, net: &mut Network) {
@@ -710,16 +773,7 @@ impl TrainingWorld {
             }
             let Some(s) = win.transmit(now) else { return };
             w.first_send_ps.get_or_insert(now);
-            let dst = if s.to_ps { Dest::Ps } else { Dest::Switch };
-            let mut p = pool::gradient(self.salt, j, rank, s.psn, n, ELEMS_PER_PACKET, dst, &mut self.vals);
-            match self.spec.protocol {
-                PoolProtocol::Atp => p.resend = s.retransmission && !s.to_ps,
-                PoolProtocol::Dsa(_) => {
-                    let layer = training::partition_of(&w.plan, s.psn).map_or(1, |x| x.layer);
-                    p.priority = tensor_priority(&job.spec.model, layer, self.link_bps);
-                }
-                PoolProtocol::SwitchMl => {}
-            }
+            let p = gradient_packet(self.spec.protocol, self.salt, j, rank, n, s, &w.plan, &job.spec.model, self.link_bps, &mut self.vals);
             self.worker_bytes_sent += Self::wire_bytes(&p) as u64;
             self.host_send(net, host, p, false);
         }
@@ -1022,7 +1076,8 @@ impl TrainingWorld {
         }
     }
 
-    fn worker_params(&self, j: u16) -> WorkerParams {
+    /// The window parameters of job `j`'s workers (SwitchML: the smallest region of its switches).
+    pub fn worker_params(&self, j: u16) -> WorkerParams {
         let control = match self.spec.protocol {
             PoolProtocol::SwitchMl => {
                 // Every switch of the job's tree serves PSN p in slot p mod its region's size:
@@ -1219,12 +1274,30 @@ pub fn tensor_priority(m: &DnnModel, layer: u32, link_bps: u64) -> u32 {
     policy::encode(policy::priority(&inputs, layer).unwrap_or(0.0))
 }
 
+/// Worker `rank`'s packet for the window's `s` (job `j` of `n` workers): its gradient, to the
+/// switch or (a fetched copy) to the PS, with ATP's resend flag and DSA's tensor priority.
+#[allow(clippy::too_many_arguments)]
+pub fn gradient_packet(protocol: PoolProtocol, salt: u64, j: u16, rank: u16, n: u16, s: reducelab_transport::worker::Send, plan: &[Partition], model: &DnnModel, link_bps: u64, vals: &mut Values) -> AggPacket {
+    let dst = if s.to_ps { Dest::Ps } else { Dest::Switch };
+    let mut p = pool::gradient(salt, j, rank, s.psn, n, ELEMS_PER_PACKET, dst, vals);
+    match protocol {
+        PoolProtocol::Atp => p.resend = s.retransmission && !s.to_ps,
+        PoolProtocol::Dsa(_) => {
+            let layer = training::partition_of(plan, s.psn).map_or(1, |x| x.layer);
+            p.priority = tensor_priority(model, layer, link_bps);
+        }
+        PoolProtocol::SwitchMl => {}
+    }
+    p
+}
+
 fn acked(w: &WorkerWindow) -> u32 {
     w.acked()
 }
 
-/// Whether a result carries every worker's contribution exactly once.
-fn check_result(p: &AggPacket, salt: u64, vals: &Values) -> bool {
+/// Whether a result carries every worker's contribution exactly once (bitmap, fingerprint and,
+/// with values, every element against the exact sum).
+pub fn check_result(p: &AggPacket, salt: u64, vals: &Values) -> bool {
     let n = p.workers;
     if p.bitmap != pool::full_bitmap(n) {
         return false;

@@ -7,6 +7,9 @@
 //! - [`host`]: one host's agents over a UDP socket, results checked against exact sums.
 //! - [`session`]: a rank that stays (socket bound once, one allreduce per call): the C ABI's
 //!   and the MPI runtime's host side.
+//! - [`pool_plan`], [`pool_switch`], [`pool_host`]: the same for the pool protocols (SwitchML,
+//!   ATP, DSA: training jobs), driving the simulator's `PoolProgram`s, parameter servers and the
+//!   worker transport's `WorkerWindow` over the pool wire frame (`reducelab_ina::pool_wire`).
 //! - [`faults`]: loss, duplication, delay and reordering on a switch's egress ports.
 //!
 //! The protocol code is `reducelab-ina`'s, unchanged: the switch parses each datagram with
@@ -18,6 +21,9 @@ pub mod bench;
 pub mod faults;
 pub mod host;
 pub mod plan;
+pub mod pool_host;
+pub mod pool_plan;
+pub mod pool_switch;
 pub mod session;
 pub mod switch;
 pub mod udp;

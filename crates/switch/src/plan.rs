@@ -42,6 +42,14 @@ impl EndpointSpec {
         Ok(EndpointSpec::Loopback(ip, port))
     }
 
+    /// Every node's endpoints in a topology whose node `n` has `ports[n]` ports.
+    pub fn resolve(self, ports: &[usize]) -> Result<Endpoints, String> {
+        match self {
+            EndpointSpec::Loopback(ip, port) => Endpoints::new(ip, port, ports.len(), ports.iter().copied().max().unwrap_or(0)),
+            EndpointSpec::Map { path, text } => Endpoints::from_map(&path, &text, ports),
+        }
+    }
+
     /// The command-line options that give these endpoints to another process of the run.
     pub fn args(&self) -> Vec<String> {
         match self {
@@ -169,14 +177,10 @@ impl Plan {
         if topo.nodes.iter().any(|n| n.host.is_some() && n.forwards) {
             return Err(format!("topology: {} has forwarding hosts; in-network aggregation needs an indirect network", topo.name));
         }
-        let max_ports = topo.nodes.iter().map(|n| n.ports.len()).max().unwrap_or(0);
         if let Some(n) = topo.nodes.iter().find(|n| n.host.is_none() && n.ports.len() > 32) {
             return Err(format!("topology: a switch with {} ports; the software switch handles at most 32 (one restoration shard)", n.ports.len()));
         }
-        let endpoints = match endpoints.into() {
-            EndpointSpec::Loopback(ip, port) => Endpoints::new(ip, port, topo.nodes.len(), max_ports)?,
-            EndpointSpec::Map { path, text } => Endpoints::from_map(&path, &text, &topo.nodes.iter().map(|n| n.ports.len()).collect::<Vec<_>>())?,
-        };
+        let endpoints = endpoints.into().resolve(&topo.nodes.iter().map(|n| n.ports.len()).collect::<Vec<_>>())?;
         let fabric = fabric_of(topo);
         let mut colls = Vec::new();
         for (ci, s) in specs.iter().enumerate() {
@@ -252,7 +256,7 @@ impl Plan {
     }
 }
 
-fn routes_of(f: &Fabric) -> Vec<Vec<Vec<u16>>> {
+pub(crate) fn routes_of(f: &Fabric) -> Vec<Vec<Vec<u16>>> {
     let n = f.nodes.len();
     let dist: Vec<Vec<u32>> = (0..n as u32).map(|d| f.bfs_from(d)).collect();
     (0..n)

@@ -19,6 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reducelab_switch::faults::{parse_fault, parse_fault_file, PortFaults};
+use reducelab_switch::pool_host::{run_pool_hosts, PoolHostOptions};
+use reducelab_switch::pool_plan::{is_training, PoolPlan};
+use reducelab_switch::pool_switch::PoolSwitch;
 use reducelab_switch::{run_host, EndpointSpec, HostOptions, HostReport, Plan, Switch, SwitchOptions};
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -89,6 +92,15 @@ fn common(a: &mut Args) -> Common {
     Common { scenario_path, text, seed: a.num("--seed"), endpoints, fault_seed: a.num("--fault-seed").unwrap_or(1) }
 }
 
+/// A scenario of training jobs (SwitchML, ATP, DSA) runs on the pool driver.
+fn is_pool(c: &Common) -> bool {
+    is_training(&c.text, c.seed)
+}
+
+fn pool_plan_of(c: &Common) -> PoolPlan {
+    PoolPlan::from_scenario(&c.text, c.seed, c.endpoints.clone()).unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
+}
+
 fn plan_of(c: &Common) -> Plan {
     Plan::from_scenario(&c.text, c.seed, c.endpoints.clone()).unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
 }
@@ -130,12 +142,21 @@ fn cmd_switch(mut a: Args) {
     let node: u32 = a.num("--node").unwrap_or_else(|| die("--node: required (the switch's node id)"));
     let opts = SwitchOptions { faults: faults(&mut a), seed: c.fault_seed, exit_after_rx: a.num("--exit-after-rx"), duration: a.num::<f64>("--duration-s").map(Duration::from_secs_f64) };
     a.finish();
-    let plan = plan_of(&c);
     // SAFETY: the handler only stores to an atomic.
     unsafe {
         libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
     }
+    if is_pool(&c) {
+        let plan = pool_plan_of(&c);
+        let mut sw = PoolSwitch::bind(&plan, node, opts).unwrap_or_else(|e| die(&e));
+        println!("ready {node}");
+        std::io::stdout().flush().ok();
+        let r = sw.run(&STOP);
+        println!("{}", serde_json::to_string(&r).expect("json"));
+        return;
+    }
+    let plan = plan_of(&c);
     let mut sw = Switch::bind(&plan, node, opts).unwrap_or_else(|e| die(&e));
     println!("ready {node}");
     std::io::stdout().flush().ok();
@@ -147,6 +168,24 @@ fn cmd_switch(mut a: Args) {
 fn cmd_plan(mut a: Args) {
     let c = common(&mut a);
     a.finish();
+    if is_pool(&c) {
+        let plan = pool_plan_of(&c);
+        println!("# {}: node kind port endpoint -> peer_node:peer_port (peer endpoint)", plan.name);
+        for (n, node) in plan.fabric.nodes.iter().enumerate() {
+            let kind = match plan.fabric.host_nodes.iter().position(|&h| h == n as u32) {
+                Some(h) => format!("host {h} ({})", plan.role(h as u32).map_or("idle".to_string(), |r| format!("{r:?}"))),
+                None => "switch".to_string(),
+            };
+            for (p, &(peer, pp)) in node.ports.iter().enumerate() {
+                println!("{n} {kind} {p} {} -> {peer}:{pp} ({})", plan.endpoints.of(n as u32, p as u16), plan.endpoints.of(peer, pp));
+            }
+        }
+        for (j, job) in plan.jobs.iter().enumerate() {
+            println!("# job {j}: {} workers {:?}, ps {:?}, aggregates on switch {}, {} PSNs per worker, window {:?}", plan.spec.protocol.label(), job.workers, job.ps, job.switch, job.psns, job.params.control);
+        }
+        println!("# switches: {}", plan.switches().iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" "));
+        return;
+    }
     let plan = plan_of(&c);
     println!("# {}: node kind port endpoint -> peer_node:peer_port (peer endpoint)", plan.name);
     for (n, node) in plan.fabric.nodes.iter().enumerate() {
@@ -189,10 +228,42 @@ fn cmd_hosts(mut a: Args) {
     let hosts = a.take("--hosts");
     let opts = host_opts(&mut a);
     a.finish();
+    if is_pool(&c) {
+        let plan = pool_plan_of(&c);
+        let hosts = pool_host_list(&plan, hosts);
+        let rs = run_pool_hosts(&plan, &hosts, &pool_opts(&opts));
+        std::process::exit(print_reports(&rs));
+    }
     let plan = plan_of(&c);
     let hosts = host_list(&plan, hosts);
     let rs = run_hosts(&plan, &hosts, &opts);
     std::process::exit(print_hosts(&rs));
+}
+
+fn pool_host_list(plan: &PoolPlan, v: Option<String>) -> Vec<u32> {
+    match v.as_deref() {
+        None | Some("all") => plan.hosts(),
+        Some(s) => s.split(',').map(|x| x.trim().parse().unwrap_or_else(|_| die(&format!("--hosts: `{x}` is not a host index")))).collect(),
+    }
+}
+
+/// The pool hosts' options from the common host options (`--max-inflight` does not apply: the
+/// worker transport's window bounds what is in flight).
+fn pool_opts(o: &HostOptions) -> PoolHostOptions {
+    PoolHostOptions { timeout: o.timeout, linger: o.linger.max(PoolHostOptions::default().linger) }
+}
+
+fn print_reports<T: serde::Serialize>(rs: &[Result<T, String>]) -> i32 {
+    let mut code = 0;
+    let ok: Vec<&T> = rs.iter().filter_map(|r| r.as_ref().ok()).collect();
+    println!("{}", serde_json::to_string(&ok).expect("json"));
+    for r in rs {
+        if let Err(e) = r {
+            eprintln!("{e}");
+            code = 1;
+        }
+    }
+    code
 }
 
 fn print_hosts(rs: &[Result<HostReport, String>]) -> i32 {
@@ -265,6 +336,9 @@ fn cmd_run(mut a: Args) {
     let hosts = a.take("--hosts");
     let opts = host_opts(&mut a);
     a.finish();
+    if is_pool(&c) {
+        return cmd_run_pool(&c, &fault_args, hosts, &opts, crash_after, restart_delay);
+    }
     let plan = plan_of(&c);
     let hosts = host_list(&plan, hosts);
     let switches = plan.switches();
@@ -314,6 +388,75 @@ fn cmd_run(mut a: Args) {
     println!(
         "{}",
         serde_json::json!({ "scenario": plan.name, "wall_s": wall, "switch_restarted": restarted, "switches": reports, "hosts": rs.iter().filter_map(|r| r.as_ref().ok()).collect::<Vec<_>>() })
+    );
+    let mut code = 0;
+    for r in &rs {
+        if let Err(e) = r {
+            eprintln!("{e}");
+            code = 1;
+        }
+    }
+    if crash_after.is_some() && restarted != Some(true) {
+        eprintln!("--crash-after-rx: the switch did not crash during the run (it received fewer packets)");
+        code = 1;
+    }
+    std::process::exit(code);
+}
+
+/// `run` for training jobs: every switch a process of its own, the hosts (workers and
+/// parameter servers) threads of this one; the switches are stopped at the end.
+/// `--crash-after-rx N` kills the switch that aggregates job 0 after N packets and restarts it
+/// (ATP and DSA: the workers' timeouts and the PS rebuild what its aggregators held; SwitchML is
+/// refused: a worker that has a slot's result never sends it again, so a slot lost with the
+/// switch cannot complete).
+fn cmd_run_pool(c: &Common, fault_args: &[String], hosts: Option<String>, opts: &HostOptions, crash_after: Option<u64>, restart_delay: Duration) {
+    let plan = pool_plan_of(c);
+    if crash_after.is_some() && !plan.spec.protocol.uses_ps() {
+        die("--crash-after-rx: not run for switchml (a restarted switch has lost the region's slots, which the workers that already have their results never send again; ATP and DSA recover through their PS)");
+    }
+    let hosts = pool_host_list(&plan, hosts);
+    let switches = plan.switches();
+    let crashed = plan.jobs[0].switch;
+    let mut procs: Vec<SwitchProcess> = switches
+        .iter()
+        .map(|&s| {
+            let mut extra = fault_args.to_vec();
+            if let (Some(n), true) = (crash_after, s == crashed) {
+                extra.extend(["--exit-after-rx".to_string(), n.to_string()]);
+            }
+            spawn_switch(c, s, &extra)
+        })
+        .collect();
+    let t0 = Instant::now();
+    let done = Arc::new(AtomicBool::new(false));
+    let (rs, restarted) = std::thread::scope(|s| {
+        let i = switches.iter().position(|&x| x == crashed).expect("a switch");
+        let first = &mut procs[i];
+        let done2 = done.clone();
+        let sup = crash_after.map(|_| {
+            s.spawn(move || {
+                while !done2.load(Ordering::Relaxed) {
+                    if let Ok(Some(st)) = first.child.try_wait() {
+                        eprintln!("switch {crashed} exited ({st}); restarting it in {} ms", restart_delay.as_millis());
+                        std::thread::sleep(restart_delay);
+                        *first = spawn_switch(c, crashed, fault_args);
+                        eprintln!("switch {crashed} restarted");
+                        return true;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                false
+            })
+        });
+        let rs = run_pool_hosts(&plan, &hosts, &pool_opts(opts));
+        done.store(true, Ordering::Relaxed);
+        (rs, sup.map(|h| h.join().unwrap_or(false)))
+    });
+    let wall = t0.elapsed().as_secs_f64();
+    let reports: Vec<Option<serde_json::Value>> = procs.into_iter().map(|p| p.stop()).collect();
+    println!(
+        "{}",
+        serde_json::json!({ "scenario": plan.name, "protocol": plan.spec.protocol.label(), "wall_s": wall, "switch_restarted": restarted, "switches": reports, "hosts": rs.iter().filter_map(|r| r.as_ref().ok()).collect::<Vec<_>>() })
     );
     let mut code = 0;
     for r in &rs {

@@ -1,0 +1,227 @@
+//! The wire frame of the shared-pool protocols (SwitchML, ATP, DSA): one [`AggPacket`] per UDP
+//! datagram, for the software switch (docs/switch.md, "Pool protocols"). A sibling of
+//! [`crate::wire`] (Canary's §4.1 header), with its own magic byte so a frame of one family is
+//! never taken for the other.
+//!
+//! | field | bytes | use |
+//! | --- | --- | --- |
+//! | magic | 1 | `0xA6` |
+//! | kind | 1 | gradient 0, partial 1, ack 2, reminder 3, fetch 4, reminder notice 5, other 6 |
+//! | dst | 1 | switch 0, PS 1, workers 2, worker 3 |
+//! | flags | 1 | bit 0: ATP's resend flag; the other bits must be 0 |
+//! | dst rank | 2 | the worker of `dst = worker` (0 otherwise) |
+//! | job | 2 | JobID |
+//! | psn | 4 | PSN |
+//! | bitmap | 8 | contributors (bit r = rank r) |
+//! | workers | 2 | workers of the job, 1..=64 |
+//! | elems | 2 | element values that follow |
+//! | priority | 4 | DSA's encoded priority |
+//! | fingerprint | 8 | wrapping sum of the contributions' fingerprints |
+//! | values | 4·elems | 32-bit big-endian integers |
+//!
+//! All fields big endian; 36 bytes before the values (the paper's 306-byte packet has 58 bytes of
+//! Ethernet/IP/UDP and ATP headers before its 62 values; here the UDP datagram is the packet).
+//! [`parse_into`] checks every field (untrusted bytes: an error naming the field, never a panic).
+
+use crate::pool::{AggPacket, Dest, PacketKind};
+use crate::wire::WireError;
+use crate::NIL;
+
+/// First byte of every pool frame.
+pub const MAGIC: u8 = 0xA6;
+/// Bytes before the values.
+pub const HEADER_BYTES: usize = 36;
+
+fn err<T>(field: &'static str, reason: impl Into<String>) -> Result<T, WireError> {
+    Err(WireError { field, reason: reason.into() })
+}
+
+fn kind_code(k: PacketKind) -> u8 {
+    match k {
+        PacketKind::Gradient => 0,
+        PacketKind::Partial => 1,
+        PacketKind::Ack => 2,
+        PacketKind::Reminder => 3,
+        PacketKind::Fetch => 4,
+        PacketKind::ReminderNotice => 5,
+        PacketKind::Other => 6,
+    }
+}
+
+/// Appends `p`'s frame to `out`: the header and `p.elems` values (`values`, or zeros without).
+pub fn emit(p: &AggPacket, values: Option<&[i32]>, out: &mut Vec<u8>) -> Result<(), WireError> {
+    let (dst, rank) = match p.dst {
+        Dest::Switch => (0u8, 0u16),
+        Dest::Ps => (1, 0),
+        Dest::Workers => (2, 0),
+        Dest::Worker(r) => (3, r),
+    };
+    if !p.well_formed() {
+        return err("bitmap", format!("{:#x} does not fit {} workers (1..=64)", p.bitmap, p.workers));
+    }
+    out.push(MAGIC);
+    out.push(kind_code(p.kind));
+    out.push(dst);
+    out.push(p.resend as u8);
+    out.extend_from_slice(&rank.to_be_bytes());
+    out.extend_from_slice(&p.job.to_be_bytes());
+    out.extend_from_slice(&p.psn.to_be_bytes());
+    out.extend_from_slice(&p.bitmap.to_be_bytes());
+    out.extend_from_slice(&p.workers.to_be_bytes());
+    out.extend_from_slice(&p.elems.to_be_bytes());
+    out.extend_from_slice(&p.priority.to_be_bytes());
+    out.extend_from_slice(&p.fp.to_be_bytes());
+    let n = p.elems as usize;
+    match values {
+        Some(v) if v.len() >= n => {
+            for x in &v[..n] {
+                out.extend_from_slice(&x.to_be_bytes());
+            }
+        }
+        Some(v) => return err("elems", format!("{n} elements but {} values", v.len())),
+        None => out.resize(out.len() + 4 * n, 0),
+    }
+    Ok(())
+}
+
+/// Parses a frame made by [`emit`], the values into `values[..elems]` (a slot of the caller's
+/// `Values` slab). The packet's `data` is [`NIL`] (the caller sets its slot).
+pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<AggPacket, WireError> {
+    if b.len() < HEADER_BYTES {
+        return err("header", format!("{} bytes, need {HEADER_BYTES}", b.len()));
+    }
+    if b[0] != MAGIC {
+        return err("magic", format!("{:#04x} is not a pool frame ({MAGIC:#04x})", b[0]));
+    }
+    let u16at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
+    let u32at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let u64at = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+    let kind = match b[1] {
+        0 => PacketKind::Gradient,
+        1 => PacketKind::Partial,
+        2 => PacketKind::Ack,
+        3 => PacketKind::Reminder,
+        4 => PacketKind::Fetch,
+        5 => PacketKind::ReminderNotice,
+        6 => PacketKind::Other,
+        k => return err("kind", format!("{k} is not a packet kind (0..=6)")),
+    };
+    if b[3] & !1 != 0 {
+        return err("flags", format!("{:#04x} sets bits other than the resend flag", b[3]));
+    }
+    let rank = u16at(4);
+    let workers = u16at(20);
+    if !(1..=64).contains(&workers) {
+        return err("workers", format!("{workers} is outside 1..=64 (the bitmap has 64 bits)"));
+    }
+    let dst = match b[2] {
+        0 => Dest::Switch,
+        1 => Dest::Ps,
+        2 => Dest::Workers,
+        3 if rank < workers => Dest::Worker(rank),
+        3 => return err("dst_rank", format!("worker {rank} of a job of {workers} workers")),
+        d => return err("dst", format!("{d} is not a destination (0..=3)")),
+    };
+    if b[2] != 3 && rank != 0 {
+        return err("dst_rank", format!("{rank} on a packet not addressed to one worker"));
+    }
+    let elems = u16at(22);
+    let n = elems as usize;
+    if b.len() != HEADER_BYTES + 4 * n {
+        return err("length", format!("{} bytes for {n} elements (need {})", b.len(), HEADER_BYTES + 4 * n));
+    }
+    if n > values.len() {
+        return err("elems", format!("{n} elements, more than the {} of a slot", values.len()));
+    }
+    for (v, c) in values[..n].iter_mut().zip(b[HEADER_BYTES..].chunks_exact(4)) {
+        *v = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+    }
+    let mut p = AggPacket::new(kind, dst, u16at(6), u32at(8), workers);
+    p.bitmap = u64at(12);
+    p.elems = elems;
+    p.priority = u32at(24);
+    p.fp = u64at(28);
+    p.resend = b[3] & 1 == 1;
+    p.data = NIL;
+    if !p.well_formed() {
+        return err("bitmap", format!("{:#x} has bits beyond the job's {workers} workers", p.bitmap));
+    }
+    Ok(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> AggPacket {
+        let mut p = AggPacket::new(PacketKind::Ack, Dest::Worker(5), 3, 0xDEAD_BEEF, 8);
+        (p.bitmap, p.elems, p.priority, p.fp, p.resend) = (0xFF, 3, 77, 0x0123_4567_89AB_CDEF, true);
+        p
+    }
+
+    #[test]
+    fn every_kind_and_destination_round_trips() {
+        let kinds = [PacketKind::Gradient, PacketKind::Partial, PacketKind::Ack, PacketKind::Reminder, PacketKind::Fetch, PacketKind::ReminderNotice, PacketKind::Other];
+        for kind in kinds {
+            for dst in [Dest::Switch, Dest::Ps, Dest::Workers, Dest::Worker(7)] {
+                let p = AggPacket { kind, dst, ..sample() };
+                let mut buf = Vec::new();
+                emit(&p, Some(&[1, -2, i32::MIN]), &mut buf).unwrap();
+                assert_eq!(buf.len(), HEADER_BYTES + 12);
+                let mut v = [0i32; 62];
+                let q = parse_into(&buf, &mut v).unwrap();
+                assert_eq!(q, p);
+                assert_eq!(&v[..3], &[1, -2, i32::MIN]);
+            }
+        }
+    }
+
+    #[test]
+    fn bad_frames_name_the_field() {
+        let mut good = Vec::new();
+        emit(&sample(), Some(&[1, 2, 3]), &mut good).unwrap();
+        let mut v = [0i32; 62];
+        let field = |b: &[u8], v: &mut [i32]| parse_into(b, v).unwrap_err().field;
+        assert_eq!(field(&good[..10], &mut v), "header");
+        let set = |i: usize, x: u8| {
+            let mut b = good.clone();
+            b[i] = x;
+            b
+        };
+        assert_eq!(field(&set(0, 0x00), &mut v), "magic");
+        assert_eq!(field(&set(1, 9), &mut v), "kind");
+        assert_eq!(field(&set(2, 4), &mut v), "dst");
+        assert_eq!(field(&set(3, 2), &mut v), "flags");
+        assert_eq!(field(&set(5, 8), &mut v), "dst_rank", "worker 8 of 8");
+        assert_eq!(field(&set(2, 0), &mut v), "dst_rank", "a rank on a switch-bound packet");
+        assert_eq!(field(&set(21, 0), &mut v), "workers");
+        assert_eq!(field(&set(21, 65), &mut v), "workers");
+        assert_eq!(field(&set(18, 1), &mut v), "bitmap", "bit 8 of 8 workers");
+        assert_eq!(field(&good[..good.len() - 1], &mut v), "length");
+        assert_eq!(field(&[good.clone(), vec![0; 4]].concat(), &mut v), "length");
+        assert_eq!(field(&good, &mut v[..2]), "elems");
+        let mut bad = sample();
+        bad.bitmap = 1 << 9;
+        assert_eq!(emit(&bad, None, &mut Vec::new()).unwrap_err().field, "bitmap");
+        assert_eq!(emit(&sample(), Some(&[1]), &mut Vec::new()).unwrap_err().field, "elems");
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut v = [0i32; 62];
+        for len in 0..400 {
+            let b: Vec<u8> = (0..len)
+                .map(|i| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    if i == 0 {
+                        MAGIC
+                    } else {
+                        (x >> 56) as u8
+                    }
+                })
+                .collect();
+            let _ = parse_into(&b, &mut v);
+        }
+    }
+}

@@ -1,0 +1,317 @@
+//! One switch node of a pool run (SwitchML, ATP, DSA) as a process-level event loop: the same
+//! I/O as [`crate::switch`] (a non-blocking UDP socket per port, `recvmmsg`/`sendmmsg` with
+//! GSO/GRO through [`crate::udp`], `ppoll` when idle, the egress faults of [`crate::faults`]),
+//! driving the node's [`PoolProgram`] (the simulator's, taken from its `TrainingWorld`).
+//!
+//! Delivery rule (the simulator's, `training_run::route_of`): a packet of job `j` to the switch
+//! or to the job's workers goes to the program of `j`'s aggregation switch; anything else (to the
+//! PS, to one worker, or a job aggregated elsewhere) is forwarded by the routing table. A
+//! program's packet to `Workers` is multicast: one copy per worker of the job, each addressed
+//! on the wire to its worker (`Dest::Worker(r)`), so switches downstream forward it.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use reducelab_ina::pool::{AggPacket, Dest, PoolAction, PoolProgram, PoolStats};
+use reducelab_ina::{pool_wire, Values, NIL};
+use reducelab_sim::training_run::ELEMS_PER_PACKET;
+use serde::Serialize;
+
+use crate::faults::{Fate, FaultPort, PortFaults};
+use crate::pool_plan::PoolPlan;
+use crate::switch::{thread_cpu_s, PortCounters, SwitchOptions};
+use crate::udp;
+
+/// The pool program's counters and occupancy.
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolProgramReport {
+    pub aggregators: u32,
+    pub aggregators_in_use: u32,
+    pub peak_aggregators_in_use: u32,
+    pub stats: PoolStats,
+}
+
+/// What a pool switch reports when it stops.
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolSwitchReport {
+    pub node: u32,
+    pub ports: usize,
+    pub uptime_s: f64,
+    pub cpu_s: f64,
+    pub data_plane: PortCounters,
+    /// `None`: no job aggregates on this switch (it forwards only).
+    pub program: Option<PoolProgramReport>,
+}
+
+struct Held {
+    due: Instant,
+    seq: u64,
+    port: u16,
+    bytes: Vec<u8>,
+}
+impl PartialEq for Held {
+    fn eq(&self, o: &Self) -> bool {
+        (self.due, self.seq) == (o.due, o.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.due, self.seq).cmp(&(o.due, o.seq))
+    }
+}
+
+/// A bound pool switch.
+pub struct PoolSwitch<'p> {
+    plan: &'p PoolPlan,
+    node: u32,
+    socks: Vec<UdpSocket>,
+    tx: Vec<udp::TxQueue>,
+    peers: Vec<SocketAddrV4>,
+    program: Option<Box<dyn PoolProgram>>,
+    vals: Values,
+    held: BinaryHeap<Reverse<Held>>,
+    seq: u64,
+    faults: Vec<FaultPort>,
+    epoch: Instant,
+    actions: Vec<PoolAction>,
+    frame: Vec<u8>,
+    pub counters: PortCounters,
+    opts: SwitchOptions,
+    trace: bool,
+    cpu0: f64,
+}
+
+const RX_BATCH: usize = 32;
+
+impl<'p> PoolSwitch<'p> {
+    pub fn bind(plan: &'p PoolPlan, node: u32, opts: SwitchOptions) -> Result<PoolSwitch<'p>, String> {
+        plan.check_switch(node)?;
+        let program = plan.program(node)?;
+        let ports = &plan.fabric.nodes[node as usize].ports;
+        for &(port, _) in &opts.faults {
+            if let Some(q) = port.filter(|&q| q as usize >= ports.len()) {
+                return Err(format!("--fault port={q}: switch {node} has {} ports", ports.len()));
+            }
+        }
+        let mut socks = Vec::new();
+        let mut peers = Vec::new();
+        let mut faults = Vec::new();
+        for (p, &(peer, peer_port)) in ports.iter().enumerate() {
+            socks.push(udp::bind(plan.endpoints.of(node, p as u16))?);
+            peers.push(plan.endpoints.of(peer, peer_port));
+            let mut rates = PortFaults::default();
+            for &(port, r) in &opts.faults {
+                if port.is_none() || port == Some(p as u16) {
+                    rates = r;
+                }
+            }
+            faults.push(FaultPort::new(rates, opts.seed, node, p as u16));
+        }
+        Ok(PoolSwitch {
+            plan,
+            node,
+            tx: socks.iter().map(|_| udp::TxQueue::default()).collect(),
+            socks,
+            peers,
+            program,
+            vals: Values::new(ELEMS_PER_PACKET as usize),
+            held: BinaryHeap::new(),
+            seq: 0,
+            faults,
+            epoch: Instant::now(),
+            actions: Vec::new(),
+            frame: Vec::with_capacity(512),
+            counters: PortCounters::default(),
+            opts,
+            trace: std::env::var_os("REDUCELAB_SWITCH_TRACE").is_some_and(|v| v == "1"),
+            cpu0: 0.0,
+        })
+    }
+
+    fn now_ps(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64 * 1000
+    }
+
+    /// Runs until `stop` or the duration ends (the crash injection exits the process, status 3).
+    pub fn run(&mut self, stop: &AtomicBool) -> PoolSwitchReport {
+        let mut rx = udp::RxBatch::new(RX_BATCH);
+        let mut ready = vec![true; self.socks.len()];
+        self.cpu0 = thread_cpu_s();
+        let end = self.opts.duration.map(|d| self.epoch + d);
+        let mut idle = false;
+        loop {
+            if stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e) {
+                break;
+            }
+            self.flush_held();
+            self.flush_tx();
+            if idle {
+                let mut wait = Duration::from_millis(20);
+                if let Some(Reverse(h)) = self.held.peek() {
+                    wait = wait.min(h.due.saturating_duration_since(Instant::now()));
+                }
+                udp::poll_readable(&self.socks, wait, &mut ready);
+            }
+            idle = true;
+            for p in 0..self.socks.len() {
+                if !ready[p] {
+                    continue;
+                }
+                let n = rx.recv(&self.socks[p]);
+                ready[p] = n > 0;
+                if n > 0 {
+                    idle = false;
+                }
+                for i in 0..n {
+                    let (from, datagrams) = rx.get(i);
+                    for bytes in datagrams {
+                        self.receive(p as u16, SocketAddr::V4(from), bytes);
+                    }
+                }
+                self.flush_tx();
+            }
+        }
+        self.report()
+    }
+
+    pub fn report(&self) -> PoolSwitchReport {
+        PoolSwitchReport {
+            node: self.node,
+            ports: self.socks.len(),
+            uptime_s: self.epoch.elapsed().as_secs_f64(),
+            cpu_s: thread_cpu_s() - self.cpu0,
+            data_plane: self.counters.clone(),
+            program: self.program.as_ref().map(|p| PoolProgramReport {
+                aggregators: p.pool().len(),
+                aggregators_in_use: p.pool().in_use(),
+                peak_aggregators_in_use: p.pool().peak_in_use,
+                stats: p.stats().clone(),
+            }),
+        }
+    }
+
+    fn flush_held(&mut self) {
+        let now = Instant::now();
+        while self.held.peek().is_some_and(|Reverse(h)| h.due <= now) {
+            let Reverse(h) = self.held.pop().expect("peeked");
+            self.tx[h.port as usize].push(&h.bytes);
+        }
+    }
+
+    /// One datagram from port `port`.
+    pub fn receive(&mut self, port: u16, from: SocketAddr, bytes: &[u8]) {
+        self.counters.rx_packets += 1;
+        self.counters.rx_bytes += bytes.len() as u64;
+        if self.opts.exit_after_rx.is_some_and(|n| self.counters.rx_packets >= n) {
+            eprintln!("switch {}: crash injected after {} packets", self.node, self.counters.rx_packets);
+            std::process::exit(3);
+        }
+        if from != SocketAddr::V4(self.peers[port as usize]) {
+            self.counters.foreign += 1;
+            return;
+        }
+        let slot = self.vals.alloc();
+        let mut p = match pool_wire::parse_into(bytes, self.vals.get_mut(slot)) {
+            Ok(p) if (p.job as usize) < self.plan.jobs.len() && p.workers as usize == self.plan.jobs[p.job as usize].workers.len() => p,
+            _ => {
+                self.vals.release(slot);
+                self.counters.malformed += 1;
+                return;
+            }
+        };
+        p.data = slot;
+        if self.trace {
+            eprintln!("{:>12} ns switch {} rx port {port}: {:?} {:?} job {} psn {} bitmap {:#x}", self.now_ps() / 1000, self.node, p.kind, p.dst, p.job, p.psn, p.bitmap);
+        }
+        let mine = matches!(p.dst, Dest::Switch | Dest::Workers) && self.plan.jobs[p.job as usize].switch == self.node;
+        let now = self.now_ps();
+        match self.program.as_mut() {
+            Some(prog) if mine => {
+                prog.on_packet(now, port, p, &mut self.vals, &mut self.actions);
+                let mut acts = std::mem::take(&mut self.actions);
+                for a in acts.drain(..) {
+                    match a {
+                        PoolAction::Consume => {}
+                        PoolAction::Forward(x) | PoolAction::Emit(x) => self.send(x),
+                    }
+                }
+                self.actions = acts;
+            }
+            _ => self.send(p),
+        }
+    }
+
+    /// Sends `p` on (a `Workers` packet at its job's switch: one copy per worker).
+    fn send(&mut self, p: AggPacket) {
+        if p.dst == Dest::Workers && self.plan.jobs[p.job as usize].switch == self.node {
+            let n = self.plan.jobs[p.job as usize].workers.len() as u16;
+            for r in 0..n {
+                let data = if r + 1 == n { p.data } else { self.vals.duplicate(p.data) };
+                self.send_one(AggPacket { dst: Dest::Worker(r), data, ..p });
+            }
+        } else {
+            self.send_one(p);
+        }
+    }
+
+    fn send_one(&mut self, p: AggPacket) {
+        let port = self.plan.dst_node(p.job, p.dst).filter(|&d| d != self.node).and_then(|d| self.plan.route(self.node, d, p.psn));
+        let Some(port) = port else {
+            self.counters.unroutable += 1;
+            self.vals.release(p.data);
+            return;
+        };
+        self.frame.clear();
+        let values = (p.data != NIL).then(|| self.vals.get(p.data));
+        let ok = pool_wire::emit(&p, values, &mut self.frame);
+        self.vals.release(p.data);
+        if let Err(e) = ok {
+            if self.counters.unencodable == 0 {
+                eprintln!("switch {}: cannot encode {p:?}: {e}", self.node);
+            }
+            self.counters.unencodable += 1;
+            return;
+        }
+        let fate = self.faults[port as usize].fate();
+        if self.trace {
+            eprintln!("{:>12} ns switch {} tx port {port}: {:?} {:?} job {} psn {} bitmap {:#x} fate {fate:?}", self.now_ps() / 1000, self.node, p.kind, p.dst, p.job, p.psn, p.bitmap);
+        }
+        match fate {
+            Fate::Drop => self.counters.fault_dropped += 1,
+            Fate::Send { copies, hold } => {
+                if copies > 1 {
+                    self.counters.fault_duplicated += 1;
+                }
+                for _ in 0..copies {
+                    if hold.is_zero() {
+                        self.tx[port as usize].push(&self.frame);
+                    } else {
+                        self.counters.fault_held += 1;
+                        self.seq += 1;
+                        self.held.push(Reverse(Held { due: Instant::now() + hold, seq: self.seq, port, bytes: self.frame.clone() }));
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn flush_tx(&mut self) {
+        for p in 0..self.tx.len() {
+            if !self.tx[p].is_empty() {
+                let (sent, bytes, failed) = self.tx[p].flush(&self.socks[p], self.peers[p]);
+                self.counters.tx_packets += sent;
+                self.counters.tx_bytes += bytes;
+                self.counters.send_errors += failed;
+            }
+        }
+    }
+}
