@@ -12,38 +12,44 @@
  * MPI_Win_free would be a collective inside MPI_Comm_free, which ranks may call on different
  * communicators in different orders.
  *
- * Segment: a header (line 0: the barrier counter and its futex words; line 1: rank 0's nonce;
- * then two sets of one line per rank with the call's count and type size, alternating like the
- * slots) and two sets of p slots of `slot` bytes. A vector is processed
- * in chunks of slot/extent elements, alternating sets (double buffering), so any vector needs
- * only the bounded segment. Per chunk:
- *   1. each rank copies its chunk of the input into its slot of the set;      barrier
- *   2. rank r reduces elements [r·m/p, (r+1)·m/p) of the chunk over the p slots, into slot
- *      p−1: acc = x_{p−1}; acc = x_r ⊕ acc for r = p−2 … 0 (MPI's rank order, so user ops that
- *      do not commute are exact too; with the runtime's kernels for predefined ops and
- *      MPI_Reduce_local for user ops);                                          barrier
- *   3. each rank copies the chunk's result out of slot p−1 (types with holes: by the type map,
- *      MPI_Pack/MPI_Unpack, so gap bytes of the receive buffer are never written).
- * Dense vectors of at most REDUCELAB_SHM_SMALL bytes (4 KiB) take one barrier: after step 1
- * every rank folds all p slots into its own receive buffer, in the same order.
- * Chunk c+2 reuses chunk c's set only after the barrier that ends chunk c+1's reductions,
- * which every rank reaches after its copy-out of chunk c: two barriers per chunk (the chunk
- * count runs on across calls, so a call's first chunk never reuses the previous call's last set).
+ * Segment: a header (line 0: the wake word and its sleepers; line 1: rank 0's nonce; one line
+ * per rank with its flags; one line per set with its counters; sets × p lines of call headers)
+ * and a ring of k sets (REDUCELAB_SHM_SETS, default 4) of p slots of `slot` bytes. A vector is
+ * processed in chunks of slot/extent elements; chunks are numbered on across calls, chunk c
+ * uses set c mod k. There is no barrier: every wait is for flags of the chunk in question.
+ *   1. copy in: a rank copies its part of chunk c into its slot of the set once every rank has
+ *      copied out chunk c − k (the set's previous use: the ranks' out flags), then raises its
+ *      in flag to c+1;
+ *   2. reduce: once every rank's in flag has reached c+1, any rank claims one of the chunk's p
+ *      slices (a CAS on the set's claim counter) and reduces elements [j·m/p, (j+1)·m/p) over
+ *      the p slots into slot p−1: acc = x_{p−1}; acc = x_r ⊕ acc for r = p−2 … 0 (MPI's rank
+ *      order, so user ops that do not commute are exact too, and the result does not depend
+ *      on which rank reduced; the runtime's kernels for predefined ops, MPI_Reduce_local for
+ *      user ops), then counts it done on the set's done counter;
+ *   3. copy out: once all p slices are done, a rank copies the result out of slot p−1 (types
+ *      with holes: by the type map, MPI_Pack/MPI_Unpack, so gap bytes of the receive buffer
+ *      are never written) and raises its out flag to c+1.
+ * A rank does whatever it can (copy-outs, then claimable slices, then its next copy-in) before
+ * it waits, so a rank that is not running delays only the chunks that need its own copies, and
+ * the ranks that run do the reductions; with k sets a rank runs up to k chunks ahead. Dense
+ * vectors of at most REDUCELAB_SHM_SMALL bytes (4 KiB) are one chunk with no claims: once all
+ * in flags are there, every rank folds all p slots into its own receive buffer, in the same
+ * order. Measured against the two-barrier design this replaces in docs/mpi.md.
  *
- * The barrier is a monotone 64-bit counter (C11 atomics: fetch_add, loads with acquire): the n-th barrier of the communicator is passed when the counter reaches n·p. A
- * waiting rank spins `spin` times (REDUCELAB_SHM_SPIN; 0 when there are more ranks than cores:
- * a spinning rank would hold the core the others need), then yields its core (sched_yield)
- * between checks, 100 times (REDUCELAB_SHM_YIELDS), then sleeps on a futex (the barrier's
- * generation word, which the last rank to arrive bumps and wakes; at most 50 µs per sleep).
- * Measured with 4 and 8 ranks on 2 cores at load 10 (docs/mpi.md): yielding forever had the
- * worst cases (library/shm 0.94–1.00 at 1–16 MiB), sleeping at once cost the small sizes.
+ * Waiting: a rank that finds nothing to do spins `spin` times (REDUCELAB_SHM_SPIN; 0 when there
+ * are more ranks than cores: a spinning rank would hold the core the others need), then yields
+ * its core (sched_yield) between checks, 100 times (REDUCELAB_SHM_YIELDS), then sleeps on a
+ * futex (the wake word, which a rank bumps and wakes when its flag completes a stage of a chunk
+ * for all ranks, or its slice completes a chunk's reductions; at most 50 µs per sleep).
  * Between checks it progresses the runtime's active nonblocking operations and, every 16
  * checks, the MPI library (an MPI_Iprobe on the private duplicate), as the library's own
- * collectives do.
+ * collectives do. REDUCELAB_SHM_TEST_DELAY=N (tests) pauses before 1 in N steps at random.
  *
- * Counts: every rank publishes (count, type size) before the first barrier and checks all
- * others' after it; all see the same values, so all agree and return MPI_ERR_TRUNCATE together
- * on a mismatch (never MPI_SUCCESS with wrong data).
+ * Counts: every rank writes (count, type size) into its header line of the call's first set
+ * before its first copy-in, and checks all others' once every rank has copied in the call's
+ * first chunk (no rank copies in more before that); all see the same values, so all agree and
+ * return MPI_ERR_TRUNCATE together on a mismatch (never MPI_SUCCESS with wrong data), marking
+ * the first chunk copied out, so the next call starts at the same chunk on every rank.
  *
  * Threads: all state is per communicator (MPI forbids two threads in collectives on one
  * communicator at once), the keyval is made once (pthread_once) and the segment count is
@@ -100,7 +106,7 @@ typedef struct {
     unsigned delay;  /* REDUCELAB_SHM_TEST_DELAY: a random pause before 1 in `delay` steps (tests) */
     uint64_t rng;
     unsigned spin, yields; /* a waiting rank spins, then yields, then sleeps on a futex */
-    size_t small;   /* dense vectors up to this many bytes: one barrier, every rank reduces all */
+    size_t small;   /* dense vectors up to this many bytes: one chunk, every rank reduces all */
     char *pack;     /* types with holes: MPI_Pack buffer */
     int pack_bytes;
     /* calls on the communicator run in call order (MPI's order of collectives on it): each
@@ -251,8 +257,9 @@ static void state_init(MPI_Comm comm, shm_state *s) {
  * others open it by name and must find the nonce (on another node the name does not exist, or
  * is another job's segment without the nonce); allreduces of the outcomes make every rank
  * decide alike. Returns 1 when done (s->usable says how), 0 while a collective is pending.
- * A later call that needs larger slots runs it again (the old segment is unmapped first: the
- * previous call's barriers are all passed, so no rank reads it any more). */
+ * A later call that needs larger slots runs it again (this rank's mapping of the old segment
+ * is unmapped first: it has copied out every chunk, so it needs nothing more from it; a slower
+ * rank still copying out keeps its own mapping until it arrives here). */
 static int setup_step(shm_state *s) {
     for (;;) {
         if (s->phase > 0 && s->req != MPI_REQUEST_NULL) {
@@ -788,7 +795,7 @@ int rl_shm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
     }
     op_start(&o);
     /* A waiting rank spins (when every rank has a core), then yields, then sleeps on the
-     * barrier's futex; meanwhile it progresses the active nonblocking operations (the ones
+     * wake word's futex; meanwhile it progresses the active nonblocking operations (the ones
      * ahead of this call on this communicator, and peers' needs on others) and, every 16
      * checks, the MPI library (MPI_Iprobe on the private duplicate), as the library's own
      * collectives do. */
@@ -851,10 +858,10 @@ int rl_shm_op_progress(rl_shm_op *o, MPI_Comm node, int *err) {
         *err = o->rc;
         return 1;
     }
-    /* Waiting at the barrier while the ranks outnumber the cores (no spinning): the caller polls
+    /* Waiting for the peers' flags while the ranks outnumber the cores (no spinning): the caller polls
      * (MPI_Wait, MPI_Test loops), so give the core to the ranks this one waits for, as Open
      * MPI's progress yields when oversubscribed (mpi_yield_when_idle): yield, and after
-     * REDUCELAB_SHM_YIELDS calls in a row, sleep on the barrier's futex (at most 50 µs per call),
+     * REDUCELAB_SHM_YIELDS calls in a row, sleep on the wake word's futex (at most 50 µs per call),
      * as the blocking path waits. Without it, MPI_Iallreduce + MPI_Wait of 16 MiB on 4 ranks, 2
      * cores, took twice the library's time. */
     shm_state *s = o->s;
