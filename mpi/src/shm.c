@@ -448,11 +448,14 @@ static void wake(shm_state *s) {
         futex(s->gen, FUTEX_WAKE, INT32_MAX, NULL);
     }
 }
-/* Publishes this rank's in or out flag; wakes the sleepers when it completes that stage of the
- * chunk for all ranks (only then can a waiter go on: every wait is for a whole stage). */
+/* Publishes this rank's in or out flag; wakes the sleepers, if any, when it completes that
+ * stage of the chunk for all ranks (only then can a waiter go on: every wait is for a whole
+ * stage). The ranks' flags are read only when someone sleeps: a sleeper counts itself before
+ * its last look, so either it sees this store or this rank sees it counted; of two ranks that
+ * publish the stage's last flags at once, the later one's look sees both. */
 static void publish(shm_state *s, int which, uint64_t v) {
     atomic_store_explicit(&rank_line(s, s->rank)[which], v, memory_order_seq_cst);
-    if (flag_min(s, which) >= v) wake(s);
+    if (atomic_load_explicit(s->sleepers, memory_order_seq_cst) && flag_min(s, which) >= v) wake(s);
 }
 /* REDUCELAB_SHM_TEST_DELAY=N (tests): before 1 in N steps, a yield or a sleep of 50–200 µs, so
  * the ranks' steps interleave in many orders. */
