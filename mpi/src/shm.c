@@ -13,7 +13,7 @@
  * communicators in different orders.
  *
  * Segment: a header (line 0: the wake word and its sleepers; line 1: rank 0's nonce; one line
- * per rank with its flags; one line per set with its counters; sets × p lines of call headers)
+ * per set with its counters; per rank a line with its flags and its call headers, one per set)
  * and a ring of k sets (REDUCELAB_SHM_SETS, default 4) of p slots of `slot` bytes. A vector is
  * processed in chunks of slot/extent elements; chunks are numbered on across calls, chunk c
  * uses set c mod k. There is no barrier: every wait is for flags of the chunk in question.
@@ -75,9 +75,11 @@
 #include <unistd.h>
 
 #define LINE 64
-/* line 0: the wake word and its sleepers; line 1: rank 0's nonce; one line per rank (its
- * in/out flags); one line per set (its claim and done counters); sets × ranks header lines */
-#define HEADER_BYTES(p, k) ((size_t)LINE * (size_t)(2 + (p) + (k) + (k) * (p)))
+/* line 0: the wake word and its sleepers; line 1: rank 0's nonce; one line per set (its claim
+ * and done counters); per rank, RANK_LINES(k) lines: its in/out flags and its k call headers
+ * (one line up to k = 6: a peer reads a rank's in flag and header with one miss) */
+#define RANK_LINES(k) (((size_t)16 + 8 * (size_t)(k) + LINE - 1) / LINE)
+#define HEADER_BYTES(p, k) ((size_t)LINE * (2 + (size_t)(k) + (size_t)(p) * RANK_LINES(k)))
 #define RL_SHM_DEFAULT_BYTES ((size_t)4 << 20) /* data area per communicator (both sets) */
 #define PROBE_EVERY 16
 #define RL_SHM_DEFAULT_SMALL 4096
@@ -103,6 +105,8 @@ typedef struct {
     _Atomic uint32_t *gen;       /* header line 0: the wake word (a futex word), */
     _Atomic uint32_t *sleepers;  /* and how many ranks sleep on it */
     uint64_t chunks; /* chunks numbered on this segment so far: chunk c uses set c % sets */
+    uint64_t in_min, out_min; /* the ranks' smallest in and out flags when last read (they only
+                               * grow, so a cached value that suffices saves reading p lines) */
     unsigned delay;  /* REDUCELAB_SHM_TEST_DELAY: a random pause before 1 in `delay` steps (tests) */
     uint64_t rng;
     unsigned spin, yields; /* a waiting rank spins, then yields, then sleeps on a futex */
@@ -139,9 +143,8 @@ struct rl_shm_op {
     size_t n, per, want_slot;
     /* the call's chunks are base … base+nch−1 of the segment's numbering; next_in, next_out:
      * this rank's next copy-in and copy-out (indices into the call), red: the first chunk not
-     * known to be fully claimed for reduction; in_min, out_min: cached minima of the ranks'
-     * flags (they only grow) */
-    uint64_t base, nch, next_in, next_out, red, in_min, out_min;
+     * known to be fully claimed for reduction */
+    uint64_t base, nch, next_in, next_out, red;
     int checked;
     int state, rc, moved;
     unsigned waits; /* nonblocking: progress calls in a row that found nothing to do */
@@ -369,7 +372,7 @@ static int setup_step(shm_state *s) {
             if (s->rank == 0 && s->id.nonce) shm_unlink(s->id.name);
             s->phase = 0;
             s->ready = 2;
-            s->chunks = 0;
+            s->chunks = s->in_min = s->out_min = 0;
             if (!s->all || !s->all2) {
                 snprintf(s->why, sizeof s->why, "%s",
                          s->err[0] ? s->err
@@ -415,18 +418,18 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
     return syscall(SYS_futex, (uint32_t *)addr, op, val, timeout, NULL, 0);
 }
 
-/* The header's lines: rank q's flags ([0] in: chunks it has copied in, i.e. c+1 after chunk c;
- * [1] out: chunks it has copied out), set k's counters ([0] claim: slices of its reductions
- * claimed, [1] done: slices reduced; both count on over the set's uses), and the call header
- * (count, type size) of rank q for calls whose first chunk is in set k. */
-static inline _Atomic uint64_t *rank_line(const shm_state *s, int q) {
-    return (_Atomic uint64_t *)(s->base + (size_t)LINE * (size_t)(2 + q));
-}
+/* The header's lines: set k's counters ([0] claim: slices of its reductions claimed, [1] done:
+ * slices reduced; both count on over the set's uses); rank q's flags ([0] in: chunks it has
+ * copied in, i.e. c+1 after chunk c; [1] out: chunks it has copied out) followed by its call
+ * headers (count, type size; the one for set k for calls whose first chunk is in set k). */
 static inline _Atomic uint64_t *set_line(const shm_state *s, unsigned k) {
-    return (_Atomic uint64_t *)(s->base + (size_t)LINE * (size_t)(2 + s->p + (int)k));
+    return (_Atomic uint64_t *)(s->base + (size_t)LINE * (2 + (size_t)k));
 }
-static inline int64_t *hdr_line(const shm_state *s, unsigned k, int q) {
-    return (int64_t *)(s->base + (size_t)LINE * (size_t)(2 + s->p + (int)s->sets + (int)k * s->p + q));
+static inline _Atomic uint64_t *rank_line(const shm_state *s, int q) {
+    return (_Atomic uint64_t *)(s->base + (size_t)LINE * (2 + (size_t)s->sets + (size_t)q * RANK_LINES(s->sets)));
+}
+static inline int32_t *hdr_line(const shm_state *s, unsigned k, int q) {
+    return (int32_t *)((char *)rank_line(s, q) + 16 + 8 * (size_t)k);
 }
 static inline char *set_data(const shm_state *s, unsigned k) {
     return s->base + HEADER_BYTES(s->p, s->sets) + (size_t)k * (size_t)s->p * s->slot;
@@ -563,15 +566,15 @@ static size_t chunk_m(const rl_shm_op *o, uint64_t i) {
     return o->n - off < o->per ? o->n - off : o->per;
 }
 /* Chunk c's set may be written: every rank has copied out chunk c − sets. */
-static int set_free(const shm_state *s, rl_shm_op *o, uint64_t c) {
+static int set_free(shm_state *s, uint64_t c) {
     if (c < s->sets) return 1;
-    if (o->out_min < c - s->sets + 1) o->out_min = flag_min(s, 1);
-    return o->out_min >= c - s->sets + 1;
+    if (s->out_min < c - s->sets + 1) s->out_min = flag_min(s, 1);
+    return s->out_min >= c - s->sets + 1;
 }
 /* Every rank has copied in chunk c. */
-static int inputs_in(const shm_state *s, rl_shm_op *o, uint64_t c) {
-    if (o->in_min < c + 1) o->in_min = flag_min(s, 0);
-    return o->in_min >= c + 1;
+static int inputs_in(shm_state *s, uint64_t c) {
+    if (s->in_min < c + 1) s->in_min = flag_min(s, 0);
+    return s->in_min >= c + 1;
 }
 /* All p slices of chunk c are reduced. */
 static int chunk_reduced(const shm_state *s, uint64_t c) {
@@ -588,11 +591,11 @@ static void skip_reductions(shm_state *s, uint64_t c) {
     atomic_fetch_add_explicit(&sl[1], (uint64_t)s->p, memory_order_acq_rel);
 }
 /* Whether a step of the operation could run now (a waiting rank's last look before it sleeps). */
-static int can_progress(const shm_state *s, rl_shm_op *o) {
-    if (!o->checked) return inputs_in(s, o, o->base) || (o->next_in == 0 && set_free(s, o, o->base));
+static int can_progress(shm_state *s, rl_shm_op *o) {
+    if (!o->checked) return inputs_in(s, o->base) || (o->next_in == 0 && set_free(s, o->base));
     if (o->next_out < o->next_in && (o->small || chunk_reduced(s, o->base + o->next_out))) return 1;
-    if (!o->small && o->red < o->nch && inputs_in(s, o, o->base + o->red)) return 1;
-    return o->next_in < o->nch && set_free(s, o, o->base + o->next_in);
+    if (!o->small && o->red < o->nch && inputs_in(s, o->base + o->red)) return 1;
+    return o->next_in < o->nch && set_free(s, o->base + o->next_in);
 }
 
 /* Advances the operation as far as it can without waiting: STEP_DONE, or what it waits for.
@@ -642,7 +645,6 @@ static int op_step(rl_shm_op *o, MPI_Comm node, int blocking) {
             o->nch = (o->n + o->per - 1) / o->per;
             o->base = s->chunks; /* (every rank numbers the same chunks: the calls agree) */
             o->next_in = o->next_out = o->red = 0;
-            o->in_min = o->out_min = 0;
             o->checked = 0;
             o->state = OP_RUN;
             continue;
@@ -656,14 +658,14 @@ static int op_step(rl_shm_op *o, MPI_Comm node, int blocking) {
             int did;
             do {
                 did = 0;
-                if (!o->checked && inputs_in(s, o, o->base)) {
+                if (!o->checked && inputs_in(s, o->base)) {
                     /* every rank has written its header and copied in chunk 0: all see the
                      * same headers, so all agree (and on a mismatch all stop here, with only
                      * chunk 0 copied in by anyone: they mark it copied out and the next call
                      * starts at the next chunk on every rank) */
                     int agree = 1;
                     for (int r = 0; r < p; r++) {
-                        const int64_t *h = hdr_line(s, (unsigned)(o->base % K), r);
+                        const int32_t *h = hdr_line(s, (unsigned)(o->base % K), r);
                         agree &= h[0] == o->count && h[1] == o->tsize;
                     }
                     if (!agree) {
@@ -710,7 +712,7 @@ static int op_step(rl_shm_op *o, MPI_Comm node, int blocking) {
                 }
                 /* reduce: claim slices (any rank may reduce any slice, so a rank that is not
                  * running delays only its own copies) */
-                while (!o->small && o->checked && o->red < o->nch && inputs_in(s, o, o->base + o->red)) {
+                while (!o->small && o->checked && o->red < o->nch && inputs_in(s, o->base + o->red)) {
                     const uint64_t c = o->base + o->red, lo = c / K * G, hi = lo + G;
                     _Atomic uint64_t *sl = set_line(s, (unsigned)(c % K));
                     uint64_t v = atomic_load_explicit(&sl[0], memory_order_relaxed);
@@ -745,11 +747,11 @@ static int op_step(rl_shm_op *o, MPI_Comm node, int blocking) {
                     did = 1;
                 }
                 /* copy in the next chunk */
-                if (o->next_in < o->nch && (o->next_in == 0 || o->checked) && set_free(s, o, o->base + o->next_in)) {
+                if (o->next_in < o->nch && (o->next_in == 0 || o->checked) && set_free(s, o->base + o->next_in)) {
                     const uint64_t c = o->base + o->next_in;
                     const unsigned k = (unsigned)(c % K);
                     if (o->next_in == 0) { /* the call header, in the set of its first chunk */
-                        int64_t *mine = hdr_line(s, k, s->rank);
+                        int32_t *mine = hdr_line(s, k, s->rank);
                         mine[0] = o->count;
                         mine[1] = o->tsize;
                     }

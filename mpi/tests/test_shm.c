@@ -493,7 +493,7 @@ static void case_sizes(void) {
     const char *e = getenv("REDUCELAB_SHM_BYTES");
     const char *k = getenv("REDUCELAB_SHM_SETS");
     long long sets = k && *k ? atoll(k) : 4; /* (shm.c's default) */
-    long long budget = e && *e ? atoll(e) : 4LL << 20, header = 64LL * (2 + P + sets + sets * P);
+    long long budget = e && *e ? atoll(e) : 4LL << 20, header = 64LL * (2 + sets + P * ((16 + 8 * sets + 63) / 64));
     long long slot_max = budget / (sets * P) / 4096 * 4096;
     if (slot_max < 4096) slot_max = 4096;
     int counts[] = {1, 16384, 1000, 1 << 20, 1};
