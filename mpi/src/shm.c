@@ -29,8 +29,8 @@
  *   3. copy out: once all p slices are done, a rank copies the result out of slot p−1 (types
  *      with holes: by the type map, MPI_Pack/MPI_Unpack, so gap bytes of the receive buffer
  *      are never written) and raises its out flag to c+1.
- * A rank does whatever it can (copy-outs, then claimable slices, then its next copy-in) before
- * it waits, so a rank that is not running delays only the chunks that need its own copies, and
+ * A rank does whatever it can (its next copy-in first, as the peers wait for it; then
+ * copy-outs and claimable slices) before it waits, so a rank that is not running delays only the chunks that need its own copies, and
  * the ranks that run do the reductions; with k sets a rank runs up to k chunks ahead. Dense
  * vectors of at most REDUCELAB_SHM_SMALL bytes (4 KiB) are one chunk with no claims: once all
  * in flags are there, every rank folds all p slots into its own receive buffer, in the same
@@ -649,15 +649,33 @@ static int op_step(rl_shm_op *o, MPI_Comm node, int blocking) {
             o->state = OP_RUN;
             continue;
         case OP_RUN: {
-            /* Whatever this rank can do now, in this order: check the call headers, copy out
-             * reduced chunks, reduce any unclaimed slice of a chunk every rank has copied in,
-             * copy in its next chunk if that chunk's set is free; again until nothing is left. */
+            /* Whatever this rank can do now, in this order: copy in its next chunk if that
+             * chunk's set is free (first: the peers wait for it), check the call headers, copy
+             * out reduced chunks, reduce any unclaimed slice of a chunk every rank has copied
+             * in; again until nothing is left. */
             const unsigned K = s->sets;
             const uint64_t G = (uint64_t)p;
             o->gen = atomic_load_explicit(s->gen, memory_order_seq_cst);
             int did;
             do {
                 did = 0;
+                /* copy in the next chunk (first: the peers wait for it) */
+                if (o->next_in < o->nch && (o->next_in == 0 || o->checked) && set_free(s, o->base + o->next_in)) {
+                    const uint64_t c = o->base + o->next_in;
+                    const unsigned k = (unsigned)(c % K);
+                    if (o->next_in == 0) { /* the call header, in the set of its first chunk */
+                        int32_t *mine = hdr_line(s, k, s->rank);
+                        mine[0] = o->count;
+                        mine[1] = o->tsize;
+                    }
+                    test_delay(s);
+                    const size_t off = (size_t)o->next_in * o->per * (size_t)o->extent;
+                    memcpy(set_data(s, k) + (size_t)s->rank * s->slot, o->src + off,
+                           span(chunk_m(o, o->next_in), o->extent, o->true_ub));
+                    o->next_in++;
+                    publish(s, 0, c + 1);
+                    did = 1;
+                }
                 if (!o->checked && inputs_in(s, o->base)) {
                     /* every rank has written its header and copied in chunk 0: all see the
                      * same headers, so all agree (and on a mismatch all stop here, with only
@@ -744,23 +762,6 @@ static int op_step(rl_shm_op *o, MPI_Comm node, int blocking) {
                     }
                     /* (also after a failed user op: the peers must not wait) */
                     if (atomic_fetch_add_explicit(&sl[1], 1, memory_order_acq_rel) + 1 == hi) wake(s);
-                    did = 1;
-                }
-                /* copy in the next chunk */
-                if (o->next_in < o->nch && (o->next_in == 0 || o->checked) && set_free(s, o->base + o->next_in)) {
-                    const uint64_t c = o->base + o->next_in;
-                    const unsigned k = (unsigned)(c % K);
-                    if (o->next_in == 0) { /* the call header, in the set of its first chunk */
-                        int32_t *mine = hdr_line(s, k, s->rank);
-                        mine[0] = o->count;
-                        mine[1] = o->tsize;
-                    }
-                    test_delay(s);
-                    const size_t off = (size_t)o->next_in * o->per * (size_t)o->extent;
-                    memcpy(set_data(s, k) + (size_t)s->rank * s->slot, o->src + off,
-                           span(chunk_m(o, o->next_in), o->extent, o->true_ub));
-                    o->next_in++;
-                    publish(s, 0, c + 1);
                     did = 1;
                 }
                 if (did) o->moved = 1;
