@@ -7,7 +7,7 @@ for f in sorted(glob.glob(d+'/*-*/mpi-bench.csv')):
         runs[tag][(int(r['ranks']),r['algorithm'],int(r['bytes']))]=float(r['median_s'])
 def fmt(s): return f"{s>>20} MiB" if s>=1<<20 else f"{s>>10} KiB" if s>=1024 else f"{s} B"
 tags=sorted(runs, key=lambda t:(t.split('-')[1], t.split('-')[0]!='old'))
-for R in (4,8):
+for R in sorted({k[0] for t in runs for k in runs[t]}):
     print(f"\n**{R} ranks** (library/auto; runs in launch order: " + ", ".join(tags)+")\n")
     print("| size | " + " | ".join(tags) + " |"); print("|---"*(len(tags)+1)+"|")
     sizes=sorted({k[2] for t in runs for k in runs[t] if k[0]==R})
