@@ -12,38 +12,44 @@
  * MPI_Win_free would be a collective inside MPI_Comm_free, which ranks may call on different
  * communicators in different orders.
  *
- * Segment: a header (line 0: the barrier counter and its futex words; line 1: rank 0's nonce;
- * then two sets of one line per rank with the call's count and type size, alternating like the
- * slots) and two sets of p slots of `slot` bytes. A vector is processed
- * in chunks of slot/extent elements, alternating sets (double buffering), so any vector needs
- * only the bounded segment. Per chunk:
- *   1. each rank copies its chunk of the input into its slot of the set;      barrier
- *   2. rank r reduces elements [r·m/p, (r+1)·m/p) of the chunk over the p slots, into slot
- *      p−1: acc = x_{p−1}; acc = x_r ⊕ acc for r = p−2 … 0 (MPI's rank order, so user ops that
- *      do not commute are exact too; with the runtime's kernels for predefined ops and
- *      MPI_Reduce_local for user ops);                                          barrier
- *   3. each rank copies the chunk's result out of slot p−1 (types with holes: by the type map,
- *      MPI_Pack/MPI_Unpack, so gap bytes of the receive buffer are never written).
- * Dense vectors of at most REDUCELAB_SHM_SMALL bytes (4 KiB) take one barrier: after step 1
- * every rank folds all p slots into its own receive buffer, in the same order.
- * Chunk c+2 reuses chunk c's set only after the barrier that ends chunk c+1's reductions,
- * which every rank reaches after its copy-out of chunk c: two barriers per chunk (the chunk
- * count runs on across calls, so a call's first chunk never reuses the previous call's last set).
+ * Segment: a header (line 0: the wake word and its sleepers; line 1: rank 0's nonce; one line
+ * per set with its counters; per rank a line with its flags and its call headers, one per set)
+ * and a ring of k sets (REDUCELAB_SHM_SETS, default 4) of p slots of `slot` bytes. A vector is
+ * processed in chunks of slot/extent elements; chunks are numbered on across calls, chunk c
+ * uses set c mod k. There is no barrier: every wait is for flags of the chunk in question.
+ *   1. copy in: a rank copies its part of chunk c into its slot of the set once every rank has
+ *      copied out chunk c − k (the set's previous use: the ranks' out flags), then raises its
+ *      in flag to c+1;
+ *   2. reduce: once every rank's in flag has reached c+1, any rank claims one of the chunk's p
+ *      slices (a CAS on the set's claim counter) and reduces elements [j·m/p, (j+1)·m/p) over
+ *      the p slots into slot p−1: acc = x_{p−1}; acc = x_r ⊕ acc for r = p−2 … 0 (MPI's rank
+ *      order, so user ops that do not commute are exact too, and the result does not depend
+ *      on which rank reduced; the runtime's kernels for predefined ops, MPI_Reduce_local for
+ *      user ops), then counts it done on the set's done counter;
+ *   3. copy out: once all p slices are done, a rank copies the result out of slot p−1 (types
+ *      with holes: by the type map, MPI_Pack/MPI_Unpack, so gap bytes of the receive buffer
+ *      are never written) and raises its out flag to c+1.
+ * A rank does whatever it can (its next copy-in first, as the peers wait for it; then
+ * copy-outs and claimable slices) before it waits, so a rank that is not running delays only the chunks that need its own copies, and
+ * the ranks that run do the reductions; with k sets a rank runs up to k chunks ahead. Dense
+ * vectors of at most REDUCELAB_SHM_SMALL bytes (4 KiB) are one chunk with no claims: once all
+ * in flags are there, every rank folds all p slots into its own receive buffer, in the same
+ * order. Measured against the two-barrier design this replaces in docs/mpi.md.
  *
- * The barrier is a monotone 64-bit counter (C11 atomics: fetch_add, loads with acquire): the n-th barrier of the communicator is passed when the counter reaches n·p. A
- * waiting rank spins `spin` times (REDUCELAB_SHM_SPIN; 0 when there are more ranks than cores:
- * a spinning rank would hold the core the others need), then yields its core (sched_yield)
- * between checks, 100 times (REDUCELAB_SHM_YIELDS), then sleeps on a futex (the barrier's
- * generation word, which the last rank to arrive bumps and wakes; at most 50 µs per sleep).
- * Measured with 4 and 8 ranks on 2 cores at load 10 (docs/mpi.md): yielding forever had the
- * worst cases (library/shm 0.94–1.00 at 1–16 MiB), sleeping at once cost the small sizes.
+ * Waiting: a rank that finds nothing to do spins `spin` times (REDUCELAB_SHM_SPIN; 0 when there
+ * are more ranks than cores: a spinning rank would hold the core the others need), then yields
+ * its core (sched_yield) between checks, 100 times (REDUCELAB_SHM_YIELDS), then sleeps on a
+ * futex (the wake word, which a rank bumps and wakes when its flag completes a stage of a chunk
+ * for all ranks, or its slice completes a chunk's reductions; at most 50 µs per sleep).
  * Between checks it progresses the runtime's active nonblocking operations and, every 16
  * checks, the MPI library (an MPI_Iprobe on the private duplicate), as the library's own
- * collectives do.
+ * collectives do. REDUCELAB_SHM_TEST_DELAY=N (tests) pauses before 1 in N steps at random.
  *
- * Counts: every rank publishes (count, type size) before the first barrier and checks all
- * others' after it; all see the same values, so all agree and return MPI_ERR_TRUNCATE together
- * on a mismatch (never MPI_SUCCESS with wrong data).
+ * Counts: every rank writes (count, type size) into its header line of the call's first set
+ * before its first copy-in, and checks all others' once every rank has copied in the call's
+ * first chunk (no rank copies in more before that); all see the same values, so all agree and
+ * return MPI_ERR_TRUNCATE together on a mismatch (never MPI_SUCCESS with wrong data), marking
+ * the first chunk copied out, so the next call starts at the same chunk on every rank.
  *
  * Threads: all state is per communicator (MPI forbids two threads in collectives on one
  * communicator at once), the keyval is made once (pthread_once) and the segment count is
@@ -69,11 +75,17 @@
 #include <unistd.h>
 
 #define LINE 64
-#define HEADER_BYTES(p) ((size_t)LINE * (size_t)(2 + 2 * (p)))
+/* line 0: the wake word and its sleepers; line 1: rank 0's nonce; one line per set (its claim
+ * and done counters); per rank, RANK_LINES(k) lines: its in/out flags and its k call headers
+ * (one line up to k = 6: a peer reads a rank's in flag and header with one miss) */
+#define RANK_LINES(k) (((size_t)16 + 8 * (size_t)(k) + LINE - 1) / LINE)
+#define HEADER_BYTES(p, k) ((size_t)LINE * (2 + (size_t)(k) + (size_t)(p) * RANK_LINES(k)))
 #define RL_SHM_DEFAULT_BYTES ((size_t)4 << 20) /* data area per communicator (both sets) */
 #define PROBE_EVERY 16
 #define RL_SHM_DEFAULT_SMALL 4096
 #define RL_SHM_DEFAULT_YIELDS 100
+#define RL_SHM_DEFAULT_SETS 4
+#define RL_SHM_MAX_SETS 64
 
 typedef struct {
     /* the attribute and every live operation hold a reference (the communicator may be freed
@@ -86,16 +98,19 @@ typedef struct {
     MPI_Comm node; /* the runtime's private duplicate of the communicator (engine.c owns it) */
     int p, rank;
     size_t slot;     /* bytes per rank per set of the current segment */
-    size_t slot_max; /* REDUCELAB_SHM_BYTES / 2p, rounded down to 4 KiB (at least 4 KiB) */
+    size_t slot_max; /* REDUCELAB_SHM_BYTES / (sets·p), rounded down to 4 KiB (at least 4 KiB) */
+    unsigned sets;   /* sets of slots in the ring (REDUCELAB_SHM_SETS) */
     size_t bytes;    /* mapping */
     char *base;
-    _Atomic uint64_t *arrived;   /* header line 0: the barrier counter, */
-    _Atomic uint32_t *gen;       /* the barrier's generation (a futex word) */
+    _Atomic uint32_t *gen;       /* header line 0: the wake word (a futex word), */
     _Atomic uint32_t *sleepers;  /* and how many ranks sleep on it */
-    uint64_t epoch; /* barriers this rank has passed on this segment */
-    uint64_t chunks; /* chunks processed on this segment: the set is chunks & 1 */
+    uint64_t chunks; /* chunks numbered on this segment so far: chunk c uses set c % sets */
+    uint64_t in_min, out_min; /* the ranks' smallest in and out flags when last read (they only
+                               * grow, so a cached value that suffices saves reading p lines) */
+    unsigned delay;  /* REDUCELAB_SHM_TEST_DELAY: a random pause before 1 in `delay` steps (tests) */
+    uint64_t rng;
     unsigned spin, yields; /* a waiting rank spins, then yields, then sleeps on a futex */
-    size_t small;   /* dense vectors up to this many bytes: one barrier, every rank reduces all */
+    size_t small;   /* dense vectors up to this many bytes: one chunk, every rank reduces all */
     char *pack;     /* types with holes: MPI_Pack buffer */
     int pack_bytes;
     /* calls on the communicator run in call order (MPI's order of collectives on it): each
@@ -125,17 +140,22 @@ struct rl_shm_op {
     rl_kernel kernel;
     MPI_Aint extent, true_ub;
     int tsize, dense, small;
-    size_t n, per, off, m, want_slot;
-    char *set, *headers;
+    size_t n, per, want_slot;
+    /* the call's chunks are base … base+nch−1 of the segment's numbering; next_in, next_out:
+     * this rank's next copy-in and copy-out (indices into the call), red: the first chunk not
+     * known to be fully claimed for reduction */
+    uint64_t base, nch, next_in, next_out, red;
+    int checked;
     int state, rc, moved;
-    unsigned waits; /* nonblocking: progress calls in a row that found the barrier not passed */
-    uint64_t ticket, target;
-    uint32_t gen; /* the barrier's generation when this rank arrived (futex sleeps) */
+    unsigned waits; /* nonblocking: progress calls in a row that found nothing to do */
+    uint64_t ticket;
+    uint32_t gen; /* the wake word when this rank last looked for work (futex sleeps) */
     MPI_Request lib; /* the set-up found no shared segment: the MPI library's allreduce */
 };
 
-enum { OP_TURN, OP_SETUP, OP_CHUNK, OP_WAIT1, OP_WAIT2, OP_WAITERR, OP_LIB, OP_DONE };
-enum { STEP_DONE, STEP_BARRIER, STEP_OTHER }; /* what a step that did not finish waits for */
+enum { OP_TURN, OP_SETUP, OP_RUN, OP_LIB, OP_DONE };
+enum { STEP_DONE, STEP_BARRIER, STEP_OTHER }; /* what a step that did not finish waits for
+                                                * (STEP_BARRIER: the peers' flags) */
 
 static int shm_keyval = MPI_KEYVAL_INVALID;
 static pthread_once_t keyval_once = PTHREAD_ONCE_INIT;
@@ -207,7 +227,14 @@ static void state_init(MPI_Comm comm, shm_state *s) {
     atomic_store(&s->refs, 1);
     char bad[200] = "";
     size_t budget = env_size("REDUCELAB_SHM_BYTES", RL_SHM_DEFAULT_BYTES, (size_t)1 << 40, bad, sizeof bad);
-    size_t slot = budget / (2 * (size_t)p) / 4096 * 4096;
+    s->sets = (unsigned)env_size("REDUCELAB_SHM_SETS", RL_SHM_DEFAULT_SETS, RL_SHM_MAX_SETS, bad, sizeof bad);
+    if (s->sets < 2 && !bad[0])
+        snprintf(bad, sizeof bad, "REDUCELAB_SHM_SETS='%s' is not a whole number from 2 to %d",
+                 getenv("REDUCELAB_SHM_SETS"), RL_SHM_MAX_SETS);
+    if (s->sets < 2) s->sets = 2;
+    s->delay = (unsigned)env_size("REDUCELAB_SHM_TEST_DELAY", 0, 1u << 30, bad, sizeof bad);
+    s->rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)getpid() << 16) ^ (uint64_t)rank;
+    size_t slot = budget / ((size_t)s->sets * (size_t)p) / 4096 * 4096;
     if (slot < 4096) slot = 4096;
     s->slot_max = slot;
     /* spinning before yielding: only when every rank can have a core */
@@ -233,8 +260,9 @@ static void state_init(MPI_Comm comm, shm_state *s) {
  * others open it by name and must find the nonce (on another node the name does not exist, or
  * is another job's segment without the nonce); allreduces of the outcomes make every rank
  * decide alike. Returns 1 when done (s->usable says how), 0 while a collective is pending.
- * A later call that needs larger slots runs it again (the old segment is unmapped first: the
- * previous call's barriers are all passed, so no rank reads it any more). */
+ * A later call that needs larger slots runs it again (this rank's mapping of the old segment
+ * is unmapped first: it has copied out every chunk, so it needs nothing more from it; a slower
+ * rank still copying out keeps its own mapping until it arrives here). */
 static int setup_step(shm_state *s) {
     for (;;) {
         if (s->phase > 0 && s->req != MPI_REQUEST_NULL) {
@@ -253,7 +281,7 @@ static int setup_step(shm_state *s) {
         case 0: { /* rank 0 makes the segment; everybody learns its name */
             unmap(s);
             s->slot = s->want_slot;
-            s->bytes = (HEADER_BYTES(s->p) + 2 * (size_t)s->p * s->slot + 4095) / 4096 * 4096;
+            s->bytes = (HEADER_BYTES(s->p, s->sets) + (size_t)s->sets * (size_t)s->p * s->slot + 4095) / 4096 * 4096;
             memset(&s->id, 0, sizeof s->id);
             s->ok = 1;
             s->fd = -1;
@@ -344,7 +372,7 @@ static int setup_step(shm_state *s) {
             if (s->rank == 0 && s->id.nonce) shm_unlink(s->id.name);
             s->phase = 0;
             s->ready = 2;
-            s->epoch = s->chunks = 0;
+            s->chunks = s->in_min = s->out_min = 0;
             if (!s->all || !s->all2) {
                 snprintf(s->why, sizeof s->why, "%s",
                          s->err[0] ? s->err
@@ -354,7 +382,6 @@ static int setup_step(shm_state *s) {
                 s->usable = 0;
                 return 1;
             }
-            s->arrived = (_Atomic uint64_t *)s->base;
             s->gen = (_Atomic uint32_t *)(s->base + 8);
             s->sleepers = (_Atomic uint32_t *)(s->base + 12);
             s->usable = 1;
@@ -391,20 +418,60 @@ static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct tim
     return syscall(SYS_futex, (uint32_t *)addr, op, val, timeout, NULL, 0);
 }
 
-/* Arrival at the communicator's next barrier; the last rank to arrive bumps the generation
- * word and wakes the sleepers, if any. */
-static void arrive(shm_state *s, rl_shm_op *o) {
-    o->target = ++s->epoch * (uint64_t)s->p;
-    o->gen = atomic_load_explicit(s->gen, memory_order_acquire);
-    /* (seq_cst where a store is followed by a load of another word: the last rank's gen bump
-     * and a sleeper's count must not both miss each other; a miss would cost one 50 µs sleep) */
-    if (atomic_fetch_add_explicit(s->arrived, 1, memory_order_seq_cst) + 1 == o->target) {
+/* The header's lines: set k's counters ([0] claim: slices of its reductions claimed, [1] done:
+ * slices reduced; both count on over the set's uses); rank q's flags ([0] in: chunks it has
+ * copied in, i.e. c+1 after chunk c; [1] out: chunks it has copied out) followed by its call
+ * headers (count, type size; the one for set k for calls whose first chunk is in set k). */
+static inline _Atomic uint64_t *set_line(const shm_state *s, unsigned k) {
+    return (_Atomic uint64_t *)(s->base + (size_t)LINE * (2 + (size_t)k));
+}
+static inline _Atomic uint64_t *rank_line(const shm_state *s, int q) {
+    return (_Atomic uint64_t *)(s->base + (size_t)LINE * (2 + (size_t)s->sets + (size_t)q * RANK_LINES(s->sets)));
+}
+static inline int32_t *hdr_line(const shm_state *s, unsigned k, int q) {
+    return (int32_t *)((char *)rank_line(s, q) + 16 + 8 * (size_t)k);
+}
+static inline char *set_data(const shm_state *s, unsigned k) {
+    return s->base + HEADER_BYTES(s->p, s->sets) + (size_t)k * (size_t)s->p * s->slot;
+}
+/* the smallest of the ranks' in (which 0) or out (which 1) flags */
+static uint64_t flag_min(const shm_state *s, int which) {
+    uint64_t m = UINT64_MAX;
+    for (int q = 0; q < s->p; q++) {
+        uint64_t v = atomic_load_explicit(&rank_line(s, q)[which], memory_order_seq_cst);
+        if (v < m) m = v;
+    }
+    return m;
+}
+/* Wakes the sleepers, if any (seq_cst: a publisher's flag store and a sleeper's count must not
+ * both miss each other; a miss would cost one 50 µs sleep). */
+static void wake(shm_state *s) {
+    if (atomic_load_explicit(s->sleepers, memory_order_seq_cst)) {
         atomic_fetch_add_explicit(s->gen, 1, memory_order_seq_cst);
-        if (atomic_load_explicit(s->sleepers, memory_order_seq_cst)) futex(s->gen, FUTEX_WAKE, INT32_MAX, NULL);
+        futex(s->gen, FUTEX_WAKE, INT32_MAX, NULL);
     }
 }
-static int passed(const shm_state *s, const rl_shm_op *o) {
-    return atomic_load_explicit(s->arrived, memory_order_acquire) >= o->target;
+/* Publishes this rank's in or out flag; wakes the sleepers, if any, when it completes that
+ * stage of the chunk for all ranks (only then can a waiter go on: every wait is for a whole
+ * stage). The ranks' flags are read only when someone sleeps: a sleeper counts itself before
+ * its last look, so either it sees this store or this rank sees it counted; of two ranks that
+ * publish the stage's last flags at once, the later one's look sees both. */
+static void publish(shm_state *s, int which, uint64_t v) {
+    atomic_store_explicit(&rank_line(s, s->rank)[which], v, memory_order_seq_cst);
+    if (atomic_load_explicit(s->sleepers, memory_order_seq_cst) && flag_min(s, which) >= v) wake(s);
+}
+/* REDUCELAB_SHM_TEST_DELAY=N (tests): before 1 in N steps, a yield or a sleep of 50–200 µs, so
+ * the ranks' steps interleave in many orders. */
+static void test_delay(shm_state *s) {
+    if (!s->delay) return;
+    s->rng ^= s->rng << 13, s->rng ^= s->rng >> 7, s->rng ^= s->rng << 17;
+    if (s->rng % s->delay) return;
+    unsigned us = (unsigned)(s->rng >> 40) % 200;
+    if (us < 50) sched_yield();
+    else {
+        struct timespec ts = {0, (long)us * 1000L};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static size_t span(size_t n, MPI_Aint extent, MPI_Aint true_ub) {
@@ -486,12 +553,49 @@ static void op_start(rl_shm_op *o) {
     o->ticket = atomic_fetch_add(&o->s->next_ticket, 1);
     o->state = OP_TURN;
     o->rc = MPI_SUCCESS;
-    o->off = 0;
 }
 
 static void op_finish(rl_shm_op *o) {
     o->state = OP_DONE;
     atomic_fetch_add_explicit(&o->s->serving, 1, memory_order_release);
+}
+
+/* elements in chunk i of the call */
+static size_t chunk_m(const rl_shm_op *o, uint64_t i) {
+    size_t off = (size_t)i * o->per;
+    return o->n - off < o->per ? o->n - off : o->per;
+}
+/* Chunk c's set may be written: every rank has copied out chunk c − sets. */
+static int set_free(shm_state *s, uint64_t c) {
+    if (c < s->sets) return 1;
+    if (s->out_min < c - s->sets + 1) s->out_min = flag_min(s, 1);
+    return s->out_min >= c - s->sets + 1;
+}
+/* Every rank has copied in chunk c. */
+static int inputs_in(shm_state *s, uint64_t c) {
+    if (s->in_min < c + 1) s->in_min = flag_min(s, 0);
+    return s->in_min >= c + 1;
+}
+/* All p slices of chunk c are reduced. */
+static int chunk_reduced(const shm_state *s, uint64_t c) {
+    const uint64_t want = (c / s->sets + 1) * (uint64_t)s->p;
+    return atomic_load_explicit(&set_line(s, (unsigned)(c % s->sets))[1], memory_order_acquire) >= want;
+}
+/* Chunk c had no claimed reductions (the one-chunk path, or a count mismatch): rank 0 counts
+ * its p slices claimed and done before it marks the chunk copied out, so the set's next use
+ * (which waits for that mark) finds the counters where they would be. */
+static void skip_reductions(shm_state *s, uint64_t c) {
+    if (s->rank != 0) return;
+    _Atomic uint64_t *sl = set_line(s, (unsigned)(c % s->sets));
+    atomic_fetch_add_explicit(&sl[0], (uint64_t)s->p, memory_order_acq_rel);
+    atomic_fetch_add_explicit(&sl[1], (uint64_t)s->p, memory_order_acq_rel);
+}
+/* Whether a step of the operation could run now (a waiting rank's last look before it sleeps). */
+static int can_progress(shm_state *s, rl_shm_op *o) {
+    if (!o->checked) return inputs_in(s, o->base) || (o->next_in == 0 && set_free(s, o->base));
+    if (o->next_out < o->next_in && (o->small || chunk_reduced(s, o->base + o->next_out))) return 1;
+    if (!o->small && o->red < o->nch && inputs_in(s, o->base + o->red)) return 1;
+    return o->next_in < o->nch && set_free(s, o->base + o->next_in);
 }
 
 /* Advances the operation as far as it can without waiting: STEP_DONE, or what it waits for.
@@ -537,95 +641,138 @@ static int op_step(rl_shm_op *o, MPI_Comm node, int blocking) {
                 o->state = OP_LIB;
                 continue;
             }
-            /* the headers alternate like the sets: a rank's next call must not overwrite what a
-             * slower rank is still checking */
-            o->headers = s->base + (size_t)LINE * (size_t)(2 + (int)(s->chunks & 1) * p);
-            {
-                int64_t *mine = (int64_t *)(o->headers + (size_t)LINE * (size_t)s->rank);
-                mine[0] = o->count;
-                mine[1] = o->tsize;
-            }
             o->per = s->slot / (size_t)o->extent; /* elements per chunk */
-            o->off = 0;
-            o->state = OP_CHUNK;
+            o->nch = (o->n + o->per - 1) / o->per;
+            o->base = s->chunks; /* (every rank numbers the same chunks: the calls agree) */
+            o->next_in = o->next_out = o->red = 0;
+            o->checked = 0;
+            o->state = OP_RUN;
             continue;
-        case OP_CHUNK: {
-            o->m = o->n - o->off < o->per ? o->n - o->off : o->per;
-            /* sets alternate across calls too: the previous call's last set may still be read */
-            o->set = s->base + HEADER_BYTES(p) + (s->chunks++ & 1) * (size_t)p * s->slot;
-            memcpy(o->set + (size_t)s->rank * s->slot, o->src + o->off * (size_t)o->extent,
-                   span(o->m, o->extent, o->true_ub));
-            arrive(s, o);
-            o->state = OP_WAIT1;
-            continue;
-        }
-        case OP_WAIT1: {
-            if (!passed(s, o)) return STEP_BARRIER;
-            o->moved = 1;
-            if (o->off == 0) {
-                int agree = 1;
-                for (int r = 0; r < p; r++) {
-                    const int64_t *h = (const int64_t *)(o->headers + (size_t)LINE * (size_t)r);
-                    agree &= h[0] == o->count && h[1] == o->tsize;
+        case OP_RUN: {
+            /* Whatever this rank can do now, in this order: copy in its next chunk if that
+             * chunk's set is free (first: the peers wait for it), check the call headers, copy
+             * out reduced chunks, reduce any unclaimed slice of a chunk every rank has copied
+             * in; again until nothing is left. */
+            const unsigned K = s->sets;
+            const uint64_t G = (uint64_t)p;
+            o->gen = atomic_load_explicit(s->gen, memory_order_seq_cst);
+            int did;
+            do {
+                did = 0;
+                /* copy in the next chunk (first: the peers wait for it) */
+                if (o->next_in < o->nch && (o->next_in == 0 || o->checked) && set_free(s, o->base + o->next_in)) {
+                    const uint64_t c = o->base + o->next_in;
+                    const unsigned k = (unsigned)(c % K);
+                    if (o->next_in == 0) { /* the call header, in the set of its first chunk */
+                        int32_t *mine = hdr_line(s, k, s->rank);
+                        mine[0] = o->count;
+                        mine[1] = o->tsize;
+                    }
+                    test_delay(s);
+                    const size_t off = (size_t)o->next_in * o->per * (size_t)o->extent;
+                    memcpy(set_data(s, k) + (size_t)s->rank * s->slot, o->src + off,
+                           span(chunk_m(o, o->next_in), o->extent, o->true_ub));
+                    o->next_in++;
+                    publish(s, 0, c + 1);
+                    did = 1;
                 }
-                if (!agree) { /* every rank sees the same headers: all stop here, together (the
-                               * barrier keeps a fast rank's next call off the headers) */
-                    arrive(s, o);
-                    o->state = OP_WAITERR;
-                    continue;
+                if (!o->checked && inputs_in(s, o->base)) {
+                    /* every rank has written its header and copied in chunk 0: all see the
+                     * same headers, so all agree (and on a mismatch all stop here, with only
+                     * chunk 0 copied in by anyone: they mark it copied out and the next call
+                     * starts at the next chunk on every rank) */
+                    int agree = 1;
+                    for (int r = 0; r < p; r++) {
+                        const int32_t *h = hdr_line(s, (unsigned)(o->base % K), r);
+                        agree &= h[0] == o->count && h[1] == o->tsize;
+                    }
+                    if (!agree) {
+                        skip_reductions(s, o->base);
+                        s->chunks = o->base + 1;
+                        publish(s, 1, o->base + 1);
+                        o->rc = MPI_ERR_TRUNCATE;
+                        op_finish(o);
+                        return STEP_DONE;
+                    }
+                    o->checked = 1;
+                    did = 1;
                 }
-            }
-            const size_t m = o->m;
-            if (o->small) { /* one chunk: every rank folds all p inputs into its own buffer (no
-                             * second barrier; set reuse two chunks later is safe as for the others) */
-                const char *last = o->set + (size_t)(p - 1) * s->slot;
-                if (o->kernel && p > 1) {
-                    o->kernel(o->set + (size_t)(p - 2) * s->slot, last, o->dst, m);
-                    for (int r = p - 3; r >= 0; r--) o->kernel(o->set + (size_t)r * s->slot, o->dst, o->dst, m);
-                } else {
-                    memcpy(o->dst, last, m * (size_t)o->extent);
-                    for (int r = p - 2; r >= 0 && o->rc == MPI_SUCCESS; r--)
-                        o->rc = PMPI_Reduce_local(o->set + (size_t)r * s->slot, o->dst, (int)m, o->type, o->op);
+                /* copy out */
+                while (o->checked && o->next_out < o->next_in) {
+                    const uint64_t c = o->base + o->next_out;
+                    const char *set = set_data(s, (unsigned)(c % K));
+                    const size_t m = chunk_m(o, o->next_out);
+                    if (o->small) { /* one chunk: fold all p inputs into the receive buffer */
+                        test_delay(s);
+                        const char *last = set + (size_t)(p - 1) * s->slot;
+                        if (o->kernel && p > 1) {
+                            o->kernel(set + (size_t)(p - 2) * s->slot, last, o->dst, m);
+                            for (int r = p - 3; r >= 0; r--) o->kernel(set + (size_t)r * s->slot, o->dst, o->dst, m);
+                        } else {
+                            memcpy(o->dst, last, m * (size_t)o->extent);
+                            for (int r = p - 2; r >= 0 && o->rc == MPI_SUCCESS; r--)
+                                o->rc = PMPI_Reduce_local(set + (size_t)r * s->slot, o->dst, (int)m, o->type, o->op);
+                        }
+                        skip_reductions(s, c);
+                    } else {
+                        if (!chunk_reduced(s, c)) break;
+                        test_delay(s);
+                        const char *res = set + (size_t)(p - 1) * s->slot;
+                        char *d = o->dst + (size_t)o->next_out * o->per * (size_t)o->extent;
+                        if (o->rc == MPI_SUCCESS) {
+                            if (o->dense) memcpy(d, res, m * (size_t)o->extent);
+                            else o->rc = copy_out_typed(s, d, res, (int)m, o->type);
+                        }
+                    }
+                    o->next_out++;
+                    publish(s, 1, c + 1);
+                    did = 1;
                 }
+                /* reduce: claim slices (any rank may reduce any slice, so a rank that is not
+                 * running delays only its own copies) */
+                while (!o->small && o->checked && o->red < o->nch && inputs_in(s, o->base + o->red)) {
+                    const uint64_t c = o->base + o->red, lo = c / K * G, hi = lo + G;
+                    _Atomic uint64_t *sl = set_line(s, (unsigned)(c % K));
+                    uint64_t v = atomic_load_explicit(&sl[0], memory_order_relaxed);
+                    int got = 0;
+                    while (v < hi)
+                        if (atomic_compare_exchange_weak_explicit(&sl[0], &v, v + 1, memory_order_acq_rel,
+                                                                  memory_order_relaxed)) {
+                            got = 1;
+                            break;
+                        }
+                    if (!got) { /* all claimed (v >= lo always: the set's previous use is done) */
+                        o->red++;
+                        continue;
+                    }
+                    test_delay(s);
+                    const uint64_t j = v - lo;
+                    const size_t m = chunk_m(o, o->red), a = (size_t)(m * j / G), b = (size_t)(m * (j + 1) / G);
+                    if (b > a) {
+                        const char *set = set_data(s, (unsigned)(c % K));
+                        const size_t off = a * (size_t)o->extent;
+                        char *acc = (char *)set + (size_t)(p - 1) * s->slot + off;
+                        int rc = MPI_SUCCESS;
+                        for (int r = p - 2; r >= 0 && rc == MPI_SUCCESS; r--) {
+                            const char *x = set + (size_t)r * s->slot + off;
+                            if (o->kernel) o->kernel(x, acc, acc, b - a);
+                            else rc = PMPI_Reduce_local(x, acc, (int)(b - a), o->type, o->op);
+                        }
+                        if (rc != MPI_SUCCESS && o->rc == MPI_SUCCESS) o->rc = rc;
+                    }
+                    /* (also after a failed user op: the peers must not wait) */
+                    if (atomic_fetch_add_explicit(&sl[1], 1, memory_order_acq_rel) + 1 == hi) wake(s);
+                    did = 1;
+                }
+                if (did) o->moved = 1;
+            } while (did);
+            if (o->next_out == o->nch) {
+                s->chunks = o->base + o->nch;
                 op_finish(o);
                 return STEP_DONE;
             }
-            size_t lo = m * (size_t)s->rank / (size_t)p, hi = m * (size_t)(s->rank + 1) / (size_t)p;
-            if (hi > lo) {
-                size_t off = lo * (size_t)o->extent;
-                char *acc = o->set + (size_t)(p - 1) * s->slot + off;
-                for (int r = p - 2; r >= 0 && o->rc == MPI_SUCCESS; r--) {
-                    const char *x = o->set + (size_t)r * s->slot + off;
-                    if (o->kernel) o->kernel(x, acc, acc, hi - lo);
-                    else o->rc = PMPI_Reduce_local(x, acc, (int)(hi - lo), o->type, o->op);
-                }
-            }
-            arrive(s, o); /* (also after a failed user op: the peers must not wait) */
-            o->state = OP_WAIT2;
-            continue;
+            return STEP_BARRIER;
         }
-        case OP_WAIT2: {
-            if (!passed(s, o)) return STEP_BARRIER;
-            o->moved = 1;
-            const char *res = o->set + (size_t)(p - 1) * s->slot;
-            char *d = o->dst + o->off * (size_t)o->extent;
-            if (o->rc == MPI_SUCCESS && o->m) {
-                if (o->dense) memcpy(d, res, o->m * (size_t)o->extent);
-                else o->rc = copy_out_typed(s, d, res, (int)o->m, o->type);
-            }
-            o->off += o->m;
-            if (o->off >= o->n) {
-                op_finish(o);
-                return STEP_DONE;
-            }
-            o->state = OP_CHUNK;
-            continue;
-        }
-        case OP_WAITERR:
-            if (!passed(s, o)) return STEP_BARRIER;
-            o->rc = MPI_ERR_TRUNCATE;
-            op_finish(o);
-            return STEP_DONE;
         case OP_LIB: {
             int flag = 1;
             if (o->lib != MPI_REQUEST_NULL) {
@@ -654,7 +801,7 @@ int rl_shm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
     }
     op_start(&o);
     /* A waiting rank spins (when every rank has a core), then yields, then sleeps on the
-     * barrier's futex; meanwhile it progresses the active nonblocking operations (the ones
+     * wake word's futex; meanwhile it progresses the active nonblocking operations (the ones
      * ahead of this call on this communicator, and peers' needs on others) and, every 16
      * checks, the MPI library (MPI_Iprobe on the private duplicate), as the library's own
      * collectives do. */
@@ -673,7 +820,7 @@ int rl_shm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
         } else { /* sleep until the last rank's wake (or 50 µs, to progress the others) */
             const struct timespec ts = {0, 50000};
             atomic_fetch_add_explicit(s->sleepers, 1, memory_order_seq_cst);
-            if (!passed(s, &o)) futex(s->gen, FUTEX_WAIT, o.gen, &ts); /* returns at once if gen moved on */
+            if (!can_progress(s, &o)) futex(s->gen, FUTEX_WAIT, o.gen, &ts); /* returns at once if gen moved on */
             atomic_fetch_sub_explicit(s->sleepers, 1, memory_order_acq_rel);
         }
         rl_progress_others();
@@ -717,10 +864,10 @@ int rl_shm_op_progress(rl_shm_op *o, MPI_Comm node, int *err) {
         *err = o->rc;
         return 1;
     }
-    /* Waiting at the barrier while the ranks outnumber the cores (no spinning): the caller polls
+    /* Waiting for the peers' flags while the ranks outnumber the cores (no spinning): the caller polls
      * (MPI_Wait, MPI_Test loops), so give the core to the ranks this one waits for, as Open
      * MPI's progress yields when oversubscribed (mpi_yield_when_idle): yield, and after
-     * REDUCELAB_SHM_YIELDS calls in a row, sleep on the barrier's futex (at most 50 µs per call),
+     * REDUCELAB_SHM_YIELDS calls in a row, sleep on the wake word's futex (at most 50 µs per call),
      * as the blocking path waits. Without it, MPI_Iallreduce + MPI_Wait of 16 MiB on 4 ranks, 2
      * cores, took twice the library's time. */
     shm_state *s = o->s;
@@ -731,7 +878,7 @@ int rl_shm_op_progress(rl_shm_op *o, MPI_Comm node, int *err) {
         } else {
             const struct timespec ts = {0, 50000};
             atomic_fetch_add_explicit(s->sleepers, 1, memory_order_seq_cst);
-            if (!passed(s, o)) futex(s->gen, FUTEX_WAIT, o->gen, &ts);
+            if (!can_progress(s, o)) futex(s->gen, FUTEX_WAIT, o->gen, &ts);
             atomic_fetch_sub_explicit(s->sleepers, 1, memory_order_acq_rel);
         }
     }

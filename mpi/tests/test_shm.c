@@ -34,8 +34,8 @@
  *            made from progress); a communicator freed before its RL_Iallreduce is waited for;
  *            results exact, every call counted as ReduceLab's and the nonblocking ones named
  *            shm; RL_Shm_segments back to its start after the frees
- *   sizes    a fresh communicator's segment grows with the vectors:
- *            header + 2p 4 KiB slots after 1 int, 2p 64 KiB slots after 16 Ki ints, at most
+ *   sizes    a fresh communicator's segment grows with the vectors (k sets: REDUCELAB_SHM_SETS):
+ *            header + kp 4 KiB slots after 1 int, kp 64 KiB slots after 16 Ki ints, at most
  *            REDUCELAB_SHM_BYTES (default 4 MiB) of slots after 4 Mi ints, not smaller after 1 int
  *            again; results exact; RL_Shm_bytes back to its start after the free
  *   nbfallback the segment cannot be made (this program's shm_open fails while the case runs):
@@ -491,8 +491,10 @@ static void case_sizes(void) {
     MPI_Comm c;
     MPI_Comm_dup(MPI_COMM_WORLD, &c);
     const char *e = getenv("REDUCELAB_SHM_BYTES");
-    long long budget = e && *e ? atoll(e) : 4LL << 20, header = 64LL * (2 + 2 * P);
-    long long slot_max = budget / (2 * P) / 4096 * 4096;
+    const char *k = getenv("REDUCELAB_SHM_SETS");
+    long long sets = k && *k ? atoll(k) : 4; /* (shm.c's default) */
+    long long budget = e && *e ? atoll(e) : 4LL << 20, header = 64LL * (2 + sets + P * ((16 + 8 * sets + 63) / 64));
+    long long slot_max = budget / (sets * P) / 4096 * 4096;
     if (slot_max < 4096) slot_max = 4096;
     int counts[] = {1, 16384, 1000, 1 << 20, 1};
     long long want[] = {4096, 65536, 65536, slot_max, slot_max};
@@ -503,7 +505,7 @@ static void case_sizes(void) {
         int rc = RL_Allreduce(x, y, n, MPI_INT, MPI_SUM, c, "shm"), bad = rc != MPI_SUCCESS;
         for (int i = 0; i < n && !bad; i++) bad = y[i] != P * (i % 977 + k) + P * (P - 1) / 2;
         long long slots = want[k] < slot_max ? want[k] : slot_max;
-        long long expect = (header + 2 * P * slots + 4095) / 4096 * 4096, got = RL_Shm_bytes() - b0;
+        long long expect = (header + sets * P * slots + 4095) / 4096 * 4096, got = RL_Shm_bytes() - b0;
         CHECK();
         if (bad || got != expect) FAIL("sizes: after %d ints: rc %d, bad %d, %lld bytes mapped, want %lld", n, rc, bad, got, expect);
     }

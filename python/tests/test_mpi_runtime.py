@@ -482,6 +482,29 @@ def test_bad_rules_file_is_a_clear_error(tmp_path: Path, content: str | None, me
 SHM_ENV = {"REDUCELAB_SHM_BYTES": "8192", "REDUCELAB_VERBOSE": "1"}
 
 
+@pytest.mark.parametrize(("case", "p", "sets", "checks"), [
+    ("chunks", 2, 2, 74), ("chunks", 3, 4, 74), ("chunks", 5, 2, 74), ("chunks", 8, 4, 74), ("chunks", 8, 3, 74),
+    ("holes", 3, 4, 24), ("holes", 5, 2, 24), ("mismatch", 3, 2, 6), ("mismatch", 4, 4, 6),
+    ("nonblocking", 4, 2, 32), ("nonblocking", 3, 4, 32), ("progress", 4, 3, 4), ("threads", 2, 2, 303),
+])
+def test_shm_flags_under_random_delays(case: str, p: int, sets: int, checks: int) -> None:
+    """The shared-memory allreduce's flags (no barrier: a rank copies a chunk in when every rank
+    has copied out the chunk that last used its set, any rank reduces any claimed slice of a
+    chunk every rank has copied in, a rank copies a chunk out when all its slices are reduced)
+    with a random pause (a yield, or a sleep of 50-200 us) before one step in three on every
+    rank (REDUCELAB_SHM_TEST_DELAY=3), so the steps interleave in many orders: 2-8 ranks on the
+    2-core machine (oversubscribed), rings of 2, 3 and 4 sets of 4 KiB slots, many chunks per
+    call; results bitwise equal to MPI_Allreduce (chunks), to the rank-order fold with gaps
+    intact (holes), MPI_ERR_TRUNCATE on every rank then an exact call (mismatch), the
+    nonblocking, progress and thread cases as in test_shm_cases. With the copy-in's wait for its
+    set removed (a scratch change), `chunks` at 3 ranks failed 24-27 of 222 checks, with these
+    delays and without them."""
+    env = {**SHM_ENV, "REDUCELAB_SHM_TEST_DELAY": "3", "REDUCELAB_SHM_SETS": str(sets)}
+    out = ok(mpirun(p, [str(BUILD / "test_shm"), case], env, timeout=150))
+    m = re.search(rf"test_shm {case} p={p}: (\d+) checks, (\d+) failures", out)
+    assert m and int(m.group(1)) == checks * p and int(m.group(2)) == 0, out
+
+
 @pytest.mark.parametrize("p", [1, 2, 3, 5, 8])
 def test_shm_matches_mpi_on_the_whole_matrix(p: int) -> None:
     """test_mpi's matrix (every valid predefined (op, type) pair, counts 0, 1, p-1, p, p+1,
