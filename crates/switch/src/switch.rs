@@ -157,6 +157,14 @@ pub struct Switch<'p> {
 /// a datagram or a GRO buffer of up to 64.
 const RX_BATCH: usize = 32;
 
+/// A port's egress queue is sent as soon as it holds this much (about one full GSO message of
+/// 1 KiB frames), not only at the end of the turn: a busy turn would otherwise grow the queues
+/// past what stays in cache, and page-fault fresh memory as they grow. Measured (2026-11-24,
+/// load 13, `bench --bytes 4194304`, medians of 12 runs): 1.40 M (4 hosts) and 1.74 M (8)
+/// packets/s with no bound, 1.53-1.68 M and 1.85-1.92 M with 32-128 KiB, 1.54 M and 1.69 M
+/// with 16 KiB (more system calls).
+const TX_FLUSH_BYTES: usize = 64 << 10;
+
 impl<'p> Switch<'p> {
     /// Binds every port of switch `node`.
     pub fn bind(plan: &'p Plan, node: u32, opts: SwitchOptions) -> Result<Switch<'p>, String> {
@@ -398,6 +406,7 @@ impl<'p> Switch<'p> {
                 }
                 if hold.is_zero() {
                     q.commit(copies as usize);
+                    self.flush_if_full(port as usize);
                 } else {
                     let bytes = q.pending().to_vec();
                     q.discard();
@@ -414,17 +423,29 @@ impl<'p> Switch<'p> {
     /// Queues a frame on `port` (sent by the next [`Self::flush_tx`], in queue order).
     fn transmit(&mut self, port: u16, bytes: &[u8]) {
         self.tx[port as usize].push(bytes);
+        self.flush_if_full(port as usize);
     }
 
     /// Sends every queued frame, one `sendmmsg` per port.
     pub fn flush_tx(&mut self) {
         for p in 0..self.tx.len() {
             if !self.tx[p].is_empty() {
-                let (sent, bytes, failed) = self.tx[p].flush(&self.socks[p], self.peers[p]);
-                self.counters.tx_packets += sent;
-                self.counters.tx_bytes += bytes;
-                self.counters.send_errors += failed;
+                self.flush_port(p);
             }
+        }
+    }
+
+    fn flush_port(&mut self, p: usize) {
+        let (sent, bytes, failed) = self.tx[p].flush(&self.socks[p], self.peers[p]);
+        self.counters.tx_packets += sent;
+        self.counters.tx_bytes += bytes;
+        self.counters.send_errors += failed;
+    }
+
+    /// Sends a port's queue early once it holds [`TX_FLUSH_BYTES`].
+    fn flush_if_full(&mut self, p: usize) {
+        if self.tx[p].bytes() >= TX_FLUSH_BYTES {
+            self.flush_port(p);
         }
     }
 }

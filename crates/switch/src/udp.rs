@@ -231,6 +231,10 @@ impl TxQueue {
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
     }
+    /// Bytes queued (and pending).
+    pub fn bytes(&self) -> usize {
+        self.bytes.len()
+    }
     pub fn len(&self) -> usize {
         self.ends.len()
     }
