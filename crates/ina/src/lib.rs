@@ -390,6 +390,23 @@ impl Values {
         self.data.resize(self.data.len() + self.stride, 0);
         s
     }
+    /// [`Self::alloc`] without zeroing a recycled slot (it holds a freed slot's old values): for
+    /// a caller that overwrites every element at once, as `wire::parse_into` does (the
+    /// software switch decodes each received frame into one; zeroing first was a second pass
+    /// over the slot, 1 KiB per packet). A new slot is zeroed as ever.
+    pub fn alloc_for_overwrite(&mut self) -> u32 {
+        if !self.enabled() {
+            return NIL;
+        }
+        self.live += 1;
+        self.peak = self.peak.max(self.live);
+        if let Some(s) = self.free.pop() {
+            return s;
+        }
+        let s = (self.data.len() / self.stride) as u32;
+        self.data.resize(self.data.len() + self.stride, 0);
+        s
+    }
     pub fn release(&mut self, slot: u32) {
         if slot != NIL {
             self.live -= 1;
@@ -428,7 +445,7 @@ impl Values {
         if src == NIL {
             return NIL;
         }
-        let d = self.alloc();
+        let d = self.alloc_for_overwrite(); // every element is copied over
         let s = self.stride;
         self.data.copy_within(src as usize * s..(src as usize + 1) * s, d as usize * s);
         d

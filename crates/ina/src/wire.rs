@@ -19,6 +19,8 @@
 //! Ethernet header and 24 B of framing overhead (preamble, FCS, inter-packet gap): 57 B in all
 //! per packet with the data (§5.1).
 
+use std::mem::MaybeUninit;
+
 use crate::{Addr, Header, MULTICAST_MARK, NIL};
 
 /// Canary header bytes.
@@ -247,17 +249,75 @@ pub fn emit(h: &Header, values: Option<&[i32]>, out: &mut Vec<u8>) -> Result<(),
     let n = h.elems as usize;
     match values {
         Some(v) if v.len() >= n => {
+            // Written once, into the spare capacity (zero-filling first was a second pass over
+            // 1 KiB per frame, and the first touch of a cold egress queue).
+            out.reserve(4 * n + FINGERPRINT_BYTES);
             let start = out.len();
-            out.resize(start + 4 * n, 0);
-            for (c, x) in out[start..].chunks_exact_mut(4).zip(&v[..n]) {
-                c.copy_from_slice(&x.to_be_bytes());
-            }
+            encode_words(&mut out.spare_capacity_mut()[..4 * n], &v[..n]);
+            // SAFETY: `encode_words` initialised all 4n bytes after `start` (its `dst` is
+            // exactly 4 bytes per element of `src`), within the capacity reserved above.
+            unsafe { out.set_len(start + 4 * n) };
         }
         Some(v) => return err("elems", format!("{n} elements but {} values", v.len())),
         None => out.resize(out.len() + 4 * n, 0),
     }
     out.extend_from_slice(&h.fp.to_be_bytes());
     Ok(())
+}
+
+/// `src`'s big-endian 32-bit words into `dst` (as many as `dst` holds). The payload of every
+/// frame passes here and through [`encode_words`]; both are compiled twice, for the baseline
+/// CPU and with AVX2 (one byte shuffle per 8 elements instead of SSE2's unpack, shuffle and
+/// pack sequence), and pick one by the CPU's features at run time. Same results either way.
+fn decode_words(dst: &mut [i32], src: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above); the function is otherwise safe code.
+        return unsafe { decode_words_avx2(dst, src) };
+    }
+    decode_words_portable(dst, src)
+}
+
+#[inline(always)]
+fn decode_words_portable(dst: &mut [i32], src: &[u8]) {
+    for (v, c) in dst.iter_mut().zip(src.chunks_exact(4)) {
+        *v = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn decode_words_avx2(dst: &mut [i32], src: &[u8]) {
+    decode_words_portable(dst, src)
+}
+
+/// `src` as big-endian 32-bit words into `dst`, which must be exactly 4 bytes per element
+/// (every byte of it is written); see [`decode_words`].
+fn encode_words(dst: &mut [MaybeUninit<u8>], src: &[i32]) {
+    assert_eq!(dst.len(), 4 * src.len(), "encode_words: 4 bytes per element");
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above); the function is otherwise safe code.
+        return unsafe { encode_words_avx2(dst, src) };
+    }
+    encode_words_portable(dst, src)
+}
+
+#[inline(always)]
+fn encode_words_portable(dst: &mut [MaybeUninit<u8>], src: &[i32]) {
+    for (c, x) in dst.chunks_exact_mut(4).zip(src) {
+        let b = x.to_be_bytes();
+        c[0].write(b[0]);
+        c[1].write(b[1]);
+        c[2].write(b[2]);
+        c[3].write(b[3]);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn encode_words_avx2(dst: &mut [MaybeUninit<u8>], src: &[i32]) {
+    encode_words_portable(dst, src)
 }
 
 /// Parses a frame made by [`emit`] (untrusted bytes: errors, never panics). The header's `data`
@@ -269,9 +329,9 @@ pub fn parse(b: &[u8]) -> Result<(Header, Vec<i32>), WireError> {
     Ok((h, values))
 }
 
-/// [`parse`] with the elements decoded into `values[..h.elems]` (a slot of the caller's, e.g. a
-/// `Values` slab entry): no allocation, one pass over the payload. A frame with more elements
-/// than `values` holds is refused (field `payload`).
+/// [`parse`] with the elements decoded into `values[..h.elems]` and the rest of `values` zeroed
+/// (a slot of the caller's, e.g. a `Values` slab entry): no allocation, one pass over the
+/// payload. A frame with more elements than `values` holds is refused (field `payload`).
 pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<Header, WireError> {
     let w = WireHeader::decode(b)?;
     let rest = &b[HEADER_BYTES as usize..];
@@ -285,9 +345,10 @@ pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<Header, WireError> {
     if n > values.len() {
         return err("payload", format!("{n} elements, more than the {} of a slot", values.len()));
     }
-    for (v, c) in values[..n].iter_mut().zip(rest[..4 * n].chunks_exact(4)) {
-        *v = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
-    }
+    decode_words(&mut values[..n], &rest[..4 * n]);
+    // The rest of the slot is zeroed, so a caller may hand in a recycled slot unzeroed
+    // (`Values::alloc_for_overwrite`): the slot ends up exactly as decoding into a fresh one.
+    values[n..].fill(0);
     let mut fp = [0u8; 8];
     fp.copy_from_slice(&rest[4 * n..]);
     let dst = match w.destination {
@@ -348,6 +409,29 @@ mod tests {
         let mut buf = Vec::new();
         let out = round_trip(&h, values, &mut buf).unwrap_or_else(|e| panic!("{e}: {h:?}"));
         out
+    }
+
+    /// The payload is 32-bit big-endian on the wire whatever path encodes and decodes it (the
+    /// AVX2 one where the CPU has it), for every length around the 8- and 32-element vector
+    /// steps; `parse_into` zeroes the rest of a dirty slot, so a recycled slot handed in without
+    /// zeroing (`Values::alloc_for_overwrite`) ends up as a fresh one would.
+    #[test]
+    fn payload_words_are_big_endian_and_a_dirty_slot_is_fully_overwritten() {
+        for n in 0..=70u16 {
+            let vals: Vec<i32> = (0..n as i32).map(|i| i.wrapping_mul(0x0123_4567) ^ -i).collect();
+            let mut h = Header::new(Kind::Reduce, Addr::Host(1), 7, 0);
+            (h.counter, h.hosts, h.elems, h.fp) = (1, 4, n, 0x0102_0304_0506_0708);
+            let mut buf = vec![0xAB]; // emit appends
+            emit(&h, Some(&vals), &mut buf).unwrap();
+            let payload = &buf[1 + HEADER_BYTES as usize..];
+            let expect: Vec<u8> = vals.iter().flat_map(|v| v.to_be_bytes()).chain(h.fp.to_be_bytes()).collect();
+            assert_eq!(payload, &expect[..], "{n} elements");
+            let mut slot = vec![-7i32; n as usize + 5];
+            let p = parse_into(&buf[1..], &mut slot).unwrap();
+            assert_eq!((p.elems, p.fp), (n, h.fp));
+            assert_eq!(&slot[..n as usize], &vals[..]);
+            assert_eq!(&slot[n as usize..], &[0; 5], "{n} elements: the rest of the slot is zeroed");
+        }
     }
 
     #[test]

@@ -203,8 +203,37 @@ impl TxQueue {
         self.bytes.extend_from_slice(frame);
         self.ends.push(self.bytes.len());
     }
+    /// The queue's bytes, for a caller to append one frame to in place (the switch emits
+    /// straight into its egress queue: no intermediate frame to copy). What it appends is
+    /// [`Self::pending`] until [`Self::commit`] queues it or [`Self::discard`] drops it.
+    pub fn open(&mut self) -> &mut Vec<u8> {
+        self.discard();
+        &mut self.bytes
+    }
+    /// The bytes appended since the last queued frame.
+    pub fn pending(&self) -> &[u8] {
+        &self.bytes[self.ends.last().copied().unwrap_or(0)..]
+    }
+    /// Queues the pending bytes as one frame; `copies` > 1 queues copies of it after it.
+    pub fn commit(&mut self, copies: usize) {
+        let start = self.ends.last().copied().unwrap_or(0);
+        let end = self.bytes.len();
+        self.ends.push(end);
+        for _ in 1..copies {
+            self.bytes.extend_from_within(start..end);
+            self.ends.push(self.bytes.len());
+        }
+    }
+    /// Drops the pending bytes.
+    pub fn discard(&mut self) {
+        self.bytes.truncate(self.ends.last().copied().unwrap_or(0));
+    }
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
+    }
+    /// Bytes queued (and pending).
+    pub fn bytes(&self) -> usize {
+        self.bytes.len()
     }
     pub fn len(&self) -> usize {
         self.ends.len()

@@ -9,7 +9,7 @@ use std::net::Ipv4Addr;
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-use reducelab_switch::{run_host, HostOptions, HostReport, Plan};
+use reducelab_switch::{run_host, udp, HostOptions, HostReport, Plan};
 use serde_json::Value;
 
 const BIN: &str = env!("CARGO_BIN_EXE_reducelab-switch");
@@ -645,4 +645,39 @@ fn sessions_under_loss_dup_and_reorder_reduce_every_call_exactly() {
             }
         }
     });
+}
+
+/// Frames emitted in place into a queue are queued, copied or dropped as asked and leave
+/// in queue order, a run of equal sizes in one GSO message (two messages here: 15 bytes;
+/// block 127.77.99.0/24, ephemeral ports).
+#[test]
+fn frames_built_in_place_are_queued_copied_or_dropped_and_leave_in_order() {
+    let a = udp::bind("127.77.99.1:0".parse().unwrap()).unwrap();
+    let b = udp::bind("127.77.99.1:0".parse().unwrap()).unwrap();
+    let std::net::SocketAddr::V4(to) = b.local_addr().unwrap() else { panic!("not IPv4") };
+    let mut q = udp::TxQueue::default();
+    q.open().extend_from_slice(b"one");
+    assert_eq!(q.pending(), b"one");
+    q.commit(1);
+    q.open().extend_from_slice(b"dropped");
+    q.discard();
+    assert_eq!(q.pending(), b"");
+    q.open().extend_from_slice(b"two");
+    q.commit(2);
+    q.open().extend_from_slice(b"left pending"); // the next `open` drops it
+    q.open().extend_from_slice(b"three!");
+    q.commit(1);
+    assert_eq!(q.len(), 4);
+    assert_eq!(q.flush(&a, to), (4, 15, 0));
+    assert!(q.is_empty());
+    let mut rx = udp::RxBatch::new(8);
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while got.len() < 4 && std::time::Instant::now() < deadline {
+        for i in 0..rx.recv(&b) {
+            got.extend(rx.get(i).1.map(|d| d.to_vec()));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(got, [&b"one"[..], b"two", b"two", b"three!"]);
 }
