@@ -218,6 +218,26 @@ impl<E: Packable> EventQueue<E> {
         Some(self.event_of(m))
     }
 
+    /// The event popped third from now, for a caller that prefetches three events ahead: the
+    /// least of the root's other children and the second's children (two lines).
+    #[inline]
+    pub fn peek_third(&self) -> Option<E> {
+        if self.len < 3 {
+            return None;
+        }
+        let c = &self.lines[1].0;
+        let mut b = 0;
+        for j in 1..4 {
+            if c[j] < c[b] {
+                b = j;
+            }
+        }
+        // Slot `b + 1`'s children are line `b + 2` (all `u128::MAX` past the end).
+        let grand = self.lines.get(b + 2).map_or(EMPTY.0, |l| l.0);
+        let others = (0..4).filter(|&j| j != b).map(|j| c[j]);
+        others.chain(grand).min().map(|k| self.event_of(k))
+    }
+
     #[inline]
     pub fn peek_time(&self) -> Option<SimTime> {
         (self.len > 0).then(|| SimTime((self.key(0) >> 64) as u64))
@@ -373,9 +393,9 @@ mod tests {
         }
     }
 
-    /// `peek_event` and `peek_second` name the next two pops.
+    /// `peek_event`, `peek_second` and `peek_third` name the next three pops.
     #[test]
-    fn peeks_name_the_next_two_pops() {
+    fn peeks_name_the_next_three_pops() {
         let mut rng = Rng::new(3);
         let mut q: EventQueue<Ev> = EventQueue::new();
         for i in 0..5_000u32 {
@@ -383,15 +403,16 @@ mod tests {
         }
         let mut extra = 10_000;
         while q.len() > 0 {
-            let (first, second) = (q.peek_event(), q.peek_second());
+            let (first, second, third) = (q.peek_event(), q.peek_second(), q.peek_third());
             assert_eq!(q.pop().map(|e| e.1), first);
             assert_eq!(q.peek_event(), second);
+            assert_eq!(q.peek_second(), third);
             if rng.below(3) == 0 {
                 extra += 1;
                 q.push(SimTime(q.now().0 + rng.below(50)), Ev(extra));
             }
         }
-        assert!(q.peek_second().is_none());
+        assert!(q.peek_second().is_none() && q.peek_third().is_none());
     }
 
     #[test]

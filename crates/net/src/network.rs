@@ -1,4 +1,4 @@
-use crate::config::{Arbitration, FlowControl, NetConfig, RouterKind};
+use crate::config::{Arbitration, FlowControl, NetConfig, RouterKind, RoutingAlgo};
 use crate::credits::Credits;
 use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::faults::{Fault, Faults};
@@ -191,6 +191,12 @@ impl Packable for Event {
     }
 }
 
+/// Arrivals are routed one event early only with more ports than this: below, the ports'
+/// state (128 bytes each) fits this machine's 1 MiB L2 cache and the early route and the third
+/// prefetch stage cost more than they save (1,024 hosts, 6,144 ports: +13% CPU time; 8,192
+/// hosts, 49,152 ports: −6%). A speed choice only: the route is the same either way.
+const ROUTE_AHEAD_MIN_PORTS: usize = 8192;
+
 /// What an arrival turned into, for the run loop to report to the workload.
 pub(crate) enum Arrival {
     Nothing,
@@ -272,6 +278,11 @@ pub struct Network {
     pub(crate) stats: NetworkStats,
     stop: bool,
     pub(crate) notes: Vec<Note>,
+    /// Routing depends only on the packet and the topology in this run (see
+    /// [`Network::route_ahead`]), so arrivals may be routed one event early.
+    route_ahead_on: bool,
+    /// The next event's arrival, routed early: its packet, output port and VC.
+    next_route: Option<(PktId, PortId, u8)>,
 }
 
 impl Network {
@@ -365,6 +376,8 @@ impl Network {
             stats: NetworkStats::default(),
             stop: false,
             notes: Vec::new(),
+            route_ahead_on: false,
+            next_route: None,
             cfg,
         };
         net.faults.schedule(&mut net.queue);
@@ -481,6 +494,11 @@ impl Network {
     /// check after its time has passed: deterministic, since it counts events, not wall time.
     pub fn run_limited<W: Workload>(&mut self, w: &mut W, limits: RunLimits, poll: &mut dyn FnMut(f64) -> bool) -> RunEnd {
         w.on_start(self);
+        self.route_ahead_on = matches!(self.cfg.routing, RoutingAlgo::Ecmp | RoutingAlgo::Minimal)
+            && matches!(self.vc_policy, VcPolicy::Single)
+            && !self.ib.on
+            && self.ports.len() > ROUTE_AHEAD_MIN_PORTS;
+        self.next_route = None;
         let limit = limits.until.unwrap_or(SimTime::MAX);
         let mut watch = (u64::MAX, self.now());
         loop {
@@ -500,6 +518,8 @@ impl Network {
                 _ => {}
             }
             let (_, ev) = self.queue.pop().expect("peeked");
+            // Routed while the previous event was handled, if this is an arrival.
+            let routed = self.next_route.take();
             self.prefetch_next_events();
             self.stats.events += 1;
             if self.stats.events & 0xFFF == 0 {
@@ -518,7 +538,7 @@ impl Network {
                     if let Some(t) = next {
                         self.queue.push(SimTime(t), Event::Arrive { port });
                     }
-                    let a = self.arrive(port, pkt);
+                    let a = self.arrive(port, pkt, routed);
                     self.report_arrival(w, a);
                 }
                 Event::NoiseRelease { port } => self.kick(port),
@@ -562,14 +582,59 @@ impl Network {
         }
     }
 
-    /// Starts loading what the next two events will read first while this one is handled, in
-    /// two stages: for the event after next, the lines that name its data (the port's state,
-    /// the wire's ends); for the next event, whose such lines were loaded while the current
-    /// one was handled, the packets they name (the packet an arrival takes off its wire, the
-    /// heads of a woken port's queues). These misses were ~40% of an NDP permutation's time
-    /// (see docs/engine.md, "Performance"). Hints only: results do not depend on them.
+    /// Starts loading what the next three events will read first while this one is handled,
+    /// in three stages: for the third event from now, the lines that name its data (the port's
+    /// state, the wire's ends and the sending port's wiring); for the second, whose such lines
+    /// were loaded meanwhile, the packets they name (the packet an arrival takes off its wire,
+    /// the heads of a woken port's queues); for the next, an arrival's packet is there: it is
+    /// routed now and its output port's lines loaded ([`Network::route_ahead`]). These misses
+    /// were ~40% of an NDP permutation's time (see docs/engine.md, "Performance"). Except for
+    /// the early route, which is the route `arrive` would compute, hints only: results do not
+    /// depend on them.
     #[inline(always)]
-    fn prefetch_next_events(&self) {
+    fn prefetch_next_events(&mut self) {
+        use reducelab_des::prefetch;
+        if !self.route_ahead_on {
+            return self.prefetch_two_events();
+        }
+        if let Some(Event::Arrive { port }) = self.queue.peek_event() {
+            self.next_route = self.route_ahead(port);
+        }
+        match self.queue.peek_second() {
+            Some(Event::Arrive { port }) => {
+                if let Some(pkt) = self.wires.head(port) {
+                    prefetch(self.pool.get(pkt));
+                }
+            }
+            Some(Event::Wake { port }) => {
+                let ps = &self.ports[port.idx()];
+                if let Some(pkt) = ps.prio_head {
+                    prefetch(self.pool.get(pkt));
+                }
+                if let Some(pkt) = self.queues.fifo_head(port) {
+                    prefetch(self.pool.get(pkt));
+                }
+            }
+            _ => {}
+        }
+        match self.queue.peek_third() {
+            Some(Event::Arrive { port }) => {
+                self.wires.prefetch_ends(port);
+                self.pt.prefetch_wiring(port);
+            }
+            Some(Event::Wake { port }) => {
+                prefetch(&self.ports[port.idx()]);
+                self.queues.prefetch_fifo(port);
+            }
+            _ => {}
+        }
+    }
+
+    /// The prefetcher without the early route, two stages (runs where routing depends on
+    /// state, and small networks: at 1,024 hosts the three stages cost 13% more CPU time than
+    /// these two, see docs/engine.md, "Performance").
+    #[inline(always)]
+    fn prefetch_two_events(&self) {
         use reducelab_des::prefetch;
         match self.queue.peek_event() {
             Some(Event::Arrive { port }) => {
@@ -596,6 +661,36 @@ impl Network {
             }
             _ => {}
         }
+    }
+
+    /// Routes the head packet of `port`'s wire, whose arrival is the next event, and starts
+    /// loading its output port's lines (its first touch after routing was ~15% of the
+    /// 8,192-host NDP permutation's samples). Only when `arrive` would route it with
+    /// [`Network::route`] and the result cannot change before then: ECMP or minimal routing
+    /// with one VC (a function of the packet, its hop count and the topology), the
+    /// output-queued router, nothing that can fail (`arrive` checks that again), a forwarding
+    /// node that is not the destination, no switch program. Returns (packet, port, VC).
+    #[inline]
+    fn route_ahead(&mut self, port: PortId) -> Option<(PktId, PortId, u8)> {
+        if !self.faults.all_up() {
+            return None;
+        }
+        let pkt = self.wires.head(port)?;
+        let node = self.pt.peer_node(port);
+        if !self.node_forwards[node.idx()] {
+            return None;
+        }
+        let mut p = *self.pool.get(pkt);
+        match p.dst {
+            AppDst::Host(h) if self.node_host[node.idx()] != Some(h) && p.app().is_none() => {}
+            _ => return None,
+        }
+        // `arrive` counts this hop before routing.
+        p.hops = p.hops.saturating_add(1);
+        let (out, vc) = self.route(node, &p)?;
+        reducelab_des::prefetch(&self.ports[out.idx()]);
+        self.queues.prefetch_fifo(out);
+        Some((pkt, out, vc))
     }
 
     /// The periodic part of the event loop (every 4096 events): the watchdog and the caller's
@@ -778,7 +873,9 @@ impl Network {
     /// `pkt`, sent by output `out`, has arrived at the other end of its link (ingress port
     /// `in_port`): lost with a failure or to link loss, delivered, handed to the protocol, or
     /// routed on.
-    fn arrive(&mut self, out: PortId, pkt: PktId) -> Arrival {
+    /// `routed`: the route of `pkt` computed one event early by [`Network::route_ahead`] (used
+    /// if it is this packet's and nothing could fail meanwhile).
+    fn arrive(&mut self, out: PortId, pkt: PktId, routed: Option<(PktId, PortId, u8)>) -> Arrival {
         // One wiring record (the sender's) names the ingress port, its node and the link.
         let (in_port, node, link) = (self.pt.peer(out), self.pt.peer_node(out), self.pt.link(out));
         if !self.faults.all_up() && (!self.faults.is_link_up(link) || !self.faults.is_node_up(node)) {
@@ -841,7 +938,11 @@ impl Network {
             self.ib_arrive(node, in_port, pkt);
             Arrival::Nothing
         } else {
-            match self.route(node, &p) {
+            let route = match routed {
+                Some((early, out, vc)) if early == pkt && self.faults.all_up() => Some((out, vc)),
+                _ => self.route(node, &p),
+            };
+            match route {
                 Some((out, vc)) => {
                     self.pool.get_mut(pkt).vc = vc;
                     self.enqueue(out, pkt);

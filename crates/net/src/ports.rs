@@ -107,6 +107,11 @@ impl PortTable {
     pub fn local(&self, p: PortId) -> u16 {
         (p.idx() as u32 - self.first[self.node(p).idx()]) as u16
     }
+    /// Starts loading `p`'s wiring record (see [`reducelab_des::prefetch`]).
+    #[inline]
+    pub fn prefetch_wiring(&self, p: PortId) {
+        reducelab_des::prefetch(&self.wiring[p.idx()]);
+    }
     /// The node at the far end of `p`'s link.
     #[inline]
     pub fn peer_node(&self, p: PortId) -> NodeId {
