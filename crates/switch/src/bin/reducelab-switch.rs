@@ -4,7 +4,7 @@
 //! reducelab-switch switch --scenario F --node N [common] [--fault SPEC]... [--exit-after-rx N] [--duration-s S]
 //! reducelab-switch hosts  --scenario F [--hosts all|0,1,..] [common] [--timeout-s S] [--max-inflight N]
 //! reducelab-switch run    --scenario F [common] [--fault SPEC]... [--crash-after-rx N --restart-delay-ms MS]
-//! reducelab-switch bench  [--hosts 4,8] [--bytes B] [--repeats R]
+//! reducelab-switch bench  [--hosts 4,8] [--bytes B] [--repeats R] [--protocol canary|switchml|atp|dsa|...]
 //! common: [--ip-base 127.A.B.C] [--port-base P] [--seed S] [--fault-seed S]
 //! ```
 //! A switch prints `ready <node>` once its ports are bound and one JSON report line when it
