@@ -281,6 +281,8 @@ pub struct Network {
     /// Routing depends only on the packet and the topology in this run (see
     /// [`Network::route_ahead`]), so arrivals may be routed one event early.
     route_ahead_on: bool,
+    /// [`ROUTE_AHEAD_MIN_PORTS`] unless a test or benchmark sets it ([`Network::set_route_ahead_min_ports`]).
+    route_ahead_min_ports: usize,
     /// The next event's arrival, routed early: its packet, output port and VC.
     next_route: Option<(PktId, PortId, u8)>,
 }
@@ -377,6 +379,7 @@ impl Network {
             stop: false,
             notes: Vec::new(),
             route_ahead_on: false,
+            route_ahead_min_ports: ROUTE_AHEAD_MIN_PORTS,
             next_route: None,
             cfg,
         };
@@ -423,6 +426,13 @@ impl Network {
         self.stop = true;
     }
     /// Sets the loss probability of one link (both directions).
+    /// Routes arrivals one event early when the network has more than `ports` ports (default
+    /// [`ROUTE_AHEAD_MIN_PORTS`]; 0: always, where the routing allows it). A speed choice only,
+    /// which must not change any result: tests use it to run the early route on small networks.
+    pub fn set_route_ahead_min_ports(&mut self, ports: usize) {
+        self.route_ahead_min_ports = ports;
+    }
+
     pub fn set_link_loss(&mut self, link: u32, p: f64) {
         self.faults.set_loss(LinkId(link), p);
     }
@@ -497,7 +507,7 @@ impl Network {
         self.route_ahead_on = matches!(self.cfg.routing, RoutingAlgo::Ecmp | RoutingAlgo::Minimal)
             && matches!(self.vc_policy, VcPolicy::Single)
             && !self.ib.on
-            && self.ports.len() > ROUTE_AHEAD_MIN_PORTS;
+            && self.ports.len() > self.route_ahead_min_ports;
         self.next_route = None;
         let limit = limits.until.unwrap_or(SimTime::MAX);
         let mut watch = (u64::MAX, self.now());
