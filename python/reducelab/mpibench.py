@@ -1,6 +1,6 @@
 """`reducelab bench mpi`: OSU-style allreduce sweep of the MPI runtime (mpi/, docs/mpi.md).
 
-Runs `mpi/build/bench_mpi` under `mpirun` for each rank count: float sums from 8 B to 64 MiB,
+Runs `mpi/build/bench_mpi` under `mpirun` for each rank count: float sums from 4 B (one float) to 64 MiB,
 every ReduceLab algorithm and the MPI library's default (`mpi`), `reps` rounds in which every
 algorithm runs once (interleaved, so machine noise hits all alike). A round's time is the
 slowest rank's mean per call; results are medians over rounds. bench_mpi checks that every
@@ -32,7 +32,7 @@ def default_algorithms(torus: bool = False) -> list[str]:
     return ["mpi", *variants, *(a.name for a in infos if a.kind == "policy"), "shm"]
 
 
-DEFAULT_SIZES = tuple(8 << k for k in range(24))  # 8 B … 64 MiB, powers of two
+DEFAULT_SIZES = tuple(4 << k for k in range(25))  # 4 B (one float) … 64 MiB, powers of two
 DEFAULT = "mpi"
 
 
