@@ -214,16 +214,12 @@ impl Plan {
     }
 
     pub fn check_switch(&self, node: u32) -> Result<(), String> {
-        match self.fabric.nodes.get(node as usize) {
-            None => Err(format!("node: {node} is not a node of the topology ({} nodes)", self.fabric.nodes.len())),
-            Some(n) if n.is_host => Err(format!("node: {node} is a host, not a switch")),
-            Some(_) => Ok(()),
-        }
+        check_switch(&self.fabric, node)
     }
 
     /// Switch node ids.
     pub fn switches(&self) -> Vec<u32> {
-        (0..self.fabric.nodes.len() as u32).filter(|&n| !self.fabric.nodes[n as usize].is_host).collect()
+        switches_of(&self.fabric)
     }
 
     /// Hosts taking part in some collective, ascending.
@@ -247,13 +243,33 @@ impl Plan {
     /// the one the packet id hashes to (ECMP per block, so every contribution of a block meets
     /// at the same switches: Canary's trees form where routes join). `None`: unreachable.
     pub fn route(&self, node: u32, dst: u32, id: u32) -> Option<u16> {
-        let c = self.routes.get(node as usize)?.get(dst as usize)?;
-        match c.len() {
-            0 => None,
-            1 => Some(c[0]),
-            k => Some(c[(reducelab_ina::mix(id as u64) % k as u64) as usize]),
-        }
+        route_in(&self.routes, node, dst, id)
     }
+}
+
+/// Among switch `node`'s shortest-path ports to node `dst` in `routes` ([`routes_of`]), the one
+/// `key` hashes to (`None`: unreachable). Shared by the Canary and the pool plans.
+pub(crate) fn route_in(routes: &[Vec<Vec<u16>>], node: u32, dst: u32, key: u32) -> Option<u16> {
+    let c = routes.get(node as usize)?.get(dst as usize)?;
+    match c.len() {
+        0 => None,
+        1 => Some(c[0]),
+        k => Some(c[(reducelab_ina::mix(key as u64) % k as u64) as usize]),
+    }
+}
+
+/// `Ok` when `node` is a switch of `f`, else the error naming the node (the `--node` argument).
+pub(crate) fn check_switch(f: &Fabric, node: u32) -> Result<(), String> {
+    match f.nodes.get(node as usize) {
+        None => Err(format!("node: {node} is not a node of the topology ({} nodes)", f.nodes.len())),
+        Some(n) if n.is_host => Err(format!("node: {node} is a host, not a switch")),
+        Some(_) => Ok(()),
+    }
+}
+
+/// The switch node ids of `f`, ascending.
+pub(crate) fn switches_of(f: &Fabric) -> Vec<u32> {
+    (0..f.nodes.len() as u32).filter(|&n| !f.nodes[n as usize].is_host).collect()
 }
 
 pub(crate) fn routes_of(f: &Fabric) -> Vec<Vec<Vec<u16>>> {

@@ -119,15 +119,11 @@ impl PoolPlan {
     }
 
     pub fn check_switch(&self, node: u32) -> Result<(), String> {
-        match self.fabric.nodes.get(node as usize) {
-            None => Err(format!("node: {node} is not a node of the topology ({} nodes)", self.fabric.nodes.len())),
-            Some(n) if n.is_host => Err(format!("node: {node} is a host, not a switch")),
-            Some(_) => Ok(()),
-        }
+        crate::plan::check_switch(&self.fabric, node)
     }
 
     pub fn switches(&self) -> Vec<u32> {
-        (0..self.fabric.nodes.len() as u32).filter(|&n| !self.fabric.nodes[n as usize].is_host).collect()
+        crate::plan::switches_of(&self.fabric)
     }
 
     /// Hosts with a role (workers and parameter servers), ascending.
@@ -161,11 +157,6 @@ impl PoolPlan {
 
     /// Egress port of switch `node` towards node `dst` (ECMP by `key` among shortest paths).
     pub fn route(&self, node: u32, dst: u32, key: u32) -> Option<u16> {
-        let c = self.routes.get(node as usize)?.get(dst as usize)?;
-        match c.len() {
-            0 => None,
-            1 => Some(c[0]),
-            k => Some(c[(reducelab_ina::mix(key as u64) % k as u64) as usize]),
-        }
+        crate::plan::route_in(&self.routes, node, dst, key)
     }
 }

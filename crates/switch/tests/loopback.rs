@@ -39,6 +39,23 @@ impl Drop for Proc {
     }
 }
 
+/// Switch process `node` of the scenario file `path` (`args`: where it listens, and more), once
+/// it says it is ready.
+fn spawn_switch(path: &std::path::Path, node: u32, args: &[&str]) -> Proc {
+    let mut child = Command::new(BIN)
+        .args(["switch", "--scenario", path.to_str().unwrap(), "--node", &node.to_string()])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("switch binary");
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), format!("ready {node}"), "switch {node} did not start");
+    Proc { child, out }
+}
+
 struct Setup {
     path: std::path::PathBuf,
     text: String,
@@ -59,18 +76,7 @@ impl Setup {
     }
 
     fn switch(&self, node: u32, extra: &[&str]) -> Proc {
-        let mut child = Command::new(BIN)
-            .args(["switch", "--scenario", self.path.to_str().unwrap(), "--node", &node.to_string(), "--ip-base", &self.ip.to_string()])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("switch binary");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), format!("ready {node}"), "switch {node} did not start");
-        Proc { child, out }
+        spawn_switch(&self.path, node, &[&["--ip-base", &self.ip.to_string()], extra].concat())
     }
 
     fn switches(&self, extra: &[&str]) -> Vec<Proc> {
@@ -348,23 +354,7 @@ fn a_fat_tree_placed_by_an_endpoints_file_reduces_exactly() {
     let ep = s.path.with_extension("endpoints");
     std::fs::write(&ep, lines.join("\n")).unwrap();
     let plan = Plan::from_scenario(&s.text, None, reducelab_switch::EndpointSpec::parse(&format!("file:{}", ep.display())).unwrap()).unwrap();
-    let sw: Vec<Proc> = plan
-        .switches()
-        .into_iter()
-        .map(|node| {
-            let mut child = Command::new(BIN)
-                .args(["switch", "--scenario", s.path.to_str().unwrap(), "--node", &node.to_string(), "--endpoints", ep.to_str().unwrap()])
-                .stdout(Stdio::piped())
-                .stdin(Stdio::null())
-                .spawn()
-                .expect("switch binary");
-            let mut out = BufReader::new(child.stdout.take().unwrap());
-            let mut line = String::new();
-            out.read_line(&mut line).unwrap();
-            assert_eq!(line.trim(), format!("ready {node}"));
-            Proc { child, out }
-        })
-        .collect();
+    let sw: Vec<Proc> = plan.switches().into_iter().map(|node| spawn_switch(&s.path, node, &["--endpoints", ep.to_str().unwrap()])).collect();
     let rs = hosts(&plan, 10.0);
     let reports: Vec<Value> = sw.into_iter().map(Proc::stop).collect();
     assert_verified(&rs, 4);
