@@ -603,41 +603,14 @@ impl Network {
     /// depend on them.
     #[inline(always)]
     fn prefetch_next_events(&mut self) {
-        use reducelab_des::prefetch;
         if !self.route_ahead_on {
             return self.prefetch_two_events();
         }
         if let Some(Event::Arrive { port }) = self.queue.peek_event() {
             self.next_route = self.route_ahead(port);
         }
-        match self.queue.peek_second() {
-            Some(Event::Arrive { port }) => {
-                if let Some(pkt) = self.wires.head(port) {
-                    prefetch(self.pool.get(pkt));
-                }
-            }
-            Some(Event::Wake { port }) => {
-                let ps = &self.ports[port.idx()];
-                if let Some(pkt) = ps.prio_head {
-                    prefetch(self.pool.get(pkt));
-                }
-                if let Some(pkt) = self.queues.fifo_head(port) {
-                    prefetch(self.pool.get(pkt));
-                }
-            }
-            _ => {}
-        }
-        match self.queue.peek_third() {
-            Some(Event::Arrive { port }) => {
-                self.wires.prefetch_ends(port);
-                self.pt.prefetch_wiring(port);
-            }
-            Some(Event::Wake { port }) => {
-                prefetch(&self.ports[port.idx()]);
-                self.queues.prefetch_fifo(port);
-            }
-            _ => {}
-        }
+        self.prefetch_packets_of(self.queue.peek_second());
+        self.prefetch_lines_of(self.queue.peek_third(), true);
     }
 
     /// The prefetcher without the early route, two stages (runs where routing depends on
@@ -645,8 +618,16 @@ impl Network {
     /// these two, see docs/engine.md, "Performance").
     #[inline(always)]
     fn prefetch_two_events(&self) {
+        self.prefetch_packets_of(self.queue.peek_event());
+        self.prefetch_lines_of(self.queue.peek_second(), false);
+    }
+
+    /// The packets event `ev` handles first (an arrival's head packet, a woken port's queue
+    /// heads), whose naming lines an earlier stage loaded.
+    #[inline(always)]
+    fn prefetch_packets_of(&self, ev: Option<Event>) {
         use reducelab_des::prefetch;
-        match self.queue.peek_event() {
+        match ev {
             Some(Event::Arrive { port }) => {
                 if let Some(pkt) = self.wires.head(port) {
                     prefetch(self.pool.get(pkt));
@@ -663,8 +644,20 @@ impl Network {
             }
             _ => {}
         }
-        match self.queue.peek_second() {
-            Some(Event::Arrive { port }) => self.wires.prefetch_ends(port),
+    }
+
+    /// The lines that name event `ev`'s data: an arrival's wire ends (and, with `wiring`, the
+    /// sending port's wiring record), a woken port's state and FIFO queue.
+    #[inline(always)]
+    fn prefetch_lines_of(&self, ev: Option<Event>, wiring: bool) {
+        use reducelab_des::prefetch;
+        match ev {
+            Some(Event::Arrive { port }) => {
+                self.wires.prefetch_ends(port);
+                if wiring {
+                    self.pt.prefetch_wiring(port);
+                }
+            }
             Some(Event::Wake { port }) => {
                 prefetch(&self.ports[port.idx()]);
                 self.queues.prefetch_fifo(port);
