@@ -8,7 +8,7 @@
 //! | magic | 1 | `0xA6` |
 //! | kind | 1 | gradient 0, partial 1, ack 2, reminder 3, fetch 4, reminder notice 5, other 6 |
 //! | dst | 1 | switch 0, PS 1, workers 2, worker 3 |
-//! | flags | 1 | bit 0: ATP's resend flag; the other bits must be 0 |
+//! | flags | 1 | bit 0: ATP's resend flag; bit 1: ECN congestion experienced ([`FLAG_ECN`]); the other bits must be 0 |
 //! | dst rank | 2 | the worker of `dst = worker` (0 otherwise) |
 //! | job | 2 | JobID |
 //! | psn | 4 | PSN |
@@ -31,6 +31,23 @@ use crate::NIL;
 pub const MAGIC: u8 = 0xA6;
 /// Bytes before the values.
 pub const HEADER_BYTES: usize = 36;
+/// Flags bit of an ECN mark (congestion experienced). The mark is not part of [`AggPacket`]
+/// (the simulator carries it beside the packet, as IP carries it beside the payload): a switch
+/// sets it on a frame it queues above its threshold ([`mark_ecn`]) and copies it onto what it
+/// forwards; a host reads it with [`ecn`].
+pub const FLAG_ECN: u8 = 2;
+
+/// Whether a frame (checked by [`parse_into`]) carries an ECN mark.
+pub fn ecn(frame: &[u8]) -> bool {
+    frame.get(3).is_some_and(|f| f & FLAG_ECN != 0)
+}
+
+/// Sets a frame's ECN mark (a frame made by [`emit`]).
+pub fn mark_ecn(frame: &mut [u8]) {
+    if let Some(f) = frame.get_mut(3) {
+        *f |= FLAG_ECN;
+    }
+}
 
 fn err<T>(field: &'static str, reason: impl Into<String>) -> Result<T, WireError> {
     Err(WireError { field, reason: reason.into() })
@@ -106,8 +123,8 @@ pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<AggPacket, WireError> 
         6 => PacketKind::Other,
         k => return err("kind", format!("{k} is not a packet kind (0..=6)")),
     };
-    if b[3] & !1 != 0 {
-        return err("flags", format!("{:#04x} sets bits other than the resend flag", b[3]));
+    if b[3] & !(1 | FLAG_ECN) != 0 {
+        return err("flags", format!("{:#04x} sets bits other than the resend flag and the ECN mark", b[3]));
     }
     let rank = u16at(4);
     let workers = u16at(20);
@@ -177,6 +194,20 @@ mod tests {
     }
 
     #[test]
+    fn the_ecn_mark_rides_in_the_flags_beside_the_resend_flag() {
+        let mut buf = Vec::new();
+        emit(&sample(), Some(&[1, 2, 3]), &mut buf).unwrap();
+        assert!(!ecn(&buf));
+        mark_ecn(&mut buf);
+        assert!(ecn(&buf));
+        let mut v = [0i32; 62];
+        let q = parse_into(&buf, &mut v).unwrap();
+        assert_eq!(q, sample(), "the mark changes nothing else");
+        assert!(q.resend);
+        assert!(!ecn(&[]));
+    }
+
+    #[test]
     fn bad_frames_name_the_field() {
         let mut good = Vec::new();
         emit(&sample(), Some(&[1, 2, 3]), &mut good).unwrap();
@@ -191,7 +222,8 @@ mod tests {
         assert_eq!(field(&set(0, 0x00), &mut v), "magic");
         assert_eq!(field(&set(1, 9), &mut v), "kind");
         assert_eq!(field(&set(2, 4), &mut v), "dst");
-        assert_eq!(field(&set(3, 2), &mut v), "flags");
+        assert_eq!(field(&set(3, 4), &mut v), "flags");
+        assert_eq!(field(&set(3, 0x80), &mut v), "flags");
         assert_eq!(field(&set(5, 8), &mut v), "dst_rank", "worker 8 of 8");
         assert_eq!(field(&set(2, 0), &mut v), "dst_rank", "a rank on a switch-bound packet");
         assert_eq!(field(&set(21, 0), &mut v), "workers");

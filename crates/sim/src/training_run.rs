@@ -167,6 +167,20 @@ impl Ps {
             Ps::Dsa(ps) => &ps.dict.stats,
         }
     }
+    /// `ps_restart_us`: the partial aggregates are lost, the completed results kept.
+    pub fn restart(&mut self, vals: &mut Values) {
+        match self {
+            Ps::Atp(ps) => ps.dict.restart(vals),
+            Ps::Dsa(ps) => ps.dict.restart(vals),
+        }
+    }
+    /// PSNs with a partial aggregate here (what a restart loses).
+    pub fn pending(&self) -> usize {
+        match self {
+            Ps::Atp(ps) => ps.dict.pending().count(),
+            Ps::Dsa(ps) => ps.dict.pending().count(),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -1053,10 +1067,8 @@ impl TrainingWorld {
             Target::PsRestart => {
                 self.restarts += 1;
                 for job in &mut self.jobs {
-                    match job.ps.as_mut() {
-                        Some(Ps::Atp(ps)) => ps.dict.restart(&mut self.vals),
-                        Some(Ps::Dsa(ps)) => ps.dict.restart(&mut self.vals),
-                        None => {}
+                    if let Some(ps) = job.ps.as_mut() {
+                        ps.restart(&mut self.vals);
                     }
                 }
             }

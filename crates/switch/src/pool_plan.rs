@@ -62,6 +62,8 @@ pub struct PoolPlan {
     pub jobs: Vec<PoolJob>,
     pub salt: u64,
     pub link_bps: u64,
+    /// The scenario's `network.ecn_threshold_bytes`: a shaped port's default ECN threshold.
+    pub ecn_threshold_bytes: Option<u64>,
     pub endpoints: Endpoints,
     routes: Vec<Vec<Vec<u16>>>,
 }
@@ -78,9 +80,6 @@ impl PoolPlan {
         let spec = specs[0].clone();
         if spec.tree {
             return Err("aggregation: \"tree\" is not run by the software switch (each job aggregates on one switch; other switches forward)".into());
-        }
-        if spec.ps_restart_ps.is_some() {
-            return Err("ps_restart_us: not run by the software switch (restart a PS host instead)".into());
         }
         let topo = sc.topology.clone();
         let endpoints = endpoints.into().resolve(&topo.nodes.iter().map(|n| n.ports.len()).collect::<Vec<_>>())?;
@@ -100,7 +99,19 @@ impl PoolPlan {
         }
         let fabric = fabric_of(&topo);
         let routes = crate::plan::routes_of(&fabric);
-        Ok(PoolPlan { name: sc.name.clone(), seed: sc.seed, salt: world.salt(), link_bps: world.link_bps(), topology: topo, fabric, spec, jobs, endpoints, routes })
+        Ok(PoolPlan {
+            name: sc.name.clone(),
+            seed: sc.seed,
+            salt: world.salt(),
+            link_bps: world.link_bps(),
+            ecn_threshold_bytes: sc.net.ecn_threshold_bytes,
+            topology: topo,
+            fabric,
+            spec,
+            jobs,
+            endpoints,
+            routes,
+        })
     }
 
     fn world(&self) -> Result<TrainingWorld, String> {

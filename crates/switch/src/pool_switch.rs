@@ -20,7 +20,7 @@ use reducelab_ina::{pool_wire, Values, NIL};
 use reducelab_sim::training_run::ELEMS_PER_PACKET;
 use serde::Serialize;
 
-use crate::faults::{Fate, FaultPort, PortFaults};
+use crate::faults::{Fate, FaultPort, PortFaults, Shaper, ShaperStats};
 use crate::pool_plan::PoolPlan;
 use crate::switch::{thread_cpu_s, PortCounters, SwitchOptions};
 use crate::udp;
@@ -34,6 +34,17 @@ pub struct PoolProgramReport {
     pub stats: PoolStats,
 }
 
+/// A shaped egress port (`--fault rate_mbps=…`): its rate, ECN threshold and counters.
+#[derive(Clone, Debug, Serialize)]
+pub struct ShapedPortReport {
+    pub port: u16,
+    pub rate_bps: u64,
+    pub ecn_bytes: Option<u64>,
+    pub queue_bytes: u64,
+    #[serde(flatten)]
+    pub stats: ShaperStats,
+}
+
 /// What a pool switch reports when it stops.
 #[derive(Clone, Debug, Serialize)]
 pub struct PoolSwitchReport {
@@ -42,6 +53,12 @@ pub struct PoolSwitchReport {
     pub uptime_s: f64,
     pub cpu_s: f64,
     pub data_plane: PortCounters,
+    /// Packets sent with an ECN mark they arrived with (a forwarded packet keeps its mark, as
+    /// in the simulator; the switch's own new packets start unmarked).
+    pub ecn_marks_carried: u64,
+    /// The shaped ports, with the marks they set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shaped_ports: Vec<ShapedPortReport>,
     /// `None`: no job aggregates on this switch (it forwards only).
     pub program: Option<PoolProgramReport>,
 }
@@ -81,6 +98,9 @@ pub struct PoolSwitch<'p> {
     held: BinaryHeap<Reverse<Held>>,
     seq: u64,
     faults: Vec<FaultPort>,
+    /// Per port: its egress shaper, if shaped.
+    shapers: Vec<Option<Shaper>>,
+    ecn_carried: u64,
     epoch: Instant,
     /// Inside `run`: the time the current receive batch was read (every packet of it had
     /// arrived by then), the programs' `now` for its packets: one clock read per batch, not per
@@ -109,6 +129,7 @@ impl<'p> PoolSwitch<'p> {
         let mut socks = Vec::new();
         let mut peers = Vec::new();
         let mut faults = Vec::new();
+        let mut shapers = Vec::new();
         for (p, &(peer, peer_port)) in ports.iter().enumerate() {
             socks.push(udp::bind(plan.endpoints.of(node, p as u16))?);
             peers.push(plan.endpoints.of(peer, peer_port));
@@ -119,6 +140,7 @@ impl<'p> PoolSwitch<'p> {
                 }
             }
             faults.push(FaultPort::new(rates, opts.seed, node, p as u16));
+            shapers.push(Shaper::of(&rates, plan.ecn_threshold_bytes));
         }
         Ok(PoolSwitch {
             plan,
@@ -131,6 +153,8 @@ impl<'p> PoolSwitch<'p> {
             held: BinaryHeap::new(),
             seq: 0,
             faults,
+            shapers,
+            ecn_carried: 0,
             epoch: Instant::now(),
             batch_now_ps: None,
             actions: Vec::new(),
@@ -158,11 +182,16 @@ impl<'p> PoolSwitch<'p> {
                 break;
             }
             self.flush_held();
+            self.flush_shaped();
             self.flush_tx();
             if idle {
                 let mut wait = Duration::from_millis(20);
                 if let Some(Reverse(h)) = self.held.peek() {
                     wait = wait.min(h.due.saturating_duration_since(Instant::now()));
+                }
+                let now_ns = self.now_ps() / 1000;
+                for t in self.shapers.iter().flatten().filter_map(|s| s.next_departure_ns()) {
+                    wait = wait.min(Duration::from_nanos(t.saturating_sub(now_ns)));
                 }
                 udp::poll_readable(&self.socks, wait, &mut ready);
             }
@@ -197,6 +226,13 @@ impl<'p> PoolSwitch<'p> {
             uptime_s: self.epoch.elapsed().as_secs_f64(),
             cpu_s: thread_cpu_s() - self.cpu0,
             data_plane: self.counters.clone(),
+            ecn_marks_carried: self.ecn_carried,
+            shaped_ports: self
+                .shapers
+                .iter()
+                .enumerate()
+                .filter_map(|(p, s)| s.as_ref().map(|s| ShapedPortReport { port: p as u16, rate_bps: s.rate_bps, ecn_bytes: s.ecn_bytes, queue_bytes: s.cap_bytes, stats: s.stats }))
+                .collect(),
             program: self.program.as_ref().map(|p| PoolProgramReport {
                 aggregators: p.pool().len(),
                 aggregators_in_use: p.pool().in_use(),
@@ -210,7 +246,35 @@ impl<'p> PoolSwitch<'p> {
         let now = Instant::now();
         while self.held.peek().is_some_and(|Reverse(h)| h.due <= now) {
             let Reverse(h) = self.held.pop().expect("peeked");
-            self.tx[h.port as usize].push(&h.bytes);
+            self.egress(h.port, &h.bytes);
+        }
+    }
+
+    /// Frames of shaped ports whose departure time has come, to their ports' send queues.
+    fn flush_shaped(&mut self) {
+        if self.shapers.iter().all(Option::is_none) {
+            return;
+        }
+        let now_ns = self.now_ps() / 1000;
+        for (p, s) in self.shapers.iter_mut().enumerate() {
+            if let Some(s) = s {
+                while let Some(f) = s.dequeue(now_ns) {
+                    self.tx[p].push(&f);
+                }
+            }
+        }
+    }
+
+    /// A frame leaves by `port`: into its shaper's queue (which may mark or drop it), or
+    /// straight to the port's send queue. (A shaped port copies each frame into its queue: an
+    /// allocation per packet, on the shaping path only.)
+    fn egress(&mut self, port: u16, frame: &[u8]) {
+        match self.shapers[port as usize].as_mut() {
+            Some(s) => {
+                let now_ns = self.epoch.elapsed().as_nanos() as u64;
+                s.enqueue(now_ns, frame.to_vec(), pool_wire::mark_ecn);
+            }
+            None => self.tx[port as usize].push(frame),
         }
     }
 
@@ -240,6 +304,9 @@ impl<'p> PoolSwitch<'p> {
             eprintln!("{:>12} ns switch {} rx port {port}: {:?} {:?} job {} psn {} bitmap {:#x}", self.now_ps() / 1000, self.node, p.kind, p.dst, p.job, p.psn, p.bitmap);
         }
         let mine = matches!(p.dst, Dest::Switch | Dest::Workers) && self.plan.jobs[p.job as usize].switch == self.node;
+        // The simulator's rule (`switch_actions`): what the program forwards keeps the arriving
+        // packet's mark, what it emits starts unmarked.
+        let ecn = pool_wire::ecn(bytes);
         let now = self.batch_now_ps.unwrap_or_else(|| self.now_ps());
         match self.program.as_mut() {
             Some(prog) if mine => {
@@ -248,29 +315,30 @@ impl<'p> PoolSwitch<'p> {
                 for a in acts.drain(..) {
                     match a {
                         PoolAction::Consume => {}
-                        PoolAction::Forward(x) | PoolAction::Emit(x) => self.send(x),
+                        PoolAction::Forward(x) => self.send(x, ecn),
+                        PoolAction::Emit(x) => self.send(x, false),
                     }
                 }
                 self.actions = acts;
             }
-            _ => self.send(p),
+            _ => self.send(p, ecn),
         }
     }
 
     /// Sends `p` on (a `Workers` packet at its job's switch: one copy per worker).
-    fn send(&mut self, p: AggPacket) {
+    fn send(&mut self, p: AggPacket, ecn: bool) {
         if p.dst == Dest::Workers && self.plan.jobs[p.job as usize].switch == self.node {
             let n = self.plan.jobs[p.job as usize].workers.len() as u16;
             for r in 0..n {
                 let data = if r + 1 == n { p.data } else { self.vals.duplicate(p.data) };
-                self.send_one(AggPacket { dst: Dest::Worker(r), data, ..p });
+                self.send_one(AggPacket { dst: Dest::Worker(r), data, ..p }, ecn);
             }
         } else {
-            self.send_one(p);
+            self.send_one(p, ecn);
         }
     }
 
-    fn send_one(&mut self, p: AggPacket) {
+    fn send_one(&mut self, p: AggPacket, ecn: bool) {
         let port = self.plan.dst_node(p.job, p.dst).filter(|&d| d != self.node).and_then(|d| self.plan.route(self.node, d, p.psn));
         let Some(port) = port else {
             self.counters.unroutable += 1;
@@ -288,6 +356,10 @@ impl<'p> PoolSwitch<'p> {
             self.counters.unencodable += 1;
             return;
         }
+        if ecn {
+            pool_wire::mark_ecn(&mut self.frame);
+            self.ecn_carried += 1;
+        }
         let fate = self.faults[port as usize].fate();
         if self.trace {
             eprintln!("{:>12} ns switch {} tx port {port}: {:?} {:?} job {} psn {} bitmap {:#x} fate {fate:?}", self.now_ps() / 1000, self.node, p.kind, p.dst, p.job, p.psn, p.bitmap);
@@ -300,7 +372,9 @@ impl<'p> PoolSwitch<'p> {
                 }
                 for _ in 0..copies {
                     if hold.is_zero() {
-                        self.tx[port as usize].push(&self.frame);
+                        let frame = std::mem::take(&mut self.frame);
+                        self.egress(port, &frame);
+                        self.frame = frame;
                     } else {
                         self.counters.fault_held += 1;
                         self.seq += 1;
