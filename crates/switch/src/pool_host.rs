@@ -126,14 +126,24 @@ struct Io {
 impl Io {
     /// Queues `p` (`ecn`: with an ECN mark, a PS's echo).
     fn queue(&mut self, p: &AggPacket, vals: &mut Values, ecn: bool) {
+        self.encode(p, vals);
+        if ecn {
+            pool_wire::mark_ecn(&mut self.frame);
+        }
+        self.tx.push(&self.frame);
+    }
+    /// `p`'s frame into `self.frame` (its values released).
+    fn encode(&mut self, p: &AggPacket, vals: &mut Values) {
         self.frame.clear();
         let values = (p.data != NIL).then(|| vals.get(p.data));
         let r = pool_wire::emit(p, values, &mut self.frame);
         vals.release(p.data);
         r.unwrap_or_else(|e| panic!("host {}: the pool frame cannot carry {p:?}: {e} (a protocol bug)", self.report.host));
-        if ecn {
-            pool_wire::mark_ecn(&mut self.frame);
-        }
+    }
+    /// Queues a copy of `p` addressed to child `c` of its job's tree (the leaf's switch).
+    fn queue_to_child(&mut self, p: &AggPacket, vals: &mut Values, c: u16) {
+        self.encode(&p.copy(vals), vals);
+        pool_wire::set_tree_child(&mut self.frame, c);
         self.tx.push(&self.frame);
     }
     fn flush(&mut self) {
@@ -354,11 +364,19 @@ fn parameter_server(plan: &PoolPlan, j: u16, mut ps: reducelab_sim::training_run
     // The simulator's echo: a marked packet reaching the PS marks its next ACK.
     let mut mark = false;
     let mut restart_at = plan.spec.ps_restart_ps;
+    let leaves = plan.jobs[j as usize].tree.as_ref().map_or(0, |t| t.leaves.len() as u16);
     let mut carry = |out: &mut Vec<PsAction>, vals: &mut Values, io: &mut Io, timers: &mut BinaryHeap<Reverse<(u64, u64, u64)>>, mark: &mut bool| {
         for a in out.drain(..) {
             match a {
                 PsAction::Send(p) => {
                     let ecn = p.kind == PacketKind::Ack && std::mem::take(mark);
+                    if p.kind == PacketKind::Reminder {
+                        // The simulator's `ps_actions`: on a tree, DSA's reminder fetches every
+                        // switch's partial, one copy addressed to each leaf.
+                        for c in 0..leaves {
+                            io.queue_to_child(&p, vals, c);
+                        }
+                    }
                     io.queue(&p, vals, ecn)
                 }
                 PsAction::Timer { at, token } => {

@@ -16,7 +16,7 @@ use reducelab_ina::fabric::Fabric;
 use reducelab_ina::pool::{Dest, PoolProgram};
 use reducelab_ina::training::{DnnModel, Partition};
 use reducelab_sim::ina_run::fabric_of;
-use reducelab_sim::training_run::{Ps, TrainingSpec, TrainingWorld};
+use reducelab_sim::training_run::{Ps, TrainingSpec, TrainingWorld, Tree};
 use reducelab_sim::Traffic;
 use reducelab_topo::Topology;
 use reducelab_transport::worker::WorkerParams;
@@ -43,6 +43,9 @@ pub struct PoolJob {
     /// start time and the worker's jitter drawn from the seed as in the simulator).
     pub plans: Vec<Vec<Partition>>,
     pub model: DnnModel,
+    /// `aggregation = "tree"`: the job's two-level tree (its leaves' programs aggregate their
+    /// workers, `switch` is the root), the simulator's ([`TrainingWorld::job_tree`]).
+    pub tree: Option<Tree>,
 }
 
 /// What a host is in a pool run.
@@ -78,9 +81,6 @@ impl PoolPlan {
             return Err(format!("traffic: the software switch runs one training entry alone (found {} training entries among {})", specs.len(), sc.traffic.len()));
         }
         let spec = specs[0].clone();
-        if spec.tree {
-            return Err("aggregation: \"tree\" is not run by the software switch (each job aggregates on one switch; other switches forward)".into());
-        }
         let topo = sc.topology.clone();
         let endpoints = endpoints.into().resolve(&topo.nodes.iter().map(|n| n.ports.len()).collect::<Vec<_>>())?;
         let world = TrainingWorld::new(&topo, spec.clone(), sc.seed)?;
@@ -95,6 +95,7 @@ impl PoolPlan {
                 params: world.worker_params(j),
                 plans: (0..js.workers.len() as u16).map(|r| world.worker_plan(j, r).to_vec()).collect(),
                 model: js.model,
+                tree: world.job_tree(j).cloned(),
             });
         }
         let fabric = fabric_of(&topo);

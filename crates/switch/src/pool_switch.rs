@@ -15,9 +15,9 @@ use std::net::{SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use reducelab_ina::pool::{AggPacket, Dest, PoolAction, PoolProgram, PoolStats};
+use reducelab_ina::pool::{AggPacket, Dest, PacketKind, PoolAction, PoolProgram, PoolStats};
 use reducelab_ina::{pool_wire, Values, NIL};
-use reducelab_sim::training_run::ELEMS_PER_PACKET;
+use reducelab_sim::training_run::{PoolProtocol, TreeRoute, ELEMS_PER_PACKET};
 use serde::Serialize;
 
 use crate::faults::{Fate, FaultPort, PortFaults, Shaper, ShaperStats};
@@ -56,6 +56,8 @@ pub struct PoolSwitchReport {
     /// Packets sent with an ECN mark they arrived with (a forwarded packet keeps its mark, as
     /// in the simulator; the switch's own new packets start unmarked).
     pub ecn_marks_carried: u64,
+    /// Tree aggregation: gradients a leaf refused (not from one of its workers).
+    pub malformed_at_leaf: u64,
     /// The shaped ports, with the marks they set.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub shaped_ports: Vec<ShapedPortReport>,
@@ -101,6 +103,7 @@ pub struct PoolSwitch<'p> {
     /// Per port: its egress shaper, if shaped.
     shapers: Vec<Option<Shaper>>,
     ecn_carried: u64,
+    malformed_at_leaf: u64,
     epoch: Instant,
     /// Inside `run`: the time the current receive batch was read (every packet of it had
     /// arrived by then), the programs' `now` for its packets: one clock read per batch, not per
@@ -155,6 +158,7 @@ impl<'p> PoolSwitch<'p> {
             faults,
             shapers,
             ecn_carried: 0,
+            malformed_at_leaf: 0,
             epoch: Instant::now(),
             batch_now_ps: None,
             actions: Vec::new(),
@@ -227,6 +231,7 @@ impl<'p> PoolSwitch<'p> {
             cpu_s: thread_cpu_s() - self.cpu0,
             data_plane: self.counters.clone(),
             ecn_marks_carried: self.ecn_carried,
+            malformed_at_leaf: self.malformed_at_leaf,
             shaped_ports: self
                 .shapers
                 .iter()
@@ -291,8 +296,14 @@ impl<'p> PoolSwitch<'p> {
             return;
         }
         let slot = self.vals.alloc();
+        let plan = self.plan;
+        // A packet of a job's workers, or (a tree's) one leaf's result up to the root.
+        let valid = |p: &AggPacket| {
+            let Some(job) = plan.jobs.get(p.job as usize) else { return false };
+            p.workers as usize == job.workers.len() || job.tree.as_ref().is_some_and(|t| p.workers as usize == t.leaves.len() && p.kind == PacketKind::Gradient && p.dst == Dest::Switch)
+        };
         let mut p = match pool_wire::parse_into(bytes, self.vals.get_mut(slot)) {
-            Ok(p) if (p.job as usize) < self.plan.jobs.len() && p.workers as usize == self.plan.jobs[p.job as usize].workers.len() => p,
+            Ok(p) if valid(&p) => p,
             _ => {
                 self.vals.release(slot);
                 self.counters.malformed += 1;
@@ -303,26 +314,94 @@ impl<'p> PoolSwitch<'p> {
         if self.trace {
             eprintln!("{:>12} ns switch {} rx port {port}: {:?} {:?} job {} psn {} bitmap {:#x}", self.now_ps() / 1000, self.node, p.kind, p.dst, p.job, p.psn, p.bitmap);
         }
-        let mine = matches!(p.dst, Dest::Switch | Dest::Workers) && self.plan.jobs[p.job as usize].switch == self.node;
         // The simulator's rule (`switch_actions`): what the program forwards keeps the arriving
         // packet's mark, what it emits starts unmarked.
         let ecn = pool_wire::ecn(bytes);
         let now = self.batch_now_ps.unwrap_or_else(|| self.now_ps());
+        let job = &plan.jobs[p.job as usize];
+        let child = pool_wire::tree_child(bytes);
+        if let Some(t) = job.tree.as_ref() {
+            // The simulator's `on_app_at_switch` for trees: a packet addressed to one leaf goes
+            // there; at a leaf, its workers' gradients and what is addressed to it go to the
+            // program as the leaf's job ((`Tree::leaf_input`)).
+            let place = t.place(job.switch, self.node);
+            if let Some(c) = child {
+                if place != Some(Some(c)) {
+                    return match t.leaves.get(c as usize) {
+                        Some(&leaf) => self.send_one(p, ecn, Some((leaf, c))),
+                        None => {
+                            self.vals.release(p.data);
+                            self.counters.malformed += 1;
+                        }
+                    };
+                }
+            }
+            if let Some(Some(c)) = place {
+                let for_leaf = match p.kind {
+                    PacketKind::Gradient => p.dst == Dest::Switch && child.is_none(),
+                    PacketKind::Reminder | PacketKind::Ack => child == Some(c),
+                    _ => false,
+                };
+                if for_leaf && self.program.is_some() {
+                    let Some(local) = t.leaf_input(c, p) else {
+                        self.vals.release(p.data);
+                        self.malformed_at_leaf += 1;
+                        return;
+                    };
+                    self.program.as_mut().expect("a leaf program").on_packet(now, port, local, &mut self.vals, &mut self.actions);
+                    return self.carry_out(ecn, Some(p));
+                }
+            }
+        }
+        let mine = matches!(p.dst, Dest::Switch | Dest::Workers) && job.switch == self.node;
         match self.program.as_mut() {
             Some(prog) if mine => {
                 prog.on_packet(now, port, p, &mut self.vals, &mut self.actions);
-                let mut acts = std::mem::take(&mut self.actions);
-                for a in acts.drain(..) {
-                    match a {
-                        PoolAction::Consume => {}
-                        PoolAction::Forward(x) => self.send(x, ecn),
-                        PoolAction::Emit(x) => self.send(x, false),
-                    }
-                }
-                self.actions = acts;
+                self.carry_out(ecn, None);
             }
             _ => self.send(p, ecn),
         }
+    }
+
+    /// Carries out the program's actions (`arriving`: at a leaf, the packet before
+    /// (`Tree::leaf_input`), for its priority). With `aggregation = "tree"` each packet goes
+    /// where the simulator's `Tree::route` says; a forwarded packet keeps the arriving mark.
+    fn carry_out(&mut self, ecn: bool, arriving: Option<AggPacket>) {
+        let mut acts = std::mem::take(&mut self.actions);
+        let atp = self.plan.spec.protocol == PoolProtocol::Atp;
+        for a in acts.drain(..) {
+            let (x, carry) = match a {
+                PoolAction::Consume => continue,
+                PoolAction::Forward(x) => (x, ecn),
+                PoolAction::Emit(x) => (x, false),
+            };
+            let job = &self.plan.jobs[x.job as usize];
+            let route = match job.tree.as_ref().filter(|_| self.plan.spec.tree) {
+                Some(t) => t.route(t.place(job.switch, self.node), atp, job.workers.len() as u16, x, arriving),
+                None => TreeRoute::Plain(x),
+            };
+            match route {
+                TreeRoute::Up(up) => self.send_one(up, carry, None),
+                TreeRoute::Ranks(result, ranks) => {
+                    for (i, &r) in ranks.iter().enumerate() {
+                        let data = if i + 1 == ranks.len() { result.data } else { self.vals.duplicate(result.data) };
+                        self.send_one(AggPacket { dst: Dest::Worker(r), data, ..result }, carry, None);
+                    }
+                    if ranks.is_empty() {
+                        self.vals.release(result.data);
+                    }
+                }
+                TreeRoute::Leaves(result) => {
+                    let leaves = job.tree.as_ref().expect("a tree").leaves.clone();
+                    for (c, &leaf) in leaves.iter().enumerate() {
+                        let data = if c + 1 == leaves.len() { result.data } else { self.vals.duplicate(result.data) };
+                        self.send_one(AggPacket { data, ..result }, carry, Some((leaf, c as u16)));
+                    }
+                }
+                TreeRoute::Plain(x) => self.send(x, carry),
+            }
+        }
+        self.actions = acts;
     }
 
     /// Sends `p` on (a `Workers` packet at its job's switch: one copy per worker).
@@ -331,15 +410,20 @@ impl<'p> PoolSwitch<'p> {
             let n = self.plan.jobs[p.job as usize].workers.len() as u16;
             for r in 0..n {
                 let data = if r + 1 == n { p.data } else { self.vals.duplicate(p.data) };
-                self.send_one(AggPacket { dst: Dest::Worker(r), data, ..p }, ecn);
+                self.send_one(AggPacket { dst: Dest::Worker(r), data, ..p }, ecn, None);
             }
         } else {
-            self.send_one(p, ecn);
+            self.send_one(p, ecn, None);
         }
     }
 
-    fn send_one(&mut self, p: AggPacket, ecn: bool) {
-        let port = self.plan.dst_node(p.job, p.dst).filter(|&d| d != self.node).and_then(|d| self.plan.route(self.node, d, p.psn));
+    /// Sends one packet by the routing table (`to_leaf`: addressed to that leaf node, tree child).
+    fn send_one(&mut self, p: AggPacket, ecn: bool, to_leaf: Option<(u32, u16)>) {
+        let dst = match to_leaf {
+            Some((leaf, _)) => Some(leaf),
+            None => self.plan.dst_node(p.job, p.dst),
+        };
+        let port = dst.filter(|&d| d != self.node).and_then(|d| self.plan.route(self.node, d, p.psn));
         let Some(port) = port else {
             self.counters.unroutable += 1;
             self.vals.release(p.data);
@@ -359,6 +443,9 @@ impl<'p> PoolSwitch<'p> {
         if ecn {
             pool_wire::mark_ecn(&mut self.frame);
             self.ecn_carried += 1;
+        }
+        if let Some((_, c)) = to_leaf {
+            pool_wire::set_tree_child(&mut self.frame, c);
         }
         let fate = self.faults[port as usize].fate();
         if self.trace {
