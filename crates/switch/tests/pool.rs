@@ -312,6 +312,19 @@ fn pool_plans_refuse_what_the_software_switch_does_not_run() {
     assert!(e.starts_with("ip_base: "), "{e}");
     let e = PoolPlan::from_scenario(&(scenario("switchml", 20_000) + "ps_restart_us = 100\n"), None, (Ipv4Addr::new(127, 78, 42, 1), 47000)).err().expect("refused");
     assert!(e.contains("ps_restart_us") && e.contains("no parameter server"), "{e}");
+    // Shaping is the pool switch's: the Canary switch refuses it rather than ignore it, and a
+    // bad shaping key is named.
+    let canary = format!("{}/../../scenarios/switch/star4_canary.toml", env!("CARGO_MANIFEST_DIR"));
+    for (args, want) in [
+        (vec!["switch", "--scenario", &canary, "--node", "4", "--ip-base", "127.78.42.1", "--fault", "rate_mbps=10"], "--fault rate_mbps: egress shaping and ECN marking run in the pool switch"),
+        (vec!["run", "--scenario", &canary, "--ip-base", "127.78.42.1", "--fault", "port=1,rate_mbps=10"], "--fault rate_mbps: egress shaping and ECN marking run in the pool switch"),
+        (vec!["run", "--scenario", &canary, "--ip-base", "127.78.42.1", "--fault", "ecn_bytes=100"], "--fault ecn_bytes: describes a shaped port's queue; add rate_mbps"),
+    ] {
+        let out = Command::new(BIN).args(&args).stdin(Stdio::null()).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want), "{args:?}: {stderr}");
+    }
 }
 
 /// A two-level fat tree of four switch processes (2 leaves, 2 spines, 3 hosts per leaf): each
@@ -355,8 +368,10 @@ fn pool_protocols_aggregate_exactly_across_a_fat_tree_of_switch_processes_under_
 
 /// The aggregating switch dies mid-run (after 1000 packets, with loss, duplication and
 /// reordering on) and is restarted with empty aggregators: ATP's and DSA's workers time out and
-/// their PS rebuilds what the switch held, so every result is still exact. SwitchML is refused
-/// with the reason (its workers never resend a slot they have the result of).
+/// their PS rebuilds what the switch held, so every result is still exact. SwitchML either
+/// verifies or, when the crash took a result some workers had and others had not (their ACK
+/// lost, the shadow copy gone with the switch), ends bounded with the workers' errors and the
+/// line saying why.
 #[test]
 fn pool_protocols_finish_exactly_or_say_why_when_their_switch_crashes_and_restarts() {
     for (i, p) in ["atp", "dsa", "switchml"].iter().enumerate() {
