@@ -9,7 +9,8 @@
 //! ([`TrainingWorld::take_program`]), a PS agent its job's parameter server
 //! ([`TrainingWorld::take_ps`]), a worker agent builds its packets with
 //! [`reducelab_sim::training_run::gradient_packet`] and checks results with
-//! [`reducelab_sim::training_run::check_result`], the simulator's functions.
+//! [`reducelab_sim::training_run::check_result`], the simulator's functions; a job's two-level
+//! tree (`aggregation = "tree"`) is the simulator's [`TrainingWorld::job_tree`].
 
 
 use reducelab_ina::fabric::Fabric;

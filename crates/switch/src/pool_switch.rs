@@ -8,6 +8,13 @@
 //! PS, to one worker, or a job aggregated elsewhere) is forwarded by the routing table. A
 //! program's packet to `Workers` is multicast: one copy per worker of the job, each addressed
 //! on the wire to its worker (`Dest::Worker(r)`), so switches downstream forward it.
+//!
+//! With `aggregation = "tree"` a job's leaves run its program too: the simulator's
+//! `Tree::leaf_input` gives a leaf's program its workers' gradients (and what the frame
+//! addresses to that leaf: ATP's ACK copy, DSA's reminder copy), and `Tree::route` says where
+//! each packet a program makes goes (`PoolSwitch::carry_out`). ECN: a shaped port
+//! ([`crate::faults::Shaper`]) marks what it queues above its threshold; a forwarded packet
+//! keeps its mark, a new one starts unmarked (the simulator's rule).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
