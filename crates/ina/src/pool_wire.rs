@@ -8,8 +8,8 @@
 //! | magic | 1 | `0xA6` |
 //! | kind | 1 | gradient 0, partial 1, ack 2, reminder 3, fetch 4, reminder notice 5, other 6 |
 //! | dst | 1 | switch 0, PS 1, workers 2, worker 3 |
-//! | flags | 1 | bit 0: ATP's resend flag; the other bits must be 0 |
-//! | dst rank | 2 | the worker of `dst = worker` (0 otherwise) |
+//! | flags | 1 | bit 0: ATP's resend flag; bit 1: ECN congestion experienced ([`FLAG_ECN`]); bit 2: addressed to a tree's leaf ([`FLAG_TREE_CHILD`]); the other bits must be 0 |
+//! | dst rank | 2 | the worker of `dst = worker`; with bit 2 of the flags, the child (leaf) of the job's tree the packet is for; 0 otherwise |
 //! | job | 2 | JobID |
 //! | psn | 4 | PSN |
 //! | bitmap | 8 | contributors (bit r = rank r) |
@@ -31,6 +31,42 @@ use crate::NIL;
 pub const MAGIC: u8 = 0xA6;
 /// Bytes before the values.
 pub const HEADER_BYTES: usize = 36;
+/// Flags bit of an ECN mark (congestion experienced). The mark is not part of [`AggPacket`]
+/// (the simulator carries it beside the packet, as IP carries it beside the payload): a switch
+/// sets it on a frame it queues above its threshold ([`mark_ecn`]) and copies it onto what it
+/// forwards; a host reads it with [`ecn`].
+pub const FLAG_ECN: u8 = 2;
+
+/// Flags bit of a packet addressed to one leaf of its job's two-level tree (`aggregation =
+/// "tree"`): the PS's reminder copy for each leaf (DSA), the root's copy of the PS's ACK for
+/// each leaf (ATP). The child's index is in the `dst rank` field ([`tree_child`]); the simulator
+/// addresses these to the leaf's node.
+pub const FLAG_TREE_CHILD: u8 = 4;
+
+/// The tree child a frame (checked by [`parse_into`]) is addressed to, if any.
+pub fn tree_child(frame: &[u8]) -> Option<u16> {
+    (frame.len() >= 6 && frame[3] & FLAG_TREE_CHILD != 0).then(|| u16::from_be_bytes([frame[4], frame[5]]))
+}
+
+/// Addresses a frame made by [`emit`] (not to one worker) to child `c` of its job's tree.
+pub fn set_tree_child(frame: &mut [u8], c: u16) {
+    if frame.len() >= 6 {
+        frame[3] |= FLAG_TREE_CHILD;
+        frame[4..6].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// Whether a frame (checked by [`parse_into`]) carries an ECN mark.
+pub fn ecn(frame: &[u8]) -> bool {
+    frame.get(3).is_some_and(|f| f & FLAG_ECN != 0)
+}
+
+/// Sets a frame's ECN mark (a frame made by [`emit`]).
+pub fn mark_ecn(frame: &mut [u8]) {
+    if let Some(f) = frame.get_mut(3) {
+        *f |= FLAG_ECN;
+    }
+}
 
 fn err<T>(field: &'static str, reason: impl Into<String>) -> Result<T, WireError> {
     Err(WireError { field, reason: reason.into() })
@@ -106,8 +142,8 @@ pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<AggPacket, WireError> 
         6 => PacketKind::Other,
         k => return err("kind", format!("{k} is not a packet kind (0..=6)")),
     };
-    if b[3] & !1 != 0 {
-        return err("flags", format!("{:#04x} sets bits other than the resend flag", b[3]));
+    if b[3] & !(1 | FLAG_ECN | FLAG_TREE_CHILD) != 0 {
+        return err("flags", format!("{:#04x} sets bits other than the resend flag, the ECN mark and the tree child", b[3]));
     }
     let rank = u16at(4);
     let workers = u16at(20);
@@ -122,7 +158,14 @@ pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<AggPacket, WireError> 
         3 => return err("dst_rank", format!("worker {rank} of a job of {workers} workers")),
         d => return err("dst", format!("{d} is not a destination (0..=3)")),
     };
-    if b[2] != 3 && rank != 0 {
+    if b[3] & FLAG_TREE_CHILD != 0 {
+        if b[2] == 3 {
+            return err("flags", "a packet to one worker addressed to a tree child as well");
+        }
+        if rank >= 64 {
+            return err("dst_rank", format!("tree child {rank}: a root has at most 64 children"));
+        }
+    } else if b[2] != 3 && rank != 0 {
         return err("dst_rank", format!("{rank} on a packet not addressed to one worker"));
     }
     let elems = u16at(22);
@@ -177,6 +220,38 @@ mod tests {
     }
 
     #[test]
+    fn the_ecn_mark_rides_in_the_flags_beside_the_resend_flag() {
+        let mut buf = Vec::new();
+        emit(&sample(), Some(&[1, 2, 3]), &mut buf).unwrap();
+        assert!(!ecn(&buf));
+        mark_ecn(&mut buf);
+        assert!(ecn(&buf));
+        let mut v = [0i32; 62];
+        let q = parse_into(&buf, &mut v).unwrap();
+        assert_eq!(q, sample(), "the mark changes nothing else");
+        assert!(q.resend);
+        assert!(!ecn(&[]));
+    }
+
+    #[test]
+    fn a_tree_child_address_rides_in_the_rank_field() {
+        let mut buf = Vec::new();
+        let p = AggPacket { dst: Dest::Switch, ..sample() };
+        emit(&p, Some(&[1, 2, 3]), &mut buf).unwrap();
+        assert_eq!(tree_child(&buf), None);
+        set_tree_child(&mut buf, 5);
+        assert_eq!(tree_child(&buf), Some(5));
+        let mut v = [0i32; 62];
+        assert_eq!(parse_into(&buf, &mut v).unwrap(), p, "the address changes nothing else");
+        buf[5] = 64;
+        assert_eq!(parse_into(&buf, &mut v).unwrap_err().field, "dst_rank");
+        let mut w = Vec::new();
+        emit(&sample(), Some(&[1, 2, 3]), &mut w).unwrap();
+        set_tree_child(&mut w, 1);
+        assert_eq!(parse_into(&w, &mut v).unwrap_err().field, "flags", "one worker and a tree child");
+    }
+
+    #[test]
     fn bad_frames_name_the_field() {
         let mut good = Vec::new();
         emit(&sample(), Some(&[1, 2, 3]), &mut good).unwrap();
@@ -191,7 +266,8 @@ mod tests {
         assert_eq!(field(&set(0, 0x00), &mut v), "magic");
         assert_eq!(field(&set(1, 9), &mut v), "kind");
         assert_eq!(field(&set(2, 4), &mut v), "dst");
-        assert_eq!(field(&set(3, 2), &mut v), "flags");
+        assert_eq!(field(&set(3, 8), &mut v), "flags");
+        assert_eq!(field(&set(3, 0x80), &mut v), "flags");
         assert_eq!(field(&set(5, 8), &mut v), "dst_rank", "worker 8 of 8");
         assert_eq!(field(&set(2, 0), &mut v), "dst_rank", "a rank on a switch-bound packet");
         assert_eq!(field(&set(21, 0), &mut v), "workers");

@@ -167,6 +167,20 @@ impl Ps {
             Ps::Dsa(ps) => &ps.dict.stats,
         }
     }
+    /// `ps_restart_us`: the partial aggregates are lost, the completed results kept.
+    pub fn restart(&mut self, vals: &mut Values) {
+        match self {
+            Ps::Atp(ps) => ps.dict.restart(vals),
+            Ps::Dsa(ps) => ps.dict.restart(vals),
+        }
+    }
+    /// PSNs with a partial aggregate here (what a restart loses).
+    pub fn pending(&self) -> usize {
+        match self {
+            Ps::Atp(ps) => ps.dict.pending().count(),
+            Ps::Dsa(ps) => ps.dict.pending().count(),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -193,13 +207,130 @@ struct Worker {
 /// aggregate their local workers (a leaf program sees a job of `members[c].len()` workers,
 /// local ranks in rank order) and send one partial per PSN up to the root (`Job::switch`), whose
 /// program sees a job of one worker per leaf (child `c`, bit `c`).
-struct Tree {
+///
+/// Its methods are the sans-I/O part of the tree: what a leaf's program is given
+/// ([`Tree::leaf_input`]) and where a program's packet goes ([`Tree::route`]). The simulator's
+/// driver (`at_leaf`, `tree_actions`) and the software switch (`crates/switch`) both call them.
+#[derive(Clone, Debug)]
+pub struct Tree {
     /// Per child: its leaf switch and the job ranks under it (ascending).
-    leaves: Vec<u32>,
-    members: Vec<Vec<u16>>,
+    pub leaves: Vec<u32>,
+    pub members: Vec<Vec<u16>>,
     /// Per rank: its child and its local rank there.
-    child_of: Vec<u16>,
-    local: Vec<u16>,
+    pub child_of: Vec<u16>,
+    pub local: Vec<u16>,
+}
+
+/// Where a tree node sends a packet its program made ([`Tree::route`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TreeRoute {
+    /// A leaf's result, up to the root as its child's one contribution (a gradient of the
+    /// root's job of one worker per leaf).
+    Up(AggPacket),
+    /// The result, with the job's full bitmap, to the workers `ranks` of the job (one copy each).
+    Ranks(AggPacket, Vec<u16>),
+    /// ATP: the PS's ACK at the root, one copy down to each leaf (addressed to it: it frees
+    /// the leaf's aggregator there and goes on to the leaf's workers).
+    Leaves(AggPacket),
+    /// Not a tree matter: as without a tree (a packet for the PS already in the job's ranks).
+    Plain(AggPacket),
+}
+
+impl Tree {
+    /// Where `node` stands in the tree of a job whose root is `root`: `Some(None)` its root,
+    /// `Some(Some(c))` the leaf of child `c`, `None` neither.
+    pub fn place(&self, root: u32, node: u32) -> Option<Option<u16>> {
+        if node == root {
+            return Some(None);
+        }
+        self.leaves.iter().position(|&l| l == node).map(|c| Some(c as u16))
+    }
+
+    /// The packet child `c`'s leaf program is given for `p`: a worker's gradient as local rank
+    /// `local[rank]` of a job of the leaf's workers (`None`: not one of this leaf's workers, a
+    /// malformed bitmap), the PS's ACK (ATP) with the leaf's full bitmap, a reminder (DSA) with
+    /// none.
+    pub fn leaf_input(&self, c: u16, p: AggPacket) -> Option<AggPacket> {
+        let k = self.members[c as usize].len() as u16;
+        if p.kind == PacketKind::Gradient {
+            let rank = p.rank() as usize;
+            if p.bitmap.count_ones() != 1 || rank >= self.child_of.len() || self.child_of[rank] != c {
+                return None;
+            }
+            Some(AggPacket { workers: k, bitmap: 1u64 << self.local[rank], ..p })
+        } else if p.kind == PacketKind::Ack {
+            Some(AggPacket { workers: k, bitmap: full_bitmap(k), ..p })
+        } else {
+            Some(AggPacket { workers: k, bitmap: 0, ..p })
+        }
+    }
+
+    /// A packet a program at `place` made from its aggregators (a partial aggregate or a
+    /// fallback to the PS), with its bitmap in the job's ranks (`n` workers): at a leaf, local
+    /// rank `b` is the child's `b`-th worker; at the root, child `c` stands for all of its
+    /// workers.
+    pub fn to_job_ranks(&self, place: Option<Option<u16>>, n: u16, x: AggPacket) -> AggPacket {
+        let Some(place) = place else { return x };
+        let mut bits = 0u64;
+        match place {
+            None => {
+                for (c, m) in self.members.iter().enumerate() {
+                    if x.bitmap >> c & 1 == 1 {
+                        bits |= m.iter().fold(0u64, |b, &r| b | 1u64 << r);
+                    }
+                }
+            }
+            Some(c) => {
+                for (b, &r) in self.members[c as usize].iter().enumerate() {
+                    if x.bitmap >> b & 1 == 1 {
+                        bits |= 1u64 << r;
+                    }
+                }
+            }
+        }
+        AggPacket { workers: n, bitmap: bits, ..x }
+    }
+
+    /// Where packet `x` a program at `place` made goes, in a job of `n` workers (`atp`: the
+    /// protocol is ATP; `arriving`: the packet a leaf program was given, for its priority):
+    /// - a leaf's result (its partial, on completion or to a retransmission after it) goes up
+    ///   to the root as child `c`'s contribution (bit `c`);
+    /// - the root's result (or the PS's, passing) goes to every worker with the job's full
+    ///   bitmap, or to the workers of child `c` alone when the root answers that child's
+    ///   retransmission after completion; ATP's (the PS's ACK) to every leaf instead;
+    /// - a leaf's copy of ATP's ACK, to the leaf's workers;
+    /// - anything for the PS (DSA: a fallback, an evicted or fetched partial) leaves with its
+    ///   bitmap in the job's ranks ([`Tree::to_job_ranks`]), so the PS's dictionary, which
+    ///   merges only disjoint bitmaps, never counts a contribution twice;
+    /// - the rest as without a tree.
+    pub fn route(&self, place: Option<Option<u16>>, atp: bool, n: u16, x: AggPacket, arriving: Option<AggPacket>) -> TreeRoute {
+        // ATP's leaf completes by sending its aggregate "to the PS" (a full local bitmap; a
+        // resend's clear sends a partial one): on a tree it goes up instead.
+        let leaf_result = match (x.kind, place.flatten()) {
+            (PacketKind::Ack, Some(_)) => !atp,
+            (PacketKind::Partial, Some(_)) => atp && x.dst == Dest::Ps && x.bitmap == full_bitmap(x.workers),
+            _ => false,
+        };
+        if !(leaf_result || (x.kind == PacketKind::Ack && place.is_some())) {
+            return TreeRoute::Plain(if x.dst == Dest::Ps { self.to_job_ranks(place, n, x) } else { x });
+        }
+        let result = AggPacket { workers: n, bitmap: full_bitmap(n), dst: Dest::Workers, ..x };
+        match (place.flatten(), leaf_result) {
+            (Some(c), true) => {
+                let priority = arriving.filter(|q| q.task() == x.task()).map_or(x.priority, |q| q.priority);
+                TreeRoute::Up(AggPacket { kind: PacketKind::Gradient, dst: Dest::Switch, workers: self.leaves.len() as u16, bitmap: 1u64 << c, resend: false, priority, ..x })
+            }
+            (Some(c), false) => TreeRoute::Ranks(result, self.members[c as usize].clone()),
+            (None, _) if atp => TreeRoute::Leaves(result),
+            (None, _) => {
+                let ranks: Vec<u16> = match x.dst {
+                    Dest::Worker(c) => self.members.get(c as usize).cloned().unwrap_or_default(),
+                    _ => (0..n).collect(),
+                };
+                TreeRoute::Ranks(result, ranks)
+            }
+        }
+    }
 }
 
 struct Job {
@@ -460,6 +591,11 @@ impl TrainingWorld {
     /// The slowest link's rate (DSA's priorities are computed for it).
     pub fn link_bps(&self) -> u64 {
         self.link_bps
+    }
+    /// Job `j`'s two-level tree (`aggregation = "tree"`; `None` without one, or when every
+    /// worker is under the root).
+    pub fn job_tree(&self, j: u16) -> Option<&Tree> {
+        self.jobs[j as usize].tree.as_ref()
     }
     /// Takes switch `node`'s program out (the software switch runs it).
     pub fn take_program(&mut self, node: u32) -> Option<Box<dyn PoolProgram>> {
@@ -792,20 +928,11 @@ impl TrainingWorld {
     #[allow(clippy::too_many_arguments)]
     fn at_leaf(&mut self, net: &mut Network, node: u32, in_port: u16, pkt: PacketId, p: AggPacket, ecn: bool, c: u16) {
         let t = self.jobs[p.job as usize].tree.as_ref().expect("a tree");
-        let k = t.members[c as usize].len() as u16;
-        let local = if p.kind == PacketKind::Gradient {
-            let rank = p.rank() as usize;
-            if p.bitmap.count_ones() != 1 || rank >= t.child_of.len() || t.child_of[rank] != c {
-                // Not one of this leaf's workers (a malformed bitmap): dropped, counted.
-                self.malformed_at_leaves += 1;
-                self.vals.release(p.data);
-                return net.app_consume(pkt);
-            }
-            AggPacket { workers: k, bitmap: 1u64 << t.local[rank], ..p }
-        } else if p.kind == PacketKind::Ack {
-            AggPacket { workers: k, bitmap: full_bitmap(k), ..p }
-        } else {
-            AggPacket { workers: k, bitmap: 0, ..p }
+        let Some(local) = t.leaf_input(c, p) else {
+            // Not one of this leaf's workers (a malformed bitmap): dropped, counted.
+            self.malformed_at_leaves += 1;
+            self.vals.release(p.data);
+            return net.app_consume(pkt);
         };
         let now = net.now().ps();
         let mut buf = std::mem::take(&mut self.pbuf);
@@ -822,56 +949,15 @@ impl TrainingWorld {
         self.tree_actions(net, node, pkt, ecn, Some(p));
     }
 
-    /// Where `node` stands in job `job`'s tree: `Some(None)` its root, `Some(Some(c))` the
-    /// leaf of child `c`, `None` neither (or no tree).
+    /// Where `node` stands in job `job`'s tree ([`Tree::place`]; `None` also without a tree).
     fn tree_place(&self, job: u16, node: u32) -> Option<Option<u16>> {
         let j = &self.jobs[job as usize];
-        let t = j.tree.as_ref()?;
-        if j.switch == node {
-            return Some(None);
-        }
-        t.leaves.iter().position(|&l| l == node).map(|c| Some(c as u16))
-    }
-
-    /// A packet a program at `node` made from its aggregators (a partial aggregate or a
-    /// fallback to the PS), with its bitmap in the job's ranks: at a leaf, local rank `b` is
-    /// the child's `b`-th worker; at the root, child `c` stands for all of its workers.
-    fn to_job_ranks(&self, node: u32, x: AggPacket) -> AggPacket {
-        let Some(place) = self.tree_place(x.job, node) else { return x };
-        let job = &self.jobs[x.job as usize];
-        let t = job.tree.as_ref().expect("a tree");
-        let mut bits = 0u64;
-        match place {
-            None => {
-                for (c, m) in t.members.iter().enumerate() {
-                    if x.bitmap >> c & 1 == 1 {
-                        bits |= m.iter().fold(0u64, |b, &r| b | 1u64 << r);
-                    }
-                }
-            }
-            Some(c) => {
-                for (b, &r) in t.members[c as usize].iter().enumerate() {
-                    if x.bitmap >> b & 1 == 1 {
-                        bits |= 1u64 << r;
-                    }
-                }
-            }
-        }
-        AggPacket { workers: job.spec.workers.len() as u16, bitmap: bits, ..x }
+        j.tree.as_ref()?.place(j.switch, node)
     }
 
     /// Carries out a program's actions at `node` when jobs aggregate on trees (`arriving`: the
-    /// packet the leaf program was given, for its priority). By where `node` stands in the
-    /// job's tree:
-    /// - a leaf's result (its partial, on completion or to a retransmission after it) goes up
-    ///   to the root as child `c`'s contribution (bit `c`);
-    /// - the root's result (or the PS's, passing) goes to every worker with the job's full
-    ///   bitmap, or to the workers of child `c` alone when the root answers that child's
-    ///   retransmission after completion;
-    /// - anything for the PS (DSA: a fallback, an evicted or fetched partial) leaves with its
-    ///   bitmap in the job's ranks ([`Self::to_job_ranks`]), so the PS's dictionary, which
-    ///   merges only disjoint bitmaps, never counts a contribution twice;
-    /// - the rest as [`Self::switch_actions`].
+    /// packet the leaf program was given, for its priority): where each goes is
+    /// [`Tree::route`]'s; the packet in custody goes on as the first copy.
     fn tree_actions(&mut self, net: &mut Network, node: u32, pkt: PacketId, ecn: bool, arriving: Option<AggPacket>) {
         let mut buf = std::mem::take(&mut self.pbuf);
         let mut rest = Vec::new();
@@ -884,66 +970,38 @@ impl TrainingWorld {
                 PoolAction::Forward(x) => (x, Some(pkt)),
                 PoolAction::Emit(x) => (x, None),
             };
-            let place = self.tree_place(x.job, node);
             let carry = ecn && custody.is_some();
             let atp = self.spec.protocol == PoolProtocol::Atp;
-            // ATP's leaf completes by sending its aggregate "to the PS" (a full local bitmap; a
-            // resend's clear sends a partial one): on a tree it goes up instead.
-            let leaf_result = match (x.kind, place.flatten()) {
-                (PacketKind::Ack, Some(_)) => !atp,
-                (PacketKind::Partial, Some(_)) => atp && x.dst == Dest::Ps && x.bitmap == full_bitmap(x.workers),
-                _ => false,
+            let job = &self.jobs[x.job as usize];
+            let route = match job.tree.as_ref() {
+                Some(t) => t.route(t.place(job.switch, node), atp, job.spec.workers.len() as u16, x, arriving),
+                None => TreeRoute::Plain(x),
             };
-            if leaf_result || (x.kind == PacketKind::Ack && place.is_some()) {
-                let job = &self.jobs[x.job as usize];
-                let t = job.tree.as_ref().expect("a tree");
-                let n = job.spec.workers.len() as u16;
-                match (place.flatten(), leaf_result) {
-                    (Some(c), true) => {
-                        let priority = arriving.filter(|q| q.task() == x.task()).map_or(x.priority, |q| q.priority);
-                        let up = AggPacket { kind: PacketKind::Gradient, dst: Dest::Switch, workers: t.leaves.len() as u16, bitmap: 1u64 << c, resend: false, priority, ..x };
-                        let a = self.app(up, carry, AppDst::Node(job.switch), true);
-                        match custody {
-                            Some(pkt) => net.app_forward(node, pkt, AppOut::Route, a),
-                            None => net.app_emit(node, AppOut::Route, a),
-                        }
-                    }
-                    (Some(c), false) => {
-                        // ATP: the PS's ACK, having freed the leaf's aggregator, to its workers.
-                        let ranks = t.members[c as usize].clone();
-                        let result = AggPacket { workers: n, bitmap: full_bitmap(n), dst: Dest::Workers, ..x };
-                        self.send_to_ranks(net, node, result, carry, custody, &ranks);
-                    }
-                    (None, _) if atp => {
-                        // ATP: the PS's ACK freed the root's aggregator; one copy down to each
-                        // leaf, whose aggregator it frees too.
-                        let leaves = t.leaves.clone();
-                        let result = AggPacket { workers: n, bitmap: full_bitmap(n), dst: Dest::Workers, ..x };
-                        for (i, &leaf) in leaves.iter().enumerate() {
-                            let copy = if i == 0 { result } else { result.copy(&mut self.vals) };
-                            let a = self.app(copy, carry, AppDst::Node(leaf), true);
-                            match (i, custody) {
-                                (0, Some(pkt)) => net.app_forward(node, pkt, AppOut::Route, a),
-                                _ => net.app_emit(node, AppOut::Route, a),
-                            }
-                        }
-                    }
-                    (None, _) => {
-                        let ranks: Vec<u16> = match x.dst {
-                            Dest::Worker(c) => t.members.get(c as usize).cloned().unwrap_or_default(),
-                            _ => (0..n).collect(),
-                        };
-                        let result = AggPacket { workers: n, bitmap: full_bitmap(n), dst: Dest::Workers, ..x };
-                        self.send_to_ranks(net, node, result, carry, custody, &ranks);
+            match route {
+                TreeRoute::Up(up) => {
+                    let a = self.app(up, carry, AppDst::Node(job.switch), true);
+                    match custody {
+                        Some(pkt) => net.app_forward(node, pkt, AppOut::Route, a),
+                        None => net.app_emit(node, AppOut::Route, a),
                     }
                 }
-                continue;
+                TreeRoute::Ranks(result, ranks) => self.send_to_ranks(net, node, result, carry, custody, &ranks),
+                TreeRoute::Leaves(result) => {
+                    let leaves = job.tree.as_ref().expect("a tree").leaves.clone();
+                    for (i, &leaf) in leaves.iter().enumerate() {
+                        let copy = if i == 0 { result } else { result.copy(&mut self.vals) };
+                        let a = self.app(copy, carry, AppDst::Node(leaf), true);
+                        match (i, custody) {
+                            (0, Some(pkt)) => net.app_forward(node, pkt, AppOut::Route, a),
+                            _ => net.app_emit(node, AppOut::Route, a),
+                        }
+                    }
+                }
+                TreeRoute::Plain(x) => rest.push(match custody {
+                    Some(_) => PoolAction::Forward(x),
+                    None => PoolAction::Emit(x),
+                }),
             }
-            let x = if x.dst == Dest::Ps { self.to_job_ranks(node, x) } else { x };
-            rest.push(match custody {
-                Some(_) => PoolAction::Forward(x),
-                None => PoolAction::Emit(x),
-            });
         }
         self.pbuf = buf;
         if !rest.is_empty() {
@@ -1053,10 +1111,8 @@ impl TrainingWorld {
             Target::PsRestart => {
                 self.restarts += 1;
                 for job in &mut self.jobs {
-                    match job.ps.as_mut() {
-                        Some(Ps::Atp(ps)) => ps.dict.restart(&mut self.vals),
-                        Some(Ps::Dsa(ps)) => ps.dict.restart(&mut self.vals),
-                        None => {}
+                    if let Some(ps) = job.ps.as_mut() {
+                        ps.restart(&mut self.vals);
                     }
                 }
             }

@@ -70,6 +70,12 @@ pub struct PoolHostReport {
     pub worker: Option<WorkerStats>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ps: Option<PsStats>,
+    /// PS: restarts (`ps_restart_us`) and the partial aggregates they lost.
+    pub ps_restarts: u32,
+    pub ps_partials_lost: u64,
+    /// Packets that arrived with an ECN mark (a worker's marked ACKs; a PS's marked packets,
+    /// each echoed on its next ACK).
+    pub ecn_marked_rx: u64,
     pub tx_packets: u64,
     pub rx_packets: u64,
     pub malformed: u64,
@@ -118,12 +124,26 @@ struct Io {
 }
 
 impl Io {
-    fn queue(&mut self, p: &AggPacket, vals: &mut Values) {
+    /// Queues `p` (`ecn`: with an ECN mark, a PS's echo).
+    fn queue(&mut self, p: &AggPacket, vals: &mut Values, ecn: bool) {
+        self.encode(p, vals);
+        if ecn {
+            pool_wire::mark_ecn(&mut self.frame);
+        }
+        self.tx.push(&self.frame);
+    }
+    /// `p`'s frame into `self.frame` (its values released).
+    fn encode(&mut self, p: &AggPacket, vals: &mut Values) {
         self.frame.clear();
         let values = (p.data != NIL).then(|| vals.get(p.data));
         let r = pool_wire::emit(p, values, &mut self.frame);
         vals.release(p.data);
         r.unwrap_or_else(|e| panic!("host {}: the pool frame cannot carry {p:?}: {e} (a protocol bug)", self.report.host));
+    }
+    /// Queues a copy of `p` addressed to child `c` of its job's tree (the leaf's switch).
+    fn queue_to_child(&mut self, p: &AggPacket, vals: &mut Values, c: u16) {
+        self.encode(&p.copy(vals), vals);
+        pool_wire::set_tree_child(&mut self.frame, c);
         self.tx.push(&self.frame);
     }
     fn flush(&mut self) {
@@ -133,9 +153,9 @@ impl Io {
             self.report.send_errors += failed;
         }
     }
-    /// Every datagram waiting, parsed into `vals` (frames from anyone but the first hop, and
-    /// malformed ones, are counted and dropped).
-    fn receive(&mut self, vals: &mut Values, mut on: impl FnMut(AggPacket, &mut Values, &mut PoolHostReport)) -> bool {
+    /// Every datagram waiting, parsed into `vals` with its ECN mark (frames from anyone but the
+    /// first hop, and malformed ones, are counted and dropped).
+    fn receive(&mut self, vals: &mut Values, mut on: impl FnMut(AggPacket, bool, &mut Values, &mut PoolHostReport)) -> bool {
         let mut got = false;
         loop {
             let n = self.rx.recv(&self.sock);
@@ -155,7 +175,9 @@ impl Io {
                     match pool_wire::parse_into(bytes, vals.get_mut(slot)) {
                         Ok(mut p) => {
                             p.data = slot;
-                            on(p, vals, &mut self.report);
+                            let ecn = pool_wire::ecn(bytes);
+                            self.report.ecn_marked_rx += ecn as u64;
+                            on(p, ecn, vals, &mut self.report);
                         }
                         Err(_) => {
                             vals.release(slot);
@@ -197,6 +219,9 @@ fn run_pool_host(plan: &PoolPlan, host: u32, opts: &PoolHostOptions, shared: &Sh
         bad_results: 0,
         worker: None,
         ps: None,
+        ps_restarts: 0,
+        ps_partials_lost: 0,
+        ecn_marked_rx: 0,
         tx_packets: 0,
         rx_packets: 0,
         malformed: 0,
@@ -260,7 +285,7 @@ fn worker(plan: &PoolPlan, j: u16, rank: u16, opts: &PoolHostOptions, shared: &S
             if let Some(psn) = win.take_reminder() {
                 let mut p = AggPacket::new(PacketKind::ReminderNotice, Dest::Ps, j, psn, n);
                 p.bitmap = 1u64 << rank;
-                io.queue(&p, &mut vals);
+                io.queue(&p, &mut vals, false);
                 sent = true;
                 continue;
             }
@@ -268,18 +293,18 @@ fn worker(plan: &PoolPlan, j: u16, rank: u16, opts: &PoolHostOptions, shared: &S
                 break;
             };
             let p = gradient_packet(plan.spec.protocol, plan.salt, j, rank, n, s, parts, &job.model, plan.link_bps, &mut vals);
-            io.queue(&p, &mut vals);
+            io.queue(&p, &mut vals, false);
             sent = true;
         }
         io.flush();
         let salt = plan.salt;
-        let got = io.receive(&mut vals, |p, vals, report| {
+        let got = io.receive(&mut vals, |p, ecn, vals, report| {
             if p.job != j {
                 report.misdelivered += 1;
             } else {
                 match p.kind {
                     PacketKind::Ack => {
-                        if win.on_ack(p.psn, false, now_ps()) && !check_result(&p, salt, vals) {
+                        if win.on_ack(p.psn, ecn, now_ps()) && !check_result(&p, salt, vals) {
                             bad += 1;
                         }
                     }
@@ -336,10 +361,24 @@ fn parameter_server(plan: &PoolPlan, j: u16, mut ps: reducelab_sim::training_run
     let mut timers: BinaryHeap<Reverse<(u64, u64, u64)>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut out: Vec<PsAction> = Vec::new();
-    let mut carry = |out: &mut Vec<PsAction>, vals: &mut Values, io: &mut Io, timers: &mut BinaryHeap<Reverse<(u64, u64, u64)>>| {
+    // The simulator's echo: a marked packet reaching the PS marks its next ACK.
+    let mut mark = false;
+    let mut restart_at = plan.spec.ps_restart_ps;
+    let leaves = plan.jobs[j as usize].tree.as_ref().map_or(0, |t| t.leaves.len() as u16);
+    let mut carry = |out: &mut Vec<PsAction>, vals: &mut Values, io: &mut Io, timers: &mut BinaryHeap<Reverse<(u64, u64, u64)>>, mark: &mut bool| {
         for a in out.drain(..) {
             match a {
-                PsAction::Send(p) => io.queue(&p, vals),
+                PsAction::Send(p) => {
+                    let ecn = p.kind == PacketKind::Ack && std::mem::take(mark);
+                    if p.kind == PacketKind::Reminder {
+                        // The simulator's `ps_actions`: on a tree, DSA's reminder fetches every
+                        // switch's partial, one copy addressed to each leaf.
+                        for c in 0..leaves {
+                            io.queue_to_child(&p, vals, c);
+                        }
+                    }
+                    io.queue(&p, vals, ecn)
+                }
                 PsAction::Timer { at, token } => {
                     seq += 1;
                     timers.push(Reverse((at, seq, token)));
@@ -354,6 +393,14 @@ fn parameter_server(plan: &PoolPlan, j: u16, mut ps: reducelab_sim::training_run
         if Instant::now() >= deadline {
             break; // a server: it served until the deadline; its workers report what is missing
         }
+        if restart_at.is_some_and(|t| now_ps() >= t) {
+            // `ps_restart_us`, the simulator's model: the partial aggregates in memory are lost,
+            // the completed results (the parameters) kept; timers stay armed.
+            restart_at = None;
+            io.report.ps_restarts += 1;
+            io.report.ps_partials_lost += ps.pending() as u64;
+            ps.restart(&mut vals);
+        }
         while let Some(&Reverse((at, _, token))) = timers.peek() {
             let now = now_ps();
             if at > now {
@@ -361,26 +408,27 @@ fn parameter_server(plan: &PoolPlan, j: u16, mut ps: reducelab_sim::training_run
             }
             timers.pop();
             ps.on_timer(now, token, &mut out);
-            carry(&mut out, &mut vals, io, &mut timers);
+            carry(&mut out, &mut vals, io, &mut timers, &mut mark);
         }
         io.flush();
         let mut pending = Vec::new();
-        let got = io.receive(&mut vals, |p, vals, report| {
+        let got = io.receive(&mut vals, |p, ecn, vals, report| {
             if p.job != j {
                 report.misdelivered += 1;
                 vals.release(p.data);
             } else {
-                pending.push(p);
+                pending.push((p, ecn));
             }
         });
-        for p in pending {
+        for (p, ecn) in pending {
+            mark |= ecn;
             ps.on_packet(now_ps(), p, &mut vals, &mut out);
-            carry(&mut out, &mut vals, io, &mut timers);
+            carry(&mut out, &mut vals, io, &mut timers, &mut mark);
         }
         io.flush();
         if !got {
             let mut wait = Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()));
-            if let Some(&Reverse((at, ..))) = timers.peek() {
+            for at in [timers.peek().map(|&Reverse((at, ..))| at), restart_at].into_iter().flatten() {
                 wait = wait.min(Duration::from_nanos(at.saturating_sub(now_ps()) / 1000));
             }
             io.wait(wait);

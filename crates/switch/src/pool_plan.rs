@@ -9,14 +9,15 @@
 //! ([`TrainingWorld::take_program`]), a PS agent its job's parameter server
 //! ([`TrainingWorld::take_ps`]), a worker agent builds its packets with
 //! [`reducelab_sim::training_run::gradient_packet`] and checks results with
-//! [`reducelab_sim::training_run::check_result`], the simulator's functions.
+//! [`reducelab_sim::training_run::check_result`], the simulator's functions; a job's two-level
+//! tree (`aggregation = "tree"`) is the simulator's [`TrainingWorld::job_tree`].
 
 
 use reducelab_ina::fabric::Fabric;
 use reducelab_ina::pool::{Dest, PoolProgram};
 use reducelab_ina::training::{DnnModel, Partition};
 use reducelab_sim::ina_run::fabric_of;
-use reducelab_sim::training_run::{Ps, TrainingSpec, TrainingWorld};
+use reducelab_sim::training_run::{Ps, TrainingSpec, TrainingWorld, Tree};
 use reducelab_sim::Traffic;
 use reducelab_topo::Topology;
 use reducelab_transport::worker::WorkerParams;
@@ -43,6 +44,9 @@ pub struct PoolJob {
     /// start time and the worker's jitter drawn from the seed as in the simulator).
     pub plans: Vec<Vec<Partition>>,
     pub model: DnnModel,
+    /// `aggregation = "tree"`: the job's two-level tree (its leaves' programs aggregate their
+    /// workers, `switch` is the root), the simulator's ([`TrainingWorld::job_tree`]).
+    pub tree: Option<Tree>,
 }
 
 /// What a host is in a pool run.
@@ -62,6 +66,8 @@ pub struct PoolPlan {
     pub jobs: Vec<PoolJob>,
     pub salt: u64,
     pub link_bps: u64,
+    /// The scenario's `network.ecn_threshold_bytes`: a shaped port's default ECN threshold.
+    pub ecn_threshold_bytes: Option<u64>,
     pub endpoints: Endpoints,
     routes: Vec<Vec<Vec<u16>>>,
 }
@@ -76,12 +82,6 @@ impl PoolPlan {
             return Err(format!("traffic: the software switch runs one training entry alone (found {} training entries among {})", specs.len(), sc.traffic.len()));
         }
         let spec = specs[0].clone();
-        if spec.tree {
-            return Err("aggregation: \"tree\" is not run by the software switch (each job aggregates on one switch; other switches forward)".into());
-        }
-        if spec.ps_restart_ps.is_some() {
-            return Err("ps_restart_us: not run by the software switch (restart a PS host instead)".into());
-        }
         let topo = sc.topology.clone();
         let endpoints = endpoints.into().resolve(&topo.nodes.iter().map(|n| n.ports.len()).collect::<Vec<_>>())?;
         let world = TrainingWorld::new(&topo, spec.clone(), sc.seed)?;
@@ -96,11 +96,24 @@ impl PoolPlan {
                 params: world.worker_params(j),
                 plans: (0..js.workers.len() as u16).map(|r| world.worker_plan(j, r).to_vec()).collect(),
                 model: js.model,
+                tree: world.job_tree(j).cloned(),
             });
         }
         let fabric = fabric_of(&topo);
         let routes = crate::plan::routes_of(&fabric);
-        Ok(PoolPlan { name: sc.name.clone(), seed: sc.seed, salt: world.salt(), link_bps: world.link_bps(), topology: topo, fabric, spec, jobs, endpoints, routes })
+        Ok(PoolPlan {
+            name: sc.name.clone(),
+            seed: sc.seed,
+            salt: world.salt(),
+            link_bps: world.link_bps(),
+            ecn_threshold_bytes: sc.net.ecn_threshold_bytes,
+            topology: topo,
+            fabric,
+            spec,
+            jobs,
+            endpoints,
+            routes,
+        })
     }
 
     fn world(&self) -> Result<TrainingWorld, String> {

@@ -443,7 +443,7 @@ mod fault_model {
     fn fault_specs_parse_and_bad_ones_name_the_key() {
         let (p, f) = parse_fault("port=3,loss=0.1,dup=0.2,reorder=0.5,reorder_us=50,delay_us=7").unwrap();
         assert_eq!(p, Some(3));
-        assert_eq!(f, PortFaults { loss: 0.1, dup: 0.2, reorder: 0.5, reorder_us: 50.0, delay_us: 7.0 });
+        assert_eq!(f, PortFaults { loss: 0.1, dup: 0.2, reorder: 0.5, reorder_us: 50.0, delay_us: 7.0, ..PortFaults::default() });
         assert!(parse_fault("loss=1.5").unwrap_err().contains("loss"));
         assert!(parse_fault("jitter=1").unwrap_err().contains("unknown key `jitter`"));
         assert!(parse_fault("loss").unwrap_err().contains("key=value"));
@@ -460,7 +460,7 @@ mod fault_model {
 
     #[test]
     fn fates_follow_the_rates_and_the_seed() {
-        let rates = PortFaults { loss: 0.1, dup: 0.2, reorder: 0.3, reorder_us: 100.0, delay_us: 0.0 };
+        let rates = PortFaults { loss: 0.1, dup: 0.2, reorder: 0.3, reorder_us: 100.0, delay_us: 0.0, ..PortFaults::default() };
         let mut a = FaultPort::new(rates, 7, 1, 2);
         let fates: Vec<Fate> = (0..20000).map(|_| a.fate()).collect();
         let mut b = FaultPort::new(rates, 7, 1, 2);

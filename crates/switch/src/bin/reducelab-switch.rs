@@ -116,6 +116,14 @@ fn faults(a: &mut Args) -> Vec<(Option<u16>, PortFaults)> {
     v
 }
 
+/// Shaping (`rate_mbps`, with its ECN marks) runs in the pool switch only: the Canary switch
+/// has no use for marks (its hosts have no window), so it refuses rather than ignore them.
+fn refuse_shaping(f: &[(Option<u16>, PortFaults)]) {
+    if f.iter().any(|(_, r)| r.rate_bps > 0) {
+        die("--fault rate_mbps: egress shaping and ECN marking run in the pool switch (training scenarios) only; this scenario's switch programs have no use for ECN marks");
+    }
+}
+
 fn main() {
     let mut argv: Vec<String> = std::env::args().skip(1).collect();
     if argv.is_empty() || argv[0] == "--help" || argv[0] == "-h" {
@@ -156,6 +164,7 @@ fn cmd_switch(mut a: Args) {
         println!("{}", serde_json::to_string(&r).expect("json"));
         return;
     }
+    refuse_shaping(&opts.faults);
     let plan = plan_of(&c);
     let mut sw = Switch::bind(&plan, node, opts).unwrap_or_else(|e| die(&e));
     println!("ready {node}");
@@ -339,6 +348,19 @@ fn cmd_run(mut a: Args) {
     if is_pool(&c) {
         return cmd_run_pool(&c, &fault_args, hosts, &opts, crash_after, restart_delay);
     }
+    {
+        let mut all = Vec::new();
+        let mut it = fault_args.iter();
+        while let (Some(k), Some(v)) = (it.next(), it.next()) {
+            if k == "--fault" {
+                all.push(parse_fault(v).unwrap_or_else(|e| die(&e)));
+            } else {
+                let text = std::fs::read_to_string(v).unwrap_or_else(|e| die(&format!("--fault-file: {v}: {e}")));
+                all.extend(parse_fault_file(v, &text).unwrap_or_else(|e| die(&format!("--fault-file: {e}"))));
+            }
+        }
+        refuse_shaping(&all);
+    }
     let plan = plan_of(&c);
     let hosts = host_list(&plan, hosts);
     let switches = plan.switches();
@@ -406,14 +428,13 @@ fn cmd_run(mut a: Args) {
 /// `run` for training jobs: every switch a process of its own, the hosts (workers and
 /// parameter servers) threads of this one; the switches are stopped at the end.
 /// `--crash-after-rx N` kills the switch that aggregates job 0 after N packets and restarts it
-/// (ATP and DSA: the workers' timeouts and the PS rebuild what its aggregators held; SwitchML is
-/// refused: a worker that has a slot's result never sends it again, so a slot lost with the
-/// switch cannot complete).
+/// (ATP and DSA: the workers' timeouts and the PS rebuild what its aggregators held). SwitchML
+/// has no copy of a slot outside the switch: its workers' timeouts rebuild the slots whose
+/// result no worker had yet (so a crash on a loss-free network is survived), but a result the
+/// crash took from some workers only (the shadow copy a worker that lost its ACK was to be
+/// answered from) is gone, and the run ends with the workers' errors and a line saying so.
 fn cmd_run_pool(c: &Common, fault_args: &[String], hosts: Option<String>, opts: &HostOptions, crash_after: Option<u64>, restart_delay: Duration) {
     let plan = pool_plan_of(c);
-    if crash_after.is_some() && !plan.spec.protocol.uses_ps() {
-        die("--crash-after-rx: not run for switchml (a restarted switch has lost the region's slots, which the workers that already have their results never send again; ATP and DSA recover through their PS)");
-    }
     let hosts = pool_host_list(&plan, hosts);
     let switches = plan.switches();
     let crashed = plan.jobs[0].switch;
@@ -468,6 +489,11 @@ fn cmd_run_pool(c: &Common, fault_args: &[String], hosts: Option<String>, opts: 
     if crash_after.is_some() && restarted != Some(true) {
         eprintln!("--crash-after-rx: the switch did not crash during the run (it received fewer packets)");
         code = 1;
+    }
+    if code != 0 && restarted == Some(true) && !plan.spec.protocol.uses_ps() {
+        eprintln!(
+            "switchml: switch {crashed} crashed and restarted with empty slots; SwitchML keeps no copy of a slot outside the switch, so a result that some workers had received before the crash and others had not (they were to get it from the lost shadow copy) cannot be rebuilt: the workers missing it retransmit into a slot their peers never fill again"
+        );
     }
     std::process::exit(code);
 }
