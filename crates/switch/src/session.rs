@@ -29,8 +29,8 @@ pub struct Session {
 }
 
 enum Inner {
-    Canary(CanarySession),
-    Pool(PoolSession),
+    Canary(Box<CanarySession>),
+    Pool(Box<PoolSession>),
 }
 
 /// A Canary rank.
@@ -73,7 +73,7 @@ impl Session {
         if crate::pool_plan::is_training(scenario, None) {
             let ep = endpoints.clone();
             let pool = PoolSession::open(scenario, endpoints, ranks, rank, opts.timeout, |addr, sw, port, r| check_first_hop(&ep, addr, sw, port, r))?;
-            return Ok(Session { inner: Inner::Pool(pool) });
+            return Ok(Session { inner: Inner::Pool(Box::new(pool)) });
         }
         let plan = Plan::from_scenario(scenario, None, endpoints.clone())?;
         let info = plan.specs[0].protocol.info();
@@ -92,7 +92,7 @@ impl Session {
         check_first_hop(&endpoints, plan.endpoints.of(sw, sw_port), sw, sw_port, rank)?;
         let sock = udp::bind(plan.endpoints.of(node, 0)).map_err(|e| format!("{e} (another process already runs host {rank}?)"))?;
         let opts = HostOptions { protocol_linger: false, ..opts };
-        Ok(Session { inner: Inner::Canary(CanarySession { plan, ranks, rank, sock, calls: 0, stash: Vec::new(), rxb: udp::RxBatch::new(8), opts }) })
+        Ok(Session { inner: Inner::Canary(Box::new(CanarySession { plan, ranks, rank, sock, calls: 0, stash: Vec::new(), rxb: udp::RxBatch::new(8), opts })) })
     }
 
     /// The protocol the switch runs: `canary`, `switchml` or `atp`.

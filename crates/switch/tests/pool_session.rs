@@ -219,7 +219,7 @@ fn a_second_switchml_session_without_a_switch_restart_fails_with_the_reason() {
             .map(|r| {
                 let opts = opts.clone();
                 let s = &s;
-                sc.spawn(move || Session::open(&s.text, (s.ip, 47000), 2, r, opts).unwrap().allreduce_i32(vec![1; 100]).err().expect("a call that cannot finish"))
+                sc.spawn(move || Session::open(&s.text, (s.ip, 47000), 2, r, opts).unwrap().allreduce_i32(vec![1; 100]).expect_err("a call that cannot finish"))
             })
             .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
