@@ -110,6 +110,7 @@ def test_mpi_allreduce_through_a_lossy_switch_is_exact(tmp_path: Path) -> None:
     ("switchml", 4, "127.66.12.1", []),
     ("atp", 5, "127.66.13.1", []),
     ("switchml", 4, "127.66.14.1", ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "4"]),
+    ("atp", 5, "127.66.16.1", ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "5"]),
 ])
 def test_mpi_allreduce_through_a_pool_switch_is_exact(algorithm: str, node: int, ip: str, extra: list[str]) -> None:
     """REDUCELAB_ALLREDUCE=switchml / atp: the same program (42 switch allreduces of 1 to 65,536

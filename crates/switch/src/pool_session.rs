@@ -54,7 +54,7 @@ use reducelab_sim::training_run::{gradient_packet, PoolProtocol, Ps, ELEMS_PER_P
 use reducelab_transport::worker::{Send, WorkerWindow};
 
 use crate::plan::EndpointSpec;
-use crate::pool_host::{drive_worker, serve_ps, Io, Stay, Tensor, WorkerCtx};
+use crate::pool_host::{drive_worker, serve_ps, Io, PoolHostReport, Stay, Tensor, WorkerCtx};
 use crate::pool_plan::PoolPlan;
 use crate::udp;
 
@@ -138,6 +138,15 @@ impl PoolSession {
 
     pub fn elems_per_packet(&self) -> u16 {
         ELEMS_PER_PACKET
+    }
+
+    /// This rank's counters over the session so far: packets sent and received, and
+    /// `misdelivered` — among them the late packets of earlier calls, dropped.
+    pub fn report(&self) -> PoolHostReport {
+        let mut r = self.io.report.clone();
+        r.worker = self.win.as_ref().map(|w| w.stats());
+        r.elapsed_s = self.epoch.elapsed().as_secs_f64();
+        r
     }
 
     /// The element-wise wrapping sum of every rank's `data` (the same length on every rank).

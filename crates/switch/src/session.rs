@@ -111,6 +111,14 @@ impl Session {
         }
     }
 
+    /// A pool rank's counters so far (`None` for Canary): see [`PoolSession::report`].
+    pub fn pool_report(&self) -> Option<crate::pool_host::PoolHostReport> {
+        match &self.inner {
+            Inner::Canary(_) => None,
+            Inner::Pool(p) => Some(p.report()),
+        }
+    }
+
     pub fn elems_per_packet(&self) -> u16 {
         match &self.inner {
             Inner::Canary(c) => c.plan.specs[0].elems_per_packet,

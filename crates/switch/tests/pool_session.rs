@@ -9,6 +9,7 @@ use std::net::Ipv4Addr;
 use std::sync::Barrier;
 use std::time::Duration;
 
+use reducelab_switch::pool_host::PoolHostReport;
 use reducelab_switch::pool_plan::PoolPlan;
 use reducelab_switch::session::FixedPoint;
 use reducelab_switch::{HostOptions, Session};
@@ -78,11 +79,11 @@ fn sequence(seed: u64, calls: usize, ranks: usize, slots: u64) -> Vec<Call> {
 }
 
 /// Runs `seq` on `ranks` sessions (threads) through the switch of `s`; checks every rank's every
-/// result exactly.
-fn run_sequence(s: &Setup, ranks: u32, seq: &[Call], timeout_s: f64) {
+/// result exactly. Returns every rank's counters.
+fn run_sequence(s: &Setup, ranks: u32, seq: &[Call], timeout_s: f64) -> Vec<PoolHostReport> {
     let opts = HostOptions { timeout: Duration::from_secs_f64(timeout_s), ..HostOptions::default() };
     let barrier = Barrier::new(ranks as usize);
-    let results: Vec<Vec<Result<Vec<u32>, String>>> = std::thread::scope(|sc| {
+    let results: Vec<(Vec<Result<Vec<u32>, String>>, Option<PoolHostReport>)> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..ranks)
             .map(|r| {
                 let (opts, barrier) = (opts.clone(), &barrier);
@@ -103,7 +104,7 @@ fn run_sequence(s: &Setup, ranks: u32, seq: &[Call], timeout_s: f64) {
                             break;
                         }
                     }
-                    out
+                    (out, sess.pool_report())
                 })
             })
             .collect();
@@ -114,12 +115,13 @@ fn run_sequence(s: &Setup, ranks: u32, seq: &[Call], timeout_s: f64) {
             Call::Int(v) => (0..v[0].len()).map(|i| v.iter().fold(0i32, |a, x| a.wrapping_add(x[i])) as u32).collect(),
             Call::Float(v) => FixedPoint::reference(v).into_iter().map(f32::to_bits).collect(),
         };
-        for (r, res) in results.iter().enumerate() {
+        for (r, (res, _)) in results.iter().enumerate() {
             let got = res.get(k).unwrap_or_else(|| panic!("rank {r} stopped before call {k}: {:?}", res.last()));
             let got = got.as_ref().unwrap_or_else(|e| panic!("rank {r}, call {k}: {e}"));
             assert!(got == &want, "rank {r}, call {k} ({} elements): differs from the exact sum at element {:?}", want.len(), got.iter().zip(&want).position(|(a, b)| a != b));
         }
     }
+    results.into_iter().map(|(_, rep)| rep.expect("a pool session")).collect()
 }
 
 fn program_stats(report: &Value) -> &Value {
@@ -149,16 +151,23 @@ fn switchml_and_atp_sessions_sum_random_calls_exactly() {
 }
 
 /// The same under 5% loss, 5% duplication and 10% reordering on every port of the switch
-/// (results, gradients and the PS's traffic): late and duplicated packets of earlier calls
-/// reach the switch and the ranks during later calls, and every result is still exact.
+/// (results, gradients and the PS's traffic; a reordered packet is held up to 20 ms, longer
+/// than a call): late and duplicated packets of earlier calls reach the switch and the ranks
+/// during later calls (the ranks count them: tens per run), and every result is still exact.
 #[test]
 fn pool_sessions_sum_exactly_under_loss_duplication_and_reordering() {
     for (i, p) in ["switchml", "atp"].iter().enumerate() {
         let s = Setup::new(&format!("session-faults-{p}"), 20 + i as u8, scenario(p, 4, 16, 5_000));
-        let sw = s.switch(s.plan().jobs[0].switch, &["--fault", "loss=0.05,dup=0.05,reorder=0.1,reorder_us=2000", "--fault-seed", &(5 + i).to_string()]);
+        let sw = s.switch(s.plan().jobs[0].switch, &["--fault", "loss=0.05,dup=0.05,reorder=0.1,reorder_us=20000", "--fault-seed", &(5 + i).to_string()]);
         let seq = sequence(200 + i as u64, 10, 4, 8);
-        run_sequence(&s, 4, &seq, 30.0);
+        let ranks = run_sequence(&s, 4, &seq, 30.0);
         let report = sw.stop();
+        // Late and duplicated packets of earlier calls reached the ranks during later calls and
+        // were dropped (their PSNs are outside the call's range), not added in.
+        let late: u64 = ranks.iter().map(|r| r.misdelivered).sum();
+        eprintln!("{p}: packets outside the current call's PSNs, dropped by the ranks: {:?}; switch: {}", ranks.iter().map(|r| r.misdelivered).collect::<Vec<_>>(), program_stats(&report));
+        assert!(late > 0, "{p}: no late packet of an earlier call reached a rank: {ranks:?}");
+        assert!(ranks.iter().all(|r| r.malformed == 0 && r.bad_results == 0), "{p}: {ranks:?}");
         let d = &report["data_plane"];
         assert!(d["fault_dropped"].as_u64().unwrap() > 0 && d["fault_duplicated"].as_u64().unwrap() > 0 && d["fault_held"].as_u64().unwrap() > 0, "{p}: {report}");
         if *p == "switchml" {
