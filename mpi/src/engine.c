@@ -435,8 +435,8 @@ static int resolve(const char *name, int coll, const uint32_t *dims, size_t ndim
                                       "path is an allreduce)");
         name = "auto";
     }
-    if (strcmp(name, "canary") == 0) { /* through the software switch: blocking allreduces only */
-        note_once("canary not used", "nonblocking, persistent, reduce-scatter and allgather calls run auto's path "
+    if (rl_innet_named(name)) { /* through the software switch: blocking allreduces only */
+        note_once("switch algorithm not used", "nonblocking, persistent, reduce-scatter and allgather calls run auto's path "
                                      "(the switch path is blocking allreduce only)");
         name = "auto";
     }
@@ -1633,7 +1633,8 @@ int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype typ
     if (negative_count(comm, count)) return MPI_ERR_COUNT;
     if (count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); /* MPI reports these */
-    if (rl_innet_named(algorithm)) return rl_innet_allreduce(sendbuf, recvbuf, count, type, op, comm);
+    const char *innet_name = rl_innet_named(algorithm);
+    if (innet_name) return rl_innet_allreduce(sendbuf, recvbuf, count, type, op, comm, innet_name);
     if (__builtin_expect(__atomic_load_n(&nrules, __ATOMIC_ACQUIRE) < 0, 0)) load_rules();
     int named = algorithm ? strcmp(algorithm, "shm") == 0 : env_shm;
     int route = named ? RL_ROUTE_SHM : auto_route(algorithm, comm, count, type, 1);

@@ -1,5 +1,5 @@
-/* REDUCELAB_ALLREDUCE=canary (docs/switch.md, "The MPI runtime's canary"): each blocking
- * allreduce of the ranks goes through running software switches, via the C ABI of
+/* REDUCELAB_ALLREDUCE=canary, switchml or atp (docs/switch.md, "The MPI runtime's canary"):
+ * each blocking allreduce of the ranks goes through running software switches, via the C ABI of
  * crates/innet (RL_Innet_open / RL_Innet_allreduce), loaded with dlopen on first use so the MPI
  * libraries do not link the switch's Rust code unless it is asked for.
  *
@@ -9,7 +9,10 @@
  *   REDUCELAB_INNET_LIB       libreducelab_innet.so (default: ../../target/release/ from this
  *                             library's directory, then the loader's search path)
  *
- * Rank r of the communicator is host r of the scenario. The first call opens the host (binds
+ * The name must be the protocol of the scenario's traffic (a canary allreduce, or a training job
+ * of switchml or atp whose workers are the communicator's ranks; dsa is refused by the session
+ * with the reason); one code path, the C ABI chooses by the scenario.
+ * Rank r of the communicator is host r of the scenario (worker r of its job). The first call opens the host (binds
  * its socket, checks that a switch listens) on every rank and then agrees with an MPI_Allreduce
  * (MIN) that all ranks did, which is also the barrier that keeps packets from reaching unbound
  * sockets. One communicator (or congruent ones) per process; MPI calls serialised. */
@@ -28,22 +31,35 @@
 
 typedef void *(*innet_open_fn)(const char *, const char *, uint32_t, uint32_t, double, char *, size_t);
 typedef int (*innet_allreduce_fn)(void *, const void *, void *, uint64_t, int32_t, char *, size_t);
+typedef const char *(*innet_protocol_fn)(const void *);
+typedef void (*innet_close_fn)(void *);
 
 static struct {
     int state; /* 0 not opened, 1 open, -1 failed (message in err) */
     void *handle;
     innet_allreduce_fn allreduce;
+    innet_close_fn close;
     MPI_Comm comm; /* a dup of the communicator it was opened on */
     char err[1024];
 } innet;
 
-int rl_innet_named(const char *algorithm) {
-    if (algorithm && *algorithm) return strcmp(algorithm, "canary") == 0;
+static const char *const switch_algorithms[] = {"canary", "switchml", "atp", "dsa"};
+
+static const char *switch_name(const char *n) {
+    if (!n) return NULL;
+    for (size_t i = 0; i < sizeof switch_algorithms / sizeof *switch_algorithms; i++)
+        if (strcmp(n, switch_algorithms[i]) == 0) return switch_algorithms[i];
+    return NULL;
+}
+
+const char *rl_innet_named(const char *algorithm) {
+    if (algorithm && *algorithm) return switch_name(algorithm);
     /* every MPI_Allreduce asks: read the environment once (a benign race: same value) */
-    static int env = -1;
-    if (__builtin_expect(env < 0, 0)) {
-        const char *n = getenv("REDUCELAB_ALLREDUCE");
-        env = n && strcmp(n, "canary") == 0;
+    static int read = 0;
+    static const char *env = NULL;
+    if (__builtin_expect(!read, 0)) {
+        env = switch_name(getenv("REDUCELAB_ALLREDUCE"));
+        read = 1;
     }
     return env;
 }
@@ -73,8 +89,13 @@ static void *load_library(char *err, size_t errlen) {
     return lib;
 }
 
-/* 1 when this rank opened, else 0 with the reason in innet.err. */
-static int open_here(MPI_Comm comm) {
+static void close_at_exit(void) {
+    if (innet.handle && innet.close) innet.close(innet.handle);
+    innet.handle = NULL;
+}
+
+/* 1 when this rank opened a session of protocol `name`, else 0 with the reason in innet.err. */
+static int open_here(MPI_Comm comm, const char *name) {
     int size = 0, rank = 0;
     PMPI_Comm_size(comm, &size);
     PMPI_Comm_rank(comm, &rank);
@@ -101,18 +122,30 @@ static int open_here(MPI_Comm comm) {
     }
     innet.handle = open(scenario, getenv("REDUCELAB_INNET_ADDR"), (uint32_t)size, (uint32_t)rank, timeout, innet.err,
                         sizeof innet.err);
-    return innet.handle != NULL;
+    if (!innet.handle) return 0;
+    innet_protocol_fn protocol = (innet_protocol_fn)dlsym(lib, "RL_Innet_protocol");
+    const char *runs = protocol ? protocol(innet.handle) : "canary";
+    if (strcmp(runs, name) != 0) {
+        snprintf(innet.err, sizeof innet.err, "REDUCELAB_INNET_SCENARIO=%s runs %s, not %s: give the scenario the switch runs", scenario, runs, name);
+        return 0;
+    }
+    /* Closed at exit: rank 0 of atp runs the job's parameter server, which then serves until it
+     * has heard nothing for 0.5 s, so a rank still missing a result of the last call gets it. */
+    innet.close = (innet_close_fn)dlsym(lib, "RL_Innet_close");
+    if (innet.close) atexit(close_at_exit);
+    return 1;
 }
 
-static int fail(MPI_Comm comm, const char *msg) {
+static int fail(MPI_Comm comm, const char *name, const char *msg) {
     int rank = 0;
     PMPI_Comm_rank(comm, &rank);
-    fprintf(stderr, "reducelab: REDUCELAB_ALLREDUCE=canary (rank %d): %s\n", rank, msg);
+    fprintf(stderr, "reducelab: REDUCELAB_ALLREDUCE=%s (rank %d): %s\n", name, rank, msg);
     PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
     return MPI_ERR_OTHER;
 }
 
-int rl_innet_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+int rl_innet_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                       const char *name) {
     int32_t element;
     if (op == MPI_SUM && (type == MPI_INT || type == MPI_INT32_T || type == MPI_UNSIGNED || type == MPI_UINT32_T))
         element = RL_INNET_INT32;
@@ -120,13 +153,13 @@ int rl_innet_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
         element = RL_INNET_FLOAT32;
     else {
         if (getenv("REDUCELAB_VERBOSE"))
-            fprintf(stderr, "reducelab: canary adds 32-bit integers and floats only (MPI_SUM on MPI_INT, MPI_INT32_T, "
-                            "MPI_UNSIGNED, MPI_UINT32_T, MPI_FLOAT); this call goes to the MPI library\n");
+            fprintf(stderr, "reducelab: %s adds 32-bit integers and floats only (MPI_SUM on MPI_INT, MPI_INT32_T, "
+                            "MPI_UNSIGNED, MPI_UINT32_T, MPI_FLOAT); this call goes to the MPI library\n", name);
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm);
     }
     if (comm == MPI_COMM_NULL) return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); /* MPI reports it */
     if (innet.state == 0) {
-        int mine = open_here(comm), all = 0;
+        int mine = open_here(comm, name), all = 0;
         PMPI_Comm_dup(comm, &innet.comm);
         PMPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, innet.comm); /* also the barrier */
         innet.state = all ? 1 : -1;
@@ -135,13 +168,13 @@ int rl_innet_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
         int same = MPI_UNEQUAL;
         PMPI_Comm_compare(comm, innet.comm, &same);
         if (same != MPI_IDENT && same != MPI_CONGRUENT)
-            return fail(comm, "opened on another communicator: canary runs on one communicator (or congruent ones) per "
-                              "process");
+            return fail(comm, name, "opened on another communicator: the switch path runs on one communicator (or congruent "
+                                    "ones) per process");
     }
-    if (innet.state < 0) return fail(comm, innet.err);
+    if (innet.state < 0) return fail(comm, name, innet.err);
     if (count == 0) return MPI_SUCCESS;
     const void *in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
     if (innet.allreduce(innet.handle, in, recvbuf, (uint64_t)count, element, innet.err, sizeof innet.err) != 0)
-        return fail(comm, innet.err);
+        return fail(comm, name, innet.err);
     return MPI_SUCCESS;
 }

@@ -913,17 +913,17 @@ def _cmd_bench_switch(args: argparse.Namespace) -> int:
 
 
 def _bench_switch_mpi(argv: list[str]) -> int:
-    """`bench switch --mpi [--hosts 4,8] [--bytes 1048576,...] [--repeats 3]`."""
+    """`bench switch --mpi [--hosts 4,8] [--bytes 1048576,...] [--repeats 3] [--protocols canary,switchml,atp]`."""
     from . import switchbench
 
     def bench_load() -> str:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
-    opts = {"--hosts": "4,8", "--bytes": "1048576,4194304", "--repeats": "3"}
+    opts = {"--hosts": "4,8", "--bytes": "1048576,4194304", "--repeats": "3", "--protocols": ",".join(switchbench.PROTOCOLS)}
     it = iter(argv)
     for a in it:
         if a not in opts:
-            _fail(f"bench switch --mpi: unknown argument {a!r} (--hosts, --bytes, --repeats)")
+            _fail(f"bench switch --mpi: unknown argument {a!r} (--hosts, --bytes, --repeats, --protocols)")
         opts[a] = next(it, "")
     try:
         hosts = [int(x) for x in opts["--hosts"].split(",")]
@@ -933,16 +933,20 @@ def _bench_switch_mpi(argv: list[str]) -> int:
         _fail("bench switch --mpi: --hosts, --bytes and --repeats take integers (comma-separated lists)")
     if any(h < 1 or h > 32 for h in hosts) or any(b < 4 or b % 4 for b in sizes) or reps < 1:
         _fail("bench switch --mpi: --hosts 1..32, --bytes multiples of 4, --repeats >= 1")
+    protocols = tuple(p for p in opts["--protocols"].split(",") if p)
+    unknown = [p for p in protocols if p not in switchbench.PROTOCOLS]
+    if unknown or not protocols:
+        _fail(f"bench switch --mpi: --protocols {opts['--protocols']!r}: give some of {', '.join(switchbench.PROTOCOLS)}")
     print(f"# MPI allreduce through one software switch vs host-based, float sums; load average before: "
           f"{bench_load()}", flush=True)
     try:
-        rows, reports = switchbench.run(hosts, sizes, reps)
+        rows, reports = switchbench.run(hosts, sizes, reps, protocols=protocols)
     except RuntimeError as exc:
         _fail(str(exc), EXIT_FAILURE)
     print(switchbench.format_table(rows))
-    for n, r in zip(hosts, reports):
+    for n, protocol, r in reports:
         d = r.get("data_plane", {})
-        print(f"# switch of {n} hosts: rx {d.get('rx_packets')} packets, cpu {r.get('cpu_s', 0):.3f} s, "
+        print(f"# {protocol} switch of {n} hosts: rx {d.get('rx_packets')} packets, cpu {r.get('cpu_s', 0):.3f} s, "
               f"send errors {d.get('send_errors')}")
     print(f"# load average after: {bench_load()}")
     return 0

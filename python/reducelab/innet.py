@@ -66,8 +66,11 @@ class Session:
     float32 (fixed point with a shared exponent: within ``n·2^(e+ceil(log2 n)-31) + |exact|·2^-24``
     of the exact sum, where ``|x| < 2^e`` for every input; docs/switch.md, "Sessions, floats and
     the C ABI"). Through the C ABI (``libreducelab_innet.so``: ``REDUCELAB_INNET_LIB``, else next
-    to the switch binary), so the scenario's protocol must be canary. Every rank opens before any
-    rank's first call (a barrier), then all make the same sequence of calls::
+    to the switch binary). The scenario's traffic chooses the protocol (``protocol``): a canary
+    allreduce (rank r is host r), or one training job of switchml or atp (rank r is worker r;
+    ``ranks`` must be the job's workers; rank 0 runs ATP's parameter server; such a switch serves
+    one session per start, docs/switch.md, "Pool sessions"). Every rank opens before any rank's
+    first call (a barrier), then all make the same sequence of calls::
 
         with innet.Session("scenarios/switch/star4_canary.toml", ranks=4, rank=r) as s:
             barrier.wait()
@@ -90,6 +93,13 @@ class Session:
         self._h = self._lib.RL_Innet_open(os.fsencode(scenario), where, ranks, rank, float(timeout_s), err, len(err))
         if not self._h:
             raise ValueError(err.value.decode(errors="replace"))
+
+    @property
+    def protocol(self) -> str:
+        """The protocol the switch runs: ``canary``, ``switchml`` or ``atp``."""
+        if not self._h:
+            raise ValueError("session: closed")
+        return str(self._lib.RL_Innet_protocol(self._h).decode())
 
     def allreduce(self, array: Any) -> Any:
         """The element-wise sum over all ranks of `array` (int32 or float32, any shape; the same on
@@ -144,4 +154,6 @@ def _library(path: str | os.PathLike[str] | None) -> Any:
     lib.RL_Innet_allreduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int32,
                                        ctypes.c_char_p, ctypes.c_size_t]
     lib.RL_Innet_close.argtypes = [ctypes.c_void_p]
+    lib.RL_Innet_protocol.restype = ctypes.c_char_p
+    lib.RL_Innet_protocol.argtypes = [ctypes.c_void_p]
     return lib

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from helpers import REPO, cli
 
 
@@ -213,6 +215,76 @@ def test_innet_sessions_reduce_float32_and_int32_through_the_c_abi(tmp_path: Pat
             e = math.frexp(max(float(np.max(np.abs(x))) for x in floats[k]))[1]
             tol = 4 * 2.0 ** (e + 2 - 31) + np.abs(exact) * 2.0**-24
             assert np.all(np.abs(f.astype(np.float64) - exact) <= tol), (r, k)
+
+
+@pytest.mark.parametrize(("protocol", "node", "block"), [("switchml", 4, 9), ("atp", 5, 10)])
+def test_innet_pool_sessions_sum_random_calls_exactly(protocol: str, node: int, block: int) -> None:
+    """`innet.Session` on a pool scenario (scenarios/switch/star4_switchml.toml, star4_atp.toml;
+    ATP's parameter server is a thread of rank 0): 4 rank threads, a seeded random sequence of
+    calls of random sizes and dtypes through one switch process (a fresh one: a pool switch
+    serves one session per start); int32 exact (wrapping), float32 bitwise the fixed-point
+    reference."""
+    import threading
+
+    import numpy as np
+
+    from reducelab import innet
+
+    scenario = REPO / f"scenarios/switch/star4_{protocol}.toml"
+    ip = f"127.66.{block}.1"
+    rng = np.random.default_rng(block)
+    calls = []
+    for _ in range(8):
+        n = int(rng.choice([1, 61, 62, 63, int(rng.integers(1, 20_000))]))
+        if rng.integers(0, 3) == 0:
+            calls.append([(rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(np.float32) for _ in range(4)])
+        else:
+            calls.append([rng.integers(-(2**31), 2**31, size=n, dtype=np.int64).astype(np.int32) for _ in range(4)])
+    sw = _switch_proc(str(scenario), node, ip)
+    out: dict[int, object] = {}
+    barrier = threading.Barrier(4)
+
+    def rank(r: int) -> None:
+        try:
+            with innet.Session(scenario, 4, r, ip_base=ip, timeout_s=20) as s:
+                assert s.protocol == protocol
+                barrier.wait()
+                out[r] = [s.allreduce(c[r]) for c in calls]
+        except Exception as exc:  # reported below
+            barrier.abort()
+            out[r] = exc
+
+    try:
+        ts = [threading.Thread(target=rank, args=(r,)) for r in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(timeout=90)
+    finally:
+        sw.terminate()
+        report = json.loads(sw.communicate(timeout=10)[0])
+    assert report["program"]["stats"]["completed"] > 0, report
+    for r in range(4):
+        assert isinstance(out[r], list), out[r]
+        for k, got in enumerate(out[r]):  # type: ignore[union-attr]
+            c = calls[k]
+            if c[0].dtype == np.int32:
+                want = np.sum(np.array(c, dtype=np.int64), axis=0).astype(np.uint32).astype(np.int32)
+                assert np.array_equal(got, want), (r, k)
+            else:
+                ref = _fixed_point_reference(c)
+                assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), (r, k)
+
+
+def test_innet_pool_session_refuses_dsa_and_a_wrong_rank_count() -> None:
+    import pytest
+
+    from reducelab import innet
+
+    with pytest.raises(ValueError, match="protocol: dsa cannot serve a session's calls"):
+        innet.Session(REPO / "scenarios/switch/star4_dsa.toml", 4, 0, ip_base="127.66.11.1")
+    with pytest.raises(ValueError, match="ranks: 2, but the scenario's job has 4 workers"):
+        innet.Session(REPO / "scenarios/switch/star4_switchml.toml", 2, 0, ip_base="127.66.11.1")
 
 
 def test_innet_session_names_the_missing_switch_and_bad_dtypes() -> None:

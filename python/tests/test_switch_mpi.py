@@ -1,5 +1,5 @@
-"""The MPI runtime's `canary` algorithm (REDUCELAB_ALLREDUCE=canary, mpi/src/innet.c over the C
-ABI of crates/innet): MPI_Allreduce of 4 ranks through a software switch process on loopback
+"""The MPI runtime's switch algorithms (REDUCELAB_ALLREDUCE=canary, switchml, atp:
+mpi/src/innet.c over the C ABI of crates/innet): MPI_Allreduce of 4 ranks through a software switch process on loopback
 (docs/switch.md). Needs mpirun and mpi/build (skipped without them unless
 REDUCELAB_REQUIRE_MPI=1, as test_mpi_runtime.py), the switch binary and libreducelab_innet.so
 (built by scripts/setup.sh)."""
@@ -38,10 +38,10 @@ def _binary() -> Path:
     return swswitch.find_binary()
 
 
-def _mpirun(np_: int, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _mpirun(np_: int, env: dict[str, str], timeout: float = 120, algorithm: str = "canary") -> subprocess.CompletedProcess[str]:
     lib = _binary().parent / "libreducelab_innet.so"
     assert lib.exists(), f"{lib}: build it with `cargo build --release -p reducelab-innet`"
-    env = {"LD_PRELOAD": str(PRELOAD), "REDUCELAB_ALLREDUCE": "canary", "REDUCELAB_INNET_LIB": str(lib), **env}
+    env = {"LD_PRELOAD": str(PRELOAD), "REDUCELAB_ALLREDUCE": algorithm, "REDUCELAB_INNET_LIB": str(lib), **env}
     cmd = [MPIRUN or "mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(np_)]
     for k, v in env.items():
         cmd += ["-x", f"{k}={v}"]
@@ -49,23 +49,24 @@ def _mpirun(np_: int, env: dict[str, str], timeout: float = 120) -> subprocess.C
     return subprocess.run(cmd + [str(BUILD / "test_innet")], capture_output=True, text=True, timeout=timeout, env=base)
 
 
-def _through_a_switch(scenario: Path, ip: str, extra: list[str]) -> dict:
-    """Starts a switch (node 4 of `scenario`, `extra` arguments), runs test_innet on 4 ranks
-    through it, checks every rank's checks passed, stops the switch and returns its data-plane
-    counters."""
+def _through_a_switch(scenario: Path, ip: str, extra: list[str], algorithm: str = "canary", node: int = 4) -> dict:
+    """Starts a switch (node `node` of `scenario`, `extra` arguments), runs test_innet on 4 ranks
+    through it with REDUCELAB_ALLREDUCE=`algorithm`, checks every rank's checks passed, stops the
+    switch and returns its report."""
     sw = subprocess.Popen(
-        [str(_binary()), "switch", "--scenario", str(scenario), "--node", "4", "--ip-base", ip, *extra],
+        [str(_binary()), "switch", "--scenario", str(scenario), "--node", str(node), "--ip-base", ip, *extra],
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )
     try:
-        assert sw.stdout is not None and sw.stdout.readline().strip() == "ready 4"
-        proc = _mpirun(4, {"REDUCELAB_INNET_SCENARIO": str(scenario), "REDUCELAB_INNET_ADDR": f"{ip}:47000"})
+        assert sw.stdout is not None and sw.stdout.readline().strip() == f"ready {node}"
+        proc = _mpirun(4, {"REDUCELAB_INNET_SCENARIO": str(scenario), "REDUCELAB_INNET_ADDR": f"{ip}:47000"},
+                       algorithm=algorithm)
         assert proc.returncode == 0, proc.stderr[-4000:]
         assert re.search(r"test_innet p=4: 346560 checks, 0 failures", proc.stdout), proc.stdout
     finally:
         sw.terminate()
         report, _ = sw.communicate(timeout=10)
-    return json.loads(report)["data_plane"]
+    return json.loads(report)
 
 
 def test_mpi_allreduce_of_4_ranks_through_a_switch_is_exact() -> None:
@@ -73,7 +74,7 @@ def test_mpi_allreduce_of_4_ranks_through_a_switch_is_exact() -> None:
     1..65536 (mpi/tests/test_innet.c); the switch's counters show the traffic went through it:
     at least 4 packets per block (3 contributions and the leader's broadcast) of the 1,124 blocks
     the program's 42 switch allreduces have."""
-    d = _through_a_switch(SCENARIO, "127.66.3.1", [])
+    d = _through_a_switch(SCENARIO, "127.66.3.1", [])["data_plane"]
     assert d["rx_packets"] >= 4 * 1124 and d["malformed"] == 0 and d["foreign"] == 0, d
 
 
@@ -101,5 +102,41 @@ def test_mpi_allreduce_through_a_lossy_switch_is_exact(tmp_path: Path) -> None:
     assert "retransmit_timeout_us = 20000" in text and "timeout_ns = 5000000" in text
     path = tmp_path / "lossy.toml"
     path.write_text(text)
-    d = _through_a_switch(path, "127.66.5.1", ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "3"])
+    d = _through_a_switch(path, "127.66.5.1", ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "3"])["data_plane"]
     assert d["fault_dropped"] > 0 and d["fault_duplicated"] > 0 and d["fault_held"] > 0, d
+
+
+@pytest.mark.parametrize(("algorithm", "node", "ip", "extra"), [
+    ("switchml", 4, "127.66.12.1", []),
+    ("atp", 5, "127.66.13.1", []),
+    ("switchml", 4, "127.66.14.1", ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "4"]),
+    ("atp", 5, "127.66.16.1", ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "5"]),
+])
+def test_mpi_allreduce_through_a_pool_switch_is_exact(algorithm: str, node: int, ip: str, extra: list[str]) -> None:
+    """REDUCELAB_ALLREDUCE=switchml / atp: the same program (42 switch allreduces of 1 to 65,536
+    elements, int32 bitwise, float within the fixed-point bound) through a SwitchML / ATP switch
+    (scenarios/switch/star4_{switchml,atp}.toml: the 4 ranks are the job's workers; rank 0 runs
+    ATP's parameter server), also under loss, duplication and reordering. The switch program's
+    counters show it aggregated: SwitchML completes every PSN of every call on the switch."""
+    report = _through_a_switch(REPO / f"scenarios/switch/star4_{algorithm}.toml", ip, extra, algorithm, node)
+    st = report["program"]["stats"]
+    assert st["completed"] > 0 and report["data_plane"]["malformed"] == 0, report
+    if extra:
+        assert report["data_plane"]["fault_dropped"] > 0, report
+
+
+def test_a_switch_algorithm_that_is_not_the_scenarios_protocol_fails_with_the_reason() -> None:
+    """REDUCELAB_ALLREDUCE=switchml with a canary scenario: every rank stops with the reason."""
+    sw = subprocess.Popen(
+        [str(_binary()), "switch", "--scenario", str(SCENARIO), "--node", "4", "--ip-base", "127.66.15.1"],
+        stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert sw.stdout is not None and sw.stdout.readline().strip() == "ready 4"
+        proc = _mpirun(2, {"REDUCELAB_INNET_SCENARIO": str(SCENARIO), "REDUCELAB_INNET_ADDR": "127.66.15.1:47000"},
+                       timeout=60, algorithm="switchml")
+    finally:
+        sw.terminate()
+        sw.communicate(timeout=10)
+    assert proc.returncode != 0
+    assert "REDUCELAB_ALLREDUCE=switchml (rank " in proc.stderr and "runs canary, not switchml" in proc.stderr, proc.stderr[-3000:]

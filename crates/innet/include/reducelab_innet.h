@@ -1,9 +1,14 @@
 /* ReduceLab in-network allreduce through running software switches (docs/switch.md, "C ABI").
  *
  * Library: target/release/libreducelab_innet.so (cargo build --release -p reducelab-innet).
- * The switches are started beforehand from a scenario file whose protocol is canary, e.g.
+ * The switches are started beforehand from a scenario file whose traffic is a canary allreduce
+ * or one training job of switchml or atp (the session chooses by it), e.g.
  *   reducelab switch switch --scenario scenarios/switch/star4_canary.toml --node 4
- * Rank r of `ranks` is host r of that scenario's topology. Every rank opens, then all ranks
+ *   reducelab switch switch --scenario scenarios/switch/star4_switchml.toml --node 4
+ * Rank r of `ranks` is host r of that scenario's topology (canary) or worker r of its job
+ * (switchml, atp: `ranks` must be the job's workers; rank 0 also runs ATP's parameter server
+ * and, on RL_Innet_close, serves until it has heard nothing for 0.5 s). A switchml or atp
+ * switch serves one session per start (it keeps the session's PSNs). Every rank opens, then all ranks
  * synchronise (e.g. MPI_Barrier) so no packet reaches a socket that is not bound yet, then they
  * make the same sequence of RL_Innet_allreduce calls. Errors: a return of NULL / nonzero and a
  * message in `err` (truncated to `errlen`, always NUL-terminated when errlen > 0). */
@@ -35,6 +40,9 @@ RL_Innet *RL_Innet_open(const char *scenario_path, const char *endpoints, uint32
  * Returns 0, or -1 with the reason in `err` (a timeout names what is missing). */
 int RL_Innet_allreduce(RL_Innet *h, const void *send, void *recv, uint64_t count, int32_t element_type, char *err,
                        size_t errlen);
+
+/* The protocol the switch runs: "canary", "switchml" or "atp" (a static string; "" for NULL). */
+const char *RL_Innet_protocol(const RL_Innet *h);
 
 /* Elements per packet of the scenario (the switch's aggregation width). */
 uint32_t RL_Innet_elements_per_packet(const RL_Innet *h);

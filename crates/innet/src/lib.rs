@@ -1,5 +1,6 @@
 //! C ABI over `reducelab_switch::Session` (header: `include/reducelab_innet.h`): an
-//! application's vector reduced through running software switches. Every entry point checks
+//! application's vector reduced through running software switches (Canary, or the pool
+//! protocols SwitchML and ATP, chosen by the scenario). Every entry point checks
 //! its pointers and arguments and reports errors as a message, never a panic across the
 //! boundary (a panic inside is caught and reported as an error).
 
@@ -83,7 +84,7 @@ fn allreduce(h: &mut RlInnet, send: *const c_void, recv: *mut c_void, count: u64
     // `recv`: they are copied out before anything is written).
     if ty == RL_INNET_INT32 {
         let data: Vec<i32> = unsafe { std::slice::from_raw_parts(send as *const i32, n) }.to_vec();
-        let out = h.session.allreduce_i32(data)?.1;
+        let out = h.session.allreduce_i32(data)?;
         // SAFETY: `count` writable elements at `recv`.
         unsafe { std::ptr::copy_nonoverlapping(out.as_ptr(), recv as *mut i32, n) };
     } else {
@@ -122,6 +123,20 @@ pub unsafe extern "C" fn RL_Innet_allreduce(h: *mut RlInnet, send: *const c_void
 #[no_mangle]
 pub unsafe extern "C" fn RL_Innet_elements_per_packet(h: *const RlInnet) -> u32 {
     h.as_ref().map_or(0, |h| h.session.elems_per_packet() as u32)
+}
+
+/// # Safety
+/// `h` from `RL_Innet_open` or NULL. The string is static.
+#[no_mangle]
+pub unsafe extern "C" fn RL_Innet_protocol(h: *const RlInnet) -> *const c_char {
+    let name: &'static CStr = match h.as_ref().map(|h| h.session.protocol()) {
+        Some("canary") => c"canary",
+        Some("switchml") => c"switchml",
+        Some("atp") => c"atp",
+        Some("dsa") => c"dsa",
+        _ => c"",
+    };
+    name.as_ptr()
 }
 
 /// # Safety

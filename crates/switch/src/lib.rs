@@ -10,6 +10,8 @@
 //! - [`pool_plan`], [`pool_switch`], [`pool_host`]: the same for the pool protocols (SwitchML,
 //!   ATP, DSA: training jobs), driving the simulator's `PoolProgram`s, parameter servers and the
 //!   worker transport's `WorkerWindow` over the pool wire frame (`reducelab_ina::pool_wire`).
+//! - [`pool_session`]: a pool protocol's rank that stays (SwitchML, ATP), opened by [`Session`]
+//!   when the scenario's traffic is a training job.
 //! - [`faults`]: loss, duplication, delay and reordering on a switch's egress ports.
 //!
 //! The protocol code is `reducelab-ina`'s, unchanged: the switch parses each datagram with
@@ -23,6 +25,7 @@ pub mod host;
 pub mod plan;
 pub mod pool_host;
 pub mod pool_plan;
+pub mod pool_session;
 pub mod pool_switch;
 pub mod session;
 pub mod switch;

@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 use reducelab_ina::pool::{AggPacket, Dest, PacketKind, PsAction};
 use reducelab_ina::ps::PsStats;
 use reducelab_ina::{pool_wire, training, Values, NIL};
-use reducelab_sim::training_run::{check_result, gradient_packet, ELEMS_PER_PACKET};
+use reducelab_sim::training_run::{check_result, gradient_packet, Ps, ELEMS_PER_PACKET};
 pub use reducelab_transport::worker::WorkerStats;
-use reducelab_transport::worker::{WorkerWindow, MAX_RETRANSMISSIONS};
+use reducelab_transport::worker::{Send, WorkerWindow, MAX_RETRANSMISSIONS};
 use serde::Serialize;
 
 use crate::pool_plan::{PoolPlan, Role};
@@ -114,16 +114,41 @@ pub fn run_pool_hosts(plan: &PoolPlan, hosts: &[u32], opts: &PoolHostOptions) ->
     })
 }
 
-struct Io {
-    sock: std::net::UdpSocket,
-    first_hop: SocketAddrV4,
-    rx: udp::RxBatch,
-    tx: udp::TxQueue,
-    frame: Vec<u8>,
-    report: PoolHostReport,
+pub(crate) struct Io {
+    pub sock: std::net::UdpSocket,
+    pub first_hop: SocketAddrV4,
+    pub rx: udp::RxBatch,
+    pub tx: udp::TxQueue,
+    pub frame: Vec<u8>,
+    pub report: PoolHostReport,
 }
 
 impl Io {
+    /// Host `host`'s agent (a worker of `rank`, or job `job`'s PS without) on `sock`.
+    pub(crate) fn new(sock: std::net::UdpSocket, first_hop: SocketAddrV4, host: u32, job: u16, rank: Option<u16>) -> Io {
+        let report = PoolHostReport {
+            host,
+            role: if rank.is_some() { "worker" } else { "ps" },
+            job,
+            rank,
+            psns: 0,
+            finished_s: None,
+            verified: false,
+            bad_results: 0,
+            worker: None,
+            ps: None,
+            ps_restarts: 0,
+            ps_partials_lost: 0,
+            ecn_marked_rx: 0,
+            tx_packets: 0,
+            rx_packets: 0,
+            malformed: 0,
+            misdelivered: 0,
+            send_errors: 0,
+            elapsed_s: 0.0,
+        };
+        Io { sock, first_hop, rx: udp::RxBatch::new(8), tx: udp::TxQueue::default(), frame: Vec::with_capacity(512), report }
+    }
     /// Queues `p` (`ecn`: with an ECN mark, a PS's echo).
     fn queue(&mut self, p: &AggPacket, vals: &mut Values, ecn: bool) {
         self.encode(p, vals);
@@ -208,28 +233,7 @@ fn run_pool_host(plan: &PoolPlan, host: u32, opts: &PoolHostOptions, shared: &Sh
         Role::Worker { job, rank } => (job, Some(rank)),
         Role::Ps { job } => (job, None),
     };
-    let report = PoolHostReport {
-        host,
-        role: if rank.is_some() { "worker" } else { "ps" },
-        job,
-        rank,
-        psns: 0,
-        finished_s: None,
-        verified: false,
-        bad_results: 0,
-        worker: None,
-        ps: None,
-        ps_restarts: 0,
-        ps_partials_lost: 0,
-        ecn_marked_rx: 0,
-        tx_packets: 0,
-        rx_packets: 0,
-        malformed: 0,
-        misdelivered: 0,
-        send_errors: 0,
-        elapsed_s: 0.0,
-    };
-    let mut io = Io { sock, first_hop: plan.endpoints.of(sw, sw_port), rx: udp::RxBatch::new(8), tx: udp::TxQueue::default(), frame: Vec::with_capacity(512), report };
+    let mut io = Io::new(sock, plan.endpoints.of(sw, sw_port), host, job, rank);
     match rank {
         Some(r) => worker(plan, job, r, opts, shared, io),
         None => {
@@ -243,15 +247,106 @@ fn run_pool_host(plan: &PoolPlan, host: u32, opts: &PoolHostOptions, shared: &Sh
 fn worker(plan: &PoolPlan, j: u16, rank: u16, opts: &PoolHostOptions, shared: &Shared, mut io: Io) -> Result<PoolHostReport, String> {
     let job = &plan.jobs[j as usize];
     let n = job.workers.len() as u16;
-    let parts = &job.plans[rank as usize];
-    let host = io.report.host;
     let mut vals = Values::new(ELEMS_PER_PACKET as usize);
     let mut win = WorkerWindow::new(job.psns, job.params);
-    win.set_available(training::available_psns(parts, 0));
     io.report.psns = job.psns;
     let epoch = Instant::now();
+    let mut model = Model { plan, job: j, rank, workers: n, parts: &job.plans[rank as usize] };
+    let finished = &shared.finished[j as usize];
+    let all_done = || finished.load(Ordering::Acquire) >= n as usize;
+    let stay = Stay { linger: opts.linger, job_done: shared.all_here[j as usize].then_some(&all_done as &dyn Fn() -> bool) };
+    let ctx = WorkerCtx { job: j, rank, workers: n, epoch, deadline: epoch + opts.timeout, timeout: opts.timeout };
+    let bad = drive_worker(&ctx, &mut win, &mut io, &mut vals, &mut model, &stay, || {
+        finished.fetch_add(1, Ordering::AcqRel);
+    })?;
+    io.report.elapsed_s = epoch.elapsed().as_secs_f64();
+    io.report.bad_results = bad;
+    io.report.worker = Some(win.stats());
+    io.report.verified = win.is_done() && bad == 0;
+    if bad > 0 {
+        return Err(format!("host {} (job {j} worker {rank}): {bad} of {} results differ from the exact sum of the workers' contributions", io.report.host, job.psns));
+    }
+    Ok(io.report)
+}
+
+/// What a worker's packets carry and what it does with their results: a training job's
+/// gradients ([`Model`], the simulator's) or an application's vector (the pool session,
+/// [`crate::pool_session`]). The protocol (the window, timers, reminders, fetches, the ACK
+/// path) is [`drive_worker`]'s, the same for both.
+pub(crate) trait Tensor {
+    /// The wire PSN of the window's PSN 0 (a session's calls take successive ranges).
+    fn base(&self) -> u32;
+    /// Window PSNs that may be sent at `now_ps` (a training job's partitions become ready as
+    /// its layers are computed).
+    fn available(&self, now_ps: u64) -> u32;
+    /// When more become available after `now_ps` (`None`: no more).
+    fn next_ready_ps(&self, now_ps: u64) -> Option<u64>;
+    /// The gradient packet of `s` (a window PSN), its values in `vals`.
+    fn packet(&mut self, s: Send, vals: &mut Values) -> AggPacket;
+    /// The first ACK of window PSN `psn`: whether it is right (and take its values).
+    fn result(&mut self, psn: u32, p: &AggPacket, vals: &Values) -> bool;
+}
+
+/// The training job's gradients, as the simulator makes and checks them.
+struct Model<'a> {
+    plan: &'a PoolPlan,
+    job: u16,
+    rank: u16,
+    workers: u16,
+    parts: &'a [reducelab_ina::training::Partition],
+}
+
+impl Tensor for Model<'_> {
+    fn base(&self) -> u32 {
+        0
+    }
+    fn available(&self, now_ps: u64) -> u32 {
+        training::available_psns(self.parts, now_ps)
+    }
+    fn next_ready_ps(&self, now_ps: u64) -> Option<u64> {
+        training::next_ready_ps(self.parts, now_ps)
+    }
+    fn packet(&mut self, s: Send, vals: &mut Values) -> AggPacket {
+        let (plan, j) = (self.plan, self.job as usize);
+        gradient_packet(plan.spec.protocol, plan.salt, self.job, self.rank, self.workers, s, self.parts, &plan.jobs[j].model, plan.link_bps, vals)
+    }
+    fn result(&mut self, _psn: u32, p: &AggPacket, vals: &Values) -> bool {
+        check_result(p, self.plan.salt, vals)
+    }
+}
+
+/// Who a worker is and its time limits.
+pub(crate) struct WorkerCtx {
+    pub job: u16,
+    pub rank: u16,
+    pub workers: u16,
+    /// The programs' clock: picoseconds since `epoch`.
+    pub epoch: Instant,
+    pub deadline: Instant,
+    pub timeout: Duration,
+}
+
+/// How long a worker with every result stays to answer its PS's fetches: until `job_done`
+/// (every worker of the job is a thread of this process) or for `linger`.
+pub(crate) struct Stay<'a> {
+    pub linger: Duration,
+    pub job_done: Option<&'a dyn Fn() -> bool>,
+}
+
+/// One worker agent over `io` until every PSN of `win`'s tensor has its result (and the worker
+/// has stayed as `stay` says): the number of wrong results, or an error naming what is missing
+/// (a give-up, the deadline). `on_done` runs once, when the last result comes. ACKs and fetches
+/// for wire PSNs outside `t`'s range (a late packet of an earlier tensor) are counted as
+/// misdelivered and dropped.
+pub(crate) fn drive_worker(ctx: &WorkerCtx, win: &mut WorkerWindow, io: &mut Io, vals: &mut Values, t: &mut impl Tensor, stay: &Stay, mut on_done: impl FnMut()) -> Result<u64, String> {
+    let (j, rank, n) = (ctx.job, ctx.rank, ctx.workers);
+    let epoch = ctx.epoch;
     let now_ps = || epoch.elapsed().as_nanos() as u64 * 1000;
-    let deadline = epoch + opts.timeout;
+    let deadline = ctx.deadline;
+    let host = io.report.host;
+    let base = t.base();
+    let packets = win.packets();
+    let local = |psn: u32| psn.checked_sub(base).filter(|&q| q < packets);
     let mut done_at: Option<Instant> = None;
     let mut bad = 0u64;
     loop {
@@ -259,81 +354,74 @@ fn worker(plan: &PoolPlan, j: u16, rank: u16, opts: &PoolHostOptions, shared: &S
         if win.is_done() && done_at.is_none() {
             done_at = Some(Instant::now());
             io.report.finished_s = Some(epoch.elapsed().as_secs_f64());
-            shared.finished[j as usize].fetch_add(1, Ordering::AcqRel);
+            on_done();
         }
         if let Some(d) = done_at {
-            let all = shared.finished[j as usize].load(Ordering::Acquire) >= n as usize;
-            if if shared.all_here[j as usize] { all } else { d.elapsed() >= opts.linger } {
+            if match stay.job_done {
+                Some(all) => all(),
+                None => d.elapsed() >= stay.linger,
+            } {
                 break;
             }
         }
         if win.gave_up() {
-            return Err(format!("host {host} (job {j} worker {rank}): gave up: a PSN was retransmitted {MAX_RETRANSMISSIONS} times with no ACK of any PSN in between; {}", progress(&win, &io.report)));
+            return Err(format!("host {host} (job {j} worker {rank}): gave up: a PSN was retransmitted {MAX_RETRANSMISSIONS} times with no ACK of any PSN in between; {}", progress(win, &io.report)));
         }
         if Instant::now() >= deadline {
             if done_at.is_some() {
                 break; // every result is in; the job's other workers report their own errors
             }
-            return Err(format!("host {host} (job {j} worker {rank}): timed out after {:.1} s: {}", opts.timeout.as_secs_f64(), progress(&win, &io.report)));
+            return Err(format!("host {host} (job {j} worker {rank}): timed out after {:.1} s: {}", ctx.timeout.as_secs_f64(), progress(win, &io.report)));
         }
-        win.set_available(training::available_psns(parts, now));
+        win.set_available(t.available(now));
         if win.timer_ps().is_some_and(|t| t <= now) {
             win.on_timer(now);
         }
         let mut sent = false;
         loop {
             if let Some(psn) = win.take_reminder() {
-                let mut p = AggPacket::new(PacketKind::ReminderNotice, Dest::Ps, j, psn, n);
+                let mut p = AggPacket::new(PacketKind::ReminderNotice, Dest::Ps, j, base + psn, n);
                 p.bitmap = 1u64 << rank;
-                io.queue(&p, &mut vals, false);
+                io.queue(&p, vals, false);
                 sent = true;
                 continue;
             }
             let Some(s) = win.transmit(now_ps()) else {
                 break;
             };
-            let p = gradient_packet(plan.spec.protocol, plan.salt, j, rank, n, s, parts, &job.model, plan.link_bps, &mut vals);
-            io.queue(&p, &mut vals, false);
+            let p = t.packet(s, vals);
+            io.queue(&p, vals, false);
             sent = true;
         }
         io.flush();
-        let salt = plan.salt;
-        let got = io.receive(&mut vals, |p, ecn, vals, report| {
-            if p.job != j {
-                report.misdelivered += 1;
-            } else {
-                match p.kind {
+        let got = io.receive(vals, |p, ecn, vals, report| {
+            match (p.job == j).then(|| local(p.psn)).flatten() {
+                None => report.misdelivered += 1,
+                Some(q) => match p.kind {
                     PacketKind::Ack => {
-                        if win.on_ack(p.psn, ecn, now_ps()) && !check_result(&p, salt, vals) {
+                        if win.on_ack(q, ecn, now_ps()) && !t.result(q, &p, vals) {
                             bad += 1;
                         }
                     }
-                    PacketKind::Fetch => win.on_fetch(p.psn),
+                    PacketKind::Fetch => win.on_fetch(q),
                     _ => report.misdelivered += 1,
-                }
+                },
             }
             vals.release(p.data);
         });
         if !got && !sent {
             let now = now_ps();
             let mut wait = Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()));
-            for t in [win.timer_ps(), training::next_ready_ps(parts, now)].into_iter().flatten() {
+            for t in [win.timer_ps(), t.next_ready_ps(now)].into_iter().flatten() {
                 wait = wait.min(Duration::from_nanos(t.saturating_sub(now) / 1000));
             }
             if let Some(d) = done_at {
-                wait = wait.min((d + opts.linger).saturating_duration_since(Instant::now()));
+                wait = wait.min((d + stay.linger).saturating_duration_since(Instant::now()));
             }
             io.wait(wait);
         }
     }
-    io.report.elapsed_s = epoch.elapsed().as_secs_f64();
-    io.report.bad_results = bad;
-    io.report.worker = Some(win.stats());
-    io.report.verified = win.is_done() && bad == 0;
-    if bad > 0 {
-        return Err(format!("host {host} (job {j} worker {rank}): {bad} of {} results differ from the exact sum of the workers' contributions", job.psns));
-    }
-    Ok(io.report)
+    Ok(bad)
 }
 
 fn progress(win: &WorkerWindow, r: &PoolHostReport) -> String {
@@ -352,19 +440,43 @@ fn progress(win: &WorkerWindow, r: &PoolHostReport) -> String {
     )
 }
 
-fn parameter_server(plan: &PoolPlan, j: u16, mut ps: reducelab_sim::training_run::Ps, opts: &PoolHostOptions, shared: &Shared, io: &mut Io) -> Result<(), String> {
+fn parameter_server(plan: &PoolPlan, j: u16, mut ps: Ps, opts: &PoolHostOptions, shared: &Shared, io: &mut Io) -> Result<(), String> {
     let n = plan.jobs[j as usize].workers.len();
-    let mut vals = Values::new(ELEMS_PER_PACKET as usize);
     let epoch = Instant::now();
+    let all_done = || shared.all_here[j as usize] && shared.finished[j as usize].load(Ordering::Acquire) >= n;
+    // A server: it serves until the deadline; its workers report what is missing.
+    let tree = PsTree { restart_ps: plan.spec.ps_restart_ps, leaves: plan.jobs[j as usize].tree.as_ref().map_or(0, |t| t.leaves.len() as u16) };
+    serve_ps(j, &mut ps, io, epoch, Some(epoch + opts.timeout), tree, |_, _, _| all_done());
+    io.report.elapsed_s = epoch.elapsed().as_secs_f64();
+    io.report.ps = Some(ps.stats().clone());
+    // A PS checks nothing itself: "verified" says its job's workers here all finished verified.
+    io.report.verified = all_done();
+    Ok(())
+}
+
+/// What a training job's PS does beside serving packets: its restart (`ps_restart_us`, ps on
+/// the clock of its epoch) and the leaves of its job's tree (0: no tree), to each of which a
+/// DSA reminder goes too.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct PsTree {
+    pub restart_ps: Option<u64>,
+    pub leaves: u16,
+}
+
+/// Job `j`'s parameter server over `io` (its timers on the clock of `epoch`) until `stop`
+/// (asked every round with the server, its values and when the last packet came) or the
+/// deadline.
+pub(crate) fn serve_ps(j: u16, ps: &mut Ps, io: &mut Io, epoch: Instant, deadline: Option<Instant>, tree: PsTree, mut stop: impl FnMut(&mut Ps, &mut Values, Instant) -> bool) {
+    let mut vals = Values::new(ELEMS_PER_PACKET as usize);
     let now_ps = || epoch.elapsed().as_nanos() as u64 * 1000;
-    let deadline = epoch + opts.timeout;
     let mut timers: BinaryHeap<Reverse<(u64, u64, u64)>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut out: Vec<PsAction> = Vec::new();
+    let mut last_rx = Instant::now();
     // The simulator's echo: a marked packet reaching the PS marks its next ACK.
     let mut mark = false;
-    let mut restart_at = plan.spec.ps_restart_ps;
-    let leaves = plan.jobs[j as usize].tree.as_ref().map_or(0, |t| t.leaves.len() as u16);
+    let mut restart_at = tree.restart_ps;
+    let leaves = tree.leaves;
     let mut carry = |out: &mut Vec<PsAction>, vals: &mut Values, io: &mut Io, timers: &mut BinaryHeap<Reverse<(u64, u64, u64)>>, mark: &mut bool| {
         for a in out.drain(..) {
             match a {
@@ -387,11 +499,11 @@ fn parameter_server(plan: &PoolPlan, j: u16, mut ps: reducelab_sim::training_run
         }
     };
     loop {
-        if shared.all_here[j as usize] && shared.finished[j as usize].load(Ordering::Acquire) >= n {
+        if stop(ps, &mut vals, last_rx) {
             break;
         }
-        if Instant::now() >= deadline {
-            break; // a server: it served until the deadline; its workers report what is missing
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            break;
         }
         if restart_at.is_some_and(|t| now_ps() >= t) {
             // `ps_restart_us`, the simulator's model: the partial aggregates in memory are lost,
@@ -420,6 +532,9 @@ fn parameter_server(plan: &PoolPlan, j: u16, mut ps: reducelab_sim::training_run
                 pending.push((p, ecn));
             }
         });
+        if got {
+            last_rx = Instant::now();
+        }
         for (p, ecn) in pending {
             mark |= ecn;
             ps.on_packet(now_ps(), p, &mut vals, &mut out);
@@ -427,16 +542,14 @@ fn parameter_server(plan: &PoolPlan, j: u16, mut ps: reducelab_sim::training_run
         }
         io.flush();
         if !got {
-            let mut wait = Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()));
+            let mut wait = Duration::from_millis(20);
+            if let Some(d) = deadline {
+                wait = wait.min(d.saturating_duration_since(Instant::now()));
+            }
             for at in [timers.peek().map(|&Reverse((at, ..))| at), restart_at].into_iter().flatten() {
                 wait = wait.min(Duration::from_nanos(at.saturating_sub(now_ps()) / 1000));
             }
             io.wait(wait);
         }
     }
-    io.report.elapsed_s = epoch.elapsed().as_secs_f64();
-    io.report.ps = Some(ps.stats().clone());
-    // A PS checks nothing itself: "verified" says its job's workers here all finished verified.
-    io.report.verified = shared.all_here[j as usize] && shared.finished[j as usize].load(Ordering::Acquire) >= n;
-    Ok(())
 }

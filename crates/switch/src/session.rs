@@ -1,9 +1,12 @@
 //! A host that stays: one process's rank of a run whose switches are already running, with its
 //! socket bound once and one in-network allreduce per call on application data. This is what
-//! the C ABI (`crates/innet`, `RL_Innet_allreduce`) and the MPI runtime's `canary` algorithm
-//! call.
+//! the C ABI (`crates/innet`, `RL_Innet_allreduce`) and the MPI runtime's switch algorithms
+//! (`REDUCELAB_ALLREDUCE=canary`, `switchml`, `atp`) call. [`Session::open`] chooses by the
+//! scenario's traffic: an in-network allreduce (Canary, below) or a training job of the pool
+//! protocols ([`crate::pool_session`]: SwitchML, ATP); floats go through the same fixed point
+//! either way ([`Session::allreduce_f32`]).
 //!
-//! Each call is a fresh collective of the vector's size under the next tenant id (0..=255,
+//! Canary: each call is a fresh collective of the vector's size under the next tenant id (0..=255,
 //! round robin): the switch's Canary program does not depend on the collective (its
 //! descriptors are keyed by packet id), so one running switch serves allreduces of any size
 //! with up to its elements per packet, and a late packet of an earlier call (a retransmission,
@@ -17,10 +20,21 @@ use reducelab_ina::host::Collective;
 
 use crate::host::{run_own, HostOptions, HostReport};
 use crate::plan::{EndpointSpec, Plan};
+use crate::pool_session::PoolSession;
 use crate::udp;
 
 /// One rank of a run through running switches.
 pub struct Session {
+    inner: Inner,
+}
+
+enum Inner {
+    Canary(Box<CanarySession>),
+    Pool(Box<PoolSession>),
+}
+
+/// A Canary rank.
+struct CanarySession {
     plan: Plan,
     ranks: u32,
     rank: u32,
@@ -32,18 +46,39 @@ pub struct Session {
     pub opts: HostOptions,
 }
 
+/// Checks that a switch listens at port `sw_port` of switch node `sw` (rank `rank`'s first hop):
+/// if this process can bind that address, it is on this machine and no switch holds it. (A
+/// switch on another machine, with an endpoints file, cannot be checked this way: its address
+/// does not bind here.)
+fn check_first_hop(endpoints: &EndpointSpec, first_hop: SocketAddrV4, sw: u32, sw_port: u16, rank: u32) -> Result<(), String> {
+    if UdpSocket::bind(first_hop).is_ok() {
+        return Err(format!(
+            "no switch: nothing listens at {first_hop} (port {sw_port} of switch node {sw}, host {rank}'s first hop); start the switch first: reducelab switch switch --scenario FILE --node {sw} {}",
+            endpoints.args().join(" ")
+        ));
+    }
+    Ok(())
+}
+
 impl Session {
-    /// Rank `rank` of `ranks` (host `rank` of the scenario's topology) of the switches started
-    /// from `scenario` (its text) at `endpoints` (their `--ip-base`, `--port-base`). Checks
-    /// that a switch listens at this host's first hop; binds this host's socket. The caller
-    /// makes sure every rank has opened before any rank's first allreduce (a barrier), so that
-    /// no packet reaches an unbound socket.
+    /// Rank `rank` of `ranks` of the switches started from `scenario` (its text) at `endpoints`
+    /// (their `--ip-base`, `--port-base`): host `rank` of the scenario's topology for Canary,
+    /// worker `rank` of its training job for the pool protocols (`ranks` must be the job's
+    /// workers; rank 0 also runs ATP's parameter server). Checks that a switch listens at this
+    /// host's first hop; binds this host's socket. The caller makes sure every rank has opened
+    /// before any rank's first allreduce (a barrier), so that no packet reaches an unbound
+    /// socket. `opts.timeout` limits each call.
     pub fn open(scenario: &str, endpoints: impl Into<EndpointSpec>, ranks: u32, rank: u32, opts: HostOptions) -> Result<Session, String> {
         let endpoints = endpoints.into();
+        if crate::pool_plan::is_training(scenario, None) {
+            let ep = endpoints.clone();
+            let pool = PoolSession::open(scenario, endpoints, ranks, rank, opts.timeout, |addr, sw, port, r| check_first_hop(&ep, addr, sw, port, r))?;
+            return Ok(Session { inner: Inner::Pool(Box::new(pool)) });
+        }
         let plan = Plan::from_scenario(scenario, None, endpoints.clone())?;
         let info = plan.specs[0].protocol.info();
         if info.name != "canary" {
-            return Err(format!("protocol: the scenario runs {}; an allreduce of any size through a running switch needs canary (its switch program does not depend on the collective)", info.name));
+            return Err(format!("protocol: the scenario runs {}; an allreduce of any size through a running switch needs canary (its switch program does not depend on the collective) or a training job of switchml or atp", info.name));
         }
         let hosts = plan.fabric.num_hosts() as u32;
         if ranks == 0 || ranks > hosts {
@@ -54,35 +89,49 @@ impl Session {
         }
         let node = plan.fabric.host_nodes[rank as usize];
         let (sw, sw_port) = plan.fabric.nodes[node as usize].ports[0];
-        let first_hop: SocketAddrV4 = plan.endpoints.of(sw, sw_port);
-        // If this host can bind its switch port's address, that address is on this machine and
-        // no switch holds it. (A switch on another machine, with an endpoints file, cannot be
-        // checked this way: its address does not bind here.)
-        if UdpSocket::bind(first_hop).is_ok() {
-            return Err(format!(
-                "no switch: nothing listens at {first_hop} (port {sw_port} of switch node {sw}, host {rank}'s first hop); start the switch first: reducelab switch switch --scenario FILE --node {sw} {}",
-                endpoints.args().join(" ")
-            ));
-        }
+        check_first_hop(&endpoints, plan.endpoints.of(sw, sw_port), sw, sw_port, rank)?;
         let sock = udp::bind(plan.endpoints.of(node, 0)).map_err(|e| format!("{e} (another process already runs host {rank}?)"))?;
         let opts = HostOptions { protocol_linger: false, ..opts };
-        Ok(Session { plan, ranks, rank, sock, calls: 0, stash: Vec::new(), rxb: udp::RxBatch::new(8), opts })
+        Ok(Session { inner: Inner::Canary(Box::new(CanarySession { plan, ranks, rank, sock, calls: 0, stash: Vec::new(), rxb: udp::RxBatch::new(8), opts })) })
+    }
+
+    /// The protocol the switch runs: `canary`, `switchml` or `atp`.
+    pub fn protocol(&self) -> &'static str {
+        match &self.inner {
+            Inner::Canary(_) => "canary",
+            Inner::Pool(p) => p.protocol(),
+        }
+    }
+
+    /// Ranks of the session (the scenario's hosts taking part, or its job's workers).
+    pub fn ranks(&self) -> u32 {
+        match &self.inner {
+            Inner::Canary(c) => c.ranks,
+            Inner::Pool(p) => p.ranks(),
+        }
+    }
+
+    /// A pool rank's counters so far (`None` for Canary): see [`PoolSession::report`].
+    pub fn pool_report(&self) -> Option<crate::pool_host::PoolHostReport> {
+        match &self.inner {
+            Inner::Canary(_) => None,
+            Inner::Pool(p) => Some(p.report()),
+        }
     }
 
     pub fn elems_per_packet(&self) -> u16 {
-        self.plan.specs[0].elems_per_packet
+        match &self.inner {
+            Inner::Canary(c) => c.plan.specs[0].elems_per_packet,
+            Inner::Pool(p) => p.elems_per_packet(),
+        }
     }
 
     /// The element-wise wrapping sum of every rank's `data` (the same length on every rank).
-    pub fn allreduce_i32(&mut self, data: Vec<i32>) -> Result<(HostReport, Vec<i32>), String> {
-        if data.is_empty() {
-            return Ok((HostReport::empty(self.rank), data));
+    pub fn allreduce_i32(&mut self, data: Vec<i32>) -> Result<Vec<i32>, String> {
+        match &mut self.inner {
+            Inner::Canary(c) => c.allreduce_i32(data).map(|r| r.1),
+            Inner::Pool(p) => p.allreduce_i32(&data),
         }
-        let tenant = (self.calls % 256) as u16;
-        self.calls += 1;
-        let salt = self.plan.colls[0].salt;
-        let coll = Collective::new(tenant, (0..self.ranks).collect(), data.len() as u64 * 4, self.elems_per_packet(), salt, false).map_err(|e| format!("count: {e}"))?;
-        run_own(&self.plan, self.rank, &self.opts, &self.sock, coll, data, &mut self.stash, &mut self.rxb)
     }
 
     /// The sum of every rank's `data` in IEEE single precision, through the switch as 32-bit
@@ -102,13 +151,27 @@ impl Session {
         if let Some(e) = FixedPoint::max_exponent(data) {
             onehot[(e - MIN_EXPONENT) as usize] = 1;
         }
-        let (_, seen) = self.allreduce_i32(onehot)?;
+        let seen = self.allreduce_i32(onehot)?;
         let Some(top) = seen.iter().rposition(|&c| c != 0) else {
             return Ok(vec![0.0; data.len()]);
         };
-        let fx = FixedPoint::new(top as i32 + MIN_EXPONENT, self.ranks);
-        let (_, sum) = self.allreduce_i32(data.iter().map(|&x| fx.quantise(x)).collect())?;
+        let fx = FixedPoint::new(top as i32 + MIN_EXPONENT, self.ranks());
+        let sum = self.allreduce_i32(data.iter().map(|&x| fx.quantise(x)).collect())?;
         Ok(sum.into_iter().map(|q| fx.value(q)).collect())
+    }
+}
+
+impl CanarySession {
+    fn allreduce_i32(&mut self, data: Vec<i32>) -> Result<(HostReport, Vec<i32>), String> {
+        if data.is_empty() {
+            return Ok((HostReport::empty(self.rank), data));
+        }
+        let tenant = (self.calls % 256) as u16;
+        self.calls += 1;
+        let salt = self.plan.colls[0].salt;
+        let epp = self.plan.specs[0].elems_per_packet;
+        let coll = Collective::new(tenant, (0..self.ranks).collect(), data.len() as u64 * 4, epp, salt, false).map_err(|e| format!("count: {e}"))?;
+        run_own(&self.plan, self.rank, &self.opts, &self.sock, coll, data, &mut self.stash, &mut self.rxb)
     }
 }
 

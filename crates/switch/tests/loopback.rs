@@ -4,79 +4,23 @@
 //!
 //! Each test uses its own 127.77.K.0/24 block of addresses so tests can run in parallel.
 
-use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use reducelab_switch::{run_host, udp, HostOptions, HostReport, Plan};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_reducelab-switch");
-
-struct Proc {
-    child: Child,
-    out: BufReader<ChildStdout>,
-}
-
-impl Proc {
-    /// SIGTERM, then the switch's JSON report.
-    fn stop(mut self) -> Value {
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let mut line = String::new();
-        self.out.read_line(&mut line).expect("switch report");
-        self.child.wait().expect("reaped");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("switch report `{line}`: {e}"))
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Switch process `node` of the scenario file `path` (`args`: where it listens, and more), once
-/// it says it is ready.
-fn spawn_switch(path: &std::path::Path, node: u32, args: &[&str]) -> Proc {
-    let mut child = Command::new(BIN)
-        .args(["switch", "--scenario", path.to_str().unwrap(), "--node", &node.to_string()])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("switch binary");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), format!("ready {node}"), "switch {node} did not start");
-    Proc { child, out }
-}
-
-struct Setup {
-    path: std::path::PathBuf,
-    text: String,
-    ip: Ipv4Addr,
-}
+mod common;
+use common::{spawn_switch, Proc, Setup, BIN};
 
 impl Setup {
     fn new(name: &str, block: u8, text: String) -> Setup {
-        let dir = std::env::temp_dir().join(format!("reducelab-switch-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, &text).unwrap();
-        Setup { path, text, ip: Ipv4Addr::new(127, 77, block, 1) }
+        Setup::at(name, Ipv4Addr::new(127, 77, block, 1), text)
     }
 
     fn plan(&self) -> Plan {
         Plan::from_scenario(&self.text, None, (self.ip, 47000)).unwrap()
-    }
-
-    fn switch(&self, node: u32, extra: &[&str]) -> Proc {
-        spawn_switch(&self.path, node, &[&["--ip-base", &self.ip.to_string()], extra].concat())
     }
 
     fn switches(&self, extra: &[&str]) -> Vec<Proc> {
@@ -569,7 +513,7 @@ fn sessions_reduce_successive_allreduces_of_any_size_exactly() {
             sc.spawn(move || {
                 let mut out = Vec::new();
                 for k in 0..sizes.len() {
-                    let i = sess.allreduce_i32(ints[k][r].clone()).unwrap_or_else(|e| panic!("rank {r}, int call {k}: {e}")).1;
+                    let i = sess.allreduce_i32(ints[k][r].clone()).unwrap_or_else(|e| panic!("rank {r}, int call {k}: {e}"));
                     let f = sess.allreduce_f32(&floats[k][r]).unwrap_or_else(|e| panic!("rank {r}, f32 call {k}: {e}"));
                     out.push((i, f));
                 }
@@ -625,7 +569,7 @@ fn sessions_under_loss_dup_and_reorder_reduce_every_call_exactly() {
     let data = |r: u64, k: u64| -> Vec<i32> { (0..(100 + 37 * k)).map(|e| reducelab_ina::mix(r << 40 | k << 20 | e) as i32).collect() };
     std::thread::scope(|sc| {
         let hs: Vec<_> = sessions.iter_mut().enumerate().map(|(r, sess)| {
-            sc.spawn(move || (0..calls).map(|k| sess.allreduce_i32(data(r as u64, k)).unwrap_or_else(|e| panic!("rank {r}, call {k}: {e}")).1).collect::<Vec<_>>())
+            sc.spawn(move || (0..calls).map(|k| sess.allreduce_i32(data(r as u64, k)).unwrap_or_else(|e| panic!("rank {r}, call {k}: {e}"))).collect::<Vec<_>>())
         }).collect();
         for (r, h) in hs.into_iter().enumerate() {
             for (k, got) in h.join().unwrap().into_iter().enumerate() {

@@ -5,72 +5,25 @@
 //!
 //! Each test uses its own 127.78.K.0/24 block of addresses (`loopback.rs` uses 127.77.K.0/24).
 
-use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, UdpSocket};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use reducelab_switch::pool_host::{run_pool_hosts, PoolHostOptions, PoolHostReport};
 use reducelab_switch::pool_plan::PoolPlan;
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_reducelab-switch");
 const PROTOCOLS: [&str; 3] = ["switchml", "atp", "dsa"];
 
-struct Proc {
-    child: Child,
-    out: BufReader<ChildStdout>,
-}
-
-impl Proc {
-    fn stop(mut self) -> Value {
-        unsafe {
-            libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM);
-        }
-        let mut line = String::new();
-        self.out.read_line(&mut line).expect("switch report");
-        self.child.wait().expect("reaped");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("switch report `{line}`: {e}"))
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct Setup {
-    path: std::path::PathBuf,
-    text: String,
-    ip: Ipv4Addr,
-}
+mod common;
+use common::{Proc, Setup, BIN};
 
 impl Setup {
     fn new(name: &str, block: u8, text: String) -> Setup {
-        let dir = std::env::temp_dir().join(format!("reducelab-switch-pool-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{name}.toml"));
-        std::fs::write(&path, &text).unwrap();
-        Setup { path, text, ip: Ipv4Addr::new(127, 78, block, 1) }
+        Setup::at(name, Ipv4Addr::new(127, 78, block, 1), text)
     }
     fn plan(&self) -> PoolPlan {
         PoolPlan::from_scenario(&self.text, None, (self.ip, 47000)).unwrap()
-    }
-    fn switch(&self, node: u32, extra: &[&str]) -> Proc {
-        let mut child = Command::new(BIN)
-            .args(["switch", "--scenario", self.path.to_str().unwrap(), "--node", &node.to_string(), "--ip-base", &self.ip.to_string()])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("switch binary");
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), format!("ready {node}"), "switch {node} did not start");
-        Proc { child, out }
     }
 }
 
