@@ -20,8 +20,10 @@
 //! per-collective [`ChunkStore`] (the stand-in for the packet's payload bytes), whose handle the
 //! header carries in `src`; the header's `elems` is the payload's 4-byte words (2 per pair, 1
 //! per element of a dense run), so the size on the wire is right, and `tree` is the shard count
-//! of a block's last packet (its high 16 bits in `counter`). All of these survive the wire frame (`wire_check`), but the pairs
-//! themselves are not written into it: the frame codec for sparse payloads is not done.
+//! of a block's last packet (its high 16 bits in `counter`). On a real wire (the software
+//! switch, `crates/switch`) the chunk itself travels in the frame: [`encode_chunk`] /
+//! [`decode_chunk`] behind `InaProtocol::encode_payload` / `decode_payload`, which move it out
+//! of the sending process's store and into the receiving one's (each process has its own).
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -185,6 +187,106 @@ impl ChunkStore {
 
 type Store = Arc<Mutex<ChunkStore>>;
 
+// ---------------------------------------------------------------------------------------
+// The payload codec (the software switch's frames; the simulator passes chunks by handle).
+
+/// Bytes of a chunk's payload header: block, shard count, wire words, pair count.
+pub const CHUNK_HEAD_BYTES: usize = 16;
+
+/// Largest payload of one sparse packet of `c`: its header and `elements_per_packet` pairs (a
+/// dense run of `2 · pairs per packet ≤ elements_per_packet` elements may hold that many
+/// non-zeros; every pair is 8 bytes on this wire, a dense run too).
+pub fn max_chunk_payload_bytes(c: &Collective) -> usize {
+    CHUNK_HEAD_BYTES + 8 * c.elems_per_packet as usize
+}
+
+/// Appends `chunk` as payload bytes (little-endian): `block` u32, `shards` u32, `wire_words`
+/// u32, pair count u32, then (index u32, value u32) per pair, ascending by index.
+pub fn encode_chunk(chunk: &Chunk, out: &mut Vec<u8>) {
+    out.reserve(CHUNK_HEAD_BYTES + 8 * chunk.pairs.len());
+    for w in [chunk.block, chunk.shards, chunk.wire_words, chunk.pairs.len() as u32] {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    for p in &chunk.pairs {
+        out.extend_from_slice(&p.index.to_le_bytes());
+        out.extend_from_slice(&p.value.to_le_bytes());
+    }
+}
+
+/// Reads a payload made by [`encode_chunk`] for a packet with header `hdr` of collective `c`
+/// (untrusted bytes: never panics). Checks, each error starting with its field: `length` (the
+/// 16-byte head, and exactly 8 bytes per pair), `count` (pairs: what the bytes hold, at most
+/// `wire_words`), `block` (the header id's; below `blocks` when given), `shards` (the header's),
+/// `wire_words` (at most `elements_per_packet`), `index` (strictly ascending, inside `range`:
+/// the block's elements, or the whole vector).
+pub fn decode_chunk(hdr: &Header, c: &Collective, bytes: &[u8], blocks: Option<u32>, range: impl Fn(u32) -> (u64, u64)) -> Result<Chunk, String> {
+    if bytes.len() < CHUNK_HEAD_BYTES {
+        return Err(format!("length: {} payload bytes, a sparse chunk needs at least its {CHUNK_HEAD_BYTES}-byte head", bytes.len()));
+    }
+    let word = |i: usize| u32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]);
+    let (block, shards, wire_words, count) = (word(0), word(1), word(2), word(3));
+    let room = (bytes.len() - CHUNK_HEAD_BYTES) / 8;
+    if count as usize > room {
+        return Err(format!("count: {count} pairs, the payload holds {room} ({} bytes)", bytes.len()));
+    }
+    if bytes.len() != CHUNK_HEAD_BYTES + 8 * count as usize {
+        return Err(format!("length: {} payload bytes, {count} pairs take {}", bytes.len(), CHUNK_HEAD_BYTES + 8 * count as usize));
+    }
+    let id_block = Collective::block_of(hdr.id);
+    if block != id_block {
+        return Err(format!("block: {block}, the header's id {:#x} is block {id_block}", hdr.id));
+    }
+    if let Some(n) = blocks.filter(|&n| block >= n) {
+        return Err(format!("block: {block}, the collective has {n} blocks"));
+    }
+    let hdr_shards = (hdr.counter as u32) << 16 | hdr.tree as u32;
+    if shards != hdr_shards {
+        return Err(format!("shards: {shards}, the header says {hdr_shards}"));
+    }
+    if wire_words > c.elems_per_packet as u32 {
+        return Err(format!("wire_words: {wire_words}, more than the {} elements of a packet", c.elems_per_packet));
+    }
+    if count > wire_words {
+        return Err(format!("count: {count} pairs in a packet of {wire_words} words"));
+    }
+    let (lo, len) = range(block);
+    let mut pairs = Vec::with_capacity(count as usize);
+    let mut prev: Option<u32> = None;
+    for i in 0..count as usize {
+        let p = Pair { index: word(4 + 2 * i), value: word(5 + 2 * i) };
+        if prev.is_some_and(|q| p.index <= q) {
+            return Err(format!("index: pair {i}'s index {} does not follow {} (pairs ascend, each index once)", p.index, prev.unwrap_or(0)));
+        }
+        if (p.index as u64) < lo || p.index as u64 >= lo + len {
+            return Err(format!("index: pair {i}'s index {} is outside {lo}..{} (block {block})", p.index, lo + len));
+        }
+        prev = Some(p.index);
+        pairs.push(p);
+    }
+    Ok(Chunk { block, pairs, wire_words, shards })
+}
+
+/// `encode_payload` of the sparse protocols: the chunk leaves this process's store.
+fn encode_stored(store: &Store, hdr: &Header, out: &mut Vec<u8>) -> Result<(), String> {
+    let mut st = store.lock().expect("not poisoned");
+    if hdr.src as usize >= st.slots.len() {
+        return Err(format!("src: handle {} names no chunk of this process", hdr.src));
+    }
+    let chunk = st.take(hdr.src);
+    drop(st);
+    encode_chunk(&chunk, out);
+    Ok(())
+}
+
+/// `decode_payload` of the sparse protocols: the chunk enters this process's store, the
+/// header names it (and its size in words, as the sender's).
+fn decode_stored(store: &Store, hdr: &mut Header, c: &Collective, bytes: &[u8], blocks: Option<u32>, range: impl Fn(u32) -> (u64, u64)) -> Result<(), String> {
+    let chunk = decode_chunk(hdr, c, bytes, blocks, range)?;
+    hdr.elems = chunk.wire_words as u16;
+    hdr.src = store.lock().expect("not poisoned").put(chunk);
+    Ok(())
+}
+
 fn chunk_header(kind: Kind, dst: Addr, c: &Collective, chunk: &Chunk, handle: u32) -> Header {
     let mut h = Header::new(kind, dst, c.id(chunk.block, 0), c.tenant);
     h.elems = chunk.wire_words as u16;
@@ -335,8 +437,18 @@ impl InaProtocol for FlareSparse {
     fn switch_service(&self, elements_per_packet: u16) -> Option<(f64, u64)> {
         Some(cost::service(cost::sparse_cycles(elements_per_packet as u64 / 2)))
     }
-    fn software_switch(&self) -> Result<(), String> {
-        Err(format!("protocol: {} carries its sparse pairs beside the wire frame (no codec for them yet); the software switch cannot run it", self.label()))
+    fn carries_payload(&self) -> bool {
+        true
+    }
+    fn max_payload_bytes(&self, c: &Collective) -> usize {
+        max_chunk_payload_bytes(c)
+    }
+    fn encode_payload(&self, _c: &Collective, hdr: &Header, out: &mut Vec<u8>) -> Result<(), String> {
+        encode_stored(&self.store, hdr, out)
+    }
+    fn decode_payload(&self, c: &Collective, hdr: &mut Header, bytes: &[u8]) -> Result<(), String> {
+        let layout = self.layout(c);
+        decode_stored(&self.store, hdr, c, bytes, Some(layout.blocks()), |b| layout.range(b))
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {
@@ -591,8 +703,19 @@ impl InaProtocol for Sparcml {
         };
         Box::new(SparcmlHost { rank, split: self.split, data, store: self.store.clone(), state: None, finished_ps: None, stats: HostStats::default(), early: BTreeMap::new() })
     }
-    fn software_switch(&self) -> Result<(), String> {
-        Err(format!("protocol: {} carries its sparse pairs beside the wire frame (no codec for them yet); the software switch cannot run it", self.label()))
+    fn carries_payload(&self) -> bool {
+        true
+    }
+    fn max_payload_bytes(&self, c: &Collective) -> usize {
+        max_chunk_payload_bytes(c)
+    }
+    fn encode_payload(&self, _c: &Collective, hdr: &Header, out: &mut Vec<u8>) -> Result<(), String> {
+        encode_stored(&self.store, hdr, out)
+    }
+    fn decode_payload(&self, c: &Collective, hdr: &mut Header, bytes: &[u8]) -> Result<(), String> {
+        // A packet's `block` is its step; any index of the vector.
+        let n = elements_of(c);
+        decode_stored(&self.store, hdr, c, bytes, None, |_| (0, n))
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {
