@@ -243,8 +243,9 @@ pub fn encode_chunk(chunk: &Chunk, out: &mut Vec<u8>) {
 /// 20-byte head, and exactly 8 bytes per pair), `count` (pairs: what the bytes hold, at most
 /// `wire_words`), `block` (the header id's; below `blocks` when given), `shards` (the header's),
 /// `seq` (a block's last packet, the one with the shard count, is number `shards - 1`),
-/// `wire_words` (at most `elements_per_packet`), `index` (strictly ascending, inside `range`:
-/// the block's elements, or the whole vector).
+/// `wire_words` (at most `elements_per_packet`), `index` (ascending, inside `range`: the
+/// block's elements, or the whole vector; an index may repeat, as in a hash switch's spill,
+/// whose pairs the next switch adds up).
 pub fn decode_chunk(hdr: &Header, c: &Collective, bytes: &[u8], blocks: Option<u32>, range: impl Fn(u32) -> (u64, u64)) -> Result<Chunk, String> {
     if bytes.len() < CHUNK_HEAD_BYTES {
         return Err(format!("length: {} payload bytes, a sparse chunk needs at least its {CHUNK_HEAD_BYTES}-byte head", bytes.len()));
@@ -283,8 +284,8 @@ pub fn decode_chunk(hdr: &Header, c: &Collective, bytes: &[u8], blocks: Option<u
     let mut prev: Option<u32> = None;
     for i in 0..count as usize {
         let p = Pair { index: word(5 + 2 * i), value: word(6 + 2 * i) };
-        if prev.is_some_and(|q| p.index <= q) {
-            return Err(format!("index: pair {i}'s index {} does not follow {} (pairs ascend, each index once)", p.index, prev.unwrap_or(0)));
+        if prev.is_some_and(|q| p.index < q) {
+            return Err(format!("index: pair {i}'s index {} is below the one before, {} (pairs ascend)", p.index, prev.unwrap_or(0)));
         }
         if (p.index as u64) < lo || p.index as u64 >= lo + len {
             return Err(format!("index: pair {i}'s index {} is outside {lo}..{} (block {block})", p.index, lo + len));
@@ -944,8 +945,10 @@ mod tests {
         assert!(field(&set(2, 0), &h, all).starts_with("seq: 0 on a last packet"));
         assert!(field(&set(3, 65), &h, all).starts_with("wire_words: 65"));
         assert!(field(&set(3, 1), &h, all).starts_with("count: 2 pairs in a packet of 1 words"));
-        assert!(field(&set(7, 10), &h, all).starts_with("index: pair 1's index 10 does not follow 10"));
-        assert!(field(&set(5, 99), &h, all).starts_with("index: pair 1's index 20 does not follow 99"));
+        assert!(field(&set(7, 9), &h, all).starts_with("index: pair 1's index 9 is below the one before, 10"));
+        assert!(field(&set(5, 99), &h, all).starts_with("index: pair 1's index 20 is below the one before, 99"));
+        // A spill repeats an index: taken as it is (the next switch adds the pairs up).
+        assert_eq!(decode_chunk(&h, &c, &set(7, 10), Some(8), |_| all).unwrap().pairs, vec![p(10, 1), p(10, 2)]);
         assert!(field(&b, &h, (11, 100)).starts_with("index: pair 0's index 10 is outside 11..111"));
         assert!(field(&set(7, u32::MAX), &h, all).starts_with("index: pair 1's index 4294967295 is outside"));
     }

@@ -74,7 +74,8 @@ impl Layout {
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Chunk {
     pub block: u32,
-    /// Its non-zero pairs, ascending by index.
+    /// Its non-zero pairs, ascending by index (unique, except in a hash switch's spill packets,
+    /// which may repeat an index: the next switch adds them up).
     pub pairs: Vec<Pair>,
     /// 4-byte words of payload on the wire (2 per pair when sparse, the run length when dense).
     pub wire_words: u32,
