@@ -193,22 +193,33 @@ type Store = Arc<Mutex<ChunkStore>>;
 /// `Chunk::seq`, and a shard count alone cannot tell a duplicate from the next packet.
 #[derive(Default)]
 struct Seen {
-    live: std::collections::BTreeSet<(u32, u32, u32)>,
-    done: std::collections::BTreeSet<u32>,
+    /// Per block not yet complete: the (sender, seq) taken (a handful: a scan beats a set).
+    live: BTreeMap<u32, Vec<(u32, u32)>>,
+    /// Bitmap of the complete blocks.
+    done: Vec<u64>,
 }
 
 impl Seen {
     /// Whether this is the first time (block, from, seq) arrives, its block not yet done.
     fn first(&mut self, block: u32, from: u32, seq: u32) -> bool {
-        !self.done.contains(&block) && self.live.insert((block, from, seq))
+        if self.done.get(block as usize / 64).is_some_and(|w| w >> (block % 64) & 1 != 0) {
+            return false;
+        }
+        let taken = self.live.entry(block).or_default();
+        if taken.contains(&(from, seq)) {
+            return false;
+        }
+        taken.push((from, seq));
+        true
     }
     /// The block is complete: later packets of it are duplicates.
     fn complete(&mut self, block: u32) {
-        let gone: Vec<_> = self.live.range((block, 0, 0)..=(block, u32::MAX, u32::MAX)).copied().collect();
-        for k in gone {
-            self.live.remove(&k);
+        self.live.remove(&block);
+        let w = block as usize / 64;
+        if self.done.len() <= w {
+            self.done.resize(w + 1, 0);
         }
-        self.done.insert(block);
+        self.done[w] |= 1 << (block % 64);
     }
 }
 
