@@ -696,6 +696,9 @@ impl HostProtocol for FlareSparseHost {
     fn missing(&self) -> u32 {
         self.layout.blocks() - self.done_count
     }
+    fn expected(&self, _c: &Collective) -> (u32, &'static str) {
+        (self.layout.blocks(), "sparse blocks")
+    }
     fn stats(&self) -> &HostStats {
         &self.stats
     }
@@ -867,6 +870,9 @@ impl HostProtocol for SparcmlHost {
             (Some(st), None) => st.steps_left().max(1),
             (None, None) => 1,
         }
+    }
+    fn expected(&self, _c: &Collective) -> (u32, &'static str) {
+        (self.state.as_ref().map_or(1, |st| st.steps().max(1)), "steps")
     }
     fn stats(&self) -> &HostStats {
         &self.stats

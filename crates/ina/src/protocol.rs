@@ -118,6 +118,11 @@ pub trait HostProtocol {
     fn completed_ps(&self) -> Option<u64>;
     /// Blocks still expected.
     fn missing(&self) -> u32;
+    /// What [`Self::missing`] counts down from, and its unit, for progress and stall reports
+    /// (default: the collective's blocks; the sparse protocols' own blocks or steps).
+    fn expected(&self, c: &Collective) -> (u32, &'static str) {
+        (c.blocks, "blocks")
+    }
     fn stats(&self) -> &HostStats;
     /// How long after [`Self::completed_ps`] this rank must go on answering its peers before it
     /// may leave (a runtime whose hosts exit: the software switch's; the simulator's hosts never

@@ -500,7 +500,8 @@ fn stall_message(plan: &Plan, colls: &[reducelab_ina::host::Collective], spec_of
         let s = a.agent.stats();
         let missing = a.agent.missing();
         let state = if missing > 0 {
-            format!("{missing} of {} blocks missing", c.blocks)
+            let (of, unit) = a.agent.expected(c);
+            format!("{missing} of {of} {unit} missing")
         } else {
             "every block received but not released by the coordinator".to_string()
         };

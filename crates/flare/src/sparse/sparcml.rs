@@ -146,6 +146,11 @@ impl SparcmlRank {
         self.current = Vec::new();
     }
 
+    /// Steps of the whole schedule (for progress reports).
+    pub fn steps(&self) -> u32 {
+        self.steps.len() as u32
+    }
+
     /// Steps left (for progress reports).
     pub fn steps_left(&self) -> u32 {
         (self.steps.len() - self.step.min(self.steps.len())) as u32
