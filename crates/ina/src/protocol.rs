@@ -52,8 +52,9 @@ pub trait InaProtocol: std::fmt::Debug + Send + Sync {
         None
     }
     /// Whether the software switch (`crates/switch`, separate processes over UDP) can run it:
-    /// everything its packets carry must travel in the wire frame. `Err` says why not, starting
-    /// with the field (`protocol: ...`).
+    /// everything its packets carry must travel in the wire frame (the header, the dense values,
+    /// or the protocol's own payload: [`Self::encode_payload`]). `Err` says why not, starting
+    /// with the field (`protocol: ...`). Every protocol on main says yes.
     fn software_switch(&self) -> Result<(), String> {
         Ok(())
     }
