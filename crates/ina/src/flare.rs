@@ -193,28 +193,54 @@ type Store = Arc<Mutex<ChunkStore>>;
 /// `Chunk::seq`, and a shard count alone cannot tell a duplicate from the next packet.
 #[derive(Default)]
 struct Seen {
-    /// Per block not yet complete: the (sender, seq) taken (a handful: a scan beats a set).
-    live: BTreeMap<u32, Vec<(u32, u32)>>,
+    /// Per block not yet complete: the (sender, seq) taken (a handful: a scan beats a set),
+    /// and its shard count once known ([`Self::first_of_block`]).
+    live: BTreeMap<u32, (u32, Vec<(u32, u32)>)>,
     /// Bitmap of the complete blocks.
     done: Vec<u64>,
+    /// Lists of complete blocks, kept for the next ones (no allocation per block).
+    spare: Vec<Vec<(u32, u32)>>,
 }
 
 impl Seen {
+    fn is_done(&self, block: u32) -> bool {
+        self.done.get(block as usize / 64).is_some_and(|w| w >> (block % 64) & 1 != 0)
+    }
     /// Whether this is the first time (block, from, seq) arrives, its block not yet done.
     fn first(&mut self, block: u32, from: u32, seq: u32) -> bool {
-        if self.done.get(block as usize / 64).is_some_and(|w| w >> (block % 64) & 1 != 0) {
-            return false;
+        self.take(block, from, seq).is_some()
+    }
+    /// [`Self::first`], returning the block's entry when it is.
+    fn take(&mut self, block: u32, from: u32, seq: u32) -> Option<&mut (u32, Vec<(u32, u32)>)> {
+        if self.is_done(block) {
+            return None;
         }
-        let taken = self.live.entry(block).or_default();
-        if taken.contains(&(from, seq)) {
-            return false;
+        let spare = &mut self.spare;
+        let e = self.live.entry(block).or_insert_with(|| (0, spare.pop().unwrap_or_default()));
+        if e.1.contains(&(from, seq)) {
+            return None;
         }
-        taken.push((from, seq));
+        e.1.push((from, seq));
+        Some(e)
+    }
+    /// [`Self::first`] for the packets of one sender (`c.seq`), the block complete once as many
+    /// arrived as its last one's shard count says: a switch passing a result down.
+    fn first_of_block(&mut self, c: &Chunk) -> bool {
+        let Some(e) = self.take(c.block, 0, c.seq) else { return false };
+        if c.shards != 0 {
+            e.0 = c.shards;
+        }
+        if e.0 == e.1.len() as u32 {
+            self.complete(c.block);
+        }
         true
     }
     /// The block is complete: later packets of it are duplicates.
     fn complete(&mut self, block: u32) {
-        self.live.remove(&block);
+        if let Some((_, mut v)) = self.live.remove(&block) {
+            v.clear();
+            self.spare.push(v);
+        }
         let w = block as usize / 64;
         if self.done.len() <= w {
             self.done.resize(w + 1, 0);
@@ -448,7 +474,7 @@ impl InaProtocol for FlareSparse {
                         let children: Vec<u16> = ports_of(node.children).collect();
                         let agg = SparseAggregator::new(layout, storage, children.len() as u32, node.parent.is_none()).map_err(|e| format!("traffic: {e}"))?;
                         let parent_node = node.parent.map(|q| fabric.nodes[i].ports[q as usize].0);
-                        Some(TenantRole { node, children, parent_node, agg, coll: t.coll.clone(), store: p.store.clone(), seen: Seen::default() })
+                        Some(TenantRole { node, children, parent_node, agg, coll: t.coll.clone(), store: p.store.clone(), seen: Seen::default(), down: Seen::default() })
                     }
                 });
             }
@@ -509,7 +535,10 @@ struct TenantRole {
     agg: SparseAggregator,
     coll: Collective,
     store: Store,
+    /// Packets taken from the children (by child and seq) and, below the root, from the
+    /// parent (the result on its way down).
     seen: Seen,
+    down: Seen,
 }
 
 /// One switch's sparse handlers, one per tenant whose tree crosses it.
@@ -585,6 +614,11 @@ impl SwitchProgram for FlareSparseSwitch {
                 self.buf = buf;
             }
             Kind::Broadcast => {
+                if !role.down.first_of_block(&chunk) {
+                    // A duplicated result packet: dropped and counted, not passed down again.
+                    self.stats.collisions += 1;
+                    return;
+                }
                 self.stats.broadcasts += 1;
                 Self::down(role, chunk, out);
             }

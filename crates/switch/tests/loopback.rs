@@ -775,20 +775,27 @@ fn sparse_protocols_end_with_the_reason_when_the_switch_drops() {
 }
 
 /// Duplication and reordering only: every host verifies, and every duplicated frame was
-/// dropped and counted exactly once (host `duplicates` or `stale`), never added twice.
+/// dropped and counted exactly once (host `duplicates` or `stale`; on the fat tree, where the
+/// leaves' copies reach the spine's program, also switch `collisions`), never added twice.
 #[test]
 fn sparse_protocols_verify_under_duplication_and_reordering_and_count_every_copy() {
-    for (i, protocol) in SPARSE.iter().enumerate() {
-        let s = Setup::new(&format!("sparse-dup-{protocol}"), 125 + i as u8, scenario(STAR4, protocol, 256 << 10, SPARSE_KEYS));
+    let fat = "kind = \"fat_tree_2\"\nleaves = 2\nhosts_per_leaf = 2\nspines = 2";
+    let cases = SPARSE.iter().map(|p| (*p, STAR4)).chain([("flare_sparse", fat)]);
+    for (i, (protocol, topo)) in cases.enumerate() {
+        let s = Setup::new(&format!("sparse-dup-{protocol}-{i}"), 125 + i as u8, scenario(topo, protocol, 256 << 10, SPARSE_KEYS));
         let plan = s.plan();
         let sw = s.switches(&["--fault", "dup=0.2,reorder=0.3,reorder_us=300", "--fault-seed", "6"]);
         let rs = hosts(&plan, 15.0);
-        let report = sw.into_iter().map(Proc::stop).next().unwrap();
+        let reports: Vec<Value> = sw.into_iter().map(Proc::stop).collect();
         let ok = assert_verified(&rs, 4);
-        let d = &report["data_plane"];
-        let dups = d["fault_duplicated"].as_u64().unwrap();
-        assert!(dups > 0 && d["fault_held"].as_u64().unwrap() > 0, "{protocol}: faults were injected: {d}");
-        let dropped: u64 = ok.iter().map(|r| r.collectives[0].stats.duplicates + r.collectives[0].stats.stale).sum();
-        assert_eq!(dropped, dups, "{protocol}: every copy dropped and counted once");
+        let sum = |k: &str| reports.iter().map(|r| r["data_plane"][k].as_u64().unwrap()).sum::<u64>();
+        let dups = sum("fault_duplicated");
+        assert!(dups > 0 && sum("fault_held") > 0, "{protocol}: faults were injected: {reports:?}");
+        let at_hosts: u64 = ok.iter().map(|r| r.collectives[0].stats.duplicates + r.collectives[0].stats.stale).sum();
+        let at_switches: u64 = reports.iter().filter_map(|r| r["program"]["collisions"].as_u64()).sum();
+        assert_eq!(at_hosts + at_switches, dups, "{protocol} on {topo}: every copy dropped and counted once");
+        if topo == fat {
+            assert!(at_switches > 0, "copies reached a switch program: {reports:?}");
+        }
     }
 }
