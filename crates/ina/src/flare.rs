@@ -20,8 +20,10 @@
 //! per-collective [`ChunkStore`] (the stand-in for the packet's payload bytes), whose handle the
 //! header carries in `src`; the header's `elems` is the payload's 4-byte words (2 per pair, 1
 //! per element of a dense run), so the size on the wire is right, and `tree` is the shard count
-//! of a block's last packet (its high 16 bits in `counter`). All of these survive the wire frame (`wire_check`), but the pairs
-//! themselves are not written into it: the frame codec for sparse payloads is not done.
+//! of a block's last packet (its high 16 bits in `counter`). On a real wire (the software
+//! switch, `crates/switch`) the chunk itself travels in the frame: [`encode_chunk`] /
+//! [`decode_chunk`] behind `InaProtocol::encode_payload` / `decode_payload`, which move it out
+//! of the sending process's store and into the receiving one's (each process has its own).
 
 use std::any::Any;
 use std::collections::BTreeMap;
@@ -185,6 +187,173 @@ impl ChunkStore {
 
 type Store = Arc<Mutex<ChunkStore>>;
 
+/// The packets a receiver took, by (block or step, sender, `seq`), and the blocks it is done
+/// with: a duplicated frame (a real network's, or the software switch's `--fault dup`) is
+/// dropped and counted, never added twice. Packets carry no sequence of their own beyond
+/// `Chunk::seq`, and a shard count alone cannot tell a duplicate from the next packet.
+#[derive(Default)]
+struct Seen {
+    /// Per block not yet complete: the (sender, seq) taken (a handful: a scan beats a set),
+    /// and its shard count once known ([`Self::first_of_block`]).
+    live: BTreeMap<u32, (u32, Vec<(u32, u32)>)>,
+    /// Bitmap of the complete blocks.
+    done: Vec<u64>,
+    /// Lists of complete blocks, kept for the next ones (no allocation per block).
+    spare: Vec<Vec<(u32, u32)>>,
+}
+
+impl Seen {
+    fn is_done(&self, block: u32) -> bool {
+        self.done.get(block as usize / 64).is_some_and(|w| w >> (block % 64) & 1 != 0)
+    }
+    /// Whether this is the first time (block, from, seq) arrives, its block not yet done.
+    fn first(&mut self, block: u32, from: u32, seq: u32) -> bool {
+        self.take(block, from, seq).is_some()
+    }
+    /// [`Self::first`], returning the block's entry when it is.
+    fn take(&mut self, block: u32, from: u32, seq: u32) -> Option<&mut (u32, Vec<(u32, u32)>)> {
+        if self.is_done(block) {
+            return None;
+        }
+        let spare = &mut self.spare;
+        let e = self.live.entry(block).or_insert_with(|| (0, spare.pop().unwrap_or_default()));
+        if e.1.contains(&(from, seq)) {
+            return None;
+        }
+        e.1.push((from, seq));
+        Some(e)
+    }
+    /// [`Self::first`] for the packets of one sender (`c.seq`), the block complete once as many
+    /// arrived as its last one's shard count says: a switch passing a result down.
+    fn first_of_block(&mut self, c: &Chunk) -> bool {
+        let Some(e) = self.take(c.block, 0, c.seq) else { return false };
+        if c.shards != 0 {
+            e.0 = c.shards;
+        }
+        if e.0 == e.1.len() as u32 {
+            self.complete(c.block);
+        }
+        true
+    }
+    /// The block is complete: later packets of it are duplicates.
+    fn complete(&mut self, block: u32) {
+        if let Some((_, mut v)) = self.live.remove(&block) {
+            v.clear();
+            self.spare.push(v);
+        }
+        let w = block as usize / 64;
+        if self.done.len() <= w {
+            self.done.resize(w + 1, 0);
+        }
+        self.done[w] |= 1 << (block % 64);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The payload codec (the software switch's frames; the simulator passes chunks by handle).
+
+/// Bytes of a chunk's payload header: block, shard count, sequence, wire words, pair count.
+pub const CHUNK_HEAD_BYTES: usize = 20;
+
+/// Largest payload of one sparse packet of `c`: its header and `elements_per_packet` pairs (a
+/// dense run of `2 · pairs per packet ≤ elements_per_packet` elements may hold that many
+/// non-zeros; every pair is 8 bytes on this wire, a dense run too).
+pub fn max_chunk_payload_bytes(c: &Collective) -> usize {
+    CHUNK_HEAD_BYTES + 8 * c.elems_per_packet as usize
+}
+
+/// Appends `chunk` as payload bytes (little-endian): `block` u32, `shards` u32, `seq` u32,
+/// `wire_words` u32, pair count u32, then (index u32, value u32) per pair, ascending by index.
+pub fn encode_chunk(chunk: &Chunk, out: &mut Vec<u8>) {
+    out.reserve(CHUNK_HEAD_BYTES + 8 * chunk.pairs.len());
+    for w in [chunk.block, chunk.shards, chunk.seq, chunk.wire_words, chunk.pairs.len() as u32] {
+        out.extend_from_slice(&w.to_le_bytes());
+    }
+    for p in &chunk.pairs {
+        out.extend_from_slice(&p.index.to_le_bytes());
+        out.extend_from_slice(&p.value.to_le_bytes());
+    }
+}
+
+/// Reads a payload made by [`encode_chunk`] for a packet with header `hdr` of collective `c`
+/// (untrusted bytes: never panics). Checks, each error starting with its field: `length` (the
+/// 20-byte head, and exactly 8 bytes per pair), `count` (pairs: what the bytes hold, at most
+/// `wire_words`), `block` (the header id's; below `blocks` when given), `shards` (the header's),
+/// `seq` (a block's last packet, the one with the shard count, is number `shards - 1`),
+/// `wire_words` (at most `elements_per_packet`), `index` (ascending, inside `range`: the
+/// block's elements, or the whole vector; an index may repeat, as in a hash switch's spill,
+/// whose pairs the next switch adds up).
+pub fn decode_chunk(hdr: &Header, c: &Collective, bytes: &[u8], blocks: Option<u32>, range: impl Fn(u32) -> (u64, u64)) -> Result<Chunk, String> {
+    if bytes.len() < CHUNK_HEAD_BYTES {
+        return Err(format!("length: {} payload bytes, a sparse chunk needs at least its {CHUNK_HEAD_BYTES}-byte head", bytes.len()));
+    }
+    let word = |i: usize| u32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]);
+    let (block, shards, seq, wire_words, count) = (word(0), word(1), word(2), word(3), word(4));
+    let room = (bytes.len() - CHUNK_HEAD_BYTES) / 8;
+    if count as usize > room {
+        return Err(format!("count: {count} pairs, the payload holds {room} ({} bytes)", bytes.len()));
+    }
+    if bytes.len() != CHUNK_HEAD_BYTES + 8 * count as usize {
+        return Err(format!("length: {} payload bytes, {count} pairs take {}", bytes.len(), CHUNK_HEAD_BYTES + 8 * count as usize));
+    }
+    let id_block = Collective::block_of(hdr.id);
+    if block != id_block {
+        return Err(format!("block: {block}, the header's id {:#x} is block {id_block}", hdr.id));
+    }
+    if let Some(n) = blocks.filter(|&n| block >= n) {
+        return Err(format!("block: {block}, the collective has {n} blocks"));
+    }
+    let hdr_shards = (hdr.counter as u32) << 16 | hdr.tree as u32;
+    if shards != hdr_shards {
+        return Err(format!("shards: {shards}, the header says {hdr_shards}"));
+    }
+    if shards != 0 && seq != shards - 1 {
+        return Err(format!("seq: {seq} on a last packet, its shard count {shards} makes it {}", shards - 1));
+    }
+    if wire_words > c.elems_per_packet as u32 {
+        return Err(format!("wire_words: {wire_words}, more than the {} elements of a packet", c.elems_per_packet));
+    }
+    if count > wire_words {
+        return Err(format!("count: {count} pairs in a packet of {wire_words} words"));
+    }
+    let (lo, len) = range(block);
+    let mut pairs = Vec::with_capacity(count as usize);
+    let mut prev: Option<u32> = None;
+    for i in 0..count as usize {
+        let p = Pair { index: word(5 + 2 * i), value: word(6 + 2 * i) };
+        if prev.is_some_and(|q| p.index < q) {
+            return Err(format!("index: pair {i}'s index {} is below the one before, {} (pairs ascend)", p.index, prev.unwrap_or(0)));
+        }
+        if (p.index as u64) < lo || p.index as u64 >= lo + len {
+            return Err(format!("index: pair {i}'s index {} is outside {lo}..{} (block {block})", p.index, lo + len));
+        }
+        prev = Some(p.index);
+        pairs.push(p);
+    }
+    Ok(Chunk { block, pairs, wire_words, shards, seq })
+}
+
+/// `encode_payload` of the sparse protocols: the chunk leaves this process's store.
+fn encode_stored(store: &Store, hdr: &Header, out: &mut Vec<u8>) -> Result<(), String> {
+    let mut st = store.lock().expect("not poisoned");
+    if hdr.src as usize >= st.slots.len() {
+        return Err(format!("src: handle {} names no chunk of this process", hdr.src));
+    }
+    let chunk = st.take(hdr.src);
+    drop(st);
+    encode_chunk(&chunk, out);
+    Ok(())
+}
+
+/// `decode_payload` of the sparse protocols: the chunk enters this process's store, the
+/// header names it (and its size in words, as the sender's).
+fn decode_stored(store: &Store, hdr: &mut Header, c: &Collective, bytes: &[u8], blocks: Option<u32>, range: impl Fn(u32) -> (u64, u64)) -> Result<(), String> {
+    let chunk = decode_chunk(hdr, c, bytes, blocks, range)?;
+    hdr.elems = chunk.wire_words as u16;
+    hdr.src = store.lock().expect("not poisoned").put(chunk);
+    Ok(())
+}
+
 fn chunk_header(kind: Kind, dst: Addr, c: &Collective, chunk: &Chunk, handle: u32) -> Header {
     let mut h = Header::new(kind, dst, c.id(chunk.block, 0), c.tenant);
     h.elems = chunk.wire_words as u16;
@@ -305,7 +474,7 @@ impl InaProtocol for FlareSparse {
                         let children: Vec<u16> = ports_of(node.children).collect();
                         let agg = SparseAggregator::new(layout, storage, children.len() as u32, node.parent.is_none()).map_err(|e| format!("traffic: {e}"))?;
                         let parent_node = node.parent.map(|q| fabric.nodes[i].ports[q as usize].0);
-                        Some(TenantRole { node, children, parent_node, agg, coll: t.coll.clone(), store: p.store.clone() })
+                        Some(TenantRole { node, children, parent_node, agg, coll: t.coll.clone(), store: p.store.clone(), seen: Seen::default(), down: Seen::default() })
                     }
                 });
             }
@@ -328,6 +497,7 @@ impl InaProtocol for FlareSparse {
             done_count: 0,
             oldest: 0,
             assembler: BlockAssembler::default(),
+            seen: Seen::default(),
             finished_ps: None,
             stats: HostStats::default(),
         })
@@ -335,8 +505,18 @@ impl InaProtocol for FlareSparse {
     fn switch_service(&self, elements_per_packet: u16) -> Option<(f64, u64)> {
         Some(cost::service(cost::sparse_cycles(elements_per_packet as u64 / 2)))
     }
-    fn software_switch(&self) -> Result<(), String> {
-        Err(format!("protocol: {} carries its sparse pairs beside the wire frame (no codec for them yet); the software switch cannot run it", self.label()))
+    fn carries_payload(&self) -> bool {
+        true
+    }
+    fn max_payload_bytes(&self, c: &Collective) -> usize {
+        max_chunk_payload_bytes(c)
+    }
+    fn encode_payload(&self, _c: &Collective, hdr: &Header, out: &mut Vec<u8>) -> Result<(), String> {
+        encode_stored(&self.store, hdr, out)
+    }
+    fn decode_payload(&self, c: &Collective, hdr: &mut Header, bytes: &[u8]) -> Result<(), String> {
+        let layout = self.layout(c);
+        decode_stored(&self.store, hdr, c, bytes, Some(layout.blocks()), |b| layout.range(b))
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {
@@ -355,6 +535,10 @@ struct TenantRole {
     agg: SparseAggregator,
     coll: Collective,
     store: Store,
+    /// Packets taken from the children (by child and seq) and, below the root, from the
+    /// parent (the result on its way down).
+    seen: Seen,
+    down: Seen,
 }
 
 /// One switch's sparse handlers, one per tenant whose tree crosses it.
@@ -387,6 +571,12 @@ impl SwitchProgram for FlareSparseSwitch {
         match hdr.kind {
             Kind::Reduce => {
                 let Some(child) = role.children.iter().position(|&p| p == in_port) else { return };
+                if !role.seen.first(chunk.block, child as u32, chunk.seq) {
+                    // A duplicate (or a packet of a block already complete): dropped, counted
+                    // with the packets a table could not take, never aggregated twice.
+                    self.stats.collisions += 1;
+                    return;
+                }
                 let before = role.agg.blocks_in_use();
                 let mut buf = std::mem::take(&mut self.buf);
                 let completed = match role.agg.on_chunk(child as u32, &chunk, &mut buf) {
@@ -406,6 +596,7 @@ impl SwitchProgram for FlareSparseSwitch {
                 self.used = new_used;
                 if completed {
                     self.stats.flushed += 1;
+                    role.seen.complete(chunk.block);
                 }
                 for c in buf.drain(..) {
                     match role.node.parent {
@@ -423,6 +614,11 @@ impl SwitchProgram for FlareSparseSwitch {
                 self.buf = buf;
             }
             Kind::Broadcast => {
+                if !role.down.first_of_block(&chunk) {
+                    // A duplicated result packet: dropped and counted, not passed down again.
+                    self.stats.collisions += 1;
+                    return;
+                }
                 self.stats.broadcasts += 1;
                 Self::down(role, chunk, out);
             }
@@ -455,6 +651,7 @@ pub struct FlareSparseHost {
     done_count: u32,
     oldest: u32,
     assembler: BlockAssembler,
+    seen: Seen,
     finished_ps: Option<u64>,
     stats: HostStats,
 }
@@ -495,6 +692,10 @@ impl HostProtocol for FlareSparseHost {
             self.stats.stale += 1;
             return;
         }
+        if !self.seen.first(chunk.block, 0, chunk.seq) {
+            self.stats.duplicates += 1;
+            return;
+        }
         match self.assembler.add(chunk) {
             Err(_) => self.stats.bad_blocks += 1,
             Ok(None) => {}
@@ -507,6 +708,7 @@ impl HostProtocol for FlareSparseHost {
                     self.stats.bad_blocks += 1;
                 }
                 self.done[b as usize] = true;
+                self.seen.complete(b);
                 self.done_count += 1;
                 while (self.oldest as usize) < self.done.len() && self.done[self.oldest as usize] {
                     self.oldest += 1;
@@ -527,6 +729,9 @@ impl HostProtocol for FlareSparseHost {
     }
     fn missing(&self) -> u32 {
         self.layout.blocks() - self.done_count
+    }
+    fn expected(&self, _c: &Collective) -> (u32, &'static str) {
+        (self.layout.blocks(), "sparse blocks")
     }
     fn stats(&self) -> &HostStats {
         &self.stats
@@ -589,10 +794,21 @@ impl InaProtocol for Sparcml {
             let mut d = self.data.lock().expect("not poisoned");
             d.get_or_insert_with(|| Arc::new(SparseData { model: sparse_model(self.bucket, self.overlap, c), expected: Mutex::new(None) })).clone()
         };
-        Box::new(SparcmlHost { rank, split: self.split, data, store: self.store.clone(), state: None, finished_ps: None, stats: HostStats::default(), early: BTreeMap::new() })
+        Box::new(SparcmlHost { rank, split: self.split, data, store: self.store.clone(), state: None, finished_ps: None, stats: HostStats::default(), early: BTreeMap::new(), seen: Default::default() })
     }
-    fn software_switch(&self) -> Result<(), String> {
-        Err(format!("protocol: {} carries its sparse pairs beside the wire frame (no codec for them yet); the software switch cannot run it", self.label()))
+    fn carries_payload(&self) -> bool {
+        true
+    }
+    fn max_payload_bytes(&self, c: &Collective) -> usize {
+        max_chunk_payload_bytes(c)
+    }
+    fn encode_payload(&self, _c: &Collective, hdr: &Header, out: &mut Vec<u8>) -> Result<(), String> {
+        encode_stored(&self.store, hdr, out)
+    }
+    fn decode_payload(&self, c: &Collective, hdr: &mut Header, bytes: &[u8]) -> Result<(), String> {
+        // A packet's `block` is its step; any index of the vector.
+        let n = elements_of(c);
+        decode_stored(&self.store, hdr, c, bytes, None, |_| (0, n))
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {
@@ -614,6 +830,9 @@ pub struct SparcmlHost {
     stats: HostStats,
     /// Packets that arrived before `start` (none in practice; kept for order independence).
     early: BTreeMap<u64, Chunk>,
+    /// (step, seq) of every packet taken: one peer sends to a rank per step, so a repeat is a
+    /// duplicated frame (dropped, counted, never merged twice).
+    seen: std::collections::BTreeSet<(u32, u32)>,
 }
 
 impl SparcmlHost {
@@ -655,6 +874,10 @@ impl HostProtocol for SparcmlHost {
     }
     fn on_packet(&mut self, c: &Collective, now: u64, hdr: Header, _vals: &mut Values, _out: &mut Vec<HostAction>) {
         let chunk = self.store.lock().expect("not poisoned").take(hdr.src);
+        if !self.seen.insert((chunk.block, chunk.seq)) {
+            self.stats.duplicates += 1;
+            return;
+        }
         match self.state.as_mut() {
             None => {
                 let k = self.early.len() as u64;
@@ -682,7 +905,295 @@ impl HostProtocol for SparcmlHost {
             (None, None) => 1,
         }
     }
+    fn expected(&self, _c: &Collective) -> (u32, &'static str) {
+        (self.state.as_ref().map_or(1, |st| st.steps().max(1)), "steps")
+    }
     fn stats(&self) -> &HostStats {
         &self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The sparse payload codec, and the sparse protocols run through it as separate
+    //! processes would (each node with its own protocol instance, so its own chunk store),
+    //! with duplicated and reordered frames.
+    use super::*;
+    use crate::fabric::FabricNode;
+    use crate::{wire, HostAction, SwAction};
+
+    struct Xs(u64);
+    impl Xs {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+    }
+
+    fn coll(n: u32, bytes: u64, epp: u16) -> Collective {
+        Collective::new(0, (0..n).collect(), bytes, epp, 0x5EED, false).unwrap()
+    }
+
+    fn header_of(c: &Collective, ch: &Chunk) -> Header {
+        chunk_header(Kind::Reduce, Addr::FirstHop, c, ch, 0)
+    }
+
+    fn p(index: u32, value: u32) -> Pair {
+        Pair { index, value }
+    }
+
+    /// The byte layout: little-endian head, then the pairs, exactly; and back.
+    #[test]
+    fn chunks_round_trip_and_the_layout_is_the_documented_one() {
+        let c = coll(4, 1 << 16, 64);
+        let whole = |_| (0, elements_of(&c));
+        let cases = [
+            Chunk { block: 3, pairs: vec![p(5, 1), p(9, u32::MAX), p(4000, 0)], wire_words: 6, shards: 0, seq: 1 },
+            // A dense run: more pairs than half its words, one of value 0 (a wrapping sum).
+            Chunk { block: 3, pairs: (100..140).map(|i| p(i, i.wrapping_mul(7))).collect(), wire_words: 64, shards: 3, seq: 2 },
+            Chunk { block: 0, pairs: vec![], wire_words: 0, shards: 1, seq: 0 },
+        ];
+        for ch in cases {
+            let mut b = Vec::new();
+            encode_chunk(&ch, &mut b);
+            assert_eq!(b.len(), CHUNK_HEAD_BYTES + 8 * ch.pairs.len());
+            assert_eq!(&b[..4], &ch.block.to_le_bytes());
+            assert_eq!(&b[16..20], &(ch.pairs.len() as u32).to_le_bytes());
+            if let Some(q) = ch.pairs.first() {
+                assert_eq!(&b[20..28], &[q.index.to_le_bytes(), q.value.to_le_bytes()].concat()[..]);
+            }
+            assert_eq!(decode_chunk(&header_of(&c, &ch), &c, &b, None, whole), Ok(ch.clone()));
+        }
+        assert!(max_chunk_payload_bytes(&c) >= CHUNK_HEAD_BYTES + 8 * 64);
+    }
+
+    /// Every check of the decoder, each error starting with the field it is about.
+    #[test]
+    fn bad_payloads_are_refused_naming_the_field() {
+        let c = coll(4, 1 << 16, 64);
+        let good = Chunk { block: 2, pairs: vec![p(10, 1), p(20, 2)], wire_words: 4, shards: 2, seq: 1 };
+        let h = header_of(&c, &good);
+        let mut b = Vec::new();
+        encode_chunk(&good, &mut b);
+        let field = |bytes: &[u8], hdr: &Header, range: (u64, u64)| decode_chunk(hdr, &c, bytes, Some(8), |_| range).unwrap_err();
+        let all = (0, elements_of(&c));
+        let set = |i: usize, v: u32| {
+            let mut x = b.clone();
+            x[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+            x
+        };
+        assert!(field(&b[..7], &h, all).starts_with("length: 7 payload bytes"));
+        assert!(field(&b[..b.len() - 1], &h, all).starts_with("count: 2 pairs"), "a truncated pair");
+        assert!(field(&[&b[..], &[0; 8]].concat(), &h, all).starts_with("length: "), "trailing bytes");
+        assert!(field(&set(4, 1000), &h, all).starts_with("count: 1000 pairs"));
+        assert!(field(&set(0, 5), &h, all).starts_with("block: 5, the header's id"));
+        let mut h9 = h;
+        h9.id = c.id(9, 0);
+        assert!(field(&set(0, 9), &h9, all).starts_with("block: 9, the collective has 8 blocks"));
+        assert!(field(&set(1, 7), &h, all).starts_with("shards: 7"));
+        assert!(field(&set(2, 0), &h, all).starts_with("seq: 0 on a last packet"));
+        assert!(field(&set(3, 65), &h, all).starts_with("wire_words: 65"));
+        assert!(field(&set(3, 1), &h, all).starts_with("count: 2 pairs in a packet of 1 words"));
+        assert!(field(&set(7, 9), &h, all).starts_with("index: pair 1's index 9 is below the one before, 10"));
+        assert!(field(&set(5, 99), &h, all).starts_with("index: pair 1's index 20 is below the one before, 99"));
+        // A spill repeats an index: taken as it is (the next switch adds the pairs up).
+        assert_eq!(decode_chunk(&h, &c, &set(7, 10), Some(8), |_| all).unwrap().pairs, vec![p(10, 1), p(10, 2)]);
+        assert!(field(&b, &h, (11, 100)).starts_with("index: pair 0's index 10 is outside 11..111"));
+        assert!(field(&set(7, u32::MAX), &h, all).starts_with("index: pair 1's index 4294967295 is outside"));
+    }
+
+    /// Random bytes, and valid payloads with random bytes changed, through the protocols'
+    /// `decode_payload` hook: never a panic, every error names a field, and what decodes is
+    /// stored, named by the header, and encodes back to the same bytes.
+    #[test]
+    fn decoding_random_and_mutated_payloads_never_panics_and_names_the_field() {
+        let c = coll(4, 1 << 16, 64);
+        let mut x = Xs(0xC0FF_EE00_D15E_A5E5);
+        let fields = ["length: ", "count: ", "block: ", "shards: ", "seq: ", "wire_words: ", "index: "];
+        for name in ["flare_sparse", "sparcml", "sparcml_split"] {
+            let proto = (crate::protocol(name).unwrap().build)(&Params::new()).unwrap();
+            let valid = Chunk { block: 0, pairs: (0..12).map(|i| p(i * 3, i)).collect(), wire_words: 24, shards: 0, seq: 0 };
+            let mut vb = Vec::new();
+            encode_chunk(&valid, &mut vb);
+            let (mut ok, mut refused) = (0, 0);
+            for i in 0..60_000u32 {
+                let mut bytes: Vec<u8> = if i % 2 == 0 {
+                    (0..x.next() % 160).map(|_| x.next() as u8).collect()
+                } else {
+                    let mut b = vb.clone();
+                    for _ in 0..1 + x.next() % 3 {
+                        let at = (x.next() % b.len() as u64) as usize;
+                        b[at] = if x.next() % 2 == 0 { x.next() as u8 } else { b[at] ^ 1 << (x.next() % 8) };
+                    }
+                    if x.next() % 8 == 0 {
+                        b.truncate((x.next() % b.len() as u64) as usize);
+                    }
+                    b
+                };
+                // Half the time the header agrees with the payload's block and shard count.
+                let mut h = header_of(&c, &valid);
+                if bytes.len() >= 8 && i % 4 < 2 {
+                    let block = u32::from_le_bytes(bytes[..4].try_into().unwrap()) & (crate::host::MAX_BLOCKS - 1);
+                    bytes[..4].copy_from_slice(&block.to_le_bytes());
+                    let shards = u32::from_le_bytes(bytes[4..8].try_into().unwrap());
+                    h.id = c.id(block, 0);
+                    (h.tree, h.counter) = ((shards & 0xFFFF) as u16, (shards >> 16) as u16);
+                }
+                let before = h;
+                match proto.decode_payload(&c, &mut h, &bytes) {
+                    Ok(()) => {
+                        ok += 1;
+                        let mut again = Vec::new();
+                        proto.encode_payload(&c, &h, &mut again).unwrap();
+                        assert_eq!(again, bytes, "{name}: decode/encode is a fixpoint");
+                    }
+                    Err(e) => {
+                        refused += 1;
+                        assert!(fields.iter().any(|f| e.starts_with(f)), "{name}: `{e}` names no field");
+                        assert_eq!(h, before, "{name}: a refused payload leaves the header alone");
+                    }
+                }
+            }
+            assert!(ok > 1000 && refused > 10_000, "{name}: {ok} decoded, {refused} refused: the sweep tests little");
+        }
+    }
+
+    fn star(n: u32) -> Fabric {
+        let mut nodes = vec![FabricNode { is_host: false, forwards: true, ports: (0..n).map(|h| (h + 1, 0)).collect() }];
+        for h in 0..n {
+            nodes.push(FabricNode { is_host: true, forwards: false, ports: vec![(0, h as u16)] });
+        }
+        Fabric { nodes, host_nodes: (1..=n).collect() }
+    }
+
+    struct Outcome {
+        hosts: Vec<HostStats>,
+        missing: u32,
+        switch: Option<SwitchStats>,
+        frames: u64,
+        duplicated: u64,
+    }
+
+    /// `n` hosts around one switch, every node with its own protocol instance (its own chunk
+    /// store, as separate processes have): every packet is encoded with the sender's
+    /// `encode_payload` into a wire frame and decoded with the receiver's `decode_payload`.
+    /// `dup_every` = k > 0: every k-th frame is delivered twice, the copy after everything else
+    /// (reordered), and every (k+2)-th (not k-th) twice in a row.
+    fn run(name: &str, params: &Params, n: u32, bytes: u64, epp: u16, dup_every: u64) -> Outcome {
+        let info = crate::protocol(name).unwrap();
+        let fabric = star(n);
+        let c = coll(n, bytes, epp);
+        let procs: Vec<Arc<dyn InaProtocol>> = (0..=n).map(|_| (info.build)(params).unwrap()).collect();
+        let cfg = SwitchConfig { table_size: 1 << 16, slots_per_tenant: None, timeout_ps: 0, reclaim_ps: 0 };
+        let tenants = [Tenant { coll: &c, protocol: &*procs[0], roots: &[] }];
+        let mut program = procs[0].switch_programs(&fabric, &tenants, &cfg).unwrap().remove(0);
+        let mut agents: Vec<Box<dyn HostProtocol>> = (0..n).map(|r| procs[r as usize + 1].host_agent(&c, r)).collect();
+        let mut vals = Values::new(epp as usize);
+        let (mut queue, mut later) = (std::collections::VecDeque::new(), Vec::new());
+        let (mut frames, mut duplicated) = (0u64, 0u64);
+        // A packet `hdr` made by node `from` leaves it as a frame for node `to` (port `port` there).
+        let mut send = |from: usize, to: usize, port: u16, hdr: &Header, queue: &mut std::collections::VecDeque<(usize, u16, Vec<u8>)>, later: &mut Vec<(usize, u16, Vec<u8>)>| {
+            let mut payload = Vec::new();
+            procs[from].encode_payload(&c, hdr, &mut payload).unwrap();
+            let mut frame = Vec::new();
+            wire::emit_payload(hdr, &payload, &mut frame).unwrap();
+            frames += 1;
+            let copy = frame.clone();
+            queue.push_back((to, port, frame));
+            if dup_every > 0 && frames % dup_every == 0 {
+                duplicated += 1;
+                later.push((to, port, copy));
+            } else if dup_every > 0 && frames % (dup_every + 2) == 0 {
+                duplicated += 1;
+                queue.push_back((to, port, copy));
+            }
+        };
+        let mut acts = Vec::new();
+        let mut sw_acts = Vec::new();
+        for (r, a) in agents.iter_mut().enumerate() {
+            a.start(&c, 0, &mut vals, &mut acts);
+            assert!(acts.is_empty(), "rank {r}");
+        }
+        for _ in 0..1_000_000 {
+            let mut sent = false;
+            for (r, a) in agents.iter_mut().enumerate() {
+                a.pull(&c, 0, 8, &mut vals, &mut acts);
+                for act in acts.drain(..) {
+                    let HostAction::Send(h) = act else { panic!("no timers") };
+                    sent = true;
+                    match h.dst {
+                        // Host-based: the switch forwards to the host (its port = the host).
+                        Addr::Host(d) => send(r + 1, d as usize + 1, 0, &h, &mut queue, &mut later),
+                        _ => send(r + 1, 0, r as u16, &h, &mut queue, &mut later),
+                    }
+                }
+            }
+            // Delayed copies go in once the queue runs dry: duplicates arrive reordered.
+            if queue.is_empty() {
+                queue.extend(later.drain(..));
+            }
+            let Some((to, port, frame)) = queue.pop_front() else {
+                if !sent {
+                    break;
+                }
+                continue;
+            };
+            let (mut h, payload) = wire::parse_header(&frame).unwrap();
+            procs[to].decode_payload(&c, &mut h, payload).unwrap();
+            if to == 0 {
+                let prog = program.as_mut().expect("a switch program");
+                prog.on_packet(0, port, h, &mut vals, &mut sw_acts);
+                for a in sw_acts.drain(..) {
+                    match a {
+                        SwAction::Emit { out: Out::Port(p), hdr } => send(0, p as usize + 1, 0, &hdr, &mut queue, &mut later),
+                        SwAction::Consume => {}
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+            } else {
+                agents[to - 1].on_packet(&c, 0, h, &mut vals, &mut acts);
+                assert!(acts.is_empty());
+            }
+        }
+        Outcome {
+            hosts: agents.iter().map(|a| a.stats().clone()).collect(),
+            missing: agents.iter().map(|a| a.missing()).sum(),
+            switch: program.map(|p| p.stats().clone()),
+            frames,
+            duplicated,
+        }
+    }
+
+    /// Through the codec, with separate stores, every rank's result is the exact sum; with
+    /// every 3rd frame duplicated (the copy arriving after everything else) and every 5th
+    /// duplicated at once (before the block it belongs to is complete), still exact, the
+    /// switch aggregated as many packets as without duplicates, and every copy was dropped and
+    /// counted (switch `collisions`, host `duplicates` or `stale`), none added twice.
+    #[test]
+    fn sparse_protocols_reduce_exactly_through_the_codec_and_never_add_a_duplicate_twice() {
+        let mut params = Params::new();
+        params.insert("index_overlap".into(), 0.5);
+        params.insert("bucket_elements".into(), 64.0);
+        let mut dense = params.clone();
+        dense.insert("bucket_elements".into(), 2.0); // sums dense enough for the root's dense runs
+        for (name, ps) in [("flare_sparse", &params), ("flare_sparse", &dense), ("sparcml", &params), ("sparcml", &dense), ("sparcml_split", &params)] {
+            let clean = run(name, ps, 4, 64 << 10, 32, 0);
+            assert_eq!(clean.missing, 0, "{name}");
+            assert!(clean.hosts.iter().all(|s| s.bad_blocks == 0 && s.duplicates == 0 && s.stale == 0), "{name}: {:?}", clean.hosts);
+            assert!(clean.frames > 20, "{name}: {} frames", clean.frames);
+            let dup = run(name, ps, 4, 64 << 10, 32, 3);
+            assert!(dup.duplicated > 5, "{name}");
+            assert_eq!(dup.missing, 0, "{name}");
+            assert!(dup.hosts.iter().all(|s| s.bad_blocks == 0), "{name}: a duplicate was added twice: {:?}", dup.hosts);
+            let dropped_at_hosts: u64 = dup.hosts.iter().map(|s| s.duplicates + s.stale).sum();
+            let dropped_at_switch = dup.switch.as_ref().map_or(0, |s| s.collisions);
+            assert_eq!(dropped_at_hosts + dropped_at_switch, dup.duplicated, "{name}: every copy dropped and counted once");
+            if let (Some(a), Some(b)) = (&clean.switch, &dup.switch) {
+                assert_eq!((a.aggregated, a.flushed, a.broadcasts), (b.aggregated, b.flushed, b.broadcasts), "{name}: the switch aggregated the same packets");
+                assert!(dropped_at_switch > 0, "{name}: duplicates reached the switch");
+            }
+        }
     }
 }

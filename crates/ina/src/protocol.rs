@@ -52,10 +52,40 @@ pub trait InaProtocol: std::fmt::Debug + Send + Sync {
         None
     }
     /// Whether the software switch (`crates/switch`, separate processes over UDP) can run it:
-    /// everything its packets carry must travel in the wire frame. `Err` says why not, starting
-    /// with the field (`protocol: ...`).
+    /// everything its packets carry must travel in the wire frame (the header, the dense values,
+    /// or the protocol's own payload: [`Self::encode_payload`]). `Err` says why not, starting
+    /// with the field (`protocol: ...`). Every protocol on main says yes.
     fn software_switch(&self) -> Result<(), String> {
         Ok(())
+    }
+    /// Whether its packets carry a payload of the protocol's own in place of dense element
+    /// values: then a runtime that puts packets on a wire (the software switch) encodes and
+    /// decodes their payload with [`Self::encode_payload`] and [`Self::decode_payload`] instead
+    /// of the `Values` slab. Default: no, the frame's elements are the packet's values.
+    fn carries_payload(&self) -> bool {
+        false
+    }
+    /// Largest payload in bytes of one packet of collective `c` (the frame's bytes between
+    /// header and fingerprint), checked against the datagram size when a run is planned.
+    /// Default: `elements_per_packet` 4-byte values.
+    fn max_payload_bytes(&self, c: &Collective) -> usize {
+        4 * c.elems_per_packet as usize
+    }
+    /// Appends the payload of `hdr`, a packet of collective `c` that this process's switch
+    /// program or host agent emitted, to `out` (a multiple of 4 bytes, at most
+    /// [`Self::max_payload_bytes`]). It takes what the packet holds beside its header out of
+    /// this process's memory, so it is called exactly once per packet emitted, also for one
+    /// that is then dropped (`out` discarded). Errors start with the field.
+    fn encode_payload(&self, _c: &Collective, hdr: &Header, _out: &mut Vec<u8>) -> Result<(), String> {
+        Err(format!("payload: protocol {} carries no payload of its own (packet {:#x})", self.label(), hdr.id))
+    }
+    /// Reads the payload `bytes` of a received packet of collective `c` (untrusted: never
+    /// panics), checks it against the header and the collective, stores it in this process's
+    /// memory and rewrites `hdr` to refer to it (as the packet the sender's program made).
+    /// Errors start with the field (`count: ...`, `index: ...`, `length: ...`); on error
+    /// nothing is stored.
+    fn decode_payload(&self, _c: &Collective, hdr: &mut Header, _bytes: &[u8]) -> Result<(), String> {
+        Err(format!("payload: protocol {} carries no payload of its own (packet {:#x})", self.label(), hdr.id))
     }
     /// How long its hosts may go on recovering by themselves, with nothing delivered, before
     /// they give a block up (0: no host timers). A no-progress watchdog must wait at least this
@@ -89,6 +119,11 @@ pub trait HostProtocol {
     fn completed_ps(&self) -> Option<u64>;
     /// Blocks still expected.
     fn missing(&self) -> u32;
+    /// What [`Self::missing`] counts down from, and its unit, for progress and stall reports
+    /// (default: the collective's blocks; the sparse protocols' own blocks or steps).
+    fn expected(&self, c: &Collective) -> (u32, &'static str) {
+        (c.blocks, "blocks")
+    }
     fn stats(&self) -> &HostStats;
     /// How long after [`Self::completed_ps`] this rank must go on answering its peers before it
     /// may leave (a runtime whose hosts exit: the software switch's; the simulator's hosts never

@@ -333,6 +333,30 @@ pub fn parse(b: &[u8]) -> Result<(Header, Vec<i32>), WireError> {
 /// (a slot of the caller's, e.g. a `Values` slab entry): no allocation, one pass over the
 /// payload. A frame with more elements than `values` holds is refused (field `payload`).
 pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<Header, WireError> {
+    let (h, payload) = parse_header(b)?;
+    values_into(payload, values)?;
+    Ok(h)
+}
+
+/// The elements of a frame's payload (as [`parse_header`] returns it) into `values[..n]`, the
+/// rest of `values` zeroed. More elements than `values` holds: refused (field `payload`).
+pub fn values_into(payload: &[u8], values: &mut [i32]) -> Result<(), WireError> {
+    let n = payload.len() / 4;
+    if n > values.len() {
+        return err("payload", format!("{n} elements, more than the {} of a slot", values.len()));
+    }
+    decode_words(&mut values[..n], &payload[..4 * n]);
+    // The rest of the slot is zeroed, so a caller may hand in a recycled slot unzeroed
+    // (`Values::alloc_for_overwrite`): the slot ends up exactly as decoding into a fresh one.
+    values[n..].fill(0);
+    Ok(())
+}
+
+/// Parses a frame's header and fingerprint, and returns its payload bytes undecoded (a
+/// multiple of 4; `h.elems` is their count of 4-byte words): dense values for
+/// [`values_into`], or a protocol's own payload (`InaProtocol::decode_payload`). Untrusted
+/// bytes: errors, never panics.
+pub fn parse_header(b: &[u8]) -> Result<(Header, &[u8]), WireError> {
     let w = WireHeader::decode(b)?;
     let rest = &b[HEADER_BYTES as usize..];
     if rest.len() < FINGERPRINT_BYTES || (rest.len() - FINGERPRINT_BYTES) % 4 != 0 {
@@ -342,13 +366,6 @@ pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<Header, WireError> {
     if n > u16::MAX as usize {
         return err("payload", format!("{n} elements"));
     }
-    if n > values.len() {
-        return err("payload", format!("{n} elements, more than the {} of a slot", values.len()));
-    }
-    decode_words(&mut values[..n], &rest[..4 * n]);
-    // The rest of the slot is zeroed, so a caller may hand in a recycled slot unzeroed
-    // (`Values::alloc_for_overwrite`): the slot ends up exactly as decoding into a fresh one.
-    values[n..].fill(0);
     let mut fp = [0u8; 8];
     fp.copy_from_slice(&rest[4 * n..]);
     let dst = match w.destination {
@@ -377,7 +394,22 @@ pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<Header, WireError> {
     if w.kind == Kind::Restore {
         h.inner = if w.bypass { Kind::Failure } else { Kind::Broadcast };
     }
-    Ok(h)
+    Ok((h, &rest[..4 * n]))
+}
+
+/// [`emit`] with a protocol's own payload bytes (`InaProtocol::encode_payload`) in place of the
+/// dense elements: the header, `payload` (a multiple of 4 bytes, at most 65535 words; `h.elems`
+/// is ignored, the frame's word count is the payload's) and the fingerprint.
+pub fn emit_payload(h: &Header, payload: &[u8], out: &mut Vec<u8>) -> Result<(), WireError> {
+    if payload.len() % 4 != 0 || payload.len() / 4 > u16::MAX as usize {
+        return err("payload", format!("{} bytes: need a multiple of 4, at most {} words", payload.len(), u16::MAX));
+    }
+    let start = out.len();
+    emit(&Header { elems: 0, data: NIL, ..*h }, None, out)?;
+    let fp_at = out.len() - FINGERPRINT_BYTES;
+    out.splice(fp_at..fp_at, payload.iter().copied());
+    debug_assert_eq!(out.len() - start, HEADER_BYTES as usize + payload.len() + FINGERPRINT_BYTES);
+    Ok(())
 }
 
 /// `h` carried by one or more frames and parsed back (a restoration's bitmap is split into

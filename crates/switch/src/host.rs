@@ -212,6 +212,20 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
     if agents.is_empty() {
         return Err(format!("host: {host} takes part in no in-network allreduce of the scenario"));
     }
+    // Per agent: its protocol and collective when the protocol carries a payload of its own.
+    let payloads: Vec<Option<(&dyn reducelab_ina::InaProtocol, usize)>> = agents
+        .iter()
+        .map(|a| {
+            let p = &*plan.specs[spec_of(a.ci)].protocol;
+            p.carries_payload().then_some((p, a.ci))
+        })
+        .collect();
+    if capture.is_some() {
+        if let Some((p, _)) = payloads.iter().flatten().next() {
+            return Err(format!("protocol: {} reduces its own sparse vectors (a payload of its own), not application vectors", p.label()));
+        }
+    }
+    let mut own_payload: Vec<u8> = Vec::new();
     let bound;
     let sock = match sock_in {
         Some(s) => s,
@@ -266,11 +280,20 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
             match a {
                 HostAction::Send(h) => {
                     frame.clear();
-                    let values = (h.data != NIL).then(|| vals.get(h.data));
-                    if let Some(cap) = capture.as_mut() {
-                        cap.offer(&h, values);
-                    }
-                    let r = wire::emit(&h, values, &mut frame);
+                    let r = match payloads[ai] {
+                        // The protocol's own payload (out of this process's memory).
+                        Some((proto, ci)) => {
+                            own_payload.clear();
+                            proto.encode_payload(&colls[ci], &h, &mut own_payload).map_err(|e| wire::WireError { field: "payload", reason: e }).and_then(|()| wire::emit_payload(&h, &own_payload, &mut frame))
+                        }
+                        None => {
+                            let values = (h.data != NIL).then(|| vals.get(h.data));
+                            if let Some(cap) = capture.as_mut() {
+                                cap.offer(&h, values);
+                            }
+                            wire::emit(&h, values, &mut frame)
+                        }
+                    };
                     vals.release(h.data);
                     r.unwrap_or_else(|e| panic!("host {host}: the wire frame cannot carry {h:?}: {e} (a protocol bug)"));
                     txq.push(&frame);
@@ -359,20 +382,16 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
                     report.misdelivered += 1;
                     continue;
                 }
-                let slot = vals.alloc();
-                let mut hdr = match wire::parse_into(bytes, vals.get_mut(slot)) {
+                let (mut hdr, payload) = match wire::parse_header(bytes) {
                     Ok(h) => h,
                     Err(_) => {
-                        vals.release(slot);
                         report.malformed += 1;
                         continue;
                     }
                 };
-                hdr.data = slot;
                 // As in the simulator, whatever the first hop delivers is the host's (a
                 // multicast copy keeps the tree's destination, not the host's).
                 let Some(ai) = agents.iter().position(|a| colls[a.ci].tenant == hdr.tenant) else {
-                    vals.release(slot);
                     // A session's next call (peers already in it: their contributions, a
                     // leader's aggregate) is kept for it; anything else is stale.
                     match stash.as_mut() {
@@ -381,8 +400,29 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
                     }
                     continue;
                 };
-                if let Some(cap) = capture.as_mut() {
-                    cap.offer(&hdr, Some(&vals.get(slot)[..hdr.elems as usize]));
+                match payloads[ai] {
+                    // The protocol's own payload, checked and put in this process's memory.
+                    Some((proto, ci)) => {
+                        if let Err(e) = proto.decode_payload(&colls[ci], &mut hdr, payload) {
+                            if report.malformed == 0 {
+                                eprintln!("host {host}: a malformed {} payload (dropped, counted): {e}", proto.label());
+                            }
+                            report.malformed += 1;
+                            continue;
+                        }
+                    }
+                    None => {
+                        let slot = vals.alloc();
+                        if wire::values_into(payload, vals.get_mut(slot)).is_err() {
+                            vals.release(slot);
+                            report.malformed += 1;
+                            continue;
+                        }
+                        hdr.data = slot;
+                        if let Some(cap) = capture.as_mut() {
+                            cap.offer(&hdr, Some(&vals.get(slot)[..hdr.elems as usize]));
+                        }
+                    }
                 }
                 let a = &mut agents[ai];
                 a.agent.on_packet(&colls[a.ci], now_ps(), hdr, &mut vals, &mut out);
@@ -460,7 +500,8 @@ fn stall_message(plan: &Plan, colls: &[reducelab_ina::host::Collective], spec_of
         let s = a.agent.stats();
         let missing = a.agent.missing();
         let state = if missing > 0 {
-            format!("{missing} of {} blocks missing", c.blocks)
+            let (of, unit) = a.agent.expected(c);
+            format!("{missing} of {of} {unit} missing")
         } else {
             "every block received but not released by the coordinator".to_string()
         };

@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use reducelab_ina::fabric::Fabric;
 use reducelab_ina::host::Collective;
-use reducelab_ina::{Addr, SwitchConfig, SwitchProgram, Tenant, NIL};
+use reducelab_ina::{wire, Addr, SwitchConfig, SwitchProgram, Tenant, NIL};
 use reducelab_sim::ina_run::{collective_salt, fabric_of, InaSpec, InaSwitchSpec};
 use reducelab_sim::Traffic;
 
@@ -156,7 +156,13 @@ pub struct Plan {
     routes: Vec<Vec<Vec<u16>>>,
     /// Largest elements per packet of any collective (the switches' value slab stride).
     pub max_elems: u16,
+    /// Per collective: whether its protocol carries a payload of its own
+    /// ([`reducelab_ina::InaProtocol::carries_payload`]) instead of dense values.
+    payload: Vec<bool>,
 }
+
+/// Largest UDP payload of an IPv4 datagram.
+pub const MAX_DATAGRAM: usize = 65507;
 
 impl Plan {
     /// From a scenario's text (`seed` overrides the scenario's) and the run's endpoints (an
@@ -191,12 +197,18 @@ impl Plan {
         if max_elems > sc.ina.max_elements_per_packet {
             return Err(format!("max_elements_per_packet: a collective uses {max_elems} elements per packet, the switches aggregate {}", sc.ina.max_elements_per_packet));
         }
-        // One UDP datagram per packet: 19 B header + 4 B per element + 8 B fingerprint.
-        if max_elems as usize * 4 + 27 > 65507 {
-            return Err(format!("elements_per_packet: {max_elems} elements do not fit one UDP datagram"));
+        // One UDP datagram per packet: 19 B header + the payload (4 B per element, or the
+        // protocol's own) + 8 B fingerprint.
+        for (s, c) in specs.iter().zip(&colls) {
+            let payload = s.protocol.max_payload_bytes(c);
+            if payload + (wire::HEADER_BYTES as usize + wire::FINGERPRINT_BYTES) > MAX_DATAGRAM || payload / 4 > u16::MAX as usize {
+                let what = if s.protocol.carries_payload() { format!("{} packets carry up to {payload} payload bytes", s.protocol.label()) } else { format!("{} elements", c.elems_per_packet) };
+                return Err(format!("elements_per_packet: {} per packet: {what}, which do not fit one UDP datagram ({MAX_DATAGRAM} bytes with the {}-byte header and fingerprint)", c.elems_per_packet, wire::HEADER_BYTES as usize + wire::FINGERPRINT_BYTES));
+            }
         }
+        let payload = specs.iter().map(|s| s.protocol.carries_payload()).collect();
         let routes = routes_of(&fabric);
-        Ok(Plan { name: sc.name.clone(), seed: sc.seed, fabric, specs, colls, switch: sc.ina.clone(), endpoints, routes, max_elems })
+        Ok(Plan { name: sc.name.clone(), seed: sc.seed, fabric, specs, colls, switch: sc.ina.clone(), endpoints, routes, max_elems, payload })
     }
 
     /// Every node's switch program (`None` for hosts), as the simulator builds them.
@@ -205,6 +217,18 @@ impl Plan {
         let sw = &self.switch;
         let cfg = SwitchConfig { table_size: sw.table_size, slots_per_tenant: sw.slots_per_tenant, timeout_ps: sw.timeout_ps, reclaim_ps: sw.reclaim_ps };
         self.specs[0].protocol.switch_programs(&self.fabric, &tenants, &cfg)
+    }
+
+    /// The protocol and collective of tenant `tenant` when that protocol carries a payload of
+    /// its own (`None`: dense values in the frame, or no such tenant). Switches and hosts call
+    /// its `encode_payload` / `decode_payload` for every such packet, whatever the protocol.
+    pub fn payload_protocol(&self, tenant: u16) -> Option<(&dyn reducelab_ina::InaProtocol, &Collective)> {
+        let t = tenant as usize;
+        if *self.payload.get(t)? {
+            Some((&*self.specs[t].protocol, &self.colls[t]))
+        } else {
+            None
+        }
     }
 
     /// The program of switch `node` alone.

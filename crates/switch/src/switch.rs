@@ -145,6 +145,8 @@ pub struct Switch<'p> {
     /// read per batch instead of one per packet, 3-4% of the loop's time before).
     now: u64,
     actions: Vec<SwAction>,
+    /// A protocol's own payload of the frame being sent.
+    payload: Vec<u8>,
     pub counters: PortCounters,
     opts: SwitchOptions,
     /// `REDUCELAB_SWITCH_TRACE=1`: one stderr line per packet in and out.
@@ -205,6 +207,7 @@ impl<'p> Switch<'p> {
             epoch: Instant::now(),
             now: 0,
             actions: Vec::new(),
+            payload: Vec::new(),
             counters: PortCounters::default(),
             opts,
             cpu0: 0.0,
@@ -321,16 +324,36 @@ impl<'p> Switch<'p> {
         // Elements are decoded straight into a slab slot (no allocation, no second copy; the
         // parser writes every element of the slot, so a recycled one is not zeroed first); a
         // frame with more elements than the plan's largest packet is refused by the parser.
-        let slot = self.vals.alloc_for_overwrite();
-        let mut hdr = match wire::parse_into(bytes, self.vals.get_mut(slot)) {
-            Ok(h) => h,
+        // A protocol with a payload of its own decodes it itself (into this process's memory,
+        // the header rewritten to name it); its frames take no slot.
+        let hdr = match wire::parse_header(bytes) {
+            Ok((mut hdr, payload)) => match self.plan.payload_protocol(hdr.tenant) {
+                Some((proto, coll)) => match proto.decode_payload(coll, &mut hdr, payload) {
+                    Ok(()) => hdr,
+                    Err(e) => {
+                        if self.counters.malformed == 0 {
+                            eprintln!("switch {}: a malformed {} payload (dropped, counted): {e}", self.node, proto.label());
+                        }
+                        self.counters.malformed += 1;
+                        return;
+                    }
+                },
+                None => {
+                    let slot = self.vals.alloc_for_overwrite();
+                    if wire::values_into(payload, self.vals.get_mut(slot)).is_err() {
+                        self.vals.release(slot);
+                        self.counters.malformed += 1;
+                        return;
+                    }
+                    hdr.data = slot;
+                    hdr
+                }
+            },
             Err(_) => {
-                self.vals.release(slot);
                 self.counters.malformed += 1;
                 return;
             }
         };
-        hdr.data = slot;
         if self.trace {
             eprintln!("{:>12} ns switch {} rx port {port}: {:?} {:?} id {:#x} counter {} src {}", self.now_ps() / 1000, self.node, hdr.kind, hdr.dst, hdr.id, hdr.counter, hdr.src);
         }
@@ -371,6 +394,11 @@ impl<'p> Switch<'p> {
             Out::Port(_) => None,
             Out::Route => self.plan.dst_node(hdr.dst).and_then(|d| self.plan.route(self.node, d, hdr.id)),
         };
+        // A protocol's own payload leaves this process's memory whatever becomes of the frame.
+        let payload = self.plan.payload_protocol(hdr.tenant).map(|(proto, coll)| {
+            self.payload.clear();
+            proto.encode_payload(coll, &hdr, &mut self.payload)
+        });
         let Some(port) = port else {
             self.counters.unroutable += 1;
             self.vals.release(hdr.data);
@@ -379,8 +407,14 @@ impl<'p> Switch<'p> {
         // The frame is encoded straight into the port's egress queue (no intermediate buffer
         // to copy from) and queued, dropped or moved to the held queue by its fault fate.
         let q = &mut self.tx[port as usize];
-        let values = (hdr.data != NIL).then(|| self.vals.get(hdr.data));
-        let ok = wire::emit(&hdr, values, q.open());
+        let ok = match payload {
+            None => {
+                let values = (hdr.data != NIL).then(|| self.vals.get(hdr.data));
+                wire::emit(&hdr, values, q.open())
+            }
+            Some(Ok(())) => wire::emit_payload(&hdr, &self.payload, q.open()),
+            Some(Err(e)) => Err(wire::WireError { field: "payload", reason: e }),
+        };
         self.vals.release(hdr.data);
         if let Err(e) = ok {
             self.tx[port as usize].discard();

@@ -74,13 +74,17 @@ impl Layout {
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct Chunk {
     pub block: u32,
-    /// Its non-zero pairs, ascending by index.
+    /// Its non-zero pairs, ascending by index (unique, except in a hash switch's spill packets,
+    /// which may repeat an index: the next switch adds them up).
     pub pairs: Vec<Pair>,
     /// 4-byte words of payload on the wire (2 per pair when sparse, the run length when dense).
     pub wire_words: u32,
     /// On the last packet of a block from one sender: how many packets that sender sent for
     /// the block (this one included). 0 on the others.
     pub shards: u32,
+    /// Its number among its sender's packets of the block (0, 1, ...; the last is `shards - 1`):
+    /// what tells a duplicated packet from the next one (packets carry no other sequence).
+    pub seq: u32,
 }
 
 impl Chunk {
@@ -109,17 +113,20 @@ pub fn packetize(block: u32, start: u64, len: u64, pairs: &[Pair], pairs_per_pac
             while at < pairs.len() && (pairs[at].index as u64) < e {
                 at += 1;
             }
-            out.push(Chunk { block, pairs: pairs[from..at].to_vec(), wire_words: (e - s) as u32, shards: 0 });
+            out.push(Chunk { block, pairs: pairs[from..at].to_vec(), wire_words: (e - s) as u32, shards: 0, seq: 0 });
             s = e;
         }
     } else if pairs.is_empty() {
-        out.push(Chunk { block, pairs: Vec::new(), wire_words: 0, shards: 0 });
+        out.push(Chunk { block, pairs: Vec::new(), wire_words: 0, shards: 0, seq: 0 });
     } else {
         for c in pairs.chunks(ppp) {
-            out.push(Chunk { block, pairs: c.to_vec(), wire_words: 2 * c.len() as u32, shards: 0 });
+            out.push(Chunk { block, pairs: c.to_vec(), wire_words: 2 * c.len() as u32, shards: 0, seq: 0 });
         }
     }
     let made = (out.len() - first) as u32;
+    for (i, c) in out[first..].iter_mut().enumerate() {
+        c.seq = already_sent + i as u32;
+    }
     out.last_mut().expect("at least one").shards = already_sent + made;
 }
 
@@ -210,6 +217,8 @@ mod tests {
         assert_eq!(out.iter().map(|c| c.wire_words).collect::<Vec<_>>(), vec![4, 4, 2]);
         assert_eq!(out.iter().map(|c| c.pairs.len()).sum::<usize>(), 10);
         assert_eq!(out.last().unwrap().shards, 6);
+        // Each packet is numbered after the 3 earlier ones; the last is `shards - 1`.
+        assert_eq!(out.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![3, 4, 5]);
     }
 
     #[test]

@@ -361,7 +361,7 @@ impl HandlerSet for SparseHandlers {
                     .chunks_exact(8)
                     .map(|c| Pair { index: u32::from_le_bytes(c[..4].try_into().unwrap()), value: u32::from_le_bytes(c[4..].try_into().unwrap()) })
                     .collect();
-                let chunk = Chunk { block: b, wire_words: 2 * pairs.len() as u32, pairs, shards: cx.packet().header_word as u32 };
+                let chunk = Chunk { block: b, wire_words: 2 * pairs.len() as u32, pairs, shards: cx.packet().header_word as u32, seq: 0 };
                 let spilled0 = self.agg.stats.spilled_pairs;
                 self.out.clear();
                 let done = self.agg.on_chunk(cx.packet().port, &chunk, &mut self.out).unwrap_or_else(|e| panic!("sparse traffic is well-formed: {e}"));

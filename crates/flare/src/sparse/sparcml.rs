@@ -146,6 +146,11 @@ impl SparcmlRank {
         self.current = Vec::new();
     }
 
+    /// Steps of the whole schedule (for progress reports).
+    pub fn steps(&self) -> u32 {
+        self.steps.len() as u32
+    }
+
     /// Steps left (for progress reports).
     pub fn steps_left(&self) -> u32 {
         (self.steps.len() - self.step.min(self.steps.len())) as u32
@@ -218,10 +223,10 @@ impl SparcmlRank {
             while at < c.end && (self.current[at].index as u64) < end {
                 at += 1;
             }
-            (Chunk { block: step, pairs: self.current[c.pos..at].to_vec(), wire_words: (end - start) as u32, shards: 0 }, at)
+            (Chunk { block: step, pairs: self.current[c.pos..at].to_vec(), wire_words: (end - start) as u32, shards: 0, seq: c.sent as u32 }, at)
         } else {
             let to_i = (c.pos + ppp as usize).min(c.end);
-            (Chunk { block: step, pairs: self.current[c.pos..to_i].to_vec(), wire_words: 2 * (to_i - c.pos) as u32, shards: 0 }, to_i)
+            (Chunk { block: step, pairs: self.current[c.pos..to_i].to_vec(), wire_words: 2 * (to_i - c.pos) as u32, shards: 0, seq: c.sent as u32 }, to_i)
         };
         let mut chunk = chunk;
         let last = c.sent + 1 == c.packets;

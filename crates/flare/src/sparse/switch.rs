@@ -167,7 +167,7 @@ impl SparseAggregator {
                             let mut pairs = std::mem::replace(spill, Vec::with_capacity(cap as usize));
                             pairs.sort_unstable();
                             for part in pairs.chunks(ppp as usize) {
-                                out.push(Chunk { block: c.block, pairs: part.to_vec(), wire_words: 2 * part.len() as u32, shards: 0 });
+                                out.push(Chunk { block: c.block, pairs: part.to_vec(), wire_words: 2 * part.len() as u32, shards: 0, seq: b.sent });
                                 b.sent += 1;
                                 self.stats.spill_packets += 1;
                                 self.stats.packets_out += 1;
@@ -214,11 +214,11 @@ impl SparseAggregator {
                 // itself. They go out as they are (the next switch adds them up).
                 let mut made = 0u32;
                 for part in pairs.chunks(ppp as usize).chain(spill.chunks(ppp as usize)) {
-                    out.push(Chunk { block: c.block, pairs: part.to_vec(), wire_words: 2 * part.len() as u32, shards: 0 });
+                    out.push(Chunk { block: c.block, pairs: part.to_vec(), wire_words: 2 * part.len() as u32, shards: 0, seq: b.sent + made });
                     made += 1;
                 }
                 if made == 0 {
-                    out.push(Chunk { block: c.block, pairs: Vec::new(), wire_words: 0, shards: 0 });
+                    out.push(Chunk { block: c.block, pairs: Vec::new(), wire_words: 0, shards: 0, seq: b.sent });
                     made = 1;
                 }
                 out.last_mut().expect("one").shards = b.sent + made;
@@ -388,19 +388,21 @@ mod tests {
         let layout = Layout { elements: 100, span: 100, pairs_per_packet: 4 };
         let mut leaf = SparseAggregator::new(layout, Storage::Hash { slots: 1, spill: 3 }, 2, false).unwrap();
         let mut out = Vec::new();
-        let a = Chunk { block: 0, pairs: (0..4).map(|i| Pair { index: i * 10, value: 1 }).collect(), wire_words: 8, shards: 1 };
+        let a = Chunk { block: 0, pairs: (0..4).map(|i| Pair { index: i * 10, value: 1 }).collect(), wire_words: 8, shards: 1, seq: 0 };
         assert!(!leaf.on_chunk(0, &a, &mut out).unwrap());
         // 3 spilled pairs filled the spill buffer: sent on at once, not the last packet.
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].pairs.len(), out[0].shards), (3, 0));
         assert_eq!(leaf.stats.spilled_pairs, 3);
-        let b = Chunk { block: 0, pairs: vec![Pair { index: 0, value: 5 }, Pair { index: 10, value: 1 }], wire_words: 4, shards: 1 };
+        let b = Chunk { block: 0, pairs: vec![Pair { index: 0, value: 5 }, Pair { index: 10, value: 1 }], wire_words: 4, shards: 1, seq: 0 };
         assert!(leaf.on_chunk(1, &b, &mut out).unwrap());
         // Then: the table ({0: 6}) and the spill ({10: 1}); the shard count covers all three.
         assert_eq!(out.len(), 3);
         assert_eq!(out[1].pairs, vec![Pair { index: 0, value: 6 }]);
         assert_eq!(out[2].pairs, vec![Pair { index: 10, value: 1 }]);
         assert_eq!(out[2].shards, 3);
+        // The spilled packet, then the table, then the rest of the spill: numbered 0, 1, 2.
+        assert_eq!(out.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![0, 1, 2]);
         let mut asm = BlockAssembler::default();
         let mut got = None;
         for c in out {
@@ -414,10 +416,10 @@ mod tests {
         let layout = Layout { elements: 8, span: 8, pairs_per_packet: 1 };
         let mut root = SparseAggregator::new(layout, Storage::Array, 2, true).unwrap();
         let mut out = Vec::new();
-        let p = |i, s| Chunk { block: 0, pairs: vec![Pair { index: i, value: 1 }], wire_words: 2, shards: s };
+        let p = |i, s| Chunk { block: 0, pairs: vec![Pair { index: i, value: 1 }], wire_words: 2, shards: s, seq: 0 };
         // Child 0's last packet (3 shards) arrives first; the block waits for the other two.
         assert!(!root.on_chunk(0, &p(1, 3), &mut out).unwrap());
-        assert!(!root.on_chunk(1, &Chunk { block: 0, pairs: vec![], wire_words: 0, shards: 1 }, &mut out).unwrap());
+        assert!(!root.on_chunk(1, &Chunk { block: 0, pairs: vec![], wire_words: 0, shards: 1, seq: 0 }, &mut out).unwrap());
         assert!(!root.on_chunk(0, &p(2, 0), &mut out).unwrap());
         assert!(root.on_chunk(0, &p(1, 0), &mut out).unwrap());
         // Result {1: 2, 2: 1}: 2 pairs (4 words) are smaller than the dense 8 elements.
@@ -429,7 +431,7 @@ mod tests {
         leaf.on_chunk(0, &p(1, 1), &mut out).unwrap();
         assert!(leaf.on_chunk(0, &p(1, 0), &mut out).unwrap_err().contains("more packets"));
         assert!(leaf.on_chunk(2, &p(1, 0), &mut out).unwrap_err().starts_with("child"));
-        assert!(leaf.on_chunk(0, &Chunk { block: 0, pairs: vec![Pair { index: 9, value: 1 }], wire_words: 2, shards: 0 }, &mut out).unwrap_err().starts_with("pairs"));
+        assert!(leaf.on_chunk(0, &Chunk { block: 0, pairs: vec![Pair { index: 9, value: 1 }], wire_words: 2, shards: 0, seq: 0 }, &mut out).unwrap_err().starts_with("pairs"));
     }
 
     #[test]
@@ -437,7 +439,7 @@ mod tests {
         let layout = Layout { elements: 16, span: 16, pairs_per_packet: 4 };
         let mut root = SparseAggregator::new(layout, Storage::Array, 2, true).unwrap();
         let mut out = Vec::new();
-        let half = |lo: u32| Chunk { block: 0, pairs: (lo..lo + 4).map(|i| Pair { index: i, value: 1 }).collect(), wire_words: 8, shards: 0 };
+        let half = |lo: u32| Chunk { block: 0, pairs: (lo..lo + 4).map(|i| Pair { index: i, value: 1 }).collect(), wire_words: 8, shards: 0, seq: 0 };
         for (child, lo) in [(0, 0), (0, 4), (1, 8), (1, 12)] {
             let mut c = half(lo);
             c.shards = if lo % 8 == 4 { 2 } else { 0 };
