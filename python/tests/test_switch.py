@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -165,16 +166,41 @@ def _fixed_point_reference(inputs: list[object]) -> object:
     return (np.sum(q, axis=0) * 2.0**-s).astype(np.float32)
 
 
+def _session_ranks(scenario: Path, ip: str, join_s: float, work: Callable[[Any, int], list[Any]]) -> dict[int, object]:
+    """Four rank threads, each opening `innet.Session(scenario, 4, r)`, meeting at a barrier
+    (every socket bound before any call) and returning `work(session, r)`; each rank's result
+    or the exception it raised."""
+    import threading
+
+    from reducelab import innet
+
+    out: dict[int, object] = {}
+    barrier = threading.Barrier(4)
+
+    def rank(r: int) -> None:
+        try:
+            with innet.Session(scenario, 4, r, ip_base=ip, timeout_s=20) as s:
+                barrier.wait()
+                out[r] = work(s, r)
+        except Exception as exc:  # reported by the caller's checks
+            barrier.abort()
+            out[r] = exc
+
+    ts = [threading.Thread(target=rank, args=(r,)) for r in range(4)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(timeout=join_s)
+    return out
+
+
 def test_innet_sessions_reduce_float32_and_int32_through_the_c_abi(tmp_path: Path) -> None:
     """`innet.Session` (ctypes over libreducelab_innet.so): 4 rank threads, successive calls of
     several sizes and dtypes through one switch process; int32 exact (wrapping), float32 bitwise
     the fixed-point reference and within its stated bound of the exact sum."""
     import math
-    import threading
 
     import numpy as np
-
-    from reducelab import innet
 
     scenario = REPO / "scenarios/switch/star4_canary.toml"
     ip = "127.66.5.1"
@@ -183,24 +209,8 @@ def test_innet_sessions_reduce_float32_and_int32_through_the_c_abi(tmp_path: Pat
     sizes = [1, 300, 10_000]
     floats = [[(rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(np.float32) for _ in range(4)] for n in sizes]
     ints = [[rng.integers(-(2**31), 2**31, size=n, dtype=np.int64).astype(np.int32) for _ in range(4)] for n in sizes]
-    out: dict[int, object] = {}
-    barrier = threading.Barrier(4)
-
-    def rank(r: int) -> None:
-        try:
-            with innet.Session(scenario, 4, r, ip_base=ip, timeout_s=20) as s:
-                barrier.wait()
-                out[r] = [(s.allreduce(ints[k][r]), s.allreduce(floats[k][r])) for k in range(len(sizes))]
-        except Exception as exc:  # reported below
-            barrier.abort()
-            out[r] = exc
-
     try:
-        ts = [threading.Thread(target=rank, args=(r,)) for r in range(4)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(timeout=60)
+        out = _session_ranks(scenario, ip, 60, lambda s, r: [(s.allreduce(ints[k][r]), s.allreduce(floats[k][r])) for k in range(len(sizes))])
     finally:
         sw.terminate()
         sw.wait(timeout=10)
@@ -224,11 +234,7 @@ def test_innet_pool_sessions_sum_random_calls_exactly(protocol: str, node: int, 
     calls of random sizes and dtypes through one switch process (a fresh one: a pool switch
     serves one session per start); int32 exact (wrapping), float32 bitwise the fixed-point
     reference."""
-    import threading
-
     import numpy as np
-
-    from reducelab import innet
 
     scenario = REPO / f"scenarios/switch/star4_{protocol}.toml"
     ip = f"127.66.{block}.1"
@@ -241,25 +247,12 @@ def test_innet_pool_sessions_sum_random_calls_exactly(protocol: str, node: int, 
         else:
             calls.append([rng.integers(-(2**31), 2**31, size=n, dtype=np.int64).astype(np.int32) for _ in range(4)])
     sw = _switch_proc(str(scenario), node, ip)
-    out: dict[int, object] = {}
-    barrier = threading.Barrier(4)
-
-    def rank(r: int) -> None:
-        try:
-            with innet.Session(scenario, 4, r, ip_base=ip, timeout_s=20) as s:
-                assert s.protocol == protocol
-                barrier.wait()
-                out[r] = [s.allreduce(c[r]) for c in calls]
-        except Exception as exc:  # reported below
-            barrier.abort()
-            out[r] = exc
+    def calls_of(s: Any, r: int) -> list[Any]:
+        assert s.protocol == protocol
+        return [s.allreduce(c[r]) for c in calls]
 
     try:
-        ts = [threading.Thread(target=rank, args=(r,)) for r in range(4)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join(timeout=90)
+        out = _session_ranks(scenario, ip, 90, calls_of)
     finally:
         sw.terminate()
         report = json.loads(sw.communicate(timeout=10)[0])
