@@ -287,6 +287,9 @@ impl Network {
     fn live_candidates(&mut self, node: NodeId, dst: u32) {
         let r = &mut self.router;
         r.routes.candidates(node, dst, &mut r.scratch);
+        if self.faults.all_up() {
+            return;
+        }
         let base = self.pt.first(node) as usize;
         r.scratch.retain(|&p| self.faults.is_link_up(self.pt.link_at(base + p as usize)));
     }
