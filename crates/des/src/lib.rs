@@ -29,8 +29,11 @@ pub fn prefetch<T>(r: &T) {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         let first = r as *const T as *const i8;
         _mm_prefetch::<_MM_HINT_T0>(first);
-        // A value may straddle two lines (a packet is 80 bytes).
-        _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(std::mem::size_of::<T>().max(1) - 1));
+        // A value may straddle two lines, unless it is line-aligned and at most a line long
+        // (a packet); both sizes are constants, so the test costs nothing.
+        if std::mem::align_of::<T>() < 64 || std::mem::size_of::<T>() > 64 {
+            _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(std::mem::size_of::<T>().max(1) - 1));
+        }
     };
     #[cfg(not(target_arch = "x86_64"))]
     let _ = r;

@@ -32,7 +32,7 @@
 
 use crate::ids::PortId;
 use crate::network::{Event, Network, Note};
-use crate::packet::{fingerprint, Body, Packet};
+use crate::packet::{fingerprint, Body, PackedDst, Packet};
 use crate::protocol::AppDst;
 use reducelab_des::{SimDuration, SimTime};
 use serde::Serialize;
@@ -228,25 +228,23 @@ impl Network {
         let vc = self.injection_vc(port);
         let size = self.cfg.header_bytes;
         let m = &self.messages[c.msg as usize];
-        let (src, dst) = if c.cts { (m.dst, m.src) } else { (m.src, m.dst) };
+        let dst = if c.cts { m.src } else { m.dst };
         let born = now.max(self.ports[g].inject_since).max(c.since);
         self.stats.packets_created += 1;
         let id = self.pool.alloc(Packet {
             next: None,
             wire_bytes: size,
             payload_bytes: 0,
-            src: Some(src),
-            dst: AppDst::Host(dst),
+            dst: PackedDst::new(AppDst::Host(dst)),
             body: Body::Ctrl { msg: c.msg, cts: c.cts },
             seq: 0,
             in_port: None,
             in_vc: 0,
             vc,
             hops: 0,
-            ecn: false,
+            flags: Packet::new_flags(false),
             flow_hash: (fingerprint(self.salt, c.msg, u32::MAX) >> 32) as u32,
             fingerprint: 0,
-            intercept: false,
             arrive_ps: 0,
             born_ps: born,
         });

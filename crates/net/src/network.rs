@@ -3,7 +3,7 @@ use crate::credits::Credits;
 use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::faults::{Fault, Faults};
 use crate::ids::{PktId, PortId};
-use crate::packet::{fingerprint, Body, Packet, PacketPool};
+use crate::packet::{fingerprint, Body, PackedDst, Packet, PacketPool};
 use crate::ports::{PortState, PortTable};
 use crate::protocol::{AppDst, Protocol};
 use crate::queues::VcQueues;
@@ -290,6 +290,9 @@ pub struct Network {
 impl Network {
     /// Assembles a network. Errors name the offending setting.
     pub fn new(topo: &Topology, cfg: NetConfig, faults: Vec<Fault>, rng: &Rng) -> Result<Network, String> {
+        if topo.nodes.len() > crate::packet::PackedDst::MAX_ID as usize {
+            return Err(format!("{} nodes: a packet names at most {} nodes", topo.nodes.len(), crate::packet::PackedDst::MAX_ID));
+        }
         if cfg.mtu_bytes <= cfg.header_bytes {
             return Err(format!("mtu_bytes ({}) must exceed header_bytes ({})", cfg.mtu_bytes, cfg.header_bytes));
         }
@@ -684,7 +687,7 @@ impl Network {
             return None;
         }
         let mut p = *self.pool.get(pkt);
-        match p.dst {
+        match p.dst.get() {
             AppDst::Host(h) if self.node_host[node.idx()] != Some(h) && p.app().is_none() => {}
             _ => return None,
         }
@@ -827,7 +830,7 @@ impl Network {
         let seq = m.sent_packets;
         m.sent_packets += 1;
         let done = m.sent_packets == m.total_packets;
-        let (src, dst) = (m.src, m.dst);
+        let dst = m.dst;
         let flow_hash = self.packet_route_key(msg, false);
         let fp = fingerprint(self.salt, msg, seq);
         let q = &mut self.inject[g];
@@ -840,18 +843,16 @@ impl Network {
             next: None,
             wire_bytes: size,
             payload_bytes: size - self.cfg.header_bytes,
-            src: Some(src),
-            dst: AppDst::Host(dst),
+            dst: PackedDst::new(AppDst::Host(dst)),
             body: Body::Msg { msg },
             seq,
             in_port: None,
             in_vc: 0,
             vc,
             hops: 0,
-            ecn: false,
+            flags: Packet::new_flags(false),
             flow_hash,
             fingerprint: fp,
-            intercept: false,
             arrive_ps: 0,
             born_ps: self.queue.now().0.max(self.ports[g].inject_since),
         });
@@ -915,7 +916,7 @@ impl Network {
                 return a;
             }
         }
-        let for_this_host = match (p.dst, self.node_host[node.idx()]) {
+        let for_this_host = match (p.dst.get(), self.node_host[node.idx()]) {
             (AppDst::Host(h), Some(here)) => h == here,
             _ => false,
         };

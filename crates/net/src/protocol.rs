@@ -19,7 +19,7 @@
 
 use crate::ids::{PktId, PortId};
 use crate::network::{Arrival, Event, Network, Note};
-use crate::packet::{Body, Packet};
+use crate::packet::{Body, PackedDst, Packet};
 use reducelab_des::{SimDuration, SimTime};
 use reducelab_topo::NodeId;
 use std::collections::VecDeque;
@@ -140,12 +140,12 @@ impl Network {
     /// The protocol packet `pkt` (in the workload's custody).
     pub fn app_packet(&self, pkt: PktId) -> AppPacket {
         let p = self.pool.get(pkt);
-        AppPacket { app: p.app().expect("a protocol packet"), wire_bytes: p.wire_bytes, dst: p.dst, intercept: p.intercept }
+        AppPacket { app: p.app().expect("a protocol packet"), wire_bytes: p.wire_bytes, dst: p.dst.get(), intercept: p.intercept() }
     }
 
     /// Whether `pkt` (in the workload's custody) was ECN-marked on its way.
     pub fn app_ecn(&self, pkt: PktId) -> bool {
-        self.pool.get(pkt).ecn
+        self.pool.get(pkt).ecn()
     }
 
     /// Whether the protocol packet being delivered now
@@ -165,8 +165,8 @@ impl Network {
         let p = self.pool.get_mut(pkt);
         p.body = Body::App(as_pkt.app);
         p.wire_bytes = as_pkt.wire_bytes;
-        p.intercept = as_pkt.intercept;
-        p.dst = as_pkt.dst;
+        p.flags = (p.flags & !Packet::INTERCEPT) | Packet::new_flags(as_pkt.intercept);
+        p.dst = PackedDst::new(as_pkt.dst);
         self.app_send(NodeId(node), pkt, out);
     }
 
@@ -174,29 +174,27 @@ impl Network {
     /// the switch's own memory until sent).
     pub fn app_emit(&mut self, node: u32, out: AppOut, pkt: AppPacket) {
         let now = self.queue.now().0;
-        let id = self.alloc_app_packet(None, 0, now, pkt);
+        let id = self.alloc_app_packet(0, now, pkt);
         self.app_send(NodeId(node), id, out);
     }
 
-    /// A new protocol packet from host `src` (`None`: made by a switch) on VC `vc`.
-    fn alloc_app_packet(&mut self, src: Option<u32>, vc: u8, born_ps: u64, a: AppPacket) -> PktId {
+    /// A new protocol packet (from a host or made by a switch) on VC `vc`.
+    fn alloc_app_packet(&mut self, vc: u8, born_ps: u64, a: AppPacket) -> PktId {
         self.stats.packets_created += 1;
         let id = self.pool.alloc(Packet {
             next: None,
             wire_bytes: a.wire_bytes,
             payload_bytes: 0,
-            src,
-            dst: a.dst,
+            dst: PackedDst::new(a.dst),
             body: Body::App(a.app),
             seq: 0,
             in_port: None,
             in_vc: 0,
             vc,
             hops: 0,
-            ecn: false,
+            flags: Packet::new_flags(a.intercept),
             flow_hash: a.app,
             fingerprint: 0,
-            intercept: a.intercept,
             arrive_ps: 0,
             born_ps,
         });
@@ -254,7 +252,7 @@ impl Network {
         let vc = self.injection_vc(port);
         let host = self.node_host[self.pt.node(port).idx()].expect("a host port");
         let born = now.max(self.ports[g].inject_since).max(a.since);
-        let id = self.alloc_app_packet(Some(host), vc, born, a.pkt);
+        let id = self.alloc_app_packet(vc, born, a.pkt);
         self.ports[g].inject_since = now + SimDuration::serialization(a.pkt.wire_bytes as u64, self.pt.bps(port)).0;
         if self.protocol.app_q[g].len() < crate::APP_QUEUE_LOW && self.protocol.low_armed[g] {
             self.protocol.low_armed[g] = false;
@@ -272,14 +270,14 @@ impl Network {
         // A protocol packet reaching a host is for that host when addressed to it, or when
         // the host does not forward (multicast copies carry no host address).
         if let Some(host) = self.node_host[node.idx()] {
-            if p.dst == AppDst::Host(host) || !forwards {
-                self.protocol.delivered_ecn = p.ecn;
+            if p.dst.get() == AppDst::Host(host) || !forwards {
+                self.protocol.delivered_ecn = p.ecn();
                 self.drop_packet(pkt); // consumed by the host: credit goes back at once
                 self.stats.delivered_packets += 1;
                 return Some(Arrival::AppAtHost { host, app });
             }
         }
-        if p.dst == AppDst::Node(node.0) || (p.intercept && self.protocol.programmable[node.idx()]) {
+        if p.dst.get() == AppDst::Node(node.0) || (p.intercept() && self.protocol.programmable[node.idx()]) {
             // The program processes packets at its throughput; a packet that must wait
             // keeps its ingress buffer meanwhile.
             let now = self.queue.now().0;

@@ -14,7 +14,7 @@ use crate::config::FlowControl;
 use crate::ids::{PktId, PortId};
 use crate::network::Network;
 use crate::ports::PortTable;
-use crate::packet::PacketPool;
+use crate::packet::{Packet, PacketPool};
 
 type Fifo = (Option<PktId>, Option<PktId>);
 
@@ -232,7 +232,7 @@ impl Network {
                 let ps = &mut self.ports[port.idx()];
                 ps.ecn_marks += 1;
                 self.stats.ecn_marks += 1;
-                self.pool.get_mut(pkt).ecn = true;
+                self.pool.get_mut(pkt).flags |= Packet::ECN;
             }
         }
         let ps = &mut self.ports[port.idx()];

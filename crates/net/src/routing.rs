@@ -328,7 +328,7 @@ impl Network {
 
     /// Picks the output port and VC for a packet at a forwarding node.
     pub(crate) fn route(&mut self, node: NodeId, p: &Packet) -> Option<(PortId, u8)> {
-        match p.dst {
+        match p.dst.get() {
             AppDst::Node(n) => self.candidates_to_node(node, NodeId(n)),
             AppDst::Host(h) => self.live_candidates(node, h),
         }

@@ -52,7 +52,7 @@
 use crate::config::{Arbitration, FlowControl};
 use crate::ids::{PktId, PortId};
 use crate::network::{Arrival, Event, Network};
-use crate::packet::{fingerprint, Body, TransportPacket, Packet};
+use crate::packet::{fingerprint, Body, PackedDst, Packet, TransportPacket};
 use crate::protocol::AppDst;
 use crate::trimming::Trimming;
 use reducelab_des::{SimDuration, SimTime};
@@ -789,28 +789,23 @@ impl Network {
             self.tr.flows[msg as usize].in_round = false;
         }
         self.arm_transport_timer(msg);
-        let (src, dst) = {
-            let m = &self.messages[msg as usize];
-            (m.src, m.dst)
-        };
+        let dst = self.messages[msg as usize].dst;
         self.stats.packets_created += 1;
         let flow_hash = self.packet_route_key(msg, false);
         let id = self.pool.alloc(Packet {
             next: None,
             wire_bytes: size,
             payload_bytes: size - self.cfg.header_bytes,
-            src: Some(src),
-            dst: AppDst::Host(dst),
+            dst: PackedDst::new(AppDst::Host(dst)),
             body: Body::Transport { msg, kind: TransportPacket::Data },
             seq: t.seq,
             in_port: None,
             in_vc: 0,
             vc,
             hops: 0,
-            ecn: false,
+            flags: Packet::new_flags(false),
             flow_hash,
             fingerprint: fingerprint(self.salt, msg, t.seq),
-            intercept: false,
             arrive_ps: 0,
             born_ps: now.max(self.ports[g].inject_since),
         });
@@ -931,18 +926,16 @@ impl Network {
             next: None,
             wire_bytes: self.cfg.header_bytes,
             payload_bytes: 0,
-            src: Some(dst),
-            dst: AppDst::Host(src),
+            dst: PackedDst::new(AppDst::Host(src)),
             body: Body::Transport { msg, kind },
             seq,
             in_port: None,
             in_vc: 0,
             vc,
             hops: 0,
-            ecn: false,
+            flags: Packet::new_flags(false),
             flow_hash,
             fingerprint: pull as u64,
-            intercept: false,
             arrive_ps: 0,
             born_ps: now,
         });
@@ -1031,7 +1024,7 @@ impl Network {
             self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: false });
             let f = &mut self.tr.flows[msg as usize];
             let Some(Receiver::Dctcp(rx)) = f.receiver.as_mut() else { unreachable!("a receiver for every started message") };
-            let rc = rx.on_data(p.seq, p.ecn);
+            let rc = rx.on_data(p.seq, p.ecn());
             if !rc.new_data {
                 self.tr.stats.duplicates += 1;
             }
@@ -1092,8 +1085,8 @@ impl Network {
             self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: false });
             let f = &mut self.tr.flows[msg as usize];
             let Some(Receiver::Dcqcn(rx)) = f.receiver.as_mut() else { unreachable!("a receiver for every started message") };
-            let rc = rx.on_data(p.seq, p.ecn, now);
-            self.tr.stats.marked_packets += p.ecn as u64;
+            let rc = rx.on_data(p.seq, p.ecn(), now);
+            self.tr.stats.marked_packets += p.ecn() as u64;
             if !rc.new_data {
                 self.tr.stats.duplicates += 1;
             }
