@@ -146,14 +146,14 @@ impl Network {
                 while self.queues.head(g, vc).is_some() {
                     let pkt = self.dequeue(g, vc);
                     self.stats.drops_failure += 1;
-                    self.ports[g.idx()].drops += 1;
+                    self.port_counters[g.idx()].drops += 1;
                     self.lose(pkt);
                 }
             }
             while self.trim.on && self.ports[g.idx()].prio_packets > 0 {
                 let pkt = self.take_priority(g);
                 self.stats.drops_failure += 1;
-                self.ports[g.idx()].drops += 1;
+                self.port_counters[g.idx()].drops += 1;
                 self.lose(pkt);
             }
         }

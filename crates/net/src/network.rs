@@ -4,7 +4,7 @@ use crate::endpoint::{Endpoint, EndpointConfig};
 use crate::faults::{Fault, Faults};
 use crate::ids::{PktId, PortId};
 use crate::packet::{fingerprint, Body, PackedDst, Packet, PacketPool};
-use crate::ports::{PortState, PortTable};
+use crate::ports::{PortCounters, PortState, PortTable};
 use crate::protocol::{AppDst, Protocol};
 use crate::queues::VcQueues;
 use crate::router::InputBuffers;
@@ -245,6 +245,7 @@ pub struct Network {
     // Per global port (one output direction of a link).
     pub(crate) pt: PortTable,
     pub(crate) ports: Vec<PortState>,
+    pub(crate) port_counters: Vec<PortCounters>,
     pub(crate) queues: VcQueues,
     /// Input buffers and crossbars (empty with the output-queued router).
     pub(crate) ib: InputBuffers,
@@ -357,6 +358,7 @@ impl Network {
             host_node: topo.hosts.clone(),
             pt,
             ports: vec![PortState::default(); np],
+            port_counters: vec![PortCounters::default(); np],
             queues: VcQueues::new(np, nvc, rr, max_ports),
             ib,
             credits: Credits::new(np, nvc, cfg.flow_control, credit_bytes),
@@ -906,7 +908,7 @@ impl Network {
         if loss > 0.0 && self.rng_loss.bernoulli(loss) {
             self.stats.drops_loss += 1;
             let up = self.pt.peer(in_port);
-            self.ports[up.idx()].drops += 1;
+            self.port_counters[up.idx()].drops += 1;
             self.lose(pkt);
             return Arrival::Nothing;
         }

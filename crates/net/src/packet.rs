@@ -219,9 +219,10 @@ mod tests {
         assert_eq!(std::mem::align_of::<Packet>(), 64);
         assert!(std::mem::size_of::<crate::network::Event>() <= 16, "{}", std::mem::size_of::<crate::network::Event>());
         assert_eq!(std::mem::size_of::<Option<PktId>>(), 4);
-        // A port's per-packet state is its first cache line (see `crate::ports::PortState`).
-        assert_eq!(std::mem::align_of::<crate::ports::PortState>(), 64);
-        assert_eq!(std::mem::offset_of!(crate::ports::PortState, q_area), 64, "the hot fields fill one line");
+        // A port's state is two lines, a 128-byte pair (see `crate::ports::PortState`).
+        assert_eq!(std::mem::align_of::<crate::ports::PortState>(), 128);
+        assert_eq!(std::mem::size_of::<crate::ports::PortState>(), 128);
+        assert_eq!(std::mem::offset_of!(crate::ports::PortState, q_area), 64, "the first line's fields fill it");
     }
 
     #[test]

@@ -145,15 +145,17 @@ impl PortTable {
     }
 }
 
-/// Dynamic state and counters of one output port. The first cache line holds what every
-/// packet through the port reads or writes (the port is the unit of work of the event loop:
-/// one line instead of a line in each of several per-port arrays); the counters follow.
+/// Dynamic state and counters of one output port: two cache lines (128 bytes at a 128-byte
+/// boundary, a pair the L2 cache's adjacent-line prefetcher loads together). The first holds
+/// what choosing, queueing and routing read (the port is the unit of work of the event loop:
+/// one line instead of a line in each of several per-port arrays), the second what every
+/// packet through the port updates (the queue's time-weighted area, the transmit counters)
+/// and the host's injection clock. Counters of rare events are in [`PortCounters`].
 #[derive(Clone, Debug, Default)]
-#[repr(C, align(64))]
+#[repr(C, align(128))]
 pub(crate) struct PortState {
     pub busy_until: u64,
     pub q_bytes: u64,
-    pub q_last_change: u64,
     /// NDP's priority queue (see [`crate::trimming`]): its bytes (part of `q_bytes`), head,
     /// tail, packets (part of `q_packets`) and service counter (htsim `_crt`).
     pub prio_bytes: u64,
@@ -171,18 +173,25 @@ pub(crate) struct PortState {
     pub host: bool,
     /// Round-robin pointer of the arbitration (the slot after the one served last).
     pub rr: u8,
+    /// Input-buffered router only: bytes of input heads routed here, waiting for the crossbar
+    /// (adaptive routing counts them with `q_bytes`); always 0 when output-queued.
+    pub xbar_wait_bytes: u64,
     pub q_area: u128,
+    pub q_last_change: u64,
     pub max_q_bytes: u64,
     pub bytes_tx: u64,
     pub packets_tx: u64,
     pub busy_ps: u64,
     /// Since when the host's next packet on this port has been ready (for age arbitration).
     pub inject_since: u64,
+}
+
+/// Counters of one output port that only drops and ECN marks touch (kept apart from
+/// [`PortState`]'s two lines).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PortCounters {
     pub drops: u64,
     pub ecn_marks: u64,
-    /// Input-buffered router only: bytes of input heads routed here, waiting for the crossbar
-    /// (adaptive routing counts them with `q_bytes`); always 0 when output-queued.
-    pub xbar_wait_bytes: u64,
 }
 
 impl PortState {
@@ -554,8 +563,8 @@ impl Network {
                     busy_ps: ps.busy_ps,
                     max_queue_bytes: ps.max_q_bytes,
                     mean_queue_bytes: ps.q_area as f64 / end as f64,
-                    drops: ps.drops,
-                    ecn_marks: ps.ecn_marks,
+                    drops: self.port_counters[g.idx()].drops,
+                    ecn_marks: self.port_counters[g.idx()].ecn_marks,
                 }
             })
             .collect()

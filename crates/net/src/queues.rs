@@ -212,7 +212,7 @@ impl Network {
         let cap = self.cfg.buffer_bytes;
         let ps = &mut self.ports[g];
         if self.cfg.flow_control == FlowControl::DropTail && ps.q_bytes + size > cap {
-            ps.drops += 1;
+            self.port_counters[g].drops += 1;
             self.stats.drops_buffer += 1;
             self.lose(pkt);
             return;
@@ -229,8 +229,7 @@ impl Network {
         if let Some(th) = self.cfg.ecn_threshold_bytes {
             // RED marking draws from its own stream; step marking draws nothing.
             if marked_bytes > th && self.cfg.ecn_red.is_none_or(|red| self.rng_ecn.bernoulli(red.probability(marked_bytes, th))) {
-                let ps = &mut self.ports[port.idx()];
-                ps.ecn_marks += 1;
+                self.port_counters[port.idx()].ecn_marks += 1;
                 self.stats.ecn_marks += 1;
                 self.pool.get_mut(pkt).flags |= Packet::ECN;
             }

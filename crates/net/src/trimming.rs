@@ -98,7 +98,7 @@ impl Network {
         let data_bytes = self.ports[g].q_bytes - self.ports[g].prio_bytes;
         if data_bytes + size > self.trim.data_cap {
             if !matches!(body, Body::Transport { kind: TransportPacket::Data, .. }) {
-                self.ports[g].drops += 1;
+                self.port_counters[g].drops += 1;
                 self.stats.drops_buffer += 1;
                 self.lose(pkt);
                 return;
@@ -148,7 +148,7 @@ impl Network {
         let g = port.idx();
         let size = self.pool.get(pkt).wire_bytes as u64;
         if self.ports[g].prio_bytes + size > self.trim.prio_cap {
-            self.ports[g].drops += 1;
+            self.port_counters[g].drops += 1;
             self.trim.prio_drops[g] += 1;
             self.stats.drops_buffer += 1;
             self.tr.stats.priority_drops += 1;
