@@ -171,6 +171,10 @@ impl MinimalRoutes {
     /// `out` (cleared first). Empty when `node` is the destination.
     pub fn candidates(&self, node: NodeId, dst: u32, out: &mut Vec<u16>) {
         out.clear();
+        if let Some((first, count)) = self.candidate_run(node, dst) {
+            out.extend(first..first + count);
+            return;
+        }
         match &self.kind {
             Kind::Table { hosts, list_of, offsets, ports } => {
                 let id = list_of[node.idx() * hosts + dst as usize] as usize;
@@ -207,21 +211,7 @@ impl MinimalRoutes {
                 }
             }
             Kind::HammingMesh(hm) => hm.candidates(node.0, dst, out),
-            Kind::Star => {
-                if !self.host_uplink(node, dst, out) {
-                    out.push(dst as u16);
-                }
-            }
-            Kind::FatTree2(ft) => {
-                if !self.host_uplink(node, dst, out) {
-                    ft.switch_candidates(node.0, dst, out);
-                }
-            }
-            Kind::FatTree3(ft) => {
-                if !self.host_uplink(node, dst, out) {
-                    ft.switch_candidates(node.0, dst, out);
-                }
-            }
+            Kind::Star | Kind::FatTree2(_) | Kind::FatTree3(_) => unreachable!("candidate_run covers them"),
             Kind::Dragonfly(df) => {
                 if !self.host_uplink(node, dst, out) {
                     df.router_candidates(node.0, dst, out);
@@ -233,11 +223,34 @@ impl MinimalRoutes {
     /// In an indirect network: if `node` is a host (which does not forward), its candidates
     /// (its one port, to its switch, unless it is the destination) into `out`, and true.
     fn host_uplink(&self, node: NodeId, dst: u32, out: &mut Vec<u16>) -> bool {
-        let h = self.host_of_node[node.idx()];
-        if h != u32::MAX && h != dst {
-            out.push(0);
+        match self.host_run(node, dst) {
+            Some((first, count)) => {
+                out.extend(first..first + count);
+                true
+            }
+            None => false,
         }
-        h != u32::MAX
+    }
+
+    /// A host's candidates (its port 0 unless it is the destination), `None` for a switch.
+    #[inline]
+    fn host_run(&self, node: NodeId, dst: u32) -> Option<(u16, u16)> {
+        let h = self.host_of_node[node.idx()];
+        (h != u32::MAX).then_some((0, (h != dst) as u16))
+    }
+
+    /// The minimal candidates as one run of consecutive local ports, `first..first + count`,
+    /// where the structure gives them so: stars and fat trees (the ports, in the order, that
+    /// [`MinimalRoutes::candidates`] writes; a router picks among them without filling a
+    /// list). `None` for the other topologies.
+    #[inline]
+    pub fn candidate_run(&self, node: NodeId, dst: u32) -> Option<(u16, u16)> {
+        match &self.kind {
+            Kind::Star => Some(self.host_run(node, dst).unwrap_or((dst as u16, 1))),
+            Kind::FatTree2(ft) => Some(self.host_run(node, dst).unwrap_or_else(|| ft.switch_run(node.0, dst))),
+            Kind::FatTree3(ft) => Some(self.host_run(node, dst).unwrap_or_else(|| ft.switch_run(node.0, dst))),
+            _ => None,
+        }
     }
 
     /// Whether next hops are computed from the topology's structure rather than read from a
@@ -320,19 +333,20 @@ struct FatTree2 {
 }
 
 impl FatTree2 {
-    fn switch_candidates(&self, node: u32, dst: u32, out: &mut Vec<u16>) {
+    /// A switch's candidates as a run of local ports `(first, count)`.
+    #[inline]
+    fn switch_run(&self, node: u32, dst: u32) -> (u16, u16) {
         let leaf = dst / self.hosts_per_leaf;
         if node < self.leaves * self.leaf_block {
             if node / self.leaf_block == leaf {
-                out.push((dst % self.hosts_per_leaf) as u16);
+                ((dst % self.hosts_per_leaf) as u16, 1)
             } else {
                 // Every spine is one hop above the destination's leaf: every up port.
-                out.extend((self.hosts_per_leaf..self.hosts_per_leaf + self.up_ports).map(|p| p as u16));
+                (self.hosts_per_leaf as u16, self.up_ports as u16)
             }
         } else {
             // A spine: every parallel link down to the destination's leaf.
-            let first = leaf * self.links_per_spine;
-            out.extend((first..first + self.links_per_spine).map(|p| p as u16));
+            ((leaf * self.links_per_spine) as u16, self.links_per_spine as u16)
         }
     }
 }
@@ -349,28 +363,29 @@ struct FatTree3 {
 }
 
 impl FatTree3 {
-    fn switch_candidates(&self, node: u32, dst: u32, out: &mut Vec<u16>) {
+    /// A switch's candidates as a run of local ports `(first, count)`.
+    #[inline]
+    fn switch_run(&self, node: u32, dst: u32) -> (u16, u16) {
         let (h, e) = (self.half, self.hosts_per_edge);
         let dst_edge = dst / e; // over all pods
         let (dst_pod, dst_edge_in_pod) = (dst_edge / h, dst_edge % h);
         if node >= self.pods * self.pod_block {
             // A core switch: port p goes to pod p.
-            out.push(dst_pod as u16);
-            return;
+            return (dst_pod as u16, 1);
         }
         let (pod, off) = (node / self.pod_block, node % self.pod_block);
         if off < h * (e + 1) {
             // An edge switch: down to the host, or up to every aggregation switch of its pod.
             if pod == dst_pod && off / (e + 1) == dst_edge_in_pod {
-                out.push((dst % e) as u16);
+                ((dst % e) as u16, 1)
             } else {
-                out.extend((e..e + h).map(|p| p as u16));
+                (e as u16, h as u16)
             }
         } else if pod == dst_pod {
             // An aggregation switch: down to the destination's edge, or up to every core.
-            out.push(dst_edge_in_pod as u16);
+            (dst_edge_in_pod as u16, 1)
         } else {
-            out.extend((h..2 * h).map(|p| p as u16));
+            (h as u16, h as u16)
         }
     }
 }

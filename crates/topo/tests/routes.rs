@@ -23,6 +23,9 @@ fn check_same_as_bfs(t: &Topology) -> usize {
             fast.candidates(node, d, &mut a);
             reference.candidates(node, d, &mut b);
             assert_eq!(a, b, "{}: candidates of node {v} towards host {d}", t.name);
+            if let Some((first, n)) = fast.candidate_run(node, d) {
+                assert_eq!(a, (first..first + n).collect::<Vec<_>>(), "{}: run of node {v} towards host {d}", t.name);
+            }
             if !dim_ordered {
                 let fa = fast.deterministic(node, d, &mut a);
                 let fb = reference.deterministic(node, d, &mut b);
@@ -39,6 +42,25 @@ fn check_same_as_bfs(t: &Topology) -> usize {
         }
     }
     pairs
+}
+
+/// Stars and fat trees give every node's candidates as a run (routers index it without a
+/// list); the other topologies do not claim one.
+#[test]
+fn runs_exist_exactly_for_stars_and_fat_trees() {
+    let with = [star(5, L).unwrap(), fat_tree_2level(4, 3, 2, 1, None, L, L).unwrap(), fat_tree_3level(4, 2, L, L).unwrap()];
+    for t in &with {
+        let r = MinimalRoutes::new(t);
+        for v in 0..t.nodes.len() as u32 {
+            for d in 0..t.num_hosts() as u32 {
+                assert!(r.candidate_run(NodeId(v), d).is_some(), "{}: node {v} host {d}", t.name);
+            }
+        }
+    }
+    let without = [torus(&[4, 4], L).unwrap(), dragonfly(9, 4, 2, 2, L, L, L).unwrap(), hammingmesh(2, 2, 2, 2, L, L).unwrap()];
+    for t in &without {
+        assert_eq!(MinimalRoutes::new(t).candidate_run(NodeId(0), 1), None, "{}", t.name);
+    }
 }
 
 #[test]
