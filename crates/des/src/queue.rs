@@ -358,6 +358,14 @@ impl<E: Packable> EventQueue<E> {
     /// The event popped after the next one, for a caller that prefetches two events ahead.
     #[inline]
     pub fn peek_second(&self) -> Option<E> {
+        if self.len >= 2 {
+            // Usually the earliest time's FIFO holds it.
+            let f = (self.key(0) as u64 & 0xFFFF_FFFF) as usize;
+            let next = self.nodes[self.fifos[f].head as usize].next;
+            if next != NONE {
+                return Some(self.event_of(self.nodes[next as usize].low));
+            }
+        }
         self.nth(1)
     }
 

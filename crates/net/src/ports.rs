@@ -306,8 +306,11 @@ impl Network {
         // starved at every merge point (the parking-lot problem of plain round-robin).
         let mut best: Option<(u64, usize)> = None;
         let host = self.ports[g].host;
-        for k in 0..slots {
-            let idx = (rr + k) % slots;
+        // Slots rr, rr + 1, ... cyclically (one division per choice, not one per slot).
+        let mut next = rr % slots;
+        for _ in 0..slots {
+            let idx = next;
+            next = if next + 1 == slots { 0 } else { next + 1 };
             if idx >= nvc && !host {
                 continue; // a switch port injects nothing of its own
             }
