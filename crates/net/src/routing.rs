@@ -178,6 +178,11 @@ fn permute(i: u32, p: u32, key: u64) -> u32 {
 /// `hops` links: digit `hops − 1` of `key` in base `n`.
 #[inline]
 fn spray_digit(key: u32, hops: u8, n: usize) -> usize {
+    if n.is_power_of_two() {
+        // The fat trees' common case, by shifts (the divisions were ~20% of routing's time).
+        let shift = n.trailing_zeros() * (hops.max(1) as u32 - 1);
+        return (key as usize).checked_shr(shift).unwrap_or(0) & (n - 1);
+    }
     let mut k = key as usize;
     for _ in 1..hops {
         k /= n;
@@ -500,5 +505,25 @@ mod tests {
             pairs.insert((spray_digit(key, 1, n), spray_digit(key, 2, n)));
         }
         assert_eq!(pairs.len(), 64);
+    }
+
+    /// The shift form for powers of two gives the digit the divisions give.
+    #[test]
+    fn spray_digits_by_shifts_equal_those_by_division() {
+        let by_division = |key: u32, hops: u8, n: usize| {
+            let mut k = key as usize;
+            for _ in 1..hops {
+                k /= n;
+            }
+            k % n
+        };
+        let mut rng = reducelab_des::Rng::new(11);
+        for n in 1..=130usize {
+            for hops in 0..=40u8 {
+                for key in [0, 1, u32::MAX, rng.next_u64() as u32, rng.next_u64() as u32 >> (rng.next_u64() % 32)] {
+                    assert_eq!(spray_digit(key, hops, n), by_division(key, hops, n), "key {key} hops {hops} n {n}");
+                }
+            }
+        }
     }
 }
