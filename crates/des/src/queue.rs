@@ -169,7 +169,7 @@ impl<E: Packable> EventQueue<E> {
 
     /// Schedules `event` at `time`. Scheduling in the past is a logic error and panics in
     /// debug builds; in release builds the event fires "now" (after already-queued events).
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, time: SimTime, event: E) {
         debug_assert!(time.0 >= self.now, "event scheduled in the past: {} < {}", time.0, self.now);
         let t = time.0.max(self.now);
@@ -212,8 +212,9 @@ impl<E: Packable> EventQueue<E> {
         }
     }
 
-    /// The FIFO of time `t`, made (and its time put in the heap) if none is pending.
-    #[inline]
+    /// The FIFO of time `t`, made (and its time put in the heap) if none is pending. Out of
+    /// line: `push` is inlined at its callers, and most pushes append to the last FIFO.
+    #[inline(never)]
     fn fifo_of(&mut self, t: u64) -> u32 {
         let mask = self.table.len() - 1;
         let mut i = slot_of(t, mask);
