@@ -249,7 +249,7 @@ impl Network {
             born_ps: born,
         });
         self.stats.peak_packets_in_flight = self.stats.peak_packets_in_flight.max(self.pool.live);
-        self.ports[g].inject_since = now + SimDuration::serialization(size as u64, self.pt.bps(port)).0;
+        self.ports[g].inject_since = now + self.pt.serialization_ps(port, size);
         self.transmit(port, id);
     }
 

@@ -29,6 +29,10 @@ pub(crate) struct PortTable {
     /// Node `n`'s ports are `first[n] .. first[n + 1]`.
     first: Vec<u32>,
     wiring: Vec<PortWiring>,
+    /// Picoseconds per byte when every link has the same bandwidth and it divides 8·10^12
+    /// (100 Gb/s: 80 ps) and is at least 2 kb/s (so a `u32` size times it fits `u64`); 0
+    /// otherwise. Serialisation is then a multiplication, the same value as the division.
+    ps_per_byte: u64,
 }
 
 /// What a hop reads of a port: the link and both of its ends (an arrival takes its ingress
@@ -67,7 +71,25 @@ impl PortTable {
                 });
             }
         }
-        PortTable { first, wiring }
+        let bandwidth = wiring.first().map(|w| w.bps);
+        let ps_per_byte = match bandwidth {
+            Some(b) if b > 0 && wiring.iter().all(|w| w.bps == b) && 8_000_000_000_000 % b == 0 => {
+                Some(8_000_000_000_000 / b).filter(|&p| p <= u32::MAX as u64).unwrap_or(0)
+            }
+            _ => 0,
+        };
+        PortTable { first, wiring, ps_per_byte }
+    }
+
+    /// Time to serialise `bytes` on port `p` ([`SimDuration::serialization`] at its link's
+    /// bandwidth, without the division when the links' bandwidth allows).
+    #[inline]
+    pub fn serialization_ps(&self, p: PortId, bytes: u32) -> u64 {
+        if self.ps_per_byte != 0 {
+            bytes as u64 * self.ps_per_byte
+        } else {
+            SimDuration::serialization(bytes as u64, self.bps(p)).0
+        }
     }
     /// Number of global ports.
     pub fn len(&self) -> usize {
@@ -455,7 +477,7 @@ impl Network {
                     self.dma_take(port, size, now);
                 }
                 let pkt = self.make_transport_packet(port, msg, vc, size);
-                self.ports[g].inject_since = now + SimDuration::serialization(size as u64, self.pt.bps(port)).0;
+                self.ports[g].inject_since = now + self.pt.serialization_ps(port, size);
                 self.transmit(port, pkt);
                 return false;
             }
@@ -473,7 +495,7 @@ impl Network {
                 self.dma_take(port, size, now);
             }
             let pkt = self.make_packet(port, msg, vc, size);
-            self.ports[g].inject_since = now + SimDuration::serialization(size as u64, self.pt.bps(port)).0;
+            self.ports[g].inject_since = now + self.pt.serialization_ps(port, size);
             self.transmit(port, pkt);
             return false;
         }
@@ -504,7 +526,7 @@ impl Network {
         let now = self.queue.now().0;
         let p = *self.pool.get(pkt);
         let size = p.wire_bytes;
-        let ser = SimDuration::serialization(size as u64, self.pt.bps(port)).0;
+        let ser = self.pt.serialization_ps(port, size);
         let end = now + ser;
         if self.pfc.on {
             self.pfc.frame_end[g] = end;
@@ -571,5 +593,35 @@ impl Network {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reducelab_topo::{fat_tree_3level, star, LinkParams};
+
+    /// The multiplication (one exact bandwidth everywhere) and the division (anything else)
+    /// give `SimDuration::serialization`'s value for every port and size.
+    #[test]
+    fn serialisation_by_multiplication_equals_the_division() {
+        let l = |bps| LinkParams { bandwidth_bps: bps, latency_ps: 1_000 };
+        let cases = [
+            (star(3, l(100_000_000_000)).unwrap(), 80),
+            (star(3, l(3_200_000_000_000)).unwrap(), 0), // 2.5 ps per byte: inexact
+            (star(3, l(1_000)).unwrap(), 0),             // 8·10^9 ps per byte: too large
+            (star(3, l(7)).unwrap(), 0),
+            (fat_tree_3level(4, 2, l(100_000_000_000), l(400_000_000_000)).unwrap(), 0), // two bandwidths
+        ];
+        let mut rng = reducelab_des::Rng::new(5);
+        for (i, (t, ps_per_byte)) in cases.iter().enumerate() {
+            let pt = PortTable::new(t);
+            assert_eq!(pt.ps_per_byte, *ps_per_byte, "case {i}");
+            for g in pt.all() {
+                for bytes in [0, 1, 64, 4064, u32::MAX, rng.next_u64() as u32, rng.next_u64() as u32 >> 16] {
+                    assert_eq!(pt.serialization_ps(g, bytes), SimDuration::serialization(bytes as u64, pt.bps(g)).0, "case {i} port {g:?} {bytes} B");
+                }
+            }
+        }
     }
 }

@@ -20,7 +20,7 @@
 use crate::ids::{PktId, PortId};
 use crate::network::{Arrival, Event, Network, Note};
 use crate::packet::{Body, PackedDst, Packet};
-use reducelab_des::{SimDuration, SimTime};
+use reducelab_des::SimTime;
 use reducelab_topo::NodeId;
 use std::collections::VecDeque;
 
@@ -253,7 +253,7 @@ impl Network {
         let host = self.node_host[self.pt.node(port).idx()].expect("a host port");
         let born = now.max(self.ports[g].inject_since).max(a.since);
         let id = self.alloc_app_packet(vc, born, a.pkt);
-        self.ports[g].inject_since = now + SimDuration::serialization(a.pkt.wire_bytes as u64, self.pt.bps(port)).0;
+        self.ports[g].inject_since = now + self.pt.serialization_ps(port, a.pkt.wire_bytes);
         if self.protocol.app_q[g].len() < crate::APP_QUEUE_LOW && self.protocol.low_armed[g] {
             self.protocol.low_armed[g] = false;
             self.notes.push(Note::QueueLow { host, port: self.pt.local(port) });
