@@ -9,7 +9,6 @@ use crate::protocol::{AppDst, Protocol};
 use crate::queues::VcQueues;
 use crate::router::InputBuffers;
 use crate::routing::{Router, VcPolicy};
-use crate::wires::Wires;
 use reducelab_des::{EventQueue, Packable, Rng, SimDuration, SimTime, PACKED_BITS};
 use reducelab_topo::{LinkId, NodeId, Topology};
 use serde::Serialize;
@@ -250,7 +249,6 @@ pub struct Network {
     /// Input buffers and crossbars (empty with the output-queued router).
     pub(crate) ib: InputBuffers,
     pub(crate) credits: Credits,
-    pub(crate) wires: Wires,
     /// Messages each host port is injecting, served round-robin.
     pub(crate) inject: Vec<VecDeque<u32>>,
     pub(crate) router: Router,
@@ -362,7 +360,6 @@ impl Network {
             queues: VcQueues::new(np, nvc, rr, max_ports),
             ib,
             credits: Credits::new(np, nvc, cfg.flow_control, credit_bytes),
-            wires: Wires::new(np),
             inject: (0..np).map(|_| VecDeque::new()).collect(),
             faults,
             protocol: Protocol::new(np, topo.nodes.len()),
@@ -549,7 +546,7 @@ impl Network {
                     self.try_start(port);
                 }
                 Event::Arrive { port } => {
-                    let (pkt, next) = self.wires.pop(&self.pool, port);
+                    let (pkt, next) = self.pt.wire_mut(port).pop(&self.pool);
                     if let Some(t) = next {
                         self.queue.push(SimTime(t), Event::Arrive { port });
                     }
@@ -615,7 +612,7 @@ impl Network {
             self.next_route = self.route_ahead(port);
         }
         self.prefetch_packets_of(self.queue.peek_second());
-        self.prefetch_lines_of(self.queue.peek_third(), true);
+        self.prefetch_lines_of(self.queue.peek_third());
     }
 
     /// The prefetcher without the early route, two stages (runs where routing depends on
@@ -624,7 +621,7 @@ impl Network {
     #[inline(always)]
     fn prefetch_two_events(&self) {
         self.prefetch_packets_of(self.queue.peek_event());
-        self.prefetch_lines_of(self.queue.peek_second(), false);
+        self.prefetch_lines_of(self.queue.peek_second());
     }
 
     /// The packets event `ev` handles first (an arrival's head packet, a woken port's queue
@@ -634,7 +631,7 @@ impl Network {
         use reducelab_des::prefetch;
         match ev {
             Some(Event::Arrive { port }) => {
-                if let Some(pkt) = self.wires.head(port) {
+                if let Some(pkt) = self.pt.wire(port).head() {
                     prefetch(self.pool.get(pkt));
                 }
             }
@@ -651,17 +648,14 @@ impl Network {
         }
     }
 
-    /// The lines that name event `ev`'s data: an arrival's wire ends (and, with `wiring`, the
-    /// sending port's wiring record), a woken port's state and FIFO queue.
+    /// The lines that name event `ev`'s data: an arrival's sending port's wiring record (with
+    /// its wire's ends), a woken port's state and FIFO queue.
     #[inline(always)]
-    fn prefetch_lines_of(&self, ev: Option<Event>, wiring: bool) {
+    fn prefetch_lines_of(&self, ev: Option<Event>) {
         use reducelab_des::prefetch;
         match ev {
             Some(Event::Arrive { port }) => {
-                self.wires.prefetch_ends(port);
-                if wiring {
-                    self.pt.prefetch_wiring(port);
-                }
+                self.pt.prefetch_wiring(port);
             }
             Some(Event::Wake { port }) => {
                 prefetch(&self.ports[port.idx()]);
@@ -683,7 +677,7 @@ impl Network {
         if !self.faults.all_up() {
             return None;
         }
-        let pkt = self.wires.head(port)?;
+        let pkt = self.pt.wire(port).head()?;
         let node = self.pt.peer_node(port);
         if !self.node_forwards[node.idx()] {
             return None;

@@ -18,34 +18,38 @@
 
 use crate::config::NoiseMode;
 use crate::ids::{PktId, PortId};
+use crate::wires::WireEnds;
 use crate::network::{Event, Network};
 use reducelab_des::{SimDuration, SimTime};
 use reducelab_topo::{LinkId, NodeId, Topology};
 use serde::Serialize;
 
-/// Static wiring of the global ports, indexed by [`PortId::idx`]: one 32-byte record per
-/// port (half a cache line), as a hop reads most of it together.
+/// Wiring of the global ports, indexed by [`PortId::idx`]: one 32-byte record per port (half
+/// a cache line) with the ends of its wire, as a hop reads it together.
 pub(crate) struct PortTable {
     /// Node `n`'s ports are `first[n] .. first[n + 1]`.
     first: Vec<u32>,
     wiring: Vec<PortWiring>,
+    /// Each port's link bandwidth (read for serialisation only when `ps_per_byte` is 0).
+    bps: Vec<u64>,
     /// Picoseconds per byte when every link has the same bandwidth and it divides 8·10^12
     /// (100 Gb/s: 80 ps) and is at least 2 kb/s (so a `u32` size times it fits `u64`); 0
     /// otherwise. Serialisation is then a multiplication, the same value as the division.
     ps_per_byte: u64,
 }
 
-/// What a hop reads of a port: the link and both of its ends (an arrival takes its ingress
-/// port, node and link from the record of the port that sent the packet).
+/// What a hop reads of a port: the link, both of its ends and the packets on its wire (an
+/// arrival takes its ingress port, node and link from the record of the port that sent the
+/// packet, and pops that port's wire).
 #[derive(Clone, Copy)]
 #[repr(C, align(32))]
 struct PortWiring {
-    bps: u64,
     lat: u64,
     node: NodeId,
     peer: PortId,
     link: LinkId,
     peer_node: NodeId,
+    wire: WireEnds,
 }
 
 impl PortTable {
@@ -58,27 +62,28 @@ impl PortTable {
         }
         first.push(total);
         let mut wiring = Vec::with_capacity(total as usize);
+        let mut bps = Vec::with_capacity(total as usize);
         for (ni, n) in topo.nodes.iter().enumerate() {
             for p in &n.ports {
                 let l = &topo.links[p.link.idx()];
+                bps.push(l.bandwidth_bps);
                 wiring.push(PortWiring {
-                    bps: l.bandwidth_bps,
                     lat: l.latency_ps,
                     node: NodeId(ni as u32),
                     peer: PortId::new(first[p.peer.idx()] + p.peer_port as u32),
                     link: p.link,
                     peer_node: p.peer,
+                    wire: WireEnds::default(),
                 });
             }
         }
-        let bandwidth = wiring.first().map(|w| w.bps);
-        let ps_per_byte = match bandwidth {
-            Some(b) if b > 0 && wiring.iter().all(|w| w.bps == b) && 8_000_000_000_000 % b == 0 => {
+        let ps_per_byte = match bps.first().copied() {
+            Some(b) if b > 0 && bps.iter().all(|&w| w == b) && 8_000_000_000_000 % b == 0 => {
                 Some(8_000_000_000_000 / b).filter(|&p| p <= u32::MAX as u64).unwrap_or(0)
             }
             _ => 0,
         };
-        PortTable { first, wiring, ps_per_byte }
+        PortTable { first, wiring, bps, ps_per_byte }
     }
 
     /// Time to serialise `bytes` on port `p` ([`SimDuration::serialization`] at its link's
@@ -129,7 +134,7 @@ impl PortTable {
     pub fn local(&self, p: PortId) -> u16 {
         (p.idx() as u32 - self.first[self.node(p).idx()]) as u16
     }
-    /// Starts loading `p`'s wiring record (see [`reducelab_des::prefetch`]).
+    /// Starts loading `p`'s wiring record and wire (see [`reducelab_des::prefetch`]).
     #[inline]
     pub fn prefetch_wiring(&self, p: PortId) {
         reducelab_des::prefetch(&self.wiring[p.idx()]);
@@ -155,7 +160,16 @@ impl PortTable {
     }
     #[inline]
     pub fn bps(&self, p: PortId) -> u64 {
-        self.wiring[p.idx()].bps
+        self.bps[p.idx()]
+    }
+    /// The packets on `p`'s wire (see [`crate::wires`]).
+    #[inline]
+    pub fn wire(&self, p: PortId) -> &WireEnds {
+        &self.wiring[p.idx()].wire
+    }
+    #[inline]
+    pub fn wire_mut(&mut self, p: PortId) -> &mut WireEnds {
+        &mut self.wiring[p.idx()].wire
     }
     #[inline]
     pub fn latency_ps(&self, p: PortId) -> u64 {
@@ -553,7 +567,7 @@ impl Network {
         if self.node_forwards[peer_node.idx()] {
             arrive += self.cfg.switch_latency_ps;
         }
-        if self.wires.push(&mut self.pool, port, pkt, arrive) {
+        if self.pt.wire_mut(port).push(&mut self.pool, pkt, arrive) {
             self.queue.push(SimTime(arrive), Event::Arrive { port });
         }
         if self.has_work(port) {

@@ -12,32 +12,31 @@
 //! behind it (a cache miss that was ~13% of an NDP permutation's profile at 1,024 hosts; see
 //! docs/engine.md, "Performance"). A packet's own arrival time is the event's time.
 
-use crate::ids::{PktId, PortId};
+use crate::ids::PktId;
 use crate::packet::PacketPool;
 
-/// Head and tail of the packets on each port's wire.
-pub(crate) struct Wires {
-    ends: Vec<(Option<PktId>, Option<PktId>)>,
+/// Head and tail of the packets in flight on one port's wire. They live in the port's wiring
+/// record (see [`crate::ports::PortTable`]), next to the link's latency and far end that the
+/// same hops read, so that sending and arriving touch one 32-byte record, not two lines.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct WireEnds {
+    head: Option<PktId>,
+    tail: Option<PktId>,
 }
 
-impl Wires {
-    pub fn new(ports: usize) -> Self {
-        Wires { ends: vec![(None, None); ports] }
-    }
-
-    /// Puts `pkt` on the wire of `port`, arriving at `arrive`. Returns true if it is the
-    /// head (the caller schedules its arrival event at `arrive`).
+impl WireEnds {
+    /// Puts `pkt` on the wire, arriving at `arrive`. Returns true if it is the head (the
+    /// caller schedules its arrival event at `arrive`).
     #[inline]
-    pub fn push(&mut self, pool: &mut PacketPool, port: PortId, pkt: PktId, arrive: u64) -> bool {
+    pub fn push(&mut self, pool: &mut PacketPool, pkt: PktId, arrive: u64) -> bool {
         pool.get_mut(pkt).next = None;
-        let w = &mut self.ends[port.idx()];
-        match w.1 {
+        match self.tail {
             None => {
-                *w = (Some(pkt), Some(pkt));
+                *self = WireEnds { head: Some(pkt), tail: Some(pkt) };
                 true
             }
             Some(tail) => {
-                w.1 = Some(pkt);
+                self.tail = Some(pkt);
                 let t = pool.get_mut(tail);
                 t.next = Some(pkt);
                 t.arrive_ps = arrive;
@@ -46,29 +45,22 @@ impl Wires {
         }
     }
 
-    /// The packet that arrives next on the wire of `port`.
+    /// The packet that arrives next.
     #[inline]
-    pub fn head(&self, port: PortId) -> Option<PktId> {
-        self.ends[port.idx()].0
+    pub fn head(&self) -> Option<PktId> {
+        self.head
     }
 
-    /// Starts loading the ends of `port`'s wire (see [`reducelab_des::prefetch`]).
+    /// Takes the head packet off the wire (its arrival event fired). Returns it and, if
+    /// another packet follows, that packet's arrival time (the caller schedules it).
     #[inline]
-    pub fn prefetch_ends(&self, port: PortId) {
-        reducelab_des::prefetch(&self.ends[port.idx()]);
-    }
-
-    /// Takes the head packet off the wire of `port` (its arrival event fired). Returns it
-    /// and, if another packet follows, that packet's arrival time (the caller schedules it).
-    #[inline]
-    pub fn pop(&mut self, pool: &PacketPool, port: PortId) -> (PktId, Option<u64>) {
-        let w = &mut self.ends[port.idx()];
-        let pkt = w.0.expect("arrival on an empty wire");
+    pub fn pop(&mut self, pool: &PacketPool) -> (PktId, Option<u64>) {
+        let pkt = self.head.expect("arrival on an empty wire");
         let p = pool.get(pkt);
-        w.0 = p.next;
+        self.head = p.next;
         match p.next {
             None => {
-                w.1 = None;
+                self.tail = None;
                 (pkt, None)
             }
             Some(_) => (pkt, Some(p.arrive_ps)),
