@@ -289,8 +289,8 @@ pub struct Network {
 impl Network {
     /// Assembles a network. Errors name the offending setting.
     pub fn new(topo: &Topology, cfg: NetConfig, faults: Vec<Fault>, rng: &Rng) -> Result<Network, String> {
-        if topo.nodes.len() > crate::packet::PackedDst::MAX_ID as usize {
-            return Err(format!("{} nodes: a packet names at most {} nodes", topo.nodes.len(), crate::packet::PackedDst::MAX_ID));
+        if topo.nodes.len() > PackedDst::MAX_ID as usize {
+            return Err(format!("{} nodes: a packet names at most {} nodes", topo.nodes.len(), PackedDst::MAX_ID));
         }
         if cfg.mtu_bytes <= cfg.header_bytes {
             return Err(format!("mtu_bytes ({}) must exceed header_bytes ({})", cfg.mtu_bytes, cfg.header_bytes));
