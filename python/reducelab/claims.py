@@ -327,6 +327,16 @@ class Sensitivity:
     topologies: tuple[str, ...] = ()
     """Size-sweep (Swing) figures: the topologies whose points get the setting (e.g. a
     HammingMesh board key); empty = every point."""
+    settings: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    """Named settings of several fields at once (``[sensitivity.settings]``: value name →
+    {scenario path: value}); empty = each value is the value of `key` itself."""
+
+    def assignments(self, value: Any) -> dict[str, Any]:
+        """The scenario fields one value of the sweep sets: ``{key: value}``, or the fields of
+        the named setting `value`."""
+        if not self.settings:
+            return {self.key: value}
+        return dict(dict(self.settings)[value])
 
 
 def like_default(default: Any, value: Any) -> Any:
@@ -363,8 +373,23 @@ def read_sensitivity(file: str, raw: Any) -> list[Sensitivity]:
         topos = t.get("topologies", list, [], "an array of topology specs")
         if not all(isinstance(x, str) for x in topos):
             raise t.err("topologies", f"expected an array of topology specs, got {topos!r}")
+        named = t.get("settings", dict, {}, "a table of named settings")
+        settings = []
+        if named:
+            if set(named) != set(values):
+                raise t.err("settings", f"must name exactly the values {list(values)!r}, got {sorted(named)!r}")
+            for name in values:
+                fields = named[name]
+                if not isinstance(fields, dict):
+                    raise t.err(f"settings.{name}", f"expected a table of scenario paths, got {fields!r}")
+                for path, v in fields.items():
+                    if not path.startswith(key + ".") or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.\[\]]*", path):
+                        raise t.err(f"settings.{name}", f"{path!r}: expected a scenario path under {key!r}")
+                    if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+                        raise t.err(f"settings.{name}.{path}", f"expected a number or string, got {v!r}")
+                settings.append((name, tuple(sorted(fields.items()))))
         t.done()
-        out.append(Sensitivity(key, tuple(values), source, tuple(topos)))
+        out.append(Sensitivity(key, tuple(values), source, tuple(topos), tuple(settings)))
     keys = [x.key for x in out]
     if len(set(keys)) != len(keys):
         raise ClaimError(f"{file}: sensitivity: one table per key, got {keys}")

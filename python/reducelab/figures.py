@@ -487,11 +487,13 @@ def sensitivity_scale(fig: Figure, sc: ScaleSpec, sens: Sensitivity, value: Any)
                               f"({', '.join(_kinds()[fig.kind].params)})")
         value = claims_engine.like_default(sc.params.get(pname), value)
         return ScaleSpec(sc.name, dict(sc.set), {**sc.params, pname: value}, list(sc.grid), sc.note)
-    try:
-        value = claims_engine.like_default(fig.base(sc).get(sens.key), value)
-    except FieldError:
-        pass  # a key the base scenario leaves unset: building the points names it if it is wrong
-    return ScaleSpec(sc.name, {**sc.set, sens.key: value}, dict(sc.params), list(sc.grid), sc.note)
+    values = {}
+    for key, v in sens.assignments(value).items():
+        try:
+            values[key] = claims_engine.like_default(fig.base(sc).get(key), v)
+        except FieldError:
+            values[key] = v  # a key the base scenario leaves unset: building the points names it if it is wrong
+    return ScaleSpec(sc.name, {**sc.set, **values}, dict(sc.params), list(sc.grid), sc.note)
 
 
 def claims_md(fig: Figure, sc: ScaleSpec, network: str, n_runs: int, verdicts: Sequence[Verdict]) -> str:

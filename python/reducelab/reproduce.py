@@ -771,11 +771,13 @@ def _run_points(
         if setting is not None and (not setting[0].topologies or p[0] in setting[0].topologies
                                     or spec.stand_ins.get(p[0]) in setting[0].topologies):
             try:
-                try:
-                    value = claims_like_default(sc.get(setting[0].key), setting[1])
-                except FieldError:
-                    value = setting[1]  # unset in the base: with_values names a wrong key
-                sc = sc.with_values({setting[0].key: value})
+                values = {}
+                for key, v in setting[0].assignments(setting[1]).items():
+                    try:
+                        values[key] = claims_like_default(sc.get(key), v)
+                    except FieldError:
+                        values[key] = v  # unset in the base: with_values names a wrong key
+                sc = sc.with_values(values)
             except FieldError as exc:
                 raise ReproductionError(f"{spec.path}: sensitivity {setting[0].key} = {setting[1]!r}: {exc}") from None
         return sc
