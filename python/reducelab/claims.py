@@ -63,19 +63,22 @@ class ClaimError(ValueError):
     """A claims file was rejected: ``FILE: FIELD: REASON``."""
 
 
-CAUSES = (
-    "unstated setting", "missing model feature", "the paper disagrees with itself", "the paper's own model disagrees",
-)
-"""Why a claim still fails (issue 13): a setting the paper does not state (ReduceLab chose one;
-see the figure's sensitivity band), a cost or mechanism of the paper's testbed ReduceLab does not
-model, the paper's own words contradicting each other, or the paper's own cost model (or
-arithmetic) contradicting its claim."""
+CAUSES = ("unstated-setting", "model-limitation", "paper-inconsistency")
+"""Why a reading still fails at full scale, one per failing reading:
+
+- ``unstated-setting``: a setting the paper does not state decides it; ``setting`` names the
+  figure's ``[[sensitivity]]`` key, and the band over it must contain a value at which the reading
+  passes (`cause_problems`), otherwise this is not the cause;
+- ``model-limitation``: something of the paper's setup that ReduceLab does not model (``evidence``
+  names it);
+- ``paper-inconsistency``: the paper's own numbers, words or model disagree with the claim
+  (``evidence`` gives the arithmetic or the two quotes)."""
 
 _READING_KEYS = ("name", "quote", "source")
 """Keys every ``[[claim.reading]]`` has; any other key replaces the claim's field of that name."""
 
 
-_WORDS_ONLY = {"note", "cause", "evidence", "paper_value", "rule", "claim"}
+_WORDS_ONLY = {"note", "cause", "evidence", "setting", "paper_value", "rule", "claim"}
 """Keys that change what a claim says, not how it is judged."""
 
 
@@ -84,6 +87,48 @@ def check_cause(cause: Any) -> str | None:
     if cause not in CAUSES:
         return f"expected one of {', '.join(repr(c) for c in CAUSES)}, got {cause!r}"
     return None
+
+
+def check_cause_fields(cause: str, setting: str, evidence: str) -> tuple[str, str] | None:
+    """None if a claim's ``cause``, ``setting`` and ``evidence`` fit together, else (field,
+    reason): a cause needs its evidence, ``unstated-setting`` needs the ``setting`` it names and
+    the other causes take none."""
+    if cause and check_cause(cause):
+        return "cause", str(check_cause(cause))
+    if evidence and not cause:
+        return "evidence", "evidence without a `cause`"
+    if cause and not evidence.strip():
+        return "evidence", f"required with cause {cause!r}: the numbers, the arithmetic or the quotes behind it"
+    if cause == "unstated-setting" and not setting:
+        return "setting", "required with cause 'unstated-setting': the [[sensitivity]] key whose band holds a passing value"
+    if setting and cause != "unstated-setting":
+        return "setting", f"only with cause 'unstated-setting', got cause {cause!r}"
+    return None
+
+
+def cause_problems(verdicts: Sequence[Any]) -> list[str]:
+    """What is wrong with the causes of judged claims (`Verdict` or the Swing engine's
+    ``ClaimResult``), one line each: a failing reading without a cause, an ``unstated-setting``
+    cause whose band over its ``setting`` was not run, or never passes."""
+    out = []
+    for v in verdicts:
+        claim = v if hasattr(v, "cause") else v.claim  # a Verdict, or a ClaimResult and its Claim
+        cid = claim.id
+        if v.verdict != FAIL:
+            continue
+        cause = claim.cause
+        if not cause:
+            out.append(f"{cid}: fails and has no cause")
+            continue
+        if cause != "unstated-setting":
+            continue
+        band = next((b for b in v.bands if b.key == claim.setting), None)
+        if band is None:
+            out.append(f"{cid}: cause unstated-setting {claim.setting!r} but no band over it (run --sensitivity)")
+        elif band.passes not in ("some", "all"):
+            out.append(f"{cid}: cause unstated-setting {claim.setting!r} but it passes at no value of the band "
+                       f"({band.text()}): not an unstated setting")
+    return out
 
 
 def expand_readings(file: str, raw: Any) -> list[Any]:
@@ -248,6 +293,8 @@ class TableClaim:
     cause: str = ""
     """Why the claim fails at full scale (one of `CAUSES`), with `evidence`."""
     evidence: str = ""
+    setting: str = ""
+    """With cause ``unstated-setting``: the sensitivity key whose band holds a passing value."""
 
 
 @dataclass(frozen=True)
@@ -268,6 +315,7 @@ class Verdict:
     contradiction: str = ""
     cause: str = ""
     evidence: str = ""
+    setting: str = ""
     bands: tuple[Band, ...] = ()
     """One per sensitivity sweep of the figure (`with_bands`), when they were run."""
     unit: str = ""
@@ -561,12 +609,11 @@ def read_table_claims(file: str, doc: Mapping[str, Any], columns: Sequence[str])
             subtract=float(t.get("subtract", (int, float), 0.0, "a number")), unit=unit,
             source=t.get("source", str, ""), quote=t.get("quote", str, ""), note=t.get("note", str, ""), mark=mark,
             reading=t.get("reading", str, ""), contradiction=t.get("contradiction", str, ""),
-            cause=t.get("cause", str, ""), evidence=t.get("evidence", str, ""),
+            cause=t.get("cause", str, ""), evidence=t.get("evidence", str, ""), setting=t.get("setting", str, ""),
         )
-        if claim.cause and check_cause(claim.cause):
-            raise t.err("cause", str(check_cause(claim.cause)))
-        if claim.evidence and not claim.cause:
-            raise t.err("evidence", "evidence without a `cause`")
+        bad = check_cause_fields(claim.cause, claim.setting, claim.evidence)
+        if bad:
+            raise t.err(*bad)
         t.done()
         out.append(claim)
     ids = [c.id for c in out]
@@ -684,9 +731,9 @@ def evaluate(claim: TableClaim, table: RunTable) -> Verdict:
                    verdict, tuple(vals), claim.note, *_extras(claim), unit=claim.unit)
 
 
-def _extras(claim: Any) -> tuple[str, str, str, str]:
-    """(reading, contradiction, cause, evidence) of a claim of either engine."""
-    return claim.reading, claim.contradiction, claim.cause, claim.evidence
+def _extras(claim: Any) -> tuple[str, str, str, str, str]:
+    """(reading, contradiction, cause, evidence, setting) of a claim of either engine."""
+    return claim.reading, claim.contradiction, claim.cause, claim.evidence, claim.setting
 
 
 def _evaluate(claim: TableClaim, table: RunTable) -> list[tuple[str, float]]:

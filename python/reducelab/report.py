@@ -53,6 +53,7 @@ class ClaimInfo:
     contradiction: str
     cause: str
     evidence: str
+    setting: str = ""
 
 
 def _claims_info(paper: str) -> dict[tuple[str, str], ClaimInfo]:
@@ -61,13 +62,13 @@ def _claims_info(paper: str) -> dict[tuple[str, str], ClaimInfo]:
         for name in sizesweep.names():
             spec = sizesweep.load_spec(sizesweep.spec_path(name), "full")
             for c in sizesweep.load_claims(spec.claims_path, spec):
-                out[(name, c.id)] = ClaimInfo(name, c.id, c.quote, c.source, c.reading, c.contradiction, c.cause, c.evidence)
+                out[(name, c.id)] = ClaimInfo(name, c.id, c.quote, c.source, c.reading, c.contradiction, c.cause, c.evidence, c.setting)
     else:
         for name in figures.names():
             if not name.startswith(f"{paper}-"):
                 continue
             for t in figures.figure(name).claims():
-                out[(name, t.id)] = ClaimInfo(name, t.id, t.quote, t.source, t.reading, t.contradiction, t.cause, t.evidence)
+                out[(name, t.id)] = ClaimInfo(name, t.id, t.quote, t.source, t.reading, t.contradiction, t.cause, t.evidence, t.setting)
     return out
 
 
@@ -201,24 +202,29 @@ def report_md(paper: str, results: Path) -> str:
             lines.append(f"| {name} | {'<br>'.join(f'{i}: **{v}**' for i, v in ids)} | {md_cell(text)} |")
         lines.append("")
 
-    lines += ["## Why each failing claim fails", "",
-              f"Cause: one of {', '.join(CAUSES)}; evidence from the results above and issue 13's measurements.", "",
-              "| figure | claim | measured | cause | evidence |", "| --- | --- | --- | --- | --- |"]
+    lines += ["## Why each failing reading fails", "",
+              "Each failing reading has one cause: `unstated-setting` (the band over the named setting holds a "
+              "value at which it passes), `model-limitation` (what ReduceLab does not model) or "
+              "`paper-inconsistency` (the arithmetic or the two quotes).", ""]
     missing = 0
-    by_cause: dict[str, int] = {}
+    by_cause: dict[str, list[str]] = {}
     for name, rows in per_fig:
         for r in rows:
             if r["pass"] != FAIL:
                 continue
             ci = info.get((name, r["id"]))
-            cause = ci.cause if ci and ci.cause else "**no cause recorded**"
+            cause = ci.cause if ci and ci.cause else "no cause recorded"
             missing += ci is None or not ci.cause
-            by_cause[cause] = by_cause.get(cause, 0) + 1
             ev = ci.evidence if ci else ""
-            lines.append(f"| {name} | {r['id']} | {md_cell(r['measured_value'])} | {cause} | {md_cell(ev)} |")
-    lines += ["", "Failures by cause: " + (", ".join(f"{k} {v}" for k, v in sorted(by_cause.items())) or "none") + "."]
+            what = f"`{ci.setting}`: " if ci and ci.setting else ""
+            by_cause.setdefault(cause, []).append(
+                f"| {name} | {r['id']} | {md_cell(r['measured_value'])} | {md_cell(what + ev)} |")
+    for cause in sorted(by_cause, key=lambda c: (c not in CAUSES, CAUSES.index(c) if c in CAUSES else 0)):
+        lines += [f"### {cause} ({len(by_cause[cause])})", "",
+                  "| figure | reading | measured | evidence |", "| --- | --- | --- | --- |", *by_cause[cause], ""]
+    lines += ["Failures by cause: " + (", ".join(f"{k} {len(v)}" for k, v in sorted(by_cause.items())) or "none") + "."]
     if missing:
-        lines.append(f"{missing} failing claim(s) have no cause recorded in their claims file.")
+        lines.append(f"{missing} failing reading(s) have no cause recorded in their claims file.")
     lines.append("")
 
     banded = [(name, r) for name, rows in per_fig for r in rows if r.get("band")]

@@ -56,7 +56,7 @@ from typing import Any
 from . import _core
 from ._core import ScenarioError
 from .claims import (
-    BAND_COLUMNS, Band, ClaimError, Sensitivity, band_cells, band_suffix, check_cause, check_pass_rule, claims_table_text,
+    BAND_COLUMNS, Band, ClaimError, Sensitivity, band_cells, band_suffix, check_cause_fields, check_pass_rule, claims_table_text,
     expand_readings, extra_html, extra_md, make_band, read_sensitivity, sensitivity_table_csv, sensitivity_table_for,
     sensitivity_tables,
 )
@@ -555,6 +555,8 @@ class Claim:
     cause: str = ""
     """Why the claim fails at full scale (one of `claims.CAUSES`), with `evidence`."""
     evidence: str = ""
+    setting: str = ""
+    """With cause ``unstated-setting``: the sensitivity key whose band holds a passing value."""
 
 
 _MARK_VALUES = ("share_of_peak", "goodput_gbps", "gain")
@@ -659,11 +661,11 @@ def load_claims(path: str | os.PathLike[str], spec: Spec) -> list[Claim]:
             contradiction=t.get("contradiction", str, ""),
             cause=t.get("cause", str, ""),
             evidence=t.get("evidence", str, ""),
+            setting=t.get("setting", str, ""),
         )
-        if claim.cause and check_cause(claim.cause):
-            raise t._err("cause", str(check_cause(claim.cause)))
-        if claim.evidence and not claim.cause:
-            raise t._err("evidence", "evidence without a `cause`")
+        bad = check_cause_fields(claim.cause, claim.setting, claim.evidence)
+        if bad:
+            raise t._err(*bad)
         t.done()
         claims.append(claim)
     ids = [c.id for c in claims]

@@ -52,7 +52,7 @@ contradiction = "the paper says 10 here and 20 there"
   source = "§2"
   quote = "more than 20"
   pass_if = "all > 20"
-  cause = "the paper disagrees with itself"
+  cause = "paper-inconsistency"
   evidence = "measured 15"
 """
 
@@ -83,8 +83,11 @@ def test_a_claim_with_two_readings_is_checked_once_per_reading() -> None:
     (lambda t: t.replace('name = "twenty"', 'name = "a b"'), "claim[0].reading[1].name: letters, digits"),
     (lambda t: t.replace('  pass_if = "all > 10"\n  paper_value = "> 10"\n', ""), "claim[0].reading[0]: a reading must change how"),
     (lambda t: t.replace('  pass_if = "all > 10"\n', '  note = "same rule"\n'), "claim[0].reading[0]: a reading must change how"),
-    (lambda t: t.replace('cause = "the paper disagrees with itself"', 'cause = "bad luck"'), "claim[1].cause: expected one of"),
-    (lambda t: t.replace('  cause = "the paper disagrees with itself"\n', ""), "claim[1].evidence: evidence without a `cause`"),
+    (lambda t: t.replace('cause = "paper-inconsistency"', 'cause = "bad luck"'), "claim[1].cause: expected one of"),
+    (lambda t: t.replace('  cause = "paper-inconsistency"\n', ""), "claim[1].evidence: evidence without a `cause`"),
+    (lambda t: t.replace('  evidence = "measured 15"\n', ""), "claim[1].evidence: required with cause 'paper-inconsistency'"),
+    (lambda t: t.replace('cause = "paper-inconsistency"', 'cause = "unstated-setting"'), "claim[1].setting: required with cause 'unstated-setting'"),
+    (lambda t: t.replace('cause = "paper-inconsistency"', 'cause = "model-limitation"\n  setting = "params.window"'), "claim[1].setting: only with cause 'unstated-setting'"),
     (lambda t: t.replace('  name = "ten"\n', '  name = "ten"\n  id = "x"\n'), "claim[0].reading[0].id: set on the claim"),
 ])
 def test_bad_readings_and_causes_are_named(edit, message) -> None:  # type: ignore[no-untyped-def]
@@ -94,6 +97,49 @@ def test_bad_readings_and_causes_are_named(edit, message) -> None:  # type: igno
 
 def verdict(cid: str, verdict_: str, values: tuple[float, ...]) -> Verdict:
     return Verdict(cid, "", "", "", "", "", f"{values}", verdict_, values)
+
+
+def test_a_failing_reading_needs_a_cause_and_an_unstated_setting_needs_a_passing_band() -> None:
+    base = table_claims(TWO_READINGS.replace('cause = "paper-inconsistency"', 'cause = "unstated-setting"\n  setting = "params.window"'))
+    ten, twenty = (claims.evaluate(c, RunTable([{"series": "a", "x": 1, "g": 15.0, "u": 0.0}], {})) for c in base)
+    assert (ten.verdict, twenty.verdict) == ("pass", "fail") and twenty.setting == "params.window"
+    # No band over the named setting: the cause is not shown to hold.
+    assert claims.cause_problems([ten, twenty]) == [
+        "c/twenty: cause unstated-setting 'params.window' but no band over it (run --sensitivity)"]
+    passing = claims.with_bands([twenty], "params.window", (1, 2), [[verdict("c/twenty", "fail", (15.0,))],
+                                                                     [verdict("c/twenty", "pass", (25.0,))]])
+    assert claims.cause_problems(passing) == []
+    never = claims.with_bands([twenty], "params.window", (1, 2), [[verdict("c/twenty", "fail", (15.0,))],
+                                                                   [verdict("c/twenty", "fail", (16.0,))]])
+    assert claims.cause_problems(never)[0].startswith("c/twenty: cause unstated-setting 'params.window' but it passes at no value")
+    # A band over another setting does not count.
+    other = claims.with_bands([twenty], "params.other", (1,), [[verdict("c/twenty", "pass", (25.0,))]])
+    assert "no band over it" in claims.cause_problems(other)[0]
+    # A failing reading without a cause is named; passing ones and other causes need no band.
+    bare = table_claims(TWO_READINGS.replace('  cause = "paper-inconsistency"\n  evidence = "measured 15"\n', ""))
+    judged = [claims.evaluate(c, RunTable([{"series": "a", "x": 1, "g": 15.0, "u": 0.0}], {})) for c in bare]
+    assert claims.cause_problems(judged) == ["c/twenty: fails and has no cause"]
+    inconsistent = table_claims(TWO_READINGS)
+    assert claims.cause_problems([claims.evaluate(c, RunTable([{"series": "a", "x": 1, "g": 15.0, "u": 0.0}], {}))
+                                  for c in inconsistent]) == []
+
+
+def test_named_sensitivity_settings_set_several_fields() -> None:
+    raw = [{"key": "endpoint", "values": ["none", "per-step"], "source": "unstated",
+            "settings": {"none": {}, "per-step": {"endpoint.send_latency_ns": 371, "endpoint.recv_latency_ns": 560}}}]
+    (sens,) = claims.read_sensitivity("f.toml", raw)
+    assert sens.assignments("none") == {}
+    assert sens.assignments("per-step") == {"endpoint.recv_latency_ns": 560, "endpoint.send_latency_ns": 371}
+    plain = claims.read_sensitivity("f.toml", [{"key": "params.window", "values": [1, 2], "source": "x"}])[0]
+    assert plain.assignments(2) == {"params.window": 2}
+    for settings, message in [
+        ({"none": {}}, "sensitivity[0].settings: must name exactly the values"),
+        ({"none": {}, "per-step": {"network.x": 1}}, "'network.x': expected a scenario path under 'endpoint'"),
+        ({"none": {}, "per-step": {"endpoint.x": [1]}}, "settings.per-step.endpoint.x: expected a number or string"),
+        ({"none": 3, "per-step": {}}, "settings.none: expected a table of scenario paths"),
+    ]:
+        with pytest.raises(ClaimError, match=re.escape(message)):
+            claims.read_sensitivity("f.toml", [{**raw[0], "settings": settings}])
 
 
 def test_bands_span_every_value_and_say_where_the_claim_passes() -> None:
@@ -383,18 +429,21 @@ def test_every_shipped_parameter_file_reads() -> None:
 
 
 @pytest.mark.parametrize("name", [*swing.names(), *figures.names()])
-def test_committed_claims_files_match_the_claims(tmp_path: Path, name: str) -> None:
+def test_committed_claims_match_and_every_failure_has_a_supported_cause(tmp_path: Path, name: str) -> None:
     """The committed full-scale claims tables are what the claims files say of the committed runs
-    (re-judge them with --claims-only after editing a claims file)."""
+    (re-judge them with --claims-only after editing a claims file), and every reading that fails
+    there has a cause the results support: an ``unstated-setting`` cause has a committed band over
+    its setting that passes somewhere."""
     top = "swing-full" if name.startswith("swing-") else "flare-full" if name.startswith("flare-") else "dsa-full" if name.startswith("dsa-") else "canary-full"
     src = REPO / "docs" / "results" / top / name
     shutil.copytree(src, tmp_path / name)
     if name.startswith("swing-"):
-        swing.reevaluate(name, tmp_path / name, "full")
+        judged = swing.reevaluate(name, tmp_path / name, "full")
     else:
-        figures.reevaluate(name, tmp_path / name, "full")
+        judged = figures.reevaluate(name, tmp_path / name, "full")
     for f in sorted(src.glob("*_claims.*")):
         assert (tmp_path / name / f.name).read_bytes() == f.read_bytes(), f.name
+    assert claims.cause_problems(judged) == []
 
 
 def test_sensitivity_run_adds_bands_and_keeps_the_default_verdicts(tmp_path: Path) -> None:
