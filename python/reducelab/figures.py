@@ -440,6 +440,7 @@ def reproduce(
         rows = [kind.row(p, db.get(s.key()), _links_wanted(fig, p, sc), link_kind) for p, s in pts]
         swept: list[tuple[Sensitivity, list[list[Verdict]]]] = []
         swept_rows: list[tuple[str, Any, str]] = []
+        swept_runs: list[tuple[str, list[dict[str, Any]]]] = []
         if sensitivity:
             for sens in fig.sensitivity:
                 at = []
@@ -450,6 +451,7 @@ def reproduce(
                     stable = RunTable([r for r in srows if r["verified"]], ssc.params)
                     at.append([claims_engine.evaluate(c, stable) for c in claims])
                     swept_rows.append((sens.key, value, kind.files(fig, srows)[f"{fig.stem}.csv"]))
+                    swept_runs.append((sens.key, srows))
                 swept.append((sens, at))
     finally:
         if own:
@@ -471,7 +473,7 @@ def reproduce(
 
         marks = [(c.mark, c.id, c.paper_value) for c in claims if c.mark is not None]
         title = f"{fig.plot_title or fig.title} ({sc.name}: {network})"
-        figure_png(rows, fig.panels, sc.params, title, marks, out / f"{fig.stem}.png")
+        figure_png(rows, fig.panels, sc.params, title, marks, out / f"{fig.stem}.png", swept_runs)
         files[f"{fig.stem}.png"] = ""
     return FigureReport(fig, sc, network, rows, verdicts, files, rep, time.monotonic() - t0, out)
 
@@ -522,11 +524,12 @@ def claims_md(fig: Figure, sc: ScaleSpec, network: str, n_runs: int, verdicts: S
     return "\n".join(lines) + "\n"
 
 
-def reevaluate(name: str, out: str | os.PathLike[str], scale: str) -> list[Verdict]:
+def reevaluate(name: str, out: str | os.PathLike[str], scale: str, *, plot: bool = True) -> list[Verdict]:
     """Judge figure `name`'s claims again without running anything, and rewrite the claims files
     in `out`: on the runs stored in ``OUT/points.sqlite`` if it exists (every point must be
     stored), else on the figure's table ``OUT/STEM.csv`` (e.g. the committed full-scale results;
-    `reducelab.canary.rows_from_csv`)."""
+    `reducelab.canary.rows_from_csv`). With `plot`, ``STEM.png`` is drawn again from the same
+    runs (and the sensitivity sweep's, as bands)."""
     fig = figure(name)
     sc = fig.scale(scale)
     out = Path(out)
@@ -547,6 +550,7 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str) -> list[Verdi
     claims = fig.claims()
     verdicts = [claims_engine.evaluate(c, table) for c in claims]
     sens_file = out / f"{fig.stem}_sensitivity.csv"
+    swept_runs: list[tuple[str, list[dict[str, Any]]]] = []
     if sens_file.is_file():  # the runs of a --sensitivity sweep: the claims get their bands again
         from .canary import rows_from_csv
 
@@ -556,12 +560,19 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str) -> list[Verdi
             at = []
             for value in sens.values:
                 srows = rows_from_csv(claims_engine.sensitivity_table_for(tables, sens, value, str(sens_file)))
+                swept_runs.append((sens.key, srows))
                 stable = RunTable([r for r in srows if r["verified"]], sensitivity_scale(fig, sc, sens, value).params)
                 at.append([claims_engine.evaluate(c, stable) for c in claims])
             verdicts = claims_engine.with_bands(verdicts, sens.key, sens.values, at)
     network = kind.network(fig.base(sc))
     (out / f"{fig.stem}_claims.csv").write_text(claims_engine.claims_csv(verdicts), encoding="utf-8", newline="")
     (out / f"{fig.stem}_claims.md").write_text(claims_md(fig, sc, network, len(rows), verdicts), encoding="utf-8", newline="")
+    if plot:
+        from .plots import figure_png
+
+        marks = [(c.mark, c.id, c.paper_value) for c in claims if c.mark is not None]
+        title = f"{fig.plot_title or fig.title} ({sc.name}: {network})"
+        figure_png(rows, fig.panels, sc.params, title, marks, out / f"{fig.stem}.png", swept_runs)
     return verdicts
 
 

@@ -15,7 +15,7 @@ import csv
 import json
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -323,7 +323,10 @@ def _finish(ax: Axes, title: str, xlabel: str, ylabel: str, legend: bool) -> Non
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     if legend:
-        ax.legend(fontsize="small")
+        if len(ax.get_legend_handles_labels()[1]) > 5:  # beside the axes: a long legend hides the curves
+            ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+        else:
+            ax.legend(fontsize="small")
 
 
 def sweep_plot(
@@ -565,16 +568,28 @@ def gain_heatmap(
     return fig
 
 
+def wrap_title(title: str, width_in: float, fontsize: float = 9) -> str:
+    """`title` broken into lines that fit a figure `width_in` inches wide at `fontsize` points
+    (about 0.55 em per character), so no title is cut at the figure's edge."""
+    import textwrap
+
+    chars = max(20, int(width_in * 72 / (0.55 * fontsize)))
+    return "\n".join(textwrap.wrap(title, chars)) or title
+
+
 def figure_png(
     rows: Sequence[Mapping[str, Any]], panels: Sequence[Any], variables: Mapping[str, Any], title: str,
     marks: Sequence[tuple[Any, str, str]], out: PathLike,
+    swept: Sequence[tuple[str, Sequence[Mapping[str, Any]]]] = (),
 ) -> Path:
     """A paper figure (`reducelab.figures`): one panel per `panels` entry (`figures.Panel`:
     ``bars``/``lines`` of the mean of ``y`` over the runs of each (x, hue) group, or a ``cdf``
     of the runs' per-link utilisation by hue), over the verified `rows` matching the panel's
     ``where``. `marks` are the paper's values ``(claims.Mark, claim id, paper value)``: drawn in
     their panel as a black cross at (x, y), or a dashed line at y, labelled "paper: ...", beside
-    the measured curves."""
+    the measured curves. `swept` are the runs of a sensitivity sweep, ``(label, rows)`` per
+    swept setting: on line panels each curve gets a shaded band from the lowest to the highest
+    mean over the figure's own runs and every swept setting's. The title is wrapped to fit."""
     from matplotlib.figure import Figure as MplFigure
 
     from .claims import RunTable
@@ -605,6 +620,9 @@ def figure_png(
             _bars(ax, groups)
         else:
             _lines(ax, groups, band=False)
+            if swept:
+                _sensitivity_bands(ax, groups, [_panel_groups(p, rs, table, hue_of) for _, rs in swept],
+                                   " / ".join(dict.fromkeys(k for k, _ in swept)))
             if p.xscale in ("log", "log2"):
                 ax.set_xscale("log", base=2 if p.xscale == "log2" else 10)
         if p.yscale == "log":
@@ -623,8 +641,34 @@ def figure_png(
                     ax.plot([x], [mark.y], marker="X", color="k", markersize=9, linestyle="none",
                             label=f"paper {cid}: {value}")
         _finish(ax, p.title, p.xlabel or p.x, p.ylabel or p.y, True)
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(wrap_title(title, 4.6 * n), fontsize=9)
     return save_figure(fig, out)[0]
+
+
+def _panel_groups(p: Any, rows: Sequence[Mapping[str, Any]], table: Any, hue_of: Callable[[Mapping[str, Any]], str]) -> list[Series]:
+    """The curves of line panel `p` drawn from `rows` (a swept setting's runs)."""
+    sel = [r for r in rows if r.get("verified") and all(table._match(r, k, v) for k, v in p.where.items())]
+    data = [{"x": r.get(p.x) * p.xfactor if p.xfactor != 1 else r.get(p.x), "y": r.get(p.y), "hue": hue_of(r)}
+            for r in sel]
+    return series(data, "x", "y", "hue", name_hue=False) if data else []
+
+
+def _sensitivity_bands(ax: Axes, groups: Sequence[Series], swept: Sequence[Sequence[Series]], key: str) -> None:
+    """Shade each curve of `groups` from its lowest to its highest mean at each x over itself
+    and the same curve in every `swept` setting."""
+    colors = {line.get_label(): line.get_color() for line in ax.get_lines()}
+    labelled = False
+    for g in groups:
+        lo = dict(zip(g.x, g.mean))
+        hi = dict(lo)
+        for other in (o for setting in swept for o in setting if o.label == g.label):
+            for x, y in zip(other.x, other.mean):
+                if x in lo:
+                    lo[x], hi[x] = min(lo[x], y), max(hi[x], y)
+        if any(lo[x] != hi[x] for x in g.x):
+            ax.fill_between(g.x, [lo[x] for x in g.x], [hi[x] for x in g.x], alpha=0.15, linewidth=0,
+                            color=colors.get(g.label), label=None if labelled else f"band over {key}")
+            labelled = True
 
 
 def _swing_size_ticks(ax: Any, sizes: Sequence[int], every: int = 5) -> None:
