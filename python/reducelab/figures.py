@@ -456,7 +456,7 @@ def reproduce(
     finally:
         if own:
             db.close()
-    network = kind.network(fig.base(sc))
+    network = _network(kind, fig, sc)
     table = RunTable([r for r in rows if r["verified"]], sc.params)
     verdicts = [claims_engine.evaluate(c, table) for c in claims]
     for sens, at in swept:
@@ -476,6 +476,13 @@ def reproduce(
         figure_png(rows, fig.panels, sc.params, title, marks, out / f"{fig.stem}.png", swept_runs)
         files[f"{fig.stem}.png"] = ""
     return FigureReport(fig, sc, network, rows, verdicts, files, rep, time.monotonic() - t0, out)
+
+
+def _network(kind: Any, fig: Figure, sc: ScaleSpec) -> str:
+    """The kind's one-line description of the network at `sc` (with the scale's parameters when
+    the kind reads them: `network_at`)."""
+    at = getattr(kind, "network_at", None)
+    return at(fig.base(sc), sc.params) if at is not None else kind.network(fig.base(sc))
 
 
 def sensitivity_scale(fig: Figure, sc: ScaleSpec, sens: Sensitivity, value: Any) -> ScaleSpec:
@@ -564,7 +571,7 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str, *, plot: bool
                 stable = RunTable([r for r in srows if r["verified"]], sensitivity_scale(fig, sc, sens, value).params)
                 at.append([claims_engine.evaluate(c, stable) for c in claims])
             verdicts = claims_engine.with_bands(verdicts, sens.key, sens.values, at)
-    network = kind.network(fig.base(sc))
+    network = _network(kind, fig, sc)
     (out / f"{fig.stem}_claims.csv").write_text(claims_engine.claims_csv(verdicts), encoding="utf-8", newline="")
     (out / f"{fig.stem}_claims.md").write_text(claims_md(fig, sc, network, len(rows), verdicts), encoding="utf-8", newline="")
     if plot:

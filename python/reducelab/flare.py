@@ -179,7 +179,7 @@ def format_model(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -
 # Figures: `kind = "flare"` (scenarios/flare/figN.toml; docs/flare.md, "Figures").
 
 CSV_COLUMNS = ("series", "design", "storage", "density", "bytes", "allreduces", "dtype", "subset_cores", "staggered", "hosts",
-               "seed")
+               "seed", "window_blocks", "simulated_clusters", "scale_factor")
 METRIC_COLUMNS = (
     "bandwidth_tbps", "model_bandwidth_tbps", "giga_elements_per_s", "model_giga_elements_per_s",
     "tau_cycles", "model_tau_cycles", "spin_share", "input_buffer_kib", "model_input_buffer_kib",
@@ -195,6 +195,61 @@ STORAGES = ("dense", "hash", "array")
 with a spill buffer, or in an array of the block's span."""
 
 _GRID_KEYS = ("series", "bytes", "dtype", "subset_cores", "staggered", "seed", "density")
+
+BLOCKS_PER_CORE = 1
+"""Blocks each host keeps in flight per core of the switch, unless a figure or scenario sets
+``window_blocks``: §6.1, "to avoid contention there should never be two cores working on two
+packets of the same block. This can only happen if the data to be reduced is large enough to
+have, at any time, one block per core" (W = 512 on the paper's 512 cores)."""
+
+SCALED = ("bandwidth_tbps", "giga_elements_per_s", "input_buffer_kib", "working_kib")
+"""Measurements of a simulated replica of some clusters that are multiplied by the scale factor
+(§6.4: "we scale the results linearly with the number of deployed clusters"); per-packet and
+per-block times (τ, the spin share, ℒ) are the replica's own."""
+
+
+def window_blocks(sw: Mapping[str, Any], a: Mapping[str, Any], par: Mapping[str, Any]) -> int:
+    """W, the blocks each host keeps in flight on the switch `sw` (its ``[pspin]`` table, `a` its
+    allreduce): the figure's ``window_blocks`` parameter, else the scenario's, else
+    ``blocks_per_core`` (default `BLOCKS_PER_CORE`) × the switch's cores (0: no limit)."""
+    if "window_blocks" in par:
+        return int(par["window_blocks"])
+    if "window_blocks" in a:
+        return int(a["window_blocks"])
+    per_core = int(par.get("blocks_per_core", BLOCKS_PER_CORE))
+    if per_core < 0:
+        raise ValueError(f"blocks_per_core: expected 0 (no limit) or more, got {per_core}")
+    return per_core * int(sw.get("clusters", 64)) * int(sw.get("hpus_per_cluster", 8))
+
+
+def replica(doc: dict[str, Any], simulated_clusters: int) -> tuple[dict[str, Any], int]:
+    """The scenario `doc` (a one-switch ``[pspin]`` scenario, its ``window_blocks`` set) as a
+    shared-nothing replica of `simulated_clusters` of its clusters, and the scale factor f =
+    clusters / simulated_clusters (§6.4: "The actual PsPIN implementation [13] only simulates 4
+    clusters. Because the clusters are organized in a shared-nothing configuration, we scale the
+    results linearly with the number of deployed clusters"). The replica is 1/f of the switch in
+    everything the switch has in total: its clusters, its L2 packet memory, the blocks in flight
+    and the rate of each port (the same P children, each sending 1/f of the rate, with the mean
+    gap between packets f× longer), so the replica's offered load over its capacity is the
+    switch's (ports at the switch's own rate, 16× the replica's share, were tried: the same
+    verdicts). Its measured bandwidth and memory, × f, stand for the switch's."""
+    sw = doc["pspin"]
+    a = sw["allreduce"]
+    clusters = int(sw.get("clusters", 64))
+    if simulated_clusters <= 0 or simulated_clusters > clusters or clusters % simulated_clusters:
+        raise ValueError(f"simulated_clusters: expected a divisor of the switch's {clusters} clusters, got {simulated_clusters}")
+    f = clusters // simulated_clusters
+    d = json.loads(json.dumps(doc))
+    sw, a = d["pspin"], d["pspin"]["allreduce"]
+    sw["clusters"] = simulated_clusters
+    sw["l2_packet_bytes"] = int(sw.get("l2_packet_bytes", 4 << 20)) // f
+    a["link_gbps"] = float(a.get("link_gbps", 100.0)) / f
+    a["jitter_ns"] = float(a.get("jitter_ns", 0.0)) * f
+    w = int(a.get("window_blocks", 0))
+    if w % f:
+        raise ValueError(f"window_blocks: {w} blocks in flight cannot be split over {f} replicas of {simulated_clusters} clusters")
+    a["window_blocks"] = w // f
+    return d, f
 
 
 def _series(series: str, par: Mapping[str, Any]) -> tuple[str, str]:
@@ -220,7 +275,7 @@ class FlareKind:
     name = "flare"
     columns = (*CSV_COLUMNS, *METRIC_COLUMNS)
     params = ("bytes", "dtype", "subset_cores", "staggered", "hosts", "link_gbps", "jitter_ns", "window_blocks",
-              "stream_bytes", "density", "design", "simulate", "hash_slots")
+              "stream_bytes", "density", "design", "simulate", "hash_slots", "blocks_per_core", "simulated_clusters")
     """Figure parameters ([params], [scales.NAME.params]) this kind reads, besides the grid's."""
     keep_files: tuple[str, ...] = ()
 
@@ -230,6 +285,30 @@ class FlareKind:
         c, h = p.get("clusters", 64), p.get("hpus_per_cluster", 8)
         return (f"one PsPIN switch: {c} clusters x {h} HPUs ({c * h} cores), S = {p.get('subset_cores', 8)}, "
                 f"{a.get('hosts', '?')} ports at {a.get('link_gbps', 100):g} Gb/s, L2 full: {p.get('l2_full', 'drop')}")
+
+    def network_at(self, base: Scenario, params: Mapping[str, Any]) -> str:
+        """`network` with the figure's parameters: the blocks in flight and, when a replica of
+        some clusters is simulated, its size and the scale factor."""
+        d = base.to_dict()
+        p = d["pspin"]
+        a = dict(p.get("allreduce", {}))
+        for key in ("link_gbps", "hosts"):
+            if key in params:
+                a[key] = params[key]
+        p = {**p, "allreduce": a}
+        c, h = int(p.get("clusters", 64)), int(p.get("hpus_per_cluster", 8))
+        w = window_blocks(p, a, params)
+        text = (f"one PsPIN switch: {c} clusters x {h} HPUs ({c * h} cores), S = {params.get('subset_cores', p.get('subset_cores', 8))}, "
+                f"{a.get('hosts', '?')} ports at {a.get('link_gbps', 100):g} Gb/s, L2 full: {p.get('l2_full', 'drop')}, "
+                f"W = {w or 'every'} blocks in flight per host"
+                + (f" ({params.get('blocks_per_core', BLOCKS_PER_CORE)} per core)" if "window_blocks" not in params
+                   and "window_blocks" not in a else ""))
+        sim = int(params.get("simulated_clusters", 0) or 0)
+        if sim and sim != c and params.get("simulate", a.get("simulate", True)):
+            f = c // sim if sim and c % sim == 0 else 0
+            text += (f"; simulated: {sim} clusters ({sim * h} cores, 1/{f} of the ports' rate, L2 and blocks in flight), "
+                     f"bandwidth and memory scaled x{f} (§6.4); model: the whole switch")
+        return text
 
     def points(self, fig: Any, scale: Any, base: Scenario) -> list[tuple[dict[str, Any], Scenario]]:
         doc = base.to_dict()
@@ -267,18 +346,32 @@ class FlareKind:
                 a["allreduces"] = repeat
             if "subset_cores" in par:
                 sw["subset_cores"] = par["subset_cores"]
+            a["window_blocks"] = window_blocks(sw, a, par)
             seed = int(par.get("seed", 0))
             d["seed"] = seed + 1
             d["name"] = f"{fig.stem}-{series.replace('/', '-')}-{z}" + (f"-d{density:g}" if density else "")
+            clusters = int(sw.get("clusters", 64))
+            simulate = bool(a.get("simulate", True))
+            sim = int(par.get("simulated_clusters", 0) or 0)
             row = {"series": series, "storage": storage, "density": density, "bytes": z, "allreduces": repeat, "dtype": a.get("dtype", "int32"),
                    "subset_cores": int(sw.get("subset_cores", 8)), "staggered": bool(a.get("staggered", True)),
-                   "hosts": int(a.get("hosts", 0)), "seed": seed}
+                   "hosts": int(a.get("hosts", 0)), "seed": seed, "window_blocks": int(a["window_blocks"]),
+                   "simulated_clusters": clusters if simulate else 0, "scale_factor": 1}
+            if simulate and sim and sim != clusters:
+                if storage != "dense":
+                    raise ValueError(f"series {series!r}: simulated_clusters: only dense runs are scaled from a replica")
+                # The model is the whole switch's (its probe: modelled, not run); the run is the replica.
+                row["_model"] = probe(Scenario.from_dict(d))["model"]
+                d, f = replica(d, sim)
+                d["name"] += f"-c{sim}"
+                row.update(simulated_clusters=sim, scale_factor=f)
             out.append((row, Scenario.from_dict(d)))
         return out
 
     def row(self, params: Mapping[str, Any], stored: Any, links: bool = False, link_kind: str = "network") -> dict[str, Any]:
         s = json.loads(stored.summary_json)
-        m = s.get("model") or {}
+        m = params.get("_model") or s.get("model") or {}
+        f = float(params.get("scale_factor", 1) or 1)
         ebytes = {"int32": 4, "int16": 2, "int8": 1, "f32": 4, "f16": 2}[s["dtype"]]
         busy, spin = _num(s["busy_cycles"]), _num(s["spin_cycles"])
         kib = 1 / 1024
@@ -302,6 +395,8 @@ class FlareKind:
             verified=s["status"] == "completed" and s.get("verified") is not False,
             end=s["status"],
         )
+        for k in SCALED:
+            row[k] *= f
         row["memory_kib"] = row["input_buffer_kib"] + row["working_kib"]
         row["model_memory_kib"] = row["model_input_buffer_kib"] + row["model_working_kib"]
         row["model_l_cycles"] = _num(m.get("l_cycles"))
@@ -369,8 +464,8 @@ def rows_from_csv(text: str) -> list[dict[str, Any]]:
                 row[k] = v
             elif k in ("staggered", "verified"):
                 row[k] = v == "true"
-            elif k in ("bytes", "allreduces", "subset_cores", "hosts", "seed", "drops"):
-                row[k] = int(v)
+            elif k in ("bytes", "allreduces", "subset_cores", "hosts", "seed", "drops", "window_blocks", "simulated_clusters"):
+                row[k] = int(v) if v else 0
             else:
                 row[k] = float(v) if v else float("nan")
         out.append(row)

@@ -65,16 +65,79 @@ def test_bad_model_arguments_are_clear_errors(args: tuple[str, ...], message: st
 
 
 FIGURE_CLAIMS = {
-    "flare-fig7": ["fig7-small-drop-at-s-c", "fig7-small-drop-at-s-c-simulated", "fig7-s1-more-memory",
-                   "fig7-s1-more-memory-simulated", "fig7-large-good-at-s-c", "fig7-large-good-at-s-c-simulated",
-                   "fig7-working-memory-512k", "fig7-total-memory-2mib"],
-    "flare-fig10": ["fig10-tree-best-below-128k", "fig10-tree-best-below-128k-simulated", "fig10-more-buffers-better-small",
-                    "fig10-two-buffers-beat-one-small", "fig10-single-catches-up-above-512k",
-                    "fig10-single-catches-up-above-512k-simulated", "fig10-more-buffers-less-memory"],
+    "flare-fig7": ["fig7-small-drop-at-s-c", "fig7-s1-more-memory", "fig7-large-good-at-s-c", "fig7-working-memory-512k",
+                   "fig7-total-memory-2mib"],
+    "flare-fig10": ["fig10-tree-best-below-128k", "fig10-more-buffers-better-small", "fig10-two-buffers-beat-one-small",
+                    "fig10-single-catches-up-above-512k", "fig10-more-buffers-less-memory"],
     "flare-fig11": ["fig11-small-only-tree-above-switchml", "fig11-small-others-below-switchml", "fig11-large-single-best",
                     "fig11-flare-above-sharp", "fig11-flare-above-switchml-everywhere", "fig11-int16-twice-the-elements",
                     "fig11-smaller-types-more-elements"],
 }
+
+
+def test_blocks_in_flight_are_one_per_core_of_the_switch() -> None:
+    # §6.1: "at any time, one block per core": W = clusters x HPUs, not a number of the figure.
+    assert flare.window_blocks({"clusters": 64, "hpus_per_cluster": 8}, {}, {}) == 512
+    assert flare.window_blocks({"clusters": 8, "hpus_per_cluster": 8}, {}, {}) == 64
+    assert flare.window_blocks({"clusters": 64, "hpus_per_cluster": 8}, {}, {"blocks_per_core": 2}) == 1024
+    assert flare.window_blocks({"clusters": 64, "hpus_per_cluster": 8}, {}, {"blocks_per_core": 0}) == 0
+    # A scenario's or a figure's own window wins (Figs. 13 and 14 keep theirs).
+    assert flare.window_blocks({"clusters": 64}, {"window_blocks": 100}, {}) == 100
+    assert flare.window_blocks({"clusters": 64}, {"window_blocks": 100}, {"window_blocks": 7}) == 7
+    with pytest.raises(ValueError, match="blocks_per_core"):
+        flare.window_blocks({}, {}, {"blocks_per_core": -1})
+
+
+def test_fig7_simulates_a_4_cluster_replica_scaled_by_16_and_models_the_whole_switch() -> None:
+    from reducelab import figures
+
+    fig = figures.figure("flare-fig7")
+    sc = fig.scale("full")
+    assert sc.params["simulated_clusters"] == 4
+    pts = figures.points(fig, sc)
+    assert len(pts) == 16
+    for row, scen in pts:
+        sw = scen.to_dict()["pspin"]
+        a = sw["allreduce"]
+        # The replica: 4 of the 64 clusters, 1/16 of the L2, of each port's rate and of W = 512.
+        assert (sw["clusters"], sw["hpus_per_cluster"], sw["l2_packet_bytes"]) == (4, 8, (4 << 20) // 16)
+        assert (a["link_gbps"], a["jitter_ns"], a["window_blocks"], a["hosts"]) == (64 / 16, 160.0, 32, 64)
+        assert (row["simulated_clusters"], row["scale_factor"], row["window_blocks"]) == (4, 16, 512)
+        # The model columns are the whole switch's (§6.1.1: "the modeled bandwidth"): W = 512 on
+        # 512 cores at 4 MiB gives ℛ ≈ 511 KiB ("around 512KiB"), not the 1 MiB of W = 1024.
+        if row["bytes"] == 4 << 20 and row["subset_cores"] == 8:
+            assert 500 * 1024 < row["_model"]["working_bytes"] < 520 * 1024
+    # The whole-switch run (sensitivity `simulated_clusters = 0`) is the switch itself.
+    full = figures.ScaleSpec(sc.name, sc.set, {**sc.params, "simulated_clusters": 0}, sc.grid)
+    row, scen = figures.points(fig, full)[0]
+    assert scen.to_dict()["pspin"]["clusters"] == 64 and scen.to_dict()["pspin"]["allreduce"]["window_blocks"] == 512
+    assert (row["simulated_clusters"], row["scale_factor"]) == (64, 1) and "_model" not in row
+    with pytest.raises(ValueError, match="simulated_clusters"):
+        flare.replica(scen.to_dict(), 3)
+
+
+def test_the_replica_scaled_is_the_switch_in_the_model_and_close_to_it_simulated() -> None:
+    """A shared-nothing replica of 1/f of the switch, × f: the §4–6 model gives the whole switch's
+    bandwidth exactly at a large size, and the simulation of 4 of 8 clusters × 2 is within 5% of
+    the simulation of all 8 (the linear scaling of §6.4 holds where the cores are the bottleneck)."""
+    from reducelab.scenario import Scenario
+
+    base = flare.pspin_scenario(bytes=4 << 20, hosts=64, jitter_ns=10, window_blocks=512).to_dict()
+    rep, f = flare.replica(base, 4)
+    assert f == 16
+    for d in flare.DESIGNS:
+        whole = flare.probe(Scenario.from_dict({**base, "pspin": {**base["pspin"], "allreduce": {**base["pspin"]["allreduce"], "design": d}}}))
+        part = flare.probe(Scenario.from_dict({**rep, "pspin": {**rep["pspin"], "allreduce": {**rep["pspin"]["allreduce"], "design": d}}}))
+        assert part["model"]["bandwidth_gbps"] * 16 == pytest.approx(whole["model"]["bandwidth_gbps"], rel=1e-9), d
+        assert part["model"]["tau_cycles"] == pytest.approx(whole["model"]["tau_cycles"], rel=1e-9), d
+    small = flare.pspin_scenario(bytes=1 << 20, hosts=16, clusters=8, design="tree", jitter_ns=10, window_blocks=64,
+                                 l2_full="backpressure").to_dict()
+    half, f = flare.replica(small, 4)
+    assert f == 2 and half["pspin"]["allreduce"]["window_blocks"] == 32
+    whole_bw = Scenario.from_dict(small).run().summary["bandwidth_gbps"]
+    half_bw = Scenario.from_dict(half).run().summary["bandwidth_gbps"]
+    assert half_bw * 2 == pytest.approx(whole_bw, rel=0.05)
+    assert half_bw < 0.6 * whole_bw  # the replica alone is half the switch
 
 
 @pytest.mark.parametrize("name", ["flare-fig10", "flare-fig11"])
@@ -91,8 +154,11 @@ def test_flare_figures_run_through_the_harness_at_tiny_scale(name: str, tmp_path
     assert all(c["pass"] in ("pass", "fail") for c in claims), [c for c in claims if c["pass"] not in ("pass", "fail")]
     rows = flare.rows_from_csv((tmp_path / f"{stem}.csv").read_text())
     assert rows and all(r["verified"] and r["end"] == "completed" for r in rows)
-    # The table holds the model beside the simulation, and the policy resolves by size.
+    # The table holds the model beside the simulation, and the policy resolves by size; the
+    # simulated switch is 4 of tiny's 8 clusters, scaled x2, with one block per core (W = 64).
     assert all(r["model_bandwidth_tbps"] > 0 and r["bandwidth_tbps"] > 0 for r in rows)
+    assert {(r["simulated_clusters"], r["scale_factor"], r["window_blocks"]) for r in rows} == {(4, 2.0, 64)}
+    assert "simulated: 4 clusters (32 cores" in (tmp_path / f"{stem}_claims.md").read_text()
     if name == "flare-fig11":
         policy = {r["bytes"]: r["design"] for r in rows if r["series"] == "flare" and r["dtype"] == "int32"}
         assert policy[65536] == "tree" and policy[262144] == "multi-2" and policy[4194304] == "single"
