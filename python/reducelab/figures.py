@@ -542,14 +542,15 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str, *, plot: bool
     out = Path(out)
     path = out / STORE_FILE
     kind = _kinds()[fig.kind]
+    import importlib
+
+    # The kind's own table reader (a method, as flare's and flare_sparse's), else its module's
+    # (canary, dsa): for the figure's table and for the tables of a sensitivity sweep alike.
+    read = getattr(kind, "rows_from_csv", None) or importlib.import_module(f"reducelab.{fig.kind}").rows_from_csv
     if path.is_file():
         with ResultStore(path) as db:
             rows = [kind.row(p, db.get(s.key()), False) for p, s in points(fig, sc)]
     elif (out / f"{fig.stem}.csv").is_file():
-        import importlib
-
-        # The kind's own reader (a method, as flare's and flare_sparse's), else its module's (canary, dsa).
-        read = getattr(kind, "rows_from_csv", None) or importlib.import_module(f"reducelab.{fig.kind}").rows_from_csv
         rows = read((out / f"{fig.stem}.csv").read_text(encoding="utf-8"))
     else:
         raise StoreError(f"{out}: neither {STORE_FILE} nor {fig.stem}.csv: nothing to judge")
@@ -559,14 +560,11 @@ def reevaluate(name: str, out: str | os.PathLike[str], scale: str, *, plot: bool
     sens_file = out / f"{fig.stem}_sensitivity.csv"
     swept_runs: list[tuple[str, list[dict[str, Any]]]] = []
     if sens_file.is_file():  # the runs of a --sensitivity sweep: the claims get their bands again
-        from .canary import rows_from_csv
-
-        rows_from_csv = getattr(kind, "rows_from_csv", rows_from_csv)
         tables = claims_engine.sensitivity_tables(sens_file.read_text(encoding="utf-8"), str(sens_file))
         for sens in fig.sensitivity:
             at = []
             for value in sens.values:
-                srows = rows_from_csv(claims_engine.sensitivity_table_for(tables, sens, value, str(sens_file)))
+                srows = read(claims_engine.sensitivity_table_for(tables, sens, value, str(sens_file)))
                 swept_runs.append((sens.key, srows))
                 stable = RunTable([r for r in srows if r["verified"]], sensitivity_scale(fig, sc, sens, value).params)
                 at.append([claims_engine.evaluate(c, stable) for c in claims])
