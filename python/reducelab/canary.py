@@ -21,7 +21,9 @@ summary into one row of ``STEM.csv`` (`CanaryKind.row`). Point parameters:
 
 Figure parameters besides those: ``background`` (`BACKGROUNDS`: the congesting hosts' traffic
 kind, default ``random_uniform``), ``bg_inflight`` (messages each background host keeps in
-flight, default 1), ``window`` (the static trees' per-host window in
+flight: a positive integer, or ``"line_rate"``, the default: the window that holds a host's link
+busy, `line_rate_inflight`; the resolved number is each congested row's ``bg_inflight`` column),
+``window`` (the static trees' per-host window in
 blocks; absent = the simulator's default, 1024), ``noise_mode`` and ``noise_hosts`` (written to
 the scenario's ``[noise] mode`` / ``hosts`` when set: ``packet`` delays only the chosen packet,
 ``foreground`` spares the background hosts; absent = the simulator's default, today's NIC-port
@@ -53,6 +55,14 @@ if TYPE_CHECKING:
     from .store import StoredRun
 
 TOFINO_LINE_RATE_GBPS = 100 * 128 / (128 + 57)  # §5.1: 128 B payload + 57 B headers at 100 Gb/s
+
+
+LINE_RATE = "line_rate"
+"""``bg_inflight = "line_rate"``: §5.2 "We calibrated the simulator so that hosts can inject packets
+into the network at line rate" — each background host keeps `line_rate_inflight` messages going."""
+
+MAX_INFLIGHT = 1024
+"""The simulator's largest ``inflight`` of a background generator (scenario.rs)."""
 
 
 class CanaryError(ValueError):
@@ -156,6 +166,64 @@ def _traffic(series: str, hosts: Sequence[int], nbytes: int, elements: int | Non
     return t
 
 
+def background_path(topology: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(host links, network links, switches) of the longest path between two hosts: fat_tree_2
+    host-leaf-spine-leaf-host (2, 2, 3); star host-switch-host (2, 0, 1)."""
+    kind = topology.get("kind")
+    if kind == "fat_tree_2":
+        return 2, 2, 3
+    if kind == "star":
+        return 2, 0, 1
+    raise ValueError(f"topology.kind: the canary figure kind supports fat_tree_2 and star, got {kind!r}")
+
+
+def line_rate_delay_ns(doc: Mapping[str, Any]) -> float:
+    """How long after a host's NIC sends the last packet of a message that message may be
+    delivered on the longest background path of scenario `doc`, every switch of it with a full
+    buffer ahead of the packet: links (host links at ``topology.host_latency_ns``, default
+    ``latency_ns``) + per switch ``network.switch_latency_ns`` + one ``network.mtu_bytes``
+    serialisation (store-and-forward) + ``network.buffer_bytes`` serialisation (the queue a
+    lossless credit-controlled port holds at most), at the link bandwidth."""
+    topo, net = doc["topology"], doc.get("network", {})
+    host_links, net_links, switches = background_path(topo)
+    gbps = float(topo["bandwidth_gbps"])
+    host_gbps = float(topo.get("host_bandwidth_gbps", gbps))
+    lat = float(topo["latency_ns"])
+    host_lat = float(topo.get("host_latency_ns", lat))
+    mtu = net.get("mtu_bytes", 4096)
+    buf = net.get("buffer_bytes", 65536)
+    for name, v in (("network.mtu_bytes", mtu), ("network.buffer_bytes", buf)):
+        if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+            raise ValueError(f"params.bg_inflight = {LINE_RATE!r} needs a number of bytes in {name}, got {v!r}")
+    per_switch = float(net.get("switch_latency_ns", 100)) + (mtu + buf) * 8 / min(gbps, host_gbps)
+    return host_links * host_lat + net_links * lat + switches * per_switch
+
+
+def line_rate_inflight(doc: Mapping[str, Any], bg_bytes: int) -> int:
+    """Messages of `bg_bytes` a background host keeps in flight so that its link stays busy
+    (``bg_inflight = "line_rate"``): the bandwidth-delay product of the longest background path
+    (`line_rate_delay_ns`, host-link bandwidth) in messages, rounded up, plus the one being
+    sent; at most `MAX_INFLIGHT`. The §5.2 network (100 Gb/s, 500 ns links, 300 ns switches,
+    4 KiB MTU, 64 KiB buffers) with 64 KiB messages: 19 612 ns, 245 150 B, 4 + 1 = 5."""
+    if isinstance(bg_bytes, bool) or not isinstance(bg_bytes, int) or bg_bytes <= 0:
+        raise ValueError(f"params.bg_bytes: expected a positive integer (bytes), got {bg_bytes!r}")
+    topo = doc["topology"]
+    gbps = float(topo.get("host_bandwidth_gbps", topo["bandwidth_gbps"]))
+    bdp_bytes = gbps / 8 * line_rate_delay_ns(doc)
+    return min(MAX_INFLIGHT, math.ceil(bdp_bytes / bg_bytes) + 1)
+
+
+def resolve_bg_inflight(value: Any, doc: Mapping[str, Any], bg_bytes: int) -> int:
+    """``params.bg_inflight`` as a number of messages: a positive integer as given, or
+    ``"line_rate"`` resolved by `line_rate_inflight`; anything else is a ValueError naming it."""
+    if value == LINE_RATE:
+        return line_rate_inflight(doc, bg_bytes)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INFLIGHT:
+        raise ValueError(f"params.bg_inflight: expected {LINE_RATE!r} or an integer 1..{MAX_INFLIGHT} "
+                         f"(messages per host), got {value!r}")
+    return value
+
+
 BACKGROUNDS = ("random_uniform", "random_permutation")
 """Background traffic kinds of the congesting hosts: independent uniform destinations (the
 simulator's ``random_uniform``) or a permutation (``random_permutation``: each host sends to one
@@ -164,7 +232,10 @@ host and receives from one other, redrawn per message; the traffic branch's kind
 LINK_KINDS = ("network", "all")
 """Which links a figure's per-link distribution holds: switch-switch links, or every link."""
 
-CSV_COLUMNS = ("series", "congestion", "fraction", "hosts", "tenants", "allocation", "bytes", "noise", "timeout_ns")
+CSV_COLUMNS = ("series", "congestion", "fraction", "hosts", "tenants", "allocation", "bytes", "noise", "timeout_ns",
+               "bg_bytes", "bg_inflight")
+"""Parameter columns of ``STEM.csv``; ``bg_bytes`` / ``bg_inflight`` (the resolved number of
+messages) only on rows with background traffic."""
 METRIC_COLUMNS = ("goodput_gbps", "runtime_ps", "verified", "end", "sim_time_ps", "net_util", "all_util",
                   "peak_descriptor_bytes", "stragglers", "collisions")
 BINS = 20
@@ -190,9 +261,8 @@ class CanaryKind:
         background_kind = scale.params.get("background", "random_uniform")
         if background_kind not in BACKGROUNDS:
             raise ValueError(f"params.background: expected one of {', '.join(BACKGROUNDS)}, got {background_kind!r}")
-        bg_inflight = scale.params.get("bg_inflight", 1)
-        if isinstance(bg_inflight, bool) or not isinstance(bg_inflight, int) or bg_inflight < 1:
-            raise ValueError(f"params.bg_inflight: expected a positive integer (messages per host), got {bg_inflight!r}")
+        bg_bytes = scale.params.get("bg_bytes", 65536)
+        bg_inflight = resolve_bg_inflight(scale.params.get("bg_inflight", LINE_RATE), doc, bg_bytes)
         window = scale.params.get("window")
         if window is not None and (isinstance(window, bool) or not isinstance(window, int) or window < 1):
             raise ValueError(f"params.window: expected a positive integer (blocks), got {window!r}")
@@ -240,7 +310,8 @@ class CanaryKind:
             d["traffic"] = [_traffic(series, t, nbytes, elements, window) for t in tenants]
             if background:
                 d["traffic"].append({"kind": background_kind, "hosts": background,
-                                     "bytes": int(scale.params.get("bg_bytes", 65536)), "inflight": bg_inflight})
+                                     "bytes": bg_bytes, "inflight": bg_inflight})
+                params.update(bg_bytes=bg_bytes, bg_inflight=bg_inflight)
             params["_tenants"] = len(tenants)
             out.append((params, Scenario.from_dict(d)))
         return out
@@ -368,7 +439,7 @@ def rows_from_csv(text: str) -> list[dict[str, Any]]:
                 row[k] = f"static_trees:{m.group(1)}" if m else v
             elif k == "congestion":
                 row[k] = v.lower() == "true"
-            elif k in ("hosts", "tenants", "allocation", "bytes", "timeout_ns"):
+            elif k in ("hosts", "tenants", "allocation", "bytes", "timeout_ns", "bg_bytes", "bg_inflight"):
                 row[k] = int(v)
             else:
                 row[k] = float(v)
