@@ -355,7 +355,7 @@ def test_sensitivity_scale_sets_a_parameter_or_a_scenario_field() -> None:
     fig = figures.figure("canary-fig8")
     sc = fig.scale("tiny")
     (sens,) = [s for s in fig.sensitivity if s.key == "params.window"]
-    assert 1024 in sens.values and {s.key for s in fig.sensitivity} == {"params.window", "params.bg_inflight"}
+    assert 1024 in sens.values and {s.key for s in fig.sensitivity} == {"params.window", "params.bg_inflight", "params.bg_bytes"}
     s2 = figures.sensitivity_scale(fig, sc, sens, 256)
     assert s2.params["window"] == 256 and "window" not in sc.params
     other = claims.Sensitivity("endpoint.send_overhead_ns", (0.0, 400.0), "unstated")
