@@ -204,7 +204,7 @@ def line_rate_inflight(doc: Mapping[str, Any], bg_bytes: int) -> int:
     (``bg_inflight = "line_rate"``): the bandwidth-delay product of the longest background path
     (`line_rate_delay_ns`, host-link bandwidth) in messages, rounded up, plus the one being
     sent; at most `MAX_INFLIGHT`. The §5.2 network (100 Gb/s, 500 ns links, 300 ns switches,
-    4 KiB MTU, 64 KiB buffers) with 64 KiB messages: 19 612 ns, 245 150 B, 4 + 1 = 5."""
+    4 KiB MTU, 64 KiB buffers) with 64 KiB messages: 19 612 ns, 245 146 B, 4 + 1 = 5."""
     if isinstance(bg_bytes, bool) or not isinstance(bg_bytes, int) or bg_bytes <= 0:
         raise ValueError(f"params.bg_bytes: expected a positive integer (bytes), got {bg_bytes!r}")
     topo = doc["topology"]
