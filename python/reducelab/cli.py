@@ -1475,35 +1475,25 @@ def _cmd_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from . import figures, reproduce
+    from . import figures
     from .scenario import FieldError
 
     try:
-        scenario_figs = figures.names()
+        figs = figures.names()
     except figures.FigureError as exc:
         _fail(str(exc))
-    known = [*reproduce.names(), *scenario_figs, "canary-all", "all"]
+    known = [*figs, "canary-all", "all"]
     if args.list:
         for name in known:
             print(name)
         return 0
     if not args.figure:
         _fail(f"reproduce needs a FIGURE; known: {', '.join(known)}")
-    from_file = args.figure.endswith(".toml")
-    if from_file:
-        import tomllib
-
-        try:  # a size-sweep figure (reducelab.reproduce) or a scenario figure (reducelab.figures)
-            head = tomllib.loads(Path(args.figure).read_text(encoding="utf-8")).get("figure")
-            swing_file = isinstance(head, dict) and head.get("kind") in figures.SIZE_SWEEP_KINDS
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-            swing_file = False  # figures.load names the problem
-        if not swing_file:
-            try:
-                figures.load(args.figure)
-            except figures.FigureError as exc:
-                _fail(str(exc))
-        from_file = not swing_file
+    if args.figure.endswith(".toml"):
+        try:
+            figures.load(args.figure)
+        except figures.FigureError as exc:
+            _fail(str(exc))
     elif args.figure not in known:
         _fail(f"unknown figure {args.figure!r}; known: {', '.join(known)} (see `reducelab reproduce --list`)")
     if args.store is not None and args.store.is_dir():
@@ -1522,132 +1512,130 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     label = Path(args.figure).stem if args.figure.endswith(".toml") else args.figure
     out: Path = args.out if args.out is not None else Path("results") / f"{label}-{args.scale}"
     if args.claims_only:
-        return _cmd_reproduce_claims_only(args, out, from_file or args.figure in scenario_figs)
-    if from_file or args.figure in scenario_figs or args.figure == "canary-all":
-        return _cmd_reproduce_figures(args, out)
-    if args.figure == "all":  # every figure, then OUT/index.html
-        swing: list = []
-        try:
-            status = reproduce.run_all_cli(out, args.scale, args.backend, args.jobs, args.quiet,
-                                           store=args.store, scheduler=args.scheduler, reports=swing,
-                                           sensitivity=args.sensitivity)
-        except reproduce.ReproductionError as exc:
-            _fail(str(exc))
-        return max(status, _reproduce_figures_into_all(out, args, swing))
-    try:
-        report = reproduce.reproduce(
-            args.figure, out, scale=args.scale, backend=args.backend, jobs=args.jobs,
-            progress=not args.quiet, store=args.store, scheduler=args.scheduler, sensitivity=args.sensitivity,
-        )
-    except reproduce.ReproductionError as exc:
-        _fail(str(exc))
-    except OSError as exc:
-        _fail(f"{out}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
-    if not args.quiet:
-        print(report.claims_table())
-        print(
-            f"wrote {out} ({', '.join(sorted(report.files))}) in {report.wall_seconds:.0f} s, "
-            f"{len(report.runs)} runs, backend {report.backend}"
-        )
-    bad = report.unverified
-    if bad:
-        r = bad[0]
-        _fail(
-            f"{len(bad)} packet-level runs did not verify, e.g. {r.variant} {r.size} B at "
-            f"{r.bandwidth:g} Gb/s: {r.mismatch}",
-            EXIT_FAILURE,
-        )
-    return 0
+        return _cmd_reproduce_claims_only(args, out)
+    if args.figure in ("all", "canary-all"):
+        return _reproduce_all(args, out)
+    return _reproduce_one(args, out)
 
 
-def _run_figures(names: list[str], args: argparse.Namespace, out: Path, into_subdirs: bool,
-                 store: Path | None, table: bool) -> tuple[list, list]:
-    """Run scenario figures (`reducelab.figures`) through one store; returns (reports, bad runs)."""
+def _reproduce_one(args: argparse.Namespace, out: Path) -> int:
+    """One figure into OUT: its files, the claims table."""
     from . import figures
     from .scenario import FieldError
     from .store import StoreError
     from .sweep import SweepRunError
 
-    reports, bad = [], []
+    try:
+        fig = figures.figure(args.figure)
+        fig.kind_of.with_backend(fig, fig.scale(args.scale), args.backend)
+        rep = figures.reproduce(args.figure, out, scale=args.scale, jobs=args.jobs, store=args.store,
+                                scheduler=args.scheduler, progress=not args.quiet, sensitivity=args.sensitivity,
+                                backend=args.backend)
+    except (figures.FigureError, FieldError) as exc:
+        _fail(str(exc))
+    except (SweepRunError, StoreError) as exc:
+        _fail(str(exc), EXIT_FAILURE)
+    except OSError as exc:
+        _fail(f"{out}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
+    if not args.quiet:
+        p, f, n = rep.counts()
+        cached = f", {rep.sweep.cached} stored before" if rep.sweep and rep.sweep.cached else ""
+        print(rep.claims_table())
+        print(f"wrote {out} ({', '.join(sorted(rep.files))}) in {rep.wall_seconds:.0f} s, "
+              f"{len(rep.rows)} runs{cached}; {p} pass, {f} fail, {n} n/a", flush=True)
+    return _unverified_status([(args.figure, r) for r in rep.unverified])
+
+
+def _unverified_status(bad: list[tuple[str, dict[str, Any]]]) -> int:
+    if not bad:
+        return 0
+    name, r = bad[0]
+    shown = {k: v for k, v in r.items() if k in ("series", "allocation", "algorithm", "topology", "size_bytes")}
+    print(f"error: {len(bad)} runs did not complete with verified results, e.g. {name} {shown}: "
+          f"{r.get('mismatch') or r.get('end')}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
+def _reproduce_all(args: argparse.Namespace, out: Path) -> int:
+    """`reproduce all` (every figure) or `canary-all` (every Canary figure) into OUT/NAME/
+    through one store (OUT/points.sqlite), a line per figure, then OUT/index.html and
+    OUT/claims.csv. Returns 1 if a run did not complete with verified results."""
+    from . import figures
+    from .scenario import FieldError
+    from .store import StoreError
+    from .sweep import SweepRunError
+
+    names = figures.names() if args.figure == "all" else [n for n in figures.names() if n.startswith("canary-")]
+    if args.backend is not None and not any(figures.figure(n).kind_of.takes_backend for n in names):
+        _fail(f"the figures of {args.figure} run scenarios as they are; --backend does not apply")
     for name in names:
-        d = out / name if into_subdirs else out
         try:
-            fig = figures.figure(name)
-            fig.scale(args.scale)
+            figures.figure(name).scale(args.scale)
         except figures.FigureError as exc:
             _fail(str(exc))
-        if table and not args.quiet and into_subdirs:
-            print(f"{name} ({args.scale})", flush=True)
-        try:
-            rep = figures.reproduce(name, d, scale=args.scale, jobs=args.jobs or min(2, os.cpu_count() or 1), store=store,
-                                    scheduler=args.scheduler, progress=not args.quiet, sensitivity=args.sensitivity)
-        except (figures.FigureError, FieldError) as exc:
-            _fail(str(exc))
-        except (SweepRunError, StoreError) as exc:
-            _fail(str(exc), EXIT_FAILURE)
-        except OSError as exc:
-            _fail(f"{d}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
-        reports.append(rep)
+
+    def done(r: figures.FigureReport) -> None:
         if not args.quiet:
-            p, f, n = rep.counts()
-            cached = f", {rep.sweep.cached} stored before" if rep.sweep and rep.sweep.cached else ""
-            if table:
-                print(rep.claims_table())
-                print(f"wrote {d} ({', '.join(sorted(rep.files))}) in {rep.wall_seconds:.0f} s, "
-                      f"{len(rep.rows)} runs{cached}; {p} pass, {f} fail, {n} n/a", flush=True)
-            else:
-                print(f"{name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a  {len(rep.rows):>5} runs  "
-                      f"{rep.wall_seconds:6.1f} s{cached}", flush=True)
-        bad += [(name, r) for r in rep.unverified]
-    return reports, bad
+            p, f, n = r.counts()
+            cached = f", {r.sweep.cached} stored before" if r.sweep and r.sweep.cached else ""
+            print(f"{r.figure.name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a  {len(r.rows):>5} runs  "
+                  f"{r.wall_seconds:6.1f} s{cached}", flush=True)
+
+    cmd = f"reducelab reproduce {args.figure} --scale {args.scale}" + (f" --backend {args.backend}" if args.backend else "") + f" --out {out}"
+    try:
+        reports = figures.reproduce_all(out, args.scale, names_=names, backend=args.backend, jobs=args.jobs,
+                                        store=args.store, scheduler=args.scheduler, progress=not args.quiet,
+                                        sensitivity=args.sensitivity, on_done=done, command=cmd)
+    except (figures.FigureError, FieldError) as exc:
+        _fail(str(exc))
+    except (SweepRunError, StoreError) as exc:
+        _fail(str(exc), EXIT_FAILURE)
+    except OSError as exc:
+        _fail(f"{out}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
+    if not args.quiet:
+        n = sum(len(r.verdicts) for r in reports)
+        print(f"wrote {out / 'index.html'} ({len(reports)} figures) and {out / 'claims.csv'} ({n} claims)")
+    return _unverified_status([(r.figure.name, row) for r in reports for row in r.unverified])
 
 
-def _cmd_reproduce_claims_only(args: argparse.Namespace, out: Path, scenario_figure: bool) -> int:
+def _cmd_reproduce_claims_only(args: argparse.Namespace, out: Path) -> int:
     """`reproduce FIG --claims-only`: judge the claims again on the results in OUT (OUT/NAME/ for
     `all` and `canary-all`), rewrite the claims files, print the table (one line per figure for
     several, and OUT/claims.csv for `all`)."""
-    from . import figures, reproduce
+    from . import figures
     from .claims import ClaimError, all_claims_csv, claims_table_text
     from .store import StoreError
 
     if args.sensitivity:
         _fail("--claims-only runs nothing: it cannot run the --sensitivity sweeps")
     if args.figure == "all":
-        todo = [(n, False) for n in reproduce.names()] + [(n, True) for n in figures.names()]
+        todo = figures.names()
     elif args.figure == "canary-all":
-        todo = [(n, True) for n in figures.names() if n.startswith("canary-")]
+        todo = [n for n in figures.names() if n.startswith("canary-")]
     else:
-        todo = [(args.figure, scenario_figure)]
-    many = len(todo) > 1 or args.figure in ("all", "canary-all")
+        todo = [args.figure]
+    many = args.figure in ("all", "canary-all")
     rows = []
     skipped = []
-    for name, scenario in todo:
+    for name in todo:
         d = out / name if many else out
         if many and not d.is_dir():
             skipped.append(name)  # e.g. docs/results/swing-full holds no Canary figure
             continue
         try:
-            if scenario:
-                vs = figures.reevaluate(name, d, args.scale)
-                table = [(v.id, v.verdict.upper(), v.paper_value, v.measured) for v in vs]
-                rows += [(name, v.id, v.source, v.claim, v.paper_value, v.measured, v.verdict) for v in vs]
-            else:
-                rs = reproduce.reevaluate(name, d, args.scale)
-                table = [(r.claim.id, r.verdict, r.claim.paper_value, r.measured) for r in rs]
-                rows += [(name, r.claim.id, r.claim.source, r.claim.claim, r.claim.paper_value, r.measured, r.verdict)
-                         for r in rs]
-        except (figures.FigureError, reproduce.ReproductionError, StoreError, ClaimError) as exc:
+            vs = figures.reevaluate(name, d, args.scale)
+        except (figures.FigureError, StoreError, ClaimError) as exc:
             _fail(str(exc))
         except OSError as exc:
             _fail(f"{d}: cannot write the claims files: {exc.strerror or exc}", EXIT_FAILURE)
+        rows += [(name, v.id, v.source, v.claim, v.paper_value, v.measured, v.verdict) for v in vs]
         if not args.quiet:
-            verdicts = [t[1].lower() for t in table]
-            p, f = verdicts.count("pass"), verdicts.count("fail")
+            p, f, n = (sum(v.verdict == x for v in vs) for x in ("pass", "fail", "n/a"))
             if many:
-                print(f"{name:<12} {p:>2} pass {f:>2} fail {len(verdicts) - p - f:>2} n/a", flush=True)
+                print(f"{name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a", flush=True)
             else:
-                print(claims_table_text(table))
-                print(f"rewrote the claims files in {d}: {p} pass, {f} fail, {len(verdicts) - p - f} n/a")
+                print(claims_table_text([(v.id, v.verdict.upper(), v.paper_value, v.measured) for v in vs]))
+                print(f"rewrote the claims files in {d}: {p} pass, {f} fail, {n} n/a")
     if len(skipped) == len(todo):
         _fail(f"{out}: no results of {', '.join(skipped)} (expected {out}/NAME/ directories)")
     if skipped and not args.quiet:
@@ -1658,56 +1646,6 @@ def _cmd_reproduce_claims_only(args: argparse.Namespace, out: Path, scenario_fig
             p = sum(r[6] == "pass" for r in rows)
             f = sum(r[6] == "fail" for r in rows)
             print(f"{len(rows)} claims: {p} pass, {f} fail, {len(rows) - p - f} n/a; wrote {out / 'claims.csv'}")
-    return 0
-
-
-def _cmd_reproduce_figures(args: argparse.Namespace, out: Path) -> int:
-    """A scenario figure (e.g. canary-fig8), or `canary-all`: every Canary figure into OUT/NAME/."""
-    from . import figures
-
-    if args.backend is not None:
-        _fail("the scenario figures (Canary) run packet-level scenarios; --backend does not apply")
-    if args.figure == "canary-all":
-        names = [n for n in figures.names() if n.startswith("canary-")]
-        store = args.store if args.store is not None else out / figures.STORE_FILE
-        _, bad = _run_figures(names, args, out, True, store, True)
-    else:
-        _, bad = _run_figures([args.figure], args, out, False, args.store, True)
-    if bad:
-        name, r = bad[0]
-        _fail(f"{len(bad)} runs did not complete with verified results, e.g. {name} "
-              f"{ {k: r[k] for k in ('series', 'allocation') if k in r} }: end {r['end']}", EXIT_FAILURE)
-    return 0
-
-
-def _reproduce_figures_into_all(out: Path, args: argparse.Namespace, swing: list) -> int:
-    """`reproduce all`, second part: every scenario figure into OUT/NAME/ (the same store,
-    OUT/points.sqlite), added to OUT/index.html (written by the Swing part) with the one claims
-    table of every figure (also OUT/claims.csv). Returns 1 if a run did not complete with
-    verified results."""
-    from . import figures
-    from .claims import all_claims_csv, all_claims_html
-
-    store = args.store if args.store is not None else out / figures.STORE_FILE
-    reports, bad = _run_figures(figures.names(), args, out, True, store, False)
-    rows = [row for r in [*swing, *reports] for row in r.claim_rows()]
-    index = out / "index.html"
-    try:
-        page = index.read_text(encoding="utf-8")
-        head, tail = page.rsplit("</body>", 1)
-        index.write_text(head + figures.index_section(reports, out) + all_claims_html(rows) + "</body>" + tail,
-                         encoding="utf-8")
-        (out / "claims.csv").write_text(all_claims_csv(rows), encoding="utf-8", newline="")
-    except (OSError, ValueError) as exc:
-        _fail(f"{index}: cannot add the scenario figures: {exc}", EXIT_FAILURE)
-    if not args.quiet:
-        print(f"added {len(reports)} scenario figures and the table of {len(rows)} claims to {index} "
-              f"(and {out / 'claims.csv'})")
-    if bad:
-        name, r = bad[0]
-        print(f"error: {len(bad)} runs did not complete with verified results, e.g. {name} "
-              f"series {r.get('series')} allocation {r.get('allocation')}: end {r['end']}", file=sys.stderr)
-        return EXIT_FAILURE
     return 0
 
 
