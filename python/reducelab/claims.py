@@ -5,27 +5,32 @@ statement of the paper, each with its source and quote (the paper's words), the 
 checkable statement, the paper's value, the metric that measures it, and the pass rule. The
 rules were written before any result was seen and are never tuned.
 
-This module holds what every claim shares:
+This module holds what every claim of every paper shares:
 
+- one claim type (`Claim`), read from a claims file by `read_claims` (readings expanded by
+  `expand_readings`, causes checked by `check_cause_fields`), and one verdict type (`Verdict`);
+- the metric families (`METRICS`, `Metrics`): a figure kind names the family of its claims
+  (`reducelab.figures.FigureKind.metrics`). The built-in family ``table`` measures a table of
+  runs (`TABLE_METRICS`: ``mean``, ``ratio``, ``difference``, ``max_over_min``; the Canary, DSA
+  and Flare figures); a kind may register its own (`register_metrics`), as the size sweeps do
+  (`reducelab.sizesweep`: ``fraction_positive``, ``gain_at_size``, ``crossover_size``, ...),
+  with the units its values are shown in (`UNITS`). `evaluate` judges a claim by its family;
 - the pass rules (`PASS_RULES`, `check_pass_rule`, `judge`): ``all OP X``, ``any OP X``,
   ``all in [A, B]``, ``max in [A, B]``, ``min in [A, B]``, ``first > last``, ``first < last``,
   ``increasing``, ``decreasing``, ``spread <= X`` (numbers may carry ``%``, ``B``, ``KiB``,
   ``MiB``, ``GiB``);
-- the verdicts (`Verdict`) and their output (`claims_csv`, `claims_md_rows`);
-- the metrics over a table of runs (`TABLE_METRICS`: ``mean``, ``ratio``, ``difference``,
-  ``max_over_min``), which the scenario figures (Canary) use, evaluated by `evaluate`;
-- what both kinds of claims files share beyond the metric (`expand_readings`, `check_cause`):
-  a claim the paper words two ways carries ``contradiction`` (how the paper disagrees with
+- a claim the paper words two ways carries ``contradiction`` (how the paper disagrees with
   itself, or why its words allow two readings) and ``[[claim.reading]]`` tables, each with the
   words (``quote``, ``source``) behind that reading and the fields it changes; it is checked once
-  per reading (ids ``ID/NAME``). A claim that fails may carry ``cause`` (one of `CAUSES`) and
-  ``evidence`` (the numbers behind it), which the reports print next to the failure;
+  per reading (ids ``ID/NAME``). A claim that fails carries ``cause`` (one of `CAUSES`) and
+  ``evidence``, which the reports print next to the failure (`cause_problems` checks them);
 - sensitivity bands (`Band`, `with_bands`): one claim judged at several values of a setting the
-  paper does not state, summarised as the range of its measured values and where it passes.
+  paper does not state, summarised as the range of its measured values and where it passes;
+- the output every figure shares: ``STEM_claims.csv`` (`claims_csv`), the Markdown after the
+  claims table (`extra_md`), and ``reproduce all``'s table of every claim (`all_claims_csv`,
+  `all_claims_html`).
 
-The size-sweep figures (Swing) compute their metrics per network from the gains of the best
-variant per size (`reducelab.reproduce`: ``fraction_positive``, ``gain_at_size``, ...) and are
-judged by the same `judge`. Only runs whose status is "completed" (verified) ever reach a claim.
+Only runs whose status is "completed" (verified) ever reach a claim.
 """
 
 from __future__ import annotations
@@ -669,12 +674,6 @@ def _read_table_terms(t: _Strict, metric: str, columns: Sequence[str]) -> dict[s
         scale=float(t.get("scale", (int, float), 1.0, "a number")),
         subtract=float(t.get("subtract", (int, float), 0.0, "a number")), unit=unit, mark=mark,
     )
-
-
-def read_table_claims(file: str, doc: Mapping[str, Any], columns: Sequence[str]) -> list[Claim]:
-    """The claims of a figure whose metrics are the table metrics (`read_claims`, family
-    ``table``) over runs with these `columns`."""
-    return read_claims(file, doc, "table", columns)
 
 
 def _same(a: Any, b: Any) -> bool:

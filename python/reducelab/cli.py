@@ -14,7 +14,7 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -229,45 +229,40 @@ A bad algorithm, topology, format or size prints `error: ...` and exits with sta
 """
 
 _REPRODUCE_EPILOG = """\
-Reproduces a paper figure from its spec and claims files under scenarios/ (format:
-docs/reproductions.md): runs every (bandwidth, algorithm variant, vector size) point of the
-grid as one allreduce on the whole topology, keeps per algorithm and size the fastest variant,
-computes the subject algorithm's goodput gain over the best other one, checks the paper's
-claims and writes into DIR (default results/FIGURE-SCALE):
-  STEM.csv              bandwidth, algorithm, variant chosen, size, runtime, goodput, backend, verified
-  STEM_runs.csv         every run of every variant
-  STEM_gain.csv         the plotted gain per bandwidth and size, and the best other algorithm
-  STEM_backend_check.csv  (auto backend) every variant on both backends at the switch-over size
-  STEM_claims.csv/.md   claim, paper value, measured value, pass/fail
-  STEM.png              the figure (gain vs size, one line per bandwidth)
-and prints the claims table. Same figure, scale and backend give byte-identical files.
-Every point is a scenario run through the sweep store DIR/points.sqlite (--store DB to share
-one): a stored point is not run again, so an interrupted figure resumes and `reproduce all`
-runs a point two figures share once; --jobs N worker processes, or --scheduler
-tcp://HOST:PORT to run the points on a Dask cluster. `reproduce all` also writes DIR/claims.csv,
-the one table of every claim of every figure.
+Reproduces a paper figure from its two files under scenarios/<paper>/ (figN.toml +
+figN.claims.toml; format: docs/reproductions.md). One harness runs every paper's figures: the
+figure's kind turns it into points (scenarios), every point runs through the sweep store
+DIR/points.sqlite (--store DB to share one): a stored point is not run again, so an interrupted
+figure resumes and `reproduce all` runs a point two figures share once; --jobs N worker
+processes, or --scheduler tcp://HOST:PORT to run the points on a Dask cluster. One claims engine
+judges the paper's claims on the verified runs. Into DIR (default results/FIGURE-SCALE) it
+writes the kind's data files, STEM_claims.csv/.md (claim, paper value, rule, measured value,
+pass/fail) and STEM.png, and prints the claims table. Same figure, scale and backend give
+byte-identical files.
 
-Backends: packet (data verified on every rank), flow (pipelined fluid model), auto (the spec's
-default: packet below 8 MiB, flow from 8 MiB, where flow is validated within 5% of packet
-level; docs/flow-vs-packet.md). A progress bar appears on stderr if it is a terminal.
+Swing (swing-fig7 ... -fig15; size sweeps: every (network, algorithm variant, vector size) as one
+allreduce on the whole topology, the fastest variant per algorithm and size, the subject's gain
+over the best other): STEM.csv (variant chosen, runtime, goodput, backend, verified),
+STEM_runs.csv (every run), STEM_gain.csv, STEM_backend_check.csv (auto backend: every variant on
+both backends at the switch-over size). Backends: packet (data verified on every rank), flow
+(pipelined fluid model), auto (the figure's default: packet below its flow_min_bytes, flow from
+there on; docs/flow-vs-packet.md); --backend applies to these figures only.
+Canary (canary-fig2 ... -fig11; canary-all for every one into DIR/NAME/), DSA (dsa-fig8 ...
+-fig12), Flare (flare-fig7 ... -fig15): grids of scenario parameters; STEM.csv (one row per run)
+and, for Canary Figs. 7 and 10, STEM_links.csv. A progress bar appears on stderr if it is a
+terminal.
 
 examples:
   reducelab reproduce --list
   reducelab reproduce swing-fig9                         # small scale, a few seconds
   reducelab reproduce swing-fig9 --scale full --out results/fig9
   reducelab reproduce swing-fig9 --scale full --backend packet
-  reducelab reproduce all --scale small     # every figure (Swing, Canary) + results/all-small/index.html
-
-Canary figures (canary-fig2, -fig6, -fig7, -fig8, -fig9, -fig10, -fig11; canary-all for every
-one into DIR/NAME/): scenario runs on the Canary §5.2 fat tree (in-network allreduce, ring,
-random-uniform background), defined by scenarios/canary/figN.toml + figN.claims.toml. Scales:
-tiny (16 hosts, tests), small (64 hosts), full (1024 hosts, 5 allocations, 4 MiB; minutes per
-figure). They write STEM.csv (one row per run), STEM_claims.csv/.md, STEM.png and, for Figs. 7
-and 10, STEM_links.csv (network-link utilisation histograms). `reproduce all` runs them after
-the Swing figures, into DIR/NAME/, and adds them to DIR/index.html. A figure file of either kind
-may also be given by path (two files: figN.toml + figN.claims.toml; docs/extending.md).
   reducelab reproduce canary-fig8 --scale full --jobs 1 --out results/canary-fig8
-  reducelab reproduce my/figs/fig12.toml --scale tiny
+  reducelab reproduce my/figs/fig12.toml --scale tiny   # a figure file from any folder (docs/extending.md)
+  reducelab reproduce all --scale small     # every figure of every paper + results/all-small/index.html
+
+`reproduce all` writes every figure into DIR/NAME/, DIR/index.html (one report) and
+DIR/claims.csv (the one table of every claim of every figure).
 
 --sensitivity also runs each figure at every value of its [[sensitivity]] settings (settings the
 paper does not state, e.g. the static trees' window) and adds each claim's band (range of its
@@ -276,8 +271,8 @@ nothing: it judges the claims files again on the results in DIR (DIR/NAME/ for a
 canary-all), e.g. after editing a claims file:
   reducelab reproduce all --scale full --claims-only --out docs/results/swing-full
 
-An unknown figure or scale prints `error: ...` and exits with status 2; a packet-level run
-whose data does not verify exits with status 1 (after writing the files).
+An unknown figure or scale prints `error: ...` and exits with status 2; a run that does not
+complete with verified data exits with status 1 (after writing the files).
 """
 
 
@@ -757,7 +752,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument(
         "figure", metavar="FIGURE", nargs="?",
-        help="figure name (see --list), e.g. swing-fig9, or a scenario figure file figN.toml",
+        help="figure name (see --list), e.g. swing-fig9, or a figure file figN.toml",
     )
     reproduce.add_argument(
         "--out", type=Path, metavar="DIR", help="output directory (default: results/FIGURE-SCALE)"
@@ -769,7 +764,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument(
         "--backend", choices=("auto", "packet", "flow"), metavar="B",
-        help="override the spec's backend: auto, packet or flow",
+        help="override a size-sweep (Swing) figure's backend: auto, packet or flow",
     )
     reproduce.add_argument(
         "--jobs", "-j", type=_positive_int, metavar="N",
@@ -780,11 +775,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument(
         "--store", type=Path, metavar="DB",
-        help="run store of the scenario figures (default: OUT/points.sqlite): stored points are not run again",
+        help="run store of the figures' points (default: OUT/points.sqlite): stored points are not run again",
     )
     reproduce.add_argument(
         "--scheduler", metavar="URL",
-        help="run the scenario figures' points on this Dask cluster (tcp://HOST:PORT) instead of locally",
+        help="run the figures' points on this Dask cluster (tcp://HOST:PORT) instead of locally",
     )
     reproduce.add_argument(
         "--sensitivity", action="store_true",
@@ -1518,25 +1513,36 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return _reproduce_one(args, out)
 
 
-def _reproduce_one(args: argparse.Namespace, out: Path) -> int:
-    """One figure into OUT: its files, the claims table."""
+def _reproduction(out: Path, run: Callable[[], Any]) -> Any:
+    """`run()`, a reproduction writing into `out`, its errors turned into the CLI's: a bad figure,
+    scale or option exits 2, a point that cannot run or a store or file that cannot be written 1."""
     from . import figures
     from .scenario import FieldError
     from .store import StoreError
     from .sweep import SweepRunError
 
     try:
-        fig = figures.figure(args.figure)
-        fig.kind_of.with_backend(fig, fig.scale(args.scale), args.backend)
-        rep = figures.reproduce(args.figure, out, scale=args.scale, jobs=args.jobs, store=args.store,
-                                scheduler=args.scheduler, progress=not args.quiet, sensitivity=args.sensitivity,
-                                backend=args.backend)
+        return run()
     except (figures.FigureError, FieldError) as exc:
         _fail(str(exc))
     except (SweepRunError, StoreError) as exc:
         _fail(str(exc), EXIT_FAILURE)
     except OSError as exc:
         _fail(f"{out}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
+
+
+def _reproduce_one(args: argparse.Namespace, out: Path) -> int:
+    """One figure into OUT: its files, the claims table."""
+    from . import figures
+
+    def run() -> figures.FigureReport:
+        fig = figures.figure(args.figure)
+        fig.kind_of.with_backend(fig, fig.scale(args.scale), args.backend)
+        return figures.reproduce(args.figure, out, scale=args.scale, jobs=args.jobs, store=args.store,
+                                 scheduler=args.scheduler, progress=not args.quiet, sensitivity=args.sensitivity,
+                                 backend=args.backend)
+
+    rep = _reproduction(out, run)
     if not args.quiet:
         p, f, n = rep.counts()
         cached = f", {rep.sweep.cached} stored before" if rep.sweep and rep.sweep.cached else ""
@@ -1561,9 +1567,6 @@ def _reproduce_all(args: argparse.Namespace, out: Path) -> int:
     through one store (OUT/points.sqlite), a line per figure, then OUT/index.html and
     OUT/claims.csv. Returns 1 if a run did not complete with verified results."""
     from . import figures
-    from .scenario import FieldError
-    from .store import StoreError
-    from .sweep import SweepRunError
 
     names = figures.names() if args.figure == "all" else [n for n in figures.names() if n.startswith("canary-")]
     if args.backend is not None and not any(figures.figure(n).kind_of.takes_backend for n in names):
@@ -1582,16 +1585,9 @@ def _reproduce_all(args: argparse.Namespace, out: Path) -> int:
                   f"{r.wall_seconds:6.1f} s{cached}", flush=True)
 
     cmd = f"reducelab reproduce {args.figure} --scale {args.scale}" + (f" --backend {args.backend}" if args.backend else "") + f" --out {out}"
-    try:
-        reports = figures.reproduce_all(out, args.scale, names_=names, backend=args.backend, jobs=args.jobs,
-                                        store=args.store, scheduler=args.scheduler, progress=not args.quiet,
-                                        sensitivity=args.sensitivity, on_done=done, command=cmd)
-    except (figures.FigureError, FieldError) as exc:
-        _fail(str(exc))
-    except (SweepRunError, StoreError) as exc:
-        _fail(str(exc), EXIT_FAILURE)
-    except OSError as exc:
-        _fail(f"{out}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
+    reports = _reproduction(out, lambda: figures.reproduce_all(
+        out, args.scale, names_=names, backend=args.backend, jobs=args.jobs, store=args.store,
+        scheduler=args.scheduler, progress=not args.quiet, sensitivity=args.sensitivity, on_done=done, command=cmd))
     if not args.quiet:
         n = sum(len(r.verdicts) for r in reports)
         print(f"wrote {out / 'index.html'} ({len(reports)} figures) and {out / 'claims.csv'} ({n} claims)")

@@ -447,7 +447,7 @@ class TableKind(FigureKind):
     def summary(self, fig: Figure, sc: ScaleSpec, rows: Sequence[Mapping[str, Any]]) -> str:
         return (f"{fig.description} Scale `{sc.name}`: {self.network_at(fig.base(sc), sc.params)}; "
                 f"{sc.params.get('allocations', 1)} random allocation(s); {len(rows)} runs; "
-                f"`reducelab reproduce {fig.name} --scale {sc.name}`. Pass rules fixed before the runs.").lstrip()
+                f"`{command(fig, sc)}`. Pass rules fixed before the runs.").lstrip()
 
     def plot(self, fig: Figure, sc: ScaleSpec, rows: Sequence[Mapping[str, Any]], claims: Sequence[Claim], out: Path,
              swept: Sequence[tuple[str, Sequence[Mapping[str, Any]]]] = ()) -> None:
@@ -561,8 +561,7 @@ class FigureReport:
 
     def command(self, out: Path | str | None = None) -> str:
         """The command that regenerates the figure (into `out`)."""
-        cmd = f"reducelab reproduce {self.figure.name} --scale {_scale_name(self.scale)}"
-        return cmd + self.figure.kind_of.command_options(self.scale) + (f" --out {out}" if out is not None else "")
+        return command(self.figure, self.scale, out)
 
     def claims_table(self) -> str:
         return claims_engine.claims_table_text(
@@ -588,7 +587,7 @@ def points(fig: Figure, scale: Any) -> list[tuple[dict[str, Any], Scenario]]:
     except (KeyError, ValueError) as exc:
         if isinstance(exc, FigureError):
             raise
-        raise FigureError(f"{fig.path}: scale {scale.name}: {exc}") from None
+        raise FigureError(f"{fig.path}: scale {_scale_name(scale)}: {exc}") from None
 
 
 def run_points(
@@ -611,6 +610,13 @@ def run_points(
 
 def _scale_name(scale: Any) -> str:
     return scale.name if isinstance(scale, ScaleSpec) else scale.scale
+
+
+def command(fig: Figure, scale: Any, out: Path | str | None = None) -> str:
+    """``reducelab reproduce NAME --scale SCALE`` (and the kind's options, `--out OUT`) for `fig`
+    at `scale`."""
+    return (f"reducelab reproduce {fig.name} --scale {_scale_name(scale)}" + fig.kind_of.command_options(scale)
+            + (f" --out {out}" if out is not None else ""))
 
 
 def _rows(fig: Figure, scale: Any, db: ResultStore, pts: Sequence[tuple[dict[str, Any], Scenario]],

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 from . import _core
 from ._core import ScenarioError
 from .claims import UNITS, Metrics, Sensitivity, Verdict, judge, register_metrics
-from .figures import FigureError, FigureKind, TomlTable
+from .figures import FigureError, FigureKind, TomlTable, command
 from .scenario import FieldError, Scenario
 
 if TYPE_CHECKING:
@@ -427,6 +427,18 @@ def _mark(t: Any) -> dict[str, float] | None:
     return out
 
 
+def _all_or_list(t: Any, key: str, what: str, ok: Any) -> tuple[Any, ...] | None:
+    """A claim's ``"all"`` (None) or non-empty list of `what` (each passing `ok`)."""
+    v = t.get(key, (str, list), "all", f"'all' or a list of {what}")
+    if isinstance(v, str):
+        if v != "all":
+            raise t.err(key, f"must be 'all' or a list of {what}, got {v!r}")
+        return None
+    if not v or not all(ok(x) for x in v):
+        raise t.err(key, f"must be 'all' or a non-empty list of {what}, got {v!r}")
+    return tuple(v)
+
+
 def _read_terms(t: Any, metric: str, spec: Spec) -> dict[str, Any]:
     """A size-sweep claim's terms (`SizeTerms`), checked against the figure's `spec` (series,
     variant and topology names)."""
@@ -447,27 +459,12 @@ def _read_terms(t: Any, metric: str, spec: Spec) -> dict[str, Any]:
         if "against" in t.data:
             raise t.err("against", f"metric {metric!r} measures the subject alone; remove `against`")
         against = ""
-    bws = t.get("bandwidths", (str, list), "all", "'all' or a list of numbers")
-    if isinstance(bws, str):
-        if bws != "all":
-            raise t.err("bandwidths", f"must be 'all' or a list of numbers, got {bws!r}")
-        bandwidths = None
-    else:
-        if not bws or not all(isinstance(b, (int, float)) and not isinstance(b, bool) for b in bws):
-            raise t.err("bandwidths", f"must be 'all' or a non-empty list of numbers, got {bws!r}")
-        bandwidths = tuple(sorted(float(b) for b in bws))
-    topos = t.get("topologies", (str, list), "all", "'all' or a list of topology specs")
-    if isinstance(topos, str):
-        if topos != "all":
-            raise t.err("topologies", f"must be 'all' or a list of topology specs, got {topos!r}")
-        topologies = None
-    else:
-        if not topos or not all(isinstance(x, str) for x in topos):
-            raise t.err("topologies", f"must be 'all' or a non-empty list of topology specs, got {topos!r}")
-        bad = [x for x in topos if x not in spec.paper_topologies]
-        if bad:
-            raise t.err("topologies", f"{bad[0]!r} is not a topology of the figure's [grid] ({', '.join(spec.paper_topologies)})")
-        topologies = tuple(topos)
+    bws = _all_or_list(t, "bandwidths", "numbers", lambda b: isinstance(b, (int, float)) and not isinstance(b, bool))
+    bandwidths = None if bws is None else tuple(sorted(float(b) for b in bws))
+    topologies = _all_or_list(t, "topologies", "topology specs", lambda x: isinstance(x, str))
+    bad = [x for x in topologies or () if x not in spec.paper_topologies]
+    if bad:
+        raise t.err("topologies", f"{bad[0]!r} is not a topology of the figure's [grid] ({', '.join(spec.paper_topologies)})")
     size = t.get("size_bytes", int, None, "an integer")
     if metric in _AT_SIZE and size is None:
         raise t.err("size_bytes", f"required by metric {metric!r}")
@@ -1180,7 +1177,7 @@ class SizeSweepKind(FigureKind):
         return rows
 
     def summary(self, fig: Figure, sc: Spec, rows: Sequence[Mapping[str, Any]]) -> str:
-        return f"{fig.paper}, {fig.figure}. Scale `{sc.scale}`; `{command(fig.name, sc.scale, sc.override)}`. Pass rules fixed before the runs."
+        return f"{fig.paper}, {fig.figure}. Scale `{sc.scale}`; `{command(fig, sc)}`. Pass rules fixed before the runs."
 
     def setup(self, fig: Figure, sc: Spec, rows: Sequence[Mapping[str, Any]]) -> list[str]:
         lines = setup_lines(sc, sc.override or sc.backend, Results(sc, _runs(sc, rows)))
@@ -1204,10 +1201,6 @@ class SizeSweepKind(FigureKind):
             swing_gain_png(sc, results.gains, marks, out)
         else:
             swing_goodput_png(sc, results, marks, out)
-
-
-def command(name: str, scale: str, backend: str | None) -> str:
-    return f"reducelab reproduce {name} --scale {scale}" + (f" --backend {backend}" if backend else "")
 
 
 def rows_from_csv(spec: Spec, text: str) -> list[dict[str, Any]]:
