@@ -1544,12 +1544,17 @@ def _reproduce_one(args: argparse.Namespace, out: Path) -> int:
 
     rep = _reproduction(out, run)
     if not args.quiet:
-        p, f, n = rep.counts()
-        cached = f", {rep.sweep.cached} stored before" if rep.sweep and rep.sweep.cached else ""
-        print(rep.claims_table())
-        print(f"wrote {out} ({', '.join(sorted(rep.files))}) in {rep.wall_seconds:.0f} s, "
-              f"{len(rep.rows)} runs{cached}; {p} pass, {f} fail, {n} n/a", flush=True)
+        _print_report(rep)
     return _unverified_status([(args.figure, r) for r in rep.unverified])
+
+
+def _print_report(rep: Any) -> None:
+    """A figure's claims table and what it wrote (a `figures.FigureReport`)."""
+    p, f, n = rep.counts()
+    cached = f", {rep.sweep.cached} stored before" if rep.sweep and rep.sweep.cached else ""
+    print(rep.claims_table())
+    print(f"wrote {rep.out} ({', '.join(sorted(rep.files))}) in {rep.wall_seconds:.0f} s, "
+          f"{len(rep.rows)} runs{cached}; {p} pass, {f} fail, {n} n/a", flush=True)
 
 
 def _unverified_status(bad: list[tuple[str, dict[str, Any]]]) -> int:
@@ -1578,7 +1583,10 @@ def _reproduce_all(args: argparse.Namespace, out: Path) -> int:
             _fail(str(exc))
 
     def done(r: figures.FigureReport) -> None:
-        if not args.quiet:
+        if not args.quiet and args.figure == "canary-all":  # a few figures: each one's claims table
+            print(f"{r.figure.name} ({args.scale})")
+            _print_report(r)
+        elif not args.quiet:
             p, f, n = r.counts()
             cached = f", {r.sweep.cached} stored before" if r.sweep and r.sweep.cached else ""
             print(f"{r.figure.name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a  {len(r.rows):>5} runs  "

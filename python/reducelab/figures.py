@@ -7,7 +7,7 @@ and ``figN.claims.toml`` (the paper's words and the pass rules). This module is 
 for all of them:
 
 - one loader and registry (`load`, `registry`, `figure`): ``reducelab reproduce NAME`` finds
-  every paper's figures by name, and a kind (`KINDS`: `FigureKind`) reads the rest of its file;
+  every paper's figures by name, and its kind (`_kinds`: a `FigureKind`) reads the rest of its file;
 - one runner (`reproduce`): every point is a scenario run by `_core.run` through the sweep
   store (`reducelab.sweep.ScenarioSet`): stored points are not run again (an interrupted figure
   resumes; two figures sharing a point run it once), in local worker processes or on a Dask
@@ -19,11 +19,12 @@ for all of them:
   report for ``reproduce all`` (`index_html`); plots by `reducelab.plots`.
 
 Adding a figure of an existing kind is its two files; a new kind is a module with a
-`FigureKind` (canary.py, dsa.py, flare.py, flare_sparse.py, sizesweep.py) added to `KINDS`.
+`FigureKind` (canary.py, dsa.py, flare.py, flare_sparse.py, sizesweep.py) added to `_kinds`.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import re
@@ -46,7 +47,6 @@ STORE_FILE = "points.sqlite"
 PANEL_KINDS = ("bars", "lines", "cdf")
 
 
-
 class FigureError(ValueError):
     """A figure file, scale or option was rejected: ``FILE: FIELD: REASON``."""
 
@@ -60,16 +60,17 @@ def scenarios_dir() -> Path:
     return Path(__file__).resolve().parent.parent.parent / "scenarios"
 
 
+@functools.cache
 def _kinds() -> dict[str, FigureKind]:
-    """Every figure kind by name (the one registry of them)."""
+    """Every figure kind by name (the one registry of them; a kind holds no state)."""
     from .canary import CanaryKind
     from .dsa import DsaKind
     from .flare import FlareKind
     from .flare_sparse import FlareSparseKind
-    from .sizesweep import SizeSweepKind
+    from .sizesweep import KINDS as SIZE_SWEEPS, SizeSweepKind
 
     return {"canary": CanaryKind(), "dsa": DsaKind(), "flare": FlareKind(), "flare_sparse": FlareSparseKind(),
-            "gain_vs_size": SizeSweepKind("gain_vs_size"), "goodput_vs_size": SizeSweepKind("goodput_vs_size")}
+            **{k: SizeSweepKind(k) for k in SIZE_SWEEPS}}
 
 
 @dataclass(frozen=True)
