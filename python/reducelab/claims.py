@@ -117,21 +117,20 @@ def cause_problems(verdicts: Sequence[Verdict]) -> list[str]:
     passes."""
     out = []
     for v in verdicts:
-        claim = v
-        cid = claim.id
+        cid = v.id
         if v.verdict != FAIL:
             continue
-        cause = claim.cause
+        cause = v.cause
         if not cause:
             out.append(f"{cid}: fails and has no cause")
             continue
         if cause != "unstated-setting":
             continue
-        band = next((b for b in v.bands if b.key == claim.setting), None)
+        band = next((b for b in v.bands if b.key == v.setting), None)
         if band is None:
-            out.append(f"{cid}: cause unstated-setting {claim.setting!r} but no band over it (run --sensitivity)")
+            out.append(f"{cid}: cause unstated-setting {v.setting!r} but no band over it (run --sensitivity)")
         elif band.passes not in ("some", "all"):
-            out.append(f"{cid}: cause unstated-setting {claim.setting!r} but it passes at no value of the band "
+            out.append(f"{cid}: cause unstated-setting {v.setting!r} but it passes at no value of the band "
                        f"({band.text()}): not an unstated setting")
     return out
 
@@ -573,8 +572,8 @@ class _Strict:
 class Metrics:
     """A family of claim metrics: the built-in table metrics (`TABLE_METRICS`, family ``table``)
     or those a figure kind registers (`register_metrics`; e.g. the size sweeps' gains in
-    `reducelab.sizesweep`). `read` reads a claim's terms (everything but the keys every claim
-    has, `_COMMON_KEYS`) from its table into `Claim` fields; `judge` judges a claim on the
+    `reducelab.sizesweep`). `read` reads a claim's terms (the keys besides those every claim has,
+    which `read_claims` reads) from its table into `Claim` fields; `judge` judges a claim on the
     figure kind's table of runs."""
 
     names: tuple[str, ...]
@@ -582,9 +581,6 @@ class Metrics:
     """(claim table, metric, the kind's context) -> the `Claim` fields of the terms."""
     judge: Callable[[Claim, Any], Verdict]
 
-
-_COMMON_KEYS = ("id", "claim", "paper_value", "metric", "pass_if", "source", "quote", "note", "reading",
-                "contradiction", "cause", "evidence", "setting")
 
 METRICS: dict[str, Metrics] = {}
 """Every metric family by name: ``table`` and the ones figure kinds register."""
