@@ -173,7 +173,7 @@ def bench_algorithms(algs: tuple[str, ...] | str) -> list[str]:
     if algs == FIG7_VARIANTS:
         import tomllib
 
-        from .reproduce import scenarios_dir
+        from .figures import scenarios_dir
 
         spec = tomllib.loads((scenarios_dir() / "swing" / "fig7.toml").read_text(encoding="utf-8"))
         return [v for series in spec["series"] for v in series["variants"]]

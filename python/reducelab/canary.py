@@ -48,6 +48,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .figures import TableKind
 from .scenario import Scenario
 
 if TYPE_CHECKING:
@@ -241,7 +242,7 @@ METRIC_COLUMNS = ("goodput_gbps", "runtime_ps", "verified", "end", "sim_time_ps"
 BINS = 20
 
 
-class CanaryKind:
+class CanaryKind(TableKind):
     """Scenario runs of the Canary paper (see the module docstring)."""
 
     name = "canary"

@@ -5,27 +5,32 @@ statement of the paper, each with its source and quote (the paper's words), the 
 checkable statement, the paper's value, the metric that measures it, and the pass rule. The
 rules were written before any result was seen and are never tuned.
 
-This module holds what every claim shares:
+This module holds what every claim of every paper shares:
 
+- one claim type (`Claim`), read from a claims file by `read_claims` (readings expanded by
+  `expand_readings`, causes checked by `check_cause_fields`), and one verdict type (`Verdict`);
+- the metric families (`METRICS`, `Metrics`): a figure kind names the family of its claims
+  (`reducelab.figures.FigureKind.metrics`). The built-in family ``table`` measures a table of
+  runs (`TABLE_METRICS`: ``mean``, ``ratio``, ``difference``, ``max_over_min``; the Canary, DSA
+  and Flare figures); a kind may register its own (`register_metrics`), as the size sweeps do
+  (`reducelab.sizesweep`: ``fraction_positive``, ``gain_at_size``, ``crossover_size``, ...),
+  with the units its values are shown in (`UNITS`). `evaluate` judges a claim by its family;
 - the pass rules (`PASS_RULES`, `check_pass_rule`, `judge`): ``all OP X``, ``any OP X``,
   ``all in [A, B]``, ``max in [A, B]``, ``min in [A, B]``, ``first > last``, ``first < last``,
   ``increasing``, ``decreasing``, ``spread <= X`` (numbers may carry ``%``, ``B``, ``KiB``,
   ``MiB``, ``GiB``);
-- the verdicts (`Verdict`) and their output (`claims_csv`, `claims_md_rows`);
-- the metrics over a table of runs (`TABLE_METRICS`: ``mean``, ``ratio``, ``difference``,
-  ``max_over_min``), which the scenario figures (Canary) use, evaluated by `evaluate`;
-- what both kinds of claims files share beyond the metric (`expand_readings`, `check_cause`):
-  a claim the paper words two ways carries ``contradiction`` (how the paper disagrees with
+- a claim the paper words two ways carries ``contradiction`` (how the paper disagrees with
   itself, or why its words allow two readings) and ``[[claim.reading]]`` tables, each with the
   words (``quote``, ``source``) behind that reading and the fields it changes; it is checked once
-  per reading (ids ``ID/NAME``). A claim that fails may carry ``cause`` (one of `CAUSES`) and
-  ``evidence`` (the numbers behind it), which the reports print next to the failure;
+  per reading (ids ``ID/NAME``). A claim that fails carries ``cause`` (one of `CAUSES`) and
+  ``evidence``, which the reports print next to the failure (`cause_problems` checks them);
 - sensitivity bands (`Band`, `with_bands`): one claim judged at several values of a setting the
-  paper does not state, summarised as the range of its measured values and where it passes.
+  paper does not state, summarised as the range of its measured values and where it passes;
+- the output every figure shares: ``STEM_claims.csv`` (`claims_csv`), the Markdown after the
+  claims table (`extra_md`), and ``reproduce all``'s table of every claim (`all_claims_csv`,
+  `all_claims_html`).
 
-The size-sweep figures (Swing) compute their metrics per network from the gains of the best
-variant per size (`reducelab.reproduce`: ``fraction_positive``, ``gain_at_size``, ...) and are
-judged by the same `judge`. Only runs whose status is "completed" (verified) ever reach a claim.
+Only runs whose status is "completed" (verified) ever reach a claim.
 """
 
 from __future__ import annotations
@@ -106,27 +111,26 @@ def check_cause_fields(cause: str, setting: str, evidence: str) -> tuple[str, st
     return None
 
 
-def cause_problems(verdicts: Sequence[Any]) -> list[str]:
-    """What is wrong with the causes of judged claims (`Verdict` or the Swing engine's
-    ``ClaimResult``), one line each: a failing reading without a cause, an ``unstated-setting``
-    cause whose band over its ``setting`` was not run, or never passes."""
+def cause_problems(verdicts: Sequence[Verdict]) -> list[str]:
+    """What is wrong with the causes of judged claims, one line each: a failing reading without
+    a cause, an ``unstated-setting`` cause whose band over its ``setting`` was not run, or never
+    passes."""
     out = []
     for v in verdicts:
-        claim = v if hasattr(v, "cause") else v.claim  # a Verdict, or a ClaimResult and its Claim
-        cid = claim.id
+        cid = v.id
         if v.verdict != FAIL:
             continue
-        cause = claim.cause
+        cause = v.cause
         if not cause:
             out.append(f"{cid}: fails and has no cause")
             continue
         if cause != "unstated-setting":
             continue
-        band = next((b for b in v.bands if b.key == claim.setting), None)
+        band = next((b for b in v.bands if b.key == v.setting), None)
         if band is None:
-            out.append(f"{cid}: cause unstated-setting {claim.setting!r} but no band over it (run --sensitivity)")
+            out.append(f"{cid}: cause unstated-setting {v.setting!r} but no band over it (run --sensitivity)")
         elif band.passes not in ("some", "all"):
-            out.append(f"{cid}: cause unstated-setting {claim.setting!r} but it passes at no value of the band "
+            out.append(f"{cid}: cause unstated-setting {v.setting!r} but it passes at no value of the band "
                        f"({band.text()}): not an unstated setting")
     return out
 
@@ -232,7 +236,7 @@ def judge(pass_if: str, vals: Sequence[float]) -> tuple[str, str]:
 # Claims over a table of runs.
 
 TABLE_METRICS = ("mean", "ratio", "difference", "max_over_min")
-"""Metrics of `TableClaim`, per combination of its `each` values:
+"""Metrics of a `Claim` over a `RunTable`, per combination of its `each` values:
 
 - ``mean``: mean of `of` over the runs selected by `where` and `subject`, times `scale` (e.g.
   100 for a utilisation in percent);
@@ -245,10 +249,18 @@ TABLE_METRICS = ("mean", "ratio", "difference", "max_over_min")
 Then `subtract` is subtracted (e.g. the paper's value, for "within ±X of the paper"). Means are
 over the matching runs in figure order (e.g. over a figure's random allocations)."""
 
-UNITS = ("", "x", "pct", "gain", "gbps", "us", "bytes")
-"""How `TableClaim.unit` shows a value: plain (3 significant digits), ``x`` (``1.85×``), ``pct``
+UNITS: dict[str, Callable[[float], str]] = {
+    "": lambda v: f"{v:.3g}",
+    "x": lambda v: f"{v:.2f}×",
+    "pct": lambda v: f"{v * 100:.1f}%",
+    "gain": lambda v: f"{v * 100:+.1f}%",
+    "gbps": lambda v: f"{v:.1f} Gb/s",
+    "us": lambda v: f"{v / 1e6:.1f} µs",
+    "bytes": lambda v: f"{v:.0f} B",
+}
+"""How `Claim.unit` shows a value: plain (3 significant digits), ``x`` (``1.85×``), ``pct``
 (value × 100 with ``%``), ``gain`` (signed %, ``+12.3%``), ``gbps`` (``Gb/s``), ``us`` (a value in
-ps shown in µs), ``bytes``."""
+ps shown in µs), ``bytes``; and the units a figure kind adds with its metrics (`register_metrics`)."""
 
 
 @dataclass(frozen=True)
@@ -262,8 +274,10 @@ class Mark:
 
 
 @dataclass(frozen=True)
-class TableClaim:
-    """One ``[[claim]]`` of a scenario figure (see `TABLE_METRICS`)."""
+class Claim:
+    """One ``[[claim]]`` of a figure's claims file. The fields from `where` to `subtract` are the
+    terms of the built-in table metrics (`TABLE_METRICS`); a metric a figure kind registers
+    (`register_metrics`) reads its own terms into `terms`."""
 
     id: str
     claim: str
@@ -295,6 +309,8 @@ class TableClaim:
     evidence: str = ""
     setting: str = ""
     """With cause ``unstated-setting``: the sensitivity key whose band holds a passing value."""
+    terms: Any = None
+    """The terms of a kind's registered metric (e.g. `reducelab.sizesweep.SizeTerms`)."""
 
 
 @dataclass(frozen=True)
@@ -552,65 +568,57 @@ class _Strict:
             raise self.err(extra[0], "unknown key")
 
 
-def read_table_claims(file: str, doc: Mapping[str, Any], columns: Sequence[str]) -> list[TableClaim]:
-    """The ``[[claim]]`` tables of a parsed claims file of a scenario figure. `columns` are the
-    run table's columns (parameters and metrics) that selectors and `of` may name. Raises
-    `ClaimError` naming the file, the claim and the field."""
+@dataclass(frozen=True)
+class Metrics:
+    """A family of claim metrics: the built-in table metrics (`TABLE_METRICS`, family ``table``)
+    or those a figure kind registers (`register_metrics`; e.g. the size sweeps' gains in
+    `reducelab.sizesweep`). `read` reads a claim's terms (the keys besides those every claim has,
+    which `read_claims` reads) from its table into `Claim` fields; `judge` judges a claim on the
+    figure kind's table of runs."""
+
+    names: tuple[str, ...]
+    read: Callable[[_Strict, str, Any], dict[str, Any]]
+    """(claim table, metric, the kind's context) -> the `Claim` fields of the terms."""
+    judge: Callable[[Claim, Any], Verdict]
+
+
+METRICS: dict[str, Metrics] = {}
+"""Every metric family by name: ``table`` and the ones figure kinds register."""
+
+
+def register_metrics(family: str, metrics: Metrics, units: Mapping[str, Callable[[float], str]] | None = None) -> None:
+    """Add a figure kind's metric family (and the units its values are shown in) to the engine."""
+    METRICS[family] = metrics
+    UNITS.update(units or {})
+
+
+def read_claims(file: str, doc: Mapping[str, Any], family: str, context: Any) -> list[Claim]:
+    """The ``[[claim]]`` tables of a parsed claims file whose metrics are of `family`
+    (`METRICS`), readings expanded (`expand_readings`). `context` is what the family's reader
+    checks the terms against (the table family: the run table's columns). Raises `ClaimError`
+    naming the file, the claim and the field."""
+    metrics = METRICS[family]
     top = _Strict(file, "(top level)", doc)
     raw = expand_readings(file, top.get("claim", list, what="an array of [[claim]] tables"))
     top.done()
-    out: list[TableClaim] = []
-    known = set(columns)
+    out: list[Claim] = []
     for i, r in enumerate(raw):
         t = _Strict(file, f"claim[{i}]", r)
         metric = t.get("metric", str)
-        if metric not in TABLE_METRICS:
-            raise t.err("metric", f"unknown metric {metric!r} (known: {', '.join(TABLE_METRICS)})")
+        if metric not in metrics.names:
+            raise t.err("metric", f"unknown metric {metric!r} (known: {', '.join(metrics.names)})")
         pass_if = t.get("pass_if", str)
         reason = check_pass_rule(pass_if)
         if reason:
             raise t.err("pass_if", reason)
-
-        def selector(key: str) -> dict[str, Any]:
-            sel = t.get(key, dict, {}, "a table of COLUMN = value")
-            for k in sel:
-                if k not in known:
-                    raise t.err(f"{key}.{k}", f"not a column of the runs ({', '.join(columns)})")
-            return dict(sel)
-
-        of = t.get("of", str, "goodput_gbps")
-        if of not in known:
-            raise t.err("of", f"not a column of the runs ({', '.join(columns)})")
-        against = selector("against")
-        against_value = t.get("against_value", (int, float), None, "a number")
-        if metric in ("ratio", "difference") and not against and against_value is None:
-            raise t.err("against", f"metric {metric!r} needs `against` (a selector) or `against_value`")
-        if metric not in ("ratio", "difference") and (against or against_value is not None):
-            raise t.err("against", f"metric {metric!r} compares nothing; remove `against`")
-        over = t.get("over", str, "")
-        if metric == "max_over_min" and over not in known:
-            raise t.err("over", f"metric 'max_over_min' needs `over`, a column of the runs ({', '.join(columns)})")
-        unit = t.get("unit", str, "")
-        if unit not in UNITS:
-            raise t.err("unit", f"expected one of {', '.join(repr(u) for u in UNITS)}, got {unit!r}")
-        mark = None
-        if "mark" in t.data:
-            m = _Strict(file, f"claim[{i}].mark", t.get("mark", dict))
-            mark = Mark(m.get("panel", int, 0, "an integer"), float(m.get("y", (int, float), what="a number")),
-                        m.get("x", (int, float, str), None))
-            m.done()
-        claim = TableClaim(
+        common = dict(
             id=t.get("id", str), claim=t.get("claim", str), paper_value=t.get("paper_value", str),
-            rule=t.get("rule", str), metric=metric, pass_if=pass_if, of=of, where=selector("where"),
-            subject=selector("subject"), against=against,
-            against_value=None if against_value is None else float(against_value), each=selector("each"),
-            over=over, minus_one=t.get("minus_one", bool, False, "true or false"),
-            scale=float(t.get("scale", (int, float), 1.0, "a number")),
-            subtract=float(t.get("subtract", (int, float), 0.0, "a number")), unit=unit,
-            source=t.get("source", str, ""), quote=t.get("quote", str, ""), note=t.get("note", str, ""), mark=mark,
+            source=t.get("source", str, ""), quote=t.get("quote", str, ""), note=t.get("note", str, ""),
             reading=t.get("reading", str, ""), contradiction=t.get("contradiction", str, ""),
             cause=t.get("cause", str, ""), evidence=t.get("evidence", str, ""), setting=t.get("setting", str, ""),
         )
+        terms = metrics.read(t, metric, context)
+        claim = Claim(metric=metric, pass_if=pass_if, **common, **terms)
         bad = check_cause_fields(claim.cause, claim.setting, claim.evidence)
         if bad:
             raise t.err(*bad)
@@ -620,6 +628,48 @@ def read_table_claims(file: str, doc: Mapping[str, Any], columns: Sequence[str])
     if len(set(ids)) != len(ids):
         raise ClaimError(f"{file}: claim ids must be unique, got {ids}")
     return out
+
+
+def _read_table_terms(t: _Strict, metric: str, columns: Sequence[str]) -> dict[str, Any]:
+    """The terms of a table metric (`TABLE_METRICS`); `columns` are the run table's columns
+    (parameters and metrics) that selectors and `of` may name."""
+    known = set(columns)
+
+    def selector(key: str) -> dict[str, Any]:
+        sel = t.get(key, dict, {}, "a table of COLUMN = value")
+        for k in sel:
+            if k not in known:
+                raise t.err(f"{key}.{k}", f"not a column of the runs ({', '.join(columns)})")
+        return dict(sel)
+
+    of = t.get("of", str, "goodput_gbps")
+    if of not in known:
+        raise t.err("of", f"not a column of the runs ({', '.join(columns)})")
+    against = selector("against")
+    against_value = t.get("against_value", (int, float), None, "a number")
+    if metric in ("ratio", "difference") and not against and against_value is None:
+        raise t.err("against", f"metric {metric!r} needs `against` (a selector) or `against_value`")
+    if metric not in ("ratio", "difference") and (against or against_value is not None):
+        raise t.err("against", f"metric {metric!r} compares nothing; remove `against`")
+    over = t.get("over", str, "")
+    if metric == "max_over_min" and over not in known:
+        raise t.err("over", f"metric 'max_over_min' needs `over`, a column of the runs ({', '.join(columns)})")
+    unit = t.get("unit", str, "")
+    if unit not in UNITS:
+        raise t.err("unit", f"expected one of {', '.join(repr(u) for u in UNITS)}, got {unit!r}")
+    mark = None
+    if "mark" in t.data:
+        m = _Strict(t.file, f"{t.where}.mark", t.get("mark", dict))
+        mark = Mark(m.get("panel", int, 0, "an integer"), float(m.get("y", (int, float), what="a number")),
+                    m.get("x", (int, float, str), None))
+        m.done()
+    return dict(
+        rule=t.get("rule", str), of=of, where=selector("where"), subject=selector("subject"), against=against,
+        against_value=None if against_value is None else float(against_value), each=selector("each"),
+        over=over, minus_one=t.get("minus_one", bool, False, "true or false"),
+        scale=float(t.get("scale", (int, float), 1.0, "a number")),
+        subtract=float(t.get("subtract", (int, float), 0.0, "a number")), unit=unit, mark=mark,
+    )
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -689,27 +739,21 @@ class RunTable:
 
 
 def _show(v: float, unit: str) -> str:
-    if unit == "x":
-        return f"{v:.2f}×"
-    if unit == "pct":
-        return f"{v * 100:.1f}%"
-    if unit == "gain":
-        return f"{v * 100:+.1f}%"
-    if unit == "gbps":
-        return f"{v:.1f} Gb/s"
-    if unit == "us":
-        return f"{v / 1e6:.1f} µs"
-    if unit == "bytes":
-        return f"{v:.0f} B"
-    return f"{v:.3g}"
+    return UNITS[unit](v)
 
 
 def _label(key: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in key.items())
 
 
-def evaluate(claim: TableClaim, table: RunTable) -> Verdict:
-    """Judge one claim on a figure's verified runs. Runs missing for some value make the claim
+def evaluate(claim: Claim, table: Any) -> Verdict:
+    """Judge one claim on a figure kind's table of verified runs (`Metrics.judge` of the claim's
+    metric family)."""
+    return next(m for m in METRICS.values() if claim.metric in m.names).judge(claim, table)
+
+
+def _evaluate_table(claim: Claim, table: RunTable) -> Verdict:
+    """Judge one table claim on a figure's verified runs. Runs missing for some value make the claim
     ``n/a`` (naming what is missing)."""
     try:
         items = _evaluate(claim, table)
@@ -731,12 +775,12 @@ def evaluate(claim: TableClaim, table: RunTable) -> Verdict:
                    verdict, tuple(vals), claim.note, *_extras(claim), unit=claim.unit)
 
 
-def _extras(claim: Any) -> tuple[str, str, str, str, str]:
-    """(reading, contradiction, cause, evidence, setting) of a claim of either engine."""
+def _extras(claim: Claim) -> tuple[str, str, str, str, str]:
+    """(reading, contradiction, cause, evidence, setting) of a claim, for its `Verdict`."""
     return claim.reading, claim.contradiction, claim.cause, claim.evidence, claim.setting
 
 
-def _evaluate(claim: TableClaim, table: RunTable) -> list[tuple[str, float]]:
+def _evaluate(claim: Claim, table: RunTable) -> list[tuple[str, float]]:
     each_cols = list(claim.each)
     each_vals = [table.expand(c, claim.each[c]) for c in each_cols]
     for c, vs in zip(each_cols, each_vals):
@@ -789,16 +833,23 @@ def counts(verdicts: Sequence[Verdict]) -> tuple[int, int, int]:
     return p, f, len(verdicts) - p - f
 
 
-def claims_csv(verdicts: Sequence[Verdict]) -> str:
-    """``id,claim,paper_value,rule,measured_value,pass`` (the scenario figures' claims file),
-    then, when sensitivity sweeps ran, ``band`` and ``band_passes`` (`band_cells`)."""
+CLAIMS_COLUMNS = ("id", "claim", "paper_value", "rule", "measured_value", "pass")
+"""The columns of ``STEM_claims.csv`` unless a figure kind names others (`claims_csv`)."""
+
+_VERDICT_FIELDS = {"measured_value": "measured", "pass": "verdict"}
+
+
+def claims_csv(verdicts: Sequence[Verdict], columns: Sequence[str] = CLAIMS_COLUMNS) -> str:
+    """``STEM_claims.csv``: one row per verdict with `columns` (fields of `Verdict`;
+    ``measured_value`` is `Verdict.measured`, ``pass`` `Verdict.verdict`), then, when
+    sensitivity sweeps ran, ``band`` and ``band_passes`` (`band_cells`)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     with_bands = any(c.bands for c in verdicts)
-    w.writerow(["id", "claim", "paper_value", "rule", "measured_value", "pass", *(BAND_COLUMNS if with_bands else ())])
+    w.writerow([*columns, *(BAND_COLUMNS if with_bands else ())])
     for c in verdicts:
-        w.writerow([c.id, c.claim, c.paper_value, c.rule, c.measured, c.verdict,
-                    *(band_cells(c.bands, c.show_value) if with_bands else ())])
+        w.writerow([getattr(c, _VERDICT_FIELDS.get(k, k)) for k in columns]
+                   + list(band_cells(c.bands, c.show_value) if with_bands else ()))
     return buf.getvalue()
 
 
@@ -830,15 +881,14 @@ def extra_html(contradiction: str, verdict: str, cause: str, evidence: str) -> s
     return out
 
 
-def extra_md(verdicts: Sequence[Any]) -> list[str]:
+def extra_md(verdicts: Sequence[Verdict]) -> list[str]:
     """Markdown after a claims table: the claims the paper words two ways (with how it
-    disagrees with itself), the sensitivity bands, and the causes recorded for failures.
-    Works on `Verdict` and on `reducelab.reproduce.ClaimResult` (both have ``id``-like fields)."""
+    disagrees with itself), the sensitivity bands, and the causes recorded for failures."""
     md = md_cell
-    rows = [(getattr(v, "id", None) or v.claim.id, v) for v in verdicts]
+    rows = [(v.id, v) for v in verdicts]
 
-    def field_of(v: Any, name: str) -> str:
-        return getattr(v, name, None) if hasattr(v, name) else getattr(v.claim, name)
+    def field_of(v: Verdict, name: str) -> str:
+        return str(getattr(v, name))
 
     lines: list[str] = []
     contra: dict[str, list[str]] = {}
@@ -912,3 +962,6 @@ def all_claims_html(rows: Sequence[Sequence[str]]) -> str:
                      f'<td class="{cls.get(verdict, "na")}">{h(verdict)}</td></tr>')
     parts.append("</table></section>")
     return "\n".join(parts) + "\n"
+
+
+register_metrics("table", Metrics(TABLE_METRICS, _read_table_terms, _evaluate_table))

@@ -14,7 +14,7 @@ import math
 import os
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -229,45 +229,40 @@ A bad algorithm, topology, format or size prints `error: ...` and exits with sta
 """
 
 _REPRODUCE_EPILOG = """\
-Reproduces a paper figure from its spec and claims files under scenarios/ (format:
-docs/reproductions.md): runs every (bandwidth, algorithm variant, vector size) point of the
-grid as one allreduce on the whole topology, keeps per algorithm and size the fastest variant,
-computes the subject algorithm's goodput gain over the best other one, checks the paper's
-claims and writes into DIR (default results/FIGURE-SCALE):
-  STEM.csv              bandwidth, algorithm, variant chosen, size, runtime, goodput, backend, verified
-  STEM_runs.csv         every run of every variant
-  STEM_gain.csv         the plotted gain per bandwidth and size, and the best other algorithm
-  STEM_backend_check.csv  (auto backend) every variant on both backends at the switch-over size
-  STEM_claims.csv/.md   claim, paper value, measured value, pass/fail
-  STEM.png              the figure (gain vs size, one line per bandwidth)
-and prints the claims table. Same figure, scale and backend give byte-identical files.
-Every point is a scenario run through the sweep store DIR/points.sqlite (--store DB to share
-one): a stored point is not run again, so an interrupted figure resumes and `reproduce all`
-runs a point two figures share once; --jobs N worker processes, or --scheduler
-tcp://HOST:PORT to run the points on a Dask cluster. `reproduce all` also writes DIR/claims.csv,
-the one table of every claim of every figure.
+Reproduces a paper figure from its two files under scenarios/<paper>/ (figN.toml +
+figN.claims.toml; format: docs/reproductions.md). One harness runs every paper's figures: the
+figure's kind turns it into points (scenarios), every point runs through the sweep store
+DIR/points.sqlite (--store DB to share one): a stored point is not run again, so an interrupted
+figure resumes and `reproduce all` runs a point two figures share once; --jobs N worker
+processes, or --scheduler tcp://HOST:PORT to run the points on a Dask cluster. One claims engine
+judges the paper's claims on the verified runs. Into DIR (default results/FIGURE-SCALE) it
+writes the kind's data files, STEM_claims.csv/.md (claim, paper value, rule, measured value,
+pass/fail) and STEM.png, and prints the claims table. Same figure, scale and backend give
+byte-identical files.
 
-Backends: packet (data verified on every rank), flow (pipelined fluid model), auto (the spec's
-default: packet below 8 MiB, flow from 8 MiB, where flow is validated within 5% of packet
-level; docs/flow-vs-packet.md). A progress bar appears on stderr if it is a terminal.
+Swing (swing-fig7 ... -fig15; size sweeps: every (network, algorithm variant, vector size) as one
+allreduce on the whole topology, the fastest variant per algorithm and size, the subject's gain
+over the best other): STEM.csv (variant chosen, runtime, goodput, backend, verified),
+STEM_runs.csv (every run), STEM_gain.csv, STEM_backend_check.csv (auto backend: every variant on
+both backends at the switch-over size). Backends: packet (data verified on every rank), flow
+(pipelined fluid model), auto (the figure's default: packet below its flow_min_bytes, flow from
+there on; docs/flow-vs-packet.md); --backend applies to these figures only.
+Canary (canary-fig2 ... -fig11; canary-all for every one into DIR/NAME/), DSA (dsa-fig8 ...
+-fig12), Flare (flare-fig7 ... -fig15): grids of scenario parameters; STEM.csv (one row per run)
+and, for Canary Figs. 7 and 10, STEM_links.csv. A progress bar appears on stderr if it is a
+terminal.
 
 examples:
   reducelab reproduce --list
   reducelab reproduce swing-fig9                         # small scale, a few seconds
   reducelab reproduce swing-fig9 --scale full --out results/fig9
   reducelab reproduce swing-fig9 --scale full --backend packet
-  reducelab reproduce all --scale small     # every figure (Swing, Canary) + results/all-small/index.html
-
-Canary figures (canary-fig2, -fig6, -fig7, -fig8, -fig9, -fig10, -fig11; canary-all for every
-one into DIR/NAME/): scenario runs on the Canary §5.2 fat tree (in-network allreduce, ring,
-random-uniform background), defined by scenarios/canary/figN.toml + figN.claims.toml. Scales:
-tiny (16 hosts, tests), small (64 hosts), full (1024 hosts, 5 allocations, 4 MiB; minutes per
-figure). They write STEM.csv (one row per run), STEM_claims.csv/.md, STEM.png and, for Figs. 7
-and 10, STEM_links.csv (network-link utilisation histograms). `reproduce all` runs them after
-the Swing figures, into DIR/NAME/, and adds them to DIR/index.html. A figure file of either kind
-may also be given by path (two files: figN.toml + figN.claims.toml; docs/extending.md).
   reducelab reproduce canary-fig8 --scale full --jobs 1 --out results/canary-fig8
-  reducelab reproduce my/figs/fig12.toml --scale tiny
+  reducelab reproduce my/figs/fig12.toml --scale tiny   # a figure file from any folder (docs/extending.md)
+  reducelab reproduce all --scale small     # every figure of every paper + results/all-small/index.html
+
+`reproduce all` writes every figure into DIR/NAME/, DIR/index.html (one report) and
+DIR/claims.csv (the one table of every claim of every figure).
 
 --sensitivity also runs each figure at every value of its [[sensitivity]] settings (settings the
 paper does not state, e.g. the static trees' window) and adds each claim's band (range of its
@@ -276,8 +271,8 @@ nothing: it judges the claims files again on the results in DIR (DIR/NAME/ for a
 canary-all), e.g. after editing a claims file:
   reducelab reproduce all --scale full --claims-only --out docs/results/swing-full
 
-An unknown figure or scale prints `error: ...` and exits with status 2; a packet-level run
-whose data does not verify exits with status 1 (after writing the files).
+An unknown figure or scale prints `error: ...` and exits with status 2; a run that does not
+complete with verified data exits with status 1 (after writing the files).
 """
 
 
@@ -757,7 +752,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument(
         "figure", metavar="FIGURE", nargs="?",
-        help="figure name (see --list), e.g. swing-fig9, or a scenario figure file figN.toml",
+        help="figure name (see --list), e.g. swing-fig9, or a figure file figN.toml",
     )
     reproduce.add_argument(
         "--out", type=Path, metavar="DIR", help="output directory (default: results/FIGURE-SCALE)"
@@ -769,7 +764,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument(
         "--backend", choices=("auto", "packet", "flow"), metavar="B",
-        help="override the spec's backend: auto, packet or flow",
+        help="override a size-sweep (Swing) figure's backend: auto, packet or flow",
     )
     reproduce.add_argument(
         "--jobs", "-j", type=_positive_int, metavar="N",
@@ -780,11 +775,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     reproduce.add_argument(
         "--store", type=Path, metavar="DB",
-        help="run store of the scenario figures (default: OUT/points.sqlite): stored points are not run again",
+        help="run store of the figures' points (default: OUT/points.sqlite): stored points are not run again",
     )
     reproduce.add_argument(
         "--scheduler", metavar="URL",
-        help="run the scenario figures' points on this Dask cluster (tcp://HOST:PORT) instead of locally",
+        help="run the figures' points on this Dask cluster (tcp://HOST:PORT) instead of locally",
     )
     reproduce.add_argument(
         "--sensitivity", action="store_true",
@@ -1475,35 +1470,25 @@ def _cmd_model(args: argparse.Namespace) -> int:
 
 
 def _cmd_reproduce(args: argparse.Namespace) -> int:
-    from . import figures, reproduce
+    from . import figures
     from .scenario import FieldError
 
     try:
-        scenario_figs = figures.names()
+        figs = figures.names()
     except figures.FigureError as exc:
         _fail(str(exc))
-    known = [*reproduce.names(), *scenario_figs, "canary-all", "all"]
+    known = [*figs, "canary-all", "all"]
     if args.list:
         for name in known:
             print(name)
         return 0
     if not args.figure:
         _fail(f"reproduce needs a FIGURE; known: {', '.join(known)}")
-    from_file = args.figure.endswith(".toml")
-    if from_file:
-        import tomllib
-
-        try:  # a size-sweep figure (reducelab.reproduce) or a scenario figure (reducelab.figures)
-            head = tomllib.loads(Path(args.figure).read_text(encoding="utf-8")).get("figure")
-            swing_file = isinstance(head, dict) and head.get("kind") in figures.SIZE_SWEEP_KINDS
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-            swing_file = False  # figures.load names the problem
-        if not swing_file:
-            try:
-                figures.load(args.figure)
-            except figures.FigureError as exc:
-                _fail(str(exc))
-        from_file = not swing_file
+    if args.figure.endswith(".toml"):
+        try:
+            figures.load(args.figure)
+        except figures.FigureError as exc:
+            _fail(str(exc))
     elif args.figure not in known:
         _fail(f"unknown figure {args.figure!r}; known: {', '.join(known)} (see `reducelab reproduce --list`)")
     if args.store is not None and args.store.is_dir():
@@ -1522,132 +1507,139 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     label = Path(args.figure).stem if args.figure.endswith(".toml") else args.figure
     out: Path = args.out if args.out is not None else Path("results") / f"{label}-{args.scale}"
     if args.claims_only:
-        return _cmd_reproduce_claims_only(args, out, from_file or args.figure in scenario_figs)
-    if from_file or args.figure in scenario_figs or args.figure == "canary-all":
-        return _cmd_reproduce_figures(args, out)
-    if args.figure == "all":  # every figure, then OUT/index.html
-        swing: list = []
-        try:
-            status = reproduce.run_all_cli(out, args.scale, args.backend, args.jobs, args.quiet,
-                                           store=args.store, scheduler=args.scheduler, reports=swing,
-                                           sensitivity=args.sensitivity)
-        except reproduce.ReproductionError as exc:
-            _fail(str(exc))
-        return max(status, _reproduce_figures_into_all(out, args, swing))
-    try:
-        report = reproduce.reproduce(
-            args.figure, out, scale=args.scale, backend=args.backend, jobs=args.jobs,
-            progress=not args.quiet, store=args.store, scheduler=args.scheduler, sensitivity=args.sensitivity,
-        )
-    except reproduce.ReproductionError as exc:
-        _fail(str(exc))
-    except OSError as exc:
-        _fail(f"{out}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
-    if not args.quiet:
-        print(report.claims_table())
-        print(
-            f"wrote {out} ({', '.join(sorted(report.files))}) in {report.wall_seconds:.0f} s, "
-            f"{len(report.runs)} runs, backend {report.backend}"
-        )
-    bad = report.unverified
-    if bad:
-        r = bad[0]
-        _fail(
-            f"{len(bad)} packet-level runs did not verify, e.g. {r.variant} {r.size} B at "
-            f"{r.bandwidth:g} Gb/s: {r.mismatch}",
-            EXIT_FAILURE,
-        )
-    return 0
+        return _cmd_reproduce_claims_only(args, out)
+    if args.figure in ("all", "canary-all"):
+        return _reproduce_all(args, out)
+    return _reproduce_one(args, out)
 
 
-def _run_figures(names: list[str], args: argparse.Namespace, out: Path, into_subdirs: bool,
-                 store: Path | None, table: bool) -> tuple[list, list]:
-    """Run scenario figures (`reducelab.figures`) through one store; returns (reports, bad runs)."""
+def _reproduction(out: Path, run: Callable[[], Any]) -> Any:
+    """`run()`, a reproduction writing into `out`, its errors turned into the CLI's: a bad figure,
+    scale or option exits 2, a point that cannot run or a store or file that cannot be written 1."""
     from . import figures
     from .scenario import FieldError
     from .store import StoreError
     from .sweep import SweepRunError
 
-    reports, bad = [], []
+    try:
+        return run()
+    except (figures.FigureError, FieldError) as exc:
+        _fail(str(exc))
+    except (SweepRunError, StoreError) as exc:
+        _fail(str(exc), EXIT_FAILURE)
+    except OSError as exc:
+        _fail(f"{out}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
+
+
+def _reproduce_one(args: argparse.Namespace, out: Path) -> int:
+    """One figure into OUT: its files, the claims table."""
+    from . import figures
+
+    def run() -> figures.FigureReport:
+        fig = figures.figure(args.figure)
+        fig.kind_of.with_backend(fig, fig.scale(args.scale), args.backend)
+        return figures.reproduce(args.figure, out, scale=args.scale, jobs=args.jobs, store=args.store,
+                                 scheduler=args.scheduler, progress=not args.quiet, sensitivity=args.sensitivity,
+                                 backend=args.backend)
+
+    rep = _reproduction(out, run)
+    if not args.quiet:
+        _print_report(rep)
+    return _unverified_status([(args.figure, r) for r in rep.unverified])
+
+
+def _print_report(rep: Any) -> None:
+    """A figure's claims table and what it wrote (a `figures.FigureReport`)."""
+    p, f, n = rep.counts()
+    cached = f", {rep.sweep.cached} stored before" if rep.sweep and rep.sweep.cached else ""
+    print(rep.claims_table())
+    print(f"wrote {rep.out} ({', '.join(sorted(rep.files))}) in {rep.wall_seconds:.0f} s, "
+          f"{len(rep.rows)} runs{cached}; {p} pass, {f} fail, {n} n/a", flush=True)
+
+
+def _unverified_status(bad: list[tuple[str, dict[str, Any]]]) -> int:
+    if not bad:
+        return 0
+    name, r = bad[0]
+    shown = {k: v for k, v in r.items() if k in ("series", "allocation", "algorithm", "topology", "size_bytes")}
+    print(f"error: {len(bad)} runs did not complete with verified results, e.g. {name} {shown}: "
+          f"{r.get('mismatch') or r.get('end')}", file=sys.stderr)
+    return EXIT_FAILURE
+
+
+def _reproduce_all(args: argparse.Namespace, out: Path) -> int:
+    """`reproduce all` (every figure) or `canary-all` (every Canary figure) into OUT/NAME/
+    through one store (OUT/points.sqlite), a line per figure, then OUT/index.html and
+    OUT/claims.csv. Returns 1 if a run did not complete with verified results."""
+    from . import figures
+
+    names = figures.names() if args.figure == "all" else [n for n in figures.names() if n.startswith("canary-")]
+    if args.backend is not None and not any(figures.figure(n).kind_of.takes_backend for n in names):
+        _fail(f"the figures of {args.figure} run scenarios as they are; --backend does not apply")
     for name in names:
-        d = out / name if into_subdirs else out
         try:
-            fig = figures.figure(name)
-            fig.scale(args.scale)
+            figures.figure(name).scale(args.scale)
         except figures.FigureError as exc:
             _fail(str(exc))
-        if table and not args.quiet and into_subdirs:
-            print(f"{name} ({args.scale})", flush=True)
-        try:
-            rep = figures.reproduce(name, d, scale=args.scale, jobs=args.jobs or min(2, os.cpu_count() or 1), store=store,
-                                    scheduler=args.scheduler, progress=not args.quiet, sensitivity=args.sensitivity)
-        except (figures.FigureError, FieldError) as exc:
-            _fail(str(exc))
-        except (SweepRunError, StoreError) as exc:
-            _fail(str(exc), EXIT_FAILURE)
-        except OSError as exc:
-            _fail(f"{d}: cannot write results: {exc.strerror or exc}", EXIT_FAILURE)
-        reports.append(rep)
-        if not args.quiet:
-            p, f, n = rep.counts()
-            cached = f", {rep.sweep.cached} stored before" if rep.sweep and rep.sweep.cached else ""
-            if table:
-                print(rep.claims_table())
-                print(f"wrote {d} ({', '.join(sorted(rep.files))}) in {rep.wall_seconds:.0f} s, "
-                      f"{len(rep.rows)} runs{cached}; {p} pass, {f} fail, {n} n/a", flush=True)
-            else:
-                print(f"{name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a  {len(rep.rows):>5} runs  "
-                      f"{rep.wall_seconds:6.1f} s{cached}", flush=True)
-        bad += [(name, r) for r in rep.unverified]
-    return reports, bad
+
+    def done(r: figures.FigureReport) -> None:
+        if not args.quiet and args.figure == "canary-all":  # a few figures: each one's claims table
+            print(f"{r.figure.name} ({args.scale})")
+            _print_report(r)
+        elif not args.quiet:
+            p, f, n = r.counts()
+            cached = f", {r.sweep.cached} stored before" if r.sweep and r.sweep.cached else ""
+            print(f"{r.figure.name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a  {len(r.rows):>5} runs  "
+                  f"{r.wall_seconds:6.1f} s{cached}", flush=True)
+
+    cmd = f"reducelab reproduce {args.figure} --scale {args.scale}" + (f" --backend {args.backend}" if args.backend else "") + f" --out {out}"
+    reports = _reproduction(out, lambda: figures.reproduce_all(
+        out, args.scale, names_=names, backend=args.backend, jobs=args.jobs, store=args.store,
+        scheduler=args.scheduler, progress=not args.quiet, sensitivity=args.sensitivity, on_done=done, command=cmd))
+    if not args.quiet:
+        n = sum(len(r.verdicts) for r in reports)
+        print(f"wrote {out / 'index.html'} ({len(reports)} figures) and {out / 'claims.csv'} ({n} claims)")
+    return _unverified_status([(r.figure.name, row) for r in reports for row in r.unverified])
 
 
-def _cmd_reproduce_claims_only(args: argparse.Namespace, out: Path, scenario_figure: bool) -> int:
+def _cmd_reproduce_claims_only(args: argparse.Namespace, out: Path) -> int:
     """`reproduce FIG --claims-only`: judge the claims again on the results in OUT (OUT/NAME/ for
     `all` and `canary-all`), rewrite the claims files, print the table (one line per figure for
     several, and OUT/claims.csv for `all`)."""
-    from . import figures, reproduce
+    from . import figures
     from .claims import ClaimError, all_claims_csv, claims_table_text
     from .store import StoreError
 
     if args.sensitivity:
         _fail("--claims-only runs nothing: it cannot run the --sensitivity sweeps")
     if args.figure == "all":
-        todo = [(n, False) for n in reproduce.names()] + [(n, True) for n in figures.names()]
+        todo = figures.names()
     elif args.figure == "canary-all":
-        todo = [(n, True) for n in figures.names() if n.startswith("canary-")]
+        todo = [n for n in figures.names() if n.startswith("canary-")]
     else:
-        todo = [(args.figure, scenario_figure)]
-    many = len(todo) > 1 or args.figure in ("all", "canary-all")
+        todo = [args.figure]
+    many = args.figure in ("all", "canary-all")
     rows = []
     skipped = []
-    for name, scenario in todo:
+    for name in todo:
         d = out / name if many else out
         if many and not d.is_dir():
             skipped.append(name)  # e.g. docs/results/swing-full holds no Canary figure
             continue
         try:
-            if scenario:
-                vs = figures.reevaluate(name, d, args.scale)
-                table = [(v.id, v.verdict.upper(), v.paper_value, v.measured) for v in vs]
-                rows += [(name, v.id, v.source, v.claim, v.paper_value, v.measured, v.verdict) for v in vs]
-            else:
-                rs = reproduce.reevaluate(name, d, args.scale)
-                table = [(r.claim.id, r.verdict, r.claim.paper_value, r.measured) for r in rs]
-                rows += [(name, r.claim.id, r.claim.source, r.claim.claim, r.claim.paper_value, r.measured, r.verdict)
-                         for r in rs]
-        except (figures.FigureError, reproduce.ReproductionError, StoreError, ClaimError) as exc:
+            vs = figures.reevaluate(name, d, args.scale)
+        except (figures.FigureError, StoreError, ClaimError) as exc:
             _fail(str(exc))
         except OSError as exc:
             _fail(f"{d}: cannot write the claims files: {exc.strerror or exc}", EXIT_FAILURE)
+        rows += [(name, v.id, v.source, v.claim, v.paper_value, v.measured, v.verdict) for v in vs]
         if not args.quiet:
-            verdicts = [t[1].lower() for t in table]
-            p, f = verdicts.count("pass"), verdicts.count("fail")
+            p, f, n = (sum(v.verdict == x for v in vs) for x in ("pass", "fail", "n/a"))
             if many:
-                print(f"{name:<12} {p:>2} pass {f:>2} fail {len(verdicts) - p - f:>2} n/a", flush=True)
+                print(f"{name:<12} {p:>2} pass {f:>2} fail {n:>2} n/a", flush=True)
             else:
-                print(claims_table_text(table))
-                print(f"rewrote the claims files in {d}: {p} pass, {f} fail, {len(verdicts) - p - f} n/a")
+                print(claims_table_text([(v.id, v.verdict.upper(), v.paper_value, v.measured) for v in vs]))
+                print(f"rewrote the claims files in {d}: {p} pass, {f} fail, {n} n/a")
     if len(skipped) == len(todo):
         _fail(f"{out}: no results of {', '.join(skipped)} (expected {out}/NAME/ directories)")
     if skipped and not args.quiet:
@@ -1658,56 +1650,6 @@ def _cmd_reproduce_claims_only(args: argparse.Namespace, out: Path, scenario_fig
             p = sum(r[6] == "pass" for r in rows)
             f = sum(r[6] == "fail" for r in rows)
             print(f"{len(rows)} claims: {p} pass, {f} fail, {len(rows) - p - f} n/a; wrote {out / 'claims.csv'}")
-    return 0
-
-
-def _cmd_reproduce_figures(args: argparse.Namespace, out: Path) -> int:
-    """A scenario figure (e.g. canary-fig8), or `canary-all`: every Canary figure into OUT/NAME/."""
-    from . import figures
-
-    if args.backend is not None:
-        _fail("the scenario figures (Canary) run packet-level scenarios; --backend does not apply")
-    if args.figure == "canary-all":
-        names = [n for n in figures.names() if n.startswith("canary-")]
-        store = args.store if args.store is not None else out / figures.STORE_FILE
-        _, bad = _run_figures(names, args, out, True, store, True)
-    else:
-        _, bad = _run_figures([args.figure], args, out, False, args.store, True)
-    if bad:
-        name, r = bad[0]
-        _fail(f"{len(bad)} runs did not complete with verified results, e.g. {name} "
-              f"{ {k: r[k] for k in ('series', 'allocation') if k in r} }: end {r['end']}", EXIT_FAILURE)
-    return 0
-
-
-def _reproduce_figures_into_all(out: Path, args: argparse.Namespace, swing: list) -> int:
-    """`reproduce all`, second part: every scenario figure into OUT/NAME/ (the same store,
-    OUT/points.sqlite), added to OUT/index.html (written by the Swing part) with the one claims
-    table of every figure (also OUT/claims.csv). Returns 1 if a run did not complete with
-    verified results."""
-    from . import figures
-    from .claims import all_claims_csv, all_claims_html
-
-    store = args.store if args.store is not None else out / figures.STORE_FILE
-    reports, bad = _run_figures(figures.names(), args, out, True, store, False)
-    rows = [row for r in [*swing, *reports] for row in r.claim_rows()]
-    index = out / "index.html"
-    try:
-        page = index.read_text(encoding="utf-8")
-        head, tail = page.rsplit("</body>", 1)
-        index.write_text(head + figures.index_section(reports, out) + all_claims_html(rows) + "</body>" + tail,
-                         encoding="utf-8")
-        (out / "claims.csv").write_text(all_claims_csv(rows), encoding="utf-8", newline="")
-    except (OSError, ValueError) as exc:
-        _fail(f"{index}: cannot add the scenario figures: {exc}", EXIT_FAILURE)
-    if not args.quiet:
-        print(f"added {len(reports)} scenario figures and the table of {len(rows)} claims to {index} "
-              f"(and {out / 'claims.csv'})")
-    if bad:
-        name, r = bad[0]
-        print(f"error: {len(bad)} runs did not complete with verified results, e.g. {name} "
-              f"series {r.get('series')} allocation {r.get('allocation')}: end {r['end']}", file=sys.stderr)
-        return EXIT_FAILURE
     return 0
 
 

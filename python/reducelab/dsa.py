@@ -35,6 +35,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .figures import TableKind
 from .scenario import Scenario
 
 if TYPE_CHECKING:
@@ -55,7 +56,7 @@ FLOAT_COLUMNS = ("loss", "mean_jct_us", "max_jct_us", "memory_utilization", "spe
                  "loss_share_ii", "loss_share_iii", "loss_ii_over_iii")
 
 
-class DsaKind:
+class DsaKind(TableKind):
     """Scenario runs of the DSA paper (see the module docstring)."""
 
     name = "dsa"

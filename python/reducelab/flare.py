@@ -13,6 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .figures import TableKind
 from .scenario import Scenario
 
 DESIGNS = ("single", "multi-2", "multi-4", "tree")
@@ -267,7 +268,7 @@ def _num(x: Any) -> float:
     return float("nan") if x is None else float(x)
 
 
-class FlareKind:
+class FlareKind(TableKind):
     """One-switch runs of the Flare paper (seed 004 §6): each point is a ``[pspin]`` scenario
     (the figure's base scenario with the point's design, size, type, subset and staggering); a
     row holds the simulated switch's measurements and the §4–6 model's values side by side."""
@@ -423,11 +424,6 @@ class FlareKind:
 
     def files(self, fig: Any, rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         return {f"{fig.stem}.csv": results_csv(rows)}
-
-    @staticmethod
-    def rows_from_csv(text: str) -> list[dict[str, Any]]:
-        """The rows of ``STEM.csv`` (`reducelab reproduce FIG --claims-only` without a store)."""
-        return rows_from_csv(text)
 
 
 def _cell(v: Any) -> str:

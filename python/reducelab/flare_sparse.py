@@ -17,6 +17,7 @@ import io
 import json
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from .figures import TableKind
 from .scenario import Scenario
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def traffic_bytes(links_csv_text: str | None) -> int:
     return sum(int(r["bytes"]) for r in csv.DictReader(io.StringIO(links_csv_text)))
 
 
-class FlareSparseKind:
+class FlareSparseKind(TableKind):
     """Scenario runs of Flare's Fig. 15 (see the module docstring)."""
 
     name = "flare_sparse"

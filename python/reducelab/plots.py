@@ -681,7 +681,7 @@ def _swing_size_ticks(ax: Any, sizes: Sequence[int], every: int = 5) -> None:
 
 
 def swing_gain_png(spec: Any, table: Sequence[Any], marks: Sequence[Any], out: Path) -> Path:
-    """A Swing ``gain_vs_size`` figure (`reducelab.reproduce`): gain of the subject vs size, one
+    """A Swing ``gain_vs_size`` figure (`reducelab.sizesweep`): gain of the subject vs size, one
     line per network; the paper's values (`marks`: claims with a ``mark`` ``gain``) as black
     crosses labelled with the claim."""
     import matplotlib
@@ -717,7 +717,7 @@ def swing_gain_png(spec: Any, table: Sequence[Any], marks: Sequence[Any], out: P
 
 
 def swing_goodput_png(spec: Any, results: Any, marks: Sequence[Any], out: Path) -> Path:
-    """A Swing ``goodput_vs_size`` figure (`reducelab.reproduce`): per network a panel with
+    """A Swing ``goodput_vs_size`` figure (`reducelab.sizesweep`): per network a panel with
     goodput vs size per series, a large dot where a multi-variant series switches variant, the
     subject's gain over the best other (letter of the best other at each point) as a top-left
     inset, and the runtime at small sizes (<= 32 KiB, log scale, 32 B runtimes in its title) as a
@@ -820,12 +820,12 @@ def swing_goodput_png(spec: Any, results: Any, marks: Sequence[Any], out: Path) 
 
 
 def _swing_marks(ax: Axes, marks: Sequence[Any], what: str, cfg: Any, legend: bool = True) -> None:
-    """Draw the paper's values of Swing claims (`reproduce.Claim.mark`) that apply to this axis:
-    ``gain`` marks on gain axes (y in %), ``share_of_peak``/``goodput_gbps`` on goodput panels;
-    only on the claim's networks (cfg.paper in claim.topologies, when it names them)."""
+    """Draw the paper's values of size-sweep claims (`reducelab.sizesweep.SizeTerms.mark`) that
+    apply to this axis: ``gain`` marks on gain axes (y in %), ``share_of_peak``/``goodput_gbps`` on
+    goodput panels; only on the claim's networks (cfg.paper in its topologies, when it names them)."""
     for c in marks:
-        m = c.mark
-        if cfg is not None and c.topologies is not None and cfg.paper not in c.topologies:
+        m = c.terms.mark
+        if cfg is not None and c.terms.topologies is not None and cfg.paper not in c.terms.topologies:
             continue
         if what == "gain" and "gain" in m:
             y = 100 * m["gain"]

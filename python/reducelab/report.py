@@ -13,8 +13,8 @@ marker lines of REPORT_MD (`BEGIN`, `END`; appended if absent) from data only, s
   or "no cause recorded";
 - the sensitivity bands, when the results were made with ``--sensitivity``.
 
-PAPER is ``swing`` (the size-sweep figures, `reducelab.reproduce`) or ``canary`` (the scenario
-figures, `reducelab.figures`).
+PAPER is the prefix of the figures' names (``swing``, ``canary``, ``dsa``, ``flare``; every
+figure is read by `reducelab.figures`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from . import figures
-from . import reproduce as sizesweep
 from .claims import CAUSES, FAIL, NA, PASS, md_cell
 from .scenario import Scenario, parse_path
 
@@ -58,23 +57,13 @@ class ClaimInfo:
 
 def _claims_info(paper: str) -> dict[tuple[str, str], ClaimInfo]:
     out: dict[tuple[str, str], ClaimInfo] = {}
-    if paper == "swing":
-        for name in sizesweep.names():
-            spec = sizesweep.load_spec(sizesweep.spec_path(name), "full")
-            for c in sizesweep.load_claims(spec.claims_path, spec):
-                out[(name, c.id)] = ClaimInfo(name, c.id, c.quote, c.source, c.reading, c.contradiction, c.cause, c.evidence, c.setting)
-    else:
-        for name in figures.names():
-            if not name.startswith(f"{paper}-"):
-                continue
-            for t in figures.figure(name).claims():
-                out[(name, t.id)] = ClaimInfo(name, t.id, t.quote, t.source, t.reading, t.contradiction, t.cause, t.evidence, t.setting)
+    for name in _figure_names(paper):
+        for t in figures.figure(name).claims():
+            out[(name, t.id)] = ClaimInfo(name, t.id, t.quote, t.source, t.reading, t.contradiction, t.cause, t.evidence, t.setting)
     return out
 
 
 def _figure_names(paper: str) -> list[str]:
-    if paper == "swing":
-        return sizesweep.names()
     return [n for n in figures.names() if n.startswith(f"{paper}-")]
 
 
@@ -82,11 +71,7 @@ def _sensitivities(paper: str) -> dict[str, list[str]]:
     """Sensitivity key -> figures that sweep it."""
     out: dict[str, list[str]] = {}
     for name in _figure_names(paper):
-        if paper == "swing":
-            sens = sizesweep.load_spec(sizesweep.spec_path(name), "full").sensitivity
-        else:
-            sens = tuple(figures.figure(name).sensitivity)
-        for s in sens:
+        for s in figures.figure(name).sensitivity:
             out.setdefault(s.key, []).append(name)
     return out
 
@@ -263,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         write(args[0], Path(args[1]), Path(args[2]))
-    except (ReportError, figures.FigureError, sizesweep.ReproductionError) as exc:
+    except (ReportError, figures.FigureError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"rewrote the generated part of {args[2]} from {args[1]}")

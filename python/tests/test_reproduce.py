@@ -13,9 +13,28 @@ import pytest
 
 from helpers import REPO, cli
 
-from reducelab import ScenarioError, _core, reproduce
+from reducelab import ScenarioError, _core, claims, figures, sizesweep
+from reducelab.figures import FigureError
 
 SPEC = REPO / "scenarios" / "swing" / "fig9.toml"
+
+
+def load_spec(path: Path, scale: str = "full") -> sizesweep.Spec:
+    """A size-sweep figure file at one scale (`Figure.scale` of its kind)."""
+    return figures.load(path).scale(scale)
+
+
+def load_claims(path: Path) -> list[claims.Claim]:
+    return figures.load(path).claims()
+
+
+def spec_path(name: str) -> Path:
+    return figures.registry()[name]
+
+
+def swing_names() -> list[str]:
+    return [n for n in figures.names() if n.startswith("swing-")]
+
 CLAIMS = REPO / "scenarios" / "swing" / "fig9.claims.toml"
 SERIES = ("swing", "recursive-doubling", "ring", "bucket", "hamiltonian-rings")
 FIG9_HEADER = "topology,bandwidth_gbps,algorithm,variant,size_bytes,runtime_ps,goodput_gbps,backend,verified"
@@ -40,7 +59,7 @@ CONTENTION_FREE = {"ring", "bucket", "hamiltonian-rings"}
 
 
 def _auto_probe(alg: str) -> dict:
-    text = (reproduce.scenarios_dir() / "swing" / "network.toml").read_text(encoding="utf-8")
+    text = (figures.scenarios_dir() / "swing" / "network.toml").read_text(encoding="utf-8")
     text = text.replace('algorithm = "swing-bandwidth"', f'algorithm = "{alg}"').replace("bytes = 1048576", "bytes = 32")
     assert 'shape = "torus:8x8"' in text
     return json.loads(_core.run(text, probe=True)["summary_json"])
@@ -61,7 +80,7 @@ def test_auto_names_contention_free_plans() -> None:
 
 def test_csv_has_every_series_at_every_point(tiny_run: tuple[Path, str]) -> None:
     out, _ = tiny_run
-    spec = reproduce.load_spec(SPEC, "tiny")
+    spec = load_spec(SPEC, "tiny")
     assert (out / "fig9.csv").read_text().splitlines()[0] == FIG9_HEADER
     rows = read_csv(out / "fig9.csv")
     assert {r["topology"] for r in rows} == {"torus:8x8"}
@@ -107,7 +126,7 @@ def test_claims_files_list_every_claim(tiny_run: tuple[Path, str]) -> None:
         assert r["measured_value"]
         assert r["pass"] in ("pass", "fail", "n/a")
     md = (out / "fig9_claims.md").read_text()
-    assert "| id | source | claim | paper | measured | result |" in md
+    assert "| id | claim | paper | rule | measured | result |" in md
     for c in claims:
         assert f"| {c['id']} | " in md and c["quote"] in md
     # The CLI prints the claims table.
@@ -133,10 +152,10 @@ def test_same_scale_gives_identical_bytes(tiny_run: tuple[Path, str], tmp_path: 
     out, _ = tiny_run
     from reducelab.store import ResultStore
 
-    report = reproduce.reproduce("swing-fig9", tmp_path, scale="tiny")
+    report = figures.reproduce("swing-fig9", tmp_path, scale="tiny")
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(p.name for p in out.iterdir())
     for p in out.iterdir():
-        if p.name == reproduce.STORE_FILE:  # the run store also records when each run finished
+        if p.name == figures.STORE_FILE:  # the run store also records when each run finished
             with ResultStore(p) as a, ResultStore(tmp_path / p.name) as b:
                 assert list(a.dump()) == list(b.dump())  # its results are the same bytes
             continue
@@ -164,11 +183,11 @@ def test_spec_errors_name_the_field(tmp_path: Path) -> None:
     text = SPEC.read_text(encoding="utf-8").replace('scenario = "network.toml"', f'scenario = "{SPEC.parent / "network.toml"}"')
     bad = tmp_path / "bad.toml"
     bad.write_text(text.replace('variants = ["ring"]', 'variants = ["rring"]'), encoding="utf-8")
-    with pytest.raises(reproduce.ReproductionError, match=r"series\[2\]\.variants: unknown algorithm 'rring'"):
-        reproduce.load_spec(bad)
+    with pytest.raises(FigureError, match=r"series\[2\]\.variants: unknown algorithm 'rring'"):
+        load_spec(bad)
     bad.write_text(text.replace("switch_latency_ns = 300", "switch_latency_ns = 300\nbogus = 1"), encoding="utf-8")
-    with pytest.raises(reproduce.ReproductionError, match=r"network\.bogus: unknown key"):
-        reproduce.load_spec(bad)
+    with pytest.raises(FigureError, match=r"network\.bogus: unknown key"):
+        load_spec(bad)
 
 
 def test_run_collective_backends() -> None:
@@ -200,18 +219,18 @@ def test_help_has_examples() -> None:
 # ---------------------------------------------------------------------------------------------
 # Every figure: specs and claims at every scale, `reproduce all`, metrics on synthetic data.
 
-FIGURES = reproduce.names()
+FIGURES = swing_names()
 
 
 @pytest.mark.parametrize("name", FIGURES)
 def test_every_spec_and_claims_file_loads_at_every_scale(name: str) -> None:
-    path = reproduce.spec_path(name)
-    full = reproduce.load_spec(path, "full")
+    path = spec_path(name)
+    full = load_spec(path, "full")
     assert set(full.scales) >= {"full", "small", "tiny"}
     for scale in full.scales:
-        spec = reproduce.load_spec(path, scale)
-        claims = reproduce.load_claims(spec.claims_path, spec)
-        assert claims and all(c.quote and c.source and c.paper_value for c in claims)
+        spec = load_spec(path, scale)
+        cs = load_claims(path)
+        assert cs and all(c.quote and c.source and c.paper_value for c in cs)
         assert spec.sizes[0] == 32 and spec.sizes[-1] in (512 << 20, 2 << 30)
         # Every scale network is the paper's or stands in for one of them.
         assert {c.paper for c in spec.configs} <= set(full.paper_topologies)
@@ -224,7 +243,7 @@ def test_every_spec_and_claims_file_loads_at_every_scale(name: str) -> None:
 
 
 def test_paper_networks_of_the_full_scale() -> None:
-    nets = {n: reproduce.load_spec(reproduce.spec_path(n), "full").topologies for n in FIGURES}
+    nets = {n: load_spec(spec_path(n), "full").topologies for n in FIGURES}
     assert nets["swing-fig7"] == ("torus:64x64",)
     assert nets["swing-fig8"] == ("torus:8x8", "torus:16x16", "torus:32x32", "torus:64x64", "torus:128x128")
     assert nets["swing-fig11"] == ("torus:32x32", "torus:64x16", "torus:128x8", "torus:256x4")
@@ -232,7 +251,7 @@ def test_paper_networks_of_the_full_scale() -> None:
     assert nets["swing-fig13"][0] == "hammingmesh:2x2,32x32"
     assert nets["swing-fig14"][0] == "hammingmesh:4x4,16x16"
     assert nets["swing-fig15"][0] == "hyperx:64x64"
-    fig7 = reproduce.load_spec(reproduce.spec_path("swing-fig7"), "full")
+    fig7 = load_spec(spec_path("swing-fig7"), "full")
     mirrored = fig7.series_named("mirrored-recursive-doubling")
     assert mirrored is not None and not mirrored.baseline
     ring = fig7.series_named("ring")
@@ -244,6 +263,10 @@ def _write_spec(tmp_path: Path, spec_extra: str = "", claims: str = "", series_e
 [figure]
 name = "t"
 kind = "goodput_vs_size"
+paper = "p"
+title = "t"
+output = "t"
+scenario = "{REPO / 'scenarios' / 'swing' / 'network.toml'}"
 claims = "s.claims.toml"
 [network]
 latency_ns = 100
@@ -290,16 +313,16 @@ paper_value = "p"
 ])
 def test_new_spec_fields_errors_name_the_field(tmp_path: Path, spec_extra: str, series_extra: str, match: str) -> None:
     path = _write_spec(tmp_path, spec_extra=spec_extra, series_extra=series_extra)
-    with pytest.raises(reproduce.ReproductionError, match=match):
-        reproduce.load_spec(path, "small" if "scales.small" in spec_extra else "full")
+    with pytest.raises(FigureError, match=match):
+        load_spec(path, "small" if "scales.small" in spec_extra else "full")
 
 
 def test_grid_topology_errors(tmp_path: Path) -> None:
     path = _write_spec(tmp_path)
     text = path.read_text(encoding="utf-8")
     path.write_text(text.replace('topologies = ["torus:4x4", "torus:8x8"]', 'topologies = ["tor:4x4"]'), encoding="utf-8")
-    with pytest.raises(reproduce.ReproductionError, match=r"grid\.topologies: 'tor:4x4' is not a topology spec"):
-        reproduce.load_spec(path)
+    with pytest.raises(FigureError, match=r"grid\.topologies: 'tor:4x4' is not a topology spec"):
+        load_spec(path)
 
 
 @pytest.mark.parametrize("body, match", [
@@ -316,28 +339,27 @@ def test_grid_topology_errors(tmp_path: Path) -> None:
 ])
 def test_claims_errors_name_the_field(tmp_path: Path, body: str, match: str) -> None:
     path = _write_spec(tmp_path, claims=CLAIM + body + "\n")
-    spec = reproduce.load_spec(path)
-    with pytest.raises(reproduce.ReproductionError, match=match):
-        reproduce.load_claims(spec.claims_path, spec)
+    with pytest.raises(FigureError, match=match):
+        load_claims(path)
 
 
-def _synthetic(spec: reproduce.Spec, goodput: dict[tuple[str, str, int], float]) -> reproduce.Results:
+def _synthetic(spec: sizesweep.Spec, goodput: dict[tuple[str, str, int], float]) -> sizesweep.Results:
     """Results from invented goodputs (topology, variant, size) -> Gb/s; 0 = not given (slow)."""
     runs = []
     for cfg in spec.configs:
         for v in spec.variants:
             for size in spec.sizes:
                 g = goodput.get((cfg.topology, v, size), 0.001)
-                runs.append(reproduce.Run(cfg.bandwidth, v, size, round(size * 8 / g * 1000), g, "flow", None, None, cfg.topology))
-    return reproduce.Results(spec, runs)
+                runs.append(sizesweep.Run(cfg.bandwidth, v, size, round(size * 8 / g * 1000), g, "flow", None, None, cfg.topology))
+    return sizesweep.Results(spec, runs)
 
 
 def _eval(tmp_path: Path, body: str, goodput: dict[tuple[str, str, int], float], scale: str = "full",
-          spec_extra: str = "") -> reproduce.ClaimResult:
+          spec_extra: str = "") -> claims.Verdict:
     path = _write_spec(tmp_path, spec_extra=spec_extra, claims=CLAIM + body + "\n")
-    spec = reproduce.load_spec(path, scale)
-    (claim,) = reproduce.load_claims(spec.claims_path, spec)
-    return reproduce.evaluate_claim(spec, claim, _synthetic(spec, goodput))
+    spec = load_spec(path, scale)
+    (claim,) = load_claims(path)
+    return claims.evaluate(claim, _synthetic(spec, goodput))
 
 
 SIZES = (32, 64, 128, 256, 512)
@@ -408,17 +430,17 @@ def test_network_dependent_claims_are_na_on_stand_ins(tmp_path: Path) -> None:
 def test_skipped_and_unavailable_series(tmp_path: Path) -> None:
     extra = 'skip = { "torus:8x8" = "too big" }\n[[series]]\nname = "rd"\nvariants = ["recursive-doubling-latency"]'
     path = _write_spec(tmp_path, series_extra=extra, claims=CLAIM + 'metric = "min_gain"\nagainst = "bucket"\npass_if = "all > 0"\n')
-    spec = reproduce.load_spec(path)
+    spec = load_spec(path)
     res = _synthetic(spec, DATA)
     assert res.absent == {(spec.configs[1], "bucket"): "not run: too big"}
-    (claim,) = reproduce.load_claims(spec.claims_path, spec)
-    r = reproduce.evaluate_claim(spec, claim, res)
+    (claim,) = load_claims(path)
+    r = claims.evaluate(claim, res)
     assert "not run: bucket on torus:8x8" in r.measured and r.measured.startswith("torus:4x4: -20.0%")
     assert {g.best_other for g in res.gains if g.config.topology == "torus:8x8"} == {"rd"}
     # Without any other baseline series on a network the figure has no gain there: an error.
     path = _write_spec(tmp_path, series_extra='skip = { "torus:8x8" = "too big" }', claims="")
-    with pytest.raises(reproduce.ReproductionError, match="no baseline series besides 'swing' runs on torus:8x8"):
-        _synthetic(reproduce.load_spec(path), DATA)
+    with pytest.raises(FigureError, match="no baseline series besides 'swing' runs on torus:8x8"):
+        _synthetic(load_spec(path), DATA)
 
 
 @pytest.fixture(scope="module")
@@ -436,13 +458,13 @@ def test_all_writes_an_html_report_with_every_claim(all_tiny: Path) -> None:
     page = (all_tiny / "index.html").read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page
     for name in FIGURES:
-        spec = reproduce.load_spec(reproduce.spec_path(name), "tiny")
+        spec = load_spec(spec_path(name), "tiny")
         stem = spec.output
         assert f'<img src="{name}/{stem}.png"' in page
         assert (all_tiny / name / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
         assert f"reducelab reproduce {name} --scale tiny --out {all_tiny / name}" in page
         rows = read_csv(all_tiny / name / f"{stem}_claims.csv")
-        for c in reproduce.load_claims(spec.claims_path, spec):
+        for c in load_claims(spec_path(name)):
             assert f'id="{name}-{c.id}"' in page
             assert [r for r in rows if r["id"] == c.id][0]["paper_value"] == c.paper_value
     assert "reducelab reproduce all --scale tiny" in page
@@ -453,7 +475,7 @@ def test_all_writes_an_html_report_with_every_claim(all_tiny: Path) -> None:
 
 def test_all_is_deterministic(all_tiny: Path, tmp_path: Path) -> None:
     figs = ["swing-fig7", "swing-fig12", "swing-fig14"]
-    reproduce.reproduce_all(tmp_path, scale="tiny", figures=figs)
+    figures.reproduce_all(tmp_path, "tiny", names_=figs)
     for name in figs:
         for p in (all_tiny / name).iterdir():
             assert (tmp_path / name / p.name).read_bytes() == p.read_bytes(), (name, p.name)
@@ -462,8 +484,6 @@ def test_all_is_deterministic(all_tiny: Path, tmp_path: Path) -> None:
 def test_all_covers_the_canary_figures(all_tiny: Path) -> None:
     """`reproduce all` runs the Canary figures too, into DIR/NAME/, and reports them in
     index.html with their claims."""
-    from reducelab import figures
-
     page = (all_tiny / "index.html").read_text(encoding="utf-8")
     assert page.rstrip().endswith("</body></html>") and page.count("</body>") == 1
     for name in figures.names():
@@ -487,26 +507,22 @@ def test_all_has_one_claims_table(all_tiny: Path) -> None:
     store, DIR/points.sqlite, holding the points of every figure."""
     import sqlite3
 
-    from reducelab import figures
-
     every = read_csv(all_tiny / "claims.csv")
     want = []
-    for name in [*reproduce.names(), *figures.names()]:
-        stem = reproduce.load_spec(reproduce.spec_path(name), "tiny").output if name in reproduce.names() else figures.figure(name).stem
+    for name in figures.names():
+        stem = figures.figure(name).stem
         want += [(name, r["id"], r["measured_value"], r["pass"]) for r in read_csv(all_tiny / name / f"{stem}_claims.csv")]
     assert [(r["figure"], r["id"], r["measured_value"], r["pass"]) for r in every] == want
     page = (all_tiny / "index.html").read_text(encoding="utf-8")
     assert '<section id="all-claims">' in page and f"{len(want)} claims of every paper" in page
     with sqlite3.connect(all_tiny / "points.sqlite") as db:
         sweeps = {r[0] for r in db.execute("SELECT name FROM sweeps")}
-    assert sweeps == {*reproduce.names(), *(f"{n}@tiny" for n in figures.names())}
+    assert sweeps == {f"{n}@tiny" for n in figures.names()}
 
 
 def test_list_and_unknown_figure_name_every_figure() -> None:
-    from reducelab import figures
-
     listed = cli("reproduce", "--list").stdout.split()
-    assert listed == [*reproduce.names(), *figures.names(), "canary-all", "all"]
+    assert listed == [*figures.names(), "canary-all", "all"]
     proc = cli("reproduce", "fig99")
     assert proc.returncode == 2
     assert all(name in proc.stderr for name in listed)
@@ -514,51 +530,42 @@ def test_list_and_unknown_figure_name_every_figure() -> None:
 
 def test_claims_judge_only_runs_whose_data_verified(tmp_path, monkeypatch) -> None:
     """A run whose data did not verify is reported but never counts towards a claim: the claims
-    are those of the same figure where that run's series could not run on its network."""
-    import dataclasses
-
-    import reducelab.reproduce as rp
-
-    real = rp._run_points
+    are those of the same figure where that run's variant could not run on its network."""
+    real_row = sizesweep.SizeSweepKind.row
+    real_rows = figures._rows
     first: list = []
 
     def key(r):
-        return (r.topology, r.bandwidth, r.variant, r.size, r.backend)
+        return (r["topology"], r["bandwidth_gbps"], r["algorithm"])
 
-    def runs_with(change):
-        # The same run (by its point, not its position) is changed in both reproductions.
-        def run_points(spec, points, optional, *rest):
-            rs = list(real(spec, points, optional, *rest))
-            if not first:
-                first.append(key(next(r for r in rs if r.verified is True)))
-            at = [i for i, r in enumerate(rs) if key(r) == first[0]]
-            return change(rs, at[0]) if at else rs
-        return run_points
+    def spoiling(self, params, stored, links=False, link_kind="network"):
+        r = real_row(self, params, stored, links, link_kind)
+        if not first and r["verified"] is True and not r["check"]:
+            first.append((*key(r), r["size_bytes"]))
+        if first and (*key(r), r["size_bytes"]) == first[0] and not r["check"]:
+            r.update(runtime_ps=1, goodput_gbps=1e9, verified=False, mismatch="spoiled by the test")
+        return r
 
-    def unavailable(rs, i):
-        rs[i] = dataclasses.replace(rs[i], error="could not run")
-        return rs
+    monkeypatch.setattr(sizesweep.SizeSweepKind, "row", spoiling)
+    spoiled = figures.reproduce("swing-fig9", tmp_path / "b", scale="tiny", jobs=1)
+    assert len(spoiled.unverified) == 1
+    monkeypatch.setattr(sizesweep.SizeSweepKind, "row", real_row)
 
-    def spoil(rs, i):
-        rs[i] = dataclasses.replace(rs[i], runtime_ps=1, goodput_gbps=1e9, verified=False, mismatch="spoiled by the test")
-        return rs
+    def without_variant(*args, **kw):  # every run of that variant on that network left out
+        return [r for r in real_rows(*args, **kw) if r["check"] or key(r) != first[0][:3]]
 
-    monkeypatch.setattr(rp, "_run_points", runs_with(unavailable))
-    without = rp.reproduce("swing-fig9", tmp_path / "a", scale="tiny", jobs=1)
-    monkeypatch.setattr(rp, "_run_points", runs_with(spoil))
-    spoiled = rp.reproduce("swing-fig9", tmp_path / "b", scale="tiny", jobs=1)
-    assert len([r for r in spoiled.runs if r.verified is False]) == 1
-    assert [(c.claim.id, c.measured, c.verdict) for c in spoiled.claims] == [(c.claim.id, c.measured, c.verdict) for c in without.claims]
+    monkeypatch.setattr(figures, "_rows", without_variant)
+    without = figures.reproduce("swing-fig9", tmp_path / "a", scale="tiny", jobs=1)
+    assert [(c.id, c.measured, c.verdict) for c in spoiled.verdicts] == [(c.id, c.measured, c.verdict) for c in without.verdicts]
 
 
 def test_runs_come_back_in_point_order_whichever_finishes_first(tmp_path) -> None:
-    """`Report.runs` is in the order of the figure's points, not of completion (two workers)."""
-    import reducelab.reproduce as rp
-
+    """`FigureReport.rows` are in the order of the figure's points, not of completion (two workers)."""
     orders = []
     for i in range(3):
-        report = rp.reproduce("swing-fig9", tmp_path / str(i), scale="tiny", jobs=2)
-        orders.append([(r.topology, r.bandwidth, r.variant, r.size, r.backend) for r in report.runs])
+        report = figures.reproduce("swing-fig9", tmp_path / str(i), scale="tiny", jobs=2)
+        orders.append([(r["topology"], r["bandwidth_gbps"], r["algorithm"], r["size_bytes"], r["run_backend"])
+                       for r in report.rows if not r["check"]])  # the backend check's points come last
     assert orders[0] == orders[1] == orders[2]
     sizes = [k[3] for k in orders[0] if k[:3] == orders[0][0][:3]]
     assert sizes == sorted(sizes), "within one (network, variant) the sizes come in the spec's order"
@@ -569,25 +576,24 @@ def test_points_run_through_the_store_once(tmp_path, monkeypatch) -> None:
     into the same store runs nothing (the simulator is not called) and writes the same files."""
     import sqlite3
 
-    import reducelab.reproduce as rp
     import reducelab.sweep as sw
 
-    a = rp.reproduce("swing-fig9", tmp_path / "a", scale="tiny", jobs=2)
+    a = figures.reproduce("swing-fig9", tmp_path / "a", scale="tiny", jobs=2)
     with sqlite3.connect(tmp_path / "a" / "points.sqlite") as con:
         n = con.execute("SELECT COUNT(*) FROM results").fetchone()[0]
         kinds = {json.loads(r[0])["traffic"][0]["kind"] for r in con.execute("SELECT scenario_json FROM results")}
-    assert n >= len({(r.topology, r.bandwidth, r.variant, r.size, r.backend) for r in a.runs}) and kinds == {"collective"}
+    assert n == len(a.rows) and kinds == {"collective"}
     before = {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir() if p.suffix in (".csv", ".md")}
 
     def no_run(toml_text: str) -> dict:
         raise AssertionError("a stored point ran again")
 
     monkeypatch.setattr(sw, "run_point", no_run)
-    b = rp.reproduce("swing-fig9", tmp_path / "a", scale="tiny", jobs=1)
-    assert [r.runtime_ps for r in b.runs] == [r.runtime_ps for r in a.runs]
+    b = figures.reproduce("swing-fig9", tmp_path / "a", scale="tiny", jobs=1)
+    assert [r["runtime_ps"] for r in b.rows] == [r["runtime_ps"] for r in a.rows]
     assert {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir() if p.suffix in (".csv", ".md")} == before
     with pytest.raises(AssertionError, match="ran again"):  # the patch is live: a new point would call it
-        rp.reproduce("swing-fig9", tmp_path / "c", scale="tiny", jobs=1)
+        figures.reproduce("swing-fig9", tmp_path / "c", scale="tiny", jobs=1)
 
 
 def test_a_swing_figure_is_two_data_files(tmp_path: Path) -> None:
@@ -615,9 +621,9 @@ def test_a_swing_figure_is_two_data_files(tmp_path: Path) -> None:
     assert run("reproduce", "--list").stdout.split() == ["my-fig3", "canary-all", "all"]
     proc = run("reproduce", "my-fig3", "--scale", "tiny", "--jobs", "1", "--out", str(tmp_path / "out"))
     assert proc.returncode == 0, proc.stderr
-    ref = reproduce.reproduce("swing-fig9", tmp_path / "ref", scale="tiny", jobs=1)
+    ref = figures.reproduce("swing-fig9", tmp_path / "ref", scale="tiny", jobs=1)
     assert (tmp_path / "out" / "fig3.csv").read_bytes() == (tmp_path / "ref" / "fig9.csv").read_bytes()
-    assert len(read_csv(tmp_path / "out" / "fig3_claims.csv")) == len(ref.claims)
+    assert len(read_csv(tmp_path / "out" / "fig3_claims.csv")) == len(ref.verdicts)
     # The same two files from any folder, by path.
     proc = cli("reproduce", d / "fig3.toml", "--scale", "tiny", "--jobs", "1", "--out", tmp_path / "bypath")
     assert proc.returncode == 0, proc.stderr
