@@ -528,6 +528,12 @@ def sensitivity_tables(text: str, file: str) -> dict[tuple[str, str], str]:
     return out
 
 
+def swept_values(tables: Mapping[tuple[str, str], str], sens: Sensitivity) -> tuple[Any, ...]:
+    """The values of `sens` that a sweep's `tables` (`sensitivity_tables`) hold, in the order of
+    ``sens.values``."""
+    return tuple(v for v in sens.values if (sens.key, json.dumps(v)) in tables)
+
+
 def sensitivity_table_for(tables: Mapping[tuple[str, str], str], sens: Sensitivity, value: Any, file: str) -> str:
     """The results table of setting `sens.key` = `value` in `tables` (ClaimError naming `file`
     and the setting when the sweep did not reach it)."""

@@ -733,7 +733,8 @@ def reevaluate(name: str | os.PathLike[str], out: str | os.PathLike[str], scale:
     """Judge figure `name`'s claims again without running anything, and rewrite the claims files
     in `out`: on the runs stored in ``OUT/points.sqlite`` if it exists (every point must be
     stored), else on the figure's results table (`FigureKind.saved_rows`, e.g. the committed
-    full-scale results). With ``OUT/STEM_sensitivity.csv``, the claims get their bands again.
+    full-scale results). With ``OUT/STEM_sensitivity.csv``, the claims get their bands again, each
+    over the values of its setting that the file holds (a setting it does not hold gets no band).
     With `plot`, ``STEM.png`` is drawn again from the same runs (and the sensitivity sweep's)."""
     fig = figure(name)
     kind = fig.kind_of
@@ -755,14 +756,19 @@ def reevaluate(name: str | os.PathLike[str], out: str | os.PathLike[str], scale:
     if sens_file.is_file():  # the runs of a --sensitivity sweep: the claims get their bands again
         tables = claims_engine.sensitivity_tables(sens_file.read_text(encoding="utf-8"), str(sens_file))
         for sens in fig.sensitivity:
+            # A committed sweep may hold some of the values (a full-scale band costs a run of the
+            # figure per value); the band is over those, and says so in its settings.
+            ran = claims_engine.swept_values(tables, sens)
+            if not ran:
+                continue
             at = []
-            for value in sens.values:
+            for value in ran:
                 ssc = kind.sensitivity_scale(fig, sc, sens, value)
                 text = claims_engine.sensitivity_table_for(tables, sens, value, str(sens_file))
                 srows = kind.rows_from_table(fig, ssc, text)
                 swept_runs.append((sens.key, srows))
                 at.append(judge(fig, ssc, claims, srows))
-            verdicts = claims_engine.with_bands(verdicts, sens.key, sens.values, at)
+            verdicts = claims_engine.with_bands(verdicts, sens.key, ran, at)
     (out / f"{fig.stem}_claims.csv").write_text(claims_engine.claims_csv(verdicts, kind.claims_columns), encoding="utf-8", newline="")
     (out / f"{fig.stem}_claims.md").write_text(claims_md(fig, sc, rows, verdicts), encoding="utf-8", newline="")
     if plot:

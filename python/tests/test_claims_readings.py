@@ -469,7 +469,8 @@ def test_sensitivity_run_adds_bands_and_keeps_the_default_verdicts(tmp_path: Pat
     assert proc.returncode == 0, proc.stderr
     for f in ("fig13_claims.csv", "fig13_claims.md"):
         assert (c / f).read_bytes() == (tmp_path / "b" / f).read_bytes(), f
-    # Without the sweep's file the claims have no band; a setting missing from it is named.
+    # Without the sweep's file the claims have no band; a value missing from it leaves the band
+    # over the values it holds, which the band names.
     sens = (c / "fig13_sensitivity.csv").read_text(encoding="utf-8")
     (c / "fig13_sensitivity.csv").unlink()
     assert cli("reproduce", "swing-fig13", "--scale", "tiny", "--claims-only", "--out", c, "-q").returncode == 0
@@ -478,7 +479,10 @@ def test_sensitivity_run_adds_bands_and_keeps_the_default_verdicts(tmp_path: Pat
     assert len(kept) < len(sens.splitlines())
     (c / "fig13_sensitivity.csv").write_text("".join(kept), encoding="utf-8")
     proc = cli("reproduce", "swing-fig13", "--scale", "tiny", "--claims-only", "--out", c, "-q")
-    assert proc.returncode == 2 and "fig13_sensitivity.csv" in proc.stderr and "topology.board_latency_ns = 50" in proc.stderr
+    assert proc.returncode == 0, proc.stderr
+    with (c / "fig13_claims.csv").open(encoding="utf-8") as f:
+        partial = list(csv.DictReader(f))
+    assert all(r["band"].startswith("topology.board_latency_ns in {10, 100}: ") for r in partial)
     (c / "fig13_sensitivity.csv").write_text("size,runtime\n1,2\n", encoding="utf-8")
     proc = cli("reproduce", "swing-fig13", "--scale", "tiny", "--claims-only", "--out", c, "-q")
     assert proc.returncode == 2 and "not a sensitivity table" in proc.stderr
