@@ -140,10 +140,22 @@ def _read_claims_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+PAPERS = ("swing", "canary", "dsa", "flare")
+"""The papers with reproduction reports (the prefixes of their figures' names)."""
+
+
+def _parameters_section(paper: str) -> list[str]:
+    return ["## Parameters and their sources", "",
+            f"Every setting of the {paper.capitalize()} figures: stated by the paper (its words), a stated default, or "
+            "ReduceLab's choice where the paper is silent (the last column names the figures whose "
+            "`[[sensitivity]]` sweeps it: `reducelab reproduce FIG --scale full --sensitivity`). Generated from "
+            f"`docs/results/{paper}-parameters.toml` and the base scenario.", "", *parameters_md(paper), ""]
+
+
 def report_md(paper: str, results: Path) -> str:
     """The generated part of the report of `paper` from the results in `results`."""
-    if paper not in ("swing", "canary"):
-        raise ReportError(f"paper: expected swing or canary, got {paper!r}")
+    if paper not in PAPERS:
+        raise ReportError(f"paper: expected one of {', '.join(PAPERS)}, got {paper!r}")
     info = _claims_info(paper)
     names = _figure_names(paper)
     per_fig: list[tuple[str, list[dict[str, str]]]] = []
@@ -165,13 +177,13 @@ def report_md(paper: str, results: Path) -> str:
     lines += ["", "A claim the paper words two ways counts once per reading. n/a: not judged on these results "
               "(e.g. a column the committed results predate).", ""]
 
-    lines += ["## Parameters and their sources", "",
-              f"Every setting of the {paper.capitalize()} figures: stated by the paper (its words), a stated default, or "
-              "ReduceLab's choice where the paper is silent (the last column names the figures whose "
-              "`[[sensitivity]]` sweeps it: `reducelab reproduce FIG --scale full --sensitivity`). Generated from "
-              f"`docs/results/{paper}-parameters.toml` and the base scenario.", ""]
-    lines += parameters_md(paper)
-    lines.append("")
+    if not (PARAMETERS_DIR / f"{paper}-parameters.toml").is_file():
+        lines += ["## Parameters and their sources", "",
+                  f"Every setting is in `scenarios/{paper}/` (the base scenario and the figure files, each with its "
+                  "source beside it) and in the docs the figures name.", ""]
+    else:
+        lines += _parameters_section(paper)
+
 
     contra: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for name, rows in per_fig:
@@ -244,7 +256,7 @@ def write(paper: str, results: Path, report: Path) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 3:
-        print("usage: python -m reducelab.report swing|canary RESULTS_DIR REPORT_MD", file=sys.stderr)
+        print(f"usage: python -m reducelab.report {'|'.join(PAPERS)} RESULTS_DIR REPORT_MD", file=sys.stderr)
         return 2
     try:
         write(args[0], Path(args[1]), Path(args[2]))
