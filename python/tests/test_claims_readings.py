@@ -64,13 +64,13 @@ def test_a_claim_with_two_readings_is_checked_once_per_reading() -> None:
     assert [c.source for c in cs] == ["§1", "§2"]  # a reading's source replaces the claim's
     assert [c.reading for c in cs] == ["ten", "twenty"]
     assert all(c.contradiction == "the paper says 10 here and 20 there" for c in cs)
-    assert (cs[0].cause, cs[1].cause, cs[1].evidence) == ("", "the paper disagrees with itself", "measured 15")
+    assert (cs[0].cause, cs[1].cause, cs[1].evidence) == ("", "paper-inconsistency", "measured 15")
     table = RunTable([{"series": "a", "g": 15.0}], {})
     verdicts = [claims.evaluate(c, table) for c in cs]
     assert [v.verdict for v in verdicts] == ["pass", "fail"]
     md = "\n".join(claims.extra_md(verdicts))
     assert "c/ten PASS, c/twenty FAIL: the paper says 10 here and 20 there" in md
-    assert "**c/twenty** (the paper disagrees with itself): measured 15" in md
+    assert "**c/twenty** (paper-inconsistency): measured 15" in md
     assert "c/ten** (" not in md  # a passing reading's cause is not listed (it has none here anyway)
 
 
@@ -376,18 +376,24 @@ def test_report_is_generated_from_the_claims_csvs_and_files(tmp_path: Path) -> N
     p = sum(r["pass"] == "pass" for r in rows)
     assert f"| **all** | {len(rows)} | **{p}** |" in text
     fails = [r["id"] for r in rows if r["pass"] == "fail"]
-    assert text.count("| missing model feature |") + text.count("| the paper disagrees with itself |") \
-        + text.count("| the paper's own model disagrees |") + text.count("| unstated setting |") == len(fails)
+    why = text.split("## Why each failing reading fails", 1)[1].split("\n## ", 1)[0]
+    assert sum(line.startswith("| swing-fig") for line in why.splitlines()) == len(fails)
+    heads = re.findall(r"^### (\S+) \((\d+)\)$", why, flags=re.M)  # one section per cause, with its count
+    assert {h for h, _ in heads} <= set(claims.CAUSES) and sum(int(n) for _, n in heads) == len(fails)
     assert "| `topology.bandwidth_gbps` | 400 | paper (§5) |" in text  # read from network.toml
     assert "| `topology.board_latency_ns` |" in text and "swing-fig13, swing-fig14 |" in text  # its sweeps
     # A failure without a recorded cause is flagged, not hidden.
     f15 = results / "swing-fig15" / "fig15_claims.csv"
-    lines = f15.read_text(encoding="utf-8").splitlines(keepends=True)
-    k = next(i for i, line in enumerate(lines) if i > 0 and line.endswith(",pass\n"))
-    lines[k] = lines[k][: -len("pass\n")] + "fail\n"
-    f15.write_text("".join(lines), encoding="utf-8")
+    with f15.open(newline="", encoding="utf-8") as fh:
+        table = list(csv.DictReader(fh))
+    next(r for r in table if r["pass"] == "pass")["pass"] = "fail"
+    out = io.StringIO()
+    w = csv.DictWriter(out, fieldnames=list(table[0]), lineterminator="\n")
+    w.writeheader()
+    w.writerows(table)
+    f15.write_text(out.getvalue(), encoding="utf-8")
     text = report.write("swing", results, md)
-    assert "**no cause recorded**" in text and "1 failing claim(s) have no cause recorded" in text
+    assert "### no cause recorded (1)" in text and "1 failing reading(s) have no cause recorded" in text
 
 
 def claims_rows(d: Path) -> list[dict[str, str]]:
