@@ -402,6 +402,20 @@ class Sensitivity:
             return {self.key: value}
         return dict(dict(self.settings)[value])
 
+    def fields_on(self, base: Any, value: Any) -> dict[str, Any]:
+        """`assignments` of `value` for scenario `base`, each written as `base` writes the same
+        number (`like_default`), so a value equal to the base's gives the base scenario byte for
+        byte; a field `base` leaves unset is kept as given (building the point names a bad one)."""
+        from .scenario import FieldError
+
+        out = {}
+        for key, v in self.assignments(value).items():
+            try:
+                out[key] = like_default(base.get(key), v)
+            except FieldError:
+                out[key] = v
+        return out
+
 
 def like_default(default: Any, value: Any) -> Any:
     """`value` written as the setting's `default` is when they are the same number (``201.0`` for

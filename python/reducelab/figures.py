@@ -418,12 +418,7 @@ class TableKind(FigureKind):
                                   f"({', '.join(self.params)})")
             value = claims_engine.like_default(sc.params.get(pname), value)
             return ScaleSpec(sc.name, dict(sc.set), {**sc.params, pname: value}, list(sc.grid), sc.note)
-        values = {}
-        for key, v in sens.assignments(value).items():
-            try:
-                values[key] = claims_engine.like_default(fig.base(sc).get(key), v)
-            except FieldError:
-                values[key] = v  # a key the base scenario leaves unset: building the points names it if it is wrong
+        values = sens.fields_on(fig.base(sc), value)
         return ScaleSpec(sc.name, {**sc.set, **values}, dict(sc.params), list(sc.grid), sc.note)
 
     def scenarios(self, fig: Figure, sc: ScaleSpec) -> list[tuple[dict[str, Any], Scenario]]:

@@ -610,8 +610,7 @@ def figure_png(
                     ax.plot([u * 100 for u in us], [(k + 1) / len(us) for k in range(len(us))], label=label)
             _finish(ax, p.title, p.xlabel or "link utilisation (%)", p.ylabel or "CDF of network links", True)
             continue
-        data = [{"x": r.get(p.x) * p.xfactor if p.xfactor != 1 else r.get(p.x), "y": r.get(p.y), "hue": hue_of(r)}
-                for r in sel]
+        data = _panel_data(p, sel, hue_of)
         if not data:
             _finish(ax, p.title + " (no runs)", p.xlabel or p.x, p.ylabel or p.y, False)
             continue
@@ -645,11 +644,15 @@ def figure_png(
     return save_figure(fig, out)[0]
 
 
+def _panel_data(p: Any, rows: Sequence[Mapping[str, Any]], hue_of: Callable[[Mapping[str, Any]], str]) -> list[dict[str, Any]]:
+    """(x, y, hue) of each of `rows` on panel `p` (x scaled by the panel's ``xfactor``)."""
+    return [{"x": r.get(p.x) * p.xfactor if p.xfactor != 1 else r.get(p.x), "y": r.get(p.y), "hue": hue_of(r)}
+            for r in rows]
+
+
 def _panel_groups(p: Any, rows: Sequence[Mapping[str, Any]], table: Any, hue_of: Callable[[Mapping[str, Any]], str]) -> list[Series]:
     """The curves of line panel `p` drawn from `rows` (a swept setting's runs)."""
-    sel = [r for r in rows if r.get("verified") and all(table._match(r, k, v) for k, v in p.where.items())]
-    data = [{"x": r.get(p.x) * p.xfactor if p.xfactor != 1 else r.get(p.x), "y": r.get(p.y), "hue": hue_of(r)}
-            for r in sel]
+    data = _panel_data(p, [r for r in rows if r.get("verified") and all(table._match(r, k, v) for k, v in p.where.items())], hue_of)
     return series(data, "x", "y", "hue", name_hue=False) if data else []
 
 

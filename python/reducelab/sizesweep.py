@@ -978,16 +978,8 @@ def _with_setting(spec: Spec, topo: str, sc: Scenario) -> Scenario:
     sens, value = spec.setting
     if sens.topologies and topo not in sens.topologies and spec.stand_ins.get(topo) not in sens.topologies:
         return sc
-    from .claims import like_default
-
-    values = {}
     try:
-        for key, v in sens.assignments(value).items():
-            try:
-                values[key] = like_default(sc.get(key), v)
-            except FieldError:
-                values[key] = v  # unset in the base: with_values names a wrong key
-        return sc.with_values(values)
+        return sc.with_values(sens.fields_on(sc, value))
     except FieldError as exc:
         raise FigureError(f"{spec.path}: sensitivity {sens.key} = {value!r}: {exc}") from None
 
