@@ -335,6 +335,12 @@ class Verdict:
     bands: tuple[Band, ...] = ()
     """One per sensitivity sweep of the figure (`with_bands`), when they were run."""
     unit: str = ""
+    pass_if: str = ""
+    """The claim's pass rule (`PASS_RE`), over `values`."""
+    shift: float = 0.0
+    """What `values` had subtracted (the claim's `subtract`): a value as measured is value + shift."""
+    paper: float | None = None
+    """The paper's value in the space of `values` (`paper_number`), None if the paper states none."""
 
     def show_value(self, v: float) -> str:
         """A value the rule saw, in the claim's unit (`UNITS`)."""
@@ -780,7 +786,8 @@ def _evaluate_table(claim: Claim, table: RunTable) -> Verdict:
     except KeyError as exc:
         msg = exc.args[0] if exc.args else str(exc)
         return Verdict(claim.id, claim.source, claim.quote, claim.claim, claim.paper_value, claim.rule,
-                       f"not evaluated: {msg}", NA, (), claim.note, *_extras(claim), unit=claim.unit)
+                       f"not evaluated: {msg}", NA, (), claim.note, *_extras(claim), unit=claim.unit,
+                       **chart_terms(claim))
     vals = [v for _, v in items]
     verdict, detail = judge(claim.pass_if, vals)
 
@@ -792,7 +799,59 @@ def _evaluate_table(claim: Claim, table: RunTable) -> Verdict:
     shown = [f"{lab}: {show(v)}" if lab else show(v) for lab, v in items]
     measured = "; ".join(shown) + (f" ({detail})" if detail else "")
     return Verdict(claim.id, claim.source, claim.quote, claim.claim, claim.paper_value, claim.rule, measured,
-                   verdict, tuple(vals), claim.note, *_extras(claim), unit=claim.unit)
+                   verdict, tuple(vals), claim.note, *_extras(claim), unit=claim.unit, **chart_terms(claim))
+
+
+_PAPER_TOKEN = re.compile(
+    r"(?<![\w.])([-+−]?[0-9]+(?:\.[0-9]+)?)(?:\s*(%|×|x(?![a-zA-Z0-9])|KiB|MiB|GiB|TiB|B(?![a-zA-Z])|Tb/s|Gb/s))?")
+_PAPER_SCALE = {"%": 0.01, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "B": 1}
+
+
+def paper_numbers(text: str) -> list[tuple[float, str]]:
+    """Every number a claim's ``paper_value`` states, with its unit: ``+40%`` = (0.4, "%"),
+    ``2×`` = (2, "×"), ``2 MiB`` = (2097152, "B"), ``1.6 Tb/s`` = (1.6, "Tb/s"). Numbers glued
+    to letters or shapes (``8x8``, ``Hx2Mesh``, ``3D``) are names, not values."""
+    out = []
+    for m in _PAPER_TOKEN.finditer(text):
+        if text[m.end():m.end() + 1].isalnum() or re.match(r"x[0-9]", text[m.end(1):m.end(1) + 2]):
+            continue
+        unit = m.group(2) or ""
+        unit = "B" if unit in _PAPER_SCALE and unit != "%" else "x" if unit == "×" else unit
+        out.append((float(m.group(1).replace("−", "-")) * _PAPER_SCALE.get(m.group(2) or "", 1), unit))
+    return out
+
+
+def paper_number(claim: Claim) -> float | None:
+    """The paper's value of `claim` in the space of the values its rule sees, or None when the
+    claim states no such number. 0 for a claim that subtracts the paper's value; 1 (0 with
+    `minus_one`) for a ratio to an `against_value` the paper states. Else the first number of
+    ``paper_value`` (`paper_numbers`) that the rule itself is built on — inside the rule's
+    interval, its threshold, or a ratio or percentage on the passing side of it — read as written, as a ratio (``+23%`` = 1.23 for a rule on
+    ratios), in percent (``+100%`` = 100) or in KiB (``2 MiB`` = 2048): the rule's interval
+    decides which reading it is. A number no reading fits (a size in the wording, a quantity of
+    another unit) is not taken for the paper's value."""
+    if claim.subtract:
+        return 0.0
+    m = PASS_RE.match(claim.pass_if)
+    if m is None:
+        return None
+    for p, unit in paper_numbers(claim.paper_value):
+        if claim.against_value is not None and math.isclose(p, claim.against_value, rel_tol=1e-3):  # as printed
+            return 0.0 if claim.minus_one else 1.0
+        readings = [p, 1 + p, 100 * p] if unit == "%" else [p, p / 1024] if unit == "B" else [p]
+        for q in readings:
+            if m.group(4) and number(m.group(5)) <= q <= number(m.group(6)):
+                return q
+            if m.group(1) and math.isclose(q, number(m.group(3)), rel_tol=1e-9, abs_tol=1e-12):
+                return q
+            if m.group(1) and unit in ("%", "x") and judge(claim.pass_if, [q])[0] == PASS:
+                return q  # "≥ 2×" judged as "all >= 1.6": the paper's 2 is on the passing side
+    return None
+
+
+def chart_terms(claim: Claim) -> dict[str, Any]:
+    """The terms of a `Verdict` that its chart draws (`reducelab.plots.claims_png`)."""
+    return {"pass_if": claim.pass_if, "shift": claim.subtract, "paper": paper_number(claim)}
 
 
 def _extras(claim: Claim) -> tuple[str, str, str, str, str]:

@@ -680,8 +680,7 @@ def reproduce(
     for n, text in files.items():
         (out / n).write_text(text, encoding="utf-8", newline="")
     if plot:
-        kind.plot(fig, sc, rows, claims, out / f"{fig.stem}.png", swept_runs)
-        files[f"{fig.stem}.png"] = ""
+        files.update(draw(fig, sc, rows, claims, verdicts, out, swept_runs))
     return FigureReport(fig, sc, rows, verdicts, files, rep, time.monotonic() - t0, out)
 
 
@@ -767,8 +766,22 @@ def reevaluate(name: str | os.PathLike[str], out: str | os.PathLike[str], scale:
     (out / f"{fig.stem}_claims.csv").write_text(claims_engine.claims_csv(verdicts, kind.claims_columns), encoding="utf-8", newline="")
     (out / f"{fig.stem}_claims.md").write_text(claims_md(fig, sc, rows, verdicts), encoding="utf-8", newline="")
     if plot:
-        kind.plot(fig, sc, rows, claims, out / f"{fig.stem}.png", swept_runs)
+        draw(fig, sc, rows, claims, verdicts, out, swept_runs)
     return verdicts
+
+
+def draw(fig: Figure, sc: Any, rows: Sequence[Mapping[str, Any]], claims: Sequence[Claim], verdicts: Sequence[Verdict],
+         out: Path, swept_runs: Sequence[tuple[str, Sequence[Mapping[str, Any]]]] = ()) -> dict[str, str]:
+    """Draw the figure's plots into `out`: ``STEM.png`` (the kind's, `FigureKind.plot`) and
+    ``STEM_claims.png`` (every claim against the paper, `reducelab.plots.claims_png`); returns
+    the names drawn (as `FigureReport.files` keys)."""
+    from .plots import claims_png
+
+    fig.kind_of.plot(fig, sc, rows, claims, out / f"{fig.stem}.png", swept_runs)
+    drawn = {f"{fig.stem}.png": ""}
+    if claims_png(fig.title, verdicts, out / f"{fig.stem}_claims.png") is not None:
+        drawn[f"{fig.stem}_claims.png"] = ""
+    return drawn
 
 
 # ---------------------------------------------------------------------------------------------
@@ -823,6 +836,8 @@ def index_html(scale: str, command: str, out: str | os.PathLike[str], reports: S
             f"<code>{h(r.command(Path(out) / d))}</code></p>",
             f'<p><img src="{h(d)}/{h(stem)}.png" alt="{h(d)} reproduction"></p>',
         ]
+        if f"{stem}_claims.png" in r.files:
+            parts.append(f'<p><img src="{h(d)}/{h(stem)}_claims.png" alt="{h(d)}: the paper\'s values against the measured"></p>')
         setup = kind.setup(r.figure, r.scale, r.rows)
         if setup:
             parts += ["<ul>", *(f"<li>{h(x)}</li>" for x in setup), "</ul>"]

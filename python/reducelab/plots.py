@@ -842,3 +842,99 @@ def _swing_marks(ax: Axes, marks: Sequence[Any], what: str, cfg: Any, legend: bo
                 zorder=6, label=f"paper ({c.id}): {c.paper_value}" if legend else None)
         if not legend:
             ax.annotate(f"paper {c.id}", (m["size_bytes"], y), fontsize=4, textcoords="offset points", xytext=(0, -6), ha="center")
+
+
+def claims_png(title: str, verdicts: Sequence[Any], out: PathLike) -> Path | None:
+    """A figure's claims against the paper (``STEM_claims.png``), one row per claim reading, each
+    on its own axis in the claim's unit: the pass region of its rule (green), the values the rule
+    saw (dots: green pass, red fail), the paper's value (black cross, `claims.paper_number`,
+    where the paper states one) and each sensitivity band's range (grey bar, labelled with its
+    setting, in the row's order). Every row is labelled with its id, verdict and the paper's
+    words. None when there
+    are no claims."""
+    from matplotlib.figure import Figure as MplFigure
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    import textwrap
+
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    from .claims import FAIL, PASS, PASS_RE, number
+
+    if not verdicts:
+        return None
+    row_h = 0.62
+    fig = MplFigure(figsize=(9.0, 0.9 + row_h * len(verdicts)))
+    top = 1 - 0.75 / (0.9 + row_h * len(verdicts))
+    fig.subplots_adjust(left=0.27, right=0.76, top=top, bottom=0.15 / (0.9 + row_h * len(verdicts)) + 0.02, hspace=1.3)
+    axes = fig.subplots(len(verdicts), 1, squeeze=False)[:, 0]
+    colors = {PASS: "tab:green", FAIL: "tab:red"}
+    for ax, v in zip(axes, verdicts):
+        shown = [x + v.shift for x in v.values if math.isfinite(x)]
+        xs = list(shown)
+        if v.paper is not None:
+            xs.append(v.paper + v.shift)
+        bands = [(b.key, b.lo + v.shift, b.hi + v.shift) for b in v.bands
+                 if b.lo is not None and b.hi is not None and math.isfinite(b.lo) and math.isfinite(b.hi)]
+        xs += [x for _, lo, hi in bands for x in (lo, hi)]
+        m = PASS_RE.match(v.pass_if) if v.pass_if else None
+        region: tuple[float, float] | None = None
+        if m and m.group(4):
+            region = (number(m.group(5)) + v.shift, number(m.group(6)) + v.shift)
+            xs += list(region)
+        elif m and m.group(1):
+            x0 = number(m.group(3)) + v.shift
+            xs.append(x0)
+            region = (x0, math.inf) if m.group(2).startswith(">") else (-math.inf, x0) if m.group(2).startswith("<") else (x0, x0)
+        positive = bool(xs) and min(xs) > 0
+        log = positive and (max(xs) / min(xs) > 64 or v.unit in ("size", "bytes"))
+        if xs:
+            lo, hi = min(xs), max(xs)
+            if log:
+                lo, hi = lo / 2, hi * 2
+            else:
+                pad = (hi - lo) * 0.12 or abs(hi) * 0.1 or 1.0
+                lo, hi = lo - pad, hi + pad
+            if log:
+                ax.set_xscale("log", base=2)
+            ax.set_xlim(lo, hi)
+            if region is not None:
+                a, b = max(region[0], lo), min(region[1], hi)
+                if b > a:
+                    ax.axvspan(a, b, color="tab:green", alpha=0.18, linewidth=0)
+                else:
+                    ax.axvline(a, color="tab:green", linewidth=2, alpha=0.5)
+        for k, (key, blo, bhi) in enumerate(bands):
+            y = -0.35 - 0.25 * k
+            ax.plot([blo, bhi], [y, y], color="0.55", linewidth=3, solid_capstyle="butt")
+        if shown:
+            ax.plot(shown, [0.0] * len(shown), "o", color=colors.get(v.verdict, "0.5"), markersize=4,
+                    markeredgecolor="k", markeredgewidth=0.4, zorder=5)
+        if v.paper is not None:
+            ax.plot([v.paper + v.shift], [0.0], "X", color="k", markersize=8, zorder=6)
+        ax.set_ylim(-0.45 - 0.25 * max(len(bands), 1), 0.5)
+        ax.set_yticks([])
+        ax.tick_params(axis="x", labelsize=6, length=2, pad=1)
+        ax.xaxis.set_major_locator(MaxNLocator(5) if not log else ax.xaxis.get_major_locator())
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _pos, v=v: v.show_value(x)))
+        ax.minorticks_off()
+        name = v.id + (f" ({v.reading})" if v.reading and not v.id.endswith(v.reading) else "")
+        ax.text(-0.01, 0.5, textwrap.fill(f"{name}: {v.verdict.upper()}", 34), transform=ax.transAxes, ha="right",
+                va="center", fontsize=6.5, color=colors.get(v.verdict, "0.3"), fontweight="bold")
+        right = textwrap.fill(f"paper: {v.paper_value}", 40)
+        if bands:
+            right += "\n" + textwrap.fill("bands (top down): " + ", ".join(k for k, _, _ in bands), 48)
+        ax.text(1.01, 0.5, right, transform=ax.transAxes, ha="left", va="center", fontsize=5.5)
+        if not shown:
+            ax.text(0.5, 0.2, "no value", transform=ax.transAxes, ha="center", fontsize=6, color="0.4")
+    handles = [
+        Patch(color="tab:green", alpha=0.3, label="passes the rule"),
+        Line2D([], [], marker="X", color="k", linestyle="none", label="paper's value"),
+        Line2D([], [], marker="o", color="tab:green", markeredgecolor="k", linestyle="none", label="measured (pass)"),
+        Line2D([], [], marker="o", color="tab:red", markeredgecolor="k", linestyle="none", label="measured (fail)"),
+        Line2D([], [], color="0.55", linewidth=3, label="sensitivity band"),
+    ]
+    fig.legend(handles=handles, loc="upper center", ncol=5, fontsize=6.5, frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.32 / (0.9 + row_h * len(verdicts))))
+    fig.suptitle(wrap_title(f"{title}: the paper's values against the measured", 9.0), fontsize=9, y=0.999)
+    return save_figure(fig, out)[0]

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _core
 from ._core import ScenarioError
-from .claims import UNITS, Metrics, Sensitivity, Verdict, judge, register_metrics
+from .claims import UNITS, Metrics, Sensitivity, Verdict, chart_terms, judge, register_metrics
 from .figures import FigureError, FigureKind, TomlTable, command
 from .scenario import FieldError, Scenario
 
@@ -608,7 +608,8 @@ def judge_claim(c: Claim, results: Results) -> Verdict:
         else:
             measured += f" ({detail})"
     return Verdict(c.id, c.source, c.quote, c.claim, c.paper_value, _check_text(spec, c), measured, verdict,
-                   tuple(values.values()), c.note, c.reading, c.contradiction, c.cause, c.evidence, c.setting, unit=c.unit)
+                   tuple(values.values()), c.note, c.reading, c.contradiction, c.cause, c.evidence, c.setting, unit=c.unit,
+                   **chart_terms(c))
 
 
 def _check_text(spec: Spec, claim: Claim) -> str:

@@ -538,3 +538,82 @@ def test_a_sensitivity_value_equal_to_the_default_gives_the_default_scenario() -
     assert fig.base(same).to_toml() == fig.base(sc).to_toml()
     other = figures.sensitivity_scale(fig, sc, Sensitivity(key, (default + 1.5,), "t"), default + 1.5)
     assert fig.base(other).to_toml() != fig.base(sc).to_toml()
+
+
+@pytest.mark.parametrize(("text", "numbers"), [
+    ("+40%", [(0.4, "%")]),
+    ("−40%", [(-0.4, "%")]),
+    ("2×", [(2.0, "x")]),
+    ("max gain ~+150% (2.5x)", [(1.5, "%"), (2.5, "x")]),
+    ("≈ 512 KiB", [(524288.0, "B")]),
+    ("tree > 1.6 Tb/s", [(1.6, "Tb/s")]),
+    # Shapes and names are not values.
+    ("max gain 64x16 < 256x4", []),
+    ("max gain Hx2Mesh < HyperX", []),
+    ("gain > 0 at every size on 3D and 4D", [(0.0, "")]),
+])
+def test_paper_numbers_read_the_values_and_skip_the_names(text: str, numbers: list[tuple[float, str]]) -> None:
+    assert claims.paper_numbers(text) == numbers
+
+
+def _claim(paper_value: str, pass_if: str, **kw) -> claims.Claim:  # type: ignore[no-untyped-def]
+    return claims.Claim(id="c", claim="c", paper_value=paper_value, rule="r", metric="mean", pass_if=pass_if, **kw)
+
+
+@pytest.mark.parametrize(("paper_value", "pass_if", "kw", "expected"), [
+    ("2×", "all in [1.6, 2.4]", {}, 2.0),
+    ("+23%", "all in [1.13, 1.33]", {}, 1.23),          # a ratio: +23% is 1.23
+    ("+100%", "all in [50, 150]", {}, 100.0),           # in percent
+    ("2 MiB", "all in [1536, 2560]", {}, 2048.0),       # in KiB
+    ("max gain at 2 MiB", "all in [1MiB, 4MiB]", {}, 2097152.0),
+    ("≥ 2× at 1% and 75%", "all >= 1.6", {}, 2.0),      # on the passing side of a looser threshold
+    ("Flare > 3.2 Tb/s", "all > 3.2", {}, 3.2),          # the threshold itself
+    ("-47.0%", "all in [-0.10, 0.10]", {"subtract": -0.47}, 0.0),
+    ("69.2 Gb/s", "all in [0.95, 1.05]", {"against_value": 69.2}, 1.0),
+    # A number the rule is not built on is not the paper's value.
+    ("gain > 0 at every size <= 512 MiB", "all > 0", {}, 0.0),
+    ("ring goodput decreasing from 8x8 to 64x64", "decreasing", {}, None),
+    ("32 B runtime Hx2Mesh < 64x64 torus", "first < last", {}, None),
+    ("Canary > 4 trees", "all > 0", {}, None),
+    ("≈ 2×", "all in [10, 20]", {}, None),
+])
+def test_paper_number_is_the_value_the_rule_is_built_on(paper_value, pass_if, kw, expected) -> None:  # type: ignore[no-untyped-def]
+    got = claims.paper_number(_claim(paper_value, pass_if, **kw))
+    assert got == pytest.approx(expected) if expected is not None else got is None
+
+
+def test_every_numeric_paper_value_is_drawn() -> None:
+    """Every shipped claim whose paper value is one number (``2×``, ``+23%``, ``80 Gb/s``, ``≈ 512
+    KiB``) has it in its rule's space, so its claims chart draws the paper's cross: a rule that
+    drifted from the paper's number (another unit, an interval that misses it) fails here."""
+    single = re.compile(r"\s*[≈~≥≤<>=]*\s*[-+−]?[0-9.]+\s*(%|×|x|KiB|MiB|Gb/s|Tb/s)?\s*")
+    checked = 0
+    for name in figures.names():
+        for c in figures.figure(name).claims():
+            if single.fullmatch(c.paper_value):
+                assert claims.paper_number(c) is not None, (name, c.id, c.paper_value, c.pass_if)
+                checked += 1
+    assert checked >= 40
+
+
+def test_the_claims_chart_draws_every_reading_and_is_byte_stable(tmp_path: Path) -> None:
+    """``STEM_claims.png`` of a committed full-scale figure: one row per reading, the same bytes
+    when drawn twice; a figure without claims draws none."""
+    from reducelab.plots import claims_png
+
+    src = REPO / "docs" / "results" / "canary-full" / "canary-fig8"
+    shutil.copytree(src, tmp_path / "a")
+    verdicts = figures.reevaluate("canary-fig8", tmp_path / "a", "full")
+    first = (tmp_path / "a" / "fig8_claims.png").read_bytes()
+    assert first == (src / "fig8_claims.png").read_bytes()
+    assert claims_png("t", verdicts, tmp_path / "b.png") == tmp_path / "b.png"
+    assert (tmp_path / "b.png").read_bytes() == claims_png("t", verdicts, tmp_path / "c.png").read_bytes()  # type: ignore[union-attr]
+    from matplotlib.image import imread
+
+    height = imread(tmp_path / "b.png").shape[0]
+    fewer = imread(claims_png("t", verdicts[:2], tmp_path / "d.png")).shape[0]  # type: ignore[arg-type]
+    assert height > fewer  # a row per reading
+    assert claims_png("t", [], tmp_path / "e.png") is None and not (tmp_path / "e.png").exists()
+    # The paper's value of a drop claim is where the paper's words put it (-47% as measured).
+    v = next(x for x in verdicts if x.id == "fig8-low-static-4-drop")
+    assert v.paper is not None and v.paper + v.shift == pytest.approx(-0.47)

@@ -490,6 +490,9 @@ def test_all_covers_the_canary_figures(all_tiny: Path) -> None:
         stem = figures.figure(name).stem
         assert (all_tiny / name / f"{stem}.png").read_bytes().startswith(b"\x89PNG")
         assert f'<img src="{name}/{stem}.png"' in page
+        # Every figure also charts its claims against the paper's values, on the page too.
+        assert (all_tiny / name / f"{stem}_claims.png").read_bytes().startswith(b"\x89PNG")
+        assert f'<img src="{name}/{stem}_claims.png"' in page
         assert f"reducelab reproduce {name} --scale tiny --out {all_tiny / name}" in page
         rows = read_csv(all_tiny / name / f"{stem}_claims.csv")
         assert rows
