@@ -20,6 +20,7 @@ figure is read by `reducelab.figures`).
 from __future__ import annotations
 
 import csv
+import os
 import sys
 import tomllib
 from collections.abc import Sequence
@@ -152,8 +153,10 @@ def _parameters_section(paper: str) -> list[str]:
             f"`docs/results/{paper}-parameters.toml` and the base scenario.", "", *parameters_md(paper), ""]
 
 
-def report_md(paper: str, results: Path) -> str:
-    """The generated part of the report of `paper` from the results in `results`."""
+def report_md(paper: str, results: Path, base: Path | None = None) -> str:
+    """The generated part of the report of `paper` from the results in `results`; its links to
+    each figure's plots are relative to `base` (the report's directory; default: as `results`
+    is written)."""
     if paper not in PAPERS:
         raise ReportError(f"paper: expected one of {', '.join(PAPERS)}, got {paper!r}")
     info = _claims_info(paper)
@@ -165,15 +168,18 @@ def report_md(paper: str, results: Path) -> str:
             raise ReportError(f"{results / name}: no claims CSV (run the figure, or --claims-only, first)")
         per_fig.append((name, _read_claims_csv(files[0])))
     lines = [BEGIN, "", f"## Claims at a glance (from `{results.as_posix()}`)", "",
-             "| figure | claims | pass | fail | n/a |", "| --- | --- | --- | --- | --- |"]
+             "| figure | claims | pass | fail | n/a | plots |", "| --- | --- | --- | --- | --- | --- |"]
     tp = tf = tn = 0
     for name, rows in per_fig:
         p = sum(r["pass"] == PASS for r in rows)
         f = sum(r["pass"] == FAIL for r in rows)
         n = len(rows) - p - f
         tp, tf, tn = tp + p, tf + f, tn + n
-        lines.append(f"| {name} | {len(rows)} | {p} | {f} | {n} |")
-    lines.append(f"| **all** | {tp + tf + tn} | **{tp}** | {tf} | {tn} |")
+        stem = figures.figure(name).stem
+        d = Path(os.path.relpath(results / name, base)) if base is not None else results / name
+        plots = [f"[{x}]({(d / x).as_posix()})" for x in (f"{stem}.png", f"{stem}_claims.png") if (results / name / x).is_file()]
+        lines.append(f"| {name} | {len(rows)} | {p} | {f} | {n} | {', '.join(plots)} |")
+    lines.append(f"| **all** | {tp + tf + tn} | **{tp}** | {tf} | {tn} | |")
     lines += ["", "A claim the paper words two ways counts once per reading. n/a: not judged on these results "
               "(e.g. a column the committed results predate).", ""]
 
@@ -241,7 +247,7 @@ def report_md(paper: str, results: Path) -> str:
 
 def write(paper: str, results: Path, report: Path) -> str:
     """Rewrite the generated part of `report` (between `BEGIN` and `END`; appended if absent)."""
-    generated = report_md(paper, results)
+    generated = report_md(paper, results, report.parent)
     text = report.read_text(encoding="utf-8") if report.is_file() else ""
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
