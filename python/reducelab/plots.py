@@ -683,10 +683,21 @@ def _swing_size_ticks(ax: Any, sizes: Sequence[int], every: int = 5) -> None:
     ax.minorticks_off()
 
 
-def swing_gain_png(spec: Any, table: Sequence[Any], marks: Sequence[Any], out: Path) -> Path:
+def _swept_span(own: Mapping[Any, float], others: Sequence[Mapping[Any, float]]) -> tuple[list[Any], list[float], list[float]]:
+    """(x, low, high) over a curve's own values and the same curve's in every swept setting
+    (only the x of the curve itself)."""
+    xs = list(own)
+    lo = [min([own[x], *(o[x] for o in others if x in o)]) for x in xs]
+    hi = [max([own[x], *(o[x] for o in others if x in o)]) for x in xs]
+    return xs, lo, hi
+
+
+def swing_gain_png(spec: Any, table: Sequence[Any], marks: Sequence[Any], out: Path,
+                   swept: tuple[str, Sequence[Sequence[Any]]] | None = None) -> Path:
     """A Swing ``gain_vs_size`` figure (`reducelab.sizesweep`): gain of the subject vs size, one
     line per network; the paper's values (`marks`: claims with a ``mark`` ``gain``) as black
-    crosses labelled with the claim."""
+    crosses labelled with the claim. `swept` (the sweep's key and each swept setting's gain
+    table): each line gets a shaded band from its lowest to its highest gain over the settings."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -696,13 +707,22 @@ def swing_gain_png(spec: Any, table: Sequence[Any], marks: Sequence[Any], out: P
     try:
         cmap = plt.get_cmap("viridis")
         n = len(spec.configs)
+        banded = False
         for i, cfg in enumerate(spec.configs):
             rows = [x for x in table if x.config == cfg]
+            color = cmap(i / max(1, n - 1) * 0.9)
             ax.plot(
                 [x.size for x in rows], [100 * x.gain for x in rows], marker="o", markersize=3.5,
-                linewidth=1.4, color=cmap(i / max(1, n - 1) * 0.9), label=spec.label(cfg),
+                linewidth=1.4, color=color, label=spec.label(cfg),
                 linestyle="--" if cfg.reference else "-",
             )
+            if swept is not None:
+                xs, lo, hi = _swept_span({x.size: 100 * x.gain for x in rows},
+                                         [{x.size: 100 * x.gain for x in t if x.config == cfg} for t in swept[1]])
+                if lo != hi:
+                    ax.fill_between(xs, lo, hi, color=color, alpha=0.15, linewidth=0,
+                                    label=None if banded else f"band over {swept[0]}")
+                    banded = True
         ax.axhline(0, color="black", linewidth=0.8)
         _swing_marks(ax, marks, "gain", None)
         ax.set_xscale("log", base=2)
@@ -719,14 +739,17 @@ def swing_gain_png(spec: Any, table: Sequence[Any], marks: Sequence[Any], out: P
     return out
 
 
-def swing_goodput_png(spec: Any, results: Any, marks: Sequence[Any], out: Path) -> Path:
+def swing_goodput_png(spec: Any, results: Any, marks: Sequence[Any], out: Path,
+                      swept: tuple[str, Sequence[Any]] | None = None) -> Path:
     """A Swing ``goodput_vs_size`` figure (`reducelab.sizesweep`): per network a panel with
     goodput vs size per series, a large dot where a multi-variant series switches variant, the
     subject's gain over the best other (letter of the best other at each point) as a top-left
     inset, and the runtime at small sizes (<= 32 KiB, log scale, 32 B runtimes in its title) as a
     second inset. The paper's values (`marks`: claims with a ``mark``) are black crosses
     labelled with the claim, in the panels of the claim's networks (``share_of_peak`` x the
-    panel's peak, ``goodput_gbps``; ``gain`` in the gain inset)."""
+    panel's peak, ``goodput_gbps``; ``gain`` in the gain inset). `swept` (the sweep's key and
+    each swept setting's `Results`): each curve gets a shaded band from its lowest to its highest
+    goodput over the settings."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -747,6 +770,7 @@ def swing_goodput_png(spec: Any, results: Any, marks: Sequence[Any], out: Path) 
     try:
         for k, cfg in enumerate(configs):
             ax = axes[k // ncols][k % ncols]
+            banded = False
             for i, s in enumerate(spec.series):
                 pts = [results.points.get((cfg, s.name, size)) for size in spec.sizes]
                 xs = [size for size, p in zip(spec.sizes, pts) if p is not None]
@@ -756,6 +780,14 @@ def swing_goodput_png(spec: Any, results: Any, marks: Sequence[Any], out: Path) 
                 ax.plot(xs, ys, marker="o", markersize=2.5, linewidth=1.5 if s.subject else 1.1, color=colors(i),
                         label=f"{s.letter}: {s.label}" + ("" if s.baseline else " (not in gain)"),
                         linestyle="-" if s.baseline else ":")
+                if swept is not None:
+                    others = [{size: p.run.goodput_gbps for size in spec.sizes
+                               if (p := r.points.get((cfg, s.name, size))) is not None} for r in swept[1]]
+                    bx, lo, hi = _swept_span(dict(zip(xs, ys)), others)
+                    if lo != hi:
+                        ax.fill_between(bx, lo, hi, color=colors(i), alpha=0.15, linewidth=0,
+                                        label=None if banded else f"band over {swept[0]}")
+                        banded = True
                 if len(s.variants) > 1:
                     chosen = [p.run.variant for p in pts if p is not None]
                     for j in range(1, len(chosen)):

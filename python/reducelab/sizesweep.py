@@ -1190,10 +1190,12 @@ class SizeSweepKind(FigureKind):
 
         results = Results(sc, _runs(sc, rows))
         marks = [c for c in claims if c.terms.mark is not None]
+        others = [Results(sc, _runs(sc, rs)) for _, rs in swept]
+        key = " / ".join(dict.fromkeys(k for k, _ in swept))
         if self.plot_kind == "gain_vs_size":
-            swing_gain_png(sc, results.gains, marks, out)
+            swing_gain_png(sc, results.gains, marks, out, (key, [r.gains for r in others]) if others else None)
         else:
-            swing_goodput_png(sc, results, marks, out)
+            swing_goodput_png(sc, results, marks, out, (key, others) if others else None)
 
 
 def rows_from_csv(spec: Spec, text: str) -> list[dict[str, Any]]:

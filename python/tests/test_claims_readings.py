@@ -461,9 +461,11 @@ def test_sensitivity_run_adds_bands_and_keeps_the_default_verdicts(tmp_path: Pat
     lo, hi = e["band"].split(": ", 1)[1].split(";")[0].split("..")
     assert lo != hi
     assert "[topology.board_latency_ns: " in proc.stdout
-    # The data files of the figure's own run are the same with and without the sweep.
+    # The data files of the figure's own run are the same with and without the sweep; the plot
+    # gains the band.
     for f in ("fig13.csv", "fig13_runs.csv", "fig13_gain.csv"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+    assert (tmp_path / "a" / "fig13.png").read_bytes() != (tmp_path / "b" / "fig13.png").read_bytes()
     # The sweep's runs are written beside them: --claims-only on the files alone (no store, as
     # committed) gives the claims their bands again, byte for byte.
     assert not (tmp_path / "a" / "fig13_sensitivity.csv").exists()
