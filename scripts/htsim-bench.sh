@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14's benchmark: ReduceLab's `ndp-permutation-SIZE` engine benchmark and csg-htsim's
+# The benchmark against htsim: ReduceLab's `ndp-permutation-SIZE` engine benchmark and csg-htsim's
 # htsim_ndp (-strat perm, the same path choice) on the same pairs, interleaved, with wall time,
 # user CPU time (what counts on a loaded machine), peak RSS and the load average
 # (docs/engine.md, "Performance"). Fetches and builds nothing:

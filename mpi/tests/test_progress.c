@@ -1,5 +1,5 @@
-/* Progress of nonblocking allreduces whatever MPI call the application makes next (issue 18,
- * item 3). A plain MPI program (it does not link ReduceLab): run under
+/* Progress of nonblocking allreduces whatever MPI call the application makes next.
+ * A plain MPI program (it does not link ReduceLab): run under
  * LD_PRELOAD=libreducelab_pmpi.so, or alone against the MPI library (EXPECT_INTERCEPT=0), which
  * must pass the same checks (except `cancel`: the library aborts on cancelling a collective).
  *

@@ -29,7 +29,7 @@ the scenario's ``[noise] mode`` / ``hosts`` when set: ``packet`` delays only the
 ``foreground`` spares the background hosts; absent = the simulator's default, today's NIC-port
 stall on every host).
 
-Utilisation, two ways (issue 13 item 6): ``net_util`` is the mean over network links
+Utilisation, two ways: ``net_util`` is the mean over network links
 (switch-switch, the simulator's ``links.network_mean_utilization``), ``all_util`` over every
 directed link, host links included (``links.all_mean_utilization`` when the simulator reports
 it, else the mean of every row of ``links.csv``, which lists every directed link). Both are

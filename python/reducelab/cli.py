@@ -443,7 +443,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     mpi.add_argument(
         "--sizes", type=_size, nargs="+", metavar="SIZE",
-        help="vector sizes, e.g. 8 1KiB 16MiB (default: every power of two from 4 B to 64 MiB, the range of issue 18's target)",
+        help="vector sizes, e.g. 8 1KiB 16MiB (default: every power of two from 4 B to 64 MiB, the range the benchmark's target covers)",
     )
     mpi.add_argument(
         "--algorithm", action="append", metavar="NAME",

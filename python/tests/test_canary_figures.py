@@ -37,8 +37,8 @@ CLAIM_IDS = {
     "canary-fig11": ["fig11-timeout-spread", "fig11-canary-beats-static", "fig11-short-timeout-noise"],
 }
 #: The verdicts at tiny scale, as main's canary_repro.py gave them before the figures became
-#: data (baseline of 2026-11-23): the TOML encoding of every claim must judge the same. Issue 13
-#: split some claims into readings: the switch-links readings of the utilisation claims and the
+#: data (baseline of 2026-11-23): the TOML encoding of every claim must judge the same. Later
+#: work split some claims into readings: the switch-links readings of the utilisation claims and the
 #: first reading of fig2-2x-ring are the old claims (same verdicts); the all-links readings (host
 #: links counted) and fig2's at-least-2x are new. The line-rate background (bg_inflight =
 #: "line_rate", 16 messages of 16 KiB in flight at this scale instead of 1) changed fig2's

@@ -1,4 +1,4 @@
-"""Issue 13's claims-engine fields: readings of a claim the paper words two ways, causes of
+"""The claims engine's fields: readings of a claim the paper words two ways, causes of
 failures, sensitivity bands, judging claims again without running (`--claims-only`), and the
 Canary kind's all-link utilisation, background switch and window parameter."""
 
@@ -236,8 +236,8 @@ def test_claims_only_all_judges_the_figures_it_finds(tmp_path: Path) -> None:
 
 
 def test_committed_full_scale_results_are_judged_again(tmp_path: Path) -> None:
-    """The committed Canary Fig. 7 table, rewritten as the results before issue 13 were (older
-    series names, no all-link column), is read back: the switch-links readings judge as the
+    """The committed Canary Fig. 7 table, rewritten as the results were before the
+    readings and the all-link utilisation (older series names, no all-link column), is read back: the switch-links readings judge as the
     committed claims do, the all-links ones are n/a."""
     src = REPO / "docs" / "results" / "canary-full" / "canary-fig7"
     shutil.copytree(src, tmp_path / "f7")

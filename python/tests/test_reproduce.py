@@ -498,7 +498,7 @@ def test_all_covers_the_canary_figures(all_tiny: Path) -> None:
         assert rows
         for r in rows:
             assert f'id="{name}-{r["id"]}"' in page
-    # A failing claim shows its recorded cause; a claim read two ways says why (issue 13).
+    # A failing claim shows its recorded cause; a claim read two ways says why.
     shown = 0
     for name in figures.names():
         causes = {c.id: c.cause for c in figures.figure(name).claims() if c.cause}

@@ -21,12 +21,12 @@ const BENCHES: &[(&str, &str)] = &[
     ("canary-uniform", include_str!("../../../scenarios/bench/canary_uniform.toml")),
     ("torus-permutation", include_str!("../../../scenarios/bench/torus_permutation.toml")),
     ("canary-fig8-point", include_str!("../../../scenarios/bench/canary_fig8_point.toml")),
-    // Issue 16: one full-scale Flare Fig. 15 point (64 hosts, 100 MiB, sparse Flare).
+    // One full-scale Flare Fig. 15 point (64 hosts, 100 MiB, sparse Flare).
     ("flare-fig15-point", include_str!("../../../scenarios/bench/flare_fig15_point.toml")),
     // The largest point of DSA's Fig. 8: 8 jobs x 8 workers training DNN A on DSA.
     ("dsa-fig8-point", include_str!("../../../scenarios/bench/dsa_fig8_point.toml")),
     ("flare-fig11-point", include_str!("../../../scenarios/bench/flare_fig11_point.toml")),
-    // Issue 14's NDP permutation at three sizes, the same work as htsim's `-strat perm`
+    // The NDP permutation against htsim at three sizes, the same work as htsim's `-strat perm`
     // (docs/engine.md, "Performance"); the two large ones take minutes and are left out of
     // `reducelab bench engine` without `--name`.
     ("ndp-permutation-1k", include_str!("../../../scenarios/bench/ndp_permutation_1k.toml")),
