@@ -362,7 +362,7 @@ int MPI_Finalize(void) {
  * REDUCELAB_PROGRESS=thread asks the MPI library for MPI_THREAD_MULTIPLE (whatever the
  * application asked) and, if provided, starts the progress thread. The application still gets
  * the level it asked for (capped by the library's; MPI_Init counts as MPI_THREAD_SINGLE), from
- * MPI_Init_thread and MPI_Query_thread, and ReduceLab's thread rule (engine.c, thread_multiple)
+ * MPI_Init_thread and MPI_Query_thread, and ReduceLab's thread rule (threads.c, rl_thread_multiple)
  * looks at that level: an application at MPI_THREAD_MULTIPLE gets the MPI library's
  * collectives (then the thread would have nothing to do and is not started) unless
  * REDUCELAB_THREADS=serialized. Without the variable nothing changes. */

@@ -95,7 +95,7 @@ typedef struct {
      * 2 done (usable or not) */
     int ready, usable;
     char why[240];
-    MPI_Comm node; /* the runtime's private duplicate of the communicator (engine.c owns it) */
+    MPI_Comm node; /* the runtime's private duplicate of the communicator (comm.c owns it) */
     int p, rank;
     size_t slot;     /* bytes per rank per set of the current segment */
     size_t slot_max; /* REDUCELAB_SHM_BYTES / (sets·p), rounded down to 4 KiB (at least 4 KiB) */
@@ -837,7 +837,7 @@ int rl_shm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
     return o.rc;
 }
 
-/* ---- nonblocking and persistent (engine.c progresses them like its schedules) ---- */
+/* ---- nonblocking and persistent (progress.c progresses them like the schedules) ---- */
 
 int rl_shm_op_create(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                      rl_kernel kernel, rl_shm_op **out, char *why, size_t whylen) {

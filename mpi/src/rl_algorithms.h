@@ -1,0 +1,13 @@
+/* Algorithm names and programs (algorithms.c). */
+#ifndef RL_ALGORITHMS_H
+#define RL_ALGORITHMS_H
+#include "rl_internal.h"
+
+#pragma GCC visibility push(hidden)
+int rl_get_program(const char *alg, int coll, const uint32_t *dims, size_t ndims, uint32_t rank,
+                   const RlProgram **out, char *err, size_t errlen);
+const char *rl_rank_ordered_variant(void);
+int rl_resolve(const char *name, int coll, const uint32_t *dims, size_t ndims, size_t bytes, int substitute,
+               const char **out, char *err, size_t errlen);
+#pragma GCC visibility pop
+#endif

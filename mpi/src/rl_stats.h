@@ -1,0 +1,13 @@
+/* Counters and REDUCELAB_VERBOSE messages (stats.c). */
+#ifndef RL_STATS_H
+#define RL_STATS_H
+
+#pragma GCC visibility push(hidden)
+extern long long rl_n_scheduled, rl_n_fallback; /* RL_Counters */
+extern char rl_last_algorithm[64];              /* RL_Last_algorithm */
+int rl_is_verbose(void);
+void rl_note_once(const char *prefix, const char *why);
+void rl_note_fallback(const char *why);
+void rl_note_thread_fallback(void);
+#pragma GCC visibility pop
+#endif

@@ -1,0 +1,18 @@
+/* Thread levels and the runtime's mutex (threads.c). */
+#ifndef RL_THREADS_H
+#define RL_THREADS_H
+#include <pthread.h>
+
+#pragma GCC visibility push(hidden)
+/* 1 when the application is at MPI_THREAD_MULTIPLE (and REDUCELAB_THREADS is not "serialized") */
+int rl_thread_multiple(void);
+/* rl_mu guards the active operations whenever the library is at MPI_THREAD_MULTIPLE (rl_locking) */
+extern pthread_mutex_t rl_mu;
+extern pthread_cond_t rl_cv;
+extern int rl_locking;
+extern __thread int rl_mu_held;
+int rl_use_lock(void);
+void rl_lock(void);
+void rl_unlock(void);
+#pragma GCC visibility pop
+#endif
