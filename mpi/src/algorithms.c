@@ -3,7 +3,7 @@
 #define _GNU_SOURCE
 #include "reducelab_mpi.h"
 #include "rl_algorithms.h"
-#include "rl_internal.h"
+#include "rl_capi.h"
 #include "rl_stats.h"
 #include "rl_innet.h"
 

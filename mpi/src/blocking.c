@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include "reducelab_mpi.h"
 #include "rl_blocking.h"
-#include "rl_entry.h"
 #include "rl_exec.h"
 #include "rl_comm.h"
 #include "rl_prepare.h"
@@ -36,8 +35,9 @@ static struct {
 } last_call;
 
 
-/* A communicator's state is going away: drop the cached execution that uses it. */
-void rl_forget_comm(const void *st) {
+/* A communicator's state is going away: drop the cached execution that uses it (comm.c calls
+ * it through rl_comm_hook_forget). */
+static void forget_comm(const comm_state *st) {
     if (last_call.ex && last_call.cs == st) {
         rl_exec_free(last_call.ex);
         last_call.ex = NULL;
@@ -61,8 +61,7 @@ static rl_exec *cached_exec(MPI_Comm comm, int count, MPI_Datatype type, MPI_Op 
         !env_same())
         return NULL;
     comm_state *cs = NULL;
-    int flag = 0;
-    if (PMPI_Comm_get_attr(comm, rl_comm_keyval, &cs, &flag) != MPI_SUCCESS || !flag || cs != last_call.cs) return NULL;
+    if (!rl_comm_state_of(comm, &cs) || cs != last_call.cs) return NULL;
     rl_exec *ex = last_call.ex;
     if (ex->scratch_bytes > rl_shared_scratch_bytes) {
         free(rl_shared_scratch);
@@ -82,10 +81,9 @@ static rl_exec *cached_exec(MPI_Comm comm, int count, MPI_Datatype type, MPI_Op 
  * one is freed); 0 leaves `ex` to the caller. */
 static int remember_exec(rl_exec *ex, MPI_Comm comm, int count, MPI_Datatype type, MPI_Op op, const char *algorithm,
                          int strict) {
-    int flag = 0;
     comm_state *cs = NULL;
     if (!ex->kernel || !ex->dense || (algorithm && strlen(algorithm) >= sizeof last_call.algorithm) ||
-        PMPI_Comm_get_attr(comm, rl_comm_keyval, &cs, &flag) != MPI_SUCCESS || !flag)
+        !rl_comm_state_of(comm, &cs))
         return 0;
     char env[4][64];
     for (int i = 0; i < 4; i++) {
@@ -93,6 +91,7 @@ static int remember_exec(rl_exec *ex, MPI_Comm comm, int count, MPI_Datatype typ
         if (v && strlen(v) >= sizeof env[i]) return 0;
         snprintf(env[i], sizeof env[i], "%s", v ? v : "");
     }
+    rl_comm_hook_forget(forget_comm);
     if (last_call.ex) rl_exec_free(last_call.ex);
     memcpy(last_call.env, env, sizeof env);
     snprintf(last_call.algorithm, sizeof last_call.algorithm, "%s", algorithm ? algorithm : "");

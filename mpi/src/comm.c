@@ -5,13 +5,28 @@
 #include "rl_comm.h"
 #include "rl_threads.h"
 #include "rl_progress.h"
-#include "rl_blocking.h"
-#include "rl_shm.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 
-int rl_comm_keyval = MPI_KEYVAL_INVALID;
+static int comm_keyval = MPI_KEYVAL_INVALID;
+
+/* What the layers above do when a user's communicator is freed (rl_comm_hook_*). */
+static void (*bind_hook)(comm_state *st);
+static void (*forget_hook)(const comm_state *st);
+
+void rl_comm_hook_bind(void (*bind)(comm_state *st)) { __atomic_store_n(&bind_hook, bind, __ATOMIC_RELEASE); }
+void rl_comm_hook_forget(void (*forget)(const comm_state *st)) {
+    __atomic_store_n(&forget_hook, forget, __ATOMIC_RELEASE);
+}
+static void bind_waiting(comm_state *st) {
+    void (*bind)(comm_state *) = __atomic_load_n(&bind_hook, __ATOMIC_ACQUIRE);
+    if (bind) bind(st);
+}
+static void forget_comm(const comm_state *st) {
+    void (*forget)(const comm_state *) = __atomic_load_n(&forget_hook, __ATOMIC_ACQUIRE);
+    if (forget) forget(st);
+}
 
 /* 1 once the duplicate exists (rl_mu held). */
 int rl_comm_ready_locked(comm_state *st) {
@@ -51,7 +66,7 @@ static int comm_state_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
          * callback from inside the completion of that very request, often within our own
          * progress (rl_mu held by this thread): testing the request again here fails MPICH's
          * reference-count assertion. So the duplicate is neither waited for nor tested: active
-         * operations bind themselves to it when it is ready (rl_progress_exec) and the last one
+         * operations bind themselves to it when it is ready (exec.c) and the last one
          * frees the state; without any (a persistent plan never started), the duplicate is left
          * to MPI_Finalize. (Open MPI 4.1's idup does not hold the communicator: below, the
          * duplicate must be complete before the communicator goes.) */
@@ -60,14 +75,14 @@ static int comm_state_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
         int defer = st->users > 0 || st->dup_req != MPI_REQUEST_NULL;
         if (defer) {
             st->orphaned = 1;
-            rl_forget_comm(st);
+            forget_comm(st);
         }
         if (!held) rl_unlock();
         if (defer) return MPI_SUCCESS;
 #endif
         rl_comm_wait_ready(st);
-        rl_unbind_comm_state(st);
-        rl_forget_comm(st);
+        bind_waiting(st);
+        forget_comm(st);
         rl_lock();
         int users = st->users;
         if (users) st->orphaned = 1;
@@ -82,7 +97,7 @@ static int comm_state_delete(MPI_Comm comm, int keyval, void *attr, void *extra)
 
 static int comm_keyval_rc = MPI_SUCCESS;
 static void make_comm_keyval(void) {
-    comm_keyval_rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_state_delete, &rl_comm_keyval, NULL);
+    comm_keyval_rc = PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, comm_state_delete, &comm_keyval, NULL);
 }
 
 /* The communicator's state; its duplicate may still be pending (rl_comm_ready_locked). (Two
@@ -93,7 +108,7 @@ int rl_get_comm_state(MPI_Comm comm, comm_state **out) {
     pthread_once(&once, make_comm_keyval);
     if (comm_keyval_rc != MPI_SUCCESS) return comm_keyval_rc;
     comm_state *st = NULL;
-    rc = PMPI_Comm_get_attr(comm, rl_comm_keyval, &st, &flag);
+    rc = PMPI_Comm_get_attr(comm, comm_keyval, &st, &flag);
     if (rc != MPI_SUCCESS) return rc;
     if (!flag) {
         st = calloc(1, sizeof *st);
@@ -107,7 +122,7 @@ int rl_get_comm_state(MPI_Comm comm, comm_state **out) {
         int *ub = NULL, f = 0;
         PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &f);
         st->tag_ub = f && ub ? *ub : 32767;
-        rc = PMPI_Comm_set_attr(comm, rl_comm_keyval, st);
+        rc = PMPI_Comm_set_attr(comm, comm_keyval, st);
         if (rc != MPI_SUCCESS) {
             rl_comm_wait_ready(st);
             PMPI_Comm_free(&st->dup);
@@ -117,6 +132,11 @@ int rl_get_comm_state(MPI_Comm comm, comm_state **out) {
     }
     *out = st;
     return MPI_SUCCESS;
+}
+
+int rl_comm_state_of(MPI_Comm comm, comm_state **out) {
+    int flag = 0;
+    return PMPI_Comm_get_attr(comm, comm_keyval, out, &flag) == MPI_SUCCESS && flag;
 }
 
 int rl_private_comm(MPI_Comm comm, MPI_Comm *dup) {

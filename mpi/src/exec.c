@@ -13,8 +13,10 @@
 #define _GNU_SOURCE
 #include "rl_exec.h"
 #include "rl_algorithms.h"
+#include "rl_comm.h"
 #include "rl_progress.h"
 #include "rl_shm.h"
+#include "rl_threads.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -311,7 +313,7 @@ static int typed_copy(char *dst, const char *src, size_t n, const rl_exec *ex) {
     return rc;
 }
 
-int rl_exec_epilogue(rl_exec *ex) {
+static int exec_epilogue(rl_exec *ex) {
     int rc = MPI_SUCCESS;
     if (ex->src) /* blocks never written: the result is the input (e.g. p = 1) */
         for (uint32_t b = 0; b < ex->prog->blocks; b++) {
@@ -407,23 +409,23 @@ int rl_run_blocking(rl_exec *ex) {
         rc = post_step(ex);
         if (rc == MPI_SUCCESS) rc = wait_and_finish_step(ex);
     }
-    int erc = rl_exec_epilogue(ex);
+    int erc = exec_epilogue(ex);
     return rc != MPI_SUCCESS ? rc : erc != MPI_SUCCESS ? erc : ex->err;
 }
 
 /* Advances a nonblocking execution as far as it can without blocking; 1 when complete. */
-int rl_progress_exec(rl_exec *ex, int *err) {
+static int progress_exec(rl_exec *ex, int *err) {
     *err = MPI_SUCCESS;
     if (ex->comm == MPI_COMM_NULL && ex->cs) { /* the communicator's duplicate is still pending */
         if (!rl_comm_ready_locked(ex->cs)) return 0;
         ex->comm = ex->cs->dup;
         if (ex->check) ex->check->comm = ex->comm;
-        rl_progress_events++;
+        rl_progress_moved();
     }
     if (ex->shm) return rl_shm_op_progress(ex->shm, ex->comm, err);
     if (ex->check && !ex->check_done) {
         int e;
-        if (!rl_progress_exec(ex->check, &e)) return 0;
+        if (!progress_exec(ex->check, &e)) return 0;
         ex->check_done = 1;
         if (e == MPI_SUCCESS && !check_agrees(ex)) e = MPI_ERR_TRUNCATE;
         if (e != MPI_SUCCESS) {
@@ -444,7 +446,7 @@ int rl_progress_exec(rl_exec *ex, int *err) {
             if ((*err = verify_all(ex, rc)) != MPI_SUCCESS) return 1;
         }
         ex->posted = 0;
-        rl_progress_events++;
+        rl_progress_moved();
         if (!ex->err && (*err = finish_step(ex)) != MPI_SUCCESS) return 1;
         ex->step++;
     }
@@ -471,6 +473,53 @@ void rl_exec_free(rl_exec *ex) {
     free(ex->fresh);
     rl_shm_op_free(ex->shm);
     free(ex);
+}
+
+/* ---- on the active list (progress.c) ---- */
+
+static int exec_advance(rl_active *op, int *err) { return progress_exec((rl_exec *)op, err); }
+
+/* Completed (rl_mu held): the run's epilogue, its result recorded (for its request's query
+ * function, or a persistent plan's wait and test); an execution with a request is freed here
+ * (progress.c then completes the request), a persistent plan's stays. */
+static int exec_complete(rl_active *op, int err) {
+    rl_exec *ex = (rl_exec *)op;
+    int erc = exec_epilogue(ex);
+    if (err == MPI_SUCCESS) err = erc;
+    ex->result = err;
+    if (ex->greq_err) *ex->greq_err = err;
+    ex->done = 1;
+    comm_state *cs = ex->cs;
+    if (cs && cs->orphaned) ex->cs = NULL; /* a persistent plan must not keep it */
+    rl_comm_state_release(cs);
+    if (ex->node.greq != MPI_REQUEST_NULL) rl_exec_free(ex);
+    return err;
+}
+
+static const rl_active_ops exec_ops = {exec_advance, exec_complete};
+
+/* st's communicator is being freed: active operations not yet bound to its duplicate (ready by
+ * now) are bound. */
+static void bind_waiting(comm_state *st) {
+    rl_lock();
+    for (rl_active *op = rl_active_list(); op; op = op->next) {
+        rl_exec *e = (rl_exec *)op;
+        if (op->ops == &exec_ops && e->cs == st && e->comm == MPI_COMM_NULL) {
+            e->comm = st->dup;
+            if (e->check) e->check->comm = e->comm;
+        }
+    }
+    rl_unlock();
+}
+
+int rl_exec_activate(rl_exec *ex) {
+    rl_comm_hook_bind(bind_waiting);
+    rl_lock();
+    if (ex->cs) ex->cs->users++;
+    ex->node.ops = &exec_ops;
+    int rc = rl_activate_locked(&ex->node);
+    rl_unlock();
+    return rc;
 }
 
 /* The count check of an execution (see check_load), on recursive doubling's (or Swing's, for

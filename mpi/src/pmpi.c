@@ -14,7 +14,11 @@
  * replaced too. MPI-4 entry points (MPI_Allreduce_c, MPI_Allreduce_init) are compiled in only
  * if the MPI headers declare them (RL_HAVE_MPI4, set by the Makefile's compile check). */
 #include "reducelab_mpi.h"
-#include "rl_entry.h"
+#include "rl_blocking.h"
+#include "rl_requests.h"
+#include "rl_progress.h"
+#include "rl_threads.h"
+#include "rl_stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,6 +3,8 @@
 #define _GNU_SOURCE
 #include "rl_prepare.h"
 #include "rl_exec.h"
+#include "rl_capi.h"
+#include "rl_kernels.h"
 #include "rl_comm.h"
 #include "rl_algorithms.h"
 #include "rl_config.h"
@@ -150,7 +152,7 @@ int rl_prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count, MPI
     rl_exec *ex = calloc(1, sizeof *ex);
     if (!ex) goto nomem;
     ex->prog = prog;
-    if (own_scratch) { /* nonblocking / persistent: bound to the duplicate by rl_progress_exec */
+    if (own_scratch) { /* nonblocking / persistent: bound to the duplicate by progress_exec */
         ex->cs = cs;
         ex->comm = MPI_COMM_NULL;
     } else {

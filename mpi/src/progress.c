@@ -1,24 +1,25 @@
 /* Active nonblocking operations: the list, RL_Progress and RL_Wait, blocking waits that progress
  * them, the requests the interposition library asks about, and the progress thread
- * (REDUCELAB_PROGRESS=thread). */
+ * (REDUCELAB_PROGRESS=thread). What an operation is and how it advances is its own business
+ * (rl_active_ops: exec.c's executions). */
 #define _GNU_SOURCE
 #include "reducelab_mpi.h"
 #include "rl_progress.h"
-#include "rl_entry.h"
-#include "rl_shm.h"
-#include "rl_exec.h"
-#include "rl_comm.h"
 #include "rl_threads.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
 
-/* Active nonblocking operations (under rl_mu); rl_progress_events counts steps completed, so the
+/* Active nonblocking operations (under rl_mu); progress_events counts steps completed, so the
  * progress thread knows whether a sweep moved anything. */
-static rl_exec *active;
-unsigned long rl_progress_events;
+static rl_active *active;
+static unsigned long progress_events;
 static int progress_thread_on;
+
+void rl_progress_moved(void) { progress_events++; }
+
+rl_active *rl_active_list(void) { return active; }
 
 /* A blocking collective waits with PMPI_Waitall/Waitsome, unless nonblocking operations are
  * active and no progress thread runs: then with tests that progress them too (their peers may
@@ -50,15 +51,15 @@ void rl_progress_others(void) {
 int rl_active_count(void) {
     int n = 0;
     rl_lock();
-    for (rl_exec *e = active; e; e = e->next_active) n++;
+    for (rl_active *e = active; e; e = e->next) n++;
     rl_unlock();
     return n;
 }
 
 /* The active operation whose generalized request is r (rl_mu held), or NULL. */
-static rl_exec *find_active(MPI_Request r) {
+static rl_active *find_active(MPI_Request r) {
     if (r == MPI_REQUEST_NULL) return NULL;
-    for (rl_exec *e = active; e; e = e->next_active)
+    for (rl_active *e = active; e; e = e->next)
         if (e->greq == r) return e;
     return NULL;
 }
@@ -77,52 +78,32 @@ int rl_is_active_request(MPI_Request r) {
 int rl_detach_request(MPI_Request r) {
     if (!__atomic_load_n(&active, __ATOMIC_ACQUIRE)) return 0;
     rl_lock();
-    rl_exec *e = find_active(r);
+    rl_active *e = find_active(r);
     if (e) e->detached = 1;
     rl_unlock();
     return e != NULL;
 }
 
-/* st's communicator is being freed: active operations not yet bound to its duplicate (ready by
- * now) are bound. */
-void rl_unbind_comm_state(comm_state *st) {
-    rl_lock();
-    for (rl_exec *e = active; e; e = e->next_active)
-        if (e->cs == st && e->comm == MPI_COMM_NULL) {
-            e->comm = st->dup;
-            if (e->check) e->check->comm = e->comm;
-        }
-    rl_unlock();
-}
-
 /* One sweep over the active operations (rl_mu held). */
 static int progress_sweep(void) {
     int first_err = MPI_SUCCESS;
-    rl_exec **pp = &active;
+    rl_active **pp = &active;
     while (*pp) {
-        rl_exec *ex = *pp, *next = ex->next_active;
+        rl_active *op = *pp, *next = op->next;
         int err;
-        if (rl_progress_exec(ex, &err)) {
+        if (op->ops->advance(op, &err)) {
             __atomic_store_n(pp, next, __ATOMIC_RELEASE);
-            rl_progress_events++;
-            int erc = rl_exec_epilogue(ex);
-            if (err == MPI_SUCCESS) err = erc;
-            ex->result = err;
-            if (ex->greq_err) *ex->greq_err = err;
-            ex->done = 1;
-            comm_state *cs = ex->cs;
-            if (cs && cs->orphaned) ex->cs = NULL; /* a persistent plan must not keep it */
-            rl_comm_state_release(cs);
+            progress_events++;
+            MPI_Request g = op->greq;
+            int detached = op->detached;
+            err = op->ops->complete(op, err); /* (frees op if it has a request) */
             if (err != MPI_SUCCESS && first_err == MPI_SUCCESS) first_err = err;
-            if (ex->greq != MPI_REQUEST_NULL) {
-                MPI_Request g = ex->greq;
-                int detached = ex->detached;
-                rl_exec_free(ex);
+            if (g != MPI_REQUEST_NULL) {
                 PMPI_Grequest_complete(g);
                 if (detached) PMPI_Request_free(&g);
             }
         } else {
-            pp = &ex->next_active;
+            pp = &op->next;
         }
     }
     return first_err;
@@ -137,15 +118,12 @@ int RL_Progress(void) {
     return rc;
 }
 
-/* Puts ex on the active list, posts what it can and wakes the progress thread. */
-int rl_activate(rl_exec *ex) {
-    rl_lock();
-    if (ex->cs) ex->cs->users++;
-    ex->next_active = active;
-    __atomic_store_n(&active, ex, __ATOMIC_RELEASE);
+/* Puts op on the active list (rl_mu held), advances what it can and wakes the progress thread. */
+int rl_activate_locked(rl_active *op) {
+    op->next = active;
+    __atomic_store_n(&active, op, __ATOMIC_RELEASE);
     int rc = progress_sweep(); /* post the first step now */
     if (progress_thread_on) pthread_cond_signal(&rl_cv);
-    rl_unlock();
     return rc;
 }
 
@@ -179,9 +157,9 @@ static void *progress_main(void *arg) {
             idle = 0;
             continue;
         }
-        unsigned long before = rl_progress_events;
+        unsigned long before = progress_events;
         progress_sweep();
-        idle = rl_progress_events != before ? 0 : idle + 1;
+        idle = progress_events != before ? 0 : idle + 1;
         rl_mu_held = 0;
         pthread_mutex_unlock(&rl_mu);
         if (idle < RL_IDLE_SWEEPS) {

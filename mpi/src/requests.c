@@ -2,7 +2,7 @@
  * RL_Allreduce_init / RL_Start / RL_Persistent_*. */
 #define _GNU_SOURCE
 #include "reducelab_mpi.h"
-#include "rl_entry.h"
+#include "rl_requests.h"
 #include "rl_exec.h"
 #include "rl_comm.h"
 #include "rl_progress.h"
@@ -52,7 +52,7 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
     if ((named || rl_auto_route(algorithm, comm, count, type, 1) == RL_ROUTE_SHM) &&
         (ex = rl_shm_exec(sendbuf, recvbuf, count, type, op, comm, named))) {
         if (!(ex->greq_err = calloc(1, sizeof *ex->greq_err)) ||
-            (rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, ex->greq_err, &ex->greq)) != MPI_SUCCESS) {
+            (rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, ex->greq_err, &ex->node.greq)) != MPI_SUCCESS) {
             rc = ex->greq_err ? rc : MPI_ERR_NO_MEM;
             free(ex->greq_err);
             rl_exec_free(ex);
@@ -62,8 +62,8 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
         rl_shm_op_start(ex->shm); /* (its turn among the calls on comm: now, in MPI's order) */
         __atomic_fetch_add(&rl_n_scheduled, 1, __ATOMIC_RELAXED);
         snprintf(rl_last_algorithm, sizeof rl_last_algorithm, "shm");
-        *request = ex->greq;
-        rl_activate(ex);
+        *request = ex->node.greq;
+        rl_exec_activate(ex);
         return MPI_SUCCESS;
     }
     if (rl_auto_to_library(algorithm, comm, count, type)) {
@@ -80,15 +80,15 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
     }
     rc = rl_load_allreduce(ex, sendbuf, recvbuf);
     if (rc == MPI_SUCCESS && !(ex->greq_err = calloc(1, sizeof *ex->greq_err))) rc = MPI_ERR_NO_MEM;
-    if (rc == MPI_SUCCESS) rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, ex->greq_err, &ex->greq);
+    if (rc == MPI_SUCCESS) rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, ex->greq_err, &ex->node.greq);
     if (rc != MPI_SUCCESS) {
         free(ex->greq_err);
         rl_exec_free(ex);
         PMPI_Comm_call_errhandler(comm, rc);
         return rc;
     }
-    *request = ex->greq;
-    rl_activate(ex);
+    *request = ex->node.greq;
+    rl_exec_activate(ex);
     return MPI_SUCCESS;
 }
 
@@ -186,28 +186,28 @@ int RL_Start(RL_Persistent r) {
     }
     if (ex->shm) { /* the shared-memory allreduce: takes its turn on the communicator now */
         ex->done = 0;
-        ex->greq = MPI_REQUEST_NULL;
+        ex->node.greq = MPI_REQUEST_NULL;
         rl_shm_op_start(ex->shm);
         r->started = 1;
         rl_n_scheduled++;
-        return rl_activate(ex);
+        return rl_exec_activate(ex);
     }
     comm_state *cs = NULL;
     int rc = rl_get_comm_state(r->comm, &cs);
     if (rc != MPI_SUCCESS) return rc;
-    /* not on the active list: no other thread looks at ex until rl_activate() */
+    /* not on the active list: no other thread looks at ex until rl_exec_activate() */
     rl_next_tag(ex, cs);
     ex->step = 0;
     ex->posted = 0;
     ex->done = 0;
-    ex->greq = MPI_REQUEST_NULL;
+    ex->node.greq = MPI_REQUEST_NULL;
     if ((rc = rl_load_allreduce(ex, r->sendbuf, r->recvbuf)) != MPI_SUCCESS) {
         PMPI_Comm_call_errhandler(r->comm, rc);
         return rc;
     }
     r->started = 1;
     rl_n_scheduled++;
-    return rl_activate(ex);
+    return rl_exec_activate(ex);
 }
 
 int RL_Persistent_test(RL_Persistent r, int *flag) {

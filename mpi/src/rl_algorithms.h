@@ -1,7 +1,7 @@
 /* Algorithm names and programs (algorithms.c). */
 #ifndef RL_ALGORITHMS_H
 #define RL_ALGORITHMS_H
-#include "rl_internal.h"
+#include "rl_capi.h"
 
 #pragma GCC visibility push(hidden)
 int rl_get_program(const char *alg, int coll, const uint32_t *dims, size_t ndims, uint32_t rank,

@@ -1,12 +1,15 @@
 /* The execution of one rank's program (exec.c). */
 #ifndef RL_EXEC_H
 #define RL_EXEC_H
-#include "rl_internal.h"
+#include "rl_capi.h"
+#include "rl_kernels.h"
 #include "rl_comm.h"
+#include "rl_progress.h"
 #include "rl_shm.h"
 
 #pragma GCC visibility push(hidden)
 typedef struct rl_exec {
+    rl_active node; /* nonblocking: on the active list (progress.c), with its request */
     const RlProgram *prog;
     MPI_Comm comm;
     int tag, tag_base; /* see rl_next_tag */
@@ -62,11 +65,8 @@ typedef struct rl_exec {
     int result;     /* nonblocking: the completed run's error code */
     int *greq_err;  /* the generalized request's extra state: `result` for its query function */
     /* nonblocking */
-    MPI_Request greq;
     int done;
-    int detached; /* MPI_Request_free'd while active: free the request when complete */
     comm_state *cs; /* nonblocking: comm stays MPI_COMM_NULL until cs's duplicate exists */
-    struct rl_exec *next_active;
     /* not a schedule: the shared-memory allreduce (shm.c) as a nonblocking operation (prog NULL) */
     rl_shm_op *shm;
 } rl_exec;
@@ -74,15 +74,17 @@ size_t rl_span(const rl_exec *ex, size_t n);
 size_t rl_step_scratch(const rl_exec *ex, const RlStep *st);
 size_t rl_max_step_transfers(const RlProgram *p);
 int rl_reserve_reqs(rl_exec *ex, size_t n);
-int rl_exec_epilogue(rl_exec *ex);
 void rl_next_tag(rl_exec *ex, comm_state *cs);
 int rl_run_blocking(rl_exec *ex);
-int rl_progress_exec(rl_exec *ex, int *err);
 extern char *rl_shared_scratch;
 extern size_t rl_shared_scratch_bytes;
 void rl_exec_free(rl_exec *ex);
 rl_exec *rl_make_check(const rl_exec *main, const char *algorithm, const uint32_t *dims, size_t ndims, uint32_t rank);
 int rl_alloc_work(rl_exec *ex, size_t bytes, MPI_Comm comm);
 int rl_load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf);
+/* Puts a nonblocking execution on the active list (counted as a user of its communicator's
+ * state), posts what it can and wakes the progress thread; completing it completes its request
+ * (node.greq) and frees it, or (none: persistent) leaves it done with its result. */
+int rl_exec_activate(rl_exec *ex);
 #pragma GCC visibility pop
 #endif

@@ -1,7 +1,9 @@
 /* The shared-memory allreduce (shm.c; docs/mpi.md, "Shared-memory allreduce"). */
 #ifndef RL_SHM_H
 #define RL_SHM_H
-#include "rl_internal.h"
+#include <mpi.h>
+#include <stddef.h>
+#include "rl_kernels.h"
 #define RL_SHM_DECLINED (-1)
 /* A blocking allreduce through the communicator's shared segment (made at the first call, a
  * collective). `kernel`: the runtime's kernel for a predefined op, or NULL for a user op
@@ -24,10 +26,4 @@ int rl_shm_op_create(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
 void rl_shm_op_start(rl_shm_op *o);
 int rl_shm_op_progress(rl_shm_op *o, MPI_Comm node, int *err);
 void rl_shm_op_free(rl_shm_op *o);
-/* progress.c: progress the active nonblocking ReduceLab operations if any (and no progress
- * thread does it) */
-void rl_progress_others(void);
-/* comm.c: the communicator's private duplicate (made with MPI_Comm_idup at the first
- * ReduceLab call on it; waited for while progressing the active operations) */
-int rl_private_comm(MPI_Comm comm, MPI_Comm *dup);
 #endif

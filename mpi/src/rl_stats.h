@@ -9,5 +9,7 @@ int rl_is_verbose(void);
 void rl_note_once(const char *prefix, const char *why);
 void rl_note_fallback(const char *why);
 void rl_note_thread_fallback(void);
+/* A line on stderr with REDUCELAB_VERBOSE (the interposition library's notices). */
+void rl_notice(const char *msg);
 #pragma GCC visibility pop
 #endif

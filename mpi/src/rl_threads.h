@@ -14,5 +14,7 @@ extern __thread int rl_mu_held;
 int rl_use_lock(void);
 void rl_lock(void);
 void rl_unlock(void);
+/* The application's level, recorded by the interposition library's MPI_Init/MPI_Init_thread. */
+void rl_set_app_thread_level(int level);
 #pragma GCC visibility pop
 #endif

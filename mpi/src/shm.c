@@ -55,9 +55,10 @@
  * communicator at once), the keyval is made once (pthread_once) and the segment count is
  * atomic, so two threads on two communicators may run it at MPI_THREAD_MULTIPLE. */
 #define _GNU_SOURCE
-#include "rl_internal.h"
-#include "rl_entry.h"
 #include "rl_shm.h"
+#include "rl_kernels.h"
+#include "rl_comm.h"
+#include "rl_progress.h"
 
 #include <errno.h>
 #include <fcntl.h>

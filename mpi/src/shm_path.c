@@ -4,6 +4,7 @@
 #include "rl_shm_path.h"
 #include "rl_shm.h"
 #include "rl_exec.h"
+#include "rl_kernels.h"
 #include "rl_comm.h"
 #include "rl_prepare.h"
 #include "rl_stats.h"
@@ -69,8 +70,8 @@ rl_exec *rl_shm_exec(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
             if (ex) {
                 ex->shm = o;
                 ex->cs = cs;
-                ex->comm = MPI_COMM_NULL; /* bound to the duplicate when it exists (rl_progress_exec) */
-                ex->greq = MPI_REQUEST_NULL;
+                ex->comm = MPI_COMM_NULL; /* bound to the duplicate when it exists (progress_exec) */
+                ex->node.greq = MPI_REQUEST_NULL;
                 return ex;
             }
             rl_shm_op_free(o);

@@ -3,7 +3,6 @@
 #define _GNU_SOURCE
 #include "reducelab_mpi.h"
 #include "rl_stats.h"
-#include "rl_entry.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /* Thread levels (the application's and the MPI library's) and the runtime's mutex. */
 #define _GNU_SOURCE
 #include "rl_threads.h"
-#include "rl_entry.h"
 
+#include <mpi.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
