@@ -26,7 +26,7 @@ typedef struct prog_entry {
 static prog_entry *prog_cache;
 
 int rl_get_program(const char *alg, int coll, const uint32_t *dims, size_t ndims, uint32_t rank,
-                       const RlProgram **out, char *err, size_t errlen) {
+                   const RlProgram **out, char *err, size_t errlen) {
     for (prog_entry *e = prog_cache; e; e = e->next)
         if (e->collective == coll && e->rank == rank && e->ndims == ndims && strcmp(e->algorithm, alg) == 0 &&
             memcmp(e->dims, dims, ndims * sizeof *dims) == 0) {
@@ -95,14 +95,14 @@ static void unknown_algorithm(const char *name, char *err, size_t errlen) {
  * one node; the exact values matter little, see docs/mpi.md). `substitute`: the interposition
  * library's reduce-scatter / allgather substitutes (registry field `substitute`). */
 int rl_resolve(const char *name, int coll, const uint32_t *dims, size_t ndims, size_t bytes, int substitute,
-                   const char **out, char *err, size_t errlen) {
+               const char **out, char *err, size_t errlen) {
     if (!name || !*name) name = getenv("REDUCELAB_ALLREDUCE");
     if (!name || !*name) name = "auto";
     if (strcmp(name, "shm") == 0) { /* the shared-memory path is an allreduce (an allreduce it declined
                                       * has said why: rl_try_shm, rl_shm_exec) */
         if (coll != RL_COLL_ALLREDUCE)
             rl_note_once("shm not used", "reduce-scatter and allgather calls run auto's path (the shared-memory "
-                                      "path is an allreduce)");
+                                         "path is an allreduce)");
         name = "auto";
     }
     if (rl_innet_named(name)) { /* through the software switch: blocking allreduces only */

@@ -166,5 +166,5 @@ int rl_rules_failed(MPI_Comm comm) {
 
 void rl_note_auto_library(void) {
     rl_note_fallback("auto: below the measured crossover the MPI library's allreduce is faster (REDUCELAB_RULES; "
-                  "docs/mpi.md)");
+                     "docs/mpi.md)");
 }

@@ -152,8 +152,8 @@ int rl_reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, M
     if (rl_negative_count(comm, recvcount)) return MPI_ERR_COUNT;
     if (recvcount < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && recvcount > 0) || comm == MPI_COMM_NULL)
         return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
-    int st = rl_prepare(RL_COLL_REDUCE_SCATTER, algorithm, comm, (size_t)recvcount * (size_t)p, type, op, strict, 0, &ex,
-                     &rc);
+    int st = rl_prepare(RL_COLL_REDUCE_SCATTER, algorithm, comm, (size_t)recvcount * (size_t)p, type, op, strict, 0,
+                        &ex, &rc);
     if (st == PREP_FALLBACK) return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, type, op, comm);
     if (st == PREP_ERROR) return rc;
     if (recvcount > 0 && (!recvbuf || !sendbuf)) {
@@ -190,7 +190,7 @@ int rl_allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
     PMPI_Comm_size(comm, &p);
     PMPI_Comm_rank(comm, &rank);
     int st = rl_prepare(RL_COLL_ALLGATHER, algorithm, comm, (size_t)recvcount * (size_t)p, recvtype, MPI_OP_NULL,
-                     strict, 0, &ex, &rc);
+                        strict, 0, &ex, &rc);
     if (st == PREP_FALLBACK)
         return PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     if (st == PREP_ERROR) return rc;

@@ -525,7 +525,7 @@ int rl_exec_activate(rl_exec *ex) {
 /* The count check of an execution (see check_load), on recursive doubling's (or Swing's, for
  * the Swing names) latency schedule; NULL if none can be built. */
 rl_exec *rl_make_check(const rl_exec *main, const char *algorithm, const uint32_t *dims, size_t ndims,
-                           uint32_t rank) {
+                       uint32_t rank) {
     if (chk_type == MPI_DATATYPE_NULL) {
         if (PMPI_Type_contiguous(CHK_BYTES, MPI_BYTE, &chk_type) != MPI_SUCCESS) return NULL;
         PMPI_Type_commit(&chk_type);

@@ -40,7 +40,7 @@ int rl_is_predefined_op(MPI_Op op) {
  * `strict`: an algorithm that cannot run this collective on this shape is an error (RL_* API),
  * not a fallback (interposition). `own_scratch`: the execution gets its own scratch buffer. */
 int rl_prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count, MPI_Datatype type, MPI_Op op,
-                   int strict, int own_scratch, rl_exec **out, int *rc) {
+               int strict, int own_scratch, rl_exec **out, int *rc) {
     char err[512] = "";
     int p = 0, rank = 0, inter = 0, commute = 1;
     *out = NULL;
@@ -87,8 +87,8 @@ int rl_prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count, MPI
     size_t ndims;
     const char *alg = NULL;
     if (!rl_torus_for(p, dims, &ndims, err, sizeof err) ||
-        !rl_resolve(algorithm, coll, dims, ndims, count * (size_t)tsize, !strict && coll != RL_COLL_ALLREDUCE, &alg, err,
-                 sizeof err)) {
+        !rl_resolve(algorithm, coll, dims, ndims, count * (size_t)tsize, !strict && coll != RL_COLL_ALLREDUCE, &alg,
+                    err, sizeof err)) {
         fprintf(stderr, "reducelab: %s\n", err);
         PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG);
         *rc = MPI_ERR_ARG;

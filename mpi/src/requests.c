@@ -52,7 +52,8 @@ int rl_iallreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype ty
     if ((named || rl_auto_route(algorithm, comm, count, type, 1) == RL_ROUTE_SHM) &&
         (ex = rl_shm_exec(sendbuf, recvbuf, count, type, op, comm, named))) {
         if (!(ex->greq_err = calloc(1, sizeof *ex->greq_err)) ||
-            (rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, ex->greq_err, &ex->node.greq)) != MPI_SUCCESS) {
+            (rc = PMPI_Grequest_start(greq_query, greq_free, greq_cancel, ex->greq_err, &ex->node.greq)) !=
+                MPI_SUCCESS) {
             rc = ex->greq_err ? rc : MPI_ERR_NO_MEM;
             free(ex->greq_err);
             rl_exec_free(ex);

@@ -20,7 +20,7 @@
  * REDUCELAB_VERBOSE; every rank declines alike: the reasons depend only on the communicator,
  * the datatype, the op and the environment, which must agree across ranks). */
 int rl_try_shm(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-                   int named) {
+               int named) {
     char why[300] = "";
     int inter = 0;
     if (count == 0 || comm == MPI_COMM_NULL || type == MPI_DATATYPE_NULL || op == MPI_OP_NULL)
@@ -49,7 +49,7 @@ int rl_try_shm(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type,
  * `shm` says why; every rank declines alike). Not at MPI_THREAD_MULTIPLE (nonblocking calls go
  * to the library there, see rl_prepare). Not started: rl_shm_op_start at the call or each start. */
 rl_exec *rl_shm_exec(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
-                         int named) {
+                     int named) {
     char why[300] = "";
     int inter = 0;
     if (rl_thread_multiple() || count <= 0 || comm == MPI_COMM_NULL || type == MPI_DATATYPE_NULL || op == MPI_OP_NULL ||

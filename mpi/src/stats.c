@@ -20,8 +20,8 @@ void RL_Counters(long long *scheduled, long long *fallback) {
 const char *RL_Last_algorithm(void) { return rl_last_algorithm; }
 
 static void print_counters(void) {
-    fprintf(stderr, "reducelab: %lld collectives ran ReduceLab schedules, %lld went to the MPI library\n", rl_n_scheduled,
-            rl_n_fallback);
+    fprintf(stderr, "reducelab: %lld collectives ran ReduceLab schedules, %lld went to the MPI library\n",
+            rl_n_scheduled, rl_n_fallback);
 }
 
 /* REDUCELAB_VERBOSE=1: fallbacks are explained as they happen and the counters printed at exit. */
