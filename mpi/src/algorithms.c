@@ -5,7 +5,6 @@
 #include "rl_algorithms.h"
 #include "rl_capi.h"
 #include "rl_stats.h"
-#include "rl_innet.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,13 +80,50 @@ static int in_registry(const char *name) {
     return 0;
 }
 
-/* "unknown ReduceLab algorithm 'x' (known: <every registry name>, mpi)". */
+/* "unknown ReduceLab algorithm 'x' (known: <every registry name>, mpi, shm; ...)". */
 static void unknown_algorithm(const char *name, char *err, size_t errlen) {
     size_t n = (size_t)snprintf(err, errlen, "unknown ReduceLab algorithm '%s' (known: ", name);
     RlAlgorithmInfo info;
     for (size_t i = 0; n < errlen && rl_algorithm_info(i, &info) == 0; i++)
         n += (size_t)snprintf(err + n, errlen - n, "%s, ", info.name);
-    if (n < errlen) snprintf(err + n, errlen - n, "mpi, shm)");
+    if (n < errlen)
+        snprintf(err + n, errlen - n, "mpi, shm; any other name is the protocol of running software switches, "
+                                      "but REDUCELAB_INNET_SCENARIO is not set)");
+}
+
+/* Names of this runtime's own paths (mpi, shm) and of the registry: not switch protocols. */
+static int runtime_name(const char *name) {
+    return strcmp(name, "mpi") == 0 || strcmp(name, "shm") == 0 || in_registry(name);
+}
+
+/* REDUCELAB_INNET_SCENARIO is set (read once, at the first call: a benign race, same value). */
+static int innet_scenario(void) {
+    static int read = 0, set = 0;
+    if (__builtin_expect(!read, 0)) {
+        const char *s = getenv("REDUCELAB_INNET_SCENARIO");
+        set = s && *s;
+        read = 1;
+    }
+    return set;
+}
+
+/* The in-network path (innet.c): with REDUCELAB_INNET_SCENARIO set, any name outside the
+ * registry (and other than mpi and shm) is taken for the protocol of the running switches and
+ * passed on as given: libreducelab_innet.so checks it against the scenario's protocol (this
+ * runtime keeps no list of protocols). Without the scenario such a name is unknown (rl_resolve
+ * says so). `algorithm`, or REDUCELAB_ALLREDUCE if NULL or empty (read once: every
+ * MPI_Allreduce asks). */
+const char *rl_switch_protocol(const char *algorithm) {
+    if (!innet_scenario()) return NULL;
+    if (algorithm && *algorithm) return runtime_name(algorithm) ? NULL : algorithm;
+    static int read = 0;
+    static const char *env = NULL;
+    if (__builtin_expect(!read, 0)) {
+        const char *a = getenv("REDUCELAB_ALLREDUCE");
+        env = a && *a && !runtime_name(a) ? strdup(a) : NULL; /* (kept: a later setenv may free a) */
+        read = 1;
+    }
+    return env;
 }
 
 /* Resolves a user-facing name to a variant (or "mpi"). 0 and a message if unknown. Families
@@ -105,7 +141,7 @@ int rl_resolve(const char *name, int coll, const uint32_t *dims, size_t ndims, s
                                          "path is an allreduce)");
         name = "auto";
     }
-    if (rl_innet_named(name)) { /* through the software switch: blocking allreduces only */
+    if (rl_switch_protocol(name)) { /* through the software switch: blocking allreduces only */
         rl_note_once("switch algorithm not used", "nonblocking, persistent, reduce-scatter and allgather calls run auto's path "
                                      "(the switch path is blocking allreduce only)");
         name = "auto";

@@ -4,6 +4,7 @@
 #include "reducelab_mpi.h"
 #include "rl_blocking.h"
 #include "rl_exec.h"
+#include "rl_algorithms.h"
 #include "rl_comm.h"
 #include "rl_prepare.h"
 #include "rl_shm.h"
@@ -112,7 +113,7 @@ int rl_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype typ
     if (rl_negative_count(comm, count)) return MPI_ERR_COUNT;
     if (count < 0 || recvbuf == MPI_IN_PLACE || (sendbuf == recvbuf && count > 0))
         return PMPI_Allreduce(sendbuf, recvbuf, count, type, op, comm); /* MPI reports these */
-    const char *innet_name = rl_innet_named(algorithm);
+    const char *innet_name = rl_switch_protocol(algorithm);
     if (innet_name) return rl_innet_allreduce(sendbuf, recvbuf, count, type, op, comm, innet_name);
     if (__builtin_expect(__atomic_load_n(&rl_nrules, __ATOMIC_ACQUIRE) < 0, 0)) rl_load_rules();
     int named = algorithm ? strcmp(algorithm, "shm") == 0 : rl_env_shm;

@@ -86,10 +86,15 @@ int rl_prepare(int coll, const char *algorithm, MPI_Comm comm, size_t count, MPI
     uint32_t dims[8];
     size_t ndims;
     const char *alg = NULL;
-    if (!rl_torus_for(p, dims, &ndims, err, sizeof err) ||
+    int torus_ok = rl_torus_for(p, dims, &ndims, err, sizeof err);
+    if (!torus_ok ||
         !rl_resolve(algorithm, coll, dims, ndims, count * (size_t)tsize, !strict && coll != RL_COLL_ALLREDUCE, &alg,
                     err, sizeof err)) {
-        fprintf(stderr, "reducelab: %s\n", err);
+        const char *env = algorithm && *algorithm ? NULL : getenv("REDUCELAB_ALLREDUCE");
+        if (torus_ok && env && *env) /* a name from the environment: which setting, which rank (as innet.c says) */
+            fprintf(stderr, "reducelab: REDUCELAB_ALLREDUCE=%s (rank %d): %s\n", env, rank, err);
+        else
+            fprintf(stderr, "reducelab: %s\n", err);
         PMPI_Comm_call_errhandler(comm, MPI_ERR_ARG);
         *rc = MPI_ERR_ARG;
         return PREP_ERROR;

@@ -7,6 +7,9 @@
 int rl_get_program(const char *alg, int coll, const uint32_t *dims, size_t ndims, uint32_t rank,
                    const RlProgram **out, char *err, size_t errlen);
 const char *rl_rank_ordered_variant(void);
+/* The switch protocol the name (`algorithm`, or REDUCELAB_ALLREDUCE if NULL or empty) asks for,
+ * or NULL: a name outside the registry when REDUCELAB_INNET_SCENARIO is set (innet.c). */
+const char *rl_switch_protocol(const char *algorithm);
 int rl_resolve(const char *name, int coll, const uint32_t *dims, size_t ndims, size_t bytes, int substitute,
                const char **out, char *err, size_t errlen);
 #pragma GCC visibility pop
