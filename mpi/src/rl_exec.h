@@ -70,17 +70,26 @@ typedef struct rl_exec {
     /* not a schedule: the shared-memory allreduce (shm.c) as a nonblocking operation (prog NULL) */
     rl_shm_op *shm;
 } rl_exec;
+/* Bytes spanned by n consecutive elements (the last one up to its true upper bound). */
 size_t rl_span(const rl_exec *ex, size_t n);
+/* Scratch bytes a step needs; most transfers in one step; room for n requests. */
 size_t rl_step_scratch(const rl_exec *ex, const RlStep *st);
 size_t rl_max_step_transfers(const RlProgram *p);
 int rl_reserve_reqs(rl_exec *ex, size_t n);
+/* The run's tag from the communicator's sequence number (after count and tsize are set). */
 void rl_next_tag(rl_exec *ex, comm_state *cs);
+/* Runs every step, blocking (progressing the active operations meanwhile); an MPI error code. */
 int rl_run_blocking(rl_exec *ex);
+/* Scratch for blocking calls, kept between calls. */
 extern char *rl_shared_scratch;
 extern size_t rl_shared_scratch_bytes;
 void rl_exec_free(rl_exec *ex);
+/* The count check of an execution (REDUCELAB_CHECK), or NULL if none can be built. */
 rl_exec *rl_make_check(const rl_exec *main, const char *algorithm, const uint32_t *dims, size_t ndims, uint32_t rank);
+/* A private working vector for a type with holes (on failure `ex` is freed and the error handler
+ * called). */
 int rl_alloc_work(rl_exec *ex, size_t bytes, MPI_Comm comm);
+/* An allreduce's buffers for the next run. */
 int rl_load_allreduce(rl_exec *ex, const void *sendbuf, void *recvbuf);
 /* Puts a nonblocking execution on the active list (counted as a user of its communicator's
  * state), posts what it can and wakes the progress thread; completing it completes its request

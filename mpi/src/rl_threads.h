@@ -10,7 +10,8 @@ int rl_thread_multiple(void);
 extern pthread_mutex_t rl_mu;
 extern pthread_cond_t rl_cv;
 extern int rl_locking;
-extern __thread int rl_mu_held;
+extern __thread int rl_mu_held; /* this thread holds rl_mu */
+/* 1 when the MPI library is at MPI_THREAD_MULTIPLE: rl_lock and rl_unlock take rl_mu. */
 int rl_use_lock(void);
 void rl_lock(void);
 void rl_unlock(void);
