@@ -1,7 +1,10 @@
-/* REDUCELAB_ALLREDUCE=canary, switchml or atp (docs/switch.md, "The MPI runtime's canary"):
- * each blocking allreduce of the ranks goes through running software switches, via the C ABI of
- * crates/innet (RL_Innet_open / RL_Innet_allreduce), loaded with dlopen on first use so the MPI
- * libraries do not link the switch's Rust code unless it is asked for.
+/* REDUCELAB_ALLREDUCE=<protocol> (docs/switch.md, "The MPI runtime's canary"): each blocking
+ * allreduce of the ranks goes through running software switches, via the C ABI of crates/innet
+ * (RL_Innet_open / RL_Innet_allreduce), loaded with dlopen on first use so the MPI libraries do
+ * not link the switch's Rust code unless it is asked for. Which calls come here is decided by
+ * algorithms.c (rl_switch_protocol: a name outside the algorithm registry, when
+ * REDUCELAB_INNET_SCENARIO is set); this file keeps no list of protocols: the name is passed on
+ * as given and must be the protocol the scenario's session runs (RL_Innet_protocol).
  *
  *   REDUCELAB_INNET_SCENARIO  the scenario file the switches were started from (required)
  *   REDUCELAB_INNET_ADDR      their --ip-base:--port-base (default 127.0.100.1:47000)
@@ -43,27 +46,6 @@ static struct {
     char err[1024];
 } innet;
 
-static const char *const switch_algorithms[] = {"canary", "switchml", "atp", "dsa"};
-
-static const char *switch_name(const char *n) {
-    if (!n) return NULL;
-    for (size_t i = 0; i < sizeof switch_algorithms / sizeof *switch_algorithms; i++)
-        if (strcmp(n, switch_algorithms[i]) == 0) return switch_algorithms[i];
-    return NULL;
-}
-
-const char *rl_innet_named(const char *algorithm) {
-    if (algorithm && *algorithm) return switch_name(algorithm);
-    /* every MPI_Allreduce asks: read the environment once (a benign race: same value) */
-    static int read = 0;
-    static const char *env = NULL;
-    if (__builtin_expect(!read, 0)) {
-        env = switch_name(getenv("REDUCELAB_ALLREDUCE"));
-        read = 1;
-    }
-    return env;
-}
-
 static void *load_library(char *err, size_t errlen) {
     const char *env = getenv("REDUCELAB_INNET_LIB");
     if (env && *env) {
@@ -73,7 +55,7 @@ static void *load_library(char *err, size_t errlen) {
     }
     char near[PATH_MAX] = "";
     Dl_info info;
-    if (dladdr((void *)&rl_innet_named, &info) && info.dli_fname) {
+    if (dladdr((void *)&rl_innet_allreduce, &info) && info.dli_fname) {
         const char *slash = strrchr(info.dli_fname, '/');
         if (slash)
             snprintf(near, sizeof near, "%.*s/../../target/release/libreducelab_innet.so", (int)(slash - info.dli_fname),
@@ -110,8 +92,10 @@ static int open_here(MPI_Comm comm, const char *name) {
     if (!lib) return 0;
     innet_open_fn open = (innet_open_fn)dlsym(lib, "RL_Innet_open");
     innet.allreduce = (innet_allreduce_fn)dlsym(lib, "RL_Innet_allreduce");
-    if (!open || !innet.allreduce) {
-        snprintf(innet.err, sizeof innet.err, "libreducelab_innet.so has no RL_Innet_open/RL_Innet_allreduce");
+    innet_protocol_fn protocol = (innet_protocol_fn)dlsym(lib, "RL_Innet_protocol");
+    if (!open || !innet.allreduce || !protocol) {
+        snprintf(innet.err, sizeof innet.err,
+                 "libreducelab_innet.so has no RL_Innet_open/RL_Innet_allreduce/RL_Innet_protocol");
         return 0;
     }
     const char *t = getenv("REDUCELAB_INNET_TIMEOUT_S");
@@ -123,8 +107,7 @@ static int open_here(MPI_Comm comm, const char *name) {
     innet.handle = open(scenario, getenv("REDUCELAB_INNET_ADDR"), (uint32_t)size, (uint32_t)rank, timeout, innet.err,
                         sizeof innet.err);
     if (!innet.handle) return 0;
-    innet_protocol_fn protocol = (innet_protocol_fn)dlsym(lib, "RL_Innet_protocol");
-    const char *runs = protocol ? protocol(innet.handle) : "canary";
+    const char *runs = protocol(innet.handle);
     if (strcmp(runs, name) != 0) {
         snprintf(innet.err, sizeof innet.err, "REDUCELAB_INNET_SCENARIO=%s runs %s, not %s: give the scenario the switch runs", scenario, runs, name);
         return 0;

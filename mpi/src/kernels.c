@@ -3,7 +3,7 @@
  * target_clones the AVX2 version is picked at load time where the CPU has it.
  * Integer sums and products wrap modulo 2^bits (computed in unsigned arithmetic, as MPI
  * libraries do, without C's signed-overflow undefined behaviour). */
-#include "rl_internal.h"
+#include "rl_kernels.h"
 #include <stdbool.h>
 #include <stdint.h>
 

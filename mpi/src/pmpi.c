@@ -14,7 +14,11 @@
  * replaced too. MPI-4 entry points (MPI_Allreduce_c, MPI_Allreduce_init) are compiled in only
  * if the MPI headers declare them (RL_HAVE_MPI4, set by the Makefile's compile check). */
 #include "reducelab_mpi.h"
-#include "rl_entry.h"
+#include "rl_blocking.h"
+#include "rl_requests.h"
+#include "rl_progress.h"
+#include "rl_threads.h"
+#include "rl_stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -362,7 +366,7 @@ int MPI_Finalize(void) {
  * REDUCELAB_PROGRESS=thread asks the MPI library for MPI_THREAD_MULTIPLE (whatever the
  * application asked) and, if provided, starts the progress thread. The application still gets
  * the level it asked for (capped by the library's; MPI_Init counts as MPI_THREAD_SINGLE), from
- * MPI_Init_thread and MPI_Query_thread, and ReduceLab's thread rule (engine.c, thread_multiple)
+ * MPI_Init_thread and MPI_Query_thread, and ReduceLab's thread rule (threads.c, rl_thread_multiple)
  * looks at that level: an application at MPI_THREAD_MULTIPLE gets the MPI library's
  * collectives (then the thread would have nothing to do and is not started) unless
  * REDUCELAB_THREADS=serialized. Without the variable nothing changes. */

@@ -1,4 +1,4 @@
-/* The shipped crossovers of `auto` (engine.c, auto_to_library; docs/mpi.md): {ranks, bytes}:
+/* The shipped crossovers of `auto` (auto_rules.c, rl_auto_to_library; docs/mpi.md): {ranks, bytes}:
  * on a communicator of at least `ranks` ranks (the largest such rule), allreduces of fewer than
  * `bytes` bytes go to the MPI library. Measured on the 2-core development VM with
  * `reducelab tune mpi --reps 11` (Open MPI 4.1.4, load average 8-11): three runs gave 16, 0.5

@@ -1,7 +1,9 @@
 /* The shared-memory allreduce (shm.c; docs/mpi.md, "Shared-memory allreduce"). */
 #ifndef RL_SHM_H
 #define RL_SHM_H
-#include "rl_internal.h"
+#include <mpi.h>
+#include <stddef.h>
+#include "rl_kernels.h"
 #define RL_SHM_DECLINED (-1)
 /* A blocking allreduce through the communicator's shared segment (made at the first call, a
  * collective). `kernel`: the runtime's kernel for a predefined op, or NULL for a user op
@@ -11,7 +13,7 @@
 int rl_shm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                      rl_kernel kernel, char *why, size_t whylen);
 /* The same as a nonblocking operation (MPI_Iallreduce, or a persistent plan started many times),
- * progressed by engine.c like its schedules: create (datatype checks, no communication;
+ * progressed by progress.c like the schedules: create (datatype checks, no communication;
  * RL_SHM_DECLINED with the reason, alike on every rank), start (takes the operation's turn among
  * the calls on its communicator: call it at the MPI call or start, in MPI's order), progress
  * (`node`: the private duplicate, MPI_COMM_NULL while it is pending; never blocks; 1 when
@@ -24,10 +26,4 @@ int rl_shm_op_create(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
 void rl_shm_op_start(rl_shm_op *o);
 int rl_shm_op_progress(rl_shm_op *o, MPI_Comm node, int *err);
 void rl_shm_op_free(rl_shm_op *o);
-/* engine.c: progress the active nonblocking ReduceLab operations if any (and no progress
- * thread does it) */
-void rl_progress_others(void);
-/* engine.c: the communicator's private duplicate (made with MPI_Comm_idup at the first
- * ReduceLab call on it; waited for while progressing the active operations) */
-int rl_private_comm(MPI_Comm comm, MPI_Comm *dup);
 #endif

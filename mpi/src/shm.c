@@ -55,9 +55,10 @@
  * communicator at once), the keyval is made once (pthread_once) and the segment count is
  * atomic, so two threads on two communicators may run it at MPI_THREAD_MULTIPLE. */
 #define _GNU_SOURCE
-#include "rl_internal.h"
-#include "rl_entry.h"
 #include "rl_shm.h"
+#include "rl_kernels.h"
+#include "rl_comm.h"
+#include "rl_progress.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -95,7 +96,7 @@ typedef struct {
      * 2 done (usable or not) */
     int ready, usable;
     char why[240];
-    MPI_Comm node; /* the runtime's private duplicate of the communicator (engine.c owns it) */
+    MPI_Comm node; /* the runtime's private duplicate of the communicator (comm.c owns it) */
     int p, rank;
     size_t slot;     /* bytes per rank per set of the current segment */
     size_t slot_max; /* REDUCELAB_SHM_BYTES / (sets·p), rounded down to 4 KiB (at least 4 KiB) */
@@ -837,7 +838,7 @@ int rl_shm_allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
     return o.rc;
 }
 
-/* ---- nonblocking and persistent (engine.c progresses them like its schedules) ---- */
+/* ---- nonblocking and persistent (progress.c progresses them like the schedules) ---- */
 
 int rl_shm_op_create(const void *sendbuf, void *recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
                      rl_kernel kernel, rl_shm_op **out, char *why, size_t whylen) {

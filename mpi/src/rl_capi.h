@@ -1,12 +1,10 @@
-/* Internal interfaces of the ReduceLab MPI runtime. */
-#ifndef RL_INTERNAL_H
-#define RL_INTERNAL_H
-
-#include <mpi.h>
+/* The C ABI of crates/capi (Rust, linked in as a static library): one rank's program of a
+ * schedule, and the algorithm registry. */
+#ifndef RL_CAPI_H
+#define RL_CAPI_H
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- capi (crates/capi, Rust) ---- */
 typedef struct { uint32_t peer, op, first_range, nranges, nblocks, direct; } RlTransfer;
 typedef struct { uint32_t first, nsends, nrecvs; } RlStep;
 typedef struct {
@@ -33,12 +31,4 @@ int32_t rl_algorithm_resolve(const char *name, int32_t collective, const uint32_
                              size_t errlen);
 int32_t rl_crossover_bytes(const char *family, const uint32_t *dims, size_t ndims, double alpha_s,
                            double beta_s_per_byte, uint64_t *out, char *err, size_t errlen);
-
-/* ---- kernels.c ---- */
-/* out[i] = a[i] op b[i] for n elements (out may be b; all our ops are commutative). */
-typedef void (*rl_kernel)(const void *a, const void *b, void *out, size_t n);
-/* Our kernel for a predefined (op, datatype), or NULL if none (user op, or a combination MPI
- * does not define, or a type we do not cover). */
-rl_kernel rl_kernel_for(MPI_Op op, MPI_Datatype type);
-
 #endif
