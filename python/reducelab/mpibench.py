@@ -60,7 +60,7 @@ class Row:
 
 def parse_torus(shape: str) -> list[int]:
     """The sizes of a virtual torus shape like ``4x2`` (1 to 8 sizes, each 1..2^20, the grammar
-    of REDUCELAB_TORUS in mpi/src/engine.c); ValueError naming ``--torus`` otherwise."""
+    of REDUCELAB_TORUS in mpi/src/config.c); ValueError naming ``--torus`` otherwise."""
     parts = shape.lower().split("x")
     if not 1 <= len(parts) <= 8 or not all(p.isdigit() and 1 <= int(p) <= 1 << 20 for p in parts):
         raise ValueError(f"--torus: {shape!r} is not a shape like 4x2 (1 to 8 sizes from 1 to 1048576, joined by x)")
@@ -259,7 +259,7 @@ class Policy:
     shm_max: int | None = None
 
     def line(self, ranks: int) -> str:
-        """The rules-file line (mpi/src/engine.c, load_rules)."""
+        """The rules-file line (mpi/src/auto_rules.c, load_rules_once)."""
         if self.shm_min is None:
             return f"{ranks} {self.min_bytes}"
         return f"{ranks} {self.min_bytes} {self.shm_min} {'inf' if self.shm_max is None else self.shm_max}"
