@@ -139,7 +139,11 @@ fn with_a_window_over_the_round_trip_ndp_runs_at_line_rate() {
             let raw = run(topo, TransportConfig::None, msgs.clone());
             let nd = run(topo, ndp(40), msgs);
             assert_eq!(nd.messages()[0].end, raw.messages()[0].end, "{} {packets} packets", topo.name);
-            let sent: Vec<u64> = nd.transport_trace().iter().filter_map(|(t, e)| matches!(e, TransportEvent::Sent { .. }).then_some(*t)).collect();
+            let sent: Vec<u64> = nd
+                .transport_trace()
+                .iter()
+                .filter_map(|(t, e)| matches!(e, TransportEvent::Sent { .. }).then_some(*t))
+                .collect();
             assert_eq!(sent.len() as u64, packets);
             assert!(sent.windows(2).all(|p| p[1] - p[0] == SER_D), "{}: back to back", topo.name);
         }
@@ -150,7 +154,8 @@ fn with_a_window_over_the_round_trip_ndp_runs_at_line_rate() {
 #[test]
 fn ndp_refuses_lossless_networks_and_bad_parameters() {
     let topo = star(2, LinkParams { bandwidth_bps: GBPS100, latency_ps: LAT }).unwrap();
-    let mut credit = Network::new(&topo, NetConfig { flow_control: FlowControl::Credit, ..cfg() }, vec![], &Rng::new(1)).unwrap();
+    let mut credit =
+        Network::new(&topo, NetConfig { flow_control: FlowControl::Credit, ..cfg() }, vec![], &Rng::new(1)).unwrap();
     let e = credit.set_transport(ndp(4)).unwrap_err();
     assert!(e.contains("drop_tail"), "{e}");
     let mut net = Network::new(&topo, cfg(), vec![], &Rng::new(1)).unwrap();
@@ -180,7 +185,8 @@ fn an_incast_shares_the_receiver_fairly_and_no_flow_starves() {
     let packets = 300u64;
     let bytes = packets * payload;
     let msgs: Vec<_> = (1..=senders).map(|s| (s, 0, bytes, 0)).collect();
-    let tc = TransportConfig::Ndp(NdpConfig { initial_window_packets: 30, data_queue_packets: 8, rto_ps: 1_000_000_000 });
+    let tc =
+        TransportConfig::Ndp(NdpConfig { initial_window_packets: 30, data_queue_packets: 8, rto_ps: 1_000_000_000 });
     let net = run(&topo, tc, msgs);
     let st = net.transport_stats().unwrap();
     assert!(st.trims > 0 && st.nacks == st.trims && st.retransmissions == st.trims, "{st:?}");
@@ -189,7 +195,10 @@ fn an_incast_shares_the_receiver_fairly_and_no_flow_starves() {
     let line_rate = senders as u64 * packets * SER_D;
     for (i, m) in net.messages().iter().enumerate() {
         let fct = m.completion_time().unwrap().ps();
-        assert!(fct as f64 >= 0.95 * line_rate as f64 && fct as f64 <= 1.05 * line_rate as f64, "flow {i}: {fct} ps vs {line_rate} ps for the whole incast");
+        assert!(
+            fct as f64 >= 0.95 * line_rate as f64 && fct as f64 <= 1.05 * line_rate as f64,
+            "flow {i}: {fct} ps vs {line_rate} ps for the whole incast"
+        );
     }
     // Pulls at the receiver (on ACKs/NACKs or alone): never closer than an MTU time.
     let pulls: Vec<(u64, u32)> = net
@@ -203,7 +212,19 @@ fn an_incast_shares_the_receiver_fairly_and_no_flow_starves() {
     assert_eq!(pulls.len() as u64, st.pulls);
     assert!(pulls.windows(2).all(|w| w[1].0 - w[0].0 >= SER_D), "pulls spaced by an MTU time at least");
     // Round-robin: in any 8 consecutive PULL packets while all flows wait, no flow twice.
-    let queued: Vec<u32> = net.transport_trace().iter().filter_map(|&(_, e)| matches!(e, TransportEvent::Replied { kind: ControlKind::Pull, .. }).then(|| if let TransportEvent::Replied { msg, .. } = e { msg } else { 0 })).collect();
+    let queued: Vec<u32> = net
+        .transport_trace()
+        .iter()
+        .filter_map(|&(_, e)| {
+            matches!(e, TransportEvent::Replied { kind: ControlKind::Pull, .. }).then(|| {
+                if let TransportEvent::Replied { msg, .. } = e {
+                    msg
+                } else {
+                    0
+                }
+            })
+        })
+        .collect();
     assert!(queued.len() > 1000, "most pulls are paced: {}", queued.len());
     let mid = &queued[100..900];
     for w in mid.windows(senders as usize) {

@@ -51,7 +51,8 @@ impl Layout {
         if !(density.is_finite() && density > 0.0 && density <= 1.0) {
             return Err(format!("density: must be within (0, 1], got {density}"));
         }
-        let span = ((pairs_per_packet as f64 / density).ceil() as u64).clamp(pairs_per_packet as u64, elements.max(pairs_per_packet as u64));
+        let span = ((pairs_per_packet as f64 / density).ceil() as u64)
+            .clamp(pairs_per_packet as u64, elements.max(pairs_per_packet as u64));
         Ok(Layout { elements, span, pairs_per_packet })
     }
 
@@ -98,7 +99,16 @@ impl Chunk {
 /// dense runs of `2 · pairs_per_packet` elements covering the range. At least one packet (an
 /// empty one for an all-zero block); the last carries the shard count. `already_sent` packets
 /// of this block went out before (a switch's spills) and are counted in the shard count.
-pub fn packetize(block: u32, start: u64, len: u64, pairs: &[Pair], pairs_per_packet: u32, allow_dense: bool, already_sent: u32, out: &mut Vec<Chunk>) {
+pub fn packetize(
+    block: u32,
+    start: u64,
+    len: u64,
+    pairs: &[Pair],
+    pairs_per_packet: u32,
+    allow_dense: bool,
+    already_sent: u32,
+    out: &mut Vec<Chunk>,
+) {
     debug_assert!(pairs.windows(2).all(|w| w[0].index < w[1].index), "pairs must be sorted and unique");
     let ppp = pairs_per_packet.max(1) as usize;
     let first = out.len();
@@ -189,7 +199,8 @@ mod tests {
         let mut out = Vec::new();
         for b in 0..l.blocks() {
             let (s, n) = l.range(b);
-            let pairs: Vec<Pair> = (s..s + n).filter(|&i| data[i as usize] != 0).map(|i| p(i as u32, data[i as usize])).collect();
+            let pairs: Vec<Pair> =
+                (s..s + n).filter(|&i| data[i as usize] != 0).map(|i| p(i as u32, data[i as usize])).collect();
             packetize(b, s, n, &pairs, 2, false, 0, &mut out);
         }
         // Block 0 splits in two packets (the last says 2), block 1 is one empty packet.
