@@ -60,6 +60,7 @@
 //!   no earlier than that stage's end plus its last packet's way through the network.
 //!   (Single-message steps never share it: the contention-free recurrence then uses the
 //!   ceiling as one more bottleneck of the path.)
+//!
 //! A rank pays its send overheads in port order (plans forget the schedule's send order; see
 //! `send_order`), which on tori matches the schedules' port-ordered sends. The recurrence
 //! serialises a rank's receive overheads step by step: a message of a later step that arrives
@@ -194,8 +195,11 @@ struct RoutedMsg {
     port: u16,
 }
 
-/// Interns the path in `path` into the arena: (start, length, latency, bottleneck, first
+/// A path interned in the arena: (start, length, latency in ps, bottleneck in bytes/ps, first
 /// link's bandwidth in bits/s).
+type InternedPath = (u32, u32, f64, f64, u64);
+
+/// Interns the path in `path` into the arena.
 fn intern(
     topo: &Topology,
     cfg: &FlowConfig,
@@ -204,7 +208,7 @@ fn intern(
     bandwidth_bytes_per_ps: &[f64],
     arena: &mut Vec<u32>,
     gap: &mut Vec<f64>,
-) -> (u32, u32, f64, f64, u64) {
+) -> InternedPath {
     let start = arena.len() as u32;
     let mut lat = 0.0;
     let mut bottleneck = f64::INFINITY;
@@ -266,7 +270,7 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
     let mut gap = Vec::new();
     let mut path = Vec::new();
     // Paths are the same for equal (from, to, port): intern them across steps.
-    let mut interned: HashMap<(u32, u32, u16), (u32, u32, f64, f64, u64)> = HashMap::new();
+    let mut interned: HashMap<(u32, u32, u16), InternedPath> = HashMap::new();
     let mut steps = Vec::with_capacity(plan.steps.len());
     for st in &plan.steps {
         let mut msgs = Vec::with_capacity(st.msgs.len());
@@ -278,19 +282,18 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
                 ));
             }
             let port = if honour_ports && m.port != NO_PORT { Some(m.port) } else { None };
-            let mut lookup =
-                |from: u32, to: u32, port_key: u16, port: Option<u16>| -> Result<(u32, u32, f64, f64, u64), String> {
-                    let key = (from, to, port_key);
-                    Ok(match interned.get(&key) {
-                        Some(&v) => v,
-                        None => {
-                            router.path(from, to, port, &mut path)?;
-                            let v = intern(topo, cfg, &router, &path, &bandwidth_bytes_per_ps, &mut arena, &mut gap);
-                            interned.insert(key, v);
-                            v
-                        }
-                    })
-                };
+            let mut lookup = |from: u32, to: u32, port_key: u16, port: Option<u16>| -> Result<InternedPath, String> {
+                let key = (from, to, port_key);
+                Ok(match interned.get(&key) {
+                    Some(&v) => v,
+                    None => {
+                        router.path(from, to, port, &mut path)?;
+                        let v = intern(topo, cfg, &router, &path, &bandwidth_bytes_per_ps, &mut arena, &mut gap);
+                        interned.insert(key, v);
+                        v
+                    }
+                })
+            };
             let (start, len, lat, mut bottleneck, first_bw) = lookup(m.from, m.to, m.port, port)?;
             let b = plan.bytes(m.blocks, bytes, elem_bytes);
             // Rendezvous: one header packet store-and-forward along the message's path (RTS)

@@ -690,6 +690,26 @@ mod tests {
             pub now: u64,
         }
 
+        /// Pending events in `(time, insertion sequence)` order.
+        #[derive(Default)]
+        struct Events {
+            queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
+            events: Vec<Ev>,
+            seq: u64,
+        }
+
+        impl Events {
+            fn push(&mut self, at: u64, e: Ev) {
+                self.seq += 1;
+                self.events.push(e);
+                self.queue.push(Reverse((at, self.seq, self.events.len() - 1)));
+            }
+
+            fn pop(&mut self) -> Option<(u64, Ev)> {
+                self.queue.pop().map(|Reverse((at, _, i))| (at, self.events[i]))
+            }
+        }
+
         fn new_switch() -> CanarySwitch {
             CanarySwitch::new(
                 4,
@@ -704,22 +724,13 @@ mod tests {
             let mut v = Values::new(4);
             let mut hosts: Vec<CanaryHost> = (0..n).map(|r| CanaryHost::new(c, r, RTO, 3)).collect();
             let mut sw = new_switch();
-            let mut q: BinaryHeap<Reverse<(u64, u64, usize)>> = BinaryHeap::new();
-            let mut evs: Vec<Ev> = Vec::new();
-            let mut seq = 0u64;
-            let mut push = |q: &mut BinaryHeap<Reverse<(u64, u64, usize)>>, evs: &mut Vec<Ev>, at: u64, e: Ev| {
-                seq += 1;
-                evs.push(e);
-                q.push(Reverse((at, seq, evs.len() - 1)));
-            };
+            let mut evs = Events::default();
             let gone = |h: &CanaryHost, now: u64| h.completed_ps().is_some_and(|t| now >= t + h.linger_ps());
             // A packet onto a hop, through its fault.
             // `from`: a rank's packet to the switch; `to`: the switch's packet to a rank.
             let send = |f: &mut dyn Faults,
-                        q: &mut BinaryHeap<_>,
-                        evs: &mut Vec<Ev>,
+                        evs: &mut Events,
                         v: &mut Values,
-                        push: &mut dyn FnMut(&mut BinaryHeap<_>, &mut Vec<Ev>, u64, Ev),
                         now: u64,
                         from: u32,
                         to: Option<u32>,
@@ -732,9 +743,7 @@ mod tests {
                             if i > 0 {
                                 c.data = v.duplicate(h.data);
                             }
-                            push(
-                                q,
-                                evs,
+                            evs.push(
                                 now + HOP + d,
                                 match to {
                                     None => Ev::ToSwitch(from, c),
@@ -748,24 +757,24 @@ mod tests {
             let mut out = Vec::new();
             let mut sout = Vec::new();
             let mut now = 0;
-            for r in 0..n as usize {
-                hosts[r].start(c, 0, &mut v, &mut out);
-                hosts[r].pull(c, 0, usize::MAX, &mut v, &mut out);
+            for (r, host) in (0..n).zip(hosts.iter_mut()) {
+                host.start(c, 0, &mut v, &mut out);
+                host.pull(c, 0, usize::MAX, &mut v, &mut out);
                 for a in out.drain(..) {
                     match a {
-                        HostAction::Send(h) => send(f, &mut q, &mut evs, &mut v, &mut push, 0, r as u32, None, h),
-                        HostAction::Timer { at, token } => push(&mut q, &mut evs, at, Ev::HostTimer(r as u32, token)),
+                        HostAction::Send(h) => send(f, &mut evs, &mut v, 0, r, None, h),
+                        HostAction::Timer { at, token } => evs.push(at, Ev::HostTimer(r, token)),
                     }
                 }
             }
-            while let Some(Reverse((at, _, i))) = q.pop() {
+            while let Some((at, ev)) = evs.pop() {
                 now = at;
                 let host_of = |h: &Header| match h.dst {
                     Addr::Host(x) => Some(x),
                     _ => None,
                 };
                 let mut from_host = None;
-                match evs[i] {
+                match ev {
                     Ev::ToSwitch(port, h) => {
                         if f.crash() {
                             sw = new_switch();
@@ -795,14 +804,14 @@ mod tests {
                 for a in sout.drain(..) {
                     match a {
                         SwAction::Consume => {}
-                        SwAction::Timer { at, token } => push(&mut q, &mut evs, at, Ev::SwTimer(token)),
+                        SwAction::Timer { at, token } => evs.push(at, Ev::SwTimer(token)),
                         SwAction::Forward { out: o, hdr } | SwAction::Emit { out: o, hdr } => {
                             let to = match o {
                                 Out::Port(p) => Some(p as u32),
                                 Out::Route => host_of(&hdr),
                             };
                             match to {
-                                Some(r) if r < n => send(f, &mut q, &mut evs, &mut v, &mut push, now, 4, Some(r), hdr),
+                                Some(r) if r < n => send(f, &mut evs, &mut v, now, 4, Some(r), hdr),
                                 _ => v.release(hdr.data),
                             }
                         }
@@ -812,8 +821,8 @@ mod tests {
                     hosts[r as usize].pull(c, now, usize::MAX, &mut v, &mut out);
                     for a in out.drain(..) {
                         match a {
-                            HostAction::Send(h) => send(f, &mut q, &mut evs, &mut v, &mut push, now, r, None, h),
-                            HostAction::Timer { at, token } => push(&mut q, &mut evs, at, Ev::HostTimer(r, token)),
+                            HostAction::Send(h) => send(f, &mut evs, &mut v, now, r, None, h),
+                            HostAction::Timer { at, token } => evs.push(at, Ev::HostTimer(r, token)),
                         }
                     }
                 }

@@ -757,7 +757,7 @@ impl HostProtocol for FlareSparseHost {
                     self.cursor += 1;
                 }
                 let mut v = Vec::new();
-                packetize(b, s, n, &self.pairs[from..self.cursor], self.layout.pairs_per_packet, false, 0, &mut v);
+                packetize(&self.layout, b, &self.pairs[from..self.cursor], false, 0, &mut v);
                 self.queue.extend(v);
                 self.next_block += 1;
             }

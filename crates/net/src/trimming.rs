@@ -174,7 +174,7 @@ impl Network {
         }
         let t = &mut self.ports[g].prio_turn;
         *t += 1;
-        if *t >= HEADER_TURNS + 1 {
+        if *t > HEADER_TURNS {
             *t = 0;
         }
         *t < HEADER_TURNS

@@ -215,15 +215,8 @@ fn an_incast_shares_the_receiver_fairly_and_no_flow_starves() {
     let queued: Vec<u32> = net
         .transport_trace()
         .iter()
-        .filter_map(|&(_, e)| {
-            matches!(e, TransportEvent::Replied { kind: ControlKind::Pull, .. }).then(|| {
-                if let TransportEvent::Replied { msg, .. } = e {
-                    msg
-                } else {
-                    0
-                }
-            })
-        })
+        .filter(|&&(_, e)| matches!(e, TransportEvent::Replied { kind: ControlKind::Pull, .. }))
+        .map(|&(_, e)| if let TransportEvent::Replied { msg, .. } = e { msg } else { 0 })
         .collect();
     assert!(queued.len() > 1000, "most pulls are paced: {}", queued.len());
     let mid = &queued[100..900];

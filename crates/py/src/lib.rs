@@ -15,6 +15,10 @@
 //! few process-wide atomics (only one run at a time, the first to start, draws a bar) and the
 //! pending exception is thread-local.
 
+// pyo3 0.22's #[pyfunction] expansion converts a `PyResult`'s error into `PyErr` again, which
+// clippy reports at every `-> PyResult<_>` (PyO3/pyo3#4828, fixed in pyo3 0.23).
+#![allow(clippy::useless_conversion)]
+
 use std::cell::{Cell, RefCell};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -68,6 +68,7 @@
 //! - injection ceiling: the bandwidth term of the step is at least the bytes a rank sends in
 //!   the step (over all its ports) at the ceiling, i.e. the step's rate per rank is
 //!   `min(ports × link, injection)`: `max(β·L_s·b_s, R_s·8/injection)`.
+//!
 //! With no endpoint costs this is [`Deficiencies::cost_seconds`].
 
 use crate::algos::Layout;

@@ -257,7 +257,7 @@ fn emit(tbs: &mut [TbDraft], tb: usize, mut step: MscclStep, deps: impl IntoIter
         }
     }
     let need: Vec<(usize, usize)> =
-        latest.into_iter().filter(|&(dt, ds)| tbs[tb].waited.get(&dt).map_or(true, |&w| w < ds)).collect();
+        latest.into_iter().filter(|&(dt, ds)| tbs[tb].waited.get(&dt).is_none_or(|&w| w < ds)).collect();
     for &(dt, ds) in &need {
         tbs[tb].waited.insert(dt, ds);
         tbs[dt].tb.steps[ds].hasdep = true;

@@ -271,7 +271,7 @@ fn rd_steps(dims: &[u32], n: f64, bandwidth: bool) -> Vec<StepCost> {
     if bandwidth {
         steps.extend(core.into_iter().rev());
     }
-    steps.extend(std::iter::repeat(fold).take(folded));
+    steps.extend(std::iter::repeat_n(fold, folded));
     steps
 }
 
@@ -462,7 +462,7 @@ impl SwingLine {
             let mut rem = m;
             for sg in 0..steps {
                 let take = if sg + 1 == steps { rem } else { rem.div_ceil(2) };
-                dir_step.extend(std::iter::repeat(sg).take(take as usize));
+                dir_step.extend(std::iter::repeat_n(sg, take as usize));
                 rem -= take;
             }
         }

@@ -122,12 +122,15 @@ enum Op {
     Calc,
 }
 
+/// Per rank, its operations by label.
+type GoalRanks = BTreeMap<u32, BTreeMap<String, Op>>;
+
 /// LogGOPSim's GOAL grammar (txt2bin): `num_ranks N`, `rank R { ... }`, lines
 /// `LABEL: send Nb to R [tag T] [cpu C] [nic N]`, `LABEL: recv Nb from R [tag T] ...`,
 /// `LABEL: calc N [cpu C]`, `LABEL requires LABEL`, `LABEL irequires LABEL`, `//` comments.
 /// Returns per rank the operations by label; errors on any other line, a redefined label or
 /// a dependency on an undefined one.
-fn parse_goal(text: &str) -> Result<(u32, BTreeMap<u32, BTreeMap<String, Op>>), String> {
+fn parse_goal(text: &str) -> Result<(u32, GoalRanks), String> {
     let ident = |s: &str| {
         !s.is_empty()
             && s.chars().next().unwrap().is_ascii_alphabetic()

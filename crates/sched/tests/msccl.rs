@@ -476,9 +476,9 @@ impl<'a> Machine<'a> {
         Ok(Machine { x, main, owner, base, tbs, mem, chans: HashMap::new() })
     }
 
+    /// Threadblock `g` (with vector clock `vc`) reads `cnt` chunks of its rank's `buf` at `off`.
     fn read(
         &mut self,
-        r: usize,
         g: usize,
         vc: &[u32],
         buf: &str,
@@ -486,6 +486,7 @@ impl<'a> Machine<'a> {
         cnt: usize,
         at: &str,
     ) -> Result<Vec<Option<Val>>, String> {
+        let r = self.owner[g].0;
         let cells = self.mem[r].get_mut(buf).ok_or_else(|| format!("{at}: buffer {buf} is not modelled"))?;
         let mut out = Vec::with_capacity(cnt);
         for c in &mut cells[off as usize..off as usize + cnt] {
@@ -503,16 +504,9 @@ impl<'a> Machine<'a> {
         Ok(out)
     }
 
-    fn write(
-        &mut self,
-        r: usize,
-        g: usize,
-        vc: &[u32],
-        buf: &str,
-        off: i64,
-        vals: Vec<Val>,
-        at: &str,
-    ) -> Result<(), String> {
+    /// Threadblock `g` (with vector clock `vc`) writes `vals` into its rank's `buf` at `off`.
+    fn write(&mut self, g: usize, vc: &[u32], buf: &str, off: i64, vals: Vec<Val>, at: &str) -> Result<(), String> {
+        let r = self.owner[g].0;
         let main = buf == self.main;
         let cells = self.mem[r].get_mut(buf).ok_or_else(|| format!("{at}: buffer {buf} is not modelled"))?;
         for (j, (c, v)) in cells[off as usize..].iter_mut().zip(vals).enumerate() {
@@ -577,33 +571,32 @@ impl<'a> Machine<'a> {
         match st.ty.as_str() {
             "nop" => {}
             "s" => {
-                let v = self.read(r, g, &vc, &st.srcbuf, st.srcoff, st.cnt, &at)?;
+                let v = self.read(g, &vc, &st.srcbuf, st.srcoff, st.cnt, &at)?;
                 let vals = nothing(v, &format!("{at}: sends"))?;
                 self.chans.entry((r, send_peer as usize)).or_default().push_back(Msg { vals, vc: vc.clone() });
             }
             "r" => {
                 let m = self.chans.get_mut(&key).unwrap().pop_front().unwrap();
-                self.write(r, g, &vc, &st.dstbuf, st.dstoff, m.vals, &at)?;
+                self.write(g, &vc, &st.dstbuf, st.dstoff, m.vals, &at)?;
             }
             "rrc" => {
                 let m = self.chans.get_mut(&key).unwrap().pop_front().unwrap();
-                let local =
-                    nothing(self.read(r, g, &vc, &st.srcbuf, st.srcoff, st.cnt, &at)?, &format!("{at}: reduces"))?;
+                let local = nothing(self.read(g, &vc, &st.srcbuf, st.srcoff, st.cnt, &at)?, &format!("{at}: reduces"))?;
                 let vals = local
                     .iter()
                     .zip(&m.vals)
                     .map(|(a, b)| combine(a, b))
                     .collect::<Result<Vec<_>, _>>()
                     .map_err(|e| format!("{at}: {e}"))?;
-                self.write(r, g, &vc, &st.dstbuf, st.dstoff, vals, &at)?;
+                self.write(g, &vc, &st.dstbuf, st.dstoff, vals, &at)?;
             }
             "re" | "cpy" => {
-                let src = nothing(self.read(r, g, &vc, &st.srcbuf, st.srcoff, st.cnt, &at)?, &format!("{at}: reads"))?;
+                let src = nothing(self.read(g, &vc, &st.srcbuf, st.srcoff, st.cnt, &at)?, &format!("{at}: reads"))?;
                 let vals = if st.ty == "cpy" {
                     src
                 } else {
                     let dst = nothing(
-                        self.read(r, g, &vc, &st.dstbuf, st.dstoff, st.cnt, &at)?,
+                        self.read(g, &vc, &st.dstbuf, st.dstoff, st.cnt, &at)?,
                         &format!("{at}: reduces into"),
                     )?;
                     dst.iter()
@@ -612,7 +605,7 @@ impl<'a> Machine<'a> {
                         .collect::<Result<Vec<_>, _>>()
                         .map_err(|e| format!("{at}: {e}"))?
                 };
-                self.write(r, g, &vc, &st.dstbuf, st.dstoff, vals, &at)?;
+                self.write(g, &vc, &st.dstbuf, st.dstoff, vals, &at)?;
             }
             other => return Err(format!("{at}: unknown type {other}")),
         }

@@ -72,10 +72,13 @@ pub struct CollectiveOutcome {
     pub wall_seconds: f64,
 }
 
+/// A cache key: (algorithm, collective, layout's dimensions).
+type CacheKey = (String, String, Vec<u32>);
+
 /// A process-wide cache of built schedules or timing plans, per (algorithm, collective,
 /// layout), with the total size of its entries.
 struct Cache<T> {
-    map: HashMap<(String, String, Vec<u32>), (Arc<T>, u64)>,
+    map: HashMap<CacheKey, (Arc<T>, u64)>,
     weight: u64,
 }
 
@@ -94,24 +97,37 @@ const CACHE_ENTRIES: usize = 64;
 /// new entry is kept even if it alone does).
 const CACHE_WEIGHT: u64 = 1 << 22;
 
-fn schedule_weight(s: &Schedule) -> u64 {
-    s.programs.iter().flat_map(|p| &p.steps).map(|st| (st.sends.len() + st.recvs.len()) as u64).sum::<u64>().max(1)
+/// The size of a cache entry in [`CACHE_WEIGHT`]'s units (at least 1).
+trait Weight {
+    fn weight(&self) -> u64;
 }
 
-fn plan_weight(p: &Plan) -> u64 {
-    p.steps.iter().map(|st| st.msgs.len() as u64).sum::<u64>().max(1)
+impl Weight for Schedule {
+    fn weight(&self) -> u64 {
+        self.programs
+            .iter()
+            .flat_map(|p| &p.steps)
+            .map(|st| (st.sends.len() + st.recvs.len()) as u64)
+            .sum::<u64>()
+            .max(1)
+    }
+}
+
+impl Weight for Plan {
+    fn weight(&self) -> u64 {
+        self.steps.iter().map(|st| st.msgs.len() as u64).sum::<u64>().max(1)
+    }
 }
 
 /// `build()` for (`algorithm`, `collective`, `layout`) from `cache`, after checking the rank
 /// count against `limit`.
-fn cached<T>(
+fn cached<T: Weight>(
     cache: &Mutex<Cache<T>>,
     algorithm: &str,
     collective: Collective,
     layout: &Layout,
     limit: u32,
     what: &str,
-    weight: fn(&T) -> u64,
     build: impl FnOnce() -> Result<T, String>,
 ) -> Result<Arc<T>, String> {
     let key = (algorithm.to_string(), format!("{collective:?}"), layout.dims.clone());
@@ -124,7 +140,7 @@ fn cached<T>(
     }
     // Built outside the lock so that concurrent callers do not wait on each other.
     let b = Arc::new(build()?);
-    let w = weight(&b);
+    let w = b.weight();
     let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
     if c.map.len() >= CACHE_ENTRIES || c.weight + w > CACHE_WEIGHT {
         c.map.clear();
@@ -149,7 +165,6 @@ pub fn cached_schedule(algorithm: &str, collective: Collective, layout: &Layout)
         layout,
         limit,
         "schedules (packet level)",
-        schedule_weight,
         || reducelab_sched::registry::build(algorithm, collective, layout),
     )
 }
@@ -166,7 +181,6 @@ pub fn cached_plan(algorithm: &str, layout: &Layout) -> Result<Arc<Plan>, String
         layout,
         MAX_RANKS,
         "timing plans",
-        plan_weight,
         || reducelab_sched::plan::plan(algorithm, layout),
     )
 }

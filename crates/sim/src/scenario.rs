@@ -2041,7 +2041,7 @@ impl InaSection {
             }
         }
         let pps = self.packets_per_second.unwrap_or(d.limits.packets_per_second);
-        if !(pps.is_finite() && pps >= 1e3 && pps <= 1e12) {
+        if !(pps.is_finite() && (1e3..=1e12).contains(&pps)) {
             return e("ina.packets_per_second", format!("must be within 1e3..=1e12, got {pps}"));
         }
         let ps = |field: &str, v: Option<f64>, scale: f64, default: u64| -> Result<u64, ScenarioError> {

@@ -110,7 +110,7 @@ fn same_seed_same_bytes() {
 #[test]
 fn bad_keys_name_the_field() {
     let err = |extra: &str, p: &str| {
-        run_scenario_str(&scenario(4, p, 1 << 20, extra), &Default::default()).err().expect("refused")
+        run_scenario_str(&scenario(4, p, 1 << 20, extra), &Default::default()).expect_err("refused")
     };
     let e = err("index_overlap = 1.5\n", "flare_sparse");
     assert_eq!(e.field, "traffic[0].index_overlap", "{e}");
@@ -123,7 +123,6 @@ fn bad_keys_name_the_field() {
         &scenario(4, "flare_sparse", 1 << 20, "").replace("elements_per_packet = 256", "elements_per_packet = 1"),
         &Default::default(),
     )
-    .err()
-    .expect("refused");
+    .expect_err("refused");
     assert!(e.reason.contains("elements_per_packet"), "{e}");
 }

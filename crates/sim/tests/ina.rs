@@ -209,7 +209,7 @@ kind = "ina_allreduce"
 hosts = "all"
 bytes = 4096
 "#;
-    let err = run_scenario_str(text, &Default::default()).err().expect("refused");
+    let err = run_scenario_str(text, &Default::default()).expect_err("refused");
     assert_eq!(err.field, "topology");
     assert!(err.reason.contains("indirect networks"), "{err}");
 }

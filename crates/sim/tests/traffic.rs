@@ -85,6 +85,8 @@ fn each_message_round_is_a_permutation_without_fixed_points() {
         let full_rounds = hosts.iter().map(|h| per_src.get(h).map_or(0, |v| v.len())).min().unwrap();
         assert!(full_rounds >= inflight as usize + 2, "case {case}: only {full_rounds} rounds ran");
         let mut distinct = std::collections::BTreeSet::new();
+        // (`k` is a round number: it indexes every host's list, `per_src[&h][k]`.)
+        #[allow(clippy::needless_range_loop)]
         for k in 0..full_rounds {
             let round: BTreeMap<u32, u32> = hosts.iter().map(|&h| (h, per_src[&h][k])).collect();
             assert_derangement(&round, hosts, &format!("case {case} ({n} hosts, seed {seed}) round {k}"));
@@ -322,7 +324,13 @@ fn board_links_have_their_own_bandwidth_and_latency() {
     .err()
     .expect("rejected");
     assert_eq!(err.field, "topology.board_bandwidth_gbps");
-    let err = load_scenario_str(&format!("name = \"b\"\n[topology]\nshape = \"hammingmesh:2x2,2x2\"\nboard_bandwidth_gbps = -3\n[[traffic]]\nkind = \"permutation\"\nbytes = 1\n"), None).err().expect("rejected");
+    let err = load_scenario_str(
+        "name = \"b\"\n[topology]\nshape = \"hammingmesh:2x2,2x2\"\nboard_bandwidth_gbps = -3\n\
+         [[traffic]]\nkind = \"permutation\"\nbytes = 1\n",
+        None,
+    )
+    .err()
+    .expect("rejected");
     assert_eq!(err.field, "topology.board_bandwidth_gbps");
 }
 

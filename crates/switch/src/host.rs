@@ -330,7 +330,7 @@ fn run(
     // Queued frames leave in one sendmmsg (runs of equal-sized frames as one GSO buffer).
     let flush = |txq: &mut udp::TxQueue, report: &mut HostReport| {
         if !txq.is_empty() {
-            let (sent, _, failed) = txq.flush(&socks[0], first_hop);
+            let (sent, _, failed) = txq.flush(socks[0], first_hop);
             report.tx_packets += sent;
             report.send_errors += failed;
         }
@@ -389,8 +389,7 @@ fn run(
         }
     };
 
-    for ai in 0..agents.len() {
-        let a = &mut agents[ai];
+    for (ai, a) in agents.iter_mut().enumerate() {
         a.agent.start(&colls[a.ci], now_ps(), &mut vals, &mut out);
         carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
     }
@@ -450,8 +449,7 @@ fn run(
         flush(&mut txq, &mut report);
         // The NIC pulls more blocks while fewer than `max_inflight` are outstanding.
         let mut sent_any = false;
-        for ai in 0..agents.len() {
-            let a = &mut agents[ai];
+        for (ai, a) in agents.iter_mut().enumerate() {
             let c = &colls[a.ci];
             let done = (c.blocks - a.agent.missing()) as u64;
             let room = (opts.max_inflight as u64).saturating_sub(a.pulled.saturating_sub(done)) as usize;
@@ -526,7 +524,7 @@ fn run(
             handle!(first_hop, &bytes[..]);
         }
         loop {
-            let n = rxb.recv(&socks[0]);
+            let n = rxb.recv(socks[0]);
             if n == 0 {
                 break;
             }

@@ -207,12 +207,12 @@ impl<'p> PoolSwitch<'p> {
                 udp::poll_readable(&self.socks, wait, &mut ready);
             }
             idle = true;
-            for p in 0..self.socks.len() {
-                if !ready[p] {
+            for (p, is_ready) in ready.iter_mut().enumerate() {
+                if !*is_ready {
                     continue;
                 }
                 let n = rx.recv(&self.socks[p]);
-                ready[p] = n > 0;
+                *is_ready = n > 0;
                 if n > 0 {
                     idle = false;
                     self.batch_now_ps = Some(self.now_ps());

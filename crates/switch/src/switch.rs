@@ -249,12 +249,12 @@ impl<'p> Switch<'p> {
             // While busy, only the sockets that had datagrams last turn are read again (one
             // system call each); the others wait for the next ppoll, which is level-triggered.
             idle = true;
-            for p in 0..self.socks.len() {
-                if !ready[p] {
+            for (p, is_ready) in ready.iter_mut().enumerate() {
+                if !*is_ready {
                     continue;
                 }
                 let n = rx.recv(&self.socks[p]);
-                ready[p] = n > 0;
+                *is_ready = n > 0;
                 if n > 0 {
                     idle = false;
                     self.now = self.now_ps();

@@ -86,12 +86,16 @@ fn sequence(seed: u64, calls: usize, ranks: usize, slots: u64) -> Vec<Call> {
         .collect()
 }
 
+/// One rank's results of a sequence of calls (as bit patterns; it stops at the first error) and
+/// its counters.
+type RankOutcome = (Vec<Result<Vec<u32>, String>>, Option<PoolHostReport>);
+
 /// Runs `seq` on `ranks` sessions (threads) through the switch of `s`; checks every rank's every
 /// result exactly. Returns every rank's counters.
 fn run_sequence(s: &Setup, ranks: u32, seq: &[Call], timeout_s: f64) -> Vec<PoolHostReport> {
     let opts = HostOptions { timeout: Duration::from_secs_f64(timeout_s), ..HostOptions::default() };
     let barrier = Barrier::new(ranks as usize);
-    let results: Vec<(Vec<Result<Vec<u32>, String>>, Option<PoolHostReport>)> = std::thread::scope(|sc| {
+    let results: Vec<RankOutcome> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..ranks)
             .map(|r| {
                 let (opts, barrier) = (opts.clone(), &barrier);

@@ -51,7 +51,7 @@ impl Net {
     }
     fn finish(self, name: String, shape: Shape) -> Result<Topology, TopoError> {
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.ports.iter().any(|p| *p == UNSET) {
+            if n.ports.contains(&UNSET) {
                 return err("ports", format!("node {i} has an unconnected port (builder bug)"));
             }
         }

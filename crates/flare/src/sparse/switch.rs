@@ -264,7 +264,7 @@ impl SparseAggregator {
                         pairs.push(Pair { index: (start + i as u64) as u32, value: values[i] });
                     }
                 }
-                packetize(c.block, start, len, &pairs, ppp, self.root, b.sent, out);
+                packetize(&self.layout, c.block, &pairs, self.root, b.sent, out);
             }
         }
         for e in &out[first..] {
@@ -378,7 +378,7 @@ mod tests {
                 let lo = v.partition_point(|p| (p.index as u64) < s);
                 let hi = v.partition_point(|p| (p.index as u64) < s + n);
                 let mut out = Vec::new();
-                packetize(b, s, n, &v[lo..hi], layout.pairs_per_packet, false, 0, &mut out);
+                packetize(&layout, b, &v[lo..hi], false, 0, &mut out);
                 wire.extend(out.into_iter().map(|c| (0, h / per_leaf, (h % per_leaf) as u32, c)));
             }
         }

@@ -316,6 +316,8 @@ fn butterfly(collective: Collective, layout: &Layout, name: &str, mirrored: bool
         _ => f.fold(&mut s, 0, |_, _| chunks.all(), RecvOp::ReduceIncomingFirst),
     };
     if rs {
+        // (`t` is a step number: it indexes each part's steps, `steps[c][t]`, not `steps`.)
+        #[allow(clippy::needless_range_loop)]
         for t in 0..len {
             for (c, &(_, dir)) in parts.iter().enumerate() {
                 let (dim, bit) = steps[c][t];

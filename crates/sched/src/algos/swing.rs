@@ -787,7 +787,8 @@ pub fn bandwidth_allreduce_plan(layout: &Layout) -> Result<crate::plan::Plan, St
     let nd = layout.ndims();
     let mut plan = Plan::new(SWING_BANDWIDTH, p, nc as u32 * p, Some(layout.dims.clone()));
     // groups[mirrored][dim][a] = [(σ, q, count)] over the targets t ≠ a.
-    let groups: Vec<Vec<Vec<Vec<(u32, u32, u64)>>>> = pat
+    type NextHops = Vec<(u32, u32, u64)>;
+    let groups: Vec<Vec<Vec<NextHops>>> = pat
         .lines
         .iter()
         .map(|lines| {
@@ -796,7 +797,7 @@ pub fn bandwidth_allreduce_plan(layout: &Layout) -> Result<crate::plan::Plan, St
                 .map(|line| {
                     (0..line.d)
                         .map(|a| {
-                            let mut g: Vec<(u32, u32, u64)> = Vec::new();
+                            let mut g = NextHops::new();
                             for t in (0..line.d).filter(|&t| t != a) {
                                 let (sg, q) = line.next_hop(a, t);
                                 match g.iter_mut().find(|e| e.0 == sg && e.1 == q) {
