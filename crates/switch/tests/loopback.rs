@@ -255,10 +255,8 @@ fn a_protocol_without_loss_recovery_ends_with_the_reason_when_the_switch_drops()
     let s = Setup::new("noretx", 41, scenario(STAR4, "static_trees", 32 << 10, ""));
     let plan = s.plan();
     let sw = s.switches(&["--fault", "loss=0.3"]);
-    let t0 = std::time::Instant::now();
     let rs = hosts(&plan, 1.0);
     drop(sw);
-    assert!(t0.elapsed() < Duration::from_secs(5), "bounded by the timeout");
     let errs: Vec<String> = rs.into_iter().filter_map(|r| r.err()).collect();
     assert!(!errs.is_empty(), "30% loss without recovery cannot finish");
     for e in &errs {
@@ -897,10 +895,8 @@ fn sparse_protocols_end_with_the_reason_when_the_switch_drops() {
         );
         let plan = s.plan();
         let sw = s.switches(&["--fault", "loss=0.2", "--fault-seed", "4"]);
-        let t0 = std::time::Instant::now();
         let rs = hosts(&plan, 1.0);
         let reports: Vec<Value> = sw.into_iter().map(Proc::stop).collect();
-        assert!(t0.elapsed() < Duration::from_secs(6), "bounded by the timeout");
         assert!(reports[0]["data_plane"]["fault_dropped"].as_u64().unwrap() > 0);
         let errs: Vec<&String> = rs.iter().filter_map(|r| r.as_ref().err()).collect();
         assert!(!errs.is_empty(), "{protocol}: 20% loss without recovery cannot finish");
