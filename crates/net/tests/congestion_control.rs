@@ -1,13 +1,15 @@
 //! DCTCP and DCQCN on the packet engine (one test binary for both, to keep the build short).
 
+mod common;
+
 mod dctcp {
     //! DCTCP on the packet engine: a lone flow's slow-start timeline checked event by event
     //! against times computed by hand, and marks echoed one for one.
-    use reducelab_des::{Rng, SimTime};
     use reducelab_net::*;
     use reducelab_topo::*;
 
-    const GBPS100: u64 = 100_000_000_000;
+    use crate::common::{run_traced, sorted_trace, GBPS100};
+
     const LAT: u64 = 1_000_000; // 1 µs per link
     const SW: u64 = 100_000; // 100 ns switch pipeline
     const MTU: u64 = 4096;
@@ -15,24 +17,6 @@ mod dctcp {
     /// Serialisation of an MTU and of a header at 100 Gb/s.
     const SER_D: u64 = MTU * 8 * 10;
     const SER_H: u64 = HDR * 8 * 10;
-
-    struct Batch {
-        msgs: Vec<(u32, u32, u64, u64)>,
-        remaining: usize,
-    }
-    impl Workload for Batch {
-        fn on_start(&mut self, net: &mut Network) {
-            for &(s, d, b, t) in &self.msgs {
-                net.send(s, d, b, SimTime(t), 0, None);
-            }
-        }
-        fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
-            self.remaining -= 1;
-            if self.remaining == 0 {
-                net.stop();
-            }
-        }
-    }
 
     fn run(fc: FlowControl, ecn: u64, tc: TransportConfig, msgs: Vec<(u32, u32, u64, u64)>, hosts: u32) -> Network {
         let topo = star(hosts, LinkParams { bandwidth_bps: GBPS100, latency_ps: LAT }).unwrap();
@@ -46,19 +30,7 @@ mod dctcp {
             routing: RoutingAlgo::Minimal,
             ..NetConfig::default()
         };
-        let mut net = Network::new(&topo, cfg, vec![], &Rng::new(1)).unwrap();
-        net.set_transport(tc).unwrap();
-        net.record_transport();
-        let n = msgs.len();
-        let end = net.run(&mut Batch { msgs, remaining: n }, None, &mut |_| {});
-        assert_eq!(end, RunEnd::Stopped);
-        assert!(net.messages().iter().all(|m| m.verified()));
-        net
-    }
-
-    fn sorted(mut v: Vec<(u64, TransportEvent)>) -> Vec<(u64, TransportEvent)> {
-        v.sort_by_key(|(t, e)| (*t, format!("{e:?}")));
-        v
+        run_traced(&topo, cfg, tc, msgs)
     }
 
     /// One message from host 0 to host 1 of a star: 29 full packets and a short last one,
@@ -110,7 +82,7 @@ mod dctcp {
         }
         let end = net.messages()[0].end.ps();
         want.retain(|&(t, _)| t <= end);
-        assert_eq!(sorted(net.transport_trace().to_vec()), sorted(want));
+        assert_eq!(sorted_trace(net.transport_trace().to_vec()), sorted_trace(want));
         // Slow start doubles per round trip: the first window's two packets, then four, ...
         let rtt = a[0] - s[0];
         assert_eq!(s[2], a[0]);
@@ -163,32 +135,15 @@ mod dcqcn {
     //! delivery time to the picosecond); a CNP halves the sender's rate at once (its next packets
     //! are paced two serialisation times apart); receivers send at most one CNP per interval per
     //! message; RED marking's probabilities.
-    use reducelab_des::{Rng, SimTime};
+    use reducelab_des::Rng;
     use reducelab_net::*;
     use reducelab_topo::*;
 
-    const GBPS100: u64 = 100_000_000_000;
+    use crate::common::{run_traced, GBPS100};
+
     const LAT: u64 = 1_000_000;
     const MTU: u64 = 4096;
     const SER_D: u64 = MTU * 8 * 10; // one MTU at 100 Gb/s
-
-    struct Batch {
-        msgs: Vec<(u32, u32, u64, u64)>,
-        remaining: usize,
-    }
-    impl Workload for Batch {
-        fn on_start(&mut self, net: &mut Network) {
-            for &(s, d, b, t) in &self.msgs {
-                net.send(s, d, b, SimTime(t), 0, None);
-            }
-        }
-        fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
-            self.remaining -= 1;
-            if self.remaining == 0 {
-                net.stop();
-            }
-        }
-    }
 
     fn run(hosts: u32, ecn: u64, red: Option<EcnRed>, tc: TransportConfig, msgs: Vec<(u32, u32, u64, u64)>) -> Network {
         let topo = star(hosts, LinkParams { bandwidth_bps: GBPS100, latency_ps: LAT }).unwrap();
@@ -200,14 +155,7 @@ mod dcqcn {
             routing: RoutingAlgo::Minimal,
             ..NetConfig::default()
         };
-        let mut net = Network::new(&topo, cfg, vec![], &Rng::new(1)).unwrap();
-        net.set_transport(tc).unwrap();
-        net.record_transport();
-        let n = msgs.len();
-        let end = net.run(&mut Batch { msgs, remaining: n }, None, &mut |_| {});
-        assert_eq!(end, RunEnd::Stopped);
-        assert!(net.messages().iter().all(|m| m.verified()));
-        net
+        run_traced(&topo, cfg, tc, msgs)
     }
 
     fn dcqcn() -> TransportConfig {

@@ -1,37 +1,13 @@
 //! Endpoint costs (send/receive overhead, rendezvous, injection ceiling) at packet level:
 //! exact picosecond checks against runs of the same network without them.
-use reducelab_des::{Rng, SimTime};
+use reducelab_des::Rng;
 use reducelab_net::*;
 use reducelab_topo::*;
 
-const GBPS100: u64 = 100_000_000_000;
+mod common;
+use common::{lp, Batch, GBPS100};
+
 const LAT: u64 = 1_000_000;
-
-fn lp(bw: u64, lat_ps: u64) -> LinkParams {
-    LinkParams { bandwidth_bps: bw, latency_ps: lat_ps }
-}
-
-/// Sends (src, dst, bytes, start_ps, port) messages and stops when all are delivered.
-struct Batch {
-    msgs: Vec<(u32, u32, u64, u64, Option<u16>)>,
-    remaining: usize,
-    /// Delivery times as the workload saw them.
-    seen: Vec<(u32, u64)>,
-}
-impl Workload for Batch {
-    fn on_start(&mut self, net: &mut Network) {
-        for &(s, d, b, t, p) in &self.msgs {
-            net.send(s, d, b, SimTime(t), 0, p);
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, m: MsgId) {
-        self.seen.push((m.0, net.now().ps()));
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            net.stop();
-        }
-    }
-}
 
 fn cfg() -> NetConfig {
     NetConfig {
@@ -48,7 +24,7 @@ fn run(topo: &Topology, ep: EndpointConfig, msgs: Vec<(u32, u32, u64, u64, Optio
     let mut net = Network::new(topo, cfg(), vec![], &Rng::new(1)).unwrap();
     net.set_endpoint(ep).unwrap();
     let n = msgs.len();
-    let mut w = Batch { msgs, remaining: n, seen: Vec::new() };
+    let mut w = Batch::with_ports(msgs);
     let end = net.run(&mut w, None, &mut |_| {});
     assert_eq!(end, RunEnd::Stopped);
     assert!(net.messages().iter().all(|m| m.verified()), "every message verified");

@@ -2,36 +2,8 @@ use reducelab_des::{Rng, SimDuration, SimTime};
 use reducelab_net::*;
 use reducelab_topo::*;
 
-const GBPS100: u64 = 100_000_000_000;
-
-fn lp(bw: u64, lat_ps: u64) -> LinkParams {
-    LinkParams { bandwidth_bps: bw, latency_ps: lat_ps }
-}
-
-/// Sends a fixed list of messages at given times and stops when all are delivered.
-struct Batch {
-    msgs: Vec<(u32, u32, u64, u64)>, // src, dst, bytes, start_ps
-    remaining: usize,
-}
-impl Batch {
-    fn new(msgs: Vec<(u32, u32, u64, u64)>) -> Self {
-        let remaining = msgs.len();
-        Batch { msgs, remaining }
-    }
-}
-impl Workload for Batch {
-    fn on_start(&mut self, net: &mut Network) {
-        for &(s, d, b, t) in &self.msgs {
-            net.send(s, d, b, SimTime(t), 0, None);
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            net.stop();
-        }
-    }
-}
+mod common;
+use common::{lp, Batch, GBPS100};
 
 fn run(topo: &Topology, cfg: NetConfig, msgs: Vec<(u32, u32, u64, u64)>, faults: Vec<Fault>) -> (Network, RunEnd) {
     let mut net = Network::new(topo, cfg, faults, &Rng::new(1)).unwrap();

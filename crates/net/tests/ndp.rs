@@ -1,11 +1,13 @@
 //! NDP on the packet engine: a lone flow's timeline checked event by event against times
 //! computed by hand, and NDP's completion time against raw line-rate injection where the
 //! window covers the round trip.
-use reducelab_des::{Rng, SimTime};
+use reducelab_des::Rng;
 use reducelab_net::*;
 use reducelab_topo::*;
 
-const GBPS100: u64 = 100_000_000_000;
+mod common;
+use common::{run_traced, sorted_trace, GBPS100};
+
 const LAT: u64 = 1_000_000; // 1 µs per link
 const SW: u64 = 100_000; // 100 ns switch pipeline
 const MTU: u64 = 4096;
@@ -13,24 +15,6 @@ const HDR: u64 = 64;
 /// Serialisation of an MTU and of a header at 100 Gb/s.
 const SER_D: u64 = MTU * 8 * 10; // 327,680 ps
 const SER_H: u64 = HDR * 8 * 10; // 5,120 ps
-
-struct Batch {
-    msgs: Vec<(u32, u32, u64, u64)>,
-    remaining: usize,
-}
-impl Workload for Batch {
-    fn on_start(&mut self, net: &mut Network) {
-        for &(s, d, b, t) in &self.msgs {
-            net.send(s, d, b, SimTime(t), 0, None);
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            net.stop();
-        }
-    }
-}
 
 fn cfg() -> NetConfig {
     NetConfig {
@@ -49,19 +33,7 @@ fn ndp(window: u32) -> TransportConfig {
 }
 
 fn run(topo: &Topology, tc: TransportConfig, msgs: Vec<(u32, u32, u64, u64)>) -> Network {
-    let mut net = Network::new(topo, cfg(), vec![], &Rng::new(1)).unwrap();
-    net.set_transport(tc).unwrap();
-    net.record_transport();
-    let n = msgs.len();
-    let end = net.run(&mut Batch { msgs, remaining: n }, None, &mut |_| {});
-    assert_eq!(end, RunEnd::Stopped);
-    assert!(net.messages().iter().all(|m| m.verified()));
-    net
-}
-
-fn sorted(mut v: Vec<(u64, TransportEvent)>) -> Vec<(u64, TransportEvent)> {
-    v.sort_by_key(|(t, e)| (*t, format!("{e:?}")));
-    v
+    run_traced(topo, cfg(), tc, msgs)
 }
 
 /// One message from host 0 to host 1 of a star (one switch): 11 full packets and a last one
@@ -115,7 +87,7 @@ fn a_lone_flow_follows_the_hand_computed_timeline() {
     // The run stops at the delivery: the last ACK is still on its way.
     let end = net.messages()[0].end.ps();
     want.retain(|&(t, _)| t <= end);
-    assert_eq!(sorted(net.transport_trace().to_vec()), sorted(want));
+    assert_eq!(sorted_trace(net.transport_trace().to_vec()), sorted_trace(want));
     // Window-limited: 4 packets per round trip, so the gap after the window is the round trip
     // minus 4 packet times.
     assert_eq!(s[4] - s[3], 2 * SER_D + 4 * LAT + 2 * SW + 2 * SER_H - 3 * SER_D);

@@ -6,39 +6,12 @@ use reducelab_des::{Rng, SimDuration, SimTime};
 use reducelab_net::*;
 use reducelab_topo::*;
 
-const GBPS100: u64 = 100_000_000_000;
-
-fn lp(bw: u64, lat_ps: u64) -> LinkParams {
-    LinkParams { bandwidth_bps: bw, latency_ps: lat_ps }
-}
-
-/// Sends a fixed list of messages and stops when all are delivered.
-struct Batch {
-    msgs: Vec<(u32, u32, u64, u64)>, // src, dst, bytes, start_ps
-    remaining: usize,
-}
-impl Workload for Batch {
-    fn on_start(&mut self, net: &mut Network) {
-        for &(s, d, b, t) in &self.msgs {
-            net.send(s, d, b, SimTime(t), 0, None);
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            net.stop();
-        }
-    }
-    fn work(&self, net: &Network) -> WorkDone {
-        let f = net.foreground();
-        WorkDone { fraction: 0.0, units: f.payload_bytes, waiting: self.remaining > 0 }
-    }
-}
+mod common;
+use common::{lp, Batch, GBPS100};
 
 fn run(topo: &Topology, cfg: NetConfig, msgs: Vec<(u32, u32, u64, u64)>) -> (Network, RunEnd) {
     let mut net = Network::new(topo, cfg, vec![], &Rng::new(1)).unwrap();
-    let remaining = msgs.len();
-    let mut w = Batch { msgs, remaining };
+    let mut w = Batch::new(msgs);
     // A hang shows as a stall (watchdog) or the time limit, never as a test that never ends.
     let limits = RunLimits { until: Some(SimTime(1_000_000_000_000)), watchdog: Some(SimDuration(2_000_000_000)) };
     let end = net.run_limited(&mut w, limits, &mut |_| true);
@@ -303,7 +276,7 @@ fn a_run_cut_mid_incast_names_the_paused_ports_in_its_network_state() {
     let topo = star(5, lp(GBPS100, 500_000)).unwrap();
     let mut net = Network::new(&topo, pfc_cfg(40 << 10), vec![], &Rng::new(1)).unwrap();
     let msgs: Vec<_> = (1..5).map(|s| (s, 0, 1_000_000, 0)).collect();
-    let mut w = Batch { remaining: msgs.len(), msgs };
+    let mut w = Batch::new(msgs);
     // Mid-incast: the senders' NICs are paused.
     let end = net.run_limited(&mut w, RunLimits { until: Some(SimTime(20_000_000)), watchdog: None }, &mut |_| true);
     assert_eq!(end, RunEnd::TimeLimit);

@@ -1,34 +1,14 @@
 //! Per-packet spraying (`NetConfig::spray`): a message's packets cycle through every up/down
 //! path of a fat tree, each once per cycle, in both directions; without it every packet of a
 //! message takes the same path.
-use reducelab_des::{Rng, SimTime};
+use reducelab_des::Rng;
 use reducelab_net::*;
 use reducelab_topo::*;
 
-const GBPS100: u64 = 100_000_000_000;
+mod common;
+use common::{lp, Batch, GBPS100};
+
 const PAYLOAD: u64 = 4096 - 64;
-
-fn lp(bw: u64, lat_ps: u64) -> LinkParams {
-    LinkParams { bandwidth_bps: bw, latency_ps: lat_ps }
-}
-
-struct Batch {
-    msgs: Vec<(u32, u32, u64)>,
-    remaining: usize,
-}
-impl Workload for Batch {
-    fn on_start(&mut self, net: &mut Network) {
-        for &(s, d, b) in &self.msgs {
-            net.send(s, d, b, SimTime(0), 0, None);
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            net.stop();
-        }
-    }
-}
 
 fn run(topo: &Topology, cfg: NetConfig, ndp: bool, msgs: Vec<(u32, u32, u64)>) -> Network {
     let mut net = Network::new(topo, cfg, vec![], &Rng::new(7)).unwrap();
@@ -40,8 +20,7 @@ fn run(topo: &Topology, cfg: NetConfig, ndp: bool, msgs: Vec<(u32, u32, u64)>) -
         }))
         .unwrap();
     }
-    let remaining = msgs.len();
-    let end = net.run(&mut Batch { msgs, remaining }, None, &mut |_| {});
+    let end = net.run(&mut Batch::at_zero(&msgs), None, &mut |_| {});
     assert_eq!(end, RunEnd::Stopped);
     assert!(net.messages().iter().all(|m| m.verified()));
     net
@@ -196,8 +175,7 @@ fn routing_one_event_early_changes_no_result() {
                 }))
                 .unwrap();
             }
-            let remaining = msgs.len();
-            assert_eq!(net.run(&mut Batch { msgs: msgs.clone(), remaining }, None, &mut |_| {}), RunEnd::Stopped);
+            assert_eq!(net.run(&mut Batch::at_zero(&msgs), None, &mut |_| {}), RunEnd::Stopped);
             assert!(net.messages().iter().all(|m| m.verified()));
             let ends: Vec<u64> = net.messages().iter().map(|m| m.end.0).collect();
             let ports: Vec<(u32, u64, u64, u64)> =

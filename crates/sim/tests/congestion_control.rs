@@ -1,5 +1,7 @@
 //! DCTCP and DCQCN through scenario files (one test binary for both, to keep the build short).
 
+mod common;
+
 mod dctcp {
     //! DCTCP through the one door (scenario files): an incast on a small fat tree where no flow
     //! starves, a drop-tail run that completes with retransmissions, a lossless (credit) run that
@@ -12,6 +14,8 @@ mod dctcp {
     use reducelab_des::Rng;
     use reducelab_sim::{run_scenario_str, RunOptions, RunOutput};
     use serde_json::Value;
+
+    use crate::common::random_topology_and_traffic;
 
     fn run(text: &str) -> (Value, RunOutput) {
         let out = run_scenario_str(text, &RunOptions::default()).unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -238,36 +242,7 @@ at_ns = 5000
     /// A random scenario: topology, flow control, loss, ECN threshold, window, timeout, MTU,
     /// traffic and seed.
     fn case(rng: &mut Rng) -> String {
-        let (topology, hosts) = match rng.below(4) {
-            0 => ("kind = \"star\"\nhosts = 16".to_string(), 16),
-            1 => ("kind = \"fat_tree_3\"\nk = 4".to_string(), 16),
-            2 => ("kind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 4\nspines = 2".to_string(), 16),
-            _ => ("kind = \"torus\"\ndims = [4, 4]".to_string(), 16),
-        };
-        let bytes = [0, 1, 3_000, 20_000, 150_000][rng.below(5) as usize] + rng.below(1_000);
-        let traffic = match rng.below(3) {
-            0 => format!("kind = \"permutation\"\nbytes = {bytes}"),
-            1 => {
-                let receiver = rng.below(hosts);
-                let senders: Vec<u64> = (0..hosts).filter(|&h| h != receiver && rng.bernoulli(0.8)).collect();
-                let senders = if senders.is_empty() { vec![(receiver + 1) % hosts] } else { senders };
-                format!("kind = \"incast\"\nsenders = {senders:?}\nreceiver = {receiver}\nbytes = {bytes}")
-            }
-            _ => {
-                let list: Vec<String> = (0..1 + rng.below(12))
-                    .map(|_| {
-                        format!(
-                            "[{}, {}, {}, {}]",
-                            rng.below(hosts),
-                            rng.below(hosts),
-                            rng.below(100_000),
-                            rng.below(20_000)
-                        )
-                    })
-                    .collect();
-                format!("kind = \"messages\"\nlist = [{}]", list.join(", "))
-            }
-        };
+        let (topology, traffic) = random_topology_and_traffic(rng);
         let fc = ["drop_tail", "credit"][rng.below(2) as usize];
         let loss = if rng.bernoulli(0.5) { 0.0 } else { rng.unit_f64() * 0.03 };
         let mtu = [512, 1500, 4096][rng.below(3) as usize];

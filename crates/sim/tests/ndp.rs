@@ -11,6 +11,9 @@ use reducelab_des::Rng;
 use reducelab_sim::{run_scenario_str, RunOptions, RunOutput};
 use serde_json::Value;
 
+mod common;
+use common::random_topology_and_traffic;
+
 fn run(text: &str) -> (Value, RunOutput) {
     let out = run_scenario_str(text, &RunOptions::default()).unwrap_or_else(|e| panic!("{e}\n{text}"));
     (serde_json::from_str(&out.summary_json).unwrap(), out)
@@ -95,36 +98,7 @@ fn a_drop_tail_permutation_stalls_without_a_transport_and_completes_with_ndp() {
 
 /// A random scenario: topology, traffic, loss, queue, window, timeout, MTU and seed.
 fn case(rng: &mut Rng) -> String {
-    let (topology, hosts) = match rng.below(4) {
-        0 => ("kind = \"star\"\nhosts = 16".to_string(), 16),
-        1 => ("kind = \"fat_tree_3\"\nk = 4".to_string(), 16),
-        2 => ("kind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 4\nspines = 2".to_string(), 16),
-        _ => ("kind = \"torus\"\ndims = [4, 4]".to_string(), 16),
-    };
-    let bytes = [0, 1, 3_000, 20_000, 150_000][rng.below(5) as usize] + rng.below(1_000);
-    let traffic = match rng.below(3) {
-        0 => format!("kind = \"permutation\"\nbytes = {bytes}"),
-        1 => {
-            let receiver = rng.below(hosts);
-            let senders: Vec<u64> = (0..hosts).filter(|&h| h != receiver && rng.bernoulli(0.8)).collect();
-            let senders = if senders.is_empty() { vec![(receiver + 1) % hosts] } else { senders };
-            format!("kind = \"incast\"\nsenders = {senders:?}\nreceiver = {receiver}\nbytes = {bytes}")
-        }
-        _ => {
-            let list: Vec<String> = (0..1 + rng.below(12))
-                .map(|_| {
-                    format!(
-                        "[{}, {}, {}, {}]",
-                        rng.below(hosts),
-                        rng.below(hosts),
-                        rng.below(100_000),
-                        rng.below(20_000)
-                    )
-                })
-                .collect();
-            format!("kind = \"messages\"\nlist = [{}]", list.join(", "))
-        }
-    };
+    let (topology, traffic) = random_topology_and_traffic(rng);
     let loss = if rng.bernoulli(0.4) { 0.0 } else { rng.unit_f64() * 0.05 };
     // A quarter of the cases are stressed: small packets, one- or two-packet data queues and
     // large windows overflow priority queues too (dropped headers, timeouts).
