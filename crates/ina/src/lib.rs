@@ -45,6 +45,8 @@ pub mod dsa;
 pub mod dsa_tasks;
 pub mod fabric;
 pub mod flare;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod host;
 pub mod policy;
 pub mod pool;

@@ -8,6 +8,8 @@
 pub mod bench;
 pub mod collective;
 pub mod collective_run;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod ina_run;
 mod message_lists;
 pub mod pspin_run;

@@ -7,9 +7,12 @@
 //! still load and are small are also run for a short, capped simulated time.
 //!
 //! The coverage-guided counterpart is the cargo-fuzz target in `fuzz/` (see fuzz/README.md);
-//! inputs it (or this test) found are kept below as regression cases.
+//! inputs it (or this test) found are kept below as regression cases. Its committed corpus and
+//! seeded mutants of it also go through the target's own body,
+//! `reducelab_sim::fuzz::scenario_parser`, here.
 
 use reducelab_des::{Rng, SimTime};
+use reducelab_sim::fuzz::scenario_parser;
 use reducelab_sim::scenario::{FlowControlSpec, RoutingSpec, TopologyKind};
 use reducelab_sim::{
     load_scenario_str, parse, run_scenario, RunOptions, Scenario, ScenarioError, ScenarioFile, Traffic,
@@ -760,6 +763,62 @@ fn shipped_scenarios() -> Vec<String> {
     walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios"), &mut files);
     files.sort();
     files.iter().map(|f| std::fs::read_to_string(f).unwrap()).collect()
+}
+
+/// The cargo-fuzz target's committed corpus (fuzz/corpus/scenario_parser/), by file name.
+fn fuzz_corpus() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/scenario_parser");
+    let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| {
+            let p = e.unwrap().path();
+            (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn the_fuzz_corpus_passes_the_fuzz_target() {
+    let files = fuzz_corpus();
+    assert!(files.len() >= 4);
+    for (name, text) in &files {
+        // The seeds are valid scenarios: they reach the checks of a loaded scenario.
+        if let Err(e) = load_scenario_str(text, None) {
+            panic!("{name}: {e}");
+        }
+        scenario_parser(text.as_bytes());
+    }
+}
+
+/// A short fuzzing run of the cargo-fuzz target's body on every test run: seeded mutants of its
+/// corpus (the edits of [`mutate`]), except those too large to resolve quickly.
+#[test]
+fn seeded_mutants_of_the_fuzz_corpus_pass_the_fuzz_target() {
+    const MUTANTS: u64 = 3_000;
+    let donors: Vec<String> = fuzz_corpus().into_iter().map(|(_, t)| t).collect();
+    let mut rng = Rng::new(0xF022_C0A5);
+    let (mut skipped, mut failures) = (0u64, Vec::new());
+    for it in 0..MUTANTS {
+        let mut bytes = donors[rng.below(donors.len() as u64) as usize].as_bytes().to_vec();
+        for _ in 0..1 + rng.below(4) {
+            mutate(&mut rng, &mut bytes, &donors);
+        }
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            if let Ok(Ok(f)) = catch_unwind(|| parse(text)) {
+                if too_slow_to_resolve(&f) {
+                    skipped += 1;
+                    continue;
+                }
+            }
+        }
+        if catch_unwind(|| scenario_parser(&bytes)).is_err() && failures.len() < 5 {
+            failures.push(format!("mutant {it}:\n---\n{}\n---", String::from_utf8_lossy(&bytes)));
+        }
+    }
+    assert!(failures.is_empty(), "the fuzz target failed on\n{}", failures.join("\n"));
+    assert!(skipped < MUTANTS / 10, "{skipped} of {MUTANTS} mutants too large to resolve");
 }
 
 #[test]
