@@ -25,6 +25,20 @@ VENV=.venv
 die() { echo "setup: $*" >&2; exit 1; }
 
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust (rustup) and put ~/.cargo/bin on PATH"
+# scripts/test.sh checks the code with cargo fmt and cargo clippy, rustup components of the
+# toolchain. A missing one is added from rustup's server; where that cannot be reached this
+# gives up after two minutes with a warning (the main job does not need them).
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+    if command -v rustup >/dev/null 2>&1; then
+        echo "setup: adding the rustup components rustfmt and clippy"
+        timeout 120 rustup component add rustfmt clippy \
+            || echo "setup: 'rustup component add rustfmt clippy' failed (is static.rust-lang.org reachable?);" \
+                    "scripts/test.sh needs cargo fmt and cargo clippy" >&2
+    else
+        echo "setup: cargo fmt or cargo clippy is missing and there is no rustup to add it;" \
+             "scripts/test.sh needs both (the toolchain's rustfmt and clippy)" >&2
+    fi
+fi
 command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found: install Python >= 3.11"
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
     || die "$PYTHON is Python $("$PYTHON" -c 'import platform; print(platform.python_version())'); need >= 3.11"
