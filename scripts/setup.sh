@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent setup on a machine with Rust (cargo) and Python >= 3.11 (e.g. Debian 12):
-#   .venv/                      virtualenv with maturin and the `test`, `plot` and `sweep` extras
+#   .venv/                      virtualenv with maturin and the `test`, `plot`, `sweep`, `dev` extras
 #   python/reducelab/_core*.so  the Rust extension, built in release mode by `maturin develop`,
 #                               which also installs `reducelab` editable (python/ is used in place)
 #                               and the `reducelab` command into .venv/bin.
@@ -91,9 +91,9 @@ if [ "$have_mpi" = 1 ] && ! command -v make >/dev/null 2>&1; then
     fi
 fi
 
-# The build backend plus the package's runtime, `test`, `plot`, `sweep` and (with MPI) `mpi`
-# dependencies, all read from pyproject.toml (installed here rather than by maturin so that pip
-# stays quiet on re-runs).
+# The build backend plus the package's runtime, `test`, `plot`, `sweep`, `dev` (ruff) and
+# (with MPI) `mpi` dependencies, all read from pyproject.toml (installed here rather than by
+# maturin so that pip stays quiet on re-runs).
 mapfile -t requirements < <(HAVE_MPI=$have_mpi "$VENV/bin/python" - <<'PY'
 import tomllib
 
@@ -102,7 +102,7 @@ with open("pyproject.toml", "rb") as f:
 reqs = list(pyproject["build-system"]["requires"])
 reqs += pyproject["project"].get("dependencies", [])
 import os
-extras = ["test", "plot", "sweep"] + (["mpi"] if os.environ.get("HAVE_MPI") == "1" else [])
+extras = ["test", "plot", "sweep", "dev"] + (["mpi"] if os.environ.get("HAVE_MPI") == "1" else [])
 for extra in extras:
     reqs += pyproject["project"]["optional-dependencies"][extra]
 print("\n".join(dict.fromkeys(reqs)))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sets up (scripts/setup.sh), then checks the code's habits (formatting, lints, MSRV;
-# docs/development.md) and runs every Rust test and every Python test.
+# Sets up (scripts/setup.sh), then checks the code's habits (Rust formatting, clippy, MSRV,
+# ruff; docs/development.md) and runs every Rust test and every Python test.
 # Runs every step even if an earlier one fails; exits non-zero if anything failed.
 # The Python suite includes the MPI runtime's tests (python/tests/test_mpi_runtime.py, through
 # mpirun); REDUCELAB_REQUIRE_MPI=1 makes a missing MPI build a failure instead of a skip.
@@ -23,6 +23,8 @@ echo "== cargo clippy --workspace --all-targets -- -D warnings"
 echo "== rust-version covers Cargo.lock"
 cargo metadata --format-version 1 --locked --filter-platform x86_64-unknown-linux-gnu \
     | .venv/bin/python scripts/check_msrv.py || status=1
+echo "== ruff check python"
+.venv/bin/ruff check python || status=1
 echo "== cargo test --workspace --release"
 cargo test --workspace --release || status=1
 echo "== pytest python/tests"

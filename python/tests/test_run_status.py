@@ -14,8 +14,7 @@ import pytest
 
 import reducelab
 from helpers import REPO, cli
-from reducelab import cli as cli_module
-from reducelab import runs
+from reducelab import cli as cli_module, runs
 
 STAR = """\
 name = "status"
