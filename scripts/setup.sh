@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent setup on a machine with Rust (cargo) and Python >= 3.11 (e.g. Debian 12):
-#   .venv/                      virtualenv with maturin and the `test`, `plot` and `sweep` extras
+#   .venv/                      virtualenv with maturin and the `test`, `plot`, `sweep`, `dev` extras
 #   python/reducelab/_core*.so  the Rust extension, built in release mode by `maturin develop`,
 #                               which also installs `reducelab` editable (python/ is used in place)
 #                               and the `reducelab` command into .venv/bin.
@@ -25,6 +25,20 @@ VENV=.venv
 die() { echo "setup: $*" >&2; exit 1; }
 
 command -v cargo >/dev/null 2>&1 || die "cargo not found: install Rust (rustup) and put ~/.cargo/bin on PATH"
+# scripts/test.sh checks the code with cargo fmt and cargo clippy, rustup components of the
+# toolchain. A missing one is added from rustup's server; where that cannot be reached this
+# gives up after two minutes with a warning (the main job does not need them).
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+    if command -v rustup >/dev/null 2>&1; then
+        echo "setup: adding the rustup components rustfmt and clippy"
+        timeout 120 rustup component add rustfmt clippy \
+            || echo "setup: 'rustup component add rustfmt clippy' failed (is static.rust-lang.org reachable?);" \
+                    "scripts/test.sh needs cargo fmt and cargo clippy" >&2
+    else
+        echo "setup: cargo fmt or cargo clippy is missing and there is no rustup to add it;" \
+             "scripts/test.sh needs both (the toolchain's rustfmt and clippy)" >&2
+    fi
+fi
 command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found: install Python >= 3.11"
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 11))' \
     || die "$PYTHON is Python $("$PYTHON" -c 'import platform; print(platform.python_version())'); need >= 3.11"
@@ -77,9 +91,9 @@ if [ "$have_mpi" = 1 ] && ! command -v make >/dev/null 2>&1; then
     fi
 fi
 
-# The build backend plus the package's runtime, `test`, `plot`, `sweep` and (with MPI) `mpi`
-# dependencies, all read from pyproject.toml (installed here rather than by maturin so that pip
-# stays quiet on re-runs).
+# The build backend plus the package's runtime, `test`, `plot`, `sweep`, `dev` (ruff) and
+# (with MPI) `mpi` dependencies, all read from pyproject.toml (installed here rather than by
+# maturin so that pip stays quiet on re-runs).
 mapfile -t requirements < <(HAVE_MPI=$have_mpi "$VENV/bin/python" - <<'PY'
 import tomllib
 
@@ -88,7 +102,7 @@ with open("pyproject.toml", "rb") as f:
 reqs = list(pyproject["build-system"]["requires"])
 reqs += pyproject["project"].get("dependencies", [])
 import os
-extras = ["test", "plot", "sweep"] + (["mpi"] if os.environ.get("HAVE_MPI") == "1" else [])
+extras = ["test", "plot", "sweep", "dev"] + (["mpi"] if os.environ.get("HAVE_MPI") == "1" else [])
 for extra in extras:
     reqs += pyproject["project"]["optional-dependencies"][extra]
 print("\n".join(dict.fromkeys(reqs)))

@@ -1,28 +1,8 @@
-//! Arbitrary bytes into the Canary packet-header decoder (what the UDP software switch will
-//! parse off the wire): it must never panic, every error names a field, and whatever decodes
-//! re-encodes to the same 19 bytes. The same bytes as a whole protocol frame
-//! (`wire::parse`): no panic, named errors, and parse ∘ emit is the identity on what parses.
+//! Arbitrary bytes into the Canary packet-header decoder and the whole protocol frame: the body
+//! is `reducelab_ina::fuzz::canary_header`, which the normal test suite also runs over this
+//! target's corpus (crates/ina/tests/fuzz_corpus.rs).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use reducelab_ina::wire::{emit, parse, WireHeader, HEADER_BYTES};
 
-fuzz_target!(|data: &[u8]| {
-    match WireHeader::decode(data) {
-        Ok(h) => {
-            let mut out = [0u8; HEADER_BYTES as usize];
-            h.encode(&mut out);
-            assert_eq!(&out[..], &data[..HEADER_BYTES as usize]);
-        }
-        Err(e) => assert!(!e.field.is_empty() && !e.reason.is_empty()),
-    }
-    match parse(data) {
-        Ok((h, v)) => {
-            let mut again = Vec::new();
-            if emit(&h, Some(&v), &mut again).is_ok() {
-                assert_eq!(parse(&again).expect("an emitted frame parses"), (h, v));
-            }
-        }
-        Err(e) => assert!(!e.field.is_empty() && !e.reason.is_empty()),
-    }
-});
+fuzz_target!(|data: &[u8]| reducelab_ina::fuzz::canary_header(data));

@@ -30,12 +30,12 @@ except ImportError as exc:  # pragma: no cover - only without a built extension
 
 from . import schedule
 from .runs import EXIT_CODES, STATUSES, Result, run, run_file
-
-RunResult = Result
-"""The result of one run (an alias of `Result`)."""
 from .scenario import FieldError, Scenario
 from .schedule import AlgorithmInfo, algorithms
 from .sweep import Sweep
+
+RunResult = Result
+"""The result of one run (an alias of `Result`)."""
 
 __all__ = [
     "EXIT_CODES", "STATUSES", "AlgorithmInfo", "FieldError", "Result", "RunResult", "Scenario", "ScenarioError", "Sweep",

@@ -1057,7 +1057,7 @@ def _cmd_tune_mpi(args: argparse.Namespace) -> int:
     except (RuntimeError, ValueError) as exc:
         _fail(str(exc), EXIT_FAILURE)
     load1 = os.getloadavg()
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     header = [
         f"written by `reducelab tune mpi` at {now}: {args.reps} interleaved rounds",
         f"load average {load0[0]:.1f} before, {load1[0]:.1f} after; decision cost {cost:.1f} ns (one rank)",

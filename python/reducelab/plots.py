@@ -601,8 +601,11 @@ def figure_png(
     axes = [fig.add_subplot(1, n, i + 1) for i in range(n)]
     for i, (ax, p) in enumerate(zip(axes, panels)):
         sel = [r for r in good if all(table._match(r, k, v) for k, v in p.where.items())]
-        hue_of = (lambda r: ", ".join(_label(r.get(h)) if h != "congestion" else
-                                      ("congestion" if r.get(h) else "no congestion") for h in p.hue))
+
+        def hue_of(r: Mapping[str, Any], hue: Sequence[str] = p.hue) -> str:
+            return ", ".join(_label(r.get(h)) if h != "congestion" else
+                             ("congestion" if r.get(h) else "no congestion") for h in hue)
+
         if p.kind == "cdf":
             for label in dict.fromkeys(hue_of(r) for r in sel):
                 us = sorted(u for r in sel if hue_of(r) == label for u in r.get("link_utils") or [])
@@ -884,11 +887,11 @@ def claims_png(title: str, verdicts: Sequence[Any], out: PathLike) -> Path | Non
     setting, in the row's order). Every row is labelled with its id, verdict and the paper's
     words. None when there
     are no claims."""
+    import textwrap
+
     from matplotlib.figure import Figure as MplFigure
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
-    import textwrap
-
     from matplotlib.ticker import FuncFormatter, MaxNLocator
 
     from .claims import FAIL, PASS, PASS_RE, number
@@ -936,7 +939,7 @@ def claims_png(title: str, verdicts: Sequence[Any], out: PathLike) -> Path | Non
                     ax.axvspan(a, b, color="tab:green", alpha=0.18, linewidth=0)
                 else:
                     ax.axvline(a, color="tab:green", linewidth=2, alpha=0.5)
-        for k, (key, blo, bhi) in enumerate(bands):
+        for k, (_key, blo, bhi) in enumerate(bands):
             y = -0.35 - 0.25 * k
             ax.plot([blo, bhi], [y, y], color="0.55", linewidth=3, solid_capstyle="butt")
         if shown:

@@ -678,7 +678,7 @@ def point_scenario(spec: Spec, base: Scenario, p: PointKey) -> Scenario:
     })
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _auto_all_sizes_flow(scenario_toml: str) -> str | None:
     """Why the simulator's `auto` backend runs this point at flow level whatever its size (a
     contention-free plan, or a packet-level data check too large to hold), from a probe run;
@@ -962,7 +962,7 @@ def _todo(spec: Spec) -> list[tuple[Config, str]]:
             if any(v in s.variants and s.skip_reason(cfg) is None for s in spec.series)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _unavailable(topo: str, variant: str) -> str | None:
     """Why `variant`'s schedule cannot be built on `topo` (None if it can)."""
     try:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .runs import STATUS_COMPLETED, STATUSES, Result
+from .runs import STATUSES, STATUS_COMPLETED, Result
 
 if TYPE_CHECKING:
     import pandas

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, cli
-
 from reducelab import canary, figures
 from reducelab.claims import NA
 

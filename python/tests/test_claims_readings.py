@@ -328,7 +328,7 @@ def test_window_and_background_parameters() -> None:
     base = canary_points()
     assert all("window" not in t for _, s in base for t in s.to_dict()["traffic"])  # today's scenarios
     windowed = canary_points(window=256)
-    for (p, s), (_, s0) in zip(windowed, base):
+    for (_, s), (_, s0) in zip(windowed, base):
         for t, t0 in zip(s.to_dict()["traffic"], s0.to_dict()["traffic"]):
             if t.get("protocol") == "static_trees":
                 assert t["window"] == 256

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import csv
 import json
+import math
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from helpers import REPO
-
 import reducelab
+from helpers import REPO
 from reducelab import dsa, figures
 from reducelab.claims import NA
 
@@ -106,9 +107,6 @@ def test_training_through_the_one_door() -> None:
 
 
 # ---- the claims files' bookkeeping (read with tomllib: independent of the claims engine) ----
-
-import math
-import tomllib
 
 NEW_CAUSES = ("unstated-setting", "model-limitation", "paper-inconsistency")
 DSA_DIR = REPO / "scenarios" / "dsa"

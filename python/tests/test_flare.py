@@ -9,7 +9,6 @@ import json
 import pytest
 
 from helpers import cli
-
 from reducelab import ScenarioError, flare
 
 

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from helpers import cli
-
 from reducelab import figures
 
 CLAIM_IDS = [

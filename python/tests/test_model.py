@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from helpers import cli
-
 from reducelab import _core
 
 

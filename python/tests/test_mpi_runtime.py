@@ -597,7 +597,7 @@ def test_auto_routes_a_shared_memory_range(tmp_path: Path) -> None:
     assert routes[25] == (2, 1) and routes[49] == (2, 1)  # 100..199 bytes: shm, though below MIN_BYTES
     assert routes[50] == (1, 0) and routes[499] == (1, 0)
     assert routes[500] == (0, 0) and routes[5000] == (0, 0)  # schedules
-    for count, *rest in lines:
+    for _count, *rest in lines:
         nbytes, decision, bs, bf, ns, nf, ps, pf, route, shm, ishm = rest
         assert ishm == shm == (route == 2), lines  # the nonblocking call too
         assert (ns, nf) == (ps, pf) == (bs, bf) == ((0, 1) if route == 1 else (1, 0)), lines

@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import cli
 
 import reducelab
+from helpers import cli
 from reducelab import _core
 
 ROOT = Path(__file__).resolve().parents[2]

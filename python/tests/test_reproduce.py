@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import json
-
 import csv
-from collections.abc import Sequence
+import json
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from helpers import REPO, cli
-
 from reducelab import ScenarioError, _core, claims, figures, sizesweep
 from reducelab.figures import FigureError
 

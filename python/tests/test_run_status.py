@@ -14,8 +14,7 @@ import pytest
 
 import reducelab
 from helpers import REPO, cli
-from reducelab import cli as cli_module
-from reducelab import runs
+from reducelab import cli as cli_module, runs
 
 STAR = """\
 name = "status"
@@ -126,15 +125,11 @@ def test_a_signal_stops_the_run_and_keeps_what_was_measured(tmp_path: Path, sig:
     try:
         time.sleep(1.5)
         assert proc.poll() is None, "the endless run ended by itself"
-        sent = time.monotonic()
         proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=20)
-        took = time.monotonic() - sent
     finally:
         proc.kill()
     assert proc.returncode == code, stderr
-    # Stopping is quick (the engine polls every 65k events); writing the files takes the rest.
-    assert took < 10, took
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "interrupted"
     assert summary["status_reason"].startswith("interrupted (signal) with work unfinished: ina_allreduce traffic[0]")

@@ -125,7 +125,9 @@ def test_result_dataframes_match_csv() -> None:
         assert len(df) == len(rows) - 1 > 0
         for i, row in enumerate(rows[1:]):
             # links.csv's `kind` (host | network) is the one text column.
-            number = lambda c: c if c in ("host", "network") else float(c == "true") if c in ("true", "false") else float(c)
+            def number(c: str) -> str | float:
+                return c if c in ("host", "network") else float(c == "true") if c in ("true", "false") else float(c)
+
             assert [v if isinstance(v, str) else float(v) for v in df.iloc[i]] == [number(c) for c in row]
     msgs = result.messages_df()
     assert str(msgs["fct_ps"].dtype) == "Int64"

@@ -383,10 +383,9 @@ def test_a_dead_local_worker_is_an_error(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_huge_repetitions_are_refused_at_once(tmp_path: Path) -> None:
-    t0 = time.monotonic()
     with pytest.raises(SweepSpecError) as err:
         Sweep.load(write_spec(tmp_path, "repetitions = 100000000\n[grid]\ntopology.bandwidth_gbps = [100]"))
-    assert time.monotonic() - t0 < 5
+    # (refused by the repetitions check, before any seed is made)
     assert err.value.field == "sweep.repetitions"
     assert "100000000 repetitions is more than the 1000000 points a sweep may have" in err.value.reason
     with pytest.raises(FieldError) as err2:  # fine alone, too many with the grid
@@ -396,11 +395,10 @@ def test_huge_repetitions_are_refused_at_once(tmp_path: Path) -> None:
 
 
 def test_huge_grid_is_refused_before_its_values_are_checked() -> None:
-    t0 = time.monotonic()
+    # A value given twice ([0] and [1]) would be refused by the value checks: they must not come first.
     with pytest.raises(FieldError) as err:
-        Sweep(Scenario.from_file(TINY), {"topology.bandwidth_gbps": list(range(1, 2001)),
+        Sweep(Scenario.from_file(TINY), {"topology.bandwidth_gbps": [1, *range(1, 2000)],
                                          "traffic[0].bytes": list(range(1, 2001))})
-    assert time.monotonic() - t0 < 2, "checked the 4000 values before counting"
     assert (err.value.field, err.value.reason.split(" is ")[0]) == ("grid", "4000000 points (2000 x 2000)")
 
 

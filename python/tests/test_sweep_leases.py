@@ -132,9 +132,9 @@ def test_lease_of_a_dead_process_on_this_host_is_taken_at_once(tmp_path: Path) -
     dead.wait()
     with ResultStore(db) as store:
         assert store.lease(sweep.points()[0].key, f"{socket.gethostname()}:{dead.pid}:x", 600) == LEASED
-    t0 = time.monotonic()
-    assert sweep.run(db, jobs=1).executed == 12
-    assert time.monotonic() - t0 < 30
+    order: list[int] = []
+    assert sweep.run(db, jobs=1, on_point=lambda p: order.append(p.index)).executed == 12
+    assert order == list(range(12)), "point 0 waited instead of running in its turn"
 
 
 def test_leases_are_released_when_the_sweep_stops(tmp_path: Path) -> None:
@@ -147,9 +147,7 @@ def test_leases_are_released_when_the_sweep_stops(tmp_path: Path) -> None:
         Sweep.load(TINY_SWEEP).run(db, jobs=2, on_point=stop)
     with ResultStore(db) as store:
         assert store.count() == 1 and store.leases() == {}
-    t0 = time.monotonic()
     assert Sweep.load(TINY_SWEEP).run(db, jobs=2).executed == 11
-    assert time.monotonic() - t0 < 30
 
 
 def test_leases_are_renewed_while_the_sweep_lives(tmp_path: Path) -> None:
@@ -178,10 +176,8 @@ def test_dask_cluster_losing_its_only_worker_ends_with_an_error(tmp_path: Path) 
             if cluster.workers:
                 cluster.scale(0)
 
-        t0 = time.monotonic()
         with pytest.raises(SweepRunError, match=r"has had no worker for 2 s with 1 points in flight; start workers"):
             Sweep.load(spec).run(db, scheduler=client, worker_timeout=2, on_point=lose_the_worker)
-        assert time.monotonic() - t0 < 25
     with ResultStore(db) as store:
         assert 1 <= store.count() < 8 and store.leases() == {}
 
@@ -241,7 +237,6 @@ def test_dask_worker_process_killed_with_no_nanny(tmp_path: Path, workers: int) 
                     procs[0].send_signal(signal.SIGKILL)
                     procs[0].wait()
 
-            t0 = time.monotonic()
             sweep = Sweep.load(spec)
             if workers == 1:
                 with pytest.raises(SweepRunError, match=r"has had no worker for 2 s with \d+ points in flight"):
@@ -249,7 +244,6 @@ def test_dask_worker_process_killed_with_no_nanny(tmp_path: Path, workers: int) 
             else:
                 assert sweep.run(db, scheduler=client, worker_timeout=2, on_point=kill_a_worker).executed == 8
                 assert procs[0].returncode == -signal.SIGKILL and procs[1].poll() is None
-            assert time.monotonic() - t0 < 25
         finally:
             for proc in procs:
                 if proc.poll() is None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli
 import reducelab.store as store_module
+from helpers import cli
 from reducelab.scenario import Scenario
 from reducelab.store import STATUSES, ResultStore, StoreError, point_status, sweep_table
 from reducelab.sweep import Sweep, SweepRunError

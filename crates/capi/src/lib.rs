@@ -11,8 +11,8 @@ use reducelab_sched::algos::{self, Layout};
 use reducelab_sched::registry::{self, Costs};
 use reducelab_sched::{check, select, Collective, RecvOp, Schedule};
 use std::ffi::{c_char, CStr, CString};
-use std::sync::OnceLock;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::OnceLock;
 
 /// Schedules for at most this many ranks are checked before use (the check costs
 /// O(steps · blocks · ranks); above this size the generators' own tests are relied on).
@@ -106,7 +106,10 @@ pub type Flat = (Vec<RlStep>, Vec<RlTransfer>, Vec<u32>);
 
 /// Flattens rank `rank`'s program of `s`.
 pub fn flatten(s: &Schedule, rank: u32) -> Result<Flat, String> {
-    let prog = s.programs.get(rank as usize).ok_or_else(|| format!("rank {rank} out of range (schedule has {} ranks)", s.ranks))?;
+    let prog = s
+        .programs
+        .get(rank as usize)
+        .ok_or_else(|| format!("rank {rank} out of range (schedule has {} ranks)", s.ranks))?;
     let (mut steps, mut xfers, mut ranges) = (Vec::new(), Vec::new(), Vec::new());
     for st in &prog.steps {
         let first = xfers.len() as u32;
@@ -116,7 +119,14 @@ pub fn flatten(s: &Schedule, rank: u32) -> Result<Flat, String> {
                 ranges.push(a);
                 ranges.push(b);
             }
-            xfers.push(RlTransfer { peer: t.peer, op, first_range, nranges: t.blocks.0.len() as u32, nblocks: t.blocks.len(), direct: direct as u32 });
+            xfers.push(RlTransfer {
+                peer: t.peer,
+                op,
+                first_range,
+                nranges: t.blocks.0.len() as u32,
+                nblocks: t.blocks.len(),
+                direct: direct as u32,
+            });
         };
         for t in &st.sends {
             push(t, RL_SEND, false);
@@ -173,7 +183,13 @@ fn program(algorithm: &str, collective: i32, dims: &[u32], rank: u32) -> Result<
 
 /// Runs `f` with panics caught: on success hands its value to `store` and returns `RL_OK`;
 /// on an error or a panic writes the message to `err` and returns the error code.
-fn guarded<T>(err: *mut c_char, errlen: usize, what: &str, f: impl FnOnce() -> Result<T, (i32, String)>, store: impl FnOnce(T)) -> i32 {
+fn guarded<T>(
+    err: *mut c_char,
+    errlen: usize,
+    what: &str,
+    f: impl FnOnce() -> Result<T, (i32, String)>,
+    store: impl FnOnce(T),
+) -> i32 {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => {
             store(v);
@@ -239,11 +255,17 @@ pub unsafe extern "C" fn rl_program_build(
         return RL_ERR_ARG;
     }
     *out = std::ptr::null();
-    guarded(err, errlen, "while building the schedule", || {
-        let name = str_arg(algorithm).map_err(|e| (RL_ERR_ARG, e))?;
-        let dims = dims_arg(dims, ndims).map_err(|e| (RL_ERR_ARG, e))?;
-        program(name, collective, dims, rank)
-    }, |owned| *out = &Box::leak(owned).header as *const RlProgram)
+    guarded(
+        err,
+        errlen,
+        "while building the schedule",
+        || {
+            let name = str_arg(algorithm).map_err(|e| (RL_ERR_ARG, e))?;
+            let dims = dims_arg(dims, ndims).map_err(|e| (RL_ERR_ARG, e))?;
+            program(name, collective, dims, rank)
+        },
+        |owned| *out = &Box::leak(owned).header as *const RlProgram,
+    )
 }
 
 /// Frees a program returned by [`rl_program_build`] (null is ignored).
@@ -281,12 +303,18 @@ pub unsafe extern "C" fn rl_crossover_bytes(
         write_err(err, errlen, "null output pointer");
         return RL_ERR_ARG;
     }
-    guarded(err, errlen, "in the crossover computation", || {
-        let name = str_arg(family).map_err(|e| (RL_ERR_ARG, e))?;
-        let dims = dims_arg(dims, ndims).map_err(|e| (RL_ERR_ARG, e))?;
-        let layout = Layout::new(dims.to_vec()).map_err(|e| (RL_ERR_ARG, e))?;
-        select::try_crossover_bytes(name, &layout, alpha_s, beta_s_per_byte, 0.0).map_err(|e| (RL_ERR_ALGORITHM, e))
-    }, |v| *out = v)
+    guarded(
+        err,
+        errlen,
+        "in the crossover computation",
+        || {
+            let name = str_arg(family).map_err(|e| (RL_ERR_ARG, e))?;
+            let dims = dims_arg(dims, ndims).map_err(|e| (RL_ERR_ARG, e))?;
+            let layout = Layout::new(dims.to_vec()).map_err(|e| (RL_ERR_ARG, e))?;
+            select::try_crossover_bytes(name, &layout, alpha_s, beta_s_per_byte, 0.0).map_err(|e| (RL_ERR_ALGORITHM, e))
+        },
+        |v| *out = v,
+    )
 }
 
 /// One entry of the algorithm registry (`reducelab_sched::registry`), as C strings that live
@@ -418,16 +446,23 @@ pub unsafe extern "C" fn rl_algorithm_resolve(
         return RL_ERR_ARG;
     }
     *out = std::ptr::null();
-    guarded(err, errlen, "while resolving the algorithm", || {
-        let name = str_arg(name).map_err(|e| (RL_ERR_ARG, e))?;
-        let coll = collective_of(collective).map_err(|e| (RL_ERR_ARG, e))?;
-        registry::lookup(name).map_err(|e| (RL_ERR_ALGORITHM, e))?;
-        let dims = dims_arg(dims, ndims).map_err(|e| (RL_ERR_ARG, e))?;
-        let layout = Layout::new(dims.to_vec()).map_err(|e| (RL_ERR_ARG, e))?;
-        let costs = Costs { alpha_s, beta_s_per_byte, per_hop_s: 0.0 };
-        let v = registry::resolve(name, coll, &layout, bytes, &costs, substitute != 0).map_err(|e| (RL_ERR_ALGORITHM, e))?;
-        Ok(registry_name(v.name).expect("a registry variant"))
-    }, |p| *out = p)
+    guarded(
+        err,
+        errlen,
+        "while resolving the algorithm",
+        || {
+            let name = str_arg(name).map_err(|e| (RL_ERR_ARG, e))?;
+            let coll = collective_of(collective).map_err(|e| (RL_ERR_ARG, e))?;
+            registry::lookup(name).map_err(|e| (RL_ERR_ALGORITHM, e))?;
+            let dims = dims_arg(dims, ndims).map_err(|e| (RL_ERR_ARG, e))?;
+            let layout = Layout::new(dims.to_vec()).map_err(|e| (RL_ERR_ARG, e))?;
+            let costs = Costs { alpha_s, beta_s_per_byte, per_hop_s: 0.0 };
+            let v = registry::resolve(name, coll, &layout, bytes, &costs, substitute != 0)
+                .map_err(|e| (RL_ERR_ALGORITHM, e))?;
+            Ok(registry_name(v.name).expect("a registry variant"))
+        },
+        |p| *out = p,
+    )
 }
 
 #[cfg(test)]
@@ -439,7 +474,9 @@ mod tests {
         let n = CString::new(name).unwrap();
         let mut out = std::ptr::null();
         let mut err = [0 as c_char; 256];
-        let rc = unsafe { rl_program_build(n.as_ptr(), coll, dims.as_ptr(), dims.len(), rank, &mut out, err.as_mut_ptr(), err.len()) };
+        let rc = unsafe {
+            rl_program_build(n.as_ptr(), coll, dims.as_ptr(), dims.len(), rank, &mut out, err.as_mut_ptr(), err.len())
+        };
         if rc == RL_OK {
             Ok(out)
         } else {
@@ -450,7 +487,13 @@ mod tests {
     /// The flat program has exactly the schedule's transfers, in order, for every rank.
     #[test]
     fn flat_program_matches_schedule() {
-        for (name, dims) in [("ring", vec![5]), ("swing-bandwidth", vec![6]), ("swing-bandwidth", vec![4, 2]), ("recursive-doubling-latency", vec![7]), ("bucket", vec![3, 2])] {
+        for (name, dims) in [
+            ("ring", vec![5]),
+            ("swing-bandwidth", vec![6]),
+            ("swing-bandwidth", vec![4, 2]),
+            ("recursive-doubling-latency", vec![7]),
+            ("bucket", vec![3, 2]),
+        ] {
             let s = algos::build(name, Collective::Allreduce, &Layout::new(dims.clone()).unwrap()).unwrap();
             for r in 0..s.ranks {
                 let p = build(name, RL_COLL_ALLREDUCE, &dims, r).unwrap();
@@ -467,7 +510,12 @@ mod tests {
                         assert_eq!(x.peer, t.peer);
                         assert_eq!(x.nblocks, t.blocks.len());
                         let rs: Vec<(u32, u32)> = (0..x.nranges as usize)
-                            .map(|i| unsafe { (*h.ranges.add(2 * (x.first_range as usize + i)), *h.ranges.add(2 * (x.first_range as usize + i) + 1)) })
+                            .map(|i| unsafe {
+                                (
+                                    *h.ranges.add(2 * (x.first_range as usize + i)),
+                                    *h.ranges.add(2 * (x.first_range as usize + i) + 1),
+                                )
+                            })
                             .collect();
                         assert_eq!(rs, t.blocks.0);
                         assert_eq!(x.op == RL_SEND, k < want.sends.len());
@@ -485,7 +533,10 @@ mod tests {
         assert_eq!(unsafe { (*rd).noncommutative_safe }, 1);
         let sw = build("swing-bandwidth", RL_COLL_ALLREDUCE, &[8], 0).unwrap();
         assert_eq!(unsafe { (*sw).noncommutative_safe }, 0);
-        unsafe { rl_program_free(rd); rl_program_free(sw) };
+        unsafe {
+            rl_program_free(rd);
+            rl_program_free(sw)
+        };
     }
 
     #[test]
@@ -508,9 +559,11 @@ mod tests {
         let e = build("hamiltonian-rings", RL_COLL_ALLREDUCE, &[3, 2], 0).unwrap_err();
         assert!(!e.1.is_empty());
         let mut out = std::ptr::null();
-        let rc = unsafe { rl_program_build(std::ptr::null(), 0, [4u32].as_ptr(), 1, 0, &mut out, std::ptr::null_mut(), 0) };
+        let rc =
+            unsafe { rl_program_build(std::ptr::null(), 0, [4u32].as_ptr(), 1, 0, &mut out, std::ptr::null_mut(), 0) };
         assert_eq!(rc, RL_ERR_ARG);
-        let rc = unsafe { rl_program_build(c"ring".as_ptr(), 0, std::ptr::null(), 1, 0, &mut out, std::ptr::null_mut(), 0) };
+        let rc =
+            unsafe { rl_program_build(c"ring".as_ptr(), 0, std::ptr::null(), 1, 0, &mut out, std::ptr::null_mut(), 0) };
         assert_eq!(rc, RL_ERR_ARG);
     }
 
@@ -519,7 +572,19 @@ mod tests {
         let mut out = std::ptr::null();
         let mut err = [0 as c_char; 1024];
         let rc = unsafe {
-            rl_algorithm_resolve(n.as_ptr(), coll, dims.as_ptr(), dims.len(), bytes, 2e-6, 1.0 / 4e9, substitute as i32, &mut out, err.as_mut_ptr(), err.len())
+            rl_algorithm_resolve(
+                n.as_ptr(),
+                coll,
+                dims.as_ptr(),
+                dims.len(),
+                bytes,
+                2e-6,
+                1.0 / 4e9,
+                substitute as i32,
+                &mut out,
+                err.as_mut_ptr(),
+                err.len(),
+            )
         };
         if rc == RL_OK {
             Ok(unsafe { CStr::from_ptr(out) }.to_str().unwrap().to_string())
@@ -574,10 +639,14 @@ mod tests {
     #[test]
     fn crossover_is_between_the_extremes() {
         let mut v = 0u64;
-        let rc = unsafe { rl_crossover_bytes(c"swing".as_ptr(), [8u32].as_ptr(), 1, 2e-6, 1.0 / 5e9, &mut v, std::ptr::null_mut(), 0) };
+        let rc = unsafe {
+            rl_crossover_bytes(c"swing".as_ptr(), [8u32].as_ptr(), 1, 2e-6, 1.0 / 5e9, &mut v, std::ptr::null_mut(), 0)
+        };
         assert_eq!(rc, RL_OK);
         assert!(v > 32 && v < 1 << 32, "{v}");
-        let rc = unsafe { rl_crossover_bytes(c"ring".as_ptr(), [8u32].as_ptr(), 1, 2e-6, 1.0 / 5e9, &mut v, std::ptr::null_mut(), 0) };
+        let rc = unsafe {
+            rl_crossover_bytes(c"ring".as_ptr(), [8u32].as_ptr(), 1, 2e-6, 1.0 / 5e9, &mut v, std::ptr::null_mut(), 0)
+        };
         assert_eq!(rc, RL_ERR_ALGORITHM);
     }
 }

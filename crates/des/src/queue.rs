@@ -574,7 +574,7 @@ mod tests {
             q.push(SimTime(rng.below(1_000)), Ev(i));
         }
         let mut extra = 10_000;
-        while q.len() > 0 {
+        while !q.is_empty() {
             let (first, second, third) = (q.peek_event(), q.peek_second(), q.peek_third());
             assert_eq!(q.pop().map(|e| e.1), first);
             assert_eq!(q.peek_event(), second);

@@ -98,7 +98,8 @@ fn single_buffer_f32_sums_depend_on_the_arrival_order() {
     w.seed = 7;
     let (_, jittered) = results(&cfg, &w, Design::SingleBuffer);
     assert!(in_order != jittered, "single-buffer results should depend on the arrival order");
-    let differing: usize = in_order.iter().zip(&jittered).map(|(a, b)| a.chunks(4).zip(b.chunks(4)).filter(|(x, y)| x != y).count()).sum();
+    let differing: usize =
+        in_order.iter().zip(&jittered).map(|(a, b)| a.chunks(4).zip(b.chunks(4)).filter(|(x, y)| x != y).count()).sum();
     assert!(differing > 10, "only {differing} elements differ");
     // Both are within rounding of the exact (f64) sum.
     for b in 0..w.blocks() {
@@ -231,7 +232,8 @@ fn a_full_packet_memory_drops_or_pauses() {
     assert_eq!(dropped.status, "stalled");
     assert!(dropped.drops > 0 && dropped.blocks_completed < dropped.blocks);
     assert!(dropped.peak_l2_bytes <= 64 << 10);
-    let paused = run(&SwitchConfig { backpressure: true, ..cfg }, &w, &mut Design::Tree.handlers(w.dtype, w.op)).unwrap();
+    let paused =
+        run(&SwitchConfig { backpressure: true, ..cfg }, &w, &mut Design::Tree.handlers(w.dtype, w.op)).unwrap();
     assert_eq!((paused.status, paused.drops), ("completed", 0));
     assert_eq!(paused.peak_l2_bytes, 64 << 10);
 }
@@ -292,7 +294,13 @@ fn service_time_and_bandwidth_match_the_model_when_the_switch_is_the_bottleneck(
     for d in [Design::SingleBuffer, Design::MultiBuffer(2), Design::MultiBuffer(4), Design::Tree] {
         let (m, r) = model_and_sim(&cfg, &w, d);
         assert!(within(r.tau_cycles, m.tau_cycles, 0.10), "{}: τ {} vs model {}", d.name(), r.tau_cycles, m.tau_cycles);
-        assert!(within(r.bandwidth_gbps, m.bandwidth_gbps, 0.12), "{}: ℬ {} vs model {}", d.name(), r.bandwidth_gbps, m.bandwidth_gbps);
+        assert!(
+            within(r.bandwidth_gbps, m.bandwidth_gbps, 0.12),
+            "{}: ℬ {} vs model {}",
+            d.name(),
+            r.bandwidth_gbps,
+            m.bandwidth_gbps
+        );
     }
 }
 
@@ -325,7 +333,12 @@ fn input_buffer_occupancy_matches_equation_1() {
     let (m, r) = model_and_sim(&cfg, &w, Design::SingleBuffer);
     assert!(within(r.max_subset_queue as f64, m.queue, 0.10), "Q {} vs model {}", r.max_subset_queue, m.queue);
     let peak = r.peak_packets as f64;
-    assert!(peak <= m.packets_in_switch && peak >= 0.45 * m.packets_in_switch, "𝒬 {} vs model {}", peak, m.packets_in_switch);
+    assert!(
+        peak <= m.packets_in_switch && peak >= 0.45 * m.packets_in_switch,
+        "𝒬 {} vs model {}",
+        peak,
+        m.packets_in_switch
+    );
     // With staggering (δc = δ·Z/N ≫ τ/S) the bursts vanish: the model has Q = 0 and 𝒬 = K. The
     // simulated ports send in lockstep (16 packets of 16 blocks at once), so at most one packet
     // waits per core: Q ≤ 1 and 𝒬 ≤ 2K, against 16 waiting per core without staggering.
@@ -344,8 +357,20 @@ fn block_latency_and_working_memory_follow_littles_law() {
     w.link_gbps = 100.0; // 3.2 Tb/s < K/τ
     for d in [Design::SingleBuffer, Design::MultiBuffer(4)] {
         let (m, r) = model_and_sim(&cfg, &w, d);
-        assert!(within(r.block_latency_cycles, m.block_latency_cycles, 0.10), "{}: ℒ {} vs {}", d.name(), r.block_latency_cycles, m.block_latency_cycles);
-        assert!(within(r.peak_working_bytes as f64, m.working_bytes, 0.15), "{}: ℛ {} vs {}", d.name(), r.peak_working_bytes, m.working_bytes);
+        assert!(
+            within(r.block_latency_cycles, m.block_latency_cycles, 0.10),
+            "{}: ℒ {} vs {}",
+            d.name(),
+            r.block_latency_cycles,
+            m.block_latency_cycles
+        );
+        assert!(
+            within(r.peak_working_bytes as f64, m.working_bytes, 0.15),
+            "{}: ℛ {} vs {}",
+            d.name(),
+            r.peak_working_bytes,
+            m.working_bytes
+        );
     }
 }
 
@@ -363,7 +388,8 @@ fn quantised_int8_sum_matches_the_dequantised_sum_within_half_a_step() {
         let got = QuantisedInt8Sum::dequantise(r.results[b as usize].as_ref().unwrap(), r.result_words[b as usize]);
         let step = f32::from_bits(r.result_words[b as usize] as u32);
         for (i, g) in got.iter().enumerate() {
-            let exact: f64 = (0..w.hosts).map(|h| DataType::Int8.get(&w.host_block(h, b), i) * w.scale(h, b) as f64).sum();
+            let exact: f64 =
+                (0..w.hosts).map(|h| DataType::Int8.get(&w.host_block(h, b), i) * w.scale(h, b) as f64).sum();
             assert!((*g as f64 - exact).abs() <= step as f64 * 0.5 + 1e-4, "block {b} element {i}: {g} vs {exact}");
             exact_steps += ((*g as f64 - exact).abs() < 1e-6) as u32;
         }

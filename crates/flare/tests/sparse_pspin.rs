@@ -27,7 +27,14 @@ fn run(cfg: &SwitchConfig, w: &Workload, density: f64, storage: Storage) -> (&'s
     let mut h = SparseHandlers::new(&t, storage, SparseCosts::default()).unwrap();
     let r = run_traffic(cfg, w, &t, &mut h).unwrap();
     let distinct: u64 = t.distinct.iter().map(|&d| d as u64).sum();
-    (r.status, h.stats.block_bytes, r.peak_cluster_l1_bytes, h.stats.pairs_out as f64 / distinct as f64 - 1.0, r.bandwidth_gbps, h.stats.pairs_in)
+    (
+        r.status,
+        h.stats.block_bytes,
+        r.peak_cluster_l1_bytes,
+        h.stats.pairs_out as f64 / distinct as f64 - 1.0,
+        r.bandwidth_gbps,
+        h.stats.pairs_in,
+    )
 }
 
 #[test]

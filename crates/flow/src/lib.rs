@@ -60,6 +60,7 @@
 //!   no earlier than that stage's end plus its last packet's way through the network.
 //!   (Single-message steps never share it: the contention-free recurrence then uses the
 //!   ceiling as one more bottleneck of the path.)
+//!
 //! A rank pays its send overheads in port order (plans forget the schedule's send order; see
 //! `send_order`), which on tori matches the schedules' port-ordered sends. The recurrence
 //! serialises a rank's receive overheads step by step: a message of a later step that arrives
@@ -106,7 +107,14 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
-    pub const OFF: Endpoint = Endpoint { send_overhead_ps: 0, send_latency_ps: 0, recv_overhead_ps: 0, recv_latency_ps: 0, rendezvous_threshold_bytes: None, injection_bps: None };
+    pub const OFF: Endpoint = Endpoint {
+        send_overhead_ps: 0,
+        send_latency_ps: 0,
+        recv_overhead_ps: 0,
+        recv_latency_ps: 0,
+        rendezvous_threshold_bytes: None,
+        injection_bps: None,
+    };
     fn has_overheads(&self) -> bool {
         self.send_overhead_ps > 0 || self.recv_overhead_ps > 0 || self.send_latency_ps > 0 || self.recv_latency_ps > 0
     }
@@ -187,9 +195,20 @@ struct RoutedMsg {
     port: u16,
 }
 
-/// Interns the path in `path` into the arena: (start, length, latency, bottleneck, first
+/// A path interned in the arena: (start, length, latency in ps, bottleneck in bytes/ps, first
 /// link's bandwidth in bits/s).
-fn intern(topo: &Topology, cfg: &FlowConfig, router: &Router, path: &[(reducelab_topo::NodeId, u16)], bandwidth_bytes_per_ps: &[f64], arena: &mut Vec<u32>, gap: &mut Vec<f64>) -> (u32, u32, f64, f64, u64) {
+type InternedPath = (u32, u32, f64, f64, u64);
+
+/// Interns the path in `path` into the arena.
+fn intern(
+    topo: &Topology,
+    cfg: &FlowConfig,
+    router: &Router,
+    path: &[(reducelab_topo::NodeId, u16)],
+    bandwidth_bytes_per_ps: &[f64],
+    arena: &mut Vec<u32>,
+    gap: &mut Vec<f64>,
+) -> InternedPath {
     let start = arena.len() as u32;
     let mut lat = 0.0;
     let mut bottleneck = f64::INFINITY;
@@ -205,7 +224,8 @@ fn intern(topo: &Topology, cfg: &FlowConfig, router: &Router, path: &[(reducelab
         gap.push(hop);
         lat += hop;
     }
-    let first_bw = path.first().map_or(0, |&(n, p)| topo.links[topo.nodes[n.idx()].ports[p as usize].link.idx()].bandwidth_bps);
+    let first_bw =
+        path.first().map_or(0, |&(n, p)| topo.links[topo.nodes[n.idx()].ports[p as usize].link.idx()].bandwidth_bps);
     (start, path.len() as u32, lat, bottleneck, first_bw)
 }
 
@@ -250,16 +270,19 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
     let mut gap = Vec::new();
     let mut path = Vec::new();
     // Paths are the same for equal (from, to, port): intern them across steps.
-    let mut interned: HashMap<(u32, u32, u16), (u32, u32, f64, f64, u64)> = HashMap::new();
+    let mut interned: HashMap<(u32, u32, u16), InternedPath> = HashMap::new();
     let mut steps = Vec::with_capacity(plan.steps.len());
     for st in &plan.steps {
         let mut msgs = Vec::with_capacity(st.msgs.len());
         for m in &st.msgs {
             if m.from >= plan.ranks || m.to >= plan.ranks {
-                return Err(format!("message from rank {} to rank {}, but there are {} ranks", m.from, m.to, plan.ranks));
+                return Err(format!(
+                    "message from rank {} to rank {}, but there are {} ranks",
+                    m.from, m.to, plan.ranks
+                ));
             }
             let port = if honour_ports && m.port != NO_PORT { Some(m.port) } else { None };
-            let mut lookup = |from: u32, to: u32, port_key: u16, port: Option<u16>| -> Result<(u32, u32, f64, f64, u64), String> {
+            let mut lookup = |from: u32, to: u32, port_key: u16, port: Option<u16>| -> Result<InternedPath, String> {
                 let key = (from, to, port_key);
                 Ok(match interned.get(&key) {
                     Some(&v) => v,
@@ -279,7 +302,8 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
             if ep.rendezvous_threshold_bytes.is_some_and(|t| b > t) && len > 0 {
                 let (back, back_len, ..) = lookup(m.to, m.from, NO_PORT, None)?;
                 for a in (start..start + len).chain(back..back + back_len) {
-                    rdv_ps += cfg.header_bytes as f64 / bandwidth_bytes_per_ps[arena[a as usize] as usize] + gap[a as usize];
+                    rdv_ps +=
+                        cfg.header_bytes as f64 / bandwidth_bytes_per_ps[arena[a as usize] as usize] + gap[a as usize];
                 }
             }
             if let (Some(at), true) = (injection, len > 0) {
@@ -302,13 +326,17 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
                     delay += (len - 1) as f64 * (largest as f64 * 8.0 / first_bw as f64 * 1e12);
                 } else {
                     let link_bottleneck = links.iter().map(bw).fold(f64::INFINITY, f64::min);
-                    delay += flow_shop_ps(links.iter().map(bw), pkts, largest as f64, last as f64) - wire as f64 / link_bottleneck;
+                    delay += flow_shop_ps(links.iter().map(bw), pkts, largest as f64, last as f64)
+                        - wire as f64 / link_bottleneck;
                 }
             }
             let first = b.min(payload) + cfg.header_bytes as u64;
             // What the last packet still needs after leaving the first link.
             let tail0: f64 = (1..len as usize)
-                .map(|k| gap[start as usize + k - 1] + last as f64 / bandwidth_bytes_per_ps[arena[start as usize + k] as usize])
+                .map(|k| {
+                    gap[start as usize + k - 1]
+                        + last as f64 / bandwidth_bytes_per_ps[arena[start as usize + k] as usize]
+                })
                 .sum();
             msgs.push(RoutedMsg {
                 from: m.from,
@@ -324,7 +352,13 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
                 port: m.port,
             });
         }
-        steps.push(RoutedStep { repeat: st.repeat, msgs, send_off: Vec::new(), send_idx: Vec::new(), recv_count: Vec::new() });
+        steps.push(RoutedStep {
+            repeat: st.repeat,
+            msgs,
+            send_off: Vec::new(),
+            send_idx: Vec::new(),
+            recv_count: Vec::new(),
+        });
     }
     Ok(Routed { arena, gap, bandwidth_bytes_per_ps, injection, endpoint: ep, steps })
 }
@@ -393,13 +427,25 @@ pub fn is_contention_free(topo: &Topology, plan: &Plan, cfg: &FlowConfig) -> Res
 }
 
 /// Runs `sched` for a vector of `bytes` on `topo` (rank r on host r).
-pub fn run_schedule(topo: &Topology, sched: &Schedule, bytes: u64, elem_bytes: u64, cfg: &FlowConfig) -> Result<FlowResult, String> {
+pub fn run_schedule(
+    topo: &Topology,
+    sched: &Schedule,
+    bytes: u64,
+    elem_bytes: u64,
+    cfg: &FlowConfig,
+) -> Result<FlowResult, String> {
     run_plan(topo, &Plan::from_schedule(sched)?, bytes, elem_bytes, cfg)
 }
 
 /// Runs `plan` for a vector of `bytes` on `topo` (rank r on host r): the contention-free
 /// recurrence when it applies, the fluid simulation otherwise.
-pub fn run_plan(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowConfig) -> Result<FlowResult, String> {
+pub fn run_plan(
+    topo: &Topology,
+    plan: &Plan,
+    bytes: u64,
+    elem_bytes: u64,
+    cfg: &FlowConfig,
+) -> Result<FlowResult, String> {
     let routed = route(topo, plan, bytes, elem_bytes, cfg)?;
     if contention_free(&routed) {
         return Ok(recurrence(plan, &routed));
@@ -409,7 +455,13 @@ pub fn run_plan(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: 
 
 /// Runs `plan` with the event-driven fluid simulation even if it is contention-free (for
 /// tests and comparisons).
-pub fn run_plan_simulated(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowConfig) -> Result<FlowResult, String> {
+pub fn run_plan_simulated(
+    topo: &Topology,
+    plan: &Plan,
+    bytes: u64,
+    elem_bytes: u64,
+    cfg: &FlowConfig,
+) -> Result<FlowResult, String> {
     simulate(plan, &index(route(topo, plan, bytes, elem_bytes, cfg)?, plan.ranks))
 }
 
@@ -674,7 +726,9 @@ impl<'a> PSim<'a> {
     /// The time of `l`'s next stage completion at the current rates, if it is busy.
     fn next_completion(&self, l: usize) -> Option<f64> {
         let ln = &self.links[l];
-        ln.heap.peek().map(|&Reverse((T(tag), _, _))| ln.at + (tag - ln.v).max(0.0) * ln.active as f64 / self.r.bandwidth_bytes_per_ps[l])
+        ln.heap.peek().map(|&Reverse((T(tag), _, _))| {
+            ln.at + (tag - ln.v).max(0.0) * ln.active as f64 / self.r.bandwidth_bytes_per_ps[l]
+        })
     }
 
     /// Queues `l`'s next completion if it is busy and not queued.
@@ -750,7 +804,10 @@ impl<'a> PSim<'a> {
         let hops = m.path.1;
         let next = (k + 1 < hops).then(|| {
             let (l2, _) = self.link_of(m, k + 1);
-            (first / self.r.bandwidth_bytes_per_ps[l] + self.r.gap[a], tail - self.r.gap[a] - last / self.r.bandwidth_bytes_per_ps[l2])
+            (
+                first / self.r.bandwidth_bytes_per_ps[l] + self.r.gap[a],
+                tail - self.r.gap[a] - last / self.r.bandwidth_bytes_per_ps[l2],
+            )
         });
         self.touch(l, now);
         let ln = &mut self.links[l];
@@ -871,7 +928,12 @@ fn simulate(plan: &Plan, r: &Routed) -> Result<FlowResult, String> {
             sim.link_done(now, l as usize);
         }
     }
-    Ok(FlowResult { runtime_ps: sim.end_ps.round() as u64, messages: sim.insts.len() as u64, events, contention_free: false })
+    Ok(FlowResult {
+        runtime_ps: sim.end_ps.round() as u64,
+        messages: sim.insts.len() as u64,
+        events,
+        contention_free: false,
+    })
 }
 
 #[cfg(test)]
@@ -922,19 +984,44 @@ mod tests {
     fn grouping_arrivals_by_receiver_gives_the_global_sorts_bits() {
         let l = LinkParams { bandwidth_bps: 400_000_000_000, latency_ps: 100_000 };
         // (o_s, l_s, o_r, l_r) in ps, zeros included: each branch of the recurrence.
-        let costs = [(201_000, 170_000, 310_000, 250_000), (0, 0, 500_000, 0), (360_000, 0, 0, 0), (0, 1, 0, 7), (1_000, 0, 90_000_000, 0)];
+        let costs = [
+            (201_000, 170_000, 310_000, 250_000),
+            (0, 0, 500_000, 0),
+            (360_000, 0, 0, 0),
+            (0, 1, 0, 7),
+            (1_000, 0, 90_000_000, 0),
+        ];
         let mut checked = 0;
         for dims in [vec![4u32, 4], vec![8, 4], vec![16], vec![4, 4, 4], vec![6, 3], vec![2, 2]] {
             let topo = torus(&dims, l).unwrap();
             let layout = Layout::new(dims.clone()).unwrap();
-            for alg in ["ring", "ring-bidirectional", "hamiltonian-rings", "bucket", "recursive-doubling-latency", "swing-latency"] {
+            for alg in [
+                "ring",
+                "ring-bidirectional",
+                "hamiltonian-rings",
+                "bucket",
+                "recursive-doubling-latency",
+                "swing-latency",
+            ] {
                 let Ok(pl) = reducelab_sched::plan::plan(alg, &layout) else { continue };
                 for bytes in [32u64, 3000, 64 << 10, 8 << 20] {
                     for (k, &(s, sl, rc, rl)) in costs.iter().enumerate() {
-                        let endpoint = Endpoint { send_overhead_ps: s, send_latency_ps: sl, recv_overhead_ps: rc, recv_latency_ps: rl, rendezvous_threshold_bytes: (k % 2 == 0).then_some(12_000), injection_bps: None };
-                        let cfg = FlowConfig { switch_latency_ps: 300_000, mtu_bytes: 4096, header_bytes: 64, endpoint };
+                        let endpoint = Endpoint {
+                            send_overhead_ps: s,
+                            send_latency_ps: sl,
+                            recv_overhead_ps: rc,
+                            recv_latency_ps: rl,
+                            rendezvous_threshold_bytes: (k % 2 == 0).then_some(12_000),
+                            injection_bps: None,
+                        };
+                        let cfg =
+                            FlowConfig { switch_latency_ps: 300_000, mtu_bytes: 4096, header_bytes: 64, endpoint };
                         let r = route(&topo, &pl, bytes, 4, &cfg).unwrap();
-                        assert_eq!(recurrence_with_overheads(&pl, &r).runtime_ps, reference(&pl, &r), "{alg} {dims:?} {bytes} {endpoint:?}");
+                        assert_eq!(
+                            recurrence_with_overheads(&pl, &r).runtime_ps,
+                            reference(&pl, &r),
+                            "{alg} {dims:?} {bytes} {endpoint:?}"
+                        );
                         checked += 1;
                     }
                 }

@@ -7,7 +7,12 @@ use reducelab_sched::Collective;
 use reducelab_topo::{torus, LinkParams};
 
 const L: LinkParams = LinkParams { bandwidth_bps: 400_000_000_000, latency_ps: 100_000 };
-const CFG: FlowConfig = FlowConfig { switch_latency_ps: 300_000, mtu_bytes: 4096, header_bytes: 64, endpoint: reducelab_flow::Endpoint::OFF };
+const CFG: FlowConfig = FlowConfig {
+    switch_latency_ps: 300_000,
+    mtu_bytes: 4096,
+    header_bytes: 64,
+    endpoint: reducelab_flow::Endpoint::OFF,
+};
 
 #[test]
 fn recurrence_equals_fluid_simulation_on_contention_free_plans() {
@@ -29,7 +34,12 @@ fn recurrence_equals_fluid_simulation_on_contention_free_plans() {
                 }
                 if fast.contention_free {
                     let d = (fast.runtime_ps as f64 - sim.runtime_ps as f64).abs();
-                    assert!(d <= 2.0 + 1e-9 * sim.runtime_ps as f64, "{alg} {dims:?} {bytes}: {} vs {}", fast.runtime_ps, sim.runtime_ps);
+                    assert!(
+                        d <= 2.0 + 1e-9 * sim.runtime_ps as f64,
+                        "{alg} {dims:?} {bytes}: {} vs {}",
+                        fast.runtime_ps,
+                        sim.runtime_ps
+                    );
                     checked += 1;
                 }
             }

@@ -17,7 +17,9 @@
 //!
 //! The PS side is [`crate::ps::AtpPs`].
 
-use crate::pool::{full_bitmap, hash_index, AggPacket, AggregatorPool, Dest, PacketKind, PoolAction, PoolProgram, PoolStats};
+use crate::pool::{
+    full_bitmap, hash_index, AggPacket, AggregatorPool, Dest, PacketKind, PoolAction, PoolProgram, PoolStats,
+};
 use crate::Values;
 
 pub struct AtpSwitch {
@@ -118,9 +120,9 @@ impl PoolProgram for AtpSwitch {
 mod tests {
     use super::*;
     use crate::pool::testkit::{assert_carries, colliding, fp_of, grad, ELEMS};
+    use crate::pool::PsAction;
     use crate::pool::Task;
     use crate::ps::AtpPs;
-    use crate::pool::PsAction;
 
     const N: u32 = 4;
     const T: Task = Task { job: 1, psn: 7 };
@@ -150,7 +152,11 @@ mod tests {
         assert_eq!((agg.kind, agg.dst), (PacketKind::Partial, Dest::Ps));
         assert_carries(&agg, 0b111, &v);
         let a = *s.pool().get(i);
-        assert_eq!((a.task, a.complete, a.data, s.pool().in_use()), (Some(T), true, crate::NIL, 1), "held until the PS's ACK");
+        assert_eq!(
+            (a.task, a.complete, a.data, s.pool().in_use()),
+            (Some(T), true, crate::NIL, 1),
+            "held until the PS's ACK"
+        );
         // A late duplicate while waiting: dropped.
         let g = grad(1, 7, 1, 3, &mut v);
         assert_eq!(send(&mut s, &mut v, g), vec![PoolAction::Consume]);
@@ -285,7 +291,10 @@ mod tests {
     #[test]
     fn other_traffic_passes_through() {
         let (mut s, mut v, _) = setup();
-        for p in [AggPacket::new(PacketKind::Other, Dest::Worker(1), 0, 0, 1), AggPacket { dst: Dest::Ps, ..grad(1, 7, 0, 3, &mut v) }] {
+        for p in [
+            AggPacket::new(PacketKind::Other, Dest::Worker(1), 0, 0, 1),
+            AggPacket { dst: Dest::Ps, ..grad(1, 7, 0, 3, &mut v) },
+        ] {
             assert_eq!(send(&mut s, &mut v, p), vec![PoolAction::Forward(p)]);
         }
         assert_eq!((s.pool().in_use(), s.stats().passed_through), (0, 2));

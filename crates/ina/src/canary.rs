@@ -26,7 +26,9 @@ use std::sync::Arc;
 use crate::canary_host::CanaryHost;
 use crate::fabric::Fabric;
 use crate::host::Collective;
-use crate::protocol::{integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, SwitchConfig, Tenant};
+use crate::protocol::{
+    integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, SwitchConfig, Tenant,
+};
 use crate::{port_bit, Addr, Header, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, MULTICAST_MARK, NIL};
 
 /// The Canary protocol as configured for one collective: the host side's retransmission
@@ -45,11 +47,17 @@ impl Canary {
         only_known(p, crate::protocol_info("canary"))?;
         let rto_us = number(p, "retransmit_timeout_us", 500.0, 0.0, 1e12)?;
         if rto_us <= 0.0 {
-            return Err(ParamError::new("retransmit_timeout_us", format!("must be a positive number of microseconds, got {rto_us}")));
+            return Err(ParamError::new(
+                "retransmit_timeout_us",
+                format!("must be a positive number of microseconds, got {rto_us}"),
+            ));
         }
         let max_failures = integer(p, "max_failures", 3, 0, 255)?;
         if max_failures > 14 {
-            return Err(ParamError::new("max_failures", format!("must be at most 14 (4-bit attempt number), got {max_failures}")));
+            return Err(ParamError::new(
+                "max_failures",
+                format!("must be at most 14 (4-bit attempt number), got {max_failures}"),
+            ));
         }
         Ok(Arc::new(Canary { rto_ps: (rto_us * 1000.0 * 1000.0).round() as u64, max_failures: max_failures as u8 }))
     }
@@ -66,8 +74,18 @@ impl InaProtocol for Canary {
         self
     }
     /// A Canary program on every switch; the trees are built by the traffic itself.
-    fn switch_programs(&self, fabric: &Fabric, _tenants: &[Tenant<'_>], cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
-        let params = CanaryParams { table_size: cfg.table_size, timeout_ps: cfg.timeout_ps, reclaim_ps: cfg.reclaim_ps, slots_per_tenant: cfg.slots_per_tenant };
+    fn switch_programs(
+        &self,
+        fabric: &Fabric,
+        _tenants: &[Tenant<'_>],
+        cfg: &SwitchConfig,
+    ) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
+        let params = CanaryParams {
+            table_size: cfg.table_size,
+            timeout_ps: cfg.timeout_ps,
+            reclaim_ps: cfg.reclaim_ps,
+            slots_per_tenant: cfg.slots_per_tenant,
+        };
         let mut programs: Vec<Option<Box<dyn SwitchProgram>>> = Vec::with_capacity(fabric.nodes.len());
         for (i, n) in fabric.nodes.iter().enumerate() {
             programs.push(if n.is_host { None } else { Some(Box::new(CanarySwitch::new(i as u32, params)?)) });
@@ -114,7 +132,19 @@ struct Descriptor {
     gen: u32,
 }
 
-const FREE: Descriptor = Descriptor { id: NIL, tenant: 0, leader: 0, counter: 0, hosts: 0, elems: 0, children: 0, fp: 0, data: NIL, flushed: false, gen: 0 };
+const FREE: Descriptor = Descriptor {
+    id: NIL,
+    tenant: 0,
+    leader: 0,
+    counter: 0,
+    hosts: 0,
+    elems: 0,
+    children: 0,
+    fp: 0,
+    data: NIL,
+    flushed: false,
+    gen: 0,
+};
 
 pub struct CanarySwitch {
     /// This switch's address (node id), written into collided packets.
@@ -141,7 +171,13 @@ impl CanarySwitch {
                 return Err(format!("slots_per_tenant: {s} must be within 1..={}", params.table_size));
             }
         }
-        Ok(CanarySwitch { addr, params, table: vec![FREE; params.table_size as usize], used: 0, stats: SwitchStats::default() })
+        Ok(CanarySwitch {
+            addr,
+            params,
+            table: vec![FREE; params.table_size as usize],
+            used: 0,
+            stats: SwitchStats::default(),
+        })
     }
 
     fn slot(&self, id: u32, tenant: u16) -> usize {
@@ -183,7 +219,6 @@ impl CanarySwitch {
     fn timer_token(s: usize, gen: u32, reclaim: bool) -> u64 {
         (s as u64) << 32 | (gen as u64 & 0x7FFF_FFFF) << 1 | reclaim as u64
     }
-
 }
 
 impl SwitchProgram for CanarySwitch {
@@ -219,7 +254,10 @@ impl SwitchProgram for CanarySwitch {
                     if hdr.counter >= expected {
                         self.flush(now, s, out);
                     } else {
-                        out.push(SwAction::Timer { at: now + self.params.timeout_ps, token: Self::timer_token(s, gen, false) });
+                        out.push(SwAction::Timer {
+                            at: now + self.params.timeout_ps,
+                            token: Self::timer_token(s, gen, false),
+                        });
                     }
                 } else if d.id == hdr.id && d.tenant == hdr.tenant {
                     let e = &mut self.table[s];
@@ -309,7 +347,11 @@ mod tests {
     use super::*;
 
     fn sw(table: u32) -> CanarySwitch {
-        CanarySwitch::new(40, CanaryParams { table_size: table, timeout_ps: 1000, reclaim_ps: 1_000_000, slots_per_tenant: None }).unwrap()
+        CanarySwitch::new(
+            40,
+            CanaryParams { table_size: table, timeout_ps: 1000, reclaim_ps: 1_000_000, slots_per_tenant: None },
+        )
+        .unwrap()
     }
 
     fn reduce(id: u32, counter: u16, fp: u64) -> Header {
@@ -344,7 +386,17 @@ mod tests {
         let mut b = Header::new(Kind::Broadcast, Addr::Switch(NIL), 5, 0);
         b.fp = 99;
         s.on_packet(3000, 0, b, &mut v, &mut out);
-        let ports: Vec<_> = out.iter().filter_map(|a| if let SwAction::Emit { out: Out::Port(p), hdr } = a { assert_eq!(hdr.fp, 99); Some(*p) } else { None }).collect();
+        let ports: Vec<_> = out
+            .iter()
+            .filter_map(|a| {
+                if let SwAction::Emit { out: Out::Port(p), hdr } = a {
+                    assert_eq!(hdr.fp, 99);
+                    Some(*p)
+                } else {
+                    None
+                }
+            })
+            .collect();
         assert_eq!(ports, vec![1, 2, 3]);
         assert_eq!(s.descriptors_in_use(), 0);
     }
@@ -371,7 +423,17 @@ mod tests {
         let mut r = Header::new(Kind::Restore, Addr::Switch(40), 6, 0);
         r.children = port_bit(7) | port_bit(9);
         s.on_packet(10, 0, r, &mut v, &mut out);
-        let ports: Vec<_> = out.iter().filter_map(|a| if let SwAction::Emit { out: Out::Port(p), hdr } = a { assert_eq!(hdr.kind, Kind::Broadcast); Some(*p) } else { None }).collect();
+        let ports: Vec<_> = out
+            .iter()
+            .filter_map(|a| {
+                if let SwAction::Emit { out: Out::Port(p), hdr } = a {
+                    assert_eq!(hdr.kind, Kind::Broadcast);
+                    Some(*p)
+                } else {
+                    None
+                }
+            })
+            .collect();
         assert_eq!(ports, vec![7, 9]);
     }
 

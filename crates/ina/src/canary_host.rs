@@ -127,7 +127,15 @@ impl CanaryHost {
         contribution(c, self.rank, b, self.blocks[b as usize].attempt, kind, dst, vals)
     }
 
-    fn send_contribution(&mut self, c: &Collective, now: u64, b: u32, kind: Kind, vals: &mut Values, out: &mut Vec<HostAction>) {
+    fn send_contribution(
+        &mut self,
+        c: &Collective,
+        now: u64,
+        b: u32,
+        kind: Kind,
+        vals: &mut Values,
+        out: &mut Vec<HostAction>,
+    ) {
         let dst = Addr::Host(c.ranks[c.leader(b) as usize]);
         let h = self.contribution(c, b, kind, dst, vals);
         self.stats.sent_reduce += 1;
@@ -138,7 +146,10 @@ impl CanaryHost {
     fn arm_block_timer(&mut self, _c: &Collective, now: u64, b: u32, out: &mut Vec<HostAction>) {
         let st = &mut self.blocks[b as usize];
         st.timer_gen = st.timer_gen.wrapping_add(1) & 0xFF_FFFF;
-        out.push(HostAction::Timer { at: now + self.rto_ps, token: (b as u64) << 32 | (st.timer_gen as u64) << 8 | T_BLOCK });
+        out.push(HostAction::Timer {
+            at: now + self.rto_ps,
+            token: (b as u64) << 32 | (st.timer_gen as u64) << 8 | T_BLOCK,
+        });
     }
 
     fn led_mut(&mut self, c: &Collective, b: u32) -> &mut Led {
@@ -478,13 +489,13 @@ impl CanaryHost {
             return;
         }
         self.stats.retx_requests += 1;
-        let mut h = Header::new(Kind::RetxRequest, Addr::Host(c.ranks[c.leader(b) as usize]), c.id(b, st.attempt), c.tenant);
+        let mut h =
+            Header::new(Kind::RetxRequest, Addr::Host(c.ranks[c.leader(b) as usize]), c.id(b, st.attempt), c.tenant);
         h.src = self.rank;
         out.push(HostAction::Send(h));
         self.arm_block_timer(c, now, b, out);
     }
 }
-
 
 impl HostProtocol for CanaryHost {
     fn start(&mut self, c: &Collective, now: u64, vals: &mut Values, out: &mut Vec<HostAction>) {
@@ -571,7 +582,10 @@ mod tests {
         a.pull(&c, 10, 8, &mut v, &mut out);
         let s = sends(&out);
         // Block 0 (attempt 1) and block 2; block 1 is this rank's own.
-        assert_eq!(s.iter().map(|h| (h.id, h.kind)).collect::<Vec<_>>(), vec![(c.id(0, 1), Kind::Reduce), (c.id(2, 0), Kind::Reduce)]);
+        assert_eq!(
+            s.iter().map(|h| (h.id, h.kind)).collect::<Vec<_>>(),
+            vec![(c.id(0, 1), Kind::Reduce), (c.id(2, 0), Kind::Reduce)]
+        );
     }
 
     #[test]
@@ -583,7 +597,10 @@ mod tests {
         a.on_packet(&c, 5, f, &mut v, &mut out);
         a.pull(&c, 10, 8, &mut v, &mut out);
         let s = sends(&out);
-        assert_eq!(s.iter().map(|h| (h.id, h.kind)).collect::<Vec<_>>(), vec![(c.id(0, 0), Kind::Reduce), (c.id(2, 1), Kind::Fallback)]);
+        assert_eq!(
+            s.iter().map(|h| (h.id, h.kind)).collect::<Vec<_>>(),
+            vec![(c.id(0, 0), Kind::Reduce), (c.id(2, 1), Kind::Fallback)]
+        );
     }
 
     #[test]
@@ -643,8 +660,8 @@ mod tests {
         use crate::canary::{CanaryParams, CanarySwitch};
         use crate::protocol::HostProtocol;
         use crate::{Out, SwAction, SwitchProgram};
-        use std::collections::BinaryHeap;
         use std::cmp::Reverse;
+        use std::collections::BinaryHeap;
 
         pub const RTO: u64 = 1000;
         const HOP: u64 = 10;
@@ -673,8 +690,32 @@ mod tests {
             pub now: u64,
         }
 
+        /// Pending events in `(time, insertion sequence)` order.
+        #[derive(Default)]
+        struct Events {
+            queue: BinaryHeap<Reverse<(u64, u64, usize)>>,
+            events: Vec<Ev>,
+            seq: u64,
+        }
+
+        impl Events {
+            fn push(&mut self, at: u64, e: Ev) {
+                self.seq += 1;
+                self.events.push(e);
+                self.queue.push(Reverse((at, self.seq, self.events.len() - 1)));
+            }
+
+            fn pop(&mut self) -> Option<(u64, Ev)> {
+                self.queue.pop().map(|Reverse((at, _, i))| (at, self.events[i]))
+            }
+        }
+
         fn new_switch() -> CanarySwitch {
-            CanarySwitch::new(4, CanaryParams { table_size: 8, timeout_ps: 100, reclaim_ps: 20 * RTO, slots_per_tenant: None }).unwrap()
+            CanarySwitch::new(
+                4,
+                CanaryParams { table_size: 8, timeout_ps: 100, reclaim_ps: 20 * RTO, slots_per_tenant: None },
+            )
+            .unwrap()
         }
 
         /// Runs one allreduce of 4 ranks × 16 blocks to the end (no event left).
@@ -683,18 +724,17 @@ mod tests {
             let mut v = Values::new(4);
             let mut hosts: Vec<CanaryHost> = (0..n).map(|r| CanaryHost::new(c, r, RTO, 3)).collect();
             let mut sw = new_switch();
-            let mut q: BinaryHeap<Reverse<(u64, u64, usize)>> = BinaryHeap::new();
-            let mut evs: Vec<Ev> = Vec::new();
-            let mut seq = 0u64;
-            let mut push = |q: &mut BinaryHeap<Reverse<(u64, u64, usize)>>, evs: &mut Vec<Ev>, at: u64, e: Ev| {
-                seq += 1;
-                evs.push(e);
-                q.push(Reverse((at, seq, evs.len() - 1)));
-            };
+            let mut evs = Events::default();
             let gone = |h: &CanaryHost, now: u64| h.completed_ps().is_some_and(|t| now >= t + h.linger_ps());
             // A packet onto a hop, through its fault.
             // `from`: a rank's packet to the switch; `to`: the switch's packet to a rank.
-            let send = |f: &mut dyn Faults, q: &mut BinaryHeap<_>, evs: &mut Vec<Ev>, v: &mut Values, push: &mut dyn FnMut(&mut BinaryHeap<_>, &mut Vec<Ev>, u64, Ev), now: u64, from: u32, to: Option<u32>, h: Header| {
+            let send = |f: &mut dyn Faults,
+                        evs: &mut Events,
+                        v: &mut Values,
+                        now: u64,
+                        from: u32,
+                        to: Option<u32>,
+                        h: Header| {
                 match f.fate(to.is_none(), &h) {
                     None => v.release(h.data),
                     Some(delays) => {
@@ -703,7 +743,13 @@ mod tests {
                             if i > 0 {
                                 c.data = v.duplicate(h.data);
                             }
-                            push(q, evs, now + HOP + d, match to { None => Ev::ToSwitch(from, c), Some(r) => Ev::ToHost(r, c) });
+                            evs.push(
+                                now + HOP + d,
+                                match to {
+                                    None => Ev::ToSwitch(from, c),
+                                    Some(r) => Ev::ToHost(r, c),
+                                },
+                            );
                         }
                     }
                 }
@@ -711,24 +757,24 @@ mod tests {
             let mut out = Vec::new();
             let mut sout = Vec::new();
             let mut now = 0;
-            for r in 0..n as usize {
-                hosts[r].start(c, 0, &mut v, &mut out);
-                hosts[r].pull(c, 0, usize::MAX, &mut v, &mut out);
+            for (r, host) in (0..n).zip(hosts.iter_mut()) {
+                host.start(c, 0, &mut v, &mut out);
+                host.pull(c, 0, usize::MAX, &mut v, &mut out);
                 for a in out.drain(..) {
                     match a {
-                        HostAction::Send(h) => send(f, &mut q, &mut evs, &mut v, &mut push, 0, r as u32, None, h),
-                        HostAction::Timer { at, token } => push(&mut q, &mut evs, at, Ev::HostTimer(r as u32, token)),
+                        HostAction::Send(h) => send(f, &mut evs, &mut v, 0, r, None, h),
+                        HostAction::Timer { at, token } => evs.push(at, Ev::HostTimer(r, token)),
                     }
                 }
             }
-            while let Some(Reverse((at, _, i))) = q.pop() {
+            while let Some((at, ev)) = evs.pop() {
                 now = at;
                 let host_of = |h: &Header| match h.dst {
                     Addr::Host(x) => Some(x),
                     _ => None,
                 };
                 let mut from_host = None;
-                match evs[i] {
+                match ev {
                     Ev::ToSwitch(port, h) => {
                         if f.crash() {
                             sw = new_switch();
@@ -758,14 +804,14 @@ mod tests {
                 for a in sout.drain(..) {
                     match a {
                         SwAction::Consume => {}
-                        SwAction::Timer { at, token } => push(&mut q, &mut evs, at, Ev::SwTimer(token)),
+                        SwAction::Timer { at, token } => evs.push(at, Ev::SwTimer(token)),
                         SwAction::Forward { out: o, hdr } | SwAction::Emit { out: o, hdr } => {
                             let to = match o {
                                 Out::Port(p) => Some(p as u32),
                                 Out::Route => host_of(&hdr),
                             };
                             match to {
-                                Some(r) if r < n => send(f, &mut q, &mut evs, &mut v, &mut push, now, 4, Some(r), hdr),
+                                Some(r) if r < n => send(f, &mut evs, &mut v, now, 4, Some(r), hdr),
                                 _ => v.release(hdr.data),
                             }
                         }
@@ -775,8 +821,8 @@ mod tests {
                     hosts[r as usize].pull(c, now, usize::MAX, &mut v, &mut out);
                     for a in out.drain(..) {
                         match a {
-                            HostAction::Send(h) => send(f, &mut q, &mut evs, &mut v, &mut push, now, r, None, h),
-                            HostAction::Timer { at, token } => push(&mut q, &mut evs, at, Ev::HostTimer(r, token)),
+                            HostAction::Send(h) => send(f, &mut evs, &mut v, now, r, None, h),
+                            HostAction::Timer { at, token } => evs.push(at, Ev::HostTimer(r, token)),
                         }
                     }
                 }
@@ -815,7 +861,10 @@ mod tests {
         }
         // The coordinator was still there for the third exchange.
         let (coord, r3) = (o.hosts[0].completed_ps().unwrap(), o.hosts[3].completed_ps().unwrap());
-        assert!(r3 > coord + star::RTO && r3 <= coord + o.hosts[0].linger_ps(), "released at {r3}, coordinator at {coord}");
+        assert!(
+            r3 > coord + star::RTO && r3 <= coord + o.hosts[0].linger_ps(),
+            "released at {r3}, coordinator at {coord}"
+        );
     }
 
     /// Seeded loss and reordering on every hop, duplication on the switch's egress, one switch
@@ -860,7 +909,14 @@ mod tests {
         let mut released_late = 0;
         for seed in 0..300u64 {
             let m = crate::mix(seed ^ 0x5EED);
-            let mut f = Random { rng: m, loss: m % 120, dup: (m >> 8) % 100, reorder: (m >> 16) % 200, crash_at: (m >> 24) % 120, seen: 0 };
+            let mut f = Random {
+                rng: m,
+                loss: m % 120,
+                dup: (m >> 8) % 100,
+                reorder: (m >> 16) % 200,
+                crash_at: (m >> 24) % 120,
+                seen: 0,
+            };
             let (loss, dup, reorder, crash_at) = (f.loss, f.dup, f.reorder, f.crash_at);
             let o = star::run(&c, &mut f);
             let coord = o.hosts[0].completed_ps();

@@ -34,7 +34,9 @@
 //! [`REMINDER_AFTER_RETRANSMISSIONS`] retransmissions it notifies the PS) is the transport's.
 
 use crate::policy::Preemption;
-use crate::pool::{full_bitmap, hash_index, AggPacket, AggregatorPool, Dest, PacketKind, PoolAction, PoolProgram, PoolStats};
+use crate::pool::{
+    full_bitmap, hash_index, AggPacket, AggregatorPool, Dest, PacketKind, PoolAction, PoolProgram, PoolStats,
+};
 use crate::Values;
 
 /// "After three retransmissions, the worker sends a special reminder notification to the PS"
@@ -207,7 +209,10 @@ mod tests {
         let w = prio(grad(2, q, 1, 2, &mut v), 20);
         let out = send(&mut s, &mut v, w);
         let [PoolAction::Forward(evicted)] = out[..] else { panic!("{out:?}") };
-        assert_eq!((evicted.kind, evicted.dst, evicted.task(), evicted.priority), (PacketKind::Partial, Dest::Ps, T, 10));
+        assert_eq!(
+            (evicted.kind, evicted.dst, evicted.task(), evicted.priority),
+            (PacketKind::Partial, Dest::Ps, T, 10)
+        );
         assert_eq!(evicted.data, held_values, "the aggregator's values left with the packet");
         assert_carries(&evicted, 0b001, &v);
         let a = *s.pool().get(i);
@@ -225,7 +230,10 @@ mod tests {
         let out = send(&mut s, &mut v, l);
         let [PoolAction::Forward(evicted)] = out[..] else { panic!("{out:?}") };
         assert_eq!((evicted.task(), evicted.priority, evicted.bitmap), (Task { job: 2, psn: q }, 2, 0b010));
-        assert_eq!((s.pool().get(i).task, s.stats().preemptions, s.pool().in_use()), (Some(Task { job: 3, psn: r }), 2, 1));
+        assert_eq!(
+            (s.pool().get(i).task, s.stats().preemptions, s.pool().in_use()),
+            (Some(Task { job: 3, psn: r }), 2, 1)
+        );
     }
 
     #[test]
@@ -351,7 +359,13 @@ mod tests {
         // priority and a PSN on the same aggregator; W3 and W4 are stragglers.
         let q = colliding(T, 2, N);
         let ps = vec![DsaPs::new(1, 4, 1_000).unwrap(), DsaPs::new(2, 2, 1_000).unwrap()];
-        let mut st = Star { s: DsaSwitch::new(N, Preemption::Priority).unwrap(), ps, v: Values::new(ELEMS), timers: Vec::new(), to_workers: Vec::new() };
+        let mut st = Star {
+            s: DsaSwitch::new(N, Preemption::Priority).unwrap(),
+            ps,
+            v: Values::new(ELEMS),
+            timers: Vec::new(),
+            to_workers: Vec::new(),
+        };
         let i = hash_index(T, N);
         for r in [0, 1] {
             let g = prio(grad(1, 7, r, 4, &mut st.v), 1);
@@ -379,7 +393,10 @@ mod tests {
         assert_carries(ack1, 0b1111, &st.v); // ⑩
         assert!(st.to_workers.iter().any(|p| p.kind == PacketKind::Fetch && p.job == 1), "the workers were asked too");
         assert_eq!((st.s.pool().in_use(), st.ps[0].dict.pending().count()), (0, 0));
-        assert_eq!((st.ps[0].dict.stats.reminders, st.s.stats().reminders_fetched, st.s.stats().preemptions), (1, 1, 1));
+        assert_eq!(
+            (st.ps[0].dict.stats.reminders, st.s.stats().reminders_fetched, st.s.stats().preemptions),
+            (1, 1, 1)
+        );
         st.fire(u64::MAX);
         assert!(st.timers.is_empty(), "no timer re-armed for a completed entry");
     }
@@ -392,7 +409,13 @@ mod tests {
         // is full (⑦) and the PS multicasts the result (⑧).
         let q = colliding(T, 2, N);
         let ps = vec![DsaPs::new(1, 3, 5_000).unwrap(), DsaPs::new(2, 1, 5_000).unwrap()];
-        let mut st = Star { s: DsaSwitch::new(N, Preemption::Priority).unwrap(), ps, v: Values::new(ELEMS), timers: Vec::new(), to_workers: Vec::new() };
+        let mut st = Star {
+            s: DsaSwitch::new(N, Preemption::Priority).unwrap(),
+            ps,
+            v: Values::new(ELEMS),
+            timers: Vec::new(),
+            to_workers: Vec::new(),
+        };
         let hold = prio(grad(2, q, 0, 2, &mut st.v), 50);
         st.at_switch(0, hold);
         let g1 = prio(grad(1, 7, 0, 3, &mut st.v), 10);
@@ -423,7 +446,13 @@ mod tests {
         // retransmissions it notifies the PS, whose reminder fetches the switch's partial and
         // every worker's original packet.
         let ps = vec![DsaPs::new(1, 2, 1_000).unwrap()];
-        let mut st = Star { s: DsaSwitch::new(N, Preemption::Priority).unwrap(), ps, v: Values::new(ELEMS), timers: Vec::new(), to_workers: Vec::new() };
+        let mut st = Star {
+            s: DsaSwitch::new(N, Preemption::Priority).unwrap(),
+            ps,
+            v: Values::new(ELEMS),
+            timers: Vec::new(),
+            to_workers: Vec::new(),
+        };
         for r in [0, 1] {
             let g = grad(1, 7, r, 2, &mut st.v);
             st.at_switch(0, g);
@@ -452,7 +481,10 @@ mod tests {
         let [ack] = acks[..] else { panic!("{acks:?}") };
         assert_eq!(ack.dst, Dest::Workers);
         assert_carries(&ack, 0b11, &st.v);
-        assert_eq!((st.ps[0].dict.stats.completed, st.ps[0].dict.stats.re_acks, st.ps[0].dict.stats.duplicates), (1, 0, 1));
+        assert_eq!(
+            (st.ps[0].dict.stats.completed, st.ps[0].dict.stats.re_acks, st.ps[0].dict.stats.duplicates),
+            (1, 0, 1)
+        );
         // A notice for a PSN the PS completed: the result again, to that worker.
         st.to_workers.clear();
         st.at_switch(400, notice);

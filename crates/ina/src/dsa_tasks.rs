@@ -119,6 +119,12 @@ mod tests {
     fn no_contest_everything_is_type_i() {
         let mut t = TaskTypes::new();
         t.on_loss(A);
-        assert_eq!(t.counts(5, 1), TaskTypeCounts { tasks: ByTaskType { type_i: 5, ..Default::default() }, lost_packets: ByTaskType { type_i: 1, ..Default::default() } });
+        assert_eq!(
+            t.counts(5, 1),
+            TaskTypeCounts {
+                tasks: ByTaskType { type_i: 5, ..Default::default() },
+                lost_packets: ByTaskType { type_i: 1, ..Default::default() }
+            }
+        );
     }
 }

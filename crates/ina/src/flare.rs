@@ -37,7 +37,9 @@ use reducelab_flare::sparse::switch::{BlockAssembler, SparseAggregator, Storage}
 
 use crate::fabric::Fabric;
 use crate::host::{Collective, HostStats};
-use crate::protocol::{integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, SwitchConfig, Tenant};
+use crate::protocol::{
+    integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, SwitchConfig, Tenant,
+};
 use crate::tree::{build_trees, StaticTreeSwitch, StaticTrees, TreeNode};
 use crate::{ports_of, Addr, Header, HostAction, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, NIL};
 
@@ -59,8 +61,10 @@ pub fn pick_root(fabric: &Fabric, hosts: &[u32]) -> Result<u32, String> {
 }
 
 fn trees_of(fabric: &Fabric, tenants: &[Tenant<'_>]) -> Result<Vec<Vec<Option<TreeNode>>>, String> {
-    let roots: Vec<Vec<u32>> = tenants.iter().map(|t| pick_root(fabric, &t.coll.ranks).map(|r| vec![r])).collect::<Result<_, _>>()?;
-    let ts: Vec<Tenant<'_>> = tenants.iter().zip(&roots).map(|(t, r)| Tenant { coll: t.coll, protocol: t.protocol, roots: r }).collect();
+    let roots: Vec<Vec<u32>> =
+        tenants.iter().map(|t| pick_root(fabric, &t.coll.ranks).map(|r| vec![r])).collect::<Result<_, _>>()?;
+    let ts: Vec<Tenant<'_>> =
+        tenants.iter().zip(&roots).map(|(t, r)| Tenant { coll: t.coll, protocol: t.protocol, roots: r }).collect();
     build_trees(fabric, &ts, 1)
 }
 
@@ -113,9 +117,19 @@ impl InaProtocol for FlareDense {
     fn as_any(&self) -> &dyn Any {
         self
     }
-    fn switch_programs(&self, fabric: &Fabric, tenants: &[Tenant<'_>], cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
+    fn switch_programs(
+        &self,
+        fabric: &Fabric,
+        tenants: &[Tenant<'_>],
+        cfg: &SwitchConfig,
+    ) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
         same_protocol::<FlareDense>(tenants, "flare")?;
-        let window = tenants.iter().filter_map(|t| t.protocol.as_any().downcast_ref::<FlareDense>()).map(|p| p.window).max().unwrap_or(1);
+        let window = tenants
+            .iter()
+            .filter_map(|t| t.protocol.as_any().downcast_ref::<FlareDense>())
+            .map(|p| p.window)
+            .max()
+            .unwrap_or(1);
         let roles = trees_of(fabric, tenants)?;
         let slots = cfg.slots_per_tenant.unwrap_or(window);
         if slots == 0 {
@@ -128,16 +142,24 @@ impl InaProtocol for FlareDense {
             p.hosts_window.store(p.window.min(slots), std::sync::atomic::Ordering::Relaxed);
         }
         if (slots as u64) * tenants.len() as u64 > cfg.table_size as u64 {
-            return Err(format!("table_size: {} tenants × {slots} slots exceed {} descriptors", tenants.len(), cfg.table_size));
+            return Err(format!(
+                "table_size: {} tenants × {slots} slots exceed {} descriptors",
+                tenants.len(),
+                cfg.table_size
+            ));
         }
         Ok(roles
             .into_iter()
             .enumerate()
-            .map(|(i, r)| (!fabric.nodes[i].is_host).then(|| Box::new(StaticTreeSwitch::new(i as u32, r, 1, slots)) as Box<dyn SwitchProgram>))
+            .map(|(i, r)| {
+                (!fabric.nodes[i].is_host)
+                    .then(|| Box::new(StaticTreeSwitch::new(i as u32, r, 1, slots)) as Box<dyn SwitchProgram>)
+            })
             .collect())
     }
     fn host_agent(&self, c: &Collective, rank: u32) -> Box<dyn HostProtocol> {
-        StaticTrees { trees: 1, window: self.hosts_window.load(std::sync::atomic::Ordering::Relaxed) }.host_agent(c, rank)
+        StaticTrees { trees: 1, window: self.hosts_window.load(std::sync::atomic::Ordering::Relaxed) }
+            .host_agent(c, rank)
     }
     fn switch_service(&self, elements_per_packet: u16) -> Option<(f64, u64)> {
         Some(cost::service(cost::dense_cycles(elements_per_packet as u64)))
@@ -283,9 +305,18 @@ pub fn encode_chunk(chunk: &Chunk, out: &mut Vec<u8>) {
 /// `wire_words` (at most `elements_per_packet`), `index` (ascending, inside `range`: the
 /// block's elements, or the whole vector; an index may repeat, as in a hash switch's spill,
 /// whose pairs the next switch adds up).
-pub fn decode_chunk(hdr: &Header, c: &Collective, bytes: &[u8], blocks: Option<u32>, range: impl Fn(u32) -> (u64, u64)) -> Result<Chunk, String> {
+pub fn decode_chunk(
+    hdr: &Header,
+    c: &Collective,
+    bytes: &[u8],
+    blocks: Option<u32>,
+    range: impl Fn(u32) -> (u64, u64),
+) -> Result<Chunk, String> {
     if bytes.len() < CHUNK_HEAD_BYTES {
-        return Err(format!("length: {} payload bytes, a sparse chunk needs at least its {CHUNK_HEAD_BYTES}-byte head", bytes.len()));
+        return Err(format!(
+            "length: {} payload bytes, a sparse chunk needs at least its {CHUNK_HEAD_BYTES}-byte head",
+            bytes.len()
+        ));
     }
     let word = |i: usize| u32::from_le_bytes([bytes[4 * i], bytes[4 * i + 1], bytes[4 * i + 2], bytes[4 * i + 3]]);
     let (block, shards, seq, wire_words, count) = (word(0), word(1), word(2), word(3), word(4));
@@ -294,7 +325,11 @@ pub fn decode_chunk(hdr: &Header, c: &Collective, bytes: &[u8], blocks: Option<u
         return Err(format!("count: {count} pairs, the payload holds {room} ({} bytes)", bytes.len()));
     }
     if bytes.len() != CHUNK_HEAD_BYTES + 8 * count as usize {
-        return Err(format!("length: {} payload bytes, {count} pairs take {}", bytes.len(), CHUNK_HEAD_BYTES + 8 * count as usize));
+        return Err(format!(
+            "length: {} payload bytes, {count} pairs take {}",
+            bytes.len(),
+            CHUNK_HEAD_BYTES + 8 * count as usize
+        ));
     }
     let id_block = Collective::block_of(hdr.id);
     if block != id_block {
@@ -322,7 +357,11 @@ pub fn decode_chunk(hdr: &Header, c: &Collective, bytes: &[u8], blocks: Option<u
     for i in 0..count as usize {
         let p = Pair { index: word(5 + 2 * i), value: word(6 + 2 * i) };
         if prev.is_some_and(|q| p.index < q) {
-            return Err(format!("index: pair {i}'s index {} is below the one before, {} (pairs ascend)", p.index, prev.unwrap_or(0)));
+            return Err(format!(
+                "index: pair {i}'s index {} is below the one before, {} (pairs ascend)",
+                p.index,
+                prev.unwrap_or(0)
+            ));
         }
         if (p.index as u64) < lo || p.index as u64 >= lo + len {
             return Err(format!("index: pair {i}'s index {} is outside {lo}..{} (block {block})", p.index, lo + len));
@@ -347,7 +386,14 @@ fn encode_stored(store: &Store, hdr: &Header, out: &mut Vec<u8>) -> Result<(), S
 
 /// `decode_payload` of the sparse protocols: the chunk enters this process's store, the
 /// header names it (and its size in words, as the sender's).
-fn decode_stored(store: &Store, hdr: &mut Header, c: &Collective, bytes: &[u8], blocks: Option<u32>, range: impl Fn(u32) -> (u64, u64)) -> Result<(), String> {
+fn decode_stored(
+    store: &Store,
+    hdr: &mut Header,
+    c: &Collective,
+    bytes: &[u8],
+    blocks: Option<u32>,
+    range: impl Fn(u32) -> (u64, u64),
+) -> Result<(), String> {
     let chunk = decode_chunk(hdr, c, bytes, blocks, range)?;
     hdr.elems = chunk.wire_words as u16;
     hdr.src = store.lock().expect("not poisoned").put(chunk);
@@ -418,12 +464,22 @@ impl FlareSparse {
             None => None,
             Some(_) => Some(integer(p, "hash_slots", 1, 1, 1 << 20)? as u32),
         };
-        Ok(Arc::new(FlareSparse { window: window(p)?, bucket, overlap, hash_slots, store: Store::default(), data: Mutex::new(None) }))
+        Ok(Arc::new(FlareSparse {
+            window: window(p)?,
+            bucket,
+            overlap,
+            hash_slots,
+            store: Store::default(),
+            data: Mutex::new(None),
+        }))
     }
 
     fn data(&self, c: &Collective) -> Arc<SparseData> {
         let mut d = self.data.lock().expect("not poisoned");
-        d.get_or_insert_with(|| Arc::new(SparseData { model: sparse_model(self.bucket, self.overlap, c), expected: Mutex::new(None) })).clone()
+        d.get_or_insert_with(|| {
+            Arc::new(SparseData { model: sparse_model(self.bucket, self.overlap, c), expected: Mutex::new(None) })
+        })
+        .clone()
     }
 
     fn layout(&self, c: &Collective) -> Layout {
@@ -443,7 +499,12 @@ impl InaProtocol for FlareSparse {
     fn as_any(&self) -> &dyn Any {
         self
     }
-    fn switch_programs(&self, fabric: &Fabric, tenants: &[Tenant<'_>], _cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
+    fn switch_programs(
+        &self,
+        fabric: &Fabric,
+        tenants: &[Tenant<'_>],
+        _cfg: &SwitchConfig,
+    ) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
         same_protocol::<FlareSparse>(tenants, "flare_sparse")?;
         for t in tenants {
             if t.coll.elems_per_packet < 2 {
@@ -472,13 +533,28 @@ impl InaProtocol for FlareSparse {
                             }
                         };
                         let children: Vec<u16> = ports_of(node.children).collect();
-                        let agg = SparseAggregator::new(layout, storage, children.len() as u32, node.parent.is_none()).map_err(|e| format!("traffic: {e}"))?;
+                        let agg = SparseAggregator::new(layout, storage, children.len() as u32, node.parent.is_none())
+                            .map_err(|e| format!("traffic: {e}"))?;
                         let parent_node = node.parent.map(|q| fabric.nodes[i].ports[q as usize].0);
-                        Some(TenantRole { node, children, parent_node, agg, coll: t.coll.clone(), store: p.store.clone(), seen: Seen::default(), down: Seen::default() })
+                        Some(TenantRole {
+                            node,
+                            children,
+                            parent_node,
+                            agg,
+                            coll: t.coll.clone(),
+                            store: p.store.clone(),
+                            seen: Seen::default(),
+                            down: Seen::default(),
+                        })
                     }
                 });
             }
-            out.push(Some(Box::new(FlareSparseSwitch { roles: per, stats: SwitchStats::default(), used: 0, buf: Vec::new() }) as Box<dyn SwitchProgram>));
+            out.push(Some(Box::new(FlareSparseSwitch {
+                roles: per,
+                stats: SwitchStats::default(),
+                used: 0,
+                buf: Vec::new(),
+            }) as Box<dyn SwitchProgram>));
         }
         Ok(out)
     }
@@ -602,7 +678,13 @@ impl SwitchProgram for FlareSparseSwitch {
                     match role.node.parent {
                         Some(p) => {
                             let h = role.store.lock().expect("not poisoned").put(c.clone());
-                            let hdr = chunk_header(Kind::Reduce, Addr::Switch(role.parent_node.unwrap_or(NIL)), &role.coll, &c, h);
+                            let hdr = chunk_header(
+                                Kind::Reduce,
+                                Addr::Switch(role.parent_node.unwrap_or(NIL)),
+                                &role.coll,
+                                &c,
+                                h,
+                            );
                             out.push(SwAction::Emit { out: Out::Port(p), hdr });
                         }
                         None => {
@@ -675,7 +757,7 @@ impl HostProtocol for FlareSparseHost {
                     self.cursor += 1;
                 }
                 let mut v = Vec::new();
-                packetize(b, s, n, &self.pairs[from..self.cursor], self.layout.pairs_per_packet, false, 0, &mut v);
+                packetize(&self.layout, b, &self.pairs[from..self.cursor], false, 0, &mut v);
                 self.queue.extend(v);
                 self.next_block += 1;
             }
@@ -688,7 +770,10 @@ impl HostProtocol for FlareSparseHost {
     }
     fn on_packet(&mut self, c: &Collective, now: u64, hdr: Header, _vals: &mut Values, _out: &mut Vec<HostAction>) {
         let chunk = self.store.lock().expect("not poisoned").take(hdr.src);
-        if hdr.kind != Kind::Broadcast || chunk.block >= self.layout.blocks() || self.done.get(chunk.block as usize).copied().unwrap_or(true) {
+        if hdr.kind != Kind::Broadcast
+            || chunk.block >= self.layout.blocks()
+            || self.done.get(chunk.block as usize).copied().unwrap_or(true)
+        {
             self.stats.stale += 1;
             return;
         }
@@ -776,9 +861,15 @@ impl InaProtocol for Sparcml {
     fn as_any(&self) -> &dyn Any {
         self
     }
-    fn switch_programs(&self, fabric: &Fabric, tenants: &[Tenant<'_>], _cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
+    fn switch_programs(
+        &self,
+        fabric: &Fabric,
+        tenants: &[Tenant<'_>],
+        _cfg: &SwitchConfig,
+    ) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
         same_protocol::<Sparcml>(tenants, "sparcml")?;
-        if tenants.iter().any(|t| t.protocol.as_any().downcast_ref::<Sparcml>().is_some_and(|p| p.split != self.split)) {
+        if tenants.iter().any(|t| t.protocol.as_any().downcast_ref::<Sparcml>().is_some_and(|p| p.split != self.split))
+        {
             return Err("traffic: every allreduce of a scenario uses the same SparCML variant".into());
         }
         for t in tenants {
@@ -792,9 +883,22 @@ impl InaProtocol for Sparcml {
     fn host_agent(&self, c: &Collective, rank: u32) -> Box<dyn HostProtocol> {
         let data = {
             let mut d = self.data.lock().expect("not poisoned");
-            d.get_or_insert_with(|| Arc::new(SparseData { model: sparse_model(self.bucket, self.overlap, c), expected: Mutex::new(None) })).clone()
+            d.get_or_insert_with(|| {
+                Arc::new(SparseData { model: sparse_model(self.bucket, self.overlap, c), expected: Mutex::new(None) })
+            })
+            .clone()
         };
-        Box::new(SparcmlHost { rank, split: self.split, data, store: self.store.clone(), state: None, finished_ps: None, stats: HostStats::default(), early: BTreeMap::new(), seen: Default::default() })
+        Box::new(SparcmlHost {
+            rank,
+            split: self.split,
+            data,
+            store: self.store.clone(),
+            state: None,
+            finished_ps: None,
+            stats: HostStats::default(),
+            early: BTreeMap::new(),
+            seen: Default::default(),
+        })
     }
     fn carries_payload(&self) -> bool {
         true
@@ -952,7 +1056,13 @@ mod tests {
         let cases = [
             Chunk { block: 3, pairs: vec![p(5, 1), p(9, u32::MAX), p(4000, 0)], wire_words: 6, shards: 0, seq: 1 },
             // A dense run: more pairs than half its words, one of value 0 (a wrapping sum).
-            Chunk { block: 3, pairs: (100..140).map(|i| p(i, i.wrapping_mul(7))).collect(), wire_words: 64, shards: 3, seq: 2 },
+            Chunk {
+                block: 3,
+                pairs: (100..140).map(|i| p(i, i.wrapping_mul(7))).collect(),
+                wire_words: 64,
+                shards: 3,
+                seq: 2,
+            },
             Chunk { block: 0, pairs: vec![], wire_words: 0, shards: 1, seq: 0 },
         ];
         for ch in cases {
@@ -977,7 +1087,9 @@ mod tests {
         let h = header_of(&c, &good);
         let mut b = Vec::new();
         encode_chunk(&good, &mut b);
-        let field = |bytes: &[u8], hdr: &Header, range: (u64, u64)| decode_chunk(hdr, &c, bytes, Some(8), |_| range).unwrap_err();
+        let field = |bytes: &[u8], hdr: &Header, range: (u64, u64)| {
+            decode_chunk(hdr, &c, bytes, Some(8), |_| range).unwrap_err()
+        };
         let all = (0, elements_of(&c));
         let set = |i: usize, v: u32| {
             let mut x = b.clone();
@@ -1014,7 +1126,8 @@ mod tests {
         let fields = ["length: ", "count: ", "block: ", "shards: ", "seq: ", "wire_words: ", "index: "];
         for name in ["flare_sparse", "sparcml", "sparcml_split"] {
             let proto = (crate::protocol(name).unwrap().build)(&Params::new()).unwrap();
-            let valid = Chunk { block: 0, pairs: (0..12).map(|i| p(i * 3, i)).collect(), wire_words: 24, shards: 0, seq: 0 };
+            let valid =
+                Chunk { block: 0, pairs: (0..12).map(|i| p(i * 3, i)).collect(), wire_words: 24, shards: 0, seq: 0 };
             let mut vb = Vec::new();
             encode_chunk(&valid, &mut vb);
             let (mut ok, mut refused) = (0, 0);
@@ -1061,7 +1174,8 @@ mod tests {
     }
 
     fn star(n: u32) -> Fabric {
-        let mut nodes = vec![FabricNode { is_host: false, forwards: true, ports: (0..n).map(|h| (h + 1, 0)).collect() }];
+        let mut nodes =
+            vec![FabricNode { is_host: false, forwards: true, ports: (0..n).map(|h| (h + 1, 0)).collect() }];
         for h in 0..n {
             nodes.push(FabricNode { is_host: true, forwards: false, ports: vec![(0, h as u16)] });
         }
@@ -1094,7 +1208,12 @@ mod tests {
         let (mut queue, mut later) = (std::collections::VecDeque::new(), Vec::new());
         let (mut frames, mut duplicated) = (0u64, 0u64);
         // A packet `hdr` made by node `from` leaves it as a frame for node `to` (port `port` there).
-        let mut send = |from: usize, to: usize, port: u16, hdr: &Header, queue: &mut std::collections::VecDeque<(usize, u16, Vec<u8>)>, later: &mut Vec<(usize, u16, Vec<u8>)>| {
+        let mut send = |from: usize,
+                        to: usize,
+                        port: u16,
+                        hdr: &Header,
+                        queue: &mut std::collections::VecDeque<(usize, u16, Vec<u8>)>,
+                        later: &mut Vec<(usize, u16, Vec<u8>)>| {
             let mut payload = Vec::new();
             procs[from].encode_payload(&c, hdr, &mut payload).unwrap();
             let mut frame = Vec::new();
@@ -1147,7 +1266,9 @@ mod tests {
                 prog.on_packet(0, port, h, &mut vals, &mut sw_acts);
                 for a in sw_acts.drain(..) {
                     match a {
-                        SwAction::Emit { out: Out::Port(p), hdr } => send(0, p as usize + 1, 0, &hdr, &mut queue, &mut later),
+                        SwAction::Emit { out: Out::Port(p), hdr } => {
+                            send(0, p as usize + 1, 0, &hdr, &mut queue, &mut later)
+                        }
                         SwAction::Consume => {}
                         other => panic!("unexpected {other:?}"),
                     }
@@ -1178,20 +1299,42 @@ mod tests {
         params.insert("bucket_elements".into(), 64.0);
         let mut dense = params.clone();
         dense.insert("bucket_elements".into(), 2.0); // sums dense enough for the root's dense runs
-        for (name, ps) in [("flare_sparse", &params), ("flare_sparse", &dense), ("sparcml", &params), ("sparcml", &dense), ("sparcml_split", &params)] {
+        for (name, ps) in [
+            ("flare_sparse", &params),
+            ("flare_sparse", &dense),
+            ("sparcml", &params),
+            ("sparcml", &dense),
+            ("sparcml_split", &params),
+        ] {
             let clean = run(name, ps, 4, 64 << 10, 32, 0);
             assert_eq!(clean.missing, 0, "{name}");
-            assert!(clean.hosts.iter().all(|s| s.bad_blocks == 0 && s.duplicates == 0 && s.stale == 0), "{name}: {:?}", clean.hosts);
+            assert!(
+                clean.hosts.iter().all(|s| s.bad_blocks == 0 && s.duplicates == 0 && s.stale == 0),
+                "{name}: {:?}",
+                clean.hosts
+            );
             assert!(clean.frames > 20, "{name}: {} frames", clean.frames);
             let dup = run(name, ps, 4, 64 << 10, 32, 3);
             assert!(dup.duplicated > 5, "{name}");
             assert_eq!(dup.missing, 0, "{name}");
-            assert!(dup.hosts.iter().all(|s| s.bad_blocks == 0), "{name}: a duplicate was added twice: {:?}", dup.hosts);
+            assert!(
+                dup.hosts.iter().all(|s| s.bad_blocks == 0),
+                "{name}: a duplicate was added twice: {:?}",
+                dup.hosts
+            );
             let dropped_at_hosts: u64 = dup.hosts.iter().map(|s| s.duplicates + s.stale).sum();
             let dropped_at_switch = dup.switch.as_ref().map_or(0, |s| s.collisions);
-            assert_eq!(dropped_at_hosts + dropped_at_switch, dup.duplicated, "{name}: every copy dropped and counted once");
+            assert_eq!(
+                dropped_at_hosts + dropped_at_switch,
+                dup.duplicated,
+                "{name}: every copy dropped and counted once"
+            );
             if let (Some(a), Some(b)) = (&clean.switch, &dup.switch) {
-                assert_eq!((a.aggregated, a.flushed, a.broadcasts), (b.aggregated, b.flushed, b.broadcasts), "{name}: the switch aggregated the same packets");
+                assert_eq!(
+                    (a.aggregated, a.flushed, a.broadcasts),
+                    (b.aggregated, b.flushed, b.broadcasts),
+                    "{name}: the switch aggregated the same packets"
+                );
                 assert!(dropped_at_switch > 0, "{name}: duplicates reached the switch");
             }
         }

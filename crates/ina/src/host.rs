@@ -31,7 +31,14 @@ pub const MAX_BLOCKS: u32 = 1 << 20;
 
 impl Collective {
     /// Builds the shared description; `values` turns on real element values.
-    pub fn new(tenant: u16, ranks: Vec<u32>, bytes: u64, elems_per_packet: u16, salt: u64, values: bool) -> Result<Collective, String> {
+    pub fn new(
+        tenant: u16,
+        ranks: Vec<u32>,
+        bytes: u64,
+        elems_per_packet: u16,
+        salt: u64,
+        values: bool,
+    ) -> Result<Collective, String> {
         if ranks.is_empty() {
             return Err("hosts: empty".into());
         }
@@ -49,7 +56,9 @@ impl Collective {
         let blocks = blocks as u32;
         let last_elems = (elems - (blocks as u64 - 1) * elems_per_packet as u64) as u16;
         let n = ranks.len() as u32;
-        let expected_fp = (0..blocks).map(|b| (0..n).fold(0u64, |a, r| a.wrapping_add(contribution_fp(salt, tenant, r, b)))).collect();
+        let expected_fp = (0..blocks)
+            .map(|b| (0..n).fold(0u64, |a, r| a.wrapping_add(contribution_fp(salt, tenant, r, b))))
+            .collect();
         let mut expected_values = Vec::new();
         if values {
             expected_values = vec![0i32; blocks as usize * elems_per_packet as usize];
@@ -120,7 +129,6 @@ impl HostStats {
     }
 }
 
-
 /// Which blocks of one rank have their (checked) result.
 #[derive(Clone, Debug)]
 pub struct Results {
@@ -186,7 +194,15 @@ impl Results {
 
 /// Rank `rank`'s contribution to block `b` under `attempt`: one contribution (counter 1), its
 /// fingerprint and, in small runs, its element values.
-pub fn contribution(c: &Collective, rank: u32, b: u32, attempt: u8, kind: Kind, dst: Addr, vals: &mut Values) -> Header {
+pub fn contribution(
+    c: &Collective,
+    rank: u32,
+    b: u32,
+    attempt: u8,
+    kind: Kind,
+    dst: Addr,
+    vals: &mut Values,
+) -> Header {
     let mut h = Header::new(kind, dst, c.id(b, attempt), c.tenant);
     h.counter = 1;
     h.hosts = c.n() as u16;

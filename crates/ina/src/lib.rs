@@ -45,6 +45,8 @@ pub mod dsa;
 pub mod dsa_tasks;
 pub mod fabric;
 pub mod flare;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod host;
 pub mod policy;
 pub mod pool;
@@ -259,7 +261,8 @@ impl Header {
 
     /// The §4.1 multicast flag.
     pub fn multicast(&self) -> bool {
-        matches!(self.kind, Kind::Broadcast | Kind::Restore) || (self.kind == Kind::Failure && self.switch_addr == MULTICAST_MARK)
+        matches!(self.kind, Kind::Broadcast | Kind::Restore)
+            || (self.kind == Kind::Failure && self.switch_addr == MULTICAST_MARK)
     }
 }
 
@@ -292,7 +295,10 @@ pub enum SwAction {
 pub enum HostAction {
     /// Queue a packet on the NIC.
     Send(Header),
-    Timer { at: u64, token: u64 },
+    Timer {
+        at: u64,
+        token: u64,
+    },
 }
 
 /// A per-switch program.
@@ -470,7 +476,9 @@ pub fn contribution_fp(salt: u64, tenant: u16, rank: u32, block: u32) -> u64 {
 /// Element `e` of rank `rank`'s contribution to `block` (small integers, so sums stay exact).
 #[inline]
 pub fn contribution_value(salt: u64, tenant: u16, rank: u32, block: u32, e: u32) -> i32 {
-    (mix(salt.rotate_left(17) ^ (tenant as u64) << 56 ^ (rank as u64) << 36 ^ (block as u64) << 12 ^ e as u64) % 2001) as i32 - 1000
+    (mix(salt.rotate_left(17) ^ (tenant as u64) << 56 ^ (rank as u64) << 36 ^ (block as u64) << 12 ^ e as u64) % 2001)
+        as i32
+        - 1000
 }
 
 /// Copies of `hdr` out of every port in `children` (each copy owns its data; the first takes

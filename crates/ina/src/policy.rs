@@ -144,7 +144,12 @@ mod tests {
         // Same tasks, successive collisions: not always the same side.
         let seq: Vec<bool> = (0..64).map(|k| c.packet_wins(p, 0, h, 0, k)).collect();
         assert!(seq.iter().any(|&x| x) && seq.iter().any(|&x| !x));
-        let other_seed = (0..10_000u64).filter(|&k| Preemption::Coin { seed: 43 }.packet_wins(Task { job: 1, psn: k as u32 }, 0, h, 0, k) != c.packet_wins(Task { job: 1, psn: k as u32 }, 0, h, 0, k)).count();
+        let other_seed = (0..10_000u64)
+            .filter(|&k| {
+                Preemption::Coin { seed: 43 }.packet_wins(Task { job: 1, psn: k as u32 }, 0, h, 0, k)
+                    != c.packet_wins(Task { job: 1, psn: k as u32 }, 0, h, 0, k)
+            })
+            .count();
         assert!(other_seed > 4_000, "another seed, another coin ({other_seed} differ)");
     }
 }

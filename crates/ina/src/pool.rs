@@ -40,7 +40,10 @@ impl PoolLayout {
         }
         let n = self.memory_bytes / self.aggregator_bytes;
         if n == 0 {
-            return Err(format!("memory_bytes: {} bytes hold no aggregator of {} bytes", self.memory_bytes, self.aggregator_bytes));
+            return Err(format!(
+                "memory_bytes: {} bytes hold no aggregator of {} bytes",
+                self.memory_bytes, self.aggregator_bytes
+            ));
         }
         u32::try_from(n).map_err(|_| format!("memory_bytes: {n} aggregators exceed the 32-bit index"))
     }
@@ -134,7 +137,16 @@ impl AggPacket {
 /// its `elems` element values ([`crate::contribution_value`]). What a worker transport sends
 /// and what the expected sums are made of.
 #[allow(clippy::too_many_arguments)]
-pub fn gradient(salt: u64, job: u16, rank: u16, psn: u32, workers: u16, elems: u16, dst: Dest, vals: &mut Values) -> AggPacket {
+pub fn gradient(
+    salt: u64,
+    job: u16,
+    rank: u16,
+    psn: u32,
+    workers: u16,
+    elems: u16,
+    dst: Dest,
+    vals: &mut Values,
+) -> AggPacket {
     let mut p = AggPacket::new(PacketKind::Gradient, dst, job, psn, workers);
     (p.bitmap, p.elems) = (1u64.checked_shl(rank as u32).unwrap_or(0), elems);
     p.fp = crate::contribution_fp(salt, job, rank as u32, psn);
@@ -191,7 +203,10 @@ pub enum PoolAction {
 pub enum PsAction {
     Send(AggPacket),
     /// Call `on_timer(token)` at `at` ps.
-    Timer { at: u64, token: u64 },
+    Timer {
+        at: u64,
+        token: u64,
+    },
 }
 
 /// A switch program over an aggregator pool.
@@ -217,9 +232,21 @@ pub struct PoolProtocolInfo {
 
 /// The shared-pool protocols (SwitchML, ATP, DSA), read by the scenario parser.
 pub const POOL_PROTOCOLS: &[PoolProtocolInfo] = &[
-    PoolProtocolInfo { name: "switchml", summary: "SwitchML (NSDI'21): a region per job, two slot sets, no PS", uses_ps: false },
-    PoolProtocolInfo { name: "atp", summary: "ATP (NSDI'21): hashed, first come first served, collisions to the PS", uses_ps: true },
-    PoolProtocolInfo { name: "dsa", summary: "DSA (ICNP'23): hashed, preemption by priority, reminders", uses_ps: true },
+    PoolProtocolInfo {
+        name: "switchml",
+        summary: "SwitchML (NSDI'21): a region per job, two slot sets, no PS",
+        uses_ps: false,
+    },
+    PoolProtocolInfo {
+        name: "atp",
+        summary: "ATP (NSDI'21): hashed, first come first served, collisions to the PS",
+        uses_ps: true,
+    },
+    PoolProtocolInfo {
+        name: "dsa",
+        summary: "DSA (ICNP'23): hashed, preemption by priority, reminders",
+        uses_ps: true,
+    },
 ];
 
 /// The registry entry called `name`.
@@ -243,7 +270,17 @@ pub struct Aggregator {
     pub data: u32,
 }
 
-pub const FREE: Aggregator = Aggregator { task: None, bitmap: 0, priority: 0, count: 0, workers: 0, complete: false, elems: 0, fp: 0, data: NIL };
+pub const FREE: Aggregator = Aggregator {
+    task: None,
+    bitmap: 0,
+    priority: 0,
+    count: 0,
+    workers: 0,
+    complete: false,
+    elems: 0,
+    fp: 0,
+    data: NIL,
+};
 
 /// The aggregator array, with its occupancy over time (for memory-utilisation figures).
 #[derive(Clone, Debug)]
@@ -261,7 +298,13 @@ impl AggregatorPool {
         if n == 0 {
             return Err("aggregators: must be at least 1".into());
         }
-        Ok(AggregatorPool { aggs: vec![FREE; n as usize], in_use: 0, peak_in_use: 0, aggregator_ps: 0, last_change_ps: 0 })
+        Ok(AggregatorPool {
+            aggs: vec![FREE; n as usize],
+            in_use: 0,
+            peak_in_use: 0,
+            aggregator_ps: 0,
+            last_change_ps: 0,
+        })
     }
     pub fn len(&self) -> u32 {
         self.aggs.len() as u32
@@ -318,7 +361,13 @@ impl AggregatorPool {
     /// Frees every aggregator holding a task of `job` (the control plane's teardown when the
     /// job ends); returns how many it freed.
     pub fn release_job(&mut self, now: u64, job: u16, vals: &mut Values) -> u32 {
-        let held: Vec<u32> = self.aggs.iter().enumerate().filter(|(_, a)| a.task.is_some_and(|t| t.job == job)).map(|(i, _)| i as u32).collect();
+        let held: Vec<u32> = self
+            .aggs
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.task.is_some_and(|t| t.job == job))
+            .map(|(i, _)| i as u32)
+            .collect();
         for &i in &held {
             self.free(now, i, vals);
         }
@@ -426,6 +475,8 @@ pub(crate) mod testkit {
 
     /// A PSN of job `job` whose aggregator is the same as `task`'s in a pool of `n`.
     pub fn colliding(task: Task, job: u16, n: u32) -> u32 {
-        (0..).find(|&psn| (job, psn) != (task.job, task.psn) && hash_index(Task { job, psn }, n) == hash_index(task, n)).unwrap()
+        (0..)
+            .find(|&psn| (job, psn) != (task.job, task.psn) && hash_index(Task { job, psn }, n) == hash_index(task, n))
+            .unwrap()
     }
 }

@@ -143,7 +143,10 @@ pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<AggPacket, WireError> 
         k => return err("kind", format!("{k} is not a packet kind (0..=6)")),
     };
     if b[3] & !(1 | FLAG_ECN | FLAG_TREE_CHILD) != 0 {
-        return err("flags", format!("{:#04x} sets bits other than the resend flag, the ECN mark and the tree child", b[3]));
+        return err(
+            "flags",
+            format!("{:#04x} sets bits other than the resend flag, the ECN mark and the tree child", b[3]),
+        );
     }
     let rank = u16at(4);
     let workers = u16at(20);
@@ -204,7 +207,15 @@ mod tests {
 
     #[test]
     fn every_kind_and_destination_round_trips() {
-        let kinds = [PacketKind::Gradient, PacketKind::Partial, PacketKind::Ack, PacketKind::Reminder, PacketKind::Fetch, PacketKind::ReminderNotice, PacketKind::Other];
+        let kinds = [
+            PacketKind::Gradient,
+            PacketKind::Partial,
+            PacketKind::Ack,
+            PacketKind::Reminder,
+            PacketKind::Fetch,
+            PacketKind::ReminderNotice,
+            PacketKind::Other,
+        ];
         for kind in kinds {
             for dst in [Dest::Switch, Dest::Ps, Dest::Workers, Dest::Worker(7)] {
                 let p = AggPacket { kind, dst, ..sample() };

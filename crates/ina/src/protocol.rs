@@ -41,7 +41,12 @@ pub trait InaProtocol: std::fmt::Debug + Send + Sync {
     /// The program of every switch node (`None` for hosts) for all `tenants` of a scenario,
     /// which use this protocol (this is `tenants[0].protocol`). Errors start with the field
     /// they are about (`table_size: ...`, `traffic: ...`).
-    fn switch_programs(&self, fabric: &Fabric, tenants: &[Tenant<'_>], cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String>;
+    fn switch_programs(
+        &self,
+        fabric: &Fabric,
+        tenants: &[Tenant<'_>],
+        cfg: &SwitchConfig,
+    ) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String>;
     /// The agent of `rank` of collective `c`.
     fn host_agent(&self, c: &Collective, rank: u32) -> Box<dyn HostProtocol>;
     /// The protocol's own switch service model, if it has one: (packets per second a switch's

@@ -88,7 +88,10 @@ pub enum Offer {
     Created,
     Merged,
     /// Merged and the bitmap is full: the ACK is sent, the entry deleted.
-    Completed { setup_ps: u64, reminded: bool },
+    Completed {
+        setup_ps: u64,
+        reminded: bool,
+    },
     Duplicate,
     Discarded,
     /// The PSN was complete already (a worker's packet has been answered).
@@ -113,7 +116,14 @@ impl PsDictionary {
         if !(1..=64).contains(&workers) {
             return Err(format!("workers: {workers} is outside 1..=64 (the bitmap has 64 bits)"));
         }
-        Ok(PsDictionary { job, workers, answer_late_gradients, entries: BTreeMap::new(), done: BTreeMap::new(), stats: PsStats::default() })
+        Ok(PsDictionary {
+            job,
+            workers,
+            answer_late_gradients,
+            entries: BTreeMap::new(),
+            done: BTreeMap::new(),
+            stats: PsStats::default(),
+        })
     }
     pub fn entry(&self, psn: u32) -> Option<&Entry> {
         self.entries.get(&psn)
@@ -162,7 +172,15 @@ impl PsDictionary {
             return Offer::AlreadyComplete;
         }
         let created = !self.entries.contains_key(&pkt.psn);
-        let e = self.entries.entry(pkt.psn).or_insert(Entry { bitmap: 0, elems: 0, fp: 0, data: NIL, created_ps: now, gen: 0, reminders: 0 });
+        let e = self.entries.entry(pkt.psn).or_insert(Entry {
+            bitmap: 0,
+            elems: 0,
+            fp: 0,
+            data: NIL,
+            created_ps: now,
+            gen: 0,
+            reminders: 0,
+        });
         if e.bitmap & pkt.bitmap != 0 {
             vals.release(pkt.data);
             if pkt.bitmap & !e.bitmap == 0 {
@@ -195,7 +213,11 @@ impl PsDictionary {
 
     /// Whether a packet is this job's and carries contributions the dictionary takes.
     fn accepts(&self, pkt: &AggPacket) -> bool {
-        pkt.job == self.job && pkt.workers == self.workers && pkt.well_formed() && pkt.bitmap != 0 && matches!(pkt.kind, PacketKind::Gradient | PacketKind::Partial)
+        pkt.job == self.job
+            && pkt.workers == self.workers
+            && pkt.well_formed()
+            && pkt.bitmap != 0
+            && matches!(pkt.kind, PacketKind::Gradient | PacketKind::Partial)
     }
 }
 
@@ -260,7 +282,12 @@ impl DsaPs {
     }
 
     pub fn on_packet(&mut self, now: u64, pkt: AggPacket, vals: &mut Values, out: &mut Vec<PsAction>) {
-        if pkt.kind == PacketKind::ReminderNotice && pkt.job == self.dict.job && pkt.workers == self.dict.workers && pkt.well_formed() && pkt.bitmap.count_ones() == 1 {
+        if pkt.kind == PacketKind::ReminderNotice
+            && pkt.job == self.dict.job
+            && pkt.workers == self.dict.workers
+            && pkt.well_formed()
+            && pkt.bitmap.count_ones() == 1
+        {
             self.dict.stats.notices += 1;
             vals.release(pkt.data);
             if let Some(c) = self.dict.done.get(&pkt.psn).copied() {

@@ -60,7 +60,11 @@ pub fn even_regions(aggregators: u32, jobs: &[(u16, u16)]) -> Result<Vec<Region>
     if slots == 0 {
         return Err(format!("aggregators: {aggregators} cannot give {} jobs two slots each", jobs.len()));
     }
-    Ok(jobs.iter().enumerate().map(|(k, &(job, workers))| Region { job, offset: k as u32 * 2 * slots, slots, workers }).collect())
+    Ok(jobs
+        .iter()
+        .enumerate()
+        .map(|(k, &(job, workers))| Region { job, offset: k as u32 * 2 * slots, slots, workers })
+        .collect())
 }
 
 pub struct SwitchMlSwitch {
@@ -233,7 +237,10 @@ mod tests {
         assert_eq!(s.region(JOB).unwrap().index(0), (2, 4));
         assert_eq!(send(&mut s, &mut v, 0, 0, 1), vec![PoolAction::Consume]);
         let a = *s.pool().get(2);
-        assert_eq!((a.task, a.bitmap, a.count, a.complete, a.fp), (Some(Task { job: JOB, psn: 0 }), 0b001, 1, false, fp_of(0b001)));
+        assert_eq!(
+            (a.task, a.bitmap, a.count, a.complete, a.fp),
+            (Some(Task { job: JOB, psn: 0 }), 0b001, 1, false, fp_of(0b001))
+        );
         assert_eq!(v.get(a.data), &sum_of(0b001)[..]);
         assert_eq!(send(&mut s, &mut v, 0, 1, 2), vec![PoolAction::Consume]);
         assert_eq!((s.pool().get(2).bitmap, s.pool().get(2).count), (0b011, 2));
@@ -260,7 +267,11 @@ mod tests {
         send(&mut s, &mut v, 1, 1, 2);
         send(&mut s, &mut v, 1, 2, 3);
         let again = emitted(&send(&mut s, &mut v, 1, 1, 2));
-        assert_eq!((again.kind, again.dst, again.psn), (PacketKind::Ack, Dest::Worker(1), 1), "unicast to the worker that asked");
+        assert_eq!(
+            (again.kind, again.dst, again.psn),
+            (PacketKind::Ack, Dest::Worker(1), 1),
+            "unicast to the worker that asked"
+        );
         assert_carries(&again, 0b111, &v);
         assert_eq!((s.stats().results_resent, s.stats().aggregated), (1, 3));
     }
@@ -289,7 +300,10 @@ mod tests {
         // PSN 4 reuses set 0's aggregator: the old result is overwritten by the first packet.
         assert_eq!(send(&mut s, &mut v, 4, 2, 2), vec![PoolAction::Consume]);
         let a = *s.pool().get(2);
-        assert_eq!((a.task, a.bitmap, a.count, a.complete, a.fp), (Some(Task { job: JOB, psn: 4 }), 0b100, 1, false, fp_of(0b100)));
+        assert_eq!(
+            (a.task, a.bitmap, a.count, a.complete, a.fp),
+            (Some(Task { job: JOB, psn: 4 }), 0b100, 1, false, fp_of(0b100))
+        );
         assert_eq!(v.get(a.data), &sum_of(0b100)[..]);
         assert_eq!(s.pool().in_use(), 2);
         // PSN 0 again (older than the slot's use) and PSN 8 (its predecessor PSN 4 is not
@@ -335,13 +349,19 @@ mod tests {
         s.on_packet(0, 0, two, &mut v, &mut out);
         assert_eq!((out.as_slice(), s.stats().malformed, v.live), (&[PoolAction::Consume][..], 1, 0));
         let r = |job, offset, slots, workers| Region { job, offset, slots, workers };
-        assert!(SwitchMlSwitch::new(8, &[r(1, 0, 2, 2), r(2, 3, 2, 2)]).err().unwrap().contains("overlaps the region of job 1"));
+        assert!(SwitchMlSwitch::new(8, &[r(1, 0, 2, 2), r(2, 3, 2, 2)])
+            .err()
+            .unwrap()
+            .contains("overlaps the region of job 1"));
         assert!(SwitchMlSwitch::new(8, &[r(1, 6, 2, 2)]).err().unwrap().starts_with("regions[0]: aggregators 6..10"));
         assert!(SwitchMlSwitch::new(8, &[r(1, 0, 2, 65)]).err().unwrap().starts_with("regions[0].workers"));
         assert!(SwitchMlSwitch::new(8, &[r(1, 0, 0, 2)]).err().unwrap().starts_with("regions[0].slots"));
         assert!(SwitchMlSwitch::new(8, &[r(1, 0, 1, 2), r(1, 2, 1, 2)]).err().unwrap().starts_with("regions[1].job"));
         let even = even_regions(16_339, &[(1, 8), (2, 8), (3, 4)]).unwrap();
-        assert_eq!(even.iter().map(|r| (r.offset, r.slots)).collect::<Vec<_>>(), vec![(0, 2723), (5446, 2723), (10892, 2723)]);
+        assert_eq!(
+            even.iter().map(|r| (r.offset, r.slots)).collect::<Vec<_>>(),
+            vec![(0, 2723), (5446, 2723), (10892, 2723)]
+        );
         assert!(even_regions(5, &[(1, 2), (2, 2), (3, 2)]).unwrap_err().starts_with("aggregators:"));
     }
 }

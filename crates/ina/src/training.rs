@@ -201,7 +201,10 @@ mod tests {
         assert_eq!(plan.iter().map(|p| p.first_psn).collect::<Vec<_>>(), vec![0, n, 2 * n, 3 * n]);
         // Layer 2 after one computation time, layer 1 after two; the last partition (layer 2)
         // waits for the ones before it.
-        assert_eq!(plan.iter().map(|p| p.ready_ps).collect::<Vec<_>>(), vec![MS + 320 * US, MS + 640 * US, MS + 640 * US, MS + 640 * US]);
+        assert_eq!(
+            plan.iter().map(|p| p.ready_ps).collect::<Vec<_>>(),
+            vec![MS + 320 * US, MS + 640 * US, MS + 640 * US, MS + 640 * US]
+        );
         assert_eq!(available_psns(&plan, MS + 320 * US - 1), 0);
         assert_eq!(available_psns(&plan, MS + 320 * US), n);
         assert_eq!(available_psns(&plan, MS + 640 * US), 4 * n);

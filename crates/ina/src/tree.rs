@@ -57,7 +57,12 @@ impl InaProtocol for StaticTrees {
     /// Each switch's role (children ports, parent port) per (tenant, tree), from shortest
     /// paths to each tree's root; `slots_per_tenant` slots per tenant (default: the largest
     /// window).
-    fn switch_programs(&self, fabric: &Fabric, tenants: &[Tenant<'_>], cfg: &SwitchConfig) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
+    fn switch_programs(
+        &self,
+        fabric: &Fabric,
+        tenants: &[Tenant<'_>],
+        cfg: &SwitchConfig,
+    ) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
         let trees = self.trees;
         let mut window = 1;
         for (ci, t) in tenants.iter().enumerate() {
@@ -72,16 +77,30 @@ impl InaProtocol for StaticTrees {
         let roles = build_trees(fabric, tenants, trees)?;
         let slots = cfg.slots_per_tenant.unwrap_or(window);
         if (slots as u64) * tenants.len() as u64 > cfg.table_size as u64 {
-            return Err(format!("table_size: {} tenants × {slots} slots exceed {} descriptors", tenants.len(), cfg.table_size));
+            return Err(format!(
+                "table_size: {} tenants × {slots} slots exceed {} descriptors",
+                tenants.len(),
+                cfg.table_size
+            ));
         }
         Ok(roles
             .into_iter()
             .enumerate()
-            .map(|(i, r)| (!fabric.nodes[i].is_host).then(|| Box::new(StaticTreeSwitch::new(i as u32, r, trees, slots)) as Box<dyn SwitchProgram>))
+            .map(|(i, r)| {
+                (!fabric.nodes[i].is_host)
+                    .then(|| Box::new(StaticTreeSwitch::new(i as u32, r, trees, slots)) as Box<dyn SwitchProgram>)
+            })
             .collect())
     }
     fn host_agent(&self, c: &Collective, rank: u32) -> Box<dyn HostProtocol> {
-        Box::new(TreeHost { rank, next: 0, trees: self.trees, window: self.window, results: Results::new(c), stats: HostStats::default() })
+        Box::new(TreeHost {
+            rank,
+            next: 0,
+            trees: self.trees,
+            window: self.window,
+            results: Results::new(c),
+            stats: HostStats::default(),
+        })
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {
@@ -110,7 +129,8 @@ pub fn build_trees(fabric: &Fabric, tenants: &[Tenant<'_>], trees: u16) -> Resul
                 loop {
                     let nd = &fabric.nodes[node as usize];
                     if !nd.is_host {
-                        let role = roles[node as usize][ci * trees as usize + t].get_or_insert(TreeNode { children: 0, parent: None });
+                        let role = roles[node as usize][ci * trees as usize + t]
+                            .get_or_insert(TreeNode { children: 0, parent: None });
                         role.children |= port_bit(from_port.expect("arrived from a port"));
                         if node == root {
                             break;
@@ -120,8 +140,13 @@ pub fn build_trees(fabric: &Fabric, tenants: &[Tenant<'_>], trees: u16) -> Resul
                         .ports
                         .iter()
                         .enumerate()
-                        .find(|(_, &(peer, _))| dist[peer as usize].wrapping_add(1) == dist[node as usize] && !fabric.nodes[peer as usize].is_host)
-                        .ok_or_else(|| format!("traffic: static-tree root switch {root} is unreachable from host {h}"))?;
+                        .find(|(_, &(peer, _))| {
+                            dist[peer as usize].wrapping_add(1) == dist[node as usize]
+                                && !fabric.nodes[peer as usize].is_host
+                        })
+                        .ok_or_else(|| {
+                            format!("traffic: static-tree root switch {root} is unreachable from host {h}")
+                        })?;
                     if !nd.is_host {
                         let role = roles[node as usize][ci * trees as usize + t].as_mut().expect("set");
                         if role.parent.is_some_and(|q| q != pi as u16) {
@@ -246,13 +271,13 @@ impl StaticTreeSwitch {
     }
 
     fn slot(&self, hdr: &Header) -> usize {
-        hdr.tenant as usize * self.slots_per_tenant as usize + (hdr.id & 0xFF_FFFF) as usize % self.slots_per_tenant as usize
+        hdr.tenant as usize * self.slots_per_tenant as usize
+            + (hdr.id & 0xFF_FFFF) as usize % self.slots_per_tenant as usize
     }
 
     fn node(&self, hdr: &Header) -> Option<TreeNode> {
         self.nodes.get(hdr.tenant as usize * self.trees as usize + hdr.tree as usize).copied().flatten()
     }
-
 }
 
 impl SwitchProgram for StaticTreeSwitch {

@@ -139,11 +139,18 @@ impl WireHeader {
         }
         if h.shard > 1 {
             // The decoded header's port bitmap is 64 bits: shards 0 and 1.
-            return Err(WireError { field: "flags.shard", reason: format!("{} is beyond the 64-port bitmap (shards 0 and 1)", h.shard) });
+            return Err(WireError {
+                field: "flags.shard",
+                reason: format!("{} is beyond the 64-port bitmap (shards 0 and 1)", h.shard),
+            });
         }
         // Broadcasts and restorations are multicast; a failure notice may be (down the tree).
-        if h.multicast != matches!(h.kind, Kind::Broadcast | Kind::Restore) && !(h.multicast && h.kind == Kind::Failure) {
-            return Err(WireError { field: "flags.multicast", reason: format!("{} on a {:?} packet", h.multicast, h.kind) });
+        if h.multicast != matches!(h.kind, Kind::Broadcast | Kind::Restore) && !(h.multicast && h.kind == Kind::Failure)
+        {
+            return Err(WireError {
+                field: "flags.multicast",
+                reason: format!("{} on a {:?} packet", h.multicast, h.kind),
+            });
         }
         Ok(h)
     }
@@ -360,7 +367,10 @@ pub fn parse_header(b: &[u8]) -> Result<(Header, &[u8]), WireError> {
     let w = WireHeader::decode(b)?;
     let rest = &b[HEADER_BYTES as usize..];
     if rest.len() < FINGERPRINT_BYTES || (rest.len() - FINGERPRINT_BYTES) % 4 != 0 {
-        return err("payload", format!("{} bytes after the header: need 4 per element plus {FINGERPRINT_BYTES}", rest.len()));
+        return err(
+            "payload",
+            format!("{} bytes after the header: need 4 per element plus {FINGERPRINT_BYTES}", rest.len()),
+        );
     }
     let n = (rest.len() - FINGERPRINT_BYTES) / 4;
     if n > u16::MAX as usize {
@@ -480,7 +490,8 @@ mod tests {
         (tree.tree, tree.hosts, tree.counter, tree.src) = (3, 8, 8, 2);
         assert_eq!(frame_round_trip(tree, None).0, tree);
         let mut restore = Header::new(Kind::Restore, Addr::Switch(40), 9, 0);
-        (restore.inner, restore.switch_addr, restore.children, restore.counter) = (Kind::Failure, 40, 1 << 3 | 1 << 40, 2);
+        (restore.inner, restore.switch_addr, restore.children, restore.counter) =
+            (Kind::Failure, 40, 1 << 3 | 1 << 40, 2);
         assert_eq!(frame_round_trip(restore, None).0, restore, "two shards, merged again");
         let mut failure = Header::new(Kind::Failure, Addr::FirstHop, 9, 0);
         (failure.switch_addr, failure.hosts, failure.counter) = (MULTICAST_MARK, 4, 1);
@@ -558,7 +569,18 @@ mod tests {
     fn decoder_names_bad_fields_and_never_panics() {
         assert_eq!(WireHeader::decode(&[0; 5]).unwrap_err().field, "header");
         let mut b = [0u8; 19];
-        let h = WireHeader { destination: 1, id: 1, counter: 9, hosts: 4, children: 0, switch_addr: 0, bypass: false, multicast: false, kind: Kind::Reduce, shard: 0 };
+        let h = WireHeader {
+            destination: 1,
+            id: 1,
+            counter: 9,
+            hosts: 4,
+            children: 0,
+            switch_addr: 0,
+            bypass: false,
+            multicast: false,
+            kind: Kind::Reduce,
+            shard: 0,
+        };
         h.encode(&mut b);
         assert_eq!(WireHeader::decode(&b).unwrap_err().field, "counter");
         let r = WireHeader { counter: 0, kind: Kind::Restore, multicast: true, shard: 2, ..h };

@@ -20,7 +20,9 @@ use std::collections::BTreeMap;
 use reducelab_ina::atp::AtpSwitch;
 use reducelab_ina::dsa::{DsaSwitch, REMINDER_AFTER_RETRANSMISSIONS};
 use reducelab_ina::policy::Preemption;
-use reducelab_ina::pool::{full_bitmap, gradient, hash_index, AggPacket, Dest, PacketKind, PoolAction, PoolProgram, PsAction, Task};
+use reducelab_ina::pool::{
+    full_bitmap, gradient, hash_index, AggPacket, Dest, PacketKind, PoolAction, PoolProgram, PsAction, Task,
+};
 use reducelab_ina::ps::{AtpPs, DsaPs};
 use reducelab_ina::switchml::{even_regions, SwitchMlSwitch};
 use reducelab_ina::{contribution_fp, contribution_value, Values};
@@ -169,11 +171,31 @@ impl Case {
             let window = if proto == Proto::SwitchMl { window_of(job) } else { stat_window };
             for r in 0..n {
                 ports.insert(Node::Worker(job, r), ports.len() as u16);
-                workers.insert((job, r), Worker { job, rank: r, workers: n, priority, next: 0, window, acked: vec![false; psns as usize], base: 0, retx: BTreeMap::new() });
+                workers.insert(
+                    (job, r),
+                    Worker {
+                        job,
+                        rank: r,
+                        workers: n,
+                        priority,
+                        next: 0,
+                        window,
+                        acked: vec![false; psns as usize],
+                        base: 0,
+                        retx: BTreeMap::new(),
+                    },
+                );
             }
             for p in 0..psns {
-                expected_fp.insert((job, p), (0..n).fold(0u64, |a, r| a.wrapping_add(contribution_fp(SALT, job, r as u32, p))));
-                let v: Vec<i32> = (0..ELEMS).map(|e| (0..n).fold(0i32, |a, r| a.wrapping_add(contribution_value(SALT, job, r as u32, p, e as u32)))).collect();
+                expected_fp.insert(
+                    (job, p),
+                    (0..n).fold(0u64, |a, r| a.wrapping_add(contribution_fp(SALT, job, r as u32, p))),
+                );
+                let v: Vec<i32> = (0..ELEMS)
+                    .map(|e| {
+                        (0..n).fold(0i32, |a, r| a.wrapping_add(contribution_value(SALT, job, r as u32, p, e as u32)))
+                    })
+                    .collect();
                 expected_values.insert((job, p), v);
             }
         }
@@ -296,8 +318,20 @@ impl Case {
     fn at_worker(&mut self, job: u16, rank: u16, pkt: AggPacket) {
         match pkt.kind {
             PacketKind::Ack => {
-                assert_eq!(pkt.fp, self.expected_fp[&(job, pkt.psn)], "{}: job {job} rank {rank} PSN {} has a wrong fingerprint", self.describe(), pkt.psn);
-                assert_eq!(self.vals.get(pkt.data), &self.expected_values[&(job, pkt.psn)][..], "{}: job {job} PSN {} values", self.describe(), pkt.psn);
+                assert_eq!(
+                    pkt.fp,
+                    self.expected_fp[&(job, pkt.psn)],
+                    "{}: job {job} rank {rank} PSN {} has a wrong fingerprint",
+                    self.describe(),
+                    pkt.psn
+                );
+                assert_eq!(
+                    self.vals.get(pkt.data),
+                    &self.expected_values[&(job, pkt.psn)][..],
+                    "{}: job {job} PSN {} values",
+                    self.describe(),
+                    pkt.psn
+                );
                 assert_eq!(pkt.bitmap, full_bitmap(pkt.workers));
                 self.vals.release(pkt.data);
                 self.results += 1;
@@ -405,7 +439,11 @@ impl Case {
         for i in leaked {
             let Sw::Dsa(s) = &self.sw else { unreachable!() };
             let t = s.pool().get(i).task.unwrap();
-            assert!(self.workers.values().filter(|w| w.job == t.job).all(|w| w.acked[t.psn as usize]), "{}: aggregator {i} holds {t:?}, not complete", self.describe());
+            assert!(
+                self.workers.values().filter(|w| w.job == t.job).all(|w| w.acked[t.psn as usize]),
+                "{}: aggregator {i} holds {t:?}, not complete",
+                self.describe()
+            );
             let mut psn = 0u32;
             loop {
                 let Sw::Dsa(s) = &self.sw else { unreachable!() };
@@ -510,14 +548,13 @@ fn property(proto: Proto) -> BTreeMap<&'static str, u64> {
         ] {
             *seen.entry(name).or_insert(0) += x;
         }
-        let ps_completed: u64 = c
-            .ps
-            .values()
-            .map(|p| match p {
-                Ps::Atp(p) => p.dict.stats.completed,
-                Ps::Dsa(p) => p.dict.stats.completed,
-            })
-            .sum();
+        let ps_completed: u64 =
+            c.ps.values()
+                .map(|p| match p {
+                    Ps::Atp(p) => p.dict.stats.completed,
+                    Ps::Dsa(p) => p.dict.stats.completed,
+                })
+                .sum();
         *seen.entry("completed_at_ps").or_insert(0) += ps_completed;
         *seen.entry("packets_sent").or_insert(0) += c.sent;
         for p in c.ps.values() {
@@ -525,7 +562,13 @@ fn property(proto: Proto) -> BTreeMap<&'static str, u64> {
                 Ps::Atp(p) => &p.dict.stats,
                 Ps::Dsa(p) => &p.dict.stats,
             };
-            for (name, x) in [("ps_reminders", st.reminders), ("ps_notices", st.notices), ("ps_duplicates", st.duplicates), ("ps_discarded", st.discarded), ("ps_re_acks", st.re_acks)] {
+            for (name, x) in [
+                ("ps_reminders", st.reminders),
+                ("ps_notices", st.notices),
+                ("ps_duplicates", st.duplicates),
+                ("ps_discarded", st.discarded),
+                ("ps_re_acks", st.re_acks),
+            ] {
                 *seen.entry(name).or_insert(0) += x;
             }
         }
@@ -553,13 +596,40 @@ fn switchml_results_are_exact_under_loss_and_duplicates() {
 #[test]
 fn atp_results_are_exact_under_collisions_loss_and_resends() {
     let seen = property(Proto::Atp);
-    assert_exercised(&seen, &["completed_on_switch", "completed_at_ps", "fallbacks", "resend_clears", "ack_frees", "ps_duplicates", "ps_discarded", "ps_re_acks"]);
+    assert_exercised(
+        &seen,
+        &[
+            "completed_on_switch",
+            "completed_at_ps",
+            "fallbacks",
+            "resend_clears",
+            "ack_frees",
+            "ps_duplicates",
+            "ps_discarded",
+            "ps_re_acks",
+        ],
+    );
 }
 
 #[test]
 fn dsa_results_are_exact_under_preemption_loss_and_reminders() {
     let seen = property(Proto::Dsa(Preemption::Priority));
-    assert_exercised(&seen, &["completed_on_switch", "completed_at_ps", "fallbacks", "preemptions", "downgrades", "duplicates", "reminders_fetched", "ps_reminders", "ps_notices", "ps_discarded", "ps_re_acks"]);
+    assert_exercised(
+        &seen,
+        &[
+            "completed_on_switch",
+            "completed_at_ps",
+            "fallbacks",
+            "preemptions",
+            "downgrades",
+            "duplicates",
+            "reminders_fetched",
+            "ps_reminders",
+            "ps_notices",
+            "ps_discarded",
+            "ps_re_acks",
+        ],
+    );
 }
 
 #[test]
@@ -577,10 +647,20 @@ fn dsa_strawmen_results_are_exact() {
 /// that left, or in a PS).
 #[test]
 fn random_packets_never_panic_and_conserve_aggregators_and_value_slots() {
-    let kinds = [PacketKind::Gradient, PacketKind::Partial, PacketKind::Ack, PacketKind::Reminder, PacketKind::Fetch, PacketKind::ReminderNotice, PacketKind::Other];
+    let kinds = [
+        PacketKind::Gradient,
+        PacketKind::Partial,
+        PacketKind::Ack,
+        PacketKind::Reminder,
+        PacketKind::Fetch,
+        PacketKind::ReminderNotice,
+        PacketKind::Other,
+    ];
     let dsts = [Dest::Switch, Dest::Ps, Dest::Workers, Dest::Worker(0), Dest::Worker(70)];
     let mut rng = Rng(0xC0FFEE);
-    for proto in [Proto::SwitchMl, Proto::Atp, Proto::Dsa(Preemption::Priority), Proto::Dsa(Preemption::Coin { seed: 1 })] {
+    for proto in
+        [Proto::SwitchMl, Proto::Atp, Proto::Dsa(Preemption::Priority), Proto::Dsa(Preemption::Coin { seed: 1 })]
+    {
         let mut vals = Values::new(2);
         let mut sw = match proto {
             Proto::SwitchMl => Sw::Ml(SwitchMlSwitch::new(8, &even_regions(8, &[(1, 3), (2, 2)]).unwrap()).unwrap()),
@@ -593,7 +673,13 @@ fn random_packets_never_panic_and_conserve_aggregators_and_value_slots() {
         for _ in 0..50_000 {
             let job = [1, 2, 3][rng.below(3) as usize];
             let workers = [0, 1, 2, 3, 64, 65][rng.below(6) as usize];
-            let mut p = AggPacket::new(kinds[rng.below(7) as usize], dsts[rng.below(5) as usize], job, rng.below(20) as u32, workers);
+            let mut p = AggPacket::new(
+                kinds[rng.below(7) as usize],
+                dsts[rng.below(5) as usize],
+                job,
+                rng.below(20) as u32,
+                workers,
+            );
             p.bitmap = [0, 1, 2, 4, 3, 7, 1 << 63, rng.next()][rng.below(8) as usize];
             (p.priority, p.resend, p.elems, p.fp) = (rng.below(8) as u32, rng.chance(0.2), 2, rng.next());
             p.data = if rng.chance(0.8) { vals.alloc() } else { reducelab_ina::NIL };
@@ -602,12 +688,20 @@ fn random_packets_never_panic_and_conserve_aggregators_and_value_slots() {
             match rng.below(4) {
                 0 | 1 => {
                     sw.prog().on_packet(rng.below(1000), rng.below(64) as u16, p, &mut vals, &mut out);
-                    assert_eq!(out.iter().filter(|a| matches!(a, PoolAction::Consume | PoolAction::Forward(_))).count(), 1, "{p:?} → {out:?}");
+                    assert_eq!(
+                        out.iter().filter(|a| matches!(a, PoolAction::Consume | PoolAction::Forward(_))).count(),
+                        1,
+                        "{p:?} → {out:?}"
+                    );
                 }
                 2 => atp.on_packet(rng.below(1000), p, &mut vals, &mut acts),
                 _ => {
                     dsa.on_packet(rng.below(1000), p, &mut vals, &mut acts);
-                    dsa.on_timer(rng.below(1000), if rng.chance(0.5) { rng.next() } else { rng.below(20) << 32 | rng.below(4) }, &mut acts);
+                    dsa.on_timer(
+                        rng.below(1000),
+                        if rng.chance(0.5) { rng.next() } else { rng.below(20) << 32 | rng.below(4) },
+                        &mut acts,
+                    );
                 }
             }
             for a in &out {
@@ -627,7 +721,10 @@ fn random_packets_never_panic_and_conserve_aggregators_and_value_slots() {
         let in_pool = pool.used().filter(|&i| pool.get(i).data != reducelab_ina::NIL).count() as u32;
         let in_ps: u32 = [&atp.dict, &dsa.dict]
             .iter()
-            .map(|d| d.pending().filter(|&k| d.entry(k).unwrap().data != reducelab_ina::NIL).count() as u32 + (0..20).filter(|&k| d.completed(k).is_some_and(|c| c.data != reducelab_ina::NIL)).count() as u32)
+            .map(|d| {
+                d.pending().filter(|&k| d.entry(k).unwrap().data != reducelab_ina::NIL).count() as u32
+                    + (0..20).filter(|&k| d.completed(k).is_some_and(|c| c.data != reducelab_ina::NIL)).count() as u32
+            })
             .sum();
         assert_eq!(vals.live, in_pool + left + in_ps, "{proto:?}: value slots unaccounted for");
     }

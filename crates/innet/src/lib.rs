@@ -32,7 +32,13 @@ fn write_err(err: *mut c_char, errlen: usize, msg: &str) {
     }
 }
 
-fn open(path: *const c_char, endpoints: *const c_char, ranks: u32, rank: u32, timeout_s: f64) -> Result<RlInnet, String> {
+fn open(
+    path: *const c_char,
+    endpoints: *const c_char,
+    ranks: u32,
+    rank: u32,
+    timeout_s: f64,
+) -> Result<RlInnet, String> {
     if path.is_null() {
         return Err("scenario_path: NULL".into());
     }
@@ -43,9 +49,15 @@ fn open(path: *const c_char, endpoints: *const c_char, ranks: u32, rank: u32, ti
         EndpointSpec::Loopback(Ipv4Addr::new(127, 0, 100, 1), 47000)
     } else {
         // SAFETY: as above.
-        EndpointSpec::parse(unsafe { CStr::from_ptr(endpoints) }.to_str().map_err(|_| "endpoints: not UTF-8".to_string())?)?
+        EndpointSpec::parse(
+            unsafe { CStr::from_ptr(endpoints) }.to_str().map_err(|_| "endpoints: not UTF-8".to_string())?,
+        )?
     };
-    let timeout = if timeout_s > 0.0 && timeout_s.is_finite() { Duration::from_secs_f64(timeout_s.min(86_400.0)) } else { Duration::from_secs(10) };
+    let timeout = if timeout_s > 0.0 && timeout_s.is_finite() {
+        Duration::from_secs_f64(timeout_s.min(86_400.0))
+    } else {
+        Duration::from_secs(10)
+    };
     // No linger: the coordinator's release means every rank has every block (docs/switch.md).
     let opts = HostOptions { timeout, linger: Duration::ZERO, ..HostOptions::default() };
     let session = Session::open(&text, ep, ranks, rank, opts).map_err(|e| format!("{path}: {e}"))?;
@@ -55,7 +67,15 @@ fn open(path: *const c_char, endpoints: *const c_char, ranks: u32, rank: u32, ti
 /// # Safety
 /// Strings NUL-terminated (or NULL where allowed); `err` writable for `errlen` bytes.
 #[no_mangle]
-pub unsafe extern "C" fn RL_Innet_open(scenario_path: *const c_char, endpoints: *const c_char, ranks: u32, rank: u32, timeout_s: f64, err: *mut c_char, errlen: usize) -> *mut RlInnet {
+pub unsafe extern "C" fn RL_Innet_open(
+    scenario_path: *const c_char,
+    endpoints: *const c_char,
+    ranks: u32,
+    rank: u32,
+    timeout_s: f64,
+    err: *mut c_char,
+    errlen: usize,
+) -> *mut RlInnet {
     match catch_unwind(AssertUnwindSafe(|| open(scenario_path, endpoints, ranks, rank, timeout_s))) {
         Ok(Ok(h)) => Box::into_raw(Box::new(h)),
         Ok(Err(e)) => {
@@ -100,7 +120,15 @@ fn allreduce(h: &mut RlInnet, send: *const c_void, recv: *mut c_void, count: u64
 /// # Safety
 /// `h` from `RL_Innet_open`; buffers of `count` 4-byte elements; `err` as for open.
 #[no_mangle]
-pub unsafe extern "C" fn RL_Innet_allreduce(h: *mut RlInnet, send: *const c_void, recv: *mut c_void, count: u64, element_type: i32, err: *mut c_char, errlen: usize) -> i32 {
+pub unsafe extern "C" fn RL_Innet_allreduce(
+    h: *mut RlInnet,
+    send: *const c_void,
+    recv: *mut c_void,
+    count: u64,
+    element_type: i32,
+    err: *mut c_char,
+    errlen: usize,
+) -> i32 {
     let Some(h) = h.as_mut() else {
         write_err(err, errlen, "RL_Innet_allreduce: NULL handle");
         return -1;

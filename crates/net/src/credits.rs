@@ -41,7 +41,13 @@ impl Credits {
         let lossless = fc == FlowControl::Credit;
         let credit0 = if lossless { buffer_bytes as i64 } else { i64::MAX / 4 };
         let counted = fc != FlowControl::DropTail;
-        Credits { nvc, lossless, counted, avail: vec![credit0; ports * nvc], returns: (0..ports).map(|_| VecDeque::new()).collect() }
+        Credits {
+            nvc,
+            lossless,
+            counted,
+            avail: vec![credit0; ports * nvc],
+            returns: (0..ports).map(|_| VecDeque::new()).collect(),
+        }
     }
 
     /// Takes in the returns that have arrived at `port` by `now`.

@@ -106,7 +106,8 @@ impl Faults {
 
     /// "node 3, 5 failed; 4 links down" parts of a stall reason.
     pub fn describe(&self, why: &mut Vec<String>) {
-        let down_nodes: Vec<String> = (0..self.node_up.len()).filter(|&n| !self.node_up[n]).map(|n| n.to_string()).collect();
+        let down_nodes: Vec<String> =
+            (0..self.node_up.len()).filter(|&n| !self.node_up[n]).map(|n| n.to_string()).collect();
         let down_links = self.link_up.iter().filter(|&&u| !u).count();
         if !down_nodes.is_empty() {
             why.push(format!("node {} failed", down_nodes.join(", ")));
@@ -139,7 +140,8 @@ impl Network {
         }
         // The routing layer reconverges at once: shortest paths over the surviving graph.
         // (Packets already past their last live choice are dropped as `no_route`.)
-        self.router.routes = MinimalRoutes::with_failures(&self.router.topo, &self.faults.link_up, &self.faults.node_up);
+        self.router.routes =
+            MinimalRoutes::with_failures(&self.router.topo, &self.faults.link_up, &self.faults.node_up);
         // Packets queued on dead ports are lost with them.
         for g in dead_ports {
             for vc in 0..self.nvc {

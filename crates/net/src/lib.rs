@@ -52,17 +52,24 @@ mod transport;
 mod trimming;
 mod wires;
 
-pub use config::{AdaptiveThreshold, Arbitration, EcnRed, FlowControl, InputBuffered, NetConfig, NoiseMode, PfcConfig, RouterKind, RoutingAlgo};
+pub use config::{
+    AdaptiveThreshold, Arbitration, EcnRed, FlowControl, InputBuffered, NetConfig, NoiseMode, PfcConfig, RouterKind,
+    RoutingAlgo,
+};
 pub use endpoint::EndpointConfig;
 pub use faults::Fault;
-pub use network::{Foreground, Message, MsgId, Network, NetworkStats, RunEnd, RunLimits, WorkDone, Workload};
-pub use pfc::{pfc_min_headroom_bytes, pfc_supports, pfc_thresholds, PfcPortStats, PfcStats, PfcThresholds, PFC_FRAME_BYTES};
-pub use ports::PortStats;
-pub use protocol::{AppDst, AppOut, AppPacket, ProgramLimits, APP_QUEUE_LOW};
-pub use ids::{PktId, PortId};
 /// The name workloads know a packet in their custody by.
 pub use ids::PktId as PacketId;
+pub use ids::{PktId, PortId};
+pub use network::{Foreground, Message, MsgId, Network, NetworkStats, RunEnd, RunLimits, WorkDone, Workload};
 pub use packet::fingerprint;
+pub use pfc::{
+    pfc_min_headroom_bytes, pfc_supports, pfc_thresholds, PfcPortStats, PfcStats, PfcThresholds, PFC_FRAME_BYTES,
+};
+pub use ports::PortStats;
+pub use protocol::{AppDst, AppOut, AppPacket, ProgramLimits, APP_QUEUE_LOW};
 pub use routing::VcPolicy;
-pub use transport::{ControlKind, DcqcnConfig, DctcpConfig, MessageTransport, TransportEvent, NdpConfig, TransportConfig, TransportStats};
+pub use transport::{
+    ControlKind, DcqcnConfig, DctcpConfig, MessageTransport, NdpConfig, TransportConfig, TransportEvent, TransportStats,
+};
 pub use trimming::HEADER_TURNS;

@@ -139,33 +139,62 @@ pub enum RunEnd {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Event {
     /// The port may transmit (its previous packet finished, or a noise delay ended).
-    Wake { port: PortId },
+    Wake {
+        port: PortId,
+    },
     /// A packet set aside by per-packet noise on host port `port` may go now.
-    NoiseRelease { port: PortId },
+    NoiseRelease {
+        port: PortId,
+    },
     /// The packet at the head of the wire of output `port` arrives at the other end (last
     /// bit plus the receiving node's pipeline latency).
-    Arrive { port: PortId },
-    MsgStart { msg: u32 },
+    Arrive {
+        port: PortId,
+    },
+    MsgStart {
+        msg: u32,
+    },
     /// The send overhead and send latency of a message are over: it may inject (or send its
     /// RTS).
-    MsgReady { msg: u32 },
+    MsgReady {
+        msg: u32,
+    },
     /// The receive latency and receive overhead of a message are over: its delivery completes.
-    Deliver { msg: u32 },
-    Timer { token: u64 },
-    Fault { idx: u32 },
+    Deliver {
+        msg: u32,
+    },
+    Timer {
+        token: u64,
+    },
+    Fault {
+        idx: u32,
+    },
     /// A protocol packet reaches the program of the switch it is in (it had to wait for the
     /// program's throughput).
-    Program { pkt: PktId },
+    Program {
+        pkt: PktId,
+    },
     /// Crossbar allocation of an input-buffered node (see [`crate::router`]).
-    Xbar { node: NodeId },
+    Xbar {
+        node: NodeId,
+    },
     /// The retransmission timer of message `msg`'s NDP sender (see [`crate::transport`]).
-    Rto { msg: u32 },
+    Rto {
+        msg: u32,
+    },
     /// The pull pacer of receiving host `host` may send its next pull.
-    Pull { host: u32 },
+    Pull {
+        host: u32,
+    },
     /// The PFC control frame reserved on output `port` starts (see [`crate::pfc`]).
-    PfcSend { port: PortId },
+    PfcSend {
+        port: PortId,
+    },
     /// A PFC control frame reaches egress `port`: the VCs in the mask `paused` are paused.
-    PfcArrive { port: PortId, paused: u32 },
+    PfcArrive {
+        port: PortId,
+        paused: u32,
+    },
 }
 
 /// The two events of nearly every packet hop, a port's wake-up and an arrival, travel inside
@@ -210,7 +239,10 @@ pub(crate) enum Note {
     AppLost(u32),
     /// A message delivered without crossing the network (source = destination).
     Delivered(u32),
-    QueueLow { host: u32, port: u16 },
+    QueueLow {
+        host: u32,
+        port: u16,
+    },
 }
 
 /// Whole-network counters.
@@ -304,8 +336,15 @@ impl Network {
         if let Some(red) = cfg.ecn_red {
             match cfg.ecn_threshold_bytes {
                 None => return Err("ecn_kmax_bytes: RED marking needs ecn_threshold_bytes (Kmin)".into()),
-                Some(kmin) if red.kmax_bytes <= kmin => return Err(format!("ecn_kmax_bytes: must exceed ecn_threshold_bytes (Kmin, {kmin}), got {}", red.kmax_bytes)),
-                _ if !(red.pmax > 0.0 && red.pmax <= 1.0) => return Err(format!("ecn_pmax: must be > 0 and <= 1, got {}", red.pmax)),
+                Some(kmin) if red.kmax_bytes <= kmin => {
+                    return Err(format!(
+                        "ecn_kmax_bytes: must exceed ecn_threshold_bytes (Kmin, {kmin}), got {}",
+                        red.kmax_bytes
+                    ))
+                }
+                _ if !(red.pmax > 0.0 && red.pmax <= 1.0) => {
+                    return Err(format!("ecn_pmax: must be > 0 and <= 1, got {}", red.pmax))
+                }
                 _ => {}
             }
         }
@@ -333,7 +372,9 @@ impl Network {
                 return Err(format!("crossbar_speedup must be a finite number >= 1, got {}", ib.crossbar_speedup));
             }
             if max_ports + 1 > 128 {
-                return Err(format!("router input_buffered supports nodes with up to 127 ports; this topology has {max_ports}"));
+                return Err(format!(
+                    "router input_buffered supports nodes with up to 127 ports; this topology has {max_ports}"
+                ));
             }
             credit_bytes = ib.input_buffer_bytes;
             threshold_base = ib.output_buffer_bytes;
@@ -344,7 +385,9 @@ impl Network {
         // With input buffers the crossbar arbitrates; the output buffers are plain FIFOs.
         let rr = cfg.arbitration == Arbitration::InputRoundRobin && cfg.router == RouterKind::OutputQueued;
         if rr && max_ports + 1 > 128 {
-            return Err(format!("arbitration input_round_robin supports nodes with up to 127 ports; this topology has {max_ports}"));
+            return Err(format!(
+                "arbitration input_round_robin supports nodes with up to 127 ports; this topology has {max_ports}"
+            ));
         }
         let ib = InputBuffers::new(cfg.router, cfg.arbitration == Arbitration::Lru, &pt, topo.nodes.len(), nvc);
         let mut net = Network {
@@ -504,7 +547,12 @@ impl Network {
     ///
     /// The watchdog looks at [`Workload::work`] every 4096 events, so it fires at the first
     /// check after its time has passed: deterministic, since it counts events, not wall time.
-    pub fn run_limited<W: Workload>(&mut self, w: &mut W, limits: RunLimits, poll: &mut dyn FnMut(f64) -> bool) -> RunEnd {
+    pub fn run_limited<W: Workload>(
+        &mut self,
+        w: &mut W,
+        limits: RunLimits,
+        poll: &mut dyn FnMut(f64) -> bool,
+    ) -> RunEnd {
         w.on_start(self);
         self.route_ahead_on = matches!(self.cfg.routing, RoutingAlgo::Ecmp | RoutingAlgo::Minimal)
             && matches!(self.vc_policy, VcPolicy::Single)
@@ -699,7 +747,13 @@ impl Network {
     /// poll. `watch` is (work units at the last change, when they changed).
     #[cold]
     #[inline(never)]
-    fn check_run<W: Workload>(&mut self, w: &mut W, limits: &RunLimits, watch: &mut (u64, SimTime), poll: &mut dyn FnMut(f64) -> bool) -> Option<RunEnd> {
+    fn check_run<W: Workload>(
+        &mut self,
+        w: &mut W,
+        limits: &RunLimits,
+        watch: &mut (u64, SimTime),
+        poll: &mut dyn FnMut(f64) -> bool,
+    ) -> Option<RunEnd> {
         let now = self.now();
         let work = w.work(self);
         if work.units != watch.0 || !work.waiting {
@@ -766,7 +820,12 @@ impl Network {
     fn stall_reason(&self) -> String {
         let lost = self.lost_packets();
         let hint = if lost > 0 && !self.tr.on { " (raw messages have no retransmission)" } else { "" };
-        format!("{} of {} messages undelivered{hint}; network: {}", self.undelivered, self.messages.len(), self.network_state())
+        format!(
+            "{} of {} messages undelivered{hint}; network: {}",
+            self.undelivered,
+            self.messages.len(),
+            self.network_state()
+        )
     }
 
     fn lost_packets(&self) -> u64 {

@@ -51,7 +51,11 @@ impl Noise {
                 on_port[p.idx()] = noisy[h];
             }
         }
-        let held = if cfg.noise_mode == NoiseMode::Packet { (0..pt.len()).map(|_| VecDeque::new()).collect() } else { Vec::new() };
+        let held = if cfg.noise_mode == NoiseMode::Packet {
+            (0..pt.len()).map(|_| VecDeque::new()).collect()
+        } else {
+            Vec::new()
+        };
         Ok(Noise { rng, on_port, held })
     }
 

@@ -92,7 +92,10 @@ pub fn pfc_thresholds(topo: &Topology, cfg: &NetConfig) -> Result<Vec<Option<Pfc
     let p = cfg.pfc;
     if let Some(x) = p.xoff_bytes {
         if x < mtu {
-            return Err(("pfc.xoff_bytes", format!("must be at least one MTU ({mtu} bytes), or every packet pauses the link; got {x}")));
+            return Err((
+                "pfc.xoff_bytes",
+                format!("must be at least one MTU ({mtu} bytes), or every packet pauses the link; got {x}"),
+            ));
         }
     }
     let mut out = Vec::new();
@@ -103,7 +106,8 @@ pub fn pfc_thresholds(topo: &Topology, cfg: &NetConfig) -> Result<Vec<Option<Pfc
                 continue;
             }
             let l = &topo.links[port.link.idx()];
-            let link = || format!("a link of {} Gb/s and {} ns", l.bandwidth_bps as f64 / 1e9, l.latency_ps as f64 / 1e3);
+            let link =
+                || format!("a link of {} Gb/s and {} ns", l.bandwidth_bps as f64 / 1e9, l.latency_ps as f64 / 1e3);
             let min = pfc_min_headroom_bytes(l.bandwidth_bps, l.latency_ps, cfg.switch_latency_ps, cfg.mtu_bytes);
             let headroom = p.headroom_bytes.unwrap_or(min);
             if headroom < min {
@@ -120,7 +124,11 @@ pub fn pfc_thresholds(topo: &Topology, cfg: &NetConfig) -> Result<Vec<Option<Pfc
                 None => cfg.buffer_bytes.saturating_sub(headroom),
             };
             if xoff < mtu || xoff + headroom > cfg.buffer_bytes {
-                let what = if p.xoff_bytes.is_some() { format!("XOFF ({xoff})") } else { format!("at least one MTU of XOFF ({mtu})") };
+                let what = if p.xoff_bytes.is_some() {
+                    format!("XOFF ({xoff})")
+                } else {
+                    format!("at least one MTU of XOFF ({mtu})")
+                };
                 return Err((
                     "buffer_bytes",
                     format!(
@@ -136,9 +144,17 @@ pub fn pfc_thresholds(topo: &Topology, cfg: &NetConfig) -> Result<Vec<Option<Pfc
                 None => xoff.saturating_sub(2 * mtu),
             };
             if xon > xoff {
-                return Err(("pfc.xon_bytes", format!("{xon} bytes exceeds XOFF ({xoff} bytes on {}); XON must not exceed XOFF", link())));
+                return Err((
+                    "pfc.xon_bytes",
+                    format!("{xon} bytes exceeds XOFF ({xoff} bytes on {}); XON must not exceed XOFF", link()),
+                ));
             }
-            out.push(Some(PfcThresholds { xoff_bytes: xoff, xon_bytes: xon, headroom_bytes: headroom, min_headroom_bytes: min }));
+            out.push(Some(PfcThresholds {
+                xoff_bytes: xoff,
+                xon_bytes: xon,
+                headroom_bytes: headroom,
+                min_headroom_bytes: min,
+            }));
         }
     }
     Ok(out)
@@ -404,7 +420,9 @@ impl Network {
         }
         let now = self.queue.now().0;
         let f = &self.pfc;
-        let paused_ps = (0..f.paused.len()).map(|g| f.paused_ps[g] + if f.paused[g] != 0 { now - f.paused_since[g] } else { 0 }).sum();
+        let paused_ps = (0..f.paused.len())
+            .map(|g| f.paused_ps[g] + if f.paused[g] != 0 { now - f.paused_since[g] } else { 0 })
+            .sum();
         let min_room = f.room.iter().copied().filter(|&r| r != u64::MAX).min().unwrap_or(0);
         Some(PfcStats {
             pause_frames: f.pause_frames,
@@ -455,7 +473,10 @@ impl Network {
                 }
             }
             if f.want[i] != 0 || f.told[i] != 0 {
-                return Err(format!("ingress {g:?} still pauses its upstream (mask {:#x}, told {:#x})", f.want[i], f.told[i]));
+                return Err(format!(
+                    "ingress {g:?} still pauses its upstream (mask {:#x}, told {:#x})",
+                    f.want[i], f.told[i]
+                ));
             }
             if f.paused[i] != 0 {
                 return Err(format!("egress {g:?} is still paused (mask {:#x})", f.paused[i]));
@@ -498,8 +519,8 @@ mod tests {
         net.ports[sw.idx()].busy_until = 1000;
         net.pfc_hold(sw, 0, xoff as u32 + 1);
         let t64 = 64 * 80; // 64 B at 100 Gb/s
-        // The PAUSE is reserved right after that frame, and holds the link for its 64 B: data
-        // queued at the switch for host 0 cannot start before it ends.
+                           // The PAUSE is reserved right after that frame, and holds the link for its 64 B: data
+                           // queued at the switch for host 0 cannot start before it ends.
         assert_eq!(net.ports[sw.idx()].busy_until, 1000 + t64);
         assert!(matches!(next(&mut net), (1000, Event::PfcSend { port }) if port == sw));
         net.pfc_send(sw);
@@ -519,7 +540,10 @@ mod tests {
         net.pfc_arrive(host, paused);
         assert!(!net.credits.covers(host, 0, 1));
         let (t, ev) = next(&mut net);
-        assert!(matches!(ev, Event::PfcArrive { port, paused: 0 } if port == host) && t == 1000 + 2 * t64 + LAT, "{t} {ev:?}");
+        assert!(
+            matches!(ev, Event::PfcArrive { port, paused: 0 } if port == host) && t == 1000 + 2 * t64 + LAT,
+            "{t} {ev:?}"
+        );
         net.pfc_arrive(host, 0);
         assert!(net.credits.covers(host, 0, 4096));
         assert_eq!(net.pfc_port_stats().unwrap()[host.idx()].paused_ps, t64);
@@ -549,7 +573,10 @@ mod tests {
         net.pfc_hold(sw, 0, (1 << 20) + 1);
         let end = net.run(&mut Idle, None, &mut |_| {});
         let RunEnd::Stalled { reason } = end else { panic!("{end:?}") };
-        assert!(reason.contains("PFC ingress overflow") && reason.contains("of its buffer_bytes (1048576)"), "{reason}");
+        assert!(
+            reason.contains("PFC ingress overflow") && reason.contains("of its buffer_bytes (1048576)"),
+            "{reason}"
+        );
         assert_eq!(net.stats().drops_buffer, 0);
     }
 }

@@ -18,8 +18,8 @@
 
 use crate::config::NoiseMode;
 use crate::ids::{PktId, PortId};
-use crate::wires::WireEnds;
 use crate::network::{Event, Network};
+use crate::wires::WireEnds;
 use reducelab_des::{SimDuration, SimTime};
 use reducelab_topo::{LinkId, NodeId, Topology};
 use serde::Serialize;
@@ -411,7 +411,8 @@ impl Network {
             let p = *self.pool.get(pkt);
             if dma_busy.is_some() {
                 dma_wait = dma_busy;
-            } else if self.credits.covers(port, p.vc as usize, p.wire_bytes) && best.is_none_or(|(a, _)| p.born_ps < a) {
+            } else if self.credits.covers(port, p.vc as usize, p.wire_bytes) && best.is_none_or(|(a, _)| p.born_ps < a)
+            {
                 if self.ep.dma {
                     self.dma_take(port, p.wire_bytes, now);
                 }
@@ -633,7 +634,11 @@ mod tests {
             assert_eq!(pt.ps_per_byte, *ps_per_byte, "case {i}");
             for g in pt.all() {
                 for bytes in [0, 1, 64, 4064, u32::MAX, rng.next_u64() as u32, rng.next_u64() as u32 >> 16] {
-                    assert_eq!(pt.serialization_ps(g, bytes), SimDuration::serialization(bytes as u64, pt.bps(g)).0, "case {i} port {g:?} {bytes} B");
+                    assert_eq!(
+                        pt.serialization_ps(g, bytes),
+                        SimDuration::serialization(bytes as u64, pt.bps(g)).0,
+                        "case {i} port {g:?} {bytes} B"
+                    );
                 }
             }
         }

@@ -140,7 +140,12 @@ impl Network {
     /// The protocol packet `pkt` (in the workload's custody).
     pub fn app_packet(&self, pkt: PktId) -> AppPacket {
         let p = self.pool.get(pkt);
-        AppPacket { app: p.app().expect("a protocol packet"), wire_bytes: p.wire_bytes, dst: p.dst.get(), intercept: p.intercept() }
+        AppPacket {
+            app: p.app().expect("a protocol packet"),
+            wire_bytes: p.wire_bytes,
+            dst: p.dst.get(),
+            intercept: p.intercept(),
+        }
     }
 
     /// Whether `pkt` (in the workload's custody) was ECN-marked on its way.

@@ -13,8 +13,8 @@
 use crate::config::FlowControl;
 use crate::ids::{PktId, PortId};
 use crate::network::Network;
-use crate::ports::PortTable;
 use crate::packet::{Packet, PacketPool};
+use crate::ports::PortTable;
 
 type Fifo = (Option<PktId>, Option<PktId>);
 
@@ -228,7 +228,9 @@ impl Network {
         let now = self.queue.now().0;
         if let Some(th) = self.cfg.ecn_threshold_bytes {
             // RED marking draws from its own stream; step marking draws nothing.
-            if marked_bytes > th && self.cfg.ecn_red.is_none_or(|red| self.rng_ecn.bernoulli(red.probability(marked_bytes, th))) {
+            if marked_bytes > th
+                && self.cfg.ecn_red.is_none_or(|red| self.rng_ecn.bernoulli(red.probability(marked_bytes, th)))
+            {
                 self.port_counters[port.idx()].ecn_marks += 1;
                 self.stats.ecn_marks += 1;
                 self.pool.get_mut(pkt).flags |= Packet::ECN;

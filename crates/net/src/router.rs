@@ -270,7 +270,11 @@ impl Network {
         if next.is_none() {
             self.ib.fifo[f].tail = None;
             if self.ib.fifo[input * nvc..(input + 1) * nvc].iter().all(|q| q.head.is_none()) {
-                let li = if input >= self.ib.np { self.pt.count(node) as usize } else { self.pt.local(PortId::from_idx(input)) as usize };
+                let li = if input >= self.ib.np {
+                    self.pt.count(node) as usize
+                } else {
+                    self.pt.local(PortId::from_idx(input)) as usize
+                };
                 self.ib.mask[node.idx()] &= !(1u128 << li);
             }
         }
@@ -514,7 +518,10 @@ impl Network {
         for g in self.pt.all() {
             let ps = &self.ports[g.idx()];
             if ps.q_bytes != 0 || ps.q_packets != 0 || ps.xbar_wait_bytes != 0 {
-                return Err(format!("port {g:?}: {} bytes queued, {} waiting for the crossbar", ps.q_bytes, ps.xbar_wait_bytes));
+                return Err(format!(
+                    "port {g:?}: {} bytes queued, {} waiting for the crossbar",
+                    ps.q_bytes, ps.xbar_wait_bytes
+                ));
             }
             if self.cfg.flow_control != crate::FlowControl::Credit {
                 continue;

@@ -499,7 +499,10 @@ impl Network {
 
     fn set_dctcp(&mut self, c: DctcpConfig) -> Result<(), String> {
         if self.cfg.ecn_threshold_bytes.is_none() {
-            return Err("kind: \"dctcp\" needs network.ecn_threshold_bytes (DCTCP's window follows the switches' ECN marks)".into());
+            return Err(
+                "kind: \"dctcp\" needs network.ecn_threshold_bytes (DCTCP's window follows the switches' ECN marks)"
+                    .into(),
+            );
         }
         if self.ep.rdv {
             return Err("kind: \"dctcp\" does not combine with endpoint.rendezvous_threshold_bytes (DCTCP's window already limits what is in flight)".into());
@@ -518,7 +521,12 @@ impl Network {
             cfg: TransportConfig::Dctcp(c),
             on: true,
             params: Transport::off().params,
-            dctcp: DctcpParams { mss_bytes: self.cfg.payload_per_packet() as u64, initial_window_packets: c.initial_window_packets, g: c.g, min_rto_ps: c.min_rto_ps },
+            dctcp: DctcpParams {
+                mss_bytes: self.cfg.payload_per_packet() as u64,
+                initial_window_packets: c.initial_window_packets,
+                g: c.g,
+                min_rto_ps: c.min_rto_ps,
+            },
             flows: Vec::new(),
             pacer_armed: Vec::new(),
             pacers: Vec::new(),
@@ -536,7 +544,9 @@ impl Network {
             return Err("kind: \"dcqcn\" needs a lossless network (network.flow_control = \"credit\" or \"pfc\"): DCQCN does not retransmit".into());
         }
         if self.cfg.ecn_threshold_bytes.is_none() {
-            return Err("kind: \"dcqcn\" needs network.ecn_threshold_bytes (DCQCN's receivers turn ECN marks into CNPs)".into());
+            return Err(
+                "kind: \"dcqcn\" needs network.ecn_threshold_bytes (DCQCN's receivers turn ECN marks into CNPs)".into(),
+            );
         }
         if self.ep.rdv {
             return Err("kind: \"dcqcn\" does not combine with endpoint.rendezvous_threshold_bytes".into());
@@ -655,8 +665,15 @@ impl Network {
         let waiting = self.tr.flows.iter().filter(|f| f.sender.as_ref().is_some_and(|s| !s.gave_up())).count();
         let gave_up = self.tr.stats.senders_gave_up;
         if let TransportConfig::Dcqcn(_) = self.tr.cfg {
-            let sending = self.tr.flows.iter().filter(|f| matches!(f.sender.as_ref(), Some(Sender::Dcqcn(s)) if !s.is_done())).count();
-            return Some(format!("DCQCN: {sending} senders still sending; packets are sent once (a lost packet is not recovered)"));
+            let sending = self
+                .tr
+                .flows
+                .iter()
+                .filter(|f| matches!(f.sender.as_ref(), Some(Sender::Dcqcn(s)) if !s.is_done()))
+                .count();
+            return Some(format!(
+                "DCQCN: {sending} senders still sending; packets are sent once (a lost packet is not recovered)"
+            ));
         }
         if let TransportConfig::Dctcp(_) = self.tr.cfg {
             return Some(format!(
@@ -743,7 +760,11 @@ impl Network {
     #[cold]
     #[inline(never)]
     pub(crate) fn transport_next_size(&self, msg: u32) -> u32 {
-        let seq = self.tr.flows[msg as usize].sender.as_ref().and_then(|s| s.peek_seq()).expect("a message in the round has a packet to send");
+        let seq = self.tr.flows[msg as usize]
+            .sender
+            .as_ref()
+            .and_then(|s| s.peek_seq())
+            .expect("a message in the round has a packet to send");
         self.transport_data_size(msg, seq)
     }
 
@@ -874,7 +895,9 @@ impl Network {
         let now = self.queue.now().0;
         self.tr.pacer_armed[host as usize] = false;
         if let Some(msg) = self.tr.pacers[host as usize].poll(now) {
-            let Some(Receiver::Ndp(rx)) = self.tr.flows[msg as usize].receiver.as_mut() else { unreachable!("pulls are NDP's") };
+            let Some(Receiver::Ndp(rx)) = self.tr.flows[msg as usize].receiver.as_mut() else {
+                unreachable!("pulls are NDP's")
+            };
             let pull = rx.issue_pull();
             self.tr.stats.pulls += 1;
             self.tr.stats.pull_packets += 1;
@@ -955,11 +978,14 @@ impl Network {
         let now = self.queue.now().0;
         match kind {
             TransportPacket::Data | TransportPacket::Header => {
-                self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: kind == TransportPacket::Header });
+                self.tr
+                    .note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: kind == TransportPacket::Header });
                 let dst = self.messages[msg as usize].dst;
                 let f = &mut self.tr.flows[msg as usize];
                 let slot = f.slot;
-                let Some(Receiver::Ndp(rx)) = f.receiver.as_mut() else { unreachable!("a receiver for every started message") };
+                let Some(Receiver::Ndp(rx)) = f.receiver.as_mut() else {
+                    unreachable!("a receiver for every started message")
+                };
                 let rc = if kind == TransportPacket::Data { rx.on_data(p.seq) } else { rx.on_header(p.seq) };
                 let mut pull = 0;
                 if rc.wants_pull {
@@ -1023,7 +1049,9 @@ impl Network {
         if kind == TransportPacket::Data {
             self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: false });
             let f = &mut self.tr.flows[msg as usize];
-            let Some(Receiver::Dctcp(rx)) = f.receiver.as_mut() else { unreachable!("a receiver for every started message") };
+            let Some(Receiver::Dctcp(rx)) = f.receiver.as_mut() else {
+                unreachable!("a receiver for every started message")
+            };
             let rc = rx.on_data(p.seq, p.ecn());
             if !rc.new_data {
                 self.tr.stats.duplicates += 1;
@@ -1042,7 +1070,8 @@ impl Network {
         s.on_ack(p.seq, ece, now);
         let after = s.stats();
         let done = s.is_done();
-        let (marks, fast) = (after.marks_echoed - before.marks_echoed, after.fast_retransmits - before.fast_retransmits);
+        let (marks, fast) =
+            (after.marks_echoed - before.marks_echoed, after.fast_retransmits - before.fast_retransmits);
         f.marks_echoed += marks;
         f.fast_retransmits += fast;
         self.tr.stats.marks_echoed += marks;
@@ -1084,7 +1113,9 @@ impl Network {
         if kind == TransportPacket::Data {
             self.tr.note(now, TransportEvent::Arrived { msg, seq: p.seq, trimmed: false });
             let f = &mut self.tr.flows[msg as usize];
-            let Some(Receiver::Dcqcn(rx)) = f.receiver.as_mut() else { unreachable!("a receiver for every started message") };
+            let Some(Receiver::Dcqcn(rx)) = f.receiver.as_mut() else {
+                unreachable!("a receiver for every started message")
+            };
             let rc = rx.on_data(p.seq, p.ecn(), now);
             self.tr.stats.marked_packets += p.ecn() as u64;
             if !rc.new_data {

@@ -54,25 +54,11 @@ pub(crate) struct Trimming {
 
 impl Trimming {
     pub fn off(rng: Rng) -> Trimming {
-        Trimming {
-            on: false,
-            data_cap: 0,
-            prio_cap: 0,
-            trims: Vec::new(),
-            prio_drops: Vec::new(),
-            rng,
-        }
+        Trimming { on: false, data_cap: 0, prio_cap: 0, trims: Vec::new(), prio_drops: Vec::new(), rng }
     }
 
     pub fn new(ports: usize, data_cap: u64, rng: Rng) -> Trimming {
-        Trimming {
-            on: true,
-            data_cap,
-            prio_cap: 2 * data_cap,
-            trims: vec![0; ports],
-            prio_drops: vec![0; ports],
-            rng,
-        }
+        Trimming { on: true, data_cap, prio_cap: 2 * data_cap, trims: vec![0; ports], prio_drops: vec![0; ports], rng }
     }
 }
 
@@ -105,7 +91,8 @@ impl Network {
             }
             let tail = self.queues.tail(port, 0).filter(|&t| {
                 let tp = self.pool.get(t);
-                matches!(tp.body, Body::Transport { kind: TransportPacket::Data, .. }) && data_bytes - tp.wire_bytes as u64 + size <= self.trim.data_cap
+                matches!(tp.body, Body::Transport { kind: TransportPacket::Data, .. })
+                    && data_bytes - tp.wire_bytes as u64 + size <= self.trim.data_cap
             });
             // The coin is tossed whenever the queue is full, as htsim does.
             let coin = self.trim.rng.bernoulli(0.5);
@@ -134,7 +121,9 @@ impl Network {
     fn trim_payload(&mut self, port: PortId, pkt: PktId) {
         let hb = self.cfg.header_bytes;
         let p = self.pool.get_mut(pkt);
-        let Body::Transport { msg, kind: TransportPacket::Data } = p.body else { unreachable!("only NDP data packets are trimmed") };
+        let Body::Transport { msg, kind: TransportPacket::Data } = p.body else {
+            unreachable!("only NDP data packets are trimmed")
+        };
         p.body = Body::Transport { msg, kind: TransportPacket::Header };
         p.wire_bytes = hb;
         p.payload_bytes = 0;
@@ -177,13 +166,15 @@ impl Network {
     pub(crate) fn priority_turn(&mut self, port: PortId) -> bool {
         let g = port.idx();
         let ps = &self.ports[g];
-        let data_waiting = ps.q_packets > ps.prio_packets || (ps.host && (!self.tr.round[g].is_empty() || !self.inject[g].is_empty() || !self.protocol.app_q[g].is_empty()));
+        let data_waiting = ps.q_packets > ps.prio_packets
+            || (ps.host
+                && (!self.tr.round[g].is_empty() || !self.inject[g].is_empty() || !self.protocol.app_q[g].is_empty()));
         if !data_waiting {
             return true;
         }
         let t = &mut self.ports[g].prio_turn;
         *t += 1;
-        if *t >= HEADER_TURNS + 1 {
+        if *t > HEADER_TURNS {
             *t = 0;
         }
         *t < HEADER_TURNS

@@ -1,40 +1,22 @@
 //! Endpoint costs (send/receive overhead, rendezvous, injection ceiling) at packet level:
 //! exact picosecond checks against runs of the same network without them.
-use reducelab_des::{Rng, SimTime};
+use reducelab_des::Rng;
 use reducelab_net::*;
 use reducelab_topo::*;
 
-const GBPS100: u64 = 100_000_000_000;
+mod common;
+use common::{lp, Batch, GBPS100};
+
 const LAT: u64 = 1_000_000;
 
-fn lp(bw: u64, lat_ps: u64) -> LinkParams {
-    LinkParams { bandwidth_bps: bw, latency_ps: lat_ps }
-}
-
-/// Sends (src, dst, bytes, start_ps, port) messages and stops when all are delivered.
-struct Batch {
-    msgs: Vec<(u32, u32, u64, u64, Option<u16>)>,
-    remaining: usize,
-    /// Delivery times as the workload saw them.
-    seen: Vec<(u32, u64)>,
-}
-impl Workload for Batch {
-    fn on_start(&mut self, net: &mut Network) {
-        for &(s, d, b, t, p) in &self.msgs {
-            net.send(s, d, b, SimTime(t), 0, p);
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, m: MsgId) {
-        self.seen.push((m.0, net.now().ps()));
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            net.stop();
-        }
-    }
-}
-
 fn cfg() -> NetConfig {
-    NetConfig { mtu_bytes: 4096, header_bytes: 64, switch_latency_ps: 300_000, buffer_bytes: 1 << 20, ..NetConfig::default() }
+    NetConfig {
+        mtu_bytes: 4096,
+        header_bytes: 64,
+        switch_latency_ps: 300_000,
+        buffer_bytes: 1 << 20,
+        ..NetConfig::default()
+    }
 }
 
 /// Runs the batch; returns the network and the delivery times by message.
@@ -42,7 +24,7 @@ fn run(topo: &Topology, ep: EndpointConfig, msgs: Vec<(u32, u32, u64, u64, Optio
     let mut net = Network::new(topo, cfg(), vec![], &Rng::new(1)).unwrap();
     net.set_endpoint(ep).unwrap();
     let n = msgs.len();
-    let mut w = Batch { msgs, remaining: n, seen: Vec::new() };
+    let mut w = Batch::with_ports(msgs);
     let end = net.run(&mut w, None, &mut |_| {});
     assert_eq!(end, RunEnd::Stopped);
     assert!(net.messages().iter().all(|m| m.verified()), "every message verified");
@@ -62,7 +44,11 @@ fn off() -> EndpointConfig {
 
 #[test]
 fn a_lone_message_pays_exactly_the_endpoint_overheads_and_latencies() {
-    let topos = [star(4, lp(GBPS100, LAT)).unwrap(), torus(&[4, 4], lp(GBPS100, LAT)).unwrap(), fat_tree_3level(4, 2, lp(GBPS100, LAT), lp(GBPS100, LAT)).unwrap()];
+    let topos = [
+        star(4, lp(GBPS100, LAT)).unwrap(),
+        torus(&[4, 4], lp(GBPS100, LAT)).unwrap(),
+        fat_tree_3level(4, 2, lp(GBPS100, LAT), lp(GBPS100, LAT)).unwrap(),
+    ];
     for topo in &topos {
         for bytes in [0u64, 1, 4032, 4033, 100_000, 1 << 20] {
             let msg = vec![(0, 3, bytes, 5_000, None)];
@@ -73,8 +59,16 @@ fn a_lone_message_pays_exactly_the_endpoint_overheads_and_latencies() {
                 assert_eq!(t[0], base[0] + os + or, "{} bytes={bytes} o_s={os} o_r={or}", topo.name);
             }
             // The latencies add to a lone message exactly, alone or with the overheads.
-            for (os, ls, or, lr) in [(0, 170_000, 0, 0), (0, 0, 0, 250_000), (201_000, 170_000, 310_000, 250_000), (0, 1, 0, 1)] {
-                let ep = EndpointConfig { send_overhead_ps: os, send_latency_ps: ls, recv_overhead_ps: or, recv_latency_ps: lr, ..off() };
+            for (os, ls, or, lr) in
+                [(0, 170_000, 0, 0), (0, 0, 0, 250_000), (201_000, 170_000, 310_000, 250_000), (0, 1, 0, 1)]
+            {
+                let ep = EndpointConfig {
+                    send_overhead_ps: os,
+                    send_latency_ps: ls,
+                    recv_overhead_ps: or,
+                    recv_latency_ps: lr,
+                    ..off()
+                };
                 let (_, t) = run(topo, ep, msg.clone());
                 assert_eq!(t[0], base[0] + os + ls + or + lr, "{} bytes={bytes} {ep:?}", topo.name);
             }
@@ -102,7 +96,8 @@ fn messages_posted_at_once_pay_serialised_send_overheads() {
     // The send latency overlaps the next message's send overhead: with it, every message
     // leaves `l_s` later, not `k·l_s` later.
     let ls = 5_000_000;
-    let (_, t) = run(&topo, EndpointConfig { send_overhead_ps: os, send_latency_ps: ls, recv_overhead_ps: or, ..off() }, msgs);
+    let (_, t) =
+        run(&topo, EndpointConfig { send_overhead_ps: os, send_latency_ps: ls, recv_overhead_ps: or, ..off() }, msgs);
     let mut sorted = t.clone();
     sorted.sort();
     assert_eq!(sorted, (1..=4).map(|k| base[0] + k * os + ls + or).collect::<Vec<_>>());
@@ -126,7 +121,11 @@ fn messages_posted_at_once_pay_serialised_send_overheads() {
 #[test]
 fn rendezvous_costs_one_header_round_trip_above_the_threshold_only() {
     let thr = 10_000u64;
-    for topo in [star(4, lp(GBPS100, LAT)).unwrap(), torus(&[4, 4], lp(GBPS100, LAT)).unwrap(), fat_tree_3level(4, 2, lp(GBPS100, LAT), lp(GBPS100, LAT)).unwrap()] {
+    for topo in [
+        star(4, lp(GBPS100, LAT)).unwrap(),
+        torus(&[4, 4], lp(GBPS100, LAT)).unwrap(),
+        fat_tree_3level(4, 2, lp(GBPS100, LAT), lp(GBPS100, LAT)).unwrap(),
+    ] {
         // One way of a header-only packet (a 0-byte message is one header packet).
         let (_, one_way) = run(&topo, off(), vec![(0, 3, 0, 0, None)]);
         let (_, back) = run(&topo, off(), vec![(3, 0, 0, 0, None)]);

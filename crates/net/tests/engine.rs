@@ -2,36 +2,8 @@ use reducelab_des::{Rng, SimDuration, SimTime};
 use reducelab_net::*;
 use reducelab_topo::*;
 
-const GBPS100: u64 = 100_000_000_000;
-
-fn lp(bw: u64, lat_ps: u64) -> LinkParams {
-    LinkParams { bandwidth_bps: bw, latency_ps: lat_ps }
-}
-
-/// Sends a fixed list of messages at given times and stops when all are delivered.
-struct Batch {
-    msgs: Vec<(u32, u32, u64, u64)>, // src, dst, bytes, start_ps
-    remaining: usize,
-}
-impl Batch {
-    fn new(msgs: Vec<(u32, u32, u64, u64)>) -> Self {
-        let remaining = msgs.len();
-        Batch { msgs, remaining }
-    }
-}
-impl Workload for Batch {
-    fn on_start(&mut self, net: &mut Network) {
-        for &(s, d, b, t) in &self.msgs {
-            net.send(s, d, b, SimTime(t), 0, None);
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            net.stop();
-        }
-    }
-}
+mod common;
+use common::{lp, Batch, GBPS100};
 
 fn run(topo: &Topology, cfg: NetConfig, msgs: Vec<(u32, u32, u64, u64)>, faults: Vec<Fault>) -> (Network, RunEnd) {
     let mut net = Network::new(topo, cfg, faults, &Rng::new(1)).unwrap();
@@ -91,7 +63,12 @@ fn lone_message_takes_the_analytical_time_exactly() {
             let m = &net.messages()[0];
             assert!(m.verified());
             let dst_forwards = topo.nodes[topo.hosts[d as usize].idx()].forwards;
-            assert_eq!(m.end.ps(), analytic_ps(bytes, hops, dst_forwards, &c, GBPS100, lat), "{} bytes={bytes}", topo.name);
+            assert_eq!(
+                m.end.ps(),
+                analytic_ps(bytes, hops, dst_forwards, &c, GBPS100, lat),
+                "{} bytes={bytes}",
+                topo.name
+            );
         }
     }
 }
@@ -211,12 +188,16 @@ fn threshold_adaptive_routing_names_and_checks_its_parameter() {
     let err = Network::new(&topo, c, vec![], &Rng::new(1)).err().expect("101% is rejected");
     assert!(err.contains("0..=100 percent") && err.contains("101"), "{err}");
     assert_eq!(format!("{:?}", RoutingAlgo::CANARY), "Canary");
-    assert_eq!(format!("{:?}", RoutingAlgo::ThresholdAdaptive(AdaptiveThreshold::Bytes(7))), "ThresholdAdaptive(Bytes(7))");
+    assert_eq!(
+        format!("{:?}", RoutingAlgo::ThresholdAdaptive(AdaptiveThreshold::Bytes(7))),
+        "ThresholdAdaptive(Bytes(7))"
+    );
     // Not deadlock-free on a lossless torus, by either name.
     let t = torus(&[4, 4], lp(GBPS100, 1_000_000)).unwrap();
     let e1 = VcPolicy::choose(&t, RoutingAlgo::CANARY, FlowControl::Credit).unwrap_err();
     assert!(e1.contains("routing 'canary'"), "{e1}");
-    let e2 = VcPolicy::choose(&t, RoutingAlgo::ThresholdAdaptive(AdaptiveThreshold::Bytes(1)), FlowControl::Credit).unwrap_err();
+    let e2 = VcPolicy::choose(&t, RoutingAlgo::ThresholdAdaptive(AdaptiveThreshold::Bytes(1)), FlowControl::Credit)
+        .unwrap_err();
     assert!(e2.contains("routing 'threshold-adaptive'"), "{e2}");
 }
 
@@ -311,7 +292,8 @@ fn routing_reconverges_after_a_failure_instead_of_dead_ending() {
 fn a_switch_failing_mid_run_is_reported_not_hung() {
     let topo = star(4, lp(GBPS100, 1_000_000)).unwrap();
     let sw = topo.nodes.iter().position(|n| n.kind == NodeKind::Switch).unwrap() as u32;
-    let (net, end) = run(&topo, cfg(), vec![(0, 1, 10_000_000, 0)], vec![Fault::Node { node: sw, at: SimTime(50_000_000) }]);
+    let (net, end) =
+        run(&topo, cfg(), vec![(0, 1, 10_000_000, 0)], vec![Fault::Node { node: sw, at: SimTime(50_000_000) }]);
     assert!(net.stats().drops_failure > 0);
     assert!(matches!(end, RunEnd::Stalled { ref reason } if reason.contains("failures")), "{end:?}");
 }
@@ -343,7 +325,6 @@ fn os_noise_delays_injection() {
     let extra = noisy.messages()[0].end.ps() - quiet.messages()[0].end.ps();
     assert!((70_000_000..130_000_000).contains(&extra), "noise added {extra} ps");
 }
-
 
 /// Parking lot on a ring: every node sends to the node `dist` hops ahead, so each link
 /// carries `dist` flows and the flow from farthest away must win at every merge point.
@@ -381,7 +362,12 @@ fn a_packet_for_a_host_cut_off_by_a_failure_is_dropped_where_it_stands() {
     for routing in [RoutingAlgo::Minimal, RoutingAlgo::Adaptive] {
         let mut c = cfg();
         c.routing = routing;
-        let (net, _) = run(&topo, c, vec![(0, 3, 100_000, 10), (1, 2, 100_000, 10)], vec![Fault::Link { link: dead, at: SimTime(0) }]);
+        let (net, _) = run(
+            &topo,
+            c,
+            vec![(0, 3, 100_000, 10), (1, 2, 100_000, 10)],
+            vec![Fault::Link { link: dead, at: SimTime(0) }],
+        );
         assert!(net.stats().drops_no_route > 0, "{routing:?}");
         assert!(net.messages()[1].verified(), "{routing:?}");
         let down = net.port_stats().into_iter().find(|p| p.link == leaf0_down_to_host0 && p.node == 0).unwrap();

@@ -1,11 +1,13 @@
 //! NDP on the packet engine: a lone flow's timeline checked event by event against times
 //! computed by hand, and NDP's completion time against raw line-rate injection where the
 //! window covers the round trip.
-use reducelab_des::{Rng, SimTime};
+use reducelab_des::Rng;
 use reducelab_net::*;
 use reducelab_topo::*;
 
-const GBPS100: u64 = 100_000_000_000;
+mod common;
+use common::{run_traced, sorted_trace, GBPS100};
+
 const LAT: u64 = 1_000_000; // 1 µs per link
 const SW: u64 = 100_000; // 100 ns switch pipeline
 const MTU: u64 = 4096;
@@ -13,24 +15,6 @@ const HDR: u64 = 64;
 /// Serialisation of an MTU and of a header at 100 Gb/s.
 const SER_D: u64 = MTU * 8 * 10; // 327,680 ps
 const SER_H: u64 = HDR * 8 * 10; // 5,120 ps
-
-struct Batch {
-    msgs: Vec<(u32, u32, u64, u64)>,
-    remaining: usize,
-}
-impl Workload for Batch {
-    fn on_start(&mut self, net: &mut Network) {
-        for &(s, d, b, t) in &self.msgs {
-            net.send(s, d, b, SimTime(t), 0, None);
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            net.stop();
-        }
-    }
-}
 
 fn cfg() -> NetConfig {
     NetConfig {
@@ -49,19 +33,7 @@ fn ndp(window: u32) -> TransportConfig {
 }
 
 fn run(topo: &Topology, tc: TransportConfig, msgs: Vec<(u32, u32, u64, u64)>) -> Network {
-    let mut net = Network::new(topo, cfg(), vec![], &Rng::new(1)).unwrap();
-    net.set_transport(tc).unwrap();
-    net.record_transport();
-    let n = msgs.len();
-    let end = net.run(&mut Batch { msgs, remaining: n }, None, &mut |_| {});
-    assert_eq!(end, RunEnd::Stopped);
-    assert!(net.messages().iter().all(|m| m.verified()));
-    net
-}
-
-fn sorted(mut v: Vec<(u64, TransportEvent)>) -> Vec<(u64, TransportEvent)> {
-    v.sort_by_key(|(t, e)| (*t, format!("{e:?}")));
-    v
+    run_traced(topo, cfg(), tc, msgs)
 }
 
 /// One message from host 0 to host 1 of a star (one switch): 11 full packets and a last one
@@ -115,7 +87,7 @@ fn a_lone_flow_follows_the_hand_computed_timeline() {
     // The run stops at the delivery: the last ACK is still on its way.
     let end = net.messages()[0].end.ps();
     want.retain(|&(t, _)| t <= end);
-    assert_eq!(sorted(net.transport_trace().to_vec()), sorted(want));
+    assert_eq!(sorted_trace(net.transport_trace().to_vec()), sorted_trace(want));
     // Window-limited: 4 packets per round trip, so the gap after the window is the round trip
     // minus 4 packet times.
     assert_eq!(s[4] - s[3], 2 * SER_D + 4 * LAT + 2 * SW + 2 * SER_H - 3 * SER_D);
@@ -139,7 +111,11 @@ fn with_a_window_over_the_round_trip_ndp_runs_at_line_rate() {
             let raw = run(topo, TransportConfig::None, msgs.clone());
             let nd = run(topo, ndp(40), msgs);
             assert_eq!(nd.messages()[0].end, raw.messages()[0].end, "{} {packets} packets", topo.name);
-            let sent: Vec<u64> = nd.transport_trace().iter().filter_map(|(t, e)| matches!(e, TransportEvent::Sent { .. }).then_some(*t)).collect();
+            let sent: Vec<u64> = nd
+                .transport_trace()
+                .iter()
+                .filter_map(|(t, e)| matches!(e, TransportEvent::Sent { .. }).then_some(*t))
+                .collect();
             assert_eq!(sent.len() as u64, packets);
             assert!(sent.windows(2).all(|p| p[1] - p[0] == SER_D), "{}: back to back", topo.name);
         }
@@ -150,7 +126,8 @@ fn with_a_window_over_the_round_trip_ndp_runs_at_line_rate() {
 #[test]
 fn ndp_refuses_lossless_networks_and_bad_parameters() {
     let topo = star(2, LinkParams { bandwidth_bps: GBPS100, latency_ps: LAT }).unwrap();
-    let mut credit = Network::new(&topo, NetConfig { flow_control: FlowControl::Credit, ..cfg() }, vec![], &Rng::new(1)).unwrap();
+    let mut credit =
+        Network::new(&topo, NetConfig { flow_control: FlowControl::Credit, ..cfg() }, vec![], &Rng::new(1)).unwrap();
     let e = credit.set_transport(ndp(4)).unwrap_err();
     assert!(e.contains("drop_tail"), "{e}");
     let mut net = Network::new(&topo, cfg(), vec![], &Rng::new(1)).unwrap();
@@ -180,7 +157,8 @@ fn an_incast_shares_the_receiver_fairly_and_no_flow_starves() {
     let packets = 300u64;
     let bytes = packets * payload;
     let msgs: Vec<_> = (1..=senders).map(|s| (s, 0, bytes, 0)).collect();
-    let tc = TransportConfig::Ndp(NdpConfig { initial_window_packets: 30, data_queue_packets: 8, rto_ps: 1_000_000_000 });
+    let tc =
+        TransportConfig::Ndp(NdpConfig { initial_window_packets: 30, data_queue_packets: 8, rto_ps: 1_000_000_000 });
     let net = run(&topo, tc, msgs);
     let st = net.transport_stats().unwrap();
     assert!(st.trims > 0 && st.nacks == st.trims && st.retransmissions == st.trims, "{st:?}");
@@ -189,7 +167,10 @@ fn an_incast_shares_the_receiver_fairly_and_no_flow_starves() {
     let line_rate = senders as u64 * packets * SER_D;
     for (i, m) in net.messages().iter().enumerate() {
         let fct = m.completion_time().unwrap().ps();
-        assert!(fct as f64 >= 0.95 * line_rate as f64 && fct as f64 <= 1.05 * line_rate as f64, "flow {i}: {fct} ps vs {line_rate} ps for the whole incast");
+        assert!(
+            fct as f64 >= 0.95 * line_rate as f64 && fct as f64 <= 1.05 * line_rate as f64,
+            "flow {i}: {fct} ps vs {line_rate} ps for the whole incast"
+        );
     }
     // Pulls at the receiver (on ACKs/NACKs or alone): never closer than an MTU time.
     let pulls: Vec<(u64, u32)> = net
@@ -203,7 +184,12 @@ fn an_incast_shares_the_receiver_fairly_and_no_flow_starves() {
     assert_eq!(pulls.len() as u64, st.pulls);
     assert!(pulls.windows(2).all(|w| w[1].0 - w[0].0 >= SER_D), "pulls spaced by an MTU time at least");
     // Round-robin: in any 8 consecutive PULL packets while all flows wait, no flow twice.
-    let queued: Vec<u32> = net.transport_trace().iter().filter_map(|&(_, e)| matches!(e, TransportEvent::Replied { kind: ControlKind::Pull, .. }).then(|| if let TransportEvent::Replied { msg, .. } = e { msg } else { 0 })).collect();
+    let queued: Vec<u32> = net
+        .transport_trace()
+        .iter()
+        .filter(|&&(_, e)| matches!(e, TransportEvent::Replied { kind: ControlKind::Pull, .. }))
+        .map(|&(_, e)| if let TransportEvent::Replied { msg, .. } = e { msg } else { 0 })
+        .collect();
     assert!(queued.len() > 1000, "most pulls are paced: {}", queued.len());
     let mid = &queued[100..900];
     for w in mid.windows(senders as usize) {

@@ -6,36 +6,15 @@ use reducelab_des::{Rng, SimDuration, SimTime};
 use reducelab_net::*;
 use reducelab_topo::*;
 
-const GBPS100: u64 = 100_000_000_000;
+mod common;
+use common::{lp, Batch, GBPS100};
+
 const LAT: u64 = 1_000_000;
 const SW: u64 = 300_000;
 
-fn lp(bw: u64, lat_ps: u64) -> LinkParams {
-    LinkParams { bandwidth_bps: bw, latency_ps: lat_ps }
-}
-
-struct Batch {
-    msgs: Vec<(u32, u32, u64, u64)>,
-    remaining: usize,
-}
-impl Workload for Batch {
-    fn on_start(&mut self, net: &mut Network) {
-        for &(s, d, b, t) in &self.msgs {
-            net.send(s, d, b, SimTime(t), 0, None);
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            net.stop();
-        }
-    }
-}
-
 fn run(topo: &Topology, cfg: NetConfig, msgs: Vec<(u32, u32, u64, u64)>, seed: u64) -> (Network, RunEnd) {
     let mut net = Network::new(topo, cfg, vec![], &Rng::new(seed)).unwrap();
-    let remaining = msgs.len();
-    let mut w = Batch { msgs, remaining };
+    let mut w = Batch::new(msgs);
     let end = net.run(&mut w, None, &mut |_| {});
     (net, end)
 }
@@ -173,8 +152,7 @@ fn credits_are_conserved_when_packets_are_set_aside() {
             }
         }
         let mut net = Network::new(topo, c.clone(), vec![], &Rng::new(case as u64)).unwrap();
-        let remaining = msgs.len();
-        let mut w = Batch { msgs: msgs.clone(), remaining };
+        let mut w = Batch::new(msgs.clone());
         let end = net.run(&mut w, Some(SimTime(1_000_000_000_000)), &mut |_| {});
         assert_eq!(end, RunEnd::Stopped, "case {case}: p {p}, delay {d} ps, buffer {}", c.buffer_bytes);
         assert!(net.messages().iter().all(|m| m.verified()), "case {case}");
@@ -233,7 +211,7 @@ fn noise_endpoint_and_input_buffered_routers_together_lose_nothing() {
         let run_once = |seed: u64| {
             let mut net = Network::new(topo, c.clone(), vec![], &Rng::new(seed)).unwrap();
             net.set_endpoint(ep).unwrap();
-            let mut w = Batch { msgs: msgs.clone(), remaining: msgs.len() };
+            let mut w = Batch::new(msgs.clone());
             let end = net.run(&mut w, Some(SimTime(1_000_000_000_000)), &mut |_| {});
             (net, end)
         };

@@ -6,39 +6,12 @@ use reducelab_des::{Rng, SimDuration, SimTime};
 use reducelab_net::*;
 use reducelab_topo::*;
 
-const GBPS100: u64 = 100_000_000_000;
-
-fn lp(bw: u64, lat_ps: u64) -> LinkParams {
-    LinkParams { bandwidth_bps: bw, latency_ps: lat_ps }
-}
-
-/// Sends a fixed list of messages and stops when all are delivered.
-struct Batch {
-    msgs: Vec<(u32, u32, u64, u64)>, // src, dst, bytes, start_ps
-    remaining: usize,
-}
-impl Workload for Batch {
-    fn on_start(&mut self, net: &mut Network) {
-        for &(s, d, b, t) in &self.msgs {
-            net.send(s, d, b, SimTime(t), 0, None);
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            net.stop();
-        }
-    }
-    fn work(&self, net: &Network) -> WorkDone {
-        let f = net.foreground();
-        WorkDone { fraction: 0.0, units: f.payload_bytes, waiting: self.remaining > 0 }
-    }
-}
+mod common;
+use common::{lp, Batch, GBPS100};
 
 fn run(topo: &Topology, cfg: NetConfig, msgs: Vec<(u32, u32, u64, u64)>) -> (Network, RunEnd) {
     let mut net = Network::new(topo, cfg, vec![], &Rng::new(1)).unwrap();
-    let remaining = msgs.len();
-    let mut w = Batch { msgs, remaining };
+    let mut w = Batch::new(msgs);
     // A hang shows as a stall (watchdog) or the time limit, never as a test that never ends.
     let limits = RunLimits { until: Some(SimTime(1_000_000_000_000)), watchdog: Some(SimDuration(2_000_000_000)) };
     let end = net.run_limited(&mut w, limits, &mut |_| true);
@@ -65,7 +38,12 @@ fn check_lossless(net: &Network, end: &RunEnd, what: &str) -> PfcStats {
     assert!(net.messages().iter().all(|m| m.verified()), "{what}: a message is not verified");
     let ports = net.pfc_port_stats().expect("pfc on");
     for (i, p) in ports.iter().enumerate() {
-        assert!(p.max_ingress_bytes <= p.ingress_limit_bytes, "{what}: port {i}: ingress peaked at {} > xoff + headroom {}", p.max_ingress_bytes, p.ingress_limit_bytes);
+        assert!(
+            p.max_ingress_bytes <= p.ingress_limit_bytes,
+            "{what}: port {i}: ingress peaked at {} > xoff + headroom {}",
+            p.max_ingress_bytes,
+            p.ingress_limit_bytes
+        );
         assert!(p.pauses == 0 || p.paused_ps > 0, "{what}: port {i}");
     }
     let st = net.pfc_stats().unwrap();
@@ -107,7 +85,10 @@ fn the_headroom_formula_is_the_bytes_a_link_delivers_during_the_pause_round_trip
     // At 400 Gb/s (20 ps per byte): 1.3 us + 165.12 ns at 50 B/ns, plus 2 MTU: the
     // bandwidth-delay part scales with the bandwidth, the MTU part does not.
     assert_eq!(pfc_min_headroom_bytes(4 * GBPS100, 500_000, 300_000, 4096), 73_256 + 8192);
-    assert!(pfc_min_headroom_bytes(GBPS100, 500_000, 300_000, 9000) > pfc_min_headroom_bytes(GBPS100, 500_000, 300_000, 4096));
+    assert!(
+        pfc_min_headroom_bytes(GBPS100, 500_000, 300_000, 9000)
+            > pfc_min_headroom_bytes(GBPS100, 500_000, 300_000, 4096)
+    );
 }
 
 #[test]
@@ -120,13 +101,23 @@ fn random_buffers_thresholds_and_traffic_never_drop_nor_hang() {
         let shape = rng.below(4);
         let topo = match shape {
             0 => star(2 + rng.below(7) as u32, lp(bw, lat)).unwrap(),
-            1 => fat_tree_2level(2 + rng.below(2) as u32, 2 + rng.below(3) as u32, 1 + rng.below(2) as u32, 1, None, lp(bw, lat), lp(bw, lat)).unwrap(),
+            1 => fat_tree_2level(
+                2 + rng.below(2) as u32,
+                2 + rng.below(3) as u32,
+                1 + rng.below(2) as u32,
+                1,
+                None,
+                lp(bw, lat),
+                lp(bw, lat),
+            )
+            .unwrap(),
             2 => torus(&[3 + rng.below(2) as u32, 2 + rng.below(2) as u32], lp(bw, lat)).unwrap(),
             _ => dragonfly(3, 2, 1 + rng.below(2) as u32, 1, lp(bw, lat), lp(bw, lat), lp(bw, lat)).unwrap(),
         };
         let mtu = [256u32, 1024, 1500, 4096][rng.below(4) as usize];
         let sw = rng.below(400_000);
-        let min = topo.links.iter().map(|l| pfc_min_headroom_bytes(l.bandwidth_bps, l.latency_ps, sw, mtu)).max().unwrap();
+        let min =
+            topo.links.iter().map(|l| pfc_min_headroom_bytes(l.bandwidth_bps, l.latency_ps, sw, mtu)).max().unwrap();
         let headroom = min + rng.below(3 * mtu as u64);
         let xoff = mtu as u64 * (1 + rng.below(8));
         let xon = rng.below(xoff + 1);
@@ -142,7 +133,11 @@ fn random_buffers_thresholds_and_traffic_never_drop_nor_hang() {
             flow_control: FlowControl::Pfc,
             pfc,
             // On a torus only dimension order is deadlock-free under PFC (Duato is refused below).
-            routing: if shape == 2 { RoutingAlgo::Minimal } else { [RoutingAlgo::Minimal, RoutingAlgo::Ecmp, RoutingAlgo::Adaptive][rng.below(3) as usize] },
+            routing: if shape == 2 {
+                RoutingAlgo::Minimal
+            } else {
+                [RoutingAlgo::Minimal, RoutingAlgo::Ecmp, RoutingAlgo::Adaptive][rng.below(3) as usize]
+            },
             ..NetConfig::default()
         };
         let hosts = topo.num_hosts() as u64;
@@ -156,7 +151,10 @@ fn random_buffers_thresholds_and_traffic_never_drop_nor_hang() {
                 (s, d, 1 + rng.below(60_000), rng.below(3_000_000))
             })
             .collect();
-        let what = format!("case {case}: {} mtu {mtu} buffer {buffer} xoff {xoff} xon {:?} headroom {headroom} routing {:?}", topo.name, pfc.xon_bytes, cfg.routing);
+        let what = format!(
+            "case {case}: {} mtu {mtu} buffer {buffer} xoff {xoff} xon {:?} headroom {headroom} routing {:?}",
+            topo.name, pfc.xon_bytes, cfg.routing
+        );
         let (net, end) = run(&topo, cfg, msgs);
         let st = check_lossless(&net, &end, &what);
         paused_cases += (st.pause_frames > 0) as u32;
@@ -216,7 +214,10 @@ fn same_seed_gives_identical_runs() {
     let mut cfg = pfc_cfg(48 << 10);
     cfg.routing = RoutingAlgo::Adaptive;
     cfg.pfc.xoff_bytes = Some(8192);
-    let msgs: Vec<_> = (1..16).map(|s| (s, (s * 7) % 16, 50_000 + s as u64 * 3000, s as u64 * 10_000)).chain((4..12).map(|s| (s, 0, 30_000, 0))).collect();
+    let msgs: Vec<_> = (1..16)
+        .map(|s| (s, (s * 7) % 16, 50_000 + s as u64 * 3000, s as u64 * 10_000))
+        .chain((4..12).map(|s| (s, 0, 30_000, 0)))
+        .collect();
     let a = run(&topo, cfg.clone(), msgs.clone());
     let b = run(&topo, cfg, msgs);
     let key = |(n, e): &(Network, RunEnd)| {
@@ -259,10 +260,15 @@ fn bad_thresholds_and_duato_are_refused_naming_the_setting() {
     assert!(pfc_thresholds(&topo, &pfc_cfg(min + 4096)).is_ok());
     // Duato's adaptive torus VC needs credits; dimension order is fine.
     let torus = torus(&[4, 4], lp(GBPS100, 500_000)).unwrap();
-    let e = Network::new(&torus, NetConfig { routing: RoutingAlgo::Adaptive, ..pfc_cfg(1 << 20) }, vec![], &Rng::new(1)).err().unwrap();
+    let e =
+        Network::new(&torus, NetConfig { routing: RoutingAlgo::Adaptive, ..pfc_cfg(1 << 20) }, vec![], &Rng::new(1))
+            .err()
+            .unwrap();
     assert!(e.contains("Duato") && e.contains("minimal"), "{e}");
     assert!(Network::new(&torus, pfc_cfg(1 << 20), vec![], &Rng::new(1)).is_ok());
-    assert!(FlowControl::Pfc.is_lossless() && FlowControl::Credit.is_lossless() && !FlowControl::DropTail.is_lossless());
+    assert!(
+        FlowControl::Pfc.is_lossless() && FlowControl::Credit.is_lossless() && !FlowControl::DropTail.is_lossless()
+    );
 }
 
 #[test]
@@ -270,7 +276,7 @@ fn a_run_cut_mid_incast_names_the_paused_ports_in_its_network_state() {
     let topo = star(5, lp(GBPS100, 500_000)).unwrap();
     let mut net = Network::new(&topo, pfc_cfg(40 << 10), vec![], &Rng::new(1)).unwrap();
     let msgs: Vec<_> = (1..5).map(|s| (s, 0, 1_000_000, 0)).collect();
-    let mut w = Batch { remaining: msgs.len(), msgs };
+    let mut w = Batch::new(msgs);
     // Mid-incast: the senders' NICs are paused.
     let end = net.run_limited(&mut w, RunLimits { until: Some(SimTime(20_000_000)), watchdog: None }, &mut |_| true);
     assert_eq!(end, RunEnd::TimeLimit);

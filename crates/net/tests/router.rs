@@ -5,44 +5,32 @@ use reducelab_des::{Rng, SimDuration, SimTime};
 use reducelab_net::*;
 use reducelab_topo::*;
 
-const GBPS100: u64 = 100_000_000_000;
-
-fn lp(bw: u64, lat_ps: u64) -> LinkParams {
-    LinkParams { bandwidth_bps: bw, latency_ps: lat_ps }
-}
-
-/// Sends a fixed list of messages (src, dst, bytes, start ps) and stops when all are delivered.
-struct Batch {
-    msgs: Vec<(u32, u32, u64, u64)>,
-    remaining: usize,
-}
-impl Workload for Batch {
-    fn on_start(&mut self, net: &mut Network) {
-        for &(s, d, b, t) in &self.msgs {
-            net.send(s, d, b, SimTime(t), 0, None);
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            net.stop();
-        }
-    }
-}
+mod common;
+use common::{lp, Batch, GBPS100};
 
 fn run(topo: &Topology, cfg: NetConfig, msgs: Vec<(u32, u32, u64, u64)>) -> (Network, RunEnd) {
     let mut net = Network::new(topo, cfg, vec![], &Rng::new(1)).unwrap();
-    let mut w = Batch { remaining: msgs.len(), msgs };
+    let mut w = Batch::new(msgs);
     let end = net.run(&mut w, Some(SimTime(1_000_000_000_000)), &mut |_| {});
     (net, end)
 }
 
 fn ib(input: u64, output: u64, speedup: f64) -> RouterKind {
-    RouterKind::InputBuffered(InputBuffered { input_buffer_bytes: input, output_buffer_bytes: output, crossbar_speedup: speedup })
+    RouterKind::InputBuffered(InputBuffered {
+        input_buffer_bytes: input,
+        output_buffer_bytes: output,
+        crossbar_speedup: speedup,
+    })
 }
 
 fn base() -> NetConfig {
-    NetConfig { mtu_bytes: 4096, header_bytes: 64, switch_latency_ps: 100_000, buffer_bytes: 1 << 20, ..NetConfig::default() }
+    NetConfig {
+        mtu_bytes: 4096,
+        header_bytes: 64,
+        switch_latency_ps: 100_000,
+        buffer_bytes: 1 << 20,
+        ..NetConfig::default()
+    }
 }
 
 /// The classic case. One switch; hosts 0, 1, 2 each send 3 packets to host 3 (output X, three
@@ -63,7 +51,13 @@ fn a_blocked_head_delays_the_packet_behind_it_only_in_input_buffered_routers() {
     let d = t + l + s;
     let topo = star(6, lp(GBPS100, l)).unwrap();
     let payload = 4032;
-    let msgs = vec![(0, 3, 3 * payload, 0), (1, 3, 3 * payload, 0), (2, 3, 3 * payload, 0), (4, 3, payload, 0), (4, 5, payload, 1)];
+    let msgs = vec![
+        (0, 3, 3 * payload, 0),
+        (1, 3, 3 * payload, 0),
+        (2, 3, 3 * payload, 0),
+        (4, 3, payload, 0),
+        (4, 5, payload, 1),
+    ];
     let mut oq = base();
     oq.switch_latency_ps = s;
     let (net, end) = run(&topo, oq.clone(), msgs.clone());
@@ -127,7 +121,10 @@ fn a_permutation_keeps_its_throughput_within_a_stated_bound() {
                 break;
             }
         }
-        let low: Vec<_> = (0..n).flat_map(|s| (0..20u64).map(move |k| (s, k))).map(|(s, k)| (s, perm[s as usize], 16 << 10, k * 6_400_000)).collect();
+        let low: Vec<_> = (0..n)
+            .flat_map(|s| (0..20u64).map(move |k| (s, k)))
+            .map(|(s, k)| (s, perm[s as usize], 16 << 10, k * 6_400_000))
+            .collect();
         let full: Vec<_> = (0..n).map(|s| (s, perm[s as usize], 256 << 10, 0)).collect();
         let measure = |c: NetConfig, msgs: &Vec<(u32, u32, u64, u64)>| {
             let (net, end) = run(&topo, c, msgs.clone());
@@ -140,9 +137,16 @@ fn a_permutation_keeps_its_throughput_within_a_stated_bound() {
         let mut oq = base();
         oq.routing = RoutingAlgo::CANARY;
         oq.buffer_bytes = 64 << 10;
-        let with = |speedup: f64| NetConfig { router: ib(64 << 10, 64 << 10, speedup), arbitration: Arbitration::InputRoundRobin, ..oq.clone() };
+        let with = |speedup: f64| NetConfig {
+            router: ib(64 << 10, 64 << 10, speedup),
+            arbitration: Arbitration::InputRoundRobin,
+            ..oq.clone()
+        };
         let (a, b) = (measure(oq.clone(), &low), measure(with(1.0), &low));
-        assert!(b.0 <= a.0 * 1.02 && b.1 <= a.1 * 1.10, "seed {seed} low load: output-queued {a:?}, input-buffered {b:?}");
+        assert!(
+            b.0 <= a.0 * 1.02 && b.1 <= a.1 * 1.10,
+            "seed {seed} low load: output-queued {a:?}, input-buffered {b:?}"
+        );
         let a = measure(oq.clone(), &full);
         let b2 = measure(with(2.0), &full);
         assert!(b2.0 <= a.0 * 1.10, "seed {seed} full load, speedup 2: output-queued {a:?}, input-buffered {b2:?}");
@@ -203,7 +207,9 @@ fn random_traffic_is_delivered_and_credits_are_conserved() {
 fn input_buffered_runs_are_deterministic() {
     let topo = fat_tree_2level(4, 4, 2, 1, None, lp(GBPS100, 500_000), lp(GBPS100, 500_000)).unwrap();
     let mut rng = Rng::new(7);
-    let msgs: Vec<_> = (0..200).map(|_| (rng.below(16) as u32, rng.below(16) as u32, 1 + rng.below(100_000), rng.below(5_000_000))).collect();
+    let msgs: Vec<_> = (0..200)
+        .map(|_| (rng.below(16) as u32, rng.below(16) as u32, 1 + rng.below(100_000), rng.below(5_000_000)))
+        .collect();
     let mut c = base();
     c.routing = RoutingAlgo::CANARY;
     c.router = ib(16 << 10, 8 << 10, 1.5);

@@ -1,50 +1,42 @@
 //! Per-packet spraying (`NetConfig::spray`): a message's packets cycle through every up/down
 //! path of a fat tree, each once per cycle, in both directions; without it every packet of a
 //! message takes the same path.
-use reducelab_des::{Rng, SimTime};
+use reducelab_des::Rng;
 use reducelab_net::*;
 use reducelab_topo::*;
 
-const GBPS100: u64 = 100_000_000_000;
+mod common;
+use common::{lp, Batch, GBPS100};
+
 const PAYLOAD: u64 = 4096 - 64;
-
-fn lp(bw: u64, lat_ps: u64) -> LinkParams {
-    LinkParams { bandwidth_bps: bw, latency_ps: lat_ps }
-}
-
-struct Batch {
-    msgs: Vec<(u32, u32, u64)>,
-    remaining: usize,
-}
-impl Workload for Batch {
-    fn on_start(&mut self, net: &mut Network) {
-        for &(s, d, b) in &self.msgs {
-            net.send(s, d, b, SimTime(0), 0, None);
-        }
-    }
-    fn on_delivered(&mut self, net: &mut Network, _m: MsgId) {
-        self.remaining -= 1;
-        if self.remaining == 0 {
-            net.stop();
-        }
-    }
-}
 
 fn run(topo: &Topology, cfg: NetConfig, ndp: bool, msgs: Vec<(u32, u32, u64)>) -> Network {
     let mut net = Network::new(topo, cfg, vec![], &Rng::new(7)).unwrap();
     if ndp {
-        net.set_transport(TransportConfig::Ndp(NdpConfig { initial_window_packets: 8, data_queue_packets: 8, rto_ps: 1_000_000_000 }))
-            .unwrap();
+        net.set_transport(TransportConfig::Ndp(NdpConfig {
+            initial_window_packets: 8,
+            data_queue_packets: 8,
+            rto_ps: 1_000_000_000,
+        }))
+        .unwrap();
     }
-    let remaining = msgs.len();
-    let end = net.run(&mut Batch { msgs, remaining }, None, &mut |_| {});
+    let end = net.run(&mut Batch::at_zero(&msgs), None, &mut |_| {});
     assert_eq!(end, RunEnd::Stopped);
     assert!(net.messages().iter().all(|m| m.verified()));
     net
 }
 
 fn cfg(routing: RoutingAlgo, spray: bool, fc: FlowControl) -> NetConfig {
-    NetConfig { mtu_bytes: 4096, header_bytes: 64, switch_latency_ps: 100_000, buffer_bytes: 1 << 20, flow_control: fc, routing, spray, ..NetConfig::default() }
+    NetConfig {
+        mtu_bytes: 4096,
+        header_bytes: 64,
+        switch_latency_ps: 100_000,
+        buffer_bytes: 1 << 20,
+        flow_control: fc,
+        routing,
+        spray,
+        ..NetConfig::default()
+    }
 }
 
 /// Packets sent up each link from a switch `d` links from host `from` to one `d + 1` links
@@ -53,13 +45,18 @@ fn cfg(routing: RoutingAlgo, spray: bool, fc: FlowControl) -> NetConfig {
 /// switch.)
 fn packets_between(net: &Network, topo: &Topology, from: u32, d: u32) -> Vec<u64> {
     let dist = topo.bfs_from(topo.host_node(from));
-    let has_host = |n: u32| topo.nodes[n as usize].ports.iter().any(|pp| topo.nodes[pp.peer.idx()].kind == NodeKind::Host);
+    let has_host =
+        |n: u32| topo.nodes[n as usize].ports.iter().any(|pp| topo.nodes[pp.peer.idx()].kind == NodeKind::Host);
     let is_switch = |n: u32| topo.nodes[n as usize].kind == NodeKind::Switch;
     let mut v: Vec<(u32, u64)> = net
         .port_stats()
         .iter()
         .filter(|p| {
-            is_switch(p.node) && is_switch(p.peer_node) && dist[p.node as usize] == d && dist[p.peer_node as usize] == d + 1 && !has_host(p.peer_node)
+            is_switch(p.node)
+                && is_switch(p.peer_node)
+                && dist[p.node as usize] == d
+                && dist[p.peer_node as usize] == d + 1
+                && !has_host(p.peer_node)
         })
         .map(|p| (p.link, p.packets))
         .collect();
@@ -129,9 +126,15 @@ fn adaptive_ties_follow_the_path_number() {
 fn ndp_messages_spread_over_nic_ports() {
     let topo = torus(&[4, 4], lp(GBPS100, 1_000_000)).unwrap();
     for ndp in [false, true] {
-        let net = run(&topo, cfg(RoutingAlgo::Adaptive, false, FlowControl::DropTail), ndp, vec![(0, 5, 20 * PAYLOAD), (0, 5, 20 * PAYLOAD)]);
+        let net = run(
+            &topo,
+            cfg(RoutingAlgo::Adaptive, false, FlowControl::DropTail),
+            ndp,
+            vec![(0, 5, 20 * PAYLOAD), (0, 5, 20 * PAYLOAD)],
+        );
         let host0 = topo.host_node(0).0;
-        let mut used: Vec<u64> = net.port_stats().iter().filter(|p| p.node == host0 && p.packets > 0).map(|p| p.packets).collect();
+        let mut used: Vec<u64> =
+            net.port_stats().iter().filter(|p| p.node == host0 && p.packets > 0).map(|p| p.packets).collect();
         used.sort();
         // Only the two messages' data leaves host 0 (its ACKs come back to it): 20 packets
         // each, more under NDP if some were retransmitted.
@@ -165,13 +168,18 @@ fn routing_one_event_early_changes_no_result() {
             let mut net = Network::new(&topo, cfg(routing, spray, fc), vec![], &Rng::new(7)).unwrap();
             net.set_route_ahead_min_ports(min_ports);
             if ndp {
-                net.set_transport(TransportConfig::Ndp(NdpConfig { initial_window_packets: 8, data_queue_packets: 8, rto_ps: 1_000_000_000 })).unwrap();
+                net.set_transport(TransportConfig::Ndp(NdpConfig {
+                    initial_window_packets: 8,
+                    data_queue_packets: 8,
+                    rto_ps: 1_000_000_000,
+                }))
+                .unwrap();
             }
-            let remaining = msgs.len();
-            assert_eq!(net.run(&mut Batch { msgs: msgs.clone(), remaining }, None, &mut |_| {}), RunEnd::Stopped);
+            assert_eq!(net.run(&mut Batch::at_zero(&msgs), None, &mut |_| {}), RunEnd::Stopped);
             assert!(net.messages().iter().all(|m| m.verified()));
             let ends: Vec<u64> = net.messages().iter().map(|m| m.end.0).collect();
-            let ports: Vec<(u32, u64, u64, u64)> = net.port_stats().iter().map(|p| (p.link, p.packets, p.bytes, p.drops)).collect();
+            let ports: Vec<(u32, u64, u64, u64)> =
+                net.port_stats().iter().map(|p| (p.link, p.packets, p.bytes, p.drops)).collect();
             let st = net.stats();
             (ends, ports, (st.events, st.packet_hops, st.drops_buffer))
         };

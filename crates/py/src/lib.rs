@@ -15,6 +15,10 @@
 //! few process-wide atomics (only one run at a time, the first to start, draws a bar) and the
 //! pending exception is thread-local.
 
+// pyo3 0.22's #[pyfunction] expansion converts a `PyResult`'s error into `PyErr` again, which
+// clippy reports at every `-> PyResult<_>` (PyO3/pyo3#4828, fixed in pyo3 0.23).
+#![allow(clippy::useless_conversion)]
+
 use std::cell::{Cell, RefCell};
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -43,9 +47,8 @@ fn scenario_error(py: Python<'_>, err: &reducelab_sim::ScenarioError) -> PyErr {
     let value = py_err.value_bound(py);
     // Setting attributes on a fresh exception instance cannot fail short of memory exhaustion; if
     // it does, that error is more informative than the scenario error.
-    if let Err(e) = value
-        .setattr("field", err.field.as_str())
-        .and_then(|()| value.setattr("reason", err.reason.as_str()))
+    if let Err(e) =
+        value.setattr("field", err.field.as_str()).and_then(|()| value.setattr("reason", err.reason.as_str()))
     {
         return e;
     }
@@ -160,8 +163,7 @@ impl ProgressBar {
 impl Drop for ProgressBar {
     fn drop(&mut self) {
         if BAR_DRAWN.swap(false, Ordering::Relaxed) {
-            let elapsed =
-                Duration::from_nanos(now_ns().saturating_sub(RUN_START_NS.load(Ordering::Relaxed)));
+            let elapsed = Duration::from_nanos(now_ns().saturating_sub(RUN_START_NS.load(Ordering::Relaxed)));
             let mut err = std::io::stderr().lock();
             if self.succeeded {
                 let _ = err.write_all(render_bar(1.0, elapsed).as_bytes());
@@ -284,21 +286,35 @@ fn algorithm_registry(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
 /// `ValueError` naming the problem.
 #[pyfunction]
 #[pyo3(signature = (algorithm, topology, format="json", size_bytes=1 << 20, collective="allreduce", calc_ns_per_byte=0.0))]
-fn schedule_export(py: Python<'_>, algorithm: &str, topology: &str, format: &str, size_bytes: u64, collective: &str, calc_ns_per_byte: f64) -> PyResult<String> {
+fn schedule_export(
+    py: Python<'_>,
+    algorithm: &str,
+    topology: &str,
+    format: &str,
+    size_bytes: u64,
+    collective: &str,
+    calc_ns_per_byte: f64,
+) -> PyResult<String> {
     use reducelab_sched::export::{self, ExportOptions, Format, GoalOptions};
     let coll = match collective {
         "allreduce" => reducelab_sched::Collective::Allreduce,
         "reduce_scatter" => reducelab_sched::Collective::ReduceScatter,
         "allgather" => reducelab_sched::Collective::Allgather,
-        other => return Err(PyValueError::new_err(format!("collective must be allreduce, reduce_scatter or allgather, got '{other}'"))),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "collective must be allreduce, reduce_scatter or allgather, got '{other}'"
+            )))
+        }
     };
     let format = Format::parse(format).map_err(PyValueError::new_err)?;
     if size_bytes == 0 {
         return Err(PyValueError::new_err("size_bytes must be at least 1"));
     }
-    let opts = ExportOptions { goal: GoalOptions { size_bytes, elem_bytes: 4, calc_ns_per_byte }, ..Default::default() };
+    let opts =
+        ExportOptions { goal: GoalOptions { size_bytes, elem_bytes: 4, calc_ns_per_byte }, ..Default::default() };
     py.allow_threads(|| {
-        let s = export::schedule_for(algorithm, topology, coll, size_bytes, &reducelab_sched::registry::Costs::default())?;
+        let s =
+            export::schedule_for(algorithm, topology, coll, size_bytes, &reducelab_sched::registry::Costs::default())?;
         export::export(&s, format, &opts)
     })
     .map_err(PyValueError::new_err)
@@ -378,7 +394,11 @@ fn model<'py>(
     };
     let report = py
         .allow_threads(|| {
-            let costs = reducelab_sched::registry::Costs { alpha_s: latency_ns * 1e-9, beta_s_per_byte: 8.0 / (bandwidth_gbps * 1e9), per_hop_s: switch_latency_ns * 1e-9 };
+            let costs = reducelab_sched::registry::Costs {
+                alpha_s: latency_ns * 1e-9,
+                beta_s_per_byte: 8.0 / (bandwidth_gbps * 1e9),
+                per_hop_s: switch_latency_ns * 1e-9,
+            };
             reducelab_sched::model::model_resolved(algorithm, topology, size_bytes, d, Some(&costs))
         })
         .map_err(PyValueError::new_err)?;
@@ -482,7 +502,12 @@ fn collective_params(
 ) -> PyResult<(reducelab_sim::collective_run::Backend, reducelab_sim::collective_run::NetworkOverrides)> {
     use reducelab_sim::collective_run::{Backend, NetworkOverrides};
     let backend = Backend::parse(backend).map_err(PyValueError::new_err)?;
-    let net = NetworkOverrides { bandwidth_gbps: Some(bandwidth_gbps), latency_ns: Some(latency_ns), switch_latency_ns: Some(switch_latency_ns), buffer_bytes };
+    let net = NetworkOverrides {
+        bandwidth_gbps: Some(bandwidth_gbps),
+        latency_ns: Some(latency_ns),
+        switch_latency_ns: Some(switch_latency_ns),
+        buffer_bytes,
+    };
     Ok((backend, net))
 }
 
@@ -515,7 +540,9 @@ fn run_collective<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let (backend, net) = collective_params(backend, bandwidth_gbps, latency_ns, switch_latency_ns, buffer_bytes)?;
     let out = py
-        .allow_threads(|| reducelab_sim::collective_run::run_collective(topology, algorithm, size_bytes, backend, &net, seed))
+        .allow_threads(|| {
+            reducelab_sim::collective_run::run_collective(topology, algorithm, size_bytes, backend, &net, seed)
+        })
         .map_err(PyValueError::new_err)?;
     collective_dict(py, &out, &net, seed)
 }
@@ -543,9 +570,12 @@ fn run_collective_sizes<'py>(
     if threads == 0 {
         return Err(PyValueError::new_err("threads must be at least 1, got 0"));
     }
-    let outs = py.allow_threads(|| {
-        reducelab_sim::collective_run::run_collective_sizes(topology, algorithm, &sizes, backend, &net, seed, threads)
-    })
+    let outs = py
+        .allow_threads(|| {
+            reducelab_sim::collective_run::run_collective_sizes(
+                topology, algorithm, &sizes, backend, &net, seed, threads,
+            )
+        })
         .map_err(PyValueError::new_err)?;
     let list = PyList::empty_bound(py);
     for o in &outs {
@@ -568,7 +598,9 @@ fn topology_spec<'py>(py: Python<'py>, spec: &str) -> PyResult<Bound<'py, PyDict
     d.set_item("kind", t.kind())?;
     d.set_item("hosts", t.hosts())?;
     let (dims, board, grid) = match &t {
-        TopologySpec::Torus(d) | TopologySpec::HyperX(d) => (d.iter().map(|&x| x as u64).collect::<Vec<u64>>(), None, None),
+        TopologySpec::Torus(d) | TopologySpec::HyperX(d) => {
+            (d.iter().map(|&x| x as u64).collect::<Vec<u64>>(), None, None)
+        }
         TopologySpec::HammingMesh { board, grid } => (
             vec![board.0 as u64 * grid.0 as u64, board.1 as u64 * grid.1 as u64],
             Some(vec![board.0, board.1]),
@@ -603,7 +635,8 @@ fn innet_allreduce<'py>(
     timeout_s: f64,
     start_at: Option<f64>,
 ) -> PyResult<(Bound<'py, pyo3::types::PyBytes>, String)> {
-    let ip: std::net::Ipv4Addr = ip_base.parse().map_err(|_| PyValueError::new_err(format!("ip_base: `{ip_base}` is not an IPv4 address")))?;
+    let ip: std::net::Ipv4Addr =
+        ip_base.parse().map_err(|_| PyValueError::new_err(format!("ip_base: `{ip_base}` is not an IPv4 address")))?;
     if data.len() % 4 != 0 {
         return Err(PyValueError::new_err(format!("data: {} bytes is not a whole number of int32 values", data.len())));
     }
@@ -617,16 +650,20 @@ fn innet_allreduce<'py>(
         start_at: start_at.map(|t| std::time::UNIX_EPOCH + Duration::from_secs_f64(t.max(0.0))),
         ..reducelab_switch::HostOptions::default()
     };
-    if host as usize >= plan.fabric.num_hosts() || plan.colls.get(tenant as usize).is_some_and(|c| !c.ranks.contains(&host)) {
+    if host as usize >= plan.fabric.num_hosts()
+        || plan.colls.get(tenant as usize).is_some_and(|c| !c.ranks.contains(&host))
+    {
         return Err(PyValueError::new_err(format!("host: {host} is not a rank of allreduce {tenant} of the scenario")));
     }
-    let (report, sum) = py.allow_threads(|| reducelab_switch::allreduce_data(&plan, host, &opts, tenant, values)).map_err(|e| {
-        if e.starts_with("data:") || e.starts_with("tenant:") || e.starts_with("host:") && !e.contains("timed out") {
-            PyValueError::new_err(e)
-        } else {
-            pyo3::exceptions::PyRuntimeError::new_err(e)
-        }
-    })?;
+    let (report, sum) =
+        py.allow_threads(|| reducelab_switch::allreduce_data(&plan, host, &opts, tenant, values)).map_err(|e| {
+            if e.starts_with("data:") || e.starts_with("tenant:") || e.starts_with("host:") && !e.contains("timed out")
+            {
+                PyValueError::new_err(e)
+            } else {
+                pyo3::exceptions::PyRuntimeError::new_err(e)
+            }
+        })?;
     let bytes: Vec<u8> = sum.iter().flat_map(|v| v.to_ne_bytes()).collect();
     let json = serde_json::to_string(&report).map_err(|e| pyo3::exceptions::PyRuntimeError::new_err(e.to_string()))?;
     Ok((pyo3::types::PyBytes::new_bound(py, &bytes), json))

@@ -133,7 +133,10 @@ impl Flat {
         std::iter::once(&t.first).chain(self.extra(t))
     }
     fn bytes(&self) -> usize {
-        self.step_base.capacity() * 8 + self.steps.capacity() * 8 + (self.sends.capacity() + self.recvs.capacity()) * std::mem::size_of::<Xfer>() + self.extra.capacity() * 8
+        self.step_base.capacity() * 8
+            + self.steps.capacity() * 8
+            + (self.sends.capacity() + self.recvs.capacity()) * std::mem::size_of::<Xfer>()
+            + self.extra.capacity() * 8
     }
 }
 
@@ -156,7 +159,13 @@ struct Scratch {
 impl Scratch {
     fn bytes(&self) -> usize {
         self.fl.bytes()
-            + (self.rstart.capacity() + self.fill.capacity() + self.rr.capacity() + self.ss.capacity() + self.vals.capacity() + self.pc.capacity()) * 8
+            + (self.rstart.capacity()
+                + self.fill.capacity()
+                + self.rr.capacity()
+                + self.ss.capacity()
+                + self.vals.capacity()
+                + self.pc.capacity())
+                * 8
             + (self.at.capacity() + self.peers.capacity()) * 4
             + self.snaps.bytes()
     }
@@ -204,7 +213,16 @@ fn flatten(s: &Schedule, fl: &mut Flat) -> Result<(), CheckError> {
             Some((&first, _)) => (first, (0, 0)),
             None => ((0, 0), (0, 0)),
         };
-        Xfer { peer: t.peer, step: si as u32, partner_step: 0, link: 0, op: t.op, empty: t.blocks.is_empty(), first, more }
+        Xfer {
+            peer: t.peer,
+            step: si as u32,
+            partner_step: 0,
+            link: 0,
+            op: t.op,
+            empty: t.blocks.is_empty(),
+            first,
+            more,
+        }
     };
     for prog in &s.programs {
         fl.step_base.push(fl.steps.len());
@@ -247,12 +265,20 @@ fn validate_transfer(s: &Schedule, r: u32, si: usize, t: &Xfer, fl: &Flat, is_re
     let mut prev_end = None;
     for &(a, b) in fl.ranges_of(t) {
         if a >= b || b > s.blocks || prev_end.is_some_and(|e| a <= e) {
-            return fail(Some(r), Some(si), format!("block ranges {:?} are not sorted, disjoint ranges within 0..{}", fl.listed(t), s.blocks));
+            return fail(
+                Some(r),
+                Some(si),
+                format!("block ranges {:?} are not sorted, disjoint ranges within 0..{}", fl.listed(t), s.blocks),
+            );
         }
         prev_end = Some(b);
     }
     if is_recv != t.op.is_some() {
-        return fail(Some(r), Some(si), if is_recv { "receive without an op".into() } else { "send with a receive op".into() });
+        return fail(
+            Some(r),
+            Some(si),
+            if is_recv { "receive without an op".into() } else { "send with a receive op".into() },
+        );
     }
     Ok(())
 }
@@ -558,7 +584,11 @@ fn execute<const W: usize>(s: &Schedule, sc: &mut Scratch) -> Result<(), CheckEr
                     let src = &vals[at(r, a)..at(r, e)];
                     for (b, v) in (a..e).zip(src.chunks_exact(stride)) {
                         if v[1..].iter().fold(0, |x, &w| x | w) == 0 {
-                            return fail(Some(r), Some(pc), format!("sends block {b} to rank {} but does not hold it", t.peer));
+                            return fail(
+                                Some(r),
+                                Some(pc),
+                                format!("sends block {b} to rank {} but does not hold it", t.peer),
+                            );
                         }
                     }
                     snaps.recs[j..j + src.len()].copy_from_slice(src);
@@ -602,14 +632,19 @@ fn execute<const W: usize>(s: &Schedule, sc: &mut Scratch) -> Result<(), CheckEr
                         locals.copy_from_slice(incs);
                         continue;
                     }
-                    for (b, (local, inc)) in (a..e).zip(locals.chunks_exact_mut(stride).zip(incs.chunks_exact(stride))) {
+                    for (b, (local, inc)) in (a..e).zip(locals.chunks_exact_mut(stride).zip(incs.chunks_exact(stride)))
+                    {
                         let (mut held, mut twice) = (0, 0);
                         for w in 1..stride {
                             held |= local[w];
                             twice |= local[w] & inc[w];
                         }
                         if held == 0 {
-                            return fail(Some(r), Some(pc[ri]), format!("reduces into block {b}, which it does not hold"));
+                            return fail(
+                                Some(r),
+                                Some(pc[ri]),
+                                format!("reduces into block {b}, which it does not hold"),
+                            );
                         }
                         if twice != 0 {
                             let w = (1..stride).find(|&w| local[w] & inc[w] != 0).expect("overlap");
@@ -617,7 +652,10 @@ fn execute<const W: usize>(s: &Schedule, sc: &mut Scratch) -> Result<(), CheckEr
                             return fail(
                                 Some(r),
                                 Some(pc[ri]),
-                                format!("block {b} from rank {}: the contribution of rank {dup} would be reduced twice", t.peer),
+                                format!(
+                                    "block {b} from rank {}: the contribution of rank {dup} would be reduced twice",
+                                    t.peer
+                                ),
                             );
                         }
                         for w in 1..stride {
@@ -651,7 +689,8 @@ fn execute<const W: usize>(s: &Schedule, sc: &mut Scratch) -> Result<(), CheckEr
         std::mem::swap(&mut cur, &mut next);
     }
     if (0..pu).any(|r| pc[r] < fl.len(r)) {
-        let stuck: Vec<String> = (0..pu).filter(|&r| pc[r] < fl.len(r)).take(8).map(|r| format!("rank {r} at step {}", pc[r])).collect();
+        let stuck: Vec<String> =
+            (0..pu).filter(|&r| pc[r] < fl.len(r)).take(8).map(|r| format!("rank {r} at step {}", pc[r])).collect();
         return fail(None, None, format!("deadlock: no rank can complete its step ({} ...)", stuck.join(", ")));
     }
 
@@ -660,7 +699,8 @@ fn execute<const W: usize>(s: &Schedule, sc: &mut Scratch) -> Result<(), CheckEr
         let v = &vals[at(r, b)..][..stride];
         if v[1..].iter().zip(&all).any(|(a, b)| a != b) {
             let held = v[1..].iter().any(|&w| w != 0);
-            let missing: Vec<u32> = (0..p).filter(|&q| v[1 + (q / 64) as usize] & (1 << (q % 64)) == 0).take(8).collect();
+            let missing: Vec<u32> =
+                (0..p).filter(|&q| v[1 + (q / 64) as usize] & (1 << (q % 64)) == 0).take(8).collect();
             return fail(
                 Some(r),
                 None,
@@ -672,7 +712,11 @@ fn execute<const W: usize>(s: &Schedule, sc: &mut Scratch) -> Result<(), CheckEr
             );
         }
         if s.noncommutative_safe && v[0] != order(0, p - 1) {
-            return fail(Some(r), None, format!("block {b} is not reduced in rank order, but the schedule claims noncommutative_safe"));
+            return fail(
+                Some(r),
+                None,
+                format!("block {b} is not reduced in rank order, but the schedule claims noncommutative_safe"),
+            );
         }
         Ok(())
     };
@@ -745,7 +789,9 @@ mod timing {
                     tc += t.elapsed().as_secs_f64();
                 }
             }
-            println!("{algo:20} p = 2..=256, allreduce + reduce-scatter + allgather: check {tc:.2} s (build {tb:.2} s)");
+            println!(
+                "{algo:20} p = 2..=256, allreduce + reduce-scatter + allgather: check {tc:.2} s (build {tb:.2} s)"
+            );
         }
     }
 }

@@ -86,7 +86,11 @@ pub fn to_goal(s: &Schedule, opts: &GoalOptions) -> Result<String, String> {
         return Err(format!("calc_ns_per_byte must be a finite number >= 0, got {}", opts.calc_ns_per_byte));
     }
     let mut out = String::new();
-    let _ = writeln!(out, "// {} {:?} on {} ranks, {} B vector ({} B elements); written by ReduceLab", s.algorithm, s.collective, s.ranks, opts.size_bytes, opts.elem_bytes);
+    let _ = writeln!(
+        out,
+        "// {} {:?} on {} ranks, {} B vector ({} B elements); written by ReduceLab",
+        s.algorithm, s.collective, s.ranks, opts.size_bytes, opts.elem_bytes
+    );
     let _ = writeln!(out, "num_ranks {}", s.ranks);
     for (r, prog) in s.programs.iter().enumerate() {
         let _ = writeln!(out, "\nrank {r} {{");
@@ -149,12 +153,23 @@ pub struct ExportOptions {
 /// topology spec `topology` (`torus:4x4`, `hyperx:8x8`, `hammingmesh:2x2,2x2`; see
 /// [`crate::model::TopologySpec`]); families and policies are resolved for the size with
 /// `costs` ([`crate::registry::resolve`]).
-pub fn schedule_for(algorithm: &str, topology: &str, collective: crate::ir::Collective, size_bytes: u64, costs: &crate::registry::Costs) -> Result<Schedule, String> {
+pub fn schedule_for(
+    algorithm: &str,
+    topology: &str,
+    collective: crate::ir::Collective,
+    size_bytes: u64,
+    costs: &crate::registry::Costs,
+) -> Result<Schedule, String> {
     let spec = crate::model::TopologySpec::parse(topology)?;
     let layout = spec.layout();
     let v = crate::registry::resolve(algorithm, collective, &layout, size_bytes, costs, false)?;
     if layout.ranks() > v.max_ranks {
-        return Err(format!("{} ranks is more than the {} that '{}' schedules support", layout.ranks(), v.max_ranks, v.name));
+        return Err(format!(
+            "{} ranks is more than the {} that '{}' schedules support",
+            layout.ranks(),
+            v.max_ranks,
+            v.name
+        ));
     }
     crate::registry::build(v.name, collective, &layout).map_err(|e| format!("{} on {}: {e}", v.name, spec.spec()))
 }
@@ -179,7 +194,10 @@ mod tests {
         let s = build("ring", Collective::Allreduce, &Layout::line(3)).unwrap();
         let g = to_goal(&s, &GoalOptions { size_bytes: 3 * 4 * 100, elem_bytes: 4, calc_ns_per_byte: 0.5 }).unwrap();
         assert!(g.contains("num_ranks 3\n"));
-        assert!(g.contains("rank 0 {\ns0_x0: send 400b to 1 tag 0\ns0_x1: recv 400b from 2 tag 0\ns0_c1: calc 200\n"), "{g}");
+        assert!(
+            g.contains("rank 0 {\ns0_x0: send 400b to 1 tag 0\ns0_x1: recv 400b from 2 tag 0\ns0_c1: calc 200\n"),
+            "{g}"
+        );
         assert!(g.contains("s1_x0 requires s0_end\n"));
         assert_eq!(g.matches(": send ").count(), 3 * 4);
         assert_eq!(g.matches(": recv ").count(), 3 * 4);

@@ -157,7 +157,18 @@ impl Schedule {
     }
 
     /// Adds a matched send (at `from`) and receive (at `to`) in step `s` of both ranks.
-    pub fn exchange(&mut self, s: usize, from: u32, to: u32, port_out: Option<u16>, port_in: Option<u16>, blocks: Blocks, op: RecvOp) {
+    // (The arguments are the pair's fields, named at every call site of the generators.)
+    #[allow(clippy::too_many_arguments)]
+    pub fn exchange(
+        &mut self,
+        s: usize,
+        from: u32,
+        to: u32,
+        port_out: Option<u16>,
+        port_in: Option<u16>,
+        blocks: Blocks,
+        op: RecvOp,
+    ) {
         if blocks.is_empty() {
             return;
         }

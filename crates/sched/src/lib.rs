@@ -5,8 +5,8 @@
 //! deficiency models, the packet and flow simulators and the MPI runtime (through its
 //! versioned JSON form). This crate does not depend on the simulator.
 
-pub mod check;
 pub mod algos;
+pub mod check;
 pub mod export;
 pub mod ir;
 pub mod model;

@@ -68,6 +68,7 @@
 //! - injection ceiling: the bandwidth term of the step is at least the bytes a rank sends in
 //!   the step (over all its ports) at the ceiling, i.e. the step's rate per rank is
 //!   `min(ports × link, injection)`: `max(β·L_s·b_s, R_s·8/injection)`.
+//!
 //! With no endpoint costs this is [`Deficiencies::cost_seconds`].
 
 use crate::algos::Layout;
@@ -263,7 +264,14 @@ impl<'a> Router<'a> {
 
 /// Torus path: straight along `port` (if any) until the peer's coordinate in that dimension
 /// is reached, then dimension order. Torus node `i` has coordinates `coords_of(i)`.
-fn torus_path(dims: &[u32], strides: &[u32], src: NodeId, dst: NodeId, port: Option<u16>, out: &mut Vec<(NodeId, u16)>) {
+fn torus_path(
+    dims: &[u32],
+    strides: &[u32],
+    src: NodeId,
+    dst: NodeId,
+    port: Option<u16>,
+    out: &mut Vec<(NodeId, u16)>,
+) {
     let mut c = topo::coords_of(src.0, dims);
     let t = topo::coords_of(dst.0, dims);
     let mut node = src.0;
@@ -340,7 +348,18 @@ pub fn deficiencies_of_plan(plan: &Plan, topo: &Topology, size_bytes: u64, d: u3
     let steps = plan.num_steps() as usize;
     let mut per_step = Vec::with_capacity(steps);
     for (s, st) in plan.steps.iter().enumerate() {
-        let mut load = StepLoad { max_port_bytes: 0, max_link_bytes: 0, congestion: 0.0, max_hops: 0, messages: 0, bytes: 0, max_sends: 0, max_recvs: 0, max_rank_bytes: 0, max_msg_bytes: 0 };
+        let mut load = StepLoad {
+            max_port_bytes: 0,
+            max_link_bytes: 0,
+            congestion: 0.0,
+            max_hops: 0,
+            messages: 0,
+            bytes: 0,
+            max_sends: 0,
+            max_recvs: 0,
+            max_rank_bytes: 0,
+            max_msg_bytes: 0,
+        };
         for m in &st.msgs {
             let bytes = plan.bytes(m.blocks, n, ELEM_BYTES);
             if bytes == 0 {
@@ -572,7 +591,9 @@ impl TopologySpec {
             "hammingmesh" | "hxmesh" => {
                 let parts: Vec<&str> = rest.split(',').collect();
                 let [board, grid] = parts[..] else {
-                    return Err(format!("topology '{spec}': expected hammingmesh:BXxBY,GXxGY (board, grid), e.g. hammingmesh:2x2,32x32"));
+                    return Err(format!(
+                        "topology '{spec}': expected hammingmesh:BXxBY,GXxGY (board, grid), e.g. hammingmesh:2x2,32x32"
+                    ));
                 };
                 let two = |what: &str, text: &str| -> Result<(u32, u32), String> {
                     match parse_dims(spec, what, text.trim())?[..] {
@@ -582,7 +603,9 @@ impl TopologySpec {
                 };
                 Ok(TopologySpec::HammingMesh { board: two("board", board)?, grid: two("grid", grid)? })
             }
-            other => Err(format!("topology '{spec}': unknown kind '{other}' (known: torus, hyperx, hammingmesh; e.g. {TOPOLOGY_KINDS})")),
+            other => Err(format!(
+                "topology '{spec}': unknown kind '{other}' (known: torus, hyperx, hammingmesh; e.g. {TOPOLOGY_KINDS})"
+            )),
         }
     }
 
@@ -608,11 +631,16 @@ impl TopologySpec {
     /// Builds the topology with links of [`DEFAULT_BANDWIDTH_GBPS`] and [`DEFAULT_LATENCY_NS`]
     /// (link parameters do not matter to the model).
     pub fn build(&self) -> Result<Topology, String> {
-        let link = LinkParams { bandwidth_bps: (DEFAULT_BANDWIDTH_GBPS * 1e9) as u64, latency_ps: (DEFAULT_LATENCY_NS * 1e3) as u64 };
+        let link = LinkParams {
+            bandwidth_bps: (DEFAULT_BANDWIDTH_GBPS * 1e9) as u64,
+            latency_ps: (DEFAULT_LATENCY_NS * 1e3) as u64,
+        };
         let r = match self {
             TopologySpec::Torus(dims) => topo::torus(dims, link),
             TopologySpec::HyperX(dims) => topo::hyperx(dims, link),
-            TopologySpec::HammingMesh { board, grid } => topo::hammingmesh(board.0, board.1, grid.0, grid.1, link, link),
+            TopologySpec::HammingMesh { board, grid } => {
+                topo::hammingmesh(board.0, board.1, grid.0, grid.1, link, link)
+            }
         };
         r.map_err(|e| format!("topology '{}': {e}", self.spec()))
     }
@@ -641,7 +669,9 @@ impl TopologySpec {
         match self {
             TopologySpec::Torus(d) => format!("torus:{}", x(d)),
             TopologySpec::HyperX(d) => format!("hyperx:{}", x(d)),
-            TopologySpec::HammingMesh { board, grid } => format!("hammingmesh:{}x{},{}x{}", board.0, board.1, grid.0, grid.1),
+            TopologySpec::HammingMesh { board, grid } => {
+                format!("hammingmesh:{}x{},{}x{}", board.0, board.1, grid.0, grid.1)
+            }
         }
     }
 }
@@ -669,11 +699,19 @@ pub fn model(algorithm: &str, topology_spec: &str, size_bytes: u64, d: Option<u3
 
 /// [`model`] for any registry name: with `costs`, a family or policy is first resolved to the
 /// variant it picks for `size_bytes` on the topology's layout.
-pub fn model_resolved(algorithm: &str, topology_spec: &str, size_bytes: u64, d: Option<u32>, costs: Option<&crate::registry::Costs>) -> Result<ModelReport, String> {
+pub fn model_resolved(
+    algorithm: &str,
+    topology_spec: &str,
+    size_bytes: u64,
+    d: Option<u32>,
+    costs: Option<&crate::registry::Costs>,
+) -> Result<ModelReport, String> {
     let spec = TopologySpec::parse(topology_spec)?;
     let layout = spec.layout();
     let entry = match costs {
-        Some(c) => crate::registry::resolve(algorithm, crate::ir::Collective::Allreduce, &layout, size_bytes, c, false)?,
+        Some(c) => {
+            crate::registry::resolve(algorithm, crate::ir::Collective::Allreduce, &layout, size_bytes, c, false)?
+        }
         None => crate::registry::variant_entry(algorithm)?,
     };
     let variant = entry.name;

@@ -257,7 +257,7 @@ fn emit(tbs: &mut [TbDraft], tb: usize, mut step: MscclStep, deps: impl IntoIter
         }
     }
     let need: Vec<(usize, usize)> =
-        latest.into_iter().filter(|&(dt, ds)| tbs[tb].waited.get(&dt).map_or(true, |&w| w < ds)).collect();
+        latest.into_iter().filter(|&(dt, ds)| tbs[tb].waited.get(&dt).is_none_or(|&w| w < ds)).collect();
     for &(dt, ds) in &need {
         tbs[tb].waited.insert(dt, ds);
         tbs[dt].tb.steps[ds].hasdep = true;
@@ -297,17 +297,23 @@ pub fn to_msccl_program(s: &Schedule, opts: &MscclOptions) -> Result<MscclProgra
     }
     let owner_layout = |what: &str| -> Result<u32, String> {
         if p == 0 || nb % p != 0 {
-            return Err(format!("{what}: {nb} blocks do not split evenly over {p} ranks, as MSCCL's in-place layout needs"));
+            return Err(format!(
+                "{what}: {nb} blocks do not split evenly over {p} ranks, as MSCCL's in-place layout needs"
+            ));
         }
         let k = nb / p;
         if s.block_owner.len() != nb as usize || s.block_owner.iter().enumerate().any(|(b, &o)| o != b as u32 / k) {
-            return Err(format!("{what}: block owners are not rank-major (block b owned by b / {k}), as MSCCL's in-place layout needs"));
+            return Err(format!(
+                "{what}: block owners are not rank-major (block b owned by b / {k}), as MSCCL's in-place layout needs"
+            ));
         }
         Ok(k)
     };
     let (coll, buf, i_chunks, o_chunks) = match s.collective {
         Collective::Allreduce => ("allreduce".to_string(), MscclBuf::Input, nb, nb),
-        Collective::ReduceScatter => (opts.reduce_scatter_coll.clone(), MscclBuf::Input, nb, owner_layout("reduce-scatter")?),
+        Collective::ReduceScatter => {
+            (opts.reduce_scatter_coll.clone(), MscclBuf::Input, nb, owner_layout("reduce-scatter")?)
+        }
         Collective::Allgather => ("allgather".to_string(), MscclBuf::Output, owner_layout("allgather")?, nb),
         other => return Err(format!("MSCCL export supports allreduce, reduce-scatter and allgather, not {other:?}")),
     };
@@ -322,7 +328,11 @@ pub fn to_msccl_program(s: &Schedule, opts: &MscclOptions) -> Result<MscclProgra
     for (&(a, b), sends) in &send_log {
         let recvs = recv_log.get(&(a, b)).map(Vec::as_slice).unwrap_or(&[]);
         if sends.len() != recvs.len() {
-            return Err(format!("rank {a} sends {} runs to rank {b}, which receives {} from it", sends.len(), recvs.len()));
+            return Err(format!(
+                "rank {a} sends {} runs to rank {b}, which receives {} from it",
+                sends.len(),
+                recvs.len()
+            ));
         }
         for (k, (&(_, st, ss), &(_, rt, rs))) in sends.iter().zip(recvs).enumerate() {
             let send = gpus[a as usize].tbs[st].steps[ss].clone();
@@ -360,7 +370,14 @@ pub fn to_msccl_program(s: &Schedule, opts: &MscclOptions) -> Result<MscclProgra
     Ok(prog)
 }
 
-fn convert_rank(s: &Schedule, r: u32, buf: MscclBuf, max_count: u32, send_log: &mut Log, recv_log: &mut Log) -> Result<MscclGpu, String> {
+fn convert_rank(
+    s: &Schedule,
+    r: u32,
+    buf: MscclBuf,
+    max_count: u32,
+    send_log: &mut Log,
+    recv_log: &mut Log,
+) -> Result<MscclGpu, String> {
     let p = s.ranks;
     let nb = s.blocks as usize;
     let prog = &s.programs[r as usize];
@@ -378,7 +395,8 @@ fn convert_rank(s: &Schedule, r: u32, buf: MscclBuf, max_count: u32, send_log: &
             }
         }
     }
-    let mut pairs: Vec<(i64, i64)> = sends.iter().filter(|q| recvs.contains(q)).map(|&q| (q as i64, q as i64)).collect();
+    let mut pairs: Vec<(i64, i64)> =
+        sends.iter().filter(|q| recvs.contains(q)).map(|&q| (q as i64, q as i64)).collect();
     let send_only: Vec<u32> = sends.iter().copied().filter(|q| !recvs.contains(q)).collect();
     let recv_only: Vec<u32> = recvs.iter().copied().filter(|q| !sends.contains(q)).collect();
     for i in 0..send_only.len().max(recv_only.len()) {
@@ -395,7 +413,11 @@ fn convert_rank(s: &Schedule, r: u32, buf: MscclBuf, max_count: u32, send_log: &
         if rp >= 0 {
             recv_tb.insert(rp as u32, i);
         }
-        tbs.push(TbDraft { tb: MscclTb { send: sp, recv: rp, steps: Vec::new() }, waited: BTreeMap::new(), scratch: 0 });
+        tbs.push(TbDraft {
+            tb: MscclTb { send: sp, recv: rp, steps: Vec::new() },
+            waited: BTreeMap::new(),
+            scratch: 0,
+        });
     }
     // Per chunk: last writer, and the sends that read it since `(tb, step, schedule step)`.
     let mut writer: Vec<Option<(usize, usize)>> = vec![None; nb];
@@ -413,7 +435,14 @@ fn convert_rank(s: &Schedule, r: u32, buf: MscclBuf, max_count: u32, send_log: &
                 let tb = send_tb[&tr.peer];
                 let range = off as usize..(off + cnt) as usize;
                 let deps: Vec<(usize, usize)> = range.clone().filter_map(|b| writer[b]).collect();
-                let step = MscclStep { op: MscclOp::Send, src: (buf, off as i64), dst: (buf, off as i64), cnt, dep: None, hasdep: false };
+                let step = MscclStep {
+                    op: MscclOp::Send,
+                    src: (buf, off as i64),
+                    dst: (buf, off as i64),
+                    cnt,
+                    dep: None,
+                    hasdep: false,
+                };
                 let k = emit(&mut tbs, tb, step, deps);
                 for b in range {
                     readers[b].push((tb, k, t));
@@ -432,19 +461,32 @@ fn convert_rank(s: &Schedule, r: u32, buf: MscclBuf, max_count: u32, send_log: &
                 let tb = recv_tb[&tr.peer];
                 let range = off as usize..(off + cnt) as usize;
                 let hazard = range.clone().any(|b| readers[b].iter().any(|&(rt, _, rs)| rt != tb && rs == t));
-                let deps: Vec<(usize, usize)> =
-                    range.clone().flat_map(|b| writer[b].into_iter().chain(readers[b].iter().map(|&(a, k, _)| (a, k)))).collect();
+                let deps: Vec<(usize, usize)> = range
+                    .clone()
+                    .flat_map(|b| writer[b].into_iter().chain(readers[b].iter().map(|&(a, k, _)| (a, k))))
+                    .collect();
                 let here = (buf, off as i64);
                 let (recv_at, wrote) = if !hazard {
                     let op = if reduce { MscclOp::RecvReduceCopy } else { MscclOp::Recv };
-                    let k = emit(&mut tbs, tb, MscclStep { op, src: here, dst: here, cnt, dep: None, hasdep: false }, deps);
+                    let k =
+                        emit(&mut tbs, tb, MscclStep { op, src: here, dst: here, cnt, dep: None, hasdep: false }, deps);
                     (k, k)
                 } else {
                     tbs[tb].scratch = tbs[tb].scratch.max(cnt);
                     let stage = (MscclBuf::Scratch, 0);
-                    let k = emit(&mut tbs, tb, MscclStep { op: MscclOp::Recv, src: here, dst: stage, cnt, dep: None, hasdep: false }, []);
+                    let k = emit(
+                        &mut tbs,
+                        tb,
+                        MscclStep { op: MscclOp::Recv, src: here, dst: stage, cnt, dep: None, hasdep: false },
+                        [],
+                    );
                     let op = if reduce { MscclOp::Reduce } else { MscclOp::Copy };
-                    let l = emit(&mut tbs, tb, MscclStep { op, src: stage, dst: here, cnt, dep: None, hasdep: false }, deps);
+                    let l = emit(
+                        &mut tbs,
+                        tb,
+                        MscclStep { op, src: stage, dst: here, cnt, dep: None, hasdep: false },
+                        deps,
+                    );
                     (k, l)
                 };
                 for b in range {
@@ -500,7 +542,10 @@ impl MscclProgram {
             let mut nodes = 1 + ngpus + g.tbs.len();
             for (t, tb) in g.tbs.iter().enumerate() {
                 if tb.steps.len() > MSCCL_MAX_STEPS {
-                    return Err(format!("rank {r} threadblock {t} has {} steps; MSCCL allows {MSCCL_MAX_STEPS}", tb.steps.len()));
+                    return Err(format!(
+                        "rank {r} threadblock {t} has {} steps; MSCCL allows {MSCCL_MAX_STEPS}",
+                        tb.steps.len()
+                    ));
                 }
                 if let Some(st) = tb.steps.iter().find(|st| st.cnt > MSCCL_MAX_COUNT) {
                     return Err(format!("rank {r} threadblock {t}: cnt {} exceeds MSCCL's {MSCCL_MAX_COUNT}", st.cnt));
@@ -508,7 +553,9 @@ impl MscclProgram {
                 nodes += tb.steps.len();
             }
             if nodes > MSCCL_MAX_XML_NODES {
-                return Err(format!("rank {r} needs {nodes} XML nodes; the MSCCL parser loads at most {MSCCL_MAX_XML_NODES}"));
+                return Err(format!(
+                    "rank {r} needs {nodes} XML nodes; the MSCCL parser loads at most {MSCCL_MAX_XML_NODES}"
+                ));
             }
         }
         Ok(())
@@ -530,7 +577,11 @@ impl MscclProgram {
             self.max_bytes
         );
         for (r, g) in self.gpus.iter().enumerate() {
-            let _ = writeln!(x, "  <gpu id=\"{r}\" i_chunks=\"{}\" o_chunks=\"{}\" s_chunks=\"{}\">", g.i_chunks, g.o_chunks, g.s_chunks);
+            let _ = writeln!(
+                x,
+                "  <gpu id=\"{r}\" i_chunks=\"{}\" o_chunks=\"{}\" s_chunks=\"{}\">",
+                g.i_chunks, g.o_chunks, g.s_chunks
+            );
             for (t, tb) in g.tbs.iter().enumerate() {
                 let _ = writeln!(x, "    <tb id=\"{t}\" send=\"{}\" recv=\"{}\" chan=\"0\">", tb.send, tb.recv);
                 for (k, st) in tb.steps.iter().enumerate() {

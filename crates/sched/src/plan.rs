@@ -99,7 +99,10 @@ impl Plan {
                 let Some(step) = prog.steps.get(k) else { continue };
                 for t in &step.sends {
                     if t.peer >= s.ranks {
-                        return Err(format!("step {k}: rank {r} sends to rank {}, but there are {} ranks", t.peer, s.ranks));
+                        return Err(format!(
+                            "step {k}: rank {r} sends to rank {}, but there are {} ranks",
+                            t.peer, s.ranks
+                        ));
                     }
                     let n = t.blocks.len();
                     msgs.push(PlanMsg { from: r as u32, to: t.peer, port: t.port.unwrap_or(NO_PORT), blocks: n });
@@ -154,7 +157,12 @@ mod tests {
     fn unmatched_steps_are_rejected() {
         let mut s = Schedule::new(Collective::Allreduce, "bad", 2, 2);
         s.step_mut(0, 0).sends.push(crate::ir::Transfer { peer: 1, port: None, blocks: Blocks::range(0, 1), op: None });
-        s.step_mut(1, 1).recvs.push(crate::ir::Transfer { peer: 0, port: None, blocks: Blocks::range(0, 1), op: Some(RecvOp::Copy) });
+        s.step_mut(1, 1).recvs.push(crate::ir::Transfer {
+            peer: 0,
+            port: None,
+            blocks: Blocks::range(0, 1),
+            op: Some(RecvOp::Copy),
+        });
         let e = Plan::from_schedule(&s).unwrap_err();
         assert!(e.contains("step 0") && e.contains("from rank 0 to rank 1 is not received"), "{e}");
     }
@@ -179,8 +187,28 @@ mod direct_plans {
     #[test]
     fn direct_plans_equal_derived_plans() {
         let shapes: &[&[u32]] = &[
-            &[2], &[3], &[7], &[8], &[12], &[16], &[2, 2], &[4, 4], &[8, 8], &[4, 8], &[8, 2], &[6, 4], &[3, 3], &[5, 7], &[10, 5],
-            &[16, 4], &[4, 4, 4], &[2, 4, 8], &[3, 3, 3], &[2, 2, 2, 2], &[4, 4, 2, 2], &[32, 8],
+            &[2],
+            &[3],
+            &[7],
+            &[8],
+            &[12],
+            &[16],
+            &[2, 2],
+            &[4, 4],
+            &[8, 8],
+            &[4, 8],
+            &[8, 2],
+            &[6, 4],
+            &[3, 3],
+            &[5, 7],
+            &[10, 5],
+            &[16, 4],
+            &[4, 4, 4],
+            &[2, 4, 8],
+            &[3, 3, 3],
+            &[2, 2, 2, 2],
+            &[4, 4, 2, 2],
+            &[32, 8],
         ];
         for dims in shapes {
             let layout = Layout::new(dims.to_vec()).unwrap();

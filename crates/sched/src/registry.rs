@@ -149,7 +149,13 @@ pub const MAX_RANKS: u32 = 16384;
 
 /// A variant entry with the defaults: builds every collective, up to [`MAX_RANKS`] ranks, 1D
 /// or more, no direct plan, no model row.
-pub const fn variant(name: &'static str, family: &'static str, build: Builder, size_class: SizeClass, summary: &'static str) -> Algorithm {
+pub const fn variant(
+    name: &'static str,
+    family: &'static str,
+    build: Builder,
+    size_class: SizeClass,
+    summary: &'static str,
+) -> Algorithm {
     Algorithm {
         name,
         family,
@@ -176,7 +182,16 @@ pub const fn variant(name: &'static str, family: &'static str, build: Builder, s
 
 /// A family / alias / policy entry (no builder).
 pub const fn other(name: &'static str, family: &'static str, kind: Kind, summary: &'static str) -> Algorithm {
-    Algorithm { kind, build: None, size_class: None, halves: false, rooted: false, min_dims: 0, max_ranks: 0, ..variant(name, family, ring::ring, SizeClass::Bandwidth, summary) }
+    Algorithm {
+        kind,
+        build: None,
+        size_class: None,
+        halves: false,
+        rooted: false,
+        min_dims: 0,
+        max_ranks: 0,
+        ..variant(name, family, ring::ring, SizeClass::Bandwidth, summary)
+    }
 }
 
 pub use crate::algos::REGISTRY;
@@ -223,7 +238,10 @@ pub fn variant_entry(name: &str) -> Result<&'static Algorithm, String> {
             let (l, b) = a.variants.expect("family has variants");
             Err(format!("'{name}' picks its latency- or bandwidth-optimal variant by vector size: name the variant ({l}, {b}) or resolve it for a size"))
         }
-        Kind::Policy => Err(format!("'{name}' picks a variant by vector size ({}): name a variant or resolve it for a size", a.summary)),
+        Kind::Policy => Err(format!(
+            "'{name}' picks a variant by vector size ({}): name a variant or resolve it for a size",
+            a.summary
+        )),
     }
 }
 
@@ -278,7 +296,11 @@ impl Costs {
     /// families with: α = 1 µs per step (the default of `reducelab model`), β of the link,
     /// the link latency per hop.
     pub fn for_links(bandwidth_bps: u64, latency_ps: u64) -> Costs {
-        Costs { alpha_s: 1e-6, beta_s_per_byte: 8.0 / bandwidth_bps.max(1) as f64, per_hop_s: latency_ps as f64 * 1e-12 }
+        Costs {
+            alpha_s: 1e-6,
+            beta_s_per_byte: 8.0 / bandwidth_bps.max(1) as f64,
+            per_hop_s: latency_ps as f64 * 1e-12,
+        }
     }
 }
 
@@ -288,14 +310,28 @@ impl Costs {
 /// does not build `collective`), a policy the variant of its first matching rule. With
 /// `substitute`, a variant named for an allreduce that has a [`Algorithm::substitute`] gives
 /// way to it for reduce-scatter and allgather (the MPI interposition library's rule).
-pub fn resolve(name: &str, collective: Collective, layout: &Layout, size_bytes: u64, costs: &Costs, substitute: bool) -> Result<&'static Algorithm, String> {
+pub fn resolve(
+    name: &str,
+    collective: Collective,
+    layout: &Layout,
+    size_bytes: u64,
+    costs: &Costs,
+    substitute: bool,
+) -> Result<&'static Algorithm, String> {
     let a = lookup(name)?;
     let v = match a.kind {
         Kind::Variant => a,
         Kind::Alias => variant_entry(name)?,
         Kind::Family => {
             let (_, bw) = a.variants.expect("family");
-            let pick = crate::select::choose_variant(name, layout, size_bytes, costs.alpha_s, costs.beta_s_per_byte, costs.per_hop_s)?;
+            let pick = crate::select::choose_variant(
+                name,
+                layout,
+                size_bytes,
+                costs.alpha_s,
+                costs.beta_s_per_byte,
+                costs.per_hop_s,
+            )?;
             let pick = variant_entry(pick)?;
             if pick.supports(collective) {
                 pick
@@ -350,10 +386,18 @@ mod tests {
             if let Some((l, b)) = a.variants {
                 assert_eq!(find(l).unwrap().size_class, Some(SizeClass::Latency));
                 assert_eq!(find(b).unwrap().size_class, Some(SizeClass::Bandwidth));
-                assert!(find(l).unwrap().cost.is_some() && find(b).unwrap().cost.is_some(), "{}: the choice needs closed forms", a.name);
+                assert!(
+                    find(l).unwrap().cost.is_some() && find(b).unwrap().cost.is_some(),
+                    "{}: the choice needs closed forms",
+                    a.name
+                );
             }
         }
-        assert_eq!(REGISTRY.iter().filter(|a| a.rank_ordered_1d).count(), 1, "the MPI runtime needs one rank-ordered variant");
+        assert_eq!(
+            REGISTRY.iter().filter(|a| a.rank_ordered_1d).count(),
+            1,
+            "the MPI runtime needs one rank-ordered variant"
+        );
     }
 
     /// Every variant builds an allreduce schedule its entry describes (name, rank limit).
@@ -373,7 +417,9 @@ mod tests {
         for n in names() {
             assert!(e.contains(n), "{e} lacks {n}");
         }
-        assert!(build("swing", Collective::Allreduce, &Layout::line(4)).unwrap_err().contains("swing-latency, swing-bandwidth"));
+        assert!(build("swing", Collective::Allreduce, &Layout::line(4))
+            .unwrap_err()
+            .contains("swing-latency, swing-bandwidth"));
     }
 
     #[test]

@@ -60,8 +60,8 @@
 //! each variant's loads once.
 
 use crate::algos::{self, swing, Layout};
-use crate::registry::{self, CostForm};
 use crate::ir::{Collective, Schedule};
+use crate::registry::{self, CostForm};
 
 /// Names [`build_for_size`] resolves by vector size: the registry's families.
 pub fn families() -> Vec<&'static str> {
@@ -190,7 +190,17 @@ fn swing_steps(dims: &[u32], n: f64, bandwidth: bool) -> Vec<StepCost> {
     // mode folds to the largest power of two.
     let ring: Vec<u32> = dims
         .iter()
-        .map(|&d| if bandwidth { if d % 2 == 1 && d > 1 { d - 1 } else { d } } else { floor_pow2(d) })
+        .map(|&d| {
+            if bandwidth {
+                if d % 2 == 1 && d > 1 {
+                    d - 1
+                } else {
+                    d
+                }
+            } else {
+                floor_pow2(d)
+            }
+        })
         .collect();
     let per_dim: Vec<u32> = ring.iter().map(|&m| ceil_log2(m)).collect();
     let active: Vec<usize> = (0..nd).filter(|&i| per_dim[i] > 0).collect();
@@ -199,10 +209,7 @@ fn swing_steps(dims: &[u32], n: f64, bandwidth: bool) -> Vec<StepCost> {
     }
     let k: usize = per_dim.iter().map(|&s| s as usize).sum();
     // Per plain collective: global step -> (dimension, per-dimension step).
-    let seqs: Vec<Vec<(usize, u32)>> = active
-        .iter()
-        .map(|&start| swing::step_sequence(&per_dim, start))
-        .collect();
+    let seqs: Vec<Vec<(usize, u32)>> = active.iter().map(|&start| swing::step_sequence(&per_dim, start)).collect();
     let part = n / (2 * active.len()) as f64;
     let mut rs = Vec::with_capacity(k);
     for s in 0..k {
@@ -228,7 +235,8 @@ fn swing_steps(dims: &[u32], n: f64, bandwidth: bool) -> Vec<StepCost> {
         // Pre- and post-step: ranks outside the sub-torus exchange the whole vector with
         // their representative, `d − d'` away in each such dimension.
         let over: Vec<u32> = dims.iter().zip(&ring).filter(|(&d, &m)| d != m).map(|(&d, &m)| d - m).collect();
-        let fold = StepCost { port_bytes: n, link_bytes: n * *over.iter().max().unwrap() as f64, hops: over.iter().sum() };
+        let fold =
+            StepCost { port_bytes: n, link_bytes: n * *over.iter().max().unwrap() as f64, hops: over.iter().sum() };
         steps.insert(0, fold.clone());
         steps.push(fold);
     }
@@ -263,7 +271,7 @@ fn rd_steps(dims: &[u32], n: f64, bandwidth: bool) -> Vec<StepCost> {
     if bandwidth {
         steps.extend(core.into_iter().rev());
     }
-    steps.extend(std::iter::repeat(fold).take(folded));
+    steps.extend(std::iter::repeat_n(fold, folded));
     steps
 }
 
@@ -379,10 +387,7 @@ fn swing_latency_enumerated(dims: &[u32], n: f64) -> Vec<StepCost> {
         steps.push(e.finish());
     }
     let starts: Vec<usize> = if active.is_empty() { vec![0] } else { active.clone() };
-    let seqs: Vec<Vec<(usize, u32)>> = starts
-        .iter()
-        .map(|&start| swing::step_sequence(&per_dim, start))
-        .collect();
+    let seqs: Vec<Vec<(usize, u32)>> = starts.iter().map(|&start| swing::step_sequence(&per_dim, start)).collect();
     let part = n / (2 * starts.len()) as f64;
     let sub: Vec<Vec<u32>> = all_coords(&m).collect();
     for s in 0..k {
@@ -444,7 +449,11 @@ impl SwingLine {
         for sg in (0..steps).rev() {
             for a in 0..m {
                 let q = peer(a, sg);
-                let v: Vec<u64> = reach[sg as usize + 1][a as usize].iter().zip(&reach[sg as usize + 1][q as usize]).map(|(x, y)| x | y).collect();
+                let v: Vec<u64> = reach[sg as usize + 1][a as usize]
+                    .iter()
+                    .zip(&reach[sg as usize + 1][q as usize])
+                    .map(|(x, y)| x | y)
+                    .collect();
                 reach[sg as usize][a as usize] = v;
             }
         }
@@ -453,7 +462,7 @@ impl SwingLine {
             let mut rem = m;
             for sg in 0..steps {
                 let take = if sg + 1 == steps { rem } else { rem.div_ceil(2) };
-                dir_step.extend(std::iter::repeat(sg).take(take as usize));
+                dir_step.extend(std::iter::repeat_n(sg, take as usize));
                 rem -= take;
             }
         }
@@ -498,7 +507,8 @@ impl SwingLine {
 /// leave after step `k`. The allgather reverses every message.
 fn swing_bandwidth_enumerated(dims: &[u32], n: f64) -> Vec<StepCost> {
     let nd = dims.len();
-    let lines: [Vec<SwingLine>; 2] = [dims.iter().map(|&d| SwingLine::new(d, 1)).collect(), dims.iter().map(|&d| SwingLine::new(d, -1)).collect()];
+    let lines: [Vec<SwingLine>; 2] =
+        [dims.iter().map(|&d| SwingLine::new(d, 1)).collect(), dims.iter().map(|&d| SwingLine::new(d, -1)).collect()];
     let per_dim: Vec<u32> = lines[0].iter().map(|l| l.steps).collect();
     let active: Vec<usize> = (0..nd).filter(|&i| per_dim[i] > 0).collect();
     if active.is_empty() {
@@ -566,7 +576,12 @@ fn swing_bandwidth_enumerated(dims: &[u32], n: f64) -> Vec<StepCost> {
                         // Coordinates of the other dimensions still travelling with the blocks.
                         let others: f64 = (0..nd)
                             .filter(|&j| j != i)
-                            .map(|j| 1.0 + (0..per_dim[j] as usize).filter(|&x| pos[si][j][x] > k).map(|x| hist[mi][j][a[j] as usize][x]).sum::<f64>())
+                            .map(|j| {
+                                1.0 + (0..per_dim[j] as usize)
+                                    .filter(|&x| pos[si][j][x] > k)
+                                    .map(|x| hist[mi][j][a[j] as usize][x])
+                                    .sum::<f64>()
+                            })
                             .product();
                         for &(q, cnt) in &groups[mi][i][a[i] as usize][sg as usize] {
                             let mut to = a.clone();
@@ -624,7 +639,9 @@ fn rd_enumerated(dims: &[u32], n: f64, bandwidth: bool) -> Vec<StepCost> {
         }
         unfold.push(e.finish());
     }
-    let phys = |v: &[u32]| -> Vec<u32> { v.iter().zip(&extra).map(|(&a, &m)| if a < m { 2 * a + 1 } else { a + m }).collect() };
+    let phys = |v: &[u32]| -> Vec<u32> {
+        v.iter().zip(&extra).map(|(&a, &m)| if a < m { 2 * a + 1 } else { a + m }).collect()
+    };
     let bits: Vec<u32> = vd.iter().map(|&v| v.trailing_zeros()).collect();
     let active: Vec<usize> = (0..nd).filter(|&i| vd[i] > 1).collect();
     let rounds = active.iter().map(|&i| bits[i]).max().unwrap_or(0);
@@ -645,7 +662,9 @@ fn rd_enumerated(dims: &[u32], n: f64, bandwidth: bool) -> Vec<StepCost> {
         for &(i, b) in &order[..t] {
             mask[i] |= 1 << b;
         }
-        let count: f64 = (0..nd).map(|i| (0..vd[i]).filter(|&c| c & mask[i] == w[i] & mask[i]).map(|c| weight(i, c)).sum::<f64>()).product();
+        let count: f64 = (0..nd)
+            .map(|i| (0..vd[i]).filter(|&c| c & mask[i] == w[i] & mask[i]).map(|c| weight(i, c)).sum::<f64>())
+            .product();
         n * count / p
     };
     let virt: Vec<Vec<u32>> = all_coords(&vd).collect();
@@ -735,11 +754,21 @@ pub fn choose_variant(
     let (lat, bw) = variants(family)?;
     let (l, b) = affines(family, layout, alpha_s, beta_s_per_byte, per_hop_s)?;
     let n = elements(size_bytes);
-    Ok(if b.cost(n, alpha_s, beta_s_per_byte, per_hop_s) < l.cost(n, alpha_s, beta_s_per_byte, per_hop_s) { bw } else { lat })
+    Ok(if b.cost(n, alpha_s, beta_s_per_byte, per_hop_s) < l.cost(n, alpha_s, beta_s_per_byte, per_hop_s) {
+        bw
+    } else {
+        lat
+    })
 }
 
 /// [`crossover_bytes`] with errors instead of panics.
-pub fn try_crossover_bytes(family: &str, layout: &Layout, alpha_s: f64, beta_s_per_byte: f64, per_hop_s: f64) -> Result<u64, String> {
+pub fn try_crossover_bytes(
+    family: &str,
+    layout: &Layout,
+    alpha_s: f64,
+    beta_s_per_byte: f64,
+    per_hop_s: f64,
+) -> Result<u64, String> {
     let (l, b) = affines(family, layout, alpha_s, beta_s_per_byte, per_hop_s)?;
     let wins = |e: u32| -> Result<bool, String> {
         let n = elements(1u64 << e);
@@ -774,13 +803,20 @@ pub fn try_crossover_bytes(family: &str, layout: &Layout, alpha_s: f64, beta_s_p
 /// On an unknown family, an invalid layout or a negative / non-finite parameter (see
 /// [`try_crossover_bytes`]).
 pub fn crossover_bytes(family: &str, layout: &Layout, alpha_s: f64, beta_s_per_byte: f64, per_hop_s: f64) -> u64 {
-    try_crossover_bytes(family, layout, alpha_s, beta_s_per_byte, per_hop_s).unwrap_or_else(|e| panic!("crossover_bytes: {e}"))
+    try_crossover_bytes(family, layout, alpha_s, beta_s_per_byte, per_hop_s)
+        .unwrap_or_else(|e| panic!("crossover_bytes: {e}"))
 }
 
 /// The exact size (bytes, not rounded to elements) at which the two variants cost the same:
 /// both costs are affine in the size. `None` if the bandwidth-optimal variant never becomes
 /// cheaper.
-pub fn crossover_exact(family: &str, layout: &Layout, alpha_s: f64, beta_s_per_byte: f64, per_hop_s: f64) -> Result<Option<f64>, String> {
+pub fn crossover_exact(
+    family: &str,
+    layout: &Layout,
+    alpha_s: f64,
+    beta_s_per_byte: f64,
+    per_hop_s: f64,
+) -> Result<Option<f64>, String> {
     let (l, b) = affines(family, layout, alpha_s, beta_s_per_byte, per_hop_s)?;
     let (l0, b0) = (l.cost(0.0, alpha_s, beta_s_per_byte, per_hop_s), b.cost(0.0, alpha_s, beta_s_per_byte, per_hop_s));
     let (slope_l, slope_b) = (beta_s_per_byte * l.link_per_byte, beta_s_per_byte * b.link_per_byte);

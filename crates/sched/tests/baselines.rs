@@ -99,7 +99,11 @@ fn build_checked(algo: &str, c: Collective, layout: &Layout) -> Schedule {
         let p = layout.ranks();
         assert_eq!(s.blocks % p, 0);
         let per = s.blocks / p;
-        assert!(s.block_owner.iter().enumerate().all(|(b, &o)| o == b as u32 / per), "{algo} {c:?}: owners {:?}", s.block_owner);
+        assert!(
+            s.block_owner.iter().enumerate().all(|(b, &o)| o == b as u32 / per),
+            "{algo} {c:?}: owners {:?}",
+            s.block_owner
+        );
     }
     assert_eq!(s.noncommutative_safe, noncommutative_expected(algo, c, &layout.dims), "{algo} {c:?} {:?}", layout.dims);
     s
@@ -204,7 +208,10 @@ fn unsupported_collectives_and_shapes_are_errors() {
 
 /// Bytes each rank sends over the whole schedule, for an `n`-byte vector of 1-byte elements.
 fn bytes_sent(s: &Schedule, n: u64) -> Vec<u64> {
-    s.programs.iter().map(|p| p.steps.iter().flat_map(|st| &st.sends).map(|t| s.blocks_bytes(&t.blocks, n, 1)).sum()).collect()
+    s.programs
+        .iter()
+        .map(|p| p.steps.iter().flat_map(|st| &st.sends).map(|t| s.blocks_bytes(&t.blocks, n, 1)).sum())
+        .collect()
 }
 
 #[test]
@@ -244,14 +251,23 @@ fn link_loads(s: &Schedule, layout: &Layout) -> Vec<HashMap<(u32, u16), u32>> {
                 let port = t.port.unwrap_or_else(|| panic!("{}: send without a port", s.algorithm));
                 let (dim, dir) = ((port / 2) as usize, if port % 2 == 0 { 1i64 } else { -1 });
                 let (a, b) = (layout.coords(r), layout.coords(t.peer));
-                assert!((0..layout.ndims()).all(|i| i == dim || a[i] == b[i]), "{}: {r} -> {} is not along dim {dim}", s.algorithm, t.peer);
+                assert!(
+                    (0..layout.ndims()).all(|i| i == dim || a[i] == b[i]),
+                    "{}: {r} -> {} is not along dim {dim}",
+                    s.algorithm,
+                    t.peer
+                );
                 let mut node = r;
                 while node != t.peer {
                     *loads[si].entry((node, port)).or_insert(0) += 1;
                     node = layout.shift(node, dim, dir);
                 }
                 // The receiver posts a receive from r on the facing port in the same step.
-                let facing = s.programs[t.peer as usize].steps[si].recvs.iter().filter(|x| x.peer == r && x.port == Some(port ^ 1)).count();
+                let facing = s.programs[t.peer as usize].steps[si]
+                    .recvs
+                    .iter()
+                    .filter(|x| x.peer == r && x.port == Some(port ^ 1))
+                    .count();
                 let sending = st.sends.iter().filter(|x| x.peer == t.peer && x.port == Some(port)).count();
                 assert_eq!(facing, sending, "{}: step {si}, {r} -> {} on port {port}", s.algorithm, t.peer);
             }
@@ -283,7 +299,12 @@ fn ring_family_and_bucket_use_each_link_direction_once_per_step() {
             let s = build(algo, c, &layout).unwrap();
             let loads = link_loads(&s, &layout);
             for (si, step) in loads.iter().enumerate() {
-                assert!(max_load(step) <= 1, "{algo} {c:?} {:?} step {si}: a link direction carries {}", layout.dims, max_load(step));
+                assert!(
+                    max_load(step) <= 1,
+                    "{algo} {c:?} {:?} step {si}: a link direction carries {}",
+                    layout.dims,
+                    max_load(step)
+                );
                 // Only neighbours talk: every message is one hop.
                 let hops: u32 = step.values().sum();
                 let msgs: usize = s.programs.iter().filter_map(|p| p.steps.get(si)).map(|st| st.sends.len()).sum();
@@ -293,7 +314,12 @@ fn ring_family_and_bucket_use_each_link_direction_once_per_step() {
     }
     // The multiport algorithms keep every port of every rank busy in every step of a square
     // torus (the bucket's phases are all full-length there).
-    for (algo, dims) in [("bucket", vec![4, 4]), ("bucket", vec![3, 3, 3]), ("hamiltonian-rings", vec![6, 6]), ("bucket", vec![2, 2, 2, 2])] {
+    for (algo, dims) in [
+        ("bucket", vec![4, 4]),
+        ("bucket", vec![3, 3, 3]),
+        ("hamiltonian-rings", vec![6, 6]),
+        ("bucket", vec![2, 2, 2, 2]),
+    ] {
         let layout = Layout::new(dims.clone()).unwrap();
         let s = build(algo, AR, &layout).unwrap();
         for (si, step) in link_loads(&s, &layout).iter().enumerate() {
@@ -351,7 +377,7 @@ fn mirrored_recursive_doubling_uses_every_port_once_per_step_on_square_tori() {
             }
         }
         link_loads(&s, &layout); // every message along one dimension, receive ports facing
-        // The plain one-port version sends one message per step.
+                                 // The plain one-port version sends one message per step.
         let s = build("recursive-doubling-bandwidth", AR, &layout).unwrap();
         assert!(s.programs.iter().all(|p| p.steps.iter().all(|st| st.sends.len() == 1)));
         link_loads(&s, &layout);

@@ -54,9 +54,19 @@ fn checker_catches_deadlock() {
     // Two ranks that each wait for the other's step-1 message before sending theirs.
     let mut s = Schedule::new(Collective::Allreduce, "bad", 2, 1);
     let b = Blocks::range(0, 1);
-    s.step_mut(0, 0).recvs.push(Transfer { peer: 1, port: None, blocks: b.clone(), op: Some(RecvOp::ReduceIncomingFirst) });
+    s.step_mut(0, 0).recvs.push(Transfer {
+        peer: 1,
+        port: None,
+        blocks: b.clone(),
+        op: Some(RecvOp::ReduceIncomingFirst),
+    });
     s.step_mut(0, 1).sends.push(Transfer { peer: 1, port: None, blocks: b.clone(), op: None });
-    s.step_mut(1, 0).recvs.push(Transfer { peer: 0, port: None, blocks: b.clone(), op: Some(RecvOp::ReduceIncomingFirst) });
+    s.step_mut(1, 0).recvs.push(Transfer {
+        peer: 0,
+        port: None,
+        blocks: b.clone(),
+        op: Some(RecvOp::ReduceIncomingFirst),
+    });
     s.step_mut(1, 1).sends.push(Transfer { peer: 0, port: None, blocks: b, op: None });
     let e = check(&s).unwrap_err();
     assert!(e.message.contains("deadlock"), "{e}");

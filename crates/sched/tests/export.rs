@@ -102,10 +102,14 @@ fn msccl_xml_is_well_formed_with_one_gpu_per_rank() {
         let counts = xml_elements(&xml).unwrap_or_else(|e| panic!("{alg} on {topo}: {e}"));
         assert_eq!(counts["algo"], 1);
         assert_eq!(counts["gpu"], s.ranks as usize, "{alg} on {topo}");
-        assert!(xml.contains(&format!("ngpus=\"{}\"", s.ranks)) && xml.contains(&format!("nchunksperloop=\"{}\"", s.blocks)));
+        assert!(
+            xml.contains(&format!("ngpus=\"{}\"", s.ranks))
+                && xml.contains(&format!("nchunksperloop=\"{}\"", s.blocks))
+        );
         // Every transfer of the schedule is at least one send/receive step.
         let transfers: usize = s.programs.iter().flat_map(|p| &p.steps).map(|st| st.sends.len() + st.recvs.len()).sum();
-        let sr = xml.matches("type=\"s\"").count() + xml.matches("type=\"r\"").count() + xml.matches("type=\"rrc\"").count();
+        let sr =
+            xml.matches("type=\"s\"").count() + xml.matches("type=\"r\"").count() + xml.matches("type=\"rrc\"").count();
         assert!(sr >= transfers, "{alg} on {topo}: {sr} send/recv steps for {transfers} transfers");
     }
 }
@@ -118,13 +122,20 @@ enum Op {
     Calc,
 }
 
+/// Per rank, its operations by label.
+type GoalRanks = BTreeMap<u32, BTreeMap<String, Op>>;
+
 /// LogGOPSim's GOAL grammar (txt2bin): `num_ranks N`, `rank R { ... }`, lines
 /// `LABEL: send Nb to R [tag T] [cpu C] [nic N]`, `LABEL: recv Nb from R [tag T] ...`,
 /// `LABEL: calc N [cpu C]`, `LABEL requires LABEL`, `LABEL irequires LABEL`, `//` comments.
 /// Returns per rank the operations by label; errors on any other line, a redefined label or
 /// a dependency on an undefined one.
-fn parse_goal(text: &str) -> Result<(u32, BTreeMap<u32, BTreeMap<String, Op>>), String> {
-    let ident = |s: &str| !s.is_empty() && s.chars().next().unwrap().is_ascii_alphabetic() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+fn parse_goal(text: &str) -> Result<(u32, GoalRanks), String> {
+    let ident = |s: &str| {
+        !s.is_empty()
+            && s.chars().next().unwrap().is_ascii_alphabetic()
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
     let num = |s: &str| s.parse::<u64>().map_err(|_| format!("'{s}' is not an integer"));
     let mut ranks = None;
     let mut out: BTreeMap<u32, BTreeMap<String, Op>> = BTreeMap::new();
@@ -161,7 +172,8 @@ fn parse_goal(text: &str) -> Result<(u32, BTreeMap<u32, BTreeMap<String, Op>>), 
                         Op::Calc
                     }
                     [verb @ ("send" | "recv"), size, dir, peer, opt @ ..] => {
-                        let bytes = num(size.strip_suffix('b').ok_or_else(|| err("size without 'b'".into()))?).map_err(err)?;
+                        let bytes =
+                            num(size.strip_suffix('b').ok_or_else(|| err("size without 'b'".into()))?).map_err(err)?;
                         if (*verb == "send") != (*dir == "to") || !matches!(*dir, "to" | "from") {
                             return Err(err(format!("{verb} with '{dir}'")));
                         }
@@ -223,7 +235,13 @@ fn goal_parses_with_matched_messages_and_defined_labels() {
             }
             assert_eq!(sent, recvd, "{alg} on {topo}, {size} B");
             // The bytes are the schedule's.
-            let want: u64 = s.programs.iter().flat_map(|p| &p.steps).flat_map(|st| &st.sends).map(|t| s.blocks_bytes(&t.blocks, size, 4)).sum();
+            let want: u64 = s
+                .programs
+                .iter()
+                .flat_map(|p| &p.steps)
+                .flat_map(|st| &st.sends)
+                .map(|t| s.blocks_bytes(&t.blocks, size, 4))
+                .sum();
             assert_eq!(total, want, "{alg} on {topo}, {size} B");
         }
     }
@@ -233,7 +251,9 @@ fn goal_parses_with_matched_messages_and_defined_labels() {
 fn the_goal_checker_catches_broken_files() {
     let ok = "num_ranks 2\nrank 0 {\na: send 4b to 1 tag 0\n}\nrank 1 {\nb: recv 4b from 0 tag 0\n}\n";
     assert!(parse_goal(ok).is_ok());
-    assert!(parse_goal(&ok.replace("}\nrank 1", "a requires zz\n}\nrank 1")).unwrap_err().contains("undefined label zz"));
+    assert!(parse_goal(&ok.replace("}\nrank 1", "a requires zz\n}\nrank 1"))
+        .unwrap_err()
+        .contains("undefined label zz"));
     assert!(parse_goal(&ok.replace("4b to", "4 to")).unwrap_err().contains("size without 'b'"));
     assert!(parse_goal(&ok.replace("send 4b to", "send 4b from")).is_err());
 }
@@ -242,6 +262,8 @@ fn the_goal_checker_catches_broken_files() {
 fn unknown_names_and_formats_are_clear_errors() {
     let e = schedule_for("warp", "torus:4", Collective::Allreduce, 64, &Costs::default()).unwrap_err();
     assert!(e.contains("unknown algorithm 'warp'") && e.contains("swing-bandwidth"), "{e}");
-    assert!(schedule_for("ring", "ring:4", Collective::Allreduce, 64, &Costs::default()).unwrap_err().contains("unknown kind"));
+    assert!(schedule_for("ring", "ring:4", Collective::Allreduce, 64, &Costs::default())
+        .unwrap_err()
+        .contains("unknown kind"));
     assert!(Format::parse("dot").unwrap_err().contains("json, msccl, goal"));
 }

@@ -3,8 +3,8 @@
 //! a note.
 
 use reducelab_sched::algos::{build, Layout};
-use reducelab_sched::registry;
 use reducelab_sched::model::{self, model, table2, Router, TopologySpec, XiConvention};
+use reducelab_sched::registry;
 use reducelab_sched::{Collective, Deficiencies};
 use reducelab_topo::NodeId;
 
@@ -48,7 +48,9 @@ fn rel_close(what: &str, got: f64, want: f64, rel: f64) {
 
 #[test]
 fn swing_bandwidth_congestion_matches_table2() {
-    for (spec, want, tol) in [("torus:64x64", 1.19, 0.01), ("torus:16x16x16", 1.03, 0.01), ("torus:8x8x8x8", 1.008, 0.005)] {
+    for (spec, want, tol) in
+        [("torus:64x64", 1.19, 0.01), ("torus:16x16x16", 1.03, 0.01), ("torus:8x8x8x8", 1.008, 0.005)]
+    {
         let Some(d) = run("swing-bandwidth", spec) else { return };
         close(&format!("swing-bandwidth Ξ on {spec}"), d.xi, want, tol);
         close(&format!("swing-bandwidth Λ on {spec}"), d.lambda, 2.0, 1e-9);
@@ -86,7 +88,9 @@ fn rings_and_bucket_have_no_congestion() {
     }
     // The multiport versions (Table 2's ring and bucket) send the minimum, 2(p−1)/p·n over
     // 2D ports: Ψ = (p−1)/p ≈ 1.
-    for (alg, spec) in [("ring-bidirectional", "torus:64"), ("hamiltonian-rings", "torus:16x16"), ("bucket", "torus:64x64")] {
+    for (alg, spec) in
+        [("ring-bidirectional", "torus:64"), ("hamiltonian-rings", "torus:16x16"), ("bucket", "torus:64x64")]
+    {
         let Some(d) = run(alg, spec) else { continue };
         let p = d.ranks as f64;
         close(&format!("{alg} Ψ on {spec}"), d.psi, (p - 1.0) / p, 1e-6);
@@ -187,7 +191,12 @@ fn cost_is_equation_1_with_the_measured_deficiencies() {
     let eq1 = (d.ranks as f64).log2() * alpha * d.lambda + d.size_bytes as f64 / d.d as f64 * beta * d.psi * d.xi;
     rel_close("cost vs Eq. 1", d.cost_seconds(alpha, beta, 0.0), eq1, 1e-12);
     let hops: u64 = d.per_step.iter().map(|s| s.max_hops as u64).sum();
-    rel_close("per-hop term", d.cost_seconds(alpha, beta, 3e-7) - d.cost_seconds(alpha, beta, 0.0), hops as f64 * 3e-7, 1e-9);
+    rel_close(
+        "per-hop term",
+        d.cost_seconds(alpha, beta, 3e-7) - d.cost_seconds(alpha, beta, 0.0),
+        hops as f64 * 3e-7,
+        1e-9,
+    );
     for s in &d.per_step {
         assert!(s.congestion >= 1.0, "L_s = {} < 1", s.congestion);
     }

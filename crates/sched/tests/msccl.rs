@@ -24,7 +24,11 @@ struct Elem {
 
 impl Elem {
     fn get(&self, k: &str) -> Result<&str, String> {
-        self.attrs.iter().find(|(a, _)| a == k).map(|(_, v)| v.as_str()).ok_or_else(|| format!("<{}> has no attribute {k}", self.name))
+        self.attrs
+            .iter()
+            .find(|(a, _)| a == k)
+            .map(|(_, v)| v.as_str())
+            .ok_or_else(|| format!("<{}> has no attribute {k}", self.name))
     }
     fn int(&self, k: &str) -> Result<i64, String> {
         let v = self.get(k)?;
@@ -314,7 +318,9 @@ fn validate(x: &Xalgo) -> Result<(), String> {
                 }
                 if let Some((dt, ds)) = st.dep {
                     if dt == t || dt >= g.tbs.len() || ds >= g.tbs[dt].steps.len() {
-                        return Err(format!("{at}: dependency on tb {dt} step {ds}, which does not exist (or is its own tb)"));
+                        return Err(format!(
+                            "{at}: dependency on tb {dt} step {ds}, which does not exist (or is its own tb)"
+                        ));
                     }
                     if !g.tbs[dt].steps[ds].hasdep {
                         return Err(format!("{at}: depends on tb {dt} step {ds}, which has hasdep=0"));
@@ -323,11 +329,15 @@ fn validate(x: &Xalgo) -> Result<(), String> {
             }
         }
         // Kahn's algorithm over (tb, step).
-        let base: Vec<usize> = g.tbs.iter().scan(0, |a, tb| {
-            let b = *a;
-            *a += tb.steps.len();
-            Some(b)
-        }).collect();
+        let base: Vec<usize> = g
+            .tbs
+            .iter()
+            .scan(0, |a, tb| {
+                let b = *a;
+                *a += tb.steps.len();
+                Some(b)
+            })
+            .collect();
         let total: usize = g.tbs.iter().map(|tb| tb.steps.len()).sum();
         let mut indeg = vec![0usize; total];
         let mut out: Vec<Vec<usize>> = vec![Vec::new(); total];
@@ -436,7 +446,10 @@ impl<'a> Machine<'a> {
         let mut mem = Vec::new();
         for (r, g) in x.gpus.iter().enumerate() {
             if g.chunks[main] != x.nchunks {
-                return Err(format!("gpu {r}: buffer {main} has {} chunks, nchunksperloop is {}", g.chunks[main], x.nchunks));
+                return Err(format!(
+                    "gpu {r}: buffer {main} has {} chunks, nchunksperloop is {}",
+                    g.chunks[main], x.nchunks
+                ));
             }
             let mut bufs = HashMap::new();
             let one = |q: usize| {
@@ -444,7 +457,8 @@ impl<'a> Machine<'a> {
                 v[q / 64] |= 1 << (q % 64);
                 v
             };
-            let full: Vec<u64> = (0..words).map(|w| if (w + 1) * 64 <= p { u64::MAX } else { (1u64 << (p % 64)) - 1 }).collect();
+            let full: Vec<u64> =
+                (0..words).map(|w| if (w + 1) * 64 <= p { u64::MAX } else { (1u64 << (p % 64)) - 1 }).collect();
             let cells = (0..x.nchunks)
                 .map(|b| Cell {
                     val: if main == "o" {
@@ -462,13 +476,25 @@ impl<'a> Machine<'a> {
         Ok(Machine { x, main, owner, base, tbs, mem, chans: HashMap::new() })
     }
 
-    fn read(&mut self, r: usize, g: usize, vc: &[u32], buf: &str, off: i64, cnt: usize, at: &str) -> Result<Vec<Option<Val>>, String> {
+    /// Threadblock `g` (with vector clock `vc`) reads `cnt` chunks of its rank's `buf` at `off`.
+    fn read(
+        &mut self,
+        g: usize,
+        vc: &[u32],
+        buf: &str,
+        off: i64,
+        cnt: usize,
+        at: &str,
+    ) -> Result<Vec<Option<Val>>, String> {
+        let r = self.owner[g].0;
         let cells = self.mem[r].get_mut(buf).ok_or_else(|| format!("{at}: buffer {buf} is not modelled"))?;
         let mut out = Vec::with_capacity(cnt);
         for c in &mut cells[off as usize..off as usize + cnt] {
             if let Some((h, t)) = c.w {
                 if t > vc[h] {
-                    return Err(format!("{at}: race: reads {buf}[..] written by threadblock {h} without being ordered after it"));
+                    return Err(format!(
+                        "{at}: race: reads {buf}[..] written by threadblock {h} without being ordered after it"
+                    ));
                 }
             }
             c.reads.retain(|&(h, _)| h != g);
@@ -478,13 +504,18 @@ impl<'a> Machine<'a> {
         Ok(out)
     }
 
-    fn write(&mut self, r: usize, g: usize, vc: &[u32], buf: &str, off: i64, vals: Vec<Val>, at: &str) -> Result<(), String> {
+    /// Threadblock `g` (with vector clock `vc`) writes `vals` into its rank's `buf` at `off`.
+    fn write(&mut self, g: usize, vc: &[u32], buf: &str, off: i64, vals: Vec<Val>, at: &str) -> Result<(), String> {
+        let r = self.owner[g].0;
         let main = buf == self.main;
         let cells = self.mem[r].get_mut(buf).ok_or_else(|| format!("{at}: buffer {buf} is not modelled"))?;
         for (j, (c, v)) in cells[off as usize..].iter_mut().zip(vals).enumerate() {
             for &(h, t) in c.w.iter().chain(&c.reads) {
                 if t > vc[h] {
-                    return Err(format!("{at}: race: writes {buf}[{}] while threadblock {h}'s access is not ordered before it", off as usize + j));
+                    return Err(format!(
+                        "{at}: race: writes {buf}[{}] while threadblock {h}'s access is not ordered before it",
+                        off as usize + j
+                    ));
                 }
             }
             if main && v.block != off as usize + j {
@@ -522,7 +553,11 @@ impl<'a> Machine<'a> {
                 None => return Ok(false),
                 Some(m) => {
                     if m.vals.len() != st.cnt {
-                        return Err(format!("{at}: receives {} chunks, the matching send has {}", st.cnt, m.vals.len()));
+                        return Err(format!(
+                            "{at}: receives {} chunks, the matching send has {}",
+                            st.cnt,
+                            m.vals.len()
+                        ));
                     }
                     join(&mut vc, &m.vc.clone());
                 }
@@ -536,29 +571,41 @@ impl<'a> Machine<'a> {
         match st.ty.as_str() {
             "nop" => {}
             "s" => {
-                let v = self.read(r, g, &vc, &st.srcbuf, st.srcoff, st.cnt, &at)?;
+                let v = self.read(g, &vc, &st.srcbuf, st.srcoff, st.cnt, &at)?;
                 let vals = nothing(v, &format!("{at}: sends"))?;
                 self.chans.entry((r, send_peer as usize)).or_default().push_back(Msg { vals, vc: vc.clone() });
             }
             "r" => {
                 let m = self.chans.get_mut(&key).unwrap().pop_front().unwrap();
-                self.write(r, g, &vc, &st.dstbuf, st.dstoff, m.vals, &at)?;
+                self.write(g, &vc, &st.dstbuf, st.dstoff, m.vals, &at)?;
             }
             "rrc" => {
                 let m = self.chans.get_mut(&key).unwrap().pop_front().unwrap();
-                let local = nothing(self.read(r, g, &vc, &st.srcbuf, st.srcoff, st.cnt, &at)?, &format!("{at}: reduces"))?;
-                let vals = local.iter().zip(&m.vals).map(|(a, b)| combine(a, b)).collect::<Result<Vec<_>, _>>().map_err(|e| format!("{at}: {e}"))?;
-                self.write(r, g, &vc, &st.dstbuf, st.dstoff, vals, &at)?;
+                let local = nothing(self.read(g, &vc, &st.srcbuf, st.srcoff, st.cnt, &at)?, &format!("{at}: reduces"))?;
+                let vals = local
+                    .iter()
+                    .zip(&m.vals)
+                    .map(|(a, b)| combine(a, b))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| format!("{at}: {e}"))?;
+                self.write(g, &vc, &st.dstbuf, st.dstoff, vals, &at)?;
             }
             "re" | "cpy" => {
-                let src = nothing(self.read(r, g, &vc, &st.srcbuf, st.srcoff, st.cnt, &at)?, &format!("{at}: reads"))?;
+                let src = nothing(self.read(g, &vc, &st.srcbuf, st.srcoff, st.cnt, &at)?, &format!("{at}: reads"))?;
                 let vals = if st.ty == "cpy" {
                     src
                 } else {
-                    let dst = nothing(self.read(r, g, &vc, &st.dstbuf, st.dstoff, st.cnt, &at)?, &format!("{at}: reduces into"))?;
-                    dst.iter().zip(&src).map(|(a, b)| combine(a, b)).collect::<Result<Vec<_>, _>>().map_err(|e| format!("{at}: {e}"))?
+                    let dst = nothing(
+                        self.read(g, &vc, &st.dstbuf, st.dstoff, st.cnt, &at)?,
+                        &format!("{at}: reduces into"),
+                    )?;
+                    dst.iter()
+                        .zip(&src)
+                        .map(|(a, b)| combine(a, b))
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(|e| format!("{at}: {e}"))?
                 };
-                self.write(r, g, &vc, &st.dstbuf, st.dstoff, vals, &at)?;
+                self.write(g, &vc, &st.dstbuf, st.dstoff, vals, &at)?;
             }
             other => return Err(format!("{at}: unknown type {other}")),
         }
@@ -625,9 +672,15 @@ impl<'a> Machine<'a> {
                 if self.x.coll == "reducescatter" && b / k != r {
                     continue;
                 }
-                let ok = c.val.as_ref().is_some_and(|v| v.block == b && (0..p).all(|q| v.ranks[q / 64] >> (q % 64) & 1 == 1));
+                let ok = c
+                    .val
+                    .as_ref()
+                    .is_some_and(|v| v.block == b && (0..p).all(|q| v.ranks[q / 64] >> (q % 64) & 1 == 1));
                 if !ok {
-                    return Err(format!("gpu {r} ends with {:?} at {}[{b}], not the full sum of block {b}", c.val, self.main));
+                    return Err(format!(
+                        "gpu {r} ends with {:?} at {}[{b}], not the full sum of block {b}",
+                        c.val, self.main
+                    ));
                 }
             }
         }
@@ -667,7 +720,8 @@ fn export_and_prove(s: &Schedule) -> String {
     assert_eq!(x.nchunks, s.blocks as usize);
     let (mut tbs, mut steps, mut nops, mut deps, mut scratch) = (0, 0, 0, 0, 0);
     for (r, g) in x.gpus.iter().enumerate() {
-        let count = |tys: &[&str]| g.tbs.iter().flat_map(|t| &t.steps).filter(|st| tys.contains(&st.ty.as_str())).count();
+        let count =
+            |tys: &[&str]| g.tbs.iter().flat_map(|t| &t.steps).filter(|st| tys.contains(&st.ty.as_str())).count();
         assert_eq!(count(&["s"]), runs_of(s, r, true), "{what}: sends of gpu {r}");
         assert_eq!(count(&["r", "rrc"]), runs_of(s, r, false), "{what}: receives of gpu {r}");
         assert!(count(&["re", "cpy"]) <= count(&["r"]), "{what}: local steps of gpu {r}");
@@ -708,7 +762,8 @@ fn ring_recursive_doubling_and_swing_export_and_replay_correctly() {
 
 #[test]
 fn every_algorithm_on_small_layouts_exports_and_replays_correctly() {
-    let layouts: &[&[u32]] = &[&[2], &[3], &[5], &[6], &[12], &[4, 4], &[2, 4], &[3, 4], &[6, 2], &[2, 2, 2], &[4, 2, 2]];
+    let layouts: &[&[u32]] =
+        &[&[2], &[3], &[5], &[6], &[12], &[4, 4], &[2, 4], &[3, 4], &[6, 2], &[2, 2, 2], &[4, 2, 2]];
     let mut n = 0;
     for alg in reducelab_sched::registry::variant_names() {
         for dims in layouts {
@@ -778,7 +833,8 @@ fn the_replay_catches_missing_dependencies() {
 
 #[test]
 fn the_parser_rejects_malformed_xml() {
-    let good = to_msccl_xml(&build("ring", Collective::Allreduce, &Layout::line(3)).unwrap(), &MscclOptions::default()).unwrap();
+    let good = to_msccl_xml(&build("ring", Collective::Allreduce, &Layout::line(3)).unwrap(), &MscclOptions::default())
+        .unwrap();
     assert!(load(&good).is_ok());
     for bad in [
         good.replace("</tb>", "</gpu>"),
@@ -814,12 +870,15 @@ fn export_errors_and_options() {
     // Names are escaped; reduce-scatter's coll name is configurable; long runs are split.
     let mut s = ring(Collective::ReduceScatter, 4);
     s.algorithm = "a<b>&\"c\"".into();
-    let xml = to_msccl_xml(&s, &MscclOptions { reduce_scatter_coll: "reduce_scatter".into(), ..MscclOptions::default() }).unwrap();
+    let xml =
+        to_msccl_xml(&s, &MscclOptions { reduce_scatter_coll: "reduce_scatter".into(), ..MscclOptions::default() })
+            .unwrap();
     let root = parse_xml(&xml).unwrap();
     assert_eq!(root.get("name").unwrap(), "a<b>&\"c\"");
     assert_eq!(root.get("coll").unwrap(), "reduce_scatter");
     let s = direct_allreduce(2, 10);
     let prog = to_msccl_program(&s, &MscclOptions { max_count: 4, ..MscclOptions::default() }).unwrap();
-    let cnts: Vec<u32> = prog.gpus[0].tbs[0].steps.iter().filter(|st| st.op == MscclOp::Send).map(|st| st.cnt).collect();
+    let cnts: Vec<u32> =
+        prog.gpus[0].tbs[0].steps.iter().filter(|st| st.op == MscclOp::Send).map(|st| st.cnt).collect();
     assert_eq!(cnts, [4, 4, 2]);
 }

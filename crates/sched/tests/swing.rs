@@ -103,9 +103,11 @@ fn one_d_latency_all_sizes() {
 }
 
 const SQUARE: &[&[u32]] = &[&[2, 2], &[4, 4], &[8, 8], &[16, 16], &[2, 2, 2], &[4, 4, 4], &[2, 2, 2, 2], &[4, 4, 4, 4]];
-const NON_SQUARE: &[&[u32]] = &[&[2, 4], &[4, 2], &[4, 16], &[16, 4], &[8, 2], &[2, 8, 4], &[4, 4, 2, 2], &[2, 32], &[64, 4]];
+const NON_SQUARE: &[&[u32]] =
+    &[&[2, 4], &[4, 2], &[4, 16], &[16, 4], &[8, 2], &[2, 8, 4], &[4, 4, 2, 2], &[2, 32], &[64, 4]];
 const EVEN: &[&[u32]] = &[&[6], &[10, 6], &[12, 4], &[6, 6], &[4, 6], &[6, 4, 2], &[10, 10], &[2, 14], &[6, 2, 2, 2]];
-const ODD: &[&[u32]] = &[&[3], &[5, 5], &[7, 3], &[3, 3, 3], &[9, 7], &[5, 4], &[3, 6], &[15, 15], &[3, 2, 2, 2], &[5, 3, 3, 3]];
+const ODD: &[&[u32]] =
+    &[&[3], &[5, 5], &[7, 3], &[3, 3, 3], &[9, 7], &[5, 4], &[3, 6], &[15, 15], &[3, 2, 2, 2], &[5, 3, 3, 3]];
 const DEGENERATE: &[&[u32]] = &[&[1], &[4, 1], &[1, 5], &[1, 1, 8], &[3, 1, 3]];
 
 fn shapes() -> impl Iterator<Item = &'static [u32]> {
@@ -122,7 +124,9 @@ fn multidimensional_shapes_all_variants() {
                 let k: usize = if p.is_power_of_two() { log2(p) } else { 0 };
                 if is_pow2(p) {
                     match (alg, c) {
-                        (BW, Collective::ReduceScatter | Collective::Allgather) | (LAT, _) => assert_eq!(rep.steps, k, "{alg} {dims:?} {c:?}"),
+                        (BW, Collective::ReduceScatter | Collective::Allgather) | (LAT, _) => {
+                            assert_eq!(rep.steps, k, "{alg} {dims:?} {c:?}")
+                        }
                         _ => assert_eq!(rep.steps, 2 * k, "{alg} {dims:?} {c:?}"),
                     }
                 }
@@ -231,7 +235,11 @@ fn peers_are_at_swing_distance_along_the_step_dimension() {
                         let omega = (sw + j % nd) % nd;
                         let sigma = (sw / nd) as u32;
                         let (dim, dist) = hop(&l, r as u32, t.peer);
-                        assert_eq!((dim, dist), (omega, delta(sigma)), "{alg} {dims:?} rank {r} step {si} transfer {j}");
+                        assert_eq!(
+                            (dim, dist),
+                            (omega, delta(sigma)),
+                            "{alg} {dims:?} rank {r} step {si} transfer {j}"
+                        );
                         assert_eq!(t.port.unwrap() as usize / 2, omega);
                         // Plain collectives follow Eq. 2 on the dimension's ring.
                         let a = l.coords(r as u32)[omega];

@@ -2,7 +2,11 @@
 //! benchmarks without Python (the same code `reducelab bench engine` calls).
 fn main() {
     let names: Vec<String> = std::env::args().skip(1).collect();
-    let names = if names.is_empty() { reducelab_sim::engine_bench_names().iter().map(|s| s.to_string()).collect() } else { names };
+    let names = if names.is_empty() {
+        reducelab_sim::engine_bench_names().iter().map(|s| s.to_string()).collect()
+    } else {
+        names
+    };
     for n in names {
         match reducelab_sim::bench_engine(&n) {
             Ok(r) => {

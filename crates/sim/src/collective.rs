@@ -86,18 +86,32 @@ pub struct CollectiveRun {
 impl CollectiveRun {
     /// `hosts[r]` is the host running rank `r`; `bytes` is the vector size; messages carry
     /// `tag` so the scenario workload can route deliveries back here.
-    pub fn new(topo: &Topology, sched: impl Into<std::sync::Arc<Schedule>>, hosts: Vec<u32>, bytes: u64, elem_bytes: u64, tag: u64, start: SimTime, seed: u64) -> Self {
+    // (One independent setting each; the scenario workload is the one caller outside tests.)
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        topo: &Topology,
+        sched: impl Into<std::sync::Arc<Schedule>>,
+        hosts: Vec<u32>,
+        bytes: u64,
+        elem_bytes: u64,
+        tag: u64,
+        start: SimTime,
+        seed: u64,
+    ) -> Self {
         let sched: std::sync::Arc<Schedule> = sched.into();
         let p = sched.ranks as usize;
         assert_eq!(hosts.len(), p);
         let port_of = PortMap::new(topo, &sched, &hosts);
         let nb = sched.blocks as usize;
         let mut values = vec![0u64; p * nb];
-        let total: Vec<u64> = (0..nb).map(|b| (0..p).fold(0u64, |acc, r| acc.wrapping_add(mix(seed, r as u64, b as u64)))).collect();
+        let total: Vec<u64> =
+            (0..nb).map(|b| (0..p).fold(0u64, |acc, r| acc.wrapping_add(mix(seed, r as u64, b as u64)))).collect();
         for r in 0..p {
             for b in 0..nb {
                 values[r * nb + b] = match sched.collective {
-                    Collective::Allreduce | Collective::ReduceScatter | Collective::Reduce { .. } => mix(seed, r as u64, b as u64),
+                    Collective::Allreduce | Collective::ReduceScatter | Collective::Reduce { .. } => {
+                        mix(seed, r as u64, b as u64)
+                    }
                     Collective::Allgather => {
                         if sched.block_owner[b] as usize == r {
                             total[b]
@@ -155,7 +169,10 @@ impl CollectiveRun {
 
     /// Ranks that have not finished, with the step each is at: (rank, step, steps).
     pub fn unfinished_ranks(&self) -> Vec<(u32, usize, usize)> {
-        (0..self.sched.ranks).filter(|&r| self.done_at[r as usize].is_none()).map(|r| (r, self.pc[r as usize], self.sched.programs[r as usize].steps.len())).collect()
+        (0..self.sched.ranks)
+            .filter(|&r| self.done_at[r as usize].is_none())
+            .map(|r| (r, self.pc[r as usize], self.sched.programs[r as usize].steps.len()))
+            .collect()
     }
 
     /// Host index of each rank.
@@ -272,7 +289,10 @@ impl CollectiveRun {
                 };
                 for r in holders {
                     if self.values[r * nb + b] != want {
-                        mismatch = Some(format!("rank {r} block {b}: fingerprint {:016x}, expected {want:016x}", self.values[r * nb + b]));
+                        mismatch = Some(format!(
+                            "rank {r} block {b}: fingerprint {:016x}, expected {want:016x}",
+                            self.values[r * nb + b]
+                        ));
                         break 'outer;
                     }
                 }
@@ -305,7 +325,8 @@ enum PortMap {
 
 impl PortMap {
     fn new(topo: &Topology, sched: &Schedule, hosts: &[u32]) -> PortMap {
-        let identity = hosts.iter().enumerate().all(|(r, &h)| r as u32 == h) && sched.ranks as usize == topo.hosts.len();
+        let identity =
+            hosts.iter().enumerate().all(|(r, &h)| r as u32 == h) && sched.ranks as usize == topo.hosts.len();
         let same_dims = |dims: &Vec<u32>| sched.torus.as_ref().is_none_or(|t| t == dims);
         match &topo.shape {
             Shape::Torus { dims } if identity && same_dims(dims) => PortMap::AsIs,

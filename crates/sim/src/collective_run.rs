@@ -72,10 +72,13 @@ pub struct CollectiveOutcome {
     pub wall_seconds: f64,
 }
 
+/// A cache key: (algorithm, collective, layout's dimensions).
+type CacheKey = (String, String, Vec<u32>);
+
 /// A process-wide cache of built schedules or timing plans, per (algorithm, collective,
 /// layout), with the total size of its entries.
 struct Cache<T> {
-    map: HashMap<(String, String, Vec<u32>), (Arc<T>, u64)>,
+    map: HashMap<CacheKey, (Arc<T>, u64)>,
     weight: u64,
 }
 
@@ -94,24 +97,37 @@ const CACHE_ENTRIES: usize = 64;
 /// new entry is kept even if it alone does).
 const CACHE_WEIGHT: u64 = 1 << 22;
 
-fn schedule_weight(s: &Schedule) -> u64 {
-    s.programs.iter().flat_map(|p| &p.steps).map(|st| (st.sends.len() + st.recvs.len()) as u64).sum::<u64>().max(1)
+/// The size of a cache entry in [`CACHE_WEIGHT`]'s units (at least 1).
+trait Weight {
+    fn weight(&self) -> u64;
 }
 
-fn plan_weight(p: &Plan) -> u64 {
-    p.steps.iter().map(|st| st.msgs.len() as u64).sum::<u64>().max(1)
+impl Weight for Schedule {
+    fn weight(&self) -> u64 {
+        self.programs
+            .iter()
+            .flat_map(|p| &p.steps)
+            .map(|st| (st.sends.len() + st.recvs.len()) as u64)
+            .sum::<u64>()
+            .max(1)
+    }
+}
+
+impl Weight for Plan {
+    fn weight(&self) -> u64 {
+        self.steps.iter().map(|st| st.msgs.len() as u64).sum::<u64>().max(1)
+    }
 }
 
 /// `build()` for (`algorithm`, `collective`, `layout`) from `cache`, after checking the rank
 /// count against `limit`.
-fn cached<T>(
+fn cached<T: Weight>(
     cache: &Mutex<Cache<T>>,
     algorithm: &str,
     collective: Collective,
     layout: &Layout,
     limit: u32,
     what: &str,
-    weight: fn(&T) -> u64,
     build: impl FnOnce() -> Result<T, String>,
 ) -> Result<Arc<T>, String> {
     let key = (algorithm.to_string(), format!("{collective:?}"), layout.dims.clone());
@@ -124,7 +140,7 @@ fn cached<T>(
     }
     // Built outside the lock so that concurrent callers do not wait on each other.
     let b = Arc::new(build()?);
-    let w = weight(&b);
+    let w = b.weight();
     let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
     if c.map.len() >= CACHE_ENTRIES || c.weight + w > CACHE_WEIGHT {
         c.map.clear();
@@ -142,9 +158,15 @@ fn cached<T>(
 pub fn cached_schedule(algorithm: &str, collective: Collective, layout: &Layout) -> Result<Arc<Schedule>, String> {
     static CACHE: OnceLock<Mutex<Cache<Schedule>>> = OnceLock::new();
     let limit = reducelab_sched::registry::variant_entry(algorithm)?.max_ranks;
-    cached(CACHE.get_or_init(Default::default), algorithm, collective, layout, limit, "schedules (packet level)", schedule_weight, || {
-        reducelab_sched::registry::build(algorithm, collective, layout)
-    })
+    cached(
+        CACHE.get_or_init(Default::default),
+        algorithm,
+        collective,
+        layout,
+        limit,
+        "schedules (packet level)",
+        || reducelab_sched::registry::build(algorithm, collective, layout),
+    )
 }
 
 /// The allreduce timing plan of variant `algorithm` for `layout` (flow backend), from the
@@ -152,14 +174,27 @@ pub fn cached_schedule(algorithm: &str, collective: Collective, layout: &Layout)
 pub fn cached_plan(algorithm: &str, layout: &Layout) -> Result<Arc<Plan>, String> {
     static CACHE: OnceLock<Mutex<Cache<Plan>>> = OnceLock::new();
     reducelab_sched::registry::variant_entry(algorithm)?;
-    cached(CACHE.get_or_init(Default::default), algorithm, Collective::Allreduce, layout, MAX_RANKS, "timing plans", plan_weight, || {
-        reducelab_sched::plan::plan(algorithm, layout)
-    })
+    cached(
+        CACHE.get_or_init(Default::default),
+        algorithm,
+        Collective::Allreduce,
+        layout,
+        MAX_RANKS,
+        "timing plans",
+        || reducelab_sched::plan::plan(algorithm, layout),
+    )
 }
 
 /// The Swing network scenario with `topology_spec`, `algorithm`, `size_bytes`, `backend`,
 /// `seed` and `net` set (not yet validated: [`ScenarioFile::resolve`] does that).
-pub fn swing_scenario(topology_spec: &str, algorithm: &str, size_bytes: u64, backend: Backend, net: &NetworkOverrides, seed: u64) -> ScenarioFile {
+pub fn swing_scenario(
+    topology_spec: &str,
+    algorithm: &str,
+    size_bytes: u64,
+    backend: Backend,
+    net: &NetworkOverrides,
+    seed: u64,
+) -> ScenarioFile {
     let mut f = crate::scenario::parse(SWING_NETWORK).expect("scenarios/swing/network.toml parses");
     f.seed = seed;
     f.topology.shape = Some(topology_spec.to_string());
@@ -181,10 +216,20 @@ pub fn swing_scenario(topology_spec: &str, algorithm: &str, size_bytes: u64, bac
 /// `topology_spec` (rank r on host r) and times it on `backend`, through the scenario path
 /// ([`swing_scenario`]). `seed` seeds the packet engine (adaptive tie-breaks) and the data
 /// fingerprints. Errors name the scenario field (`topology.shape: ...`, `traffic[0].bytes: ...`).
-pub fn run_collective(topology_spec: &str, algorithm: &str, size_bytes: u64, backend: Backend, net: &NetworkOverrides, seed: u64) -> Result<CollectiveOutcome, String> {
+pub fn run_collective(
+    topology_spec: &str,
+    algorithm: &str,
+    size_bytes: u64,
+    backend: Backend,
+    net: &NetworkOverrides,
+    seed: u64,
+) -> Result<CollectiveOutcome, String> {
     let t0 = Instant::now();
-    let sc = swing_scenario(topology_spec, algorithm, size_bytes, backend, net, seed).resolve(None).map_err(legacy_error)?;
-    let Some(Traffic::Collective { algorithm: variant, hosts, .. }) = sc.traffic.first() else { unreachable!("the Swing network's traffic is one collective") };
+    let sc =
+        swing_scenario(topology_spec, algorithm, size_bytes, backend, net, seed).resolve(None).map_err(legacy_error)?;
+    let Some(Traffic::Collective { algorithm: variant, hosts, .. }) = sc.traffic.first() else {
+        unreachable!("the Swing network's traffic is one collective")
+    };
     let (variant, ranks) = (variant.to_string(), hosts.len() as u32);
     let out = run_scenario(&sc, &RunOptions::default()).map_err(legacy_error)?;
     let summary: serde_json::Value = serde_json::from_str(&out.summary_json).expect("own json");
@@ -280,7 +325,11 @@ pub fn run_collective_sizes(
 /// Why `auto` runs `algorithm` on `topology_spec` at flow level at every size, if it does
 /// (a contention-free plan, or a packet-level data check too large): the scenario's
 /// `backend_reason` for a 1-byte allreduce, without its `auto: ` prefix.
-pub fn auto_flow_reason(topology_spec: &str, algorithm: &str, net: &NetworkOverrides) -> Result<Option<String>, String> {
+pub fn auto_flow_reason(
+    topology_spec: &str,
+    algorithm: &str,
+    net: &NetworkOverrides,
+) -> Result<Option<String>, String> {
     let sc = swing_scenario(topology_spec, algorithm, 1, Backend::Auto, net, 1).resolve(None).map_err(legacy_error)?;
     Ok((sc.backend == Backend::Flow).then(|| sc.backend_reason.trim_start_matches("auto: ").to_string()))
 }
@@ -311,7 +360,10 @@ mod tests {
     fn auto_switches_to_flow_at_flow_min_bytes() {
         let p = swing();
         let below = run_collective("torus:8x8", "swing-latency", (8 << 20) - 4, Backend::Auto, &p, 1).unwrap();
-        assert_eq!((below.backend, below.backend_reason.as_str()), (Backend::Packet, "auto: below flow_min_bytes (8388604 B < 8388608 B)"));
+        assert_eq!(
+            (below.backend, below.backend_reason.as_str()),
+            (Backend::Packet, "auto: below flow_min_bytes (8388604 B < 8388608 B)")
+        );
         let at = run_collective("torus:8x8", "swing-latency", 8 << 20, Backend::Auto, &p, 1).unwrap();
         assert_eq!(at.backend, Backend::Flow);
         assert_eq!(at.verified, None);
@@ -323,13 +375,26 @@ mod tests {
         let sizes = [32u64, 4096, 1 << 16, 1 << 20, 8 << 20];
         let one = run_collective_sizes("torus:4x4", "swing-latency", &sizes, Backend::Auto, &p, 1, 1).unwrap();
         let two = run_collective_sizes("torus:4x4", "swing-latency", &sizes, Backend::Auto, &p, 1, 2).unwrap();
-        let strip = |v: Vec<CollectiveOutcome>| v.into_iter().map(|o| CollectiveOutcome { wall_seconds: 0.0, ..o }).collect::<Vec<_>>();
+        let strip = |v: Vec<CollectiveOutcome>| {
+            v.into_iter().map(|o| CollectiveOutcome { wall_seconds: 0.0, ..o }).collect::<Vec<_>>()
+        };
         assert_eq!(strip(one), strip(two));
     }
 
     #[test]
     fn line_rate_buffers() {
-        let b = |bw: f64| run_collective("torus:2x2", "ring", 64, Backend::Flow, &NetworkOverrides { bandwidth_gbps: Some(bw), ..swing() }, 1).unwrap().buffer_bytes;
+        let b = |bw: f64| {
+            run_collective(
+                "torus:2x2",
+                "ring",
+                64,
+                Backend::Flow,
+                &NetworkOverrides { bandwidth_gbps: Some(bw), ..swing() },
+                1,
+            )
+            .unwrap()
+            .buffer_bytes
+        };
         assert_eq!(b(400.0), 256 << 10);
         // Credit loop ≈ 500 ns + 2 packets: 2 × 3.2 Tb/s × 520 ns ≈ 416 kB.
         assert!(b(3200.0) > 400_000 && b(3200.0) < 430_000, "{}", b(3200.0));
@@ -352,11 +417,21 @@ mod tests {
     #[test]
     fn errors_name_the_field() {
         let p = swing();
-        let err = |t: &str, a: &str, s: u64, p: &NetworkOverrides| run_collective(t, a, s, Backend::Auto, p, 1).unwrap_err();
-        assert!(err("torus:4x4", "nope", 64, &p).starts_with("unknown algorithm 'nope'"), "{}", err("torus:4x4", "nope", 64, &p));
-        assert!(err("torus:4x4x4", "hamiltonian-rings", 64, &p).starts_with("hamiltonian-rings on torus:4x4x4: hamiltonian-rings needs a 2D torus"));
+        let err =
+            |t: &str, a: &str, s: u64, p: &NetworkOverrides| run_collective(t, a, s, Backend::Auto, p, 1).unwrap_err();
+        assert!(
+            err("torus:4x4", "nope", 64, &p).starts_with("unknown algorithm 'nope'"),
+            "{}",
+            err("torus:4x4", "nope", 64, &p)
+        );
+        assert!(err("torus:4x4x4", "hamiltonian-rings", 64, &p)
+            .starts_with("hamiltonian-rings on torus:4x4x4: hamiltonian-rings needs a 2D torus"));
         assert!(err("ring:4", "ring", 64, &p).starts_with("topology.shape: topology 'ring:4': unknown kind"));
-        assert!(err("torus:4x4", "ring", 0, &p).starts_with("traffic[0].bytes:"), "{}", err("torus:4x4", "ring", 0, &p));
+        assert!(
+            err("torus:4x4", "ring", 0, &p).starts_with("traffic[0].bytes:"),
+            "{}",
+            err("torus:4x4", "ring", 0, &p)
+        );
         let bad = NetworkOverrides { bandwidth_gbps: Some(0.0), ..p };
         assert!(err("torus:4x4", "ring", 64, &bad).starts_with("topology.bandwidth_gbps:"));
     }

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use reducelab_ina::fabric::{Fabric, FabricNode};
 use reducelab_ina::host::{Collective, HostStats};
-use reducelab_ina::{Addr, Header, HostAction, HostProtocol, InaProtocol, SwAction, SwitchConfig, SwitchProgram, Tenant, Values, NIL};
+use reducelab_ina::{
+    Addr, Header, HostAction, HostProtocol, InaProtocol, SwAction, SwitchConfig, SwitchProgram, Tenant, Values, NIL,
+};
 use reducelab_net::{AppDst, AppOut, AppPacket, Network, PacketId, ProgramLimits, APP_QUEUE_LOW};
 use reducelab_topo::Topology;
 use serde::Serialize;
@@ -194,7 +196,15 @@ impl InaWorld {
         let mut rank_of = Vec::new();
         let mut host_colls = vec![Vec::new(); n_hosts];
         for (ci, s) in specs.iter().enumerate() {
-            let c = Collective::new(ci as u16, s.hosts.clone(), s.bytes, s.elems_per_packet, collective_salt(seed), s.values).map_err(|r| format!("traffic: {r}"))?;
+            let c = Collective::new(
+                ci as u16,
+                s.hosts.clone(),
+                s.bytes,
+                s.elems_per_packet,
+                collective_salt(seed),
+                s.values,
+            )
+            .map_err(|r| format!("traffic: {r}"))?;
             let mut ro = vec![NIL; n_hosts];
             for (r, &h) in s.hosts.iter().enumerate() {
                 ro[h as usize] = r as u32;
@@ -207,8 +217,17 @@ impl InaWorld {
         let programs = match specs.first() {
             None => (0..topo.nodes.len()).map(|_| None).collect(),
             Some(first) => {
-                let tenants: Vec<Tenant<'_>> = specs.iter().zip(&colls).map(|(s, c)| Tenant { coll: c, protocol: &*s.protocol, roots: &s.roots }).collect();
-                let cfg = SwitchConfig { table_size: switch.table_size, slots_per_tenant: switch.slots_per_tenant, timeout_ps: switch.timeout_ps, reclaim_ps: switch.reclaim_ps };
+                let tenants: Vec<Tenant<'_>> = specs
+                    .iter()
+                    .zip(&colls)
+                    .map(|(s, c)| Tenant { coll: c, protocol: &*s.protocol, roots: &s.roots })
+                    .collect();
+                let cfg = SwitchConfig {
+                    table_size: switch.table_size,
+                    slots_per_tenant: switch.slots_per_tenant,
+                    timeout_ps: switch.timeout_ps,
+                    reclaim_ps: switch.reclaim_ps,
+                };
                 first.protocol.switch_programs(&fabric, &tenants, &cfg)?
             }
         };
@@ -306,7 +325,8 @@ impl InaWorld {
     fn through_wire(&mut self, h: Header) -> Header {
         let mut buf = std::mem::take(&mut self.wire_buf);
         let values = (h.data != NIL).then(|| self.vals.get(h.data));
-        let (mut p, v) = reducelab_ina::wire::round_trip(&h, values, &mut buf).unwrap_or_else(|e| panic!("wire check: {e} in {h:?}"));
+        let (mut p, v) = reducelab_ina::wire::round_trip(&h, values, &mut buf)
+            .unwrap_or_else(|e| panic!("wire check: {e} in {h:?}"));
         self.wire_buf = buf;
         if h.data != NIL {
             self.vals.get_mut(h.data)[..v.len()].copy_from_slice(&v);
@@ -492,7 +512,8 @@ impl InaWorld {
 /// Time-weighted mean descriptors of a switch over `[0, end]` ps.
 fn mean_descriptors(p: &dyn SwitchProgram, end: u64) -> f64 {
     let s = p.stats();
-    (s.descriptor_ps + p.descriptors_in_use() as u128 * end.saturating_sub(s.last_change_ps) as u128) as f64 / end as f64
+    (s.descriptor_ps + p.descriptors_in_use() as u128 * end.saturating_sub(s.last_change_ps) as u128) as f64
+        / end as f64
 }
 
 /// The topology as the protocols' control plane sees it (also the software switch's).
@@ -501,7 +522,11 @@ pub fn fabric_of(topo: &Topology) -> Fabric {
         nodes: topo
             .nodes
             .iter()
-            .map(|n| FabricNode { is_host: n.host.is_some(), forwards: n.forwards, ports: n.ports.iter().map(|p| (p.peer.0, p.peer_port)).collect() })
+            .map(|n| FabricNode {
+                is_host: n.host.is_some(),
+                forwards: n.forwards,
+                ports: n.ports.iter().map(|p| (p.peer.0, p.peer_port)).collect(),
+            })
             .collect(),
         host_nodes: (0..topo.num_hosts() as u32).map(|h| topo.host_node(h).0).collect(),
     }
@@ -526,7 +551,8 @@ impl InaWorld {
                 continue;
             }
             let missing: u64 = self.agents[ci].iter().map(|a| a.missing() as u64).sum();
-            let unreleased = self.agents[ci].iter().filter(|a| a.finished_ps().is_some() && a.completed_ps().is_none()).count();
+            let unreleased =
+                self.agents[ci].iter().filter(|a| a.finished_ps().is_some() && a.completed_ps().is_none()).count();
             let why = self.specs[ci].protocol.stall_cause(self.lost_packets);
             let abandoned: u64 = self.agents[ci].iter().map(|a| a.stats().abandoned).sum();
             let why = if abandoned > 0 {
@@ -549,9 +575,10 @@ impl InaWorld {
                 let finished = ags.iter().filter(|a| a.finished_ps().is_some()).count();
                 let all = finished == ags.len();
                 let runtime = all.then(|| ags.iter().filter_map(|a| a.finished_ps()).max().unwrap_or(start) - start);
-                let completion = ags.iter().all(|a| a.completed_ps().is_some()).then(|| {
-                    ags.iter().map(|a| a.completed_ps().unwrap_or(start)).max().unwrap_or(start) - start
-                });
+                let completion = ags
+                    .iter()
+                    .all(|a| a.completed_ps().is_some())
+                    .then(|| ags.iter().map(|a| a.completed_ps().unwrap_or(start)).max().unwrap_or(start) - start);
                 let mut hs = HostStats::default();
                 for a in ags {
                     hs.accumulate(a.stats());
@@ -603,7 +630,8 @@ impl InaWorld {
     }
 
     pub fn totals(&self) -> InaTotals {
-        let mut t = InaTotals { lost_packets: self.lost_packets, values_slots_left: self.vals.live, ..InaTotals::default() };
+        let mut t =
+            InaTotals { lost_packets: self.lost_packets, values_slots_left: self.vals.live, ..InaTotals::default() };
         let end = self.occupancy.last().map(|o| o.0).unwrap_or(0).max(1);
         for p in self.programs.iter().flatten() {
             let s = p.stats();
@@ -638,6 +666,11 @@ impl InaWorld {
     /// Hosts of allreduce `ci` that have not completed it (received every block and, for
     /// Canary, been released), in rank order.
     pub fn unfinished_hosts(&self, ci: usize) -> Vec<u32> {
-        self.agents[ci].iter().zip(&self.specs[ci].hosts).filter(|(a, _)| a.completed_ps().is_none()).map(|(_, &h)| h).collect()
+        self.agents[ci]
+            .iter()
+            .zip(&self.specs[ci].hosts)
+            .filter(|(a, _)| a.completed_ps().is_none())
+            .map(|(_, &h)| h)
+            .collect()
     }
 }

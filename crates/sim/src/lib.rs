@@ -8,6 +8,8 @@
 pub mod bench;
 pub mod collective;
 pub mod collective_run;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod ina_run;
 mod message_lists;
 pub mod pspin_run;
@@ -154,8 +156,17 @@ fn run_flow(sc: &Scenario, probe: bool) -> Result<RunOutput, ScenarioError> {
     let r = match probe {
         true => None,
         false => Some(
-            reducelab_flow::run_plan(&sc.topology, plan, *bytes, collective_run::ELEM_BYTES, &scenario::flow_config(&sc.net, &sc.endpoint))
-                .map_err(|reason| ScenarioError { field: "run.backend".into(), reason: format!("the flow backend failed: {reason}") })?,
+            reducelab_flow::run_plan(
+                &sc.topology,
+                plan,
+                *bytes,
+                collective_run::ELEM_BYTES,
+                &scenario::flow_config(&sc.net, &sc.endpoint),
+            )
+            .map_err(|reason| ScenarioError {
+                field: "run.backend".into(),
+                reason: format!("the flow backend failed: {reason}"),
+            })?,
         ),
     };
     let (summary, table) = report::build_flow(sc, algorithm, hosts.len(), *bytes, r.as_ref());
@@ -165,7 +176,13 @@ fn run_flow(sc: &Scenario, probe: bool) -> Result<RunOutput, ScenarioError> {
         summary_json: serde_json::to_string_pretty(&summary).expect("json") + "\n",
         files: Vec::new(),
         table,
-        stats: EngineStats { wall_seconds: t0.elapsed().as_secs_f64(), events: r.events, packets: 0, packet_hops: 0, sim_time_ps: r.runtime_ps },
+        stats: EngineStats {
+            wall_seconds: t0.elapsed().as_secs_f64(),
+            events: r.events,
+            packets: 0,
+            packet_hops: 0,
+            sim_time_ps: r.runtime_ps,
+        },
     })
 }
 

@@ -251,7 +251,16 @@ mod tests {
 
     #[test]
     fn anything_unusual_leaves_the_text_to_the_full_parser() {
-        for list in ["[[0, 1, -2, 0]]", "[[0, 1, 2]]", "[[0, 1, 2, 3, 4]]", "[[0, 1, 2.5, 0]]", "[[0, 1, 0x10, 0]]", "[[01, 1, 2, 3]]", "[[0, 1, 2, 99999999999999999999]]", "[[0, 1, 2, 3]"] {
+        for list in [
+            "[[0, 1, -2, 0]]",
+            "[[0, 1, 2]]",
+            "[[0, 1, 2, 3, 4]]",
+            "[[0, 1, 2.5, 0]]",
+            "[[0, 1, 0x10, 0]]",
+            "[[01, 1, 2, 3]]",
+            "[[0, 1, 2, 99999999999999999999]]",
+            "[[0, 1, 2, 3]",
+        ] {
             let text = format!("[[traffic]]\nlist = {list}\n");
             assert!(extract(&text).is_none(), "{list}");
         }
@@ -286,7 +295,11 @@ mod equivalence {
                     let v: Vec<String> = (0..4)
                         .map(|_| {
                             let x = rng.below(1_000_000);
-                            if rng.below(5) == 0 && x >= 1000 { format!("{}_{:03}", x / 1000, x % 1000) } else { x.to_string() }
+                            if rng.below(5) == 0 && x >= 1000 {
+                                format!("{}_{:03}", x / 1000, x % 1000)
+                            } else {
+                                x.to_string()
+                            }
                         })
                         .collect();
                     items.push(format!("[{}]", v.join(&format!(",{sep}"))));

@@ -8,7 +8,9 @@ use reducelab_flare::pspin::examples::QuantisedInt8Sum;
 use reducelab_flare::pspin::model::ModelInput;
 use reducelab_flare::pspin::verify::{fingerprint, verify};
 use reducelab_flare::pspin::{self, ConfigError, DataType, Operator, SwitchConfig, SwitchReport, Workload};
-use reducelab_flare::sparse::pspin::{block_bytes, sparse_l_cycles, storage_name, SparseCosts, SparseHandlers, SparseTraffic};
+use reducelab_flare::sparse::pspin::{
+    block_bytes, sparse_l_cycles, storage_name, SparseCosts, SparseHandlers, SparseTraffic,
+};
 use reducelab_flare::sparse::switch::Storage;
 use serde_json::json;
 use std::time::Instant;
@@ -45,7 +47,11 @@ impl<'a> Fields<'a> {
         }
     }
     fn field(&self, key: &str) -> String {
-        if self.path.is_empty() { key.to_string() } else { format!("{}.{key}", self.path) }
+        if self.path.is_empty() {
+            key.to_string()
+        } else {
+            format!("{}.{key}", self.path)
+        }
     }
     fn int(&mut self, key: &str, default: u64, max: u64) -> Result<u64, ScenarioError> {
         match self.table.remove(key) {
@@ -111,7 +117,8 @@ pub struct PspinScenario {
 
 /// Parses and validates a `[pspin]` scenario (`seed` overrides the file's).
 pub fn parse(text: &str, seed: Option<u64>) -> Result<PspinScenario, ScenarioError> {
-    let doc: toml::Table = text.parse().map_err(|e: toml::de::Error| err("", format!("invalid TOML: {}", e.message())))?;
+    let doc: toml::Table =
+        text.parse().map_err(|e: toml::de::Error| err("", format!("invalid TOML: {}", e.message())))?;
     let mut top = Fields::new("", Some(toml::Value::Table(doc)))?;
     let name = top.string("name", "pspin")?;
     let seed = match seed {
@@ -137,7 +144,8 @@ pub fn parse(text: &str, seed: Option<u64>) -> Result<PspinScenario, ScenarioErr
             dma_cycles_per_kib: p.int("dma_cycles_per_kib", c.dma_cycles_per_kib as u64, 1 << 20)? as u32,
             remote_l1_factor: p.int("remote_l1_factor", c.remote_l1_factor as u64, 1 << 20)? as u32,
             lock_cycles: p.int("lock_cycles", c.lock_cycles as u64, 1 << 20)? as u32,
-            handler_overhead_cycles: p.int("handler_overhead_cycles", c.handler_overhead_cycles as u64, 1 << 20)? as u32,
+            handler_overhead_cycles: p.int("handler_overhead_cycles", c.handler_overhead_cycles as u64, 1 << 20)?
+                as u32,
         },
     };
     switch.backpressure = match p.string("l2_full", "drop")?.as_str() {
@@ -149,10 +157,13 @@ pub fn parse(text: &str, seed: Option<u64>) -> Result<PspinScenario, ScenarioErr
     switch.validate()?;
 
     let dtype_name = a.string("dtype", "int32")?;
-    let dtype = DataType::from_name(&dtype_name)
-        .ok_or_else(|| err("pspin.allreduce.dtype", format!("unknown type {dtype_name:?} (known: int32, int16, int8, f32, f16)")))?;
+    let dtype = DataType::from_name(&dtype_name).ok_or_else(|| {
+        err("pspin.allreduce.dtype", format!("unknown type {dtype_name:?} (known: int32, int16, int8, f32, f16)"))
+    })?;
     let op_name = a.string("op", "sum")?;
-    let op = Operator::from_name(&op_name).ok_or_else(|| err("pspin.allreduce.op", format!("unknown operator {op_name:?} (known: sum, min, max, prod)")))?;
+    let op = Operator::from_name(&op_name).ok_or_else(|| {
+        err("pspin.allreduce.op", format!("unknown operator {op_name:?} (known: sum, min, max, prod)"))
+    })?;
     let bytes = a.int("bytes", 0, 1 << 40)?;
     // `allreduces`: back-to-back allreduces of `bytes` each (a stream); the switch sees them as
     // one vector of allreduces × bytes, each host keeping one allreduce's blocks in flight unless
@@ -181,7 +192,8 @@ pub fn parse(text: &str, seed: Option<u64>) -> Result<PspinScenario, ScenarioErr
     let simulate = a.boolean("simulate", true)?;
     // Sparse data (§7): `density` of non-zeros, `storage` hash (+ spill) or array.
     let density = a.num("density", 0.0)?;
-    let sparse_keys: Vec<&str> = ["storage", "hash_slots", "spill_pairs"].into_iter().filter(|k| a.table.contains_key(*k)).collect();
+    let sparse_keys: Vec<&str> =
+        ["storage", "hash_slots", "spill_pairs"].into_iter().filter(|k| a.table.contains_key(*k)).collect();
     let ppp = (w.packet_bytes / 8).max(1) as u64;
     let storage_name_req = a.string("storage", "hash")?;
     let hash_slots = a.int("hash_slots", 4 * ppp, 1 << 24)?;
@@ -200,28 +212,42 @@ pub fn parse(text: &str, seed: Option<u64>) -> Result<PspinScenario, ScenarioErr
     w.validate()?;
     if density > 0.0 {
         if dtype != DataType::Int32 || !matches!(op, Operator::Sum) {
-            return Err(err("pspin.allreduce.dtype", "sparse runs aggregate int32 sums (pairs of a 4-byte index and a 4-byte value)"));
+            return Err(err(
+                "pspin.allreduce.dtype",
+                "sparse runs aggregate int32 sums (pairs of a 4-byte index and a 4-byte value)",
+            ));
         }
         if w.carry_data {
             return Err(err("pspin.allreduce.data", "sparse runs always carry their pairs; `data` is for dense runs"));
         }
         if reproducible {
-            return Err(err("pspin.allreduce.reproducible", "sparse runs are integer sums (reproducibility is for floating point)"));
+            return Err(err(
+                "pspin.allreduce.reproducible",
+                "sparse runs are integer sums (reproducibility is for floating point)",
+            ));
         }
         let storage = match storage_name_req.as_str() {
             "hash" => {
                 if hash_slots == 0 || spill_pairs == 0 {
-                    return Err(err(if hash_slots == 0 { "pspin.allreduce.hash_slots" } else { "pspin.allreduce.spill_pairs" }, "must be at least 1"));
+                    return Err(err(
+                        if hash_slots == 0 { "pspin.allreduce.hash_slots" } else { "pspin.allreduce.spill_pairs" },
+                        "must be at least 1",
+                    ));
                 }
                 Storage::Hash { slots: hash_slots as u32, spill: spill_pairs as u32 }
             }
             "array" => Storage::Array,
-            other => return Err(err("pspin.allreduce.storage", format!("expected \"hash\" or \"array\", got {other:?}"))),
+            other => {
+                return Err(err("pspin.allreduce.storage", format!("expected \"hash\" or \"array\", got {other:?}")))
+            }
         };
         let design = match design_requested.as_str() {
             "flare" => Design::flare_policy(bytes, false),
             name => Design::from_name(name).ok_or_else(|| {
-                err("pspin.allreduce.design", format!("unknown design {name:?} for sparse data (known: single, multi-B, tree, flare)"))
+                err(
+                    "pspin.allreduce.design",
+                    format!("unknown design {name:?} for sparse data (known: single, multi-B, tree, flare)"),
+                )
             })?,
         };
         if simulate && design != Design::SingleBuffer {
@@ -230,31 +256,60 @@ pub fn parse(text: &str, seed: Option<u64>) -> Result<PspinScenario, ScenarioErr
                 format!("the simulated sparse handlers aggregate in a single buffer (the {} design is modelled only: simulate = false)", design.name()),
             ));
         }
-        return Ok(PspinScenario { name, seed, switch, workload: w, design_requested, reproducible, handlers: Handlers::Sparse(design, density, storage), allreduces, simulate });
+        return Ok(PspinScenario {
+            name,
+            seed,
+            switch,
+            workload: w,
+            design_requested,
+            reproducible,
+            handlers: Handlers::Sparse(design, density, storage),
+            allreduces,
+            simulate,
+        });
     }
     let handlers = match design_requested.as_str() {
         "flare" => Handlers::Design(Design::flare_policy(bytes, reproducible)),
         "quantised-int8-sum" => {
             if dtype != DataType::Int8 || !matches!(op, Operator::Sum) {
-                return Err(err("pspin.allreduce.dtype", "design quantised-int8-sum aggregates int8 sums (dtype = \"int8\", op = \"sum\")"));
+                return Err(err(
+                    "pspin.allreduce.dtype",
+                    "design quantised-int8-sum aggregates int8 sums (dtype = \"int8\", op = \"sum\")",
+                ));
             }
             w.header_scales = true;
             Handlers::QuantisedInt8Sum
         }
         name => match Design::from_name(name) {
             Some(d) if reproducible && d != Design::Tree => {
-                return Err(err("pspin.allreduce.reproducible", format!("only the tree design is reproducible, not {name:?}")))
+                return Err(err(
+                    "pspin.allreduce.reproducible",
+                    format!("only the tree design is reproducible, not {name:?}"),
+                ))
             }
             Some(d) => Handlers::Design(d),
             None => {
                 return Err(err(
                     "pspin.allreduce.design",
-                    format!("unknown design {name:?} (known: single, multi-B for B in 2..=64, tree, flare, quantised-int8-sum)"),
+                    format!(
+                        "unknown design {name:?} (known: single, multi-B for B in 2..=64, tree, flare, \
+                         quantised-int8-sum)"
+                    ),
                 ))
             }
         },
     };
-    Ok(PspinScenario { name, seed, switch, workload: w, design_requested, reproducible, handlers, allreduces, simulate })
+    Ok(PspinScenario {
+        name,
+        seed,
+        switch,
+        workload: w,
+        design_requested,
+        reproducible,
+        handlers,
+        allreduces,
+        simulate,
+    })
 }
 
 /// Runs a `[pspin]` scenario.
@@ -279,9 +334,14 @@ pub fn run(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
                 let (f, r) = e.split_once(": ").unwrap_or(("pspin.allreduce.density", e.as_str()));
                 err(f, r)
             })?;
-            let mut h = SparseHandlers::new(&traffic, storage, SparseCosts::default()).map_err(|e| err("pspin.allreduce.storage", e))?;
+            let mut h = SparseHandlers::new(&traffic, storage, SparseCosts::default())
+                .map_err(|e| err("pspin.allreduce.storage", e))?;
             let report = pspin::switch::run_traffic(cfg, w, &traffic, &mut h)?;
-            sparse_check = Some(if report.status == "completed" { h.check(&traffic) } else { Err(format!("the run ended {}", report.status)) });
+            sparse_check = Some(if report.status == "completed" {
+                h.check(&traffic)
+            } else {
+                Err(format!("the run ended {}", report.status))
+            });
             let distinct: u64 = traffic.distinct.iter().map(|&d| d as u64).sum();
             let st = &h.stats;
             sparse = Some(json!({
@@ -333,7 +393,14 @@ pub fn run(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
         if let Handlers::Sparse(_, density, storage) = sc.handlers {
             // The sparse handlers' L (sparse::pspin::sparse_l_cycles): their insertions and the
             // completion scan per packet, in place of the dense combine.
-            mi.l_cycles = sparse_l_cycles(&storage, &SparseCosts::default(), w.packet_bytes / 8, SparseTraffic::span(w, density), density, w.hosts);
+            mi.l_cycles = sparse_l_cycles(
+                &storage,
+                &SparseCosts::default(),
+                w.packet_bytes / 8,
+                SparseTraffic::span(w, density),
+                density,
+                w.hosts,
+            );
         }
         let m = mi.evaluate();
         json!({
@@ -458,7 +525,13 @@ pub fn run(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
         summary_json: serde_json::to_string_pretty(&summary).expect("json") + "\n",
         files: Vec::new(),
         table,
-        stats: EngineStats { wall_seconds: wall, events: report.events, packets: report.packets_in, packet_hops: report.packets_in, sim_time_ps: report.last_completion_ps },
+        stats: EngineStats {
+            wall_seconds: wall,
+            events: report.events,
+            packets: report.packets_in,
+            packet_hops: report.packets_in,
+            sim_time_ps: report.last_completion_ps,
+        },
     })
 }
 
@@ -470,13 +543,17 @@ mod tests {
 
     #[test]
     fn a_pspin_scenario_runs_through_the_one_door_and_is_deterministic() {
-        let text = format!("{BASE}dtype = \"f32\"\ndata = true\ndesign = \"flare\"\nreproducible = true\njitter_ns = 20\n");
+        let text =
+            format!("{BASE}dtype = \"f32\"\ndata = true\ndesign = \"flare\"\nreproducible = true\njitter_ns = 20\n");
         let a = crate::run_scenario_str(&text, &RunOptions::default()).unwrap();
         let b = crate::run_scenario_str(&text, &RunOptions::default()).unwrap();
         assert_eq!(a.summary_json, b.summary_json);
         assert_eq!(a.status, RunStatus::Completed);
         let s: serde_json::Value = serde_json::from_str(&a.summary_json).unwrap();
-        assert_eq!((s["kind"].as_str(), s["design"].as_str(), s["verified"].as_bool()), (Some("pspin"), Some("tree"), Some(true)));
+        assert_eq!(
+            (s["kind"].as_str(), s["design"].as_str(), s["verified"].as_bool()),
+            (Some("pspin"), Some("tree"), Some(true))
+        );
         assert!(s["bandwidth_gbps"].as_f64().unwrap() > 0.0 && s["model"]["tau_cycles"].as_f64().unwrap() > 0.0);
         // The tree's result does not depend on the arrival order (seed → jitter).
         let c = crate::run_scenario_str(&text, &RunOptions { seed: Some(99), ..Default::default() }).unwrap();
@@ -491,7 +568,10 @@ mod tests {
         let out = crate::run_scenario_str(&text, &RunOptions::default()).unwrap();
         let s: serde_json::Value = serde_json::from_str(&out.summary_json).unwrap();
         // 4 × 64 KiB: the policy sees 64 KiB (tree), one allreduce (64 blocks) in flight.
-        assert_eq!((s["design"].as_str(), s["bytes"].as_u64(), s["allreduces"].as_u64()), (Some("tree"), Some(65536), Some(4)));
+        assert_eq!(
+            (s["design"].as_str(), s["bytes"].as_u64(), s["allreduces"].as_u64()),
+            (Some("tree"), Some(65536), Some(4))
+        );
         assert_eq!((s["blocks"].as_u64(), s["window_blocks"].as_u64()), (Some(256), Some(64)));
     }
 
@@ -508,9 +588,17 @@ mod tests {
             let e = crate::run_scenario_str(&format!("{BASE}{extra}"), &RunOptions::default()).unwrap_err();
             assert_eq!(e.field, field, "{extra}: {e}");
         }
-        let e = crate::run_scenario_str("[pspin]\nsubset_cores = 3\n[pspin.allreduce]\nhosts = 2\nbytes = 1024\n", &RunOptions::default()).unwrap_err();
+        let e = crate::run_scenario_str(
+            "[pspin]\nsubset_cores = 3\n[pspin.allreduce]\nhosts = 2\nbytes = 1024\n",
+            &RunOptions::default(),
+        )
+        .unwrap_err();
         assert_eq!(e.field, "pspin.subset_cores");
-        let e = crate::run_scenario_str("[pspin]\nl2_full = \"spill\"\n[pspin.allreduce]\nhosts = 2\nbytes = 1024\n", &RunOptions::default()).unwrap_err();
+        let e = crate::run_scenario_str(
+            "[pspin]\nl2_full = \"spill\"\n[pspin.allreduce]\nhosts = 2\nbytes = 1024\n",
+            &RunOptions::default(),
+        )
+        .unwrap_err();
         assert_eq!(e.field, "pspin.l2_full");
     }
 
@@ -533,28 +621,47 @@ mod tests {
     fn a_sparse_run_reports_storage_memory_and_traffic_and_a_misfit_says_why() {
         // 4 clusters, 8 children, 256 KiB of pairs per host (256 blocks, 64 per cluster).
         let sparse = "[pspin]\nclusters = 4\nl2_full = \"backpressure\"\n[pspin.allreduce]\nhosts = 8\nbytes = 262144\ndesign = \"single\"\n";
-        let out = crate::run_scenario_str(&format!("{sparse}density = 0.1\nstorage = \"hash\"\n"), &RunOptions::default()).unwrap();
+        let out =
+            crate::run_scenario_str(&format!("{sparse}density = 0.1\nstorage = \"hash\"\n"), &RunOptions::default())
+                .unwrap();
         assert_eq!(out.status, RunStatus::Completed, "{}", out.summary_json);
         let s: serde_json::Value = serde_json::from_str(&out.summary_json).unwrap();
         let sp = &s["sparse"];
-        assert_eq!((sp["storage"].as_str(), sp["span"].as_u64(), sp["block_bytes"].as_u64(), sp["fits"].as_bool()), (Some("hash"), Some(1280), Some(5120), Some(true)));
+        assert_eq!(
+            (sp["storage"].as_str(), sp["span"].as_u64(), sp["block_bytes"].as_u64(), sp["fits"].as_bool()),
+            (Some("hash"), Some(1280), Some(5120), Some(true))
+        );
         assert!(sp["pairs_out"].as_u64().unwrap() >= sp["distinct_indices"].as_u64().unwrap());
         // What the switch sent adds up to the exact sums (checked for every simulated sparse run).
         assert_eq!(s["verified"].as_bool(), Some(true));
         // The model uses the sparse handlers' L (more than the dense packet's 1024 cycles).
         assert!(s["model"]["l_cycles"].as_f64().unwrap() > 1024.0);
         // At 1% an array block is 50 KiB: 64 of them in one cluster's 1 MiB L1 do not fit.
-        let out = crate::run_scenario_str(&format!("{sparse}density = 0.01\nstorage = \"array\"\n"), &RunOptions::default()).unwrap();
+        let out =
+            crate::run_scenario_str(&format!("{sparse}density = 0.01\nstorage = \"array\"\n"), &RunOptions::default())
+                .unwrap();
         assert_eq!(out.status, RunStatus::Unverified);
         let s: serde_json::Value = serde_json::from_str(&out.summary_json).unwrap();
         let why = s["status_reason"].as_str().unwrap();
-        assert!(why.starts_with("does not fit: the blocks processed concurrently needed") && why.contains("array storage at density 0.01: 51200 bytes per block, span 12800"), "{why}");
+        assert!(
+            why.starts_with("does not fit: the blocks processed concurrently needed")
+                && why.contains("array storage at density 0.01: 51200 bytes per block, span 12800"),
+            "{why}"
+        );
         assert_eq!(s["sparse"]["fits"].as_bool(), Some(false));
         assert_eq!(s["verified"].as_bool(), Some(false));
         // Model only (Fig. 13): any design, not simulated.
-        let out = crate::run_scenario_str(&format!("{sparse}density = 0.1\nstorage = \"array\"\nsimulate = false\n").replace("\"single\"", "\"tree\""), &RunOptions::default()).unwrap();
+        let out = crate::run_scenario_str(
+            &format!("{sparse}density = 0.1\nstorage = \"array\"\nsimulate = false\n")
+                .replace("\"single\"", "\"tree\""),
+            &RunOptions::default(),
+        )
+        .unwrap();
         let s: serde_json::Value = serde_json::from_str(&out.summary_json).unwrap();
-        assert_eq!((s["simulated"].as_bool(), s["packets"].as_u64(), s["design"].as_str()), (Some(false), Some(0), Some("tree")));
+        assert_eq!(
+            (s["simulated"].as_bool(), s["packets"].as_u64(), s["design"].as_str()),
+            (Some(false), Some(0), Some("tree"))
+        );
         for (extra, field) in [
             ("density = 0.1\ndesign = \"tree\"\n", "pspin.allreduce.design"),
             ("density = 1.5\n", "pspin.allreduce.density"),

@@ -106,7 +106,8 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
-    pub const ALL: [RunStatus; 5] = [RunStatus::Completed, RunStatus::Unverified, RunStatus::Stalled, RunStatus::TimeLimit, RunStatus::Interrupted];
+    pub const ALL: [RunStatus; 5] =
+        [RunStatus::Completed, RunStatus::Unverified, RunStatus::Stalled, RunStatus::TimeLimit, RunStatus::Interrupted];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -132,12 +133,17 @@ pub fn classify(end: &RunEnd, unfinished: Option<&str>, wrong: Option<&str>) -> 
         None => r,
     };
     match (end, unfinished) {
-        (RunEnd::Interrupted, u) => (RunStatus::Interrupted, Some(also(match u {
-            Some(u) => format!("interrupted (signal) with work unfinished: {u}"),
-            None => "interrupted (signal)".into(),
-        }))),
+        (RunEnd::Interrupted, u) => (
+            RunStatus::Interrupted,
+            Some(also(match u {
+                Some(u) => format!("interrupted (signal) with work unfinished: {u}"),
+                None => "interrupted (signal)".into(),
+            })),
+        ),
         (RunEnd::Stalled { reason }, _) => (RunStatus::Stalled, Some(also(reason.clone()))),
-        (RunEnd::TimeLimit, Some(u)) => (RunStatus::TimeLimit, Some(also(format!("run.time_limit_us came first: {u}")))),
+        (RunEnd::TimeLimit, Some(u)) => {
+            (RunStatus::TimeLimit, Some(also(format!("run.time_limit_us came first: {u}"))))
+        }
         (_, Some(u)) => (RunStatus::Stalled, Some(also(u.to_string()))),
         (_, None) => match wrong {
             Some(w) => (RunStatus::Unverified, Some(w.to_string())),
@@ -171,10 +177,7 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     let corrupted = msgs.iter().filter(|m| m.is_complete() && !m.verified()).count();
     // Background generators are cut off when the foreground ends; their last messages are
     // legitimately incomplete. Foreground messages must all arrive.
-    let fg_incomplete = msgs
-        .iter()
-        .filter(|m| !m.is_complete() && !w.traffic[m.tag as usize].is_background())
-        .count();
+    let fg_incomplete = msgs.iter().filter(|m| !m.is_complete() && !w.traffic[m.tag as usize].is_background()).count();
     // Per traffic generator.
     let collectives = w.collective_results();
     let ina_results = w.ina.as_ref().map(|x| x.results()).unwrap_or_default();
@@ -267,7 +270,11 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             "throughput_gbps": if span > 0 { delivered as f64 * 8.0 / (span as f64 * 1e-12) / 1e9 } else { 0.0 },
         });
         if net.transport_stats().is_some() && net.transport_carries(ti as u64) {
-            let ids = msgs.iter().enumerate().filter(|(_, m)| m.tag == ti as u64).map(|(i, _)| reducelab_net::MsgId(i as u32));
+            let ids = msgs
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.tag == ti as u64)
+                .map(|(i, _)| reducelab_net::MsgId(i as u32));
             entry["transport"] = message_transport_json(net, ids);
         }
         traffic.push(entry);
@@ -300,7 +307,18 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         let _ = write!(
             links_csv,
             "{},{},{},{},{},{},{},{:.6},{},{:.1},{},{},{}",
-            p.link, p.node, p.port, p.peer_node, p.peer_port, p.bytes, p.packets, u, p.max_queue_bytes, p.mean_queue_bytes, p.drops, p.ecn_marks,
+            p.link,
+            p.node,
+            p.port,
+            p.peer_node,
+            p.peer_port,
+            p.bytes,
+            p.packets,
+            u,
+            p.max_queue_bytes,
+            p.mean_queue_bytes,
+            p.drops,
+            p.ecn_marks,
             if is_host { "host" } else { "network" }
         );
         if let Some(t) = &trims {
@@ -329,16 +347,32 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             Some(d) => (m.end.ps().to_string(), d.ps().to_string()),
             None => (String::new(), String::new()),
         };
-        let _ = write!(messages_csv, "{i},{},{},{},{},{end_s},{fct_s},{}", m.src, m.dst, m.bytes, m.start.ps(), m.verified());
+        let _ = write!(
+            messages_csv,
+            "{i},{},{},{},{},{end_s},{fct_s},{}",
+            m.src,
+            m.dst,
+            m.bytes,
+            m.start.ps(),
+            m.verified()
+        );
         match net.message_transport(reducelab_net::MsgId(i as u32)) {
             Some(t) if dcqcn => {
                 let _ = writeln!(messages_csv, ",{},{}", t.cnps, t.rate_decreases);
             }
             Some(t) if dctcp => {
-                let _ = writeln!(messages_csv, ",{},{},{},{},{}", t.retransmissions, t.timeouts, t.fast_retransmits, t.marks_echoed, t.duplicates);
+                let _ = writeln!(
+                    messages_csv,
+                    ",{},{},{},{},{}",
+                    t.retransmissions, t.timeouts, t.fast_retransmits, t.marks_echoed, t.duplicates
+                );
             }
             Some(t) => {
-                let _ = writeln!(messages_csv, ",{},{},{},{},{},{}", t.retransmissions, t.trims, t.nacks, t.pulls, t.timeouts, t.duplicates);
+                let _ = writeln!(
+                    messages_csv,
+                    ",{},{},{},{},{},{}",
+                    t.retransmissions, t.trims, t.nacks, t.pulls, t.timeouts, t.duplicates
+                );
             }
             None => messages_csv.push('\n'),
         }
@@ -471,13 +505,24 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     }
     let mut table = String::new();
     let _ = writeln!(table, "scenario   {}  (seed {})", sc.name, sc.seed);
-    let _ = writeln!(table, "topology   {}: {} hosts, {} switches, {} links", topo.name, topo.num_hosts(), topo.num_switches(), topo.links.len());
+    let _ = writeln!(
+        table,
+        "topology   {}: {} hosts, {} switches, {} links",
+        topo.name,
+        topo.num_hosts(),
+        topo.num_switches(),
+        topo.links.len()
+    );
     let _ = writeln!(table, "status     {end_kind} at {:.3} us simulated", now as f64 * 1e-6);
     let _ = writeln!(table, "backend    packet ({})", sc.backend_reason);
     if let Some(r) = &reason {
         let _ = writeln!(table, "why        {r}");
     }
-    let _ = writeln!(table, "{:<16} {:>9} {:>9} {:>9} {:>12} {:>12} {:>12} {:>10}", "traffic", "messages", "done", "verified", "fct p50 us", "fct p99 us", "fct max us", "Gb/s");
+    let _ = writeln!(
+        table,
+        "{:<16} {:>9} {:>9} {:>9} {:>12} {:>12} {:>12} {:>10}",
+        "traffic", "messages", "done", "verified", "fct p50 us", "fct p99 us", "fct max us", "Gb/s"
+    );
     for t in summary["traffic"].as_array().unwrap() {
         let f = &t["fct_ps"];
         let us = |v: &Value| v.as_u64().unwrap_or(0) as f64 * 1e-6;
@@ -504,7 +549,11 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             r.bytes,
             r.runtime_ps().map_or("-".into(), |t| format!("{:.3}", t as f64 * 1e-6)),
             r.goodput_gbps().unwrap_or(0.0),
-            if r.verified { "verified on every rank".to_string() } else { format!("WRONG: {}", r.mismatch.clone().unwrap_or_default()) }
+            if r.verified {
+                "verified on every rank".to_string()
+            } else {
+                format!("WRONG: {}", r.mismatch.clone().unwrap_or_default())
+            }
         );
     }
     for r in &ina_results {
@@ -517,7 +566,10 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             r.runtime_ps.map_or("-".into(), |t| format!("{:.3}", t as f64 * 1e-6)),
             r.goodput_gbps.unwrap_or(0.0),
             if r.verified {
-                format!("verified on every host{}", if r.values_checked { " (fingerprints and values)" } else { " (fingerprints)" })
+                format!(
+                    "verified on every host{}",
+                    if r.values_checked { " (fingerprints and values)" } else { " (fingerprints)" }
+                )
             } else {
                 format!("NOT VERIFIED: {} of {} hosts finished, {} bad blocks", r.hosts_finished, r.hosts, r.bad_blocks)
             }
@@ -533,7 +585,14 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             t.protocol,
             t.mean_jct_ps.map_or("-".into(), |v| format!("{:.1}", v * 1e-6)),
             t.memory_utilization.map_or("-".into(), |u| format!("{:.1}%", 100.0 * u)),
-            if jobs.iter().all(|r| r.verified) { format!("verified on every worker{}", if t.values_checked { " (fingerprints and values)" } else { " (fingerprints)" }) } else { "NOT VERIFIED".into() }
+            if jobs.iter().all(|r| r.verified) {
+                format!(
+                    "verified on every worker{}",
+                    if t.values_checked { " (fingerprints and values)" } else { " (fingerprints)" }
+                )
+            } else {
+                "NOT VERIFIED".into()
+            }
         );
         let _ = writeln!(
             table,
@@ -605,7 +664,9 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         c
     });
     let ina_switches_csv = w.ina.as_ref().map(|x| x.switches_csv());
-    let training_files = w.training.as_ref().map_or(Vec::new(), |x| vec![("training_jobs.csv".into(), x.jobs_csv()), ("training_memory.csv".into(), x.memory_csv())]);
+    let training_files = w.training.as_ref().map_or(Vec::new(), |x| {
+        vec![("training_jobs.csv".into(), x.jobs_csv()), ("training_memory.csv".into(), x.memory_csv())]
+    });
     Report { status, summary, messages_csv, links_csv, table, ina_memory_csv, ina_switches_csv, training_files }
 }
 
@@ -613,7 +674,13 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
 /// flow): one allreduce on every host, timed by `reducelab_flow::run_plan`. Nothing is carried,
 /// so nothing is verified (`verified` is null) and the run is `completed` once timed. `r` is
 /// `None` for a probe ([`crate::RunOptions::probe`]): nothing timed, status `time_limit`.
-pub fn build_flow(sc: &Scenario, algorithm: &str, ranks: usize, bytes: u64, r: Option<&reducelab_flow::FlowResult>) -> (Value, String) {
+pub fn build_flow(
+    sc: &Scenario,
+    algorithm: &str,
+    ranks: usize,
+    bytes: u64,
+    r: Option<&reducelab_flow::FlowResult>,
+) -> (Value, String) {
     let topo = &sc.topology;
     let (status, reason) = match r {
         Some(_) => (RunStatus::Completed, None),
@@ -676,7 +743,14 @@ pub fn build_flow(sc: &Scenario, algorithm: &str, ranks: usize, bytes: u64, r: O
     });
     let mut table = String::new();
     let _ = writeln!(table, "scenario   {}  (seed {})", sc.name, sc.seed);
-    let _ = writeln!(table, "topology   {}: {} hosts, {} switches, {} links", topo.name, topo.num_hosts(), topo.num_switches(), topo.links.len());
+    let _ = writeln!(
+        table,
+        "topology   {}: {} hosts, {} switches, {} links",
+        topo.name,
+        topo.num_hosts(),
+        topo.num_switches(),
+        topo.links.len()
+    );
     let _ = writeln!(table, "status     {} at {:.3} us simulated", status.as_str(), r.runtime_ps as f64 * 1e-6);
     if let Some(why) = reason {
         let _ = writeln!(table, "why        {why}");

@@ -94,7 +94,12 @@ impl TransportKindSpec {
 impl TransportSpec {
     /// The run's transport, of kind `kind` (`[transport].kind`, or the one a `[[traffic]]`
     /// entry names), with `[transport]`'s parameters.
-    fn resolve(&self, kind: TransportKindSpec, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+    fn resolve(
+        &self,
+        kind: TransportKindSpec,
+        nw: &NetworkSpec,
+        endpoint: &EndpointSpec,
+    ) -> Result<reducelab_net::TransportConfig, ScenarioError> {
         use TransportKindSpec::{Dcqcn, Dctcp, Ndp};
         for (key, set, kinds) in [
             ("initial_window_packets", self.initial_window_packets.is_some(), &[Ndp, Dctcp][..]),
@@ -113,7 +118,10 @@ impl TransportSpec {
         ] {
             if set && !kinds.contains(&kind) {
                 let names: Vec<String> = kinds.iter().map(|k| format!("\"{}\"", k.name())).collect();
-                return e(format!("transport.{key}"), format!("applies only with kind = {} (kind is \"{}\")", names.join(" or "), kind.name()));
+                return e(
+                    format!("transport.{key}"),
+                    format!("applies only with kind = {} (kind is \"{}\")", names.join(" or "), kind.name()),
+                );
             }
         }
         match kind {
@@ -126,7 +134,10 @@ impl TransportSpec {
             return e("transport.kind", "\"ndp\" needs network.flow_control = \"drop_tail\" (NDP switches trim the packets they cannot queue; credit flow control never lets a queue overflow)");
         }
         if nw.arbitration != ArbitrationSpec::Fifo {
-            return e("transport.kind", "\"ndp\" needs network.arbitration = \"fifo\" (trimming cuts the packet at the tail of a port's FIFO)");
+            return e(
+                "transport.kind",
+                "\"ndp\" needs network.arbitration = \"fifo\" (trimming cuts the packet at the tail of a port's FIFO)",
+            );
         }
         if endpoint.rendezvous_threshold_bytes.is_some() {
             return e("transport.kind", "\"ndp\" does not combine with endpoint.rendezvous_threshold_bytes (NDP's receiver already grants the data by pulls)");
@@ -147,13 +158,24 @@ impl TransportSpec {
         if rto_ps == 0 {
             return e("transport.rto_us", "must be at least 1 ps");
         }
-        Ok(reducelab_net::TransportConfig::Ndp(reducelab_net::NdpConfig { initial_window_packets, data_queue_packets, rto_ps }))
+        Ok(reducelab_net::TransportConfig::Ndp(reducelab_net::NdpConfig {
+            initial_window_packets,
+            data_queue_packets,
+            rto_ps,
+        }))
     }
 
-    fn resolve_dcqcn(&self, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+    fn resolve_dcqcn(
+        &self,
+        nw: &NetworkSpec,
+        endpoint: &EndpointSpec,
+    ) -> Result<reducelab_net::TransportConfig, ScenarioError> {
         // (A lossless flow control other than credits, e.g. PFC, would pass this test too.)
         if nw.flow_control == FlowControlSpec::DropTail {
-            return e("transport.kind", "\"dcqcn\" needs a lossless network (network.flow_control = \"credit\"): DCQCN does not retransmit");
+            return e(
+                "transport.kind",
+                "\"dcqcn\" needs a lossless network (network.flow_control = \"credit\"): DCQCN does not retransmit",
+            );
         }
         if nw.loss_probability > 0.0 {
             return e("transport.kind", "\"dcqcn\" needs network.loss_probability = 0: it sends every packet once (it is for lossless networks)");
@@ -200,7 +222,11 @@ impl TransportSpec {
         Ok(reducelab_net::TransportConfig::Dcqcn(reducelab_net::DcqcnConfig {
             g,
             alpha_interval_ps: us("transport.alpha_interval_us", self.alpha_interval_us, d.alpha_interval_ps)?,
-            increase_interval_ps: us("transport.increase_interval_us", self.increase_interval_us, d.increase_interval_ps)?,
+            increase_interval_ps: us(
+                "transport.increase_interval_us",
+                self.increase_interval_us,
+                d.increase_interval_ps,
+            )?,
             byte_counter_bytes,
             fast_recovery_steps: self.fast_recovery_steps.unwrap_or(d.fast_recovery_steps),
             rai_bps: rate("transport.rai_gbps", self.rai_gbps, d.rai_bps)?,
@@ -210,9 +236,16 @@ impl TransportSpec {
         }))
     }
 
-    fn resolve_dctcp(&self, nw: &NetworkSpec, endpoint: &EndpointSpec) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+    fn resolve_dctcp(
+        &self,
+        nw: &NetworkSpec,
+        endpoint: &EndpointSpec,
+    ) -> Result<reducelab_net::TransportConfig, ScenarioError> {
         if nw.ecn_threshold_bytes.is_none() {
-            return e("transport.kind", "\"dctcp\" needs network.ecn_threshold_bytes (DCTCP's window follows the switches' ECN marks)");
+            return e(
+                "transport.kind",
+                "\"dctcp\" needs network.ecn_threshold_bytes (DCTCP's window follows the switches' ECN marks)",
+            );
         }
         if endpoint.rendezvous_threshold_bytes.is_some() {
             return e("transport.kind", "\"dctcp\" does not combine with endpoint.rendezvous_threshold_bytes (DCTCP's window already limits what is in flight)");
@@ -485,7 +518,9 @@ impl<'de> Deserialize<'de> for BufferSpec {
                 Ok(BufferSpec::Bytes(v))
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<BufferSpec, E> {
-                u64::try_from(v).map(BufferSpec::Bytes).map_err(|_| E::custom(format!("must be a non-negative number of bytes or \"line_rate\", got {v}")))
+                u64::try_from(v)
+                    .map(BufferSpec::Bytes)
+                    .map_err(|_| E::custom(format!("must be a non-negative number of bytes or \"line_rate\", got {v}")))
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BufferSpec, E> {
                 match v {
@@ -518,16 +553,25 @@ fn resolve_router(nw: &NetworkSpec, buffer_bytes: u64) -> Result<reducelab_net::
     let mtu = nw.mtu_bytes as u64;
     let input_buffer_bytes = nw.input_buffer_bytes.unwrap_or(buffer_bytes);
     let output_buffer_bytes = nw.output_buffer_bytes.unwrap_or(buffer_bytes);
-    for (k, v) in [("network.input_buffer_bytes", input_buffer_bytes), ("network.output_buffer_bytes", output_buffer_bytes)] {
+    for (k, v) in
+        [("network.input_buffer_bytes", input_buffer_bytes), ("network.output_buffer_bytes", output_buffer_bytes)]
+    {
         if v < mtu {
             return e(k, format!("must hold at least one MTU ({mtu} bytes), got {v}"));
         }
     }
     let crossbar_speedup = nw.crossbar_speedup.unwrap_or(1.0);
     if !(crossbar_speedup.is_finite() && (1.0..=1024.0).contains(&crossbar_speedup)) {
-        return e("network.crossbar_speedup", format!("must be within [1, 1024] (crossbar bandwidth over link bandwidth), got {crossbar_speedup}"));
+        return e(
+            "network.crossbar_speedup",
+            format!("must be within [1, 1024] (crossbar bandwidth over link bandwidth), got {crossbar_speedup}"),
+        );
     }
-    Ok(reducelab_net::RouterKind::InputBuffered(reducelab_net::InputBuffered { input_buffer_bytes, output_buffer_bytes, crossbar_speedup }))
+    Ok(reducelab_net::RouterKind::InputBuffered(reducelab_net::InputBuffered {
+        input_buffer_bytes,
+        output_buffer_bytes,
+        crossbar_speedup,
+    }))
 }
 
 /// Ingress buffer per port and VC that sustains line rate on a link of `bandwidth_gbps` and
@@ -847,10 +891,26 @@ pub struct Scenario {
 /// A validated traffic generator.
 #[derive(Clone, Debug)]
 pub enum Traffic {
-    Messages { list: Vec<(u32, u32, u64, SimTime)> },
-    Permutation { hosts: Vec<u32>, bytes: u64, start: SimTime },
-    Incast { senders: Vec<u32>, receiver: u32, bytes: u64, start: SimTime },
-    RandomUniform { hosts: Vec<u32>, bytes: u64, inflight: u32, start: SimTime },
+    Messages {
+        list: Vec<(u32, u32, u64, SimTime)>,
+    },
+    Permutation {
+        hosts: Vec<u32>,
+        bytes: u64,
+        start: SimTime,
+    },
+    Incast {
+        senders: Vec<u32>,
+        receiver: u32,
+        bytes: u64,
+        start: SimTime,
+    },
+    RandomUniform {
+        hosts: Vec<u32>,
+        bytes: u64,
+        inflight: u32,
+        start: SimTime,
+    },
     RandomPermutation(crate::workload::RandomPermutation),
     /// Rank `r` on `hosts[r]`. `algorithm` is the variant that runs (a family or policy
     /// resolved for `bytes`); the packet backend runs `schedule`, the flow backend `plan`
@@ -896,7 +956,9 @@ impl Traffic {
                 senders.iter().for_each(|&h| f(h));
                 f(*receiver)
             }
-            Traffic::Permutation { hosts, .. } | Traffic::RandomUniform { hosts, .. } | Traffic::Collective { hosts, .. } => hosts.iter().for_each(|&h| f(h)),
+            Traffic::Permutation { hosts, .. }
+            | Traffic::RandomUniform { hosts, .. }
+            | Traffic::Collective { hosts, .. } => hosts.iter().for_each(|&h| f(h)),
             Traffic::RandomPermutation(r) => r.hosts.iter().for_each(|&h| f(h)),
             Traffic::Ina(spec) => spec.hosts.iter().for_each(|&h| f(h)),
             Traffic::Training(spec) => spec.jobs.iter().for_each(|j| j.workers.iter().chain(&j.ps).for_each(|&h| f(h))),
@@ -957,7 +1019,10 @@ fn resolve_ecn_red(nw: &NetworkSpec) -> Result<Option<reducelab_net::EcnRed>, Sc
         return e("network.ecn_kmax_bytes", "needs network.ecn_threshold_bytes (Kmin: no marks below it)");
     };
     if kmax_bytes <= kmin {
-        return e("network.ecn_kmax_bytes", format!("must exceed network.ecn_threshold_bytes (Kmin, {kmin}), got {kmax_bytes}"));
+        return e(
+            "network.ecn_kmax_bytes",
+            format!("must exceed network.ecn_threshold_bytes (Kmin, {kmin}), got {kmax_bytes}"),
+        );
     }
     let pmax = nw.ecn_pmax.unwrap_or(1.0);
     if !(pmax > 0.0 && pmax <= 1.0) {
@@ -1027,7 +1092,9 @@ fn check_finishes_in_time(f: &str, t: &Traffic, topology: &Topology) -> Result<(
             }
             Ok(())
         }
-        Traffic::Permutation { bytes, start, .. } | Traffic::Incast { bytes, start, .. } | Traffic::Collective { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
+        Traffic::Permutation { bytes, start, .. }
+        | Traffic::Incast { bytes, start, .. }
+        | Traffic::Collective { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
         Traffic::RandomUniform { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
         Traffic::RandomPermutation(r) => check(format!("{f}.bytes"), r.bytes, r.start),
         Traffic::Ina(spec) => check(format!("{f}.bytes"), spec.bytes, spec.start),
@@ -1052,12 +1119,18 @@ impl TopologySpec {
     /// link parameters where none are given; `None` without a `shape`.
     pub fn expanded(&self) -> Result<Option<TopologySpec>, ScenarioError> {
         let Some(shape) = &self.shape else { return Ok(None) };
-        for (name, is) in [("kind", self.kind.is_some()), ("dims", self.dims.is_some()), ("board", self.board.is_some()), ("grid", self.grid.is_some())] {
+        for (name, is) in [
+            ("kind", self.kind.is_some()),
+            ("dims", self.dims.is_some()),
+            ("board", self.board.is_some()),
+            ("grid", self.grid.is_some()),
+        ] {
             if is {
                 return e("topology.shape", format!("replaces kind, dims, board and grid: give either shape or kind with its sizes, not both (topology.{name} is also set)"));
             }
         }
-        let spec = reducelab_sched::TopologySpec::parse(shape).map_err(|r| ScenarioError { field: "topology.shape".into(), reason: r })?;
+        let spec = reducelab_sched::TopologySpec::parse(shape)
+            .map_err(|r| ScenarioError { field: "topology.shape".into(), reason: r })?;
         let mut t = TopologySpec {
             shape: None,
             bandwidth_gbps: Some(self.bandwidth_gbps.unwrap_or(reducelab_sched::model::DEFAULT_BANDWIDTH_GBPS)),
@@ -1068,7 +1141,8 @@ impl TopologySpec {
             reducelab_sched::TopologySpec::Torus(d) => (t.kind, t.dims) = (Some(TopologyKind::Torus), Some(d)),
             reducelab_sched::TopologySpec::HyperX(d) => (t.kind, t.dims) = (Some(TopologyKind::Hyperx), Some(d)),
             reducelab_sched::TopologySpec::HammingMesh { board, grid } => {
-                (t.kind, t.board, t.grid) = (Some(TopologyKind::Hammingmesh), Some(vec![board.0, board.1]), Some(vec![grid.0, grid.1]))
+                (t.kind, t.board, t.grid) =
+                    (Some(TopologyKind::Hammingmesh), Some(vec![board.0, board.1]), Some(vec![grid.0, grid.1]))
             }
         }
         Ok(Some(t))
@@ -1093,7 +1167,10 @@ impl TopologySpec {
         match self.expanded()? {
             // A size the builders refuse is the shape's fault.
             Some(t) => t.build_table().map_err(|mut err| {
-                if ["topology.dims", "topology.board", "topology.grid"].iter().any(|f| err.field == *f || err.field.starts_with(&format!("{f}["))) {
+                if ["topology.dims", "topology.board", "topology.grid"]
+                    .iter()
+                    .any(|f| err.field == *f || err.field.starts_with(&format!("{f}[")))
+                {
                     err.field = "topology.shape".into();
                 }
                 err
@@ -1133,9 +1210,15 @@ impl TopologySpec {
         // silently ignore half of the table.
         let used: &[&str] = match kind {
             TopologyKind::Star => &["hosts", "host_bandwidth_gbps", "host_latency_ns"],
-            TopologyKind::FatTree2 => {
-                &["leaves", "hosts_per_leaf", "spines", "links_per_spine", "radix", "host_bandwidth_gbps", "host_latency_ns"]
-            }
+            TopologyKind::FatTree2 => &[
+                "leaves",
+                "hosts_per_leaf",
+                "spines",
+                "links_per_spine",
+                "radix",
+                "host_bandwidth_gbps",
+                "host_latency_ns",
+            ],
             TopologyKind::FatTree3 => &["k", "hosts_per_edge", "host_bandwidth_gbps", "host_latency_ns"],
             TopologyKind::Torus | TopologyKind::Hyperx => &["dims"],
             TopologyKind::Hammingmesh => &["board", "grid", "board_latency_ns", "board_bandwidth_gbps"],
@@ -1174,10 +1257,20 @@ impl TopologySpec {
                 return e(format!("topology.{name}"), format!("is not a parameter of kind = \"{kname}\""));
             }
         }
-        if kind != TopologyKind::Star && kind != TopologyKind::FatTree2 && kind != TopologyKind::FatTree3 && kind != TopologyKind::Dragonfly {
-            for (name, is) in [("host_bandwidth_gbps", self.host_bandwidth_gbps.is_some()), ("host_latency_ns", self.host_latency_ns.is_some())] {
+        if kind != TopologyKind::Star
+            && kind != TopologyKind::FatTree2
+            && kind != TopologyKind::FatTree3
+            && kind != TopologyKind::Dragonfly
+        {
+            for (name, is) in [
+                ("host_bandwidth_gbps", self.host_bandwidth_gbps.is_some()),
+                ("host_latency_ns", self.host_latency_ns.is_some()),
+            ] {
                 if is {
-                    return e(format!("topology.{name}"), format!("is not a parameter of kind = \"{kname}\" (a direct network has no host links)"));
+                    return e(
+                        format!("topology.{name}"),
+                        format!("is not a parameter of kind = \"{kname}\" (a direct network has no host links)"),
+                    );
                 }
             }
         }
@@ -1279,12 +1372,24 @@ impl TopologySpec {
                 let (g2, a2) = (g as u128, a as u128);
                 if g2 <= a2 * h as u128 + 1 {
                     // (Otherwise the builder explains that there are too few global ports.)
-                    too_many_links("topology.groups", g2 * (a2 * p as u128 + a2 * a2.saturating_sub(1) / 2) + g2 * g2.saturating_sub(1) / 2)?;
+                    too_many_links(
+                        "topology.groups",
+                        g2 * (a2 * p as u128 + a2 * a2.saturating_sub(1) / 2) + g2 * g2.saturating_sub(1) / 2,
+                    )?;
                 }
                 let ports = (p as u64 + a as u64 + h as u64).saturating_sub(1);
                 if ports > u16::MAX as u64 {
-                    let field = if h >= p.max(a) { "global_per_router" } else if a >= p { "routers_per_group" } else { "hosts_per_router" };
-                    return e(format!("topology.{field}"), format!("a router would have {ports} ports (hosts + local + global), more than 65535"));
+                    let field = if h >= p.max(a) {
+                        "global_per_router"
+                    } else if a >= p {
+                        "routers_per_group"
+                    } else {
+                        "hosts_per_router"
+                    };
+                    return e(
+                        format!("topology.{field}"),
+                        format!("a router would have {ports} ports (hosts + local + global), more than 65535"),
+                    );
                 }
                 let global = LinkParams {
                     bandwidth_bps: bw,
@@ -1325,13 +1430,19 @@ impl ScenarioFile {
     /// entry's `transport` overrides `[transport].kind` for its messages; a run carries at
     /// most one transport besides `"none"`, and a check that fails for a kind an entry named
     /// names that entry.
-    fn resolve_transports(&self, nw: &NetworkSpec) -> Result<(reducelab_net::TransportConfig, Vec<u64>), ScenarioError> {
+    fn resolve_transports(
+        &self,
+        nw: &NetworkSpec,
+    ) -> Result<(reducelab_net::TransportConfig, Vec<u64>), ScenarioError> {
         let mut kinds = Vec::with_capacity(self.traffic.len());
         let mut named: Option<(usize, TransportKindSpec)> = None;
         for (i, t) in self.traffic.iter().enumerate() {
             if matches!(t.kind, Some(TrafficKind::InaAllreduce | TrafficKind::Training)) {
                 if t.transport.is_some() {
-                    return e(format!("traffic[{i}].transport"), "applies to message traffic (in-network protocol packets keep their own recovery)");
+                    return e(
+                        format!("traffic[{i}].transport"),
+                        "applies to message traffic (in-network protocol packets keep their own recovery)",
+                    );
                 }
                 kinds.push(TransportKindSpec::None);
                 continue;
@@ -1362,7 +1473,9 @@ impl ScenarioFile {
         })?;
         let raw = match transport {
             reducelab_net::TransportConfig::None => Vec::new(),
-            _ => kinds.iter().enumerate().filter(|(_, &k)| k == TransportKindSpec::None).map(|(i, _)| i as u64).collect(),
+            _ => {
+                kinds.iter().enumerate().filter(|(_, &k)| k == TransportKindSpec::None).map(|(i, _)| i as u64).collect()
+            }
         };
         Ok((transport, raw))
     }
@@ -1380,18 +1493,32 @@ impl ScenarioFile {
             return e("network.mtu_bytes", format!("must be within 64..=65536, got {}", nw.mtu_bytes));
         }
         if nw.header_bytes >= nw.mtu_bytes {
-            return e("network.header_bytes", format!("must be smaller than mtu_bytes ({}), got {}", nw.mtu_bytes, nw.header_bytes));
+            return e(
+                "network.header_bytes",
+                format!("must be smaller than mtu_bytes ({}), got {}", nw.mtu_bytes, nw.header_bytes),
+            );
         }
         let switch_latency_ps = ns_to_ps("network.switch_latency_ns", nw.switch_latency_ns)?;
         let buffer_bytes = match nw.buffer_bytes {
             BufferSpec::Bytes(b) => b,
             BufferSpec::LineRate => {
                 // The largest any class of link needs (one class on a direct network).
-                tspec.link_classes().iter().map(|&(bw, lat)| line_rate_buffer_bytes(bw, lat, nw.switch_latency_ns, nw.mtu_bytes)).max().unwrap_or(256 << 10)
+                tspec
+                    .link_classes()
+                    .iter()
+                    .map(|&(bw, lat)| line_rate_buffer_bytes(bw, lat, nw.switch_latency_ns, nw.mtu_bytes))
+                    .max()
+                    .unwrap_or(256 << 10)
             }
         };
         if nw.flow_control == FlowControlSpec::Credit && buffer_bytes < nw.mtu_bytes as u64 {
-            return e("network.buffer_bytes", format!("must hold at least one MTU ({} bytes) with credit flow control, got {}", nw.mtu_bytes, buffer_bytes));
+            return e(
+                "network.buffer_bytes",
+                format!(
+                    "must hold at least one MTU ({} bytes) with credit flow control, got {}",
+                    nw.mtu_bytes, buffer_bytes
+                ),
+            );
         }
         if buffer_bytes == 0 {
             return e("network.buffer_bytes", "must be > 0");
@@ -1408,7 +1535,10 @@ impl ScenarioFile {
             }
         }
         if nw.adaptive_threshold_bytes.is_some() && nw.routing != RoutingSpec::Canary {
-            return e("network.adaptive_threshold_bytes", "applies only with routing = \"canary\" (threshold-adaptive routing)");
+            return e(
+                "network.adaptive_threshold_bytes",
+                "applies only with routing = \"canary\" (threshold-adaptive routing)",
+            );
         }
         if nw.spray == SpraySpec::Packet && !matches!(nw.routing, RoutingSpec::Ecmp | RoutingSpec::Adaptive) {
             return e("network.spray", "\"packet\" applies only with routing = \"ecmp\" or \"adaptive\" (the others break ties by destination, not by flow)");
@@ -1430,7 +1560,11 @@ impl ScenarioFile {
                 FlowControlSpec::DropTail => FlowControl::DropTail,
                 FlowControlSpec::Pfc => FlowControl::Pfc,
             },
-            pfc: reducelab_net::PfcConfig { xoff_bytes: nw.pfc_xoff_bytes, xon_bytes: nw.pfc_xon_bytes, headroom_bytes: nw.pfc_headroom_bytes },
+            pfc: reducelab_net::PfcConfig {
+                xoff_bytes: nw.pfc_xoff_bytes,
+                xon_bytes: nw.pfc_xon_bytes,
+                headroom_bytes: nw.pfc_headroom_bytes,
+            },
             ecn_threshold_bytes: nw.ecn_threshold_bytes,
             ecn_red: resolve_ecn_red(nw)?,
             routing: match nw.routing {
@@ -1448,7 +1582,10 @@ impl ScenarioFile {
                 ArbitrationSpec::Fifo => reducelab_net::Arbitration::Fifo,
                 ArbitrationSpec::InputRoundRobin => reducelab_net::Arbitration::InputRoundRobin,
                 ArbitrationSpec::Lru if nw.router != RouterSpec::InputBuffered => {
-                    return e("network.arbitration", "\"lru\" is a crossbar arbiter: it needs network.router = \"input_buffered\"");
+                    return e(
+                        "network.arbitration",
+                        "\"lru\" is a crossbar arbiter: it needs network.router = \"input_buffered\"",
+                    );
                 }
                 ArbitrationSpec::Lru => reducelab_net::Arbitration::Lru,
             },
@@ -1497,7 +1634,9 @@ impl ScenarioFile {
                         ),
                     );
                 }
-                if let Some(&reducelab_ina::tree::StaticTrees { trees, .. }) = spec.protocol.as_any().downcast_ref::<reducelab_ina::tree::StaticTrees>() {
+                if let Some(&reducelab_ina::tree::StaticTrees { trees, .. }) =
+                    spec.protocol.as_any().downcast_ref::<reducelab_ina::tree::StaticTrees>()
+                {
                     match first_trees {
                         None => first_trees = Some((i, trees)),
                         Some((j, n)) if n != trees => {
@@ -1516,7 +1655,8 @@ impl ScenarioFile {
         let mut net = net;
         net.noise_hosts = self.noise.resolve_hosts(&traffic, topology.num_hosts() as u32)?;
         let ina = self.ina.resolve()?;
-        let ina_specs: Vec<_> = traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
+        let ina_specs: Vec<_> =
+            traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
         if !ina_specs.is_empty() {
             // Builds the switch programs once to validate (trees, tables, protocol mix).
             if let Err(reason) = crate::ina_run::InaWorld::new(&topology, ina_specs, ina.clone(), seed) {
@@ -1530,19 +1670,27 @@ impl ScenarioFile {
                 return e(field, reason);
             }
         }
-        let trainings: Vec<usize> = (0..traffic.len()).filter(|&i| matches!(traffic[i], Traffic::Training(_))).collect();
+        let trainings: Vec<usize> =
+            (0..traffic.len()).filter(|&i| matches!(traffic[i], Traffic::Training(_))).collect();
         if let Some(&i) = trainings.first() {
             if let Some(&k) = trainings.get(1) {
-                return e(format!("traffic[{k}].kind"), format!("one \"training\" entry per scenario (traffic[{i}] is one); it holds every job"));
+                return e(
+                    format!("traffic[{k}].kind"),
+                    format!("one \"training\" entry per scenario (traffic[{i}] is one); it holds every job"),
+                );
             }
             if !ina_specs_empty(&traffic) {
                 return e(format!("traffic[{i}].kind"), "\"training\" and \"ina_allreduce\" traffic do not run in one scenario (the switches run one program)");
             }
             let Traffic::Training(spec) = &traffic[i] else { unreachable!() };
-            crate::training_run::TrainingWorld::new(&topology, spec.clone(), seed).map_err(|r| match r.split_once(": ") {
-                Some((fld, why)) if fld == "topology" => ScenarioError { field: fld.into(), reason: why.into() },
-                Some((fld, why)) if !fld.contains(' ') => ScenarioError { field: format!("traffic[{i}].{fld}"), reason: why.into() },
-                _ => ScenarioError { field: format!("traffic[{i}]"), reason: r },
+            crate::training_run::TrainingWorld::new(&topology, spec.clone(), seed).map_err(|r| {
+                match r.split_once(": ") {
+                    Some((fld, why)) if fld == "topology" => ScenarioError { field: fld.into(), reason: why.into() },
+                    Some((fld, why)) if !fld.contains(' ') => {
+                        ScenarioError { field: format!("traffic[{i}].{fld}"), reason: why.into() }
+                    }
+                    _ => ScenarioError { field: format!("traffic[{i}]"), reason: r },
+                }
             })?;
         }
         if traffic.is_empty() {
@@ -1566,7 +1714,9 @@ impl ScenarioFile {
             .unwrap_or(0)
             .max(match transport {
                 // An NDP sender retries up to MAX_TIMEOUTS + 1 timeouts in a row before it gives up.
-                reducelab_net::TransportConfig::Ndp(c) => (reducelab_transport::ndp::MAX_TIMEOUTS as u64 + 2) * c.rto_ps,
+                reducelab_net::TransportConfig::Ndp(c) => {
+                    (reducelab_transport::ndp::MAX_TIMEOUTS as u64 + 2) * c.rto_ps
+                }
                 // A DCTCP sender's timeouts in a row double up to 2^MAX_BACKOFF times the
                 // minimum, then stay there (with a factor 2 for RTOs above the minimum).
                 reducelab_net::TransportConfig::Dctcp(c) => {
@@ -1579,7 +1729,9 @@ impl ScenarioFile {
             });
         let watchdog = match self.run.watchdog_us {
             Some(0.0) => None,
-            Some(us) => Some(SimDuration::from_ps(ns_to_ps("run.watchdog_us", pos_f64("run.watchdog_us", us)? * 1000.0)?)),
+            Some(us) => {
+                Some(SimDuration::from_ps(ns_to_ps("run.watchdog_us", pos_f64("run.watchdog_us", us)? * 1000.0)?))
+            }
             None => Some(SimDuration::from_ps(DEFAULT_WATCHDOG_PS.max(recovery_ps))),
         };
         let mut faults = Vec::new();
@@ -1599,7 +1751,10 @@ impl ScenarioFile {
             let link_of = |f: &FaultSpec| -> Result<u32, ScenarioError> {
                 let link = req(&format!("faults[{i}].link"), f.link, kname)?;
                 if link as usize >= topology.links.len() {
-                    return e(format!("faults[{i}].link"), format!("link {link} does not exist (the topology has {} links)", topology.links.len()));
+                    return e(
+                        format!("faults[{i}].link"),
+                        format!("link {link} does not exist (the topology has {} links)", topology.links.len()),
+                    );
                 }
                 Ok(link)
             };
@@ -1618,7 +1773,10 @@ impl ScenarioFile {
                     unused("probability", f.probability.is_some())?;
                     let node = req(&format!("faults[{i}].node"), f.node, kname)?;
                     if node as usize >= topology.nodes.len() {
-                        return e(format!("faults[{i}].node"), format!("node {node} does not exist (the topology has {} nodes)", topology.nodes.len()));
+                        return e(
+                            format!("faults[{i}].node"),
+                            format!("node {node} does not exist (the topology has {} nodes)", topology.nodes.len()),
+                        );
                     }
                     faults.push(Fault::Node { node, at: at(f)? });
                 }
@@ -1636,21 +1794,34 @@ impl ScenarioFile {
                 }
             }
         }
-        let (backend, backend_reason) = self.choose_backend(&topology, &net, &traffic, &faults, &link_loss, time_limit)?;
+        let (backend, backend_reason) =
+            self.choose_backend(&topology, &net, &traffic, &faults, &link_loss, time_limit)?;
         // Build what the chosen backend runs (from the process-wide caches: a sweep over sizes
         // builds a schedule or plan once).
         for (i, t) in traffic.iter_mut().enumerate() {
             if let Traffic::Collective { hosts, algorithm, collective, layout, schedule, plan, .. } = t {
                 let field = format!("traffic[{i}].algorithm");
-                let cannot = |r: String| ScenarioError { field: format!("traffic[{i}].algorithm"), reason: format!("{algorithm} on {}: {r}", layout_name(&topology, layout)) };
+                let cannot = |r: String| ScenarioError {
+                    field: format!("traffic[{i}].algorithm"),
+                    reason: format!("{algorithm} on {}: {r}", layout_name(&topology, layout)),
+                };
                 if backend == Backend::Flow {
                     *plan = Some(crate::collective_run::cached_plan(algorithm, layout).map_err(cannot)?);
                 } else {
-                    let max = reducelab_sched::registry::variant_entry(algorithm).map_err(|r| ScenarioError { field: field.clone(), reason: r })?.max_ranks;
+                    let max = reducelab_sched::registry::variant_entry(algorithm)
+                        .map_err(|r| ScenarioError { field: field.clone(), reason: r })?
+                        .max_ranks;
                     if hosts.len() as u64 > max as u64 {
-                        return e(format!("traffic[{i}].hosts"), format!("{} ranks is more than the {max} that '{algorithm}' schedules support at packet level", hosts.len()));
+                        return e(
+                            format!("traffic[{i}].hosts"),
+                            format!(
+                                "{} ranks is more than the {max} that '{algorithm}' schedules support at packet level",
+                                hosts.len()
+                            ),
+                        );
                     }
-                    *schedule = Some(crate::collective_run::cached_schedule(algorithm, *collective, layout).map_err(cannot)?);
+                    *schedule =
+                        Some(crate::collective_run::cached_schedule(algorithm, *collective, layout).map_err(cannot)?);
                 }
             }
         }
@@ -1681,7 +1852,9 @@ fn layout_name(topology: &Topology, layout: &reducelab_sched::algos::Layout) -> 
     let spec = match &topology.shape {
         Shape::Torus { dims } => Some(Spec::Torus(dims.clone())),
         Shape::HyperX { dims } => Some(Spec::HyperX(dims.clone())),
-        Shape::HammingMesh { board_x, board_y, grid_x, grid_y } => Some(Spec::HammingMesh { board: (*board_x, *board_y), grid: (*grid_x, *grid_y) }),
+        Shape::HammingMesh { board_x, board_y, grid_x, grid_y } => {
+            Some(Spec::HammingMesh { board: (*board_x, *board_y), grid: (*grid_x, *grid_y) })
+        }
         _ => None,
     };
     match spec {
@@ -1700,20 +1873,32 @@ pub fn flow_config(net: &NetConfig, ep: &reducelab_net::EndpointConfig) -> reduc
         rendezvous_threshold_bytes: ep.rendezvous_threshold_bytes,
         injection_bps: ep.injection_bps,
     };
-    reducelab_flow::FlowConfig { switch_latency_ps: net.switch_latency_ps, mtu_bytes: net.mtu_bytes, header_bytes: net.header_bytes, endpoint }
+    reducelab_flow::FlowConfig {
+        switch_latency_ps: net.switch_latency_ps,
+        mtu_bytes: net.mtu_bytes,
+        header_bytes: net.header_bytes,
+        endpoint,
+    }
 }
 
 /// Why `auto` runs `plan` at flow level at every size, if it does: the plan is
 /// contention-free (one flow per link at a time, where the flow backend's recurrence equals
 /// packet level exactly), or a packet-level data check would need more than
 /// [`PACKET_MAX_FINGERPRINTS`] (rank, block) fingerprints.
-pub fn flow_at_every_size(topology: &Topology, plan: &reducelab_sched::Plan, net: &NetConfig, ep: &reducelab_net::EndpointConfig) -> Result<Option<String>, String> {
+pub fn flow_at_every_size(
+    topology: &Topology,
+    plan: &reducelab_sched::Plan,
+    net: &NetConfig,
+    ep: &reducelab_net::EndpointConfig,
+) -> Result<Option<String>, String> {
     if reducelab_flow::is_contention_free(topology, plan, &flow_config(net, ep))? {
         return Ok(Some("contention-free: one flow per link at a time, flow level equals packet level".into()));
     }
     let pairs = plan.ranks as u64 * plan.blocks as u64;
     if pairs > PACKET_MAX_FINGERPRINTS {
-        return Ok(Some(format!("packet level would check {pairs} (rank, block) fingerprints (more than {PACKET_MAX_FINGERPRINTS})")));
+        return Ok(Some(format!(
+            "packet level would check {pairs} (rank, block) fingerprints (more than {PACKET_MAX_FINGERPRINTS})"
+        )));
     }
     Ok(None)
 }
@@ -1722,9 +1907,20 @@ impl ScenarioFile {
     /// Why the flow backend cannot run this scenario, if it cannot: it runs exactly one
     /// collective allreduce on all hosts (rank r on host r) from time 0 on a lossless,
     /// fault-free, noise-free network without ECN or a time limit.
-    fn flow_obstacle(&self, topology: &Topology, net: &NetConfig, traffic: &[Traffic], faults: &[Fault], link_loss: &[(u32, f64)], time_limit: Option<SimTime>) -> Option<String> {
+    fn flow_obstacle(
+        &self,
+        topology: &Topology,
+        net: &NetConfig,
+        traffic: &[Traffic],
+        faults: &[Fault],
+        link_loss: &[(u32, f64)],
+        time_limit: Option<SimTime>,
+    ) -> Option<String> {
         let [t] = traffic else {
-            return Some(format!("it runs one collective allreduce, and the scenario has {} traffic entries", traffic.len()));
+            return Some(format!(
+                "it runs one collective allreduce, and the scenario has {} traffic entries",
+                traffic.len()
+            ));
         };
         let Traffic::Collective { hosts, start, collective, .. } = t else {
             return Some(format!("it runs one collective allreduce, and traffic[0] is kind = \"{}\"", t.kind()));
@@ -1733,7 +1929,9 @@ impl ScenarioFile {
             return Some(format!("it runs an allreduce, and traffic[0] is a {collective:?}"));
         }
         if hosts.len() != topology.num_hosts() || hosts.iter().enumerate().any(|(r, &h)| h as usize != r) {
-            return Some("it places rank r on host r of every host, and traffic[0].hosts is not every host in order".into());
+            return Some(
+                "it places rank r on host r of every host, and traffic[0].hosts is not every host in order".into(),
+            );
         }
         if *start != SimTime::ZERO {
             return Some("traffic[0].start_ns is not 0".into());
@@ -1750,7 +1948,15 @@ impl ScenarioFile {
     }
 
     /// `run.backend` resolved, and why (summary.json's `backend` and `backend_reason`).
-    fn choose_backend(&self, topology: &Topology, net: &NetConfig, traffic: &[Traffic], faults: &[Fault], link_loss: &[(u32, f64)], time_limit: Option<SimTime>) -> Result<(Backend, String), ScenarioError> {
+    fn choose_backend(
+        &self,
+        topology: &Topology,
+        net: &NetConfig,
+        traffic: &[Traffic],
+        faults: &[Fault],
+        link_loss: &[(u32, f64)],
+        time_limit: Option<SimTime>,
+    ) -> Result<(Backend, String), ScenarioError> {
         let obstacle = || self.flow_obstacle(topology, net, traffic, faults, link_loss, time_limit);
         match self.run.backend {
             None => Ok((Backend::Packet, "default (run.backend not set)".into())),
@@ -1763,8 +1969,13 @@ impl ScenarioFile {
                 if let Some(why) = obstacle() {
                     return Ok((Backend::Packet, format!("auto: the flow backend cannot run this scenario: {why}")));
                 }
-                let Traffic::Collective { algorithm, layout, bytes, .. } = &traffic[0] else { unreachable!("checked by flow_obstacle") };
-                let field = |r: String| ScenarioError { field: "traffic[0].algorithm".into(), reason: format!("{algorithm} on {}: {r}", layout_name(topology, layout)) };
+                let Traffic::Collective { algorithm, layout, bytes, .. } = &traffic[0] else {
+                    unreachable!("checked by flow_obstacle")
+                };
+                let field = |r: String| ScenarioError {
+                    field: "traffic[0].algorithm".into(),
+                    reason: format!("{algorithm} on {}: {r}", layout_name(topology, layout)),
+                };
                 let plan = crate::collective_run::cached_plan(algorithm, layout).map_err(field)?;
                 if let Some(why) = flow_at_every_size(topology, &plan, net, &self.endpoint.resolve()?).map_err(field)? {
                     return Ok((Backend::Flow, format!("auto: {why}")));
@@ -1783,7 +1994,8 @@ impl ScenarioFile {
 /// `trees` distinct random top-level switches (switches with no host attached; every switch
 /// if all have hosts, as in a star), the static trees' roots (§5.2: picked at random).
 fn random_roots(topology: &Topology, trees: u16, seed: u64) -> Vec<u32> {
-    let switches: Vec<u32> = (0..topology.nodes.len() as u32).filter(|&i| topology.nodes[i as usize].host.is_none()).collect();
+    let switches: Vec<u32> =
+        (0..topology.nodes.len() as u32).filter(|&i| topology.nodes[i as usize].host.is_none()).collect();
     let top: Vec<u32> = switches
         .iter()
         .copied()
@@ -1808,7 +2020,9 @@ impl NoiseSpec {
                 }
                 Ok(Some((0..n).filter(|&h| on[h as usize]).collect()))
             }
-            Some(HostsSpec::Keyword(k)) => e("noise.hosts", format!("must be \"all\", \"foreground\" or a list of host indices, got \"{k}\"")),
+            Some(HostsSpec::Keyword(k)) => {
+                e("noise.hosts", format!("must be \"all\", \"foreground\" or a list of host indices, got \"{k}\""))
+            }
             list => host_list("noise.hosts", list, n).map(Some),
         }
     }
@@ -1827,7 +2041,7 @@ impl InaSection {
             }
         }
         let pps = self.packets_per_second.unwrap_or(d.limits.packets_per_second);
-        if !(pps.is_finite() && pps >= 1e3 && pps <= 1e12) {
+        if !(pps.is_finite() && (1e3..=1e12).contains(&pps)) {
             return e("ina.packets_per_second", format!("must be within 1e3..=1e12, got {pps}"));
         }
         let ps = |field: &str, v: Option<f64>, scale: f64, default: u64| -> Result<u64, ScenarioError> {
@@ -1844,7 +2058,10 @@ impl InaSection {
         Ok(crate::ina_run::InaSwitchSpec {
             table_size,
             slots_per_tenant: self.slots_per_tenant,
-            limits: reducelab_net::ProgramLimits { packets_per_second: pps, latency_ps: ps("ina.latency_ns", self.latency_ns, 1.0, d.limits.latency_ps)? },
+            limits: reducelab_net::ProgramLimits {
+                packets_per_second: pps,
+                latency_ps: ps("ina.latency_ns", self.latency_ns, 1.0, d.limits.latency_ps)?,
+            },
             reclaim_ps: ps("ina.reclaim_us", self.reclaim_us, 1000.0, d.reclaim_ps)?,
             timeout_ps,
             sample_ps,
@@ -1879,11 +2096,25 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         TrafficKind::Permutation => &["hosts", "bytes", "start_ns"],
         TrafficKind::Incast => &["senders", "receiver", "bytes", "start_ns"],
         TrafficKind::RandomUniform => &["hosts", "bytes", "start_ns", "inflight"],
-        TrafficKind::RandomPermutation => &["hosts", "bytes", "start_ns", "inflight", "redraw", "epoch_ns", "rate_gbps"],
+        TrafficKind::RandomPermutation => {
+            &["hosts", "bytes", "start_ns", "inflight", "redraw", "epoch_ns", "rate_gbps"]
+        }
         TrafficKind::Collective => &["hosts", "bytes", "start_ns", "algorithm", "collective", "dims"],
         TrafficKind::InaAllreduce => &[
-            "hosts", "bytes", "start_ns", "protocol", "trees", "roots", "window", "elements_per_packet",
-            "retransmit_timeout_us", "max_failures", "values", "bucket_elements", "index_overlap", "hash_slots",
+            "hosts",
+            "bytes",
+            "start_ns",
+            "protocol",
+            "trees",
+            "roots",
+            "window",
+            "elements_per_packet",
+            "retransmit_timeout_us",
+            "max_failures",
+            "values",
+            "bucket_elements",
+            "index_overlap",
+            "hash_slots",
         ],
         TrafficKind::Training => crate::training_run::KEYS,
     };
@@ -1949,7 +2180,10 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
             for (i, m) in list.iter().enumerate() {
                 let [s, d, b, at] = *m;
                 if s >= n as u64 || d >= n as u64 {
-                    return e(format!("{f}.list[{i}]"), format!("host {} does not exist (the topology has {n} hosts)", s.max(d)));
+                    return e(
+                        format!("{f}.list[{i}]"),
+                        format!("host {} does not exist (the topology has {n} hosts)", s.max(d)),
+                    );
                 }
                 if b > 1 << 40 {
                     return e(format!("{f}.list[{i}]"), "message larger than 1 TiB");
@@ -1957,7 +2191,10 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                 // The same bound as every other time of the format (1e18 ps, about 11.6 days):
                 // beyond it the start used to be clamped silently to the end of time.
                 if at > MAX_TIME_NS {
-                    return e(format!("{f}.list[{i}][3]"), format!("start {at} ns is too large (at most {MAX_TIME_NS} ns)"));
+                    return e(
+                        format!("{f}.list[{i}][3]"),
+                        format!("start {at} ns is too large (at most {MAX_TIME_NS} ns)"),
+                    );
                 }
                 out.push((s as u32, d as u32, b, SimTime(at * 1000)));
             }
@@ -1973,7 +2210,10 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
         TrafficKind::Incast => {
             let receiver = req(&format!("{f}.receiver"), t.receiver, kname)?;
             if receiver >= n {
-                return e(format!("{f}.receiver"), format!("host {receiver} does not exist (the topology has {n} hosts)"));
+                return e(
+                    format!("{f}.receiver"),
+                    format!("host {receiver} does not exist (the topology has {n} hosts)"),
+                );
             }
             let senders = match &t.senders {
                 Some(_) => host_list(&format!("{f}.senders"), &t.senders.clone().map(HostsSpec::List), n)?,
@@ -2027,18 +2267,30 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                     }
                     Redraw::Epoch { epoch_ps: ps }
                 }
-                (other, _) => return e(format!("{f}.redraw"), format!("must be \"message\" or \"epoch\", got \"{other}\"")),
+                (other, _) => {
+                    return e(format!("{f}.redraw"), format!("must be \"message\" or \"epoch\", got \"{other}\""))
+                }
             };
             let rate_bps = match t.rate_gbps {
                 None => None,
                 Some(g) => Some(gbps_to_bps(&format!("{f}.rate_gbps"), g)?.max(1)),
             };
-            Traffic::RandomPermutation(crate::workload::RandomPermutation { hosts, bytes: b, inflight, start, redraw, rate_bps })
+            Traffic::RandomPermutation(crate::workload::RandomPermutation {
+                hosts,
+                bytes: b,
+                inflight,
+                start,
+                redraw,
+                rate_bps,
+            })
         }
         TrafficKind::InaAllreduce => {
             let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
             if hosts.len() > u16::MAX as usize {
-                return e(format!("{f}.hosts"), format!("{} hosts; the 2-byte hosts field holds at most 65535", hosts.len()));
+                return e(
+                    format!("{f}.hosts"),
+                    format!("{} hosts; the 2-byte hosts field holds at most 65535", hosts.len()),
+                );
             }
             let b = bytes(t)?;
             let epp = t.elements_per_packet.unwrap_or(256);
@@ -2047,11 +2299,20 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
             }
             let blocks = b.div_ceil(4).max(1).div_ceil(epp as u64);
             if blocks > reducelab_ina::host::MAX_BLOCKS as u64 {
-                return e(format!("{f}.bytes"), format!("{blocks} blocks of {epp} elements exceed the 20-bit block id ({})", reducelab_ina::host::MAX_BLOCKS));
+                return e(
+                    format!("{f}.bytes"),
+                    format!(
+                        "{blocks} blocks of {epp} elements exceed the 20-bit block id ({})",
+                        reducelab_ina::host::MAX_BLOCKS
+                    ),
+                );
             }
             let protocol_name = t.protocol.as_deref().unwrap_or("canary");
             let Some(info) = reducelab_ina::protocol(protocol_name) else {
-                return e(format!("{f}.protocol"), format!("must be one of {}, got \"{protocol_name}\"", reducelab_ina::protocol_names()));
+                return e(
+                    format!("{f}.protocol"),
+                    format!("must be one of {}, got \"{protocol_name}\"", reducelab_ina::protocol_names()),
+                );
             };
             // The protocol's own keys go to its registry entry, which validates them.
             let mut params = reducelab_ina::Params::new();
@@ -2068,12 +2329,17 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                     params.insert(key.to_string(), v);
                 }
             }
-            let protocol = (info.build)(&params).map_err(|pe| ScenarioError { field: format!("{f}.{}", pe.key), reason: pe.reason })?;
+            let protocol = (info.build)(&params)
+                .map_err(|pe| ScenarioError { field: format!("{f}.{}", pe.key), reason: pe.reason })?;
             if let Some(r) = &t.roots {
                 if !info.takes_roots {
                     return e(format!("{f}.roots"), format!("is not used by protocol = \"{protocol_name}\""));
                 }
-                let trees = protocol.as_any().downcast_ref::<reducelab_ina::tree::StaticTrees>().map(|p| p.trees as usize).unwrap_or(r.len());
+                let trees = protocol
+                    .as_any()
+                    .downcast_ref::<reducelab_ina::tree::StaticTrees>()
+                    .map(|p| p.trees as usize)
+                    .unwrap_or(r.len());
                 if r.len() != trees {
                     return e(format!("{f}.roots"), format!("{} roots for {trees} trees", r.len()));
                 }
@@ -2102,28 +2368,50 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                 "allreduce" => Collective::Allreduce,
                 "reduce_scatter" => Collective::ReduceScatter,
                 "allgather" => Collective::Allgather,
-                other => return e(format!("{f}.collective"), format!("must be allreduce, reduce_scatter or allgather, got \"{other}\"")),
+                other => {
+                    return e(
+                        format!("{f}.collective"),
+                        format!("must be allreduce, reduce_scatter or allgather, got \"{other}\""),
+                    )
+                }
             };
             let name = match &t.algorithm {
                 Some(a) => a.clone(),
-                None => return e(format!("{f}.algorithm"), format!("is required for kind = \"collective\" (one of {})", registry::names().join(", "))),
+                None => {
+                    return e(
+                        format!("{f}.algorithm"),
+                        format!("is required for kind = \"collective\" (one of {})", registry::names().join(", ")),
+                    )
+                }
             };
             let p = hosts.len() as u32;
             let dims = match &t.dims {
                 Some(d) => d.clone(),
                 None => match &topology.shape {
                     Shape::Torus { dims } | Shape::HyperX { dims } if p == n => dims.clone(),
-                    Shape::HammingMesh { board_x, board_y, grid_x, grid_y } if p == n => vec![board_x * grid_x, board_y * grid_y],
+                    Shape::HammingMesh { board_x, board_y, grid_x, grid_y } if p == n => {
+                        vec![board_x * grid_x, board_y * grid_y]
+                    }
                     _ => vec![p],
                 },
             };
-            let layout = Layout::new(dims.clone()).map_err(|r| ScenarioError { field: format!("{f}.dims"), reason: r })?;
+            let layout =
+                Layout::new(dims.clone()).map_err(|r| ScenarioError { field: format!("{f}.dims"), reason: r })?;
             if layout.ranks() != p {
-                return e(format!("{f}.dims"), format!("{dims:?} holds {} ranks but {p} hosts take part", layout.ranks()));
+                return e(
+                    format!("{f}.dims"),
+                    format!("{dims:?} holds {} ranks but {p} hosts take part", layout.ranks()),
+                );
             }
             // Before a family is resolved for the size (which models the schedules).
             if p > registry::MAX_RANKS {
-                return e(format!("{f}.hosts"), format!("{p} ranks is more than the {} that any schedule or timing plan supports", registry::MAX_RANKS));
+                return e(
+                    format!("{f}.hosts"),
+                    format!(
+                        "{p} ranks is more than the {} that any schedule or timing plan supports",
+                        registry::MAX_RANKS
+                    ),
+                );
             }
             // A family, alias or policy runs the variant it resolves to for this size, with the
             // α-β parameters of the topology's links (registry::Costs::for_links).
@@ -2132,10 +2420,21 @@ fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traf
                 return e(format!("{f}.bytes"), "a collective needs at least one byte");
             }
             let slowest = topology.links.iter().min_by_key(|l| l.bandwidth_bps);
-            let costs = registry::Costs::for_links(slowest.map_or(1, |l| l.bandwidth_bps), slowest.map_or(0, |l| l.latency_ps));
-            let variant = registry::resolve(&name, collective, &layout, size, &costs, false).map_err(|r| ScenarioError { field: format!("{f}.algorithm"), reason: r })?;
+            let costs =
+                registry::Costs::for_links(slowest.map_or(1, |l| l.bandwidth_bps), slowest.map_or(0, |l| l.latency_ps));
+            let variant = registry::resolve(&name, collective, &layout, size, &costs, false)
+                .map_err(|r| ScenarioError { field: format!("{f}.algorithm"), reason: r })?;
             // The schedule (packet) or plan (flow) is built once the backend is known.
-            Traffic::Collective { hosts, bytes: size, start, algorithm: variant.name, collective, layout, schedule: None, plan: None }
+            Traffic::Collective {
+                hosts,
+                bytes: size,
+                start,
+                algorithm: variant.name,
+                collective,
+                layout,
+                schedule: None,
+                plan: None,
+            }
         }
     })
 }

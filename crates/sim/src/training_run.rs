@@ -40,7 +40,10 @@ use reducelab_ina::dsa::{DsaSwitch, REMINDER_AFTER_RETRANSMISSIONS};
 use reducelab_ina::dsa_tasks::{TaskTypeCounts, TaskTypes};
 use reducelab_ina::fabric::Fabric;
 use reducelab_ina::policy::{self, PolicyInputs, Preemption};
-use reducelab_ina::pool::{self, full_bitmap, hash_index, AggPacket, Dest, PacketKind, PoolAction, PoolLayout, PoolProgram, PoolStats, PsAction, Task};
+use reducelab_ina::pool::{
+    self, full_bitmap, hash_index, AggPacket, Dest, PacketKind, PoolAction, PoolLayout, PoolProgram, PoolStats,
+    PsAction, Task,
+};
 use reducelab_ina::ps::{AtpPs, DsaPs, PsStats};
 use reducelab_ina::switchml::{even_regions, SwitchMlSwitch};
 use reducelab_ina::training::{self, DnnModel, Partition};
@@ -114,7 +117,9 @@ pub struct TrainingSpec {
 impl TrainingSpec {
     /// Aggregators per switch.
     pub fn aggregators(&self) -> Result<u32, String> {
-        PoolLayout { memory_bytes: self.memory_bytes, aggregator_bytes: PACKET_BYTES as u64 }.aggregators().map_err(|r| r.replace("memory_bytes", "switch_memory_bytes"))
+        PoolLayout { memory_bytes: self.memory_bytes, aggregator_bytes: PACKET_BYTES as u64 }
+            .aggregators()
+            .map_err(|r| r.replace("memory_bytes", "switch_memory_bytes"))
     }
 }
 
@@ -303,7 +308,14 @@ impl Tree {
     ///   bitmap in the job's ranks ([`Tree::to_job_ranks`]), so the PS's dictionary, which
     ///   merges only disjoint bitmaps, never counts a contribution twice;
     /// - the rest as without a tree.
-    pub fn route(&self, place: Option<Option<u16>>, atp: bool, n: u16, x: AggPacket, arriving: Option<AggPacket>) -> TreeRoute {
+    pub fn route(
+        &self,
+        place: Option<Option<u16>>,
+        atp: bool,
+        n: u16,
+        x: AggPacket,
+        arriving: Option<AggPacket>,
+    ) -> TreeRoute {
         // ATP's leaf completes by sending its aggregate "to the PS" (a full local bitmap; a
         // resend's clear sends a partial one): on a tree it goes up instead.
         let leaf_result = match (x.kind, place.flatten()) {
@@ -318,7 +330,15 @@ impl Tree {
         match (place.flatten(), leaf_result) {
             (Some(c), true) => {
                 let priority = arriving.filter(|q| q.task() == x.task()).map_or(x.priority, |q| q.priority);
-                TreeRoute::Up(AggPacket { kind: PacketKind::Gradient, dst: Dest::Switch, workers: self.leaves.len() as u16, bitmap: 1u64 << c, resend: false, priority, ..x })
+                TreeRoute::Up(AggPacket {
+                    kind: PacketKind::Gradient,
+                    dst: Dest::Switch,
+                    workers: self.leaves.len() as u16,
+                    bitmap: 1u64 << c,
+                    resend: false,
+                    priority,
+                    ..x
+                })
             }
             (Some(c), false) => TreeRoute::Ranks(result, self.members[c as usize].clone()),
             (None, _) if atp => TreeRoute::Leaves(result),
@@ -446,7 +466,10 @@ impl TrainingWorld {
     /// Builds the world; errors start with the field they are about.
     pub fn new(topo: &Topology, spec: TrainingSpec, seed: u64) -> Result<TrainingWorld, String> {
         if topo.nodes.iter().any(|n| n.host.is_some() && n.forwards) {
-            return Err(format!("topology: training jobs aggregate on switches; the hosts of {} forward traffic", topo.name));
+            return Err(format!(
+                "topology: training jobs aggregate on switches; the hosts of {} forward traffic",
+                topo.name
+            ));
         }
         if spec.jobs.len() > u16::MAX as usize - 1 {
             return Err("jobs: too many".into());
@@ -470,7 +493,8 @@ impl TrainingWorld {
                 }
                 role[h as usize] = Some((j as u16, if r < js.workers.len() { r as u16 } else { PS_RANK }));
             }
-            let switch = nearest_switch(&fabric, &hosts).ok_or_else(|| format!("topology: no switch reaches every host of job {j}"))?;
+            let switch = nearest_switch(&fabric, &hosts)
+                .ok_or_else(|| format!("topology: no switch reaches every host of job {j}"))?;
             let tree = if spec.tree { two_level_tree(&fabric, j, &js.workers, switch)? } else { None };
             match &tree {
                 None => switch_jobs[switch as usize].push((j as u16, js.workers.len() as u16)),
@@ -488,20 +512,46 @@ impl TrainingWorld {
                 .workers
                 .iter()
                 .map(|&host| {
-                    let jit: Vec<u64> = (0..parts).map(|_| if spec.jitter_max_ps == 0 { 0 } else { rng.below(spec.jitter_max_ps + 1) }).collect();
-                    Worker { host, plan: js.model.plan(payload, start_ps, &jit), win: None, rto_armed: None, first_send_ps: None, done_ps: None, bad: 0 }
+                    let jit: Vec<u64> = (0..parts)
+                        .map(|_| if spec.jitter_max_ps == 0 { 0 } else { rng.below(spec.jitter_max_ps + 1) })
+                        .collect();
+                    Worker {
+                        host,
+                        plan: js.model.plan(payload, start_ps, &jit),
+                        win: None,
+                        rto_armed: None,
+                        first_send_ps: None,
+                        done_ps: None,
+                        bad: 0,
+                    }
                 })
                 .collect::<Vec<_>>();
             let psns = js.model.packets_per_partition(payload) * parts as u32;
             let ps = match (spec.protocol, js.ps) {
                 (PoolProtocol::SwitchMl, _) | (_, None) => None,
-                (PoolProtocol::Atp, Some(_)) => Some(Ps::Atp(AtpPs::new(j as u16, js.workers.len() as u16).map_err(|r| format!("workers: {r}"))?)),
-                (PoolProtocol::Dsa(_), Some(_)) => Some(Ps::Dsa(DsaPs::new(j as u16, js.workers.len() as u16, spec.min_rto_ps.max(1)).map_err(|r| format!("workers: {r}"))?)),
+                (PoolProtocol::Atp, Some(_)) => {
+                    Some(Ps::Atp(AtpPs::new(j as u16, js.workers.len() as u16).map_err(|r| format!("workers: {r}"))?))
+                }
+                (PoolProtocol::Dsa(_), Some(_)) => Some(Ps::Dsa(
+                    DsaPs::new(j as u16, js.workers.len() as u16, spec.min_rto_ps.max(1))
+                        .map_err(|r| format!("workers: {r}"))?,
+                )),
             };
             if spec.protocol.uses_ps() && ps.is_none() {
                 return Err(format!("jobs: job {j} needs a parameter server host"));
             }
-            jobs.push(Job { spec: js.clone(), start_ps, switch, tree, workers, ps, ps_mark: false, done_ps: None, released: 0, psns });
+            jobs.push(Job {
+                spec: js.clone(),
+                start_ps,
+                switch,
+                tree,
+                workers,
+                ps,
+                ps_mark: false,
+                done_ps: None,
+                released: 0,
+                psns,
+            });
         }
         let mut programs: Vec<Option<Program>> = (0..topo.nodes.len()).map(|_| None).collect();
         for (node, js) in switch_jobs.iter().enumerate() {
@@ -514,7 +564,9 @@ impl TrainingWorld {
                     Program::SwitchMl(SwitchMlSwitch::new(aggregators, &regions)?)
                 }
                 PoolProtocol::Atp => Program::Atp(AtpSwitch::new(aggregators)?),
-                PoolProtocol::Dsa(Preemption::Coin { .. }) => Program::Dsa(DsaSwitch::new(aggregators, Preemption::Coin { seed: seed ^ 0xC014 })?),
+                PoolProtocol::Dsa(Preemption::Coin { .. }) => {
+                    Program::Dsa(DsaSwitch::new(aggregators, Preemption::Coin { seed: seed ^ 0xC014 })?)
+                }
                 PoolProtocol::Dsa(rule) => Program::Dsa(DsaSwitch::new(aggregators, rule)?),
             });
         }
@@ -529,7 +581,14 @@ impl TrainingWorld {
             port_bps[l.a.idx()] += l.bandwidth_bps;
             port_bps[l.b.idx()] += l.bandwidth_bps;
         }
-        let busiest = topo.nodes.iter().zip(&port_bps).filter(|(n, _)| n.host.is_none()).map(|(_, &b)| b).max().unwrap_or(link_bps);
+        let busiest = topo
+            .nodes
+            .iter()
+            .zip(&port_bps)
+            .filter(|(n, _)| n.host.is_none())
+            .map(|(_, &b)| b)
+            .max()
+            .unwrap_or(link_bps);
         let program_pps = busiest as f64 / (PACKET_BYTES as f64 * 8.0);
         let left = jobs.len();
         Ok(TrainingWorld {
@@ -611,7 +670,10 @@ impl TrainingWorld {
     }
 
     pub fn start(&mut self, net: &mut Network) {
-        net.set_program_limits(reducelab_net::ProgramLimits { packets_per_second: self.program_pps.max(1.0), latency_ps: 0 });
+        net.set_program_limits(reducelab_net::ProgramLimits {
+            packets_per_second: self.program_pps.max(1.0),
+            latency_ps: 0,
+        });
         for (i, p) in self.programs.iter().enumerate() {
             if p.is_some() {
                 net.set_programmable(i as u32, true);
@@ -661,7 +723,9 @@ impl TrainingWorld {
 
     fn wire_bytes(p: &AggPacket) -> u32 {
         match p.kind {
-            PacketKind::Gradient | PacketKind::Partial | PacketKind::Ack | PacketKind::Other => HEADER_BYTES + p.elems as u32 * 4,
+            PacketKind::Gradient | PacketKind::Partial | PacketKind::Ack | PacketKind::Other => {
+                HEADER_BYTES + p.elems as u32 * 4
+            }
             PacketKind::Reminder | PacketKind::Fetch | PacketKind::ReminderNotice => CONTROL_BYTES,
         }
     }
@@ -747,7 +811,10 @@ impl TrainingWorld {
             }
         }
         // ATP: the root's copy of the PS's ACK for each leaf (it frees the leaf's aggregator).
-        if p.kind == PacketKind::Ack && self.jobs[p.job as usize].tree.is_some() && net.app_packet(pkt).dst == AppDst::Node(node) {
+        if p.kind == PacketKind::Ack
+            && self.jobs[p.job as usize].tree.is_some()
+            && net.app_packet(pkt).dst == AppDst::Node(node)
+        {
             if let Some(Some(c)) = self.tree_place(p.job, node) {
                 return self.at_leaf(net, node, in_port, pkt, p, ecn, c);
             }
@@ -763,7 +830,9 @@ impl TrainingWorld {
         let mut buf = std::mem::take(&mut self.pbuf);
         let program = self.programs[node as usize].as_mut().expect("a program");
         let holder = match program {
-            Program::Dsa(s) if p.kind == PacketKind::Gradient && p.dst == Dest::Switch => s.pool().get(hash_index(p.task(), s.pool().len())).task,
+            Program::Dsa(s) if p.kind == PacketKind::Gradient && p.dst == Dest::Switch => {
+                s.pool().get(hash_index(p.task(), s.pool().len())).task
+            }
             _ => None,
         };
         program.get().on_packet(now, in_port, p, &mut self.vals, &mut buf);
@@ -909,7 +978,18 @@ impl TrainingWorld {
             }
             let Some(s) = win.transmit(now) else { return };
             w.first_send_ps.get_or_insert(now);
-            let p = gradient_packet(self.spec.protocol, self.salt, j, rank, n, s, &w.plan, &job.spec.model, self.link_bps, &mut self.vals);
+            let p = gradient_packet(
+                self.spec.protocol,
+                self.salt,
+                j,
+                rank,
+                n,
+                s,
+                &w.plan,
+                &job.spec.model,
+                self.link_bps,
+                &mut self.vals,
+            );
             self.worker_bytes_sent += Self::wire_bytes(&p) as u64;
             self.host_send(net, host, p, false);
         }
@@ -938,7 +1018,9 @@ impl TrainingWorld {
         let mut buf = std::mem::take(&mut self.pbuf);
         let program = self.programs[node as usize].as_mut().expect("a leaf program");
         let holder = match program {
-            Program::Dsa(s) if local.kind == PacketKind::Gradient => s.pool().get(hash_index(local.task(), s.pool().len())).task,
+            Program::Dsa(s) if local.kind == PacketKind::Gradient => {
+                s.pool().get(hash_index(local.task(), s.pool().len())).task
+            }
             _ => None,
         };
         program.get().on_packet(now, in_port, local, &mut self.vals, &mut buf);
@@ -1011,7 +1093,15 @@ impl TrainingWorld {
     }
 
     /// One copy of `p` to the workers `ranks` of its job (the first takes over `custody`).
-    fn send_to_ranks(&mut self, net: &mut Network, node: u32, p: AggPacket, ecn: bool, custody: Option<PacketId>, ranks: &[u16]) {
+    fn send_to_ranks(
+        &mut self,
+        net: &mut Network,
+        node: u32,
+        p: AggPacket,
+        ecn: bool,
+        custody: Option<PacketId>,
+        ranks: &[u16],
+    ) {
         if ranks.is_empty() {
             self.vals.release(p.data);
             if let Some(pkt) = custody {
@@ -1148,14 +1238,18 @@ impl TrainingWorld {
                     .unwrap_or(1);
                 WindowControl::Slots { slots }
             }
-            _ => WindowControl::Aimd { initial_bytes: self.spec.window_bytes, max_bytes: self.spec.window_bytes * MAX_WINDOW_FACTOR },
+            _ => WindowControl::Aimd {
+                initial_bytes: self.spec.window_bytes,
+                max_bytes: self.spec.window_bytes * MAX_WINDOW_FACTOR,
+            },
         };
         WorkerParams {
             packet_bytes: PACKET_BYTES,
             control,
             initial_rto_ps: self.spec.min_rto_ps,
             min_rto_ps: self.spec.min_rto_ps,
-            reminder_after: matches!(self.spec.protocol, PoolProtocol::Dsa(_)).then_some(REMINDER_AFTER_RETRANSMISSIONS),
+            reminder_after: matches!(self.spec.protocol, PoolProtocol::Dsa(_))
+                .then_some(REMINDER_AFTER_RETRANSMISSIONS),
             resend_on_gap: self.spec.protocol == PoolProtocol::Atp,
         }
     }
@@ -1170,16 +1264,23 @@ impl TrainingWorld {
             if job.done_ps.is_some() {
                 continue;
             }
-            let missing: u64 = job.workers.iter().map(|w| w.win.as_ref().map_or(job.psns, |x| x.packets() - acked(x)) as u64).sum();
+            let missing: u64 =
+                job.workers.iter().map(|w| w.win.as_ref().map_or(job.psns, |x| x.packets() - acked(x)) as u64).sum();
             let gave_up = job.workers.iter().filter(|w| w.win.as_ref().is_some_and(|x| x.gave_up())).count();
             let why = if gave_up > 0 {
-                format!("{gave_up} workers gave up after {} retransmissions of one PSN", reducelab_transport::worker::MAX_RETRANSMISSIONS)
+                format!(
+                    "{gave_up} workers gave up after {} retransmissions of one PSN",
+                    reducelab_transport::worker::MAX_RETRANSMISSIONS
+                )
             } else if self.lost_packets > 0 {
                 format!("{} packets were lost and recovery did not complete", self.lost_packets)
             } else {
                 "no event is pending".to_string()
             };
-            parts.push(format!("training job {j}: {missing} results missing over {} workers ({why})", job.workers.len()));
+            parts.push(format!(
+                "training job {j}: {missing} results missing over {} workers ({why})",
+                job.workers.len()
+            ));
         }
         Some(parts.join("; "))
     }
@@ -1204,7 +1305,9 @@ impl TrainingWorld {
             .map(|(j, job)| {
                 let finished = job.workers.iter().filter(|w| w.done_ps.is_some()).count();
                 let bad: u64 = job.workers.iter().map(|w| w.bad).sum();
-                let span = job.done_ps.and_then(|d| job.workers.iter().filter_map(|w| w.first_send_ps).min().map(|f| d.saturating_sub(f)));
+                let span = job.done_ps.and_then(|d| {
+                    job.workers.iter().filter_map(|w| w.first_send_ps).min().map(|f| d.saturating_sub(f))
+                });
                 JobResult {
                     job: j as u16,
                     model: job.spec.model.name,
@@ -1214,7 +1317,9 @@ impl TrainingWorld {
                     leaf_switches: job.tree.as_ref().map_or(Vec::new(), |t| t.leaves.clone()),
                     start_ps: job.start_ps,
                     jct_ps: job.done_ps.map(|d| d - job.start_ps),
-                    aggregation_utilization: span.filter(|&s| s > 0).map(|s| job.spec.model.epoch_bytes() as f64 * 8.0 / (s as f64 * 1e-12) / self.link_bps as f64),
+                    aggregation_utilization: span
+                        .filter(|&s| s > 0)
+                        .map(|s| job.spec.model.epoch_bytes() as f64 * 8.0 / (s as f64 * 1e-12) / self.link_bps as f64),
                     psns: job.psns,
                     workers_finished: finished,
                     bad_results: bad,
@@ -1259,9 +1364,11 @@ impl TrainingWorld {
             protocol: self.spec.protocol.label(),
             jobs: self.jobs.len(),
             aggregators_per_switch: self.aggregators,
-            mean_jct_ps: (jcts.len() == jobs.len() && !jcts.is_empty()).then(|| jcts.iter().sum::<u64>() as f64 / jcts.len() as f64),
+            mean_jct_ps: (jcts.len() == jobs.len() && !jcts.is_empty())
+                .then(|| jcts.iter().sum::<u64>() as f64 / jcts.len() as f64),
             max_jct_ps: (jcts.len() == jobs.len()).then(|| jcts.iter().copied().max().unwrap_or(0)),
-            memory_utilization: (utils.len() == jobs.len() && !utils.is_empty()).then(|| utils.iter().sum::<f64>() / utils.len() as f64),
+            memory_utilization: (utils.len() == jobs.len() && !utils.is_empty())
+                .then(|| utils.iter().sum::<f64>() / utils.len() as f64),
             mean_aggregators_in_use: mean_busiest,
             peak_aggregators_in_use: peak,
             aggregators_left: left,
@@ -1333,7 +1440,18 @@ pub fn tensor_priority(m: &DnnModel, layer: u32, link_bps: u64) -> u32 {
 /// Worker `rank`'s packet for the window's `s` (job `j` of `n` workers): its gradient, to the
 /// switch or (a fetched copy) to the PS, with ATP's resend flag and DSA's tensor priority.
 #[allow(clippy::too_many_arguments)]
-pub fn gradient_packet(protocol: PoolProtocol, salt: u64, j: u16, rank: u16, n: u16, s: reducelab_transport::worker::Send, plan: &[Partition], model: &DnnModel, link_bps: u64, vals: &mut Values) -> AggPacket {
+pub fn gradient_packet(
+    protocol: PoolProtocol,
+    salt: u64,
+    j: u16,
+    rank: u16,
+    n: u16,
+    s: reducelab_transport::worker::Send,
+    plan: &[Partition],
+    model: &DnnModel,
+    link_bps: u64,
+    vals: &mut Values,
+) -> AggPacket {
     let dst = if s.to_ps { Dest::Ps } else { Dest::Switch };
     let mut p = pool::gradient(salt, j, rank, s.psn, n, ELEMS_PER_PACKET, dst, vals);
     match protocol {
@@ -1365,7 +1483,8 @@ pub fn check_result(p: &AggPacket, salt: u64, vals: &Values) -> bool {
     if vals.enabled() && p.data != NIL {
         let got = vals.get(p.data);
         for e in 0..p.elems as u32 {
-            let want = (0..n as u32).fold(0i32, |a, r| a.wrapping_add(reducelab_ina::contribution_value(salt, p.job, r, p.psn, e)));
+            let want = (0..n as u32)
+                .fold(0i32, |a, r| a.wrapping_add(reducelab_ina::contribution_value(salt, p.job, r, p.psn, e)));
             if got[e as usize] != want {
                 return false;
             }
@@ -1417,7 +1536,10 @@ fn two_level_tree(f: &Fabric, j: usize, workers: &[u32], root: u32) -> Result<Op
         t.members[c].push(r as u16);
     }
     if t.leaves.len() > 64 {
-        return Err(format!("aggregation: job {j} spans {} leaf switches; the root's bitmap has 64 bits", t.leaves.len()));
+        return Err(format!(
+            "aggregation: job {j} spans {} leaf switches; the root's bitmap has 64 bits",
+            t.leaves.len()
+        ));
     }
     Ok(Some(t))
 }
@@ -1480,21 +1602,40 @@ fn add_ps_stats(a: &mut PsStats, b: &PsStats) {
 
 /// Keys of a `training` traffic entry (docs/scenario-format.md).
 pub const KEYS: &[&str] = &[
-    "protocol", "preemption", "jobs", "workers", "models", "switch_memory_bytes", "start_max_us", "jitter_max_us", "window_bytes", "min_rto_us",
-    "ps_restart_us", "values", "model_scale", "aggregation",
+    "protocol",
+    "preemption",
+    "jobs",
+    "workers",
+    "models",
+    "switch_memory_bytes",
+    "start_max_us",
+    "jitter_max_us",
+    "window_bytes",
+    "min_rto_us",
+    "ps_restart_us",
+    "values",
+    "model_scale",
+    "aggregation",
 ];
 
 /// Validates a `training` traffic entry at `f` (`traffic[i]`). Placement (§VII-B: "no
 /// overlapping usage of servers among different jobs, and each server contains at most one
 /// worker"): job `j`'s workers are hosts `j·workers ..`, its parameter server host
 /// `jobs·workers + j`.
-pub fn resolve(f: &str, t: &crate::scenario::TrafficSpec, topo: &Topology) -> Result<TrainingSpec, crate::ScenarioError> {
+pub fn resolve(
+    f: &str,
+    t: &crate::scenario::TrafficSpec,
+    topo: &Topology,
+) -> Result<TrainingSpec, crate::ScenarioError> {
     use crate::scenario::{ns_to_ps, pos_f64};
     let err = |field: &str, reason: String| crate::ScenarioError { field: format!("{f}.{field}"), reason };
     let name = t.protocol.as_deref().unwrap_or("dsa");
     let Some(info) = pool::pool_protocol(name) else {
         let names: Vec<String> = pool::POOL_PROTOCOLS.iter().map(|p| format!("\"{}\"", p.name)).collect();
-        return Err(err("protocol", format!("must be one of {} for kind = \"training\", got \"{name}\"", names.join(", "))));
+        return Err(err(
+            "protocol",
+            format!("must be one of {} for kind = \"training\", got \"{name}\"", names.join(", ")),
+        ));
     };
     let protocol = match (info.name, t.preemption.as_deref()) {
         ("switchml", None) => PoolProtocol::SwitchMl,
@@ -1502,7 +1643,9 @@ pub fn resolve(f: &str, t: &crate::scenario::TrafficSpec, topo: &Topology) -> Re
         ("dsa", None | Some("priority")) => PoolProtocol::Dsa(Preemption::Priority),
         ("dsa", Some("always")) => PoolProtocol::Dsa(Preemption::Always),
         ("dsa", Some("coin")) => PoolProtocol::Dsa(Preemption::Coin { seed: 0 }),
-        ("dsa", Some(other)) => return Err(err("preemption", format!("must be \"priority\", \"always\" or \"coin\", got \"{other}\""))),
+        ("dsa", Some(other)) => {
+            return Err(err("preemption", format!("must be \"priority\", \"always\" or \"coin\", got \"{other}\"")))
+        }
         (p, Some(_)) => return Err(err("preemption", format!("is not used by protocol = \"{p}\" (DSA only)"))),
         (p, None) => return Err(err("protocol", format!("\"{p}\" has no driver"))),
     };
@@ -1512,7 +1655,10 @@ pub fn resolve(f: &str, t: &crate::scenario::TrafficSpec, topo: &Topology) -> Re
     }
     let workers = t.workers.unwrap_or(8);
     if !(1..=64).contains(&workers) {
-        return Err(err("workers", format!("must be within 1..=64 (the aggregator bitmap has 64 bits), got {workers}")));
+        return Err(err(
+            "workers",
+            format!("must be within 1..=64 (the aggregator bitmap has 64 bits), got {workers}"),
+        ));
     }
     let names = t.models.clone().unwrap_or_else(|| vec!["A".into()]);
     if names.is_empty() {
@@ -1520,7 +1666,9 @@ pub fn resolve(f: &str, t: &crate::scenario::TrafficSpec, topo: &Topology) -> Re
     }
     let mut models = Vec::new();
     for (k, m) in names.iter().enumerate() {
-        models.push(training::dnn_model(m).ok_or_else(|| err(&format!("models[{k}]"), format!("must be \"A\" or \"B\" (seed 001 §VII-B), got \"{m}\"")))?);
+        models.push(training::dnn_model(m).ok_or_else(|| {
+            err(&format!("models[{k}]"), format!("must be \"A\" or \"B\" (seed 001 §VII-B), got \"{m}\""))
+        })?);
     }
     if let Some(x) = t.model_scale {
         if !(x.is_finite() && x > 0.0 && x <= 1.0) {
@@ -1544,14 +1692,21 @@ pub fn resolve(f: &str, t: &crate::scenario::TrafficSpec, topo: &Topology) -> Re
             ),
         ));
     }
-    let us = |key: &str, v: Option<f64>, default: f64| -> Result<u64, crate::ScenarioError> { ns_to_ps(&format!("{f}.{key}"), v.unwrap_or(default) * 1000.0) };
+    let us = |key: &str, v: Option<f64>, default: f64| -> Result<u64, crate::ScenarioError> {
+        ns_to_ps(&format!("{f}.{key}"), v.unwrap_or(default) * 1000.0)
+    };
     let min_rto_ps = us("min_rto_us", t.min_rto_us, 1000.0)?;
     if let Some(v) = t.min_rto_us {
         pos_f64(&format!("{f}.min_rto_us"), v)?;
     }
     let window_bytes = t.window_bytes.unwrap_or(60_000);
     if window_bytes < PACKET_BYTES as u64 || window_bytes > 1 << 32 {
-        return Err(err("window_bytes", format!("must be within {PACKET_BYTES}..=4294967296 (at least one {PACKET_BYTES} B packet), got {window_bytes}")));
+        return Err(err(
+            "window_bytes",
+            format!(
+                "must be within {PACKET_BYTES}..=4294967296 (at least one {PACKET_BYTES} B packet), got {window_bytes}"
+            ),
+        ));
     }
     let tree = match (t.aggregation.as_deref(), protocol) {
         (None | Some("root"), _) => false,
@@ -1576,7 +1731,9 @@ pub fn resolve(f: &str, t: &crate::scenario::TrafficSpec, topo: &Topology) -> Re
         min_rto_ps,
         ps_restart_ps: match t.ps_restart_us {
             None => None,
-            Some(_) if !protocol.uses_ps() => return Err(err("ps_restart_us", format!("protocol = \"{}\" has no parameter server", info.name))),
+            Some(_) if !protocol.uses_ps() => {
+                return Err(err("ps_restart_us", format!("protocol = \"{}\" has no parameter server", info.name)))
+            }
             Some(v) => Some(ns_to_ps(&format!("{f}.ps_restart_us"), v * 1000.0)?),
         },
     };
@@ -1585,7 +1742,8 @@ pub fn resolve(f: &str, t: &crate::scenario::TrafficSpec, topo: &Topology) -> Re
         None => err("switch_memory_bytes", r),
     })?;
     if protocol == PoolProtocol::SwitchMl {
-        even_regions(spec.aggregators().unwrap_or(1), &[(0, 1)].repeat(jobs as usize)).map_err(|r| err("switch_memory_bytes", r))?;
+        even_regions(spec.aggregators().unwrap_or(1), &[(0, 1)].repeat(jobs as usize))
+            .map_err(|r| err("switch_memory_bytes", r))?;
     }
     Ok(spec)
 }

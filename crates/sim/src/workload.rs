@@ -1,9 +1,9 @@
 //! The workload of a scenario: its traffic generators driving a [`Network`].
 
 use crate::collective::{CollectiveResult, CollectiveRun};
+use crate::ina_run::{InaSwitchSpec, InaWorld};
 use crate::scenario::Traffic;
 use reducelab_des::{Rng, SimTime};
-use crate::ina_run::{InaSwitchSpec, InaWorld};
 use reducelab_net::{MsgId, Network, PacketId, WorkDone, Workload};
 use reducelab_topo::Topology;
 use std::collections::BTreeMap;
@@ -39,7 +39,9 @@ impl RandomPermutation {
     pub fn paced_start(&self, j: u64) -> SimTime {
         match self.rate_bps {
             None => self.start,
-            Some(r) => SimTime(self.start.ps() + (j as u128 * self.bytes as u128 * 8 * 1_000_000_000_000 / r as u128) as u64),
+            Some(r) => {
+                SimTime(self.start.ps() + (j as u128 * self.bytes as u128 * 8 * 1_000_000_000_000 / r as u128) as u64)
+            }
         }
     }
 }
@@ -77,7 +79,8 @@ impl PermutationState {
             Redraw::Message => {
                 let n = spec.hosts.len() as u32;
                 let base = &self.base;
-                let (perm, left) = self.rounds.entry(k).or_insert_with(|| (derangement(&mut base.fork(k), &spec.hosts), n));
+                let (perm, left) =
+                    self.rounds.entry(k).or_insert_with(|| (derangement(&mut base.fork(k), &spec.hosts), n));
                 let d = perm[i];
                 *left -= 1;
                 if *left == 0 {
@@ -127,10 +130,13 @@ impl ScenarioWorkload {
     /// `ina` holds the switch resources for `ina_allreduce` generators (validated with the
     /// scenario, so building the in-network world cannot fail here).
     pub fn new(traffic: Vec<Traffic>, rng: Rng, topo: &Topology, seed: u64, ina: &InaSwitchSpec) -> Self {
-        let ina_specs: Vec<_> = traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
-        let ina = (!ina_specs.is_empty()).then(|| InaWorld::new(topo, ina_specs, ina.clone(), seed).expect("validated with the scenario"));
+        let ina_specs: Vec<_> =
+            traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
+        let ina = (!ina_specs.is_empty())
+            .then(|| InaWorld::new(topo, ina_specs, ina.clone(), seed).expect("validated with the scenario"));
         let training = traffic.iter().find_map(|t| if let Traffic::Training(s) = t { Some(s.clone()) } else { None });
-        let training = training.map(|s| crate::training_run::TrainingWorld::new(topo, s, seed).expect("validated with the scenario"));
+        let training = training
+            .map(|s| crate::training_run::TrainingWorld::new(topo, s, seed).expect("validated with the scenario"));
         let counters = vec![TrafficCounters::default(); traffic.len()];
         let mut collectives_left = 0;
         let runs = traffic
@@ -140,7 +146,16 @@ impl ScenarioWorkload {
                 Traffic::Collective { hosts, bytes, start, schedule, .. } => {
                     collectives_left += 1;
                     let schedule = schedule.clone().expect("the packet backend's schedule is built with the scenario");
-                    Some(CollectiveRun::new(topo, schedule, hosts.clone(), *bytes, 4, ti as u64, *start, seed ^ ti as u64))
+                    Some(CollectiveRun::new(
+                        topo,
+                        schedule,
+                        hosts.clone(),
+                        *bytes,
+                        4,
+                        ti as u64,
+                        *start,
+                        seed ^ ti as u64,
+                    ))
                 }
                 _ => None,
             })
@@ -149,11 +164,26 @@ impl ScenarioWorkload {
             .iter()
             .enumerate()
             .map(|(ti, t)| match t {
-                Traffic::RandomPermutation(spec) => Some(PermutationState::new(spec, rng.fork(0x9E3_0000 + ti as u64), topo.num_hosts())),
+                Traffic::RandomPermutation(spec) => {
+                    Some(PermutationState::new(spec, rng.fork(0x9E3_0000 + ti as u64), topo.num_hosts()))
+                }
                 _ => None,
             })
             .collect();
-        ScenarioWorkload { traffic, counters, runs, rng, fg_messages: 0, fg_done: 0, fg_bytes: 0, fg_bytes_done: 0, collectives_left, ina, training, perms }
+        ScenarioWorkload {
+            traffic,
+            counters,
+            runs,
+            rng,
+            fg_messages: 0,
+            fg_done: 0,
+            fg_bytes: 0,
+            fg_bytes_done: 0,
+            collectives_left,
+            ina,
+            training,
+            perms,
+        }
     }
 
     /// True when every foreground message has been delivered and every collective is done.
@@ -162,7 +192,10 @@ impl ScenarioWorkload {
             && self.collectives_left == 0
             && self.ina.as_ref().is_none_or(|w| w.is_done())
             && self.training.as_ref().is_none_or(|w| w.is_done())
-            && (self.fg_messages > 0 || self.runs.iter().any(|r| r.is_some()) || self.ina.is_some() || self.training.is_some())
+            && (self.fg_messages > 0
+                || self.runs.iter().any(|r| r.is_some())
+                || self.ina.is_some()
+                || self.training.is_some())
     }
 
     /// Results of the collective generators, by traffic index.
@@ -193,7 +226,9 @@ impl ScenarioWorkload {
     /// Sends host `src`'s next `random_permutation` message of generator `ti` (paced, if the
     /// generator has a rate).
     fn send_permutation(&mut self, net: &mut Network, ti: usize, src: u32) {
-        let Traffic::RandomPermutation(spec) = &self.traffic[ti] else { unreachable!("a random_permutation generator") };
+        let Traffic::RandomPermutation(spec) = &self.traffic[ti] else {
+            unreachable!("a random_permutation generator")
+        };
         let state = self.perms[ti].as_mut().expect("permutation state");
         let j = state.sent[state.pos[src as usize] as usize];
         let at = spec.paced_start(j).max(net.now());
@@ -369,14 +404,25 @@ impl Workload for ScenarioWorkload {
                             r.collective,
                             stuck.len(),
                             r.ranks,
-                            list_some("rank", stuck.iter().map(|&(rank, step, steps)| format!("{rank} on host {} at step {step} of {steps}", run.hosts()[rank as usize])))
+                            list_some(
+                                "rank",
+                                stuck.iter().map(|&(rank, step, steps)| format!(
+                                    "{rank} on host {} at step {step} of {steps}",
+                                    run.hosts()[rank as usize]
+                                ))
+                            )
                         ));
                     }
                 }
                 _ if c.completed < c.messages => {
                     let raw = *net.transport() == reducelab_net::TransportConfig::None;
                     let hint = if lost > 0 && raw { " (raw messages have no retransmission)" } else { "" };
-                    parts.push(format!("{} traffic[{ti}]: {} of {} messages undelivered{hint}", t.kind(), c.messages - c.completed, c.messages));
+                    parts.push(format!(
+                        "{} traffic[{ti}]: {} of {} messages undelivered{hint}",
+                        t.kind(),
+                        c.messages - c.completed,
+                        c.messages
+                    ));
                 }
                 _ => {}
             }

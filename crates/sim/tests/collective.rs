@@ -5,7 +5,11 @@ use reducelab_sched::{Collective, RecvOp, Schedule};
 use reducelab_sim::collective::CollectiveRun;
 use reducelab_topo::{star, torus, LinkParams};
 
-fn run(topo: &reducelab_topo::Topology, sched: Schedule, bytes: u64) -> (reducelab_sim::collective::CollectiveResult, RunEnd) {
+fn run(
+    topo: &reducelab_topo::Topology,
+    sched: Schedule,
+    bytes: u64,
+) -> (reducelab_sim::collective::CollectiveResult, RunEnd) {
     let cfg = NetConfig { switch_latency_ps: 300_000, ..NetConfig::default() };
     let mut net = Network::new(topo, cfg, vec![], &Rng::new(5)).unwrap();
     let hosts = (0..sched.ranks).collect();
@@ -63,11 +67,13 @@ fn every_registry_name_runs_from_a_scenario() {
             if a.resolves_to().iter().any(|v| registry::find(v).unwrap().min_dims > dims) {
                 continue;
             }
-            let out = reducelab_sim::run_scenario_str(&scenario(topo, a.name), &Default::default()).unwrap_or_else(|e| panic!("{} on {topo}: {e}", a.name));
+            let out = reducelab_sim::run_scenario_str(&scenario(topo, a.name), &Default::default())
+                .unwrap_or_else(|e| panic!("{} on {topo}: {e}", a.name));
             let s: serde_json::Value = serde_json::from_str(&out.summary_json).unwrap();
             let ran = s["traffic"][0]["algorithm"].as_str().unwrap();
             assert!(a.resolves_to().contains(&ran), "{} ran {ran}", a.name);
-            let (count, verified) = (s["messages"]["count"].as_u64().unwrap(), s["messages"]["verified"].as_u64().unwrap());
+            let (count, verified) =
+                (s["messages"]["count"].as_u64().unwrap(), s["messages"]["verified"].as_u64().unwrap());
             assert!(count > 0 && verified == count, "{} on {topo}: {verified} of {count} verified", a.name);
             runs += 1;
         }

@@ -91,7 +91,8 @@ fn each_shipped_example_is_deterministic() {
     // The small example scenarios (not the 1024-host benchmarks), run twice each.
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/examples");
     let Ok(entries) = std::fs::read_dir(&dir) else { return };
-    let mut files: Vec<_> = entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "toml")).collect();
+    let mut files: Vec<_> =
+        entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "toml")).collect();
     files.sort();
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();

@@ -15,11 +15,23 @@ use serde_json::Value;
 const L: LinkParams = LinkParams { bandwidth_bps: 400_000_000_000, latency_ps: 100_000 };
 
 fn flow_ep(ep: EndpointConfig) -> Endpoint {
-    Endpoint { send_overhead_ps: ep.send_overhead_ps, send_latency_ps: ep.send_latency_ps, recv_overhead_ps: ep.recv_overhead_ps, recv_latency_ps: ep.recv_latency_ps, rendezvous_threshold_bytes: ep.rendezvous_threshold_bytes, injection_bps: ep.injection_bps }
+    Endpoint {
+        send_overhead_ps: ep.send_overhead_ps,
+        send_latency_ps: ep.send_latency_ps,
+        recv_overhead_ps: ep.recv_overhead_ps,
+        recv_latency_ps: ep.recv_latency_ps,
+        rendezvous_threshold_bytes: ep.rendezvous_threshold_bytes,
+        injection_bps: ep.injection_bps,
+    }
 }
 
 fn packet(topo: &Topology, s: &Schedule, bytes: u64, ep: EndpointConfig) -> u64 {
-    let cfg = NetConfig { switch_latency_ps: 300_000, buffer_bytes: 256 * 1024, routing: RoutingAlgo::Minimal, ..NetConfig::default() };
+    let cfg = NetConfig {
+        switch_latency_ps: 300_000,
+        buffer_bytes: 256 * 1024,
+        routing: RoutingAlgo::Minimal,
+        ..NetConfig::default()
+    };
     let mut net = Network::new(topo, cfg, vec![], &Rng::new(1)).unwrap();
     net.set_endpoint(ep).unwrap();
     let mut w = CollectiveRun::new(topo, s.clone(), (0..s.ranks).collect(), bytes, 4, 0, SimTime::ZERO, 1);
@@ -37,7 +49,14 @@ fn flow(topo: &Topology, s: &Schedule, bytes: u64, ep: EndpointConfig) -> u64 {
     run_schedule(topo, s, bytes, 4, &fcfg(ep)).unwrap().runtime_ps
 }
 
-const OFF: EndpointConfig = EndpointConfig { send_overhead_ps: 0, send_latency_ps: 0, recv_overhead_ps: 0, recv_latency_ps: 0, rendezvous_threshold_bytes: None, injection_bps: None };
+const OFF: EndpointConfig = EndpointConfig {
+    send_overhead_ps: 0,
+    send_latency_ps: 0,
+    recv_overhead_ps: 0,
+    recv_latency_ps: 0,
+    rendezvous_threshold_bytes: None,
+    injection_bps: None,
+};
 
 #[test]
 fn each_step_of_a_two_rank_allreduce_pays_exactly_send_plus_receive_overhead() {
@@ -46,11 +65,32 @@ fn each_step_of_a_two_rank_allreduce_pays_exactly_send_plus_receive_overhead() {
     let s = build("ring", Collective::Allreduce, &Layout::line(2)).unwrap();
     let steps = s.programs[0].steps.len() as u64;
     for bytes in [64u64, 64 << 10, 1 << 20] {
-        for (os, ls, or, lr) in [(400_000, 0, 0, 0), (0, 0, 250_000, 0), (1_234_567, 0, 89_000, 0), (0, 170_000, 0, 0), (0, 0, 0, 250_000), (201_000, 170_000, 310_000, 250_000)] {
-            let ep = EndpointConfig { send_overhead_ps: os, send_latency_ps: ls, recv_overhead_ps: or, recv_latency_ps: lr, ..OFF };
+        for (os, ls, or, lr) in [
+            (400_000, 0, 0, 0),
+            (0, 0, 250_000, 0),
+            (1_234_567, 0, 89_000, 0),
+            (0, 170_000, 0, 0),
+            (0, 0, 0, 250_000),
+            (201_000, 170_000, 310_000, 250_000),
+        ] {
+            let ep = EndpointConfig {
+                send_overhead_ps: os,
+                send_latency_ps: ls,
+                recv_overhead_ps: or,
+                recv_latency_ps: lr,
+                ..OFF
+            };
             let per_step = os + ls + or + lr;
-            assert_eq!(packet(&topo, &s, bytes, ep), packet(&topo, &s, bytes, OFF) + steps * per_step, "packet {bytes} {ep:?}");
-            assert_eq!(flow(&topo, &s, bytes, ep), flow(&topo, &s, bytes, OFF) + steps * per_step, "flow {bytes} {ep:?}");
+            assert_eq!(
+                packet(&topo, &s, bytes, ep),
+                packet(&topo, &s, bytes, OFF) + steps * per_step,
+                "packet {bytes} {ep:?}"
+            );
+            assert_eq!(
+                flow(&topo, &s, bytes, ep),
+                flow(&topo, &s, bytes, OFF) + steps * per_step,
+                "flow {bytes} {ep:?}"
+            );
         }
     }
 }
@@ -64,9 +104,21 @@ fn flow_equals_packet_with_endpoint_costs_on_contention_free_plans() {
     let eps = [
         EndpointConfig { send_overhead_ps: 500_000, recv_overhead_ps: 300_000, ..OFF },
         EndpointConfig { send_overhead_ps: 0, recv_overhead_ps: 700_000, ..OFF },
-        EndpointConfig { send_overhead_ps: 200_000, recv_overhead_ps: 0, rendezvous_threshold_bytes: Some(8192), ..OFF },
+        EndpointConfig {
+            send_overhead_ps: 200_000,
+            recv_overhead_ps: 0,
+            rendezvous_threshold_bytes: Some(8192),
+            ..OFF
+        },
         // The Swing calibration's shape: latencies that overlap the next message.
-        EndpointConfig { send_overhead_ps: 201_000, send_latency_ps: 170_000, recv_overhead_ps: 310_000, recv_latency_ps: 250_000, rendezvous_threshold_bytes: Some(12_000), ..OFF },
+        EndpointConfig {
+            send_overhead_ps: 201_000,
+            send_latency_ps: 170_000,
+            recv_overhead_ps: 310_000,
+            recv_latency_ps: 250_000,
+            rendezvous_threshold_bytes: Some(12_000),
+            ..OFF
+        },
         // Latencies alone (no receive timeline at packet level).
         EndpointConfig { recv_latency_ps: 250_000, ..OFF },
         EndpointConfig { send_latency_ps: 170_000, recv_latency_ps: 90_000, ..OFF },
@@ -88,8 +140,17 @@ fn flow_equals_packet_with_endpoint_costs_on_contention_free_plans() {
                 // order: plans forget the schedule's send order, and sorted by receiver two
                 // senders reached one receiver at the same position, making bucket 8% slower.)
                 let tol = 4 + p / 1_000_000_000;
-                assert!(fast.runtime_ps.abs_diff(sim.runtime_ps) <= tol, "{alg} {dims:?} {bytes} {ep:?}: recurrence {} vs simulation {}", fast.runtime_ps, sim.runtime_ps);
-                assert!(fast.runtime_ps.abs_diff(p) <= tol, "{alg} {dims:?} {bytes} {ep:?}: flow {} vs packet {p}", fast.runtime_ps);
+                assert!(
+                    fast.runtime_ps.abs_diff(sim.runtime_ps) <= tol,
+                    "{alg} {dims:?} {bytes} {ep:?}: recurrence {} vs simulation {}",
+                    fast.runtime_ps,
+                    sim.runtime_ps
+                );
+                assert!(
+                    fast.runtime_ps.abs_diff(p) <= tol,
+                    "{alg} {dims:?} {bytes} {ep:?}: flow {} vs packet {p}",
+                    fast.runtime_ps
+                );
                 checked += 1;
             }
         }
@@ -147,13 +208,24 @@ fn endpoint_table_is_validated_by_field() {
 #[test]
 fn an_empty_or_zero_endpoint_table_changes_nothing_and_the_flow_backend_gets_the_values() {
     let base = summary(&allreduce("", "swing-bandwidth", 65536, "packet"));
-    let zero = summary(&allreduce("[endpoint]\nsend_overhead_ns = 0\nrecv_overhead_ns = 0.0\nsend_latency_ns = 0\nrecv_latency_ns = 0.0", "swing-bandwidth", 65536, "packet"));
+    let zero = summary(&allreduce(
+        "[endpoint]\nsend_overhead_ns = 0\nrecv_overhead_ns = 0.0\nsend_latency_ns = 0\nrecv_latency_ns = 0.0",
+        "swing-bandwidth",
+        65536,
+        "packet",
+    ));
     assert_eq!(base, zero);
     // The flow backend (explicit, and auto on a contention-free plan) sees the overheads.
-    let rt = |t: &str| summary(t)["traffic"][0]["runtime_ps"].as_u64().or_else(|| summary(t)["runtime_ps"].as_u64()).unwrap_or_else(|| panic!("{}", summary(t)));
+    let rt = |t: &str| {
+        summary(t)["traffic"][0]["runtime_ps"]
+            .as_u64()
+            .or_else(|| summary(t)["runtime_ps"].as_u64())
+            .unwrap_or_else(|| panic!("{}", summary(t)))
+    };
     for backend in ["flow", "auto"] {
         let off = rt(&allreduce("", "bucket", 1 << 20, backend));
-        let on = rt(&allreduce("[endpoint]\nsend_overhead_ns = 1000\nrecv_overhead_ns = 500", "bucket", 1 << 20, backend));
+        let on =
+            rt(&allreduce("[endpoint]\nsend_overhead_ns = 1000\nrecv_overhead_ns = 500", "bucket", 1 << 20, backend));
         assert!(on >= off + 1_500_000, "{backend}: {on} vs {off}");
     }
 }
@@ -165,7 +237,10 @@ fn random_endpoint_values_keep_data_verified_runs_slower_and_deterministic() {
     for case in 0..12 {
         let alg = algs[case % algs.len()];
         let bytes = 1 + rng.below(256 << 10);
-        let mut lines = vec![format!("send_overhead_ns = {}", rng.below(3000) as f64 / 3.0), format!("recv_overhead_ns = {}", rng.below(3000) as f64 / 7.0)];
+        let mut lines = vec![
+            format!("send_overhead_ns = {}", rng.below(3000) as f64 / 3.0),
+            format!("recv_overhead_ns = {}", rng.below(3000) as f64 / 7.0),
+        ];
         if rng.below(2) == 0 {
             lines.push(format!("send_latency_ns = {}", rng.below(1000)));
             lines.push(format!("recv_latency_ns = {}", rng.below(1000)));
@@ -186,10 +261,12 @@ fn random_endpoint_values_keep_data_verified_runs_slower_and_deterministic() {
         assert_eq!(t["result_verified"], true, "case {case}\n{text}");
         assert_eq!(t["messages_verified"], t["messages"], "case {case}: control packets are not messages\n{text}");
         let off = summary(&allreduce("", alg, bytes, "packet"));
-        assert!(t["runtime_ps"].as_u64() >= off["traffic"][0]["runtime_ps"].as_u64(), "case {case}: faster with endpoint costs\n{text}");
+        assert!(
+            t["runtime_ps"].as_u64() >= off["traffic"][0]["runtime_ps"].as_u64(),
+            "case {case}: faster with endpoint costs\n{text}"
+        );
     }
 }
-
 
 #[test]
 fn the_alpha_beta_model_predicts_the_endpoint_costs_of_contention_free_plans() {
@@ -201,8 +278,19 @@ fn the_alpha_beta_model_predicts_the_endpoint_costs_of_contention_free_plans() {
     let eps = [
         EndpointConfig { send_overhead_ps: 400_000, recv_overhead_ps: 400_000, ..OFF },
         EndpointConfig { send_overhead_ps: 150_000, recv_overhead_ps: 900_000, ..OFF },
-        EndpointConfig { send_overhead_ps: 300_000, recv_overhead_ps: 100_000, rendezvous_threshold_bytes: Some(4096), ..OFF },
-        EndpointConfig { send_overhead_ps: 201_000, send_latency_ps: 170_000, recv_overhead_ps: 310_000, recv_latency_ps: 250_000, ..OFF },
+        EndpointConfig {
+            send_overhead_ps: 300_000,
+            recv_overhead_ps: 100_000,
+            rendezvous_threshold_bytes: Some(4096),
+            ..OFF
+        },
+        EndpointConfig {
+            send_overhead_ps: 201_000,
+            send_latency_ps: 170_000,
+            recv_overhead_ps: 310_000,
+            recv_latency_ps: 250_000,
+            ..OFF
+        },
     ];
     for (dims, alg) in [(vec![8u32], "ring"), (vec![4, 4], "bucket")] {
         let topo = torus(&dims, L).unwrap();
@@ -216,16 +304,25 @@ fn the_alpha_beta_model_predicts_the_endpoint_costs_of_contention_free_plans() {
                     send_latency_s: ep.send_latency_ps as f64 * 1e-12,
                     recv_overhead_s: ep.recv_overhead_ps as f64 * 1e-12,
                     recv_latency_s: ep.recv_latency_ps as f64 * 1e-12,
-                    rendezvous_threshold_bytes: ep.rendezvous_threshold_bytes, injection_bps: None };
+                    rendezvous_threshold_bytes: ep.rendezvous_threshold_bytes,
+                    injection_bps: None,
+                };
                 let model_extra = d.cost_seconds_endpoint(alpha, beta, 0.0, &c) - d.cost_seconds(alpha, beta, 0.0);
                 let p = packet(&topo, &s, bytes, ep) as f64 * 1e-12;
                 let model = d.cost_seconds_endpoint(alpha, beta, 0.0, &c);
                 // The endpoint share: exact for overheads; a rendezvous round trip in the model
                 // leaves out the two header serialisations (0.2% of it here).
                 let share = ((p - base) - model_extra).abs() / model_extra;
-                assert!(share <= 0.01, "{alg} {dims:?} {bytes} {ep:?}: packet +{:.4e} s, model +{model_extra:.4e} s", p - base);
+                assert!(
+                    share <= 0.01,
+                    "{alg} {dims:?} {bytes} {ep:?}: packet +{:.4e} s, model +{model_extra:.4e} s",
+                    p - base
+                );
                 // The whole time, within 2% (the base model has no store-and-forward term).
-                assert!((model - p).abs() / p <= 0.02, "{alg} {dims:?} {bytes} {ep:?}: packet {p:.4e} s, model {model:.4e} s");
+                assert!(
+                    (model - p).abs() / p <= 0.02,
+                    "{alg} {dims:?} {bytes} {ep:?}: packet {p:.4e} s, model {model:.4e} s"
+                );
             }
         }
     }
@@ -257,16 +354,36 @@ fn summary_records_the_endpoint_costs_and_the_router_kind() {
         let s = summary(&allreduce(ep, "ring", 1 << 16, backend));
         assert_eq!(s["backend"], backend);
         let e = &s["endpoint"];
-        assert_eq!((e["send_overhead_ps"].as_u64(), e["recv_overhead_ps"].as_u64()), (Some(12_500), Some(7_000)), "{backend}: {e}");
-        assert_eq!((e["send_latency_ps"].as_u64(), e["recv_latency_ps"].as_u64()), (Some(3_000), Some(4_000)), "{backend}: {e}");
-        assert_eq!((e["rendezvous_threshold_bytes"].as_u64(), e["injection_bps"].as_u64()), (Some(12_000), Some(50_000_000_000)), "{backend}: {e}");
+        assert_eq!(
+            (e["send_overhead_ps"].as_u64(), e["recv_overhead_ps"].as_u64()),
+            (Some(12_500), Some(7_000)),
+            "{backend}: {e}"
+        );
+        assert_eq!(
+            (e["send_latency_ps"].as_u64(), e["recv_latency_ps"].as_u64()),
+            (Some(3_000), Some(4_000)),
+            "{backend}: {e}"
+        );
+        assert_eq!(
+            (e["rendezvous_threshold_bytes"].as_u64(), e["injection_bps"].as_u64()),
+            (Some(12_000), Some(50_000_000_000)),
+            "{backend}: {e}"
+        );
         assert_eq!(s["network"]["router"]["kind"], "output_queued", "{backend}");
         let off = summary(&allreduce("", "ring", 1 << 16, backend));
         assert_eq!(off["endpoint"]["send_overhead_ps"].as_u64(), Some(0));
-        assert!(off["endpoint"]["rendezvous_threshold_bytes"].is_null() && off["endpoint"]["injection_bps"].is_null(), "{backend}: {}", off["endpoint"]);
+        assert!(
+            off["endpoint"]["rendezvous_threshold_bytes"].is_null() && off["endpoint"]["injection_bps"].is_null(),
+            "{backend}: {}",
+            off["endpoint"]
+        );
     }
     let ib = "[network]\nrouter = \"input_buffered\"\ninput_buffer_bytes = 65536\noutput_buffer_bytes = 8192\ncrossbar_speedup = 2.0";
     let r = &summary(&allreduce(ib, "ring", 1 << 16, "packet"))["network"]["router"];
     assert_eq!(r["kind"], "input_buffered");
-    assert_eq!((r["input_buffer_bytes"].as_u64(), r["output_buffer_bytes"].as_u64(), r["crossbar_speedup"].as_f64()), (Some(65536), Some(8192), Some(2.0)), "{r}");
+    assert_eq!(
+        (r["input_buffer_bytes"].as_u64(), r["output_buffer_bytes"].as_u64(), r["crossbar_speedup"].as_f64()),
+        (Some(65536), Some(8192), Some(2.0)),
+        "{r}"
+    );
 }

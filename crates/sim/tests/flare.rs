@@ -41,7 +41,8 @@ fn every_protocol_gives_the_exact_sum_on_full_and_partial_trees() {
         // spread unevenly over the leaves.
         let (s, _) = run(&scenario(4, p, 1 << 20, ""));
         verified(&s, 16);
-        let partial = scenario(4, p, 300_000, "").replace("hosts = \"all\"", "hosts = [0, 1, 2, 4, 5, 8, 9, 10, 11, 13, 14, 15]");
+        let partial =
+            scenario(4, p, 300_000, "").replace("hosts = \"all\"", "hosts = [0, 1, 2, 4, 5, 8, 9, 10, 11, 13, 14, 15]");
         let (s, _) = run(&partial);
         verified(&s, 12);
     }
@@ -76,7 +77,8 @@ fn sparse_flare_sends_less_than_sparcml_and_dense_flare() {
 
 #[test]
 fn overlapping_indices_shrink_the_sum_and_its_traffic() {
-    let with = |q: f64| run(&scenario(4, "flare_sparse", 4 << 20, &format!("bucket_elements = 512\nindex_overlap = {q}\n")));
+    let with =
+        |q: f64| run(&scenario(4, "flare_sparse", 4 << 20, &format!("bucket_elements = 512\nindex_overlap = {q}\n")));
     let (a, low) = with(0.0);
     let (b, high) = with(0.9);
     verified(&a, 16);
@@ -107,7 +109,9 @@ fn same_seed_same_bytes() {
 
 #[test]
 fn bad_keys_name_the_field() {
-    let err = |extra: &str, p: &str| run_scenario_str(&scenario(4, p, 1 << 20, extra), &Default::default()).err().expect("refused");
+    let err = |extra: &str, p: &str| {
+        run_scenario_str(&scenario(4, p, 1 << 20, extra), &Default::default()).expect_err("refused")
+    };
     let e = err("index_overlap = 1.5\n", "flare_sparse");
     assert_eq!(e.field, "traffic[0].index_overlap", "{e}");
     let e = err("hash_slots = 8\n", "sparcml");
@@ -115,7 +119,10 @@ fn bad_keys_name_the_field() {
     assert!(e.reason.contains("not used"), "{e}");
     let e = err("bucket_elements = 0\n", "flare_sparse");
     assert_eq!(e.field, "traffic[0].bucket_elements", "{e}");
-    let e = run_scenario_str(&scenario(4, "flare_sparse", 1 << 20, "").replace("elements_per_packet = 256", "elements_per_packet = 1"), &Default::default()).err().expect("refused");
+    let e = run_scenario_str(
+        &scenario(4, "flare_sparse", 1 << 20, "").replace("elements_per_packet = 256", "elements_per_packet = 1"),
+        &Default::default(),
+    )
+    .expect_err("refused");
     assert!(e.reason.contains("elements_per_packet"), "{e}");
 }
-

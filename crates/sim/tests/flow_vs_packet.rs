@@ -22,14 +22,26 @@ fn packet(name: &str, topo: &Topology, s: &reducelab_sched::Schedule, bytes: u64
 }
 
 fn flow(topo: &Topology, s: &reducelab_sched::Schedule, bytes: u64) -> u64 {
-    let cfg = FlowConfig { switch_latency_ps: 300_000, mtu_bytes: 4096, header_bytes: 64, endpoint: reducelab_flow::Endpoint::OFF };
+    let cfg = FlowConfig {
+        switch_latency_ps: 300_000,
+        mtu_bytes: 4096,
+        header_bytes: 64,
+        endpoint: reducelab_flow::Endpoint::OFF,
+    };
     run_schedule(topo, s, bytes, 4, &cfg).unwrap().runtime_ps
 }
 
 #[test]
 fn flow_level_runtime_within_5_percent_of_packet_level() {
     let mut cases: Vec<(String, Topology, Layout, &str)> = Vec::new();
-    let algos_torus = ["ring", "swing-bandwidth", "swing-latency", "bucket", "recursive-doubling-bandwidth", "recursive-doubling-latency"];
+    let algos_torus = [
+        "ring",
+        "swing-bandwidth",
+        "swing-latency",
+        "bucket",
+        "recursive-doubling-bandwidth",
+        "recursive-doubling-latency",
+    ];
     for a in algos_torus {
         cases.push((format!("torus 4x4 {a}"), torus(&[4, 4], L).unwrap(), Layout::new(vec![4, 4]).unwrap(), a));
         cases.push((format!("torus 8x8 {a}"), torus(&[8, 8], L).unwrap(), Layout::new(vec![8, 8]).unwrap(), a));
@@ -38,7 +50,12 @@ fn flow_level_runtime_within_5_percent_of_packet_level() {
         cases.push((format!("torus 16 {a}"), torus(&[16], L).unwrap(), Layout::line(16), a));
         cases.push((format!("hyperx 4x4 {a}"), hyperx(&[4, 4], L).unwrap(), Layout::new(vec![4, 4]).unwrap(), a));
         cases.push((format!("star 16 {a}"), star(16, L).unwrap(), Layout::line(16), a));
-        cases.push((format!("hx2mesh 2x2,2x2 {a}"), hammingmesh(2, 2, 2, 2, L, L).unwrap(), Layout::new(vec![4, 4]).unwrap(), a));
+        cases.push((
+            format!("hx2mesh 2x2,2x2 {a}"),
+            hammingmesh(2, 2, 2, 2, L, L).unwrap(),
+            Layout::new(vec![4, 4]).unwrap(),
+            a,
+        ));
     }
     let mut rows = Vec::new();
     // Bandwidth-dominated sizes must agree within 5%; smaller ones are reported (see
@@ -62,7 +79,13 @@ fn flow_level_runtime_within_5_percent_of_packet_level() {
                 worst = worst.max(err.abs());
                 n += 1;
             }
-            rows.push(format!("| {name} | {} KiB | {:.2} | {:.2} | {:+.1}% |", bytes >> 10, p as f64 * 1e-6, f as f64 * 1e-6, 100.0 * err));
+            rows.push(format!(
+                "| {name} | {} KiB | {:.2} | {:.2} | {:+.1}% |",
+                bytes >> 10,
+                p as f64 * 1e-6,
+                f as f64 * 1e-6,
+                100.0 * err
+            ));
         }
     }
     println!("| case | size | packet µs | flow µs | flow − packet |\n|---|---|---|---|---|\n{}", rows.join("\n"));

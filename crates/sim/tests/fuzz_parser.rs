@@ -7,11 +7,16 @@
 //! still load and are small are also run for a short, capped simulated time.
 //!
 //! The coverage-guided counterpart is the cargo-fuzz target in `fuzz/` (see fuzz/README.md);
-//! inputs it (or this test) found are kept below as regression cases.
+//! inputs it (or this test) found are kept below as regression cases. Its committed corpus and
+//! seeded mutants of it also go through the target's own body,
+//! `reducelab_sim::fuzz::scenario_parser`, here.
 
 use reducelab_des::{Rng, SimTime};
+use reducelab_sim::fuzz::scenario_parser;
 use reducelab_sim::scenario::{FlowControlSpec, RoutingSpec, TopologyKind};
-use reducelab_sim::{load_scenario_str, parse, run_scenario, RunOptions, Scenario, ScenarioError, ScenarioFile, Traffic};
+use reducelab_sim::{
+    load_scenario_str, parse, run_scenario, RunOptions, Scenario, ScenarioError, ScenarioFile, Traffic,
+};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 
@@ -283,10 +288,18 @@ values = true
 /// give an error naming the field, never a panic or an abort.
 const REGRESSIONS: &[(&str, &str, &str)] = &[
     // u32 overflow of the router port count in the dragonfly builder.
-    ("dragonfly", "groups = 3\nrouters_per_group = 1\nhosts_per_router = 1\nglobal_per_router = 4294967295", "topology.global_per_router"),
+    (
+        "dragonfly",
+        "groups = 3\nrouters_per_group = 1\nhosts_per_router = 1\nglobal_per_router = 4294967295",
+        "topology.global_per_router",
+    ),
     // u64 overflow of the node count; in release the wrapped count passed the limit and a
     // port index ran off the router's port table.
-    ("dragonfly", "groups = 65536\nrouters_per_group = 65536\nhosts_per_router = 4294967295\nglobal_per_router = 1", "topology.groups"),
+    (
+        "dragonfly",
+        "groups = 65536\nrouters_per_group = 65536\nhosts_per_router = 4294967295\nglobal_per_router = 1",
+        "topology.groups",
+    ),
     // u64 overflow of the host count of a three-tier fat tree.
     ("fat_tree_3", "k = 4294967294\nhosts_per_edge = 4294967295", "topology.k"),
     // u64 overflow of the node count of a HammingMesh.
@@ -295,7 +308,11 @@ const REGRESSIONS: &[(&str, &str, &str)] = &[
     ("hyperx", "dims = [2048, 2048]", "topology.dims"),
     ("fat_tree_3", "k = 1500\nhosts_per_edge = 1", "topology.k"),
     ("fat_tree_2", "leaves = 65535\nhosts_per_leaf = 1\nspines = 65534", "topology.spines"),
-    ("dragonfly", "groups = 65536\nrouters_per_group = 1\nhosts_per_router = 1\nglobal_per_router = 65535", "topology.groups"),
+    (
+        "dragonfly",
+        "groups = 65536\nrouters_per_group = 1\nhosts_per_router = 1\nglobal_per_router = 65535",
+        "topology.groups",
+    ),
     // Builder parameter names (board_x, ...) must map to the file's keys.
     ("hammingmesh", "board = [0, 2]\ngrid = [2, 2]", "topology.board[0]"),
     ("hammingmesh", "board = [2, 2]\ngrid = [2, 0]", "topology.grid[1]"),
@@ -313,39 +330,183 @@ fn regression_text(kind: &str, topology_body: &str) -> String {
 
 /// Replacement values for numbers and strings.
 const VALUES: &[&str] = &[
-    "\"str\"", "\"\"", "-1", "-0", "0", "1", "2", "3", "7", "64", "0.5", "-0.0", "1e-300", "1e308", "-1e308", "nan",
-    "-nan", "inf", "-inf", "65535", "65536", "4294967295", "4294967296", "9223372036854775807",
-    "-9223372036854775808", "[]", "[0]", "[1, 2]", "[4, 4]", "[2, 2, 2]", "[0, 0]", "[-1]", "[[0, 1, 2, 3]]", "true",
-    "{}", "{ a = 1 }", "\"all\"", "1979-05-27", "0x10", "1_000",
+    "\"str\"",
+    "\"\"",
+    "-1",
+    "-0",
+    "0",
+    "1",
+    "2",
+    "3",
+    "7",
+    "64",
+    "0.5",
+    "-0.0",
+    "1e-300",
+    "1e308",
+    "-1e308",
+    "nan",
+    "-nan",
+    "inf",
+    "-inf",
+    "65535",
+    "65536",
+    "4294967295",
+    "4294967296",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "[]",
+    "[0]",
+    "[1, 2]",
+    "[4, 4]",
+    "[2, 2, 2]",
+    "[0, 0]",
+    "[-1]",
+    "[[0, 1, 2, 3]]",
+    "true",
+    "{}",
+    "{ a = 1 }",
+    "\"all\"",
+    "1979-05-27",
+    "0x10",
+    "1_000",
 ];
 
 /// Keys, known and unknown, for inserted lines.
 const KEYS: &[&str] = &[
-    "bogus", "kind", "name", "seed", "hosts", "leaves", "hosts_per_leaf", "spines", "links_per_spine", "radix", "k",
-    "hosts_per_edge", "dims", "board", "grid", "board_latency_ns", "groups", "routers_per_group", "hosts_per_router",
-    "global_per_router", "global_latency_ns", "host_bandwidth_gbps", "host_latency_ns", "bandwidth_gbps",
-    "latency_ns", "mtu_bytes", "header_bytes", "buffer_bytes", "flow_control", "routing", "loss_probability",
-    "ecn_threshold_bytes", "probability", "delay_ns", "bytes", "receiver", "senders", "inflight", "list", "start_ns",
-    "link", "node", "at_ns", "time_limit_us", "description", "shape", "backend", "flow_min_bytes", "algorithm",
-    "topology", "board_bandwidth_gbps", "redraw", "epoch_ns", "rate_gbps", "mode",
-    "router", "input_buffer_bytes", "output_buffer_bytes", "crossbar_speedup", "arbitration",
-    "pfc_xoff_bytes", "pfc_xon_bytes", "pfc_headroom_bytes",
-    "transport", "initial_window_packets", "data_queue_packets", "rto_us", "g", "min_rto_us", "ecn_kmax_bytes", "ecn_pmax",
-    "alpha_interval_us", "increase_interval_us", "byte_counter_bytes", "fast_recovery_steps", "rai_gbps", "rhai_gbps",
-    "min_rate_gbps", "cnp_interval_us",
+    "bogus",
+    "kind",
+    "name",
+    "seed",
+    "hosts",
+    "leaves",
+    "hosts_per_leaf",
+    "spines",
+    "links_per_spine",
+    "radix",
+    "k",
+    "hosts_per_edge",
+    "dims",
+    "board",
+    "grid",
+    "board_latency_ns",
+    "groups",
+    "routers_per_group",
+    "hosts_per_router",
+    "global_per_router",
+    "global_latency_ns",
+    "host_bandwidth_gbps",
+    "host_latency_ns",
+    "bandwidth_gbps",
+    "latency_ns",
+    "mtu_bytes",
+    "header_bytes",
+    "buffer_bytes",
+    "flow_control",
+    "routing",
+    "loss_probability",
+    "ecn_threshold_bytes",
+    "probability",
+    "delay_ns",
+    "bytes",
+    "receiver",
+    "senders",
+    "inflight",
+    "list",
+    "start_ns",
+    "link",
+    "node",
+    "at_ns",
+    "time_limit_us",
+    "description",
+    "shape",
+    "backend",
+    "flow_min_bytes",
+    "algorithm",
+    "topology",
+    "board_bandwidth_gbps",
+    "redraw",
+    "epoch_ns",
+    "rate_gbps",
+    "mode",
+    "router",
+    "input_buffer_bytes",
+    "output_buffer_bytes",
+    "crossbar_speedup",
+    "arbitration",
+    "pfc_xoff_bytes",
+    "pfc_xon_bytes",
+    "pfc_headroom_bytes",
+    "transport",
+    "initial_window_packets",
+    "data_queue_packets",
+    "rto_us",
+    "g",
+    "min_rto_us",
+    "ecn_kmax_bytes",
+    "ecn_pmax",
+    "alpha_interval_us",
+    "increase_interval_us",
+    "byte_counter_bytes",
+    "fast_recovery_steps",
+    "rai_gbps",
+    "rhai_gbps",
+    "min_rate_gbps",
+    "cnp_interval_us",
 ];
 
 const VARIANTS: &[&str] = &[
-    "\"star\"", "\"fat_tree_2\"", "\"fat_tree_3\"", "\"torus\"", "\"hyperx\"", "\"hammingmesh\"", "\"dragonfly\"",
-    "\"credit\"", "\"drop_tail\"", "\"minimal\"", "\"ecmp\"", "\"adaptive\"", "\"canary\"", "\"messages\"",
-    "\"permutation\"", "\"incast\"", "\"random_uniform\"", "\"link\"", "\"node\"", "\"all\"",
-    "\"packet\"", "\"flow\"", "\"auto\"", "\"line_rate\"", "\"collective\"", "\"torus:2x2\"", "\"hyperx:3x3\"",
-    "\"hammingmesh:2x2,2x2\"", "\"torus:0x4\"", "\"random_permutation\"", "\"message\"", "\"epoch\"", "\"port_stall\"", "\"foreground\"", "\"torus:4294967295x4294967295\"", "\"swing\"", "\"bucket\"",
-    "\"input_buffered\"", "\"output_queued\"", "\"input_round_robin\"", "\"fifo\"", "\"lru\"", "\"pfc\"",
-    "\"none\"", "\"ndp\"", "\"dctcp\"", "\"dcqcn\"",
+    "\"star\"",
+    "\"fat_tree_2\"",
+    "\"fat_tree_3\"",
+    "\"torus\"",
+    "\"hyperx\"",
+    "\"hammingmesh\"",
+    "\"dragonfly\"",
+    "\"credit\"",
+    "\"drop_tail\"",
+    "\"minimal\"",
+    "\"ecmp\"",
+    "\"adaptive\"",
+    "\"canary\"",
+    "\"messages\"",
+    "\"permutation\"",
+    "\"incast\"",
+    "\"random_uniform\"",
+    "\"link\"",
+    "\"node\"",
+    "\"all\"",
+    "\"packet\"",
+    "\"flow\"",
+    "\"auto\"",
+    "\"line_rate\"",
+    "\"collective\"",
+    "\"torus:2x2\"",
+    "\"hyperx:3x3\"",
+    "\"hammingmesh:2x2,2x2\"",
+    "\"torus:0x4\"",
+    "\"random_permutation\"",
+    "\"message\"",
+    "\"epoch\"",
+    "\"port_stall\"",
+    "\"foreground\"",
+    "\"torus:4294967295x4294967295\"",
+    "\"swing\"",
+    "\"bucket\"",
+    "\"input_buffered\"",
+    "\"output_queued\"",
+    "\"input_round_robin\"",
+    "\"fifo\"",
+    "\"lru\"",
+    "\"pfc\"",
+    "\"none\"",
+    "\"ndp\"",
+    "\"dctcp\"",
+    "\"dcqcn\"",
 ];
 
-const HEADERS: &[&str] = &["[topology]", "[network]", "[noise]", "[run]", "[[traffic]]", "[[faults]]", "[bogus]", "[[topology]]", "["];
+const HEADERS: &[&str] =
+    &["[topology]", "[network]", "[noise]", "[run]", "[[traffic]]", "[[faults]]", "[bogus]", "[[topology]]", "["];
 
 fn pick<'a>(rng: &mut Rng, xs: &[&'a str]) -> &'a str {
     xs[rng.below(xs.len() as u64) as usize]
@@ -505,7 +666,10 @@ fn mutate(rng: &mut Rng, s: &mut Vec<u8>, donors: &[String]) {
 /// Loads `text`, turning a panic into an `Err` that carries the panic message.
 fn load_no_panic(text: &str) -> Result<Result<Scenario, ScenarioError>, String> {
     catch_unwind(AssertUnwindSafe(|| load_scenario_str(text, None))).map_err(|p| {
-        p.downcast_ref::<String>().cloned().or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+        p.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_default()
     })
 }
 
@@ -599,6 +763,62 @@ fn shipped_scenarios() -> Vec<String> {
     walk(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios"), &mut files);
     files.sort();
     files.iter().map(|f| std::fs::read_to_string(f).unwrap()).collect()
+}
+
+/// The cargo-fuzz target's committed corpus (fuzz/corpus/scenario_parser/), by file name.
+fn fuzz_corpus() -> Vec<(String, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/scenario_parser");
+    let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| {
+            let p = e.unwrap().path();
+            (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read_to_string(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn the_fuzz_corpus_passes_the_fuzz_target() {
+    let files = fuzz_corpus();
+    assert!(files.len() >= 4);
+    for (name, text) in &files {
+        // The seeds are valid scenarios: they reach the checks of a loaded scenario.
+        if let Err(e) = load_scenario_str(text, None) {
+            panic!("{name}: {e}");
+        }
+        scenario_parser(text.as_bytes());
+    }
+}
+
+/// A short fuzzing run of the cargo-fuzz target's body on every test run: seeded mutants of its
+/// corpus (the edits of [`mutate`]), except those too large to resolve quickly.
+#[test]
+fn seeded_mutants_of_the_fuzz_corpus_pass_the_fuzz_target() {
+    const MUTANTS: u64 = 3_000;
+    let donors: Vec<String> = fuzz_corpus().into_iter().map(|(_, t)| t).collect();
+    let mut rng = Rng::new(0xF022_C0A5);
+    let (mut skipped, mut failures) = (0u64, Vec::new());
+    for it in 0..MUTANTS {
+        let mut bytes = donors[rng.below(donors.len() as u64) as usize].as_bytes().to_vec();
+        for _ in 0..1 + rng.below(4) {
+            mutate(&mut rng, &mut bytes, &donors);
+        }
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            if let Ok(Ok(f)) = catch_unwind(|| parse(text)) {
+                if too_slow_to_resolve(&f) {
+                    skipped += 1;
+                    continue;
+                }
+            }
+        }
+        if catch_unwind(|| scenario_parser(&bytes)).is_err() && failures.len() < 5 {
+            failures.push(format!("mutant {it}:\n---\n{}\n---", String::from_utf8_lossy(&bytes)));
+        }
+    }
+    assert!(failures.is_empty(), "the fuzz target failed on\n{}", failures.join("\n"));
+    assert!(skipped < MUTANTS / 10, "{skipped} of {MUTANTS} mutants too large to resolve");
 }
 
 #[test]
@@ -699,31 +919,4 @@ fn random_mutations_never_panic() {
     assert!(empty_reasons.is_empty(), "errors without a reason:\n{}", empty_reasons.join("\n"));
     // The mutations must not be so destructive that nothing gets past the TOML parser.
     assert!(ok > ITERATIONS / 50, "only {ok} of {ITERATIONS} mutants loaded");
-}
-
-/// Not a panic but a hang-like cost the cargo-fuzz target found (its `timeout-…` artifact):
-/// for adaptive routing on a lossless HyperX, HammingMesh or dragonfly, `VcPolicy::choose`
-/// (reducelab-net) sizes the hop-index VCs from `Topology::host_diameter`, one BFS per host,
-/// O(hosts × links): this 10,752-host HammingMesh takes seconds just to load, and larger
-/// ones that the size limits accept take minutes to hours.
-#[test]
-#[ignore = "known slow path in reducelab-net's VcPolicy::choose (host diameter by all-hosts BFS)"]
-fn large_direct_networks_load_quickly() {
-    let text = r#"
-name = "hx-large"
-[topology]
-kind = "hammingmesh"
-board = [8, 7]
-grid = [4, 48]
-bandwidth_gbps = 400
-latency_ns = 100
-[[traffic]]
-kind = "permutation"
-bytes = 131072
-"#;
-    let t0 = std::time::Instant::now();
-    let sc = load_scenario_str(text, None).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(sc.topology.num_hosts(), 8 * 4 * 7 * 48);
-    let dt = t0.elapsed();
-    assert!(dt.as_secs_f64() < 0.5, "loading took {dt:?}");
 }

@@ -146,15 +146,25 @@ fn bad_ina_settings_name_the_field() {
     let cases = [
         (CANARY_ALL.replace("bytes = 262144", "bytes = 262144\nprotocol = \"sharp\""), "", "traffic[0].protocol"),
         (CANARY_ALL.replace("bytes = 262144", "bytes = 262144\ntrees = 2"), "", "traffic[0].trees"),
-        (CANARY_ALL.replace("bytes = 262144", "bytes = 262144\nelements_per_packet = 0"), "", "traffic[0].elements_per_packet"),
+        (
+            CANARY_ALL.replace("bytes = 262144", "bytes = 262144\nelements_per_packet = 0"),
+            "",
+            "traffic[0].elements_per_packet",
+        ),
         (CANARY_ALL.to_string(), "[ina]\ntable_size = 0\n", "ina.table_size"),
         (CANARY_ALL.to_string(), "[ina]\nslots_per_tenant = 99999999\n", "ina.slots_per_tenant"),
         (CANARY_ALL.to_string(), "[ina]\nbogus = 1\n", "ina"),
         (CANARY_ALL.to_string(), "[ina]\nmax_elements_per_packet = 32\n", "ina.max_elements_per_packet"),
-        (CANARY_ALL.replace("bytes = 262144", "bytes = 262144\nprotocol = \"static_trees\"\nroots = [1]"), "", "traffic[0].roots[0]"),
+        (
+            CANARY_ALL.replace("bytes = 262144", "bytes = 262144\nprotocol = \"static_trees\"\nroots = [1]"),
+            "",
+            "traffic[0].roots[0]",
+        ),
     ];
     for (traffic, extra, field) in cases {
-        let err = run_scenario_str(&scenario(&traffic, extra), &Default::default()).err().unwrap_or_else(|| panic!("accepted: {field}"));
+        let err = run_scenario_str(&scenario(&traffic, extra), &Default::default())
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {field}"));
         assert!(err.field.starts_with(field), "{field}: got {err}");
     }
 }
@@ -199,7 +209,7 @@ kind = "ina_allreduce"
 hosts = "all"
 bytes = 4096
 "#;
-    let err = run_scenario_str(text, &Default::default()).err().expect("refused");
+    let err = run_scenario_str(text, &Default::default()).expect_err("refused");
     assert_eq!(err.field, "topology");
     assert!(err.reason.contains("indirect networks"), "{err}");
 }
@@ -210,11 +220,13 @@ bytes = 4096
 /// crossbar arbitrations; the same scenario gives the same bytes.
 #[test]
 fn in_network_allreduce_is_verified_through_input_buffered_routers() {
-    let bg = "[[traffic]]\nkind = \"random_uniform\"\nhosts = [2, 3, 6, 7, 10, 11, 14, 15]\nbytes = 65536\ninflight = 4\n";
+    let bg =
+        "[[traffic]]\nkind = \"random_uniform\"\nhosts = [2, 3, 6, 7, 10, 11, 14, 15]\nbytes = 65536\ninflight = 4\n";
     let hosts = "hosts = [0, 4, 8, 12, 1, 5, 9, 13]";
     for arb in ["fifo", "input_round_robin", "lru"] {
         let net = format!("arbitration = \"{arb}\"\nrouter = \"input_buffered\"\ninput_buffer_bytes = 32768\noutput_buffer_bytes = 16384\n");
-        for proto in ["protocol = \"canary\"", "protocol = \"static_trees\"\ntrees = 4", "protocol = \"static_trees\""] {
+        for proto in ["protocol = \"canary\"", "protocol = \"static_trees\"\ntrees = 4", "protocol = \"static_trees\""]
+        {
             let t = format!("[[traffic]]\nkind = \"ina_allreduce\"\n{hosts}\nbytes = 524288\n{proto}\n{bg}");
             let text = scenario(&t, &net);
             let s = run(&text);
@@ -228,7 +240,8 @@ fn in_network_allreduce_is_verified_through_input_buffered_routers() {
         assert_clean(&s);
     }
     let text = scenario(CANARY_ALL, "router = \"input_buffered\"\ncrossbar_speedup = 1.5\nloss_probability = 0.01\n");
-    let (a, b) = (run_scenario_str(&text, &Default::default()).unwrap(), run_scenario_str(&text, &Default::default()).unwrap());
+    let (a, b) =
+        (run_scenario_str(&text, &Default::default()).unwrap(), run_scenario_str(&text, &Default::default()).unwrap());
     assert_eq!(a.summary_json, b.summary_json);
     assert_eq!(a.files, b.files);
     assert_clean(&serde_json::from_str(&a.summary_json).unwrap());
@@ -252,7 +265,9 @@ fn router_settings_name_the_field() {
         ("arbitration = \"lru\"\n", "network.arbitration", "input_buffered"),
     ];
     for (extra, field, why) in cases {
-        let err = run_scenario_str(&scenario(CANARY_ALL, extra), &Default::default()).err().unwrap_or_else(|| panic!("accepted: {extra}"));
+        let err = run_scenario_str(&scenario(CANARY_ALL, extra), &Default::default())
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {extra}"));
         assert!(err.field.starts_with(field) && err.to_string().contains(why), "{extra}: got {err}");
     }
 }

@@ -25,7 +25,11 @@ fn log_uniform(rng: &mut Rng, lo: f64, hi: f64) -> f64 {
 }
 
 fn param_value(rng: &mut Rng, p: &reducelab_ina::ParamSpec) -> String {
-    let x = if p.log { log_uniform(rng, p.explore_min.max(1e-9), p.explore_max) } else { p.explore_min + rng.unit_f64() * (p.explore_max - p.explore_min) };
+    let x = if p.log {
+        log_uniform(rng, p.explore_min.max(1e-9), p.explore_max)
+    } else {
+        p.explore_min + rng.unit_f64() * (p.explore_max - p.explore_min)
+    };
     if p.integer {
         format!("{}", x.round() as i64)
     } else {
@@ -61,7 +65,9 @@ fn case(proto: &ProtocolInfo, rng: &mut Rng) -> String {
     let loss = if rng.bernoulli(0.5) { 0.0 } else { rng.unit_f64() * 0.2 };
     let table = 1 + rng.below(64);
     let timeout_ns = log_uniform(rng, 20.0, 3000.0).round() as u64;
-    let mut extra = format!("[network]\nmtu_bytes = 4096\nswitch_latency_ns = 300\nrouting = \"canary\"\nloss_probability = {loss:.4}\n");
+    let mut extra = format!(
+        "[network]\nmtu_bytes = 4096\nswitch_latency_ns = 300\nrouting = \"canary\"\nloss_probability = {loss:.4}\n"
+    );
     if rng.bernoulli(0.5) {
         extra += "arbitration = \"input_round_robin\"\n";
     }
@@ -99,7 +105,12 @@ fn check(proto: &ProtocolInfo, text: &str, s: &Value, tally: &mut [u64; 2]) {
         "completed" => {
             tally[0] += 1;
             for t in &inas {
-                assert_eq!(t["verified"].as_u64(), t["hosts"].as_u64(), "completed but not verified everywhere: {}", ctx());
+                assert_eq!(
+                    t["verified"].as_u64(),
+                    t["hosts"].as_u64(),
+                    "completed but not verified everywhere: {}",
+                    ctx()
+                );
                 assert_eq!(t["hosts_finished"].as_u64(), t["hosts"].as_u64(), "{}", ctx());
             }
             assert_eq!(s["ina"]["descriptors_left"], 0, "{}", ctx());
@@ -131,8 +142,13 @@ fn every_protocol_completes_verified_or_stalls_with_a_reason() {
                     check(proto, &text, &serde_json::from_str(&out.summary_json).unwrap(), &mut tally);
                     // The same run with every header carried by its wire frame and parsed back
                     // gives the same bytes: the frame carries everything the protocol uses.
-                    let wired = run_scenario_str(&text.replace("[ina]\n", "[ina]\nwire_check = true\n"), &Default::default()).unwrap();
-                    assert!(wired.summary_json == out.summary_json && wired.files == out.files, "wire check changed the run:\n{text}");
+                    let wired =
+                        run_scenario_str(&text.replace("[ina]\n", "[ina]\nwire_check = true\n"), &Default::default())
+                            .unwrap();
+                    assert!(
+                        wired.summary_json == out.summary_json && wired.files == out.files,
+                        "wire check changed the run:\n{text}"
+                    );
                 }
                 // Some random combinations are invalid for a protocol (e.g. static trees'
                 // window × tenants beyond the table): refused up front, naming the field.
@@ -167,7 +183,8 @@ fn canary_short_retransmission_timeouts_without_loss_give_exact_sums() {
              [network]\nmtu_bytes = 4096\nswitch_latency_ns = 300\nrouting = \"canary\"\narbitration = \"input_round_robin\"\n[ina]\ntable_size = 64\ntimeout_ns = 1000\n\
              [[traffic]]\nkind = \"ina_allreduce\"\nprotocol = \"canary\"\nhosts = [0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14]\nbytes = 262144\nelements_per_packet = 256\nretransmit_timeout_us = {rto_us}\n"
         );
-        let s: Value = serde_json::from_str(&run_scenario_str(&text, &Default::default()).unwrap().summary_json).unwrap();
+        let s: Value =
+            serde_json::from_str(&run_scenario_str(&text, &Default::default()).unwrap().summary_json).unwrap();
         let t = &s["traffic"][0];
         assert_eq!(s["status"], "completed", "rto {rto_us} µs: {}", s["status_reason"]);
         assert_eq!(t["bad_blocks"], 0, "rto {rto_us} µs: {t}");

@@ -11,6 +11,9 @@ use reducelab_des::Rng;
 use reducelab_sim::{run_scenario_str, RunOptions, RunOutput};
 use serde_json::Value;
 
+mod common;
+use common::random_topology_and_traffic;
+
 fn run(text: &str) -> (Value, RunOutput) {
     let out = run_scenario_str(text, &RunOptions::default()).unwrap_or_else(|e| panic!("{e}\n{text}"));
     (serde_json::from_str(&out.summary_json).unwrap(), out)
@@ -62,7 +65,8 @@ fn a_drop_tail_permutation_stalls_without_a_transport_and_completes_with_ndp() {
     assert!(raw["status_reason"].as_str().unwrap().contains("no retransmission"));
     assert!(raw.get("transport").is_none(), "no transport, no transport counters");
 
-    let (s, out) = run(&permutation("[transport]\nkind = \"ndp\"\ninitial_window_packets = 50\ndata_queue_packets = 8"));
+    let (s, out) =
+        run(&permutation("[transport]\nkind = \"ndp\"\ninitial_window_packets = 50\ndata_queue_packets = 8"));
     assert_eq!(s["status"], "completed", "{}", s["status_reason"]);
     let t = &s["traffic"][0];
     assert_eq!(t["messages"], 128);
@@ -94,26 +98,7 @@ fn a_drop_tail_permutation_stalls_without_a_transport_and_completes_with_ndp() {
 
 /// A random scenario: topology, traffic, loss, queue, window, timeout, MTU and seed.
 fn case(rng: &mut Rng) -> String {
-    let (topology, hosts) = match rng.below(4) {
-        0 => ("kind = \"star\"\nhosts = 16".to_string(), 16),
-        1 => ("kind = \"fat_tree_3\"\nk = 4".to_string(), 16),
-        2 => ("kind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 4\nspines = 2".to_string(), 16),
-        _ => ("kind = \"torus\"\ndims = [4, 4]".to_string(), 16),
-    };
-    let bytes = [0, 1, 3_000, 20_000, 150_000][rng.below(5) as usize] + rng.below(1_000);
-    let traffic = match rng.below(3) {
-        0 => format!("kind = \"permutation\"\nbytes = {bytes}"),
-        1 => {
-            let receiver = rng.below(hosts);
-            let senders: Vec<u64> = (0..hosts).filter(|&h| h != receiver && rng.bernoulli(0.8)).collect();
-            let senders = if senders.is_empty() { vec![(receiver + 1) % hosts] } else { senders };
-            format!("kind = \"incast\"\nsenders = {senders:?}\nreceiver = {receiver}\nbytes = {bytes}")
-        }
-        _ => {
-            let list: Vec<String> = (0..1 + rng.below(12)).map(|_| format!("[{}, {}, {}, {}]", rng.below(hosts), rng.below(hosts), rng.below(100_000), rng.below(20_000))).collect();
-            format!("kind = \"messages\"\nlist = [{}]", list.join(", "))
-        }
-    };
+    let (topology, traffic) = random_topology_and_traffic(rng);
     let loss = if rng.bernoulli(0.4) { 0.0 } else { rng.unit_f64() * 0.05 };
     // A quarter of the cases are stressed: small packets, one- or two-packet data queues and
     // large windows overflow priority queues too (dropped headers, timeouts).
@@ -134,10 +119,19 @@ fn case(rng: &mut Rng) -> String {
     let mut host = String::new();
     if rng.bernoulli(0.3) {
         let mode = ["port_stall", "packet"][rng.below(2) as usize];
-        host += &format!("[noise]\nprobability = {:.3}\ndelay_ns = {}\nmode = \"{mode}\"\n", rng.unit_f64() * 0.1, 100 + rng.below(2000));
+        host += &format!(
+            "[noise]\nprobability = {:.3}\ndelay_ns = {}\nmode = \"{mode}\"\n",
+            rng.unit_f64() * 0.1,
+            100 + rng.below(2000)
+        );
     }
     if rng.bernoulli(0.3) {
-        host += &format!("[endpoint]\ninjection_gbps = {}\nsend_overhead_ns = {}\nrecv_overhead_ns = {}\n", 20 + rng.below(200), rng.below(500), rng.below(500));
+        host += &format!(
+            "[endpoint]\ninjection_gbps = {}\nsend_overhead_ns = {}\nrecv_overhead_ns = {}\n",
+            20 + rng.below(200),
+            rng.below(500),
+            rng.below(500)
+        );
     }
     format!(
         "name = \"ndp-property\"\nseed = {}\n[topology]\n{topology}\nbandwidth_gbps = 100\nlatency_ns = 500\n[network]\nmtu_bytes = {mtu}\nflow_control = \"drop_tail\"\nrouting = \"{routing}\"\nloss_probability = {loss:.4}\n[transport]\nkind = \"ndp\"\ninitial_window_packets = {window}\ndata_queue_packets = {queue}\nrto_us = {rto_us}\n[[traffic]]\n{traffic}\n{fault}{host}",
@@ -161,7 +155,11 @@ fn random_lossy_runs_deliver_every_byte_exactly_once_and_deterministically() {
         assert_eq!(s["status"], "completed", "{}", ctx());
         let t = &s["traffic"][0];
         assert_eq!(t["verified"], t["messages"], "{}", ctx());
-        let sent: u64 = file(&out, "messages.csv").lines().skip(1).map(|l| l.split(',').nth(3).unwrap().parse::<u64>().unwrap()).sum();
+        let sent: u64 = file(&out, "messages.csv")
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').nth(3).unwrap().parse::<u64>().unwrap())
+            .sum();
         assert_eq!(t["bytes_delivered"].as_u64().unwrap(), sent, "delivered bytes = sent bytes: {}", ctx());
         let tr = &s["transport"];
         let n = |k: &str| tr[k].as_u64().unwrap();
@@ -169,7 +167,12 @@ fn random_lossy_runs_deliver_every_byte_exactly_once_and_deterministically() {
         assert!(n("duplicates") <= n("retransmissions"), "a duplicate needs a second copy: {}", ctx());
         assert_eq!(n("senders_gave_up"), 0, "{}", ctx());
         if s["drops"]["loss"] == 0 && s["drops"]["failure"] == 0 && n("priority_drops") == 0 && n("timeouts") == 0 {
-            assert_eq!((n("nacks"), n("retransmissions"), n("duplicates")), (n("trims"), n("trims"), 0), "nothing lost: {}", ctx());
+            assert_eq!(
+                (n("nacks"), n("retransmissions"), n("duplicates")),
+                (n("trims"), n("trims"), 0),
+                "nothing lost: {}",
+                ctx()
+            );
         }
         lossy += (s["drops"]["loss"].as_u64().unwrap() > 0) as u32;
         trimmed += (n("trims") > 0) as u32;

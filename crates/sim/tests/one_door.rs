@@ -110,7 +110,12 @@ fn via_text(text: &str) -> String {
 }
 
 fn via_run_collective(p: &Point) -> String {
-    let net = NetworkOverrides { bandwidth_gbps: Some(p.bw), latency_ns: Some(p.lat), switch_latency_ns: Some(p.hop), buffer_bytes: None };
+    let net = NetworkOverrides {
+        bandwidth_gbps: Some(p.bw),
+        latency_ns: Some(p.lat),
+        switch_latency_ns: Some(p.hop),
+        buffer_bytes: None,
+    };
     match run_collective(&p.topology, &p.algorithm, p.size, Backend::parse(&p.backend).unwrap(), &net, p.seed) {
         Ok(o) => format!("{} {} {:?} {} {}", o.runtime_ps, o.messages, o.verified, o.backend, o.buffer_bytes),
         Err(e) => format!("ERR {e}"),
@@ -129,12 +134,19 @@ fn scenarios_give_the_numbers_of_the_former_collective_run() {
             // run_collective keeps its error texts (reproduction reports quote them); a scenario
             // names the field first.
             let same = match how {
-                "scenario" if p.want.starts_with("ERR ") => got == format!("ERR traffic[0].algorithm: {}", &p.want[4..]),
-                "run_collective" if !endpoint.is_empty() && !p.want.starts_with("ERR ") => got == via_text(&format!("{}{endpoint}", scenario(p))),
+                "scenario" if p.want.starts_with("ERR ") => {
+                    got == format!("ERR traffic[0].algorithm: {}", &p.want[4..])
+                }
+                "run_collective" if !endpoint.is_empty() && !p.want.starts_with("ERR ") => {
+                    got == via_text(&format!("{}{endpoint}", scenario(p)))
+                }
                 _ => got == p.want,
             };
             if !same {
-                wrong.push(format!("{how}: {} {} {} {} {} {} {}: want {}, got {got}", p.topology, p.algorithm, p.size, p.backend, p.bw, p.lat, p.hop, p.want));
+                wrong.push(format!(
+                    "{how}: {} {} {} {} {} {} {}: want {}, got {got}",
+                    p.topology, p.algorithm, p.size, p.backend, p.bw, p.lat, p.hop, p.want
+                ));
             }
         }
         match p.want.split(' ').nth(3) {

@@ -577,7 +577,10 @@ fn fixtures_are_valid() {
     // The PFC keys are taken as given (and the torus takes PFC with dimension order).
     let p = load_scenario_str(&sc(&[FT2, "[network]\nflow_control = \"pfc\"\npfc_xoff_bytes = 8192\npfc_xon_bytes = 4096\npfc_headroom_bytes = 40000", PERM]), None).unwrap();
     assert_eq!(p.net.flow_control, reducelab_net::FlowControl::Pfc);
-    assert_eq!(p.net.pfc, reducelab_net::PfcConfig { xoff_bytes: Some(8192), xon_bytes: Some(4096), headroom_bytes: Some(40000) });
+    assert_eq!(
+        p.net.pfc,
+        reducelab_net::PfcConfig { xoff_bytes: Some(8192), xon_bytes: Some(4096), headroom_bytes: Some(40000) }
+    );
     load_scenario_str(&sc(&[TORUS, "[network]\nflow_control = \"pfc\"\nrouting = \"minimal\"", PERM]), None).unwrap();
     let sc = load_scenario_str(&sc(&[FT2, PERM]), None).unwrap();
     assert_eq!(sc.topology.num_hosts(), 4);

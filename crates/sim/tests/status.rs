@@ -23,9 +23,7 @@ fn reason(s: &Value) -> &str {
 
 /// 8 hosts on one switch, 10 Gb/s links.
 fn star(rest: &str) -> String {
-    format!(
-        "name = \"status\"\n[topology]\nkind = \"star\"\nhosts = 8\nbandwidth_gbps = 10\nlatency_ns = 1000\n{rest}"
-    )
+    format!("name = \"status\"\n[topology]\nkind = \"star\"\nhosts = 8\nbandwidth_gbps = 10\nlatency_ns = 1000\n{rest}")
 }
 
 /// The switch of the star (the node that is not a host).
@@ -41,7 +39,10 @@ fn completed_runs_have_no_reason() {
     let s = run(&star("[[traffic]]\nkind = \"messages\"\nlist = [[0, 1, 100000, 0], [2, 3, 5000, 1000]]\n"));
     assert_eq!(s["status"], "completed");
     assert!(s["status_reason"].is_null());
-    assert!(s.get("end").is_none() && s.get("stall_reason").is_none() && s["messages"].get("all_verified").is_none(), "old fields are gone");
+    assert!(
+        s.get("end").is_none() && s.get("stall_reason").is_none() && s["messages"].get("all_verified").is_none(),
+        "old fields are gone"
+    );
 }
 
 #[test]
@@ -80,7 +81,12 @@ fn lost_raw_messages_stall_naming_the_messages_then_the_network() {
     )));
     assert_eq!(s["status"], "stalled");
     let why = reason(&s);
-    assert!(why.starts_with("messages traffic[0]: 1 of 1 messages undelivered (raw messages have no retransmission); network: "), "{why}");
+    assert!(
+        why.starts_with(
+            "messages traffic[0]: 1 of 1 messages undelivered (raw messages have no retransmission); network: "
+        ),
+        "{why}"
+    );
     assert!(why.contains(&format!("node {sw} failed")), "{why}");
 }
 
@@ -126,7 +132,11 @@ fn watchdog_zero_turns_it_off_and_bad_values_are_refused() {
     let s = run(&text);
     assert_eq!(s["status"], "time_limit", "without the watchdog only the time limit ends it");
     for bad in ["-1", "nan", "1e30"] {
-        let err = load_scenario_str(&star(&format!("[[traffic]]\nkind = \"messages\"\nlist = [[0, 1, 1, 0]]\n[run]\nwatchdog_us = {bad}\n")), None).err();
+        let err = load_scenario_str(
+            &star(&format!("[[traffic]]\nkind = \"messages\"\nlist = [[0, 1, 1, 0]]\n[run]\nwatchdog_us = {bad}\n")),
+            None,
+        )
+        .err();
         let err = err.unwrap_or_else(|| panic!("watchdog_us = {bad} accepted"));
         assert_eq!(err.field, "run.watchdog_us", "{err}");
     }
@@ -135,7 +145,9 @@ fn watchdog_zero_turns_it_off_and_bad_values_are_refused() {
 /// The report of issue 11: Canary with background traffic and a failed host never ended.
 #[test]
 fn canary_example_with_a_failed_host_ends_stalled_naming_the_allreduce_first() {
-    let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/examples/canary_allreduce.toml")).unwrap();
+    let base =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/examples/canary_allreduce.toml"))
+            .unwrap();
     let text = format!("{base}\n[[faults]]\nkind = \"node\"\nnode = 2\nat_ns = 20000\n");
     let s = run(&text);
     assert_eq!(s["status"], "stalled");
@@ -155,7 +167,10 @@ fn a_poll_returning_false_interrupts_with_the_partial_results() {
         false
     }
     // Long enough for the first poll (65k events): background traffic for 200 ms.
-    let s = run_opts(&star(&format!("{BACKGROUND}[run]\ntime_limit_us = 200000\n")), &RunOptions { seed: None, progress: Some(stop), probe: false });
+    let s = run_opts(
+        &star(&format!("{BACKGROUND}[run]\ntime_limit_us = 200000\n")),
+        &RunOptions { seed: None, progress: Some(stop), probe: false },
+    );
     assert_eq!(s["status"], "interrupted");
     assert!(reason(&s).starts_with("interrupted"));
     let t = s["sim_time_ps"].as_u64().unwrap();
@@ -191,9 +206,12 @@ fn assert_progresses(fractions: &[f64], what: &str) {
 #[test]
 fn collective_runs_report_progress_by_steps() {
     recorder!(poll, SEEN);
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/examples/torus_swing_allreduce.toml"))
-        .unwrap()
-        .replace("bytes = 4194304", "bytes = 33554432");
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/examples/torus_swing_allreduce.toml"
+    ))
+    .unwrap()
+    .replace("bytes = 4194304", "bytes = 33554432");
     let s = run_opts(&text, &RunOptions { seed: None, progress: Some(poll), probe: false });
     assert_eq!(s["status"], "completed", "{}", s["status_reason"]);
     assert_progresses(&SEEN.lock().unwrap(), "collective");
@@ -202,9 +220,10 @@ fn collective_runs_report_progress_by_steps() {
 #[test]
 fn in_network_runs_report_progress_by_blocks() {
     recorder!(poll, SEEN);
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/examples/canary_allreduce.toml"))
-        .unwrap()
-        .replace("bytes = 1048576", "bytes = 8388608");
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/examples/canary_allreduce.toml"))
+            .unwrap()
+            .replace("bytes = 1048576", "bytes = 8388608");
     let s = run_opts(&text, &RunOptions { seed: None, progress: Some(poll), probe: false });
     assert_eq!(s["status"], "completed", "{}", s["status_reason"]);
     assert_progresses(&SEEN.lock().unwrap(), "ina_allreduce");
@@ -231,7 +250,11 @@ fn protocol_packets_must_fit_the_mtu() {
         load_scenario_str(&ina(protocol, 1009), None).unwrap_or_else(|e| panic!("{protocol}: {e}"));
         let err = error_of(&ina(protocol, 1010));
         assert_eq!(err.field, "traffic[0].elements_per_packet", "{err}");
-        assert!(err.reason.contains("4097 B per packet exceed network.mtu_bytes (4096)") && err.reason.contains("at most 1009 elements"), "{err}");
+        assert!(
+            err.reason.contains("4097 B per packet exceed network.mtu_bytes (4096)")
+                && err.reason.contains("at most 1009 elements"),
+            "{err}"
+        );
     }
 }
 
@@ -258,7 +281,11 @@ fn absurd_times_and_sizes_are_refused_with_the_field() {
 #[test]
 fn a_collective_cut_by_a_failed_host_stalls_naming_its_ranks() {
     // Host 5 of an 8x8 torus fails during a Swing allreduce: its peers wait for ever.
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/examples/torus_swing_allreduce.toml")).unwrap();
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/examples/torus_swing_allreduce.toml"
+    ))
+    .unwrap();
     let sc = load_scenario_str(&text, None).unwrap();
     let node = sc.topology.nodes.iter().position(|n| n.host == Some(5)).unwrap();
     let s = run(&format!("{text}\n[[faults]]\nkind = \"node\"\nnode = {node}\nat_ns = 1000\n"));

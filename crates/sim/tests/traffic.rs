@@ -27,7 +27,13 @@ fn messages(out: &RunOutput) -> Vec<(u32, u32, u64, u64, Option<u64>)> {
         .skip(1)
         .map(|l| {
             let c: Vec<&str> = l.split(',').collect();
-            (c[1].parse().unwrap(), c[2].parse().unwrap(), c[3].parse().unwrap(), c[4].parse().unwrap(), c[5].parse().ok())
+            (
+                c[1].parse().unwrap(),
+                c[2].parse().unwrap(),
+                c[3].parse().unwrap(),
+                c[4].parse().unwrap(),
+                c[5].parse().ok(),
+            )
         })
         .collect()
 }
@@ -79,6 +85,8 @@ fn each_message_round_is_a_permutation_without_fixed_points() {
         let full_rounds = hosts.iter().map(|h| per_src.get(h).map_or(0, |v| v.len())).min().unwrap();
         assert!(full_rounds >= inflight as usize + 2, "case {case}: only {full_rounds} rounds ran");
         let mut distinct = std::collections::BTreeSet::new();
+        // (`k` is a round number: it indexes every host's list, `per_src[&h][k]`.)
+        #[allow(clippy::needless_range_loop)]
         for k in 0..full_rounds {
             let round: BTreeMap<u32, u32> = hosts.iter().map(|&h| (h, per_src[&h][k])).collect();
             assert_derangement(&round, hosts, &format!("case {case} ({n} hosts, seed {seed}) round {k}"));
@@ -117,7 +125,12 @@ fn an_epoch_keeps_one_permutation_and_epochs_change_it() {
         }
         assert!(per_epoch_msgs > 4 * hosts.len(), "several messages per host and epoch");
         let full: Vec<_> = epochs.values().filter(|m| m.len() == hosts.len()).collect();
-        assert!(full.len() >= 4, "seed {seed}: {} full epochs of {:?}", full.len(), epochs.values().map(|m| m.len()).collect::<Vec<_>>());
+        assert!(
+            full.len() >= 4,
+            "seed {seed}: {} full epochs of {:?}",
+            full.len(),
+            epochs.values().map(|m| m.len()).collect::<Vec<_>>()
+        );
         for m in &full {
             assert_derangement(m, &hosts, &format!("seed {seed}"));
         }
@@ -154,7 +167,8 @@ fn a_rate_paces_every_host_at_that_rate() {
             let span = limit_ps - 5_000_000 - 50_000;
             let started = v.iter().filter(|(st, _)| *st <= limit_ps - 5_000_000).count();
             assert_eq!(started, (span as f64 / interval_ps).floor() as usize + 1, "{rate} Gb/s: host {h}");
-            let delivered = v.iter().filter(|(st, e)| *st <= limit_ps - 5_000_000 && e.is_some_and(|e| e <= limit_ps)).count();
+            let delivered =
+                v.iter().filter(|(st, e)| *st <= limit_ps - 5_000_000 && e.is_some_and(|e| e <= limit_ps)).count();
             assert_eq!(delivered, started, "{rate} Gb/s: host {h} fell behind its rate");
             let gbps = delivered as f64 * bytes as f64 * 8.0 / (span as f64 * 1e-12) / 1e9;
             assert!((gbps / rate - 1.0).abs() < 0.05, "{rate} Gb/s offered: host {h} got {gbps:.2} Gb/s delivered");
@@ -190,7 +204,12 @@ fn random_permutation_is_background_and_checks_its_fields() {
         assert_eq!(err.field, field, "{extra}: {err}");
         assert!(err.reason.contains(says), "{extra}: {err}");
     }
-    let err = load_scenario_str(&format!("name = \"p\"\n{FAT_TREE}[[traffic]]\nkind = \"random_permutation\"\nbytes = 1000\n"), None).err().expect("rejected");
+    let err = load_scenario_str(
+        &format!("name = \"p\"\n{FAT_TREE}[[traffic]]\nkind = \"random_permutation\"\nbytes = 1000\n"),
+        None,
+    )
+    .err()
+    .expect("rejected");
     assert_eq!(err.field, "run.time_limit_us");
 }
 
@@ -213,7 +232,9 @@ fn scenario_noise_modes_and_hosts() {
     let base = |noise: &str| {
         format!("name = \"n\"\n{FAT_TREE}[[traffic]]\nkind = \"messages\"\nlist = [[0, 9, 40000, 0], [16, 25, 40000, 0]]\n[[traffic]]\nkind = \"random_permutation\"\nhosts = [2, 3, 4, 5]\nbytes = 4000\n{noise}")
     };
-    let ends = |text: &str| -> Vec<Option<u64>> { messages(&run(text)).iter().filter(|m| m.0 == 0 || m.0 == 16).map(|m| m.4).collect() };
+    let ends = |text: &str| -> Vec<Option<u64>> {
+        messages(&run(text)).iter().filter(|m| m.0 == 0 || m.0 == 16).map(|m| m.4).collect()
+    };
     let quiet = ends(&base(""));
     let stall = ends(&base("[noise]\nprobability = 1.0\ndelay_ns = 2000\n"));
     let packet = ends(&base("[noise]\nprobability = 1.0\ndelay_ns = 2000\nmode = \"packet\"\n"));
@@ -296,9 +317,20 @@ fn board_links_have_their_own_bandwidth_and_latency() {
         run(&t).summary_json
     };
     assert_eq!(same(""), same(&format!("board_bandwidth_gbps = {bw}\nboard_latency_ns = {lat}\n")));
-    let err = load_scenario_str(&format!("name = \"b\"\n{FAT_TREE}board_bandwidth_gbps = 10\n[[traffic]]\nkind = \"permutation\"\nbytes = 1\n"), None).err().expect("rejected");
+    let err = load_scenario_str(
+        &format!("name = \"b\"\n{FAT_TREE}board_bandwidth_gbps = 10\n[[traffic]]\nkind = \"permutation\"\nbytes = 1\n"),
+        None,
+    )
+    .err()
+    .expect("rejected");
     assert_eq!(err.field, "topology.board_bandwidth_gbps");
-    let err = load_scenario_str(&format!("name = \"b\"\n[topology]\nshape = \"hammingmesh:2x2,2x2\"\nboard_bandwidth_gbps = -3\n[[traffic]]\nkind = \"permutation\"\nbytes = 1\n"), None).err().expect("rejected");
+    let err = load_scenario_str(
+        "name = \"b\"\n[topology]\nshape = \"hammingmesh:2x2,2x2\"\nboard_bandwidth_gbps = -3\n\
+         [[traffic]]\nkind = \"permutation\"\nbytes = 1\n",
+        None,
+    )
+    .err()
+    .expect("rejected");
     assert_eq!(err.field, "topology.board_bandwidth_gbps");
 }
 
@@ -311,11 +343,18 @@ fn utilisation_over_all_links_and_over_network_links() {
         let s = summary(&out);
         let csv = file(&out, "links.csv");
         let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
-        let (ui, ki) = (header.iter().position(|&h| h == "utilization").unwrap(), header.iter().position(|&h| h == "kind").unwrap());
-        let rows: Vec<(f64, String)> = csv.lines().skip(1).map(|l| {
-            let c: Vec<&str> = l.split(',').collect();
-            (c[ui].parse().unwrap(), c[ki].to_string())
-        }).collect();
+        let (ui, ki) = (
+            header.iter().position(|&h| h == "utilization").unwrap(),
+            header.iter().position(|&h| h == "kind").unwrap(),
+        );
+        let rows: Vec<(f64, String)> = csv
+            .lines()
+            .skip(1)
+            .map(|l| {
+                let c: Vec<&str> = l.split(',').collect();
+                (c[ui].parse().unwrap(), c[ki].to_string())
+            })
+            .collect();
         let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
         let all: Vec<f64> = rows.iter().map(|r| r.0).collect();
         let net: Vec<f64> = rows.iter().filter(|r| r.1 == "network").map(|r| r.0).collect();
@@ -359,7 +398,9 @@ fn every_draw_is_a_derangement_of_the_set() {
 #[test]
 fn mixed_speed_paths_take_the_same_time_at_flow_and_packet_level() {
     for board_gbps in [400u64, 25] {
-        let text = |list: &str| format!("name = \"m\"\n[topology]\nshape = \"hammingmesh:2x2,2x2\"\nbandwidth_gbps = 100\nlatency_ns = 500\nboard_bandwidth_gbps = {board_gbps}\nboard_latency_ns = 20\n[network]\nswitch_latency_ns = 300\nrouting = \"minimal\"\nbuffer_bytes = 1048576\n[[traffic]]\nkind = \"messages\"\nlist = {list}\n");
+        let text = |list: &str| {
+            format!("name = \"m\"\n[topology]\nshape = \"hammingmesh:2x2,2x2\"\nbandwidth_gbps = 100\nlatency_ns = 500\nboard_bandwidth_gbps = {board_gbps}\nboard_latency_ns = 20\n[network]\nswitch_latency_ns = 300\nrouting = \"minimal\"\nbuffer_bytes = 1048576\n[[traffic]]\nkind = \"messages\"\nlist = {list}\n")
+        };
         let sc = load_scenario_str(&text("[[0, 1, 1, 0]]"), None).unwrap();
         let cfg = reducelab_sim::scenario::flow_config(&sc.net, &sc.endpoint);
         let mut checked = 0;
@@ -369,14 +410,27 @@ fn mixed_speed_paths_take_the_same_time_at_flow_and_packet_level() {
                     let m = messages(&run(&text(&format!("[[{from}, {to}, {bytes}, 0]]"))));
                     let packet = m[0].4.expect("delivered");
                     let mut plan = reducelab_sched::Plan::new("one", 16, 1, None);
-                    plan.push_step(vec![reducelab_sched::PlanMsg { from, to, port: reducelab_sched::plan::NO_PORT, blocks: 1 }]);
+                    plan.push_step(vec![reducelab_sched::PlanMsg {
+                        from,
+                        to,
+                        port: reducelab_sched::plan::NO_PORT,
+                        blocks: 1,
+                    }]);
                     let rec = reducelab_flow::run_plan(&sc.topology, &plan, bytes, 1, &cfg).unwrap();
                     let sim = reducelab_flow::run_plan_simulated(&sc.topology, &plan, bytes, 1, &cfg).unwrap();
-                    assert!(rec.runtime_ps.abs_diff(packet) <= 2, "board {board_gbps} Gb/s, {bytes} B {from} -> {to}: recurrence {} vs packet {packet}", rec.runtime_ps);
+                    assert!(
+                        rec.runtime_ps.abs_diff(packet) <= 2,
+                        "board {board_gbps} Gb/s, {bytes} B {from} -> {to}: recurrence {} vs packet {packet}",
+                        rec.runtime_ps
+                    );
                     // The stages are fluid (a stage may run ahead of its upstream's packets): on
                     // mixed speeds they stay within one MTU's serialisation on the slowest link.
                     let mtu_slowest = SimDuration::serialization(4096, board_gbps.min(100) * 1_000_000_000).ps();
-                    assert!(sim.runtime_ps.abs_diff(packet) <= mtu_slowest, "board {board_gbps} Gb/s, {bytes} B {from} -> {to}: stages {} vs packet {packet}", sim.runtime_ps);
+                    assert!(
+                        sim.runtime_ps.abs_diff(packet) <= mtu_slowest,
+                        "board {board_gbps} Gb/s, {bytes} B {from} -> {to}: stages {} vs packet {packet}",
+                        sim.runtime_ps
+                    );
                     checked += 1;
                 }
             }

@@ -9,7 +9,15 @@ use reducelab_sim::{run_scenario_str, RunOptions, RunStatus};
 use serde_json::Value;
 
 /// A small star run: `jobs` jobs of `workers` workers, DNN A and B at 1/100 size.
-fn scenario(protocol: &str, seed: u64, jobs: u32, workers: u32, memory_bytes: u64, extra_traffic: &str, faults: &str) -> String {
+fn scenario(
+    protocol: &str,
+    seed: u64,
+    jobs: u32,
+    workers: u32,
+    memory_bytes: u64,
+    extra_traffic: &str,
+    faults: &str,
+) -> String {
     let hosts = jobs * (workers + 1);
     format!(
         r#"name = "training-test"
@@ -91,7 +99,10 @@ fn every_protocol_finishes_verified_and_frees_every_aggregator() {
         // A 100-aggregator pool shared by two jobs of 20-packet windows: the hashed protocols
         // collide; SwitchML's regions never do.
         match p {
-            "switchml" => assert_eq!((t["switch"]["fallbacks"].as_u64(), t["switch"]["completed"].as_u64().unwrap() > 0), (Some(0), true)),
+            "switchml" => assert_eq!(
+                (t["switch"]["fallbacks"].as_u64(), t["switch"]["completed"].as_u64().unwrap() > 0),
+                (Some(0), true)
+            ),
             "atp" => assert!(t["switch"]["fallbacks"].as_u64().unwrap() > 0, "{t}"),
             _ => assert!(t["switch"]["preemptions"].as_u64().unwrap() > 0, "{t}"),
         }
@@ -105,7 +116,10 @@ fn loss_at_a_worker_and_at_the_ps_is_recovered() {
         let r = run(&scenario(p, 2, 2, 4, 30_600, "", WORKER_LOSS));
         assert_clean(&r, &format!("{p} worker loss"));
         let t = training(&r);
-        assert!(t["lost_packets"].as_u64().unwrap() > 0 && t["workers"]["retransmissions"].as_u64().unwrap() > 0, "{p}: {t}");
+        assert!(
+            t["lost_packets"].as_u64().unwrap() > 0 && t["workers"]["retransmissions"].as_u64().unwrap() > 0,
+            "{p}: {t}"
+        );
     }
     for p in ["atp", "dsa"] {
         let r = run(&scenario(p, 3, 2, 4, 30_600, "", PS_LOSS));
@@ -142,7 +156,10 @@ fn atp_completes_split_tasks_by_gap_resends_not_timeouts() {
     assert_clean(&r, "atp");
     let t = training(&r);
     let n = |k: &str| t["workers"][k].as_u64().unwrap_or_else(|| panic!("{k}: {t}"));
-    assert!(t["switch"]["fallbacks"].as_u64().unwrap() > 0 && t["switch"]["resend_clears"].as_u64().unwrap() > 0, "{t}");
+    assert!(
+        t["switch"]["fallbacks"].as_u64().unwrap() > 0 && t["switch"]["resend_clears"].as_u64().unwrap() > 0,
+        "{t}"
+    );
     assert!(n("gap_resends") > 0, "{t}");
     assert_eq!(n("timeouts"), 0, "{t}");
 }
@@ -226,7 +243,11 @@ fn property_random_loss_seeds_and_pool_sizes() {
         let memory = 306 * (min_aggs + rng.below(300));
         let hosts = jobs * (workers + 1);
         let loss = rng.below(4) as f64 * 0.01;
-        let faults = if loss > 0.0 { format!("[[faults]]\nkind = \"loss\"\nlink = {}\nprobability = {loss}", rng.below(hosts as u64)) } else { String::new() };
+        let faults = if loss > 0.0 {
+            format!("[[faults]]\nkind = \"loss\"\nlink = {}\nprobability = {loss}", rng.below(hosts as u64))
+        } else {
+            String::new()
+        };
         let extra = match (p, rng.below(3)) {
             ("dsa", 1) => "preemption = \"always\"",
             ("dsa", 2) => "preemption = \"coin\"",
@@ -251,7 +272,8 @@ fn dsa_counts_lost_packets_by_the_type_of_their_aggregation_task() {
     let sum = |v: &Value| ["type_i", "type_ii", "type_iii"].iter().map(|k| v[k].as_u64().unwrap()).sum::<u64>();
     assert!(t["lost_packets"].as_u64().unwrap() > 0, "{t}");
     assert_eq!(sum(&tt["lost_packets"]), t["lost_packets"].as_u64().unwrap(), "{tt}");
-    let psns: u64 = r.summary["traffic"][0]["jobs"].as_array().unwrap().iter().map(|j| j["psns"].as_u64().unwrap()).sum();
+    let psns: u64 =
+        r.summary["traffic"][0]["jobs"].as_array().unwrap().iter().map(|j| j["psns"].as_u64().unwrap()).sum();
     assert_eq!(sum(&tt["tasks"]), psns, "{tt}");
     // Contests: preemptions won by the packet and fallbacks lost by it (both have a holder).
     let contests = t["switch"]["preemptions"].as_u64().unwrap() + t["switch"]["fallbacks"].as_u64().unwrap();
@@ -309,7 +331,10 @@ fn tree_aggregation_under_loss_is_exact_and_deterministic() {
         let a = run(&fat_tree("switchml", 11, "aggregation = \"tree\"", &faults));
         assert_clean(&a, &format!("loss on link {link}"));
         let t = training(&a);
-        assert!(t["lost_packets"].as_u64().unwrap() > 0 && t["workers"]["retransmissions"].as_u64().unwrap() > 0, "link {link}: {t}");
+        assert!(
+            t["lost_packets"].as_u64().unwrap() > 0 && t["workers"]["retransmissions"].as_u64().unwrap() > 0,
+            "link {link}: {t}"
+        );
         if link == 1 {
             let b = run(&fat_tree("switchml", 11, "aggregation = \"tree\"", &faults));
             assert!(a.bytes == b.bytes, "same scenario and seed gave different result files");
@@ -321,7 +346,12 @@ fn tree_aggregation_under_loss_is_exact_and_deterministic() {
 fn tree_aggregation_errors_name_the_field_and_the_reason() {
     let e = |text: &str| run_scenario_str(text, &RunOptions::default()).unwrap_err();
     let err = e(&fat_tree("switchml", 1, "aggregation = \"ring\"", ""));
-    assert_eq!((err.field.as_str(), err.reason.contains("\"root\" or \"tree\"")), ("traffic[0].aggregation", true), "{}", err.reason);
+    assert_eq!(
+        (err.field.as_str(), err.reason.contains("\"root\" or \"tree\"")),
+        ("traffic[0].aggregation", true),
+        "{}",
+        err.reason
+    );
     // Three tiers: 8 workers over two pods of a k = 4 fat tree meet at a core switch, which no
     // edge switch neighbours.
     let text = scenario("switchml", 1, 1, 8, 30_600, "aggregation = \"tree\"", "")
@@ -348,7 +378,8 @@ fn atp_and_dsa_tree_aggregation_is_exact_under_contests_and_loss() {
         let plain = run(&fat_tree(p, 12, "aggregation = \"tree\"", ""));
         assert_clean(&plain, &format!("{p} tree"));
         let t = training(&plain);
-        let psns: u64 = plain.summary["traffic"][0]["jobs"].as_array().unwrap().iter().map(|j| j["psns"].as_u64().unwrap()).sum();
+        let psns: u64 =
+            plain.summary["traffic"][0]["jobs"].as_array().unwrap().iter().map(|j| j["psns"].as_u64().unwrap()).sum();
         // More completions than PSNs: leaves complete their workers' tasks, the root the children's.
         assert!(t["switch"]["completed"].as_u64().unwrap() > psns, "{p}: {t}");
         assert_eq!(t["switch"]["malformed"], 0, "{p}: {t}");
@@ -356,7 +387,9 @@ fn atp_and_dsa_tree_aggregation_is_exact_under_contests_and_loss() {
             // The PS's ACK frees the root's and every leaf's aggregator: nothing left for the
             // job's teardown.
             "atp" => assert!(
-                t["switch"]["fallbacks"].as_u64().unwrap() > 0 && t["switch"]["ack_frees"].as_u64().unwrap() > psns && t["aggregators_released_at_end"] == 0,
+                t["switch"]["fallbacks"].as_u64().unwrap() > 0
+                    && t["switch"]["ack_frees"].as_u64().unwrap() > psns
+                    && t["aggregators_released_at_end"] == 0,
                 "{t}"
             ),
             _ => assert!(t["switch"]["preemptions"].as_u64().unwrap() > 0, "{t}"),
@@ -393,8 +426,16 @@ fn property_tree_aggregation_random_loss_seeds_and_pool_sizes() {
             _ => "aggregation = \"tree\"",
         };
         let seed = rng.next_u64() % 1000;
-        let text = scenario(p, seed, 2, 4, memory, extra, &format!("[[faults]]\nkind = \"loss\"\nlink = {link}\nprobability = {loss}"))
-            .replace("kind = \"star\"\nhosts = 10", "kind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 3\nspines = 2");
+        let text = scenario(
+            p,
+            seed,
+            2,
+            4,
+            memory,
+            extra,
+            &format!("[[faults]]\nkind = \"loss\"\nlink = {link}\nprobability = {loss}"),
+        )
+        .replace("kind = \"star\"\nhosts = 10", "kind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 3\nspines = 2");
         let r = run(&text);
         assert_clean(&r, &format!("case {case}: {p} {extra} seed {seed}, {memory} B, loss {loss} on link {link}"));
         reminded += training(&r)["switch"]["reminders_fetched"].as_u64().unwrap_or(0);

@@ -66,7 +66,8 @@ pub const POOL_BENCH_AGGREGATORS: u64 = 1024;
 /// not the model's schedule; the scaled computation, 2 layers of 0.32 ms × scale, stays).
 /// Errors name `--bytes` or `--protocol`.
 pub fn pool_scenario(workers: u32, bytes: u64, protocol: &str) -> Result<String, String> {
-    let info = reducelab_ina::pool::pool_protocol(protocol).ok_or_else(|| format!("--protocol: `{protocol}` is not a pool protocol"))?;
+    let info = reducelab_ina::pool::pool_protocol(protocol)
+        .ok_or_else(|| format!("--protocol: `{protocol}` is not a pool protocol"))?;
     if !(4 * POOL_PAYLOAD_BYTES..=MODEL_A_EPOCH_BYTES).contains(&bytes) {
         return Err(format!(
             "--bytes: a pool protocol's epoch per worker must be within {}..={MODEL_A_EPOCH_BYTES} (4 partitions of at least one {POOL_PAYLOAD_BYTES} B packet, at most DNN A's 4 MB), got {bytes}",
@@ -105,7 +106,13 @@ pub struct PoolMeasure {
 
 /// One pool run of `workers` workers, `bytes` per worker, through one switch thread; an error
 /// if any host failed or did not verify.
-pub fn measure_pool(workers: u32, bytes: u64, protocol: &str, ip: Ipv4Addr, port_base: u16) -> Result<PoolMeasure, String> {
+pub fn measure_pool(
+    workers: u32,
+    bytes: u64,
+    protocol: &str,
+    ip: Ipv4Addr,
+    port_base: u16,
+) -> Result<PoolMeasure, String> {
     let plan = PoolPlan::from_scenario(&pool_scenario(workers, bytes, protocol)?, None, (ip, port_base))?;
     let node = plan.switches()[0];
     let stop = Arc::new(AtomicBool::new(false));
@@ -159,32 +166,53 @@ pub fn measure_pool(workers: u32, bytes: u64, protocol: &str, ip: Ipv4Addr, port
 }
 
 pub fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg").map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" ")).unwrap_or_else(|_| "unknown".into())
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
 }
 
 /// One measured run: (switch packets, switch CPU s, slowest host's time to its last block s).
-pub fn measure(hosts: u32, bytes: u64, protocol: &str, ip: Ipv4Addr, port_base: u16) -> Result<(u64, f64, f64), String> {
+pub fn measure(
+    hosts: u32,
+    bytes: u64,
+    protocol: &str,
+    ip: Ipv4Addr,
+    port_base: u16,
+) -> Result<(u64, f64, f64), String> {
     let plan = Plan::from_scenario(&scenario(hosts, bytes, protocol), None, (ip, port_base))?;
     let node = plan.switches()[0];
     let stop = Arc::new(AtomicBool::new(false));
-    let opts = HostOptions { timeout: Duration::from_secs(60), linger: Duration::from_millis(20), max_inflight: 64, ..HostOptions::default() }.for_threads(plan.hosts().len());
+    let opts = HostOptions {
+        timeout: Duration::from_secs(60),
+        linger: Duration::from_millis(20),
+        max_inflight: 64,
+        ..HostOptions::default()
+    }
+    .for_threads(plan.hosts().len());
     let (sw, rs) = std::thread::scope(|s| {
         // Bound before the hosts start (they would send into a closed port otherwise).
         let (tx, rx) = std::sync::mpsc::channel();
         let (st, p) = (stop.clone(), &plan);
         // Named, so a profile can tell the switch's thread from the hosts'.
-        let swh = std::thread::Builder::new().name("rl-switch".into()).spawn_scoped(s, move || {
-            let mut sw = Switch::bind(p, node, SwitchOptions::default())?;
-            tx.send(()).ok();
-            Ok::<_, String>(sw.run(&st))
-        }).map_err(|e| format!("spawn: {e}"))?;
+        let swh = std::thread::Builder::new()
+            .name("rl-switch".into())
+            .spawn_scoped(s, move || {
+                let mut sw = Switch::bind(p, node, SwitchOptions::default())?;
+                tx.send(()).ok();
+                Ok::<_, String>(sw.run(&st))
+            })
+            .map_err(|e| format!("spawn: {e}"))?;
         if rx.recv().is_err() {
             return Err(swh.join().map_err(|_| "switch panicked".to_string())?.err().unwrap_or_default());
         }
-        let hs: Vec<_> = plan.hosts().into_iter().map(|h| {
-            let (p, o) = (&plan, &opts);
-            s.spawn(move || run_host(p, h, o))
-        }).collect();
+        let hs: Vec<_> = plan
+            .hosts()
+            .into_iter()
+            .map(|h| {
+                let (p, o) = (&plan, &opts);
+                s.spawn(move || run_host(p, h, o))
+            })
+            .collect();
         let rs: Vec<_> = hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("host panicked".into()))).collect();
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         Ok::<_, String>((swh.join().map_err(|_| "switch panicked".to_string())??, rs))
@@ -203,11 +231,19 @@ pub fn measure(hosts: u32, bytes: u64, protocol: &str, ip: Ipv4Addr, port_base: 
 }
 
 pub fn cmd_bench(rest: &mut Vec<String>) {
-    let hosts: Vec<u32> = take(rest, "--hosts").unwrap_or_else(|| "4,8".into()).split(',').map(|x| x.parse().unwrap_or_else(|_| die(&format!("--hosts: `{x}` is not a number")))).collect();
-    let bytes: u64 = take(rest, "--bytes").map(|v| v.parse().unwrap_or_else(|_| die("--bytes: not a number"))).unwrap_or(1 << 20);
-    let repeats: u32 = take(rest, "--repeats").map(|v| v.parse().unwrap_or_else(|_| die("--repeats: not a number"))).unwrap_or(3);
+    let hosts: Vec<u32> = take(rest, "--hosts")
+        .unwrap_or_else(|| "4,8".into())
+        .split(',')
+        .map(|x| x.parse().unwrap_or_else(|_| die(&format!("--hosts: `{x}` is not a number"))))
+        .collect();
+    let bytes: u64 =
+        take(rest, "--bytes").map(|v| v.parse().unwrap_or_else(|_| die("--bytes: not a number"))).unwrap_or(1 << 20);
+    let repeats: u32 =
+        take(rest, "--repeats").map(|v| v.parse().unwrap_or_else(|_| die("--repeats: not a number"))).unwrap_or(3);
     let protocol = take(rest, "--protocol").unwrap_or_else(|| "canary".into());
-    let port_base: u16 = take(rest, "--port-base").map(|v| v.parse().unwrap_or_else(|_| die("--port-base: not a port"))).unwrap_or(48000);
+    let port_base: u16 = take(rest, "--port-base")
+        .map(|v| v.parse().unwrap_or_else(|_| die("--port-base: not a port")))
+        .unwrap_or(48000);
     if let Some(a) = rest.first() {
         die(&format!("{a}: unknown argument"));
     }
@@ -216,15 +252,26 @@ pub fn cmd_bench(rest: &mut Vec<String>) {
     }
     if reducelab_ina::protocol(&protocol).is_none() {
         let pools: Vec<&str> = reducelab_ina::pool::POOL_PROTOCOLS.iter().map(|p| p.name).collect();
-        die(&format!("--protocol: `{protocol}` is not registered ({}; pool: {})", reducelab_ina::protocol_names(), pools.join(", ")));
+        die(&format!(
+            "--protocol: `{protocol}` is not registered ({}; pool: {})",
+            reducelab_ina::protocol_names(),
+            pools.join(", ")
+        ));
     }
     println!("# software switch on loopback, {protocol}, {bytes} B per host, 256 elements (1 KiB) per packet, 64 blocks in flight per host; load average before: {}", load_average());
-    println!("hosts,repeat,switch_packets,switch_cpu_s,packets_per_s_per_core,slowest_host_s,goodput_gbps,load_average");
+    println!(
+        "hosts,repeat,switch_packets,switch_cpu_s,packets_per_s_per_core,slowest_host_s,goodput_gbps,load_average"
+    );
     for &n in &hosts {
         for r in 0..repeats {
             let ip = Ipv4Addr::new(127, 88, (n % 250) as u8, 1);
             match measure(n, bytes, &protocol, ip, port_base + (r as u16) * 64) {
-                Ok((pk, cpu, t)) => println!("{n},{r},{pk},{cpu:.4},{:.0},{t:.4},{:.3},{}", pk as f64 / cpu, bytes as f64 * 8.0 / t / 1e9, load_average()),
+                Ok((pk, cpu, t)) => println!(
+                    "{n},{r},{pk},{cpu:.4},{:.0},{t:.4},{:.3},{}",
+                    pk as f64 / cpu,
+                    bytes as f64 * 8.0 / t / 1e9,
+                    load_average()
+                ),
                 Err(e) => {
                     eprintln!("hosts {n}, repeat {r}: {e}");
                     std::process::exit(1);
@@ -238,7 +285,11 @@ fn bench_pool(workers: &[u32], bytes: u64, repeats: u32, protocol: &str, port_ba
     if let Err(e) = pool_scenario(1, bytes, protocol) {
         die(&e);
     }
-    let ps = if reducelab_ina::pool::pool_protocol(protocol).is_some_and(|p| p.uses_ps) { ", its PS on a host of its own" } else { "" };
+    let ps = if reducelab_ina::pool::pool_protocol(protocol).is_some_and(|p| p.uses_ps) {
+        ", its PS on a host of its own"
+    } else {
+        ""
+    };
     println!(
         "# software switch on loopback, {protocol}: one training job{ps}, {bytes} B per worker requested, 62 int32 values ({POOL_PAYLOAD_BYTES} B) per packet, {POOL_BENCH_AGGREGATORS} aggregators; load average before: {}",
         load_average()

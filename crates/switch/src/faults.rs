@@ -57,8 +57,20 @@ pub fn parse_fault(spec: &str) -> Result<(Option<u16>, PortFaults), String> {
             continue;
         }
         let x: f64 = v.parse().map_err(|_| format!("--fault {k}: `{v}` is not a number"))?;
-        let prob = |x: f64| if (0.0..=1.0).contains(&x) { Ok(x) } else { Err(format!("--fault {k}: probability {x} is not within 0..=1")) };
-        let dur = |x: f64| if x.is_finite() && (0.0..=10e6).contains(&x) { Ok(x) } else { Err(format!("--fault {k}: {x} µs is not within 0..=10000000")) };
+        let prob = |x: f64| {
+            if (0.0..=1.0).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!("--fault {k}: probability {x} is not within 0..=1"))
+            }
+        };
+        let dur = |x: f64| {
+            if x.is_finite() && (0.0..=10e6).contains(&x) {
+                Ok(x)
+            } else {
+                Err(format!("--fault {k}: {x} µs is not within 0..=10000000"))
+            }
+        };
         match k {
             "loss" => f.loss = prob(x)?,
             "dup" => f.dup = prob(x)?,
@@ -71,12 +83,17 @@ pub fn parse_fault(spec: &str) -> Result<(Option<u16>, PortFaults), String> {
         }
     }
     if f.rate_bps == 0 && (f.ecn_bytes.is_some() || f.queue_bytes != 0) {
-        return Err(format!("--fault {}: describes a shaped port's queue; add rate_mbps", if f.ecn_bytes.is_some() { "ecn_bytes" } else { "queue_bytes" }));
+        return Err(format!(
+            "--fault {}: describes a shaped port's queue; add rate_mbps",
+            if f.ecn_bytes.is_some() { "ecn_bytes" } else { "queue_bytes" }
+        ));
     }
     if let Some(k) = f.ecn_bytes {
         let cap = if f.queue_bytes == 0 { DEFAULT_QUEUE_BYTES } else { f.queue_bytes };
         if k >= cap {
-            return Err(format!("--fault ecn_bytes: {k} is not below the queue's {cap} bytes (queue_bytes), so nothing would be marked"));
+            return Err(format!(
+                "--fault ecn_bytes: {k} is not below the queue's {cap} bytes (queue_bytes), so nothing would be marked"
+            ));
         }
     }
     if f.loss + f.dup > 1.0 {
@@ -103,7 +120,10 @@ pub fn parse_fault_file(path: &str, text: &str) -> Result<Vec<(Option<u16>, Port
 pub enum Fate {
     Drop,
     /// Send `copies` (1 or 2) copies after `hold`.
-    Send { copies: u8, hold: Duration },
+    Send {
+        copies: u8,
+        hold: Duration,
+    },
 }
 
 /// A port's fault state: rates and its own generator.
@@ -126,7 +146,13 @@ impl FaultPort {
     /// No loss, duplication, reordering or delay (shaping is not a fate: [`Shaper`]).
     pub fn is_clean(&self) -> bool {
         let r = self.rates;
-        r == PortFaults { reorder_us: r.reorder_us, rate_bps: r.rate_bps, ecn_bytes: r.ecn_bytes, queue_bytes: r.queue_bytes, ..PortFaults::default() }
+        r == PortFaults {
+            reorder_us: r.reorder_us,
+            rate_bps: r.rate_bps,
+            ecn_bytes: r.ecn_bytes,
+            queue_bytes: r.queue_bytes,
+            ..PortFaults::default()
+        }
     }
 
     /// The fate of the next packet (one draw per rate, in a fixed order).
@@ -185,7 +211,9 @@ pub struct ShaperStats {
 pub enum Enqueued {
     /// Queued; `mark`: it was ECN-marked (by the caller's `mark_ecn`: the frame format is
     /// not this module's).
-    Queued { mark: bool },
+    Queued {
+        mark: bool,
+    },
     Dropped,
 }
 
@@ -304,7 +332,9 @@ mod tests {
         assert!(parse_fault("ecn_bytes=100").unwrap_err().contains("add rate_mbps"));
         assert!(parse_fault("rate_mbps=0").unwrap_err().contains("rate_mbps"));
         assert!(parse_fault("rate_mbps=1,ecn_bytes=1x").unwrap_err().contains("ecn_bytes"));
-        assert!(parse_fault("rate_mbps=1,ecn_bytes=5000,queue_bytes=4000").unwrap_err().starts_with("--fault ecn_bytes: 5000 is not below"));
+        assert!(parse_fault("rate_mbps=1,ecn_bytes=5000,queue_bytes=4000")
+            .unwrap_err()
+            .starts_with("--fault ecn_bytes: 5000 is not below"));
         let f = parse_fault("port=2,rate_mbps=50,ecn_bytes=3000").unwrap();
         assert_eq!((f.0, f.1.rate_bps, f.1.ecn_bytes, f.1.queue_bytes), (Some(2), 50_000_000, Some(3000), 0));
         assert!(FaultPort::new(f.1, 1, 1, 1).is_clean(), "shaping is not a fate");

@@ -48,14 +48,26 @@ pub struct HostOptions {
 
 impl Default for HostOptions {
     fn default() -> Self {
-        HostOptions { timeout: Duration::from_secs(10), max_inflight: 256, linger: Duration::from_millis(100), barrier: None, start_at: None, completed: None, protocol_linger: true }
+        HostOptions {
+            timeout: Duration::from_secs(10),
+            max_inflight: 256,
+            linger: Duration::from_millis(100),
+            barrier: None,
+            start_at: None,
+            completed: None,
+            protocol_linger: true,
+        }
     }
 }
 
 impl HostOptions {
     /// These options for `n` host threads that start together.
     pub fn for_threads(&self, n: usize) -> HostOptions {
-        HostOptions { barrier: Some(std::sync::Arc::new(std::sync::Barrier::new(n))), completed: Some((Default::default(), n)), ..self.clone() }
+        HostOptions {
+            barrier: Some(std::sync::Arc::new(std::sync::Barrier::new(n))),
+            completed: Some((Default::default(), n)),
+            ..self.clone()
+        }
     }
 }
 
@@ -108,11 +120,22 @@ pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport
 /// sums). The agents check every result's fingerprint (each rank's contribution counted
 /// exactly once); the values cannot be checked here (the other ranks' data is not known), so
 /// the caller checks them if it can.
-pub fn allreduce_data(plan: &Plan, host: u32, opts: &HostOptions, tenant: u16, data: Vec<i32>) -> Result<(HostReport, Vec<i32>), String> {
-    let c = plan.colls.get(tenant as usize).ok_or_else(|| format!("tenant: the scenario has {} in-network allreduces, not {}", plan.colls.len(), tenant as u32 + 1))?;
+pub fn allreduce_data(
+    plan: &Plan,
+    host: u32,
+    opts: &HostOptions,
+    tenant: u16,
+    data: Vec<i32>,
+) -> Result<(HostReport, Vec<i32>), String> {
+    let c = plan.colls.get(tenant as usize).ok_or_else(|| {
+        format!("tenant: the scenario has {} in-network allreduces, not {}", plan.colls.len(), tenant as u32 + 1)
+    })?;
     let elems = (c.blocks as u64 - 1) * c.elems_per_packet as u64 + c.last_elems as u64;
     if data.len() as u64 != elems {
-        return Err(format!("data: {} elements, but allreduce {tenant} of the scenario reduces {elems} (bytes / 4)", data.len()));
+        return Err(format!(
+            "data: {} elements, but allreduce {tenant} of the scenario reduces {elems} (bytes / 4)",
+            data.len()
+        ));
     }
     run(plan, host, opts, Some((tenant, data)), None).map(|(r, v)| (r, v.expect("a result")))
 }
@@ -120,14 +143,33 @@ pub fn allreduce_data(plan: &Plan, host: u32, opts: &HostOptions, tenant: u16, d
 /// Runs host `host` of `plan` on the already bound `sock` for `coll` (a collective built for
 /// this call, with the protocol of the scenario's first entry), contributing `data`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn run_own(plan: &Plan, host: u32, opts: &HostOptions, sock: &std::net::UdpSocket, coll: reducelab_ina::host::Collective, data: Vec<i32>, stash: &mut Vec<Vec<u8>>, rxb: &mut udp::RxBatch) -> Result<(HostReport, Vec<i32>), String> {
+pub(crate) fn run_own(
+    plan: &Plan,
+    host: u32,
+    opts: &HostOptions,
+    sock: &std::net::UdpSocket,
+    coll: reducelab_ina::host::Collective,
+    data: Vec<i32>,
+    stash: &mut Vec<Vec<u8>>,
+    rxb: &mut udp::RxBatch,
+) -> Result<(HostReport, Vec<i32>), String> {
     let tenant = coll.tenant;
-    run(plan, host, opts, Some((tenant, data)), Some(OwnRun { sock, coll, stash, rxb })).map(|(r, v)| (r, v.expect("a result")))
+    run(plan, host, opts, Some((tenant, data)), Some(OwnRun { sock, coll, stash, rxb }))
+        .map(|(r, v)| (r, v.expect("a result")))
 }
 
 impl HostReport {
     pub(crate) fn empty(host: u32) -> HostReport {
-        HostReport { host, collectives: Vec::new(), tx_packets: 0, rx_packets: 0, malformed: 0, misdelivered: 0, send_errors: 0, elapsed_s: 0.0 }
+        HostReport {
+            host,
+            collectives: Vec::new(),
+            tx_packets: 0,
+            rx_packets: 0,
+            malformed: 0,
+            misdelivered: 0,
+            send_errors: 0,
+            elapsed_s: 0.0,
+        }
     }
 }
 
@@ -171,8 +213,18 @@ struct OwnRun<'a> {
     rxb: &'a mut udp::RxBatch,
 }
 
-fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>, own: Option<OwnRun<'_>>) -> Result<(HostReport, Option<Vec<i32>>), String> {
-    let node = *plan.fabric.host_nodes.get(host as usize).ok_or_else(|| format!("host: {host} is not a host of the topology ({} hosts)", plan.fabric.num_hosts()))?;
+fn run(
+    plan: &Plan,
+    host: u32,
+    opts: &HostOptions,
+    app: Option<(u16, Vec<i32>)>,
+    own: Option<OwnRun<'_>>,
+) -> Result<(HostReport, Option<Vec<i32>>), String> {
+    let node = *plan
+        .fabric
+        .host_nodes
+        .get(host as usize)
+        .ok_or_else(|| format!("host: {host} is not a host of the topology ({} hosts)", plan.fabric.num_hosts()))?;
     let mut agents: Vec<Agent> = Vec::new();
     let mut own_rxb = None;
     let (mut colls, sock_in, mut stash) = match own {
@@ -188,14 +240,18 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
     let mut vals = Values::new(plan.max_elems as usize);
     let mut capture = None;
     if let Some((tenant, data)) = app {
-        let c = colls.iter_mut().find(|c| c.tenant == tenant).ok_or_else(|| format!("tenant: no in-network allreduce {tenant}"))?;
+        let c = colls
+            .iter_mut()
+            .find(|c| c.tenant == tenant)
+            .ok_or_else(|| format!("tenant: no in-network allreduce {tenant}"))?;
         let Some(rank) = c.ranks.iter().position(|&h| h == host) else {
             return Err(format!("host: {host} is not a rank of allreduce {tenant}"));
         };
         // The agents check fingerprints only: the expected values are the seeded ones.
         c.expected_values = Vec::new();
         let epp = c.elems_per_packet as usize;
-        let mut cap = Capture { tenant, n: c.n() as u16, epp, result: vec![0; data.len()], got: vec![false; c.blocks as usize] };
+        let mut cap =
+            Capture { tenant, n: c.n() as u16, epp, result: vec![0; data.len()], got: vec![false; c.blocks as usize] };
         if c.n() == 1 {
             cap.result.copy_from_slice(&data);
             cap.got.fill(true);
@@ -206,7 +262,12 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
     let colls = colls;
     for (ci, c) in colls.iter().enumerate() {
         if let Some(rank) = c.ranks.iter().position(|&h| h == host) {
-            agents.push(Agent { ci, rank: rank as u32, agent: plan.specs[spec_of(ci)].protocol.host_agent(c, rank as u32), pulled: 0 });
+            agents.push(Agent {
+                ci,
+                rank: rank as u32,
+                agent: plan.specs[spec_of(ci)].protocol.host_agent(c, rank as u32),
+                pulled: 0,
+            });
         }
     }
     if agents.is_empty() {
@@ -222,7 +283,10 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
         .collect();
     if capture.is_some() {
         if let Some((p, _)) = payloads.iter().flatten().next() {
-            return Err(format!("protocol: {} reduces its own sparse vectors (a payload of its own), not application vectors", p.label()));
+            return Err(format!(
+                "protocol: {} reduces its own sparse vectors (a payload of its own), not application vectors",
+                p.label()
+            ));
         }
     }
     let mut own_payload: Vec<u8> = Vec::new();
@@ -266,16 +330,30 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
     // Queued frames leave in one sendmmsg (runs of equal-sized frames as one GSO buffer).
     let flush = |txq: &mut udp::TxQueue, report: &mut HostReport| {
         if !txq.is_empty() {
-            let (sent, _, failed) = txq.flush(&socks[0], first_hop);
+            let (sent, _, failed) = txq.flush(socks[0], first_hop);
             report.tx_packets += sent;
             report.send_errors += failed;
         }
     };
     let mut ready = Vec::new();
-    let mut report = HostReport { host, collectives: Vec::new(), tx_packets: 0, rx_packets: 0, malformed: 0, misdelivered: 0, send_errors: 0, elapsed_s: 0.0 };
+    let mut report = HostReport {
+        host,
+        collectives: Vec::new(),
+        tx_packets: 0,
+        rx_packets: 0,
+        malformed: 0,
+        misdelivered: 0,
+        send_errors: 0,
+        elapsed_s: 0.0,
+    };
 
     // Carries out agent `ai`'s actions.
-    let mut carry_out = |ai: usize, out: &mut Vec<HostAction>, vals: &mut Values, timers: &mut BinaryHeap<Reverse<(u64, u64, usize, u64)>>, capture: &mut Option<Capture>, txq: &mut udp::TxQueue| {
+    let mut carry_out = |ai: usize,
+                         out: &mut Vec<HostAction>,
+                         vals: &mut Values,
+                         timers: &mut BinaryHeap<Reverse<(u64, u64, usize, u64)>>,
+                         capture: &mut Option<Capture>,
+                         txq: &mut udp::TxQueue| {
         for a in out.drain(..) {
             match a {
                 HostAction::Send(h) => {
@@ -284,7 +362,10 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
                         // The protocol's own payload (out of this process's memory).
                         Some((proto, ci)) => {
                             own_payload.clear();
-                            proto.encode_payload(&colls[ci], &h, &mut own_payload).map_err(|e| wire::WireError { field: "payload", reason: e }).and_then(|()| wire::emit_payload(&h, &own_payload, &mut frame))
+                            proto
+                                .encode_payload(&colls[ci], &h, &mut own_payload)
+                                .map_err(|e| wire::WireError { field: "payload", reason: e })
+                                .and_then(|()| wire::emit_payload(&h, &own_payload, &mut frame))
                         }
                         None => {
                             let values = (h.data != NIL).then(|| vals.get(h.data));
@@ -295,7 +376,9 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
                         }
                     };
                     vals.release(h.data);
-                    r.unwrap_or_else(|e| panic!("host {host}: the wire frame cannot carry {h:?}: {e} (a protocol bug)"));
+                    r.unwrap_or_else(|e| {
+                        panic!("host {host}: the wire frame cannot carry {h:?}: {e} (a protocol bug)")
+                    });
                     txq.push(&frame);
                 }
                 HostAction::Timer { at, token } => {
@@ -306,8 +389,7 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
         }
     };
 
-    for ai in 0..agents.len() {
-        let a = &mut agents[ai];
+    for (ai, a) in agents.iter_mut().enumerate() {
         a.agent.start(&colls[a.ci], now_ps(), &mut vals, &mut out);
         carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
     }
@@ -318,18 +400,27 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
     // Only when every host of the plan is a thread of this process: peers elsewhere may still
     // need an answer.
     let all_here = plan.hosts().len();
-    let all_completed = || opts.completed.as_ref().is_some_and(|(k, n)| *n >= all_here && k.load(std::sync::atomic::Ordering::Acquire) >= *n);
+    let all_completed = || {
+        opts.completed
+            .as_ref()
+            .is_some_and(|(k, n)| *n >= all_here && k.load(std::sync::atomic::Ordering::Acquire) >= *n)
+    };
     // Without the protocol's linger (a session: the coordinator moves on at its release), a rank
     // whose release was lost concludes it after the protocol's `release_wait_ps`.
     let released = |a: &Agent, now: u64| {
         a.agent.completed_ps().is_some()
-            || !opts.protocol_linger && a.agent.finished_ps().zip(a.agent.release_wait_ps()).is_some_and(|(f, w)| now >= f.saturating_add(w))
+            || !opts.protocol_linger
+                && a.agent.finished_ps().zip(a.agent.release_wait_ps()).is_some_and(|(f, w)| now >= f.saturating_add(w))
     };
     loop {
         let now_i = Instant::now();
         if agents.iter().all(|a| released(a, now_ps())) {
             if linger_until.is_none() {
-                let proto = if opts.protocol_linger { agents.iter().map(|a| a.agent.linger_ps()).max().unwrap_or(0) } else { 0 };
+                let proto = if opts.protocol_linger {
+                    agents.iter().map(|a| a.agent.linger_ps()).max().unwrap_or(0)
+                } else {
+                    0
+                };
                 linger_until = Some(now_i + opts.linger);
                 stay_until = Some(now_i + opts.linger.max(Duration::from_nanos(proto / 1000)));
                 if let Some((k, _)) = &opts.completed {
@@ -358,8 +449,7 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
         flush(&mut txq, &mut report);
         // The NIC pulls more blocks while fewer than `max_inflight` are outstanding.
         let mut sent_any = false;
-        for ai in 0..agents.len() {
-            let a = &mut agents[ai];
+        for (ai, a) in agents.iter_mut().enumerate() {
             let c = &colls[a.ci];
             let done = (c.blocks - a.agent.missing()) as u64;
             let room = (opts.max_inflight as u64).saturating_sub(a.pulled.saturating_sub(done)) as usize;
@@ -434,7 +524,7 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
             handle!(first_hop, &bytes[..]);
         }
         loop {
-            let n = rxb.recv(&socks[0]);
+            let n = rxb.recv(socks[0]);
             if n == 0 {
                 break;
             }
@@ -493,7 +583,15 @@ fn run(plan: &Plan, host: u32, opts: &HostOptions, app: Option<(u16, Vec<i32>)>,
     Ok((report, result))
 }
 
-fn stall_message(plan: &Plan, colls: &[reducelab_ina::host::Collective], spec_of: &dyn Fn(usize) -> usize, host: u32, agents: &[Agent], timeout: Duration, r: &HostReport) -> String {
+fn stall_message(
+    plan: &Plan,
+    colls: &[reducelab_ina::host::Collective],
+    spec_of: &dyn Fn(usize) -> usize,
+    host: u32,
+    agents: &[Agent],
+    timeout: Duration,
+    r: &HostReport,
+) -> String {
     let mut parts = Vec::new();
     for a in agents {
         let c = &colls[a.ci];
@@ -518,5 +616,11 @@ fn stall_message(plan: &Plan, colls: &[reducelab_ina::host::Collective], spec_of
             c.tenant, a.rank, s.sent_reduce, s.retx_requests
         ));
     }
-    format!("host {host}: timed out after {:.1} s ({} packets sent, {} received): {}", timeout.as_secs_f64(), r.tx_packets, r.rx_packets, parts.join("; "))
+    format!(
+        "host {host}: timed out after {:.1} s ({} packets sent, {} received): {}",
+        timeout.as_secs_f64(),
+        r.tx_packets,
+        r.rx_packets,
+        parts.join("; ")
+    )
 }

@@ -36,7 +36,8 @@ impl EndpointSpec {
             let text = std::fs::read_to_string(path).map_err(|e| format!("endpoints: {path}: {e}"))?;
             return Ok(EndpointSpec::Map { path: path.to_string(), text });
         }
-        let (ip, port) = s.rsplit_once(':').ok_or_else(|| format!("endpoints: `{s}` is neither IP_BASE:PORT_BASE nor file:PATH"))?;
+        let (ip, port) =
+            s.rsplit_once(':').ok_or_else(|| format!("endpoints: `{s}` is neither IP_BASE:PORT_BASE nor file:PATH"))?;
         let ip: Ipv4Addr = ip.parse().map_err(|_| format!("endpoints: `{ip}` is not an IPv4 address"))?;
         let port: u16 = port.parse().map_err(|_| format!("endpoints: `{port}` is not a port"))?;
         Ok(EndpointSpec::Loopback(ip, port))
@@ -45,7 +46,9 @@ impl EndpointSpec {
     /// Every node's endpoints in a topology whose node `n` has `ports[n]` ports.
     pub fn resolve(self, ports: &[usize]) -> Result<Endpoints, String> {
         match self {
-            EndpointSpec::Loopback(ip, port) => Endpoints::new(ip, port, ports.len(), ports.iter().copied().max().unwrap_or(0)),
+            EndpointSpec::Loopback(ip, port) => {
+                Endpoints::new(ip, port, ports.len(), ports.iter().copied().max().unwrap_or(0))
+            }
             EndpointSpec::Map { path, text } => Endpoints::from_map(&path, &text, ports),
         }
     }
@@ -53,7 +56,9 @@ impl EndpointSpec {
     /// The command-line options that give these endpoints to another process of the run.
     pub fn args(&self) -> Vec<String> {
         match self {
-            EndpointSpec::Loopback(ip, port) => vec!["--ip-base".into(), ip.to_string(), "--port-base".into(), port.to_string()],
+            EndpointSpec::Loopback(ip, port) => {
+                vec!["--ip-base".into(), ip.to_string(), "--port-base".into(), port.to_string()]
+            }
             EndpointSpec::Map { path, .. } => vec!["--endpoints".into(), path.clone()],
         }
     }
@@ -82,7 +87,9 @@ impl Endpoints {
         if port_base == 0 || port_base as usize + ports > 65535 {
             return Err(format!("port_base: {port_base} + {ports} ports does not fit 1..=65535"));
         }
-        Ok(Endpoints { bases: (0..nodes as u32).map(|n| SocketAddrV4::new(Ipv4Addr::from(first + n), port_base)).collect() })
+        Ok(Endpoints {
+            bases: (0..nodes as u32).map(|n| SocketAddrV4::new(Ipv4Addr::from(first + n), port_base)).collect(),
+        })
     }
 
     /// From an endpoints file: one line per node, `NODE ADDRESS:PORT_BASE` (`#` starts a
@@ -113,7 +120,11 @@ impl Endpoints {
                 return Err(at(format!("address: {ip} is not a unicast address")));
             }
             if base.port() == 0 || base.port() as usize + ports[node] > 65535 {
-                return Err(at(format!("address: port base {} + {} ports does not fit 1..=65535", base.port(), ports[node])));
+                return Err(at(format!(
+                    "address: port base {} + {} ports does not fit 1..=65535",
+                    base.port(),
+                    ports[node]
+                )));
             }
             if bases[node].is_some() {
                 return Err(at(format!("node: {node} is listed twice")));
@@ -121,11 +132,17 @@ impl Endpoints {
             bases[node] = Some(base);
         }
         if let Some(n) = bases.iter().position(|b| b.is_none()) {
-            return Err(format!("endpoints: {path}: node {n} is missing (every node of the topology needs a line, {nodes} nodes)"));
+            return Err(format!(
+                "endpoints: {path}: node {n} is missing (every node of the topology needs a line, {nodes} nodes)"
+            ));
         }
         let bases: Vec<SocketAddrV4> = bases.into_iter().map(|b| b.expect("checked")).collect();
         // Two nodes on one address must not share a port.
-        let mut spans: Vec<(Ipv4Addr, u32, u32, usize)> = bases.iter().enumerate().map(|(n, b)| (*b.ip(), b.port() as u32, b.port() as u32 + ports[n] as u32, n)).collect();
+        let mut spans: Vec<(Ipv4Addr, u32, u32, usize)> = bases
+            .iter()
+            .enumerate()
+            .map(|(n, b)| (*b.ip(), b.port() as u32, b.port() as u32 + ports[n] as u32, n))
+            .collect();
         spans.sort_unstable();
         for w in spans.windows(2) {
             let ((ip0, _, end0, n0), (ip1, start1, _, n1)) = (w[0], w[1]);
@@ -169,7 +186,8 @@ impl Plan {
     /// `(ip_base, port_base)` pair is loopback). Errors name the field.
     pub fn from_scenario(text: &str, seed: Option<u64>, endpoints: impl Into<EndpointSpec>) -> Result<Plan, String> {
         let sc = reducelab_sim::load_scenario_str(text, seed).map_err(|e| e.to_string())?;
-        let specs: Vec<InaSpec> = sc.traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
+        let specs: Vec<InaSpec> =
+            sc.traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
         if specs.is_empty() {
             return Err("traffic: no ina_allreduce entry (this runs in-network allreduces; a training job of switchml or atp takes application data through a session: Session, RL_Innet_open, reducelab.innet.Session)".into());
         }
@@ -181,41 +199,87 @@ impl Plan {
         }
         let topo = &sc.topology;
         if topo.nodes.iter().any(|n| n.host.is_some() && n.forwards) {
-            return Err(format!("topology: {} has forwarding hosts; in-network aggregation needs an indirect network", topo.name));
+            return Err(format!(
+                "topology: {} has forwarding hosts; in-network aggregation needs an indirect network",
+                topo.name
+            ));
         }
         if let Some(n) = topo.nodes.iter().find(|n| n.host.is_none() && n.ports.len() > 32) {
-            return Err(format!("topology: a switch with {} ports; the software switch handles at most 32 (one restoration shard)", n.ports.len()));
+            return Err(format!(
+                "topology: a switch with {} ports; the software switch handles at most 32 (one restoration shard)",
+                n.ports.len()
+            ));
         }
         let endpoints = endpoints.into().resolve(&topo.nodes.iter().map(|n| n.ports.len()).collect::<Vec<_>>())?;
         let fabric = fabric_of(topo);
         let mut colls = Vec::new();
         for (ci, s) in specs.iter().enumerate() {
             // Values are always carried: the software switch aggregates real element values.
-            colls.push(Collective::new(ci as u16, s.hosts.clone(), s.bytes, s.elems_per_packet, collective_salt(sc.seed), true).map_err(|r| format!("traffic: {r}"))?);
+            colls.push(
+                Collective::new(
+                    ci as u16,
+                    s.hosts.clone(),
+                    s.bytes,
+                    s.elems_per_packet,
+                    collective_salt(sc.seed),
+                    true,
+                )
+                .map_err(|r| format!("traffic: {r}"))?,
+            );
         }
         let max_elems = specs.iter().map(|s| s.elems_per_packet).max().unwrap_or(1);
         if max_elems > sc.ina.max_elements_per_packet {
-            return Err(format!("max_elements_per_packet: a collective uses {max_elems} elements per packet, the switches aggregate {}", sc.ina.max_elements_per_packet));
+            return Err(format!(
+                "max_elements_per_packet: a collective uses {max_elems} elements per packet, the switches aggregate {}",
+                sc.ina.max_elements_per_packet
+            ));
         }
         // One UDP datagram per packet: 19 B header + the payload (4 B per element, or the
         // protocol's own) + 8 B fingerprint.
         for (s, c) in specs.iter().zip(&colls) {
             let payload = s.protocol.max_payload_bytes(c);
-            if payload + (wire::HEADER_BYTES as usize + wire::FINGERPRINT_BYTES) > MAX_DATAGRAM || payload / 4 > u16::MAX as usize {
-                let what = if s.protocol.carries_payload() { format!("{} packets carry up to {payload} payload bytes", s.protocol.label()) } else { format!("{} elements", c.elems_per_packet) };
+            if payload + (wire::HEADER_BYTES as usize + wire::FINGERPRINT_BYTES) > MAX_DATAGRAM
+                || payload / 4 > u16::MAX as usize
+            {
+                let what = if s.protocol.carries_payload() {
+                    format!("{} packets carry up to {payload} payload bytes", s.protocol.label())
+                } else {
+                    format!("{} elements", c.elems_per_packet)
+                };
                 return Err(format!("elements_per_packet: {} per packet: {what}, which do not fit one UDP datagram ({MAX_DATAGRAM} bytes with the {}-byte header and fingerprint)", c.elems_per_packet, wire::HEADER_BYTES as usize + wire::FINGERPRINT_BYTES));
             }
         }
         let payload = specs.iter().map(|s| s.protocol.carries_payload()).collect();
         let routes = routes_of(&fabric);
-        Ok(Plan { name: sc.name.clone(), seed: sc.seed, fabric, specs, colls, switch: sc.ina.clone(), endpoints, routes, max_elems, payload })
+        Ok(Plan {
+            name: sc.name.clone(),
+            seed: sc.seed,
+            fabric,
+            specs,
+            colls,
+            switch: sc.ina.clone(),
+            endpoints,
+            routes,
+            max_elems,
+            payload,
+        })
     }
 
     /// Every node's switch program (`None` for hosts), as the simulator builds them.
     pub fn programs(&self) -> Result<Vec<Option<Box<dyn SwitchProgram>>>, String> {
-        let tenants: Vec<Tenant<'_>> = self.specs.iter().zip(&self.colls).map(|(s, c)| Tenant { coll: c, protocol: &*s.protocol, roots: &s.roots }).collect();
+        let tenants: Vec<Tenant<'_>> = self
+            .specs
+            .iter()
+            .zip(&self.colls)
+            .map(|(s, c)| Tenant { coll: c, protocol: &*s.protocol, roots: &s.roots })
+            .collect();
         let sw = &self.switch;
-        let cfg = SwitchConfig { table_size: sw.table_size, slots_per_tenant: sw.slots_per_tenant, timeout_ps: sw.timeout_ps, reclaim_ps: sw.reclaim_ps };
+        let cfg = SwitchConfig {
+            table_size: sw.table_size,
+            slots_per_tenant: sw.slots_per_tenant,
+            timeout_ps: sw.timeout_ps,
+            reclaim_ps: sw.reclaim_ps,
+        };
         self.specs[0].protocol.switch_programs(&self.fabric, &tenants, &cfg)
     }
 
@@ -310,7 +374,17 @@ pub(crate) fn routes_of(f: &Fabric) -> Vec<Vec<Vec<u16>>> {
                     if d == s || here == u32::MAX {
                         return Vec::new();
                     }
-                    f.nodes[s].ports.iter().enumerate().filter(|(_, &(peer, _))| dist[d][peer as usize] != u32::MAX && dist[d][peer as usize] + 1 == here && (peer as usize == d || f.nodes[peer as usize].forwards)).map(|(p, _)| p as u16).collect()
+                    f.nodes[s]
+                        .ports
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, &(peer, _))| {
+                            dist[d][peer as usize] != u32::MAX
+                                && dist[d][peer as usize] + 1 == here
+                                && (peer as usize == d || f.nodes[peer as usize].forwards)
+                        })
+                        .map(|(p, _)| p as u16)
+                        .collect()
                 })
                 .collect()
         })

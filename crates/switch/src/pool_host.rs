@@ -125,7 +125,13 @@ pub(crate) struct Io {
 
 impl Io {
     /// Host `host`'s agent (a worker of `rank`, or job `job`'s PS without) on `sock`.
-    pub(crate) fn new(sock: std::net::UdpSocket, first_hop: SocketAddrV4, host: u32, job: u16, rank: Option<u16>) -> Io {
+    pub(crate) fn new(
+        sock: std::net::UdpSocket,
+        first_hop: SocketAddrV4,
+        host: u32,
+        job: u16,
+        rank: Option<u16>,
+    ) -> Io {
         let report = PoolHostReport {
             host,
             role: if rank.is_some() { "worker" } else { "ps" },
@@ -147,7 +153,14 @@ impl Io {
             send_errors: 0,
             elapsed_s: 0.0,
         };
-        Io { sock, first_hop, rx: udp::RxBatch::new(8), tx: udp::TxQueue::default(), frame: Vec::with_capacity(512), report }
+        Io {
+            sock,
+            first_hop,
+            rx: udp::RxBatch::new(8),
+            tx: udp::TxQueue::default(),
+            frame: Vec::with_capacity(512),
+            report,
+        }
     }
     /// Queues `p` (`ecn`: with an ECN mark, a PS's echo).
     fn queue(&mut self, p: &AggPacket, vals: &mut Values, ecn: bool) {
@@ -163,7 +176,9 @@ impl Io {
         let values = (p.data != NIL).then(|| vals.get(p.data));
         let r = pool_wire::emit(p, values, &mut self.frame);
         vals.release(p.data);
-        r.unwrap_or_else(|e| panic!("host {}: the pool frame cannot carry {p:?}: {e} (a protocol bug)", self.report.host));
+        r.unwrap_or_else(|e| {
+            panic!("host {}: the pool frame cannot carry {p:?}: {e} (a protocol bug)", self.report.host)
+        });
     }
     /// Queues a copy of `p` addressed to child `c` of its job's tree (the leaf's switch).
     fn queue_to_child(&mut self, p: &AggPacket, vals: &mut Values, c: u16) {
@@ -180,7 +195,11 @@ impl Io {
     }
     /// Every datagram waiting, parsed into `vals` with its ECN mark (frames from anyone but the
     /// first hop, and malformed ones, are counted and dropped).
-    fn receive(&mut self, vals: &mut Values, mut on: impl FnMut(AggPacket, bool, &mut Values, &mut PoolHostReport)) -> bool {
+    fn receive(
+        &mut self,
+        vals: &mut Values,
+        mut on: impl FnMut(AggPacket, bool, &mut Values, &mut PoolHostReport),
+    ) -> bool {
         let mut got = false;
         loop {
             let n = self.rx.recv(&self.sock);
@@ -219,14 +238,23 @@ impl Io {
     }
 }
 
-fn run_pool_host(plan: &PoolPlan, host: u32, opts: &PoolHostOptions, shared: &Shared) -> Result<PoolHostReport, String> {
+fn run_pool_host(
+    plan: &PoolPlan,
+    host: u32,
+    opts: &PoolHostOptions,
+    shared: &Shared,
+) -> Result<PoolHostReport, String> {
     let role = plan.role(host);
     let node = plan.fabric.host_nodes.get(host as usize).copied();
-    let sock = node.ok_or_else(|| format!("host: {host} is not a host of the topology ({} hosts)", plan.fabric.num_hosts())).and_then(|n| udp::bind(plan.endpoints.of(n, 0)));
+    let sock = node
+        .ok_or_else(|| format!("host: {host} is not a host of the topology ({} hosts)", plan.fabric.num_hosts()))
+        .and_then(|n| udp::bind(plan.endpoints.of(n, 0)));
     // Every thread reaches the barrier, bound or not, so one failure cannot block the rest.
     shared.barrier.wait();
     let sock = sock?;
-    let role = role.ok_or_else(|| format!("host: {host} is neither a worker nor a parameter server of the scenario's training jobs"))?;
+    let role = role.ok_or_else(|| {
+        format!("host: {host} is neither a worker nor a parameter server of the scenario's training jobs")
+    })?;
     let node = node.expect("checked");
     let (sw, sw_port) = plan.fabric.nodes[node as usize].ports[0];
     let (job, rank) = match role {
@@ -237,14 +265,22 @@ fn run_pool_host(plan: &PoolPlan, host: u32, opts: &PoolHostOptions, shared: &Sh
     match rank {
         Some(r) => worker(plan, job, r, opts, shared, io),
         None => {
-            let ps = plan.parameter_server(job)?.ok_or_else(|| format!("host {host}: job {job} has no parameter server"))?;
+            let ps =
+                plan.parameter_server(job)?.ok_or_else(|| format!("host {host}: job {job} has no parameter server"))?;
             parameter_server(plan, job, ps, opts, shared, &mut io)?;
             Ok(io.report)
         }
     }
 }
 
-fn worker(plan: &PoolPlan, j: u16, rank: u16, opts: &PoolHostOptions, shared: &Shared, mut io: Io) -> Result<PoolHostReport, String> {
+fn worker(
+    plan: &PoolPlan,
+    j: u16,
+    rank: u16,
+    opts: &PoolHostOptions,
+    shared: &Shared,
+    mut io: Io,
+) -> Result<PoolHostReport, String> {
     let job = &plan.jobs[j as usize];
     let n = job.workers.len() as u16;
     let mut vals = Values::new(ELEMS_PER_PACKET as usize);
@@ -254,7 +290,8 @@ fn worker(plan: &PoolPlan, j: u16, rank: u16, opts: &PoolHostOptions, shared: &S
     let mut model = Model { plan, job: j, rank, workers: n, parts: &job.plans[rank as usize] };
     let finished = &shared.finished[j as usize];
     let all_done = || finished.load(Ordering::Acquire) >= n as usize;
-    let stay = Stay { linger: opts.linger, job_done: shared.all_here[j as usize].then_some(&all_done as &dyn Fn() -> bool) };
+    let stay =
+        Stay { linger: opts.linger, job_done: shared.all_here[j as usize].then_some(&all_done as &dyn Fn() -> bool) };
     let ctx = WorkerCtx { job: j, rank, workers: n, epoch, deadline: epoch + opts.timeout, timeout: opts.timeout };
     let bad = drive_worker(&ctx, &mut win, &mut io, &mut vals, &mut model, &stay, || {
         finished.fetch_add(1, Ordering::AcqRel);
@@ -308,7 +345,18 @@ impl Tensor for Model<'_> {
     }
     fn packet(&mut self, s: Send, vals: &mut Values) -> AggPacket {
         let (plan, j) = (self.plan, self.job as usize);
-        gradient_packet(plan.spec.protocol, plan.salt, self.job, self.rank, self.workers, s, self.parts, &plan.jobs[j].model, plan.link_bps, vals)
+        gradient_packet(
+            plan.spec.protocol,
+            plan.salt,
+            self.job,
+            self.rank,
+            self.workers,
+            s,
+            self.parts,
+            &plan.jobs[j].model,
+            plan.link_bps,
+            vals,
+        )
     }
     fn result(&mut self, _psn: u32, p: &AggPacket, vals: &Values) -> bool {
         check_result(p, self.plan.salt, vals)
@@ -338,7 +386,15 @@ pub(crate) struct Stay<'a> {
 /// (a give-up, the deadline). `on_done` runs once, when the last result comes. ACKs and fetches
 /// for wire PSNs outside `t`'s range (a late packet of an earlier tensor) are counted as
 /// misdelivered and dropped.
-pub(crate) fn drive_worker(ctx: &WorkerCtx, win: &mut WorkerWindow, io: &mut Io, vals: &mut Values, t: &mut impl Tensor, stay: &Stay, mut on_done: impl FnMut()) -> Result<u64, String> {
+pub(crate) fn drive_worker(
+    ctx: &WorkerCtx,
+    win: &mut WorkerWindow,
+    io: &mut Io,
+    vals: &mut Values,
+    t: &mut impl Tensor,
+    stay: &Stay,
+    mut on_done: impl FnMut(),
+) -> Result<u64, String> {
     let (j, rank, n) = (ctx.job, ctx.rank, ctx.workers);
     let epoch = ctx.epoch;
     let now_ps = || epoch.elapsed().as_nanos() as u64 * 1000;
@@ -371,7 +427,11 @@ pub(crate) fn drive_worker(ctx: &WorkerCtx, win: &mut WorkerWindow, io: &mut Io,
             if done_at.is_some() {
                 break; // every result is in; the job's other workers report their own errors
             }
-            return Err(format!("host {host} (job {j} worker {rank}): timed out after {:.1} s: {}", ctx.timeout.as_secs_f64(), progress(win, &io.report)));
+            return Err(format!(
+                "host {host} (job {j} worker {rank}): timed out after {:.1} s: {}",
+                ctx.timeout.as_secs_f64(),
+                progress(win, &io.report)
+            ));
         }
         win.set_available(t.available(now));
         if win.timer_ps().is_some_and(|t| t <= now) {
@@ -426,7 +486,11 @@ pub(crate) fn drive_worker(ctx: &WorkerCtx, win: &mut WorkerWindow, io: &mut Io,
 
 fn progress(win: &WorkerWindow, r: &PoolHostReport) -> String {
     let s = win.stats();
-    let why = if r.rx_packets == 0 { "nothing came back (is the switch running?)".to_string() } else { format!("received {} ACKs ({} duplicates)", s.acks, s.duplicate_acks) };
+    let why = if r.rx_packets == 0 {
+        "nothing came back (is the switch running?)".to_string()
+    } else {
+        format!("received {} ACKs ({} duplicates)", s.acks, s.duplicate_acks)
+    };
     format!(
         "{} of {} results missing (lowest PSN {}); sent {} packets, {} retransmissions after {} timeouts, {} reminder notices, {} fetched copies; {why}",
         win.packets() - win.acked(),
@@ -440,12 +504,22 @@ fn progress(win: &WorkerWindow, r: &PoolHostReport) -> String {
     )
 }
 
-fn parameter_server(plan: &PoolPlan, j: u16, mut ps: Ps, opts: &PoolHostOptions, shared: &Shared, io: &mut Io) -> Result<(), String> {
+fn parameter_server(
+    plan: &PoolPlan,
+    j: u16,
+    mut ps: Ps,
+    opts: &PoolHostOptions,
+    shared: &Shared,
+    io: &mut Io,
+) -> Result<(), String> {
     let n = plan.jobs[j as usize].workers.len();
     let epoch = Instant::now();
     let all_done = || shared.all_here[j as usize] && shared.finished[j as usize].load(Ordering::Acquire) >= n;
     // A server: it serves until the deadline; its workers report what is missing.
-    let tree = PsTree { restart_ps: plan.spec.ps_restart_ps, leaves: plan.jobs[j as usize].tree.as_ref().map_or(0, |t| t.leaves.len() as u16) };
+    let tree = PsTree {
+        restart_ps: plan.spec.ps_restart_ps,
+        leaves: plan.jobs[j as usize].tree.as_ref().map_or(0, |t| t.leaves.len() as u16),
+    };
     serve_ps(j, &mut ps, io, epoch, Some(epoch + opts.timeout), tree, |_, _, _| all_done());
     io.report.elapsed_s = epoch.elapsed().as_secs_f64();
     io.report.ps = Some(ps.stats().clone());
@@ -466,7 +540,15 @@ pub(crate) struct PsTree {
 /// Job `j`'s parameter server over `io` (its timers on the clock of `epoch`) until `stop`
 /// (asked every round with the server, its values and when the last packet came) or the
 /// deadline.
-pub(crate) fn serve_ps(j: u16, ps: &mut Ps, io: &mut Io, epoch: Instant, deadline: Option<Instant>, tree: PsTree, mut stop: impl FnMut(&mut Ps, &mut Values, Instant) -> bool) {
+pub(crate) fn serve_ps(
+    j: u16,
+    ps: &mut Ps,
+    io: &mut Io,
+    epoch: Instant,
+    deadline: Option<Instant>,
+    tree: PsTree,
+    mut stop: impl FnMut(&mut Ps, &mut Values, Instant) -> bool,
+) {
     let mut vals = Values::new(ELEMS_PER_PACKET as usize);
     let now_ps = || epoch.elapsed().as_nanos() as u64 * 1000;
     let mut timers: BinaryHeap<Reverse<(u64, u64, u64)>> = BinaryHeap::new();
@@ -477,7 +559,11 @@ pub(crate) fn serve_ps(j: u16, ps: &mut Ps, io: &mut Io, epoch: Instant, deadlin
     let mut mark = false;
     let mut restart_at = tree.restart_ps;
     let leaves = tree.leaves;
-    let mut carry = |out: &mut Vec<PsAction>, vals: &mut Values, io: &mut Io, timers: &mut BinaryHeap<Reverse<(u64, u64, u64)>>, mark: &mut bool| {
+    let mut carry = |out: &mut Vec<PsAction>,
+                     vals: &mut Values,
+                     io: &mut Io,
+                     timers: &mut BinaryHeap<Reverse<(u64, u64, u64)>>,
+                     mark: &mut bool| {
         for a in out.drain(..) {
             match a {
                 PsAction::Send(p) => {

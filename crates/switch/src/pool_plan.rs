@@ -12,7 +12,6 @@
 //! [`reducelab_sim::training_run::check_result`], the simulator's functions; a job's two-level
 //! tree (`aggregation = "tree"`) is the simulator's [`TrainingWorld::job_tree`].
 
-
 use reducelab_ina::fabric::Fabric;
 use reducelab_ina::pool::{Dest, PoolProgram};
 use reducelab_ina::training::{DnnModel, Partition};
@@ -26,7 +25,8 @@ use crate::plan::{EndpointSpec, Endpoints};
 
 /// Whether a scenario's traffic is training jobs (the pool protocols), not in-network allreduces.
 pub fn is_training(text: &str, seed: Option<u64>) -> bool {
-    reducelab_sim::load_scenario_str(text, seed).is_ok_and(|sc| sc.traffic.iter().any(|t| matches!(t, Traffic::Training(_))))
+    reducelab_sim::load_scenario_str(text, seed)
+        .is_ok_and(|sc| sc.traffic.iter().any(|t| matches!(t, Traffic::Training(_))))
 }
 
 /// One job as the hosts and switches of a run see it.
@@ -75,11 +75,20 @@ pub struct PoolPlan {
 impl PoolPlan {
     /// From a scenario's text with one `training` entry (`seed` overrides the scenario's).
     /// Errors name the field.
-    pub fn from_scenario(text: &str, seed: Option<u64>, endpoints: impl Into<EndpointSpec>) -> Result<PoolPlan, String> {
+    pub fn from_scenario(
+        text: &str,
+        seed: Option<u64>,
+        endpoints: impl Into<EndpointSpec>,
+    ) -> Result<PoolPlan, String> {
         let sc = reducelab_sim::load_scenario_str(text, seed).map_err(|e| e.to_string())?;
-        let specs: Vec<&TrainingSpec> = sc.traffic.iter().filter_map(|t| if let Traffic::Training(s) = t { Some(s) } else { None }).collect();
+        let specs: Vec<&TrainingSpec> =
+            sc.traffic.iter().filter_map(|t| if let Traffic::Training(s) = t { Some(s) } else { None }).collect();
         if specs.len() != 1 || sc.traffic.len() != 1 {
-            return Err(format!("traffic: the software switch runs one training entry alone (found {} training entries among {})", specs.len(), sc.traffic.len()));
+            return Err(format!(
+                "traffic: the software switch runs one training entry alone (found {} training entries among {})",
+                specs.len(),
+                sc.traffic.len()
+            ));
         }
         let spec = specs[0].clone();
         let topo = sc.topology.clone();

@@ -88,7 +88,14 @@ impl PoolSession {
     /// Rank `rank` of `ranks` (worker `rank` of the scenario's one training job) of the switch
     /// started from `text` at `endpoints`. `check_first_hop` checks that a switch listens at the
     /// address given (see `Session::open`).
-    pub fn open(text: &str, endpoints: EndpointSpec, ranks: u32, rank: u32, timeout: Duration, check_first_hop: impl Fn(SocketAddrV4, u32, u16, u32) -> Result<(), String>) -> Result<PoolSession, String> {
+    pub fn open(
+        text: &str,
+        endpoints: EndpointSpec,
+        ranks: u32,
+        rank: u32,
+        timeout: Duration,
+        check_first_hop: impl Fn(SocketAddrV4, u32, u16, u32) -> Result<(), String>,
+    ) -> Result<PoolSession, String> {
         let plan = PoolPlan::from_scenario(text, None, endpoints)?;
         match plan.spec.protocol {
             PoolProtocol::SwitchMl | PoolProtocol::Atp => {}
@@ -114,14 +121,27 @@ impl PoolSession {
         let node = plan.fabric.host_nodes[host as usize];
         let (sw, sw_port) = plan.fabric.nodes[node as usize].ports[0];
         check_first_hop(plan.endpoints.of(sw, sw_port), sw, sw_port, rank)?;
-        let sock = udp::bind(plan.endpoints.of(node, 0)).map_err(|e| format!("{e} (another process already runs host {host}?)"))?;
+        let sock = udp::bind(plan.endpoints.of(node, 0))
+            .map_err(|e| format!("{e} (another process already runs host {host}?)"))?;
         let epoch = Instant::now();
         let ps = match (rank, job.ps) {
             (0, Some(ps_host)) => Some(start_ps(&plan, ps_host, epoch)?),
             _ => None,
         };
         let io = Io::new(sock, plan.endpoints.of(sw, sw_port), host, 0, Some(rank as u16));
-        Ok(PoolSession { rank: rank as u16, io, vals: Values::new(ELEMS_PER_PACKET as usize), win: None, next_psn: 0, prev_base: 0, calls: 0, epoch, timeout, ps, plan })
+        Ok(PoolSession {
+            rank: rank as u16,
+            io,
+            vals: Values::new(ELEMS_PER_PACKET as usize),
+            win: None,
+            next_psn: 0,
+            prev_base: 0,
+            calls: 0,
+            epoch,
+            timeout,
+            ps,
+            plan,
+        })
     }
 
     pub fn protocol(&self) -> &'static str {
@@ -155,7 +175,8 @@ impl PoolSession {
             return Ok(Vec::new());
         }
         let per = ELEMS_PER_PACKET as usize;
-        let packets = u32::try_from(data.len().div_ceil(per)).map_err(|_| format!("count: {} elements exceed 2^32 packets", data.len()))?;
+        let packets = u32::try_from(data.len().div_ceil(per))
+            .map_err(|_| format!("count: {} elements exceed 2^32 packets", data.len()))?;
         let base = self.next_psn;
         let Some(next) = base.checked_add(packets) else {
             return Err(format!("count: this call's {packets} packets would pass PSN 2^32 (the session has used {base}); open a new session after restarting the switch"));
@@ -177,11 +198,21 @@ impl PoolSession {
             None => self.win.insert(WorkerWindow::new(packets, job.params)),
         };
         let mut t = AppTensor { plan: &self.plan, rank: self.rank, workers: n, base, data, out: vec![0; data.len()] };
-        let ctx = WorkerCtx { job: 0, rank: self.rank, workers: n, epoch: self.epoch, deadline: Instant::now() + self.timeout, timeout: self.timeout };
+        let ctx = WorkerCtx {
+            job: 0,
+            rank: self.rank,
+            workers: n,
+            epoch: self.epoch,
+            deadline: Instant::now() + self.timeout,
+            timeout: self.timeout,
+        };
         let stay = Stay { linger: Duration::ZERO, job_done: None };
         let bad = drive_worker(&ctx, win, &mut self.io, &mut self.vals, &mut t, &stay, || {}).map_err(|e| {
             let hint = if self.io.report.rx_packets == 0 && call == 0 {
-                format!(" (a {} switch that served an earlier session keeps its PSNs: restart it before a new session)", self.plan.spec.protocol.label())
+                format!(
+                    " (a {} switch that served an earlier session keeps its PSNs: restart it before a new session)",
+                    self.plan.spec.protocol.label()
+                )
             } else {
                 String::new()
             };
@@ -231,7 +262,18 @@ impl Tensor for AppTensor<'_> {
         let wire = Send { psn: self.base + s.psn, ..s };
         // The protocol's fields from the simulator's packet; the values are the application's
         // (a disabled slab: the model's values are not computed).
-        let mut p = gradient_packet(plan.spec.protocol, plan.salt, 0, self.rank, self.workers, wire, &job.plans[self.rank as usize], &job.model, plan.link_bps, &mut Values::new(0));
+        let mut p = gradient_packet(
+            plan.spec.protocol,
+            plan.salt,
+            0,
+            self.rank,
+            self.workers,
+            wire,
+            &job.plans[self.rank as usize],
+            &job.model,
+            plan.link_bps,
+            &mut Values::new(0),
+        );
         p.data = vals.alloc();
         let span = self.span(s.psn);
         p.elems = span.len() as u16;
@@ -242,7 +284,8 @@ impl Tensor for AppTensor<'_> {
     }
     fn result(&mut self, q: u32, p: &AggPacket, vals: &Values) -> bool {
         let span = self.span(q);
-        let fp = (0..self.workers as u32).fold(0u64, |a, r| a.wrapping_add(reducelab_ina::contribution_fp(self.plan.salt, 0, r, p.psn)));
+        let fp = (0..self.workers as u32)
+            .fold(0u64, |a, r| a.wrapping_add(reducelab_ina::contribution_fp(self.plan.salt, 0, r, p.psn)));
         if p.bitmap != full_bitmap(self.workers) || p.fp != fp || p.elems as usize != span.len() {
             return false;
         }
@@ -255,7 +298,9 @@ impl Tensor for AppTensor<'_> {
 fn start_ps(plan: &PoolPlan, ps_host: u32, epoch: Instant) -> Result<PsThread, String> {
     let node = plan.fabric.host_nodes[ps_host as usize];
     let (sw, sw_port) = plan.fabric.nodes[node as usize].ports[0];
-    let sock: UdpSocket = udp::bind(plan.endpoints.of(node, 0)).map_err(|e| format!("{e} (rank 0 runs the job's parameter server, host {ps_host}: another process already runs it?)"))?;
+    let sock: UdpSocket = udp::bind(plan.endpoints.of(node, 0)).map_err(|e| {
+        format!("{e} (rank 0 runs the job's parameter server, host {ps_host}: another process already runs it?)")
+    })?;
     let mut ps = plan.parameter_server(0)?.ok_or("the job has no parameter server")?;
     let mut io = Io::new(sock, plan.endpoints.of(sw, sw_port), ps_host, 0, None);
     // The job's tree, if it has one (DSA's reminders go to each leaf too); a session's PS is not

@@ -207,12 +207,12 @@ impl<'p> PoolSwitch<'p> {
                 udp::poll_readable(&self.socks, wait, &mut ready);
             }
             idle = true;
-            for p in 0..self.socks.len() {
-                if !ready[p] {
+            for (p, is_ready) in ready.iter_mut().enumerate() {
+                if !*is_ready {
                     continue;
                 }
                 let n = rx.recv(&self.socks[p]);
-                ready[p] = n > 0;
+                *is_ready = n > 0;
                 if n > 0 {
                     idle = false;
                     self.batch_now_ps = Some(self.now_ps());
@@ -243,7 +243,15 @@ impl<'p> PoolSwitch<'p> {
                 .shapers
                 .iter()
                 .enumerate()
-                .filter_map(|(p, s)| s.as_ref().map(|s| ShapedPortReport { port: p as u16, rate_bps: s.rate_bps, ecn_bytes: s.ecn_bytes, queue_bytes: s.cap_bytes, stats: s.stats }))
+                .filter_map(|(p, s)| {
+                    s.as_ref().map(|s| ShapedPortReport {
+                        port: p as u16,
+                        rate_bps: s.rate_bps,
+                        ecn_bytes: s.ecn_bytes,
+                        queue_bytes: s.cap_bytes,
+                        stats: s.stats,
+                    })
+                })
                 .collect(),
             program: self.program.as_ref().map(|p| PoolProgramReport {
                 aggregators: p.pool().len(),
@@ -307,7 +315,10 @@ impl<'p> PoolSwitch<'p> {
         // A packet of a job's workers, or (a tree's) one leaf's result up to the root.
         let valid = |p: &AggPacket| {
             let Some(job) = plan.jobs.get(p.job as usize) else { return false };
-            p.workers as usize == job.workers.len() || job.tree.as_ref().is_some_and(|t| p.workers as usize == t.leaves.len() && p.kind == PacketKind::Gradient && p.dst == Dest::Switch)
+            p.workers as usize == job.workers.len()
+                || job.tree.as_ref().is_some_and(|t| {
+                    p.workers as usize == t.leaves.len() && p.kind == PacketKind::Gradient && p.dst == Dest::Switch
+                })
         };
         let mut p = match pool_wire::parse_into(bytes, self.vals.get_mut(slot)) {
             Ok(p) if valid(&p) => p,
@@ -319,7 +330,16 @@ impl<'p> PoolSwitch<'p> {
         };
         p.data = slot;
         if self.trace {
-            eprintln!("{:>12} ns switch {} rx port {port}: {:?} {:?} job {} psn {} bitmap {:#x}", self.now_ps() / 1000, self.node, p.kind, p.dst, p.job, p.psn, p.bitmap);
+            eprintln!(
+                "{:>12} ns switch {} rx port {port}: {:?} {:?} job {} psn {} bitmap {:#x}",
+                self.now_ps() / 1000,
+                self.node,
+                p.kind,
+                p.dst,
+                p.job,
+                p.psn,
+                p.bitmap
+            );
         }
         // The simulator's rule (`switch_actions`): what the program forwards keeps the arriving
         // packet's mark, what it emits starts unmarked.
@@ -355,7 +375,13 @@ impl<'p> PoolSwitch<'p> {
                         self.malformed_at_leaf += 1;
                         return;
                     };
-                    self.program.as_mut().expect("a leaf program").on_packet(now, port, local, &mut self.vals, &mut self.actions);
+                    self.program.as_mut().expect("a leaf program").on_packet(
+                        now,
+                        port,
+                        local,
+                        &mut self.vals,
+                        &mut self.actions,
+                    );
                     return self.carry_out(ecn, Some(p));
                 }
             }
@@ -456,7 +482,16 @@ impl<'p> PoolSwitch<'p> {
         }
         let fate = self.faults[port as usize].fate();
         if self.trace {
-            eprintln!("{:>12} ns switch {} tx port {port}: {:?} {:?} job {} psn {} bitmap {:#x} fate {fate:?}", self.now_ps() / 1000, self.node, p.kind, p.dst, p.job, p.psn, p.bitmap);
+            eprintln!(
+                "{:>12} ns switch {} tx port {port}: {:?} {:?} job {} psn {} bitmap {:#x} fate {fate:?}",
+                self.now_ps() / 1000,
+                self.node,
+                p.kind,
+                p.dst,
+                p.job,
+                p.psn,
+                p.bitmap
+            );
         }
         match fate {
             Fate::Drop => self.counters.fault_dropped += 1,
@@ -472,7 +507,12 @@ impl<'p> PoolSwitch<'p> {
                     } else {
                         self.counters.fault_held += 1;
                         self.seq += 1;
-                        self.held.push(Reverse(Held { due: Instant::now() + hold, seq: self.seq, port, bytes: self.frame.clone() }));
+                        self.held.push(Reverse(Held {
+                            due: Instant::now() + hold,
+                            seq: self.seq,
+                            port,
+                            bytes: self.frame.clone(),
+                        }));
                     }
                 }
             }

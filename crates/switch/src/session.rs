@@ -50,7 +50,13 @@ struct CanarySession {
 /// if this process can bind that address, it is on this machine and no switch holds it. (A
 /// switch on another machine, with an endpoints file, cannot be checked this way: its address
 /// does not bind here.)
-fn check_first_hop(endpoints: &EndpointSpec, first_hop: SocketAddrV4, sw: u32, sw_port: u16, rank: u32) -> Result<(), String> {
+fn check_first_hop(
+    endpoints: &EndpointSpec,
+    first_hop: SocketAddrV4,
+    sw: u32,
+    sw_port: u16,
+    rank: u32,
+) -> Result<(), String> {
     if UdpSocket::bind(first_hop).is_ok() {
         return Err(format!(
             "no switch: nothing listens at {first_hop} (port {sw_port} of switch node {sw}, host {rank}'s first hop); start the switch first: reducelab switch switch --scenario FILE --node {sw} {}",
@@ -68,11 +74,19 @@ impl Session {
     /// host's first hop; binds this host's socket. The caller makes sure every rank has opened
     /// before any rank's first allreduce (a barrier), so that no packet reaches an unbound
     /// socket. `opts.timeout` limits each call.
-    pub fn open(scenario: &str, endpoints: impl Into<EndpointSpec>, ranks: u32, rank: u32, opts: HostOptions) -> Result<Session, String> {
+    pub fn open(
+        scenario: &str,
+        endpoints: impl Into<EndpointSpec>,
+        ranks: u32,
+        rank: u32,
+        opts: HostOptions,
+    ) -> Result<Session, String> {
         let endpoints = endpoints.into();
         if crate::pool_plan::is_training(scenario, None) {
             let ep = endpoints.clone();
-            let pool = PoolSession::open(scenario, endpoints, ranks, rank, opts.timeout, |addr, sw, port, r| check_first_hop(&ep, addr, sw, port, r))?;
+            let pool = PoolSession::open(scenario, endpoints, ranks, rank, opts.timeout, |addr, sw, port, r| {
+                check_first_hop(&ep, addr, sw, port, r)
+            })?;
             return Ok(Session { inner: Inner::Pool(Box::new(pool)) });
         }
         let plan = Plan::from_scenario(scenario, None, endpoints.clone())?;
@@ -90,9 +104,21 @@ impl Session {
         let node = plan.fabric.host_nodes[rank as usize];
         let (sw, sw_port) = plan.fabric.nodes[node as usize].ports[0];
         check_first_hop(&endpoints, plan.endpoints.of(sw, sw_port), sw, sw_port, rank)?;
-        let sock = udp::bind(plan.endpoints.of(node, 0)).map_err(|e| format!("{e} (another process already runs host {rank}?)"))?;
+        let sock = udp::bind(plan.endpoints.of(node, 0))
+            .map_err(|e| format!("{e} (another process already runs host {rank}?)"))?;
         let opts = HostOptions { protocol_linger: false, ..opts };
-        Ok(Session { inner: Inner::Canary(Box::new(CanarySession { plan, ranks, rank, sock, calls: 0, stash: Vec::new(), rxb: udp::RxBatch::new(8), opts })) })
+        Ok(Session {
+            inner: Inner::Canary(Box::new(CanarySession {
+                plan,
+                ranks,
+                rank,
+                sock,
+                calls: 0,
+                stash: Vec::new(),
+                rxb: udp::RxBatch::new(8),
+                opts,
+            })),
+        })
     }
 
     /// The protocol the switch runs: `canary`, `switchml` or `atp`.
@@ -145,7 +171,10 @@ impl Session {
             return Ok(Vec::new());
         }
         if let Some(i) = data.iter().position(|x| !x.is_finite()) {
-            return Err(format!("data: element {i} is {}; the switch adds fixed-point numbers, which have no NaN or infinity", data[i]));
+            return Err(format!(
+                "data: element {i} is {}; the switch adds fixed-point numbers, which have no NaN or infinity",
+                data[i]
+            ));
         }
         let mut onehot = vec![0i32; EXPONENT_SLOTS];
         if let Some(e) = FixedPoint::max_exponent(data) {
@@ -170,7 +199,8 @@ impl CanarySession {
         self.calls += 1;
         let salt = self.plan.colls[0].salt;
         let epp = self.plan.specs[0].elems_per_packet;
-        let coll = Collective::new(tenant, (0..self.ranks).collect(), data.len() as u64 * 4, epp, salt, false).map_err(|e| format!("count: {e}"))?;
+        let coll = Collective::new(tenant, (0..self.ranks).collect(), data.len() as u64 * 4, epp, salt, false)
+            .map_err(|e| format!("count: {e}"))?;
         run_own(&self.plan, self.rank, &self.opts, &self.sock, coll, data, &mut self.stash, &mut self.rxb)
     }
 }

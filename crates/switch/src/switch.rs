@@ -249,12 +249,12 @@ impl<'p> Switch<'p> {
             // While busy, only the sockets that had datagrams last turn are read again (one
             // system call each); the others wait for the next ppoll, which is level-triggered.
             idle = true;
-            for p in 0..self.socks.len() {
-                if !ready[p] {
+            for (p, is_ready) in ready.iter_mut().enumerate() {
+                if !*is_ready {
                     continue;
                 }
                 let n = rx.recv(&self.socks[p]);
-                ready[p] = n > 0;
+                *is_ready = n > 0;
                 if n > 0 {
                     idle = false;
                     self.now = self.now_ps();
@@ -332,7 +332,11 @@ impl<'p> Switch<'p> {
                     Ok(()) => hdr,
                     Err(e) => {
                         if self.counters.malformed == 0 {
-                            eprintln!("switch {}: a malformed {} payload (dropped, counted): {e}", self.node, proto.label());
+                            eprintln!(
+                                "switch {}: a malformed {} payload (dropped, counted): {e}",
+                                self.node,
+                                proto.label()
+                            );
                         }
                         self.counters.malformed += 1;
                         return;
@@ -355,7 +359,16 @@ impl<'p> Switch<'p> {
             }
         };
         if self.trace {
-            eprintln!("{:>12} ns switch {} rx port {port}: {:?} {:?} id {:#x} counter {} src {}", self.now_ps() / 1000, self.node, hdr.kind, hdr.dst, hdr.id, hdr.counter, hdr.src);
+            eprintln!(
+                "{:>12} ns switch {} rx port {port}: {:?} {:?} id {:#x} counter {} src {}",
+                self.now_ps() / 1000,
+                self.node,
+                hdr.kind,
+                hdr.dst,
+                hdr.id,
+                hdr.counter,
+                hdr.src
+            );
         }
         let for_me = hdr.dst == Addr::FirstHop || self.plan.dst_node(hdr.dst) == Some(self.node);
         if for_me || (hdr.intercepted() && self.program.is_some()) {
@@ -426,7 +439,16 @@ impl<'p> Switch<'p> {
         }
         let fate = self.faults[port as usize].fate();
         if self.trace {
-            eprintln!("{:>12} ns switch {} tx port {port}: {:?} {:?} id {:#x} counter {} src {} fate {fate:?}", self.now_ps() / 1000, self.node, hdr.kind, hdr.dst, hdr.id, hdr.counter, hdr.src);
+            eprintln!(
+                "{:>12} ns switch {} tx port {port}: {:?} {:?} id {:#x} counter {} src {} fate {fate:?}",
+                self.now_ps() / 1000,
+                self.node,
+                hdr.kind,
+                hdr.dst,
+                hdr.id,
+                hdr.counter,
+                hdr.src
+            );
         }
         let q = &mut self.tx[port as usize];
         match fate {
@@ -447,7 +469,12 @@ impl<'p> Switch<'p> {
                     for _ in 0..copies {
                         self.counters.fault_held += 1;
                         self.seq += 1;
-                        self.held.push(Reverse(Held { due: Instant::now() + hold, seq: self.seq, port, bytes: bytes.clone() }));
+                        self.held.push(Reverse(Held {
+                            due: Instant::now() + hold,
+                            seq: self.seq,
+                            port,
+                            bytes: bytes.clone(),
+                        }));
                     }
                 }
             }

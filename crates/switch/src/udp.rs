@@ -44,14 +44,30 @@ pub fn gso_enabled() -> bool {
         let Ok(s) = UdpSocket::bind("127.0.0.1:0") else { return false };
         let v: libc::c_int = 0;
         // SAFETY: a valid socket fd and a pointer to a c_int of the size passed.
-        let r = unsafe { libc::setsockopt(s.as_raw_fd(), SOL_UDP, UDP_SEGMENT, &v as *const libc::c_int as *const libc::c_void, std::mem::size_of::<libc::c_int>() as libc::socklen_t) };
+        let r = unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                SOL_UDP,
+                UDP_SEGMENT,
+                &v as *const libc::c_int as *const libc::c_void,
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
         r == 0
     })
 }
 
 fn setsockopt_int(s: &UdpSocket, level: libc::c_int, opt: libc::c_int, v: libc::c_int) -> bool {
     // SAFETY: a valid socket fd and a pointer to a c_int of the size passed.
-    unsafe { libc::setsockopt(s.as_raw_fd(), level, opt, &v as *const libc::c_int as *const libc::c_void, std::mem::size_of::<libc::c_int>() as libc::socklen_t) == 0 }
+    unsafe {
+        libc::setsockopt(
+            s.as_raw_fd(),
+            level,
+            opt,
+            &v as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        ) == 0
+    }
 }
 
 /// A non-blocking UDP socket bound to `addr` with large buffers and (where enabled) UDP GRO.
@@ -70,9 +86,13 @@ pub fn bind(addr: SocketAddrV4) -> Result<UdpSocket, String> {
 /// Waits until one of `socks` is readable or `timeout` passes; returns a readiness flag per
 /// socket (all false on timeout or interruption).
 pub fn poll_readable<S: std::borrow::Borrow<UdpSocket>>(socks: &[S], timeout: Duration, ready: &mut Vec<bool>) {
-    let mut fds: Vec<libc::pollfd> = socks.iter().map(|s| libc::pollfd { fd: s.borrow().as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
+    let mut fds: Vec<libc::pollfd> =
+        socks.iter().map(|s| libc::pollfd { fd: s.borrow().as_raw_fd(), events: libc::POLLIN, revents: 0 }).collect();
     // ppoll: nanosecond timeouts, so microsecond switch timers are not rounded up to 1 ms.
-    let ts = libc::timespec { tv_sec: timeout.as_secs().min(86_400) as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(86_400) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
     // SAFETY: `fds` is a valid array of `fds.len()` pollfd structs; `ts` outlives the call.
     let n = unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &ts, std::ptr::null()) };
     ready.clear();
@@ -133,7 +153,10 @@ impl RxBatch {
     pub fn recv(&mut self, sock: &UdpSocket) -> usize {
         let n = self.msgs.len();
         for i in 0..n {
-            self.iov[i] = libc::iovec { iov_base: self.bufs[i * SLOT_BYTES..].as_mut_ptr() as *mut libc::c_void, iov_len: SLOT_BYTES };
+            self.iov[i] = libc::iovec {
+                iov_base: self.bufs[i * SLOT_BYTES..].as_mut_ptr() as *mut libc::c_void,
+                iov_len: SLOT_BYTES,
+            };
             let h = &mut self.msgs[i].msg_hdr;
             h.msg_name = &mut self.names[i] as *mut libc::sockaddr_in as *mut libc::c_void;
             h.msg_namelen = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
@@ -145,7 +168,15 @@ impl RxBatch {
         }
         // SAFETY: every mmsghdr points at a live iovec, buffer slot, sockaddr and control
         // buffer of this batch.
-        let got = unsafe { libc::recvmmsg(sock.as_raw_fd(), self.msgs.as_mut_ptr(), n as libc::c_uint, libc::MSG_DONTWAIT, std::ptr::null_mut()) };
+        let got = unsafe {
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                self.msgs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+            )
+        };
         self.count = got.max(0) as usize;
         for i in 0..self.count {
             let len = (self.msgs[i].msg_len as usize).min(SLOT_BYTES);
@@ -265,7 +296,10 @@ impl TxQueue {
                 }
             }
             let end = self.ends[j - 1];
-            self.iov.push(libc::iovec { iov_base: self.bytes[start..].as_mut_ptr() as *mut libc::c_void, iov_len: end - start });
+            self.iov.push(libc::iovec {
+                iov_base: self.bytes[start..].as_mut_ptr() as *mut libc::c_void,
+                iov_len: end - start,
+            });
             self.frames.push(j - i);
             self.segs.push(seg as u16);
             start = end;
@@ -299,7 +333,14 @@ impl TxQueue {
         while done < m {
             // SAFETY: the remaining mmsghdrs point at live iovecs into `self.bytes`, their
             // control buffers and `name`.
-            let r = unsafe { libc::sendmmsg(sock.as_raw_fd(), self.msgs[done..].as_mut_ptr(), (m - done) as libc::c_uint, libc::MSG_DONTWAIT) };
+            let r = unsafe {
+                libc::sendmmsg(
+                    sock.as_raw_fd(),
+                    self.msgs[done..].as_mut_ptr(),
+                    (m - done) as libc::c_uint,
+                    libc::MSG_DONTWAIT,
+                )
+            };
             if r <= 0 {
                 // The first remaining message is refused: drop it and go on with the rest.
                 failed += self.frames[done] as u64;

@@ -16,7 +16,8 @@ fn pool_bench_runs_each_protocol_verified_with_every_packet_counted() {
     assert_eq!(psns, 252);
     for (k, proto) in ["switchml", "atp", "dsa"].into_iter().enumerate() {
         let workers = 4;
-        let m = measure_pool(workers, bytes, proto, Ipv4Addr::new(127, 79, k as u8 + 1, 1), 47000).unwrap_or_else(|e| panic!("{proto}: {e}"));
+        let m = measure_pool(workers, bytes, proto, Ipv4Addr::new(127, 79, k as u8 + 1, 1), 47000)
+            .unwrap_or_else(|e| panic!("{proto}: {e}"));
         assert_eq!(m.verified_workers, workers, "{proto}");
         // The size is the parameter: each worker's epoch is the requested bytes in whole packets.
         assert_eq!(m.psns, psns, "{proto}");
@@ -24,8 +25,17 @@ fn pool_bench_runs_each_protocol_verified_with_every_packet_counted() {
         // Every worker sends every PSN through the switch at least once (ATP's and DSA's PS
         // traffic and retransmissions come on top); the hosts sent every packet it received
         // (the switch receives nothing else on loopback).
-        assert!(m.switch_packets >= workers as u64 * psns as u64, "{proto}: the switch saw {} packets, fewer than {workers} × {psns}", m.switch_packets);
-        assert!(m.switch_packets <= m.host_tx_packets, "{proto}: switch received {} > hosts sent {}", m.switch_packets, m.host_tx_packets);
+        assert!(
+            m.switch_packets >= workers as u64 * psns as u64,
+            "{proto}: the switch saw {} packets, fewer than {workers} × {psns}",
+            m.switch_packets
+        );
+        assert!(
+            m.switch_packets <= m.host_tx_packets,
+            "{proto}: switch received {} > hosts sent {}",
+            m.switch_packets,
+            m.host_tx_packets
+        );
         assert!(m.switch_cpu_s > 0.0 && m.slowest_s > 0.0 && m.slowest_s.is_finite(), "{proto}: {m:?}");
     }
 }

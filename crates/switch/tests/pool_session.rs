@@ -70,7 +70,15 @@ fn sequence(seed: u64, calls: usize, ranks: usize, slots: u64) -> Vec<Call> {
                 _ => 62 * slots * (1 + g.below(3)) + g.below(200),
             } as usize;
             if g.below(3) == 0 {
-                Call::Float((0..ranks).map(|_| (0..n).map(|_| ((g.next() >> 40) as f32 - 8388608.0) * 2f32.powi(g.below(20) as i32 - 30)).collect()).collect())
+                Call::Float(
+                    (0..ranks)
+                        .map(|_| {
+                            (0..n)
+                                .map(|_| ((g.next() >> 40) as f32 - 8388608.0) * 2f32.powi(g.below(20) as i32 - 30))
+                                .collect()
+                        })
+                        .collect(),
+                )
             } else {
                 Call::Int((0..ranks).map(|_| (0..n).map(|_| g.next() as i32).collect()).collect())
             }
@@ -78,12 +86,16 @@ fn sequence(seed: u64, calls: usize, ranks: usize, slots: u64) -> Vec<Call> {
         .collect()
 }
 
+/// One rank's results of a sequence of calls (as bit patterns; it stops at the first error) and
+/// its counters.
+type RankOutcome = (Vec<Result<Vec<u32>, String>>, Option<PoolHostReport>);
+
 /// Runs `seq` on `ranks` sessions (threads) through the switch of `s`; checks every rank's every
 /// result exactly. Returns every rank's counters.
 fn run_sequence(s: &Setup, ranks: u32, seq: &[Call], timeout_s: f64) -> Vec<PoolHostReport> {
     let opts = HostOptions { timeout: Duration::from_secs_f64(timeout_s), ..HostOptions::default() };
     let barrier = Barrier::new(ranks as usize);
-    let results: Vec<(Vec<Result<Vec<u32>, String>>, Option<PoolHostReport>)> = std::thread::scope(|sc| {
+    let results: Vec<RankOutcome> = std::thread::scope(|sc| {
         let hs: Vec<_> = (0..ranks)
             .map(|r| {
                 let (opts, barrier) = (opts.clone(), &barrier);
@@ -95,8 +107,12 @@ fn run_sequence(s: &Setup, ranks: u32, seq: &[Call], timeout_s: f64) -> Vec<Pool
                     let mut out = Vec::new();
                     for call in seq {
                         let got = match call {
-                            Call::Int(v) => sess.allreduce_i32(v[r as usize].clone()).map(|x| x.into_iter().map(|y| y as u32).collect()),
-                            Call::Float(v) => sess.allreduce_f32(&v[r as usize]).map(|x| x.into_iter().map(f32::to_bits).collect()),
+                            Call::Int(v) => sess
+                                .allreduce_i32(v[r as usize].clone())
+                                .map(|x| x.into_iter().map(|y| y as u32).collect()),
+                            Call::Float(v) => {
+                                sess.allreduce_f32(&v[r as usize]).map(|x| x.into_iter().map(f32::to_bits).collect())
+                            }
                         };
                         let stop = got.is_err();
                         out.push(got);
@@ -118,7 +134,12 @@ fn run_sequence(s: &Setup, ranks: u32, seq: &[Call], timeout_s: f64) -> Vec<Pool
         for (r, (res, _)) in results.iter().enumerate() {
             let got = res.get(k).unwrap_or_else(|| panic!("rank {r} stopped before call {k}: {:?}", res.last()));
             let got = got.as_ref().unwrap_or_else(|e| panic!("rank {r}, call {k}: {e}"));
-            assert!(got == &want, "rank {r}, call {k} ({} elements): differs from the exact sum at element {:?}", want.len(), got.iter().zip(&want).position(|(a, b)| a != b));
+            assert!(
+                got == &want,
+                "rank {r}, call {k} ({} elements): differs from the exact sum at element {:?}",
+                want.len(),
+                got.iter().zip(&want).position(|(a, b)| a != b)
+            );
         }
     }
     results.into_iter().map(|(_, rep)| rep.expect("a pool session")).collect()
@@ -158,21 +179,36 @@ fn switchml_and_atp_sessions_sum_random_calls_exactly() {
 fn pool_sessions_sum_exactly_under_loss_duplication_and_reordering() {
     for (i, p) in ["switchml", "atp"].iter().enumerate() {
         let s = Setup::new(&format!("session-faults-{p}"), 20 + i as u8, scenario(p, 4, 16, 5_000));
-        let sw = s.switch(s.plan().jobs[0].switch, &["--fault", "loss=0.05,dup=0.05,reorder=0.1,reorder_us=20000", "--fault-seed", &(5 + i).to_string()]);
+        let sw = s.switch(
+            s.plan().jobs[0].switch,
+            &["--fault", "loss=0.05,dup=0.05,reorder=0.1,reorder_us=20000", "--fault-seed", &(5 + i).to_string()],
+        );
         let seq = sequence(200 + i as u64, 10, 4, 8);
         let ranks = run_sequence(&s, 4, &seq, 30.0);
         let report = sw.stop();
         // Late and duplicated packets of earlier calls reached the ranks during later calls and
         // were dropped (their PSNs are outside the call's range), not added in.
         let late: u64 = ranks.iter().map(|r| r.misdelivered).sum();
-        eprintln!("{p}: packets outside the current call's PSNs, dropped by the ranks: {:?}; switch: {}", ranks.iter().map(|r| r.misdelivered).collect::<Vec<_>>(), program_stats(&report));
+        eprintln!(
+            "{p}: packets outside the current call's PSNs, dropped by the ranks: {:?}; switch: {}",
+            ranks.iter().map(|r| r.misdelivered).collect::<Vec<_>>(),
+            program_stats(&report)
+        );
         assert!(late > 0, "{p}: no late packet of an earlier call reached a rank: {ranks:?}");
         assert!(ranks.iter().all(|r| r.malformed == 0 && r.bad_results == 0), "{p}: {ranks:?}");
         let d = &report["data_plane"];
-        assert!(d["fault_dropped"].as_u64().unwrap() > 0 && d["fault_duplicated"].as_u64().unwrap() > 0 && d["fault_held"].as_u64().unwrap() > 0, "{p}: {report}");
+        assert!(
+            d["fault_dropped"].as_u64().unwrap() > 0
+                && d["fault_duplicated"].as_u64().unwrap() > 0
+                && d["fault_held"].as_u64().unwrap() > 0,
+            "{p}: {report}"
+        );
         if *p == "switchml" {
             let st = program_stats(&report);
-            assert!(st["results_resent"].as_u64().unwrap() + st["duplicates"].as_u64().unwrap() > 0, "{p}: the faults reached the program: {report}");
+            assert!(
+                st["results_resent"].as_u64().unwrap() + st["duplicates"].as_u64().unwrap() > 0,
+                "{p}: the faults reached the program: {report}"
+            );
         }
     }
 }
@@ -249,7 +285,10 @@ fn a_second_switchml_session_without_a_switch_restart_fails_with_the_reason() {
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     for e in errs {
-        assert!(e.starts_with("call 0 (100 elements, PSNs 0..2): host ") && e.contains("restart it before a new session"), "{e}");
+        assert!(
+            e.starts_with("call 0 (100 elements, PSNs 0..2): host ") && e.contains("restart it before a new session"),
+            "{e}"
+        );
     }
     let report = sw.stop();
     assert!(program_stats(&report)["stale"].as_u64().unwrap() > 0, "{report}");

@@ -51,7 +51,7 @@ impl Net {
     }
     fn finish(self, name: String, shape: Shape) -> Result<Topology, TopoError> {
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.ports.iter().any(|p| *p == UNSET) {
+            if n.ports.contains(&UNSET) {
                 return err("ports", format!("node {i} has an unconnected port (builder bug)"));
             }
         }
@@ -170,7 +170,12 @@ pub fn fat_tree_2level(
 /// Edge ports: hosts first, then agg `j` of its pod on port `hosts_per_edge + j`. Agg ports:
 /// edge `i` of its pod on port `i`, then core `j·k/2 + c` on port `k/2 + c` for agg `j`. Core
 /// port `p` goes to pod `p`. `k=16, hosts_per_edge=8` is the 1024-host htsim comparison network.
-pub fn fat_tree_3level(k: u32, hosts_per_edge: u32, host_link: LinkParams, net_link: LinkParams) -> Result<Topology, TopoError> {
+pub fn fat_tree_3level(
+    k: u32,
+    hosts_per_edge: u32,
+    host_link: LinkParams,
+    net_link: LinkParams,
+) -> Result<Topology, TopoError> {
     if k < 2 || k % 2 != 0 {
         return err("k", format!("must be an even number ≥ 2, got {k}"));
     }

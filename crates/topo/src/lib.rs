@@ -87,18 +87,42 @@ pub struct Link {
 /// Structure the builder knew; used by structural routing and reports.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub enum Shape {
-    Star { hosts: u32 },
-    FatTree2 { leaves: u32, hosts_per_leaf: u32, spines: u32, links_per_spine: u32 },
-    FatTree3 { k: u32, hosts_per_edge: u32 },
+    Star {
+        hosts: u32,
+    },
+    FatTree2 {
+        leaves: u32,
+        hosts_per_leaf: u32,
+        spines: u32,
+        links_per_spine: u32,
+    },
+    FatTree3 {
+        k: u32,
+        hosts_per_edge: u32,
+    },
     /// Dimension 0 varies fastest in the rank → coordinate mapping. Ports `2i`/`2i+1` go to
     /// the `+1`/`-1` neighbour in dimension `i`.
-    Torus { dims: Vec<u32> },
+    Torus {
+        dims: Vec<u32>,
+    },
     /// Every node is linked to every other node sharing all coordinates but one.
-    HyperX { dims: Vec<u32> },
+    HyperX {
+        dims: Vec<u32>,
+    },
     /// `board_x × board_y` mesh boards arranged in a `grid_x × grid_y` grid; the board-edge
     /// ports of each global row and column go to one row/column switch.
-    HammingMesh { board_x: u32, board_y: u32, grid_x: u32, grid_y: u32 },
-    Dragonfly { groups: u32, routers_per_group: u32, hosts_per_router: u32, global_per_router: u32 },
+    HammingMesh {
+        board_x: u32,
+        board_y: u32,
+        grid_x: u32,
+        grid_y: u32,
+    },
+    Dragonfly {
+        groups: u32,
+        routers_per_group: u32,
+        hosts_per_router: u32,
+        global_per_router: u32,
+    },
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -81,7 +81,13 @@ impl MinimalRoutes {
                 }
                 let (l, hpl, s, c) = (leaves as u64, hosts_per_leaf as u64, spines as u64, links_per_spine as u64);
                 let up_ports = spines.checked_mul(links_per_spine)?;
-                let ft = FatTree2 { leaf_block: hosts_per_leaf.checked_add(1)?, leaves, hosts_per_leaf, up_ports, links_per_spine };
+                let ft = FatTree2 {
+                    leaf_block: hosts_per_leaf.checked_add(1)?,
+                    leaves,
+                    hosts_per_leaf,
+                    up_ports,
+                    links_per_spine,
+                };
                 (l * (hpl + 1) + s, l * hpl + l * s * c, Kind::FatTree2(ft))
             }
             Shape::FatTree3 { k, hosts_per_edge } => {
@@ -95,11 +101,17 @@ impl MinimalRoutes {
                 (k * (h * (e + 1) + h) + h * h, k * h * e + 2 * k * h * h, Kind::FatTree3(ft))
             }
             Shape::Dragonfly { groups, routers_per_group, hosts_per_router, global_per_router } => {
-                let (g, a, p, h) = (groups as u64, routers_per_group as u64, hosts_per_router as u64, global_per_router as u64);
+                let (g, a, p, h) =
+                    (groups as u64, routers_per_group as u64, hosts_per_router as u64, global_per_router as u64);
                 if g == 0 || a == 0 || p == 0 || (g > 1 && a * h + 1 < g) {
                     return None;
                 }
-                let df = Dragonfly { groups, routers: routers_per_group, hosts: hosts_per_router, globals: global_per_router };
+                let df = Dragonfly {
+                    groups,
+                    routers: routers_per_group,
+                    hosts: hosts_per_router,
+                    globals: global_per_router,
+                };
                 (g * a * (p + 1), g * a * p + g * a * (a - 1) / 2 + g * (g - 1) / 2, Kind::Dragonfly(df))
             }
             Shape::HammingMesh { board_x, board_y, grid_x, grid_y } => {
@@ -109,7 +121,8 @@ impl MinimalRoutes {
                 let (w, h) = (board_x as u64 * grid_x as u64, board_y as u64 * grid_y as u64);
                 // Board links, plus two switch links per board edge in each row and column.
                 let board = (board_x as u64 - 1) * grid_x as u64 * h + (board_y as u64 - 1) * grid_y as u64 * w;
-                let hm = HammingMesh { board_x, board_y, width: u32::try_from(w).ok()?, height: u32::try_from(h).ok()? };
+                let hm =
+                    HammingMesh { board_x, board_y, width: u32::try_from(w).ok()?, height: u32::try_from(h).ok()? };
                 (w * h + w + h, board + 2 * grid_x as u64 * h + 2 * grid_y as u64 * w, Kind::HammingMesh(hm))
             }
             Shape::Torus { .. } | Shape::HyperX { .. } => return None,
@@ -140,7 +153,10 @@ impl MinimalRoutes {
                 if dv != 0 && dv != u32::MAX {
                     for (pi, p) in topo.nodes[v].ports.iter().enumerate() {
                         let w = p.peer;
-                        if alive_l(p.link) && dist[w.idx()].wrapping_add(1) == dv && (w == dst || topo.nodes[w.idx()].forwards) {
+                        if alive_l(p.link)
+                            && dist[w.idx()].wrapping_add(1) == dv
+                            && (w == dst || topo.nodes[w.idx()].forwards)
+                        {
                             scratch.push(pi as u16);
                         }
                     }
@@ -448,7 +464,8 @@ impl Dragonfly {
     /// links to `g` and to `tg` leave from the same router.
     fn two_globals(&self, (g, r): (u32, u32), (tg, reach): (u32, (u32, u32))) -> bool {
         let (lo, hi) = self.global_groups(g, r);
-        (lo.max(reach.0)..hi.min(reach.1)).any(|mid| mid != g && mid != tg && self.gateway(mid, g) == self.gateway(mid, tg))
+        (lo.max(reach.0)..hi.min(reach.1))
+            .any(|mid| mid != g && mid != tg && self.gateway(mid, g) == self.gateway(mid, tg))
     }
 
     /// Whether router `(g, r)` is at most `limit` router hops from router `(tg, tr)`, which

@@ -37,7 +37,12 @@ fn check_same_as_bfs(t: &Topology) -> usize {
     if !dim_ordered {
         for &s in &t.hosts {
             for d in 0..t.num_hosts() as u32 {
-                assert_eq!(fast.path(t, s, d).nodes, reference.path(t, s, d).nodes, "{}: path {s:?} to host {d}", t.name);
+                assert_eq!(
+                    fast.path(t, s, d).nodes,
+                    reference.path(t, s, d).nodes,
+                    "{}: path {s:?} to host {d}",
+                    t.name
+                );
             }
         }
     }
@@ -48,7 +53,8 @@ fn check_same_as_bfs(t: &Topology) -> usize {
 /// list); the other topologies do not claim one.
 #[test]
 fn runs_exist_exactly_for_stars_and_fat_trees() {
-    let with = [star(5, L).unwrap(), fat_tree_2level(4, 3, 2, 1, None, L, L).unwrap(), fat_tree_3level(4, 2, L, L).unwrap()];
+    let with =
+        [star(5, L).unwrap(), fat_tree_2level(4, 3, 2, 1, None, L, L).unwrap(), fat_tree_3level(4, 2, L, L).unwrap()];
     for t in &with {
         let r = MinimalRoutes::new(t);
         for v in 0..t.nodes.len() as u32 {
@@ -57,7 +63,8 @@ fn runs_exist_exactly_for_stars_and_fat_trees() {
             }
         }
     }
-    let without = [torus(&[4, 4], L).unwrap(), dragonfly(9, 4, 2, 2, L, L, L).unwrap(), hammingmesh(2, 2, 2, 2, L, L).unwrap()];
+    let without =
+        [torus(&[4, 4], L).unwrap(), dragonfly(9, 4, 2, 2, L, L, L).unwrap(), hammingmesh(2, 2, 2, 2, L, L).unwrap()];
     for t in &without {
         assert_eq!(MinimalRoutes::new(t).candidate_run(NodeId(0), 1), None, "{}", t.name);
     }

@@ -95,7 +95,13 @@ pub struct DcqcnSender {
 impl DcqcnSender {
     pub fn new(packets: u32, p: DcqcnParams) -> DcqcnSender {
         assert!(packets > 0 && p.line_rate_bps > 0 && p.min_rate_bps > 0 && p.min_rate_bps <= p.line_rate_bps);
-        assert!(p.g > 0.0 && p.g <= 1.0 && p.alpha_interval_ps > 0 && p.increase_interval_ps > 0 && p.byte_counter_bytes > 0);
+        assert!(
+            p.g > 0.0
+                && p.g <= 1.0
+                && p.alpha_interval_ps > 0
+                && p.increase_interval_ps > 0
+                && p.byte_counter_bytes > 0
+        );
         DcqcnSender {
             packets,
             next: 0,
@@ -273,7 +279,14 @@ pub struct DcqcnReceiver {
 
 impl DcqcnReceiver {
     pub fn new(packets: u32, cnp_interval_ps: u64) -> DcqcnReceiver {
-        DcqcnReceiver { packets, got: Bitset::new(packets), received: 0, cnp_interval_ps, last_cnp_ps: None, stats: ReceiverStats::default() }
+        DcqcnReceiver {
+            packets,
+            got: Bitset::new(packets),
+            received: 0,
+            cnp_interval_ps,
+            last_cnp_ps: None,
+            stats: ReceiverStats::default(),
+        }
     }
     pub fn is_complete(&self) -> bool {
         self.received == self.packets
@@ -452,7 +465,8 @@ mod tests {
             x % n
         };
         for case in 0..200 {
-            let p = DcqcnParams { byte_counter_bytes: 1 + rnd(100_000), fast_recovery_steps: rnd(6) as u32, ..params() };
+            let p =
+                DcqcnParams { byte_counter_bytes: 1 + rnd(100_000), fast_recovery_steps: rnd(6) as u32, ..params() };
             let n = 1 + rnd(2000) as u32;
             let mut s = DcqcnSender::new(n, p);
             let mut now = 0u64;
@@ -483,7 +497,10 @@ mod tests {
                 }
                 now += rnd(3) * 1000;
                 let (rc, rt) = (s.rate_bps(), s.target_bps());
-                assert!(p.min_rate_bps <= rc && rc <= rt.max(p.min_rate_bps) && rt <= p.line_rate_bps, "case {case}: Rc {rc} Rt {rt}");
+                assert!(
+                    p.min_rate_bps <= rc && rc <= rt.max(p.min_rate_bps) && rt <= p.line_rate_bps,
+                    "case {case}: Rc {rc} Rt {rt}"
+                );
                 assert!((0.0..=1.0).contains(&s.alpha()));
             }
             assert_eq!(sent, n);

@@ -131,7 +131,14 @@ pub struct DctcpSender {
 impl DctcpSender {
     /// A sender of `packets` packets (at least 1).
     pub fn new(packets: u32, p: DctcpParams) -> DctcpSender {
-        assert!(packets > 0 && p.mss_bytes > 0 && p.initial_window_packets > 0 && p.min_rto_ps > 0 && p.g > 0.0 && p.g <= 1.0);
+        assert!(
+            packets > 0
+                && p.mss_bytes > 0
+                && p.initial_window_packets > 0
+                && p.min_rto_ps > 0
+                && p.g > 0.0
+                && p.g <= 1.0
+        );
         DctcpSender {
             packets,
             p,
@@ -210,7 +217,8 @@ impl DctcpSender {
         if let Some(seq) = self.rtx {
             return Some(Transmit { seq, retransmission: true });
         }
-        (self.nxt < self.packets && self.nxt - self.una < self.window_packets()).then_some(Transmit { seq: self.nxt, retransmission: self.nxt < self.high })
+        (self.nxt < self.packets && self.nxt - self.una < self.window_packets())
+            .then_some(Transmit { seq: self.nxt, retransmission: self.nxt < self.high })
     }
 
     /// Whether [`DctcpSender::transmit`] would send a packet now.
@@ -585,7 +593,15 @@ mod tests {
             let n = 1 + rnd(80) as u32;
             let w = 1 + rnd(16) as u32;
             let (lose, mark, reorder) = (rnd(25), rnd(100), rnd(50)); // percent
-            let mut s = DctcpSender::new(n, DctcpParams { mss_bytes: 1 + rnd(9000), initial_window_packets: w, g: 1.0 / 16.0, min_rto_ps: 1000 + rnd(5000) });
+            let mut s = DctcpSender::new(
+                n,
+                DctcpParams {
+                    mss_bytes: 1 + rnd(9000),
+                    initial_window_packets: w,
+                    g: 1.0 / 16.0,
+                    min_rto_ps: 1000 + rnd(5000),
+                },
+            );
             let mut r = DctcpReceiver::new(n);
             let mut now = 0u64;
             let mut delivered = 0;

@@ -413,7 +413,12 @@ impl NdpReceiver {
             self.stats.duplicates += 1;
         }
         self.stats.acks += 1;
-        Receipt { reply: Reply::Ack(seq), new_data, completed: new_data && self.is_complete(), wants_pull: !self.is_complete() }
+        Receipt {
+            reply: Reply::Ack(seq),
+            new_data,
+            completed: new_data && self.is_complete(),
+            wants_pull: !self.is_complete(),
+        }
     }
 
     /// The header of data packet `seq` arrived (a switch trimmed its payload).
@@ -455,7 +460,15 @@ pub struct PullPacer {
 
 impl PullPacer {
     pub fn new(interval_ps: u64) -> PullPacer {
-        PullPacer { interval_ps, next_free_ps: 0, ring: VecDeque::new(), in_ring: Vec::new(), pending: Vec::new(), flows: Vec::new(), queued: 0 }
+        PullPacer {
+            interval_ps,
+            next_free_ps: 0,
+            ring: VecDeque::new(),
+            in_ring: Vec::new(),
+            pending: Vec::new(),
+            flows: Vec::new(),
+            queued: 0,
+        }
     }
     pub fn interval_ps(&self) -> u64 {
         self.interval_ps
@@ -587,7 +600,10 @@ mod tests {
         let t = drain(&mut s, 7);
         assert_eq!(t, [Transmit { seq: 1, retransmission: true }]);
         s.on_pull(3, 8);
-        assert_eq!(drain(&mut s, 8), [Transmit { seq: 2, retransmission: true }, Transmit { seq: 4, retransmission: false }]);
+        assert_eq!(
+            drain(&mut s, 8),
+            [Transmit { seq: 2, retransmission: true }, Transmit { seq: 4, retransmission: false }]
+        );
         assert_eq!(s.stats().retransmissions, 2);
         assert_eq!(s.stats().new_packets, 5);
     }
@@ -703,7 +719,10 @@ mod tests {
         let mut r = NdpReceiver::new(3);
         let a = r.on_data(1);
         assert_eq!(a, Receipt { reply: Reply::Ack(1), new_data: true, completed: false, wants_pull: true });
-        assert_eq!(r.on_header(0), Receipt { reply: Reply::Nack(0), new_data: false, completed: false, wants_pull: true });
+        assert_eq!(
+            r.on_header(0),
+            Receipt { reply: Reply::Nack(0), new_data: false, completed: false, wants_pull: true }
+        );
         // A trimmed copy of a packet that already arrived is acknowledged.
         assert_eq!(r.on_header(1).reply, Reply::Ack(1));
         assert!(!r.on_data(1).new_data);
@@ -713,7 +732,10 @@ mod tests {
         assert!(last.completed && !last.wants_pull);
         assert_eq!(r.received(), 3);
         // After completion: ACK again, no pull, not completed twice.
-        assert_eq!(r.on_data(2), Receipt { reply: Reply::Ack(2), new_data: false, completed: false, wants_pull: false });
+        assert_eq!(
+            r.on_data(2),
+            Receipt { reply: Reply::Ack(2), new_data: false, completed: false, wants_pull: false }
+        );
         assert_eq!(r.issue_pull(), 1);
         assert_eq!(r.issue_pull(), 2);
     }

@@ -160,7 +160,19 @@ pub struct WorkerStats {
 impl WorkerStats {
     /// Adds `o`'s counters to these.
     pub fn add(&mut self, o: &WorkerStats) {
-        let WorkerStats { new_packets, retransmissions, timeouts, acks, duplicate_acks, out_of_order_acks, ecn_echoes, window_decreases, reminder_notices, fetched, gap_resends } = *o;
+        let WorkerStats {
+            new_packets,
+            retransmissions,
+            timeouts,
+            acks,
+            duplicate_acks,
+            out_of_order_acks,
+            ecn_echoes,
+            window_decreases,
+            reminder_notices,
+            fetched,
+            gap_resends,
+        } = *o;
         self.new_packets += new_packets;
         self.retransmissions += retransmissions;
         self.timeouts += timeouts;
@@ -701,7 +713,7 @@ mod tests {
         w.on_ack(0, false, 20 * US); // srtt 20, var 10 -> 60
         assert_eq!(w.rto_ps(), 60 * US);
         w.on_ack(1, false, 4 * US); // sent at 0: r = 4
-        // var = (3*10 + |20-4|)/4 = 11.5, srtt = (7*20+4)/8 = 18 -> 18 + 46 = 64
+                                    // var = (3*10 + |20-4|)/4 = 11.5, srtt = (7*20+4)/8 = 18 -> 18 + 46 = 64
         assert_eq!(w.rto_ps(), 64 * US);
         w.on_ack(2, false, 2 * US); // var=(3*11.5+16)/4=12.625, srtt=(126+2)/8=16 -> 66.5
         assert_eq!(w.rto_ps(), 16 * US + 4 * 12_625_000);
@@ -759,7 +771,10 @@ mod tests {
         w.on_ack(3, false, 11 * US);
         assert_eq!(w.stats().gap_resends, 2);
         let sent: Vec<Send> = std::iter::from_fn(|| w.transmit(11 * US)).collect();
-        assert_eq!(sent.iter().map(|s| (s.psn, s.retransmission)).collect::<Vec<_>>(), vec![(1, true), (2, true), (9, false)]);
+        assert_eq!(
+            sent.iter().map(|s| (s.psn, s.retransmission)).collect::<Vec<_>>(),
+            vec![(1, true), (2, true), (9, false)]
+        );
         // Further ACKs above the gap do not resend it again ...
         w.on_ack(4, false, 12 * US);
         w.on_ack(5, false, 12 * US);
@@ -781,10 +796,34 @@ mod tests {
 
     #[test]
     fn stats_add_sums_every_counter() {
-        let one = WorkerStats { new_packets: 1, retransmissions: 2, timeouts: 3, acks: 4, duplicate_acks: 5, out_of_order_acks: 6, ecn_echoes: 7, window_decreases: 8, reminder_notices: 9, fetched: 10, gap_resends: 11 };
+        let one = WorkerStats {
+            new_packets: 1,
+            retransmissions: 2,
+            timeouts: 3,
+            acks: 4,
+            duplicate_acks: 5,
+            out_of_order_acks: 6,
+            ecn_echoes: 7,
+            window_decreases: 8,
+            reminder_notices: 9,
+            fetched: 10,
+            gap_resends: 11,
+        };
         let mut sum = one;
         sum.add(&one);
-        let doubled = WorkerStats { new_packets: 2, retransmissions: 4, timeouts: 6, acks: 8, duplicate_acks: 10, out_of_order_acks: 12, ecn_echoes: 14, window_decreases: 16, reminder_notices: 18, fetched: 20, gap_resends: 22 };
+        let doubled = WorkerStats {
+            new_packets: 2,
+            retransmissions: 4,
+            timeouts: 6,
+            acks: 8,
+            duplicate_acks: 10,
+            out_of_order_acks: 12,
+            ecn_echoes: 14,
+            window_decreases: 16,
+            reminder_notices: 18,
+            fetched: 20,
+            gap_resends: 22,
+        };
         assert_eq!(sum, doubled);
     }
 

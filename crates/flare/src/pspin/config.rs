@@ -45,7 +45,13 @@ pub struct CostModel {
 
 impl Default for CostModel {
     fn default() -> Self {
-        CostModel { cycles_per_vector_op: 4, dma_cycles_per_kib: 64, remote_l1_factor: 25, lock_cycles: 2, handler_overhead_cycles: 16 }
+        CostModel {
+            cycles_per_vector_op: 4,
+            dma_cycles_per_kib: 64,
+            remote_l1_factor: 25,
+            lock_cycles: 2,
+            handler_overhead_cycles: 16,
+        }
     }
 }
 
@@ -123,16 +129,28 @@ impl SwitchConfig {
         pos(self.costs.cycles_per_vector_op as u64, "pspin.cycles_per_vector_op")?;
         pos(self.costs.remote_l1_factor as u64, "pspin.remote_l1_factor")?;
         if 1_000_000 % self.clock_mhz != 0 {
-            return Err(ConfigError::new("pspin.clock_mhz", format!("{} MHz is not a whole number of picoseconds per cycle (use a divisor of 1000000)", self.clock_mhz)));
+            return Err(ConfigError::new(
+                "pspin.clock_mhz",
+                format!(
+                    "{} MHz is not a whole number of picoseconds per cycle (use a divisor of 1000000)",
+                    self.clock_mhz
+                ),
+            ));
         }
         if self.cores() > 1 << 20 {
-            return Err(ConfigError::new("pspin.clusters", format!("{} cores is more than the model's limit of 2^20", self.cores())));
+            return Err(ConfigError::new(
+                "pspin.clusters",
+                format!("{} cores is more than the model's limit of 2^20", self.cores()),
+            ));
         }
         let (s, c) = (self.subset_cores, self.hpus_per_cluster);
         if self.cores() % s != 0 || !(c % s == 0 || s % c == 0) {
             return Err(ConfigError::new(
                 "pspin.subset_cores",
-                format!("{s} must divide the {} cores and either divide or be a multiple of the {c} HPUs of a cluster", self.cores()),
+                format!(
+                    "{s} must divide the {} cores and either divide or be a multiple of the {c} HPUs of a cluster",
+                    self.cores()
+                ),
             ));
         }
         Ok(())

@@ -124,7 +124,11 @@ impl MultiBuffer {
 
 impl HandlerSet for MultiBuffer {
     fn name(&self) -> String {
-        if self.buffers == 1 { "single".into() } else { format!("multi-{}", self.buffers) }
+        if self.buffers == 1 {
+            "single".into()
+        } else {
+            format!("multi-{}", self.buffers)
+        }
     }
 
     fn buffers_per_block(&self) -> Option<f64> {
@@ -298,7 +302,8 @@ impl HandlerSet for Tree {
                 Step::Acquire(lock_key(b, TREE_LOCK))
             }
             2 => {
-                let (mut mine, mut level, mut node) = self.carry[core].take().expect("a climbing handler carries a buffer");
+                let (mut mine, mut level, mut node) =
+                    self.carry[core].take().expect("a climbing handler carries a buffer");
                 let slots = &mut self.blocks[b as usize];
                 loop {
                     if width(p, level) == 1 {
@@ -315,12 +320,9 @@ impl HandlerSet for Tree {
                     match slots[level as usize][sib as usize].take() {
                         Some(other) => {
                             let (mut left, right) = if node < sib { (mine, other) } else { (other, mine) };
-                            let cost = cx.combine_cycles(bytes, self.dtype, &self.op, left.cluster).max(cx.combine_cycles(
-                                bytes,
-                                self.dtype,
-                                &self.op,
-                                right.cluster,
-                            ));
+                            let cost = cx
+                                .combine_cycles(bytes, self.dtype, &self.op, left.cluster)
+                                .max(cx.combine_cycles(bytes, self.dtype, &self.op, right.cluster));
                             combine(&self.op, self.dtype, &mut left, right.data);
                             cx.free_l1(right.cluster, bytes as u64);
                             mine = left;
@@ -361,7 +363,8 @@ impl HandlerSet for Tree {
         run.pc = 1;
         let (b, bytes) = (cx.packet().block as usize, cx.packet().payload_bytes);
         let mut slots = std::mem::take(&mut self.blocks[b]);
-        let root = slots.last_mut().and_then(|l| l[0].take()).expect("every payload handler returned, so the root is ready");
+        let root =
+            slots.last_mut().and_then(|l| l[0].take()).expect("every payload handler returned, so the root is ready");
         let cost = cx.dma_cycles(bytes, root.cluster);
         cx.emit(bytes, 0, root.data);
         cx.free_l1(root.cluster, bytes as u64);

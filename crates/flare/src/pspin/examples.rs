@@ -101,6 +101,8 @@ impl HandlerSet for QuantisedInt8Sum {
         let n = acc.len() as u64;
         cx.free_l1(cluster, 4 * n);
         cx.emit(n as u32, scale.to_bits() as u64, Some(q));
-        Step::Compute(n * (1 + cx.costs().cycles_per_vector_op as u64) * cx.remote(cluster) + cx.costs().dma_cycles(n as u32))
+        Step::Compute(
+            n * (1 + cx.costs().cycles_per_vector_op as u64) * cx.remote(cluster) + cx.costs().dma_cycles(n as u32),
+        )
     }
 }

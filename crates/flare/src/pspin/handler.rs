@@ -121,7 +121,11 @@ impl HandlerCx<'_> {
     }
     /// The remote-L1 factor for an access from this core to `buffer_cluster` (1 when local).
     pub fn remote(&self, buffer_cluster: u32) -> u64 {
-        if buffer_cluster == self.cluster { 1 } else { self.costs.remote_l1_factor as u64 }
+        if buffer_cluster == self.cluster {
+            1
+        } else {
+            self.costs.remote_l1_factor as u64
+        }
     }
     /// Accounts `bytes` of working memory allocated in `cluster`'s L1.
     pub fn alloc_l1(&mut self, cluster: u32, bytes: u64) {

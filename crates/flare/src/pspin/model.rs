@@ -72,7 +72,9 @@ impl ModelInput {
         // Each port sends a packet every packet time plus the mean exponential gap.
         let delta = (w.packet_ps() as f64 + w.jitter_ns * 1000.0) / cycle_ps / w.hosts as f64;
         let delta_c = if w.staggered { delta * w.window() as f64 } else { delta };
-        let l = cfg.costs.combine_cycles(w.packet_bytes, w.dtype.bytes(), w.dtype.lanes(), cfg.costs.cycles_per_vector_op) as f64;
+        let l =
+            cfg.costs.combine_cycles(w.packet_bytes, w.dtype.bytes(), w.dtype.lanes(), cfg.costs.cycles_per_vector_op)
+                as f64;
         ModelInput {
             cores: cfg.cores() as f64,
             subset: cfg.subset_cores as f64,
@@ -216,7 +218,22 @@ mod tests {
         assert_eq!((m.queue, m.packets_in_switch, m.block_latency_cycles), (3.0, 16.0, 19.0));
         assert_eq!(m.bandwidth_pkts_per_cycle, 1.0);
         // Scenario C (δc = 4): δk = min(4, 4) = τ, no queue.
-        let c = ModelInput { delta_c: 4.0, ..ModelInput { cores: 4.0, subset: 1.0, cluster_cores: 4.0, children: 4.0, delta: 1.0, delta_c: 1.0, l_cycles: 4.0, packet_bytes: 1.0, clock_ghz: 1.0, design: Design::SingleBuffer } }.evaluate();
+        let c = ModelInput {
+            delta_c: 4.0,
+            ..ModelInput {
+                cores: 4.0,
+                subset: 1.0,
+                cluster_cores: 4.0,
+                children: 4.0,
+                delta: 1.0,
+                delta_c: 1.0,
+                l_cycles: 4.0,
+                packet_bytes: 1.0,
+                clock_ghz: 1.0,
+                design: Design::SingleBuffer,
+            }
+        }
+        .evaluate();
         assert_eq!(c.queue, 0.0);
         assert_eq!(c.packets_in_switch, 4.0);
     }

@@ -52,7 +52,8 @@ impl LockTable {
 
     /// Releases `key` held by `core`; returns the core it passes to.
     fn release(&mut self, key: LockKey, core: u32) -> Option<u32> {
-        let (holder, waiters) = self.locks.get_mut(&key).unwrap_or_else(|| panic!("core {core} released lock {key:#x} it does not hold"));
+        let (holder, waiters) =
+            self.locks.get_mut(&key).unwrap_or_else(|| panic!("core {core} released lock {key:#x} it does not hold"));
         assert_eq!(*holder, core, "core {core} released lock {key:#x} held by core {holder}");
         match waiters.pop_front() {
             Some(next) => {
@@ -145,7 +146,11 @@ pub struct SwitchReport {
 }
 
 /// Runs `workload` through one switch `cfg` whose handlers are `handlers`.
-pub fn run<H: HandlerSet>(cfg: &SwitchConfig, workload: &Workload, handlers: &mut H) -> Result<SwitchReport, ConfigError> {
+pub fn run<H: HandlerSet>(
+    cfg: &SwitchConfig,
+    workload: &Workload,
+    handlers: &mut H,
+) -> Result<SwitchReport, ConfigError> {
     run_traffic(cfg, workload, &DenseTraffic(workload), handlers)
 }
 
@@ -200,7 +205,12 @@ impl Traffic for DenseTraffic<'_> {
 }
 
 /// Runs the packets of `traffic` from the ports of `workload` through one switch `cfg`.
-pub fn run_traffic<H: HandlerSet>(cfg: &SwitchConfig, workload: &Workload, traffic: &dyn Traffic, handlers: &mut H) -> Result<SwitchReport, ConfigError> {
+pub fn run_traffic<H: HandlerSet>(
+    cfg: &SwitchConfig,
+    workload: &Workload,
+    traffic: &dyn Traffic,
+    handlers: &mut H,
+) -> Result<SwitchReport, ConfigError> {
     cfg.validate()?;
     workload.validate()?;
     Ok(Model::new(cfg, workload, traffic).run(handlers))
@@ -544,7 +554,8 @@ impl<'a> Model<'a> {
         r.delta_c_cycles /= done;
         r.block_latency_cycles = self.latency_sum_cycles / done;
         r.tau_cycles = (r.busy_cycles + r.spin_cycles) as f64 / self.payloads_done.max(1) as f64;
-        r.delta_cycles = if self.gaps > 0 { self.gaps_ps as f64 / self.gaps as f64 / self.cycle_ps as f64 } else { 0.0 };
+        r.delta_cycles =
+            if self.gaps > 0 { self.gaps_ps as f64 / self.gaps as f64 / self.cycle_ps as f64 } else { 0.0 };
         let span = r.last_completion_ps.saturating_sub(r.first_arrival_ps);
         r.bandwidth_gbps = if span > 0 { r.bytes_in as f64 * 8.0 / (span as f64 / 1000.0) } else { 0.0 };
         r.status = if r.peak_cluster_l1_bytes > self.cfg.l1_bytes_per_cluster {

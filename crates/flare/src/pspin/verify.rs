@@ -25,7 +25,8 @@ pub fn verify(w: &Workload, r: &SwitchReport, quantised: bool) -> Result<(), Str
             let deq = QuantisedInt8Sum::dequantise(got, r.result_words[b as usize]);
             let step = f32::from_bits(r.result_words[b as usize] as u32) as f64;
             for (i, g) in deq.iter().enumerate().take(n) {
-                let exact: f64 = (0..w.hosts).map(|h| DataType::Int8.get(&inputs[h as usize], i) * w.scale(h, b) as f64).sum();
+                let exact: f64 =
+                    (0..w.hosts).map(|h| DataType::Int8.get(&inputs[h as usize], i) * w.scale(h, b) as f64).sum();
                 if (*g as f64 - exact).abs() > 0.5 * step + 1e-3 * step.max(1e-6) + 1e-6 {
                     return Err(format!("block {b} element {i}: {g} is more than half a step ({step}) from {exact}"));
                 }
@@ -40,7 +41,11 @@ pub fn verify(w: &Workload, r: &SwitchReport, quantised: bool) -> Result<(), Str
             }
             if *got != want {
                 let i = (0..n).find(|&i| w.dtype.get(got, i) != w.dtype.get(&want, i)).unwrap_or(0);
-                return Err(format!("block {b} element {i}: {} instead of {}", w.dtype.get(got, i), w.dtype.get(&want, i)));
+                return Err(format!(
+                    "block {b} element {i}: {} instead of {}",
+                    w.dtype.get(got, i),
+                    w.dtype.get(&want, i)
+                ));
             }
             continue;
         }

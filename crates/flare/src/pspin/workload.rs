@@ -73,7 +73,10 @@ impl Workload {
 
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.hosts == 0 || self.hosts > 4096 {
-            return Err(ConfigError::new("pspin.allreduce.hosts", format!("expected 1..=4096 children, got {}", self.hosts)));
+            return Err(ConfigError::new(
+                "pspin.allreduce.hosts",
+                format!("expected 1..=4096 children, got {}", self.hosts),
+            ));
         }
         let e = self.dtype.bytes();
         if self.packet_bytes == 0 || self.packet_bytes % e != 0 || self.packet_bytes > 9000 {
@@ -83,26 +86,42 @@ impl Workload {
             ));
         }
         if self.bytes_per_host == 0 || self.bytes_per_host % e as u64 != 0 {
-            return Err(ConfigError::new("pspin.allreduce.bytes", format!("expected a positive multiple of {e} ({}), got {}", self.dtype, self.bytes_per_host)));
+            return Err(ConfigError::new(
+                "pspin.allreduce.bytes",
+                format!("expected a positive multiple of {e} ({}), got {}", self.dtype, self.bytes_per_host),
+            ));
         }
         if self.bytes_per_host / self.packet_bytes as u64 > u32::MAX as u64 / 2 {
             return Err(ConfigError::new("pspin.allreduce.bytes", "too many blocks (more than 2^31)"));
         }
         if !(self.link_gbps.is_finite() && self.link_gbps > 0.0) {
-            return Err(ConfigError::new("pspin.allreduce.link_gbps", format!("expected a positive number, got {}", self.link_gbps)));
+            return Err(ConfigError::new(
+                "pspin.allreduce.link_gbps",
+                format!("expected a positive number, got {}", self.link_gbps),
+            ));
         }
         if !(self.jitter_ns.is_finite() && self.jitter_ns >= 0.0) {
-            return Err(ConfigError::new("pspin.allreduce.jitter_ns", format!("expected a non-negative number, got {}", self.jitter_ns)));
+            return Err(ConfigError::new(
+                "pspin.allreduce.jitter_ns",
+                format!("expected a non-negative number, got {}", self.jitter_ns),
+            ));
         }
         if self.carry_data && self.bytes_per_host * self.hosts as u64 > 256 << 20 {
-            return Err(ConfigError::new("pspin.allreduce.data", "real element arrays are for small runs (at most 256 MiB over all hosts)"));
+            return Err(ConfigError::new(
+                "pspin.allreduce.data",
+                "real element arrays are for small runs (at most 256 MiB over all hosts)",
+            ));
         }
         Ok(())
     }
 
     /// W, at most the number of blocks.
     pub fn window(&self) -> u32 {
-        if self.window_blocks == 0 { self.blocks() } else { self.window_blocks.min(self.blocks()) }
+        if self.window_blocks == 0 {
+            self.blocks()
+        } else {
+            self.window_blocks.min(self.blocks())
+        }
     }
 
     /// The block host `h` sends `k`-th. Blocks go in windows of W; with staggering, host h
@@ -125,9 +144,13 @@ impl Workload {
         let n = self.block_bytes(b) / self.dtype.bytes();
         let mut out = vec![0u8; (n * self.dtype.bytes()) as usize];
         for i in 0..n {
-            let r = splitmix(self.data_seed ^ ((h as u64) << 40) ^ ((b as u64) << 8) ^ (i as u64).wrapping_mul(0x9E37_79B9));
+            let r = splitmix(
+                self.data_seed ^ ((h as u64) << 40) ^ ((b as u64) << 8) ^ (i as u64).wrapping_mul(0x9E37_79B9),
+            );
             let v = match (self.dtype, self.op) {
-                (DataType::F32 | DataType::F16, Operator::Prod) => 1.0 + ((r >> 11) as f64 / (1u64 << 53) as f64 - 0.5) / 64.0,
+                (DataType::F32 | DataType::F16, Operator::Prod) => {
+                    1.0 + ((r >> 11) as f64 / (1u64 << 53) as f64 - 0.5) / 64.0
+                }
                 (DataType::F32, _) => {
                     let m = (r >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0;
                     m * 2f64.powi(((r >> 3) % 24) as i32 - 12)

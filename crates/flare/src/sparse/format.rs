@@ -51,7 +51,8 @@ impl Layout {
         if !(density.is_finite() && density > 0.0 && density <= 1.0) {
             return Err(format!("density: must be within (0, 1], got {density}"));
         }
-        let span = ((pairs_per_packet as f64 / density).ceil() as u64).clamp(pairs_per_packet as u64, elements.max(pairs_per_packet as u64));
+        let span = ((pairs_per_packet as f64 / density).ceil() as u64)
+            .clamp(pairs_per_packet as u64, elements.max(pairs_per_packet as u64));
         Ok(Layout { elements, span, pairs_per_packet })
     }
 
@@ -93,14 +94,23 @@ impl Chunk {
     }
 }
 
-/// The packets of `pairs` (ascending, all within `[start, start + len)`) under `block`:
-/// sparse chunks of at most `pairs_per_packet` pairs, or — if `allow_dense` and it is smaller —
-/// dense runs of `2 · pairs_per_packet` elements covering the range. At least one packet (an
-/// empty one for an all-zero block); the last carries the shard count. `already_sent` packets
-/// of this block went out before (a switch's spills) and are counted in the shard count.
-pub fn packetize(block: u32, start: u64, len: u64, pairs: &[Pair], pairs_per_packet: u32, allow_dense: bool, already_sent: u32, out: &mut Vec<Chunk>) {
+/// The packets of `pairs` (ascending, all within `layout.range(block)`) under `block`:
+/// sparse chunks of at most `layout.pairs_per_packet` pairs, or — if `allow_dense` and it is
+/// smaller — dense runs of `2 · pairs_per_packet` elements covering the block's range. At least
+/// one packet (an empty one for an all-zero block); the last carries the shard count.
+/// `already_sent` packets of this block went out before (a switch's spills) and are counted in
+/// the shard count.
+pub fn packetize(
+    layout: &Layout,
+    block: u32,
+    pairs: &[Pair],
+    allow_dense: bool,
+    already_sent: u32,
+    out: &mut Vec<Chunk>,
+) {
     debug_assert!(pairs.windows(2).all(|w| w[0].index < w[1].index), "pairs must be sorted and unique");
-    let ppp = pairs_per_packet.max(1) as usize;
+    let (start, len) = layout.range(block);
+    let ppp = layout.pairs_per_packet.max(1) as usize;
     let first = out.len();
     let sparse_words = 2 * pairs.len() as u64;
     if allow_dense && len < sparse_words {
@@ -189,8 +199,9 @@ mod tests {
         let mut out = Vec::new();
         for b in 0..l.blocks() {
             let (s, n) = l.range(b);
-            let pairs: Vec<Pair> = (s..s + n).filter(|&i| data[i as usize] != 0).map(|i| p(i as u32, data[i as usize])).collect();
-            packetize(b, s, n, &pairs, 2, false, 0, &mut out);
+            let pairs: Vec<Pair> =
+                (s..s + n).filter(|&i| data[i as usize] != 0).map(|i| p(i as u32, data[i as usize])).collect();
+            packetize(&l, b, &pairs, false, 0, &mut out);
         }
         // Block 0 splits in two packets (the last says 2), block 1 is one empty packet.
         assert_eq!(out.len(), 4);
@@ -204,15 +215,18 @@ mod tests {
     fn dense_encoding_only_when_smaller() {
         let mut out = Vec::new();
         // 3 non-zeros in 4 elements: sparse 6 words > dense 4 words.
-        packetize(0, 0, 4, &[p(0, 1), p(1, 1), p(3, 1)], 2, true, 0, &mut out);
+        let four = Layout { elements: 4, span: 4, pairs_per_packet: 2 };
+        packetize(&four, 0, &[p(0, 1), p(1, 1), p(3, 1)], true, 0, &mut out);
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].wire_words, out[0].pairs.len(), out[0].shards), (4, 3, 1));
         out.clear();
         // 1 non-zero in 4: sparse wins, and dense is never used when not allowed.
-        packetize(0, 0, 4, &[p(2, 1)], 2, true, 0, &mut out);
+        packetize(&four, 0, &[p(2, 1)], true, 0, &mut out);
         assert_eq!(out[0].wire_words, 2);
         out.clear();
-        packetize(0, 100, 10, &(100..110).map(|i| p(i, 1)).collect::<Vec<_>>(), 2, true, 3, &mut out);
+        // Block 10 of blocks of 10 elements: elements 100..110.
+        let tens = Layout { elements: 110, span: 10, pairs_per_packet: 2 };
+        packetize(&tens, 10, &(100..110).map(|i| p(i, 1)).collect::<Vec<_>>(), true, 3, &mut out);
         // Runs of 4 elements: 4 + 4 + 2; the shard count includes 3 earlier packets.
         assert_eq!(out.iter().map(|c| c.wire_words).collect::<Vec<_>>(), vec![4, 4, 2]);
         assert_eq!(out.iter().map(|c| c.pairs.len()).sum::<usize>(), 10);

@@ -153,7 +153,12 @@ impl SparseTraffic {
                 let parts = n.div_ceil(ppp).max(1);
                 for j in 0..parts {
                     let first = j * ppp;
-                    t.sends[h as usize].push((b, first, ppp.min(n - first.min(n)), if j + 1 == parts { parts } else { 0 }));
+                    t.sends[h as usize].push((
+                        b,
+                        first,
+                        ppp.min(n - first.min(n)),
+                        if j + 1 == parts { parts } else { 0 },
+                    ));
                 }
                 t.expected[b as usize] += parts;
             }
@@ -232,7 +237,13 @@ impl Traffic for SparseTraffic {
             data.extend_from_slice(&i.to_le_bytes());
             data.extend_from_slice(&value_of(h, i).to_le_bytes());
         }
-        Packet { block, port: h, payload_bytes: n * super::format::PAIR_BYTES, header_word: shards as u64, data: Some(data) }
+        Packet {
+            block,
+            port: h,
+            payload_bytes: n * super::format::PAIR_BYTES,
+            header_word: shards as u64,
+            data: Some(data),
+        }
     }
     fn opens_block(&self, h: u32, k: u32) -> bool {
         k == 0 || self.sends[h as usize][k as usize - 1].3 != 0
@@ -293,7 +304,11 @@ impl SparseHandlers {
             home: vec![0; blocks],
             flush: vec![0; blocks],
             out: Vec::new(),
-            sent: vec![0; usize::try_from(traffic.layout.elements).map_err(|_| "elements: too many for this machine".to_string())?],
+            sent: vec![
+                0;
+                usize::try_from(traffic.layout.elements)
+                    .map_err(|_| "elements: too many for this machine".to_string())?
+            ],
             stats: SparseRunStats { block_bytes: block_bytes(&storage, traffic.layout.span), ..Default::default() },
         })
     }
@@ -314,7 +329,12 @@ impl SparseHandlers {
             let start = traffic.layout.range(b).0 as usize;
             let got = &self.sent[start..start + exact.len()];
             if let Some(o) = (0..exact.len()).find(|&o| got[o] != exact[o]) {
-                return Err(format!("block {b} index {}: the switch sent a sum of {} instead of {}", start + o, got[o], exact[o]));
+                return Err(format!(
+                    "block {b} index {}: the switch sent a sum of {} instead of {}",
+                    start + o,
+                    got[o],
+                    exact[o]
+                ));
             }
         }
         Ok(())
@@ -359,12 +379,24 @@ impl HandlerSet for SparseHandlers {
                 let data = cx.take_packet_data().unwrap_or_default();
                 let pairs: Vec<Pair> = data
                     .chunks_exact(8)
-                    .map(|c| Pair { index: u32::from_le_bytes(c[..4].try_into().unwrap()), value: u32::from_le_bytes(c[4..].try_into().unwrap()) })
+                    .map(|c| Pair {
+                        index: u32::from_le_bytes(c[..4].try_into().unwrap()),
+                        value: u32::from_le_bytes(c[4..].try_into().unwrap()),
+                    })
                     .collect();
-                let chunk = Chunk { block: b, wire_words: 2 * pairs.len() as u32, pairs, shards: cx.packet().header_word as u32, seq: 0 };
+                let chunk = Chunk {
+                    block: b,
+                    wire_words: 2 * pairs.len() as u32,
+                    pairs,
+                    shards: cx.packet().header_word as u32,
+                    seq: 0,
+                };
                 let spilled0 = self.agg.stats.spilled_pairs;
                 self.out.clear();
-                let done = self.agg.on_chunk(cx.packet().port, &chunk, &mut self.out).unwrap_or_else(|e| panic!("sparse traffic is well-formed: {e}"));
+                let done = self
+                    .agg
+                    .on_chunk(cx.packet().port, &chunk, &mut self.out)
+                    .unwrap_or_else(|e| panic!("sparse traffic is well-formed: {e}"));
                 let spilled = self.agg.stats.spilled_pairs - spilled0;
                 for p in self.out.iter().flat_map(|o| o.pairs.iter()) {
                     let e = &mut self.sent[p.index as usize];
@@ -386,17 +418,24 @@ impl HandlerSet for SparseHandlers {
                     self.flush[b as usize] = match self.storage {
                         // The table's entries are at most its slots; what is left in the
                         // spill buffer goes out as it is (its DMA copy below).
-                        Storage::Hash { slots, .. } => slots as u64 * c.hash_scan_slot as u64 + entries.min(slots as u64) * c.hash_emit_entry as u64,
+                        Storage::Hash { slots, .. } => {
+                            slots as u64 * c.hash_scan_slot as u64
+                                + entries.min(slots as u64) * c.hash_emit_entry as u64
+                        }
                         Storage::Array => len * c.array_scan_element as u64 + entries * c.array_emit_element as u64,
-                    } + cx.dma_cycles(sent_bytes.min(u32::MAX as u64) as u32, self.home[b as usize]);
+                    } + cx
+                        .dma_cycles(sent_bytes.min(u32::MAX as u64) as u32, self.home[b as usize]);
                     self.stats.pairs_out += entries;
                 } else {
                     self.stats.pairs_out += self.out.iter().map(|o| o.pairs.len() as u64).sum::<u64>();
                 }
-                let spill_send = if done { 0 } else { cx.dma_cycles(sent_bytes.min(u32::MAX as u64) as u32, self.home[b as usize]) };
+                let spill_send =
+                    if done { 0 } else { cx.dma_cycles(sent_bytes.min(u32::MAX as u64) as u32, self.home[b as usize]) };
                 self.stats.pairs_in += n;
                 run.pc = 3;
-                Step::Compute((c.shard_counter as u64 + per_pair) * remote + spill_send + 2 * cx.costs().lock_cycles as u64)
+                Step::Compute(
+                    (c.shard_counter as u64 + per_pair) * remote + spill_send + 2 * cx.costs().lock_cycles as u64,
+                )
             }
             3 => {
                 run.pc = 4;
@@ -429,15 +468,26 @@ impl HandlerSet for SparseHandlers {
 /// packets of the block (the paper's average case, §7: "the term P … represents the average
 /// case"). The scan needs the expected distinct indices of a block,
 /// U = span·(1 − (1 − density)^P) (independent hosts), at most `slots` in a hash table.
-pub fn sparse_l_cycles(storage: &Storage, costs: &SparseCosts, pairs_per_packet: u32, span: u64, density: f64, children: u32) -> f64 {
+pub fn sparse_l_cycles(
+    storage: &Storage,
+    costs: &SparseCosts,
+    pairs_per_packet: u32,
+    span: u64,
+    density: f64,
+    children: u32,
+) -> f64 {
     let p = children.max(1) as f64;
     let u = span as f64 * (1.0 - (1.0 - density).powf(p));
     let n = pairs_per_packet as f64;
     let (insert, flush) = match *storage {
-        Storage::Hash { slots, .. } => {
-            (n * costs.hash_pair as f64, slots as f64 * costs.hash_scan_slot as f64 + u.min(slots as f64) * costs.hash_emit_entry as f64)
-        }
-        Storage::Array => (n * costs.array_pair as f64, span as f64 * costs.array_scan_element as f64 + u * costs.array_emit_element as f64),
+        Storage::Hash { slots, .. } => (
+            n * costs.hash_pair as f64,
+            slots as f64 * costs.hash_scan_slot as f64 + u.min(slots as f64) * costs.hash_emit_entry as f64,
+        ),
+        Storage::Array => (
+            n * costs.array_pair as f64,
+            span as f64 * costs.array_scan_element as f64 + u * costs.array_emit_element as f64,
+        ),
     };
     costs.shard_counter as f64 + insert + flush / p
 }

@@ -34,7 +34,8 @@ struct Step {
 /// Whether a vector of `nnz` non-zeros in `elements` goes dense, and in how many packets.
 pub fn message_plan(nnz: u64, elements: u64, pairs_per_packet: u32) -> (bool, u64) {
     let dense = elements < 2 * nnz;
-    let packets = if dense { elements.div_ceil(2 * pairs_per_packet as u64) } else { nnz.div_ceil(pairs_per_packet as u64) };
+    let packets =
+        if dense { elements.div_ceil(2 * pairs_per_packet as u64) } else { nnz.div_ceil(pairs_per_packet as u64) };
     (dense, packets.max(1))
 }
 
@@ -69,7 +70,13 @@ impl SparcmlRank {
     /// Rank `rank` of `n` with its own non-zeros `pairs` (ascending) of a vector of
     /// `elements`; `pairs_per_packet` sparse pairs (or twice as many dense elements) per
     /// packet.
-    pub fn new(rank: u32, n: u32, pairs: Vec<Pair>, elements: u64, pairs_per_packet: u32) -> Result<SparcmlRank, String> {
+    pub fn new(
+        rank: u32,
+        n: u32,
+        pairs: Vec<Pair>,
+        elements: u64,
+        pairs_per_packet: u32,
+    ) -> Result<SparcmlRank, String> {
         if n == 0 || rank >= n {
             return Err(format!("rank: {rank} of {n} ranks"));
         }
@@ -83,15 +90,18 @@ impl SparcmlRank {
         let mut steps = vec![None; rounds + 2];
         if rank >= p2 {
             steps[0] = Some(Step { send_to: Some(rank - p2), send_range: all, recv_from: None, replace: None });
-            steps[rounds + 1] = Some(Step { send_to: None, send_range: all, recv_from: Some(rank - p2), replace: Some(all) });
+            steps[rounds + 1] =
+                Some(Step { send_to: None, send_range: all, recv_from: Some(rank - p2), replace: Some(all) });
         } else {
             if rank < extra {
                 steps[0] = Some(Step { send_to: None, send_range: all, recv_from: Some(rank + p2), replace: None });
-                steps[rounds + 1] = Some(Step { send_to: Some(rank + p2), send_range: all, recv_from: None, replace: None });
+                steps[rounds + 1] =
+                    Some(Step { send_to: Some(rank + p2), send_range: all, recv_from: None, replace: None });
             }
             for k in 0..rounds {
                 let peer = rank ^ (1 << k);
-                steps[k + 1] = Some(Step { send_to: Some(peer), send_range: all, recv_from: Some(peer), replace: None });
+                steps[k + 1] =
+                    Some(Step { send_to: Some(peer), send_range: all, recv_from: Some(peer), replace: None });
             }
         }
         Self::with_steps(rank, pairs, pairs_per_packet, steps)
@@ -101,7 +111,13 @@ impl SparcmlRank {
     /// index space is cut into `n` equal partitions; a sparse reduce-scatter sends each rank
     /// the non-zeros of its partition directly (`n − 1` steps, step `s` to rank `r + s`), then
     /// a ring allgather passes the reduced partitions round (`n − 1` steps). Any `n`.
-    pub fn new_split(rank: u32, n: u32, pairs: Vec<Pair>, elements: u64, pairs_per_packet: u32) -> Result<SparcmlRank, String> {
+    pub fn new_split(
+        rank: u32,
+        n: u32,
+        pairs: Vec<Pair>,
+        elements: u64,
+        pairs_per_packet: u32,
+    ) -> Result<SparcmlRank, String> {
         if n == 0 || rank >= n {
             return Err(format!("rank: {rank} of {n} ranks"));
         }
@@ -112,18 +128,43 @@ impl SparcmlRank {
         let mut steps = Vec::new();
         for s in 1..n {
             let to = (rank + s) % n;
-            steps.push(Some(Step { send_to: Some(to), send_range: part(to), recv_from: Some((rank + n - s) % n), replace: None }));
+            steps.push(Some(Step {
+                send_to: Some(to),
+                send_range: part(to),
+                recv_from: Some((rank + n - s) % n),
+                replace: None,
+            }));
         }
         for s in 0..n.saturating_sub(1) {
             let have = (rank + n - s) % n;
             let get = (rank + 2 * n - s - 1) % n;
-            steps.push(Some(Step { send_to: Some((rank + 1) % n), send_range: part(have), recv_from: Some((rank + n - 1) % n), replace: Some(part(get)) }));
+            steps.push(Some(Step {
+                send_to: Some((rank + 1) % n),
+                send_range: part(have),
+                recv_from: Some((rank + n - 1) % n),
+                replace: Some(part(get)),
+            }));
         }
         Self::with_steps(rank, pairs, pairs_per_packet, steps)
     }
 
-    fn with_steps(rank: u32, pairs: Vec<Pair>, pairs_per_packet: u32, steps: Vec<Option<Step>>) -> Result<SparcmlRank, String> {
-        let mut r = SparcmlRank { rank, ppp: pairs_per_packet, steps, step: 0, current: pairs, send: None, incoming: BTreeMap::new(), bytes_sent: 0, packets_sent: 0 };
+    fn with_steps(
+        rank: u32,
+        pairs: Vec<Pair>,
+        pairs_per_packet: u32,
+        steps: Vec<Option<Step>>,
+    ) -> Result<SparcmlRank, String> {
+        let mut r = SparcmlRank {
+            rank,
+            ppp: pairs_per_packet,
+            steps,
+            step: 0,
+            current: pairs,
+            send: None,
+            incoming: BTreeMap::new(),
+            bytes_sent: 0,
+            packets_sent: 0,
+        };
         r.advance()?;
         Ok(r)
     }
@@ -223,10 +264,28 @@ impl SparcmlRank {
             while at < c.end && (self.current[at].index as u64) < end {
                 at += 1;
             }
-            (Chunk { block: step, pairs: self.current[c.pos..at].to_vec(), wire_words: (end - start) as u32, shards: 0, seq: c.sent as u32 }, at)
+            (
+                Chunk {
+                    block: step,
+                    pairs: self.current[c.pos..at].to_vec(),
+                    wire_words: (end - start) as u32,
+                    shards: 0,
+                    seq: c.sent as u32,
+                },
+                at,
+            )
         } else {
             let to_i = (c.pos + ppp as usize).min(c.end);
-            (Chunk { block: step, pairs: self.current[c.pos..to_i].to_vec(), wire_words: 2 * (to_i - c.pos) as u32, shards: 0, seq: c.sent as u32 }, to_i)
+            (
+                Chunk {
+                    block: step,
+                    pairs: self.current[c.pos..to_i].to_vec(),
+                    wire_words: 2 * (to_i - c.pos) as u32,
+                    shards: 0,
+                    seq: c.sent as u32,
+                },
+                to_i,
+            )
         };
         let mut chunk = chunk;
         let last = c.sent + 1 == c.packets;
@@ -281,7 +340,8 @@ mod tests {
 
     fn run_with(vectors: Vec<Vec<Pair>>, elements: u64, ppp: u32, seed: u64, new: New) -> (Vec<Vec<Pair>>, u64) {
         let n = vectors.len() as u32;
-        let mut ranks: Vec<SparcmlRank> = vectors.into_iter().enumerate().map(|(r, v)| new(r as u32, n, v, elements, ppp).unwrap()).collect();
+        let mut ranks: Vec<SparcmlRank> =
+            vectors.into_iter().enumerate().map(|(r, v)| new(r as u32, n, v, elements, ppp).unwrap()).collect();
         let mut wire: VecDeque<(u32, Chunk)> = VecDeque::new();
         let mut x = seed | 1;
         for _ in 0..1_000_000 {
@@ -338,7 +398,9 @@ mod tests {
             let elements = 1000;
             let v = vectors(n, elements, nnz, seed);
             let expect = canonical(v.iter().flatten().copied().collect());
-            for (variant, new) in [("recursive doubling", SparcmlRank::new as New), ("split allgather", SparcmlRank::new_split as New)] {
+            for (variant, new) in
+                [("recursive doubling", SparcmlRank::new as New), ("split allgather", SparcmlRank::new_split as New)]
+            {
                 let (results, _) = run_with(v.clone(), elements, 8, seed, new);
                 for (r, res) in results.iter().enumerate() {
                     assert_eq!(res, &expect, "{variant}: n {n} rank {r}");

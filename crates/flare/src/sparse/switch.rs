@@ -106,7 +106,15 @@ impl SparseAggregator {
                 return Err(format!("storage: a hash table needs slots and spill ≥ 1, got {slots} and {spill}"));
             }
         }
-        Ok(SparseAggregator { layout, storage, children, root, blocks: BTreeMap::new(), bytes_in_use: 0, stats: SparseStats::default() })
+        Ok(SparseAggregator {
+            layout,
+            storage,
+            children,
+            root,
+            blocks: BTreeMap::new(),
+            bytes_in_use: 0,
+            stats: SparseStats::default(),
+        })
     }
 
     /// Blocks being aggregated now.
@@ -136,8 +144,13 @@ impl SparseAggregator {
         self.stats.pairs_in += c.pairs.len() as u64;
         if !self.blocks.contains_key(&c.block) {
             let data = match self.storage {
-                Storage::Hash { slots, spill } => Data::Hash { table: vec![Pair { index: EMPTY, value: 0 }; slots as usize], spill: Vec::with_capacity(spill as usize) },
-                Storage::Array => Data::Array { values: vec![0; len as usize], present: vec![0; (len as usize).div_ceil(64)] },
+                Storage::Hash { slots, spill } => Data::Hash {
+                    table: vec![Pair { index: EMPTY, value: 0 }; slots as usize],
+                    spill: Vec::with_capacity(spill as usize),
+                },
+                Storage::Array => {
+                    Data::Array { values: vec![0; len as usize], present: vec![0; (len as usize).div_ceil(64)] }
+                }
             };
             let n = self.children as usize;
             self.blocks.insert(c.block, Block { seen: vec![0; n], total: vec![0; n], children_done: 0, sent: 0, data });
@@ -149,7 +162,10 @@ impl SparseAggregator {
         let b = self.blocks.get_mut(&c.block).expect("inserted");
         let ch = child as usize;
         if b.total[ch] != 0 && b.seen[ch] >= b.total[ch] {
-            return Err(format!("block {}: child {child} sent more packets than its shard count {}", c.block, b.total[ch]));
+            return Err(format!(
+                "block {}: child {child} sent more packets than its shard count {}",
+                c.block, b.total[ch]
+            ));
         }
         match &mut b.data {
             Data::Hash { table, spill } => {
@@ -167,7 +183,13 @@ impl SparseAggregator {
                             let mut pairs = std::mem::replace(spill, Vec::with_capacity(cap as usize));
                             pairs.sort_unstable();
                             for part in pairs.chunks(ppp as usize) {
-                                out.push(Chunk { block: c.block, pairs: part.to_vec(), wire_words: 2 * part.len() as u32, shards: 0, seq: b.sent });
+                                out.push(Chunk {
+                                    block: c.block,
+                                    pairs: part.to_vec(),
+                                    wire_words: 2 * part.len() as u32,
+                                    shards: 0,
+                                    seq: b.sent,
+                                });
                                 b.sent += 1;
                                 self.stats.spill_packets += 1;
                                 self.stats.packets_out += 1;
@@ -195,7 +217,10 @@ impl SparseAggregator {
         if b.total[ch] != 0 && b.seen[ch] == b.total[ch] {
             b.children_done += 1;
         } else if b.total[ch] != 0 && b.seen[ch] > b.total[ch] {
-            return Err(format!("block {}: child {child} sent {} packets, its shard count says {}", c.block, b.seen[ch], b.total[ch]));
+            return Err(format!(
+                "block {}: child {child} sent {} packets, its shard count says {}",
+                c.block, b.seen[ch], b.total[ch]
+            ));
         }
         if b.children_done < self.children {
             return Ok(false);
@@ -214,7 +239,13 @@ impl SparseAggregator {
                 // itself. They go out as they are (the next switch adds them up).
                 let mut made = 0u32;
                 for part in pairs.chunks(ppp as usize).chain(spill.chunks(ppp as usize)) {
-                    out.push(Chunk { block: c.block, pairs: part.to_vec(), wire_words: 2 * part.len() as u32, shards: 0, seq: b.sent + made });
+                    out.push(Chunk {
+                        block: c.block,
+                        pairs: part.to_vec(),
+                        wire_words: 2 * part.len() as u32,
+                        shards: 0,
+                        seq: b.sent + made,
+                    });
                     made += 1;
                 }
                 if made == 0 {
@@ -233,7 +264,7 @@ impl SparseAggregator {
                         pairs.push(Pair { index: (start + i as u64) as u32, value: values[i] });
                     }
                 }
-                packetize(c.block, start, len, &pairs, ppp, self.root, b.sent, out);
+                packetize(&self.layout, c.block, &pairs, self.root, b.sent, out);
             }
         }
         for e in &out[first..] {
@@ -302,17 +333,41 @@ mod tests {
     fn vectors(rng: &mut Xs, hosts: usize, elements: u64, nnz: usize, distinct: u64) -> Vec<Vec<Pair>> {
         let pool: Vec<u32> = (0..distinct.max(1)).map(|_| rng.below(elements) as u32).collect();
         (0..hosts)
-            .map(|_| canonical((0..nnz).map(|_| Pair { index: pool[rng.below(pool.len() as u64) as usize], value: rng.next() as u32 | 1 }).collect()))
+            .map(|_| {
+                canonical(
+                    (0..nnz)
+                        .map(|_| Pair {
+                            index: pool[rng.below(pool.len() as u64) as usize],
+                            value: rng.next() as u32 | 1,
+                        })
+                        .collect(),
+                )
+            })
             .collect()
     }
 
     /// Runs a two-level tree — `leaves` hash switches of `per_leaf` hosts under an array root
     /// — with packets delivered in a random order. Returns the root's result (assembled by
     /// shard counts) and the switches.
-    fn two_level(rng: &mut Xs, layout: Layout, hosts: &[Vec<Pair>], per_leaf: usize, slots: u32, spill: u32) -> (Vec<Pair>, Vec<SparseAggregator>, SparseAggregator) {
+    fn two_level(
+        rng: &mut Xs,
+        layout: Layout,
+        hosts: &[Vec<Pair>],
+        per_leaf: usize,
+        slots: u32,
+        spill: u32,
+    ) -> (Vec<Pair>, Vec<SparseAggregator>, SparseAggregator) {
         let leaves = hosts.len().div_ceil(per_leaf);
         let mut leaf: Vec<SparseAggregator> = (0..leaves)
-            .map(|l| SparseAggregator::new(layout, Storage::Hash { slots, spill }, (hosts.len() - l * per_leaf).min(per_leaf) as u32, false).unwrap())
+            .map(|l| {
+                SparseAggregator::new(
+                    layout,
+                    Storage::Hash { slots, spill },
+                    (hosts.len() - l * per_leaf).min(per_leaf) as u32,
+                    false,
+                )
+                .unwrap()
+            })
             .collect();
         let mut root = SparseAggregator::new(layout, Storage::Array, leaves as u32, true).unwrap();
         // (level: 0 = to a leaf, 1 = to the root; switch; child; chunk)
@@ -323,7 +378,7 @@ mod tests {
                 let lo = v.partition_point(|p| (p.index as u64) < s);
                 let hi = v.partition_point(|p| (p.index as u64) < s + n);
                 let mut out = Vec::new();
-                packetize(b, s, n, &v[lo..hi], layout.pairs_per_packet, false, 0, &mut out);
+                packetize(&layout, b, &v[lo..hi], false, 0, &mut out);
                 wire.extend(out.into_iter().map(|c| (0, h / per_leaf, (h % per_leaf) as u32, c)));
             }
         }
@@ -388,13 +443,25 @@ mod tests {
         let layout = Layout { elements: 100, span: 100, pairs_per_packet: 4 };
         let mut leaf = SparseAggregator::new(layout, Storage::Hash { slots: 1, spill: 3 }, 2, false).unwrap();
         let mut out = Vec::new();
-        let a = Chunk { block: 0, pairs: (0..4).map(|i| Pair { index: i * 10, value: 1 }).collect(), wire_words: 8, shards: 1, seq: 0 };
+        let a = Chunk {
+            block: 0,
+            pairs: (0..4).map(|i| Pair { index: i * 10, value: 1 }).collect(),
+            wire_words: 8,
+            shards: 1,
+            seq: 0,
+        };
         assert!(!leaf.on_chunk(0, &a, &mut out).unwrap());
         // 3 spilled pairs filled the spill buffer: sent on at once, not the last packet.
         assert_eq!(out.len(), 1);
         assert_eq!((out[0].pairs.len(), out[0].shards), (3, 0));
         assert_eq!(leaf.stats.spilled_pairs, 3);
-        let b = Chunk { block: 0, pairs: vec![Pair { index: 0, value: 5 }, Pair { index: 10, value: 1 }], wire_words: 4, shards: 1, seq: 0 };
+        let b = Chunk {
+            block: 0,
+            pairs: vec![Pair { index: 0, value: 5 }, Pair { index: 10, value: 1 }],
+            wire_words: 4,
+            shards: 1,
+            seq: 0,
+        };
         assert!(leaf.on_chunk(1, &b, &mut out).unwrap());
         // Then: the table ({0: 6}) and the spill ({10: 1}); the shard count covers all three.
         assert_eq!(out.len(), 3);
@@ -408,7 +475,15 @@ mod tests {
         for c in out {
             got = asm.add(c).unwrap().or(got);
         }
-        assert_eq!(got.unwrap().1, vec![Pair { index: 0, value: 6 }, Pair { index: 10, value: 2 }, Pair { index: 20, value: 1 }, Pair { index: 30, value: 1 }]);
+        assert_eq!(
+            got.unwrap().1,
+            vec![
+                Pair { index: 0, value: 6 },
+                Pair { index: 10, value: 2 },
+                Pair { index: 20, value: 1 },
+                Pair { index: 30, value: 1 }
+            ]
+        );
     }
 
     #[test]
@@ -419,7 +494,9 @@ mod tests {
         let p = |i, s| Chunk { block: 0, pairs: vec![Pair { index: i, value: 1 }], wire_words: 2, shards: s, seq: 0 };
         // Child 0's last packet (3 shards) arrives first; the block waits for the other two.
         assert!(!root.on_chunk(0, &p(1, 3), &mut out).unwrap());
-        assert!(!root.on_chunk(1, &Chunk { block: 0, pairs: vec![], wire_words: 0, shards: 1, seq: 0 }, &mut out).unwrap());
+        assert!(!root
+            .on_chunk(1, &Chunk { block: 0, pairs: vec![], wire_words: 0, shards: 1, seq: 0 }, &mut out)
+            .unwrap());
         assert!(!root.on_chunk(0, &p(2, 0), &mut out).unwrap());
         assert!(root.on_chunk(0, &p(1, 0), &mut out).unwrap());
         // Result {1: 2, 2: 1}: 2 pairs (4 words) are smaller than the dense 8 elements.
@@ -431,7 +508,14 @@ mod tests {
         leaf.on_chunk(0, &p(1, 1), &mut out).unwrap();
         assert!(leaf.on_chunk(0, &p(1, 0), &mut out).unwrap_err().contains("more packets"));
         assert!(leaf.on_chunk(2, &p(1, 0), &mut out).unwrap_err().starts_with("child"));
-        assert!(leaf.on_chunk(0, &Chunk { block: 0, pairs: vec![Pair { index: 9, value: 1 }], wire_words: 2, shards: 0, seq: 0 }, &mut out).unwrap_err().starts_with("pairs"));
+        assert!(leaf
+            .on_chunk(
+                0,
+                &Chunk { block: 0, pairs: vec![Pair { index: 9, value: 1 }], wire_words: 2, shards: 0, seq: 0 },
+                &mut out
+            )
+            .unwrap_err()
+            .starts_with("pairs"));
     }
 
     #[test]
@@ -439,7 +523,13 @@ mod tests {
         let layout = Layout { elements: 16, span: 16, pairs_per_packet: 4 };
         let mut root = SparseAggregator::new(layout, Storage::Array, 2, true).unwrap();
         let mut out = Vec::new();
-        let half = |lo: u32| Chunk { block: 0, pairs: (lo..lo + 4).map(|i| Pair { index: i, value: 1 }).collect(), wire_words: 8, shards: 0, seq: 0 };
+        let half = |lo: u32| Chunk {
+            block: 0,
+            pairs: (lo..lo + 4).map(|i| Pair { index: i, value: 1 }).collect(),
+            wire_words: 8,
+            shards: 0,
+            seq: 0,
+        };
         for (child, lo) in [(0, 0), (0, 4), (1, 8), (1, 12)] {
             let mut c = half(lo);
             c.shards = if lo % 8 == 4 { 2 } else { 0 };

@@ -35,8 +35,9 @@ pub(crate) fn parts(collective: Collective, layout: &Layout) -> Result<(Schedule
     let active: Vec<usize> = (0..layout.ndims()).filter(|&i| layout.dims[i] > 1).collect();
     let ndim = active.len();
     // Collective `c = 2k + (direction is −)`: its dimension order and direction.
-    let parts: Vec<(Vec<usize>, i64)> =
-        (0..2 * ndim).map(|c| ((0..ndim).map(|j| active[(c / 2 + j) % ndim]).collect(), if c % 2 == 0 { 1 } else { -1 })).collect();
+    let parts: Vec<(Vec<usize>, i64)> = (0..2 * ndim)
+        .map(|c| ((0..ndim).map(|j| active[(c / 2 + j) % ndim]).collect(), if c % 2 == 0 { 1 } else { -1 }))
+        .collect();
     // Position of rank `q` in collective `c`'s order: its coordinates in the dimension order
     // of `c`, most significant first, so every sub-segment is a range of positions.
     let position = |dims: &[usize], q: u32| {
@@ -72,7 +73,8 @@ pub(crate) fn parts(collective: Collective, layout: &Layout) -> Result<(Schedule
         let m = layout.dims[dim];
         // Sub-segment width (in positions) at this phase.
         let width: u32 = dims[j + 1..].iter().map(|&d| layout.dims[d]).product();
-        let (out, inp) = if *dir > 0 { (2 * dim as u16, 2 * dim as u16 + 1) } else { (2 * dim as u16 + 1, 2 * dim as u16) };
+        let (out, inp) =
+            if *dir > 0 { (2 * dim as u16, 2 * dim as u16 + 1) } else { (2 * dim as u16 + 1, 2 * dim as u16) };
         (0..p)
             .filter(|&r| layout.coords(r)[dim] == 0)
             .map(|base| {

@@ -66,7 +66,9 @@ pub fn hamiltonian_cycles(layout: &Layout) -> Result<[Vec<(u32, u16)>; 2], Strin
     } else if dims[0] % dims[1] == 0 {
         (1, 0)
     } else {
-        return Err(format!("hamiltonian-rings needs one dimension to be a multiple of the other (r = c·k), not {dims:?}"));
+        return Err(format!(
+            "hamiltonian-rings needs one dimension to be a multiple of the other (r = c·k), not {dims:?}"
+        ));
     };
     let (c, r) = (dims[xd], dims[yd]);
     if gcd(r, c - 1) != 1 {

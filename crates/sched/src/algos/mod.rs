@@ -24,7 +24,7 @@ pub struct Layout {
 
 impl Layout {
     pub fn new(dims: Vec<u32>) -> Result<Layout, String> {
-        if dims.is_empty() || dims.iter().any(|&d| d == 0) {
+        if dims.is_empty() || dims.contains(&0) {
             return Err(format!("invalid torus shape {dims:?}"));
         }
         Ok(Layout { dims })

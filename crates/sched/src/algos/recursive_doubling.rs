@@ -109,7 +109,8 @@ impl Folding {
         let virt = Layout { dims: vdims.clone() };
         let phys = (0..virt.ranks())
             .map(|v| {
-                let c: Vec<u32> = virt.coords(v).iter().zip(&extra).map(|(&a, &m)| if a < m { 2 * a + 1 } else { a + m }).collect();
+                let c: Vec<u32> =
+                    virt.coords(v).iter().zip(&extra).map(|(&a, &m)| if a < m { 2 * a + 1 } else { a + m }).collect();
                 layout.rank(&c)
             })
             .collect();
@@ -259,8 +260,11 @@ fn butterfly(collective: Collective, layout: &Layout, name: &str, mirrored: bool
     let f = Folding::new(layout);
     let ndim = f.active().len();
     // Part `c`: starting dimension and direction rule.
-    let parts: Vec<(usize, Option<bool>)> =
-        if mirrored && ndim > 0 { (0..2 * ndim).map(|c| (c % ndim, Some(c >= ndim))).collect() } else { vec![(0, None)] };
+    let parts: Vec<(usize, Option<bool>)> = if mirrored && ndim > 0 {
+        (0..2 * ndim).map(|c| (c % ndim, Some(c >= ndim))).collect()
+    } else {
+        vec![(0, None)]
+    };
     let steps: Vec<Vec<(usize, u32)>> = parts.iter().map(|&(start, _)| f.steps(start)).collect();
     let len = steps[0].len();
     let nv = f.virt.ranks();
@@ -280,7 +284,8 @@ fn butterfly(collective: Collective, layout: &Layout, name: &str, mirrored: bool
         .collect();
     let rep = f.rep();
     let virt_of = f.virt_of();
-    let owner_key = |c: usize, q: u32| key[c][virt_of[rep[q as usize] as usize].expect("representatives survive") as usize];
+    let owner_key =
+        |c: usize, q: u32| key[c][virt_of[rep[q as usize] as usize].expect("representatives survive") as usize];
     let order: Vec<Vec<u32>> = (0..parts.len())
         .map(|c| {
             let mut o: Vec<u32> = (0..p).collect();
@@ -288,7 +293,8 @@ fn butterfly(collective: Collective, layout: &Layout, name: &str, mirrored: bool
             o
         })
         .collect();
-    let sorted_keys: Vec<Vec<u32>> = (0..parts.len()).map(|c| order[c].iter().map(|&q| owner_key(c, q)).collect()).collect();
+    let sorted_keys: Vec<Vec<u32>> =
+        (0..parts.len()).map(|c| order[c].iter().map(|&q| owner_key(c, q)).collect()).collect();
     let chunks = Chunks::new(collective, p, order);
     // Chunks of part `c` whose key starts with the first `t` bits of `v`'s key.
     let prefix_range = |c: usize, v: u32, t: usize| -> Blocks {
@@ -310,13 +316,23 @@ fn butterfly(collective: Collective, layout: &Layout, name: &str, mirrored: bool
         _ => f.fold(&mut s, 0, |_, _| chunks.all(), RecvOp::ReduceIncomingFirst),
     };
     if rs {
+        // (`t` is a step number: it indexes each part's steps, `steps[c][t]`, not `steps`.)
+        #[allow(clippy::needless_range_loop)]
         for t in 0..len {
             for (c, &(_, dir)) in parts.iter().enumerate() {
                 let (dim, bit) = steps[c][t];
                 for v in 0..nv {
                     let (u, port) = f.peer(v, dim, bit, dir);
                     let (from, to) = (f.phys[v as usize], f.phys[u as usize]);
-                    s.exchange(step, from, to, Some(port), Some(port ^ 1), prefix_range(c, u, t + 1), rank_order_op(from, to));
+                    s.exchange(
+                        step,
+                        from,
+                        to,
+                        Some(port),
+                        Some(port ^ 1),
+                        prefix_range(c, u, t + 1),
+                        rank_order_op(from, to),
+                    );
                 }
             }
             step += 1;
@@ -328,7 +344,15 @@ fn butterfly(collective: Collective, layout: &Layout, name: &str, mirrored: bool
                 let (dim, bit) = steps[c][t];
                 for v in 0..nv {
                     let (u, port) = f.peer(v, dim, bit, dir);
-                    s.exchange(step, f.phys[v as usize], f.phys[u as usize], Some(port), Some(port ^ 1), prefix_range(c, v, t + 1), RecvOp::Copy);
+                    s.exchange(
+                        step,
+                        f.phys[v as usize],
+                        f.phys[u as usize],
+                        Some(port),
+                        Some(port ^ 1),
+                        prefix_range(c, v, t + 1),
+                        RecvOp::Copy,
+                    );
                 }
             }
             step += 1;

@@ -25,7 +25,11 @@ fn ring_parts(collective: Collective, layout: &Layout) -> Result<(Schedule, Vec<
     }
     // Step k of the reduce-scatter: r sends the partial of block (r − k − 1), so that after
     // p−1 steps rank r holds block r complete; step k of the allgather forwards block (r − k).
-    let ring = DirectedRing { members: (0..p).collect(), ports: vec![(None, None); p as usize], owned: (0..p).map(|b| Blocks::range(b, b + 1)).collect() };
+    let ring = DirectedRing {
+        members: (0..p).collect(),
+        ports: vec![(None, None); p as usize],
+        owned: (0..p).map(|b| Blocks::range(b, b + 1)).collect(),
+    };
     Ok((s, Phase::halves(vec![ring], rs, ag, p as usize - 1)))
 }
 

@@ -518,8 +518,10 @@ fn finish(mut s: Schedule, mut xfers: Vec<Xfer>) -> Schedule {
             i = j;
             continue;
         }
-        let incoming: Vec<Vec<Iv>> =
-            xfers[i..j].iter().map(|x| x.blocks.iter().map(|b| v[x.from as usize * nb + b as usize]).collect()).collect();
+        let incoming: Vec<Vec<Iv>> = xfers[i..j]
+            .iter()
+            .map(|x| x.blocks.iter().map(|b| v[x.from as usize * nb + b as usize]).collect())
+            .collect();
         for (x, inc) in xfers[i..j].iter().zip(incoming) {
             let at = |b: u32| x.to as usize * nb + b as usize;
             let op = if !x.reduce {
@@ -557,11 +559,12 @@ fn finish(mut s: Schedule, mut xfers: Vec<Xfer>) -> Schedule {
         i = j;
     }
     let ok = |r: u32, b: usize| v[r as usize * nb + b] == full;
-    s.noncommutative_safe = track && match s.collective {
-        Collective::ReduceScatter => (0..nb).all(|b| ok(s.block_owner[b], b)),
-        Collective::Reduce { root } => (0..nb).all(|b| ok(root, b)),
-        _ => (0..p).all(|r| (0..nb).all(|b| ok(r, b))),
-    };
+    s.noncommutative_safe = track
+        && match s.collective {
+            Collective::ReduceScatter => (0..nb).all(|b| ok(s.block_owner[b], b)),
+            Collective::Reduce { root } => (0..nb).all(|b| ok(root, b)),
+            _ => (0..p).all(|r| (0..nb).all(|b| ok(r, b))),
+        };
     s.trim();
     s
 }
@@ -731,7 +734,15 @@ fn latency_allreduce(layout: &Layout) -> Result<Schedule, String> {
     let pre = usize::from(!folded.is_empty());
     for &r in &folded {
         let (q, out, inn) = rep(r);
-        xfers.push(Xfer { step: 0, from: r, to: q, port_out: Some(out), port_in: Some(inn), blocks: all.clone(), reduce: true });
+        xfers.push(Xfer {
+            step: 0,
+            from: r,
+            to: q,
+            port_out: Some(out),
+            port_in: Some(inn),
+            blocks: all.clone(),
+            reduce: true,
+        });
     }
     for k in 0..pat.steps {
         for c in 0..nc as usize {
@@ -744,7 +755,15 @@ fn latency_allreduce(layout: &Layout) -> Result<Schedule, String> {
     for &r in &folded {
         let (q, out, inn) = rep(r);
         // The reverse route: leave on the port the pre-step arrived on.
-        xfers.push(Xfer { step: pre + pat.steps, from: q, to: r, port_out: Some(inn), port_in: Some(out), blocks: all.clone(), reduce: false });
+        xfers.push(Xfer {
+            step: pre + pat.steps,
+            from: q,
+            to: r,
+            port_out: Some(inn),
+            port_in: Some(out),
+            blocks: all.clone(),
+            reduce: false,
+        });
     }
     Ok(finish(s, xfers))
 }
@@ -768,7 +787,8 @@ pub fn bandwidth_allreduce_plan(layout: &Layout) -> Result<crate::plan::Plan, St
     let nd = layout.ndims();
     let mut plan = Plan::new(SWING_BANDWIDTH, p, nc as u32 * p, Some(layout.dims.clone()));
     // groups[mirrored][dim][a] = [(σ, q, count)] over the targets t ≠ a.
-    let groups: Vec<Vec<Vec<Vec<(u32, u32, u64)>>>> = pat
+    type NextHops = Vec<(u32, u32, u64)>;
+    let groups: Vec<Vec<Vec<NextHops>>> = pat
         .lines
         .iter()
         .map(|lines| {
@@ -777,7 +797,7 @@ pub fn bandwidth_allreduce_plan(layout: &Layout) -> Result<crate::plan::Plan, St
                 .map(|line| {
                     (0..line.d)
                         .map(|a| {
-                            let mut g: Vec<(u32, u32, u64)> = Vec::new();
+                            let mut g = NextHops::new();
                             for t in (0..line.d).filter(|&t| t != a) {
                                 let (sg, q) = line.next_hop(a, t);
                                 match g.iter_mut().find(|e| e.0 == sg && e.1 == q) {
@@ -802,7 +822,11 @@ pub fn bandwidth_allreduce_plan(layout: &Layout) -> Result<crate::plan::Plan, St
             .map(|j| {
                 groups[m][j]
                     .iter()
-                    .map(|g| (0..k).map(|kk| 1 + g.iter().filter(|e| coll.pos[j][e.0 as usize] > kk).map(|e| e.2).sum::<u64>()).collect())
+                    .map(|g| {
+                        (0..k)
+                            .map(|kk| 1 + g.iter().filter(|e| coll.pos[j][e.0 as usize] > kk).map(|e| e.2).sum::<u64>())
+                            .collect()
+                    })
                     .collect()
             })
             .collect();
@@ -822,8 +846,13 @@ pub fn bandwidth_allreduce_plan(layout: &Layout) -> Result<crate::plan::Plan, St
             }
         }
     }
-    let ag: Vec<Vec<PlanMsg>> =
-        rs.iter().rev().map(|msgs| msgs.iter().map(|m| PlanMsg { from: m.to, to: m.from, port: m.port ^ 1, blocks: m.blocks }).collect()).collect();
+    let ag: Vec<Vec<PlanMsg>> = rs
+        .iter()
+        .rev()
+        .map(|msgs| {
+            msgs.iter().map(|m| PlanMsg { from: m.to, to: m.from, port: m.port ^ 1, blocks: m.blocks }).collect()
+        })
+        .collect();
     for msgs in rs.into_iter().chain(ag) {
         plan.push_step(msgs);
     }

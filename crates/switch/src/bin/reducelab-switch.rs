@@ -75,9 +75,14 @@ struct Common {
 }
 
 fn common(a: &mut Args) -> Common {
-    let scenario_path = a.take("--scenario").unwrap_or_else(|| die("--scenario: required (a scenario TOML with ina_allreduce traffic)"));
-    let text = std::fs::read_to_string(&scenario_path).unwrap_or_else(|e| die(&format!("--scenario: {scenario_path}: {e}")));
-    let ip_base = a.take("--ip-base").map(|v| v.parse().unwrap_or_else(|_| die(&format!("--ip-base: `{v}` is not an IPv4 address"))));
+    let scenario_path = a
+        .take("--scenario")
+        .unwrap_or_else(|| die("--scenario: required (a scenario TOML with ina_allreduce traffic)"));
+    let text =
+        std::fs::read_to_string(&scenario_path).unwrap_or_else(|e| die(&format!("--scenario: {scenario_path}: {e}")));
+    let ip_base = a
+        .take("--ip-base")
+        .map(|v| v.parse().unwrap_or_else(|_| die(&format!("--ip-base: `{v}` is not an IPv4 address"))));
     let port_base: Option<u16> = a.num("--port-base");
     let endpoints = match a.take("--endpoints") {
         Some(path) => {
@@ -98,11 +103,13 @@ fn is_pool(c: &Common) -> bool {
 }
 
 fn pool_plan_of(c: &Common) -> PoolPlan {
-    PoolPlan::from_scenario(&c.text, c.seed, c.endpoints.clone()).unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
+    PoolPlan::from_scenario(&c.text, c.seed, c.endpoints.clone())
+        .unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
 }
 
 fn plan_of(c: &Common) -> Plan {
-    Plan::from_scenario(&c.text, c.seed, c.endpoints.clone()).unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
+    Plan::from_scenario(&c.text, c.seed, c.endpoints.clone())
+        .unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
 }
 
 /// `--fault-file F` entries first, then `--fault` flags (a later entry for a port wins).
@@ -148,7 +155,12 @@ fn main() {
 fn cmd_switch(mut a: Args) {
     let c = common(&mut a);
     let node: u32 = a.num("--node").unwrap_or_else(|| die("--node: required (the switch's node id)"));
-    let opts = SwitchOptions { faults: faults(&mut a), seed: c.fault_seed, exit_after_rx: a.num("--exit-after-rx"), duration: a.num::<f64>("--duration-s").map(Duration::from_secs_f64) };
+    let opts = SwitchOptions {
+        faults: faults(&mut a),
+        seed: c.fault_seed,
+        exit_after_rx: a.num("--exit-after-rx"),
+        duration: a.num::<f64>("--duration-s").map(Duration::from_secs_f64),
+    };
     a.finish();
     // SAFETY: the handler only stores to an atomic.
     unsafe {
@@ -182,15 +194,29 @@ fn cmd_plan(mut a: Args) {
         println!("# {}: node kind port endpoint -> peer_node:peer_port (peer endpoint)", plan.name);
         for (n, node) in plan.fabric.nodes.iter().enumerate() {
             let kind = match plan.fabric.host_nodes.iter().position(|&h| h == n as u32) {
-                Some(h) => format!("host {h} ({})", plan.role(h as u32).map_or("idle".to_string(), |r| format!("{r:?}"))),
+                Some(h) => {
+                    format!("host {h} ({})", plan.role(h as u32).map_or("idle".to_string(), |r| format!("{r:?}")))
+                }
                 None => "switch".to_string(),
             };
             for (p, &(peer, pp)) in node.ports.iter().enumerate() {
-                println!("{n} {kind} {p} {} -> {peer}:{pp} ({})", plan.endpoints.of(n as u32, p as u16), plan.endpoints.of(peer, pp));
+                println!(
+                    "{n} {kind} {p} {} -> {peer}:{pp} ({})",
+                    plan.endpoints.of(n as u32, p as u16),
+                    plan.endpoints.of(peer, pp)
+                );
             }
         }
         for (j, job) in plan.jobs.iter().enumerate() {
-            println!("# job {j}: {} workers {:?}, ps {:?}, aggregates on switch {}, {} PSNs per worker, window {:?}", plan.spec.protocol.label(), job.workers, job.ps, job.switch, job.psns, job.params.control);
+            println!(
+                "# job {j}: {} workers {:?}, ps {:?}, aggregates on switch {}, {} PSNs per worker, window {:?}",
+                plan.spec.protocol.label(),
+                job.workers,
+                job.ps,
+                job.switch,
+                job.psns,
+                job.params.control
+            );
         }
         println!("# switches: {}", plan.switches().iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" "));
         return;
@@ -198,9 +224,17 @@ fn cmd_plan(mut a: Args) {
     let plan = plan_of(&c);
     println!("# {}: node kind port endpoint -> peer_node:peer_port (peer endpoint)", plan.name);
     for (n, node) in plan.fabric.nodes.iter().enumerate() {
-        let kind = if node.is_host { format!("host {}", plan.fabric.host_nodes.iter().position(|&h| h == n as u32).unwrap_or(usize::MAX)) } else { "switch".to_string() };
+        let kind = if node.is_host {
+            format!("host {}", plan.fabric.host_nodes.iter().position(|&h| h == n as u32).unwrap_or(usize::MAX))
+        } else {
+            "switch".to_string()
+        };
         for (p, &(peer, pp)) in node.ports.iter().enumerate() {
-            println!("{n} {kind} {p} {} -> {peer}:{pp} ({})", plan.endpoints.of(n as u32, p as u16), plan.endpoints.of(peer, pp));
+            println!(
+                "{n} {kind} {p} {} -> {peer}:{pp} ({})",
+                plan.endpoints.of(n as u32, p as u16),
+                plan.endpoints.of(peer, pp)
+            );
         }
     }
     println!("# switches: {}", plan.switches().iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" "));
@@ -209,7 +243,10 @@ fn cmd_plan(mut a: Args) {
 fn host_list(plan: &Plan, v: Option<String>) -> Vec<u32> {
     match v.as_deref() {
         None | Some("all") => plan.hosts(),
-        Some(s) => s.split(',').map(|x| x.trim().parse().unwrap_or_else(|_| die(&format!("--hosts: `{x}` is not a host index")))).collect(),
+        Some(s) => s
+            .split(',')
+            .map(|x| x.trim().parse().unwrap_or_else(|_| die(&format!("--hosts: `{x}` is not a host index"))))
+            .collect(),
     }
 }
 
@@ -252,7 +289,10 @@ fn cmd_hosts(mut a: Args) {
 fn pool_host_list(plan: &PoolPlan, v: Option<String>) -> Vec<u32> {
     match v.as_deref() {
         None | Some("all") => plan.hosts(),
-        Some(s) => s.split(',').map(|x| x.trim().parse().unwrap_or_else(|_| die(&format!("--hosts: `{x}` is not a host index")))).collect(),
+        Some(s) => s
+            .split(',')
+            .map(|x| x.trim().parse().unwrap_or_else(|_| die(&format!("--hosts: `{x}` is not a host index"))))
+            .collect(),
     }
 }
 
@@ -297,7 +337,15 @@ pub struct SwitchProcess {
 fn spawn_switch(c: &Common, node: u32, extra: &[String]) -> SwitchProcess {
     let exe = std::env::current_exe().unwrap_or_else(|e| die(&format!("cannot find this binary: {e}")));
     let mut cmd = Command::new(exe);
-    cmd.args(["switch", "--scenario", &c.scenario_path, "--node", &node.to_string(), "--fault-seed", &c.fault_seed.to_string()]);
+    cmd.args([
+        "switch",
+        "--scenario",
+        &c.scenario_path,
+        "--node",
+        &node.to_string(),
+        "--fault-seed",
+        &c.fault_seed.to_string(),
+    ]);
     cmd.args(c.endpoints.args());
     if let Some(s) = c.seed {
         cmd.args(["--seed", &s.to_string()]);
@@ -433,7 +481,14 @@ fn cmd_run(mut a: Args) {
 /// result no worker had yet (so a crash on a loss-free network is survived), but a result the
 /// crash took from some workers only (the shadow copy a worker that lost its ACK was to be
 /// answered from) is gone, and the run ends with the workers' errors and a line saying so.
-fn cmd_run_pool(c: &Common, fault_args: &[String], hosts: Option<String>, opts: &HostOptions, crash_after: Option<u64>, restart_delay: Duration) {
+fn cmd_run_pool(
+    c: &Common,
+    fault_args: &[String],
+    hosts: Option<String>,
+    opts: &HostOptions,
+    crash_after: Option<u64>,
+    restart_delay: Duration,
+) {
     let plan = pool_plan_of(c);
     let hosts = pool_host_list(&plan, hosts);
     let switches = plan.switches();
