@@ -10,8 +10,9 @@
 //!   same task: add it unless its bit is already in the bitmap (a duplicate, dropped); at a full
 //!   bitmap the aggregate goes to the PS and the aggregator waits, reserved, for the PS's ACK;
 //! - another task holds it (a collision): forward the packet to the PS;
-//! - a retransmission (`resend` set) always goes to the PS, and if its task holds the aggregator
-//!   the resend forces the slot clear: any partial aggregate goes to the PS with it;
+//! - a retransmission (`resend` set) always goes to the PS (counted in `resends`, not as a
+//!   collision's fallback), and if its task holds the aggregator the resend forces the slot
+//!   clear: any partial aggregate goes to the PS with it;
 //! - the PS's ACK passing through frees the aggregator if its task holds it, and is multicast
 //!   to the workers (the engine replicates a `Workers` packet).
 //!
@@ -38,6 +39,7 @@ impl AtpSwitch {
         let to_ps = AggPacket { dst: Dest::Ps, ..pkt };
         if pkt.resend {
             out.push(PoolAction::Forward(to_ps));
+            self.stats.resends += 1;
             if a.task == Some(pkt.task()) {
                 self.stats.resend_clears += 1;
                 if !a.complete && a.bitmap != 0 {
@@ -45,8 +47,6 @@ impl AtpSwitch {
                     out.push(PoolAction::Emit(partial));
                 }
                 self.pool.free(now, i, vals);
-            } else {
-                self.stats.fallbacks += 1;
             }
             return;
         }
@@ -222,6 +222,14 @@ mod tests {
         re.resend = true;
         assert_eq!(send(&mut s, &mut v, re), vec![PoolAction::Forward(AggPacket { dst: Dest::Ps, ..re })]);
         assert_eq!(s.pool().get(i).task, Some(Task { job: 2, psn: q }));
+        // Resends are counted as resends, never as collisions' fallbacks (one clear, one not).
+        assert_eq!((s.stats().resends, s.stats().resend_clears, s.stats().fallbacks), (2, 1, 0));
+        // A resend that finds its aggregator free: to the PS, still no fallback.
+        let mut s = AtpSwitch::new(N).unwrap();
+        let mut re = grad(1, 7, 1, 3, &mut v);
+        re.resend = true;
+        assert_eq!(send(&mut s, &mut v, re), vec![PoolAction::Forward(AggPacket { dst: Dest::Ps, ..re })]);
+        assert_eq!((s.stats().resends, s.stats().fallbacks, s.pool().in_use()), (1, 0, 0));
     }
 
     #[test]

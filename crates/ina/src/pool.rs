@@ -405,7 +405,8 @@ pub struct PoolStats {
     /// Tasks completed on the switch.
     pub completed: u64,
     /// Gradient packets sent to the PS because their aggregator held another task (ATP's
-    /// collisions; DSA's lost preemptions).
+    /// collisions; DSA's lost preemptions); not ATP's retransmissions (`resends`), which go to
+    /// the PS whatever the aggregator holds.
     pub fallbacks: u64,
     /// DSA: packets that won an aggregator and evicted its partial aggregate to the PS.
     pub preemptions: u64,
@@ -417,6 +418,8 @@ pub struct PoolStats {
     pub results_resent: u64,
     /// SwitchML: packets older (or newer) than their slot's current use, dropped.
     pub stale: u64,
+    /// ATP: retransmissions (resend flag), each forwarded to the PS.
+    pub resends: u64,
     /// ATP: aggregators cleared by a resend.
     pub resend_clears: u64,
     /// ATP: aggregators freed by the PS's ACK.

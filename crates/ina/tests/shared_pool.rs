@@ -1,15 +1,18 @@
 //! Property test of the shared-pool protocols (SwitchML, ATP, DSA and DSA's two strawmen),
 //! driving the sans-I/O switch program, the parameter servers and a minimal test-only worker
-//! model on a star: every host talks through the one switch over FIFO links with random delays
-//! (so arrivals interleave at random across hosts), random loss, several jobs on a small pool
-//! (many collisions), and retransmission timeouts short enough to make spurious
-//! retransmissions (duplicates) common. Each case runs until no event is left and asserts:
+//! model on a star: every host talks through the one switch over links with random delays
+//! (so arrivals interleave at random across hosts), random loss, duplication (a copy may
+//! linger up to ten retransmission timeouts) and reordering (a packet may overtake its link's
+//! earlier ones), several jobs on a small pool (many collisions), and retransmission timeouts
+//! short enough to make spurious retransmissions common. Each case runs until no event is left
+//! and asserts:
 //! - every worker of every job has every PSN's result, each equal to the exact sum of all
 //!   workers' contributions (fingerprint and values: no loss, no double count), and every copy
 //!   of a result it received was that sum;
-//! - no parameter-server entry is left, and every aggregator is free (SwitchML: after the jobs
-//!   release their regions; DSA: after the collisions §V relies on have reclaimed what late
-//!   retransmissions held — see `sweep_dsa`);
+//! - no parameter-server entry is left, and every aggregator still held is explained, then
+//!   freed by the jobs' teardown: SwitchML's kept results; ATP's late copies of tasks every
+//!   worker already has (counted, `held_at_end`); DSA's the same, after the collisions §V relies
+//!   on have reclaimed them (`sweep_dsa`);
 //! - no value slot is leaked.
 //!
 //! `REDUCELAB_POOL_CASES=N` runs more cases (default 100 per protocol), `REDUCELAB_POOL_SEED=S`
@@ -110,6 +113,10 @@ struct Case {
     queue: BTreeMap<(u64, u64), Ev>,
     link_last: BTreeMap<(Node, Node), u64>,
     loss: f64,
+    /// Chance that a link delivers a packet twice (a copy on its own random delay).
+    dup: f64,
+    /// Chance that a packet ignores its link's order (it may overtake earlier packets).
+    reorder: f64,
     delay_ps: u64,
     jitter_ps: u64,
     rto_ps: u64,
@@ -124,6 +131,10 @@ struct Case {
     /// Results received, checked on arrival.
     results: u64,
     sent: u64,
+    duplicated: u64,
+    reordered: u64,
+    /// ATP/DSA aggregators held at the jobs' end by late copies of completed tasks.
+    held_at_end: u64,
 }
 
 impl Case {
@@ -136,6 +147,8 @@ impl Case {
         };
         let psns = 8 + rng.below(40) as u32;
         let loss = [0.0, 0.02, 0.1][rng.below(3) as usize];
+        let dup = [0.0, 0.0, 0.02, 0.1][rng.below(4) as usize];
+        let reorder = [0.0, 0.0, 0.1, 0.5][rng.below(4) as usize];
         let delay_ps = 1_000_000;
         let jitter_ps = 1 + rng.below(4_000_000);
         let rto_ps = 2 * delay_ps + rng.below(6 * delay_ps);
@@ -207,6 +220,8 @@ impl Case {
             queue: BTreeMap::new(),
             link_last: BTreeMap::new(),
             loss,
+            dup,
+            reorder,
             delay_ps,
             jitter_ps,
             rto_ps,
@@ -220,19 +235,24 @@ impl Case {
             expected_values,
             results: 0,
             sent: 0,
+            duplicated: 0,
+            reordered: 0,
+            held_at_end: 0,
         }
     }
 
     fn describe(&self) -> String {
         let jobs: Vec<String> = self.ps.keys().map(|j| format!("{j}")).collect();
         format!(
-            "{:?}: {} workers in jobs [{}], {} PSNs, pool {}, loss {}, jitter {} ps, rto {} ps",
+            "{:?}: {} workers in jobs [{}], {} PSNs, pool {}, loss {}, duplication {}, reordering {}, jitter {} ps, rto {} ps",
             self.proto,
             self.workers.len(),
             jobs.join(", "),
             self.psns,
             self.sw_pool_len(),
             self.loss,
+            self.dup,
+            self.reorder,
             self.jitter_ps,
             self.rto_ps
         )
@@ -255,14 +275,34 @@ impl Case {
     /// never before the link's previous packet.
     fn send(&mut self, from: Node, to: Node, pkt: AggPacket) {
         self.sent += 1;
+        if self.rng.chance(self.dup) {
+            // The copy may linger far longer (a path through a deep queue, a retried frame):
+            // up to ten retransmission timeouts, long after its task may have completed.
+            self.duplicated += 1;
+            let copy = pkt.copy(&mut self.vals);
+            let late = self.rng.below(10 * self.rto_ps);
+            self.transmit(from, to, copy, late);
+        }
+        self.transmit(from, to, pkt, 0);
+    }
+
+    /// One copy of a packet on the link `from → to`: lost, or delivered after a random delay
+    /// (plus `extra`), after the link's previous packet unless this one is reordered.
+    fn transmit(&mut self, from: Node, to: Node, pkt: AggPacket, extra: u64) {
         if self.rng.chance(self.loss) {
             self.vals.release(pkt.data);
             return;
         }
-        let d = self.delay_ps + self.rng.below(self.jitter_ps);
-        let last = self.link_last.get(&(from, to)).copied().unwrap_or(0);
-        let at = (self.now + d).max(last + 1);
-        self.link_last.insert((from, to), at);
+        let d = self.delay_ps + self.rng.below(self.jitter_ps) + extra;
+        let at = if extra > 0 || self.rng.chance(self.reorder) {
+            self.reordered += 1;
+            self.now + d
+        } else {
+            let last = self.link_last.get(&(from, to)).copied().unwrap_or(0);
+            let at = (self.now + d).max(last + 1);
+            self.link_last.insert((from, to), at);
+            at
+        };
         self.push(at, Ev::Deliver { to, from, pkt });
     }
 
@@ -496,17 +536,36 @@ impl Case {
             };
             assert_eq!(dict.pending().count(), 0, "{what}: job {j}'s PS has entries left");
         }
-        if let Sw::Ml(s) = &mut self.sw {
-            for a in s.pool().used().map(|i| *s.pool().get(i)).collect::<Vec<_>>() {
-                assert!(a.complete, "{}: a SwitchML aggregator holds a partial {a:?}", "");
+        // Every aggregator still held at the jobs' end is explained, then freed by the control
+        // plane's teardown (as the simulator does at a job's end). SwitchML keeps each slot's
+        // last result (its shadow copy, for retransmissions). ATP and DSA can only hold a late
+        // copy of a task every worker already has: a duplicate or an overtaken original that
+        // reached the switch after the task's ACK had freed its aggregator and reserved it
+        // again (the switch cannot tell it is late; DSA's collisions reclaim such aggregators,
+        // `sweep_dsa`, ATP's only through a resend of the same task or the teardown).
+        let held = self.sw.prog().pool();
+        let pool: Vec<_> = held.used().map(|i| *held.get(i)).collect();
+        for a in &pool {
+            let t = a.task.unwrap();
+            if let Sw::Ml(_) = self.sw {
+                assert!(a.complete, "{what}: a SwitchML aggregator holds a partial {a:?}");
+                continue;
             }
-            let jobs: Vec<u16> = self.workers.values().map(|w| w.job).collect();
-            for j in jobs {
-                s.release_job(self.now, j, &mut self.vals);
-            }
+            assert!(
+                self.workers.values().filter(|w| w.job == t.job).all(|w| w.acked[t.psn as usize]),
+                "{what}: an aggregator holds {t:?}, which some worker still lacks: {a:?}"
+            );
+            assert!(a.bitmap != 0 && a.bitmap & !full_bitmap(a.workers) == 0, "{what}: {a:?}");
+            self.held_at_end += 1;
         }
+        let jobs: Vec<u16> = self.workers.values().map(|w| w.job).collect();
+        let mut released = 0;
+        for j in jobs {
+            released += self.sw.prog().pool_mut().release_job(self.now, j, &mut self.vals);
+        }
+        assert_eq!(released as usize, pool.len(), "{what}: the teardown freed other aggregators than those held");
         let in_use = self.sw.prog().pool().in_use();
-        assert_eq!(in_use, 0, "{}: {in_use} aggregators still held", self.describe());
+        assert_eq!(in_use, 0, "{what}: {in_use} aggregators still held after the teardown");
         for ps in self.ps.values_mut() {
             match ps {
                 Ps::Atp(p) => p.dict.forget_results_below(u32::MAX, &mut self.vals),
@@ -539,6 +598,7 @@ fn property(proto: Proto) -> BTreeMap<&'static str, u64> {
             ("downgrades", st.downgrades),
             ("duplicates", st.duplicates),
             ("results_resent", st.results_resent),
+            ("resends", st.resends),
             ("resend_clears", st.resend_clears),
             ("ack_frees", st.ack_frees),
             ("reminders_fetched", st.reminders_fetched),
@@ -557,6 +617,9 @@ fn property(proto: Proto) -> BTreeMap<&'static str, u64> {
                 .sum();
         *seen.entry("completed_at_ps").or_insert(0) += ps_completed;
         *seen.entry("packets_sent").or_insert(0) += c.sent;
+        *seen.entry("packets_duplicated").or_insert(0) += c.duplicated;
+        *seen.entry("packets_reordered").or_insert(0) += c.reordered;
+        *seen.entry("held_at_end").or_insert(0) += c.held_at_end;
         for p in c.ps.values() {
             let st = match p {
                 Ps::Atp(p) => &p.dict.stats,
@@ -602,8 +665,10 @@ fn atp_results_are_exact_under_collisions_loss_and_resends() {
             "completed_on_switch",
             "completed_at_ps",
             "fallbacks",
+            "resends",
             "resend_clears",
             "ack_frees",
+            "held_at_end",
             "ps_duplicates",
             "ps_discarded",
             "ps_re_acks",

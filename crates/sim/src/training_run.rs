@@ -1581,6 +1581,7 @@ fn add_pool_stats(a: &mut PoolStats, b: &PoolStats) {
     a.duplicates += b.duplicates;
     a.results_resent += b.results_resent;
     a.stale += b.stale;
+    a.resends += b.resends;
     a.resend_clears += b.resend_clears;
     a.ack_frees += b.ack_frees;
     a.reminders_fetched += b.reminders_fetched;
