@@ -189,7 +189,7 @@ impl ScenarioFile {
                     field: "traffic[0].algorithm".into(),
                     reason: format!("{algorithm} on {}: {r}", layout_name(topology, layout)),
                 };
-                let plan = crate::collective_run::cached_plan(algorithm, layout).map_err(field)?;
+                let plan = crate::schedule_cache::cached_plan(algorithm, layout).map_err(field)?;
                 if let Some(why) = flow_at_every_size(topology, &plan, net, &self.endpoint.resolve()?).map_err(field)? {
                     return Ok((Backend::Flow, format!("auto: {why}")));
                 }

@@ -444,7 +444,7 @@ impl ScenarioFile {
                     reason: format!("{algorithm} on {}: {r}", layout_name(&topology, layout)),
                 };
                 if backend == Backend::Flow {
-                    *plan = Some(crate::collective_run::cached_plan(algorithm, layout).map_err(cannot)?);
+                    *plan = Some(crate::schedule_cache::cached_plan(algorithm, layout).map_err(cannot)?);
                 } else {
                     let max = reducelab_sched::registry::variant_entry(algorithm)
                         .map_err(|r| ScenarioError { field: field.clone(), reason: r })?
@@ -459,7 +459,7 @@ impl ScenarioFile {
                         );
                     }
                     *schedule =
-                        Some(crate::collective_run::cached_schedule(algorithm, *collective, layout).map_err(cannot)?);
+                        Some(crate::schedule_cache::cached_schedule(algorithm, *collective, layout).map_err(cannot)?);
                 }
             }
         }
