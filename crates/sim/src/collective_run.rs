@@ -13,23 +13,17 @@
 
 use crate::scenario::{BufferSpec, ScenarioFile, Traffic};
 use crate::{run_scenario, RunOptions};
-use reducelab_sched::algos::Layout;
-use reducelab_sched::{Collective, Plan, Schedule, TopologySpec};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock};
+use reducelab_sched::TopologySpec;
 use std::time::Instant;
 
 pub use crate::scenario::{Backend, AUTO_FLOW_MIN_BYTES, PACKET_MAX_FINGERPRINTS};
+pub use crate::schedule_cache::{cached_plan, cached_schedule};
 
 /// Element size of the reduced vector (float32).
 pub const ELEM_BYTES: u64 = 4;
 
 /// The Swing paper's network (§5) as a scenario: the base of every run of this module.
 pub const SWING_NETWORK: &str = include_str!("../../../scenarios/swing/network.toml");
-
-/// Largest rank count of a timing plan (schedules have their own limit per variant: the
-/// registry's `max_ranks`).
-const MAX_RANKS: u32 = reducelab_sched::registry::MAX_RANKS;
 
 /// Values of the Swing network scenario a run replaces; `None` keeps the file's (400 Gb/s
 /// links of 100 ns, 300 ns per hop, line-rate buffers).
@@ -70,119 +64,6 @@ pub struct CollectiveOutcome {
     pub buffer_bytes: u64,
     /// Wall-clock time of the run (not part of any result file).
     pub wall_seconds: f64,
-}
-
-/// A cache key: (algorithm, collective, layout's dimensions).
-type CacheKey = (String, String, Vec<u32>);
-
-/// A process-wide cache of built schedules or timing plans, per (algorithm, collective,
-/// layout), with the total size of its entries.
-struct Cache<T> {
-    map: HashMap<CacheKey, (Arc<T>, u64)>,
-    weight: u64,
-}
-
-impl<T> Default for Cache<T> {
-    fn default() -> Self {
-        Cache { map: HashMap::new(), weight: 0 }
-    }
-}
-
-/// Most entries kept per cache; a cache is emptied when it would grow beyond this.
-const CACHE_ENTRIES: usize = 64;
-
-/// Most transfers (schedules) or messages (plans) a cache keeps, about 200 MB: every scenario
-/// with a collective goes through the caches, and a long-lived process (a sweep worker, the
-/// fuzz test) meets many schedules. A cache is emptied when a new entry would exceed this (the
-/// new entry is kept even if it alone does).
-const CACHE_WEIGHT: u64 = 1 << 22;
-
-/// The size of a cache entry in [`CACHE_WEIGHT`]'s units (at least 1).
-trait Weight {
-    fn weight(&self) -> u64;
-}
-
-impl Weight for Schedule {
-    fn weight(&self) -> u64 {
-        self.programs
-            .iter()
-            .flat_map(|p| &p.steps)
-            .map(|st| (st.sends.len() + st.recvs.len()) as u64)
-            .sum::<u64>()
-            .max(1)
-    }
-}
-
-impl Weight for Plan {
-    fn weight(&self) -> u64 {
-        self.steps.iter().map(|st| st.msgs.len() as u64).sum::<u64>().max(1)
-    }
-}
-
-/// `build()` for (`algorithm`, `collective`, `layout`) from `cache`, after checking the rank
-/// count against `limit`.
-fn cached<T: Weight>(
-    cache: &Mutex<Cache<T>>,
-    algorithm: &str,
-    collective: Collective,
-    layout: &Layout,
-    limit: u32,
-    what: &str,
-    build: impl FnOnce() -> Result<T, String>,
-) -> Result<Arc<T>, String> {
-    let key = (algorithm.to_string(), format!("{collective:?}"), layout.dims.clone());
-    if let Some((b, _)) = cache.lock().unwrap_or_else(|e| e.into_inner()).map.get(&key) {
-        return Ok(b.clone());
-    }
-    let p = layout.ranks();
-    if p > limit {
-        return Err(format!("{p} ranks is more than the {limit} that '{algorithm}' {what} support"));
-    }
-    // Built outside the lock so that concurrent callers do not wait on each other.
-    let b = Arc::new(build()?);
-    let w = b.weight();
-    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if c.map.len() >= CACHE_ENTRIES || c.weight + w > CACHE_WEIGHT {
-        c.map.clear();
-        c.weight = 0;
-    }
-    if let Some((_, old)) = c.map.insert(key, (b.clone(), w)) {
-        c.weight -= old; // built twice by concurrent callers
-    }
-    c.weight += w;
-    Ok(b)
-}
-
-/// The `collective` schedule of variant `algorithm` for `layout`, from the process-wide cache.
-/// Ring-like schedules grow as p², so they are limited to fewer ranks (the registry's `max_ranks`).
-pub fn cached_schedule(algorithm: &str, collective: Collective, layout: &Layout) -> Result<Arc<Schedule>, String> {
-    static CACHE: OnceLock<Mutex<Cache<Schedule>>> = OnceLock::new();
-    let limit = reducelab_sched::registry::variant_entry(algorithm)?.max_ranks;
-    cached(
-        CACHE.get_or_init(Default::default),
-        algorithm,
-        collective,
-        layout,
-        limit,
-        "schedules (packet level)",
-        || reducelab_sched::registry::build(algorithm, collective, layout),
-    )
-}
-
-/// The allreduce timing plan of variant `algorithm` for `layout` (flow backend), from the
-/// process-wide cache. Built without materialising the schedule where that is large.
-pub fn cached_plan(algorithm: &str, layout: &Layout) -> Result<Arc<Plan>, String> {
-    static CACHE: OnceLock<Mutex<Cache<Plan>>> = OnceLock::new();
-    reducelab_sched::registry::variant_entry(algorithm)?;
-    cached(
-        CACHE.get_or_init(Default::default),
-        algorithm,
-        Collective::Allreduce,
-        layout,
-        MAX_RANKS,
-        "timing plans",
-        || reducelab_sched::plan::plan(algorithm, layout),
-    )
 }
 
 /// The Swing network scenario with `topology_spec`, `algorithm`, `size_bytes`, `backend`,

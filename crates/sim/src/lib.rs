@@ -15,6 +15,7 @@ mod message_lists;
 pub mod pspin_run;
 pub mod report;
 pub mod scenario;
+mod schedule_cache;
 pub mod training_run;
 pub mod workload;
 

@@ -1,0 +1,537 @@
+//! The serde schema of a scenario file: one struct or enum per table and key, with the
+//! defaults the format gives; validation happens when a [`ScenarioFile`] is resolved.
+
+use super::backend::Backend;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// A `[topology]` table, or a bare spec string (`topology = "torus:8x8"`).
+    #[serde(deserialize_with = "topology_table_or_shape")]
+    pub topology: TopologySpec,
+    #[serde(default)]
+    pub network: NetworkSpec,
+    #[serde(default)]
+    pub noise: NoiseSpec,
+    #[serde(default)]
+    pub traffic: Vec<TrafficSpec>,
+    #[serde(default)]
+    pub faults: Vec<FaultSpec>,
+    #[serde(default)]
+    pub run: RunSpec,
+    /// Switch resources for in-network aggregation (`ina_allreduce` traffic).
+    #[serde(default)]
+    pub ina: InaSection,
+    /// Per-host endpoint costs (default: none).
+    #[serde(default)]
+    pub endpoint: EndpointSpec,
+    /// End-to-end transport of message traffic (default: none).
+    #[serde(default)]
+    pub transport: TransportSpec,
+}
+
+/// `[transport]`: the end-to-end transport of message traffic (docs/scenario-format.md).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TransportSpec {
+    #[serde(default)]
+    pub kind: TransportKindSpec,
+    pub initial_window_packets: Option<u32>,
+    /// NDP only.
+    pub data_queue_packets: Option<u32>,
+    /// NDP only.
+    pub rto_us: Option<f64>,
+    /// DCTCP and DCQCN: α's gain.
+    pub g: Option<f64>,
+    /// DCTCP only: the retransmission timeout's lower bound.
+    pub min_rto_us: Option<f64>,
+    /// DCQCN only (K, T, B, F, R_AI, R_HAI, the minimum rate, N).
+    pub alpha_interval_us: Option<f64>,
+    pub increase_interval_us: Option<f64>,
+    pub byte_counter_bytes: Option<u64>,
+    pub fast_recovery_steps: Option<u32>,
+    pub rai_gbps: Option<f64>,
+    pub rhai_gbps: Option<f64>,
+    pub min_rate_gbps: Option<f64>,
+    pub cnp_interval_us: Option<f64>,
+}
+
+/// `transport.kind`.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TransportKindSpec {
+    /// No transport: line-rate injection, nothing retransmitted (today's engine).
+    #[default]
+    None,
+    Ndp,
+    Dctcp,
+    Dcqcn,
+}
+
+/// `[endpoint]`: per-message host overheads, rendezvous and the injection ceiling
+/// (docs/scenario-format.md). Every key defaults to off.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointSpec {
+    #[serde(default)]
+    pub send_overhead_ns: f64,
+    #[serde(default)]
+    pub send_latency_ns: f64,
+    #[serde(default)]
+    pub recv_overhead_ns: f64,
+    #[serde(default)]
+    pub recv_latency_ns: f64,
+    pub rendezvous_threshold_bytes: Option<u64>,
+    pub injection_gbps: Option<f64>,
+}
+
+/// `[ina]`: programmable-switch resources and Canary switch timers (docs/scenario-format.md).
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct InaSection {
+    pub table_size: Option<u32>,
+    pub slots_per_tenant: Option<u32>,
+    pub packets_per_second: Option<f64>,
+    pub latency_ns: Option<f64>,
+    pub timeout_ns: Option<f64>,
+    pub reclaim_us: Option<f64>,
+    pub sample_ns: Option<f64>,
+    pub max_elements_per_packet: Option<u16>,
+    /// Verification mode: every protocol header travels through its wire frame and back.
+    pub wire_check: Option<bool>,
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+/// `topology` is a table, or a bare string: the same as a table with only `shape` (and the
+/// default link parameters).
+fn topology_table_or_shape<'de, D: serde::Deserializer<'de>>(d: D) -> Result<TopologySpec, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = TopologySpec;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a [topology] table or a topology spec string such as \"torus:8x8\"")
+        }
+        fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<TopologySpec, E> {
+            Ok(TopologySpec { shape: Some(s.to_string()), ..TopologySpec::default() })
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<TopologySpec, A::Error> {
+            TopologySpec::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+        }
+    }
+    d.deserialize_any(V)
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TopologyKind {
+    Star,
+    #[serde(rename = "fat_tree_2")]
+    FatTree2,
+    #[serde(rename = "fat_tree_3")]
+    FatTree3,
+    Torus,
+    Hyperx,
+    Hammingmesh,
+    Dragonfly,
+}
+
+/// All topology parameters; which are required depends on `kind`. `shape` (a
+/// [`reducelab_sched::TopologySpec`] string such as `torus:64x64`) replaces `kind` and its
+/// size parameters.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct TopologySpec {
+    pub shape: Option<String>,
+    pub kind: Option<TopologyKind>,
+    pub bandwidth_gbps: Option<f64>,
+    pub latency_ns: Option<f64>,
+    pub host_bandwidth_gbps: Option<f64>,
+    pub host_latency_ns: Option<f64>,
+    // star
+    pub hosts: Option<u32>,
+    // fat_tree_2
+    pub leaves: Option<u32>,
+    pub hosts_per_leaf: Option<u32>,
+    pub spines: Option<u32>,
+    pub links_per_spine: Option<u32>,
+    pub radix: Option<u32>,
+    // fat_tree_3
+    pub k: Option<u32>,
+    pub hosts_per_edge: Option<u32>,
+    // torus / hyperx
+    pub dims: Option<Vec<u32>>,
+    // hammingmesh
+    pub board: Option<Vec<u32>>,
+    pub grid: Option<Vec<u32>>,
+    pub board_latency_ns: Option<f64>,
+    /// Bandwidth of the on-board (mesh) links (default: `bandwidth_gbps`).
+    pub board_bandwidth_gbps: Option<f64>,
+    // dragonfly
+    pub groups: Option<u32>,
+    pub routers_per_group: Option<u32>,
+    pub hosts_per_router: Option<u32>,
+    pub global_per_router: Option<u32>,
+    pub global_latency_ns: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowControlSpec {
+    Credit,
+    DropTail,
+    Pfc,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RoutingSpec {
+    Minimal,
+    Ecmp,
+    Adaptive,
+    Canary,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    #[serde(default = "d_mtu")]
+    pub mtu_bytes: u32,
+    #[serde(default = "d_header")]
+    pub header_bytes: u32,
+    #[serde(default = "d_switch_latency")]
+    pub switch_latency_ns: f64,
+    #[serde(default = "d_buffer")]
+    pub buffer_bytes: BufferSpec,
+    #[serde(default = "d_fc")]
+    pub flow_control: FlowControlSpec,
+    /// `flow_control = "pfc"` only: PAUSE above this many bytes per ingress port and VC
+    /// (default: `buffer_bytes` minus the headroom).
+    pub pfc_xoff_bytes: Option<u64>,
+    /// `flow_control = "pfc"` only: RESUME at this many bytes or fewer (default: XOFF - 2 MTU).
+    pub pfc_xon_bytes: Option<u64>,
+    /// `flow_control = "pfc"` only: buffer above XOFF for what arrives while the PAUSE travels
+    /// (default and minimum: from each link's bandwidth-delay product and the MTU).
+    pub pfc_headroom_bytes: Option<u64>,
+    pub ecn_threshold_bytes: Option<u64>,
+    /// RED marking (DCQCN's switches): `ecn_threshold_bytes` is Kmin, this Kmax.
+    pub ecn_kmax_bytes: Option<u64>,
+    /// RED marking probability at Kmax (default 1).
+    pub ecn_pmax: Option<f64>,
+    #[serde(default = "d_routing")]
+    pub routing: RoutingSpec,
+    /// `routing = "canary"` only: leave the default port above this many queued bytes instead
+    /// of Canary's 50% of `buffer_bytes`.
+    pub adaptive_threshold_bytes: Option<u64>,
+    /// How a message's packets break routing ties: `"flow"` (all alike, by the message's flow
+    /// hash) or `"packet"` (a path number per packet, cycled by its sender; see
+    /// `reducelab_net::routing`).
+    #[serde(default)]
+    pub spray: SpraySpec,
+    #[serde(default)]
+    pub loss_probability: f64,
+    #[serde(default)]
+    pub arbitration: ArbitrationSpec,
+    /// Switch microarchitecture; the three keys after it apply to `"input_buffered"` only.
+    #[serde(default)]
+    pub router: RouterSpec,
+    pub input_buffer_bytes: Option<u64>,
+    pub output_buffer_bytes: Option<u64>,
+    pub crossbar_speedup: Option<f64>,
+}
+
+/// `network.spray`.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SpraySpec {
+    #[default]
+    Flow,
+    Packet,
+}
+
+/// `network.router`.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RouterSpec {
+    #[default]
+    OutputQueued,
+    InputBuffered,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ArbitrationSpec {
+    #[default]
+    Fifo,
+    InputRoundRobin,
+    Lru,
+}
+fn d_mtu() -> u32 {
+    4096
+}
+fn d_header() -> u32 {
+    64
+}
+fn d_switch_latency() -> f64 {
+    100.0
+}
+fn d_buffer() -> BufferSpec {
+    BufferSpec::Bytes(64 * 1024)
+}
+
+/// `network.buffer_bytes`: a size, or `"line_rate"` ([`line_rate_buffer_bytes`](super::line_rate_buffer_bytes)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufferSpec {
+    Bytes(u64),
+    LineRate,
+}
+
+impl<'de> Deserialize<'de> for BufferSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = BufferSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number of bytes or \"line_rate\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<BufferSpec, E> {
+                Ok(BufferSpec::Bytes(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<BufferSpec, E> {
+                u64::try_from(v)
+                    .map(BufferSpec::Bytes)
+                    .map_err(|_| E::custom(format!("must be a non-negative number of bytes or \"line_rate\", got {v}")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<BufferSpec, E> {
+                match v {
+                    "line_rate" => Ok(BufferSpec::LineRate),
+                    _ => Err(E::custom(format!("must be a number of bytes or \"line_rate\", got \"{v}\""))),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn d_fc() -> FlowControlSpec {
+    FlowControlSpec::Credit
+}
+fn d_routing() -> RoutingSpec {
+    RoutingSpec::Adaptive
+}
+impl Default for NetworkSpec {
+    fn default() -> Self {
+        NetworkSpec {
+            mtu_bytes: d_mtu(),
+            header_bytes: d_header(),
+            switch_latency_ns: d_switch_latency(),
+            buffer_bytes: d_buffer(),
+            flow_control: d_fc(),
+            pfc_xoff_bytes: None,
+            pfc_xon_bytes: None,
+            pfc_headroom_bytes: None,
+            ecn_threshold_bytes: None,
+            ecn_kmax_bytes: None,
+            ecn_pmax: None,
+            routing: d_routing(),
+            adaptive_threshold_bytes: None,
+            spray: SpraySpec::Flow,
+            loss_probability: 0.0,
+            arbitration: ArbitrationSpec::Fifo,
+            router: RouterSpec::OutputQueued,
+            input_buffer_bytes: None,
+            output_buffer_bytes: None,
+            crossbar_speedup: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NoiseSpec {
+    #[serde(default)]
+    pub probability: f64,
+    #[serde(default)]
+    pub delay_ns: f64,
+    /// How a drawn packet is delayed (default: the port stalls).
+    #[serde(default)]
+    pub mode: NoiseModeSpec,
+    /// `"all"` (default), `"foreground"` (the hosts of non-background traffic) or host indices.
+    pub hosts: Option<HostsSpec>,
+}
+
+/// `noise.mode`.
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseModeSpec {
+    #[default]
+    PortStall,
+    Packet,
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum TrafficKind {
+    /// Explicit list of messages.
+    Messages,
+    /// Every host of the set sends `bytes` to a distinct host of the set (random
+    /// permutation without fixed points).
+    Permutation,
+    /// `senders` all send `bytes` to `receiver`.
+    Incast,
+    /// Background: every host of the set keeps `inflight` messages of `bytes` going, each to
+    /// a new uniformly random peer of the set, until the foreground is done.
+    RandomUniform,
+    /// Background: rounds (or epochs) of random permutations without fixed points of the set
+    /// (Canary §5.2: "each host sends a message to a randomly selected host and receives a
+    /// message from another"), `inflight` messages per host, optionally paced to `rate_gbps`.
+    RandomPermutation,
+    /// A host-based collective (allreduce, reduce-scatter, allgather) run from a schedule of
+    /// `crates/sched`: rank `r` on `hosts[r]`.
+    Collective,
+    /// An in-network allreduce (Canary or static trees) run by switch programs.
+    InaAllreduce,
+    /// Training jobs on a shared switch memory (SwitchML, ATP, DSA): `crate::training_run`.
+    Training,
+}
+
+/// One traffic generator; which fields apply depends on `kind`.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficSpec {
+    pub kind: Option<TrafficKind>,
+    pub hosts: Option<HostsSpec>,
+    pub bytes: Option<u64>,
+    pub start_ns: Option<f64>,
+    pub receiver: Option<u32>,
+    pub senders: Option<Vec<u32>>,
+    pub inflight: Option<u32>,
+    /// `[[src, dst, bytes, start_ns], ...]` for `kind = "messages"`.
+    pub list: Option<Vec<[u64; 4]>>,
+    /// For `kind = "collective"`: the algorithm (see `reducelab model --list`).
+    pub algorithm: Option<String>,
+    /// For `kind = "collective"`: `allreduce` (default), `reduce_scatter` or `allgather`.
+    pub collective: Option<String>,
+    /// For `kind = "collective"`: the torus shape the ranks are laid out on (default: the
+    /// topology's dimensions when every host takes part, else one dimension).
+    pub dims: Option<Vec<u32>>,
+    /// For `kind = "ina_allreduce"`: a protocol of the registry (`canary`, `static_trees`, `flare`, ...).
+    pub protocol: Option<String>,
+    /// Static trees: how many (blocks round-robin over them).
+    pub trees: Option<u16>,
+    /// Static trees: root switch node of each tree (default: random top-level switches).
+    pub roots: Option<Vec<u32>>,
+    /// Static trees: blocks a host keeps outstanding.
+    pub window: Option<u32>,
+    /// 32-bit elements per packet.
+    pub elements_per_packet: Option<u16>,
+    /// Canary: hosts' per-packet retransmission timeout.
+    pub retransmit_timeout_us: Option<f64>,
+    /// Canary: failed attempts of a block before the host-based fallback.
+    pub max_failures: Option<u8>,
+    /// Carry and check real element values (default: when hosts × bytes ≤ 64 MiB).
+    pub values: Option<bool>,
+    /// Sparse protocols (`flare_sparse`, `sparcml`): one value per bucket of this many elements.
+    pub bucket_elements: Option<u32>,
+    /// Sparse protocols: probability that a rank's value of a bucket is at the bucket's shared index.
+    pub index_overlap: Option<f64>,
+    /// `flare_sparse`: hash-table slots per block at the non-root switches.
+    pub hash_slots: Option<u32>,
+    /// For `kind = "random_permutation"`: `message` (default) or `epoch`.
+    pub redraw: Option<String>,
+    /// For `kind = "random_permutation"` with `redraw = "epoch"`: the epoch's length.
+    pub epoch_ns: Option<f64>,
+    /// For `kind = "random_permutation"`: offered rate per host (absent: window-limited).
+    pub rate_gbps: Option<f64>,
+    /// This entry's messages use this transport instead of `[transport].kind` (its
+    /// parameters stay in `[transport]`).
+    pub transport: Option<TransportKindSpec>,
+    /// For `kind = "training"` (`crate::training_run::resolve`): jobs, workers per job, DNN
+    /// of each job (cycled), DSA's preemption rule, switch memory, start and jitter bounds,
+    /// initial window, timeout floor, a parameter-server restart.
+    pub jobs: Option<u32>,
+    pub workers: Option<u32>,
+    pub models: Option<Vec<String>>,
+    pub preemption: Option<String>,
+    pub switch_memory_bytes: Option<u64>,
+    pub start_max_us: Option<f64>,
+    pub jitter_max_us: Option<f64>,
+    pub window_bytes: Option<u64>,
+    pub min_rto_us: Option<f64>,
+    pub ps_restart_us: Option<f64>,
+    pub model_scale: Option<f64>,
+    /// `"root"` (one switch per job) or `"tree"` (every switch of the job's two-level tree).
+    pub aggregation: Option<String>,
+}
+
+/// `"all"` or an explicit list of host indices.
+#[derive(Debug, Clone)]
+pub enum HostsSpec {
+    Keyword(String),
+    List(Vec<u32>),
+}
+
+// Hand-written rather than `#[serde(untagged)]`: an untagged enum buffers the value and loses
+// the error path, so `hosts = [0, -1]` said only "data did not match any variant" at
+// `traffic[0].hosts` instead of naming `traffic[0].hosts[1]`.
+impl<'de> Deserialize<'de> for HostsSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = HostsSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("\"all\" or a list of host indices")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<HostsSpec, E> {
+                Ok(HostsSpec::Keyword(s.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<HostsSpec, A::Error> {
+                let mut v = Vec::new();
+                while let Some(h) = seq.next_element::<u32>()? {
+                    v.push(h);
+                }
+                Ok(HostsSpec::List(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+#[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    Link,
+    Node,
+    /// A lossy link: each traversal loses the packet with `probability`.
+    Loss,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    pub kind: FaultKind,
+    pub link: Option<u32>,
+    pub node: Option<u32>,
+    pub at_ns: Option<f64>,
+    pub probability: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    pub time_limit_us: Option<f64>,
+    /// No-progress watchdog (simulated µs); 0 turns it off.
+    pub watchdog_us: Option<f64>,
+    /// Which simulator runs the scenario (default `packet`).
+    pub backend: Option<Backend>,
+    /// `auto`'s switch-over size (default [`AUTO_FLOW_MIN_BYTES`](super::AUTO_FLOW_MIN_BYTES)).
+    pub flow_min_bytes: Option<u64>,
+}

@@ -1,0 +1,529 @@
+//! Per-traffic validation: each `[[traffic]]` entry resolved into a [`Traffic`] generator (its
+//! keys checked against its kind), host lists, and the static trees' random roots.
+
+use super::units::{gbps_to_bps, ns_to_ps, pos_f64, MAX_TIME_NS};
+use super::{e, req, HostsSpec, TrafficKind, TrafficSpec};
+use crate::ScenarioError;
+use reducelab_des::{SimDuration, SimTime};
+use reducelab_topo::{Shape, Topology};
+use std::sync::Arc;
+
+/// A validated traffic generator.
+#[derive(Clone, Debug)]
+pub enum Traffic {
+    Messages {
+        list: Vec<(u32, u32, u64, SimTime)>,
+    },
+    Permutation {
+        hosts: Vec<u32>,
+        bytes: u64,
+        start: SimTime,
+    },
+    Incast {
+        senders: Vec<u32>,
+        receiver: u32,
+        bytes: u64,
+        start: SimTime,
+    },
+    RandomUniform {
+        hosts: Vec<u32>,
+        bytes: u64,
+        inflight: u32,
+        start: SimTime,
+    },
+    RandomPermutation(crate::workload::RandomPermutation),
+    /// Rank `r` on `hosts[r]`. `algorithm` is the variant that runs (a family or policy
+    /// resolved for `bytes`); the packet backend runs `schedule`, the flow backend `plan`
+    /// (each built only for the backend that runs, from the process-wide caches).
+    Collective {
+        hosts: Vec<u32>,
+        bytes: u64,
+        start: SimTime,
+        algorithm: &'static str,
+        collective: reducelab_sched::Collective,
+        layout: reducelab_sched::algos::Layout,
+        schedule: Option<Arc<reducelab_sched::Schedule>>,
+        plan: Option<Arc<reducelab_sched::Plan>>,
+    },
+    Ina(crate::ina_run::InaSpec),
+    Training(crate::training_run::TrainingSpec),
+}
+
+impl Traffic {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Traffic::Messages { .. } => "messages",
+            Traffic::Permutation { .. } => "permutation",
+            Traffic::Incast { .. } => "incast",
+            Traffic::RandomUniform { .. } => "random_uniform",
+            Traffic::RandomPermutation(_) => "random_permutation",
+            Traffic::Collective { .. } => "collective",
+            Traffic::Ina(_) => "ina_allreduce",
+            Traffic::Training(_) => "training",
+        }
+    }
+    pub fn is_background(&self) -> bool {
+        matches!(self, Traffic::RandomUniform { .. } | Traffic::RandomPermutation(_))
+    }
+    /// Calls `f` with every host that sends or receives in this generator (possibly twice).
+    pub fn for_each_host(&self, f: &mut dyn FnMut(u32)) {
+        match self {
+            Traffic::Messages { list } => list.iter().for_each(|&(s, d, _, _)| {
+                f(s);
+                f(d)
+            }),
+            Traffic::Incast { senders, receiver, .. } => {
+                senders.iter().for_each(|&h| f(h));
+                f(*receiver)
+            }
+            Traffic::Permutation { hosts, .. }
+            | Traffic::RandomUniform { hosts, .. }
+            | Traffic::Collective { hosts, .. } => hosts.iter().for_each(|&h| f(h)),
+            Traffic::RandomPermutation(r) => r.hosts.iter().for_each(|&h| f(h)),
+            Traffic::Ina(spec) => spec.hosts.iter().for_each(|&h| f(h)),
+            Traffic::Training(spec) => spec.jobs.iter().for_each(|j| j.workers.iter().chain(&j.ps).for_each(|&h| f(h))),
+        }
+    }
+}
+
+/// Refuses traffic that could not finish within the format's time range even on the fastest
+/// link of the topology (simulated times would overflow 64-bit picoseconds): an absurd size or
+/// start time gets an error naming it rather than a clamped `end_ps`.
+pub(super) fn check_finishes_in_time(f: &str, t: &Traffic, topology: &Topology) -> Result<(), ScenarioError> {
+    let fastest = topology.links.iter().map(|l| l.bandwidth_bps).max().unwrap_or(1).max(1);
+    let limit_ps = MAX_TIME_NS as u128 * 1000;
+    let check = |field: String, bytes: u64, start: SimTime| -> Result<(), ScenarioError> {
+        let ps = start.ps() as u128 + SimDuration::serialization(bytes, fastest).ps() as u128;
+        if ps > limit_ps {
+            return e(
+                field,
+                format!(
+                    "{bytes} bytes starting at {} ns cannot finish within {MAX_TIME_NS} ns (about 11.6 days) of simulated time even at {} Gb/s, the fastest link",
+                    start.ps() / 1000,
+                    fastest as f64 / 1e9
+                ),
+            );
+        }
+        Ok(())
+    };
+    match t {
+        Traffic::Messages { list } => {
+            for (j, &(_, _, b, at)) in list.iter().enumerate() {
+                check(format!("{f}.list[{j}]"), b, at)?;
+            }
+            Ok(())
+        }
+        Traffic::Permutation { bytes, start, .. }
+        | Traffic::Incast { bytes, start, .. }
+        | Traffic::Collective { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
+        Traffic::RandomUniform { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
+        Traffic::RandomPermutation(r) => check(format!("{f}.bytes"), r.bytes, r.start),
+        Traffic::Ina(spec) => check(format!("{f}.bytes"), spec.bytes, spec.start),
+        Traffic::Training(_) => Ok(()),
+    }
+}
+
+pub(super) fn ina_specs_empty(traffic: &[Traffic]) -> bool {
+    !traffic.iter().any(|t| matches!(t, Traffic::Ina(_)))
+}
+
+pub(super) fn host_list(field: &str, spec: &Option<HostsSpec>, n: u32) -> Result<Vec<u32>, ScenarioError> {
+    match spec {
+        None => Ok((0..n).collect()),
+        Some(HostsSpec::Keyword(k)) if k == "all" => Ok((0..n).collect()),
+        Some(HostsSpec::Keyword(k)) => e(field, format!("must be \"all\" or a list of host indices, got \"{k}\"")),
+        Some(HostsSpec::List(v)) => {
+            let mut seen = vec![false; n as usize];
+            for (i, &h) in v.iter().enumerate() {
+                if h >= n {
+                    return e(format!("{field}[{i}]"), format!("host {h} does not exist (the topology has {n} hosts)"));
+                }
+                if seen[h as usize] {
+                    return e(format!("{field}[{i}]"), format!("host {h} is listed twice"));
+                }
+                seen[h as usize] = true;
+            }
+            Ok(v.clone())
+        }
+    }
+}
+
+/// `trees` distinct random top-level switches (switches with no host attached; every switch
+/// if all have hosts, as in a star), the static trees' roots (§5.2: picked at random).
+pub(super) fn random_roots(topology: &Topology, trees: u16, seed: u64) -> Vec<u32> {
+    let switches: Vec<u32> =
+        (0..topology.nodes.len() as u32).filter(|&i| topology.nodes[i as usize].host.is_none()).collect();
+    let top: Vec<u32> = switches
+        .iter()
+        .copied()
+        .filter(|&i| topology.nodes[i as usize].ports.iter().all(|p| topology.nodes[p.peer.idx()].host.is_none()))
+        .collect();
+    let mut pool = if top.is_empty() { switches } else { top };
+    let mut rng = reducelab_des::Rng::new(seed);
+    rng.shuffle(&mut pool);
+    (0..trees as usize).map(|t| pool[t % pool.len()]).collect()
+}
+
+pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traffic, ScenarioError> {
+    let n = topology.num_hosts() as u32;
+    let kind = match t.kind {
+        Some(k) => k,
+        None => return e(format!("{f}.kind"), "is required (messages, permutation, incast, random_uniform, random_permutation, collective, ina_allreduce, training)"),
+    };
+    let kname = match kind {
+        TrafficKind::Messages => "messages",
+        TrafficKind::Permutation => "permutation",
+        TrafficKind::Incast => "incast",
+        TrafficKind::RandomUniform => "random_uniform",
+        TrafficKind::RandomPermutation => "random_permutation",
+        TrafficKind::Collective => "collective",
+        TrafficKind::InaAllreduce => "ina_allreduce",
+        TrafficKind::Training => "training",
+    };
+    let used: &[&str] = match kind {
+        TrafficKind::Messages => &["list"],
+        TrafficKind::Permutation => &["hosts", "bytes", "start_ns"],
+        TrafficKind::Incast => &["senders", "receiver", "bytes", "start_ns"],
+        TrafficKind::RandomUniform => &["hosts", "bytes", "start_ns", "inflight"],
+        TrafficKind::RandomPermutation => {
+            &["hosts", "bytes", "start_ns", "inflight", "redraw", "epoch_ns", "rate_gbps"]
+        }
+        TrafficKind::Collective => &["hosts", "bytes", "start_ns", "algorithm", "collective", "dims"],
+        TrafficKind::InaAllreduce => &[
+            "hosts",
+            "bytes",
+            "start_ns",
+            "protocol",
+            "trees",
+            "roots",
+            "window",
+            "elements_per_packet",
+            "retransmit_timeout_us",
+            "max_failures",
+            "values",
+            "bucket_elements",
+            "index_overlap",
+            "hash_slots",
+        ],
+        TrafficKind::Training => crate::training_run::KEYS,
+    };
+    for (name, is) in [
+        ("hosts", t.hosts.is_some()),
+        ("bytes", t.bytes.is_some()),
+        ("start_ns", t.start_ns.is_some()),
+        ("receiver", t.receiver.is_some()),
+        ("senders", t.senders.is_some()),
+        ("inflight", t.inflight.is_some()),
+        ("list", t.list.is_some()),
+        ("algorithm", t.algorithm.is_some()),
+        ("collective", t.collective.is_some()),
+        ("dims", t.dims.is_some()),
+        ("protocol", t.protocol.is_some()),
+        ("trees", t.trees.is_some()),
+        ("roots", t.roots.is_some()),
+        ("window", t.window.is_some()),
+        ("elements_per_packet", t.elements_per_packet.is_some()),
+        ("retransmit_timeout_us", t.retransmit_timeout_us.is_some()),
+        ("max_failures", t.max_failures.is_some()),
+        ("values", t.values.is_some()),
+        ("bucket_elements", t.bucket_elements.is_some()),
+        ("index_overlap", t.index_overlap.is_some()),
+        ("hash_slots", t.hash_slots.is_some()),
+        ("redraw", t.redraw.is_some()),
+        ("epoch_ns", t.epoch_ns.is_some()),
+        ("rate_gbps", t.rate_gbps.is_some()),
+        ("jobs", t.jobs.is_some()),
+        ("workers", t.workers.is_some()),
+        ("models", t.models.is_some()),
+        ("preemption", t.preemption.is_some()),
+        ("switch_memory_bytes", t.switch_memory_bytes.is_some()),
+        ("start_max_us", t.start_max_us.is_some()),
+        ("jitter_max_us", t.jitter_max_us.is_some()),
+        ("window_bytes", t.window_bytes.is_some()),
+        ("min_rto_us", t.min_rto_us.is_some()),
+        ("ps_restart_us", t.ps_restart_us.is_some()),
+        ("model_scale", t.model_scale.is_some()),
+        ("aggregation", t.aggregation.is_some()),
+    ] {
+        if is && !used.contains(&name) {
+            return e(format!("{f}.{name}"), format!("is not a parameter of kind = \"{kname}\""));
+        }
+    }
+    let start = SimTime(ns_to_ps(&format!("{f}.start_ns"), t.start_ns.unwrap_or(0.0))?);
+    let bytes = |t: &TrafficSpec| -> Result<u64, ScenarioError> {
+        let b = req(&format!("{f}.bytes"), t.bytes, kname)?;
+        if b > 1 << 40 {
+            return e(format!("{f}.bytes"), format!("{b} bytes is more than 1 TiB"));
+        }
+        Ok(b)
+    };
+    Ok(match kind {
+        TrafficKind::Training => Traffic::Training(crate::training_run::resolve(f, t, topology)?),
+        TrafficKind::Messages => {
+            let list = match &t.list {
+                Some(l) if !l.is_empty() => l,
+                Some(_) => return e(format!("{f}.list"), "must not be empty"),
+                None => return e(format!("{f}.list"), "is required for kind = \"messages\""),
+            };
+            let mut out = Vec::new();
+            for (i, m) in list.iter().enumerate() {
+                let [s, d, b, at] = *m;
+                if s >= n as u64 || d >= n as u64 {
+                    return e(
+                        format!("{f}.list[{i}]"),
+                        format!("host {} does not exist (the topology has {n} hosts)", s.max(d)),
+                    );
+                }
+                if b > 1 << 40 {
+                    return e(format!("{f}.list[{i}]"), "message larger than 1 TiB");
+                }
+                // The same bound as every other time of the format (1e18 ps, about 11.6 days):
+                // beyond it the start used to be clamped silently to the end of time.
+                if at > MAX_TIME_NS {
+                    return e(
+                        format!("{f}.list[{i}][3]"),
+                        format!("start {at} ns is too large (at most {MAX_TIME_NS} ns)"),
+                    );
+                }
+                out.push((s as u32, d as u32, b, SimTime(at * 1000)));
+            }
+            Traffic::Messages { list: out }
+        }
+        TrafficKind::Permutation => {
+            let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
+            if hosts.len() < 2 {
+                return e(format!("{f}.hosts"), "a permutation needs at least two hosts");
+            }
+            Traffic::Permutation { hosts, bytes: bytes(t)?, start }
+        }
+        TrafficKind::Incast => {
+            let receiver = req(&format!("{f}.receiver"), t.receiver, kname)?;
+            if receiver >= n {
+                return e(
+                    format!("{f}.receiver"),
+                    format!("host {receiver} does not exist (the topology has {n} hosts)"),
+                );
+            }
+            let senders = match &t.senders {
+                Some(_) => host_list(&format!("{f}.senders"), &t.senders.clone().map(HostsSpec::List), n)?,
+                None => (0..n).filter(|&h| h != receiver).collect(),
+            };
+            if let Some(i) = senders.iter().position(|&s| s == receiver) {
+                return e(format!("{f}.senders[{i}]"), "the receiver cannot be a sender");
+            }
+            if senders.is_empty() {
+                return e(format!("{f}.senders"), "must not be empty");
+            }
+            Traffic::Incast { senders, receiver, bytes: bytes(t)?, start }
+        }
+        TrafficKind::RandomUniform => {
+            let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
+            if hosts.len() < 2 {
+                return e(format!("{f}.hosts"), "random uniform traffic needs at least two hosts");
+            }
+            let inflight = t.inflight.unwrap_or(1);
+            if inflight == 0 || inflight > 1024 {
+                return e(format!("{f}.inflight"), format!("must be within 1..=1024, got {inflight}"));
+            }
+            let b = bytes(t)?;
+            if b == 0 {
+                return e(format!("{f}.bytes"), "background messages must carry at least one byte");
+            }
+            Traffic::RandomUniform { hosts, bytes: b, inflight, start }
+        }
+        TrafficKind::RandomPermutation => {
+            use crate::workload::Redraw;
+            let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
+            if hosts.len() < 2 {
+                return e(format!("{f}.hosts"), "a permutation without fixed points needs at least two hosts");
+            }
+            let inflight = t.inflight.unwrap_or(1);
+            if inflight == 0 || inflight > 1024 {
+                return e(format!("{f}.inflight"), format!("must be within 1..=1024, got {inflight}"));
+            }
+            let b = bytes(t)?;
+            if b == 0 {
+                return e(format!("{f}.bytes"), "background messages must carry at least one byte");
+            }
+            let redraw = match (t.redraw.as_deref().unwrap_or("message"), t.epoch_ns) {
+                ("message", None) => Redraw::Message,
+                ("message", Some(_)) => return e(format!("{f}.epoch_ns"), "applies only with redraw = \"epoch\""),
+                ("epoch", None) => return e(format!("{f}.epoch_ns"), "is required with redraw = \"epoch\""),
+                ("epoch", Some(ns)) => {
+                    let ps = ns_to_ps(&format!("{f}.epoch_ns"), pos_f64(&format!("{f}.epoch_ns"), ns)?)?;
+                    if ps == 0 {
+                        return e(format!("{f}.epoch_ns"), format!("must be at least 1 ps, got {ns} ns"));
+                    }
+                    Redraw::Epoch { epoch_ps: ps }
+                }
+                (other, _) => {
+                    return e(format!("{f}.redraw"), format!("must be \"message\" or \"epoch\", got \"{other}\""))
+                }
+            };
+            let rate_bps = match t.rate_gbps {
+                None => None,
+                Some(g) => Some(gbps_to_bps(&format!("{f}.rate_gbps"), g)?.max(1)),
+            };
+            Traffic::RandomPermutation(crate::workload::RandomPermutation {
+                hosts,
+                bytes: b,
+                inflight,
+                start,
+                redraw,
+                rate_bps,
+            })
+        }
+        TrafficKind::InaAllreduce => {
+            let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
+            if hosts.len() > u16::MAX as usize {
+                return e(
+                    format!("{f}.hosts"),
+                    format!("{} hosts; the 2-byte hosts field holds at most 65535", hosts.len()),
+                );
+            }
+            let b = bytes(t)?;
+            let epp = t.elements_per_packet.unwrap_or(256);
+            if epp == 0 || epp > 2048 {
+                return e(format!("{f}.elements_per_packet"), format!("must be within 1..=2048, got {epp}"));
+            }
+            let blocks = b.div_ceil(4).max(1).div_ceil(epp as u64);
+            if blocks > reducelab_ina::host::MAX_BLOCKS as u64 {
+                return e(
+                    format!("{f}.bytes"),
+                    format!(
+                        "{blocks} blocks of {epp} elements exceed the 20-bit block id ({})",
+                        reducelab_ina::host::MAX_BLOCKS
+                    ),
+                );
+            }
+            let protocol_name = t.protocol.as_deref().unwrap_or("canary");
+            let Some(info) = reducelab_ina::protocol(protocol_name) else {
+                return e(
+                    format!("{f}.protocol"),
+                    format!("must be one of {}, got \"{protocol_name}\"", reducelab_ina::protocol_names()),
+                );
+            };
+            // The protocol's own keys go to its registry entry, which validates them.
+            let mut params = reducelab_ina::Params::new();
+            for (key, value) in [
+                ("trees", t.trees.map(|x| x as f64)),
+                ("window", t.window.map(|x| x as f64)),
+                ("retransmit_timeout_us", t.retransmit_timeout_us),
+                ("max_failures", t.max_failures.map(|x| x as f64)),
+                ("bucket_elements", t.bucket_elements.map(|x| x as f64)),
+                ("index_overlap", t.index_overlap),
+                ("hash_slots", t.hash_slots.map(|x| x as f64)),
+            ] {
+                if let Some(v) = value {
+                    params.insert(key.to_string(), v);
+                }
+            }
+            let protocol = (info.build)(&params)
+                .map_err(|pe| ScenarioError { field: format!("{f}.{}", pe.key), reason: pe.reason })?;
+            if let Some(r) = &t.roots {
+                if !info.takes_roots {
+                    return e(format!("{f}.roots"), format!("is not used by protocol = \"{protocol_name}\""));
+                }
+                let trees = protocol
+                    .as_any()
+                    .downcast_ref::<reducelab_ina::tree::StaticTrees>()
+                    .map(|p| p.trees as usize)
+                    .unwrap_or(r.len());
+                if r.len() != trees {
+                    return e(format!("{f}.roots"), format!("{} roots for {trees} trees", r.len()));
+                }
+                for (k, &node) in r.iter().enumerate() {
+                    if node as usize >= topology.nodes.len() || topology.nodes[node as usize].host.is_some() {
+                        return e(format!("{f}.roots[{k}]"), format!("node {node} is not a switch"));
+                    }
+                }
+            }
+            let values = t.values.unwrap_or(hosts.len() as u64 * b <= 64 << 20);
+            Traffic::Ina(crate::ina_run::InaSpec {
+                hosts,
+                bytes: b,
+                start,
+                protocol,
+                elems_per_packet: epp,
+                values,
+                roots: t.roots.clone().unwrap_or_default(),
+            })
+        }
+        TrafficKind::Collective => {
+            use reducelab_sched::algos::Layout;
+            use reducelab_sched::{registry, Collective};
+            let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
+            let collective = match t.collective.as_deref().unwrap_or("allreduce") {
+                "allreduce" => Collective::Allreduce,
+                "reduce_scatter" => Collective::ReduceScatter,
+                "allgather" => Collective::Allgather,
+                other => {
+                    return e(
+                        format!("{f}.collective"),
+                        format!("must be allreduce, reduce_scatter or allgather, got \"{other}\""),
+                    )
+                }
+            };
+            let name = match &t.algorithm {
+                Some(a) => a.clone(),
+                None => {
+                    return e(
+                        format!("{f}.algorithm"),
+                        format!("is required for kind = \"collective\" (one of {})", registry::names().join(", ")),
+                    )
+                }
+            };
+            let p = hosts.len() as u32;
+            let dims = match &t.dims {
+                Some(d) => d.clone(),
+                None => match &topology.shape {
+                    Shape::Torus { dims } | Shape::HyperX { dims } if p == n => dims.clone(),
+                    Shape::HammingMesh { board_x, board_y, grid_x, grid_y } if p == n => {
+                        vec![board_x * grid_x, board_y * grid_y]
+                    }
+                    _ => vec![p],
+                },
+            };
+            let layout =
+                Layout::new(dims.clone()).map_err(|r| ScenarioError { field: format!("{f}.dims"), reason: r })?;
+            if layout.ranks() != p {
+                return e(
+                    format!("{f}.dims"),
+                    format!("{dims:?} holds {} ranks but {p} hosts take part", layout.ranks()),
+                );
+            }
+            // Before a family is resolved for the size (which models the schedules).
+            if p > registry::MAX_RANKS {
+                return e(
+                    format!("{f}.hosts"),
+                    format!(
+                        "{p} ranks is more than the {} that any schedule or timing plan supports",
+                        registry::MAX_RANKS
+                    ),
+                );
+            }
+            // A family, alias or policy runs the variant it resolves to for this size, with the
+            // α-β parameters of the topology's links (registry::Costs::for_links).
+            let size = bytes(t)?;
+            if size == 0 {
+                return e(format!("{f}.bytes"), "a collective needs at least one byte");
+            }
+            let slowest = topology.links.iter().min_by_key(|l| l.bandwidth_bps);
+            let costs =
+                registry::Costs::for_links(slowest.map_or(1, |l| l.bandwidth_bps), slowest.map_or(0, |l| l.latency_ps));
+            let variant = registry::resolve(&name, collective, &layout, size, &costs, false)
+                .map_err(|r| ScenarioError { field: format!("{f}.algorithm"), reason: r })?;
+            // The schedule (packet) or plan (flow) is built once the backend is known.
+            Traffic::Collective {
+                hosts,
+                bytes: size,
+                start,
+                algorithm: variant.name,
+                collective,
+                layout,
+                schedule: None,
+                plan: None,
+            }
+        }
+    })
+}
