@@ -706,6 +706,7 @@ fn pool_stats(v: &Value) -> reducelab_ina::pool::PoolStats {
         duplicates: g("duplicates"),
         results_resent: g("results_resent"),
         stale: g("stale"),
+        resends: g("resends"),
         resend_clears: g("resend_clears"),
         ack_frees: g("ack_frees"),
         reminders_fetched: g("reminders_fetched"),
