@@ -665,14 +665,10 @@ def _sensitivity_bands(ax: Axes, groups: Sequence[Series], swept: Sequence[Seque
     colors = {line.get_label(): line.get_color() for line in ax.get_lines()}
     labelled = False
     for g in groups:
-        lo = dict(zip(g.x, g.mean))
-        hi = dict(lo)
-        for other in (o for setting in swept for o in setting if o.label == g.label):
-            for x, y in zip(other.x, other.mean):
-                if x in lo:
-                    lo[x], hi[x] = min(lo[x], y), max(hi[x], y)
-        if any(lo[x] != hi[x] for x in g.x):
-            ax.fill_between(g.x, [lo[x] for x in g.x], [hi[x] for x in g.x], alpha=0.15, linewidth=0,
+        others = [dict(zip(o.x, o.mean)) for setting in swept for o in setting if o.label == g.label]
+        xs, lo, hi = _swept_span(dict(zip(g.x, g.mean)), others)
+        if lo != hi:
+            ax.fill_between(xs, lo, hi, alpha=0.15, linewidth=0,
                             color=colors.get(g.label), label=None if labelled else f"band over {key}")
             labelled = True
 
