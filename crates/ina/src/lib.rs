@@ -17,8 +17,8 @@
 //! - [`pool_wire`]: the UDP frame of [`pool::AggPacket`] (the software switch's pool protocols).
 //!
 //! Shared switch memory (DSA, seed 001, and its baselines), with their own packet type
-//! ([`pool::AggPacket`]) and actions ([`pool::PoolAction`], [`pool::PsAction`]); not yet driven
-//! by the engine, a worker transport or training jobs, and not in [`PROTOCOLS`]:
+//! ([`pool::AggPacket`]) and actions ([`pool::PoolAction`], [`pool::PsAction`]), driven
+//! by the engine as training jobs (`reducelab-sim`'s `training_run`), not in [`PROTOCOLS`]:
 //! - [`pool`]: the aggregator pool ⟨JobID_PSN, bitmap, priority, values⟩ sized from switch
 //!   memory (§VII-B: 5 MB / 306 B = 16 339 aggregators), the packets, the `Hash(JobID, PSN)`
 //!   index, occupancy over time.
@@ -28,6 +28,9 @@
 //!   ACK frees the aggregator, a resend clears it.
 //! - [`dsa`]: DSA: hashed, preemption by priority (swap with the evicted partial), bitmap
 //!   deduplication, priority downgrading, reminders from the PS, ACKs from switch or PS.
+//! - [`pool_jobs`]: a training entry's jobs on the pool (layout on a fabric, switch programs,
+//!   parameter servers, worker windows, two-level trees, gradient packets, result checks), what
+//!   the simulator's driver and the software switch both run.
 //! - [`ps`]: ATP's and DSA's parameter server (dictionary of partial aggregates by PSN,
 //!   completion, re-ACKs, DSA's reminder timeout as an EWMA with a floor).
 //! - [`policy`]: DSA's priority P_j(l) (Eq. 1), its header encoding and the §VII-C strawmen.
@@ -50,6 +53,7 @@ pub mod fuzz;
 pub mod host;
 pub mod policy;
 pub mod pool;
+pub mod pool_jobs;
 pub mod pool_wire;
 pub mod protocol;
 pub mod ps;

@@ -34,159 +34,26 @@
 //! Deterministic: every draw comes from the scenario's seed; timers and packets go through the
 //! engine's total-order event queue.
 
-use reducelab_des::Rng;
-use reducelab_ina::atp::AtpSwitch;
-use reducelab_ina::dsa::{DsaSwitch, REMINDER_AFTER_RETRANSMISSIONS};
 use reducelab_ina::dsa_tasks::{TaskTypeCounts, TaskTypes};
-use reducelab_ina::fabric::Fabric;
-use reducelab_ina::policy::{self, PolicyInputs, Preemption};
+use reducelab_ina::policy::Preemption;
 use reducelab_ina::pool::{
-    self, full_bitmap, hash_index, AggPacket, Dest, PacketKind, PoolAction, PoolLayout, PoolProgram, PoolStats,
-    PsAction, Task,
+    self, hash_index, AggPacket, Dest, PacketKind, PoolAction, PoolLayout, PoolProgram, PoolStats, PsAction, Task,
 };
-use reducelab_ina::ps::{AtpPs, DsaPs, PsStats};
-use reducelab_ina::switchml::{even_regions, SwitchMlSwitch};
-use reducelab_ina::training::{self, DnnModel, Partition};
-use reducelab_ina::{Values, NIL};
+use reducelab_ina::pool_jobs::{
+    check_result, gradient_packet, JobLayout, JobSpec, PoolProtocol, PoolSwitch, Ps, TrainingLayout, TrainingSpec,
+    TreeRoute, CONTROL_BYTES, ELEMS_PER_PACKET, HEADER_BYTES, PACKET_BYTES, PS_RANK,
+};
+use reducelab_ina::ps::PsStats;
+use reducelab_ina::switchml::even_regions;
+use reducelab_ina::training::{self, Partition};
+use reducelab_ina::Values;
 use reducelab_net::{AppDst, AppOut, AppPacket, Network, PacketId, APP_QUEUE_LOW};
 use reducelab_topo::Topology;
-use reducelab_transport::worker::{WindowControl, WorkerParams, WorkerStats, WorkerWindow};
+use reducelab_transport::worker::{WorkerParams, WorkerStats, WorkerWindow};
 use serde::Serialize;
-use std::collections::VecDeque;
 
-/// Payload of a gradient packet: 62 four-byte values (ATP's `MAX_ENTRIES_PER_PACKET`).
-pub const ELEMS_PER_PACKET: u16 = 62;
-/// A data packet on the wire (§VII-B: "the same packet size (306Byte) as ... ATP").
-pub const PACKET_BYTES: u32 = 306;
-/// Headers of a packet: 306 B less 248 B of values.
-pub const HEADER_BYTES: u32 = PACKET_BYTES - ELEMS_PER_PACKET as u32 * 4;
-/// A control packet (reminder, fetch, notice): a minimum Ethernet frame.
-pub const CONTROL_BYTES: u32 = 64;
 /// Aggregator occupancy is sampled this often.
 pub const SAMPLE_PS: u64 = 10_000_000;
-/// The AIMD window's ceiling, in initial windows.
-pub const MAX_WINDOW_FACTOR: u64 = 16;
-
-/// Which program the switches run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PoolProtocol {
-    SwitchMl,
-    Atp,
-    Dsa(Preemption),
-}
-
-impl PoolProtocol {
-    pub fn uses_ps(&self) -> bool {
-        !matches!(self, PoolProtocol::SwitchMl)
-    }
-    pub fn label(&self) -> String {
-        match self {
-            PoolProtocol::SwitchMl => "switchml".into(),
-            PoolProtocol::Atp => "atp".into(),
-            PoolProtocol::Dsa(Preemption::Priority) => "dsa".into(),
-            PoolProtocol::Dsa(Preemption::Always) => "dsa:always".into(),
-            PoolProtocol::Dsa(Preemption::Coin { .. }) => "dsa:coin".into(),
-        }
-    }
-}
-
-/// One job of a `training` traffic entry.
-#[derive(Clone, Debug)]
-pub struct JobSpec {
-    pub model: DnnModel,
-    pub workers: Vec<u32>,
-    pub ps: Option<u32>,
-}
-
-/// A validated `training` traffic entry.
-#[derive(Clone, Debug)]
-pub struct TrainingSpec {
-    pub protocol: PoolProtocol,
-    pub jobs: Vec<JobSpec>,
-    pub memory_bytes: u64,
-    pub values: bool,
-    pub start_max_ps: u64,
-    pub jitter_max_ps: u64,
-    pub window_bytes: u64,
-    pub min_rto_ps: u64,
-    pub ps_restart_ps: Option<u64>,
-    /// `aggregation = "tree"`: every switch of a job's two-level tree aggregates.
-    pub tree: bool,
-}
-
-impl TrainingSpec {
-    /// Aggregators per switch.
-    pub fn aggregators(&self) -> Result<u32, String> {
-        PoolLayout { memory_bytes: self.memory_bytes, aggregator_bytes: PACKET_BYTES as u64 }
-            .aggregators()
-            .map_err(|r| r.replace("memory_bytes", "switch_memory_bytes"))
-    }
-}
-
-enum Program {
-    SwitchMl(SwitchMlSwitch),
-    Atp(AtpSwitch),
-    Dsa(DsaSwitch),
-}
-
-impl Program {
-    fn get(&mut self) -> &mut dyn PoolProgram {
-        match self {
-            Program::SwitchMl(p) => p,
-            Program::Atp(p) => p,
-            Program::Dsa(p) => p,
-        }
-    }
-    fn view(&self) -> &dyn PoolProgram {
-        match self {
-            Program::SwitchMl(p) => p,
-            Program::Atp(p) => p,
-            Program::Dsa(p) => p,
-        }
-    }
-}
-
-/// A job's parameter server (ATP or DSA), as the simulator builds it; the software switch's PS
-/// agents take theirs from [`TrainingWorld::take_ps`].
-pub enum Ps {
-    Atp(AtpPs),
-    Dsa(DsaPs),
-}
-
-impl Ps {
-    pub fn on_packet(&mut self, now: u64, p: AggPacket, vals: &mut Values, out: &mut Vec<PsAction>) {
-        match self {
-            Ps::Atp(ps) => ps.on_packet(now, p, vals, out),
-            Ps::Dsa(ps) => ps.on_packet(now, p, vals, out),
-        }
-    }
-    /// ATP has no timers.
-    pub fn on_timer(&mut self, now: u64, token: u64, out: &mut Vec<PsAction>) {
-        if let Ps::Dsa(ps) = self {
-            ps.on_timer(now, token, out);
-        }
-    }
-    pub fn stats(&self) -> &PsStats {
-        match self {
-            Ps::Atp(ps) => &ps.dict.stats,
-            Ps::Dsa(ps) => &ps.dict.stats,
-        }
-    }
-    /// `ps_restart_us`: the partial aggregates are lost, the completed results kept.
-    pub fn restart(&mut self, vals: &mut Values) {
-        match self {
-            Ps::Atp(ps) => ps.dict.restart(vals),
-            Ps::Dsa(ps) => ps.dict.restart(vals),
-        }
-    }
-    /// PSNs with a partial aggregate here (what a restart loses).
-    pub fn pending(&self) -> usize {
-        match self {
-            Ps::Atp(ps) => ps.dict.pending().count(),
-            Ps::Dsa(ps) => ps.dict.pending().count(),
-        }
-    }
-}
 
 #[derive(Clone, Copy)]
 enum Target {
@@ -208,164 +75,16 @@ struct Worker {
     bad: u64,
 }
 
-/// A job's two-level aggregation tree (`aggregation = "tree"`): its workers' leaf switches
-/// aggregate their local workers (a leaf program sees a job of `members[c].len()` workers,
-/// local ranks in rank order) and send one partial per PSN up to the root (`Job::switch`), whose
-/// program sees a job of one worker per leaf (child `c`, bit `c`).
-///
-/// Its methods are the sans-I/O part of the tree: what a leaf's program is given
-/// ([`Tree::leaf_input`]) and where a program's packet goes ([`Tree::route`]). The simulator's
-/// driver (`at_leaf`, `tree_actions`) and the software switch (`crates/switch`) both call them.
-#[derive(Clone, Debug)]
-pub struct Tree {
-    /// Per child: its leaf switch and the job ranks under it (ascending).
-    pub leaves: Vec<u32>,
-    pub members: Vec<Vec<u16>>,
-    /// Per rank: its child and its local rank there.
-    pub child_of: Vec<u16>,
-    pub local: Vec<u16>,
-}
-
-/// Where a tree node sends a packet its program made ([`Tree::route`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TreeRoute {
-    /// A leaf's result, up to the root as its child's one contribution (a gradient of the
-    /// root's job of one worker per leaf).
-    Up(AggPacket),
-    /// The result, with the job's full bitmap, to the workers `ranks` of the job (one copy each).
-    Ranks(AggPacket, Vec<u16>),
-    /// ATP: the PS's ACK at the root, one copy down to each leaf (addressed to it: it frees
-    /// the leaf's aggregator there and goes on to the leaf's workers).
-    Leaves(AggPacket),
-    /// Not a tree matter: as without a tree (a packet for the PS already in the job's ranks).
-    Plain(AggPacket),
-}
-
-impl Tree {
-    /// Where `node` stands in the tree of a job whose root is `root`: `Some(None)` its root,
-    /// `Some(Some(c))` the leaf of child `c`, `None` neither.
-    pub fn place(&self, root: u32, node: u32) -> Option<Option<u16>> {
-        if node == root {
-            return Some(None);
-        }
-        self.leaves.iter().position(|&l| l == node).map(|c| Some(c as u16))
-    }
-
-    /// The packet child `c`'s leaf program is given for `p`: a worker's gradient as local rank
-    /// `local[rank]` of a job of the leaf's workers (`None`: not one of this leaf's workers, a
-    /// malformed bitmap), the PS's ACK (ATP) with the leaf's full bitmap, a reminder (DSA) with
-    /// none.
-    pub fn leaf_input(&self, c: u16, p: AggPacket) -> Option<AggPacket> {
-        let k = self.members[c as usize].len() as u16;
-        if p.kind == PacketKind::Gradient {
-            let rank = p.rank() as usize;
-            if p.bitmap.count_ones() != 1 || rank >= self.child_of.len() || self.child_of[rank] != c {
-                return None;
-            }
-            Some(AggPacket { workers: k, bitmap: 1u64 << self.local[rank], ..p })
-        } else if p.kind == PacketKind::Ack {
-            Some(AggPacket { workers: k, bitmap: full_bitmap(k), ..p })
-        } else {
-            Some(AggPacket { workers: k, bitmap: 0, ..p })
-        }
-    }
-
-    /// A packet a program at `place` made from its aggregators (a partial aggregate or a
-    /// fallback to the PS), with its bitmap in the job's ranks (`n` workers): at a leaf, local
-    /// rank `b` is the child's `b`-th worker; at the root, child `c` stands for all of its
-    /// workers.
-    pub fn to_job_ranks(&self, place: Option<Option<u16>>, n: u16, x: AggPacket) -> AggPacket {
-        let Some(place) = place else { return x };
-        let mut bits = 0u64;
-        match place {
-            None => {
-                for (c, m) in self.members.iter().enumerate() {
-                    if x.bitmap >> c & 1 == 1 {
-                        bits |= m.iter().fold(0u64, |b, &r| b | 1u64 << r);
-                    }
-                }
-            }
-            Some(c) => {
-                for (b, &r) in self.members[c as usize].iter().enumerate() {
-                    if x.bitmap >> b & 1 == 1 {
-                        bits |= 1u64 << r;
-                    }
-                }
-            }
-        }
-        AggPacket { workers: n, bitmap: bits, ..x }
-    }
-
-    /// Where packet `x` a program at `place` made goes, in a job of `n` workers (`atp`: the
-    /// protocol is ATP; `arriving`: the packet a leaf program was given, for its priority):
-    /// - a leaf's result (its partial, on completion or to a retransmission after it) goes up
-    ///   to the root as child `c`'s contribution (bit `c`);
-    /// - the root's result (or the PS's, passing) goes to every worker with the job's full
-    ///   bitmap, or to the workers of child `c` alone when the root answers that child's
-    ///   retransmission after completion; ATP's (the PS's ACK) to every leaf instead;
-    /// - a leaf's copy of ATP's ACK, to the leaf's workers;
-    /// - anything for the PS (DSA: a fallback, an evicted or fetched partial) leaves with its
-    ///   bitmap in the job's ranks ([`Tree::to_job_ranks`]), so the PS's dictionary, which
-    ///   merges only disjoint bitmaps, never counts a contribution twice;
-    /// - the rest as without a tree.
-    pub fn route(
-        &self,
-        place: Option<Option<u16>>,
-        atp: bool,
-        n: u16,
-        x: AggPacket,
-        arriving: Option<AggPacket>,
-    ) -> TreeRoute {
-        // ATP's leaf completes by sending its aggregate "to the PS" (a full local bitmap; a
-        // resend's clear sends a partial one): on a tree it goes up instead.
-        let leaf_result = match (x.kind, place.flatten()) {
-            (PacketKind::Ack, Some(_)) => !atp,
-            (PacketKind::Partial, Some(_)) => atp && x.dst == Dest::Ps && x.bitmap == full_bitmap(x.workers),
-            _ => false,
-        };
-        if !(leaf_result || (x.kind == PacketKind::Ack && place.is_some())) {
-            return TreeRoute::Plain(if x.dst == Dest::Ps { self.to_job_ranks(place, n, x) } else { x });
-        }
-        let result = AggPacket { workers: n, bitmap: full_bitmap(n), dst: Dest::Workers, ..x };
-        match (place.flatten(), leaf_result) {
-            (Some(c), true) => {
-                let priority = arriving.filter(|q| q.task() == x.task()).map_or(x.priority, |q| q.priority);
-                TreeRoute::Up(AggPacket {
-                    kind: PacketKind::Gradient,
-                    dst: Dest::Switch,
-                    workers: self.leaves.len() as u16,
-                    bitmap: 1u64 << c,
-                    resend: false,
-                    priority,
-                    ..x
-                })
-            }
-            (Some(c), false) => TreeRoute::Ranks(result, self.members[c as usize].clone()),
-            (None, _) if atp => TreeRoute::Leaves(result),
-            (None, _) => {
-                let ranks: Vec<u16> = match x.dst {
-                    Dest::Worker(c) => self.members.get(c as usize).cloned().unwrap_or_default(),
-                    _ => (0..n).collect(),
-                };
-                TreeRoute::Ranks(result, ranks)
-            }
-        }
-    }
-}
-
 struct Job {
     spec: JobSpec,
-    start_ps: u64,
-    /// The switch that completes the job's aggregates: the only one, or the tree's root.
-    switch: u32,
-    tree: Option<Tree>,
+    /// Where the job aggregates and when it starts (its plans moved to its workers).
+    layout: JobLayout,
     workers: Vec<Worker>,
     ps: Option<Ps>,
     /// A packet that reached the PS was ECN-marked: its next ACK echoes it.
     ps_mark: bool,
     done_ps: Option<u64>,
     released: u32,
-    psns: u32,
 }
 
 /// Per-job result.
@@ -430,8 +149,10 @@ pub struct TrainingTotals {
 pub struct TrainingWorld {
     pub spec: TrainingSpec,
     jobs: Vec<Job>,
-    programs: Vec<Option<Program>>,
+    programs: Vec<Option<PoolSwitch>>,
     aggregators: u32,
+    /// Per node: the (job, workers) its program aggregates ([`TrainingLayout::switch_jobs`]).
+    switch_jobs: Vec<Vec<(u16, u16)>>,
     arena: Vec<(AggPacket, bool)>,
     arena_free: Vec<u32>,
     vals: Values,
@@ -460,116 +181,40 @@ pub struct TrainingWorld {
     pub occupancy: Vec<(u64, u32, u64)>,
 }
 
-const PS_RANK: u16 = u16::MAX;
-
 impl TrainingWorld {
     /// Builds the world; errors start with the field they are about.
     pub fn new(topo: &Topology, spec: TrainingSpec, seed: u64) -> Result<TrainingWorld, String> {
-        if topo.nodes.iter().any(|n| n.host.is_some() && n.forwards) {
-            return Err(format!(
-                "topology: training jobs aggregate on switches; the hosts of {} forward traffic",
-                topo.name
-            ));
-        }
-        if spec.jobs.len() > u16::MAX as usize - 1 {
-            return Err("jobs: too many".into());
-        }
-        let aggregators = spec.aggregators()?;
-        let fabric = crate::ina_run::fabric_of(topo);
-        let n_hosts = topo.num_hosts();
-        let mut role = vec![None; n_hosts];
-        let mut rng = Rng::new(seed).fork(0xD5A);
+        let layout = layout(topo, &spec, seed)?;
         let mut jobs = Vec::new();
-        let mut switch_jobs: Vec<Vec<(u16, u16)>> = vec![Vec::new(); topo.nodes.len()];
-        for (j, js) in spec.jobs.iter().enumerate() {
-            let mut hosts = js.workers.clone();
-            hosts.extend(js.ps);
-            for (r, &h) in hosts.iter().enumerate() {
-                if h as usize >= n_hosts {
-                    return Err(format!("jobs: host {h} of job {j} is not in the topology ({n_hosts} hosts)"));
-                }
-                if role[h as usize].is_some() {
-                    return Err(format!("jobs: host {h} has two roles (jobs do not share servers)"));
-                }
-                role[h as usize] = Some((j as u16, if r < js.workers.len() { r as u16 } else { PS_RANK }));
-            }
-            let switch = nearest_switch(&fabric, &hosts)
-                .ok_or_else(|| format!("topology: no switch reaches every host of job {j}"))?;
-            let tree = if spec.tree { two_level_tree(&fabric, j, &js.workers, switch)? } else { None };
-            match &tree {
-                None => switch_jobs[switch as usize].push((j as u16, js.workers.len() as u16)),
-                Some(t) => {
-                    switch_jobs[switch as usize].push((j as u16, t.leaves.len() as u16));
-                    for (c, &leaf) in t.leaves.iter().enumerate() {
-                        switch_jobs[leaf as usize].push((j as u16, t.members[c].len() as u16));
-                    }
-                }
-            }
-            let start_ps = if spec.start_max_ps == 0 { 0 } else { rng.below(spec.start_max_ps + 1) };
-            let parts = js.model.send_order().len();
-            let payload = ELEMS_PER_PACKET as u32 * 4;
+        for (j, (js, mut at)) in spec.jobs.iter().zip(layout.jobs.iter().cloned()).enumerate() {
             let workers = js
                 .workers
                 .iter()
-                .map(|&host| {
-                    let jit: Vec<u64> = (0..parts)
-                        .map(|_| if spec.jitter_max_ps == 0 { 0 } else { rng.below(spec.jitter_max_ps + 1) })
-                        .collect();
-                    Worker {
-                        host,
-                        plan: js.model.plan(payload, start_ps, &jit),
-                        win: None,
-                        rto_armed: None,
-                        first_send_ps: None,
-                        done_ps: None,
-                        bad: 0,
-                    }
+                .zip(std::mem::take(&mut at.plans))
+                .map(|(&host, plan)| Worker {
+                    host,
+                    plan,
+                    win: None,
+                    rto_armed: None,
+                    first_send_ps: None,
+                    done_ps: None,
+                    bad: 0,
                 })
-                .collect::<Vec<_>>();
-            let psns = js.model.packets_per_partition(payload) * parts as u32;
-            let ps = match (spec.protocol, js.ps) {
-                (PoolProtocol::SwitchMl, _) | (_, None) => None,
-                (PoolProtocol::Atp, Some(_)) => {
-                    Some(Ps::Atp(AtpPs::new(j as u16, js.workers.len() as u16).map_err(|r| format!("workers: {r}"))?))
-                }
-                (PoolProtocol::Dsa(_), Some(_)) => Some(Ps::Dsa(
-                    DsaPs::new(j as u16, js.workers.len() as u16, spec.min_rto_ps.max(1))
-                        .map_err(|r| format!("workers: {r}"))?,
-                )),
-            };
-            if spec.protocol.uses_ps() && ps.is_none() {
-                return Err(format!("jobs: job {j} needs a parameter server host"));
-            }
+                .collect();
             jobs.push(Job {
                 spec: js.clone(),
-                start_ps,
-                switch,
-                tree,
+                layout: at,
                 workers,
-                ps,
+                ps: spec.parameter_server(j as u16)?,
                 ps_mark: false,
                 done_ps: None,
                 released: 0,
-                psns,
             });
         }
-        let mut programs: Vec<Option<Program>> = (0..topo.nodes.len()).map(|_| None).collect();
-        for (node, js) in switch_jobs.iter().enumerate() {
-            if js.is_empty() {
-                continue;
-            }
-            programs[node] = Some(match spec.protocol {
-                PoolProtocol::SwitchMl => {
-                    let regions = even_regions(aggregators, js).map_err(|r| format!("switch_memory_bytes: {r}"))?;
-                    Program::SwitchMl(SwitchMlSwitch::new(aggregators, &regions)?)
-                }
-                PoolProtocol::Atp => Program::Atp(AtpSwitch::new(aggregators)?),
-                PoolProtocol::Dsa(Preemption::Coin { .. }) => {
-                    Program::Dsa(DsaSwitch::new(aggregators, Preemption::Coin { seed: seed ^ 0xC014 })?)
-                }
-                PoolProtocol::Dsa(rule) => Program::Dsa(DsaSwitch::new(aggregators, rule)?),
-            });
-        }
+        let programs = (0..topo.nodes.len() as u32)
+            .map(|node| spec.switch_program(&layout, node, seed))
+            .collect::<Result<Vec<_>, String>>()?;
+        let TrainingLayout { aggregators, switch_jobs, role, .. } = layout;
         let link_bps = topo.links.iter().map(|l| l.bandwidth_bps).min().unwrap_or(1).max(1);
         // DSA §II-A/§III: the switch aggregates "at a line rate" ("placing the simple core
         // aggregation function on the switch to maximumly use its line-rate processing
@@ -597,6 +242,7 @@ impl TrainingWorld {
             jobs,
             programs,
             aggregators,
+            switch_jobs,
             arena: Vec::new(),
             arena_free: Vec::new(),
             timers: Vec::new(),
@@ -624,51 +270,6 @@ impl TrainingWorld {
         self.left == 0
     }
 
-    /// Jobs of the run.
-    pub fn job_count(&self) -> usize {
-        self.jobs.len()
-    }
-    pub fn job_spec(&self, j: u16) -> &JobSpec {
-        &self.jobs[j as usize].spec
-    }
-    /// The switch that completes job `j`'s aggregates.
-    pub fn job_switch(&self, j: u16) -> u32 {
-        self.jobs[j as usize].switch
-    }
-    /// PSNs of job `j`'s epoch per worker.
-    pub fn job_psns(&self, j: u16) -> u32 {
-        self.jobs[j as usize].psns
-    }
-    /// Worker `rank` of job `j`'s partitions (PSN ranges, ready times from time 0).
-    pub fn worker_plan(&self, j: u16, rank: u16) -> &[Partition] {
-        &self.jobs[j as usize].workers[rank as usize].plan
-    }
-    /// The salt of the contributions' fingerprints and values.
-    pub fn salt(&self) -> u64 {
-        self.salt
-    }
-    /// The slowest link's rate (DSA's priorities are computed for it).
-    pub fn link_bps(&self) -> u64 {
-        self.link_bps
-    }
-    /// Job `j`'s two-level tree (`aggregation = "tree"`; `None` without one, or when every
-    /// worker is under the root).
-    pub fn job_tree(&self, j: u16) -> Option<&Tree> {
-        self.jobs[j as usize].tree.as_ref()
-    }
-    /// Takes switch `node`'s program out (the software switch runs it).
-    pub fn take_program(&mut self, node: u32) -> Option<Box<dyn PoolProgram>> {
-        match self.programs.get_mut(node as usize)?.take()? {
-            Program::SwitchMl(p) => Some(Box::new(p)),
-            Program::Atp(p) => Some(Box::new(p)),
-            Program::Dsa(p) => Some(Box::new(p)),
-        }
-    }
-    /// Takes job `j`'s parameter server out (the software switch's PS agent runs it).
-    pub fn take_ps(&mut self, j: u16) -> Option<Ps> {
-        self.jobs.get_mut(j as usize)?.ps.take()
-    }
-
     pub fn start(&mut self, net: &mut Network) {
         net.set_program_limits(reducelab_net::ProgramLimits {
             packets_per_second: self.program_pps.max(1.0),
@@ -680,7 +281,7 @@ impl TrainingWorld {
             }
         }
         for j in 0..self.jobs.len() {
-            let at = self.jobs[j].start_ps;
+            let at = self.jobs[j].layout.start_ps;
             self.timer(net, at, Target::JobStart(j as u16), 0);
         }
         if let Some(at) = self.spec.ps_restart_ps {
@@ -734,7 +335,7 @@ impl TrainingWorld {
     fn route_of(&self, p: &AggPacket) -> (AppDst, bool) {
         let job = &self.jobs[p.job as usize];
         match p.dst {
-            Dest::Switch | Dest::Workers => (AppDst::Node(job.switch), true),
+            Dest::Switch | Dest::Workers => (AppDst::Node(job.layout.switch), true),
             Dest::Ps => (AppDst::Host(job.spec.ps.expect("a job with a PS")), false),
             Dest::Worker(r) => (AppDst::Host(job.spec.workers[r as usize]), false),
         }
@@ -795,7 +396,7 @@ impl TrainingWorld {
         let ecn = net.app_ecn(pkt);
         let (p, carried) = self.take(app);
         let ecn = ecn || carried;
-        if self.jobs[p.job as usize].tree.is_some() && p.dst == Dest::Switch {
+        if self.jobs[p.job as usize].layout.tree.is_some() && p.dst == Dest::Switch {
             let addressed = net.app_packet(pkt).dst;
             let leaf = self.tree_place(p.job, node).flatten();
             match (p.kind, leaf) {
@@ -812,14 +413,14 @@ impl TrainingWorld {
         }
         // ATP: the root's copy of the PS's ACK for each leaf (it frees the leaf's aggregator).
         if p.kind == PacketKind::Ack
-            && self.jobs[p.job as usize].tree.is_some()
+            && self.jobs[p.job as usize].layout.tree.is_some()
             && net.app_packet(pkt).dst == AppDst::Node(node)
         {
             if let Some(Some(c)) = self.tree_place(p.job, node) {
                 return self.at_leaf(net, node, in_port, pkt, p, ecn, c);
             }
         }
-        if self.jobs[p.job as usize].switch != node || self.programs[node as usize].is_none() {
+        if self.jobs[p.job as usize].layout.switch != node || self.programs[node as usize].is_none() {
             // Another switch's job: pass through.
             let (dst, intercept) = self.route_of(&p);
             let a = self.app(p, ecn, dst, intercept);
@@ -830,7 +431,7 @@ impl TrainingWorld {
         let mut buf = std::mem::take(&mut self.pbuf);
         let program = self.programs[node as usize].as_mut().expect("a program");
         let holder = match program {
-            Program::Dsa(s) if p.kind == PacketKind::Gradient && p.dst == Dest::Switch => {
+            PoolSwitch::Dsa(s) if p.kind == PacketKind::Gradient && p.dst == Dest::Switch => {
                 s.pool().get(hash_index(p.task(), s.pool().len())).task
             }
             _ => None,
@@ -934,7 +535,8 @@ impl TrainingWorld {
                     if p.kind == PacketKind::Reminder {
                         // DSA's reminder fetches "the switch's" partial: on a tree, every
                         // switch's (one copy each, addressed to it).
-                        let leaves = self.jobs[j as usize].tree.as_ref().map_or(Vec::new(), |t| t.leaves.clone());
+                        let leaves =
+                            self.jobs[j as usize].layout.tree.as_ref().map_or(Vec::new(), |t| t.leaves.clone());
                         for leaf in leaves {
                             self.ps_bytes_sent += Self::wire_bytes(&p) as u64;
                             let a = self.app(p, false, AppDst::Node(leaf), true);
@@ -1007,7 +609,7 @@ impl TrainingWorld {
     /// reminder. Its actions are [`Self::tree_actions`].
     #[allow(clippy::too_many_arguments)]
     fn at_leaf(&mut self, net: &mut Network, node: u32, in_port: u16, pkt: PacketId, p: AggPacket, ecn: bool, c: u16) {
-        let t = self.jobs[p.job as usize].tree.as_ref().expect("a tree");
+        let t = self.jobs[p.job as usize].layout.tree.as_ref().expect("a tree");
         let Some(local) = t.leaf_input(c, p) else {
             // Not one of this leaf's workers (a malformed bitmap): dropped, counted.
             self.malformed_at_leaves += 1;
@@ -1018,7 +620,7 @@ impl TrainingWorld {
         let mut buf = std::mem::take(&mut self.pbuf);
         let program = self.programs[node as usize].as_mut().expect("a leaf program");
         let holder = match program {
-            Program::Dsa(s) if local.kind == PacketKind::Gradient => {
+            PoolSwitch::Dsa(s) if local.kind == PacketKind::Gradient => {
                 s.pool().get(hash_index(local.task(), s.pool().len())).task
             }
             _ => None,
@@ -1034,7 +636,7 @@ impl TrainingWorld {
     /// Where `node` stands in job `job`'s tree ([`Tree::place`]; `None` also without a tree).
     fn tree_place(&self, job: u16, node: u32) -> Option<Option<u16>> {
         let j = &self.jobs[job as usize];
-        j.tree.as_ref()?.place(j.switch, node)
+        j.layout.tree.as_ref()?.place(j.layout.switch, node)
     }
 
     /// Carries out a program's actions at `node` when jobs aggregate on trees (`arriving`: the
@@ -1055,13 +657,13 @@ impl TrainingWorld {
             let carry = ecn && custody.is_some();
             let atp = self.spec.protocol == PoolProtocol::Atp;
             let job = &self.jobs[x.job as usize];
-            let route = match job.tree.as_ref() {
-                Some(t) => t.route(t.place(job.switch, node), atp, job.spec.workers.len() as u16, x, arriving),
+            let route = match job.layout.tree.as_ref() {
+                Some(t) => t.route(t.place(job.layout.switch, node), atp, job.spec.workers.len() as u16, x, arriving),
                 None => TreeRoute::Plain(x),
             };
             match route {
                 TreeRoute::Up(up) => {
-                    let a = self.app(up, carry, AppDst::Node(job.switch), true);
+                    let a = self.app(up, carry, AppDst::Node(job.layout.switch), true);
                     match custody {
                         Some(pkt) => net.app_forward(node, pkt, AppOut::Route, a),
                         None => net.app_emit(node, AppOut::Route, a),
@@ -1069,7 +671,7 @@ impl TrainingWorld {
                 }
                 TreeRoute::Ranks(result, ranks) => self.send_to_ranks(net, node, result, carry, custody, &ranks),
                 TreeRoute::Leaves(result) => {
-                    let leaves = job.tree.as_ref().expect("a tree").leaves.clone();
+                    let leaves = job.layout.tree.as_ref().expect("a tree").leaves.clone();
                     for (i, &leaf) in leaves.iter().enumerate() {
                         let copy = if i == 0 { result } else { result.copy(&mut self.vals) };
                         let a = self.app(copy, carry, AppDst::Node(leaf), true);
@@ -1153,7 +755,7 @@ impl TrainingWorld {
             Target::JobStart(j) => {
                 let params = self.worker_params(j);
                 let job = &mut self.jobs[j as usize];
-                let psns = job.psns;
+                let psns = job.layout.psns;
                 let mut ready = Vec::new();
                 for (r, w) in job.workers.iter_mut().enumerate() {
                     let mut win = WorkerWindow::new(psns, params);
@@ -1222,36 +824,9 @@ impl TrainingWorld {
         }
     }
 
-    /// The window parameters of job `j`'s workers (SwitchML: the smallest region of its switches).
+    /// The window parameters of job `j`'s workers ([`TrainingSpec::worker_params`]).
     pub fn worker_params(&self, j: u16) -> WorkerParams {
-        let control = match self.spec.protocol {
-            PoolProtocol::SwitchMl => {
-                // Every switch of the job's tree serves PSN p in slot p mod its region's size:
-                // the smallest region is the window.
-                let slots = self.jobs[j as usize]
-                    .switches()
-                    .map(|node| match self.programs[node as usize].as_ref() {
-                        Some(Program::SwitchMl(s)) => s.region(j).map_or(1, |r| r.slots),
-                        _ => 1,
-                    })
-                    .min()
-                    .unwrap_or(1);
-                WindowControl::Slots { slots }
-            }
-            _ => WindowControl::Aimd {
-                initial_bytes: self.spec.window_bytes,
-                max_bytes: self.spec.window_bytes * MAX_WINDOW_FACTOR,
-            },
-        };
-        WorkerParams {
-            packet_bytes: PACKET_BYTES,
-            control,
-            initial_rto_ps: self.spec.min_rto_ps,
-            min_rto_ps: self.spec.min_rto_ps,
-            reminder_after: matches!(self.spec.protocol, PoolProtocol::Dsa(_))
-                .then_some(REMINDER_AFTER_RETRANSMISSIONS),
-            resend_on_gap: self.spec.protocol == PoolProtocol::Atp,
-        }
+        self.spec.job_worker_params(self.aggregators, &self.switch_jobs, j, &self.jobs[j as usize].layout)
     }
 
     /// Why the run cannot finish, if it has not.
@@ -1264,8 +839,11 @@ impl TrainingWorld {
             if job.done_ps.is_some() {
                 continue;
             }
-            let missing: u64 =
-                job.workers.iter().map(|w| w.win.as_ref().map_or(job.psns, |x| x.packets() - acked(x)) as u64).sum();
+            let missing: u64 = job
+                .workers
+                .iter()
+                .map(|w| w.win.as_ref().map_or(job.layout.psns, |x| x.packets() - acked(x)) as u64)
+                .sum();
             let gave_up = job.workers.iter().filter(|w| w.win.as_ref().is_some_and(|x| x.gave_up())).count();
             let why = if gave_up > 0 {
                 format!(
@@ -1291,9 +869,9 @@ impl TrainingWorld {
         let mut total = 0;
         let mut running = false;
         for job in &self.jobs {
-            total += job.psns as u64 * job.workers.len() as u64;
+            total += job.layout.psns as u64 * job.workers.len() as u64;
             done += job.workers.iter().map(|w| w.win.as_ref().map_or(0, acked) as u64).sum::<u64>();
-            running |= now_ps >= job.start_ps && job.done_ps.is_none();
+            running |= now_ps >= job.layout.start_ps && job.done_ps.is_none();
         }
         (done, total, running)
     }
@@ -1313,14 +891,14 @@ impl TrainingWorld {
                     model: job.spec.model.name,
                     workers: job.workers.len(),
                     ps_host: job.spec.ps,
-                    switch_node: job.switch,
-                    leaf_switches: job.tree.as_ref().map_or(Vec::new(), |t| t.leaves.clone()),
-                    start_ps: job.start_ps,
-                    jct_ps: job.done_ps.map(|d| d - job.start_ps),
+                    switch_node: job.layout.switch,
+                    leaf_switches: job.layout.tree.as_ref().map_or(Vec::new(), |t| t.leaves.clone()),
+                    start_ps: job.layout.start_ps,
+                    jct_ps: job.done_ps.map(|d| d - job.layout.start_ps),
                     aggregation_utilization: span
                         .filter(|&s| s > 0)
                         .map(|s| job.spec.model.epoch_bytes() as f64 * 8.0 / (s as f64 * 1e-12) / self.link_bps as f64),
-                    psns: job.psns,
+                    psns: job.layout.psns,
                     workers_finished: finished,
                     bad_results: bad,
                     verified: job.done_ps.is_some() && bad == 0,
@@ -1381,8 +959,9 @@ impl TrainingWorld {
             ps_bytes_sent: self.ps_bytes_sent,
             result_bytes_delivered: self.result_bytes,
             lost_packets: self.lost_packets,
-            task_types: matches!(self.spec.protocol, PoolProtocol::Dsa(_))
-                .then(|| self.task_types.counts(self.jobs.iter().map(|j| j.psns as u64).sum(), self.lost_packets)),
+            task_types: matches!(self.spec.protocol, PoolProtocol::Dsa(_)).then(|| {
+                self.task_types.counts(self.jobs.iter().map(|j| j.layout.psns as u64).sum(), self.lost_packets)
+            }),
             ps_restarts: self.restarts,
             values_checked: self.vals.enabled(),
             values_slots_left: self.vals.live,
@@ -1425,151 +1004,27 @@ impl TrainingWorld {
     }
 }
 
-/// The encoded priority of a tensor of `layer` (Eq. 1). "A tensor's priority": it is computed
-/// once per tensor partition, when its layer's gradients are computed, with `T_j` the epoch's
-/// remaining time then (its estimate less the job's computation up to that layer), so every
-/// worker gives the same tensor the same priority whatever its jitter, and the packets of one
-/// task never preempt each other.
-pub fn tensor_priority(m: &DnnModel, layer: u32, link_bps: u64) -> u32 {
-    let floor = PACKET_BYTES as u64 * 8 * 1_000_000_000_000 / link_bps;
-    let remaining_ps = m.epoch_estimate_ps(link_bps).saturating_sub(m.layer_done_ps(layer)).max(floor);
-    let inputs = PolicyInputs { remaining_ps, layers: m.layers, comm_ps: m.comm_ps(link_bps), comp_ps: m.comp_ps() };
-    policy::encode(policy::priority(&inputs, layer).unwrap_or(0.0))
-}
-
-/// Worker `rank`'s packet for the window's `s` (job `j` of `n` workers): its gradient, to the
-/// switch or (a fetched copy) to the PS, with ATP's resend flag and DSA's tensor priority.
-#[allow(clippy::too_many_arguments)]
-pub fn gradient_packet(
-    protocol: PoolProtocol,
-    salt: u64,
-    j: u16,
-    rank: u16,
-    n: u16,
-    s: reducelab_transport::worker::Send,
-    plan: &[Partition],
-    model: &DnnModel,
-    link_bps: u64,
-    vals: &mut Values,
-) -> AggPacket {
-    let dst = if s.to_ps { Dest::Ps } else { Dest::Switch };
-    let mut p = pool::gradient(salt, j, rank, s.psn, n, ELEMS_PER_PACKET, dst, vals);
-    match protocol {
-        PoolProtocol::Atp => p.resend = s.retransmission && !s.to_ps,
-        PoolProtocol::Dsa(_) => {
-            let layer = training::partition_of(plan, s.psn).map_or(1, |x| x.layer);
-            p.priority = tensor_priority(model, layer, link_bps);
-        }
-        PoolProtocol::SwitchMl => {}
+/// Lays a training entry out on `topo` ([`TrainingSpec::layout`]): the scenario's validation
+/// and the first step of [`TrainingWorld::new`]. Errors start with the field they are about.
+pub fn layout(topo: &Topology, spec: &TrainingSpec, seed: u64) -> Result<TrainingLayout, String> {
+    if topo.nodes.iter().any(|n| n.host.is_some() && n.forwards) {
+        return Err(format!(
+            "topology: training jobs aggregate on switches; the hosts of {} forward traffic",
+            topo.name
+        ));
     }
-    p
+    spec.layout(&crate::ina_run::fabric_of(topo), seed)
 }
 
 fn acked(w: &WorkerWindow) -> u32 {
     w.acked()
 }
 
-/// Whether a result carries every worker's contribution exactly once (bitmap, fingerprint and,
-/// with values, every element against the exact sum).
-pub fn check_result(p: &AggPacket, salt: u64, vals: &Values) -> bool {
-    let n = p.workers;
-    if p.bitmap != pool::full_bitmap(n) {
-        return false;
-    }
-    let fp = (0..n as u32).fold(0u64, |a, r| a.wrapping_add(reducelab_ina::contribution_fp(salt, p.job, r, p.psn)));
-    if fp != p.fp {
-        return false;
-    }
-    if vals.enabled() && p.data != NIL {
-        let got = vals.get(p.data);
-        for e in 0..p.elems as u32 {
-            let want = (0..n as u32)
-                .fold(0i32, |a, r| a.wrapping_add(reducelab_ina::contribution_value(salt, p.job, r, p.psn, e)));
-            if got[e as usize] != want {
-                return false;
-            }
-        }
-    } else if vals.enabled() {
-        return false;
-    }
-    true
-}
-
 impl Job {
     /// The switches that run the job's program: its root (or only switch) and its leaves.
     fn switches(&self) -> impl Iterator<Item = u32> + '_ {
-        std::iter::once(self.switch).chain(self.tree.iter().flat_map(|t| t.leaves.iter().copied()))
+        self.layout.switches()
     }
-}
-
-/// Job `j`'s two-level tree under `root`: each worker's leaf is the switch its host attaches
-/// to. `None` when every worker attaches to `root` (one switch aggregates, as without a tree).
-/// Errors (field `aggregation`) for what two levels cannot express: a worker attached to the
-/// root beside workers under leaves, or a leaf that is not a neighbour of the root.
-fn two_level_tree(f: &Fabric, j: usize, workers: &[u32], root: u32) -> Result<Option<Tree>, String> {
-    let leaf_of: Vec<u32> = workers.iter().map(|&h| f.first_hop(h)).collect();
-    if leaf_of.iter().all(|&l| l == root) {
-        return Ok(None);
-    }
-    let mut t = Tree { leaves: Vec::new(), members: Vec::new(), child_of: Vec::new(), local: Vec::new() };
-    for (r, (&h, &leaf)) in workers.iter().zip(&leaf_of).enumerate() {
-        if leaf == root {
-            return Err(format!(
-                "aggregation: \"tree\" takes two levels (workers under leaf switches, one root), but job {j}'s worker host {h} is attached to its root switch (node {root}) while others are not"
-            ));
-        }
-        if !f.nodes[leaf as usize].ports.iter().any(|&(peer, _)| peer == root) {
-            return Err(format!(
-                "aggregation: \"tree\" takes two levels, but the leaf switch (node {leaf}) of job {j}'s worker host {h} is not a neighbour of the job's root switch (node {root})"
-            ));
-        }
-        let c = match t.leaves.iter().position(|&l| l == leaf) {
-            Some(c) => c,
-            None => {
-                t.leaves.push(leaf);
-                t.members.push(Vec::new());
-                t.leaves.len() - 1
-            }
-        };
-        t.child_of.push(c as u16);
-        t.local.push(t.members[c].len() as u16);
-        t.members[c].push(r as u16);
-    }
-    if t.leaves.len() > 64 {
-        return Err(format!(
-            "aggregation: job {j} spans {} leaf switches; the root's bitmap has 64 bits",
-            t.leaves.len()
-        ));
-    }
-    Ok(Some(t))
-}
-
-/// The switch whose largest hop distance to `hosts` is smallest (lowest id on ties).
-fn nearest_switch(f: &Fabric, hosts: &[u32]) -> Option<u32> {
-    let n = f.nodes.len();
-    let mut worst = vec![0u32; n];
-    for &h in hosts {
-        let src = f.host_nodes[h as usize] as usize;
-        let mut dist = vec![u32::MAX; n];
-        dist[src] = 0;
-        let mut q = VecDeque::from([src]);
-        while let Some(x) = q.pop_front() {
-            if x != src && f.nodes[x].is_host {
-                continue;
-            }
-            for &(peer, _) in &f.nodes[x].ports {
-                let peer = peer as usize;
-                if dist[peer] == u32::MAX {
-                    dist[peer] = dist[x] + 1;
-                    q.push_back(peer);
-                }
-            }
-        }
-        for i in 0..n {
-            worst[i] = worst[i].max(dist[i]);
-        }
-    }
-    (0..n).filter(|&i| !f.nodes[i].is_host && worst[i] != u32::MAX).min_by_key(|&i| (worst[i], i)).map(|i| i as u32)
 }
 
 fn add_pool_stats(a: &mut PoolStats, b: &PoolStats) {

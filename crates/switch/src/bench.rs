@@ -18,7 +18,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use reducelab_sim::training_run::ELEMS_PER_PACKET;
+use reducelab_ina::pool_jobs::ELEMS_PER_PACKET;
 
 use crate::pool_host::{run_pool_hosts, PoolHostOptions};
 use crate::pool_plan::PoolPlan;

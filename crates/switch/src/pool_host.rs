@@ -26,9 +26,9 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use reducelab_ina::pool::{AggPacket, Dest, PacketKind, PsAction};
+use reducelab_ina::pool_jobs::{check_result, gradient_packet, Ps, ELEMS_PER_PACKET};
 use reducelab_ina::ps::PsStats;
 use reducelab_ina::{pool_wire, training, Values, NIL};
-use reducelab_sim::training_run::{check_result, gradient_packet, Ps, ELEMS_PER_PACKET};
 pub use reducelab_transport::worker::WorkerStats;
 use reducelab_transport::worker::{Send, WorkerWindow, MAX_RETRANSMISSIONS};
 use serde::Serialize;

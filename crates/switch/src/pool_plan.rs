@@ -1,22 +1,21 @@
 //! What every process of a software-switch run of **pool protocols** (SwitchML, ATP, DSA:
-//! `[[traffic]] kind = "training"`) derives from the scenario file: the simulator's own
-//! [`TrainingWorld`] (job placement, the switch that aggregates each job, every worker's
-//! partitions and start time from the scenario's seed, window parameters, the switch programs
-//! and parameter servers), the fabric, forwarding tables and UDP endpoints (as [`crate::Plan`]).
+//! `[[traffic]] kind = "training"`) derives from the scenario file: the jobs' layout
+//! ([`TrainingSpec::layout`]: job placement, the switch that aggregates each job, its two-level
+//! tree with `aggregation = "tree"`, every worker's partitions and start time from the
+//! scenario's seed), the window parameters, the switch programs and parameter servers, the
+//! fabric, forwarding tables and UDP endpoints (as [`crate::Plan`]).
 //!
-//! Nothing is copied from the simulator's driver but what it exposes: a switch process takes
-//! its node's program out of a `TrainingWorld` built from the same file
-//! ([`TrainingWorld::take_program`]), a PS agent its job's parameter server
-//! ([`TrainingWorld::take_ps`]), a worker agent builds its packets with
-//! [`reducelab_sim::training_run::gradient_packet`] and checks results with
-//! [`reducelab_sim::training_run::check_result`], the simulator's functions; a job's two-level
-//! tree (`aggregation = "tree"`) is the simulator's [`TrainingWorld::job_tree`].
+//! All of it comes from `reducelab_ina::pool_jobs`, which the simulator's driver uses too:
+//! a switch process builds its node's program with [`TrainingSpec::switch_program`], a PS
+//! agent its job's parameter server with [`TrainingSpec::parameter_server`], a worker agent
+//! its packets with [`reducelab_ina::pool_jobs::gradient_packet`] and checks results with
+//! [`reducelab_ina::pool_jobs::check_result`].
 
 use reducelab_ina::fabric::Fabric;
 use reducelab_ina::pool::{Dest, PoolProgram};
+use reducelab_ina::pool_jobs::{PoolSwitch, Ps, TrainingLayout, TrainingSpec, Tree};
 use reducelab_ina::training::{DnnModel, Partition};
-use reducelab_sim::ina_run::fabric_of;
-use reducelab_sim::training_run::{Ps, TrainingSpec, TrainingWorld, Tree};
+use reducelab_sim::ina_run::{collective_salt, fabric_of};
 use reducelab_sim::Traffic;
 use reducelab_topo::Topology;
 use reducelab_transport::worker::WorkerParams;
@@ -32,7 +31,7 @@ pub fn is_training(text: &str, seed: Option<u64>) -> bool {
 /// One job as the hosts and switches of a run see it.
 #[derive(Clone, Debug)]
 pub struct PoolJob {
-    /// The switch that aggregates the job (the simulator's `nearest_switch`).
+    /// The switch that aggregates the job ([`reducelab_ina::pool_jobs::JobLayout::switch`]).
     pub switch: u32,
     /// Worker hosts by rank.
     pub workers: Vec<u32>,
@@ -45,7 +44,7 @@ pub struct PoolJob {
     pub plans: Vec<Vec<Partition>>,
     pub model: DnnModel,
     /// `aggregation = "tree"`: the job's two-level tree (its leaves' programs aggregate their
-    /// workers, `switch` is the root), the simulator's ([`TrainingWorld::job_tree`]).
+    /// workers, `switch` is the root).
     pub tree: Option<Tree>,
 }
 
@@ -63,6 +62,7 @@ pub struct PoolPlan {
     pub topology: Topology,
     pub fabric: Fabric,
     pub spec: TrainingSpec,
+    pub layout: TrainingLayout,
     pub jobs: Vec<PoolJob>,
     pub salt: u64,
     pub link_bps: u64,
@@ -93,51 +93,54 @@ impl PoolPlan {
         let spec = specs[0].clone();
         let topo = sc.topology.clone();
         let endpoints = endpoints.into().resolve(&topo.nodes.iter().map(|n| n.ports.len()).collect::<Vec<_>>())?;
-        let world = TrainingWorld::new(&topo, spec.clone(), sc.seed)?;
-        let mut jobs = Vec::new();
-        for j in 0..world.job_count() as u16 {
-            let js = world.job_spec(j);
-            jobs.push(PoolJob {
-                switch: world.job_switch(j),
+        let fabric = fabric_of(&topo);
+        let layout = spec.layout(&fabric, sc.seed)?;
+        let jobs = spec
+            .jobs
+            .iter()
+            .zip(&layout.jobs)
+            .enumerate()
+            .map(|(j, (js, at))| PoolJob {
+                switch: at.switch,
                 workers: js.workers.clone(),
                 ps: js.ps,
-                psns: world.job_psns(j),
-                params: world.worker_params(j),
-                plans: (0..js.workers.len() as u16).map(|r| world.worker_plan(j, r).to_vec()).collect(),
+                psns: at.psns,
+                params: spec.worker_params(&layout, j as u16),
+                plans: at.plans.clone(),
                 model: js.model,
-                tree: world.job_tree(j).cloned(),
-            });
-        }
-        let fabric = fabric_of(&topo);
+                tree: at.tree.clone(),
+            })
+            .collect();
         let routes = crate::plan::routes_of(&fabric);
         Ok(PoolPlan {
             name: sc.name.clone(),
             seed: sc.seed,
-            salt: world.salt(),
-            link_bps: world.link_bps(),
+            salt: collective_salt(sc.seed),
+            // The slowest link's rate, as the simulator's (DSA's priorities are computed for it).
+            link_bps: topo.links.iter().map(|l| l.bandwidth_bps).min().unwrap_or(1).max(1),
             ecn_threshold_bytes: sc.net.ecn_threshold_bytes,
             topology: topo,
             fabric,
             spec,
+            layout,
             jobs,
             endpoints,
             routes,
         })
     }
 
-    fn world(&self) -> Result<TrainingWorld, String> {
-        TrainingWorld::new(&self.topology, self.spec.clone(), self.seed)
-    }
-
-    /// Switch `node`'s program as the simulator builds it (`None`: no job aggregates there).
+    /// Switch `node`'s program, new (`None`: no job aggregates there).
     pub fn program(&self, node: u32) -> Result<Option<Box<dyn PoolProgram>>, String> {
         self.check_switch(node)?;
-        Ok(self.world()?.take_program(node))
+        Ok(self.spec.switch_program(&self.layout, node, self.seed)?.map(PoolSwitch::boxed))
     }
 
-    /// Job `j`'s parameter server as the simulator builds it.
+    /// Job `j`'s parameter server, new.
     pub fn parameter_server(&self, j: u16) -> Result<Option<Ps>, String> {
-        Ok(self.world()?.take_ps(j))
+        if j as usize >= self.spec.jobs.len() {
+            return Ok(None);
+        }
+        self.spec.parameter_server(j)
     }
 
     pub fn check_switch(&self, node: u32) -> Result<(), String> {

@@ -49,8 +49,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use reducelab_ina::pool::{full_bitmap, AggPacket};
+use reducelab_ina::pool_jobs::{gradient_packet, PoolProtocol, Ps, ELEMS_PER_PACKET};
 use reducelab_ina::Values;
-use reducelab_sim::training_run::{gradient_packet, PoolProtocol, Ps, ELEMS_PER_PACKET};
 use reducelab_transport::worker::{Send, WorkerWindow};
 
 use crate::plan::EndpointSpec;

@@ -23,8 +23,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use reducelab_ina::pool::{AggPacket, Dest, PacketKind, PoolAction, PoolProgram, PoolStats};
+use reducelab_ina::pool_jobs::{PoolProtocol, TreeRoute, ELEMS_PER_PACKET};
 use reducelab_ina::{pool_wire, Values, NIL};
-use reducelab_sim::training_run::{PoolProtocol, TreeRoute, ELEMS_PER_PACKET};
 use serde::Serialize;
 
 use crate::faults::{Fate, FaultPort, PortFaults, Shaper, ShaperStats};

@@ -321,14 +321,12 @@ impl ScenarioFile {
                 return e(format!("traffic[{i}].kind"), "\"training\" and \"ina_allreduce\" traffic do not run in one scenario (the switches run one program)");
             }
             let Traffic::Training(spec) = &traffic[i] else { unreachable!() };
-            crate::training_run::TrainingWorld::new(&topology, spec.clone(), seed).map_err(|r| {
-                match r.split_once(": ") {
-                    Some((fld, why)) if fld == "topology" => ScenarioError { field: fld.into(), reason: why.into() },
-                    Some((fld, why)) if !fld.contains(' ') => {
-                        ScenarioError { field: format!("traffic[{i}].{fld}"), reason: why.into() }
-                    }
-                    _ => ScenarioError { field: format!("traffic[{i}]"), reason: r },
+            crate::training_run::layout(&topology, spec, seed).map_err(|r| match r.split_once(": ") {
+                Some((fld, why)) if fld == "topology" => ScenarioError { field: fld.into(), reason: why.into() },
+                Some((fld, why)) if !fld.contains(' ') => {
+                    ScenarioError { field: format!("traffic[{i}].{fld}"), reason: why.into() }
                 }
+                _ => ScenarioError { field: format!("traffic[{i}]"), reason: r },
             })?;
         }
         if traffic.is_empty() {

@@ -46,7 +46,7 @@ pub enum Traffic {
         plan: Option<Arc<reducelab_sched::Plan>>,
     },
     Ina(crate::ina_run::InaSpec),
-    Training(crate::training_run::TrainingSpec),
+    Training(reducelab_ina::pool_jobs::TrainingSpec),
 }
 
 impl Traffic {
