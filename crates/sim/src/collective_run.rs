@@ -17,7 +17,7 @@ use reducelab_sched::TopologySpec;
 use std::time::Instant;
 
 pub use crate::scenario::{Backend, AUTO_FLOW_MIN_BYTES, PACKET_MAX_FINGERPRINTS};
-pub use crate::schedule_cache::{cached_plan, cached_schedule};
+pub use reducelab_scenario::schedule_cache::{cached_plan, cached_schedule};
 
 /// Element size of the reduced vector (float32).
 pub const ELEM_BYTES: u64 = 4;

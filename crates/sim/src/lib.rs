@@ -11,21 +11,19 @@ pub mod collective_run;
 #[doc(hidden)]
 pub mod fuzz;
 pub mod ina_run;
-mod message_lists;
 pub mod pspin_run;
 pub mod report;
-pub mod scenario;
-mod schedule_cache;
 pub mod training_run;
 pub mod workload;
 
 use reducelab_des::Rng;
 use reducelab_net::{Network, RunLimits};
-use std::fmt;
 use std::time::Instant;
 
+/// The scenario schema and its resolution ([`reducelab_scenario`]), under its old path.
+pub use reducelab_scenario as scenario;
+pub use reducelab_scenario::{load_scenario_str, parse, Scenario, ScenarioError, ScenarioFile, Traffic};
 pub use report::RunStatus;
-pub use scenario::{parse, Scenario, ScenarioFile, Traffic};
 
 /// Options that are not part of the scenario file.
 #[derive(Clone, Debug, Default)]
@@ -65,30 +63,6 @@ pub struct EngineStats {
     pub packets: u64,
     pub packet_hops: u64,
     pub sim_time_ps: u64,
-}
-
-/// A scenario error: `field` is the dotted path of the offending field (e.g.
-/// `topology.dims[1]`), `reason` says why it is wrong.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScenarioError {
-    pub field: String,
-    pub reason: String,
-}
-
-impl fmt::Display for ScenarioError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.field.is_empty() {
-            write!(f, "{}", self.reason)
-        } else {
-            write!(f, "{}: {}", self.field, self.reason)
-        }
-    }
-}
-impl std::error::Error for ScenarioError {}
-
-/// Parses and validates a TOML scenario without running it.
-pub fn load_scenario_str(text: &str, seed: Option<u64>) -> Result<Scenario, ScenarioError> {
-    parse(text)?.resolve(seed)
 }
 
 /// Parses, validates and runs a TOML scenario.

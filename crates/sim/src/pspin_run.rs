@@ -7,7 +7,7 @@ use reducelab_flare::pspin::designs::Design;
 use reducelab_flare::pspin::examples::QuantisedInt8Sum;
 use reducelab_flare::pspin::model::ModelInput;
 use reducelab_flare::pspin::verify::{fingerprint, verify};
-use reducelab_flare::pspin::{self, ConfigError, DataType, Operator, SwitchConfig, SwitchReport, Workload};
+use reducelab_flare::pspin::{self, DataType, Operator, SwitchConfig, SwitchReport, Workload};
 use reducelab_flare::sparse::pspin::{
     block_bytes, sparse_l_cycles, storage_name, SparseCosts, SparseHandlers, SparseTraffic,
 };
@@ -24,12 +24,6 @@ pub fn is_pspin(text: &str) -> bool {
 
 fn err(field: &str, reason: impl Into<String>) -> ScenarioError {
     ScenarioError { field: field.into(), reason: reason.into() }
-}
-
-impl From<ConfigError> for ScenarioError {
-    fn from(e: ConfigError) -> Self {
-        ScenarioError { field: e.field, reason: e.reason }
-    }
 }
 
 /// A table's fields, each taken once; what is left at the end is an unknown field.

@@ -8,43 +8,7 @@ use reducelab_net::{MsgId, Network, PacketId, WorkDone, Workload};
 use reducelab_topo::Topology;
 use std::collections::BTreeMap;
 
-/// When a `random_permutation` generator draws a new permutation.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Redraw {
-    /// Per round of messages: every host's k-th message goes to permutation k.
-    Message,
-    /// Per epoch: a message sent at time t goes to the permutation of epoch
-    /// `(t - start) / epoch_ps`.
-    Epoch { epoch_ps: u64 },
-}
-
-/// Background traffic as the Canary paper states it (§5.2: "each host sends a message to a
-/// randomly selected host and receives a message from another randomly selected host"): each
-/// round (or epoch) is a permutation of `hosts` without fixed points, so every host sends to
-/// exactly one host and receives from exactly one other. Every host keeps `inflight` messages
-/// of `bytes` going; with `rate_bps`, its j-th message starts no earlier than
-/// `start + j · bytes · 8 / rate` (the host offers that rate, window permitting).
-#[derive(Clone, Debug)]
-pub struct RandomPermutation {
-    pub hosts: Vec<u32>,
-    pub bytes: u64,
-    pub inflight: u32,
-    pub start: SimTime,
-    pub redraw: Redraw,
-    pub rate_bps: Option<u64>,
-}
-
-impl RandomPermutation {
-    /// When the `j`-th message of a host may start at the earliest.
-    pub fn paced_start(&self, j: u64) -> SimTime {
-        match self.rate_bps {
-            None => self.start,
-            Some(r) => {
-                SimTime(self.start.ps() + (j as u128 * self.bytes as u128 * 8 * 1_000_000_000_000 / r as u128) as u64)
-            }
-        }
-    }
-}
+pub use reducelab_scenario::{RandomPermutation, Redraw};
 
 /// The running state of a `random_permutation` generator: permutation `k` is drawn from its own
 /// stream (`base.fork(k)`), so it does not depend on when it is first needed.

@@ -8,8 +8,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use reducelab_ina::fabric::Fabric;
 use reducelab_ina::host::Collective;
 use reducelab_ina::{wire, Addr, SwitchConfig, SwitchProgram, Tenant, NIL};
-use reducelab_sim::ina_run::{collective_salt, fabric_of, InaSpec, InaSwitchSpec};
-use reducelab_sim::Traffic;
+use reducelab_scenario::ina::{collective_salt, fabric_of, InaSpec, InaSwitchSpec};
+use reducelab_scenario::Traffic;
 
 /// How a run's endpoints are given (every process of a run must be given the same).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -185,7 +185,7 @@ impl Plan {
     /// From a scenario's text (`seed` overrides the scenario's) and the run's endpoints (an
     /// `(ip_base, port_base)` pair is loopback). Errors name the field.
     pub fn from_scenario(text: &str, seed: Option<u64>, endpoints: impl Into<EndpointSpec>) -> Result<Plan, String> {
-        let sc = reducelab_sim::load_scenario_str(text, seed).map_err(|e| e.to_string())?;
+        let sc = reducelab_scenario::load_scenario_str(text, seed).map_err(|e| e.to_string())?;
         let specs: Vec<InaSpec> =
             sc.traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
         if specs.is_empty() {

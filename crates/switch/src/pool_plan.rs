@@ -15,8 +15,8 @@ use reducelab_ina::fabric::Fabric;
 use reducelab_ina::pool::{Dest, PoolProgram};
 use reducelab_ina::pool_jobs::{PoolSwitch, Ps, TrainingLayout, TrainingSpec, Tree};
 use reducelab_ina::training::{DnnModel, Partition};
-use reducelab_sim::ina_run::{collective_salt, fabric_of};
-use reducelab_sim::Traffic;
+use reducelab_scenario::ina::{collective_salt, fabric_of};
+use reducelab_scenario::Traffic;
 use reducelab_topo::Topology;
 use reducelab_transport::worker::WorkerParams;
 
@@ -24,7 +24,7 @@ use crate::plan::{EndpointSpec, Endpoints};
 
 /// Whether a scenario's traffic is training jobs (the pool protocols), not in-network allreduces.
 pub fn is_training(text: &str, seed: Option<u64>) -> bool {
-    reducelab_sim::load_scenario_str(text, seed)
+    reducelab_scenario::load_scenario_str(text, seed)
         .is_ok_and(|sc| sc.traffic.iter().any(|t| matches!(t, Traffic::Training(_))))
 }
 
@@ -80,7 +80,7 @@ impl PoolPlan {
         seed: Option<u64>,
         endpoints: impl Into<EndpointSpec>,
     ) -> Result<PoolPlan, String> {
-        let sc = reducelab_sim::load_scenario_str(text, seed).map_err(|e| e.to_string())?;
+        let sc = reducelab_scenario::load_scenario_str(text, seed).map_err(|e| e.to_string())?;
         let specs: Vec<&TrainingSpec> =
             sc.traffic.iter().filter_map(|t| if let Traffic::Training(s) = t { Some(s) } else { None }).collect();
         if specs.len() != 1 || sc.traffic.len() != 1 {

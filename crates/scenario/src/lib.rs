@@ -1,17 +1,28 @@
-//! The scenario file format (TOML). See `docs/scenario-format.md`.
+//! The scenario file format (TOML), from text to a validated [`Scenario`]: what every driver
+//! of a scenario reads (the simulator, `reducelab-sim`; the software switch and the MPI
+//! runtime's in-network path, `reducelab-switch`), so none of them needs another's code. See
+//! `docs/scenario-format.md`.
 //!
 //! Parsing is strict: unknown keys, wrong types and impossible values are errors that name the
 //! field by its dotted path (`network.routing`, `traffic[1].bytes`) and say why.
 //!
 //! [`parse`] reads the file into its serde schema (`schema.rs`); [`ScenarioFile::resolve`]
 //! validates it into a [`Scenario`] with the help of `topology.rs`, `network.rs`,
-//! `transport.rs`, `traffic.rs` and `backend.rs`; `units.rs` converts and range-checks values.
+//! `transport.rs`, `traffic.rs` (with `ina.rs` for `ina_allreduce` entries and `[ina]`,
+//! `training.rs` for `training` entries) and `backend.rs`; `units.rs` converts and range-checks
+//! values. `schedule_cache.rs` keeps the collective schedules and plans built for scenarios
+//! (process-wide: a sweep over sizes builds each once); `message_lists.rs` reads long explicit
+//! message lists lean.
 
 mod backend;
+pub mod ina;
+mod message_lists;
 mod network;
+pub mod schedule_cache;
 mod schema;
 mod topology;
 mod traffic;
+pub mod training;
 mod transport;
 mod units;
 
@@ -22,16 +33,16 @@ pub use schema::{
     NetworkSpec, NoiseModeSpec, NoiseSpec, RouterSpec, RoutingSpec, RunSpec, ScenarioFile, SpraySpec, TopologyKind,
     TopologySpec, TrafficKind, TrafficSpec, TransportKindSpec, TransportSpec,
 };
-pub use traffic::Traffic;
+pub use traffic::{RandomPermutation, Redraw, Traffic};
 pub use units::ps_to_us;
 pub(crate) use units::{ns_to_ps, pos_f64};
 
-use crate::ScenarioError;
 use backend::layout_name;
 use network::{resolve_ecn_red, resolve_router};
 use reducelab_des::{SimDuration, SimTime};
 use reducelab_net::{Fault, FlowControl, NetConfig, RoutingAlgo};
 use reducelab_topo::Topology;
+use std::fmt;
 use traffic::{check_finishes_in_time, ina_specs_empty, random_roots, resolve_traffic};
 
 /// The watchdog's default: 10 ms of simulated time, or, if longer, the longest time an
@@ -59,7 +70,7 @@ pub struct Scenario {
     /// stalled (`None`: off).
     pub watchdog: Option<SimDuration>,
     /// Switch resources for in-network aggregation.
-    pub ina: crate::ina_run::InaSwitchSpec,
+    pub ina: ina::InaSwitchSpec,
     /// Per-host endpoint costs (`[endpoint]`).
     pub endpoint: reducelab_net::EndpointConfig,
     /// End-to-end transport of message traffic (`[transport]`, or the one `[[traffic]]`
@@ -67,6 +78,37 @@ pub struct Scenario {
     pub transport: reducelab_net::TransportConfig,
     /// Traffic entries (message tags) whose messages go without it (`transport = "none"`).
     pub raw_traffic: Vec<u64>,
+}
+
+/// A scenario error: `field` is the dotted path of the offending field (e.g.
+/// `topology.dims[1]`), `reason` says why it is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub field: String,
+    pub reason: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "{}", self.reason)
+        } else {
+            write!(f, "{}: {}", self.field, self.reason)
+        }
+    }
+}
+impl std::error::Error for ScenarioError {}
+
+/// A PsPIN switch's configuration error (`[pspin]` scenarios) names its field the same way.
+impl From<reducelab_flare::pspin::ConfigError> for ScenarioError {
+    fn from(e: reducelab_flare::pspin::ConfigError) -> Self {
+        ScenarioError { field: e.field, reason: e.reason }
+    }
+}
+
+/// Parses and validates a TOML scenario without running it.
+pub fn load_scenario_str(text: &str, seed: Option<u64>) -> Result<Scenario, ScenarioError> {
+    parse(text)?.resolve(seed)
 }
 
 fn e<T>(field: impl Into<String>, reason: impl Into<String>) -> Result<T, ScenarioError> {
@@ -297,7 +339,7 @@ impl ScenarioFile {
             traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
         if !ina_specs.is_empty() {
             // Builds the switch programs once to validate (trees, tables, protocol mix).
-            if let Err(reason) = crate::ina_run::InaWorld::new(&topology, ina_specs, ina.clone(), seed) {
+            if let Err(reason) = ina::setup(&topology, &ina_specs, &ina, seed) {
                 // Errors start with the field they are about: an `[ina]` key, or a top-level
                 // section (`topology`, `traffic`).
                 let (field, reason) = match reason.split_once(": ") {
@@ -321,7 +363,7 @@ impl ScenarioFile {
                 return e(format!("traffic[{i}].kind"), "\"training\" and \"ina_allreduce\" traffic do not run in one scenario (the switches run one program)");
             }
             let Traffic::Training(spec) = &traffic[i] else { unreachable!() };
-            crate::training_run::layout(&topology, spec, seed).map_err(|r| match r.split_once(": ") {
+            training::layout(&topology, spec, seed).map_err(|r| match r.split_once(": ") {
                 Some((fld, why)) if fld == "topology" => ScenarioError { field: fld.into(), reason: why.into() },
                 Some((fld, why)) if !fld.contains(' ') => {
                     ScenarioError { field: format!("traffic[{i}].{fld}"), reason: why.into() }

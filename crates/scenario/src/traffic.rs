@@ -8,6 +8,44 @@ use reducelab_des::{SimDuration, SimTime};
 use reducelab_topo::{Shape, Topology};
 use std::sync::Arc;
 
+/// When a `random_permutation` generator draws a new permutation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Redraw {
+    /// Per round of messages: every host's k-th message goes to permutation k.
+    Message,
+    /// Per epoch: a message sent at time t goes to the permutation of epoch
+    /// `(t - start) / epoch_ps`.
+    Epoch { epoch_ps: u64 },
+}
+
+/// Background traffic as the Canary paper states it (§5.2: "each host sends a message to a
+/// randomly selected host and receives a message from another randomly selected host"): each
+/// round (or epoch) is a permutation of `hosts` without fixed points, so every host sends to
+/// exactly one host and receives from exactly one other. Every host keeps `inflight` messages
+/// of `bytes` going; with `rate_bps`, its j-th message starts no earlier than
+/// `start + j · bytes · 8 / rate` (the host offers that rate, window permitting).
+#[derive(Clone, Debug)]
+pub struct RandomPermutation {
+    pub hosts: Vec<u32>,
+    pub bytes: u64,
+    pub inflight: u32,
+    pub start: SimTime,
+    pub redraw: Redraw,
+    pub rate_bps: Option<u64>,
+}
+
+impl RandomPermutation {
+    /// When the `j`-th message of a host may start at the earliest.
+    pub fn paced_start(&self, j: u64) -> SimTime {
+        match self.rate_bps {
+            None => self.start,
+            Some(r) => {
+                SimTime(self.start.ps() + (j as u128 * self.bytes as u128 * 8 * 1_000_000_000_000 / r as u128) as u64)
+            }
+        }
+    }
+}
+
 /// A validated traffic generator.
 #[derive(Clone, Debug)]
 pub enum Traffic {
@@ -31,7 +69,7 @@ pub enum Traffic {
         inflight: u32,
         start: SimTime,
     },
-    RandomPermutation(crate::workload::RandomPermutation),
+    RandomPermutation(RandomPermutation),
     /// Rank `r` on `hosts[r]`. `algorithm` is the variant that runs (a family or policy
     /// resolved for `bytes`); the packet backend runs `schedule`, the flow backend `plan`
     /// (each built only for the backend that runs, from the process-wide caches).
@@ -45,7 +83,7 @@ pub enum Traffic {
         schedule: Option<Arc<reducelab_sched::Schedule>>,
         plan: Option<Arc<reducelab_sched::Plan>>,
     },
-    Ina(crate::ina_run::InaSpec),
+    Ina(crate::ina::InaSpec),
     Training(reducelab_ina::pool_jobs::TrainingSpec),
 }
 
@@ -205,7 +243,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
             "index_overlap",
             "hash_slots",
         ],
-        TrafficKind::Training => crate::training_run::KEYS,
+        TrafficKind::Training => crate::training::KEYS,
     };
     for (name, is) in [
         ("hosts", t.hosts.is_some()),
@@ -258,7 +296,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
         Ok(b)
     };
     Ok(match kind {
-        TrafficKind::Training => Traffic::Training(crate::training_run::resolve(f, t, topology)?),
+        TrafficKind::Training => Traffic::Training(crate::training::resolve(f, t, topology)?),
         TrafficKind::Messages => {
             let list = match &t.list {
                 Some(l) if !l.is_empty() => l,
@@ -332,7 +370,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
             Traffic::RandomUniform { hosts, bytes: b, inflight, start }
         }
         TrafficKind::RandomPermutation => {
-            use crate::workload::Redraw;
+            use Redraw;
             let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
             if hosts.len() < 2 {
                 return e(format!("{f}.hosts"), "a permutation without fixed points needs at least two hosts");
@@ -364,14 +402,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
                 None => None,
                 Some(g) => Some(gbps_to_bps(&format!("{f}.rate_gbps"), g)?.max(1)),
             };
-            Traffic::RandomPermutation(crate::workload::RandomPermutation {
-                hosts,
-                bytes: b,
-                inflight,
-                start,
-                redraw,
-                rate_bps,
-            })
+            Traffic::RandomPermutation(RandomPermutation { hosts, bytes: b, inflight, start, redraw, rate_bps })
         }
         TrafficKind::InaAllreduce => {
             let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
@@ -439,7 +470,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
                 }
             }
             let values = t.values.unwrap_or(hosts.len() as u64 * b <= 64 << 20);
-            Traffic::Ina(crate::ina_run::InaSpec {
+            Traffic::Ina(crate::ina::InaSpec {
                 hosts,
                 bytes: b,
                 start,

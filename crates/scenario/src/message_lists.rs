@@ -270,7 +270,7 @@ mod tests {
 
 #[cfg(test)]
 mod equivalence {
-    use crate::scenario::{parse, parse_toml};
+    use crate::{parse, parse_toml};
     use reducelab_des::Rng;
 
     /// The lean reader and the full parser give the same scenario file, over random lists

@@ -108,8 +108,8 @@ impl NoiseSpec {
 }
 
 impl InaSection {
-    pub(super) fn resolve(&self) -> Result<crate::ina_run::InaSwitchSpec, ScenarioError> {
-        let d = crate::ina_run::InaSwitchSpec::default();
+    pub(super) fn resolve(&self) -> Result<crate::ina::InaSwitchSpec, ScenarioError> {
+        let d = crate::ina::InaSwitchSpec::default();
         let table_size = self.table_size.unwrap_or(d.table_size);
         if table_size == 0 || table_size > 1 << 24 {
             return e("ina.table_size", format!("must be within 1..=16777216, got {table_size}"));
@@ -134,7 +134,7 @@ impl InaSection {
         if sample_ps == 0 {
             return e("ina.sample_ns", "must be positive");
         }
-        Ok(crate::ina_run::InaSwitchSpec {
+        Ok(crate::ina::InaSwitchSpec {
             table_size,
             slots_per_tenant: self.slots_per_tenant,
             limits: reducelab_net::ProgramLimits {

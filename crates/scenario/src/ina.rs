@@ -1,0 +1,163 @@
+//! The in-network collectives of a scenario (`kind = "ina_allreduce"`) and the switch-side
+//! settings they share (`[ina]`), resolved; and their set-up ([`setup`]): the checks every
+//! driver makes, the collectives and the protocol's switch programs.
+
+use std::sync::Arc;
+
+use reducelab_des::SimTime;
+use reducelab_ina::fabric::{Fabric, FabricNode};
+use reducelab_ina::host::Collective;
+use reducelab_ina::{InaProtocol, SwitchConfig, SwitchProgram, Tenant};
+use reducelab_net::ProgramLimits;
+use reducelab_topo::Topology;
+
+/// Switch-side settings shared by every in-network collective of a scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InaSwitchSpec {
+    /// Descriptors (aggregator slots) per switch.
+    pub table_size: u32,
+    /// Static partition: slots per tenant (`None`: one shared hash-indexed table).
+    pub slots_per_tenant: Option<u32>,
+    /// Aggregation throughput of a switch pipeline and its extra latency.
+    pub limits: ProgramLimits,
+    /// Canary: soft-state lifetime of a flushed descriptor.
+    pub reclaim_ps: u64,
+    /// Canary: the switch timeout t.
+    pub timeout_ps: u64,
+    /// Sampling period of the descriptor-occupancy time series.
+    pub sample_ps: u64,
+    /// Elements a switch can aggregate per packet (its ALUs): 32 on the Tofino prototype,
+    /// 256 in the paper's large simulations (§5.1). Collectives may not use more.
+    pub max_elements_per_packet: u16,
+    /// Every header a protocol hands over travels through its wire frame
+    /// (`reducelab_ina::wire::emit`/`parse`) and the parsed copy goes on: a run that is
+    /// byte-identical with and without it shows the frame carries all the protocol uses.
+    pub wire_check: bool,
+}
+
+impl Default for InaSwitchSpec {
+    fn default() -> Self {
+        InaSwitchSpec {
+            // §5.1: the Tofino prototype holds 32K descriptors.
+            table_size: 32768,
+            slots_per_tenant: None,
+            // §4: a Tofino pipeline processes 1.2 billion packets per second; aggregation is
+            // part of the forwarding pipeline, so it adds no latency of its own.
+            limits: ProgramLimits { packets_per_second: 1.2e9, latency_ps: 0 },
+            reclaim_ps: 2_000_000_000,
+            timeout_ps: 1_000_000,
+            sample_ps: 1_000_000,
+            max_elements_per_packet: 256,
+            wire_check: false,
+        }
+    }
+}
+
+/// One in-network allreduce of a scenario.
+#[derive(Clone, Debug)]
+pub struct InaSpec {
+    pub hosts: Vec<u32>,
+    pub bytes: u64,
+    pub start: SimTime,
+    /// The protocol, as built by its registry entry from the traffic entry's keys.
+    pub protocol: Arc<dyn InaProtocol>,
+    pub elems_per_packet: u16,
+    /// Carry real element values (small runs).
+    pub values: bool,
+    /// Static trees: root switch (node id) of each tree.
+    pub roots: Vec<u32>,
+}
+
+/// The salt of a scenario's in-network collectives' contributions (so that the software switch's
+/// hosts contribute the same values as the simulated ones).
+pub fn collective_salt(seed: u64) -> u64 {
+    seed ^ 0xC0FFEE
+}
+
+/// The topology as the protocols' control plane sees it (also the software switch's).
+pub fn fabric_of(topo: &Topology) -> Fabric {
+    Fabric {
+        nodes: topo
+            .nodes
+            .iter()
+            .map(|n| FabricNode {
+                is_host: n.host.is_some(),
+                forwards: n.forwards,
+                ports: n.ports.iter().map(|p| (p.peer.0, p.peer_port)).collect(),
+            })
+            .collect(),
+        host_nodes: (0..topo.num_hosts() as u32).map(|h| topo.host_node(h).0).collect(),
+    }
+}
+
+/// What a scenario's in-network collectives are set up from: the fabric, the collectives (ids
+/// in traffic order) and every switch's program (`None`: a host, or no program there).
+pub struct InaSetup {
+    pub fabric: Fabric,
+    pub colls: Vec<Collective>,
+    pub programs: Vec<Option<Box<dyn SwitchProgram>>>,
+    /// The largest elements per packet of the collectives.
+    pub elems_per_packet: u16,
+}
+
+/// Sets up `specs` on `topo` (the checks every driver makes, then the protocol's switch
+/// programs). Errors start with the field they are about (`protocol`, `topology`, `traffic` or
+/// an `[ina]` key).
+pub fn setup(topo: &Topology, specs: &[InaSpec], switch: &InaSwitchSpec, seed: u64) -> Result<InaSetup, String> {
+    if let Some(first) = specs.first() {
+        if let Some(other) = specs.iter().find(|s| s.protocol.info().name != first.protocol.info().name) {
+            return Err(format!(
+                "protocol: every in-network collective of a scenario must use the same protocol ({} and {})",
+                first.protocol.info().name,
+                other.protocol.info().name
+            ));
+        }
+    }
+    if specs.len() > 256 {
+        return Err(format!("{} in-network collectives; the 8-bit application id allows 256", specs.len()));
+    }
+    if topo.nodes.iter().any(|n| n.host.is_some() && n.forwards) {
+        return Err(format!(
+            "topology: in-network aggregation runs on indirect networks (star, fat trees, dragonfly); the hosts of {} forward traffic",
+            topo.name
+        ));
+    }
+    for n in &topo.nodes {
+        if n.host.is_none() && n.ports.len() > 64 {
+            return Err(format!("switch with {} ports: port bitmaps hold 64", n.ports.len()));
+        }
+    }
+    let epp = specs.iter().map(|s| s.elems_per_packet).max().unwrap_or(1);
+    if epp > switch.max_elements_per_packet {
+        return Err(format!(
+            "max_elements_per_packet: a collective uses {epp} elements per packet but the switches aggregate at most {}",
+            switch.max_elements_per_packet
+        ));
+    }
+    let fabric = fabric_of(topo);
+    let mut colls = Vec::new();
+    for (ci, s) in specs.iter().enumerate() {
+        colls.push(
+            Collective::new(ci as u16, s.hosts.clone(), s.bytes, s.elems_per_packet, collective_salt(seed), s.values)
+                .map_err(|r| format!("traffic: {r}"))?,
+        );
+    }
+    let programs = match specs.first() {
+        None => (0..topo.nodes.len()).map(|_| None).collect(),
+        Some(first) => {
+            let tenants: Vec<Tenant<'_>> = specs
+                .iter()
+                .zip(&colls)
+                .map(|(s, c)| Tenant { coll: c, protocol: &*s.protocol, roots: &s.roots })
+                .collect();
+            let cfg = SwitchConfig {
+                table_size: switch.table_size,
+                slots_per_tenant: switch.slots_per_tenant,
+                timeout_ps: switch.timeout_ps,
+                reclaim_ps: switch.reclaim_ps,
+            };
+            first.protocol.switch_programs(&fabric, &tenants, &cfg)?
+        }
+    };
+    Ok(InaSetup { fabric, colls, programs, elems_per_packet: epp })
+}
