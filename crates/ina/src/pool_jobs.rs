@@ -47,6 +47,15 @@ impl PoolProtocol {
     pub fn uses_ps(&self) -> bool {
         !matches!(self, PoolProtocol::SwitchMl)
     }
+    /// Its name in the pool registry ([`crate::pool::POOL_PROTOCOLS`]); DSA's strawmen are
+    /// `dsa` too (their rule is [`Self::label`]'s suffix).
+    pub fn name(&self) -> &'static str {
+        match self {
+            PoolProtocol::SwitchMl => "switchml",
+            PoolProtocol::Atp => "atp",
+            PoolProtocol::Dsa(_) => "dsa",
+        }
+    }
     pub fn label(&self) -> String {
         match self {
             PoolProtocol::SwitchMl => "switchml".into(),

@@ -41,7 +41,8 @@ RL_Innet *RL_Innet_open(const char *scenario_path, const char *endpoints, uint32
 int RL_Innet_allreduce(RL_Innet *h, const void *send, void *recv, uint64_t count, int32_t element_type, char *err,
                        size_t errlen);
 
-/* The protocol the switch runs: "canary", "switchml" or "atp" (a static string; "" for NULL). */
+/* The protocol the switch runs, by its registry name ("canary", "switchml" or "atp"); the
+ * string lives as long as the handle ("" for NULL, static). */
 const char *RL_Innet_protocol(const RL_Innet *h);
 
 /* Elements per packet of the scenario (the switch's aggregation width). */

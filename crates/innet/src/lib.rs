@@ -4,7 +4,7 @@
 //! its pointers and arguments and reports errors as a message, never a panic across the
 //! boundary (a panic inside is caught and reported as an error).
 
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void, CStr, CString};
 use std::net::Ipv4Addr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
@@ -17,6 +17,8 @@ pub const RL_INNET_FLOAT32: i32 = 1;
 /// The opaque handle C holds.
 pub struct RlInnet {
     session: Session,
+    /// The session's protocol by its registry name, for `RL_Innet_protocol`.
+    protocol: CString,
 }
 
 fn write_err(err: *mut c_char, errlen: usize, msg: &str) {
@@ -61,7 +63,8 @@ fn open(
     // No linger: the coordinator's release means every rank has every block (docs/switch.md).
     let opts = HostOptions { timeout, linger: Duration::ZERO, ..HostOptions::default() };
     let session = Session::open(&text, ep, ranks, rank, opts).map_err(|e| format!("{path}: {e}"))?;
-    Ok(RlInnet { session })
+    let protocol = CString::new(session.protocol()).map_err(|_| "protocol: a name with a NUL byte".to_string())?;
+    Ok(RlInnet { session, protocol })
 }
 
 /// # Safety
@@ -154,17 +157,13 @@ pub unsafe extern "C" fn RL_Innet_elements_per_packet(h: *const RlInnet) -> u32 
 }
 
 /// # Safety
-/// `h` from `RL_Innet_open` or NULL. The string is static.
+/// `h` from `RL_Innet_open` or NULL. The string lives as long as the handle.
 #[no_mangle]
 pub unsafe extern "C" fn RL_Innet_protocol(h: *const RlInnet) -> *const c_char {
-    let name: &'static CStr = match h.as_ref().map(|h| h.session.protocol()) {
-        Some("canary") => c"canary",
-        Some("switchml") => c"switchml",
-        Some("atp") => c"atp",
-        Some("dsa") => c"dsa",
-        _ => c"",
-    };
-    name.as_ptr()
+    match h.as_ref() {
+        Some(h) => h.protocol.as_ptr(),
+        None => c"".as_ptr(),
+    }
 }
 
 /// # Safety

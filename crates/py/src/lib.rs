@@ -644,7 +644,7 @@ fn innet_allreduce<'py>(
         return Err(PyValueError::new_err(format!("timeout_s: must be a positive number of seconds, got {timeout_s}")));
     }
     let values: Vec<i32> = data.chunks_exact(4).map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect();
-    let plan = reducelab_switch::Plan::from_scenario(text, None, (ip, port_base)).map_err(PyValueError::new_err)?;
+    let plan = reducelab_switch::InaPlan::from_scenario(text, None, (ip, port_base)).map_err(PyValueError::new_err)?;
     let opts = reducelab_switch::HostOptions {
         timeout: Duration::from_secs_f64(timeout_s),
         start_at: start_at.map(|t| std::time::UNIX_EPOCH + Duration::from_secs_f64(t.max(0.0))),

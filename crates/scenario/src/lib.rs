@@ -144,12 +144,53 @@ pub(crate) fn parse_toml(text: &str) -> Result<ScenarioFile, ScenarioError> {
         if let Some(key) = reason.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
             path = if path == "." { key.to_string() } else { format!("{path}.{key}") };
         }
+        // An unknown key of `[transport]` or of a `[[traffic]]` entry: list the keys of the
+        // entry's kind only (serde's list mixes every kind's).
+        if let Some(key) = reason.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
+            if let Some(keys) = kind_keys(text, &path) {
+                reason = format!("unknown field `{key}`; {keys}");
+            }
+        }
         if let Some(span) = inner.span() {
             let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
             reason = format!("{reason} (line {line})");
         }
         ScenarioError { field: if path == "." { String::new() } else { path }, reason }
     })
+}
+
+/// The keys valid where the unknown key at `path` (`transport.K`, `traffic[i].K`) stands, for
+/// the kind of its table, as a sentence (`None`: another table, or no kind to go by).
+fn kind_keys(text: &str, path: &str) -> Option<String> {
+    use serde::de::{value, Deserialize, IntoDeserializer};
+    let (table, _) = path.rsplit_once('.')?;
+    let doc: toml::Table = text.parse().ok()?;
+    let sentence = |kind: &str, keys: Vec<&str>| {
+        let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
+        format!("kind = \"{kind}\" takes {}", keys.join(", "))
+    };
+    let traffic = doc.get("traffic").and_then(|t| t.as_array());
+    if table == "transport" {
+        // `[transport].kind`, or the kind the traffic names (its parameters apply to that one).
+        let kind = doc
+            .get("transport")
+            .and_then(|t| t.get("kind"))
+            .or_else(|| traffic?.iter().find_map(|t| t.get("transport")))
+            .and_then(|k| k.as_str())
+            .unwrap_or("none");
+        let de: value::StrDeserializer<'_, value::Error> = kind.into_deserializer();
+        let k = TransportKindSpec::deserialize(de).ok()?;
+        return Some(sentence(kind, std::iter::once("kind").chain(k.keys().iter().copied()).collect()));
+    }
+    let i: usize = table.strip_prefix("traffic[")?.strip_suffix(']')?.parse().ok()?;
+    let kind = traffic?.get(i)?.get("kind")?.as_str()?;
+    let de: value::StrDeserializer<'_, value::Error> = kind.into_deserializer();
+    let k = TrafficKind::deserialize(de).ok()?;
+    let common: &[&str] = match k {
+        TrafficKind::InaAllreduce | TrafficKind::Training => &["kind"],
+        _ => &["kind", "transport"],
+    };
+    Some(sentence(kind, common.iter().chain(k.keys()).copied().collect()))
 }
 
 fn req<T: Copy>(field: &str, v: Option<T>, kind: &str) -> Result<T, ScenarioError> {

@@ -202,49 +202,62 @@ pub(super) fn random_roots(topology: &Topology, trees: u16, seed: u64) -> Vec<u3
     (0..trees as usize).map(|t| pool[t % pool.len()]).collect()
 }
 
+impl TrafficKind {
+    /// Its name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            TrafficKind::Messages => "messages",
+            TrafficKind::Permutation => "permutation",
+            TrafficKind::Incast => "incast",
+            TrafficKind::RandomUniform => "random_uniform",
+            TrafficKind::RandomPermutation => "random_permutation",
+            TrafficKind::Collective => "collective",
+            TrafficKind::InaAllreduce => "ina_allreduce",
+            TrafficKind::Training => "training",
+        }
+    }
+
+    /// The keys an entry of this kind takes besides `kind` and `transport` (the one list:
+    /// a key of another kind is refused with it, and an unknown key's error lists it).
+    pub fn keys(self) -> &'static [&'static str] {
+        match self {
+            TrafficKind::Messages => &["list"],
+            TrafficKind::Permutation => &["hosts", "bytes", "start_ns"],
+            TrafficKind::Incast => &["senders", "receiver", "bytes", "start_ns"],
+            TrafficKind::RandomUniform => &["hosts", "bytes", "start_ns", "inflight"],
+            TrafficKind::RandomPermutation => {
+                &["hosts", "bytes", "start_ns", "inflight", "redraw", "epoch_ns", "rate_gbps"]
+            }
+            TrafficKind::Collective => &["hosts", "bytes", "start_ns", "algorithm", "collective", "dims"],
+            TrafficKind::InaAllreduce => &[
+                "hosts",
+                "bytes",
+                "start_ns",
+                "protocol",
+                "trees",
+                "roots",
+                "window",
+                "elements_per_packet",
+                "retransmit_timeout_us",
+                "max_failures",
+                "values",
+                "bucket_elements",
+                "index_overlap",
+                "hash_slots",
+            ],
+            TrafficKind::Training => crate::training::KEYS,
+        }
+    }
+}
+
 pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traffic, ScenarioError> {
     let n = topology.num_hosts() as u32;
     let kind = match t.kind {
         Some(k) => k,
         None => return e(format!("{f}.kind"), "is required (messages, permutation, incast, random_uniform, random_permutation, collective, ina_allreduce, training)"),
     };
-    let kname = match kind {
-        TrafficKind::Messages => "messages",
-        TrafficKind::Permutation => "permutation",
-        TrafficKind::Incast => "incast",
-        TrafficKind::RandomUniform => "random_uniform",
-        TrafficKind::RandomPermutation => "random_permutation",
-        TrafficKind::Collective => "collective",
-        TrafficKind::InaAllreduce => "ina_allreduce",
-        TrafficKind::Training => "training",
-    };
-    let used: &[&str] = match kind {
-        TrafficKind::Messages => &["list"],
-        TrafficKind::Permutation => &["hosts", "bytes", "start_ns"],
-        TrafficKind::Incast => &["senders", "receiver", "bytes", "start_ns"],
-        TrafficKind::RandomUniform => &["hosts", "bytes", "start_ns", "inflight"],
-        TrafficKind::RandomPermutation => {
-            &["hosts", "bytes", "start_ns", "inflight", "redraw", "epoch_ns", "rate_gbps"]
-        }
-        TrafficKind::Collective => &["hosts", "bytes", "start_ns", "algorithm", "collective", "dims"],
-        TrafficKind::InaAllreduce => &[
-            "hosts",
-            "bytes",
-            "start_ns",
-            "protocol",
-            "trees",
-            "roots",
-            "window",
-            "elements_per_packet",
-            "retransmit_timeout_us",
-            "max_failures",
-            "values",
-            "bucket_elements",
-            "index_overlap",
-            "hash_slots",
-        ],
-        TrafficKind::Training => crate::training::KEYS,
-    };
+    let kname = kind.name();
+    let used = kind.keys();
     for (name, is) in [
         ("hosts", t.hosts.is_some()),
         ("bytes", t.bytes.is_some()),

@@ -7,7 +7,31 @@ use super::{TransportKindSpec, TransportSpec};
 use crate::ScenarioError;
 
 impl TransportKindSpec {
-    fn name(self) -> &'static str {
+    pub const ALL: [TransportKindSpec; 4] =
+        [TransportKindSpec::None, TransportKindSpec::Ndp, TransportKindSpec::Dctcp, TransportKindSpec::Dcqcn];
+
+    /// The `[transport]` keys this kind takes besides `kind` (the one list: a key of another
+    /// kind is refused with it, and an unknown key's error lists it).
+    pub fn keys(self) -> &'static [&'static str] {
+        match self {
+            TransportKindSpec::None => &[],
+            TransportKindSpec::Ndp => &["initial_window_packets", "data_queue_packets", "rto_us"],
+            TransportKindSpec::Dctcp => &["initial_window_packets", "g", "min_rto_us"],
+            TransportKindSpec::Dcqcn => &[
+                "g",
+                "alpha_interval_us",
+                "increase_interval_us",
+                "byte_counter_bytes",
+                "fast_recovery_steps",
+                "rai_gbps",
+                "rhai_gbps",
+                "min_rate_gbps",
+                "cnp_interval_us",
+            ],
+        }
+    }
+
+    pub fn name(self) -> &'static str {
         match self {
             TransportKindSpec::None => "none",
             TransportKindSpec::Ndp => "ndp",
@@ -26,24 +50,27 @@ impl TransportSpec {
         nw: &NetworkSpec,
         endpoint: &EndpointSpec,
     ) -> Result<reducelab_net::TransportConfig, ScenarioError> {
-        use TransportKindSpec::{Dcqcn, Dctcp, Ndp};
-        for (key, set, kinds) in [
-            ("initial_window_packets", self.initial_window_packets.is_some(), &[Ndp, Dctcp][..]),
-            ("data_queue_packets", self.data_queue_packets.is_some(), &[Ndp][..]),
-            ("rto_us", self.rto_us.is_some(), &[Ndp][..]),
-            ("g", self.g.is_some(), &[Dctcp, Dcqcn][..]),
-            ("min_rto_us", self.min_rto_us.is_some(), &[Dctcp][..]),
-            ("alpha_interval_us", self.alpha_interval_us.is_some(), &[Dcqcn][..]),
-            ("increase_interval_us", self.increase_interval_us.is_some(), &[Dcqcn][..]),
-            ("byte_counter_bytes", self.byte_counter_bytes.is_some(), &[Dcqcn][..]),
-            ("fast_recovery_steps", self.fast_recovery_steps.is_some(), &[Dcqcn][..]),
-            ("rai_gbps", self.rai_gbps.is_some(), &[Dcqcn][..]),
-            ("rhai_gbps", self.rhai_gbps.is_some(), &[Dcqcn][..]),
-            ("min_rate_gbps", self.min_rate_gbps.is_some(), &[Dcqcn][..]),
-            ("cnp_interval_us", self.cnp_interval_us.is_some(), &[Dcqcn][..]),
+        for (key, set) in [
+            ("initial_window_packets", self.initial_window_packets.is_some()),
+            ("data_queue_packets", self.data_queue_packets.is_some()),
+            ("rto_us", self.rto_us.is_some()),
+            ("g", self.g.is_some()),
+            ("min_rto_us", self.min_rto_us.is_some()),
+            ("alpha_interval_us", self.alpha_interval_us.is_some()),
+            ("increase_interval_us", self.increase_interval_us.is_some()),
+            ("byte_counter_bytes", self.byte_counter_bytes.is_some()),
+            ("fast_recovery_steps", self.fast_recovery_steps.is_some()),
+            ("rai_gbps", self.rai_gbps.is_some()),
+            ("rhai_gbps", self.rhai_gbps.is_some()),
+            ("min_rate_gbps", self.min_rate_gbps.is_some()),
+            ("cnp_interval_us", self.cnp_interval_us.is_some()),
         ] {
-            if set && !kinds.contains(&kind) {
-                let names: Vec<String> = kinds.iter().map(|k| format!("\"{}\"", k.name())).collect();
+            if set && !kind.keys().contains(&key) {
+                let names: Vec<String> = TransportKindSpec::ALL
+                    .iter()
+                    .filter(|k| k.keys().contains(&key))
+                    .map(|k| format!("\"{}\"", k.name()))
+                    .collect();
                 return e(
                     format!("transport.{key}"),
                     format!("applies only with kind = {} (kind is \"{}\")", names.join(" or "), kind.name()),

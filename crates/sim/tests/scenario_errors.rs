@@ -638,3 +638,85 @@ fn every_shipped_scenario_loads() {
         assert_eq!(load_scenario_str(&text, Some(77)).unwrap().seed, 77);
     }
 }
+
+/// The keys listed after `takes` in an unknown-key error.
+fn listed_keys(reason: &str) -> Vec<String> {
+    let after = reason.split(" takes ").nth(1).unwrap_or_else(|| panic!("no key list in {reason:?}"));
+    after.split(" (line").next().unwrap().split(", ").map(|k| k.trim_matches('`').to_string()).collect()
+}
+
+#[test]
+fn an_unknown_key_lists_the_keys_of_its_kind_only() {
+    use reducelab_sim::scenario::{TrafficKind, TransportKindSpec};
+    // [transport]: the kind's keys, none of another kind's.
+    let err = load_scenario_str(&sc(&[FT2, "[transport]\nkind = \"ndp\"\nbogus = 3", PERM]), None).err().unwrap();
+    assert_eq!(err.field, "transport.bogus");
+    let keys = listed_keys(&err.reason);
+    let mut want = vec!["kind".to_string()];
+    want.extend(TransportKindSpec::Ndp.keys().iter().map(|k| k.to_string()));
+    assert_eq!(keys, want, "{}", err.reason);
+    assert!(!keys.iter().any(|k| k == "cnp_interval_us" || k == "min_rto_us"), "{}", err.reason);
+    assert!(err.reason.ends_with("(line 13)"), "the line is kept: {}", err.reason);
+    // Without [transport].kind, the kind the traffic names.
+    let err =
+        load_scenario_str(&sc(&[FT2, "[transport]\nbogus = 3", PERM, "transport = \"dctcp\""]), None).err().unwrap();
+    assert!(
+        err.reason.contains("kind = \"dctcp\" takes `kind`, `initial_window_packets`, `g`, `min_rto_us`"),
+        "{}",
+        err.reason
+    );
+    // [[traffic]]: every kind's own keys (and `transport` for message traffic only).
+    for (kind, body) in [
+        ("permutation", "kind = \"permutation\"\nbytes = 1000"),
+        ("collective", "kind = \"collective\"\nbytes = 1000"),
+        ("ina_allreduce", "kind = \"ina_allreduce\"\nbytes = 4096"),
+        ("training", "kind = \"training\""),
+    ] {
+        let err = load_scenario_str(&sc(&[FT2, &traffic(&format!("{body}\nbogus = 1"))]), None).err().unwrap();
+        assert_eq!(err.field, "traffic[0].bogus", "{kind}");
+        let keys = listed_keys(&err.reason);
+        let k: TrafficKind = toml::Value::String(kind.into()).try_into().unwrap();
+        let message = !matches!(k, TrafficKind::InaAllreduce | TrafficKind::Training);
+        let mut want = vec!["kind".to_string()];
+        if message {
+            want.push("transport".into());
+        }
+        want.extend(k.keys().iter().map(|s| s.to_string()));
+        assert_eq!(keys, want, "{kind}: {}", err.reason);
+    }
+}
+
+#[test]
+fn every_listed_key_is_one_the_schema_reads() {
+    use reducelab_sim::scenario::{TrafficKind, TransportKindSpec};
+    // A key in a kind's list that the schema does not know would be listed as valid and then
+    // refused as unknown: each one must get past the parser (it may be refused later, for its
+    // value, but never as an unknown field).
+    for kind in TransportKindSpec::ALL {
+        for key in kind.keys() {
+            let text = sc(&[FT2, &format!("[transport]\nkind = \"{}\"\n{key} = 1", kind.name()), PERM]);
+            if let Err(e) = load_scenario_str(&text, None) {
+                assert!(!e.reason.contains("unknown field"), "transport {}: {key}: {e}", kind.name());
+            }
+        }
+    }
+    for kind in [
+        "messages",
+        "permutation",
+        "incast",
+        "random_uniform",
+        "random_permutation",
+        "collective",
+        "ina_allreduce",
+        "training",
+    ] {
+        let k: TrafficKind = toml::Value::String(kind.into()).try_into().unwrap();
+        assert_eq!(k.name(), kind);
+        for key in k.keys() {
+            let text = sc(&[FT2, &traffic(&format!("kind = \"{kind}\"\n{key} = 1"))]);
+            if let Err(e) = load_scenario_str(&text, None) {
+                assert!(!e.reason.contains("unknown field"), "traffic {kind}: {key}: {e}");
+            }
+        }
+    }
+}

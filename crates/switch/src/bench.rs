@@ -23,7 +23,7 @@ use reducelab_ina::pool_jobs::ELEMS_PER_PACKET;
 use crate::pool_host::{run_pool_hosts, PoolHostOptions};
 use crate::pool_plan::PoolPlan;
 use crate::pool_switch::PoolSwitch;
-use crate::{run_host, HostOptions, Plan, Switch, SwitchOptions};
+use crate::{run_host, HostOptions, InaPlan, Switch, SwitchOptions};
 
 fn die(msg: &str) -> ! {
     eprintln!("reducelab-switch bench: {msg}");
@@ -179,7 +179,7 @@ pub fn measure(
     ip: Ipv4Addr,
     port_base: u16,
 ) -> Result<(u64, f64, f64), String> {
-    let plan = Plan::from_scenario(&scenario(hosts, bytes, protocol), None, (ip, port_base))?;
+    let plan = InaPlan::from_scenario(&scenario(hosts, bytes, protocol), None, (ip, port_base))?;
     let node = plan.switches()[0];
     let stop = Arc::new(AtomicBool::new(false));
     let opts = HostOptions {

@@ -13,7 +13,7 @@ use reducelab_ina::host::HostStats;
 use reducelab_ina::{wire, HostAction, HostProtocol, Values, NIL};
 use serde::Serialize;
 
-use crate::plan::Plan;
+use crate::plan::InaPlan;
 use crate::udp;
 
 /// How a host is run.
@@ -111,7 +111,7 @@ struct Agent {
 
 /// Runs host `host` (a host index) of `plan`: every collective it takes part in, with the
 /// protocol's seeded contributions (checked against their exact sums).
-pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport, String> {
+pub fn run_host(plan: &InaPlan, host: u32, opts: &HostOptions) -> Result<HostReport, String> {
     run(plan, host, opts, None, None).map(|(r, _)| r)
 }
 
@@ -121,7 +121,7 @@ pub fn run_host(plan: &Plan, host: u32, opts: &HostOptions) -> Result<HostReport
 /// exactly once); the values cannot be checked here (the other ranks' data is not known), so
 /// the caller checks them if it can.
 pub fn allreduce_data(
-    plan: &Plan,
+    plan: &InaPlan,
     host: u32,
     opts: &HostOptions,
     tenant: u16,
@@ -144,7 +144,7 @@ pub fn allreduce_data(
 /// this call, with the protocol of the scenario's first entry), contributing `data`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_own(
-    plan: &Plan,
+    plan: &InaPlan,
     host: u32,
     opts: &HostOptions,
     sock: &std::net::UdpSocket,
@@ -214,7 +214,7 @@ struct OwnRun<'a> {
 }
 
 fn run(
-    plan: &Plan,
+    plan: &InaPlan,
     host: u32,
     opts: &HostOptions,
     app: Option<(u16, Vec<i32>)>,
@@ -584,7 +584,7 @@ fn run(
 }
 
 fn stall_message(
-    plan: &Plan,
+    plan: &InaPlan,
     colls: &[reducelab_ina::host::Collective],
     spec_of: &dyn Fn(usize) -> usize,
     host: u32,

@@ -32,6 +32,6 @@ pub mod switch;
 pub mod udp;
 
 pub use host::{allreduce_data, run_host, HostOptions, HostReport};
-pub use plan::{EndpointSpec, Plan};
+pub use plan::{EndpointSpec, InaPlan};
 pub use session::Session;
 pub use switch::{run_switch, Switch, SwitchOptions, SwitchReport};

@@ -160,7 +160,7 @@ impl Endpoints {
 }
 
 /// A scenario's in-network allreduces, laid out for the software switch.
-pub struct Plan {
+pub struct InaPlan {
     pub name: String,
     pub seed: u64,
     pub fabric: Fabric,
@@ -181,10 +181,10 @@ pub struct Plan {
 /// Largest UDP payload of an IPv4 datagram.
 pub const MAX_DATAGRAM: usize = 65507;
 
-impl Plan {
+impl InaPlan {
     /// From a scenario's text (`seed` overrides the scenario's) and the run's endpoints (an
     /// `(ip_base, port_base)` pair is loopback). Errors name the field.
-    pub fn from_scenario(text: &str, seed: Option<u64>, endpoints: impl Into<EndpointSpec>) -> Result<Plan, String> {
+    pub fn from_scenario(text: &str, seed: Option<u64>, endpoints: impl Into<EndpointSpec>) -> Result<InaPlan, String> {
         let sc = reducelab_scenario::load_scenario_str(text, seed).map_err(|e| e.to_string())?;
         let specs: Vec<InaSpec> =
             sc.traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
@@ -251,7 +251,7 @@ impl Plan {
         }
         let payload = specs.iter().map(|s| s.protocol.carries_payload()).collect();
         let routes = routes_of(&fabric);
-        Ok(Plan {
+        Ok(InaPlan {
             name: sc.name.clone(),
             seed: sc.seed,
             fabric,

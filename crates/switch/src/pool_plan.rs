@@ -3,7 +3,7 @@
 //! ([`TrainingSpec::layout`]: job placement, the switch that aggregates each job, its two-level
 //! tree with `aggregation = "tree"`, every worker's partitions and start time from the
 //! scenario's seed), the window parameters, the switch programs and parameter servers, the
-//! fabric, forwarding tables and UDP endpoints (as [`crate::Plan`]).
+//! fabric, forwarding tables and UDP endpoints (as [`crate::InaPlan`]).
 //!
 //! All of it comes from `reducelab_ina::pool_jobs`, which the simulator's driver uses too:
 //! a switch process builds its node's program with [`TrainingSpec::switch_program`], a PS

@@ -145,11 +145,7 @@ impl PoolSession {
     }
 
     pub fn protocol(&self) -> &'static str {
-        match self.plan.spec.protocol {
-            PoolProtocol::SwitchMl => "switchml",
-            PoolProtocol::Atp => "atp",
-            PoolProtocol::Dsa(_) => "dsa",
-        }
+        self.plan.spec.protocol.name()
     }
 
     pub fn ranks(&self) -> u32 {

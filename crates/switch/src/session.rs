@@ -19,7 +19,7 @@ use std::net::{SocketAddrV4, UdpSocket};
 use reducelab_ina::host::Collective;
 
 use crate::host::{run_own, HostOptions, HostReport};
-use crate::plan::{EndpointSpec, Plan};
+use crate::plan::{EndpointSpec, InaPlan};
 use crate::pool_session::PoolSession;
 use crate::udp;
 
@@ -35,7 +35,7 @@ enum Inner {
 
 /// A Canary rank.
 struct CanarySession {
-    plan: Plan,
+    plan: InaPlan,
     ranks: u32,
     rank: u32,
     sock: UdpSocket,
@@ -89,7 +89,7 @@ impl Session {
             })?;
             return Ok(Session { inner: Inner::Pool(Box::new(pool)) });
         }
-        let plan = Plan::from_scenario(scenario, None, endpoints.clone())?;
+        let plan = InaPlan::from_scenario(scenario, None, endpoints.clone())?;
         let info = plan.specs[0].protocol.info();
         if info.name != "canary" {
             return Err(format!("protocol: the scenario runs {}; an allreduce of any size through a running switch needs canary (its switch program does not depend on the collective) or a training job of switchml or atp", info.name));
@@ -121,10 +121,10 @@ impl Session {
         })
     }
 
-    /// The protocol the switch runs: `canary`, `switchml` or `atp`.
+    /// The protocol the switch runs, by its registry name (`canary`, `switchml` or `atp`).
     pub fn protocol(&self) -> &'static str {
         match &self.inner {
-            Inner::Canary(_) => "canary",
+            Inner::Canary(c) => c.plan.specs[0].protocol.info().name,
             Inner::Pool(p) => p.protocol(),
         }
     }

@@ -18,7 +18,7 @@ use reducelab_ina::{wire, Addr, Header, Out, SwAction, SwitchProgram, SwitchStat
 use serde::Serialize;
 
 use crate::faults::{Fate, FaultPort, PortFaults};
-use crate::plan::Plan;
+use crate::plan::InaPlan;
 use crate::udp;
 
 /// How a switch is run.
@@ -125,7 +125,7 @@ impl Ord for Held {
 
 /// A bound switch, ready to run.
 pub struct Switch<'p> {
-    plan: &'p Plan,
+    plan: &'p InaPlan,
     node: u32,
     socks: Vec<UdpSocket>,
     /// Frames waiting to be sent, per port.
@@ -169,7 +169,7 @@ const TX_FLUSH_BYTES: usize = 64 << 10;
 
 impl<'p> Switch<'p> {
     /// Binds every port of switch `node`.
-    pub fn bind(plan: &'p Plan, node: u32, opts: SwitchOptions) -> Result<Switch<'p>, String> {
+    pub fn bind(plan: &'p InaPlan, node: u32, opts: SwitchOptions) -> Result<Switch<'p>, String> {
         plan.check_switch(node)?;
         let program = plan.program(node)?;
         let ports = &plan.fabric.nodes[node as usize].ports;
@@ -512,7 +512,12 @@ impl<'p> Switch<'p> {
 }
 
 /// Runs switch `node` of `plan` until `stop` (convenience for threads and tests).
-pub fn run_switch(plan: &Plan, node: u32, opts: SwitchOptions, stop: Arc<AtomicBool>) -> Result<SwitchReport, String> {
+pub fn run_switch(
+    plan: &InaPlan,
+    node: u32,
+    opts: SwitchOptions,
+    stop: Arc<AtomicBool>,
+) -> Result<SwitchReport, String> {
     let mut s = Switch::bind(plan, node, opts)?;
     Ok(s.run(&stop))
 }

@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 use std::process::Command;
 use std::time::Duration;
 
-use reducelab_switch::{run_host, udp, HostOptions, HostReport, Plan};
+use reducelab_switch::{run_host, udp, HostOptions, HostReport, InaPlan};
 use serde_json::Value;
 
 mod common;
@@ -19,8 +19,8 @@ impl Setup {
         Setup::at(name, Ipv4Addr::new(127, 77, block, 1), text)
     }
 
-    fn plan(&self) -> Plan {
-        Plan::from_scenario(&self.text, None, (self.ip, 47000)).unwrap()
+    fn plan(&self) -> InaPlan {
+        InaPlan::from_scenario(&self.text, None, (self.ip, 47000)).unwrap()
     }
 
     fn switches(&self, extra: &[&str]) -> Vec<Proc> {
@@ -28,7 +28,7 @@ impl Setup {
     }
 }
 
-fn hosts(plan: &Plan, timeout_s: f64) -> Vec<Result<HostReport, String>> {
+fn hosts(plan: &InaPlan, timeout_s: f64) -> Vec<Result<HostReport, String>> {
     let opts = HostOptions { timeout: Duration::from_secs_f64(timeout_s), ..HostOptions::default() }
         .for_threads(plan.hosts().len());
     std::thread::scope(|s| {
@@ -119,8 +119,9 @@ fn every_registered_protocol_is_planned_and_sparse_ones_refuse_application_vecto
     assert_eq!(wire_protocols().count(), reducelab_ina::PROTOCOLS.len(), "the software switch serves every protocol");
     for p in SPARSE {
         assert!(dense_protocols().all(|d| d.name != p), "{p} carries a payload of its own");
-        let plan = Plan::from_scenario(&scenario(STAR4, p, 32 << 10, ""), None, ("127.0.0.1".parse().unwrap(), 40000))
-            .unwrap();
+        let plan =
+            InaPlan::from_scenario(&scenario(STAR4, p, 32 << 10, ""), None, ("127.0.0.1".parse().unwrap(), 40000))
+                .unwrap();
         let e = reducelab_switch::allreduce_data(&plan, 0, &HostOptions::default(), 0, vec![1; 8192]).unwrap_err();
         assert!(e.starts_with(&format!("protocol: {p} reduces its own sparse vectors")), "{p}: {e}");
     }
@@ -128,7 +129,7 @@ fn every_registered_protocol_is_planned_and_sparse_ones_refuse_application_vecto
     // run, 16 404 payload bytes) fits one datagram.
     let big = scenario(STAR4, "flare_sparse", 1 << 20, "elements_per_packet = 2048\n")
         .replace("[ina]\n", "[network]\nmtu_bytes = 9216\n[ina]\nmax_elements_per_packet = 2048\n");
-    let plan = Plan::from_scenario(&big, None, ("127.0.0.1".parse().unwrap(), 40000)).unwrap();
+    let plan = InaPlan::from_scenario(&big, None, ("127.0.0.1".parse().unwrap(), 40000)).unwrap();
     assert_eq!(plan.specs[0].protocol.max_payload_bytes(&plan.colls[0]), 20 + 8 * 2048);
 }
 
@@ -318,18 +319,21 @@ fn the_switch_counts_and_drops_malformed_and_foreign_datagrams() {
 #[test]
 fn bad_plans_are_refused_with_the_field() {
     let ip = Ipv4Addr::new(127, 77, 50, 1);
-    let e = Plan::from_scenario(&scenario(STAR4, "canary", 1024, ""), None, (Ipv4Addr::new(10, 0, 0, 1), 47000))
+    let e = InaPlan::from_scenario(&scenario(STAR4, "canary", 1024, ""), None, (Ipv4Addr::new(10, 0, 0, 1), 47000))
         .err()
         .unwrap();
     assert!(e.starts_with("ip_base:") && e.contains("127.0.0.0/8"), "{e}");
-    let e = Plan::from_scenario(&scenario(STAR4, "canary", 1024, ""), None, (ip, 65534)).err().unwrap();
+    let e = InaPlan::from_scenario(&scenario(STAR4, "canary", 1024, ""), None, (ip, 65534)).err().unwrap();
     assert!(e.starts_with("port_base:"), "{e}");
-    let e =
-        Plan::from_scenario(&scenario(STAR4, "canary", 1024, "").replace("\"canary\"", "\"nope\""), None, (ip, 47000))
-            .err()
-            .unwrap();
+    let e = InaPlan::from_scenario(
+        &scenario(STAR4, "canary", 1024, "").replace("\"canary\"", "\"nope\""),
+        None,
+        (ip, 47000),
+    )
+    .err()
+    .unwrap();
     assert!(e.contains("protocol"), "{e}");
-    let plan = Plan::from_scenario(&scenario(STAR4, "canary", 1024, ""), None, (ip, 47000)).unwrap();
+    let plan = InaPlan::from_scenario(&scenario(STAR4, "canary", 1024, ""), None, (ip, 47000)).unwrap();
     assert!(plan.check_switch(0).unwrap_err().contains("is a host"));
     assert!(plan.check_switch(99).unwrap_err().starts_with("node:"));
 }
@@ -341,11 +345,11 @@ fn endpoints_files_place_each_node_and_bad_ones_are_refused_with_the_line_and_fi
     // Node 4 is the switch (4 ports), nodes 0-3 the hosts (1 port each).
     let good = "# node address:port_base\n4 127.77.51.9:40000\n0 127.77.51.1:41000 # a host\n\n1 127.77.51.1:41001\n2 10.1.2.3:5000\n3 127.77.51.4:41000\n";
     let map = |t: &str| EndpointSpec::Map { path: "ep.txt".into(), text: t.into() };
-    let plan = Plan::from_scenario(&text, None, map(good)).unwrap();
+    let plan = InaPlan::from_scenario(&text, None, map(good)).unwrap();
     assert_eq!(plan.endpoints.of(4, 3).to_string(), "127.77.51.9:40003");
     assert_eq!(plan.endpoints.of(1, 0).to_string(), "127.77.51.1:41001");
     assert_eq!(plan.endpoints.of(2, 0).to_string(), "10.1.2.3:5000", "any unicast address, through a file");
-    let err = |t: &str| Plan::from_scenario(&text, None, map(t)).err().expect("refused");
+    let err = |t: &str| InaPlan::from_scenario(&text, None, map(t)).err().expect("refused");
     let e = err(&good.replace("3 127.77.51.4:41000\n", ""));
     assert!(e.contains("ep.txt") && e.contains("node 3 is missing"), "{e}");
     let e = err(&good.replace("3 127.77.51.4:41000", "3 127.77.51.4:41000\n3 127.77.51.5:41000"));
@@ -382,7 +386,7 @@ fn a_fat_tree_placed_by_an_endpoints_file_reduces_exactly() {
         (0..nodes).map(|n| format!("{n} 127.77.52.{}:{}", 1 + n % 3, 45000 + 100 * (nodes - n))).collect();
     let ep = s.path.with_extension("endpoints");
     std::fs::write(&ep, lines.join("\n")).unwrap();
-    let plan = Plan::from_scenario(
+    let plan = InaPlan::from_scenario(
         &s.text,
         None,
         reducelab_switch::EndpointSpec::parse(&format!("file:{}", ep.display())).unwrap(),

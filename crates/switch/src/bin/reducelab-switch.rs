@@ -22,7 +22,7 @@ use reducelab_switch::faults::{parse_fault, parse_fault_file, PortFaults};
 use reducelab_switch::pool_host::{run_pool_hosts, PoolHostOptions};
 use reducelab_switch::pool_plan::{is_training, PoolPlan};
 use reducelab_switch::pool_switch::PoolSwitch;
-use reducelab_switch::{run_host, EndpointSpec, HostOptions, HostReport, Plan, Switch, SwitchOptions};
+use reducelab_switch::{run_host, EndpointSpec, HostOptions, HostReport, InaPlan, Switch, SwitchOptions};
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
@@ -107,8 +107,8 @@ fn pool_plan_of(c: &Common) -> PoolPlan {
         .unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
 }
 
-fn plan_of(c: &Common) -> Plan {
-    Plan::from_scenario(&c.text, c.seed, c.endpoints.clone())
+fn plan_of(c: &Common) -> InaPlan {
+    InaPlan::from_scenario(&c.text, c.seed, c.endpoints.clone())
         .unwrap_or_else(|e| die(&format!("{}: {e}", c.scenario_path)))
 }
 
@@ -240,7 +240,7 @@ fn cmd_plan(mut a: Args) {
     println!("# switches: {}", plan.switches().iter().map(|s| s.to_string()).collect::<Vec<_>>().join(" "));
 }
 
-fn host_list(plan: &Plan, v: Option<String>) -> Vec<u32> {
+fn host_list(plan: &InaPlan, v: Option<String>) -> Vec<u32> {
     match v.as_deref() {
         None | Some("all") => plan.hosts(),
         Some(s) => s
@@ -261,7 +261,7 @@ fn host_opts(a: &mut Args) -> HostOptions {
 }
 
 /// Runs `hosts` as threads; every host's report or error.
-fn run_hosts(plan: &Plan, hosts: &[u32], opts: &HostOptions) -> Vec<Result<HostReport, String>> {
+fn run_hosts(plan: &InaPlan, hosts: &[u32], opts: &HostOptions) -> Vec<Result<HostReport, String>> {
     let opts = &opts.for_threads(hosts.len());
     std::thread::scope(|s| {
         let hs: Vec<_> = hosts.iter().map(|&h| s.spawn(move || run_host(plan, h, opts))).collect();
