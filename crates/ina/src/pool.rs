@@ -228,6 +228,42 @@ pub struct PoolProtocolInfo {
     pub summary: &'static str,
     /// Whether each job needs a parameter server host.
     pub uses_ps: bool,
+    /// Its own keys of a `training` entry, beside the jobs' keys every pool protocol takes (a
+    /// key another protocol owns is refused, naming who takes it).
+    pub keys: &'static [&'static str],
+    /// The protocol from its keys' values; errors name the key.
+    pub build: fn(&PoolParams<'_>) -> Result<crate::pool_jobs::PoolProtocol, crate::ParamError>,
+}
+
+/// The protocol-owned keys of a `training` entry, as given (`None`: absent).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PoolParams<'a> {
+    /// DSA: `preemption`.
+    pub preemption: Option<&'a str>,
+}
+
+impl PoolParams<'_> {
+    /// The protocol-owned keys that are set, by name.
+    pub fn set_keys(&self) -> impl Iterator<Item = &'static str> {
+        [("preemption", self.preemption.is_some())].into_iter().filter(|&(_, set)| set).map(|(k, _)| k)
+    }
+}
+
+fn build_dsa(p: &PoolParams<'_>) -> Result<crate::pool_jobs::PoolProtocol, crate::ParamError> {
+    use crate::policy::Preemption;
+    let rule = match p.preemption {
+        None | Some("priority") => Preemption::Priority,
+        Some("always") => Preemption::Always,
+        // The coin's seed is the scenario's, given when the switch programs are built.
+        Some("coin") => Preemption::Coin { seed: 0 },
+        Some(other) => {
+            return Err(crate::ParamError {
+                key: "preemption".into(),
+                reason: format!("must be \"priority\", \"always\" or \"coin\", got \"{other}\""),
+            })
+        }
+    };
+    Ok(crate::pool_jobs::PoolProtocol::Dsa(rule))
 }
 
 /// The shared-pool protocols (SwitchML, ATP, DSA), read by the scenario parser.
@@ -236,16 +272,22 @@ pub const POOL_PROTOCOLS: &[PoolProtocolInfo] = &[
         name: "switchml",
         summary: "SwitchML (NSDI'21): a region per job, two slot sets, no PS",
         uses_ps: false,
+        keys: &[],
+        build: |_| Ok(crate::pool_jobs::PoolProtocol::SwitchMl),
     },
     PoolProtocolInfo {
         name: "atp",
         summary: "ATP (NSDI'21): hashed, first come first served, collisions to the PS",
         uses_ps: true,
+        keys: &[],
+        build: |_| Ok(crate::pool_jobs::PoolProtocol::Atp),
     },
     PoolProtocolInfo {
         name: "dsa",
         summary: "DSA (ICNP'23): hashed, preemption by priority, reminders",
         uses_ps: true,
+        keys: &["preemption"],
+        build: build_dsa,
     },
 ];
 

@@ -794,3 +794,21 @@ fn random_packets_never_panic_and_conserve_aggregators_and_value_slots() {
         assert_eq!(vals.live, in_pool + left + in_ps, "{proto:?}: value slots unaccounted for");
     }
 }
+
+/// Every pool registry entry builds from its keys' defaults, under its own name, with the
+/// parameter server it declares; a key it owns is parsed by it, with errors naming the key.
+#[test]
+fn every_pool_registry_entry_builds_under_its_name() {
+    use reducelab_ina::pool::{PoolParams, POOL_PROTOCOLS};
+    for info in POOL_PROTOCOLS {
+        let p = (info.build)(&PoolParams::default()).unwrap_or_else(|e| panic!("{}: {e:?}", info.name));
+        assert_eq!(p.name(), info.name);
+        assert_eq!(p.uses_ps(), info.uses_ps, "{}", info.name);
+        for key in info.keys {
+            // An impossible value of each of its own keys is refused, naming the key.
+            let bad = PoolParams { preemption: (*key == "preemption").then_some("sometimes") };
+            let e = (info.build)(&bad).expect_err(key);
+            assert_eq!(e.key, *key, "{}", info.name);
+        }
+    }
+}

@@ -1,7 +1,6 @@
 //! A `training` traffic entry (seed 001, §VII-B's jobs on the shared switch memory) resolved
 //! into a [`TrainingSpec`], and laid out on the topology ([`layout`]).
 
-use reducelab_ina::policy::Preemption;
 use reducelab_ina::pool::{self, PoolLayout};
 use reducelab_ina::pool_jobs::{JobSpec, PoolProtocol, TrainingLayout, TrainingSpec, ELEMS_PER_PACKET, PACKET_BYTES};
 use reducelab_ina::switchml::even_regions;
@@ -53,18 +52,16 @@ pub fn resolve(f: &str, t: &crate::TrafficSpec, topo: &Topology) -> Result<Train
             format!("must be one of {} for kind = \"training\", got \"{name}\"", names.join(", ")),
         ));
     };
-    let protocol = match (info.name, t.preemption.as_deref()) {
-        ("switchml", None) => PoolProtocol::SwitchMl,
-        ("atp", None) => PoolProtocol::Atp,
-        ("dsa", None | Some("priority")) => PoolProtocol::Dsa(Preemption::Priority),
-        ("dsa", Some("always")) => PoolProtocol::Dsa(Preemption::Always),
-        ("dsa", Some("coin")) => PoolProtocol::Dsa(Preemption::Coin { seed: 0 }),
-        ("dsa", Some(other)) => {
-            return Err(err("preemption", format!("must be \"priority\", \"always\" or \"coin\", got \"{other}\"")))
+    // The protocol's own keys, parsed by its registry entry.
+    let params = pool::PoolParams { preemption: t.preemption.as_deref() };
+    for key in params.set_keys() {
+        if !info.keys.contains(&key) {
+            let takes: Vec<&str> =
+                pool::POOL_PROTOCOLS.iter().filter(|p| p.keys.contains(&key)).map(|p| p.name).collect();
+            return Err(err(key, format!("is not used by protocol = \"{}\" ({} only)", info.name, takes.join(", "))));
         }
-        (p, Some(_)) => return Err(err("preemption", format!("is not used by protocol = \"{p}\" (DSA only)"))),
-        (p, None) => return Err(err("protocol", format!("\"{p}\" has no driver"))),
-    };
+    }
+    let protocol = (info.build)(&params).map_err(|e| err(&e.key, e.reason))?;
     let jobs = t.jobs.unwrap_or(1);
     if jobs == 0 || jobs > 4096 {
         return Err(err("jobs", format!("must be within 1..=4096, got {jobs}")));

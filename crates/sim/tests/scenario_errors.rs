@@ -512,7 +512,7 @@ fn cases() -> Vec<Case> {
         case("unknown transport key", sc(&[FT2, "[transport]\nkind = \"ndp\"\nwindow = 3", PERM]), "transport.window", "unknown field"),
         // ---- training jobs (kind = "training") ----------------------------------------------
         case("training unknown protocol", sc(&[&topo("kind = \"star\"\nhosts = 20"), &traffic("kind = \"training\"\nprotocol = \"canary\"")]), "traffic[0].protocol", "must be one of \"switchml\", \"atp\", \"dsa\""),
-        case("training preemption on atp", sc(&[&topo("kind = \"star\"\nhosts = 20"), &traffic("kind = \"training\"\nprotocol = \"atp\"\npreemption = \"always\"")]), "traffic[0].preemption", "DSA only"),
+        case("training preemption on atp", sc(&[&topo("kind = \"star\"\nhosts = 20"), &traffic("kind = \"training\"\nprotocol = \"atp\"\npreemption = \"always\"")]), "traffic[0].preemption", "is not used by protocol = \"atp\" (dsa only)"),
         case("training unknown preemption", sc(&[&topo("kind = \"star\"\nhosts = 20"), &traffic("kind = \"training\"\npreemption = \"sometimes\"")]), "traffic[0].preemption", "must be \"priority\", \"always\" or \"coin\""),
         case("training zero jobs", sc(&[&topo("kind = \"star\"\nhosts = 20"), &traffic("kind = \"training\"\njobs = 0")]), "traffic[0].jobs", "must be within 1..=4096"),
         case("training 65 workers", sc(&[&topo("kind = \"star\"\nhosts = 200"), &traffic("kind = \"training\"\nworkers = 65")]), "traffic[0].workers", "the aggregator bitmap has 64 bits"),
