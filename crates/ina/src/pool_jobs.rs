@@ -1,7 +1,7 @@
 //! Training jobs on the shared switch memory (SwitchML, ATP, DSA; seed 001, §VII-B): a
 //! validated `training` entry ([`TrainingSpec`]), its layout on a fabric ([`TrainingLayout`]:
 //! the switch that aggregates each job, its two-level tree, every worker's partitions and start
-//! times), the switch programs ([`PoolSwitch`]), the parameter servers ([`Ps`]), the workers'
+//! times), the switch programs ([`AnyPoolProgram`]), the parameter servers ([`Ps`]), the workers'
 //! window parameters, their gradient packets and the check of a result.
 //!
 //! Both drivers take everything here and nothing else: the simulator's `training_run` runs it
@@ -100,25 +100,27 @@ impl TrainingSpec {
     }
 }
 
-pub enum PoolSwitch {
+/// A switch's program of one of the pool protocols, by value (the simulator's driver reaches
+/// into DSA's pool for its §IV-C task types; the software switch runs it boxed).
+pub enum AnyPoolProgram {
     SwitchMl(SwitchMlSwitch),
     Atp(AtpSwitch),
     Dsa(DsaSwitch),
 }
 
-impl PoolSwitch {
+impl AnyPoolProgram {
     pub fn get(&mut self) -> &mut dyn PoolProgram {
         match self {
-            PoolSwitch::SwitchMl(p) => p,
-            PoolSwitch::Atp(p) => p,
-            PoolSwitch::Dsa(p) => p,
+            AnyPoolProgram::SwitchMl(p) => p,
+            AnyPoolProgram::Atp(p) => p,
+            AnyPoolProgram::Dsa(p) => p,
         }
     }
     pub fn view(&self) -> &dyn PoolProgram {
         match self {
-            PoolSwitch::SwitchMl(p) => p,
-            PoolSwitch::Atp(p) => p,
-            PoolSwitch::Dsa(p) => p,
+            AnyPoolProgram::SwitchMl(p) => p,
+            AnyPoolProgram::Atp(p) => p,
+            AnyPoolProgram::Dsa(p) => p,
         }
     }
 }
@@ -569,19 +571,19 @@ impl TrainingSpec {
     }
 
     /// Switch `node`'s program, new (`None`: no job aggregates there). Errors name the field.
-    pub fn switch_program(&self, layout: &TrainingLayout, node: u32, seed: u64) -> Result<Option<PoolSwitch>, String> {
+    pub fn switch_program(&self, layout: &TrainingLayout, node: u32, seed: u64) -> Result<Option<AnyPoolProgram>, String> {
         let Some(js) = layout.switch_jobs.get(node as usize).filter(|js| !js.is_empty()) else { return Ok(None) };
         let aggregators = layout.aggregators;
         Ok(Some(match self.protocol {
             PoolProtocol::SwitchMl => {
                 let regions = even_regions(aggregators, js).map_err(|r| format!("switch_memory_bytes: {r}"))?;
-                PoolSwitch::SwitchMl(SwitchMlSwitch::new(aggregators, &regions)?)
+                AnyPoolProgram::SwitchMl(SwitchMlSwitch::new(aggregators, &regions)?)
             }
-            PoolProtocol::Atp => PoolSwitch::Atp(AtpSwitch::new(aggregators)?),
+            PoolProtocol::Atp => AnyPoolProgram::Atp(AtpSwitch::new(aggregators)?),
             PoolProtocol::Dsa(Preemption::Coin { .. }) => {
-                PoolSwitch::Dsa(DsaSwitch::new(aggregators, Preemption::Coin { seed: seed ^ 0xC014 })?)
+                AnyPoolProgram::Dsa(DsaSwitch::new(aggregators, Preemption::Coin { seed: seed ^ 0xC014 })?)
             }
-            PoolProtocol::Dsa(rule) => PoolSwitch::Dsa(DsaSwitch::new(aggregators, rule)?),
+            PoolProtocol::Dsa(rule) => AnyPoolProgram::Dsa(DsaSwitch::new(aggregators, rule)?),
         }))
     }
 
@@ -631,13 +633,13 @@ impl TrainingSpec {
     }
 }
 
-impl PoolSwitch {
+impl AnyPoolProgram {
     /// The program as a trait object (the software switch runs it).
     pub fn boxed(self) -> Box<dyn PoolProgram> {
         match self {
-            PoolSwitch::SwitchMl(p) => Box::new(p),
-            PoolSwitch::Atp(p) => Box::new(p),
-            PoolSwitch::Dsa(p) => Box::new(p),
+            AnyPoolProgram::SwitchMl(p) => Box::new(p),
+            AnyPoolProgram::Atp(p) => Box::new(p),
+            AnyPoolProgram::Dsa(p) => Box::new(p),
         }
     }
 }

@@ -39,7 +39,7 @@ use reducelab_ina::pool::{
     hash_index, AggPacket, Dest, PacketKind, PoolAction, PoolProgram, PoolStats, PsAction, Task,
 };
 use reducelab_ina::pool_jobs::{
-    check_result, gradient_packet, JobLayout, JobSpec, PoolProtocol, PoolSwitch, Ps, TrainingLayout, TrainingSpec,
+    check_result, gradient_packet, JobLayout, JobSpec, PoolProtocol, AnyPoolProgram, Ps, TrainingLayout, TrainingSpec,
     TreeRoute, CONTROL_BYTES, ELEMS_PER_PACKET, HEADER_BYTES, PACKET_BYTES, PS_RANK,
 };
 use reducelab_ina::ps::PsStats;
@@ -149,7 +149,7 @@ pub struct TrainingTotals {
 pub struct TrainingWorld {
     pub spec: TrainingSpec,
     jobs: Vec<Job>,
-    programs: Vec<Option<PoolSwitch>>,
+    programs: Vec<Option<AnyPoolProgram>>,
     aggregators: u32,
     /// Per node: the (job, workers) its program aggregates ([`TrainingLayout::switch_jobs`]).
     switch_jobs: Vec<Vec<(u16, u16)>>,
@@ -431,7 +431,7 @@ impl TrainingWorld {
         let mut buf = std::mem::take(&mut self.pbuf);
         let program = self.programs[node as usize].as_mut().expect("a program");
         let holder = match program {
-            PoolSwitch::Dsa(s) if p.kind == PacketKind::Gradient && p.dst == Dest::Switch => {
+            AnyPoolProgram::Dsa(s) if p.kind == PacketKind::Gradient && p.dst == Dest::Switch => {
                 s.pool().get(hash_index(p.task(), s.pool().len())).task
             }
             _ => None,
@@ -620,7 +620,7 @@ impl TrainingWorld {
         let mut buf = std::mem::take(&mut self.pbuf);
         let program = self.programs[node as usize].as_mut().expect("a leaf program");
         let holder = match program {
-            PoolSwitch::Dsa(s) if local.kind == PacketKind::Gradient => {
+            AnyPoolProgram::Dsa(s) if local.kind == PacketKind::Gradient => {
                 s.pool().get(hash_index(local.task(), s.pool().len())).task
             }
             _ => None,

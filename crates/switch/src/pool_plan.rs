@@ -13,7 +13,7 @@
 
 use reducelab_ina::fabric::Fabric;
 use reducelab_ina::pool::{Dest, PoolProgram};
-use reducelab_ina::pool_jobs::{PoolSwitch, Ps, TrainingLayout, TrainingSpec, Tree};
+use reducelab_ina::pool_jobs::{AnyPoolProgram, Ps, TrainingLayout, TrainingSpec, Tree};
 use reducelab_ina::training::{DnnModel, Partition};
 use reducelab_scenario::ina::{collective_salt, fabric_of};
 use reducelab_scenario::Traffic;
@@ -132,7 +132,7 @@ impl PoolPlan {
     /// Switch `node`'s program, new (`None`: no job aggregates there).
     pub fn program(&self, node: u32) -> Result<Option<Box<dyn PoolProgram>>, String> {
         self.check_switch(node)?;
-        Ok(self.spec.switch_program(&self.layout, node, self.seed)?.map(PoolSwitch::boxed))
+        Ok(self.spec.switch_program(&self.layout, node, self.seed)?.map(AnyPoolProgram::boxed))
     }
 
     /// Job `j`'s parameter server, new.
