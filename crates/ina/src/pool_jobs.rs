@@ -571,7 +571,12 @@ impl TrainingSpec {
     }
 
     /// Switch `node`'s program, new (`None`: no job aggregates there). Errors name the field.
-    pub fn switch_program(&self, layout: &TrainingLayout, node: u32, seed: u64) -> Result<Option<AnyPoolProgram>, String> {
+    pub fn switch_program(
+        &self,
+        layout: &TrainingLayout,
+        node: u32,
+        seed: u64,
+    ) -> Result<Option<AnyPoolProgram>, String> {
         let Some(js) = layout.switch_jobs.get(node as usize).filter(|js| !js.is_empty()) else { return Ok(None) };
         let aggregators = layout.aggregators;
         Ok(Some(match self.protocol {

@@ -144,7 +144,7 @@ pub(crate) fn parse_toml(text: &str) -> Result<ScenarioFile, ScenarioError> {
         if let Some(key) = reason.strip_prefix("missing field `").and_then(|r| r.split('`').next()) {
             path = if path == "." { key.to_string() } else { format!("{path}.{key}") };
         }
-        // An unknown key of `[transport]` or of a `[[traffic]]` entry: list the keys of the
+        // An unknown key of `[topology]`, `[transport]` or a `[[traffic]]` entry: list the keys of the
         // entry's kind only (serde's list mixes every kind's).
         if let Some(key) = reason.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
             if let Some(keys) = kind_keys(text, &path) {
@@ -159,7 +159,8 @@ pub(crate) fn parse_toml(text: &str) -> Result<ScenarioFile, ScenarioError> {
     })
 }
 
-/// The keys valid where the unknown key at `path` (`transport.K`, `traffic[i].K`) stands, for
+/// The keys valid where the unknown key at `path` (`topology.K`, `transport.K`, `traffic[i].K`)
+/// stands, for
 /// the kind of its table, as a sentence (`None`: another table, or no kind to go by).
 fn kind_keys(text: &str, path: &str) -> Option<String> {
     use serde::de::{value, Deserialize, IntoDeserializer};
@@ -170,6 +171,13 @@ fn kind_keys(text: &str, path: &str) -> Option<String> {
         format!("kind = \"{kind}\" takes {}", keys.join(", "))
     };
     let traffic = doc.get("traffic").and_then(|t| t.as_array());
+    if table == "topology" {
+        let kind = doc.get("topology")?.get("kind")?.as_str()?;
+        let de: value::StrDeserializer<'_, value::Error> = kind.into_deserializer();
+        let k = TopologyKind::deserialize(de).ok()?;
+        let common = ["kind", "bandwidth_gbps", "latency_ns"];
+        return Some(sentence(kind, common.iter().chain(k.keys()).copied().collect()));
+    }
     if table == "transport" {
         // `[transport].kind`, or the kind the traffic names (its parameters apply to that one).
         let kind = doc

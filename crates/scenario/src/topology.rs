@@ -6,6 +6,51 @@ use super::{e, req, TopologyKind, TopologySpec};
 use crate::ScenarioError;
 use reducelab_topo::{self as topo, LinkParams, Topology};
 
+impl TopologyKind {
+    /// Its name in scenario files.
+    pub fn name(self) -> &'static str {
+        match self {
+            TopologyKind::Star => "star",
+            TopologyKind::FatTree2 => "fat_tree_2",
+            TopologyKind::FatTree3 => "fat_tree_3",
+            TopologyKind::Torus => "torus",
+            TopologyKind::Hyperx => "hyperx",
+            TopologyKind::Hammingmesh => "hammingmesh",
+            TopologyKind::Dragonfly => "dragonfly",
+        }
+    }
+
+    /// The keys a table of this kind takes besides `kind` and the link parameters
+    /// (`bandwidth_gbps`, `latency_ns`) (the one list: a key of another kind is refused with it,
+    /// and an unknown key's error lists it).
+    pub fn keys(self) -> &'static [&'static str] {
+        match self {
+            TopologyKind::Star => &["hosts", "host_bandwidth_gbps", "host_latency_ns"],
+            TopologyKind::FatTree2 => &[
+                "leaves",
+                "hosts_per_leaf",
+                "spines",
+                "links_per_spine",
+                "radix",
+                "host_bandwidth_gbps",
+                "host_latency_ns",
+            ],
+            TopologyKind::FatTree3 => &["k", "hosts_per_edge", "host_bandwidth_gbps", "host_latency_ns"],
+            TopologyKind::Torus | TopologyKind::Hyperx => &["dims"],
+            TopologyKind::Hammingmesh => &["board", "grid", "board_latency_ns", "board_bandwidth_gbps"],
+            TopologyKind::Dragonfly => &[
+                "groups",
+                "routers_per_group",
+                "hosts_per_router",
+                "global_per_router",
+                "global_latency_ns",
+                "host_bandwidth_gbps",
+                "host_latency_ns",
+            ],
+        }
+    }
+}
+
 impl TopologySpec {
     /// The table with `shape` (parsed by [`reducelab_sched::TopologySpec::parse`], the one
     /// topology-spec parser) expanded into `kind` and its size parameters, with the default
@@ -77,15 +122,7 @@ impl TopologySpec {
             Some(k) => k,
             None => return e("topology.kind", "is required (star, fat_tree_2, fat_tree_3, torus, hyperx, hammingmesh, dragonfly), or give topology.shape (e.g. \"torus:8x8\")"),
         };
-        let kname = match kind {
-            TopologyKind::Star => "star",
-            TopologyKind::FatTree2 => "fat_tree_2",
-            TopologyKind::FatTree3 => "fat_tree_3",
-            TopologyKind::Torus => "torus",
-            TopologyKind::Hyperx => "hyperx",
-            TopologyKind::Hammingmesh => "hammingmesh",
-            TopologyKind::Dragonfly => "dragonfly",
-        };
+        let kname = kind.name();
         let bw = gbps_to_bps("topology.bandwidth_gbps", req("topology.bandwidth_gbps", self.bandwidth_gbps, kname)?)?;
         let lat = ns_to_ps("topology.latency_ns", req("topology.latency_ns", self.latency_ns, kname)?)?;
         let net = LinkParams { bandwidth_bps: bw, latency_ps: lat };
@@ -101,30 +138,7 @@ impl TopologySpec {
         };
         // Reject parameters that the chosen kind does not use: a typo'd kind must not
         // silently ignore half of the table.
-        let used: &[&str] = match kind {
-            TopologyKind::Star => &["hosts", "host_bandwidth_gbps", "host_latency_ns"],
-            TopologyKind::FatTree2 => &[
-                "leaves",
-                "hosts_per_leaf",
-                "spines",
-                "links_per_spine",
-                "radix",
-                "host_bandwidth_gbps",
-                "host_latency_ns",
-            ],
-            TopologyKind::FatTree3 => &["k", "hosts_per_edge", "host_bandwidth_gbps", "host_latency_ns"],
-            TopologyKind::Torus | TopologyKind::Hyperx => &["dims"],
-            TopologyKind::Hammingmesh => &["board", "grid", "board_latency_ns", "board_bandwidth_gbps"],
-            TopologyKind::Dragonfly => &[
-                "groups",
-                "routers_per_group",
-                "hosts_per_router",
-                "global_per_router",
-                "global_latency_ns",
-                "host_bandwidth_gbps",
-                "host_latency_ns",
-            ],
-        };
+        let used = kind.keys();
         let present: [(&str, bool); 18] = [
             ("hosts", self.hosts.is_some()),
             ("leaves", self.leaves.is_some()),

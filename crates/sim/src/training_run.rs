@@ -39,7 +39,7 @@ use reducelab_ina::pool::{
     hash_index, AggPacket, Dest, PacketKind, PoolAction, PoolProgram, PoolStats, PsAction, Task,
 };
 use reducelab_ina::pool_jobs::{
-    check_result, gradient_packet, JobLayout, JobSpec, PoolProtocol, AnyPoolProgram, Ps, TrainingLayout, TrainingSpec,
+    check_result, gradient_packet, AnyPoolProgram, JobLayout, JobSpec, PoolProtocol, Ps, TrainingLayout, TrainingSpec,
     TreeRoute, CONTROL_BYTES, ELEMS_PER_PACKET, HEADER_BYTES, PACKET_BYTES, PS_RANK,
 };
 use reducelab_ina::ps::PsStats;

@@ -665,6 +665,13 @@ fn an_unknown_key_lists_the_keys_of_its_kind_only() {
         "{}",
         err.reason
     );
+    // [topology]: the kind's keys and the link parameters.
+    let err = load_scenario_str(&sc(&[FT2, "bogus = 1", PERM]), None).err().unwrap();
+    assert_eq!(err.field, "topology.bogus");
+    let mut want: Vec<String> = ["kind", "bandwidth_gbps", "latency_ns"].iter().map(|k| k.to_string()).collect();
+    want.extend(reducelab_sim::scenario::TopologyKind::FatTree2.keys().iter().map(|k| k.to_string()));
+    assert_eq!(listed_keys(&err.reason), want, "{}", err.reason);
+    assert!(!err.reason.contains("`dims`"), "{}", err.reason);
     // [[traffic]]: every kind's own keys (and `transport` for message traffic only).
     for (kind, body) in [
         ("permutation", "kind = \"permutation\"\nbytes = 1000"),
@@ -692,6 +699,16 @@ fn every_listed_key_is_one_the_schema_reads() {
     // A key in a kind's list that the schema does not know would be listed as valid and then
     // refused as unknown: each one must get past the parser (it may be refused later, for its
     // value, but never as an unknown field).
+    for kind in ["star", "fat_tree_2", "fat_tree_3", "torus", "hyperx", "hammingmesh", "dragonfly"] {
+        let k: reducelab_sim::scenario::TopologyKind = toml::Value::String(kind.into()).try_into().unwrap();
+        assert_eq!(k.name(), kind);
+        for key in k.keys() {
+            let text = sc(&[&topo(&format!("kind = \"{kind}\"\n{key} = 1")), PERM]);
+            if let Err(e) = load_scenario_str(&text, None) {
+                assert!(!e.reason.contains("unknown field"), "topology {kind}: {key}: {e}");
+            }
+        }
+    }
     for kind in TransportKindSpec::ALL {
         for key in kind.keys() {
             let text = sc(&[FT2, &format!("[transport]\nkind = \"{}\"\n{key} = 1", kind.name()), PERM]);
