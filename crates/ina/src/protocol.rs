@@ -38,6 +38,12 @@ pub trait InaProtocol: std::fmt::Debug + Send + Sync {
     /// Its name in results (`canary`, `static_trees:4` (the protocol name, then its tree count)).
     fn label(&self) -> String;
     fn as_any(&self) -> &dyn Any;
+    /// How many root switches it takes (`roots = [...]`, for a protocol whose registry entry
+    /// `takes_roots`), the same in every collective of a scenario: with none given, the
+    /// scenario draws that many from its seed. `None`: it takes none.
+    fn root_count(&self) -> Option<u16> {
+        None
+    }
     /// The program of every switch node (`None` for hosts) for all `tenants` of a scenario,
     /// which use this protocol (this is `tenants[0].protocol`). Errors start with the field
     /// they are about (`table_size: ...`, `traffic: ...`).

@@ -54,6 +54,10 @@ impl InaProtocol for StaticTrees {
     fn as_any(&self) -> &dyn Any {
         self
     }
+    /// One root per tree.
+    fn root_count(&self) -> Option<u16> {
+        Some(self.trees)
+    }
     /// Each switch's role (children ports, parent port) per (tenant, tree), from shortest
     /// paths to each tree's root; `slots_per_tenant` slots per tenant (default: the largest
     /// window).

@@ -363,9 +363,7 @@ impl ScenarioFile {
                         ),
                     );
                 }
-                if let Some(&reducelab_ina::tree::StaticTrees { trees, .. }) =
-                    spec.protocol.as_any().downcast_ref::<reducelab_ina::tree::StaticTrees>()
-                {
+                if let Some(trees) = spec.protocol.root_count() {
                     match first_trees {
                         None => first_trees = Some((i, trees)),
                         Some((j, n)) if n != trees => {

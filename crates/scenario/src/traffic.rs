@@ -468,11 +468,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
                 if !info.takes_roots {
                     return e(format!("{f}.roots"), format!("is not used by protocol = \"{protocol_name}\""));
                 }
-                let trees = protocol
-                    .as_any()
-                    .downcast_ref::<reducelab_ina::tree::StaticTrees>()
-                    .map(|p| p.trees as usize)
-                    .unwrap_or(r.len());
+                let trees = protocol.root_count().map_or(r.len(), |n| n as usize);
                 if r.len() != trees {
                     return e(format!("{f}.roots"), format!("{} roots for {trees} trees", r.len()));
                 }
