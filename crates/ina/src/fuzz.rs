@@ -2,6 +2,7 @@
 //! call them, and `tests/fuzz_corpus.rs` replays the committed corpus and seeded mutants of it
 //! through them in the normal test suite. Each panics on a broken property.
 
+use crate::pool_wire;
 use crate::wire::{emit, parse, WireHeader, HEADER_BYTES};
 
 /// Arbitrary bytes into the Canary header decoder (what the UDP software switch parses off the
@@ -23,6 +24,30 @@ pub fn canary_header(data: &[u8]) {
             if emit(&h, Some(&v), &mut again).is_ok() {
                 assert_eq!(parse(&again).expect("an emitted frame parses"), (h, v));
             }
+        }
+        Err(e) => assert!(!e.field.is_empty() && !e.reason.is_empty()),
+    }
+}
+
+/// Arbitrary bytes into the pool protocols' frame decoder (`pool_wire::parse_into`, what the
+/// software switch and its hosts parse off the wire for SwitchML, ATP and DSA): no panic, every
+/// error names a field, the flag accessors never panic, and a frame that parses is exactly the
+/// frame `emit` makes of the packet (with the frame's ECN mark and tree child set again).
+pub fn pool_frame(data: &[u8]) {
+    let (ecn, child) = (pool_wire::ecn(data), pool_wire::tree_child(data));
+    let mut values = vec![0i32; u16::MAX as usize];
+    match pool_wire::parse_into(data, &mut values) {
+        Ok(p) => {
+            assert!(p.well_formed());
+            let mut again = Vec::new();
+            pool_wire::emit(&p, Some(&values[..p.elems as usize]), &mut again).expect("a parsed packet emits");
+            if ecn {
+                pool_wire::mark_ecn(&mut again);
+            }
+            if let Some(c) = child {
+                pool_wire::set_tree_child(&mut again, c);
+            }
+            assert_eq!(again, data);
         }
         Err(e) => assert!(!e.field.is_empty() && !e.reason.is_empty()),
     }

@@ -1,16 +1,17 @@
-//! The cargo-fuzz target `canary_header` in the normal suite: its committed corpus
-//! (fuzz/corpus/canary_header/) and seeded mutants of it go through the target's own body,
-//! `reducelab_ina::fuzz::canary_header`. A short deterministic fuzzing run on every test run;
-//! the coverage-guided one is `cargo +nightly fuzz run canary_header` (fuzz/README.md).
+//! The cargo-fuzz targets on this crate's codecs in the normal suite: `canary_header` (the
+//! Canary header and protocol frame) and `pool_frame` (the pool protocols' frame). Each one's
+//! committed corpus (fuzz/corpus/<target>/) and seeded mutants of it go through the target's
+//! own body, `reducelab_ina::fuzz::<target>`. A short deterministic fuzzing run on every test
+//! run; the coverage-guided one is `cargo +nightly fuzz run <target>` (fuzz/README.md).
 
-use reducelab_ina::fuzz::canary_header;
+use reducelab_ina::fuzz::{canary_header, pool_frame};
 use reducelab_ina::wire::WireHeader;
 use std::panic::catch_unwind;
 use std::path::Path;
 
-/// The corpus files, by name.
-fn corpus() -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/canary_header");
+/// The corpus files of `target`, by name.
+fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(target);
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| {
@@ -57,7 +58,7 @@ fn mutant(rng: &mut Xs, data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn the_corpus_passes_the_fuzz_target() {
-    let files = corpus();
+    let files = corpus("canary_header");
     assert!(files.len() >= 2, "{files:?}");
     for (name, data) in &files {
         // The seeds are valid headers: they reach the round-trip checks, not only the errors.
@@ -67,19 +68,44 @@ fn the_corpus_passes_the_fuzz_target() {
 }
 
 #[test]
-fn seeded_mutants_of_the_corpus_pass_the_fuzz_target() {
+fn the_pool_corpus_passes_the_fuzz_target() {
+    let files = corpus("pool_frame");
+    assert!(files.len() >= 5, "{files:?}");
+    let mut values = vec![0i32; 64];
+    for (name, data) in &files {
+        // The seeds are valid frames (every kind of destination, the flags): they reach the
+        // round trip, not only the errors.
+        assert!(reducelab_ina::pool_wire::parse_into(data, &mut values).is_ok(), "{name}");
+        pool_frame(data);
+    }
+}
+
+/// `MUTANTS` seeded mutants of `target`'s corpus through `body`; at least one in `min_ok` of
+/// them must pass `ok` (decode), so that edits leave the round trip exercised.
+fn mutants_pass(target: &str, body: fn(&[u8]), mut ok: impl FnMut(&[u8]) -> bool, min_ok: usize) {
     const MUTANTS: usize = 100_000;
-    let seeds: Vec<Vec<u8>> = corpus().into_iter().map(|(_, d)| d).collect();
+    let seeds: Vec<Vec<u8>> = corpus(target).into_iter().map(|(_, d)| d).collect();
     let mut rng = Xs(0xCA4A_2F01);
     let (mut decoded, mut failures) = (0usize, Vec::new());
     for k in 0..MUTANTS {
         let data = mutant(&mut rng, &seeds[k % seeds.len()]);
-        decoded += WireHeader::decode(&data).is_ok() as usize;
-        if catch_unwind(|| canary_header(&data)).is_err() && failures.len() < 5 {
+        decoded += ok(&data) as usize;
+        if catch_unwind(|| body(&data)).is_err() && failures.len() < 5 {
             failures.push(format!("mutant {k}: {data:02x?}"));
         }
     }
-    assert!(failures.is_empty(), "the fuzz target failed on\n{}", failures.join("\n"));
-    // Edits must leave enough headers intact that the round trip is exercised.
-    assert!(decoded > MUTANTS / 20, "only {decoded} of {MUTANTS} mutants decode");
+    assert!(failures.is_empty(), "{target}: the fuzz target failed on\n{}", failures.join("\n"));
+    assert!(decoded > MUTANTS / min_ok, "{target}: only {decoded} of {MUTANTS} mutants decode");
+}
+
+#[test]
+fn seeded_mutants_of_the_corpus_pass_the_fuzz_target() {
+    mutants_pass("canary_header", canary_header, |d| WireHeader::decode(d).is_ok(), 20);
+}
+
+#[test]
+fn seeded_mutants_of_the_pool_corpus_pass_the_fuzz_target() {
+    let mut values = vec![0i32; u16::MAX as usize];
+    let ok = move |d: &[u8]| reducelab_ina::pool_wire::parse_into(d, &mut values).is_ok();
+    mutants_pass("pool_frame", pool_frame, ok, 50);
 }
