@@ -591,17 +591,17 @@ fn run_collective_sizes<'py>(
 /// naming the problem.
 #[pyfunction]
 fn topology_spec<'py>(py: Python<'py>, spec: &str) -> PyResult<Bound<'py, PyDict>> {
-    use reducelab_sched::TopologySpec;
-    let t = TopologySpec::parse(spec).map_err(PyValueError::new_err)?;
+    use reducelab_sched::TopologyShape;
+    let t = TopologyShape::parse(spec).map_err(PyValueError::new_err)?;
     let d = PyDict::new_bound(py);
     d.set_item("canonical", t.spec())?;
     d.set_item("kind", t.kind())?;
     d.set_item("hosts", t.hosts())?;
     let (dims, board, grid) = match &t {
-        TopologySpec::Torus(d) | TopologySpec::HyperX(d) => {
+        TopologyShape::Torus(d) | TopologyShape::HyperX(d) => {
             (d.iter().map(|&x| x as u64).collect::<Vec<u64>>(), None, None)
         }
-        TopologySpec::HammingMesh { board, grid } => (
+        TopologyShape::HammingMesh { board, grid } => (
             vec![board.0 as u64 * grid.0 as u64, board.1 as u64 * grid.1 as u64],
             Some(vec![board.0, board.1]),
             Some(vec![grid.0, grid.1]),

@@ -61,7 +61,7 @@ pub const PACKET_MAX_FINGERPRINTS: u64 = 1 << 28;
 /// What a collective's ranks are laid out on, for errors: the topology's spec (`torus:4x4x4`)
 /// when the layout is the topology's own, else the layout's dimensions.
 pub(super) fn layout_name(topology: &Topology, layout: &reducelab_sched::algos::Layout) -> String {
-    use reducelab_sched::TopologySpec as Spec;
+    use reducelab_sched::TopologyShape as Spec;
     let spec = match &topology.shape {
         Shape::Torus { dims } => Some(Spec::Torus(dims.clone())),
         Shape::HyperX { dims } => Some(Spec::HyperX(dims.clone())),

@@ -145,7 +145,7 @@ pub enum TopologyKind {
 }
 
 /// All topology parameters; which are required depends on `kind`. `shape` (a
-/// [`reducelab_sched::TopologySpec`] string such as `torus:64x64`) replaces `kind` and its
+/// [`reducelab_sched::TopologyShape`] string such as `torus:64x64`) replaces `kind` and its
 /// size parameters.
 #[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]

@@ -52,7 +52,7 @@ impl TopologyKind {
 }
 
 impl TopologySpec {
-    /// The table with `shape` (parsed by [`reducelab_sched::TopologySpec::parse`], the one
+    /// The table with `shape` (parsed by [`reducelab_sched::TopologyShape::parse`], the one
     /// topology-spec parser) expanded into `kind` and its size parameters, with the default
     /// link parameters where none are given; `None` without a `shape`.
     pub fn expanded(&self) -> Result<Option<TopologySpec>, ScenarioError> {
@@ -67,7 +67,7 @@ impl TopologySpec {
                 return e("topology.shape", format!("replaces kind, dims, board and grid: give either shape or kind with its sizes, not both (topology.{name} is also set)"));
             }
         }
-        let spec = reducelab_sched::TopologySpec::parse(shape)
+        let spec = reducelab_sched::TopologyShape::parse(shape)
             .map_err(|r| ScenarioError { field: "topology.shape".into(), reason: r })?;
         let mut t = TopologySpec {
             shape: None,
@@ -76,9 +76,9 @@ impl TopologySpec {
             ..self.clone()
         };
         match spec {
-            reducelab_sched::TopologySpec::Torus(d) => (t.kind, t.dims) = (Some(TopologyKind::Torus), Some(d)),
-            reducelab_sched::TopologySpec::HyperX(d) => (t.kind, t.dims) = (Some(TopologyKind::Hyperx), Some(d)),
-            reducelab_sched::TopologySpec::HammingMesh { board, grid } => {
+            reducelab_sched::TopologyShape::Torus(d) => (t.kind, t.dims) = (Some(TopologyKind::Torus), Some(d)),
+            reducelab_sched::TopologyShape::HyperX(d) => (t.kind, t.dims) = (Some(TopologyKind::Hyperx), Some(d)),
+            reducelab_sched::TopologyShape::HammingMesh { board, grid } => {
                 (t.kind, t.board, t.grid) =
                     (Some(TopologyKind::Hammingmesh), Some(vec![board.0, board.1]), Some(vec![grid.0, grid.1]))
             }

@@ -151,7 +151,7 @@ pub struct ExportOptions {
 
 /// The schedule of any registry name for `collective` of `size_bytes` on the layout of the
 /// topology spec `topology` (`torus:4x4`, `hyperx:8x8`, `hammingmesh:2x2,2x2`; see
-/// [`crate::model::TopologySpec`]); families and policies are resolved for the size with
+/// [`crate::model::TopologyShape`]); families and policies are resolved for the size with
 /// `costs` ([`crate::registry::resolve`]).
 pub fn schedule_for(
     algorithm: &str,
@@ -160,7 +160,7 @@ pub fn schedule_for(
     size_bytes: u64,
     costs: &crate::registry::Costs,
 ) -> Result<Schedule, String> {
-    let spec = crate::model::TopologySpec::parse(topology)?;
+    let spec = crate::model::TopologyShape::parse(topology)?;
     let layout = spec.layout();
     let v = crate::registry::resolve(algorithm, collective, &layout, size_bytes, costs, false)?;
     if layout.ranks() > v.max_ranks {

@@ -17,7 +17,7 @@ pub mod select;
 
 pub use check::{check, CheckError, CheckReport};
 pub use ir::{Blocks, Collective, Program, RecvOp, Schedule, Step, Transfer, SCHEDULE_VERSION};
-pub use model::{deficiencies, table2, Deficiencies, ModelReport, StepLoad, Table2, TopologySpec};
+pub use model::{deficiencies, table2, Deficiencies, ModelReport, StepLoad, Table2, TopologyShape};
 pub use msccl::{to_msccl_xml, MscclOptions};
 pub use plan::{Plan, PlanMsg, PlanStep};
 pub use select::{build_for_size, choose_variant, crossover_bytes};

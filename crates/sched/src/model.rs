@@ -553,7 +553,7 @@ pub fn table2(algorithm: &str, d: u32, p: u32) -> Option<Table2> {
 /// A short topology description: `torus:64x64`, `hyperx:64x64`, `hammingmesh:2x2,32x32`
 /// (board, grid).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TopologySpec {
+pub enum TopologyShape {
     Torus(Vec<u32>),
     HyperX(Vec<u32>),
     HammingMesh { board: (u32, u32), grid: (u32, u32) },
@@ -565,7 +565,7 @@ pub const DEFAULT_BANDWIDTH_GBPS: f64 = 400.0;
 /// Link latency of a topology given only by its spec: the Swing paper's 100 ns.
 pub const DEFAULT_LATENCY_NS: f64 = 100.0;
 
-/// Topology kinds [`TopologySpec::parse`] accepts, with an example each.
+/// Topology kinds [`TopologyShape::parse`] accepts, with an example each.
 pub const TOPOLOGY_KINDS: &str = "torus:64x64, hyperx:64x64, hammingmesh:2x2,32x32 (board,grid)";
 
 fn parse_dims(spec: &str, what: &str, text: &str) -> Result<Vec<u32>, String> {
@@ -580,14 +580,14 @@ fn parse_dims(spec: &str, what: &str, text: &str) -> Result<Vec<u32>, String> {
         .collect()
 }
 
-impl TopologySpec {
-    pub fn parse(spec: &str) -> Result<TopologySpec, String> {
+impl TopologyShape {
+    pub fn parse(spec: &str) -> Result<TopologyShape, String> {
         let Some((kind, rest)) = spec.split_once(':') else {
             return Err(format!("topology '{spec}': expected KIND:SHAPE, one of {TOPOLOGY_KINDS}"));
         };
         match kind.trim().to_ascii_lowercase().as_str() {
-            "torus" => Ok(TopologySpec::Torus(parse_dims(spec, "dimensions", rest.trim())?)),
-            "hyperx" => Ok(TopologySpec::HyperX(parse_dims(spec, "dimensions", rest.trim())?)),
+            "torus" => Ok(TopologyShape::Torus(parse_dims(spec, "dimensions", rest.trim())?)),
+            "hyperx" => Ok(TopologyShape::HyperX(parse_dims(spec, "dimensions", rest.trim())?)),
             "hammingmesh" | "hxmesh" => {
                 let parts: Vec<&str> = rest.split(',').collect();
                 let [board, grid] = parts[..] else {
@@ -601,7 +601,7 @@ impl TopologySpec {
                         _ => Err(format!("topology '{spec}': {what} '{}' must be XxY", text.trim())),
                     }
                 };
-                Ok(TopologySpec::HammingMesh { board: two("board", board)?, grid: two("grid", grid)? })
+                Ok(TopologyShape::HammingMesh { board: two("board", board)?, grid: two("grid", grid)? })
             }
             other => Err(format!(
                 "topology '{spec}': unknown kind '{other}' (known: torus, hyperx, hammingmesh; e.g. {TOPOLOGY_KINDS})"
@@ -612,9 +612,9 @@ impl TopologySpec {
     /// The kind's name (`torus`, `hyperx`, `hammingmesh`), as a scenario's `topology.kind`.
     pub fn kind(&self) -> &'static str {
         match self {
-            TopologySpec::Torus(_) => "torus",
-            TopologySpec::HyperX(_) => "hyperx",
-            TopologySpec::HammingMesh { .. } => "hammingmesh",
+            TopologyShape::Torus(_) => "torus",
+            TopologyShape::HyperX(_) => "hyperx",
+            TopologyShape::HammingMesh { .. } => "hammingmesh",
         }
     }
 
@@ -622,8 +622,8 @@ impl TopologySpec {
     /// Saturates instead of overflowing (a spec's dimensions are not bounded here).
     pub fn hosts(&self) -> u64 {
         let dims: Vec<u32> = match self {
-            TopologySpec::Torus(dims) | TopologySpec::HyperX(dims) => dims.clone(),
-            TopologySpec::HammingMesh { board, grid } => vec![board.0, board.1, grid.0, grid.1],
+            TopologyShape::Torus(dims) | TopologyShape::HyperX(dims) => dims.clone(),
+            TopologyShape::HammingMesh { board, grid } => vec![board.0, board.1, grid.0, grid.1],
         };
         dims.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64))
     }
@@ -636,9 +636,9 @@ impl TopologySpec {
             latency_ps: (DEFAULT_LATENCY_NS * 1e3) as u64,
         };
         let r = match self {
-            TopologySpec::Torus(dims) => topo::torus(dims, link),
-            TopologySpec::HyperX(dims) => topo::hyperx(dims, link),
-            TopologySpec::HammingMesh { board, grid } => {
+            TopologyShape::Torus(dims) => topo::torus(dims, link),
+            TopologyShape::HyperX(dims) => topo::hyperx(dims, link),
+            TopologyShape::HammingMesh { board, grid } => {
                 topo::hammingmesh(board.0, board.1, grid.0, grid.1, link, link)
             }
         };
@@ -649,8 +649,8 @@ impl TopologySpec {
     /// `(board_x·grid_x) × (board_y·grid_y)` grid of a HammingMesh.
     pub fn layout(&self) -> Layout {
         let dims = match self {
-            TopologySpec::Torus(dims) | TopologySpec::HyperX(dims) => dims.clone(),
-            TopologySpec::HammingMesh { board, grid } => vec![board.0 * grid.0, board.1 * grid.1],
+            TopologyShape::Torus(dims) | TopologyShape::HyperX(dims) => dims.clone(),
+            TopologyShape::HammingMesh { board, grid } => vec![board.0 * grid.0, board.1 * grid.1],
         };
         Layout { dims }
     }
@@ -658,8 +658,8 @@ impl TopologySpec {
     /// Default `D` of `n/D`: the number of dimensions (2 for HammingMesh).
     pub fn default_d(&self) -> u32 {
         match self {
-            TopologySpec::Torus(dims) | TopologySpec::HyperX(dims) => dims.len() as u32,
-            TopologySpec::HammingMesh { .. } => 2,
+            TopologyShape::Torus(dims) | TopologyShape::HyperX(dims) => dims.len() as u32,
+            TopologyShape::HammingMesh { .. } => 2,
         }
     }
 
@@ -667,9 +667,9 @@ impl TopologySpec {
     pub fn spec(&self) -> String {
         let x = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join("x");
         match self {
-            TopologySpec::Torus(d) => format!("torus:{}", x(d)),
-            TopologySpec::HyperX(d) => format!("hyperx:{}", x(d)),
-            TopologySpec::HammingMesh { board, grid } => {
+            TopologyShape::Torus(d) => format!("torus:{}", x(d)),
+            TopologyShape::HyperX(d) => format!("hyperx:{}", x(d)),
+            TopologyShape::HammingMesh { board, grid } => {
                 format!("hammingmesh:{}x{},{}x{}", board.0, board.1, grid.0, grid.1)
             }
         }
@@ -689,7 +689,7 @@ pub struct ModelReport {
 }
 
 /// Builds the allreduce timing plan of `algorithm` for the topology `topology_spec` (see
-/// [`TopologySpec`]; the plan is built directly for the large ring-family, bucket and Swing-B
+/// [`TopologyShape`]; the plan is built directly for the large ring-family, bucket and Swing-B
 /// schedules) and measures its deficiencies for a `size_bytes` vector. `d` overrides
 /// the topology's default `D`. `algorithm` must name a variant (or an alias of one); see
 /// [`model_resolved`] for families and policies.
@@ -706,7 +706,7 @@ pub fn model_resolved(
     d: Option<u32>,
     costs: Option<&crate::registry::Costs>,
 ) -> Result<ModelReport, String> {
-    let spec = TopologySpec::parse(topology_spec)?;
+    let spec = TopologyShape::parse(topology_spec)?;
     let layout = spec.layout();
     let entry = match costs {
         Some(c) => {

@@ -3,7 +3,7 @@
 //! a note.
 
 use reducelab_sched::algos::{build, Layout};
-use reducelab_sched::model::{self, model, table2, Router, TopologySpec, XiConvention};
+use reducelab_sched::model::{self, model, table2, Router, TopologyShape, XiConvention};
 use reducelab_sched::registry;
 use reducelab_sched::{Collective, Deficiencies};
 use reducelab_topo::NodeId;
@@ -18,7 +18,7 @@ fn run(alg: &str, spec: &str) -> Option<Deficiencies> {
         return None;
     }
     // Same as `model(alg, spec, N, None)`, timing the schedule generator and the model apart.
-    let ts = TopologySpec::parse(spec).unwrap();
+    let ts = TopologyShape::parse(spec).unwrap();
     let topo = ts.build().unwrap();
     let t0 = std::time::Instant::now();
     let s = build(alg, Collective::Allreduce, &ts.layout()).unwrap_or_else(|e| panic!("{alg} on {spec}: {e}"));
@@ -204,7 +204,7 @@ fn cost_is_equation_1_with_the_measured_deficiencies() {
 
 #[test]
 fn torus_paths_follow_the_port_then_dimension_order() {
-    let topo = TopologySpec::parse("torus:8x4").unwrap().build().unwrap();
+    let topo = TopologyShape::parse("torus:8x4").unwrap().build().unwrap();
     let mut router = Router::new(&topo);
     let mut path = Vec::new();
     // 0 = (0,0) → 3 + 8·1 = (3,1). Minimal: +x three times, then +y.
@@ -231,7 +231,7 @@ fn schedule_ports_are_honoured_only_for_their_torus() {
         eprintln!("note: ring-bidirectional not registered; skipped");
         return;
     }
-    let topo = TopologySpec::parse("torus:16").unwrap().build().unwrap();
+    let topo = TopologyShape::parse("torus:16").unwrap().build().unwrap();
     let s = build("ring-bidirectional", Collective::Allreduce, &Layout::line(16)).unwrap();
     let d = model::deficiencies(&s, &topo, MIB, 1).unwrap();
     assert!(d.per_step.iter().all(|l| l.max_hops == 1 && (l.congestion - 1.0).abs() < 1e-12));
@@ -258,7 +258,7 @@ fn spec_and_input_errors_name_the_problem() {
     assert_eq!(h.steps, 2 * 4095);
     assert!((h.xi - 1.0).abs() < 1e-12 && h.per_step.iter().all(|l| l.max_hops == 1), "{}", h.xi);
     assert!(model("ring", "torus:4x4", 2, None).unwrap_err().contains("at least 4 bytes"));
-    assert_eq!(TopologySpec::parse(" HammingMesh:2x2, 32x32").unwrap().spec(), "hammingmesh:2x2,32x32");
+    assert_eq!(TopologyShape::parse(" HammingMesh:2x2, 32x32").unwrap().spec(), "hammingmesh:2x2,32x32");
 }
 
 #[test]

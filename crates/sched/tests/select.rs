@@ -2,7 +2,7 @@
 //! real schedules, and the choices and crossovers they give.
 
 use reducelab_sched::algos::{build, Layout};
-use reducelab_sched::model::{self, TopologySpec};
+use reducelab_sched::model::{self, TopologyShape};
 use reducelab_sched::select::{closed_form, crossover_exact, families, resolve, try_crossover_bytes, variants};
 use reducelab_sched::*;
 
@@ -22,7 +22,7 @@ fn layout(dims: &[u32]) -> Layout {
 }
 
 fn model_of(alg: &str, dims: &[u32], size: u64) -> Deficiencies {
-    let spec = TopologySpec::Torus(dims.to_vec());
+    let spec = TopologyShape::Torus(dims.to_vec());
     let s = build(alg, Collective::Allreduce, &spec.layout()).unwrap();
     model::deficiencies(&s, &spec.build().unwrap(), size, spec.default_d()).unwrap()
 }

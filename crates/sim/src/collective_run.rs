@@ -3,7 +3,7 @@
 //!
 //! [`run_collective`] takes the Swing network scenario (`scenarios/swing/network.toml`,
 //! embedded), sets its topology shape (`torus:8x8`, `hyperx:16x16`, `hammingmesh:2x2,32x32`;
-//! parsed by [`reducelab_sched::TopologySpec`]), algorithm, size, backend, seed and any link or
+//! parsed by [`reducelab_sched::TopologyShape`]), algorithm, size, backend, seed and any link or
 //! buffer override, and runs it like any scenario ([`crate::run_scenario`]): the backends, the
 //! `auto` rule and the validation are the scenario's (docs/scenario-format.md, "Backends").
 //!
@@ -13,7 +13,7 @@
 
 use crate::scenario::{BufferSpec, ScenarioFile, Traffic};
 use crate::{run_scenario, RunOptions};
-use reducelab_sched::TopologySpec;
+use reducelab_sched::TopologyShape;
 use std::time::Instant;
 
 pub use crate::scenario::{Backend, AUTO_FLOW_MIN_BYTES, PACKET_MAX_FINGERPRINTS};
@@ -115,7 +115,7 @@ pub fn run_collective(
     let out = run_scenario(&sc, &RunOptions::default()).map_err(legacy_error)?;
     let summary: serde_json::Value = serde_json::from_str(&out.summary_json).expect("own json");
     let t = &summary["traffic"][0];
-    let canonical = TopologySpec::parse(topology_spec).map(|s| s.spec()).unwrap_or_else(|_| topology_spec.to_string());
+    let canonical = TopologyShape::parse(topology_spec).map(|s| s.spec()).unwrap_or_else(|_| topology_spec.to_string());
     let Some(runtime_ps) = t["runtime_ps"].as_u64() else {
         return Err(format!(
             "{variant} allreduce of {size_bytes} B on {canonical} did not finish at packet level: {} ({})",
