@@ -10,7 +10,8 @@
 //! validates it into a [`Scenario`] with the help of `topology.rs`, `network.rs`,
 //! `transport.rs`, `traffic.rs` (with `ina.rs` for `ina_allreduce` entries and `[ina]`,
 //! `training.rs` for `training` entries) and `backend.rs`; `units.rs` converts and range-checks
-//! values. `schedule_cache.rs` keeps the collective schedules and plans built for scenarios
+//! values. `pspin.rs` reads the other kind of scenario file, one Flare PsPIN switch with no
+//! network (`[pspin]`). `schedule_cache.rs` keeps the collective schedules and plans built for scenarios
 //! (process-wide: a sweep over sizes builds each once); `message_lists.rs` reads long explicit
 //! message lists lean.
 
@@ -18,6 +19,7 @@ mod backend;
 pub mod ina;
 mod message_lists;
 mod network;
+pub mod pspin;
 pub mod schedule_cache;
 mod schema;
 mod topology;
