@@ -97,14 +97,11 @@ impl PoolSession {
         check_first_hop: impl Fn(SocketAddrV4, u32, u16, u32) -> Result<(), String>,
     ) -> Result<PoolSession, String> {
         let plan = PoolPlan::from_scenario(text, None, endpoints)?;
-        match plan.spec.protocol {
-            PoolProtocol::SwitchMl | PoolProtocol::Atp => {}
-            PoolProtocol::Dsa(_) => {
-                return Err(format!(
-                    "protocol: {} cannot serve a session's calls: its reminder (§IV-B) fetches a PSN's gradients from every worker, also from ranks that already have the result and went back to the application, and a session's rank answers nothing between calls (use switchml, atp or canary)",
-                    plan.spec.protocol.label()
-                ))
-            }
+        if let PoolProtocol::Dsa(_) = plan.spec.protocol {
+            return Err(format!(
+                "protocol: {} cannot serve a session's calls: its reminder (§IV-B) fetches a PSN's gradients from every worker, also from ranks that already have the result and went back to the application, and a session's rank answers nothing between calls (use switchml, atp or canary)",
+                plan.spec.protocol.label()
+            ));
         }
         if plan.jobs.len() != 1 {
             return Err(format!("jobs: {} training jobs; a session is the ranks of one job", plan.jobs.len()));
