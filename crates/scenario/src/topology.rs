@@ -52,6 +52,31 @@ impl TopologyKind {
 }
 
 impl TopologySpec {
+    /// Whether each kind-owned size key is set, by name (the link parameters and `shape` are
+    /// checked apart): the names are tested against the schema's own field list.
+    pub fn set_keys(&self) -> [(&'static str, bool); 18] {
+        [
+            ("hosts", self.hosts.is_some()),
+            ("leaves", self.leaves.is_some()),
+            ("hosts_per_leaf", self.hosts_per_leaf.is_some()),
+            ("spines", self.spines.is_some()),
+            ("links_per_spine", self.links_per_spine.is_some()),
+            ("radix", self.radix.is_some()),
+            ("k", self.k.is_some()),
+            ("hosts_per_edge", self.hosts_per_edge.is_some()),
+            ("dims", self.dims.is_some()),
+            ("board", self.board.is_some()),
+            ("grid", self.grid.is_some()),
+            ("board_latency_ns", self.board_latency_ns.is_some()),
+            ("board_bandwidth_gbps", self.board_bandwidth_gbps.is_some()),
+            ("groups", self.groups.is_some()),
+            ("routers_per_group", self.routers_per_group.is_some()),
+            ("hosts_per_router", self.hosts_per_router.is_some()),
+            ("global_per_router", self.global_per_router.is_some()),
+            ("global_latency_ns", self.global_latency_ns.is_some()),
+        ]
+    }
+
     /// The table with `shape` (parsed by [`reducelab_sched::TopologyShape::parse`], the one
     /// topology-spec parser) expanded into `kind` and its size parameters, with the default
     /// link parameters where none are given; `None` without a `shape`.
@@ -139,26 +164,7 @@ impl TopologySpec {
         // Reject parameters that the chosen kind does not use: a typo'd kind must not
         // silently ignore half of the table.
         let used = kind.keys();
-        let present: [(&str, bool); 18] = [
-            ("hosts", self.hosts.is_some()),
-            ("leaves", self.leaves.is_some()),
-            ("hosts_per_leaf", self.hosts_per_leaf.is_some()),
-            ("spines", self.spines.is_some()),
-            ("links_per_spine", self.links_per_spine.is_some()),
-            ("radix", self.radix.is_some()),
-            ("k", self.k.is_some()),
-            ("hosts_per_edge", self.hosts_per_edge.is_some()),
-            ("dims", self.dims.is_some()),
-            ("board", self.board.is_some()),
-            ("grid", self.grid.is_some()),
-            ("board_latency_ns", self.board_latency_ns.is_some()),
-            ("board_bandwidth_gbps", self.board_bandwidth_gbps.is_some()),
-            ("groups", self.groups.is_some()),
-            ("routers_per_group", self.routers_per_group.is_some()),
-            ("hosts_per_router", self.hosts_per_router.is_some()),
-            ("global_per_router", self.global_per_router.is_some()),
-            ("global_latency_ns", self.global_latency_ns.is_some()),
-        ];
+        let present = self.set_keys();
         for (name, is) in present {
             if is && !used.contains(&name) {
                 return e(format!("topology.{name}"), format!("is not a parameter of kind = \"{kname}\""));

@@ -250,6 +250,51 @@ impl TrafficKind {
     }
 }
 
+impl TrafficSpec {
+    /// Whether each key a kind may own is set (every field but `kind` and `transport`), by
+    /// name: the names are tested against the schema's own field list.
+    pub fn set_keys(&self) -> [(&'static str, bool); 36] {
+        [
+            ("hosts", self.hosts.is_some()),
+            ("bytes", self.bytes.is_some()),
+            ("start_ns", self.start_ns.is_some()),
+            ("receiver", self.receiver.is_some()),
+            ("senders", self.senders.is_some()),
+            ("inflight", self.inflight.is_some()),
+            ("list", self.list.is_some()),
+            ("algorithm", self.algorithm.is_some()),
+            ("collective", self.collective.is_some()),
+            ("dims", self.dims.is_some()),
+            ("protocol", self.protocol.is_some()),
+            ("trees", self.trees.is_some()),
+            ("roots", self.roots.is_some()),
+            ("window", self.window.is_some()),
+            ("elements_per_packet", self.elements_per_packet.is_some()),
+            ("retransmit_timeout_us", self.retransmit_timeout_us.is_some()),
+            ("max_failures", self.max_failures.is_some()),
+            ("values", self.values.is_some()),
+            ("bucket_elements", self.bucket_elements.is_some()),
+            ("index_overlap", self.index_overlap.is_some()),
+            ("hash_slots", self.hash_slots.is_some()),
+            ("redraw", self.redraw.is_some()),
+            ("epoch_ns", self.epoch_ns.is_some()),
+            ("rate_gbps", self.rate_gbps.is_some()),
+            ("jobs", self.jobs.is_some()),
+            ("workers", self.workers.is_some()),
+            ("models", self.models.is_some()),
+            ("preemption", self.preemption.is_some()),
+            ("switch_memory_bytes", self.switch_memory_bytes.is_some()),
+            ("start_max_us", self.start_max_us.is_some()),
+            ("jitter_max_us", self.jitter_max_us.is_some()),
+            ("window_bytes", self.window_bytes.is_some()),
+            ("min_rto_us", self.min_rto_us.is_some()),
+            ("ps_restart_us", self.ps_restart_us.is_some()),
+            ("model_scale", self.model_scale.is_some()),
+            ("aggregation", self.aggregation.is_some()),
+        ]
+    }
+}
+
 pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traffic, ScenarioError> {
     let n = topology.num_hosts() as u32;
     let kind = match t.kind {
@@ -258,44 +303,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
     };
     let kname = kind.name();
     let used = kind.keys();
-    for (name, is) in [
-        ("hosts", t.hosts.is_some()),
-        ("bytes", t.bytes.is_some()),
-        ("start_ns", t.start_ns.is_some()),
-        ("receiver", t.receiver.is_some()),
-        ("senders", t.senders.is_some()),
-        ("inflight", t.inflight.is_some()),
-        ("list", t.list.is_some()),
-        ("algorithm", t.algorithm.is_some()),
-        ("collective", t.collective.is_some()),
-        ("dims", t.dims.is_some()),
-        ("protocol", t.protocol.is_some()),
-        ("trees", t.trees.is_some()),
-        ("roots", t.roots.is_some()),
-        ("window", t.window.is_some()),
-        ("elements_per_packet", t.elements_per_packet.is_some()),
-        ("retransmit_timeout_us", t.retransmit_timeout_us.is_some()),
-        ("max_failures", t.max_failures.is_some()),
-        ("values", t.values.is_some()),
-        ("bucket_elements", t.bucket_elements.is_some()),
-        ("index_overlap", t.index_overlap.is_some()),
-        ("hash_slots", t.hash_slots.is_some()),
-        ("redraw", t.redraw.is_some()),
-        ("epoch_ns", t.epoch_ns.is_some()),
-        ("rate_gbps", t.rate_gbps.is_some()),
-        ("jobs", t.jobs.is_some()),
-        ("workers", t.workers.is_some()),
-        ("models", t.models.is_some()),
-        ("preemption", t.preemption.is_some()),
-        ("switch_memory_bytes", t.switch_memory_bytes.is_some()),
-        ("start_max_us", t.start_max_us.is_some()),
-        ("jitter_max_us", t.jitter_max_us.is_some()),
-        ("window_bytes", t.window_bytes.is_some()),
-        ("min_rto_us", t.min_rto_us.is_some()),
-        ("ps_restart_us", t.ps_restart_us.is_some()),
-        ("model_scale", t.model_scale.is_some()),
-        ("aggregation", t.aggregation.is_some()),
-    ] {
+    for (name, is) in t.set_keys() {
         if is && !used.contains(&name) {
             return e(format!("{f}.{name}"), format!("is not a parameter of kind = \"{kname}\""));
         }

@@ -42,15 +42,10 @@ impl TransportKindSpec {
 }
 
 impl TransportSpec {
-    /// The run's transport, of kind `kind` (`[transport].kind`, or the one a `[[traffic]]`
-    /// entry names), with `[transport]`'s parameters.
-    fn resolve(
-        &self,
-        kind: TransportKindSpec,
-        nw: &NetworkSpec,
-        endpoint: &EndpointSpec,
-    ) -> Result<reducelab_net::TransportConfig, ScenarioError> {
-        for (key, set) in [
+    /// Whether each kind-owned key is set (every field but `kind`), by name: the names are
+    /// tested against the schema's own field list.
+    pub fn set_keys(&self) -> [(&'static str, bool); 13] {
+        [
             ("initial_window_packets", self.initial_window_packets.is_some()),
             ("data_queue_packets", self.data_queue_packets.is_some()),
             ("rto_us", self.rto_us.is_some()),
@@ -64,7 +59,18 @@ impl TransportSpec {
             ("rhai_gbps", self.rhai_gbps.is_some()),
             ("min_rate_gbps", self.min_rate_gbps.is_some()),
             ("cnp_interval_us", self.cnp_interval_us.is_some()),
-        ] {
+        ]
+    }
+
+    /// The run's transport, of kind `kind` (`[transport].kind`, or the one a `[[traffic]]`
+    /// entry names), with `[transport]`'s parameters.
+    fn resolve(
+        &self,
+        kind: TransportKindSpec,
+        nw: &NetworkSpec,
+        endpoint: &EndpointSpec,
+    ) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+        for (key, set) in self.set_keys() {
             if set && !kind.keys().contains(&key) {
                 let names: Vec<String> = TransportKindSpec::ALL
                     .iter()

@@ -737,3 +737,45 @@ fn every_listed_key_is_one_the_schema_reads() {
         }
     }
 }
+
+/// The field names serde knows for a table type (from its unknown-field error).
+fn schema_fields<T: serde::de::DeserializeOwned + std::fmt::Debug>() -> std::collections::BTreeSet<String> {
+    let e = toml::from_str::<T>("no_such_key_anywhere = 1").expect_err("an unknown key is refused").to_string();
+    let list = e.split("expected one of ").nth(1).unwrap_or_else(|| panic!("{e}"));
+    list.split(',').map(|x| x.split('`').nth(1).unwrap_or_else(|| panic!("{e}")).to_string()).collect()
+}
+
+#[test]
+fn the_per_key_checks_cover_every_field_of_the_schema() {
+    use reducelab_sim::scenario::{TopologySpec, TrafficSpec, TransportSpec};
+    use std::collections::BTreeSet;
+    // The lists behind "is not a parameter of kind" / "applies only with kind": a field the
+    // schema reads but these lists miss would be taken silently by every kind.
+    let names = |keys: &[(&'static str, bool)], extra: &[&str]| -> BTreeSet<String> {
+        keys.iter().map(|(k, _)| k.to_string()).chain(extra.iter().map(|k| k.to_string())).collect()
+    };
+    assert_eq!(names(&TrafficSpec::default().set_keys(), &["kind", "transport"]), schema_fields::<TrafficSpec>());
+    assert_eq!(names(&TransportSpec::default().set_keys(), &["kind"]), schema_fields::<TransportSpec>());
+    let topology_extra = ["shape", "kind", "bandwidth_gbps", "latency_ns", "host_bandwidth_gbps", "host_latency_ns"];
+    assert_eq!(names(&TopologySpec::default().set_keys(), &topology_extra), schema_fields::<TopologySpec>());
+    // And each of those keys belongs to some kind (else no kind could take it).
+    use reducelab_sim::scenario::{TrafficKind, TransportKindSpec};
+    let traffic_kinds = [
+        "messages",
+        "permutation",
+        "incast",
+        "random_uniform",
+        "random_permutation",
+        "collective",
+        "ina_allreduce",
+        "training",
+    ];
+    let owned: BTreeSet<String> = traffic_kinds
+        .iter()
+        .flat_map(|k| toml::Value::String(k.to_string()).try_into::<TrafficKind>().unwrap().keys())
+        .map(|k| k.to_string())
+        .collect();
+    assert_eq!(owned, names(&TrafficSpec::default().set_keys(), &[]));
+    let owned: BTreeSet<String> = TransportKindSpec::ALL.iter().flat_map(|k| k.keys()).map(|k| k.to_string()).collect();
+    assert_eq!(owned, names(&TransportSpec::default().set_keys(), &[]));
+}
