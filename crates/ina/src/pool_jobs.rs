@@ -570,15 +570,18 @@ impl TrainingSpec {
         Ok(ps)
     }
 
-    /// Switch `node`'s program, new (`None`: no job aggregates there). Errors name the field.
+    /// A switch's program, new: `aggregators` aggregators for `js`, the (job, workers) it
+    /// aggregates ([`TrainingLayout::switch_jobs`] of its node; `None` for none). Errors name
+    /// the field.
     pub fn switch_program(
         &self,
-        layout: &TrainingLayout,
-        node: u32,
+        aggregators: u32,
+        js: &[(u16, u16)],
         seed: u64,
     ) -> Result<Option<AnyPoolProgram>, String> {
-        let Some(js) = layout.switch_jobs.get(node as usize).filter(|js| !js.is_empty()) else { return Ok(None) };
-        let aggregators = layout.aggregators;
+        if js.is_empty() {
+            return Ok(None);
+        }
         Ok(Some(match self.protocol {
             PoolProtocol::SwitchMl => {
                 let regions = even_regions(aggregators, js).map_err(|r| format!("switch_memory_bytes: {r}"))?;
@@ -594,18 +597,7 @@ impl TrainingSpec {
 
     /// The window parameters of job `j`'s workers (SwitchML: the smallest region of its switches).
     pub fn worker_params(&self, layout: &TrainingLayout, j: u16) -> WorkerParams {
-        self.job_worker_params(layout.aggregators, &layout.switch_jobs, j, &layout.jobs[j as usize])
-    }
-
-    /// [`Self::worker_params`] of job `j` laid out as `job` (`aggregators` and `switch_jobs`
-    /// as in [`TrainingLayout`]).
-    pub fn job_worker_params(
-        &self,
-        aggregators: u32,
-        switch_jobs: &[Vec<(u16, u16)>],
-        j: u16,
-        job: &JobLayout,
-    ) -> WorkerParams {
+        let job = &layout.jobs[j as usize];
         let control = match self.protocol {
             PoolProtocol::SwitchMl => {
                 // Every switch of the job's tree serves PSN p in slot p mod its region's size:
@@ -613,7 +605,7 @@ impl TrainingSpec {
                 let slots = job
                     .switches()
                     .map(|node| {
-                        even_regions(aggregators, &switch_jobs[node as usize])
+                        even_regions(layout.aggregators, &layout.switch_jobs[node as usize])
                             .ok()
                             .and_then(|rs| rs.into_iter().find(|r| r.job == j))
                             .map_or(1, |r| r.slots)

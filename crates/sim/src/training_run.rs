@@ -79,6 +79,8 @@ struct Job {
     spec: JobSpec,
     /// Where the job aggregates and when it starts (its plans moved to its workers).
     layout: JobLayout,
+    /// Its workers' window parameters ([`TrainingSpec::worker_params`]).
+    params: WorkerParams,
     workers: Vec<Worker>,
     ps: Option<Ps>,
     /// A packet that reached the PS was ECN-marked: its next ACK echoes it.
@@ -151,8 +153,6 @@ pub struct TrainingWorld {
     jobs: Vec<Job>,
     programs: Vec<Option<AnyPoolProgram>>,
     aggregators: u32,
-    /// Per node: the (job, workers) its program aggregates ([`TrainingLayout::switch_jobs`]).
-    switch_jobs: Vec<Vec<(u16, u16)>>,
     arena: Vec<(AggPacket, bool)>,
     arena_free: Vec<u32>,
     vals: Values,
@@ -185,8 +185,15 @@ impl TrainingWorld {
     /// Builds the world; errors start with the field they are about.
     pub fn new(topo: &Topology, spec: TrainingSpec, seed: u64) -> Result<TrainingWorld, String> {
         let layout = layout(topo, &spec, seed)?;
+        let programs = layout
+            .switch_jobs
+            .iter()
+            .map(|js| spec.switch_program(layout.aggregators, js, seed))
+            .collect::<Result<Vec<_>, String>>()?;
+        let params: Vec<WorkerParams> = (0..spec.jobs.len()).map(|j| spec.worker_params(&layout, j as u16)).collect();
+        let TrainingLayout { aggregators, jobs: laid_out, role, .. } = layout;
         let mut jobs = Vec::new();
-        for (j, (js, mut at)) in spec.jobs.iter().zip(layout.jobs.iter().cloned()).enumerate() {
+        for (j, ((js, mut at), params)) in spec.jobs.iter().zip(laid_out).zip(params).enumerate() {
             let workers = js
                 .workers
                 .iter()
@@ -204,6 +211,7 @@ impl TrainingWorld {
             jobs.push(Job {
                 spec: js.clone(),
                 layout: at,
+                params,
                 workers,
                 ps: spec.parameter_server(j as u16)?,
                 ps_mark: false,
@@ -211,10 +219,6 @@ impl TrainingWorld {
                 released: 0,
             });
         }
-        let programs = (0..topo.nodes.len() as u32)
-            .map(|node| spec.switch_program(&layout, node, seed))
-            .collect::<Result<Vec<_>, String>>()?;
-        let TrainingLayout { aggregators, switch_jobs, role, .. } = layout;
         let link_bps = topo.links.iter().map(|l| l.bandwidth_bps).min().unwrap_or(1).max(1);
         // DSA §II-A/§III: the switch aggregates "at a line rate" ("placing the simple core
         // aggregation function on the switch to maximumly use its line-rate processing
@@ -242,7 +246,6 @@ impl TrainingWorld {
             jobs,
             programs,
             aggregators,
-            switch_jobs,
             arena: Vec::new(),
             arena_free: Vec::new(),
             timers: Vec::new(),
@@ -826,7 +829,7 @@ impl TrainingWorld {
 
     /// The window parameters of job `j`'s workers ([`TrainingSpec::worker_params`]).
     pub fn worker_params(&self, j: u16) -> WorkerParams {
-        self.spec.job_worker_params(self.aggregators, &self.switch_jobs, j, &self.jobs[j as usize].layout)
+        self.jobs[j as usize].params
     }
 
     /// Why the run cannot finish, if it has not.

@@ -62,8 +62,11 @@ pub struct PoolPlan {
     pub topology: Topology,
     pub fabric: Fabric,
     pub spec: TrainingSpec,
-    pub layout: TrainingLayout,
     pub jobs: Vec<PoolJob>,
+    /// Aggregators per switch, and per node the (job, workers) its program aggregates
+    /// ([`TrainingLayout`]'s; the rest of the layout is in `jobs`).
+    aggregators: u32,
+    switch_jobs: Vec<Vec<(u16, u16)>>,
     pub salt: u64,
     pub link_bps: u64,
     /// The scenario's `network.ecn_threshold_bytes`: a shaped port's default ECN threshold.
@@ -95,20 +98,22 @@ impl PoolPlan {
         let endpoints = endpoints.into().resolve(&topo.nodes.iter().map(|n| n.ports.len()).collect::<Vec<_>>())?;
         let fabric = fabric_of(&topo);
         let layout = spec.layout(&fabric, sc.seed)?;
+        let params: Vec<_> = (0..spec.jobs.len()).map(|j| spec.worker_params(&layout, j as u16)).collect();
+        let TrainingLayout { aggregators, jobs: laid_out, switch_jobs, .. } = layout;
         let jobs = spec
             .jobs
             .iter()
-            .zip(&layout.jobs)
-            .enumerate()
-            .map(|(j, (js, at))| PoolJob {
+            .zip(laid_out)
+            .zip(params)
+            .map(|((js, at), params)| PoolJob {
                 switch: at.switch,
                 workers: js.workers.clone(),
                 ps: js.ps,
                 psns: at.psns,
-                params: spec.worker_params(&layout, j as u16),
-                plans: at.plans.clone(),
+                params,
+                plans: at.plans,
                 model: js.model,
-                tree: at.tree.clone(),
+                tree: at.tree,
             })
             .collect();
         let routes = crate::plan::routes_of(&fabric);
@@ -122,8 +127,9 @@ impl PoolPlan {
             topology: topo,
             fabric,
             spec,
-            layout,
             jobs,
+            aggregators,
+            switch_jobs,
             endpoints,
             routes,
         })
@@ -132,7 +138,8 @@ impl PoolPlan {
     /// Switch `node`'s program, new (`None`: no job aggregates there).
     pub fn program(&self, node: u32) -> Result<Option<Box<dyn PoolProgram>>, String> {
         self.check_switch(node)?;
-        Ok(self.spec.switch_program(&self.layout, node, self.seed)?.map(AnyPoolProgram::boxed))
+        let js = self.switch_jobs.get(node as usize).map_or(&[][..], |js| &js[..]);
+        Ok(self.spec.switch_program(self.aggregators, js, self.seed)?.map(AnyPoolProgram::boxed))
     }
 
     /// Job `j`'s parameter server, new.
