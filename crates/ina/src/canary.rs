@@ -95,6 +95,10 @@ impl InaProtocol for Canary {
     fn host_agent(&self, c: &Collective, rank: u32) -> Box<dyn HostProtocol> {
         Box::new(CanaryHost::new(c, rank, self.rto_ps, self.max_failures))
     }
+    /// Its switch program does not depend on the collective: any size, the next tenant each call.
+    fn session_calls(&self) -> Result<crate::SessionCalls, String> {
+        Ok(crate::SessionCalls::NextTenant)
+    }
     /// A host gives a block up after [`crate::canary_host::MAX_EXPIRIES`] timeouts with no
     /// answer from its leader (two more for slack).
     fn recovery_horizon_ps(&self) -> u64 {

@@ -269,7 +269,7 @@ impl CanaryHost {
     }
 
     fn on_packet_(&mut self, c: &Collective, now: u64, hdr: Header, vals: &mut Values, out: &mut Vec<HostAction>) {
-        let b = Collective::block_of(hdr.id);
+        let b = c.block_in(hdr.id);
         match hdr.kind {
             Kind::Broadcast | Kind::Retransmit => self.accept_result(c, now, &hdr, vals, out),
             Kind::Reduce | Kind::Fallback => {

@@ -22,6 +22,12 @@ pub struct Collective {
     /// Elements of the last block.
     pub last_elems: u16,
     pub salt: u64,
+    /// Where its blocks start in a sequence of block numbers (modulo [`MAX_BLOCKS`]) that a
+    /// session's calls continue from one call to the next; 0 in a simulated run. Ids carry
+    /// `sequence_base + b` ([`Self::id`], [`Self::block_in`]), so a switch program that keeps
+    /// state per block sequence (`reliable_tree`) tells a late packet of an earlier call from a
+    /// packet of this one.
+    pub sequence_base: u32,
     pub expected_fp: Vec<u64>,
     /// `blocks × elems_per_packet` expected element sums, empty when values are off.
     pub expected_values: Vec<i32>,
@@ -72,7 +78,17 @@ impl Collective {
                 }
             }
         }
-        Ok(Collective { tenant, ranks, blocks, elems_per_packet, last_elems, salt, expected_fp, expected_values })
+        Ok(Collective {
+            tenant,
+            ranks,
+            blocks,
+            elems_per_packet,
+            last_elems,
+            salt,
+            sequence_base: 0,
+            expected_fp,
+            expected_values,
+        })
     }
 
     pub fn n(&self) -> u32 {
@@ -85,11 +101,21 @@ impl Collective {
             self.elems_per_packet
         }
     }
+    /// The id of block `b` under `attempt`: the tenant byte, the attempt nibble and the block's
+    /// place in the sequence (`sequence_base + b`, 20 bits).
     pub fn id(&self, b: u32, attempt: u8) -> u32 {
-        (self.tenant as u32 & 0xFF) << 24 | (attempt as u32 & 0xF) << 20 | b
+        (self.tenant as u32 & 0xFF) << 24
+            | (attempt as u32 & 0xF) << 20
+            | (self.sequence_base.wrapping_add(b) & (MAX_BLOCKS - 1))
     }
+    /// The sequence bits of an id (its block, for a collective whose `sequence_base` is 0).
     pub fn block_of(id: u32) -> u32 {
         id & (MAX_BLOCKS - 1)
+    }
+    /// The block of this collective that id `id` names (`>= blocks` for an id of another
+    /// call of a session, whatever its attempt).
+    pub fn block_in(&self, id: u32) -> u32 {
+        id.wrapping_sub(self.sequence_base) & (MAX_BLOCKS - 1)
     }
     pub fn leader(&self, b: u32) -> u32 {
         b % self.n()
@@ -175,7 +201,7 @@ impl Results {
     /// A result (broadcast, restoration copy or retransmission) arrived: checked and marked,
     /// or counted as a duplicate or stale. True when it completed the last block.
     pub fn accept(&mut self, c: &Collective, now: u64, hdr: &Header, vals: &mut Values, stats: &mut HostStats) -> bool {
-        let b = Collective::block_of(hdr.id);
+        let b = c.block_in(hdr.id);
         if b >= c.blocks {
             stats.stale += 1;
             vals.release(hdr.data);

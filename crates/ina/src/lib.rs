@@ -62,7 +62,7 @@ pub mod training;
 pub mod tree;
 pub mod wire;
 
-pub use protocol::{HostProtocol, InaProtocol, ParamError, Params, SwitchConfig, Tenant};
+pub use protocol::{HostProtocol, InaProtocol, ParamError, Params, SessionCalls, SwitchConfig, Tenant};
 
 pub use wire::Kind;
 
@@ -313,6 +313,17 @@ pub trait SwitchProgram {
     fn on_timer(&mut self, now: u64, token: u64, vals: &mut Values, out: &mut Vec<SwAction>);
     /// Descriptors in use now.
     fn descriptors_in_use(&self) -> u32;
+    /// Of those, the ones that only keep a finished block's result to answer re-sends
+    /// (reusable by a later block at once, freed by [`Self::release_tenant`]). Default: none.
+    fn kept_results(&self) -> u32 {
+        0
+    }
+    /// The control plane's release of `tenant` once every host of its collective has completed
+    /// (SHARP's group teardown): a program that keeps a tenant's state past its last packet
+    /// (results kept to answer retransmissions) frees it here and drops the tenant's late
+    /// packets from then on. Called by a runtime that knows when a collective ends (the
+    /// simulator); a running switch serving sessions is never told. Default: nothing is kept.
+    fn release_tenant(&mut self, _now: u64, _tenant: u16, _vals: &mut Values) {}
     fn stats(&self) -> &SwitchStats;
 }
 

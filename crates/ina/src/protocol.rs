@@ -104,6 +104,16 @@ pub trait InaProtocol: std::fmt::Debug + Send + Sync {
     fn recovery_horizon_ps(&self) -> u64 {
         0
     }
+    /// How a running switch of this protocol serves a session: allreduces of any size, one
+    /// after another, through the switches started from the scenario (the C ABI, the MPI
+    /// runtime). `Err` says why it cannot, starting with the field (`protocol: ...`). Default:
+    /// it cannot, since its switch programs are built for the scenario's collectives.
+    fn session_calls(&self) -> Result<SessionCalls, String> {
+        Err(format!(
+            "protocol: {}'s switch programs are built for the scenario's collectives, so a running switch cannot serve allreduces of other sizes",
+            self.label()
+        ))
+    }
     /// Why a run with `lost_packets` losses did not finish, from the protocol's side.
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {
@@ -112,6 +122,20 @@ pub trait InaProtocol: std::fmt::Debug + Send + Sync {
             "no event is pending".to_string()
         }
     }
+}
+
+/// How the calls of a session map to collectives ([`InaProtocol::session_calls`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionCalls {
+    /// Each call is a collective of the session's ranks under the next tenant id (0..=255,
+    /// round robin): the switch programs do not depend on the collective (Canary's descriptors
+    /// are keyed by packet id), and a late packet of an earlier call carries another tenant.
+    NextTenant,
+    /// Every call is the scenario's first collective (its tenant and ranks) with its blocks
+    /// numbered on from the last call's ([`Collective::sequence_base`]): the switch programs
+    /// know the tenant's tree, not its size, and tell a late packet of an earlier call by its
+    /// sequence.
+    ContinuedSequence,
 }
 
 /// The host side of a protocol: a sans-I/O state machine driven by the NIC (pull), arriving

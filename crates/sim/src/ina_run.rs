@@ -378,10 +378,15 @@ impl InaWorld {
         }
     }
 
-    fn update_done(&mut self, _net: &mut Network, ci: u32) {
+    fn update_done(&mut self, net: &mut Network, ci: u32) {
         if !self.done_flags[ci as usize] && self.agents[ci as usize].iter().all(|a| a.completed_ps().is_some()) {
             self.done_flags[ci as usize] = true;
             self.left -= 1;
+            // Its switches' control plane releases what they keep of it.
+            let now = net.now().ps();
+            for p in self.programs.iter_mut().flatten() {
+                p.release_tenant(now, self.colls[ci as usize].tenant, &mut self.vals);
+            }
         }
     }
 }

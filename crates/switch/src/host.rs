@@ -178,6 +178,8 @@ impl HostReport {
 /// or (by a leader) sent.
 struct Capture {
     tenant: u16,
+    /// The collective's `sequence_base` (blocks are numbered from it in ids).
+    base: u32,
     n: u16,
     epp: usize,
     result: Vec<i32>,
@@ -191,7 +193,7 @@ impl Capture {
         if h.tenant != self.tenant || h.counter != self.n || !matches!(h.kind, Kind::Broadcast | Kind::Retransmit) {
             return;
         }
-        let b = reducelab_ina::host::Collective::block_of(h.id) as usize;
+        let b = (h.id.wrapping_sub(self.base) & (reducelab_ina::host::MAX_BLOCKS - 1)) as usize;
         if b >= self.got.len() || self.got[b] {
             return;
         }
@@ -250,8 +252,14 @@ fn run(
         // The agents check fingerprints only: the expected values are the seeded ones.
         c.expected_values = Vec::new();
         let epp = c.elems_per_packet as usize;
-        let mut cap =
-            Capture { tenant, n: c.n() as u16, epp, result: vec![0; data.len()], got: vec![false; c.blocks as usize] };
+        let mut cap = Capture {
+            tenant,
+            base: c.sequence_base,
+            n: c.n() as u16,
+            epp,
+            result: vec![0; data.len()],
+            got: vec![false; c.blocks as usize],
+        };
         if c.n() == 1 {
             cap.result.copy_from_slice(&data);
             cap.got.fill(true);

@@ -1,22 +1,29 @@
 //! A host that stays: one process's rank of a run whose switches are already running, with its
 //! socket bound once and one in-network allreduce per call on application data. This is what
 //! the C ABI (`crates/innet`, `RL_Innet_allreduce`) and the MPI runtime's switch algorithms
-//! (`REDUCELAB_ALLREDUCE=canary`, `switchml`, `atp`) call. [`Session::open`] chooses by the
-//! scenario's traffic: an in-network allreduce (Canary, below) or a training job of the pool
-//! protocols ([`crate::pool_session`]: SwitchML, ATP); floats go through the same fixed point
-//! either way ([`Session::allreduce_f32`]).
+//! (`REDUCELAB_ALLREDUCE=<protocol>`) call. [`Session::open`] chooses by the scenario's traffic:
+//! an in-network allreduce (below) or a training job of the pool protocols
+//! ([`crate::pool_session`]: SwitchML, ATP); floats go through the same fixed point either way
+//! ([`Session::allreduce_f32`]).
 //!
-//! Canary: each call is a fresh collective of the vector's size under the next tenant id (0..=255,
-//! round robin): the switch's Canary program does not depend on the collective (its
-//! descriptors are keyed by packet id), so one running switch serves allreduces of any size
-//! with up to its elements per packet, and a late packet of an earlier call (a retransmission,
-//! a duplicate) carries another tenant and is dropped by the host as misdelivered instead of
-//! being added in. Every rank must make the same sequence of calls (as MPI requires of
-//! collectives).
+//! An in-network allreduce protocol says how its running switches serve calls of any size
+//! ([`reducelab_ina::InaProtocol::session_calls`]):
+//! - Canary takes the next tenant id (0..=255, round robin) for each call: its switch program
+//!   does not depend on the collective (descriptors keyed by packet id), so one running switch
+//!   serves allreduces of any size with up to its elements per packet, and a late packet of an
+//!   earlier call (a retransmission, a duplicate) carries another tenant and is dropped by the
+//!   host as misdelivered instead of being added in.
+//! - A protocol whose switches hold a tree per tenant (`reliable_tree`) runs every call as the
+//!   scenario's first allreduce, its hosts and tenant, with the blocks numbered on from the last
+//!   call's ([`Collective::sequence_base`]), so a late packet of an earlier call is told apart by
+//!   its sequence.
+//!
+//! Every rank must make the same sequence of calls (as MPI requires of collectives).
 
 use std::net::{SocketAddrV4, UdpSocket};
 
-use reducelab_ina::host::Collective;
+use reducelab_ina::host::{Collective, MAX_BLOCKS};
+use reducelab_ina::SessionCalls;
 
 use crate::host::{run_own, HostOptions, HostReport};
 use crate::plan::{EndpointSpec, InaPlan};
@@ -29,17 +36,24 @@ pub struct Session {
 }
 
 enum Inner {
-    Canary(Box<CanarySession>),
+    Ina(Box<InaSession>),
     Pool(Box<PoolSession>),
 }
 
-/// A Canary rank.
-struct CanarySession {
+/// A rank of an in-network allreduce protocol whose running switches serve calls of any size
+/// ([`InaProtocol::session_calls`](reducelab_ina::InaProtocol::session_calls)).
+struct InaSession {
     plan: InaPlan,
+    calls_map: SessionCalls,
     ranks: u32,
     rank: u32,
-    sock: UdpSocket,
+    /// Host of each rank: host `r` of the topology for a protocol that takes the next tenant,
+    /// the scenario's first allreduce's hosts for one that continues its sequence.
+    hosts: Vec<u32>,
     calls: u64,
+    /// Where the next call's blocks start in the continued sequence.
+    next_sequence: u32,
+    sock: UdpSocket,
     /// Frames of the next call that arrived during the current one (peers ahead of us).
     stash: Vec<Vec<u8>>,
     rxb: udp::RxBatch,
@@ -90,30 +104,48 @@ impl Session {
             return Ok(Session { inner: Inner::Pool(Box::new(pool)) });
         }
         let plan = InaPlan::from_scenario(scenario, None, endpoints.clone())?;
-        let info = plan.specs[0].protocol.info();
-        if info.name != "canary" {
-            return Err(format!("protocol: the scenario runs {}; an allreduce of any size through a running switch needs canary (its switch program does not depend on the collective) or a training job of switchml or atp", info.name));
-        }
-        let hosts = plan.fabric.num_hosts() as u32;
-        if ranks == 0 || ranks > hosts {
-            return Err(format!("ranks: {ranks}, but the scenario's topology has {hosts} hosts"));
-        }
+        let protocol = &plan.specs[0].protocol;
+        let calls_map = protocol.session_calls()?;
+        let hosts: Vec<u32> = match calls_map {
+            SessionCalls::NextTenant => {
+                let all = plan.fabric.num_hosts() as u32;
+                if ranks == 0 || ranks > all {
+                    return Err(format!("ranks: {ranks}, but the scenario's topology has {all} hosts"));
+                }
+                (0..ranks).collect()
+            }
+            SessionCalls::ContinuedSequence => {
+                let c = &plan.colls[0];
+                if ranks != c.n() {
+                    return Err(format!(
+                        "ranks: {ranks}, but the scenario's in-network allreduce has {} hosts ({} serves that allreduce's hosts in every call)",
+                        c.n(),
+                        protocol.label()
+                    ));
+                }
+                c.ranks.clone()
+            }
+        };
         if rank >= ranks {
             return Err(format!("rank: {rank} is not below ranks ({ranks})"));
         }
-        let node = plan.fabric.host_nodes[rank as usize];
+        let host = hosts[rank as usize];
+        let node = plan.fabric.host_nodes[host as usize];
         let (sw, sw_port) = plan.fabric.nodes[node as usize].ports[0];
-        check_first_hop(&endpoints, plan.endpoints.of(sw, sw_port), sw, sw_port, rank)?;
+        check_first_hop(&endpoints, plan.endpoints.of(sw, sw_port), sw, sw_port, host)?;
         let sock = udp::bind(plan.endpoints.of(node, 0))
-            .map_err(|e| format!("{e} (another process already runs host {rank}?)"))?;
+            .map_err(|e| format!("{e} (another process already runs host {host}?)"))?;
         let opts = HostOptions { protocol_linger: false, ..opts };
         Ok(Session {
-            inner: Inner::Canary(Box::new(CanarySession {
+            inner: Inner::Ina(Box::new(InaSession {
                 plan,
+                calls_map,
                 ranks,
                 rank,
-                sock,
+                hosts,
                 calls: 0,
+                next_sequence: 0,
+                sock,
                 stash: Vec::new(),
                 rxb: udp::RxBatch::new(8),
                 opts,
@@ -124,7 +156,7 @@ impl Session {
     /// The protocol the switch runs, by its registry name (`canary`, `switchml` or `atp`).
     pub fn protocol(&self) -> &'static str {
         match &self.inner {
-            Inner::Canary(c) => c.plan.specs[0].protocol.info().name,
+            Inner::Ina(c) => c.plan.specs[0].protocol.info().name,
             Inner::Pool(p) => p.protocol(),
         }
     }
@@ -132,7 +164,7 @@ impl Session {
     /// Ranks of the session (the scenario's hosts taking part, or its job's workers).
     pub fn ranks(&self) -> u32 {
         match &self.inner {
-            Inner::Canary(c) => c.ranks,
+            Inner::Ina(c) => c.ranks,
             Inner::Pool(p) => p.ranks(),
         }
     }
@@ -140,14 +172,14 @@ impl Session {
     /// A pool rank's counters so far (`None` for Canary): see [`PoolSession::report`].
     pub fn pool_report(&self) -> Option<crate::pool_host::PoolHostReport> {
         match &self.inner {
-            Inner::Canary(_) => None,
+            Inner::Ina(_) => None,
             Inner::Pool(p) => Some(p.report()),
         }
     }
 
     pub fn elems_per_packet(&self) -> u16 {
         match &self.inner {
-            Inner::Canary(c) => c.plan.specs[0].elems_per_packet,
+            Inner::Ina(c) => c.plan.specs[0].elems_per_packet,
             Inner::Pool(p) => p.elems_per_packet(),
         }
     }
@@ -155,7 +187,7 @@ impl Session {
     /// The element-wise wrapping sum of every rank's `data` (the same length on every rank).
     pub fn allreduce_i32(&mut self, data: Vec<i32>) -> Result<Vec<i32>, String> {
         match &mut self.inner {
-            Inner::Canary(c) => c.allreduce_i32(data).map(|r| r.1),
+            Inner::Ina(c) => c.allreduce_i32(data).map(|r| r.1),
             Inner::Pool(p) => p.allreduce_i32(&data),
         }
     }
@@ -190,18 +222,26 @@ impl Session {
     }
 }
 
-impl CanarySession {
+impl InaSession {
     fn allreduce_i32(&mut self, data: Vec<i32>) -> Result<(HostReport, Vec<i32>), String> {
         if data.is_empty() {
-            return Ok((HostReport::empty(self.rank), data));
+            return Ok((HostReport::empty(self.hosts[self.rank as usize]), data));
         }
-        let tenant = (self.calls % 256) as u16;
+        let first = &self.plan.colls[0];
+        let tenant = match self.calls_map {
+            SessionCalls::NextTenant => (self.calls % 256) as u16,
+            SessionCalls::ContinuedSequence => first.tenant,
+        };
         self.calls += 1;
-        let salt = self.plan.colls[0].salt;
         let epp = self.plan.specs[0].elems_per_packet;
-        let coll = Collective::new(tenant, (0..self.ranks).collect(), data.len() as u64 * 4, epp, salt, false)
+        let mut coll = Collective::new(tenant, self.hosts.clone(), data.len() as u64 * 4, epp, first.salt, false)
             .map_err(|e| format!("count: {e}"))?;
-        run_own(&self.plan, self.rank, &self.opts, &self.sock, coll, data, &mut self.stash, &mut self.rxb)
+        if self.calls_map == SessionCalls::ContinuedSequence {
+            coll.sequence_base = self.next_sequence;
+            self.next_sequence = self.next_sequence.wrapping_add(coll.blocks) & (MAX_BLOCKS - 1);
+        }
+        let host = self.hosts[self.rank as usize];
+        run_own(&self.plan, host, &self.opts, &self.sock, coll, data, &mut self.stash, &mut self.rxb)
     }
 }
 

@@ -68,10 +68,13 @@ pub struct ProgramCounters {
     pub reclaimed: u64,
     pub peak_descriptors: u32,
     pub descriptors_left: u32,
+    /// Of `descriptors_left`, those that only keep a finished block's result (a running switch
+    /// is never told that a collective ended, `SwitchProgram::kept_results`).
+    pub kept_results: u32,
 }
 
 impl ProgramCounters {
-    pub fn of(s: &SwitchStats, in_use: u32) -> ProgramCounters {
+    pub fn of(s: &SwitchStats, in_use: u32, kept: u32) -> ProgramCounters {
         ProgramCounters {
             aggregated: s.aggregated,
             flushed: s.flushed,
@@ -83,6 +86,7 @@ impl ProgramCounters {
             reclaimed: s.reclaimed,
             peak_descriptors: s.peak_descriptors,
             descriptors_left: in_use,
+            kept_results: kept,
         }
     }
 }
@@ -280,7 +284,10 @@ impl<'p> Switch<'p> {
             uptime_s: self.epoch.elapsed().as_secs_f64(),
             cpu_s: thread_cpu_s() - self.cpu0,
             data_plane: self.counters.clone(),
-            program: self.program.as_ref().map(|p| ProgramCounters::of(p.stats(), p.descriptors_in_use())),
+            program: self
+                .program
+                .as_ref()
+                .map(|p| ProgramCounters::of(p.stats(), p.descriptors_in_use(), p.kept_results())),
         }
     }
 

@@ -159,7 +159,10 @@ fn every_registered_protocol_reduces_exactly_through_one_switch_process() {
             p.name,
             reports[0]
         );
-        assert_eq!(reports[0]["program"]["descriptors_left"], 0, "{}", p.name);
+        // Nothing held but the results a protocol keeps to answer re-sends (the running switch
+        // is never told the collective ended).
+        let prog = &reports[0]["program"];
+        assert_eq!(prog["descriptors_left"], prog["kept_results"], "{}", p.name);
     }
 }
 
@@ -733,7 +736,10 @@ fn a_session_names_the_missing_switch_and_refuses_bad_arguments() {
     let e = Session::open(&scenario(STAR4, "static_trees", 1024, ""), (s.ip, 47000), 4, 0, HostOptions::default())
         .err()
         .unwrap();
-    assert!(e.starts_with("protocol: the scenario runs static_trees"), "{e}");
+    assert!(
+        e.starts_with("protocol: static_trees:1's switch programs are built for the scenario's collectives"),
+        "{e}"
+    );
     let _sw = s.switches(&[]);
     let mut one = Session::open(&s.text, (s.ip, 47000), 1, 0, HostOptions::default()).unwrap();
     let e = one.allreduce_f32(&[1.0, f32::NAN]).err().unwrap();
