@@ -32,6 +32,26 @@ def test_switch_run_reduces_exactly_on_loopback() -> None:
     assert sw["data_plane"]["fault_duplicated"] > 0
 
 
+def test_switch_run_recovers_reliable_tree_losses_exactly() -> None:
+    # reliable_tree (docs/extending.md): the switch drops, duplicates and reorders; hosts re-send
+    # until their results arrive, the switch adds each child once and answers re-sends with its
+    # kept result. It keeps the last results (the software switch is never told the run ended).
+    proc = cli(
+        "switch", "run", "--scenario", REPO / "scenarios/switch/star4_reliable_tree.toml",
+        "--ip-base", "127.66.20.1", "--fault", "loss=0.05,dup=0.05,reorder=0.1", "--fault-seed", "2",
+        "--timeout-s", "30", timeout=90,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    colls = [c for h in out["hosts"] for c in h["collectives"]]
+    assert len(colls) == 4 and all(c["verified"] and c["stats"]["bad_blocks"] == 0 for c in colls)
+    assert sum(c["stats"]["retransmits_sent"] for c in colls) > 0
+    (sw,) = out["switches"]
+    # 256 blocks, each added from its 4 hosts once; the kept results are the 256 blocks' own.
+    assert sw["program"]["aggregated"] == 4 * 256 and sw["program"]["descriptors_left"] == 256
+    assert sw["data_plane"]["fault_dropped"] > 0 and sw["data_plane"]["fault_duplicated"] > 0
+
+
 def test_switch_run_aggregates_training_jobs_exactly_under_faults() -> None:
     # SwitchML, ATP and DSA (docs/switch.md, "Pool protocols"): every worker checks every
     # result against the exact sum; the switch drops, duplicates and reorders on every port.
@@ -78,12 +98,14 @@ def test_switch_help_has_examples() -> None:
     assert "reducelab bench switch" in proc.stdout
 
 
-def _switch_proc(scenario: str, node: int, ip_base: str, endpoints: Path | None = None) -> subprocess.Popen[str]:
+def _switch_proc(
+    scenario: str, node: int, ip_base: str, endpoints: Path | None = None, extra: tuple[str, ...] = ()
+) -> subprocess.Popen[str]:
     from reducelab import swswitch
 
     where = ["--endpoints", str(endpoints)] if endpoints is not None else ["--ip-base", ip_base]
     p = subprocess.Popen(
-        [str(swswitch.find_binary()), "switch", "--scenario", scenario, "--node", str(node), *where],
+        [str(swswitch.find_binary()), "switch", "--scenario", scenario, "--node", str(node), *where, *extra],
         stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
     )
     assert p.stdout is not None
@@ -228,13 +250,21 @@ def test_innet_sessions_reduce_float32_and_int32_through_the_c_abi(tmp_path: Pat
             assert np.all(np.abs(f.astype(np.float64) - exact) <= tol), (r, k)
 
 
-@pytest.mark.parametrize(("protocol", "node", "block"), [("switchml", 4, 9), ("atp", 5, 10)])
-def test_innet_pool_sessions_sum_random_calls_exactly(protocol: str, node: int, block: int) -> None:
+FAULTS = ("--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "6")
+
+
+@pytest.mark.parametrize(
+    ("protocol", "node", "block", "faults"),
+    [("switchml", 4, 9, ()), ("atp", 5, 10, ()), ("reliable_tree", 4, 17, FAULTS)],
+)
+def test_innet_sessions_sum_random_calls_exactly(protocol: str, node: int, block: int, faults: tuple[str, ...]) -> None:
     """`innet.Session` on a pool scenario (scenarios/switch/star4_switchml.toml, star4_atp.toml;
-    ATP's parameter server is a thread of rank 0): 4 rank threads, a seeded random sequence of
-    calls of random sizes and dtypes through one switch process (a fresh one: a pool switch
-    serves one session per start); int32 exact (wrapping), float32 bitwise the fixed-point
-    reference."""
+    ATP's parameter server is a thread of rank 0) or on a reliable tree (star4_reliable_tree.toml,
+    through a switch that drops, duplicates and reorders: each call continues the last one's
+    block sequence, so late copies of one call must not be added into the next): 4 rank threads,
+    a seeded random sequence of calls of random sizes and dtypes through one switch process (a
+    fresh one: a pool switch serves one session per start); int32 exact (wrapping), float32
+    bitwise the fixed-point reference."""
     import numpy as np
 
     scenario = REPO / f"scenarios/switch/star4_{protocol}.toml"
@@ -247,7 +277,7 @@ def test_innet_pool_sessions_sum_random_calls_exactly(protocol: str, node: int, 
             calls.append([(rng.standard_normal(n) * 10.0 ** rng.integers(-3, 4, n)).astype(np.float32) for _ in range(4)])
         else:
             calls.append([rng.integers(-(2**31), 2**31, size=n, dtype=np.int64).astype(np.int32) for _ in range(4)])
-    sw = _switch_proc(str(scenario), node, ip)
+    sw = _switch_proc(str(scenario), node, ip, extra=faults)
     def calls_of(s: Any, r: int) -> list[Any]:
         assert s.protocol == protocol
         return [s.allreduce(c[r]) for c in calls]
@@ -257,7 +287,10 @@ def test_innet_pool_sessions_sum_random_calls_exactly(protocol: str, node: int, 
     finally:
         sw.terminate()
         report = json.loads(sw.communicate(timeout=10)[0])
-    assert report["program"]["stats"]["completed"] > 0, report
+    program = report["program"]
+    assert (program["stats"]["completed"] if "stats" in program else program["aggregated"]) > 0, report
+    if faults:
+        assert report["data_plane"]["fault_dropped"] > 0 and report["data_plane"]["fault_duplicated"] > 0, report
     for r in range(4):
         assert isinstance(out[r], list), out[r]
         for k, got in enumerate(out[r]):  # type: ignore[union-attr]

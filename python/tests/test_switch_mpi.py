@@ -1,4 +1,4 @@
-"""The MPI runtime's switch algorithms (REDUCELAB_ALLREDUCE=canary, switchml, atp:
+"""The MPI runtime's switch algorithms (REDUCELAB_ALLREDUCE=canary, switchml, atp, reliable_tree:
 mpi/src/innet.c over the C ABI of crates/innet): MPI_Allreduce of 4 ranks through a software switch process on loopback
 (docs/switch.md). Needs mpirun and mpi/build (skipped without them unless
 REDUCELAB_REQUIRE_MPI=1, as test_mpi_runtime.py), the switch binary and libreducelab_innet.so
@@ -123,6 +123,21 @@ def test_mpi_allreduce_through_a_pool_switch_is_exact(algorithm: str, node: int,
     assert st["completed"] > 0 and report["data_plane"]["malformed"] == 0, report
     if extra:
         assert report["data_plane"]["fault_dropped"] > 0, report
+
+
+@pytest.mark.parametrize(("ip", "extra"), [
+    ("127.66.18.1", []),
+    ("127.66.19.1", ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "7"]),
+])
+def test_mpi_allreduce_through_a_reliable_tree_switch_is_exact(ip: str, extra: list[str]) -> None:
+    """REDUCELAB_ALLREDUCE=reliable_tree, a protocol the C ABI and innet.c know only from the
+    registry (scenarios/switch/star4_reliable_tree.toml): the same program through its switch,
+    also under loss, duplication and reordering; every call continues the last one's block
+    sequence, so a late copy of one call is never added into the next."""
+    report = _through_a_switch(REPO / "scenarios/switch/star4_reliable_tree.toml", ip, extra, "reliable_tree", 4)
+    assert report["program"]["aggregated"] > 0 and report["data_plane"]["malformed"] == 0, report
+    if extra:
+        assert report["data_plane"]["fault_dropped"] > 0 and report["data_plane"]["fault_duplicated"] > 0, report
 
 
 def test_a_switch_algorithm_that_is_not_the_scenarios_protocol_fails_with_the_reason() -> None:

@@ -8,6 +8,8 @@
 //!   static array, collisions (bypass) and tree restoration, leader hosts, loss recovery.
 //! - [`tree`]: in-network allreduce on one or N static reduction trees (SHARP / SwitchML /
 //!   ATP-like with one tree; PANAMA-like with N trees and blocks assigned round-robin).
+//! - [`reliable_tree`]: a SHARP-style reliable aggregation tree (not in the seeds): hosts re-send
+//!   until the result arrives, switches deduplicate by child port and keep results.
 //! - [`canary_host`]: Canary's host agent (leaders, loss recovery, completion).
 //! - [`host`]: what every protocol's host side shares (blocks, contributions, result checks).
 //! - [`protocol`]: the [`InaProtocol`] type each protocol implements (its switch programs and
@@ -57,6 +59,7 @@ pub mod pool_jobs;
 pub mod pool_wire;
 pub mod protocol;
 pub mod ps;
+pub mod reliable_tree;
 pub mod switchml;
 pub mod training;
 pub mod tree;
@@ -163,6 +166,17 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         ],
         takes_roots: false,
         build: flare::Sparcml::build_split,
+    },
+    ProtocolInfo {
+        name: "reliable_tree",
+        summary: "SHARP-style reliable aggregation tree (not in the seeds): one static tree, hosts re-send until the result arrives, switches deduplicate by child port and keep results to answer re-sends",
+        loss_recovery: true,
+        params: &[
+            ParamSpec { key: "window", explore_min: 1.0, explore_max: 8.0, integer: true, log: true },
+            ParamSpec { key: "retransmit_timeout_us", explore_min: 1.0, explore_max: 1000.0, integer: false, log: true },
+        ],
+        takes_roots: true,
+        build: reliable_tree::ReliableTree::build,
     },
 ];
 
