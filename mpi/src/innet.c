@@ -12,10 +12,11 @@
  *   REDUCELAB_INNET_LIB       libreducelab_innet.so (default: ../../target/release/ from this
  *                             library's directory, then the loader's search path)
  *
- * The name must be the protocol of the scenario's traffic (a canary allreduce, or a training job
- * of switchml or atp whose workers are the communicator's ranks; dsa is refused by the session
- * with the reason); one code path, the C ABI chooses by the scenario.
- * Rank r of the communicator is host r of the scenario (worker r of its job). The first call opens the host (binds
+ * The name must be the protocol of the scenario's traffic (an allreduce of a protocol that serves
+ * sessions, e.g. canary or reliable_tree, or a training job of switchml or atp whose workers are
+ * the communicator's ranks; the session refuses others with the reason); one code path, the C
+ * ABI chooses by the scenario. Rank r of the communicator is rank r of the session (host r of the
+ * scenario for canary, the allreduce's r-th host for reliable_tree, worker r of a job). The first call opens the host (binds
  * its socket, checks that a switch listens) on every rank and then agrees with an MPI_Allreduce
  * (MIN) that all ranks did, which is also the barrier that keeps packets from reaching unbound
  * sockets. One communicator (or congruent ones) per process; MPI calls serialised. */

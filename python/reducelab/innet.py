@@ -67,7 +67,8 @@ class Session:
     of the exact sum, where ``|x| < 2^e`` for every input; docs/switch.md, "Sessions, floats and
     the C ABI"). Through the C ABI (``libreducelab_innet.so``: ``REDUCELAB_INNET_LIB``, else next
     to the switch binary). The scenario's traffic chooses the protocol (``protocol``): a canary
-    allreduce (rank r is host r), or one training job of switchml or atp (rank r is worker r;
+    allreduce (rank r is host r), a reliable_tree allreduce (rank r is its r-th host; ``ranks``
+    must be its hosts), or one training job of switchml or atp (rank r is worker r;
     ``ranks`` must be the job's workers; rank 0 runs ATP's parameter server; such a switch serves
     one session per start, docs/switch.md, "Pool sessions"). Every rank opens before any rank's
     first call (a barrier), then all make the same sequence of calls::
@@ -96,7 +97,7 @@ class Session:
 
     @property
     def protocol(self) -> str:
-        """The protocol the switch runs: ``canary``, ``switchml`` or ``atp``."""
+        """The protocol the switch runs, by its registry name (``canary``, ``switchml``, ...)."""
         if not self._h:
             raise ValueError("session: closed")
         return str(self._lib.RL_Innet_protocol(self._h).decode())

@@ -1,11 +1,13 @@
 /* ReduceLab in-network allreduce through running software switches (docs/switch.md, "C ABI").
  *
  * Library: target/release/libreducelab_innet.so (cargo build --release -p reducelab-innet).
- * The switches are started beforehand from a scenario file whose traffic is a canary allreduce
+ * The switches are started beforehand from a scenario file whose traffic is an in-network
+ * allreduce of a protocol that serves sessions (canary, reliable_tree: the registry says which)
  * or one training job of switchml or atp (the session chooses by it), e.g.
  *   reducelab switch switch --scenario scenarios/switch/star4_canary.toml --node 4
  *   reducelab switch switch --scenario scenarios/switch/star4_switchml.toml --node 4
- * Rank r of `ranks` is host r of that scenario's topology (canary) or worker r of its job
+ * Rank r of `ranks` is host r of that scenario's topology (canary), host r of its allreduce
+ * (reliable_tree: `ranks` must be its hosts) or worker r of its job
  * (switchml, atp: `ranks` must be the job's workers; rank 0 also runs ATP's parameter server
  * and, on RL_Innet_close, serves until it has heard nothing for 0.5 s). A switchml or atp
  * switch serves one session per start (it keeps the session's PSNs). Every rank opens, then all ranks
@@ -41,7 +43,7 @@ RL_Innet *RL_Innet_open(const char *scenario_path, const char *endpoints, uint32
 int RL_Innet_allreduce(RL_Innet *h, const void *send, void *recv, uint64_t count, int32_t element_type, char *err,
                        size_t errlen);
 
-/* The protocol the switch runs, by its registry name ("canary", "switchml" or "atp"); the
+/* The protocol the switch runs, by its registry name (e.g. "canary", "switchml"); the
  * string lives as long as the handle ("" for NULL, static). */
 const char *RL_Innet_protocol(const RL_Innet *h);
 
