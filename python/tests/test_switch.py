@@ -48,7 +48,8 @@ def test_switch_run_recovers_reliable_tree_losses_exactly() -> None:
     assert sum(c["stats"]["retransmits_sent"] for c in colls) > 0
     (sw,) = out["switches"]
     # 256 blocks, each added from its 4 hosts once; the kept results are the 256 blocks' own.
-    assert sw["program"]["aggregated"] == 4 * 256 and sw["program"]["descriptors_left"] == 256
+    assert sw["program"]["aggregated"] == 4 * 256
+    assert sw["program"]["descriptors_left"] == sw["program"]["kept_results"] == 256
     assert sw["data_plane"]["fault_dropped"] > 0 and sw["data_plane"]["fault_duplicated"] > 0
 
 
@@ -255,11 +256,12 @@ FAULTS = ("--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-
 
 @pytest.mark.parametrize(
     ("protocol", "node", "block", "faults"),
-    [("switchml", 4, 9, ()), ("atp", 5, 10, ()), ("reliable_tree", 4, 17, FAULTS)],
+    [("switchml", 4, 9, ()), ("atp", 5, 10, ()), ("dsa", 5, 21, FAULTS), ("reliable_tree", 4, 17, FAULTS)],
 )
 def test_innet_sessions_sum_random_calls_exactly(protocol: str, node: int, block: int, faults: tuple[str, ...]) -> None:
-    """`innet.Session` on a pool scenario (scenarios/switch/star4_switchml.toml, star4_atp.toml;
-    ATP's parameter server is a thread of rank 0) or on a reliable tree (star4_reliable_tree.toml,
+    """`innet.Session` on a pool scenario (scenarios/switch/star4_switchml.toml, star4_atp.toml,
+    star4_dsa.toml under faults; ATP's and DSA's parameter server is a thread of rank 0) or on a
+    reliable tree (star4_reliable_tree.toml,
     through a switch that drops, duplicates and reorders: each call continues the last one's
     block sequence, so late copies of one call must not be added into the next): 4 rank threads,
     a seeded random sequence of calls of random sizes and dtypes through one switch process (a
@@ -303,15 +305,15 @@ def test_innet_sessions_sum_random_calls_exactly(protocol: str, node: int, block
                 assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), (r, k)
 
 
-def test_innet_pool_session_refuses_dsa_and_a_wrong_rank_count() -> None:
+def test_innet_sessions_refuse_a_wrong_rank_count_and_static_trees() -> None:
     import pytest
 
     from reducelab import innet
 
-    with pytest.raises(ValueError, match="protocol: dsa cannot serve a session's calls"):
-        innet.Session(REPO / "scenarios/switch/star4_dsa.toml", 4, 0, ip_base="127.66.11.1")
     with pytest.raises(ValueError, match="ranks: 2, but the scenario's job has 4 workers"):
         innet.Session(REPO / "scenarios/switch/star4_switchml.toml", 2, 0, ip_base="127.66.11.1")
+    with pytest.raises(ValueError, match="protocol: static_trees:1's switch programs are built for the scenario's collectives"):
+        innet.Session(REPO / "scenarios/switch/star4_static_trees.toml", 4, 0, ip_base="127.66.11.1")
 
 
 def test_innet_session_names_the_missing_switch_and_bad_dtypes() -> None:

@@ -1,4 +1,4 @@
-"""The MPI runtime's switch algorithms (REDUCELAB_ALLREDUCE=canary, switchml, atp, reliable_tree:
+"""The MPI runtime's switch algorithms (REDUCELAB_ALLREDUCE=canary, switchml, atp, dsa, reliable_tree:
 mpi/src/innet.c over the C ABI of crates/innet): MPI_Allreduce of 4 ranks through a software switch process on loopback
 (docs/switch.md). Needs mpirun and mpi/build (skipped without them unless
 REDUCELAB_REQUIRE_MPI=1, as test_mpi_runtime.py), the switch binary and libreducelab_innet.so
@@ -111,9 +111,10 @@ def test_mpi_allreduce_through_a_lossy_switch_is_exact(tmp_path: Path) -> None:
     ("atp", 5, "127.66.13.1", []),
     ("switchml", 4, "127.66.14.1", ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "4"]),
     ("atp", 5, "127.66.16.1", ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "5"]),
+    ("dsa", 5, "127.66.22.1", ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "8"]),
 ])
 def test_mpi_allreduce_through_a_pool_switch_is_exact(algorithm: str, node: int, ip: str, extra: list[str]) -> None:
-    """REDUCELAB_ALLREDUCE=switchml / atp: the same program (42 switch allreduces of 1 to 65,536
+    """REDUCELAB_ALLREDUCE=switchml / atp / dsa: the same program (42 switch allreduces of 1 to 65,536
     elements, int32 bitwise, float within the fixed-point bound) through a SwitchML / ATP switch
     (scenarios/switch/star4_{switchml,atp}.toml: the 4 ranks are the job's workers; rank 0 runs
     ATP's parameter server), also under loss, duplication and reordering. The switch program's

@@ -47,6 +47,11 @@ impl PoolProtocol {
     pub fn uses_ps(&self) -> bool {
         !matches!(self, PoolProtocol::SwitchMl)
     }
+    /// Whether its parameter server fetches a PSN's original gradients from every worker (DSA's
+    /// reminder, §IV-B): then a worker that has every result must go on answering.
+    pub fn fetches_from_workers(&self) -> bool {
+        matches!(self, PoolProtocol::Dsa(_))
+    }
     /// Its name in the pool registry ([`crate::pool::POOL_PROTOCOLS`]); DSA's strawmen are
     /// `dsa` too (their rule is [`Self::label`]'s suffix).
     pub fn name(&self) -> &'static str {

@@ -52,7 +52,7 @@ impl Default for PoolHostOptions {
 }
 
 /// One host of a pool run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct PoolHostReport {
     pub host: u32,
     /// `worker` or `ps`.
@@ -290,10 +290,13 @@ fn worker(
     let mut model = Model { plan, job: j, rank, workers: n, parts: &job.plans[rank as usize] };
     let finished = &shared.finished[j as usize];
     let all_done = || finished.load(Ordering::Acquire) >= n as usize;
-    let stay =
-        Stay { linger: opts.linger, job_done: shared.all_here[j as usize].then_some(&all_done as &dyn Fn() -> bool) };
+    let stay = Stay {
+        linger: opts.linger,
+        job_done: shared.all_here[j as usize].then_some(&all_done as &dyn Fn() -> bool),
+        until_told: false,
+    };
     let ctx = WorkerCtx { job: j, rank, workers: n, epoch, deadline: epoch + opts.timeout, timeout: opts.timeout };
-    let bad = drive_worker(&ctx, &mut win, &mut io, &mut vals, &mut model, &stay, || {
+    let bad = drive_worker(&ctx, &mut win, &mut io, &mut vals, &mut model, None, &stay, |_| {
         finished.fetch_add(1, Ordering::AcqRel);
     })?;
     io.report.elapsed_s = epoch.elapsed().as_secs_f64();
@@ -375,25 +378,33 @@ pub(crate) struct WorkerCtx {
 }
 
 /// How long a worker with every result stays to answer its PS's fetches: until `job_done`
-/// (every worker of the job is a thread of this process) or for `linger`.
+/// (every worker of the job is a thread of this process, or a session's next call begins) or
+/// for `linger`.
 pub(crate) struct Stay<'a> {
     pub linger: Duration,
     pub job_done: Option<&'a dyn Fn() -> bool>,
+    /// Once done, stay past the deadline until `job_done`, checking it at least every
+    /// millisecond (a session's rank between calls: the next call asks it to stop).
+    pub until_told: bool,
 }
 
 /// One worker agent over `io` until every PSN of `win`'s tensor has its result (and the worker
 /// has stayed as `stay` says): the number of wrong results, or an error naming what is missing
-/// (a give-up, the deadline). `on_done` runs once, when the last result comes. ACKs and fetches
+/// (a give-up, the deadline). `on_done` runs once, when the last result comes, with the
+/// worker's counters then (its window's in `worker`). ACKs and fetches
 /// for wire PSNs outside `t`'s range (a late packet of an earlier tensor) are counted as
-/// misdelivered and dropped.
+/// misdelivered and dropped, except fetches of the `earlier` tensor's PSNs (with its packet
+/// count: a session's previous call, whose PSNs DSA's PS may still fetch), answered from it.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn drive_worker(
     ctx: &WorkerCtx,
     win: &mut WorkerWindow,
     io: &mut Io,
     vals: &mut Values,
     t: &mut impl Tensor,
+    mut earlier: Option<(&mut dyn Tensor, u32)>,
     stay: &Stay,
-    mut on_done: impl FnMut(),
+    mut on_done: impl FnMut(&PoolHostReport),
 ) -> Result<u64, String> {
     let (j, rank, n) = (ctx.job, ctx.rank, ctx.workers);
     let epoch = ctx.epoch;
@@ -403,6 +414,9 @@ pub(crate) fn drive_worker(
     let base = t.base();
     let packets = win.packets();
     let local = |psn: u32| psn.checked_sub(base).filter(|&q| q < packets);
+    let earlier_range = earlier.as_ref().map(|(e, n)| (e.base(), *n));
+    let in_earlier = |psn: u32| earlier_range.and_then(|(b, n)| psn.checked_sub(b).filter(|&q| q < n));
+    let mut fetched_earlier: Vec<u32> = Vec::new();
     let mut done_at: Option<Instant> = None;
     let mut bad = 0u64;
     loop {
@@ -410,7 +424,8 @@ pub(crate) fn drive_worker(
         if win.is_done() && done_at.is_none() {
             done_at = Some(Instant::now());
             io.report.finished_s = Some(epoch.elapsed().as_secs_f64());
-            on_done();
+            io.report.worker = Some(win.stats());
+            on_done(&io.report);
         }
         if let Some(d) = done_at {
             if match stay.job_done {
@@ -423,7 +438,7 @@ pub(crate) fn drive_worker(
         if win.gave_up() {
             return Err(format!("host {host} (job {j} worker {rank}): gave up: a PSN was retransmitted {MAX_RETRANSMISSIONS} times with no ACK of any PSN in between; {}", progress(win, &io.report)));
         }
-        if Instant::now() >= deadline {
+        if Instant::now() >= deadline && !(stay.until_told && done_at.is_some()) {
             if done_at.is_some() {
                 break; // every result is in; the job's other workers report their own errors
             }
@@ -456,7 +471,10 @@ pub(crate) fn drive_worker(
         io.flush();
         let got = io.receive(vals, |p, ecn, vals, report| {
             match (p.job == j).then(|| local(p.psn)).flatten() {
-                None => report.misdelivered += 1,
+                None => match (p.kind, (p.job == j).then(|| in_earlier(p.psn)).flatten()) {
+                    (PacketKind::Fetch, Some(q)) => fetched_earlier.push(q),
+                    _ => report.misdelivered += 1,
+                },
                 Some(q) => match p.kind {
                     PacketKind::Ack => {
                         if win.on_ack(q, ecn, now_ps()) && !t.result(q, &p, vals) {
@@ -469,6 +487,13 @@ pub(crate) fn drive_worker(
             }
             vals.release(p.data);
         });
+        if let Some((e, _)) = earlier.as_mut() {
+            for q in fetched_earlier.drain(..) {
+                let p = e.packet(Send { psn: q, retransmission: true, to_ps: true }, vals);
+                io.queue(&p, vals, false);
+            }
+            io.flush();
+        }
         if !got && !sent {
             let now = now_ps();
             let mut wait = Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()));
@@ -476,7 +501,11 @@ pub(crate) fn drive_worker(
                 wait = wait.min(Duration::from_nanos(t.saturating_sub(now) / 1000));
             }
             if let Some(d) = done_at {
-                wait = wait.min((d + stay.linger).saturating_duration_since(Instant::now()));
+                wait = if stay.until_told {
+                    Duration::from_millis(1)
+                } else {
+                    wait.min((d + stay.linger).saturating_duration_since(Instant::now()))
+                };
             }
             io.wait(wait);
         }

@@ -1,7 +1,7 @@
 //! A rank that stays, for the **pool protocols**: one worker of a scenario's training job whose
 //! switch is already running, with its socket bound once and one allreduce per call on
 //! application data. [`crate::Session`] opens one of these when the scenario's traffic is a
-//! training job (SwitchML or ATP), and a Canary host otherwise.
+//! training job (SwitchML, ATP or DSA).
 //!
 //! **The same worker agent.** A call drives [`crate::pool_host::drive_worker`], the loop of the
 //! training run's workers (the simulator's `WorkerWindow`: SwitchML's slots, ATP's AIMD window,
@@ -37,19 +37,24 @@
 //! stays until no packet has reached it for [`PS_IDLE`] (a rank still missing a result of the
 //! last call resends to it within its timeout).
 //!
-//! **DSA is refused**: its reminder (§IV-B) fetches a PSN's original gradient from every worker
-//! of the job, including those that already have the result and went back to the application;
-//! a session's rank answers nothing between calls, so a lost result of DSA could not be
-//! recovered. (The training run's workers stay for this, `pool_host`, "Staying".)
+//! **DSA's workers answer between calls.** Its reminder (§IV-B) fetches a PSN's original
+//! gradient from every worker of the job, including those that already have the result and went
+//! back to the application (which may be waiting, in MPI, for the very rank that lacks it). So a
+//! DSA rank's call runs its worker in a thread of its own that, once every result is in, hands
+//! the result back and stays, answering fetches of that call's PSNs from a copy of the call's
+//! data, until the next call (or the session's close, after [`PS_IDLE`]) tells it to stop.
+//! (The training run's workers stay for the same reason, `pool_host`, "Staying".) A fetch for a
+//! PSN of the next call that reaches it meanwhile is dropped (counted as misdelivered); the PS
+//! asks again after its reminder timeout.
 
 use std::net::{SocketAddrV4, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use reducelab_ina::pool::{full_bitmap, AggPacket};
-use reducelab_ina::pool_jobs::{gradient_packet, PoolProtocol, Ps, ELEMS_PER_PACKET};
+use reducelab_ina::pool_jobs::{gradient_packet, Ps, ELEMS_PER_PACKET};
 use reducelab_ina::Values;
 use reducelab_transport::worker::{Send, WorkerWindow};
 
@@ -63,11 +68,13 @@ pub const PS_IDLE: Duration = Duration::from_millis(500);
 
 /// One worker of a pool session (see the module documentation).
 pub struct PoolSession {
-    plan: PoolPlan,
+    plan: Arc<PoolPlan>,
     rank: u16,
-    io: Io,
-    vals: Values,
-    win: Option<WorkerWindow>,
+    /// The worker's socket, values and window; held by the responder between a DSA rank's calls.
+    worker: Option<Worker>,
+    responder: Option<Responder>,
+    /// The worker's counters when the last call returned (while the responder holds it).
+    last_report: Option<PoolHostReport>,
     /// The wire PSN of the next call's first packet.
     next_psn: u32,
     /// The first PSN of the previous call (what rank 0's PS may forget below at the next).
@@ -76,6 +83,28 @@ pub struct PoolSession {
     epoch: Instant,
     timeout: Duration,
     ps: Option<PsThread>,
+}
+
+struct Worker {
+    io: Io,
+    vals: Values,
+    win: Option<WorkerWindow>,
+    /// The last call's tensor and its packets (DSA: its PSNs may still be fetched in the next).
+    last: Option<(AppTensor, u32)>,
+}
+
+/// A DSA rank's worker thread after its call returned: answering fetches until told to stop.
+struct Responder {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<(Worker, Result<u64, String>)>,
+}
+
+impl Responder {
+    /// Stops it and takes the worker back, with its error if it failed.
+    fn finish(self) -> Result<(Worker, Result<u64, String>), String> {
+        self.stop.store(true, Ordering::Release);
+        self.handle.join().map_err(|_| "the worker thread panicked".to_string())
+    }
 }
 
 struct PsThread {
@@ -97,12 +126,6 @@ impl PoolSession {
         check_first_hop: impl Fn(SocketAddrV4, u32, u16, u32) -> Result<(), String>,
     ) -> Result<PoolSession, String> {
         let plan = PoolPlan::from_scenario(text, None, endpoints)?;
-        if let PoolProtocol::Dsa(_) = plan.spec.protocol {
-            return Err(format!(
-                "protocol: {} cannot serve a session's calls: its reminder (§IV-B) fetches a PSN's gradients from every worker, also from ranks that already have the result and went back to the application, and a session's rank answers nothing between calls (use switchml, atp or canary)",
-                plan.spec.protocol.label()
-            ));
-        }
         if plan.jobs.len() != 1 {
             return Err(format!("jobs: {} training jobs; a session is the ranks of one job", plan.jobs.len()));
         }
@@ -128,16 +151,16 @@ impl PoolSession {
         let io = Io::new(sock, plan.endpoints.of(sw, sw_port), host, 0, Some(rank as u16));
         Ok(PoolSession {
             rank: rank as u16,
-            io,
-            vals: Values::new(ELEMS_PER_PACKET as usize),
-            win: None,
+            worker: Some(Worker { io, vals: Values::new(ELEMS_PER_PACKET as usize), win: None, last: None }),
+            responder: None,
+            last_report: None,
             next_psn: 0,
             prev_base: 0,
             calls: 0,
             epoch,
             timeout,
             ps,
-            plan,
+            plan: Arc::new(plan),
         })
     }
 
@@ -154,12 +177,30 @@ impl PoolSession {
     }
 
     /// This rank's counters over the session so far: packets sent and received, and
-    /// `misdelivered` — among them the late packets of earlier calls, dropped.
+    /// `misdelivered` — among them the late packets of earlier calls, dropped. While a DSA
+    /// rank's worker answers between calls, they are its counters when the last call returned.
     pub fn report(&self) -> PoolHostReport {
-        let mut r = self.io.report.clone();
-        r.worker = self.win.as_ref().map(|w| w.stats());
+        let mut r = match (&self.worker, &self.last_report) {
+            (Some(w), _) => {
+                let mut r = w.io.report.clone();
+                r.worker = w.win.as_ref().map(|w| w.stats());
+                r
+            }
+            (None, Some(r)) => r.clone(),
+            (None, None) => PoolHostReport::default(),
+        };
         r.elapsed_s = self.epoch.elapsed().as_secs_f64();
         r
+    }
+
+    /// The worker, taken back from the responder if it is answering between calls.
+    fn worker(&mut self) -> Result<&mut Worker, String> {
+        if let Some(r) = self.responder.take() {
+            let (w, r) = r.finish()?;
+            self.worker = Some(w);
+            r.map_err(|e| format!("between calls: {e}"))?;
+        }
+        self.worker.as_mut().ok_or_else(|| "session: its worker failed in an earlier call".to_string())
     }
 
     /// The element-wise wrapping sum of every rank's `data` (the same length on every rank).
@@ -174,6 +215,7 @@ impl PoolSession {
         let Some(next) = base.checked_add(packets) else {
             return Err(format!("count: this call's {packets} packets would pass PSN 2^32 (the session has used {base}); open a new session after restarting the switch"));
         };
+        self.worker()?;
         if let Some(ps) = &self.ps {
             ps.forget_below.store(self.prev_base, Ordering::Release);
         }
@@ -181,16 +223,24 @@ impl PoolSession {
         self.calls += 1;
         self.prev_base = base;
         self.next_psn = next;
-        let job = &self.plan.jobs[0];
-        let n = job.workers.len() as u16;
-        let win = match &mut self.win {
-            Some(w) => {
-                w.next_tensor(packets);
-                w
-            }
-            None => self.win.insert(WorkerWindow::new(packets, job.params)),
+        let n = self.plan.jobs[0].workers.len() as u16;
+        let params = self.plan.jobs[0].params;
+        let mut w = self.worker.take().expect("taken back above");
+        match &mut w.win {
+            Some(win) => win.next_tensor(packets),
+            None => w.win = Some(WorkerWindow::new(packets, params)),
+        }
+        let out = Arc::new(Mutex::new(vec![0; data.len()]));
+        let bad = Arc::new(AtomicU64::new(0));
+        let mut t = AppTensor {
+            plan: self.plan.clone(),
+            rank: self.rank,
+            workers: n,
+            base,
+            data: data.to_vec(),
+            out: out.clone(),
+            bad: bad.clone(),
         };
-        let mut t = AppTensor { plan: &self.plan, rank: self.rank, workers: n, base, data, out: vec![0; data.len()] };
         let ctx = WorkerCtx {
             job: 0,
             rank: self.rank,
@@ -199,22 +249,72 @@ impl PoolSession {
             deadline: Instant::now() + self.timeout,
             timeout: self.timeout,
         };
-        let stay = Stay { linger: Duration::ZERO, job_done: None };
-        let bad = drive_worker(&ctx, win, &mut self.io, &mut self.vals, &mut t, &stay, || {}).map_err(|e| {
-            let hint = if self.io.report.rx_packets == 0 && call == 0 {
-                format!(
-                    " (a {} switch that served an earlier session keeps its PSNs: restart it before a new session)",
-                    self.plan.spec.protocol.label()
-                )
+        let label = self.plan.spec.protocol.label();
+        let elems = data.len();
+        let describe = move |e: String, rx_packets: u64| {
+            let hint = if rx_packets == 0 && call == 0 {
+                format!(" (a {label} switch that served an earlier session keeps its PSNs: restart it before a new session)")
             } else {
                 String::new()
             };
-            format!("call {call} ({} elements, PSNs {base}..{next}): {e}{hint}", data.len())
-        })?;
+            format!("call {call} ({elems} elements, PSNs {base}..{next}): {e}{hint}")
+        };
+        if self.plan.spec.protocol.fetches_from_workers() {
+            // The worker runs in its own thread, hands the result back when it has it and stays.
+            let (tx, rx) = mpsc::channel();
+            let stop = Arc::new(AtomicBool::new(false));
+            let told = stop.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("reducelab-worker-{}", self.rank))
+                .spawn(move || {
+                    let stopped = || told.load(Ordering::Acquire);
+                    let stay = Stay { linger: Duration::ZERO, job_done: Some(&stopped), until_told: true };
+                    let win = w.win.as_mut().expect("set above");
+                    let mut last = w.last.take();
+                    let earlier = last.as_mut().map(|(e, n)| (e as &mut dyn Tensor, *n));
+                    let r = drive_worker(&ctx, win, &mut w.io, &mut w.vals, &mut t, earlier, &stay, |report| {
+                        let _ = tx.send(report.clone());
+                    });
+                    w.last = Some((t, packets));
+                    (w, r)
+                })
+                .map_err(|e| format!("cannot start the worker thread: {e}"))?;
+            let responder = Responder { stop, handle };
+            let Ok(report) = rx.recv() else {
+                // It ended without every result: its error.
+                let (w, r) = responder.finish()?;
+                let rx_packets = w.io.report.rx_packets;
+                self.worker = Some(w);
+                let e = r.err().unwrap_or_else(|| "the worker ended without its results".to_string());
+                return Err(describe(e, rx_packets));
+            };
+            self.last_report = Some(report);
+            self.responder = Some(responder);
+        } else {
+            let stay = Stay { linger: Duration::ZERO, job_done: None, until_told: false };
+            let win = w.win.as_mut().expect("set above");
+            let r = drive_worker(&ctx, win, &mut w.io, &mut w.vals, &mut t, None, &stay, |_| {});
+            let rx_packets = w.io.report.rx_packets;
+            self.worker = Some(w);
+            r.map_err(|e| describe(e, rx_packets))?;
+        }
+        let bad = bad.load(Ordering::Acquire);
         if bad > 0 {
             return Err(format!("call {call}: {bad} of {packets} results do not carry every rank's contribution exactly once (bitmap or fingerprint)"));
         }
-        Ok(t.out)
+        let out = std::mem::take(&mut *out.lock().map_err(|_| "the worker thread panicked".to_string())?);
+        Ok(out)
+    }
+}
+
+impl Drop for PoolSession {
+    /// A DSA rank's worker answers fetches for [`PS_IDLE`] more (ranks still missing a result
+    /// of the last call), then stops.
+    fn drop(&mut self) {
+        if let Some(r) = self.responder.take() {
+            std::thread::sleep(PS_IDLE);
+            let _ = r.finish();
+        }
     }
 }
 
@@ -222,16 +322,19 @@ impl PoolSession {
 /// carries elements `[62q, 62q + 62)`; its result is checked for every rank's contribution
 /// exactly once (full bitmap, the fingerprint sum of every rank's `contribution_fp`, the
 /// element count) and copied out.
-struct AppTensor<'a> {
-    plan: &'a PoolPlan,
+struct AppTensor {
+    plan: Arc<PoolPlan>,
     rank: u16,
     workers: u16,
     base: u32,
-    data: &'a [i32],
-    out: Vec<i32>,
+    data: Vec<i32>,
+    /// The results, where the caller takes them once every PSN has one.
+    out: Arc<Mutex<Vec<i32>>>,
+    /// Results that are not the exact sum.
+    bad: Arc<AtomicU64>,
 }
 
-impl AppTensor<'_> {
+impl AppTensor {
     fn span(&self, q: u32) -> std::ops::Range<usize> {
         let per = ELEMS_PER_PACKET as usize;
         let lo = q as usize * per;
@@ -239,7 +342,7 @@ impl AppTensor<'_> {
     }
 }
 
-impl Tensor for AppTensor<'_> {
+impl Tensor for AppTensor {
     fn base(&self) -> u32 {
         self.base
     }
@@ -250,7 +353,7 @@ impl Tensor for AppTensor<'_> {
         None
     }
     fn packet(&mut self, s: Send, vals: &mut Values) -> AggPacket {
-        let plan = self.plan;
+        let plan = &*self.plan;
         let job = &plan.jobs[0];
         let wire = Send { psn: self.base + s.psn, ..s };
         // The protocol's fields from the simulator's packet; the values are the application's
@@ -280,10 +383,13 @@ impl Tensor for AppTensor<'_> {
         let fp = (0..self.workers as u32)
             .fold(0u64, |a, r| a.wrapping_add(reducelab_ina::contribution_fp(self.plan.salt, 0, r, p.psn)));
         if p.bitmap != full_bitmap(self.workers) || p.fp != fp || p.elems as usize != span.len() {
+            self.bad.fetch_add(1, Ordering::AcqRel);
             return false;
         }
         let got = vals.get(p.data);
-        self.out[span.clone()].copy_from_slice(&got[..span.len()]);
+        if let Ok(mut out) = self.out.lock() {
+            out[span.clone()].copy_from_slice(&got[..span.len()]);
+        }
         true
     }
 }

@@ -169,7 +169,8 @@ impl Session {
         }
     }
 
-    /// A pool rank's counters so far (`None` for Canary): see [`PoolSession::report`].
+    /// A pool rank's counters so far (`None` for an in-network allreduce protocol): see
+    /// [`PoolSession::report`].
     pub fn pool_report(&self) -> Option<crate::pool_host::PoolHostReport> {
         match &self.inner {
             Inner::Ina(_) => None,

@@ -1,4 +1,4 @@
-//! Pool sessions (SwitchML, ATP: `Session` on a training scenario, the C ABI's and the MPI
+//! Pool sessions (SwitchML, ATP, DSA: `Session` on a training scenario, the C ABI's and the MPI
 //! runtime's host side) through a switch process on loopback: ranks as threads of the test,
 //! seeded random sequences of calls of random sizes, every result checked exactly against the
 //! sum (int32 wrapping; f32 bitwise against the fixed-point reference), with and without the
@@ -93,6 +93,13 @@ type RankOutcome = (Vec<Result<Vec<u32>, String>>, Option<PoolHostReport>);
 /// Runs `seq` on `ranks` sessions (threads) through the switch of `s`; checks every rank's every
 /// result exactly. Returns every rank's counters.
 fn run_sequence(s: &Setup, ranks: u32, seq: &[Call], timeout_s: f64) -> Vec<PoolHostReport> {
+    run_sequence_with(s, ranks, seq, timeout_s, false)
+}
+
+/// [`run_sequence`]; with `barrier`, every rank waits for all the others between calls (as an
+/// application's other collectives make it), so a rank missing a result needs the others to
+/// answer from outside their calls.
+fn run_sequence_with(s: &Setup, ranks: u32, seq: &[Call], timeout_s: f64, between: bool) -> Vec<PoolHostReport> {
     let opts = HostOptions { timeout: Duration::from_secs_f64(timeout_s), ..HostOptions::default() };
     let barrier = Barrier::new(ranks as usize);
     let results: Vec<RankOutcome> = std::thread::scope(|sc| {
@@ -106,6 +113,12 @@ fn run_sequence(s: &Setup, ranks: u32, seq: &[Call], timeout_s: f64) -> Vec<Pool
                     assert_eq!(sess.ranks(), ranks);
                     let mut out = Vec::new();
                     for call in seq {
+                        if between && !out.is_empty() {
+                            barrier.wait();
+                        }
+                        if out.last().is_some_and(|r: &Result<Vec<u32>, String>| r.is_err()) {
+                            continue; // a failed rank keeps meeting the barrier
+                        }
                         let got = match call {
                             Call::Int(v) => sess
                                 .allreduce_i32(v[r as usize].clone())
@@ -116,7 +129,7 @@ fn run_sequence(s: &Setup, ranks: u32, seq: &[Call], timeout_s: f64) -> Vec<Pool
                         };
                         let stop = got.is_err();
                         out.push(got);
-                        if stop {
+                        if stop && !between {
                             break;
                         }
                     }
@@ -149,12 +162,13 @@ fn program_stats(report: &Value) -> &Value {
     &report["program"]["stats"]
 }
 
-/// SwitchML and ATP sessions: 4 ranks, a seeded random sequence of 14 calls (int32 and f32, 1
-/// to ~3,000 elements) through a pool of 16 aggregators (SwitchML: 8 slots, so calls stream
-/// through the slots many times; ATP: hash collisions send many packets to rank 0's PS).
+/// SwitchML, ATP and DSA sessions: 4 ranks, a seeded random sequence of 14 calls (int32 and
+/// f32, 1 to ~3,000 elements) through a pool of 16 aggregators (SwitchML: 8 slots, so calls
+/// stream through the slots many times; ATP and DSA: hash collisions send many packets to rank
+/// 0's PS).
 #[test]
-fn switchml_and_atp_sessions_sum_random_calls_exactly() {
-    for (i, p) in ["switchml", "atp"].iter().enumerate() {
+fn pool_sessions_sum_random_calls_exactly() {
+    for (i, p) in ["switchml", "atp", "dsa"].iter().enumerate() {
         let s = Setup::new(&format!("session-{p}"), 10 + i as u8, scenario(p, 4, 16, 20_000));
         let sw = s.switch(s.plan().jobs[0].switch, &[]);
         let seq = sequence(100 + i as u64, 14, 4, 8);
@@ -165,7 +179,7 @@ fn switchml_and_atp_sessions_sum_random_calls_exactly() {
         assert_eq!(report["data_plane"]["malformed"], 0, "{p}: {report}");
         if *p == "switchml" {
             assert!(st["stale"] == 0 && st["duplicates"] == 0, "{p}: no faults, nothing stale: {report}");
-        } else {
+        } else if *p == "atp" {
             assert!(st["fallbacks"].as_u64().unwrap() > 0, "{p}: 16 aggregators and no collision? {report}");
         }
     }
@@ -177,7 +191,7 @@ fn switchml_and_atp_sessions_sum_random_calls_exactly() {
 /// during later calls (the ranks count them: tens per run), and every result is still exact.
 #[test]
 fn pool_sessions_sum_exactly_under_loss_duplication_and_reordering() {
-    for (i, p) in ["switchml", "atp"].iter().enumerate() {
+    for (i, p) in ["switchml", "atp", "dsa"].iter().enumerate() {
         let s = Setup::new(&format!("session-faults-{p}"), 20 + i as u8, scenario(p, 4, 16, 5_000));
         let sw = s.switch(
             s.plan().jobs[0].switch,
@@ -210,15 +224,41 @@ fn pool_sessions_sum_exactly_under_loss_duplication_and_reordering() {
                 "{p}: the faults reached the program: {report}"
             );
         }
+        if *p == "dsa" {
+            // The reminder path ran: rank 0's PS fetched original gradients from the workers.
+            let fetched: u64 = ranks.iter().map(|r| r.worker.as_ref().map_or(0, |w| w.fetched)).sum();
+            assert!(fetched > 0, "dsa: no gradient fetched under 5% loss: {ranks:?}");
+        }
     }
 }
 
+/// DSA's reminder fetches a PSN's original gradients from every worker, also from ranks that
+/// already have the result: here every rank waits for all the others between calls (an
+/// application's barrier), under loss, duplication and reordering, so a rank missing a result
+/// is answered by ranks outside their calls (each rank's worker stays, answering, until its next
+/// call) or, for the previous call's PSNs, inside the next one. Without the staying worker a
+/// lost result left its rank waiting for ranks that waited at the barrier (timed out).
+#[test]
+fn dsa_ranks_answer_fetches_between_calls() {
+    let s = Setup::new("session-dsa-barrier", 23, scenario("dsa", 4, 16, 5_000));
+    let sw = s.switch(
+        s.plan().jobs[0].switch,
+        &["--fault", "loss=0.05,dup=0.05,reorder=0.1,reorder_us=20000", "--fault-seed", "9"],
+    );
+    let seq = sequence(300, 10, 4, 8);
+    let ranks = run_sequence_with(&s, 4, &seq, 30.0, true);
+    let report = sw.stop();
+    let fetched: u64 = ranks.iter().map(|r| r.worker.as_ref().map_or(0, |w| w.fetched)).sum();
+    assert!(fetched > 0, "no gradient fetched under 5% loss: {ranks:?}; switch: {report}");
+    assert!(ranks.iter().all(|r| r.malformed == 0 && r.bad_results == 0), "{ranks:?}");
+}
+
 /// Several seeded sequences on 2 and 8 ranks (property style: random rank counts' jobs, random
-/// call sequences), SwitchML and ATP.
+/// call sequences), SwitchML, ATP and DSA.
 #[test]
 fn random_sequences_on_2_and_8_ranks() {
     let mut block = 30;
-    for p in ["switchml", "atp"] {
+    for p in ["switchml", "atp", "dsa"] {
         for (ranks, seed) in [(2u32, 7u64), (8, 8)] {
             let s = Setup::new(&format!("session-{p}-{ranks}"), block, scenario(p, ranks, 32, 20_000));
             block += 1;
@@ -237,8 +277,6 @@ fn pool_sessions_refuse_what_they_cannot_serve() {
     let opts = HostOptions::default();
     let e = Session::open(&s.text, (s.ip, 47000), 4, 0, opts.clone()).err().unwrap();
     assert!(e.starts_with("no switch: nothing listens at 127.79.40.5:47000"), "{e}");
-    let e = Session::open(&scenario("dsa", 4, 16, 20_000), (s.ip, 47000), 4, 0, opts.clone()).err().unwrap();
-    assert!(e.starts_with("protocol: dsa cannot serve a session's calls: its reminder"), "{e}");
     let _sw = s.switch(4, &[]);
     let e = Session::open(&s.text, (s.ip, 47000), 3, 0, opts.clone()).err().unwrap();
     assert!(e.starts_with("ranks: 3, but the scenario's job has 4 workers"), "{e}");
