@@ -13,7 +13,7 @@
  *                             library's directory, then the loader's search path)
  *
  * The name must be the protocol of the scenario's traffic (an allreduce of a protocol that serves
- * sessions, e.g. canary or reliable_tree, or a training job of switchml or atp whose workers are
+ * sessions, e.g. canary or reliable_tree, or a training job of switchml, atp or dsa whose workers are
  * the communicator's ranks; the session refuses others with the reason); one code path, the C
  * ABI chooses by the scenario. Rank r of the communicator is rank r of the session (host r of the
  * scenario for canary, the allreduce's r-th host for reliable_tree, worker r of a job). The first call opens the host (binds

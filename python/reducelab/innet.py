@@ -68,8 +68,8 @@ class Session:
     the C ABI"). Through the C ABI (``libreducelab_innet.so``: ``REDUCELAB_INNET_LIB``, else next
     to the switch binary). The scenario's traffic chooses the protocol (``protocol``): a canary
     allreduce (rank r is host r), a reliable_tree allreduce (rank r is its r-th host; ``ranks``
-    must be its hosts), or one training job of switchml or atp (rank r is worker r;
-    ``ranks`` must be the job's workers; rank 0 runs ATP's parameter server; such a switch serves
+    must be its hosts), or one training job of switchml, atp or dsa (rank r is worker r;
+    ``ranks`` must be the job's workers; rank 0 runs ATP's or DSA's parameter server; such a switch serves
     one session per start, docs/switch.md, "Pool sessions"). Every rank opens before any rank's
     first call (a barrier), then all make the same sequence of calls::
 

@@ -3,13 +3,13 @@
  * Library: target/release/libreducelab_innet.so (cargo build --release -p reducelab-innet).
  * The switches are started beforehand from a scenario file whose traffic is an in-network
  * allreduce of a protocol that serves sessions (canary, reliable_tree: the registry says which)
- * or one training job of switchml or atp (the session chooses by it), e.g.
+ * or one training job of switchml, atp or dsa (the session chooses by it), e.g.
  *   reducelab switch switch --scenario scenarios/switch/star4_canary.toml --node 4
  *   reducelab switch switch --scenario scenarios/switch/star4_switchml.toml --node 4
  * Rank r of `ranks` is host r of that scenario's topology (canary), host r of its allreduce
  * (reliable_tree: `ranks` must be its hosts) or worker r of its job
- * (switchml, atp: `ranks` must be the job's workers; rank 0 also runs ATP's parameter server
- * and, on RL_Innet_close, serves until it has heard nothing for 0.5 s). A switchml or atp
+ * (switchml, atp, dsa: `ranks` must be the job's workers; rank 0 also runs the parameter server
+ * and, on RL_Innet_close, serves until it has heard nothing for 0.5 s). A pool
  * switch serves one session per start (it keeps the session's PSNs). Every rank opens, then all ranks
  * synchronise (e.g. MPI_Barrier) so no packet reaches a socket that is not bound yet, then they
  * make the same sequence of RL_Innet_allreduce calls. Errors: a return of NULL / nonzero and a

@@ -189,7 +189,7 @@ impl InaPlan {
         let specs: Vec<InaSpec> =
             sc.traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
         if specs.is_empty() {
-            return Err("traffic: no ina_allreduce entry (this runs in-network allreduces; a training job of switchml or atp takes application data through a session: Session, RL_Innet_open, reducelab.innet.Session)".into());
+            return Err("traffic: no ina_allreduce entry (this runs in-network allreduces; a training job of switchml, atp or dsa takes application data through a session: Session, RL_Innet_open, reducelab.innet.Session)".into());
         }
         for s in &specs {
             s.protocol.software_switch()?;
