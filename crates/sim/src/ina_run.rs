@@ -86,6 +86,8 @@ pub struct InaWorld {
     pub misdelivered: u64,
     left: usize,
     done_flags: Vec<bool>,
+    /// `started[c][rank]`: the agent's `start` has run (its NIC pulls nothing before).
+    started: Vec<Vec<bool>>,
     /// (time ps, busiest switch's descriptors, descriptors over all switches).
     pub occupancy: Vec<(u64, u32, u64)>,
     descriptor_bytes: u64,
@@ -114,6 +116,7 @@ impl InaWorld {
             agents.push((0..c.n()).map(|r| s.protocol.host_agent(c, r)).collect());
         }
         let left = specs.len();
+        let started = colls.iter().map(|c| vec![false; c.n() as usize]).collect();
         let descriptor_bytes = epp as u64 * 4 + reducelab_ina::wire::HEADER_BYTES as u64;
         Ok(InaWorld {
             specs,
@@ -135,6 +138,7 @@ impl InaWorld {
             lost_packets: 0,
             misdelivered: 0,
             done_flags: vec![false; left],
+            started,
             left,
             occupancy: Vec::new(),
             descriptor_bytes,
@@ -252,12 +256,14 @@ impl InaWorld {
         let room = 2 * APP_QUEUE_LOW - queued;
         for i in 0..self.host_colls[host as usize].len() {
             let ci = self.host_colls[host as usize][i];
-            let c = &self.colls[ci as usize];
             let now = net.now().ps();
-            if now < self.specs[ci as usize].start.ps() {
+            let rank = self.rank_of[ci as usize][host as usize];
+            // Not before the agent's own start (another collective of this host may start it
+            // at the same time, earlier in the event order).
+            if !self.started[ci as usize][rank as usize] {
                 continue;
             }
-            let rank = self.rank_of[ci as usize][host as usize];
+            let c = &self.colls[ci as usize];
             let mut buf = std::mem::take(&mut self.hbuf);
             self.agents[ci as usize][rank as usize].pull(c, now, room, &mut self.vals, &mut buf);
             self.hbuf = buf;
@@ -352,6 +358,7 @@ impl InaWorld {
                 let mut buf = std::mem::take(&mut self.hbuf);
                 let a = &mut self.agents[coll as usize][rank as usize];
                 if t == u64::MAX {
+                    self.started[coll as usize][rank as usize] = true;
                     a.start(c, now, &mut self.vals, &mut buf);
                 } else {
                     a.on_timer(c, now, t, &mut self.vals, &mut buf);

@@ -195,3 +195,27 @@ fn canary_short_retransmission_timeouts_without_loss_give_exact_sums() {
     // The scenario does exercise the re-issue path (failure notices racing the NIC).
     assert!(failures > 0);
 }
+
+/// Two allreduces on the same hosts at the same time (as a training job's partitions are),
+/// for every protocol: each host's agents must start before their NIC pulls (the simulator
+/// once pulled the second collective's agent when the first one's start ran, so a sparse
+/// protocol sent its blocks before it had its data and every result of the second was wrong).
+#[test]
+fn every_protocol_runs_two_allreduces_on_the_same_hosts() {
+    for proto in PROTOCOLS {
+        let entry = format!(
+            "[[traffic]]\nkind = \"ina_allreduce\"\nprotocol = \"{}\"\nhosts = [0, 1, 2, 5, 6, 9]\nbytes = 15200\nelements_per_packet = 62\nvalues = true\n",
+            proto.name
+        );
+        let text = format!(
+            "name = \"shared-hosts\"\nseed = 3\n[topology]\nkind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 4\nspines = 4\nbandwidth_gbps = 100\nlatency_ns = 500\n{entry}{entry}"
+        );
+        let s: Value =
+            serde_json::from_str(&run_scenario_str(&text, &Default::default()).unwrap().summary_json).unwrap();
+        assert_eq!(s["status"], "completed", "{}: {}", proto.name, s["status_reason"]);
+        for t in s["traffic"].as_array().unwrap() {
+            assert_eq!(t["bad_blocks"], 0, "{}: {t}", proto.name);
+            assert_eq!(t["verified"], 6, "{}: {t}", proto.name);
+        }
+    }
+}
