@@ -452,6 +452,34 @@ fn nearest_switch(f: &Fabric, hosts: &[u32]) -> Option<u32> {
     (0..n).filter(|&i| !f.nodes[i].is_host && worst[i] != u32::MAX).min_by_key(|&i| (worst[i], i)).map(|i| i as u32)
 }
 
+/// Each job's start time, drawn from `U(0, start_max_ps)`, and its workers' epoch plans (the
+/// partitions in send order with their ready times, each delayed by a jitter from
+/// `U(0, jitter_max_ps)`), for jobs given as (model, workers), all drawn from `seed` in job
+/// order: what a training entry's jobs do whichever protocol aggregates them. Payloads are
+/// [`ELEMS_PER_PACKET`] values per packet.
+pub fn epoch_plans(
+    jobs: impl Iterator<Item = (DnnModel, usize)>,
+    start_max_ps: u64,
+    jitter_max_ps: u64,
+    seed: u64,
+) -> Vec<(u64, Vec<Vec<Partition>>)> {
+    let mut rng = Rng::new(seed).fork(0xD5A);
+    let payload = ELEMS_PER_PACKET as u32 * 4;
+    jobs.map(|(model, workers)| {
+        let start_ps = if start_max_ps == 0 { 0 } else { rng.below(start_max_ps + 1) };
+        let parts = model.send_order().len();
+        let plans = (0..workers)
+            .map(|_| {
+                let jit: Vec<u64> =
+                    (0..parts).map(|_| if jitter_max_ps == 0 { 0 } else { rng.below(jitter_max_ps + 1) }).collect();
+                model.plan(payload, start_ps, &jit)
+            })
+            .collect();
+        (start_ps, plans)
+    })
+    .collect()
+}
+
 /// Rank of a job's parameter server in [`TrainingLayout::role`].
 pub const PS_RANK: u16 = u16::MAX;
 
@@ -504,7 +532,13 @@ impl TrainingSpec {
         let aggregators = self.aggregators()?;
         let n_hosts = fabric.num_hosts();
         let mut role = vec![None; n_hosts];
-        let mut rng = Rng::new(seed).fork(0xD5A);
+        let mut epochs = epoch_plans(
+            self.jobs.iter().map(|js| (js.model, js.workers.len())),
+            self.start_max_ps,
+            self.jitter_max_ps,
+            seed,
+        )
+        .into_iter();
         let mut jobs = Vec::new();
         let mut switch_jobs: Vec<Vec<(u16, u16)>> = vec![Vec::new(); fabric.nodes.len()];
         for (j, js) in self.jobs.iter().enumerate() {
@@ -531,20 +565,9 @@ impl TrainingSpec {
                     }
                 }
             }
-            let start_ps = if self.start_max_ps == 0 { 0 } else { rng.below(self.start_max_ps + 1) };
+            let (start_ps, plans) = epochs.next().expect("one epoch per job");
             let parts = js.model.send_order().len();
-            let payload = ELEMS_PER_PACKET as u32 * 4;
-            let plans = js
-                .workers
-                .iter()
-                .map(|_| {
-                    let jit: Vec<u64> = (0..parts)
-                        .map(|_| if self.jitter_max_ps == 0 { 0 } else { rng.below(self.jitter_max_ps + 1) })
-                        .collect();
-                    js.model.plan(payload, start_ps, &jit)
-                })
-                .collect();
-            let psns = js.model.packets_per_partition(payload) * parts as u32;
+            let psns = js.model.packets_per_partition(ELEMS_PER_PACKET as u32 * 4) * parts as u32;
             self.parameter_server(j as u16)?;
             jobs.push(JobLayout { switch, tree, start_ps, plans, psns });
         }
