@@ -66,6 +66,35 @@ pub struct InaSpec {
     pub values: bool,
     /// Static trees: root switch (node id) of each tree.
     pub roots: Vec<u32>,
+    /// When each rank joins, if not all at `start` (a training job's partition: each worker
+    /// when its layer's gradients are ready); `start` is then the earliest.
+    pub rank_start: Vec<SimTime>,
+}
+
+/// A `training` entry whose protocol is an in-network allreduce protocol (of
+/// [`reducelab_ina::PROTOCOLS`]): every job's tensor partitions (§VII-B's models, send order,
+/// start times and jitter, as the shared-pool protocols' jobs have them) as in-network
+/// allreduces of the job's workers, each worker joining a partition's allreduce when that
+/// partition is ready on it.
+#[derive(Clone, Debug)]
+pub struct InaTraining {
+    pub protocol: Arc<dyn InaProtocol>,
+    pub jobs: Vec<InaTrainingJob>,
+    /// The allreduces: job by job, each job's partitions in send order.
+    pub specs: Vec<InaSpec>,
+    /// Bounds of the jobs' start times and of each partition's jitter (drawn from the seed).
+    pub start_max_ps: u64,
+    pub jitter_max_ps: u64,
+}
+
+/// One job of an [`InaTraining`].
+#[derive(Clone, Debug)]
+pub struct InaTrainingJob {
+    pub model: reducelab_ina::training::DnnModel,
+    pub workers: Vec<u32>,
+    pub start_ps: u64,
+    /// Its allreduces in [`InaTraining::specs`].
+    pub specs: std::ops::Range<usize>,
 }
 
 /// The salt of a scenario's in-network collectives' contributions (so that the software switch's

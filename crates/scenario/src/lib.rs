@@ -378,14 +378,30 @@ impl ScenarioFile {
                     }
                 }
             }
+            if let Traffic::InaTraining(t) = &mut tr {
+                training::time_ina_training(t, seed);
+                if let Some(trees) = t.protocol.root_count() {
+                    match first_trees {
+                        None => first_trees = Some((i, trees)),
+                        Some((j, n)) if n != trees => {
+                            return e(format!("traffic[{i}].trees"), format!("{trees} trees, but traffic[{j}] uses {n}: every static-tree allreduce of a scenario uses the same number of trees"));
+                        }
+                        _ => {}
+                    }
+                    // One draw for the entry: its allreduces share the roots.
+                    let roots = random_roots(&topology, trees, seed ^ (i as u64) << 32);
+                    for spec in t.specs.iter_mut().filter(|s| s.roots.is_empty()) {
+                        spec.roots = roots.clone();
+                    }
+                }
+            }
             check_finishes_in_time(&format!("traffic[{i}]"), &tr, &topology)?;
             traffic.push(tr);
         }
         let mut net = net;
         net.noise_hosts = self.noise.resolve_hosts(&traffic, topology.num_hosts() as u32)?;
         let ina = self.ina.resolve()?;
-        let ina_specs: Vec<_> =
-            traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
+        let ina_specs: Vec<_> = traffic.iter().flat_map(|t| t.ina_specs().iter().cloned()).collect();
         if !ina_specs.is_empty() {
             // Builds the switch programs once to validate (trees, tables, protocol mix).
             if let Err(reason) = ina::setup(&topology, &ina_specs, &ina, seed) {
@@ -433,10 +449,7 @@ impl ScenarioFile {
         // The watchdog must not cut short what a protocol's hosts recover by themselves.
         let recovery_ps = traffic
             .iter()
-            .filter_map(|t| match t {
-                Traffic::Ina(s) => Some(s.protocol.recovery_horizon_ps()),
-                _ => None,
-            })
+            .filter_map(|t| t.ina_specs().first().map(|s| s.protocol.recovery_horizon_ps()))
             .max()
             .unwrap_or(0)
             .max(match transport {

@@ -85,6 +85,8 @@ pub enum Traffic {
     },
     Ina(crate::ina::InaSpec),
     Training(reducelab_ina::pool_jobs::TrainingSpec),
+    /// A `training` entry on an in-network allreduce protocol.
+    InaTraining(crate::ina::InaTraining),
 }
 
 impl Traffic {
@@ -97,7 +99,16 @@ impl Traffic {
             Traffic::RandomPermutation(_) => "random_permutation",
             Traffic::Collective { .. } => "collective",
             Traffic::Ina(_) => "ina_allreduce",
-            Traffic::Training(_) => "training",
+            Traffic::Training(_) | Traffic::InaTraining(_) => "training",
+        }
+    }
+    /// The in-network allreduces this entry runs (an `ina_allreduce`'s one, a training entry's
+    /// partitions on an in-network protocol), in the order the in-network world numbers them.
+    pub fn ina_specs(&self) -> &[crate::ina::InaSpec] {
+        match self {
+            Traffic::Ina(s) => std::slice::from_ref(s),
+            Traffic::InaTraining(t) => &t.specs,
+            _ => &[],
         }
     }
     pub fn is_background(&self) -> bool {
@@ -120,6 +131,7 @@ impl Traffic {
             Traffic::RandomPermutation(r) => r.hosts.iter().for_each(|&h| f(h)),
             Traffic::Ina(spec) => spec.hosts.iter().for_each(|&h| f(h)),
             Traffic::Training(spec) => spec.jobs.iter().for_each(|j| j.workers.iter().chain(&j.ps).for_each(|&h| f(h))),
+            Traffic::InaTraining(t) => t.jobs.iter().for_each(|j| j.workers.iter().for_each(|&h| f(h))),
         }
     }
 }
@@ -157,12 +169,54 @@ pub(super) fn check_finishes_in_time(f: &str, t: &Traffic, topology: &Topology) 
         Traffic::RandomUniform { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
         Traffic::RandomPermutation(r) => check(format!("{f}.bytes"), r.bytes, r.start),
         Traffic::Ina(spec) => check(format!("{f}.bytes"), spec.bytes, spec.start),
-        Traffic::Training(_) => Ok(()),
+        Traffic::Training(_) | Traffic::InaTraining(_) => Ok(()),
     }
 }
 
 pub(super) fn ina_specs_empty(traffic: &[Traffic]) -> bool {
-    !traffic.iter().any(|t| matches!(t, Traffic::Ina(_)))
+    traffic.iter().all(|t| t.ina_specs().is_empty())
+}
+
+/// The in-network protocol keys of a traffic entry (an `ina_allreduce`, or a `training` entry on
+/// an in-network protocol), built into the protocol by its registry entry, which validates them
+/// (errors name the key), and its `roots` checked against the topology.
+pub(super) fn ina_protocol(
+    f: &str,
+    t: &TrafficSpec,
+    topology: &Topology,
+    info: &reducelab_ina::ProtocolInfo,
+) -> Result<Arc<dyn reducelab_ina::InaProtocol>, ScenarioError> {
+    let mut params = reducelab_ina::Params::new();
+    for (key, value) in [
+        ("trees", t.trees.map(|x| x as f64)),
+        ("window", t.window.map(|x| x as f64)),
+        ("retransmit_timeout_us", t.retransmit_timeout_us),
+        ("max_failures", t.max_failures.map(|x| x as f64)),
+        ("bucket_elements", t.bucket_elements.map(|x| x as f64)),
+        ("index_overlap", t.index_overlap),
+        ("hash_slots", t.hash_slots.map(|x| x as f64)),
+    ] {
+        if let Some(v) = value {
+            params.insert(key.to_string(), v);
+        }
+    }
+    let protocol =
+        (info.build)(&params).map_err(|pe| ScenarioError { field: format!("{f}.{}", pe.key), reason: pe.reason })?;
+    if let Some(r) = &t.roots {
+        if !info.takes_roots {
+            return e(format!("{f}.roots"), format!("is not used by protocol = \"{}\"", info.name));
+        }
+        let trees = protocol.root_count().map_or(r.len(), |n| n as usize);
+        if r.len() != trees {
+            return e(format!("{f}.roots"), format!("{} roots for {trees} trees", r.len()));
+        }
+        for (k, &node) in r.iter().enumerate() {
+            if node as usize >= topology.nodes.len() || topology.nodes[node as usize].host.is_some() {
+                return e(format!("{f}.roots[{k}]"), format!("node {node} is not a switch"));
+            }
+        }
+    }
+    Ok(protocol)
 }
 
 pub(super) fn host_list(field: &str, spec: &Option<HostsSpec>, n: u32) -> Result<Vec<u32>, ScenarioError> {
@@ -317,7 +371,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
         Ok(b)
     };
     Ok(match kind {
-        TrafficKind::Training => Traffic::Training(crate::training::resolve(f, t, topology)?),
+        TrafficKind::Training => crate::training::resolve(f, t, topology)?,
         TrafficKind::Messages => {
             let list = match &t.list {
                 Some(l) if !l.is_empty() => l,
@@ -456,36 +510,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
                 );
             };
             // The protocol's own keys go to its registry entry, which validates them.
-            let mut params = reducelab_ina::Params::new();
-            for (key, value) in [
-                ("trees", t.trees.map(|x| x as f64)),
-                ("window", t.window.map(|x| x as f64)),
-                ("retransmit_timeout_us", t.retransmit_timeout_us),
-                ("max_failures", t.max_failures.map(|x| x as f64)),
-                ("bucket_elements", t.bucket_elements.map(|x| x as f64)),
-                ("index_overlap", t.index_overlap),
-                ("hash_slots", t.hash_slots.map(|x| x as f64)),
-            ] {
-                if let Some(v) = value {
-                    params.insert(key.to_string(), v);
-                }
-            }
-            let protocol = (info.build)(&params)
-                .map_err(|pe| ScenarioError { field: format!("{f}.{}", pe.key), reason: pe.reason })?;
-            if let Some(r) = &t.roots {
-                if !info.takes_roots {
-                    return e(format!("{f}.roots"), format!("is not used by protocol = \"{protocol_name}\""));
-                }
-                let trees = protocol.root_count().map_or(r.len(), |n| n as usize);
-                if r.len() != trees {
-                    return e(format!("{f}.roots"), format!("{} roots for {trees} trees", r.len()));
-                }
-                for (k, &node) in r.iter().enumerate() {
-                    if node as usize >= topology.nodes.len() || topology.nodes[node as usize].host.is_some() {
-                        return e(format!("{f}.roots[{k}]"), format!("node {node} is not a switch"));
-                    }
-                }
-            }
+            let protocol = ina_protocol(f, t, topology, info)?;
             let values = t.values.unwrap_or(hosts.len() as u64 * b <= 64 << 20);
             Traffic::Ina(crate::ina::InaSpec {
                 hosts,
@@ -495,6 +520,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
                 elems_per_packet: epp,
                 values,
                 roots: t.roots.clone().unwrap_or_default(),
+                rank_start: Vec::new(),
             })
         }
         TrafficKind::Collective => {

@@ -2,7 +2,9 @@
 //! into a [`TrainingSpec`], and laid out on the topology ([`layout`]).
 
 use reducelab_ina::pool::{self, PoolLayout};
-use reducelab_ina::pool_jobs::{JobSpec, PoolProtocol, TrainingLayout, TrainingSpec, ELEMS_PER_PACKET, PACKET_BYTES};
+use reducelab_ina::pool_jobs::{
+    epoch_plans, JobSpec, PoolProtocol, TrainingLayout, TrainingSpec, ELEMS_PER_PACKET, PACKET_BYTES,
+};
 use reducelab_ina::switchml::even_regions;
 use reducelab_ina::training;
 use reducelab_topo::Topology;
@@ -19,29 +21,203 @@ pub fn layout(topo: &Topology, spec: &TrainingSpec, seed: u64) -> Result<Trainin
     spec.layout(&crate::ina::fabric_of(topo), seed)
 }
 
-/// Keys of a `training` traffic entry (docs/scenario-format.md).
+/// Keys of a `training` traffic entry (docs/scenario-format.md): the jobs' keys, the
+/// shared-pool protocols' ([`POOL_KEYS`]) and the in-network protocols' ([`INA_KEYS`]).
 pub const KEYS: &[&str] = &[
     "protocol",
-    "preemption",
     "jobs",
     "workers",
     "models",
-    "switch_memory_bytes",
     "start_max_us",
     "jitter_max_us",
+    "values",
+    "model_scale",
+    "preemption",
+    "switch_memory_bytes",
     "window_bytes",
     "min_rto_us",
     "ps_restart_us",
-    "values",
-    "model_scale",
     "aggregation",
+    "trees",
+    "roots",
+    "window",
+    "retransmit_timeout_us",
+    "max_failures",
+    "bucket_elements",
+    "index_overlap",
+    "hash_slots",
 ];
 
-/// Validates a `training` traffic entry at `f` (`traffic[i]`). Placement (§VII-B: "no
+/// Keys of a training entry that only the shared-pool protocols (SwitchML, ATP, DSA) take.
+pub const POOL_KEYS: &[&str] =
+    &["preemption", "switch_memory_bytes", "window_bytes", "min_rto_us", "ps_restart_us", "aggregation"];
+
+/// Keys of a training entry that only the in-network allreduce protocols take (their own keys,
+/// as in an `ina_allreduce` entry).
+pub const INA_KEYS: &[&str] = &[
+    "trees",
+    "roots",
+    "window",
+    "retransmit_timeout_us",
+    "max_failures",
+    "bucket_elements",
+    "index_overlap",
+    "hash_slots",
+];
+
+/// Elements per packet of a training entry's in-network allreduces: the shared-pool protocols'
+/// payload ([`ELEMS_PER_PACKET`], ATP's 62 values), so that every protocol carries a partition in
+/// the same packets.
+pub const INA_ELEMS_PER_PACKET: u16 = ELEMS_PER_PACKET;
+
+/// Resolves a `training` traffic entry at `f` (`traffic[i]`): on a shared-pool protocol
+/// ([`resolve_pool`]) or on an in-network allreduce protocol of the registry
+/// ([`resolve_on_ina`]). Keys of the other family are refused with the reason.
+pub fn resolve(f: &str, t: &crate::TrafficSpec, topo: &Topology) -> Result<crate::Traffic, crate::ScenarioError> {
+    let err = |field: &str, reason: String| crate::ScenarioError { field: format!("{f}.{field}"), reason };
+    let name = t.protocol.as_deref().unwrap_or("dsa");
+    let set: Vec<&str> = t.set_keys().into_iter().filter(|(_, is)| *is).map(|(k, _)| k).collect();
+    if let Some(info) = reducelab_ina::protocol(name) {
+        if let Some(k) = set.iter().find(|k| POOL_KEYS.contains(k)) {
+            return Err(err(
+                k,
+                format!("is a key of the shared-pool protocols (switchml, atp, dsa), not of protocol = \"{name}\" (its switches' resources are in [ina])"),
+            ));
+        }
+        return resolve_on_ina(f, t, topo, info);
+    }
+    if pool::pool_protocol(name).is_some() {
+        if let Some(k) = set.iter().find(|k| INA_KEYS.contains(k)) {
+            return Err(err(
+                k,
+                format!("is a key of the in-network allreduce protocols, not of protocol = \"{name}\""),
+            ));
+        }
+    }
+    resolve_pool(f, t, topo).map(crate::Traffic::Training)
+}
+
+/// The jobs' models of a training entry (`models`, cycled over the jobs; `model_scale`).
+fn models_of(f: &str, t: &crate::TrafficSpec) -> Result<Vec<training::DnnModel>, crate::ScenarioError> {
+    let err = |field: &str, reason: String| crate::ScenarioError { field: format!("{f}.{field}"), reason };
+    let names = t.models.clone().unwrap_or_else(|| vec!["A".into()]);
+    if names.is_empty() {
+        return Err(err("models", "must name at least one model (\"A\" or \"B\")".into()));
+    }
+    let mut models = Vec::new();
+    for (k, m) in names.iter().enumerate() {
+        models.push(training::dnn_model(m).ok_or_else(|| {
+            err(&format!("models[{k}]"), format!("must be \"A\" or \"B\" (seed 001 §VII-B), got \"{m}\""))
+        })?);
+    }
+    if let Some(x) = t.model_scale {
+        if !(x.is_finite() && x > 0.0 && x <= 1.0) {
+            return Err(err("model_scale", format!("must be within (0, 1], got {x}")));
+        }
+        // Smaller runs of the same shape: partition size and computation time shrink together,
+        // so the models keep their communication-to-computation ratios.
+        for m in &mut models {
+            m.partition_bytes = ((m.partition_bytes as f64 * x).round() as u64).max(ELEMS_PER_PACKET as u64 * 4);
+            m.compute_ps_per_layer = (m.compute_ps_per_layer as f64 * x).round() as u64;
+        }
+    }
+    Ok(models)
+}
+
+/// A training entry on an in-network allreduce protocol: job `j`'s workers are hosts
+/// `j·workers ..` (no parameter server), its partitions (in send order) are allreduces of
+/// its workers of [`INA_ELEMS_PER_PACKET`] values per packet, each worker joining one when the
+/// partition is ready on it ([`epoch_plans`], the same draws as a shared-pool run of the same
+/// seed). The protocol's keys are an `ina_allreduce` entry's; `[ina]` holds the switches'.
+fn resolve_on_ina(
+    f: &str,
+    t: &crate::TrafficSpec,
+    topo: &Topology,
+    info: &'static reducelab_ina::ProtocolInfo,
+) -> Result<crate::Traffic, crate::ScenarioError> {
+    use crate::ns_to_ps;
+    let err = |field: &str, reason: String| crate::ScenarioError { field: format!("{f}.{field}"), reason };
+    let protocol = crate::traffic::ina_protocol(f, t, topo, info)?;
+    let jobs = t.jobs.unwrap_or(1);
+    if jobs == 0 || jobs > 4096 {
+        return Err(err("jobs", format!("must be within 1..=4096, got {jobs}")));
+    }
+    let workers = t.workers.unwrap_or(8);
+    if !(1..=u16::MAX as u32).contains(&workers) {
+        return Err(err("workers", format!("must be within 1..=65535, got {workers}")));
+    }
+    let models = models_of(f, t)?;
+    let n = topo.num_hosts() as u64;
+    if jobs as u64 * workers as u64 > n {
+        return Err(err(
+            "jobs",
+            format!(
+                "{jobs} jobs of {workers} workers need {} hosts; the topology has {n}",
+                jobs as u64 * workers as u64
+            ),
+        ));
+    }
+    let us = |key: &str, v: Option<f64>, default: f64| -> Result<u64, crate::ScenarioError> {
+        ns_to_ps(&format!("{f}.{key}"), v.unwrap_or(default) * 1000.0)
+    };
+    let start_max_ps = us("start_max_us", t.start_max_us, 1000.0)?;
+    let jitter_max_ps = us("jitter_max_us", t.jitter_max_us, 300.0)?;
+    let job_models: Vec<training::DnnModel> = (0..jobs).map(|j| models[j as usize % models.len()]).collect();
+    let values = t.values.unwrap_or(false);
+    let mut out = crate::ina::InaTraining {
+        protocol: protocol.clone(),
+        jobs: Vec::new(),
+        specs: Vec::new(),
+        start_max_ps,
+        jitter_max_ps,
+    };
+    for (j, model) in job_models.iter().enumerate() {
+        let hosts: Vec<u32> = (j as u32 * workers..(j as u32 + 1) * workers).collect();
+        let first = out.specs.len();
+        for _ in model.send_order() {
+            out.specs.push(crate::ina::InaSpec {
+                hosts: hosts.clone(),
+                bytes: model.partition_bytes,
+                start: reducelab_des::SimTime(0),
+                // One instance per allreduce, as one per `ina_allreduce` entry (a protocol may
+                // keep per-collective state, e.g. the sparse ones' data model).
+                protocol: crate::traffic::ina_protocol(f, t, topo, info)?,
+                elems_per_packet: INA_ELEMS_PER_PACKET,
+                values,
+                roots: t.roots.clone().unwrap_or_default(),
+                rank_start: Vec::new(),
+            });
+        }
+        out.jobs.push(crate::ina::InaTrainingJob {
+            model: *model,
+            workers: hosts,
+            start_ps: 0,
+            specs: first..out.specs.len(),
+        });
+    }
+    Ok(crate::Traffic::InaTraining(out))
+}
+
+/// Draws a training entry's start times and jitters from the scenario's `seed` (known once
+/// every entry is read) into its in-network allreduces: each rank joins a partition's allreduce
+/// when the partition is ready on it, the earliest of those is the allreduce's start. The same
+/// draws as a shared-pool run of the same seed ([`epoch_plans`]).
+pub fn time_ina_training(t: &mut crate::ina::InaTraining, seed: u64) {
+    let epochs = epoch_plans(t.jobs.iter().map(|j| (j.model, j.workers.len())), t.start_max_ps, t.jitter_max_ps, seed);
+    for (job, (start_ps, plans)) in t.jobs.iter_mut().zip(epochs) {
+        job.start_ps = start_ps;
+        for (k, spec) in t.specs[job.specs.clone()].iter_mut().enumerate() {
+            spec.rank_start = plans.iter().map(|p| reducelab_des::SimTime(p[k].ready_ps)).collect();
+            spec.start = spec.rank_start.iter().copied().min().unwrap_or(reducelab_des::SimTime(start_ps));
+        }
+    }
+}
+
+/// Validates a `training` traffic entry on a shared-pool protocol at `f` (`traffic[i]`). Placement (§VII-B: "no
 /// overlapping usage of servers among different jobs, and each server contains at most one
 /// worker"): job `j`'s workers are hosts `j·workers ..`, its parameter server host
 /// `jobs·workers + j`.
-pub fn resolve(f: &str, t: &crate::TrafficSpec, topo: &Topology) -> Result<TrainingSpec, crate::ScenarioError> {
+fn resolve_pool(f: &str, t: &crate::TrafficSpec, topo: &Topology) -> Result<TrainingSpec, crate::ScenarioError> {
     use crate::{ns_to_ps, pos_f64};
     let err = |field: &str, reason: String| crate::ScenarioError { field: format!("{f}.{field}"), reason };
     let name = t.protocol.as_deref().unwrap_or("dsa");
@@ -49,7 +225,11 @@ pub fn resolve(f: &str, t: &crate::TrafficSpec, topo: &Topology) -> Result<Train
         let names: Vec<String> = pool::POOL_PROTOCOLS.iter().map(|p| format!("\"{}\"", p.name)).collect();
         return Err(err(
             "protocol",
-            format!("must be one of {} for kind = \"training\", got \"{name}\"", names.join(", ")),
+            format!(
+                "must be one of {} (shared pool) or {} (in-network allreduce) for kind = \"training\", got \"{name}\"",
+                names.join(", "),
+                reducelab_ina::protocol_names()
+            ),
         ));
     };
     // The protocol's own keys, parsed by its registry entry.
@@ -73,27 +253,7 @@ pub fn resolve(f: &str, t: &crate::TrafficSpec, topo: &Topology) -> Result<Train
             format!("must be within 1..=64 (the aggregator bitmap has 64 bits), got {workers}"),
         ));
     }
-    let names = t.models.clone().unwrap_or_else(|| vec!["A".into()]);
-    if names.is_empty() {
-        return Err(err("models", "must name at least one model (\"A\" or \"B\")".into()));
-    }
-    let mut models = Vec::new();
-    for (k, m) in names.iter().enumerate() {
-        models.push(training::dnn_model(m).ok_or_else(|| {
-            err(&format!("models[{k}]"), format!("must be \"A\" or \"B\" (seed 001 §VII-B), got \"{m}\""))
-        })?);
-    }
-    if let Some(x) = t.model_scale {
-        if !(x.is_finite() && x > 0.0 && x <= 1.0) {
-            return Err(err("model_scale", format!("must be within (0, 1], got {x}")));
-        }
-        // Smaller runs of the same shape: partition size and computation time shrink together,
-        // so the models keep their communication-to-computation ratios.
-        for m in &mut models {
-            m.partition_bytes = ((m.partition_bytes as f64 * x).round() as u64).max(ELEMS_PER_PACKET as u64 * 4);
-            m.compute_ps_per_layer = (m.compute_ps_per_layer as f64 * x).round() as u64;
-        }
-    }
+    let models = models_of(f, t)?;
     let n = topo.num_hosts() as u64;
     let need = jobs as u64 * workers as u64 + if protocol.uses_ps() { jobs as u64 } else { 0 };
     if need > n {

@@ -163,14 +163,20 @@ impl InaWorld {
             }
         }
         for ci in 0..self.colls.len() {
-            let at = self.specs[ci].start;
             for r in 0..self.colls[ci].n() {
-                self.timer(net, at.ps(), TimerTarget::Host { coll: ci as u32, rank: r }, u64::MAX);
+                let at = self.rank_start(ci, r);
+                self.timer(net, at, TimerTarget::Host { coll: ci as u32, rank: r }, u64::MAX);
             }
         }
         if !self.specs.is_empty() {
             self.timer(net, 0, TimerTarget::Sample, 0);
         }
+    }
+
+    /// When rank `r` of collective `ci` joins it (ps).
+    fn rank_start(&self, ci: usize, r: u32) -> u64 {
+        let s = &self.specs[ci];
+        s.rank_start.get(r as usize).unwrap_or(&s.start).ps()
     }
 
     fn timer(&mut self, net: &mut Network, at: u64, target: TimerTarget, token: u64) {

@@ -208,6 +208,29 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             }));
             continue;
         }
+        if let crate::scenario::Traffic::InaTraining(tr) = t {
+            let jobs = ina_training_jobs(tr, &ina_results[ina_k..ina_k + tr.specs.len()]);
+            ina_k += tr.specs.len();
+            let bad: u64 = jobs.iter().map(|r| r.bad_blocks).sum();
+            if bad > 0 {
+                wrong.push(format!("training traffic[{ti}]: {bad} bad blocks"));
+            }
+            let jcts: Vec<u64> = jobs.iter().filter_map(|r| r.jct_ps).collect();
+            traffic.push(json!({
+                "kind": "training",
+                "background": false,
+                "protocol": tr.protocol.label(),
+                "jobs": jobs,
+                "messages": 0,
+                "completed": jcts.len(),
+                "verified": jobs.iter().filter(|r| r.verified).count(),
+                "mean_jct_ps": (jcts.len() == jobs.len() && !jcts.is_empty())
+                    .then(|| jcts.iter().sum::<u64>() as f64 / jcts.len() as f64),
+                "fct_ps": fct_summary(Vec::new()),
+                "throughput_gbps": 0.0,
+            }));
+            continue;
+        }
         if let crate::scenario::Traffic::Ina(_) = t {
             let r = &ina_results[ina_k];
             ina_k += 1;
@@ -556,7 +579,32 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             }
         );
     }
-    for r in &ina_results {
+    // The `ina_allreduce` entries' allreduces (a training entry's are its jobs, below).
+    let mut ina_k = 0;
+    let mut own = Vec::new();
+    for t in &w.traffic {
+        let n = t.ina_specs().len();
+        if let crate::scenario::Traffic::InaTraining(tr) = t {
+            let jobs = ina_training_jobs(tr, &ina_results[ina_k..ina_k + n]);
+            let jcts: Vec<u64> = jobs.iter().filter_map(|r| r.jct_ps).collect();
+            let _ = writeln!(
+                table,
+                "training   {} jobs on {}: mean JCT {} us, results {}",
+                jobs.len(),
+                tr.protocol.label(),
+                if jcts.len() == jobs.len() && !jcts.is_empty() {
+                    format!("{:.1}", jcts.iter().sum::<u64>() as f64 / jcts.len() as f64 * 1e-6)
+                } else {
+                    "-".into()
+                },
+                if jobs.iter().all(|r| r.verified) { "verified on every worker" } else { "NOT VERIFIED" }
+            );
+        } else {
+            own.extend(ina_k..ina_k + n);
+        }
+        ina_k += n;
+    }
+    for r in own.iter().map(|&k| &ina_results[k]) {
         let _ = writeln!(
             table,
             "in-network {} on {} hosts, {} bytes: runtime {} us, goodput {:.1} Gb/s, result {}",
@@ -805,4 +853,48 @@ mod tests {
             }
         }
     }
+}
+
+/// One job of a training entry on an in-network protocol (summary.json `traffic[i].jobs`).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct InaTrainingJobResult {
+    pub job: usize,
+    pub model: &'static str,
+    pub workers: usize,
+    pub start_ps: u64,
+    /// Job completion time: one epoch, from the job's start to the last worker's last block of
+    /// its last partition.
+    pub jct_ps: Option<u64>,
+    pub partitions: usize,
+    /// Workers with every block of every partition.
+    pub workers_finished: usize,
+    pub bad_blocks: u64,
+    pub verified: bool,
+}
+
+/// The jobs of `tr` from the results of its allreduces (`results[k]` is `tr.specs[k]`'s).
+fn ina_training_jobs(
+    tr: &crate::scenario::ina::InaTraining,
+    results: &[crate::ina_run::InaResult],
+) -> Vec<InaTrainingJobResult> {
+    tr.jobs
+        .iter()
+        .enumerate()
+        .map(|(j, job)| {
+            let mine = &results[job.specs.clone()];
+            let ends: Option<Vec<u64>> =
+                job.specs.clone().map(|k| results[k].runtime_ps.map(|rt| tr.specs[k].start.ps() + rt)).collect();
+            InaTrainingJobResult {
+                job: j,
+                model: job.model.name,
+                workers: job.workers.len(),
+                start_ps: job.start_ps,
+                jct_ps: ends.and_then(|e| e.into_iter().max()).map(|end| end - job.start_ps),
+                partitions: mine.len(),
+                workers_finished: mine.iter().map(|r| r.hosts_finished).min().unwrap_or(0),
+                bad_blocks: mine.iter().map(|r| r.bad_blocks).sum(),
+                verified: mine.iter().all(|r| r.verified),
+            }
+        })
+        .collect()
 }

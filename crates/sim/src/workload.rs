@@ -94,8 +94,7 @@ impl ScenarioWorkload {
     /// `ina` holds the switch resources for `ina_allreduce` generators (validated with the
     /// scenario, so building the in-network world cannot fail here).
     pub fn new(traffic: Vec<Traffic>, rng: Rng, topo: &Topology, seed: u64, ina: &InaSwitchSpec) -> Self {
-        let ina_specs: Vec<_> =
-            traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
+        let ina_specs: Vec<_> = traffic.iter().flat_map(|t| t.ina_specs().iter().cloned()).collect();
         let ina = (!ina_specs.is_empty())
             .then(|| InaWorld::new(topo, ina_specs, ina.clone(), seed).expect("validated with the scenario"));
         let training = traffic.iter().find_map(|t| if let Traffic::Training(s) = t { Some(s.clone()) } else { None });
@@ -265,7 +264,7 @@ impl Workload for ScenarioWorkload {
                         }
                     }
                 }
-                Traffic::Ina(_) | Traffic::Training(_) => {}
+                Traffic::Ina(_) | Traffic::Training(_) | Traffic::InaTraining(_) => {}
                 Traffic::Collective { .. } => {
                     let run = self.runs[ti].as_mut().expect("collective run");
                     run.start(net);
@@ -355,6 +354,25 @@ impl Workload for ScenarioWorkload {
                             spec.hosts.len(),
                             list_some("host", stuck.iter().map(|h| h.to_string()))
                         ));
+                    }
+                }
+                Traffic::InaTraining(t) => {
+                    let first = ina_k;
+                    ina_k += t.specs.len();
+                    let Some(w) = self.ina.as_ref() else { continue };
+                    for (j, job) in t.jobs.iter().enumerate() {
+                        let mut stuck: Vec<u32> =
+                            job.specs.clone().flat_map(|k| w.unfinished_hosts(first + k)).collect();
+                        stuck.sort_unstable();
+                        stuck.dedup();
+                        if !stuck.is_empty() {
+                            parts.push(format!(
+                                "training traffic[{ti}] job {j}: {} of {} workers unfinished ({})",
+                                stuck.len(),
+                                job.workers.len(),
+                                list_some("host", stuck.iter().map(|h| h.to_string()))
+                            ));
+                        }
                     }
                 }
                 Traffic::Collective { .. } => {

@@ -742,6 +742,7 @@ fn small_enough(sc: &Scenario) -> bool {
             Traffic::Collective { hosts, bytes, .. } => 2 * hosts.len() as u64 * bytes,
             Traffic::Ina(s) => 2 * s.hosts.len() as u64 * s.bytes,
             Traffic::Training(s) => s.jobs.iter().map(|j| 2 * j.workers.len() as u64 * j.model.epoch_bytes()).sum(),
+            Traffic::InaTraining(t) => t.specs.iter().map(|s| 2 * s.hosts.len() as u64 * s.bytes).sum(),
         };
         fg_bytes = fg_bytes.saturating_add(add);
     }

@@ -196,6 +196,95 @@ fn canary_short_retransmission_timeouts_without_loss_give_exact_sums() {
     assert!(failures > 0);
 }
 
+/// Training jobs (`kind = "training"`) on every in-network protocol of the registry: one or two
+/// jobs of 2 to 6 workers, small models, random start times and jitter, random loss, the
+/// protocol's keys at random. Each run completes with every job verified (every partition's
+/// allreduce on every worker) and a JCT no shorter than the model's computation (a worker
+/// joins a partition's allreduce only once its layer is computed), or stalls with a reason
+/// (only under loss, or for a protocol without loss recovery), and runs the same twice.
+#[test]
+fn every_protocol_runs_training_jobs_verified_or_stalls_with_a_reason() {
+    let cases = env_u64("REDUCELAB_PROPERTY_CASES", 24) / 3;
+    let seed = env_u64("REDUCELAB_PROPERTY_SEED", 11);
+    for (i, proto) in PROTOCOLS.iter().enumerate() {
+        let mut rng = Rng::new(seed ^ 0x7A11).fork(i as u64);
+        let mut completed = 0;
+        for _ in 0..cases {
+            let jobs = 1 + rng.below(2);
+            let workers = 2 + rng.below(5);
+            let scale = 0.002 + rng.unit_f64() * 0.008;
+            let mut params = String::new();
+            for p in proto.params {
+                if rng.bernoulli(0.5) {
+                    params += &format!("{} = {}\n", p.key, param_value(&mut rng, p));
+                }
+            }
+            let loss = if rng.bernoulli(0.5) { 0.0 } else { rng.unit_f64() * 0.05 };
+            let text = format!(
+                "name = \"training-property\"\nseed = {}\n[topology]\nkind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 4\nspines = 4\nbandwidth_gbps = 100\nlatency_ns = 500\n\
+                 [network]\nmtu_bytes = 4096\nrouting = \"canary\"\nloss_probability = {loss:.4}\n[ina]\ntimeout_ns = {}\n\
+                 [[traffic]]\nkind = \"training\"\nprotocol = \"{}\"\njobs = {jobs}\nworkers = {workers}\nmodels = [\"A\", \"B\"]\nmodel_scale = {scale:.4}\n\
+                 start_max_us = {}\njitter_max_us = {}\nvalues = true\n{params}",
+                rng.below(1 << 30),
+                log_uniform(&mut rng, 20.0, 3000.0).round() as u64,
+                proto.name,
+                rng.below(50),
+                rng.below(30),
+            );
+            let out = match run_scenario_str(&text, &Default::default()) {
+                Ok(out) => out,
+                Err(e) => {
+                    assert!(!e.field.is_empty() && !e.reason.is_empty(), "{e}");
+                    continue;
+                }
+            };
+            let again = run_scenario_str(&text, &Default::default()).unwrap();
+            assert!(again.summary_json == out.summary_json, "not deterministic:\n{text}");
+            let s: Value = serde_json::from_str(&out.summary_json).unwrap();
+            let t = &s["traffic"][0];
+            let ctx = || format!("protocol {}, scenario:\n{text}\nsummary: {t}", proto.name);
+            assert_eq!(t["kind"], "training", "{}", ctx());
+            let js = t["jobs"].as_array().unwrap();
+            assert_eq!(js.len() as u64, jobs, "{}", ctx());
+            for j in js {
+                assert_eq!(j["bad_blocks"], 0, "a wrong result: {}", ctx());
+                assert_eq!(j["partitions"], 4, "{}", ctx());
+            }
+            match s["status"].as_str().unwrap() {
+                "completed" => {
+                    completed += 1;
+                    for (k, j) in js.iter().enumerate() {
+                        assert!(j["verified"].as_bool().unwrap(), "completed but not verified: {}", ctx());
+                        // Model A (even jobs) computes 2 × 320 µs, B 2 × 640 µs, at `scale`.
+                        let comp_ps = if k % 2 == 0 { 640e6 } else { 1280e6 } * scale;
+                        assert!(
+                            j["jct_ps"].as_f64().unwrap() >= comp_ps.floor(),
+                            "JCT below the computation: {}",
+                            ctx()
+                        );
+                    }
+                    assert_eq!(s["ina"]["descriptors_left"], 0, "{}", ctx());
+                    assert_eq!(s["ina"]["values_slots_left"], 0, "{}", ctx());
+                }
+                "stalled" => {
+                    let why = s["status_reason"].as_str().unwrap_or("");
+                    assert!(
+                        why.contains("training traffic[0] job"),
+                        "a stall must name the stuck job: {why:?}; {}",
+                        ctx()
+                    );
+                    assert!(loss > 0.0 || !proto.loss_recovery, "stalled without loss: {why}; {}", ctx());
+                }
+                other => panic!("run ended {other:?}: {}", ctx()),
+            }
+        }
+        eprintln!("{}: {cases} training cases, {completed} completed and verified", proto.name);
+        if cases >= 8 {
+            assert!(completed > 0, "{}: no training case completed", proto.name);
+        }
+    }
+}
+
 /// Two allreduces on the same hosts at the same time (as a training job's partitions are),
 /// for every protocol: each host's agents must start before their NIC pulls (the simulator
 /// once pulled the second collective's agent when the first one's start ran, so a sparse

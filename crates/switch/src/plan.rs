@@ -188,6 +188,9 @@ impl InaPlan {
         let sc = reducelab_scenario::load_scenario_str(text, seed).map_err(|e| e.to_string())?;
         let specs: Vec<InaSpec> =
             sc.traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
+        if let Some(Traffic::InaTraining(t)) = sc.traffic.iter().find(|t| matches!(t, Traffic::InaTraining(_))) {
+            return Err(format!("traffic: training jobs on protocol {} run in the simulator only; the software switch runs ina_allreduce traffic and training jobs of switchml, atp or dsa", t.protocol.label()));
+        }
         if specs.is_empty() {
             return Err("traffic: no ina_allreduce entry (this runs in-network allreduces; a training job of switchml, atp or dsa takes application data through a session: Session, RL_Innet_open, reducelab.innet.Session)".into());
         }

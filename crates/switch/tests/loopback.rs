@@ -740,6 +740,10 @@ fn a_session_names_the_missing_switch_and_refuses_bad_arguments() {
         e.starts_with("protocol: static_trees:1's switch programs are built for the scenario's collectives"),
         "{e}"
     );
+    let training = "name = \"t\"\n[topology]\nkind = \"star\"\nhosts = 4\nbandwidth_gbps = 100\nlatency_ns = 500\n\
+                    [[traffic]]\nkind = \"training\"\nprotocol = \"canary\"\nworkers = 4\nmodel_scale = 0.01\n";
+    let e = Session::open(training, (s.ip, 47000), 4, 0, HostOptions::default()).err().unwrap();
+    assert!(e.starts_with("traffic: training jobs on protocol canary run in the simulator only"), "{e}");
     let _sw = s.switches(&[]);
     let mut one = Session::open(&s.text, (s.ip, 47000), 1, 0, HostOptions::default()).unwrap();
     let e = one.allreduce_f32(&[1.0, f32::NAN]).err().unwrap();
