@@ -379,6 +379,18 @@ impl ScenarioFile {
                 }
             }
             if let Traffic::InaTraining(t) = &mut tr {
+                let wire = training::INA_ELEMS_PER_PACKET as u32 * 4 + reducelab_ina::wire::OVERHEAD_BYTES;
+                if wire > nw.mtu_bytes {
+                    return e(
+                        "network.mtu_bytes",
+                        format!(
+                            "{} B: training jobs on protocol {} carry {} values per packet ({wire} B with headers, as the shared-pool protocols' packets)",
+                            nw.mtu_bytes,
+                            t.protocol.label(),
+                            training::INA_ELEMS_PER_PACKET
+                        ),
+                    );
+                }
                 training::time_ina_training(t, seed);
                 if let Some(trees) = t.protocol.root_count() {
                     match first_trees {
