@@ -99,6 +99,9 @@ pub struct InaTrainingJob {
 
 /// The salt of a scenario's in-network collectives' contributions (so that the software switch's
 /// hosts contribute the same values as the simulated ones).
+/// The protocol of an `ina_allreduce` entry that names none.
+pub const DEFAULT_PROTOCOL: &str = "canary";
+
 pub fn collective_salt(seed: u64) -> u64 {
     seed ^ 0xC0FFEE
 }

@@ -33,7 +33,11 @@ pub use network::line_rate_buffer_bytes;
 pub use schema::{
     ArbitrationSpec, BufferSpec, EndpointSpec, FaultKind, FaultSpec, FlowControlSpec, HostsSpec, InaSection,
     NetworkSpec, NoiseModeSpec, NoiseSpec, RouterSpec, RoutingSpec, RunSpec, ScenarioFile, SpraySpec, TopologyKind,
-    TopologySpec, TrafficKind, TrafficSpec, TransportKindSpec, TransportSpec,
+    TopologySpec, TrafficKind, TrafficSpec, TransportKindSpec, TransportParams, TransportSpec,
+};
+pub use schema::{
+    CollectiveEntry, DcqcnKeys, DctcpKeys, InaAllreduceEntry, IncastEntry, MessagesEntry, NdpKeys, NoTransportKeys,
+    PermutationEntry, RandomPermutationEntry, RandomUniformEntry, TrainingEntry,
 };
 pub use traffic::{RandomPermutation, Redraw, Traffic};
 pub use units::ps_to_us;
@@ -128,7 +132,9 @@ pub fn parse(text: &str) -> Result<ScenarioFile, ScenarioError> {
     let mut file = parse_toml(&lean)?;
     for (t, list) in lists {
         match file.traffic.get_mut(t) {
-            Some(spec) if spec.list.as_ref().is_some_and(|l| l.is_empty()) => spec.list = Some(list),
+            Some(TrafficSpec::Messages(spec)) if spec.list.as_ref().is_some_and(|l| l.is_empty()) => {
+                spec.list = Some(list)
+            }
             // The lean reader misread the structure: let the full parser read it all.
             _ => return parse_toml(text),
         }
@@ -138,7 +144,7 @@ pub fn parse(text: &str) -> Result<ScenarioFile, ScenarioError> {
 
 pub(crate) fn parse_toml(text: &str) -> Result<ScenarioFile, ScenarioError> {
     let de = toml::Deserializer::new(text);
-    serde_path_to_error::deserialize(de).map_err(|err| {
+    let mut file: ScenarioFile = serde_path_to_error::deserialize(de).map_err(|err| {
         let mut path = err.path().to_string();
         let inner = err.into_inner();
         let mut reason = inner.message().to_string();
@@ -158,7 +164,81 @@ pub(crate) fn parse_toml(text: &str) -> Result<ScenarioFile, ScenarioError> {
             reason = format!("{reason} (line {line})");
         }
         ScenarioError { field: if path == "." { String::new() } else { path }, reason }
-    })
+    })?;
+    // Each `[[traffic]]` entry by its kind: the keys of its kind only.
+    for (i, table) in std::mem::take(&mut file.traffic_tables).into_iter().enumerate() {
+        let spec = TrafficSpec::from_table(table).map_err(|(path, reason)| {
+            let field = if path.is_empty() { format!("traffic[{i}]") } else { format!("traffic[{i}].{path}") };
+            let reason = match line_of(text, &field) {
+                Some(line) => format!("{reason} (line {line})"),
+                None => reason,
+            };
+            ScenarioError { field, reason }
+        })?;
+        file.traffic.push(spec);
+    }
+    // `[transport]`, its keys read for its kind (or the transport the traffic names).
+    let named = file.traffic.iter().filter_map(|t| t.transport()).find(|&k| k != TransportKindSpec::None);
+    file.transport =
+        TransportSpec::from_table(std::mem::take(&mut file.transport_table), named).map_err(|(key, reason)| {
+            let field = format!("transport.{key}");
+            let reason = match line_of(text, &field) {
+                Some(line) => format!("{reason} (line {line})"),
+                None => reason,
+            };
+            ScenarioError { field, reason }
+        })?;
+    Ok(file)
+}
+
+/// The line of `text` where the value at `path` (`traffic[2].hosts[1]`) is written, or of the
+/// nearest enclosing value found.
+fn line_of(text: &str, path: &str) -> Option<usize> {
+    use toml_edit::{Item, Table, Value};
+    #[derive(Clone, Copy)]
+    enum Node<'a> {
+        Table(&'a Table),
+        Item(&'a Item),
+        Value(&'a Value),
+    }
+    enum Step<'p> {
+        Key(&'p str),
+        Index(usize),
+    }
+    let mut steps = Vec::new();
+    for seg in path.split('.') {
+        let mut parts = seg.split('[');
+        steps.push(Step::Key(parts.next()?));
+        for ix in parts {
+            steps.push(Step::Index(ix.trim_end_matches(']').parse().ok()?));
+        }
+    }
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut node = Node::Table(doc.as_table());
+    let mut span = None;
+    for step in steps {
+        let next = match (node, step) {
+            (Node::Table(t), Step::Key(k)) | (Node::Item(Item::Table(t)), Step::Key(k)) => t.get(k).map(Node::Item),
+            (Node::Item(Item::Value(v)), Step::Key(k)) | (Node::Value(v), Step::Key(k)) => {
+                v.as_inline_table().and_then(|t| t.get(k)).map(Node::Value)
+            }
+            (Node::Item(Item::ArrayOfTables(a)), Step::Index(i)) => a.get(i).map(Node::Table),
+            (Node::Item(Item::Value(v)), Step::Index(i)) | (Node::Value(v), Step::Index(i)) => {
+                v.as_array().and_then(|a| a.get(i)).map(Node::Value)
+            }
+            _ => None,
+        };
+        let Some(n) = next else { break };
+        node = n;
+        span = match n {
+            Node::Table(t) => t.span(),
+            Node::Item(i) => i.span(),
+            Node::Value(v) => v.span(),
+        }
+        .or(span);
+    }
+    let start = span?.start.min(text.len());
+    Some(text[..start].matches('\n').count() + 1)
 }
 
 /// The keys valid where the unknown key at `path` (`topology.K`, `transport.K`, `traffic[i].K`)
@@ -172,7 +252,6 @@ fn kind_keys(text: &str, path: &str) -> Option<String> {
         let keys: Vec<String> = keys.iter().map(|k| format!("`{k}`")).collect();
         format!("kind = \"{kind}\" takes {}", keys.join(", "))
     };
-    let traffic = doc.get("traffic").and_then(|t| t.as_array());
     if table == "topology" {
         let kind = doc.get("topology")?.get("kind")?.as_str()?;
         let de: value::StrDeserializer<'_, value::Error> = kind.into_deserializer();
@@ -180,27 +259,7 @@ fn kind_keys(text: &str, path: &str) -> Option<String> {
         let common = ["kind", "bandwidth_gbps", "latency_ns"];
         return Some(sentence(kind, common.iter().chain(k.keys()).copied().collect()));
     }
-    if table == "transport" {
-        // `[transport].kind`, or the kind the traffic names (its parameters apply to that one).
-        let kind = doc
-            .get("transport")
-            .and_then(|t| t.get("kind"))
-            .or_else(|| traffic?.iter().find_map(|t| t.get("transport")))
-            .and_then(|k| k.as_str())
-            .unwrap_or("none");
-        let de: value::StrDeserializer<'_, value::Error> = kind.into_deserializer();
-        let k = TransportKindSpec::deserialize(de).ok()?;
-        return Some(sentence(kind, std::iter::once("kind").chain(k.keys().iter().copied()).collect()));
-    }
-    let i: usize = table.strip_prefix("traffic[")?.strip_suffix(']')?.parse().ok()?;
-    let kind = traffic?.get(i)?.get("kind")?.as_str()?;
-    let de: value::StrDeserializer<'_, value::Error> = kind.into_deserializer();
-    let k = TrafficKind::deserialize(de).ok()?;
-    let common: &[&str] = match k {
-        TrafficKind::InaAllreduce | TrafficKind::Training => &["kind"],
-        _ => &["kind", "transport"],
-    };
-    Some(sentence(kind, common.iter().chain(k.keys()).copied().collect()))
+    None
 }
 
 fn req<T: Copy>(field: &str, v: Option<T>, kind: &str) -> Result<T, ScenarioError> {

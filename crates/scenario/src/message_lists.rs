@@ -283,10 +283,17 @@ mod equivalence {
             let mut text = String::from("name = \"eq\" # [[traffic]]\n[topology]\nkind = \"star\"\nhosts = 8\n");
             let tables = 1 + rng.below(3);
             let mut took_out = false;
+            let mut noise = false;
             for _ in 0..tables {
+                // An array with a `]` in a comment, between traffic tables (a messages entry
+                // has no other array key).
+                if !noise && rng.below(4) == 0 {
+                    text.push_str("\n[noise]\nhosts = [ 1, # a ] comment\n  2 ]\n");
+                    noise = true;
+                }
                 text.push_str("\n[[traffic]]\nkind = \"messages\"\n");
                 if rng.below(4) == 0 {
-                    text.push_str("hosts = [ 1, # a ] comment\n  2 ]\n");
+                    text.push_str("transport = \"none\" # list = [[0, 1, 2, 3]]\n");
                 }
                 let n = rng.below(20) as usize;
                 let sep = ["", " ", "\n  ", " # c ]\n"][rng.below(4) as usize];

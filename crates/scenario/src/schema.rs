@@ -19,8 +19,12 @@ pub struct ScenarioFile {
     pub network: NetworkSpec,
     #[serde(default)]
     pub noise: NoiseSpec,
-    #[serde(default)]
+    /// The `[[traffic]]` entries, each read by its kind ([`TrafficSpec::from_table`]) once the
+    /// file has parsed ([`crate::parse`]).
+    #[serde(skip)]
     pub traffic: Vec<TrafficSpec>,
+    #[serde(default, rename = "traffic")]
+    pub(crate) traffic_tables: Vec<toml::Table>,
     #[serde(default)]
     pub faults: Vec<FaultSpec>,
     #[serde(default)]
@@ -31,27 +35,72 @@ pub struct ScenarioFile {
     /// Per-host endpoint costs (default: none).
     #[serde(default)]
     pub endpoint: EndpointSpec,
-    /// End-to-end transport of message traffic (default: none).
-    #[serde(default)]
+    /// End-to-end transport of message traffic (default: none), read with the traffic
+    /// ([`TransportSpec::from_table`]).
+    #[serde(skip)]
     pub transport: TransportSpec,
+    #[serde(default, rename = "transport")]
+    pub(crate) transport_table: toml::Table,
 }
 
-/// `[transport]`: the end-to-end transport of message traffic (docs/scenario-format.md).
-#[derive(Debug, Deserialize, Default)]
-#[serde(deny_unknown_fields)]
+/// `[transport]`: the end-to-end transport of message traffic (docs/scenario-format.md), read
+/// by [`TransportSpec::from_table`]: its keys are those of its kind.
+#[derive(Debug, Default, Clone)]
 pub struct TransportSpec {
-    #[serde(default)]
+    /// `kind` (default `none`).
     pub kind: TransportKindSpec,
+    /// The parameters, of the kind they were read for: `kind`, or without it the transport a
+    /// traffic entry names (its parameters stay in `[transport]`).
+    pub params: TransportParams,
+    /// The parameter keys written, for the check that they belong to the run's transport.
+    pub written: Vec<&'static str>,
+}
+
+/// `[transport]`'s parameters, by kind.
+#[derive(Debug, Clone)]
+pub enum TransportParams {
+    None(NoTransportKeys),
+    Ndp(NdpKeys),
+    Dctcp(DctcpKeys),
+    Dcqcn(DcqcnKeys),
+}
+
+impl Default for TransportParams {
+    fn default() -> Self {
+        TransportParams::None(NoTransportKeys {})
+    }
+}
+
+/// `kind = "none"` takes no parameters.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct NoTransportKeys {}
+
+/// `kind = "ndp"`.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct NdpKeys {
     pub initial_window_packets: Option<u32>,
-    /// NDP only.
     pub data_queue_packets: Option<u32>,
-    /// NDP only.
     pub rto_us: Option<f64>,
-    /// DCTCP and DCQCN: α's gain.
+}
+
+/// `kind = "dctcp"`.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct DctcpKeys {
+    pub initial_window_packets: Option<u32>,
+    /// α's gain.
     pub g: Option<f64>,
-    /// DCTCP only: the retransmission timeout's lower bound.
+    /// The retransmission timeout's lower bound.
     pub min_rto_us: Option<f64>,
-    /// DCQCN only (K, T, B, F, R_AI, R_HAI, the minimum rate, N).
+}
+
+/// `kind = "dcqcn"` (g, K, T, B, F, R_AI, R_HAI, the minimum rate, N).
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct DcqcnKeys {
+    pub g: Option<f64>,
     pub alpha_interval_us: Option<f64>,
     pub increase_interval_us: Option<f64>,
     pub byte_counter_bytes: Option<u64>,
@@ -403,73 +452,330 @@ pub enum TrafficKind {
     Training,
 }
 
-/// One traffic generator; which fields apply depends on `kind`.
-#[derive(Debug, Deserialize, Default)]
+/// One `[[traffic]]` entry: its kind, with the keys that kind owns (read from the entry's table
+/// by [`TrafficSpec::from_table`], so an entry of one kind cannot hold another kind's keys).
+#[derive(Debug, Clone)]
+pub enum TrafficSpec {
+    Messages(MessagesEntry),
+    Permutation(PermutationEntry),
+    Incast(IncastEntry),
+    RandomUniform(RandomUniformEntry),
+    RandomPermutation(RandomPermutationEntry),
+    Collective(CollectiveEntry),
+    InaAllreduce(InaAllreduceEntry),
+    Training(TrainingEntry),
+}
+
+/// `kind = "messages"`.
+#[derive(Debug, Deserialize, Default, Clone)]
 #[serde(deny_unknown_fields)]
-pub struct TrafficSpec {
-    pub kind: Option<TrafficKind>,
+pub struct MessagesEntry {
+    /// These messages use this transport instead of `[transport].kind` (its parameters stay
+    /// in `[transport]`).
+    pub transport: Option<TransportKindSpec>,
+    /// `[[src, dst, bytes, start_ns], ...]`.
+    pub list: Option<Vec<[u64; 4]>>,
+}
+
+/// `kind = "permutation"`.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PermutationEntry {
+    pub transport: Option<TransportKindSpec>,
     pub hosts: Option<HostsSpec>,
     pub bytes: Option<u64>,
     pub start_ns: Option<f64>,
-    pub receiver: Option<u32>,
+}
+
+/// `kind = "incast"`.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct IncastEntry {
+    pub transport: Option<TransportKindSpec>,
+    /// Default: every host but the receiver.
     pub senders: Option<Vec<u32>>,
+    pub receiver: Option<u32>,
+    pub bytes: Option<u64>,
+    pub start_ns: Option<f64>,
+}
+
+/// `kind = "random_uniform"`.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RandomUniformEntry {
+    pub transport: Option<TransportKindSpec>,
+    pub hosts: Option<HostsSpec>,
+    pub bytes: Option<u64>,
+    pub start_ns: Option<f64>,
+    /// Messages each host keeps going.
     pub inflight: Option<u32>,
-    /// `[[src, dst, bytes, start_ns], ...]` for `kind = "messages"`.
-    pub list: Option<Vec<[u64; 4]>>,
-    /// For `kind = "collective"`: the algorithm (see `reducelab model --list`).
+}
+
+/// `kind = "random_permutation"`.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RandomPermutationEntry {
+    pub transport: Option<TransportKindSpec>,
+    pub hosts: Option<HostsSpec>,
+    pub bytes: Option<u64>,
+    pub start_ns: Option<f64>,
+    pub inflight: Option<u32>,
+    /// `message` (default) or `epoch`.
+    pub redraw: Option<String>,
+    /// With `redraw = "epoch"`: the epoch's length.
+    pub epoch_ns: Option<f64>,
+    /// Offered rate per host (absent: window-limited).
+    pub rate_gbps: Option<f64>,
+}
+
+/// `kind = "collective"`.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveEntry {
+    pub transport: Option<TransportKindSpec>,
+    pub hosts: Option<HostsSpec>,
+    pub bytes: Option<u64>,
+    pub start_ns: Option<f64>,
+    /// The algorithm (see `reducelab model --list`).
     pub algorithm: Option<String>,
-    /// For `kind = "collective"`: `allreduce` (default), `reduce_scatter` or `allgather`.
+    /// `allreduce` (default), `reduce_scatter` or `allgather`.
     pub collective: Option<String>,
-    /// For `kind = "collective"`: the torus shape the ranks are laid out on (default: the
-    /// topology's dimensions when every host takes part, else one dimension).
+    /// The torus shape the ranks are laid out on (default: the topology's dimensions when
+    /// every host takes part, else one dimension).
     pub dims: Option<Vec<u32>>,
-    /// For `kind = "ina_allreduce"`: a protocol of the registry (`canary`, `static_trees`, `flare`, ...).
+}
+
+/// `kind = "ina_allreduce"`: the keys every protocol takes; the protocol's own keys (its
+/// registry entry's `params`) are in [`Self::params`].
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct InaAllreduceEntry {
+    pub hosts: Option<HostsSpec>,
+    pub bytes: Option<u64>,
+    pub start_ns: Option<f64>,
+    /// A protocol of the registry (`canary` by default).
     pub protocol: Option<String>,
-    /// Static trees: how many (blocks round-robin over them).
-    pub trees: Option<u16>,
-    /// Static trees: root switch node of each tree (default: random top-level switches).
+    /// Root switch node of each tree, for a protocol that takes roots (default: drawn from
+    /// the seed among the top-level switches).
     pub roots: Option<Vec<u32>>,
-    /// Static trees: blocks a host keeps outstanding.
-    pub window: Option<u32>,
     /// 32-bit elements per packet.
     pub elements_per_packet: Option<u16>,
-    /// Canary: hosts' per-packet retransmission timeout.
-    pub retransmit_timeout_us: Option<f64>,
-    /// Canary: failed attempts of a block before the host-based fallback.
-    pub max_failures: Option<u8>,
     /// Carry and check real element values (default: when hosts × bytes ≤ 64 MiB).
     pub values: Option<bool>,
-    /// Sparse protocols (`flare_sparse`, `sparcml`): one value per bucket of this many elements.
-    pub bucket_elements: Option<u32>,
-    /// Sparse protocols: probability that a rank's value of a bucket is at the bucket's shared index.
-    pub index_overlap: Option<f64>,
-    /// `flare_sparse`: hash-table slots per block at the non-root switches.
-    pub hash_slots: Option<u32>,
-    /// For `kind = "random_permutation"`: `message` (default) or `epoch`.
-    pub redraw: Option<String>,
-    /// For `kind = "random_permutation"` with `redraw = "epoch"`: the epoch's length.
-    pub epoch_ns: Option<f64>,
-    /// For `kind = "random_permutation"`: offered rate per host (absent: window-limited).
-    pub rate_gbps: Option<f64>,
-    /// This entry's messages use this transport instead of `[transport].kind` (its
-    /// parameters stay in `[transport]`).
-    pub transport: Option<TransportKindSpec>,
-    /// For `kind = "training"` (`crate::training_run::resolve`): jobs, workers per job, DNN
-    /// of each job (cycled), DSA's preemption rule, switch memory, start and jitter bounds,
-    /// initial window, timeout floor, a parameter-server restart.
+    /// The protocol's own keys as written, validated by its registry entry's `build`.
+    #[serde(skip)]
+    pub params: reducelab_ina::Params,
+}
+
+/// `kind = "training"`: jobs, workers per job, DNN of each job (cycled), start and jitter
+/// bounds; the shared-pool protocols' keys (DSA's preemption rule, switch memory, window,
+/// timeout floor, a parameter-server restart, root or tree aggregation); for an in-network
+/// allreduce protocol, its `roots` and its own keys ([`Self::params`]).
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingEntry {
+    /// `dsa` (default), `switchml`, `atp`, or an in-network allreduce protocol of the registry.
+    pub protocol: Option<String>,
     pub jobs: Option<u32>,
     pub workers: Option<u32>,
     pub models: Option<Vec<String>>,
-    pub preemption: Option<String>,
-    pub switch_memory_bytes: Option<u64>,
     pub start_max_us: Option<f64>,
     pub jitter_max_us: Option<f64>,
+    pub values: Option<bool>,
+    pub model_scale: Option<f64>,
+    pub preemption: Option<String>,
+    pub switch_memory_bytes: Option<u64>,
     pub window_bytes: Option<u64>,
     pub min_rto_us: Option<f64>,
     pub ps_restart_us: Option<f64>,
-    pub model_scale: Option<f64>,
     /// `"root"` (one switch per job) or `"tree"` (every switch of the job's two-level tree).
     pub aggregation: Option<String>,
+    pub roots: Option<Vec<u32>>,
+    /// An in-network allreduce protocol's own keys as written.
+    #[serde(skip)]
+    pub params: reducelab_ina::Params,
+}
+
+impl TrafficSpec {
+    pub fn kind(&self) -> TrafficKind {
+        match self {
+            TrafficSpec::Messages(_) => TrafficKind::Messages,
+            TrafficSpec::Permutation(_) => TrafficKind::Permutation,
+            TrafficSpec::Incast(_) => TrafficKind::Incast,
+            TrafficSpec::RandomUniform(_) => TrafficKind::RandomUniform,
+            TrafficSpec::RandomPermutation(_) => TrafficKind::RandomPermutation,
+            TrafficSpec::Collective(_) => TrafficKind::Collective,
+            TrafficSpec::InaAllreduce(_) => TrafficKind::InaAllreduce,
+            TrafficSpec::Training(_) => TrafficKind::Training,
+        }
+    }
+
+    /// The transport this entry's messages use instead of `[transport].kind`, if it names one
+    /// (message traffic only).
+    pub fn transport(&self) -> Option<TransportKindSpec> {
+        match self {
+            TrafficSpec::Messages(t) => t.transport,
+            TrafficSpec::Permutation(t) => t.transport,
+            TrafficSpec::Incast(t) => t.transport,
+            TrafficSpec::RandomUniform(t) => t.transport,
+            TrafficSpec::RandomPermutation(t) => t.transport,
+            TrafficSpec::Collective(t) => t.transport,
+            TrafficSpec::InaAllreduce(_) | TrafficSpec::Training(_) => None,
+        }
+    }
+
+    /// Reads one `[[traffic]]` table: its `kind`, then the keys that kind owns (an in-network
+    /// protocol's own keys go to the entry's `params`, for its registry entry to validate).
+    /// Errors are (the key's path inside the entry, the reason); a key of another kind, or no
+    /// kind's, is refused naming the keys this kind takes.
+    pub fn from_table(mut t: toml::Table) -> Result<TrafficSpec, (String, String)> {
+        let kind = match t.remove("kind") {
+            None => {
+                let names: Vec<&str> = TrafficKind::ALL.iter().map(|k| k.name()).collect();
+                return Err(("kind".into(), format!("is required ({})", names.join(", "))));
+            }
+            Some(v) => TrafficKind::deserialize(v).map_err(|err| ("kind".to_string(), err.message().to_string()))?,
+        };
+        let mut params = reducelab_ina::Params::new();
+        if matches!(kind, TrafficKind::InaAllreduce | TrafficKind::Training) {
+            if t.contains_key("transport") {
+                return Err((
+                    "transport".into(),
+                    "applies to message traffic (in-network protocol packets keep their own recovery)".into(),
+                ));
+            }
+            // Every registered protocol's keys are read here, so that a key of another protocol
+            // is refused by the named one's `build` ("is not used by protocol = ...").
+            for key in reducelab_ina::PROTOCOLS.iter().flat_map(|p| p.params).map(|p| p.key) {
+                match t.remove(key) {
+                    None => {}
+                    Some(toml::Value::Integer(i)) => _ = params.insert(key.to_string(), i as f64),
+                    Some(toml::Value::Float(x)) => _ = params.insert(key.to_string(), x),
+                    Some(v) => return Err((key.to_string(), format!("expected a number, got {v}"))),
+                }
+            }
+        }
+        let protocol = t.get("protocol").and_then(|p| p.as_str()).map(str::to_string);
+        let p = protocol.as_deref();
+        Ok(match kind {
+            TrafficKind::Messages => TrafficSpec::Messages(entry_keys(kind, p, t)?),
+            TrafficKind::Permutation => TrafficSpec::Permutation(entry_keys(kind, p, t)?),
+            TrafficKind::Incast => TrafficSpec::Incast(entry_keys(kind, p, t)?),
+            TrafficKind::RandomUniform => TrafficSpec::RandomUniform(entry_keys(kind, p, t)?),
+            TrafficKind::RandomPermutation => TrafficSpec::RandomPermutation(entry_keys(kind, p, t)?),
+            TrafficKind::Collective => TrafficSpec::Collective(entry_keys(kind, p, t)?),
+            TrafficKind::InaAllreduce => {
+                TrafficSpec::InaAllreduce(InaAllreduceEntry { params, ..entry_keys(kind, p, t)? })
+            }
+            TrafficKind::Training => TrafficSpec::Training(TrainingEntry { params, ..entry_keys(kind, p, t)? }),
+        })
+    }
+}
+
+impl TransportSpec {
+    /// Reads `[transport]`: its `kind`, and its other keys as the parameters of that kind or,
+    /// without one, of `traffic_kind` (the transport the first traffic entry naming one names).
+    /// Errors are (the key, the reason): a key of another kind says which kinds take it.
+    pub fn from_table(
+        mut t: toml::Table,
+        traffic_kind: Option<TransportKindSpec>,
+    ) -> Result<TransportSpec, (String, String)> {
+        let kind = match t.remove("kind") {
+            None => None,
+            Some(v) => {
+                Some(TransportKindSpec::deserialize(v).map_err(|err| ("kind".to_string(), err.message().to_string()))?)
+            }
+        };
+        let of = kind.or(traffic_kind).unwrap_or_default();
+        let written: Vec<&'static str> =
+            TransportKindSpec::ALL.iter().flat_map(|k| k.keys()).filter(|k| t.contains_key(**k)).copied().collect();
+        let read = |t: toml::Table| -> Result<TransportParams, (String, String)> {
+            let v = toml::Value::Table(t);
+            let r = match of {
+                TransportKindSpec::None => serde_path_to_error::deserialize(v).map(TransportParams::None),
+                TransportKindSpec::Ndp => serde_path_to_error::deserialize(v).map(TransportParams::Ndp),
+                TransportKindSpec::Dctcp => serde_path_to_error::deserialize(v).map(TransportParams::Dctcp),
+                TransportKindSpec::Dcqcn => serde_path_to_error::deserialize(v).map(TransportParams::Dcqcn),
+            };
+            r.map_err(|err| {
+                let path = err.path().to_string();
+                let reason = err.into_inner().message().to_string();
+                let Some(key) = reason.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) else {
+                    return (path, reason);
+                };
+                let takes: Vec<String> = TransportKindSpec::ALL
+                    .iter()
+                    .filter(|k| k.keys().contains(&key))
+                    .map(|k| format!("\"{}\"", k.name()))
+                    .collect();
+                if !takes.is_empty() {
+                    let why = format!("applies only with kind = {} (kind is \"{}\")", takes.join(" or "), of.name());
+                    return (key.to_string(), why);
+                }
+                let listed: Vec<String> =
+                    std::iter::once("kind").chain(of.keys().iter().copied()).map(|k| format!("`{k}`")).collect();
+                (
+                    key.to_string(),
+                    format!("unknown field `{key}`; kind = \"{}\" takes {}", of.name(), listed.join(", ")),
+                )
+            })
+        };
+        Ok(TransportSpec { kind: kind.unwrap_or_default(), params: read(t)?, written })
+    }
+}
+
+/// Deserializes an entry's table into its kind's struct `T`, with the path of an error inside it.
+fn entry_keys<T: serde::de::DeserializeOwned>(
+    kind: TrafficKind,
+    protocol: Option<&str>,
+    t: toml::Table,
+) -> Result<T, (String, String)> {
+    serde_path_to_error::deserialize(toml::Value::Table(t)).map_err(|err| {
+        let path = err.path().to_string();
+        let reason = err.into_inner().message().to_string();
+        if let Some(key) = reason.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
+            let mut takes = vec!["kind"];
+            takes.extend(kind.keys_with(protocol));
+            let listed: Vec<String> = takes.iter().map(|k| format!("`{k}`")).collect();
+            let listed = format!("kind = \"{}\" takes {}", kind.name(), listed.join(", "));
+            let other = TrafficKind::ALL.iter().any(|k| k.keys().contains(&key));
+            let reason = if other {
+                format!("is not a parameter of kind = \"{}\" ({listed})", kind.name())
+            } else {
+                format!("unknown field `{key}`; {listed}")
+            };
+            return (key.to_string(), reason);
+        }
+        (if path == "." { String::new() } else { path }, reason)
+    })
+}
+
+/// The keys a table type takes, as serde's derive lists them (declaration order).
+pub(crate) fn fields_of<'de, T: Deserialize<'de>>() -> &'static [&'static str] {
+    use serde::de::{Error, Visitor};
+    struct Probe(&'static [&'static str]);
+    impl<'de> serde::Deserializer<'de> for &mut Probe {
+        type Error = serde::de::value::Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+            Err(Self::Error::custom("not a table type"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            self.0 = fields;
+            Err(Self::Error::custom("probed"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+            unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+        }
+    }
+    let mut p = Probe(&[]);
+    let _ = T::deserialize(&mut p);
+    p.0
 }
 
 /// `"all"` or an explicit list of host indices.

@@ -182,27 +182,14 @@ pub(super) fn ina_specs_empty(traffic: &[Traffic]) -> bool {
 /// (errors name the key), and its `roots` checked against the topology.
 pub(super) fn ina_protocol(
     f: &str,
-    t: &TrafficSpec,
+    params: &reducelab_ina::Params,
+    roots: &Option<Vec<u32>>,
     topology: &Topology,
     info: &reducelab_ina::ProtocolInfo,
 ) -> Result<Arc<dyn reducelab_ina::InaProtocol>, ScenarioError> {
-    let mut params = reducelab_ina::Params::new();
-    for (key, value) in [
-        ("trees", t.trees.map(|x| x as f64)),
-        ("window", t.window.map(|x| x as f64)),
-        ("retransmit_timeout_us", t.retransmit_timeout_us),
-        ("max_failures", t.max_failures.map(|x| x as f64)),
-        ("bucket_elements", t.bucket_elements.map(|x| x as f64)),
-        ("index_overlap", t.index_overlap),
-        ("hash_slots", t.hash_slots.map(|x| x as f64)),
-    ] {
-        if let Some(v) = value {
-            params.insert(key.to_string(), v);
-        }
-    }
     let protocol =
-        (info.build)(&params).map_err(|pe| ScenarioError { field: format!("{f}.{}", pe.key), reason: pe.reason })?;
-    if let Some(r) = &t.roots {
+        (info.build)(params).map_err(|pe| ScenarioError { field: format!("{f}.{}", pe.key), reason: pe.reason })?;
+    if let Some(r) = roots {
         if !info.takes_roots {
             return e(format!("{f}.roots"), format!("is not used by protocol = \"{}\"", info.name));
         }
@@ -271,108 +258,79 @@ impl TrafficKind {
         }
     }
 
-    /// The keys an entry of this kind takes besides `kind` and `transport` (the one list:
-    /// a key of another kind is refused with it, and an unknown key's error lists it).
-    pub fn keys(self) -> &'static [&'static str] {
+    pub const ALL: [TrafficKind; 8] = [
+        TrafficKind::Messages,
+        TrafficKind::Permutation,
+        TrafficKind::Incast,
+        TrafficKind::RandomUniform,
+        TrafficKind::RandomPermutation,
+        TrafficKind::Collective,
+        TrafficKind::InaAllreduce,
+        TrafficKind::Training,
+    ];
+
+    /// Its entry's own keys, as the schema declares them (`transport` first for message
+    /// traffic), without an in-network protocol's keys.
+    fn entry_fields(self) -> &'static [&'static str] {
+        use super::schema::*;
         match self {
-            TrafficKind::Messages => &["list"],
-            TrafficKind::Permutation => &["hosts", "bytes", "start_ns"],
-            TrafficKind::Incast => &["senders", "receiver", "bytes", "start_ns"],
-            TrafficKind::RandomUniform => &["hosts", "bytes", "start_ns", "inflight"],
-            TrafficKind::RandomPermutation => {
-                &["hosts", "bytes", "start_ns", "inflight", "redraw", "epoch_ns", "rate_gbps"]
-            }
-            TrafficKind::Collective => &["hosts", "bytes", "start_ns", "algorithm", "collective", "dims"],
-            TrafficKind::InaAllreduce => &[
-                "hosts",
-                "bytes",
-                "start_ns",
-                "protocol",
-                "trees",
-                "roots",
-                "window",
-                "elements_per_packet",
-                "retransmit_timeout_us",
-                "max_failures",
-                "values",
-                "bucket_elements",
-                "index_overlap",
-                "hash_slots",
-            ],
-            TrafficKind::Training => crate::training::KEYS,
+            TrafficKind::Messages => fields_of::<MessagesEntry>(),
+            TrafficKind::Permutation => fields_of::<PermutationEntry>(),
+            TrafficKind::Incast => fields_of::<IncastEntry>(),
+            TrafficKind::RandomUniform => fields_of::<RandomUniformEntry>(),
+            TrafficKind::RandomPermutation => fields_of::<RandomPermutationEntry>(),
+            TrafficKind::Collective => fields_of::<CollectiveEntry>(),
+            TrafficKind::InaAllreduce => fields_of::<InaAllreduceEntry>(),
+            TrafficKind::Training => fields_of::<TrainingEntry>(),
         }
     }
-}
 
-impl TrafficSpec {
-    /// Whether each key a kind may own is set (every field but `kind` and `transport`), by
-    /// name: the names are tested against the schema's own field list.
-    pub fn set_keys(&self) -> [(&'static str, bool); 36] {
-        [
-            ("hosts", self.hosts.is_some()),
-            ("bytes", self.bytes.is_some()),
-            ("start_ns", self.start_ns.is_some()),
-            ("receiver", self.receiver.is_some()),
-            ("senders", self.senders.is_some()),
-            ("inflight", self.inflight.is_some()),
-            ("list", self.list.is_some()),
-            ("algorithm", self.algorithm.is_some()),
-            ("collective", self.collective.is_some()),
-            ("dims", self.dims.is_some()),
-            ("protocol", self.protocol.is_some()),
-            ("trees", self.trees.is_some()),
-            ("roots", self.roots.is_some()),
-            ("window", self.window.is_some()),
-            ("elements_per_packet", self.elements_per_packet.is_some()),
-            ("retransmit_timeout_us", self.retransmit_timeout_us.is_some()),
-            ("max_failures", self.max_failures.is_some()),
-            ("values", self.values.is_some()),
-            ("bucket_elements", self.bucket_elements.is_some()),
-            ("index_overlap", self.index_overlap.is_some()),
-            ("hash_slots", self.hash_slots.is_some()),
-            ("redraw", self.redraw.is_some()),
-            ("epoch_ns", self.epoch_ns.is_some()),
-            ("rate_gbps", self.rate_gbps.is_some()),
-            ("jobs", self.jobs.is_some()),
-            ("workers", self.workers.is_some()),
-            ("models", self.models.is_some()),
-            ("preemption", self.preemption.is_some()),
-            ("switch_memory_bytes", self.switch_memory_bytes.is_some()),
-            ("start_max_us", self.start_max_us.is_some()),
-            ("jitter_max_us", self.jitter_max_us.is_some()),
-            ("window_bytes", self.window_bytes.is_some()),
-            ("min_rto_us", self.min_rto_us.is_some()),
-            ("ps_restart_us", self.ps_restart_us.is_some()),
-            ("model_scale", self.model_scale.is_some()),
-            ("aggregation", self.aggregation.is_some()),
-        ]
+    /// Every key an entry of this kind may take besides `kind` and `transport`: its own and,
+    /// for the in-network kinds, every registered protocol's.
+    pub fn keys(self) -> Vec<&'static str> {
+        let mut keys: Vec<&'static str> = self.entry_fields().iter().copied().filter(|&k| k != "transport").collect();
+        if matches!(self, TrafficKind::InaAllreduce | TrafficKind::Training) {
+            for k in reducelab_ina::PROTOCOLS.iter().flat_map(|p| p.params).map(|p| p.key) {
+                if !keys.contains(&k) {
+                    keys.push(k);
+                }
+            }
+        }
+        keys
+    }
+
+    /// The keys an entry of this kind takes besides `kind` with `protocol` named (or the
+    /// default): its own (`transport` first, for message traffic) and that protocol's.
+    pub fn keys_with(self, protocol: Option<&str>) -> Vec<&'static str> {
+        let mut keys = self.entry_fields().to_vec();
+        let protocol = match self {
+            TrafficKind::InaAllreduce => Some(protocol.unwrap_or(crate::ina::DEFAULT_PROTOCOL)),
+            TrafficKind::Training => protocol,
+            _ => None,
+        };
+        if let Some(info) = protocol.and_then(reducelab_ina::protocol) {
+            keys.extend(info.params.iter().map(|p| p.key));
+        }
+        keys
     }
 }
 
 pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traffic, ScenarioError> {
     let n = topology.num_hosts() as u32;
-    let kind = match t.kind {
-        Some(k) => k,
-        None => return e(format!("{f}.kind"), "is required (messages, permutation, incast, random_uniform, random_permutation, collective, ina_allreduce, training)"),
+    let kname = t.kind().name();
+    let start = |start_ns: Option<f64>| -> Result<SimTime, ScenarioError> {
+        Ok(SimTime(ns_to_ps(&format!("{f}.start_ns"), start_ns.unwrap_or(0.0))?))
     };
-    let kname = kind.name();
-    let used = kind.keys();
-    for (name, is) in t.set_keys() {
-        if is && !used.contains(&name) {
-            return e(format!("{f}.{name}"), format!("is not a parameter of kind = \"{kname}\""));
-        }
-    }
-    let start = SimTime(ns_to_ps(&format!("{f}.start_ns"), t.start_ns.unwrap_or(0.0))?);
-    let bytes = |t: &TrafficSpec| -> Result<u64, ScenarioError> {
-        let b = req(&format!("{f}.bytes"), t.bytes, kname)?;
+    let bytes = |b: Option<u64>| -> Result<u64, ScenarioError> {
+        let b = req(&format!("{f}.bytes"), b, kname)?;
         if b > 1 << 40 {
             return e(format!("{f}.bytes"), format!("{b} bytes is more than 1 TiB"));
         }
         Ok(b)
     };
-    Ok(match kind {
-        TrafficKind::Training => crate::training::resolve(f, t, topology)?,
-        TrafficKind::Messages => {
+    Ok(match t {
+        TrafficSpec::Training(t) => crate::training::resolve(f, t, topology)?,
+        TrafficSpec::Messages(t) => {
             let list = match &t.list {
                 Some(l) if !l.is_empty() => l,
                 Some(_) => return e(format!("{f}.list"), "must not be empty"),
@@ -402,14 +360,14 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
             }
             Traffic::Messages { list: out }
         }
-        TrafficKind::Permutation => {
+        TrafficSpec::Permutation(t) => {
             let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
             if hosts.len() < 2 {
                 return e(format!("{f}.hosts"), "a permutation needs at least two hosts");
             }
-            Traffic::Permutation { hosts, bytes: bytes(t)?, start }
+            Traffic::Permutation { hosts, bytes: bytes(t.bytes)?, start: start(t.start_ns)? }
         }
-        TrafficKind::Incast => {
+        TrafficSpec::Incast(t) => {
             let receiver = req(&format!("{f}.receiver"), t.receiver, kname)?;
             if receiver >= n {
                 return e(
@@ -427,9 +385,9 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
             if senders.is_empty() {
                 return e(format!("{f}.senders"), "must not be empty");
             }
-            Traffic::Incast { senders, receiver, bytes: bytes(t)?, start }
+            Traffic::Incast { senders, receiver, bytes: bytes(t.bytes)?, start: start(t.start_ns)? }
         }
-        TrafficKind::RandomUniform => {
+        TrafficSpec::RandomUniform(t) => {
             let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
             if hosts.len() < 2 {
                 return e(format!("{f}.hosts"), "random uniform traffic needs at least two hosts");
@@ -438,13 +396,13 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
             if inflight == 0 || inflight > 1024 {
                 return e(format!("{f}.inflight"), format!("must be within 1..=1024, got {inflight}"));
             }
-            let b = bytes(t)?;
+            let b = bytes(t.bytes)?;
             if b == 0 {
                 return e(format!("{f}.bytes"), "background messages must carry at least one byte");
             }
-            Traffic::RandomUniform { hosts, bytes: b, inflight, start }
+            Traffic::RandomUniform { hosts, bytes: b, inflight, start: start(t.start_ns)? }
         }
-        TrafficKind::RandomPermutation => {
+        TrafficSpec::RandomPermutation(t) => {
             use Redraw;
             let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
             if hosts.len() < 2 {
@@ -454,10 +412,11 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
             if inflight == 0 || inflight > 1024 {
                 return e(format!("{f}.inflight"), format!("must be within 1..=1024, got {inflight}"));
             }
-            let b = bytes(t)?;
+            let b = bytes(t.bytes)?;
             if b == 0 {
                 return e(format!("{f}.bytes"), "background messages must carry at least one byte");
             }
+            let start = start(t.start_ns)?;
             let redraw = match (t.redraw.as_deref().unwrap_or("message"), t.epoch_ns) {
                 ("message", None) => Redraw::Message,
                 ("message", Some(_)) => return e(format!("{f}.epoch_ns"), "applies only with redraw = \"epoch\""),
@@ -479,7 +438,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
             };
             Traffic::RandomPermutation(RandomPermutation { hosts, bytes: b, inflight, start, redraw, rate_bps })
         }
-        TrafficKind::InaAllreduce => {
+        TrafficSpec::InaAllreduce(t) => {
             let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
             if hosts.len() > u16::MAX as usize {
                 return e(
@@ -487,7 +446,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
                     format!("{} hosts; the 2-byte hosts field holds at most 65535", hosts.len()),
                 );
             }
-            let b = bytes(t)?;
+            let b = bytes(t.bytes)?;
             let epp = t.elements_per_packet.unwrap_or(256);
             if epp == 0 || epp > 2048 {
                 return e(format!("{f}.elements_per_packet"), format!("must be within 1..=2048, got {epp}"));
@@ -502,7 +461,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
                     ),
                 );
             }
-            let protocol_name = t.protocol.as_deref().unwrap_or("canary");
+            let protocol_name = t.protocol.as_deref().unwrap_or(crate::ina::DEFAULT_PROTOCOL);
             let Some(info) = reducelab_ina::protocol(protocol_name) else {
                 return e(
                     format!("{f}.protocol"),
@@ -510,12 +469,12 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
                 );
             };
             // The protocol's own keys go to its registry entry, which validates them.
-            let protocol = ina_protocol(f, t, topology, info)?;
+            let protocol = ina_protocol(f, &t.params, &t.roots, topology, info)?;
             let values = t.values.unwrap_or(hosts.len() as u64 * b <= 64 << 20);
             Traffic::Ina(crate::ina::InaSpec {
                 hosts,
                 bytes: b,
-                start,
+                start: start(t.start_ns)?,
                 protocol,
                 elems_per_packet: epp,
                 values,
@@ -523,7 +482,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
                 rank_start: Vec::new(),
             })
         }
-        TrafficKind::Collective => {
+        TrafficSpec::Collective(t) => {
             use reducelab_sched::algos::Layout;
             use reducelab_sched::{registry, Collective};
             let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
@@ -578,7 +537,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
             }
             // A family, alias or policy runs the variant it resolves to for this size, with the
             // α-β parameters of the topology's links (registry::Costs::for_links).
-            let size = bytes(t)?;
+            let size = bytes(t.bytes)?;
             if size == 0 {
                 return e(format!("{f}.bytes"), "a collective needs at least one byte");
             }
@@ -591,7 +550,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
             Traffic::Collective {
                 hosts,
                 bytes: size,
-                start,
+                start: start(t.start_ns)?,
                 algorithm: variant.name,
                 collective,
                 layout,

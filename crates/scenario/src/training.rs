@@ -21,50 +21,6 @@ pub fn layout(topo: &Topology, spec: &TrainingSpec, seed: u64) -> Result<Trainin
     spec.layout(&crate::ina::fabric_of(topo), seed)
 }
 
-/// Keys of a `training` traffic entry (docs/scenario-format.md): the jobs' keys, the
-/// shared-pool protocols' ([`POOL_KEYS`]) and the in-network protocols' ([`INA_KEYS`]).
-pub const KEYS: &[&str] = &[
-    "protocol",
-    "jobs",
-    "workers",
-    "models",
-    "start_max_us",
-    "jitter_max_us",
-    "values",
-    "model_scale",
-    "preemption",
-    "switch_memory_bytes",
-    "window_bytes",
-    "min_rto_us",
-    "ps_restart_us",
-    "aggregation",
-    "trees",
-    "roots",
-    "window",
-    "retransmit_timeout_us",
-    "max_failures",
-    "bucket_elements",
-    "index_overlap",
-    "hash_slots",
-];
-
-/// Keys of a training entry that only the shared-pool protocols (SwitchML, ATP, DSA) take.
-pub const POOL_KEYS: &[&str] =
-    &["preemption", "switch_memory_bytes", "window_bytes", "min_rto_us", "ps_restart_us", "aggregation"];
-
-/// Keys of a training entry that only the in-network allreduce protocols take (their own keys,
-/// as in an `ina_allreduce` entry).
-pub const INA_KEYS: &[&str] = &[
-    "trees",
-    "roots",
-    "window",
-    "retransmit_timeout_us",
-    "max_failures",
-    "bucket_elements",
-    "index_overlap",
-    "hash_slots",
-];
-
 /// Elements per packet of a training entry's in-network allreduces: the shared-pool protocols'
 /// payload ([`ELEMS_PER_PACKET`], ATP's 62 values), so that every protocol carries a partition in
 /// the same packets.
@@ -73,12 +29,20 @@ pub const INA_ELEMS_PER_PACKET: u16 = ELEMS_PER_PACKET;
 /// Resolves a `training` traffic entry at `f` (`traffic[i]`): on a shared-pool protocol
 /// ([`resolve_pool`]) or on an in-network allreduce protocol of the registry
 /// ([`resolve_on_ina`]). Keys of the other family are refused with the reason.
-pub fn resolve(f: &str, t: &crate::TrafficSpec, topo: &Topology) -> Result<crate::Traffic, crate::ScenarioError> {
+pub fn resolve(f: &str, t: &crate::TrainingEntry, topo: &Topology) -> Result<crate::Traffic, crate::ScenarioError> {
     let err = |field: &str, reason: String| crate::ScenarioError { field: format!("{f}.{field}"), reason };
     let name = t.protocol.as_deref().unwrap_or("dsa");
-    let set: Vec<&str> = t.set_keys().into_iter().filter(|(_, is)| *is).map(|(k, _)| k).collect();
+    // The keys only the shared-pool protocols (SwitchML, ATP, DSA) take.
+    let pool_keys = [
+        ("preemption", t.preemption.is_some()),
+        ("switch_memory_bytes", t.switch_memory_bytes.is_some()),
+        ("window_bytes", t.window_bytes.is_some()),
+        ("min_rto_us", t.min_rto_us.is_some()),
+        ("ps_restart_us", t.ps_restart_us.is_some()),
+        ("aggregation", t.aggregation.is_some()),
+    ];
     if let Some(info) = reducelab_ina::protocol(name) {
-        if let Some(k) = set.iter().find(|k| POOL_KEYS.contains(k)) {
+        if let Some((k, _)) = pool_keys.iter().find(|(_, set)| *set) {
             return Err(err(
                 k,
                 format!("is a key of the shared-pool protocols (switchml, atp, dsa), not of protocol = \"{name}\" (its switches' resources are in [ina])"),
@@ -87,7 +51,8 @@ pub fn resolve(f: &str, t: &crate::TrafficSpec, topo: &Topology) -> Result<crate
         return resolve_on_ina(f, t, topo, info);
     }
     if pool::pool_protocol(name).is_some() {
-        if let Some(k) = set.iter().find(|k| INA_KEYS.contains(k)) {
+        let ina_key = t.params.keys().map(String::as_str).chain(t.roots.as_ref().map(|_| "roots")).next();
+        if let Some(k) = ina_key {
             return Err(err(
                 k,
                 format!("is a key of the in-network allreduce protocols, not of protocol = \"{name}\""),
@@ -98,7 +63,7 @@ pub fn resolve(f: &str, t: &crate::TrafficSpec, topo: &Topology) -> Result<crate
 }
 
 /// The jobs' models of a training entry (`models`, cycled over the jobs; `model_scale`).
-fn models_of(f: &str, t: &crate::TrafficSpec) -> Result<Vec<training::DnnModel>, crate::ScenarioError> {
+fn models_of(f: &str, t: &crate::TrainingEntry) -> Result<Vec<training::DnnModel>, crate::ScenarioError> {
     let err = |field: &str, reason: String| crate::ScenarioError { field: format!("{f}.{field}"), reason };
     let names = t.models.clone().unwrap_or_else(|| vec!["A".into()]);
     if names.is_empty() {
@@ -131,13 +96,13 @@ fn models_of(f: &str, t: &crate::TrafficSpec) -> Result<Vec<training::DnnModel>,
 /// seed). The protocol's keys are an `ina_allreduce` entry's; `[ina]` holds the switches'.
 fn resolve_on_ina(
     f: &str,
-    t: &crate::TrafficSpec,
+    t: &crate::TrainingEntry,
     topo: &Topology,
     info: &'static reducelab_ina::ProtocolInfo,
 ) -> Result<crate::Traffic, crate::ScenarioError> {
     use crate::ns_to_ps;
     let err = |field: &str, reason: String| crate::ScenarioError { field: format!("{f}.{field}"), reason };
-    let protocol = crate::traffic::ina_protocol(f, t, topo, info)?;
+    let protocol = crate::traffic::ina_protocol(f, &t.params, &t.roots, topo, info)?;
     let jobs = t.jobs.unwrap_or(1);
     if jobs == 0 || jobs > 4096 {
         return Err(err("jobs", format!("must be within 1..=4096, got {jobs}")));
@@ -181,7 +146,7 @@ fn resolve_on_ina(
                 start: reducelab_des::SimTime(0),
                 // One instance per allreduce, as one per `ina_allreduce` entry (a protocol may
                 // keep per-collective state, e.g. the sparse ones' data model).
-                protocol: crate::traffic::ina_protocol(f, t, topo, info)?,
+                protocol: crate::traffic::ina_protocol(f, &t.params, &t.roots, topo, info)?,
                 elems_per_packet: INA_ELEMS_PER_PACKET,
                 values,
                 roots: t.roots.clone().unwrap_or_default(),
@@ -217,7 +182,7 @@ pub fn time_ina_training(t: &mut crate::ina::InaTraining, seed: u64) {
 /// overlapping usage of servers among different jobs, and each server contains at most one
 /// worker"): job `j`'s workers are hosts `j·workers ..`, its parameter server host
 /// `jobs·workers + j`.
-fn resolve_pool(f: &str, t: &crate::TrafficSpec, topo: &Topology) -> Result<TrainingSpec, crate::ScenarioError> {
+fn resolve_pool(f: &str, t: &crate::TrainingEntry, topo: &Topology) -> Result<TrainingSpec, crate::ScenarioError> {
     use crate::{ns_to_ps, pos_f64};
     let err = |field: &str, reason: String| crate::ScenarioError { field: format!("{f}.{field}"), reason };
     let name = t.protocol.as_deref().unwrap_or("dsa");

@@ -3,31 +3,23 @@
 
 use super::units::{gbps_to_bps, ns_to_ps, pos_f64};
 use super::{e, ArbitrationSpec, EndpointSpec, FlowControlSpec, NetworkSpec, ScenarioFile, TrafficKind};
-use super::{TransportKindSpec, TransportSpec};
+use super::{DcqcnKeys, DctcpKeys, NdpKeys, TransportKindSpec, TransportParams, TransportSpec};
 use crate::ScenarioError;
 
 impl TransportKindSpec {
     pub const ALL: [TransportKindSpec; 4] =
         [TransportKindSpec::None, TransportKindSpec::Ndp, TransportKindSpec::Dctcp, TransportKindSpec::Dcqcn];
 
-    /// The `[transport]` keys this kind takes besides `kind` (the one list: a key of another
-    /// kind is refused with it, and an unknown key's error lists it).
+    /// The `[transport]` keys this kind takes besides `kind`, as its schema struct declares
+    /// them (a key of another kind is refused with the kinds that take it, and an unknown key's
+    /// error lists these).
     pub fn keys(self) -> &'static [&'static str] {
+        use super::schema::{fields_of, DcqcnKeys, DctcpKeys, NdpKeys, NoTransportKeys};
         match self {
-            TransportKindSpec::None => &[],
-            TransportKindSpec::Ndp => &["initial_window_packets", "data_queue_packets", "rto_us"],
-            TransportKindSpec::Dctcp => &["initial_window_packets", "g", "min_rto_us"],
-            TransportKindSpec::Dcqcn => &[
-                "g",
-                "alpha_interval_us",
-                "increase_interval_us",
-                "byte_counter_bytes",
-                "fast_recovery_steps",
-                "rai_gbps",
-                "rhai_gbps",
-                "min_rate_gbps",
-                "cnp_interval_us",
-            ],
+            TransportKindSpec::None => fields_of::<NoTransportKeys>(),
+            TransportKindSpec::Ndp => fields_of::<NdpKeys>(),
+            TransportKindSpec::Dctcp => fields_of::<DctcpKeys>(),
+            TransportKindSpec::Dcqcn => fields_of::<DcqcnKeys>(),
         }
     }
 
@@ -42,26 +34,6 @@ impl TransportKindSpec {
 }
 
 impl TransportSpec {
-    /// Whether each kind-owned key is set (every field but `kind`), by name: the names are
-    /// tested against the schema's own field list.
-    pub fn set_keys(&self) -> [(&'static str, bool); 13] {
-        [
-            ("initial_window_packets", self.initial_window_packets.is_some()),
-            ("data_queue_packets", self.data_queue_packets.is_some()),
-            ("rto_us", self.rto_us.is_some()),
-            ("g", self.g.is_some()),
-            ("min_rto_us", self.min_rto_us.is_some()),
-            ("alpha_interval_us", self.alpha_interval_us.is_some()),
-            ("increase_interval_us", self.increase_interval_us.is_some()),
-            ("byte_counter_bytes", self.byte_counter_bytes.is_some()),
-            ("fast_recovery_steps", self.fast_recovery_steps.is_some()),
-            ("rai_gbps", self.rai_gbps.is_some()),
-            ("rhai_gbps", self.rhai_gbps.is_some()),
-            ("min_rate_gbps", self.min_rate_gbps.is_some()),
-            ("cnp_interval_us", self.cnp_interval_us.is_some()),
-        ]
-    }
-
     /// The run's transport, of kind `kind` (`[transport].kind`, or the one a `[[traffic]]`
     /// entry names), with `[transport]`'s parameters.
     fn resolve(
@@ -70,8 +42,8 @@ impl TransportSpec {
         nw: &NetworkSpec,
         endpoint: &EndpointSpec,
     ) -> Result<reducelab_net::TransportConfig, ScenarioError> {
-        for (key, set) in self.set_keys() {
-            if set && !kind.keys().contains(&key) {
+        for &key in &self.written {
+            if !kind.keys().contains(&key) {
                 let names: Vec<String> = TransportKindSpec::ALL
                     .iter()
                     .filter(|k| k.keys().contains(&key))
@@ -83,12 +55,30 @@ impl TransportSpec {
                 );
             }
         }
+        let (ndp, dctcp, dcqcn) = (NdpKeys::default(), DctcpKeys::default(), DcqcnKeys::default());
+        let (ndp, dctcp, dcqcn) = match &self.params {
+            TransportParams::None(_) => (&ndp, &dctcp, &dcqcn),
+            TransportParams::Ndp(p) => (p, &dctcp, &dcqcn),
+            TransportParams::Dctcp(p) => (&ndp, p, &dcqcn),
+            TransportParams::Dcqcn(p) => (&ndp, &dctcp, p),
+        };
+        if let Some(key) = self.written.first().filter(|_| self.params.kind() != kind) {
+            return e(
+                format!("transport.{key}"),
+                format!(
+                    "is a parameter of kind = \"{}\", but the run's transport is \"{}\" (named by its traffic)",
+                    self.params.kind().name(),
+                    kind.name()
+                ),
+            );
+        }
         match kind {
             TransportKindSpec::None => return Ok(reducelab_net::TransportConfig::None),
-            TransportKindSpec::Dctcp => return self.resolve_dctcp(nw, endpoint),
-            TransportKindSpec::Dcqcn => return self.resolve_dcqcn(nw, endpoint),
+            TransportKindSpec::Dctcp => return resolve_dctcp(dctcp, nw, endpoint),
+            TransportKindSpec::Dcqcn => return resolve_dcqcn(dcqcn, nw, endpoint),
             TransportKindSpec::Ndp => {}
         }
+        let p = ndp;
         if nw.flow_control != FlowControlSpec::DropTail {
             return e("transport.kind", "\"ndp\" needs network.flow_control = \"drop_tail\" (NDP switches trim the packets they cannot queue; credit flow control never lets a queue overflow)");
         }
@@ -102,15 +92,15 @@ impl TransportSpec {
             return e("transport.kind", "\"ndp\" does not combine with endpoint.rendezvous_threshold_bytes (NDP's receiver already grants the data by pulls)");
         }
         let d = reducelab_net::NdpConfig::default();
-        let initial_window_packets = self.initial_window_packets.unwrap_or(d.initial_window_packets);
+        let initial_window_packets = p.initial_window_packets.unwrap_or(d.initial_window_packets);
         if initial_window_packets == 0 {
             return e("transport.initial_window_packets", "must be >= 1");
         }
-        let data_queue_packets = self.data_queue_packets.unwrap_or(d.data_queue_packets);
+        let data_queue_packets = p.data_queue_packets.unwrap_or(d.data_queue_packets);
         if data_queue_packets == 0 {
             return e("transport.data_queue_packets", "must be >= 1");
         }
-        let rto_ps = match self.rto_us {
+        let rto_ps = match p.rto_us {
             Some(us) => ns_to_ps("transport.rto_us", pos_f64("transport.rto_us", us)? * 1000.0)?,
             None => d.rto_ps,
         };
@@ -123,110 +113,121 @@ impl TransportSpec {
             rto_ps,
         }))
     }
+}
 
-    fn resolve_dcqcn(
-        &self,
-        nw: &NetworkSpec,
-        endpoint: &EndpointSpec,
-    ) -> Result<reducelab_net::TransportConfig, ScenarioError> {
-        // (A lossless flow control other than credits, e.g. PFC, would pass this test too.)
-        if nw.flow_control == FlowControlSpec::DropTail {
-            return e(
-                "transport.kind",
-                "\"dcqcn\" needs a lossless network (network.flow_control = \"credit\"): DCQCN does not retransmit",
-            );
+impl TransportParams {
+    /// The kind these parameters were read for.
+    pub fn kind(&self) -> TransportKindSpec {
+        match self {
+            TransportParams::None(_) => TransportKindSpec::None,
+            TransportParams::Ndp(_) => TransportKindSpec::Ndp,
+            TransportParams::Dctcp(_) => TransportKindSpec::Dctcp,
+            TransportParams::Dcqcn(_) => TransportKindSpec::Dcqcn,
         }
-        if nw.loss_probability > 0.0 {
-            return e("transport.kind", "\"dcqcn\" needs network.loss_probability = 0: it sends every packet once (it is for lossless networks)");
-        }
-        if nw.ecn_threshold_bytes.is_none() {
-            return e("transport.kind", "\"dcqcn\" needs network.ecn_threshold_bytes (its receivers turn ECN marks into CNPs; add network.ecn_kmax_bytes and ecn_pmax for the paper's RED marking)");
-        }
-        if endpoint.rendezvous_threshold_bytes.is_some() {
-            return e("transport.kind", "\"dcqcn\" does not combine with endpoint.rendezvous_threshold_bytes");
-        }
-        let d = reducelab_net::DcqcnConfig::default();
-        let g = self.g.unwrap_or(d.g);
-        if !(g > 0.0 && g <= 1.0) {
-            return e("transport.g", format!("must be > 0 and <= 1 (the paper's 1/256 = 0.00390625), got {g}"));
-        }
-        let us = |field: &str, v: Option<f64>, default: u64| -> Result<u64, ScenarioError> {
-            match v {
-                None => Ok(default),
-                Some(us) => {
-                    let ps = ns_to_ps(field, pos_f64(field, us)? * 1000.0)?;
-                    if ps == 0 {
-                        return e(field, "must be at least 1 ps");
-                    }
-                    Ok(ps)
-                }
-            }
-        };
-        let rate = |field: &str, v: Option<f64>, default: u64| -> Result<u64, ScenarioError> {
-            match v {
-                None => Ok(default),
-                Some(g) => {
-                    let bps = gbps_to_bps(field, g)?;
-                    if bps == 0 {
-                        return e(field, "must be at least 1 b/s");
-                    }
-                    Ok(bps)
-                }
-            }
-        };
-        let byte_counter_bytes = self.byte_counter_bytes.unwrap_or(d.byte_counter_bytes);
-        if byte_counter_bytes == 0 {
-            return e("transport.byte_counter_bytes", "must be >= 1");
-        }
-        Ok(reducelab_net::TransportConfig::Dcqcn(reducelab_net::DcqcnConfig {
-            g,
-            alpha_interval_ps: us("transport.alpha_interval_us", self.alpha_interval_us, d.alpha_interval_ps)?,
-            increase_interval_ps: us(
-                "transport.increase_interval_us",
-                self.increase_interval_us,
-                d.increase_interval_ps,
-            )?,
-            byte_counter_bytes,
-            fast_recovery_steps: self.fast_recovery_steps.unwrap_or(d.fast_recovery_steps),
-            rai_bps: rate("transport.rai_gbps", self.rai_gbps, d.rai_bps)?,
-            rhai_bps: rate("transport.rhai_gbps", self.rhai_gbps, d.rhai_bps)?,
-            min_rate_bps: rate("transport.min_rate_gbps", self.min_rate_gbps, d.min_rate_bps)?,
-            cnp_interval_ps: us("transport.cnp_interval_us", self.cnp_interval_us, d.cnp_interval_ps)?,
-        }))
     }
+}
 
-    fn resolve_dctcp(
-        &self,
-        nw: &NetworkSpec,
-        endpoint: &EndpointSpec,
-    ) -> Result<reducelab_net::TransportConfig, ScenarioError> {
-        if nw.ecn_threshold_bytes.is_none() {
-            return e(
-                "transport.kind",
-                "\"dctcp\" needs network.ecn_threshold_bytes (DCTCP's window follows the switches' ECN marks)",
-            );
-        }
-        if endpoint.rendezvous_threshold_bytes.is_some() {
-            return e("transport.kind", "\"dctcp\" does not combine with endpoint.rendezvous_threshold_bytes (DCTCP's window already limits what is in flight)");
-        }
-        let d = reducelab_net::DctcpConfig::default();
-        let initial_window_packets = self.initial_window_packets.unwrap_or(d.initial_window_packets);
-        if initial_window_packets == 0 {
-            return e("transport.initial_window_packets", "must be >= 1");
-        }
-        let g = self.g.unwrap_or(d.g);
-        if !(g > 0.0 && g <= 1.0) {
-            return e("transport.g", format!("must be > 0 and <= 1 (the paper's 1/16 = 0.0625), got {g}"));
-        }
-        let min_rto_ps = match self.min_rto_us {
-            Some(us) => ns_to_ps("transport.min_rto_us", pos_f64("transport.min_rto_us", us)? * 1000.0)?,
-            None => d.min_rto_ps,
-        };
-        if min_rto_ps == 0 {
-            return e("transport.min_rto_us", "must be at least 1 ps");
-        }
-        Ok(reducelab_net::TransportConfig::Dctcp(reducelab_net::DctcpConfig { initial_window_packets, g, min_rto_ps }))
+fn resolve_dcqcn(
+    p: &DcqcnKeys,
+    nw: &NetworkSpec,
+    endpoint: &EndpointSpec,
+) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+    // (A lossless flow control other than credits, e.g. PFC, would pass this test too.)
+    if nw.flow_control == FlowControlSpec::DropTail {
+        return e(
+            "transport.kind",
+            "\"dcqcn\" needs a lossless network (network.flow_control = \"credit\"): DCQCN does not retransmit",
+        );
     }
+    if nw.loss_probability > 0.0 {
+        return e(
+            "transport.kind",
+            "\"dcqcn\" needs network.loss_probability = 0: it sends every packet once (it is for lossless networks)",
+        );
+    }
+    if nw.ecn_threshold_bytes.is_none() {
+        return e("transport.kind", "\"dcqcn\" needs network.ecn_threshold_bytes (its receivers turn ECN marks into CNPs; add network.ecn_kmax_bytes and ecn_pmax for the paper's RED marking)");
+    }
+    if endpoint.rendezvous_threshold_bytes.is_some() {
+        return e("transport.kind", "\"dcqcn\" does not combine with endpoint.rendezvous_threshold_bytes");
+    }
+    let d = reducelab_net::DcqcnConfig::default();
+    let g = p.g.unwrap_or(d.g);
+    if !(g > 0.0 && g <= 1.0) {
+        return e("transport.g", format!("must be > 0 and <= 1 (the paper's 1/256 = 0.00390625), got {g}"));
+    }
+    let us = |field: &str, v: Option<f64>, default: u64| -> Result<u64, ScenarioError> {
+        match v {
+            None => Ok(default),
+            Some(us) => {
+                let ps = ns_to_ps(field, pos_f64(field, us)? * 1000.0)?;
+                if ps == 0 {
+                    return e(field, "must be at least 1 ps");
+                }
+                Ok(ps)
+            }
+        }
+    };
+    let rate = |field: &str, v: Option<f64>, default: u64| -> Result<u64, ScenarioError> {
+        match v {
+            None => Ok(default),
+            Some(g) => {
+                let bps = gbps_to_bps(field, g)?;
+                if bps == 0 {
+                    return e(field, "must be at least 1 b/s");
+                }
+                Ok(bps)
+            }
+        }
+    };
+    let byte_counter_bytes = p.byte_counter_bytes.unwrap_or(d.byte_counter_bytes);
+    if byte_counter_bytes == 0 {
+        return e("transport.byte_counter_bytes", "must be >= 1");
+    }
+    Ok(reducelab_net::TransportConfig::Dcqcn(reducelab_net::DcqcnConfig {
+        g,
+        alpha_interval_ps: us("transport.alpha_interval_us", p.alpha_interval_us, d.alpha_interval_ps)?,
+        increase_interval_ps: us("transport.increase_interval_us", p.increase_interval_us, d.increase_interval_ps)?,
+        byte_counter_bytes,
+        fast_recovery_steps: p.fast_recovery_steps.unwrap_or(d.fast_recovery_steps),
+        rai_bps: rate("transport.rai_gbps", p.rai_gbps, d.rai_bps)?,
+        rhai_bps: rate("transport.rhai_gbps", p.rhai_gbps, d.rhai_bps)?,
+        min_rate_bps: rate("transport.min_rate_gbps", p.min_rate_gbps, d.min_rate_bps)?,
+        cnp_interval_ps: us("transport.cnp_interval_us", p.cnp_interval_us, d.cnp_interval_ps)?,
+    }))
+}
+
+fn resolve_dctcp(
+    p: &DctcpKeys,
+    nw: &NetworkSpec,
+    endpoint: &EndpointSpec,
+) -> Result<reducelab_net::TransportConfig, ScenarioError> {
+    if nw.ecn_threshold_bytes.is_none() {
+        return e(
+            "transport.kind",
+            "\"dctcp\" needs network.ecn_threshold_bytes (DCTCP's window follows the switches' ECN marks)",
+        );
+    }
+    if endpoint.rendezvous_threshold_bytes.is_some() {
+        return e("transport.kind", "\"dctcp\" does not combine with endpoint.rendezvous_threshold_bytes (DCTCP's window already limits what is in flight)");
+    }
+    let d = reducelab_net::DctcpConfig::default();
+    let initial_window_packets = p.initial_window_packets.unwrap_or(d.initial_window_packets);
+    if initial_window_packets == 0 {
+        return e("transport.initial_window_packets", "must be >= 1");
+    }
+    let g = p.g.unwrap_or(d.g);
+    if !(g > 0.0 && g <= 1.0) {
+        return e("transport.g", format!("must be > 0 and <= 1 (the paper's 1/16 = 0.0625), got {g}"));
+    }
+    let min_rto_ps = match p.min_rto_us {
+        Some(us) => ns_to_ps("transport.min_rto_us", pos_f64("transport.min_rto_us", us)? * 1000.0)?,
+        None => d.min_rto_ps,
+    };
+    if min_rto_ps == 0 {
+        return e("transport.min_rto_us", "must be at least 1 ps");
+    }
+    Ok(reducelab_net::TransportConfig::Dctcp(reducelab_net::DctcpConfig { initial_window_packets, g, min_rto_ps }))
 }
 
 impl EndpointSpec {
@@ -257,17 +258,13 @@ impl ScenarioFile {
         let mut kinds = Vec::with_capacity(self.traffic.len());
         let mut named: Option<(usize, TransportKindSpec)> = None;
         for (i, t) in self.traffic.iter().enumerate() {
-            if matches!(t.kind, Some(TrafficKind::InaAllreduce | TrafficKind::Training)) {
-                if t.transport.is_some() {
-                    return e(
-                        format!("traffic[{i}].transport"),
-                        "applies to message traffic (in-network protocol packets keep their own recovery)",
-                    );
-                }
+            // In-network protocol packets keep their own recovery (such an entry has no
+            // `transport` key).
+            if matches!(t.kind(), TrafficKind::InaAllreduce | TrafficKind::Training) {
                 kinds.push(TransportKindSpec::None);
                 continue;
             }
-            let k = t.transport.unwrap_or(self.transport.kind);
+            let k = t.transport().unwrap_or(self.transport.kind);
             kinds.push(k);
             if k == TransportKindSpec::None {
                 continue;

@@ -11,7 +11,7 @@
 //! caches ([`cached_schedule`], [`cached_plan`]), which every scenario uses, so a sweep over
 //! sizes builds a schedule once.
 
-use crate::scenario::{BufferSpec, ScenarioFile, Traffic};
+use crate::scenario::{BufferSpec, ScenarioFile, Traffic, TrafficSpec};
 use crate::{run_scenario, RunOptions};
 use reducelab_sched::TopologyShape;
 use std::time::Instant;
@@ -87,8 +87,11 @@ pub fn swing_scenario(
     if let Some(b) = net.buffer_bytes {
         f.network.buffer_bytes = BufferSpec::Bytes(b);
     }
-    f.traffic[0].algorithm = Some(algorithm.to_string());
-    f.traffic[0].bytes = Some(size_bytes);
+    let TrafficSpec::Collective(t) = &mut f.traffic[0] else {
+        unreachable!("the Swing network's traffic is a collective")
+    };
+    t.algorithm = Some(algorithm.to_string());
+    t.bytes = Some(size_bytes);
     f.run.backend = Some(backend);
     f
 }

@@ -50,7 +50,7 @@ use reducelab_topo::Topology;
 use reducelab_transport::worker::{WorkerParams, WorkerStats, WorkerWindow};
 use serde::Serialize;
 
-pub use reducelab_scenario::training::{layout, resolve, KEYS};
+pub use reducelab_scenario::training::{layout, resolve};
 
 /// Aggregator occupancy is sampled this often.
 pub const SAMPLE_PS: u64 = 10_000_000;

@@ -52,3 +52,18 @@ fn the_glossary_lists_every_transport_kind_of_the_schema() {
     let glossary = listed(&glossary_row("end-to-end transport of messages"), "[transport] kind");
     assert_eq!(glossary, expected, "{err}");
 }
+
+#[test]
+fn the_scenario_format_documents_every_key_of_every_traffic_kind() {
+    use reducelab_sim::scenario::TrafficKind;
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/scenario-format.md")).unwrap();
+    let section = text.split("## `[[traffic]]`").nth(1).unwrap().split("\n## ").next().unwrap();
+    for kind in TrafficKind::ALL {
+        let rows: Vec<&str> = section.lines().filter(|l| l.starts_with(&format!("| `{}` |", kind.name()))).collect();
+        assert_eq!(rows.len(), 1, "docs/scenario-format.md: one [[traffic]] row for {}, got {rows:?}", kind.name());
+        for key in kind.keys() {
+            let documented = rows[0].contains(&format!("`{key}`")) || rows[0].contains(&format!("`{key} = "));
+            assert!(documented, "the {} row does not document `{key}`", kind.name());
+        }
+    }
+}
