@@ -1346,7 +1346,7 @@ def _cmd_flare_model(args: argparse.Namespace) -> int:
               "--no-stagger and --density, not --algorithm/--topology/--per-step/--list")
     params = {
         "bytes": 1 << 20 if args.size is None else args.size,
-        "link_gbps": 100.0 if args.bandwidth_gbps is None else args.bandwidth_gbps,
+        "bandwidth_gbps": 100.0 if args.bandwidth_gbps is None else args.bandwidth_gbps,
         "hosts": args.hosts or 64,
         "subset_cores": args.subset_cores or 8,
         "clusters": args.clusters or 64,
@@ -1364,7 +1364,7 @@ def _cmd_flare_model(args: argparse.Namespace) -> int:
     except ScenarioError as exc:
         field = {"pspin.allreduce.hosts": "--hosts", "pspin.subset_cores": "--subset-cores", "pspin.clusters": "--clusters",
                  "pspin.allreduce.dtype": "--dtype", "pspin.allreduce.bytes": "--size",
-                 "pspin.allreduce.link_gbps": "--bandwidth-gbps", "pspin.allreduce.density": "--density"}.get(exc.field, exc.field)
+                 "pspin.allreduce.bandwidth_gbps": "--bandwidth-gbps", "pspin.allreduce.density": "--density"}.get(exc.field, exc.field)
         _fail(f"{field}: {exc.reason}")
     print(format_model(rows, params))
     if args.density is not None:

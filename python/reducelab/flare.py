@@ -33,7 +33,7 @@ def pspin_scenario(
     design: str = "flare",
     bytes: int = 1 << 20,
     hosts: int = 64,
-    link_gbps: float = 100.0,
+    bandwidth_gbps: float = 100.0,
     dtype: str = "int32",
     staggered: bool = True,
     subset_cores: int = 8,
@@ -62,7 +62,7 @@ def pspin_scenario(
             "allreduce": {
                 "hosts": hosts,
                 "bytes": bytes,
-                "link_gbps": link_gbps,
+                "bandwidth_gbps": bandwidth_gbps,
                 "dtype": dtype,
                 "design": design,
                 "staggered": staggered,
@@ -151,7 +151,7 @@ def format_model(rows: Sequence[Mapping[str, Any]], params: Mapping[str, Any]) -
     head = [
         "Flare switch model (seed 004 §4–6): "
         f"{clusters * hpus} cores ({clusters} clusters × {hpus}), S = {params.get('subset_cores', 8)}, "
-        f"P = {params.get('hosts', 64)} children at {params.get('link_gbps', 100.0):g} Gb/s, "
+        f"P = {params.get('hosts', 64)} children at {params.get('bandwidth_gbps', 100.0):g} Gb/s, "
         f"{_bytes(params.get('bytes', 1 << 20))} of {params.get('dtype', 'int32')} in 1 KiB packets, "
         f"{'staggered' if params.get('staggered', True) else 'not staggered'}",
         f"  L = {r0['l_cycles']:.0f} cycles per packet, δ = {r0['delta_cycles']:.2f} cycles, "
@@ -244,7 +244,7 @@ def replica(doc: dict[str, Any], simulated_clusters: int) -> tuple[dict[str, Any
     sw, a = d["pspin"], d["pspin"]["allreduce"]
     sw["clusters"] = simulated_clusters
     sw["l2_packet_bytes"] = int(sw.get("l2_packet_bytes", 4 << 20)) // f
-    a["link_gbps"] = float(a.get("link_gbps", 100.0)) / f
+    a["bandwidth_gbps"] = float(a.get("bandwidth_gbps", 100.0)) / f
     a["jitter_ns"] = float(a.get("jitter_ns", 0.0)) * f
     w = int(a.get("window_blocks", 0))
     if w % f:
@@ -275,7 +275,7 @@ class FlareKind(TableKind):
 
     name = "flare"
     columns = (*CSV_COLUMNS, *METRIC_COLUMNS)
-    params = ("bytes", "dtype", "subset_cores", "staggered", "hosts", "link_gbps", "jitter_ns", "window_blocks",
+    params = ("bytes", "dtype", "subset_cores", "staggered", "hosts", "bandwidth_gbps", "jitter_ns", "window_blocks",
               "stream_bytes", "density", "design", "simulate", "hash_slots", "blocks_per_core", "simulated_clusters")
     """Figure parameters ([params], [scales.NAME.params]) this kind reads, besides the grid's."""
     keep_files: tuple[str, ...] = ()
@@ -285,7 +285,7 @@ class FlareKind(TableKind):
         a = p.get("allreduce", {})
         c, h = p.get("clusters", 64), p.get("hpus_per_cluster", 8)
         return (f"one PsPIN switch: {c} clusters x {h} HPUs ({c * h} cores), S = {p.get('subset_cores', 8)}, "
-                f"{a.get('hosts', '?')} ports at {a.get('link_gbps', 100):g} Gb/s, L2 full: {p.get('l2_full', 'drop')}")
+                f"{a.get('hosts', '?')} ports at {a.get('bandwidth_gbps', 100):g} Gb/s, L2 full: {p.get('l2_full', 'drop')}")
 
     def network_at(self, base: Scenario, params: Mapping[str, Any]) -> str:
         """`network` with the figure's parameters: the blocks in flight and, when a replica of
@@ -293,14 +293,14 @@ class FlareKind(TableKind):
         d = base.to_dict()
         p = d["pspin"]
         a = dict(p.get("allreduce", {}))
-        for key in ("link_gbps", "hosts"):
+        for key in ("bandwidth_gbps", "hosts"):
             if key in params:
                 a[key] = params[key]
         p = {**p, "allreduce": a}
         c, h = int(p.get("clusters", 64)), int(p.get("hpus_per_cluster", 8))
         w = window_blocks(p, a, params)
         text = (f"one PsPIN switch: {c} clusters x {h} HPUs ({c * h} cores), S = {params.get('subset_cores', p.get('subset_cores', 8))}, "
-                f"{a.get('hosts', '?')} ports at {a.get('link_gbps', 100):g} Gb/s, L2 full: {p.get('l2_full', 'drop')}, "
+                f"{a.get('hosts', '?')} ports at {a.get('bandwidth_gbps', 100):g} Gb/s, L2 full: {p.get('l2_full', 'drop')}, "
                 f"W = {w or 'every'} blocks in flight per host"
                 + (f" ({params.get('blocks_per_core', BLOCKS_PER_CORE)} per core)" if "window_blocks" not in params
                    and "window_blocks" not in a else ""))
@@ -327,7 +327,7 @@ class FlareKind(TableKind):
             series = str(p["series"])
             storage, design = _series(series, par)
             a["design"] = design
-            for key in ("bytes", "dtype", "staggered", "hosts", "link_gbps", "jitter_ns", "window_blocks", "simulate"):
+            for key in ("bytes", "dtype", "staggered", "hosts", "bandwidth_gbps", "jitter_ns", "window_blocks", "simulate"):
                 if key in par:
                     a[key] = par[key]
             density = float(par.get("density", 0) or 0) if storage != "dense" else 0.0

@@ -100,7 +100,7 @@ def test_fig7_simulates_a_4_cluster_replica_scaled_by_16_and_models_the_whole_sw
         a = sw["allreduce"]
         # The replica: 4 of the 64 clusters, 1/16 of the L2, of each port's rate and of W = 512.
         assert (sw["clusters"], sw["hpus_per_cluster"], sw["l2_packet_bytes"]) == (4, 8, (4 << 20) // 16)
-        assert (a["link_gbps"], a["jitter_ns"], a["window_blocks"], a["hosts"]) == (64 / 16, 160.0, 32, 64)
+        assert (a["bandwidth_gbps"], a["jitter_ns"], a["window_blocks"], a["hosts"]) == (64 / 16, 160.0, 32, 64)
         assert (row["simulated_clusters"], row["scale_factor"], row["window_blocks"]) == (4, 16, 512)
         # The model columns are the whole switch's (§6.1.1: "the modeled bandwidth"): W = 512 on
         # 512 cores at 4 MiB gives ℛ ≈ 511 KiB ("around 512KiB"), not the 1 MiB of W = 1024.

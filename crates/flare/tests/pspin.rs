@@ -214,7 +214,7 @@ fn subsets_spanning_clusters_pay_for_remote_l1() {
     // other cluster's L1, 25× slower, and τ rises accordingly.
     let mut w = Workload::new(16, 64 << 10);
     w.staggered = false;
-    w.link_gbps = 10.0;
+    w.bandwidth_gbps = 10.0;
     let local_cfg = SwitchConfig { clusters: 2, hpus_per_cluster: 16, subset_cores: 16, ..SwitchConfig::default() };
     let remote_cfg = SwitchConfig { clusters: 4, hpus_per_cluster: 8, subset_cores: 16, ..SwitchConfig::default() };
     let local = run(&local_cfg, &w, &mut Design::SingleBuffer.handlers(w.dtype, w.op)).unwrap();
@@ -227,7 +227,7 @@ fn a_full_packet_memory_drops_or_pauses() {
     // 64 ports at 400 Gb/s into 32 cores: the switch cannot keep up and its 64 KiB L2 fills.
     let cfg = SwitchConfig { l2_packet_bytes: 64 << 10, ..small_switch() };
     let mut w = Workload::new(64, 64 << 10);
-    w.link_gbps = 400.0;
+    w.bandwidth_gbps = 400.0;
     let dropped = run(&cfg, &w, &mut Design::Tree.handlers(w.dtype, w.op)).unwrap();
     assert_eq!(dropped.status, "stalled");
     assert!(dropped.drops > 0 && dropped.blocks_completed < dropped.blocks);
@@ -314,7 +314,7 @@ fn contention_in_one_buffer_matches_equation_2() {
     let cfg = SwitchConfig { clusters: 8, ..small_switch() };
     let mut w = Workload::new(8, 512 << 10);
     w.staggered = false;
-    w.link_gbps = 5.0;
+    w.bandwidth_gbps = 5.0;
     let (m, r) = model_and_sim(&cfg, &w, Design::SingleBuffer);
     assert_eq!(m.tau_cycles, 3.5 * 1024.0);
     assert!(within(r.tau_cycles, m.tau_cycles, 0.05), "τ {} vs model {}", r.tau_cycles, m.tau_cycles);
@@ -329,7 +329,7 @@ fn input_buffer_occupancy_matches_equation_1() {
     let cfg = SwitchConfig { clusters: 2, hpus_per_cluster: 8, subset_cores: 1, ..SwitchConfig::default() };
     let mut w = Workload::new(16, 256 << 10);
     w.staggered = false;
-    w.link_gbps = 1024.0 * 8.0 / 1100.0;
+    w.bandwidth_gbps = 1024.0 * 8.0 / 1100.0;
     let (m, r) = model_and_sim(&cfg, &w, Design::SingleBuffer);
     assert!(within(r.max_subset_queue as f64, m.queue, 0.10), "Q {} vs model {}", r.max_subset_queue, m.queue);
     let peak = r.peak_packets as f64;
@@ -354,7 +354,7 @@ fn block_latency_and_working_memory_follow_littles_law() {
     // working memory ≈ M·(ℬ/P)·ℒ buffers.
     let cfg = SwitchConfig::default();
     let mut w = Workload::new(32, 1 << 20);
-    w.link_gbps = 100.0; // 3.2 Tb/s < K/τ
+    w.bandwidth_gbps = 100.0; // 3.2 Tb/s < K/τ
     for d in [Design::SingleBuffer, Design::MultiBuffer(4)] {
         let (m, r) = model_and_sim(&cfg, &w, d);
         assert!(

@@ -37,7 +37,7 @@ pub use schema::{
 };
 pub use schema::{
     CollectiveEntry, DcqcnKeys, DctcpKeys, InaAllreduceEntry, IncastEntry, MessagesEntry, NdpKeys, NoTransportKeys,
-    PermutationEntry, RandomPermutationEntry, RandomUniformEntry, TrainingEntry,
+    PermutationEntry, PspinAllreduceSpec, PspinSection, RandomPermutationEntry, RandomUniformEntry, TrainingEntry,
 };
 pub use traffic::{RandomPermutation, Redraw, Traffic};
 pub use units::ps_to_us;
@@ -165,6 +165,20 @@ pub(crate) fn parse_toml(text: &str) -> Result<ScenarioFile, ScenarioError> {
         }
         ScenarioError { field: if path == "." { String::new() } else { path }, reason }
     })?;
+    if file.pspin.is_some() {
+        // One PsPIN switch and nothing around it.
+        let doc = toml_edit::ImDocument::parse(text)
+            .map_err(|e| ScenarioError { field: String::new(), reason: e.to_string() })?;
+        if let Some((key, _)) =
+            doc.as_table().iter().find(|(k, _)| !["name", "description", "seed", "pspin"].contains(k))
+        {
+            return e(key, "a [pspin] scenario runs one PsPIN switch with no network: it takes `name`, `description`, `seed` and `[pspin]` only");
+        }
+        return Ok(file);
+    }
+    if file.topology.is_none() {
+        return e("topology", "missing field `topology` (or a `[pspin]` table, for one PsPIN switch with no network)");
+    }
     // Each `[[traffic]]` entry by its kind: the keys of its kind only.
     for (i, table) in std::mem::take(&mut file.traffic_tables).into_iter().enumerate() {
         let spec = TrafficSpec::from_table(table).map_err(|(path, reason)| {
@@ -275,9 +289,12 @@ impl ScenarioFile {
         if self.name.trim().is_empty() {
             return e("name", "must not be empty");
         }
-        let topology = self.topology.build()?;
-        let tspec = self.topology.expanded()?;
-        let tspec = tspec.as_ref().unwrap_or(&self.topology);
+        let Some(topology_spec) = &self.topology else {
+            return e("topology", "missing field `topology` (a `[pspin]` scenario is run by reducelab_sim::pspin_run)");
+        };
+        let topology = topology_spec.build()?;
+        let tspec = topology_spec.expanded()?;
+        let tspec = tspec.as_ref().unwrap_or(topology_spec);
         let nw = &self.network;
         if nw.mtu_bytes < 64 || nw.mtu_bytes > 65536 {
             return e("network.mtu_bytes", format!("must be within 64..=65536, got {}", nw.mtu_bytes));

@@ -12,9 +12,13 @@ pub struct ScenarioFile {
     pub description: String,
     #[serde(default = "default_seed")]
     pub seed: u64,
-    /// A `[topology]` table, or a bare spec string (`topology = "torus:8x8"`).
-    #[serde(deserialize_with = "topology_table_or_shape")]
-    pub topology: TopologySpec,
+    /// A `[topology]` table, or a bare spec string (`topology = "torus:8x8"`); required unless
+    /// the scenario is a `[pspin]` one.
+    #[serde(default, deserialize_with = "some_topology")]
+    pub topology: Option<TopologySpec>,
+    /// One PsPIN switch of Flare with no network around it (docs/flare.md, "Scenario files"):
+    /// such a scenario has no other table.
+    pub pspin: Option<PspinSection>,
     #[serde(default)]
     pub network: NetworkSpec,
     #[serde(default)]
@@ -177,6 +181,59 @@ fn topology_table_or_shape<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Top
         }
     }
     d.deserialize_any(V)
+}
+
+fn some_topology<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<TopologySpec>, D::Error> {
+    topology_table_or_shape(d).map(Some)
+}
+
+/// `[pspin]`: one PsPIN switch (seed 004 §3–6); an absent key takes the value of
+/// `reducelab_flare::pspin::SwitchConfig::default()` (docs/flare.md).
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PspinSection {
+    pub clusters: Option<u64>,
+    pub hpus_per_cluster: Option<u64>,
+    pub clock_mhz: Option<u64>,
+    pub l1_bytes_per_cluster: Option<u64>,
+    pub l2_packet_bytes: Option<u64>,
+    pub subset_cores: Option<u64>,
+    pub cycles_per_vector_op: Option<u64>,
+    pub dma_cycles_per_kib: Option<u64>,
+    pub remote_l1_factor: Option<u64>,
+    pub lock_cycles: Option<u64>,
+    pub handler_overhead_cycles: Option<u64>,
+    /// `"drop"` (default) or `"backpressure"`: what a full L2 packet memory does.
+    pub l2_full: Option<String>,
+    #[serde(default)]
+    pub allreduce: PspinAllreduceSpec,
+}
+
+/// `[pspin.allreduce]`: the allreduce the switch aggregates and how its children send it.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct PspinAllreduceSpec {
+    /// Children (ports) of the switch, one host each.
+    pub hosts: Option<u64>,
+    pub bytes: Option<u64>,
+    pub allreduces: Option<u64>,
+    pub dtype: Option<String>,
+    pub op: Option<String>,
+    pub packet_bytes: Option<u64>,
+    /// Each port's line rate (the name `[topology]` gives a link's).
+    pub bandwidth_gbps: Option<f64>,
+    pub staggered: Option<bool>,
+    pub window_blocks: Option<u64>,
+    pub jitter_ns: Option<f64>,
+    pub data: Option<bool>,
+    pub data_seed: Option<u64>,
+    pub reproducible: Option<bool>,
+    pub design: Option<String>,
+    pub simulate: Option<bool>,
+    pub density: Option<f64>,
+    pub storage: Option<String>,
+    pub hash_slots: Option<u64>,
+    pub spill_pairs: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Clone, Copy, PartialEq, Eq)]

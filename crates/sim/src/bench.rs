@@ -1,7 +1,7 @@
 //! Built-in engine benchmarks (`reducelab bench engine`). Their scenarios are shipped as
 //! files under `scenarios/bench/` and embedded here so the benchmark needs no paths.
 
-use crate::{load_scenario_str, run_scenario, EngineStats, RunOptions, ScenarioError};
+use crate::{run_scenario, EngineStats, RunOptions, ScenarioError};
 
 /// One engine benchmark result.
 #[derive(Clone, Debug)]
@@ -57,11 +57,12 @@ pub fn bench_engine(name: &str) -> Result<BenchResult, ScenarioError> {
         reason: format!("unknown benchmark '{name}' (known: {})", engine_bench_names().join(", ")),
     })?;
     // Reset the peak-RSS counter so it reflects this run (Linux ≥ 4.0; ignored elsewhere).
-    let out = if crate::pspin_run::is_pspin(text) {
+    let file = crate::scenario::parse(text)?;
+    let out = if file.pspin.is_some() {
         let _ = std::fs::write("/proc/self/clear_refs", "5");
-        crate::pspin_run::run(text, &RunOptions::default())?
+        crate::pspin_run::run(&file, &RunOptions::default())?
     } else {
-        let sc = load_scenario_str(text, None)?;
+        let sc = file.resolve(None)?;
         let _ = std::fs::write("/proc/self/clear_refs", "5");
         run_scenario(&sc, &RunOptions::default())?
     };

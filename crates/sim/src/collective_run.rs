@@ -78,9 +78,10 @@ pub fn swing_scenario(
 ) -> ScenarioFile {
     let mut f = crate::scenario::parse(SWING_NETWORK).expect("scenarios/swing/network.toml parses");
     f.seed = seed;
-    f.topology.shape = Some(topology_spec.to_string());
-    f.topology.bandwidth_gbps = net.bandwidth_gbps.or(f.topology.bandwidth_gbps);
-    f.topology.latency_ns = net.latency_ns.or(f.topology.latency_ns);
+    let topology = f.topology.get_or_insert_with(Default::default);
+    topology.shape = Some(topology_spec.to_string());
+    topology.bandwidth_gbps = net.bandwidth_gbps.or(topology.bandwidth_gbps);
+    topology.latency_ns = net.latency_ns.or(topology.latency_ns);
     if let Some(h) = net.switch_latency_ns {
         f.network.switch_latency_ns = h;
     }

@@ -67,10 +67,11 @@ pub struct EngineStats {
 
 /// Parses, validates and runs a TOML scenario.
 pub fn run_scenario_str(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
-    if pspin_run::is_pspin(text) {
-        return pspin_run::run(text, opts); // one Flare PsPIN switch, no network (docs/flare.md)
+    let file = scenario::parse(text)?;
+    if file.pspin.is_some() {
+        return pspin_run::run(&file, opts); // one Flare PsPIN switch, no network (docs/flare.md)
     }
-    let sc = load_scenario_str(text, opts.seed)?;
+    let sc = file.resolve(opts.seed)?;
     run_scenario(&sc, opts)
 }
 

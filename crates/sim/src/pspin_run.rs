@@ -16,15 +16,15 @@ use std::time::Instant;
 
 use crate::{EngineStats, RunOptions, RunOutput, RunStatus, ScenarioError};
 
-pub use reducelab_scenario::pspin::{is_pspin, parse, Handlers, PspinScenario};
+pub use reducelab_scenario::pspin::{parse, resolve, Handlers, PspinScenario};
 
 fn err(field: &str, reason: impl Into<String>) -> ScenarioError {
     ScenarioError { field: field.into(), reason: reason.into() }
 }
 
 /// Runs a `[pspin]` scenario.
-pub fn run(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
-    let sc = parse(text, opts.seed)?;
+pub fn run(file: &crate::scenario::ScenarioFile, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
+    let sc = resolve(file, opts.seed)?;
     let t0 = Instant::now();
     let (w, cfg) = (&sc.workload, &sc.switch);
     // A probe validates and models without running (`reducelab model flare` reads its model).
@@ -149,7 +149,7 @@ pub fn run(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
         "bytes": w.bytes_per_host / sc.allreduces,
         "allreduces": sc.allreduces,
         "packet_bytes": w.packet_bytes,
-        "link_gbps": w.link_gbps,
+        "bandwidth_gbps": w.bandwidth_gbps,
         "staggered": w.staggered,
         "window_blocks": report.window_blocks,
         "jitter_ns": w.jitter_ns,
@@ -293,19 +293,19 @@ mod tests {
             ("colour = 1\n", "pspin.allreduce.colour"),
             ("design = \"single\"\nreproducible = true\n", "pspin.allreduce.reproducible"),
             ("design = \"quantised-int8-sum\"\n", "pspin.allreduce.dtype"),
-            ("link_gbps = -1\n", "pspin.allreduce.link_gbps"),
+            ("bandwidth_gbps = -1\n", "pspin.allreduce.bandwidth_gbps"),
         ] {
             let e = crate::run_scenario_str(&format!("{BASE}{extra}"), &RunOptions::default()).unwrap_err();
             assert_eq!(e.field, field, "{extra}: {e}");
         }
         let e = crate::run_scenario_str(
-            "[pspin]\nsubset_cores = 3\n[pspin.allreduce]\nhosts = 2\nbytes = 1024\n",
+            "name = \"t\"\n[pspin]\nsubset_cores = 3\n[pspin.allreduce]\nhosts = 2\nbytes = 1024\n",
             &RunOptions::default(),
         )
         .unwrap_err();
         assert_eq!(e.field, "pspin.subset_cores");
         let e = crate::run_scenario_str(
-            "[pspin]\nl2_full = \"spill\"\n[pspin.allreduce]\nhosts = 2\nbytes = 1024\n",
+            "name = \"t\"\n[pspin]\nl2_full = \"spill\"\n[pspin.allreduce]\nhosts = 2\nbytes = 1024\n",
             &RunOptions::default(),
         )
         .unwrap_err();
@@ -314,7 +314,7 @@ mod tests {
 
     #[test]
     fn drops_stall_and_the_example_handlers_verify() {
-        let text = "[pspin]\nclusters = 1\nl2_packet_bytes = 4096\n[pspin.allreduce]\nhosts = 32\nbytes = 16384\nlink_gbps = 400\n";
+        let text = "name = \"t\"\n[pspin]\nclusters = 1\nl2_packet_bytes = 4096\n[pspin.allreduce]\nhosts = 32\nbytes = 16384\nbandwidth_gbps = 400\n";
         let out = crate::run_scenario_str(text, &RunOptions::default()).unwrap();
         assert_eq!(out.status, RunStatus::Stalled);
         let text = format!("{BASE}dtype = \"int8\"\ndata = true\ndesign = \"quantised-int8-sum\"\n");
@@ -330,7 +330,7 @@ mod tests {
     #[test]
     fn a_sparse_run_reports_storage_memory_and_traffic_and_a_misfit_says_why() {
         // 4 clusters, 8 children, 256 KiB of pairs per host (256 blocks, 64 per cluster).
-        let sparse = "[pspin]\nclusters = 4\nl2_full = \"backpressure\"\n[pspin.allreduce]\nhosts = 8\nbytes = 262144\ndesign = \"single\"\n";
+        let sparse = "name = \"t\"\n[pspin]\nclusters = 4\nl2_full = \"backpressure\"\n[pspin.allreduce]\nhosts = 8\nbytes = 262144\ndesign = \"single\"\n";
         let out =
             crate::run_scenario_str(&format!("{sparse}density = 0.1\nstorage = \"hash\"\n"), &RunOptions::default())
                 .unwrap();

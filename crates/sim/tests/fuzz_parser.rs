@@ -675,7 +675,7 @@ fn load_no_panic(text: &str) -> Result<Result<Scenario, ScenarioError>, String> 
 
 /// Rough size of what resolving `f` would build: (hosts, links). Saturating, never panics.
 fn rough_size(f: &ScenarioFile) -> (u128, u128) {
-    let t = &f.topology;
+    let Some(t) = &f.topology else { return (0, 0) }; // a [pspin] scenario: one switch
     let u = |v: Option<u32>| v.unwrap_or(1) as u128;
     let prod = |v: &Option<Vec<u32>>| v.iter().flatten().fold(1u128, |n, &x| n.saturating_mul(x as u128));
     match t.kind {
@@ -720,9 +720,10 @@ fn too_slow_to_resolve(f: &ScenarioFile) -> bool {
     if links > 1 << 25 || hosts > 1 << 22 {
         return false;
     }
+    let kind = f.topology.as_ref().and_then(|t| t.kind);
     let diameter_bfs = f.network.flow_control != FlowControlSpec::DropTail
-        && matches!(f.topology.kind, Some(TopologyKind::Hyperx | TopologyKind::Hammingmesh | TopologyKind::Dragonfly))
-        && !(f.topology.kind == Some(TopologyKind::Hyperx) && f.network.routing == RoutingSpec::Minimal);
+        && matches!(kind, Some(TopologyKind::Hyperx | TopologyKind::Hammingmesh | TopologyKind::Dragonfly))
+        && !(kind == Some(TopologyKind::Hyperx) && f.network.routing == RoutingSpec::Minimal);
     links > 1 << 18 || (diameter_bfs && hosts * links > 1 << 26)
 }
 

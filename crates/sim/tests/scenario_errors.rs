@@ -132,6 +132,8 @@ fn cases() -> Vec<Case> {
         case("missing name", format!("{FT2}{PERM}"), "name", "missing field `name`"),
         case("empty document", "", "name", "missing field `name`"),
         case("missing topology", sc(&[PERM]), "topology", "missing field `topology`"),
+        case("a network table beside [pspin]", format!("name = \"p\"\n[pspin]\n[pspin.allreduce]\nhosts = 2\nbytes = 8\n{FT2}"), "topology", "one PsPIN switch with no network"),
+        case("a renamed [pspin] key", "name = \"p\"\n[pspin]\n[pspin.allreduce]\nhosts = 2\nlink_gbps = 8\n".to_string(), "pspin.allreduce.link_gbps", "unknown field `link_gbps`"),
         case("empty name", format!("name = \"  \"\n{FT2}{PERM}"), "name", "must not be empty"),
         case("missing topology.kind", sc(&[&topo("hosts = 4"), PERM]), "topology.kind", "is required"),
         case(
@@ -631,7 +633,7 @@ fn every_shipped_scenario_loads() {
             continue;
         }
         if table.contains_key("pspin") {
-            // One Flare switch (docs/flare.md): the same door, its own parser.
+            // One Flare switch (docs/flare.md): the same door and parser, its own resolution.
             if let Err(e) = reducelab_sim::pspin_run::parse(&text, None) {
                 panic!("{}: {e}", f.display());
             }

@@ -339,7 +339,7 @@ impl<'a> Model<'a> {
         let mut gap = if wire == self.w.packet_bytes {
             self.w.packet_ps()
         } else {
-            (wire as f64 * 8.0 * 1000.0 / self.w.link_gbps).round() as u64
+            (wire as f64 * 8.0 * 1000.0 / self.w.bandwidth_gbps).round() as u64
         };
         if self.w.jitter_ns > 0.0 {
             let r = splitmix(self.w.seed ^ ((host as u64) << 32) ^ k as u64);

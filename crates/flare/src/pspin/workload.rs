@@ -16,7 +16,7 @@ pub struct Workload {
     /// N: payload bytes per packet (one packet per block per host).
     pub packet_bytes: u32,
     /// Line rate of each port.
-    pub link_gbps: f64,
+    pub bandwidth_gbps: f64,
     pub dtype: DataType,
     pub op: Operator,
     /// Staggered sending (§5): host h sends each window's blocks starting at h·W/P.
@@ -43,7 +43,7 @@ impl Workload {
             hosts,
             bytes_per_host,
             packet_bytes: 1024,
-            link_gbps: 100.0,
+            bandwidth_gbps: 100.0,
             dtype: DataType::Int32,
             op: Operator::Sum,
             staggered: true,
@@ -68,7 +68,7 @@ impl Workload {
 
     /// Picoseconds to serialise one packet on a port.
     pub fn packet_ps(&self) -> u64 {
-        (self.packet_bytes as f64 * 8.0 * 1000.0 / self.link_gbps).round() as u64
+        (self.packet_bytes as f64 * 8.0 * 1000.0 / self.bandwidth_gbps).round() as u64
     }
 
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -94,10 +94,10 @@ impl Workload {
         if self.bytes_per_host / self.packet_bytes as u64 > u32::MAX as u64 / 2 {
             return Err(ConfigError::new("pspin.allreduce.bytes", "too many blocks (more than 2^31)"));
         }
-        if !(self.link_gbps.is_finite() && self.link_gbps > 0.0) {
+        if !(self.bandwidth_gbps.is_finite() && self.bandwidth_gbps > 0.0) {
             return Err(ConfigError::new(
-                "pspin.allreduce.link_gbps",
-                format!("expected a positive number, got {}", self.link_gbps),
+                "pspin.allreduce.bandwidth_gbps",
+                format!("expected a positive number, got {}", self.bandwidth_gbps),
             ));
         }
         if !(self.jitter_ns.is_finite() && self.jitter_ns >= 0.0) {
@@ -213,7 +213,7 @@ mod tests {
         let w = Workload::new(0, 1024);
         assert_eq!(w.validate().unwrap_err().field, "pspin.allreduce.hosts");
         let mut w = Workload::new(2, 1024);
-        w.link_gbps = f64::NAN;
-        assert_eq!(w.validate().unwrap_err().field, "pspin.allreduce.link_gbps");
+        w.bandwidth_gbps = f64::NAN;
+        assert_eq!(w.validate().unwrap_err().field, "pspin.allreduce.bandwidth_gbps");
     }
 }
