@@ -256,12 +256,14 @@ FAULTS = ("--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-
 
 @pytest.mark.parametrize(
     ("protocol", "node", "block", "faults"),
-    [("switchml", 4, 9, ()), ("atp", 5, 10, ()), ("dsa", 5, 21, FAULTS), ("reliable_tree", 4, 17, FAULTS)],
+    [("switchml", 4, 9, ()), ("atp", 5, 10, ()), ("dsa", 5, 21, FAULTS), ("reliable_tree", 4, 17, FAULTS),
+     ("static_trees", 4, 23, ())],
 )
 def test_innet_sessions_sum_random_calls_exactly(protocol: str, node: int, block: int, faults: tuple[str, ...]) -> None:
     """`innet.Session` on a pool scenario (scenarios/switch/star4_switchml.toml, star4_atp.toml,
-    star4_dsa.toml under faults; ATP's and DSA's parameter server is a thread of rank 0) or on a
-    reliable tree (star4_reliable_tree.toml,
+    star4_dsa.toml under faults; ATP's and DSA's parameter server is a thread of rank 0), on a
+    static tree (star4_static_trees.toml, no loss recovery: no faults) or on a reliable tree
+    (star4_reliable_tree.toml,
     through a switch that drops, duplicates and reorders: each call continues the last one's
     block sequence, so late copies of one call must not be added into the next): 4 rank threads,
     a seeded random sequence of calls of random sizes and dtypes through one switch process (a

@@ -141,6 +141,14 @@ def test_mpi_allreduce_through_a_reliable_tree_switch_is_exact(ip: str, extra: l
         assert report["data_plane"]["fault_dropped"] > 0 and report["data_plane"]["fault_duplicated"] > 0, report
 
 
+def test_mpi_allreduce_through_a_static_tree_switch_is_exact() -> None:
+    """REDUCELAB_ALLREDUCE=static_trees (scenarios/switch/star4_static_trees.toml): one static
+    tree serves the runtime's calls one after another, each continuing the last one's block
+    sequence in the tree's slots (no loss recovery, so no faults)."""
+    report = _through_a_switch(REPO / "scenarios/switch/star4_static_trees.toml", "127.66.24.1", [], "static_trees", 4)
+    assert report["program"]["aggregated"] > 0 and report["program"]["collisions"] == 0, report
+
+
 def test_a_switch_algorithm_that_is_not_the_scenarios_protocol_fails_with_the_reason() -> None:
     """REDUCELAB_ALLREDUCE=switchml with a canary scenario: every rank stops with the reason."""
     sw = subprocess.Popen(

@@ -16,7 +16,9 @@ use std::sync::Arc;
 
 use crate::fabric::Fabric;
 use crate::host::{contribution, Collective, HostStats, Results};
-use crate::protocol::{integer, only_known, HostProtocol, InaProtocol, ParamError, Params, SwitchConfig, Tenant};
+use crate::protocol::{
+    integer, only_known, HostProtocol, InaProtocol, ParamError, Params, SessionCalls, SwitchConfig, Tenant,
+};
 use crate::{port_bit, Addr, Header, HostAction, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, NIL};
 
 /// Static trees as configured for one collective.
@@ -105,6 +107,20 @@ impl InaProtocol for StaticTrees {
             results: Results::new(c),
             stats: HostStats::default(),
         })
+    }
+    /// A tenant's switch state is its trees and its slots, not the collective's size, and a
+    /// call's blocks are all done (every slot freed by its result on the way down) before the
+    /// next call starts, so calls can continue one block sequence. The slot of a block is its
+    /// sequence modulo the window, which must then be a power of two: the sequence wraps at
+    /// 2^20, and consecutive blocks across the wrap must still take consecutive slots.
+    fn session_calls(&self) -> Result<SessionCalls, String> {
+        if !self.window.is_power_of_two() {
+            return Err(format!(
+                "window: {} is not a power of two; a session's block sequence wraps at 2^20, where the slots (sequence mod window) must stay in step",
+                self.window
+            ));
+        }
+        Ok(SessionCalls::ContinuedSequence)
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {
