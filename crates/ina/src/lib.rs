@@ -10,6 +10,8 @@
 //!   ATP-like with one tree; PANAMA-like with N trees and blocks assigned round-robin).
 //! - [`reliable_tree`]: a SHARP-style reliable aggregation tree (not in the seeds): hosts re-send
 //!   until the result arrives, switches deduplicate by child port and keep results.
+//! - [`switchml_allreduce`]: SwitchML's switch program and worker window (the shared-pool
+//!   ones) as an allreduce of this registry.
 //! - [`canary_host`]: Canary's host agent (leaders, loss recovery, completion).
 //! - [`host`]: what every protocol's host side shares (blocks, contributions, result checks).
 //! - [`protocol`]: the [`InaProtocol`] type each protocol implements (its switch programs and
@@ -61,6 +63,7 @@ pub mod protocol;
 pub mod ps;
 pub mod reliable_tree;
 pub mod switchml;
+pub mod switchml_allreduce;
 pub mod training;
 pub mod tree;
 pub mod wire;
@@ -177,6 +180,17 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         ],
         takes_roots: true,
         build: reliable_tree::ReliableTree::build,
+    },
+    ProtocolInfo {
+        name: "switchml",
+        summary: "SwitchML (NSDI'21) as an allreduce: the shared-pool switch program at one root switch per tenant (two sets of window aggregators, results kept for re-sends), ranks' slot windows with re-sends",
+        loss_recovery: true,
+        params: &[
+            ParamSpec { key: "window", explore_min: 1.0, explore_max: 16.0, integer: true, log: true },
+            ParamSpec { key: "retransmit_timeout_us", explore_min: 1.0, explore_max: 1000.0, integer: false, log: true },
+        ],
+        takes_roots: true,
+        build: switchml_allreduce::SwitchMlAllreduce::build,
     },
 ];
 

@@ -305,7 +305,8 @@ impl TrafficKind {
         let mut keys = self.entry_fields().to_vec();
         let protocol = match self {
             TrafficKind::InaAllreduce => Some(protocol.unwrap_or(crate::ina::DEFAULT_PROTOCOL)),
-            TrafficKind::Training => protocol,
+            // A shared-pool protocol's training jobs take the pool keys, not its registry entry's.
+            TrafficKind::Training => protocol.filter(|p| reducelab_ina::pool::pool_protocol(p).is_none()),
             _ => None,
         };
         if let Some(info) = protocol.and_then(reducelab_ina::protocol) {

@@ -41,7 +41,10 @@ pub fn resolve(f: &str, t: &crate::TrainingEntry, topo: &Topology) -> Result<cra
         ("ps_restart_us", t.ps_restart_us.is_some()),
         ("aggregation", t.aggregation.is_some()),
     ];
-    if let Some(info) = reducelab_ina::protocol(name) {
+    // A shared-pool protocol's own training jobs first (SwitchML is also a registry entry, the
+    // same switch program serving allreduces).
+    let pool = pool::pool_protocol(name).is_some();
+    if let Some(info) = reducelab_ina::protocol(name).filter(|_| !pool) {
         if let Some((k, _)) = pool_keys.iter().find(|(_, set)| *set) {
             return Err(err(
                 k,
@@ -50,7 +53,7 @@ pub fn resolve(f: &str, t: &crate::TrainingEntry, topo: &Topology) -> Result<cra
         }
         return resolve_on_ina(f, t, topo, info);
     }
-    if pool::pool_protocol(name).is_some() {
+    if pool {
         let ina_key = t.params.keys().map(String::as_str).chain(t.roots.as_ref().map(|_| "roots")).next();
         if let Some(k) = ina_key {
             return Err(err(
