@@ -307,15 +307,15 @@ def test_innet_sessions_sum_random_calls_exactly(protocol: str, node: int, block
                 assert np.array_equal(got.view(np.uint32), ref.view(np.uint32)), (r, k)
 
 
-def test_innet_sessions_refuse_a_wrong_rank_count_and_static_trees() -> None:
+def test_innet_sessions_refuse_a_wrong_rank_count_and_flare() -> None:
     import pytest
 
     from reducelab import innet
 
     with pytest.raises(ValueError, match="ranks: 2, but the scenario's job has 4 workers"):
         innet.Session(REPO / "scenarios/switch/star4_switchml.toml", 2, 0, ip_base="127.66.11.1")
-    with pytest.raises(ValueError, match="protocol: static_trees:1's switch programs are built for the scenario's collectives"):
-        innet.Session(REPO / "scenarios/switch/star4_static_trees.toml", 4, 0, ip_base="127.66.11.1")
+    with pytest.raises(ValueError, match="protocol: flare_sparse's switch programs are built for the scenario's collectives"):
+        innet.Session(REPO / "scenarios/switch/star4_flare_sparse.toml", 4, 0, ip_base="127.66.11.1")
 
 
 def test_innet_session_names_the_missing_switch_and_bad_dtypes() -> None:
