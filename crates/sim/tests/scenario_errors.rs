@@ -734,18 +734,9 @@ fn every_listed_key_is_one_the_schema_reads() {
             }
         }
     }
-    for kind in [
-        "messages",
-        "permutation",
-        "incast",
-        "random_uniform",
-        "random_permutation",
-        "collective",
-        "ina_allreduce",
-        "training",
-    ] {
-        let k: TrafficKind = toml::Value::String(kind.into()).try_into().unwrap();
-        assert_eq!(k.name(), kind);
+    for k in TrafficKind::ALL {
+        let kind = k.name();
+        assert_eq!(toml::Value::String(kind.into()).try_into::<TrafficKind>().unwrap(), k, "{kind} is read back");
         for key in k.keys() {
             let text = sc(&[FT2, &traffic(&format!("kind = \"{kind}\"\n{key} = 1"))]);
             if let Err(e) = load_scenario_str(&text, None) {
