@@ -17,7 +17,7 @@
 //! arm of `on_packet_`), so a leader's count of contributions never counts a host twice.
 
 use crate::host::{contribution, Collective, HostStats, Results};
-use crate::protocol::HostProtocol;
+use crate::protocol::{HostProtocol, Progress};
 use crate::{port_bit, Addr, Header, HostAction, Kind, Values, MULTICAST_MARK, NIL};
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -510,15 +510,12 @@ impl HostProtocol for CanaryHost {
     fn on_timer(&mut self, c: &Collective, now: u64, token: u64, vals: &mut Values, out: &mut Vec<HostAction>) {
         self.on_timer_(c, now, token, vals, out)
     }
-    fn finished_ps(&self) -> Option<u64> {
-        self.results.finished_ps
+    fn progress(&self) -> Progress {
+        self.results.progress()
     }
     /// Released by the coordinator (explicit completion) after having every block.
     fn completed_ps(&self) -> Option<u64> {
         self.results.finished_ps.and(self.released_ps)
-    }
-    fn missing(&self) -> u32 {
-        self.results.missing()
     }
     fn stats(&self) -> &HostStats {
         &self.stats

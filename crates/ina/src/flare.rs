@@ -38,7 +38,7 @@ use reducelab_flare::sparse::switch::{BlockAssembler, SparseAggregator, Storage}
 use crate::fabric::Fabric;
 use crate::host::{Collective, HostStats};
 use crate::protocol::{
-    integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, SwitchConfig, Tenant,
+    integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, Progress, SwitchConfig, Tenant,
 };
 use crate::tree::{build_trees, StaticTreeSwitch, StaticTrees, TreeNode};
 use crate::{ports_of, Addr, Header, HostAction, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, NIL};
@@ -806,14 +806,8 @@ impl HostProtocol for FlareSparseHost {
         }
     }
     fn on_timer(&mut self, _c: &Collective, _now: u64, _token: u64, _vals: &mut Values, _out: &mut Vec<HostAction>) {}
-    fn finished_ps(&self) -> Option<u64> {
-        self.finished_ps
-    }
-    fn completed_ps(&self) -> Option<u64> {
-        self.finished_ps
-    }
-    fn missing(&self) -> u32 {
-        self.layout.blocks() - self.done_count
+    fn progress(&self) -> Progress {
+        Progress { finished_ps: self.finished_ps, missing: self.layout.blocks() - self.done_count }
     }
     fn expected(&self, _c: &Collective) -> (u32, &'static str) {
         (self.layout.blocks(), "sparse blocks")
@@ -996,18 +990,13 @@ impl HostProtocol for SparcmlHost {
         self.check_finished(c, now);
     }
     fn on_timer(&mut self, _c: &Collective, _now: u64, _token: u64, _vals: &mut Values, _out: &mut Vec<HostAction>) {}
-    fn finished_ps(&self) -> Option<u64> {
-        self.finished_ps
-    }
-    fn completed_ps(&self) -> Option<u64> {
-        self.finished_ps
-    }
-    fn missing(&self) -> u32 {
-        match (&self.state, self.finished_ps) {
+    fn progress(&self) -> Progress {
+        let missing = match (&self.state, self.finished_ps) {
             (_, Some(_)) => 0,
             (Some(st), None) => st.steps_left().max(1),
             (None, None) => 1,
-        }
+        };
+        Progress { finished_ps: self.finished_ps, missing }
     }
     fn expected(&self, _c: &Collective) -> (u32, &'static str) {
         (self.state.as_ref().map_or(1, |st| st.steps().max(1)), "steps")

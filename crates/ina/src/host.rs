@@ -175,6 +175,9 @@ impl Results {
     pub fn missing(&self) -> u32 {
         self.done.len() as u32 - self.done_count
     }
+    pub fn progress(&self) -> crate::protocol::Progress {
+        crate::protocol::Progress { finished_ps: self.finished_ps, missing: self.missing() }
+    }
     /// Checks a result for block `b` against the expected sum (counting a bad one in
     /// `stats`).
     pub fn check(c: &Collective, b: u32, fp: u64, data: u32, vals: &Values, stats: &mut HostStats) {

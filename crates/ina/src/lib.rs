@@ -10,8 +10,8 @@
 //!   ATP-like with one tree; PANAMA-like with N trees and blocks assigned round-robin).
 //! - [`reliable_tree`]: a SHARP-style reliable aggregation tree (not in the seeds): hosts re-send
 //!   until the result arrives, switches deduplicate by child port and keep results.
-//! - [`switchml_allreduce`]: SwitchML's switch program and worker window (the shared-pool
-//!   ones) as an allreduce of this registry.
+//! - [`pool_allreduce`]: SwitchML, ATP and DSA (their switch programs, worker windows and
+//!   parameter servers, the shared-pool ones) as allreduces of this registry.
 //! - [`canary_host`]: Canary's host agent (leaders, loss recovery, completion).
 //! - [`host`]: what every protocol's host side shares (blocks, contributions, result checks).
 //! - [`protocol`]: the [`InaProtocol`] type each protocol implements (its switch programs and
@@ -22,7 +22,8 @@
 //!
 //! Shared switch memory (DSA, seed 001, and its baselines), with their own packet type
 //! ([`pool::AggPacket`]) and actions ([`pool::PoolAction`], [`pool::PsAction`]), driven
-//! by the engine as training jobs (`reducelab-sim`'s `training_run`), not in [`PROTOCOLS`]:
+//! by the engine as training jobs (`reducelab-sim`'s `training_run`) and, through
+//! [`pool_allreduce`], as allreduces of [`PROTOCOLS`]:
 //! - [`pool`]: the aggregator pool ⟨JobID_PSN, bitmap, priority, values⟩ sized from switch
 //!   memory (§VII-B: 5 MB / 306 B = 16 339 aggregators), the packets, the `Hash(JobID, PSN)`
 //!   index, occupancy over time.
@@ -57,18 +58,18 @@ pub mod fuzz;
 pub mod host;
 pub mod policy;
 pub mod pool;
+pub mod pool_allreduce;
 pub mod pool_jobs;
 pub mod pool_wire;
 pub mod protocol;
 pub mod ps;
 pub mod reliable_tree;
 pub mod switchml;
-pub mod switchml_allreduce;
 pub mod training;
 pub mod tree;
 pub mod wire;
 
-pub use protocol::{HostProtocol, InaProtocol, ParamError, Params, SessionCalls, SwitchConfig, Tenant};
+pub use protocol::{HostProtocol, InaProtocol, ParamError, Params, Progress, SessionCalls, SwitchConfig, Tenant};
 
 pub use wire::Kind;
 
@@ -190,7 +191,29 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
             ParamSpec { key: "retransmit_timeout_us", explore_min: 1.0, explore_max: 1000.0, integer: false, log: true },
         ],
         takes_roots: true,
-        build: switchml_allreduce::SwitchMlAllreduce::build,
+        build: pool_allreduce::PoolAllreduce::build_switchml,
+    },
+    ProtocolInfo {
+        name: "atp",
+        summary: "ATP (NSDI'21) as an allreduce: hashed aggregators at one root switch, first come first served, collisions and results through the parameter server (on rank 0's host), AIMD windows with resends",
+        loss_recovery: true,
+        params: &[
+            ParamSpec { key: "window", explore_min: 1.0, explore_max: 256.0, integer: true, log: true },
+            ParamSpec { key: "retransmit_timeout_us", explore_min: 10.0, explore_max: 10000.0, integer: false, log: true },
+        ],
+        takes_roots: true,
+        build: pool_allreduce::PoolAllreduce::build_atp,
+    },
+    ProtocolInfo {
+        name: "dsa",
+        summary: "DSA (seed 001) as an allreduce: hashed aggregators at one root switch with preemption by priority, bitmap deduplication, the parameter server's reminders (on rank 0's host), AIMD windows",
+        loss_recovery: true,
+        params: &[
+            ParamSpec { key: "window", explore_min: 1.0, explore_max: 256.0, integer: true, log: true },
+            ParamSpec { key: "retransmit_timeout_us", explore_min: 10.0, explore_max: 10000.0, integer: false, log: true },
+        ],
+        takes_roots: true,
+        build: pool_allreduce::PoolAllreduce::build_dsa,
     },
 ];
 

@@ -162,6 +162,13 @@ impl Ps {
             Ps::Dsa(ps) => ps.dict.restart(vals),
         }
     }
+    /// The job is over ([`PsDictionary::clear`](crate::ps::PsDictionary::clear)).
+    pub fn clear(&mut self, vals: &mut Values) {
+        match self {
+            Ps::Atp(ps) => ps.dict.clear(vals),
+            Ps::Dsa(ps) => ps.dict.clear(vals),
+        }
+    }
     /// PSNs with a partial aggregate here (what a restart loses).
     pub fn pending(&self) -> usize {
         match self {

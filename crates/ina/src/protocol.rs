@@ -138,6 +138,15 @@ pub enum SessionCalls {
     ContinuedSequence,
 }
 
+/// A rank's progress through its collective ([`HostProtocol::progress`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// When it had every block (or its protocol's own unit: [`HostProtocol::expected`]).
+    pub finished_ps: Option<u64>,
+    /// Blocks (or units) still expected.
+    pub missing: u32,
+}
+
 /// The host side of a protocol: a sans-I/O state machine driven by the NIC (pull), arriving
 /// packets and its own timers.
 pub trait HostProtocol {
@@ -147,13 +156,21 @@ pub trait HostProtocol {
     fn pull(&mut self, c: &Collective, now: u64, room: usize, vals: &mut Values, out: &mut Vec<HostAction>);
     fn on_packet(&mut self, c: &Collective, now: u64, hdr: Header, vals: &mut Values, out: &mut Vec<HostAction>);
     fn on_timer(&mut self, c: &Collective, now: u64, token: u64, vals: &mut Values, out: &mut Vec<HostAction>);
+    /// What this rank has received so far.
+    fn progress(&self) -> Progress;
     /// When this rank had every block.
-    fn finished_ps(&self) -> Option<u64>;
+    fn finished_ps(&self) -> Option<u64> {
+        self.progress().finished_ps
+    }
     /// When this rank was done with the collective (for Canary: released by the coordinator's
     /// completion notification; otherwise when it had every block).
-    fn completed_ps(&self) -> Option<u64>;
+    fn completed_ps(&self) -> Option<u64> {
+        self.finished_ps()
+    }
     /// Blocks still expected.
-    fn missing(&self) -> u32;
+    fn missing(&self) -> u32 {
+        self.progress().missing
+    }
     /// What [`Self::missing`] counts down from, and its unit, for progress and stall reports
     /// (default: the collective's blocks; the sparse protocols' own blocks or steps).
     fn expected(&self, c: &Collective) -> (u32, &'static str) {
@@ -167,6 +184,11 @@ pub trait HostProtocol {
     fn linger_ps(&self) -> u64 {
         0
     }
+    /// The collective is over for every rank (the runtime's control plane says so, as it
+    /// releases the tenant from the switches): the agent frees what it keeps to answer its peers
+    /// (a co-located parameter server's results), and drops what arrives late. Default: it
+    /// keeps nothing.
+    fn release(&mut self, _now: u64, _vals: &mut Values) {}
     /// For a runtime whose completed hosts leave at once (the software switch's sessions): how
     /// long after [`Self::finished_ps`] a rank that is still not released may conclude that it
     /// was (its completion notices unanswered all that time); `None`: never.

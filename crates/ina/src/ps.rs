@@ -142,6 +142,13 @@ impl PsDictionary {
             vals.release(e.data);
         }
     }
+    /// The job is over: every partial aggregate and kept result is dropped, their values freed.
+    pub fn clear(&mut self, vals: &mut Values) {
+        self.restart(vals);
+        for c in std::mem::take(&mut self.done).into_values() {
+            vals.release(c.data);
+        }
+    }
     /// Drops the kept results of PSNs below `psn` (every worker has them), freeing their values.
     pub fn forget_results_below(&mut self, psn: u32, vals: &mut Values) {
         let keep = self.done.split_off(&psn);

@@ -37,7 +37,8 @@ use crate::canary_host::MAX_EXPIRIES;
 use crate::fabric::Fabric;
 use crate::host::{contribution, Collective, HostStats, Results, MAX_BLOCKS};
 use crate::protocol::{
-    integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, SessionCalls, SwitchConfig, Tenant,
+    integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, Progress, SessionCalls, SwitchConfig,
+    Tenant,
 };
 use crate::tree::{build_trees, TreeNode};
 use crate::{
@@ -221,14 +222,8 @@ impl HostProtocol for ReliableTreeHost {
         self.stats.retransmits_sent += 1;
         self.send(c, b, now, vals, out);
     }
-    fn finished_ps(&self) -> Option<u64> {
-        self.results.finished_ps
-    }
-    fn completed_ps(&self) -> Option<u64> {
-        self.results.finished_ps
-    }
-    fn missing(&self) -> u32 {
-        self.results.missing()
+    fn progress(&self) -> Progress {
+        self.results.progress()
     }
     fn stats(&self) -> &HostStats {
         &self.stats

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use crate::fabric::Fabric;
 use crate::host::{contribution, Collective, HostStats, Results};
 use crate::protocol::{
-    integer, only_known, HostProtocol, InaProtocol, ParamError, Params, SessionCalls, SwitchConfig, Tenant,
+    integer, only_known, HostProtocol, InaProtocol, ParamError, Params, Progress, SessionCalls, SwitchConfig, Tenant,
 };
 use crate::{port_bit, Addr, Header, HostAction, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, NIL};
 
@@ -229,14 +229,8 @@ impl HostProtocol for TreeHost {
         }
     }
     fn on_timer(&mut self, _c: &Collective, _now: u64, _token: u64, _vals: &mut Values, _out: &mut Vec<HostAction>) {}
-    fn finished_ps(&self) -> Option<u64> {
-        self.results.finished_ps
-    }
-    fn completed_ps(&self) -> Option<u64> {
-        self.results.finished_ps
-    }
-    fn missing(&self) -> u32 {
-        self.results.missing()
+    fn progress(&self) -> Progress {
+        self.results.progress()
     }
     fn stats(&self) -> &HostStats {
         &self.stats

@@ -148,6 +148,12 @@ pub fn setup(topo: &Topology, specs: &[InaSpec], switch: &InaSwitchSpec, seed: u
     if specs.len() > 256 {
         return Err(format!("{} in-network collectives; the 8-bit application id allows 256", specs.len()));
     }
+    if let (true, Some(first)) = (switch.wire_check, specs.first()) {
+        // The check carries every header through the frame the software switch sends.
+        if let Err(why) = first.protocol.software_switch() {
+            return Err(format!("wire_check: {}", why.trim_start_matches("protocol: ")));
+        }
+    }
     if topo.nodes.iter().any(|n| n.host.is_some() && n.forwards) {
         return Err(format!(
             "topology: in-network aggregation runs on indirect networks (star, fat trees, dragonfly); the hosts of {} forward traffic",

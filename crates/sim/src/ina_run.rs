@@ -400,6 +400,9 @@ impl InaWorld {
             for p in self.programs.iter_mut().flatten() {
                 p.release_tenant(now, self.colls[ci as usize].tenant, &mut self.vals);
             }
+            for a in self.agents[ci as usize].iter_mut() {
+                a.release(now, &mut self.vals);
+            }
         }
     }
 }
