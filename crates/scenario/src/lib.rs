@@ -84,6 +84,11 @@ pub struct Scenario {
     pub transport: reducelab_net::TransportConfig,
     /// Traffic entries (message tags) whose messages go without it (`transport = "none"`).
     pub raw_traffic: Vec<u64>,
+    /// The in-network collectives set up on the topology (switch programs built), when there
+    /// are any: validating them builds them, so the run takes these instead of building again.
+    pub ina_setup: Option<ina::InaSetup>,
+    /// The training entry laid out on the topology, when there is one (the same reason).
+    pub training_layout: Option<reducelab_ina::pool_jobs::TrainingLayout>,
 }
 
 /// A scenario error: `field` is the dotted path of the offending field (e.g.
@@ -490,19 +495,25 @@ impl ScenarioFile {
         net.noise_hosts = self.noise.resolve_hosts(&traffic, topology.num_hosts() as u32)?;
         let ina = self.ina.resolve()?;
         let ina_specs: Vec<_> = traffic.iter().flat_map(|t| t.ina_specs().iter().cloned()).collect();
+        let mut ina_setup = None;
         if !ina_specs.is_empty() {
-            // Builds the switch programs once to validate (trees, tables, protocol mix).
-            if let Err(reason) = ina::setup(&topology, &ina_specs, &ina, seed) {
-                // Errors start with the field they are about: an `[ina]` key, or a top-level
-                // section (`topology`, `traffic`).
-                let (field, reason) = match reason.split_once(": ") {
-                    Some((fld, r)) if fld == "topology" || fld == "traffic" => (fld.to_string(), r.to_string()),
-                    Some((fld, r)) if !fld.contains(' ') => (format!("ina.{fld}"), r.to_string()),
-                    _ => ("traffic".to_string(), reason),
-                };
-                return e(field, reason);
+            // Builds the switch programs (validating trees, tables, protocol mix); the run
+            // takes them.
+            match ina::setup(&topology, &ina_specs, &ina, seed) {
+                Ok(setup) => ina_setup = Some(setup),
+                Err(reason) => {
+                    // Errors start with the field they are about: an `[ina]` key, or a top-level
+                    // section (`topology`, `traffic`).
+                    let (field, reason) = match reason.split_once(": ") {
+                        Some((fld, r)) if fld == "topology" || fld == "traffic" => (fld.to_string(), r.to_string()),
+                        Some((fld, r)) if !fld.contains(' ') => (format!("ina.{fld}"), r.to_string()),
+                        _ => ("traffic".to_string(), reason),
+                    };
+                    return e(field, reason);
+                }
             }
         }
+        let mut training_layout = None;
         let trainings: Vec<usize> =
             (0..traffic.len()).filter(|&i| matches!(traffic[i], Traffic::Training(_))).collect();
         if let Some(&i) = trainings.first() {
@@ -516,13 +527,14 @@ impl ScenarioFile {
                 return e(format!("traffic[{i}].kind"), "\"training\" and \"ina_allreduce\" traffic do not run in one scenario (the switches run one program)");
             }
             let Traffic::Training(spec) = &traffic[i] else { unreachable!() };
-            training::layout(&topology, spec, seed).map_err(|r| match r.split_once(": ") {
+            let laid_out = training::layout(&topology, spec, seed).map_err(|r| match r.split_once(": ") {
                 Some((fld, why)) if fld == "topology" => ScenarioError { field: fld.into(), reason: why.into() },
                 Some((fld, why)) if !fld.contains(' ') => {
                     ScenarioError { field: format!("traffic[{i}].{fld}"), reason: why.into() }
                 }
                 _ => ScenarioError { field: format!("traffic[{i}]"), reason: r },
             })?;
+            training_layout = Some(laid_out);
         }
         if traffic.is_empty() {
             return e("traffic", "at least one [[traffic]] entry is needed");
@@ -669,6 +681,8 @@ impl ScenarioFile {
             endpoint,
             transport,
             raw_traffic,
+            ina_setup,
+            training_layout,
         })
     }
 }

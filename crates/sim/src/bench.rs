@@ -64,7 +64,7 @@ pub fn bench_engine(name: &str) -> Result<BenchResult, ScenarioError> {
     } else {
         let sc = file.resolve(None)?;
         let _ = std::fs::write("/proc/self/clear_refs", "5");
-        run_scenario(&sc, &RunOptions::default())?
+        run_scenario(sc, &RunOptions::default())?
     };
     let peak = read_status_kb("VmHWM:") * 1024;
     let summary: serde_json::Value = serde_json::from_str(&out.summary_json).expect("own json");

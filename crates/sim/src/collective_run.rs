@@ -116,7 +116,8 @@ pub fn run_collective(
         unreachable!("the Swing network's traffic is one collective")
     };
     let (variant, ranks) = (variant.to_string(), hosts.len() as u32);
-    let out = run_scenario(&sc, &RunOptions::default()).map_err(legacy_error)?;
+    let (backend, backend_reason, buffer_bytes) = (sc.backend, sc.backend_reason.clone(), sc.net.buffer_bytes);
+    let out = run_scenario(sc, &RunOptions::default()).map_err(legacy_error)?;
     let summary: serde_json::Value = serde_json::from_str(&out.summary_json).expect("own json");
     let t = &summary["traffic"][0];
     let canonical = TopologyShape::parse(topology_spec).map(|s| s.spec()).unwrap_or_else(|_| topology_spec.to_string());
@@ -132,14 +133,14 @@ pub fn run_collective(
         algorithm: variant,
         ranks,
         size_bytes,
-        backend: sc.backend,
-        backend_reason: sc.backend_reason.clone(),
+        backend,
+        backend_reason,
         runtime_ps,
         goodput_gbps: goodput(size_bytes, runtime_ps),
         verified: t["verified"].as_bool(),
         mismatch: t["mismatch"].as_str().map(str::to_string),
         messages: t["messages"].as_u64().unwrap_or(0),
-        buffer_bytes: sc.net.buffer_bytes,
+        buffer_bytes,
         wall_seconds: t0.elapsed().as_secs_f64(),
     })
 }

@@ -94,9 +94,10 @@ pub struct InaWorld {
 }
 
 impl InaWorld {
-    pub fn new(topo: &Topology, specs: Vec<InaSpec>, switch: InaSwitchSpec, seed: u64) -> Result<InaWorld, String> {
+    /// The world of `specs`, set up on `topo` by [`setup`] (the scenario's validation did).
+    pub fn new(topo: &Topology, specs: Vec<InaSpec>, switch: InaSwitchSpec, built: InaSetup) -> InaWorld {
         let n_hosts = topo.num_hosts();
-        let InaSetup { fabric, colls, programs, elems_per_packet: epp } = setup(topo, &specs, &switch, seed)?;
+        let InaSetup { fabric, colls, programs, elems_per_packet: epp } = built;
         let values = specs.iter().any(|s| s.values);
         let mut agents = Vec::new();
         let mut rank_of = Vec::new();
@@ -118,7 +119,7 @@ impl InaWorld {
         let left = specs.len();
         let started = colls.iter().map(|c| vec![false; c.n() as usize]).collect();
         let descriptor_bytes = epp as u64 * 4 + reducelab_ina::wire::HEADER_BYTES as u64;
-        Ok(InaWorld {
+        InaWorld {
             specs,
             colls,
             agents,
@@ -142,7 +143,7 @@ impl InaWorld {
             left,
             occupancy: Vec::new(),
             descriptor_bytes,
-        })
+        }
     }
 
     pub fn is_done(&self) -> bool {

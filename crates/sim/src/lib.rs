@@ -72,13 +72,14 @@ pub fn run_scenario_str(text: &str, opts: &RunOptions) -> Result<RunOutput, Scen
         return pspin_run::run(&file, opts); // one Flare PsPIN switch, no network (docs/flare.md)
     }
     let sc = file.resolve(opts.seed)?;
-    run_scenario(&sc, opts)
+    run_scenario(sc, opts)
 }
 
-/// Runs a validated scenario on its backend (`sc.backend`).
-pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
+/// Runs a validated scenario on its backend (`sc.backend`), taking the worlds its validation
+/// built.
+pub fn run_scenario(mut sc: Scenario, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
     if sc.backend == scenario::Backend::Flow {
-        return run_flow(sc, opts.probe);
+        return run_flow(&sc, opts.probe);
     }
     let t0 = Instant::now();
     let rng = Rng::new(sc.seed);
@@ -90,12 +91,20 @@ pub fn run_scenario(sc: &Scenario, opts: &RunOptions) -> Result<RunOutput, Scena
     net.set_endpoint(sc.endpoint).map_err(|reason| ScenarioError { field: "endpoint".into(), reason })?;
     net.set_transport(sc.transport).map_err(|reason| ScenarioError { field: "transport".into(), reason })?;
     net.set_raw_tags(&sc.raw_traffic);
-    let mut w = workload::ScenarioWorkload::new(sc.traffic.clone(), rng.fork(0x7AFF1C), &sc.topology, sc.seed, &sc.ina);
+    let mut w = workload::ScenarioWorkload::new(
+        sc.traffic.clone(),
+        rng.fork(0x7AFF1C),
+        &sc.topology,
+        sc.seed,
+        &sc.ina,
+        sc.ina_setup.take(),
+        sc.training_layout.take(),
+    );
     let mut progress = |f: f64| opts.progress.is_none_or(|p| p(f));
     let until = if opts.probe { Some(reducelab_des::SimTime(1)) } else { sc.time_limit };
     let end = net.run_limited(&mut w, RunLimits { until, watchdog: sc.watchdog }, &mut progress);
     let wall = t0.elapsed().as_secs_f64();
-    let r = report::build(sc, &net, &w, &end);
+    let r = report::build(&sc, &net, &w, &end);
     let s = net.stats();
     Ok(RunOutput {
         status: r.status,

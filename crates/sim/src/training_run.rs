@@ -183,8 +183,13 @@ pub struct TrainingWorld {
 
 impl TrainingWorld {
     /// Builds the world; errors start with the field they are about.
-    pub fn new(topo: &Topology, spec: TrainingSpec, seed: u64) -> Result<TrainingWorld, String> {
-        let layout = layout(topo, &spec, seed)?;
+    /// The world of `spec`, laid out by [`layout`] (the scenario's validation did).
+    pub fn new(
+        topo: &Topology,
+        spec: TrainingSpec,
+        layout: TrainingLayout,
+        seed: u64,
+    ) -> Result<TrainingWorld, String> {
         let programs = layout
             .switch_jobs
             .iter()

@@ -1,9 +1,10 @@
 //! The workload of a scenario: its traffic generators driving a [`Network`].
 
 use crate::collective::{CollectiveResult, CollectiveRun};
-use crate::ina_run::{InaSwitchSpec, InaWorld};
+use crate::ina_run::{InaSetup, InaSwitchSpec, InaWorld};
 use crate::scenario::Traffic;
 use reducelab_des::{Rng, SimTime};
+use reducelab_ina::pool_jobs::TrainingLayout;
 use reducelab_net::{MsgId, Network, PacketId, WorkDone, Workload};
 use reducelab_topo::Topology;
 use std::collections::BTreeMap;
@@ -91,15 +92,24 @@ pub struct ScenarioWorkload {
 }
 
 impl ScenarioWorkload {
-    /// `ina` holds the switch resources for `ina_allreduce` generators (validated with the
-    /// scenario, so building the in-network world cannot fail here).
-    pub fn new(traffic: Vec<Traffic>, rng: Rng, topo: &Topology, seed: u64, ina: &InaSwitchSpec) -> Self {
+    /// `ina` holds the switch resources for `ina_allreduce` generators, `ina_setup` and
+    /// `training_layout` what the scenario's validation built of them and of a training entry
+    /// (so building the worlds cannot fail here).
+    pub fn new(
+        traffic: Vec<Traffic>,
+        rng: Rng,
+        topo: &Topology,
+        seed: u64,
+        ina: &InaSwitchSpec,
+        ina_setup: Option<InaSetup>,
+        training_layout: Option<TrainingLayout>,
+    ) -> Self {
         let ina_specs: Vec<_> = traffic.iter().flat_map(|t| t.ina_specs().iter().cloned()).collect();
-        let ina = (!ina_specs.is_empty())
-            .then(|| InaWorld::new(topo, ina_specs, ina.clone(), seed).expect("validated with the scenario"));
+        let ina = ina_setup.map(|built| InaWorld::new(topo, ina_specs, ina.clone(), built));
         let training = traffic.iter().find_map(|t| if let Traffic::Training(s) = t { Some(s.clone()) } else { None });
-        let training = training
-            .map(|s| crate::training_run::TrainingWorld::new(topo, s, seed).expect("validated with the scenario"));
+        let training = training.zip(training_layout).map(|(s, layout)| {
+            crate::training_run::TrainingWorld::new(topo, s, layout, seed).expect("validated with the scenario")
+        });
         let counters = vec![TrafficCounters::default(); traffic.len()];
         let mut collectives_left = 0;
         let runs = traffic

@@ -902,7 +902,7 @@ fn random_mutations_never_panic() {
                     if let Some(path) = &trace {
                         std::fs::write(path, format!("# iteration {it} (simulating)\n{text}")).unwrap();
                     }
-                    let r = catch_unwind(AssertUnwindSafe(|| run_scenario(&sc, &RunOptions::default())));
+                    let r = catch_unwind(AssertUnwindSafe(move || run_scenario(sc, &RunOptions::default())));
                     match r {
                         Err(_) => {
                             if panics.len() < 5 {
