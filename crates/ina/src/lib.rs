@@ -274,6 +274,10 @@ pub struct Header {
     pub fp: u64,
     /// Slot of the element values in the [`Values`] slab, or [`NIL`].
     pub data: u32,
+    /// Congestion experienced: a queue on the way marked the packet (the runtime ORs the
+    /// network's mark in as the packet reaches a switch program or a host), or its sender
+    /// echoes one (a parameter server's ACK). An IP-level bit, not in the protocol's frame.
+    pub ecn: bool,
 }
 
 impl Header {
@@ -294,6 +298,7 @@ impl Header {
             elems: 0,
             fp: 0,
             data: NIL,
+            ecn: false,
         }
     }
 

@@ -264,6 +264,7 @@ impl InaProtocol for PoolAllreduce {
             stats: HostStats::default(),
             ps,
             ps_out: Vec::new(),
+            ps_mark: false,
         })
     }
     /// ATP's and DSA's packets carry a 64-bit bitmap and a priority, which the Canary frame
@@ -379,9 +380,11 @@ impl PoolRoot {
         }
     }
 
-    /// Carries out `a` (`custody`: the arriving packet is forwarded as this one).
-    fn act(&mut self, p: AggPacket, custody: bool, vals: &mut Values, out: &mut Vec<SwAction>) {
-        let mut send = |hdr: Header, first: bool| {
+    /// Carries out `a` (`custody`: the arriving packet is forwarded as this one, with its ECN
+    /// mark `ecn`, on every copy of a multicast; a packet the program emits starts unmarked).
+    fn act(&mut self, p: AggPacket, custody: bool, ecn: bool, vals: &mut Values, out: &mut Vec<SwAction>) {
+        let mut send = |mut hdr: Header, first: bool| {
+            hdr.ecn = custody && ecn;
             out.push(if custody && first {
                 SwAction::Forward { out: Out::Route, hdr }
             } else {
@@ -470,8 +473,8 @@ impl SwitchProgram for PoolRoot {
         for a in &acts {
             match *a {
                 PoolAction::Consume => out.push(SwAction::Consume),
-                PoolAction::Forward(p) => self.act(p, true, vals, out),
-                PoolAction::Emit(p) => self.act(p, false, vals, out),
+                PoolAction::Forward(p) => self.act(p, true, hdr.ecn, vals, out),
+                PoolAction::Emit(p) => self.act(p, false, false, vals, out),
             }
         }
         self.out = acts;
@@ -518,6 +521,9 @@ struct PoolHost {
     stats: HostStats,
     ps: Option<Ps>,
     ps_out: Vec<PsAction>,
+    /// A packet that reached the PS was ECN-marked: its next ACK echoes the mark (ATP's PS
+    /// does; DSA follows ATP's congestion control).
+    ps_mark: bool,
 }
 
 impl PoolHost {
@@ -537,8 +543,18 @@ impl PoolHost {
         policy::encode(policy::priority(&inputs, 1).unwrap_or(0.0))
     }
 
-    /// A packet for this rank's co-located PS, and what the PS does in turn.
-    fn at_ps(&mut self, c: &Collective, now: u64, p: AggPacket, vals: &mut Values, out: &mut Vec<HostAction>) {
+    /// A packet for this rank's co-located PS (`ecn`: it was marked), and what the PS does in
+    /// turn.
+    fn at_ps(
+        &mut self,
+        c: &Collective,
+        now: u64,
+        p: AggPacket,
+        ecn: bool,
+        vals: &mut Values,
+        out: &mut Vec<HostAction>,
+    ) {
+        self.ps_mark |= ecn;
         let Some(ps) = self.ps.as_mut() else {
             self.stats.stale += 1;
             vals.release(p.data);
@@ -563,7 +579,8 @@ impl PoolHost {
                 PsAction::Timer { at, token } => out.push(HostAction::Timer { at, token: PS_TOKEN | token }),
                 // The PS's answer to rank 0 alone stays in the host.
                 PsAction::Send(p) if p.dst == Dest::Worker(0) => {
-                    let h = to_header(&p, Addr::Host(c.ranks[0]));
+                    let mut h = to_header(&p, Addr::Host(c.ranks[0]));
+                    h.ecn = p.kind == PacketKind::Ack && std::mem::take(&mut self.ps_mark);
                     self.on_packet(c, now, h, vals, out);
                 }
                 PsAction::Send(p) => {
@@ -572,6 +589,7 @@ impl PoolHost {
                         _ => Addr::FirstHop,
                     };
                     let mut h = to_header(&p, to);
+                    h.ecn = p.kind == PacketKind::Ack && std::mem::take(&mut self.ps_mark);
                     if let Dest::Worker(_) = p.dst {
                         h.children = 0;
                         h.src = 0;
@@ -585,7 +603,7 @@ impl PoolHost {
     /// A packet of this rank to its tenant's PS (rank 0's host).
     fn send_to_ps(&mut self, c: &Collective, now: u64, p: AggPacket, vals: &mut Values, out: &mut Vec<HostAction>) {
         if self.rank == 0 {
-            self.at_ps(c, now, p, vals, out);
+            self.at_ps(c, now, p, false, vals, out);
         } else {
             out.push(HostAction::Send(to_header(&p, Addr::Host(c.ranks[0]))));
         }
@@ -640,7 +658,7 @@ impl HostProtocol for PoolHost {
             Kind::Retransmit => {
                 let b = c.block_in(hdr.id);
                 if b < c.blocks {
-                    self.window.on_ack(b, false, now);
+                    self.window.on_ack(b, hdr.ecn, now);
                 }
                 self.results.accept(c, now, &hdr, vals, &mut self.stats);
             }
@@ -653,7 +671,7 @@ impl HostProtocol for PoolHost {
             }
             Kind::Fallback | Kind::RetxRequest | Kind::Reduce if hdr.kind != Kind::Reduce || hdr.bypass => {
                 let p = from_header(&hdr, self.rank as u16);
-                self.at_ps(c, now, p, vals, out);
+                self.at_ps(c, now, p, hdr.ecn, vals, out);
             }
             _ => {
                 self.stats.stale += 1;
@@ -743,5 +761,67 @@ mod tests {
         );
         h.counter = 2;
         assert_eq!(from_header(&h, 0).bitmap, 0);
+    }
+
+    /// ATP's co-located PS echoes an ECN mark it received on its next ACK, and a rank takes a
+    /// marked result as a congestion signal (its window halves), an unmarked one not.
+    #[test]
+    fn the_parameter_server_echoes_a_mark_and_ranks_read_it() {
+        let atp = PoolAllreduce::build_atp(&Params::new()).unwrap();
+        let c = Collective::new(3, vec![10, 11], 4 * 64, 64, 7, false).unwrap();
+        let mut vals = Values::new(0);
+        let (mut host0, mut out) = (atp.host_agent(&c, 0), Vec::new());
+        // Rank 0's and rank 1's contributions of block 0 reach the PS (collisions at the
+        // switch), rank 1's marked on its way.
+        for (rank, ecn) in [(0u32, false), (1, true)] {
+            let mut g = AggPacket::new(PacketKind::Gradient, Dest::Ps, 3, 0, 2);
+            g.bitmap = 1 << rank;
+            g.fp = crate::contribution_fp(7, 3, rank, 0);
+            let mut h = to_header(&g, Addr::Host(10));
+            h.ecn = ecn;
+            host0.on_packet(&c, 1000, h, &mut vals, &mut out);
+        }
+        let acks: Vec<&Header> = out
+            .iter()
+            .filter_map(|a| match a {
+                HostAction::Send(h) if h.kind == Kind::Broadcast => Some(h),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(acks.len(), 1, "{out:?}");
+        assert!(acks[0].ecn && acks[0].counter == 2, "{:?}", acks[0]);
+
+        // A rank's window: one marked result halves it, an unmarked one lets it grow.
+        let mut window_after = |ecn: bool| {
+            let mut host = PoolHost {
+                protocol: PoolProtocol::Atp,
+                rank: 1,
+                window: WorkerWindow::new(
+                    c.blocks,
+                    PoolAllreduce { protocol: PoolProtocol::Atp, window: 4, rto_ps: 1 << 30 }.params(),
+                ),
+                armed: None,
+                results: Results::new(&c),
+                stats: HostStats::default(),
+                ps: None,
+                ps_out: Vec::new(),
+                ps_mark: false,
+            };
+            let mut out = Vec::new();
+            host.pull(&c, 0, 8, &mut vals, &mut out);
+            let mut r = AggPacket::new(PacketKind::Ack, Dest::Worker(1), 3, 0, 2);
+            r.bitmap = 3;
+            let before = host.window.cwnd_bytes();
+            let mut ack = to_header(&r, Addr::Host(11));
+            ack.ecn = ecn;
+            host.on_packet(&c, 10, ack, &mut vals, &mut out);
+            host.window.cwnd_bytes() * 100 / before
+        };
+        assert!(
+            window_after(true) < 100 && window_after(false) >= 100,
+            "{} {}",
+            window_after(true),
+            window_after(false)
+        );
     }
 }

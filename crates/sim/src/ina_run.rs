@@ -220,6 +220,7 @@ impl InaWorld {
             self.vals.get_mut(h.data)[..v.len()].copy_from_slice(&v);
             p.data = h.data;
         }
+        p.ecn = h.ecn;
         p
     }
 
@@ -308,7 +309,8 @@ impl InaWorld {
 
     pub fn on_app_at_switch(&mut self, net: &mut Network, node: u32, in_port: u16, pkt: PacketId) {
         let app = net.app_packet(pkt).app;
-        let hdr = self.take(app);
+        let mut hdr = self.take(app);
+        hdr.ecn |= net.app_ecn(pkt);
         let now = net.now().ps();
         match self.programs[node as usize].as_mut() {
             Some(p) => p.on_packet(now, in_port, hdr, &mut self.vals, &mut self.swbuf),
@@ -321,7 +323,8 @@ impl InaWorld {
     }
 
     pub fn on_app_delivered(&mut self, net: &mut Network, host: u32, app: u32) {
-        let hdr = self.take(app);
+        let mut hdr = self.take(app);
+        hdr.ecn |= net.app_delivered_ecn();
         let ci = hdr.tenant as u32;
         let rank = self.rank_of.get(ci as usize).map(|r| r[host as usize]).unwrap_or(NIL);
         if rank == NIL {
