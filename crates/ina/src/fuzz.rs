@@ -51,4 +51,20 @@ pub fn pool_frame(data: &[u8]) {
         }
         Err(e) => assert!(!e.field.is_empty() && !e.reason.is_empty()),
     }
+    // The addressed form (the registry's ATP and DSA allreduces) of the same bytes: what parses
+    // emits back to the same frame.
+    let mut addressed = data.to_vec();
+    if let Some(m) = addressed.first_mut() {
+        *m = pool_wire::MAGIC_ADDRESSED;
+    }
+    match pool_wire::parse_addressed(&addressed) {
+        Ok((h, payload)) => {
+            let mut v = vec![0i32; payload.len() / 4];
+            crate::wire::values_into(payload, &mut v).expect("whole words");
+            let mut again = Vec::new();
+            pool_wire::emit_addressed(&h, Some(&v), &mut again).expect("a parsed header emits");
+            assert_eq!(again, addressed);
+        }
+        Err(e) => assert!(!e.field.is_empty() && !e.reason.is_empty()),
+    }
 }

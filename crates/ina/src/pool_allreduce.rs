@@ -267,15 +267,12 @@ impl InaProtocol for PoolAllreduce {
             ps_mark: false,
         })
     }
-    /// ATP's and DSA's packets carry a 64-bit bitmap and a priority, which the Canary frame
-    /// has no room for.
-    fn software_switch(&self) -> Result<(), String> {
+    /// SwitchML's packets fit the Canary frame; ATP's and DSA's carry a 64-bit bitmap and a
+    /// priority, so they travel in the addressed pool frame.
+    fn frame(&self) -> crate::wire::Frame {
         match self.protocol {
-            PoolProtocol::SwitchMl => Ok(()),
-            _ => Err(format!(
-                "protocol: {}'s packets carry a 64-bit bitmap and a priority the Canary frame has no room for; the software switch runs it as training jobs",
-                self.label()
-            )),
+            PoolProtocol::SwitchMl => crate::wire::Frame::Canary,
+            _ => crate::wire::Frame::Pool,
         }
     }
     /// A rank gives a block up after 64 re-sends without progress
@@ -416,11 +413,11 @@ impl PoolRoot {
         }
     }
 
-    /// The header of `p`: a result to a rank in SwitchML's Canary-frame form (counter, no
-    /// bitmap), as every protocol's ranks read it.
+    /// The header of `p`: SwitchML's result to a rank in the Canary frame's form (counter, no
+    /// bitmap); ATP's and DSA's as [`to_header`] makes it (their frame carries the bitmap).
     fn header(&self, p: &AggPacket, to: Addr) -> Header {
         let mut h = to_header(p, to);
-        if matches!(h.kind, Kind::Retransmit | Kind::Failure) && h.switch_addr != MULTICAST_MARK {
+        if matches!(self.program, Some(AnyPoolProgram::SwitchMl(_))) && h.kind == Kind::Retransmit {
             h.children = 0;
             h.src = 0;
         }
@@ -590,10 +587,6 @@ impl PoolHost {
                     };
                     let mut h = to_header(&p, to);
                     h.ecn = p.kind == PacketKind::Ack && std::mem::take(&mut self.ps_mark);
-                    if let Dest::Worker(_) = p.dst {
-                        h.children = 0;
-                        h.src = 0;
-                    }
                     out.push(HostAction::Send(h));
                 }
             }

@@ -19,18 +19,29 @@
 //! | fingerprint | 8 | wrapping sum of the contributions' fingerprints |
 //! | values | 4·elems | 32-bit big-endian integers |
 //!
+//! The registry's ATP and DSA allreduces (`crate::pool_allreduce`) use the **addressed** form
+//! ([`emit_addressed`], [`parse_addressed`]): magic `0xA7`, the same 36 bytes, then the packet's
+//! 4-byte destination (as the Canary header's), then the values; the ECN mark rides in the
+//! flags. It carries a registry [`Header`] of theirs exactly.
+//!
 //! All fields big endian; 36 bytes before the values (the paper's 306-byte packet has 58 bytes of
 //! Ethernet/IP/UDP and ATP headers before its 62 values; here the UDP datagram is the packet).
 //! [`parse_into`] checks every field (untrusted bytes: an error naming the field, never a panic).
 
 use crate::pool::{AggPacket, Dest, PacketKind};
 use crate::wire::WireError;
-use crate::NIL;
+use crate::{Header, NIL};
 
 /// First byte of every pool frame.
 pub const MAGIC: u8 = 0xA6;
 /// Bytes before the values.
 pub const HEADER_BYTES: usize = 36;
+/// First byte of an addressed pool frame ([`emit_addressed`]): the frame of the registry's
+/// ATP and DSA allreduces, routed by address as every registry protocol's packets are.
+pub const MAGIC_ADDRESSED: u8 = 0xA7;
+/// An addressed frame's bytes before the values: the header and a 4-byte destination (a host
+/// index, `2^31 | node` for a switch, all ones for the first hop; as the Canary header's).
+pub const ADDRESSED_HEADER_BYTES: usize = HEADER_BYTES + 4;
 /// Flags bit of an ECN mark (congestion experienced). The mark is not part of [`AggPacket`]
 /// (the simulator carries it beside the packet, as IP carries it beside the payload): a switch
 /// sets it on a frame it queues above its threshold ([`mark_ecn`]) and copies it onto what it
@@ -120,6 +131,78 @@ pub fn emit(p: &AggPacket, values: Option<&[i32]>, out: &mut Vec<u8>) -> Result<
     Ok(())
 }
 
+/// The registry header `h` of an ATP or DSA allreduce (`crate::pool_allreduce::to_header`'s
+/// form) as an addressed pool frame: [`emit`]'s frame with the magic [`MAGIC_ADDRESSED`], the
+/// ECN mark in the flags and `h.dst` in 4 bytes before the values.
+pub fn emit_addressed(h: &Header, values: Option<&[i32]>, out: &mut Vec<u8>) -> Result<(), WireError> {
+    let p = crate::pool_allreduce::from_header(h, 0);
+    let dst = crate::wire::encode_addr(h.dst)?;
+    let start = out.len();
+    emit(&p, None, out)?;
+    out[start] = MAGIC_ADDRESSED;
+    if h.ecn {
+        out[start + 3] |= FLAG_ECN;
+    }
+    let values_at = start + HEADER_BYTES;
+    out.truncate(values_at);
+    out.extend_from_slice(&dst.to_be_bytes());
+    let n = p.elems as usize;
+    match values {
+        Some(v) if v.len() >= n => {
+            for x in &v[..n] {
+                out.extend_from_slice(&x.to_be_bytes());
+            }
+        }
+        Some(v) => return err("elems", format!("{n} elements but {} values", v.len())),
+        None => out.resize(out.len() + 4 * n, 0),
+    }
+    Ok(())
+}
+
+/// Parses an addressed pool frame ([`emit_addressed`]) into the registry header it carries
+/// (`data` [`NIL`]) and its values, undecoded (`crate::wire::values_into`). Untrusted bytes:
+/// errors naming the field, never panics.
+pub fn parse_addressed(b: &[u8]) -> Result<(Header, &[u8]), WireError> {
+    if b.len() < ADDRESSED_HEADER_BYTES {
+        return err("header", format!("{} bytes, need {ADDRESSED_HEADER_BYTES}", b.len()));
+    }
+    if b[0] != MAGIC_ADDRESSED {
+        return err("magic", format!("{:#04x} is not an addressed pool frame ({MAGIC_ADDRESSED:#04x})", b[0]));
+    }
+    let p = fields(b, ADDRESSED_HEADER_BYTES)?;
+    // Only what `to_header` makes: the address names the host (no rank, no tree child), and a
+    // contribution names its contributor.
+    let known = matches!(
+        (p.kind, p.dst),
+        (PacketKind::Gradient, Dest::Switch | Dest::Ps)
+            | (PacketKind::Partial, Dest::Ps)
+            | (PacketKind::Ack | PacketKind::Fetch, Dest::Workers | Dest::Worker(0))
+            | (PacketKind::Reminder, Dest::Switch)
+            | (PacketKind::ReminderNotice, Dest::Ps)
+    );
+    if !known {
+        return err("dst", format!("{:?} to {:?} is not a packet of the registry's pool allreduces", p.kind, p.dst));
+    }
+    if b[3] & FLAG_TREE_CHILD != 0 {
+        return err("flags", "a tree child on an addressed frame (its address names the node)");
+    }
+    if p.kind == PacketKind::Gradient && p.bitmap == 0 {
+        return err("bitmap", "a contribution without its contributor");
+    }
+    if p.job > 0xFF {
+        return err("job", format!("{} does not fit the 8-bit application id", p.job));
+    }
+    if p.psn >= crate::host::MAX_BLOCKS {
+        return err("psn", format!("{:#x} is beyond the {}-block sequence", p.psn, crate::host::MAX_BLOCKS));
+    }
+    let at = HEADER_BYTES;
+    let dst = crate::wire::decode_addr(u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]));
+    let mut h = crate::pool_allreduce::to_header(&p, dst);
+    h.ecn = b[3] & FLAG_ECN != 0;
+    h.data = NIL;
+    Ok((h, &b[ADDRESSED_HEADER_BYTES..]))
+}
+
 /// Parses a frame made by [`emit`], the values into `values[..elems]` (a slot of the caller's
 /// `Values` slab). The packet's `data` is [`NIL`] (the caller sets its slot).
 pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<AggPacket, WireError> {
@@ -129,6 +212,20 @@ pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<AggPacket, WireError> 
     if b[0] != MAGIC {
         return err("magic", format!("{:#04x} is not a pool frame ({MAGIC:#04x})", b[0]));
     }
+    let p = fields(b, HEADER_BYTES)?;
+    let n = p.elems as usize;
+    if n > values.len() {
+        return err("elems", format!("{n} elements, more than the {} of a slot", values.len()));
+    }
+    for (v, c) in values[..n].iter_mut().zip(b[HEADER_BYTES..].chunks_exact(4)) {
+        *v = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+    }
+    Ok(p)
+}
+
+/// The checked fields of a frame whose values start at `values_at` (its length checked
+/// against them); the magic is the caller's.
+fn fields(b: &[u8], values_at: usize) -> Result<AggPacket, WireError> {
     let u16at = |i: usize| u16::from_be_bytes([b[i], b[i + 1]]);
     let u32at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
     let u64at = |i: usize| u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"));
@@ -173,14 +270,8 @@ pub fn parse_into(b: &[u8], values: &mut [i32]) -> Result<AggPacket, WireError> 
     }
     let elems = u16at(22);
     let n = elems as usize;
-    if b.len() != HEADER_BYTES + 4 * n {
-        return err("length", format!("{} bytes for {n} elements (need {})", b.len(), HEADER_BYTES + 4 * n));
-    }
-    if n > values.len() {
-        return err("elems", format!("{n} elements, more than the {} of a slot", values.len()));
-    }
-    for (v, c) in values[..n].iter_mut().zip(b[HEADER_BYTES..].chunks_exact(4)) {
-        *v = i32::from_be_bytes([c[0], c[1], c[2], c[3]]);
+    if b.len() != values_at + 4 * n {
+        return err("length", format!("{} bytes for {n} elements (need {})", b.len(), values_at + 4 * n));
     }
     let mut p = AggPacket::new(kind, dst, u16at(6), u32at(8), workers);
     p.bitmap = u64at(12);
@@ -293,6 +384,56 @@ mod tests {
         assert_eq!(emit(&sample(), Some(&[1]), &mut Vec::new()).unwrap_err().field, "elems");
     }
 
+    /// Every header an ATP or DSA allreduce makes comes back from its addressed frame as it
+    /// went, values, destination and ECN mark included.
+    #[test]
+    fn the_addressed_frame_carries_a_registry_header_exactly() {
+        use crate::{Addr, Header};
+        let mut x = 0x1234_5678_9ABC_DEF1u64;
+        let mut next = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x >> 11
+        };
+        let kinds = [
+            (PacketKind::Gradient, Dest::Switch),
+            (PacketKind::Gradient, Dest::Ps),
+            (PacketKind::Partial, Dest::Ps),
+            (PacketKind::Ack, Dest::Workers),
+            (PacketKind::Ack, Dest::Worker(0)),
+            (PacketKind::Reminder, Dest::Switch),
+            (PacketKind::Fetch, Dest::Workers),
+            (PacketKind::ReminderNotice, Dest::Ps),
+        ];
+        for i in 0..3000 {
+            let (kind, dst) = kinds[i % kinds.len()];
+            let workers = 1 + (next() % 64) as u16;
+            let mut p = AggPacket::new(kind, dst, (next() % 256) as u16, (next() % (1 << 20)) as u32, workers);
+            p.bitmap = (next() & crate::pool::full_bitmap(workers)).max(1);
+            p.priority = next() as u32;
+            p.resend = kind == PacketKind::Gradient && dst == Dest::Switch && next() % 2 == 1;
+            p.elems = (next() % 70) as u16;
+            p.fp = next();
+            let to = [Addr::FirstHop, Addr::Switch((next() % 1000) as u32), Addr::Host((next() % 1000) as u32)][i % 3];
+            let mut h: Header = crate::pool_allreduce::to_header(&p, to);
+            h.ecn = next() % 2 == 1;
+            h.data = NIL;
+            let values: Vec<i32> = (0..p.elems).map(|_| next() as i32).collect();
+            let mut buf = Vec::new();
+            emit_addressed(&h, Some(&values), &mut buf).unwrap();
+            assert_eq!(buf.len(), ADDRESSED_HEADER_BYTES + 4 * p.elems as usize);
+            let (back, payload) = parse_addressed(&buf).unwrap();
+            assert_eq!(back, h);
+            let mut v = vec![0i32; p.elems as usize];
+            crate::wire::values_into(payload, &mut v).unwrap();
+            assert_eq!(v, values);
+            // Truncated or re-tagged, it is refused naming the field, never a panic.
+            assert!(parse_addressed(&buf[..buf.len() - 1]).is_err() || p.elems == 0);
+            let mut other = buf.clone();
+            other[0] = MAGIC;
+            assert_eq!(parse_addressed(&other).unwrap_err().field, "magic");
+        }
+    }
+
     #[test]
     fn random_bytes_never_panic() {
         let mut x = 0x9E37_79B9_7F4A_7C15u64;
@@ -309,6 +450,11 @@ mod tests {
                 })
                 .collect();
             let _ = parse_into(&b, &mut v);
+            let mut a = b.clone();
+            if let Some(m) = a.first_mut() {
+                *m = MAGIC_ADDRESSED;
+            }
+            let _ = parse_addressed(&a);
         }
     }
 }

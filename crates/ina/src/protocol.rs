@@ -69,6 +69,11 @@ pub trait InaProtocol: std::fmt::Debug + Send + Sync {
     fn software_switch(&self) -> Result<(), String> {
         Ok(())
     }
+    /// The frame its packets travel in on a wire (the software switch; the simulator's
+    /// `[ina] wire_check`). Default: the Canary header of §4.1.
+    fn frame(&self) -> crate::wire::Frame {
+        crate::wire::Frame::Canary
+    }
     /// Whether its packets carry a payload of the protocol's own in place of dense element
     /// values: then a runtime that puts packets on a wire (the software switch) encodes and
     /// decodes their payload with [`Self::encode_payload`] and [`Self::decode_payload`] instead

@@ -173,6 +173,85 @@ const DST_FIRST_HOP: u32 = u32::MAX;
 const DST_ANY_SWITCH: u32 = u32::MAX - 1;
 const DST_SWITCH_BIT: u32 = 1 << 31;
 
+/// A destination as the frames carry it: a host index, `2^31 | node` for a switch, all ones for
+/// the sender's first hop (`Switch(NIL)`, any switch: all ones but one).
+pub(crate) fn encode_addr(a: Addr) -> Result<u32, WireError> {
+    match a {
+        Addr::FirstHop => Ok(DST_FIRST_HOP),
+        Addr::Switch(NIL) => Ok(DST_ANY_SWITCH),
+        Addr::Switch(s) if s < DST_ANY_SWITCH & !DST_SWITCH_BIT => Ok(DST_SWITCH_BIT | s),
+        Addr::Host(x) if x < DST_SWITCH_BIT => Ok(x),
+        other => err("destination", format!("{other:?} has no encoding")),
+    }
+}
+
+/// [`encode_addr`]'s inverse (every value is some destination).
+pub(crate) fn decode_addr(d: u32) -> Addr {
+    match d {
+        DST_FIRST_HOP => Addr::FirstHop,
+        DST_ANY_SWITCH => Addr::Switch(NIL),
+        d if d & DST_SWITCH_BIT != 0 => Addr::Switch(d & !DST_SWITCH_BIT),
+        d => Addr::Host(d),
+    }
+}
+
+/// The frame a protocol's packets travel in on a wire (`InaProtocol::frame`): every protocol
+/// of the registry hands its runtime the same [`Header`], and the frame family encodes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// The Canary header of §4.1 ([`emit`], [`parse_header`]), with a protocol's own payload
+    /// where it has one.
+    Canary,
+    /// The shared-pool frame with the destination address
+    /// ([`crate::pool_wire::emit_addressed`]): ATP's and DSA's 64-bit bitmap and priority do not
+    /// fit the Canary header.
+    Pool,
+}
+
+impl Frame {
+    /// Appends `h`'s frame to `out` (values: `values`, or zeros without).
+    pub fn emit(self, h: &Header, values: Option<&[i32]>, out: &mut Vec<u8>) -> Result<(), WireError> {
+        match self {
+            Frame::Canary => emit(h, values, out),
+            Frame::Pool => crate::pool_wire::emit_addressed(h, values, out),
+        }
+    }
+    /// Parses a frame's header; the rest is its dense values, undecoded ([`values_into`]).
+    /// Untrusted bytes: errors, never panics.
+    pub fn parse_header(self, b: &[u8]) -> Result<(Header, &[u8]), WireError> {
+        match self {
+            Frame::Canary => parse_header(b),
+            Frame::Pool => crate::pool_wire::parse_addressed(b),
+        }
+    }
+    /// Bytes of a frame beside its values.
+    pub fn overhead_bytes(self) -> usize {
+        match self {
+            Frame::Canary => HEADER_BYTES as usize + FINGERPRINT_BYTES,
+            Frame::Pool => crate::pool_wire::ADDRESSED_HEADER_BYTES,
+        }
+    }
+    /// `h` as a receiver parses it from its frame(s) ([`round_trip`] for the Canary frame).
+    pub fn round_trip(
+        self,
+        h: &Header,
+        values: Option<&[i32]>,
+        buf: &mut Vec<u8>,
+    ) -> Result<(Header, Vec<i32>), WireError> {
+        match self {
+            Frame::Canary => round_trip(h, values, buf),
+            Frame::Pool => {
+                buf.clear();
+                self.emit(h, values, buf)?;
+                let (p, payload) = self.parse_header(buf)?;
+                let mut v = vec![0i32; payload.len() / 4];
+                values_into(payload, &mut v)?;
+                Ok((p, v))
+            }
+        }
+    }
+}
+
 /// Appends the frame of `h` to `out`: the §4.1 header, the `h.elems` elements (32-bit
 /// big-endian; `values`, or zeros when the run carries none) and the 8-byte fingerprint.
 ///
@@ -183,13 +262,7 @@ const DST_SWITCH_BIT: u32 = 1 << 31;
 /// failure). Destinations: a host index, `2^31 | node` for a switch, all ones for the sender's
 /// first hop. A restoration's bitmap must lie in one 32-port shard (split larger ones).
 pub fn emit(h: &Header, values: Option<&[i32]>, out: &mut Vec<u8>) -> Result<(), WireError> {
-    let destination = match h.dst {
-        Addr::FirstHop => DST_FIRST_HOP,
-        Addr::Switch(NIL) => DST_ANY_SWITCH,
-        Addr::Switch(s) if s < DST_ANY_SWITCH & !DST_SWITCH_BIT => DST_SWITCH_BIT | s,
-        Addr::Host(x) if x < DST_SWITCH_BIT => x,
-        other => return err("destination", format!("{other:?} has no encoding")),
-    };
+    let destination = encode_addr(h.dst)?;
     if h.tenant as u32 != h.id >> 24 {
         return err("id", format!("tenant {} is not the id's application byte ({})", h.tenant, h.id >> 24));
     }
@@ -378,13 +451,7 @@ pub fn parse_header(b: &[u8]) -> Result<(Header, &[u8]), WireError> {
     }
     let mut fp = [0u8; 8];
     fp.copy_from_slice(&rest[4 * n..]);
-    let dst = match w.destination {
-        DST_FIRST_HOP => Addr::FirstHop,
-        DST_ANY_SWITCH => Addr::Switch(NIL),
-        d if d & DST_SWITCH_BIT != 0 => Addr::Switch(d & !DST_SWITCH_BIT),
-        d => Addr::Host(d),
-    };
-    let mut h = Header::new(w.kind, dst, w.id, (w.id >> 24) as u16);
+    let mut h = Header::new(w.kind, decode_addr(w.destination), w.id, (w.id >> 24) as u16);
     h.counter = w.counter;
     h.hosts = w.hosts;
     h.elems = n as u16;

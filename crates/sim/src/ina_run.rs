@@ -213,8 +213,8 @@ impl InaWorld {
     fn through_wire(&mut self, h: Header) -> Header {
         let mut buf = std::mem::take(&mut self.wire_buf);
         let values = (h.data != NIL).then(|| self.vals.get(h.data));
-        let (mut p, v) = reducelab_ina::wire::round_trip(&h, values, &mut buf)
-            .unwrap_or_else(|e| panic!("wire check: {e} in {h:?}"));
+        let frame = self.specs[h.tenant as usize].protocol.frame();
+        let (mut p, v) = frame.round_trip(&h, values, &mut buf).unwrap_or_else(|e| panic!("wire check: {e} in {h:?}"));
         self.wire_buf = buf;
         if h.data != NIL {
             self.vals.get_mut(h.data)[..v.len()].copy_from_slice(&v);

@@ -509,7 +509,6 @@ fn cases() -> Vec<Case> {
         case("traffic transport the network cannot carry", sc(&[FT2, PERM, "transport = \"ndp\""]), "traffic[0].transport", "needs network.flow_control = \"drop_tail\""),
         case("traffic dcqcn on drop-tail", sc(&[FT2, "[network]\nflow_control = \"drop_tail\"\necn_threshold_bytes = 1000", PERM, "transport = \"dcqcn\""]), "traffic[0].transport", "lossless"),
         case("traffic transport unknown", sc(&[FT2, PERM, "transport = \"tcp\""]), "traffic[0].transport", "unknown variant"),
-        case("wire check of a protocol the frame cannot carry", sc(&[FT2, "[ina]\nwire_check = true", &traffic("kind = \"ina_allreduce\"\nbytes = 4096\nprotocol = \"atp\"")]), "ina.wire_check", "atp's packets carry a 64-bit bitmap and a priority"),
         case("atp window of zero", sc(&[FT2, &traffic("kind = \"ina_allreduce\"\nbytes = 4096\nprotocol = \"atp\"\nwindow = 0")]), "traffic[0].window", "must be"),
         case("dsa key of another protocol", sc(&[FT2, &traffic("kind = \"ina_allreduce\"\nbytes = 4096\nprotocol = \"dsa\"\ntrees = 2")]), "traffic[0].trees", "is not used by protocol = \"dsa\""),
         case("ina traffic with a transport", sc(&[FT2, "[[traffic]]\nkind = \"ina_allreduce\"\nbytes = 4096\ntransport = \"dctcp\""]), "traffic[0].transport", "in-network protocol packets"),

@@ -326,6 +326,8 @@ fn run(
     let mut timers: BinaryHeap<Reverse<(u64, u64, usize, u64)>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut frame = Vec::with_capacity(2048);
+    // The frame family of the scenario's protocol (one protocol per scenario).
+    let family = plan.frame();
     let mut fresh_rxb;
     let rxb: &mut udp::RxBatch = match own_rxb {
         Some(r) => r,
@@ -380,7 +382,7 @@ fn run(
                             if let Some(cap) = capture.as_mut() {
                                 cap.offer(&h, values);
                             }
-                            wire::emit(&h, values, &mut frame)
+                            family.emit(&h, values, &mut frame)
                         }
                     };
                     vals.release(h.data);
@@ -480,7 +482,7 @@ fn run(
                     report.misdelivered += 1;
                     continue;
                 }
-                let (mut hdr, payload) = match wire::parse_header(bytes) {
+                let (mut hdr, payload) = match family.parse_header(bytes) {
                     Ok(h) => h,
                     Err(_) => {
                         report.malformed += 1;

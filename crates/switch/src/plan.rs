@@ -237,19 +237,18 @@ impl InaPlan {
                 sc.ina.max_elements_per_packet
             ));
         }
-        // One UDP datagram per packet: 19 B header + the payload (4 B per element, or the
-        // protocol's own) + 8 B fingerprint.
+        // One UDP datagram per packet: the frame's header (and fingerprint) and the payload (4 B
+        // per element, or the protocol's own).
         for (s, c) in specs.iter().zip(&colls) {
             let payload = s.protocol.max_payload_bytes(c);
-            if payload + (wire::HEADER_BYTES as usize + wire::FINGERPRINT_BYTES) > MAX_DATAGRAM
-                || payload / 4 > u16::MAX as usize
-            {
+            let overhead = s.protocol.frame().overhead_bytes();
+            if payload + overhead > MAX_DATAGRAM || payload / 4 > u16::MAX as usize {
                 let what = if s.protocol.carries_payload() {
                     format!("{} packets carry up to {payload} payload bytes", s.protocol.label())
                 } else {
                     format!("{} elements", c.elems_per_packet)
                 };
-                return Err(format!("elements_per_packet: {} per packet: {what}, which do not fit one UDP datagram ({MAX_DATAGRAM} bytes with the {}-byte header and fingerprint)", c.elems_per_packet, wire::HEADER_BYTES as usize + wire::FINGERPRINT_BYTES));
+                return Err(format!("elements_per_packet: {} per packet: {what}, which do not fit one UDP datagram ({MAX_DATAGRAM} bytes with the {overhead}-byte header and fingerprint)", c.elems_per_packet));
             }
         }
         let payload = specs.iter().map(|s| s.protocol.carries_payload()).collect();
@@ -284,6 +283,12 @@ impl InaPlan {
             reclaim_ps: sw.reclaim_ps,
         };
         self.specs[0].protocol.switch_programs(&self.fabric, &tenants, &cfg)
+    }
+
+    /// The frame the scenario's protocol travels in (every in-network collective of a scenario
+    /// uses one protocol).
+    pub fn frame(&self) -> wire::Frame {
+        self.specs[0].protocol.frame()
     }
 
     /// The protocol and collective of tenant `tenant` when that protocol carries a payload of

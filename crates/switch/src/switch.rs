@@ -333,7 +333,7 @@ impl<'p> Switch<'p> {
         // frame with more elements than the plan's largest packet is refused by the parser.
         // A protocol with a payload of its own decodes it itself (into this process's memory,
         // the header rewritten to name it); its frames take no slot.
-        let hdr = match wire::parse_header(bytes) {
+        let hdr = match self.plan.frame().parse_header(bytes) {
             Ok((mut hdr, payload)) => match self.plan.payload_protocol(hdr.tenant) {
                 Some((proto, coll)) => match proto.decode_payload(coll, &mut hdr, payload) {
                     Ok(()) => hdr,
@@ -430,7 +430,7 @@ impl<'p> Switch<'p> {
         let ok = match payload {
             None => {
                 let values = (hdr.data != NIL).then(|| self.vals.get(hdr.data));
-                wire::emit(&hdr, values, q.open())
+                self.plan.frame().emit(&hdr, values, q.open())
             }
             Some(Ok(())) => wire::emit_payload(&hdr, &self.payload, q.open()),
             Some(Err(e)) => Err(wire::WireError { field: "payload", reason: e }),

@@ -254,6 +254,26 @@ fn canary_recovers_exactly_from_loss_duplication_and_reordering_in_the_switch() 
     assert!(recovered > 0, "the hosts saw the faults (requests or duplicates)");
 }
 
+/// SwitchML, ATP and DSA as allreduces: ranks re-send until their result comes (ATP's resend
+/// clears the aggregator, DSA's notices bring the co-located PS's reminders), so every rank ends
+/// with the exact sum whatever the switch drops, duplicates or holds back.
+#[test]
+fn shared_pool_allreduces_recover_exactly_from_loss_duplication_and_reordering_in_the_switch() {
+    for (i, p) in ["switchml", "atp", "dsa"].iter().enumerate() {
+        let text = fast_timers(scenario(STAR4, p, 32 << 10, ""));
+        let s = Setup::new(&format!("pool-faults-{p}"), 42 + i as u8, text);
+        let plan = s.plan();
+        let sw = s.switches(&["--fault", "loss=0.05,dup=0.05,reorder=0.1,reorder_us=300", "--fault-seed", "9"]);
+        let rs = hosts(&plan, 20.0);
+        let report = sw.into_iter().map(Proc::stop).next().unwrap();
+        let ok = assert_verified(&rs, 4);
+        let d = &report["data_plane"];
+        assert!(d["fault_dropped"].as_u64().unwrap() > 0, "{p}: faults were injected: {d}");
+        let resent: u64 = ok.iter().map(|r| r.collectives[0].stats.retransmits_sent).sum();
+        assert!(resent > 0, "{p}: the ranks re-sent what was lost");
+    }
+}
+
 #[test]
 fn a_protocol_without_loss_recovery_ends_with_the_reason_when_the_switch_drops() {
     let s = Setup::new("noretx", 41, scenario(STAR4, "static_trees", 32 << 10, ""));
