@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ReduceLab's LogGP mode (crates/goal) against LogGOPSim on GOAL from LogGOPSim's own Schedgen2.
 #
-#   scripts/loggopsim-compare.sh SOURCE [--ranks "8 64 256 1024"] [--keep DIR]
+#   scripts/loggopsim-compare.sh SOURCE [--ranks "8 64 256 1024"] [--random N] [--keep DIR]
 #
 # SOURCE is a LogGOPSim checkout or a bare git directory of spcl/LogGOPSim (e.g. the mirror
 # /work/.mirror/spcl+LogGOPSim/repo); this script never downloads anything. Needs g++, gengetopt,
@@ -13,16 +13,20 @@
 # runs `txt2bin` + `LogGOPSim -f` and `loggp` with the same default parameters (L=2500 o=1500 g=1000
 # G=6 O=0 S=65535), and prints: case, ranks, operations, LogGOPSim's maximum finishing time, ours,
 # the difference; with 16 ranks or fewer LogGOPSim prints every host's end time and those are
-# compared too ("hosts" column). The exit status is 1 if any case differs.
+# compared too ("hosts" column). --random N (default 200; 0 for none) also runs the N random traces
+# of crates/goal's property tests (2-6 ranks; calc, irequires, several tags, eager sizes) and
+# counts those whose per-host end times differ. The exit status is 1 if any case differs.
 set -euo pipefail
 
 src=${1:?usage: scripts/loggopsim-compare.sh LOGGOPSIM_SOURCE [--ranks "8 64 256 1024"] [--keep DIR]}
 shift
 ranks="8 64 256 1024"
+random=200
 keep=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --ranks) ranks=$2; shift 2 ;;
+        --random) random=$2; shift 2 ;;
         --keep) keep=$2; shift 2 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
@@ -120,4 +124,23 @@ from additional_microbenchmarks import *; P = $p; ${call}.write_goal(fh=open('$g
         [[ -n "$keep" ]] || rm -f "$g"
     done
 done
+
+if [[ $random -gt 0 ]]; then
+    mkdir -p "$work/random"
+    (cd "$repo" && GOAL_RANDOM_DIR="$work/random" GOAL_RANDOM_COUNT=$random \
+        cargo test --release -q -p reducelab-goal --test loggp -- --ignored write_random_traces >/dev/null)
+    same=0
+    differ=0
+    for g in "$work"/random/*.goal; do
+        "$build/txt2bin" -i "$g" -o "$g.bin" >/dev/null
+        if diff <("$build/LogGOPSim" -f "$g.bin" | grep '^Host ') <("$loggp" "$g" | grep '^Host ') >/dev/null; then
+            same=$((same + 1))
+        else
+            differ=$((differ + 1))
+            echo "random trace differs: $g"
+            status=1
+        fi
+    done
+    echo "random traces: $same with the same end time on every host, $differ differ"
+fi
 exit $status

@@ -552,7 +552,9 @@ impl Sim<'_> {
                     m = self.next[m as usize];
                 }
             }
-            let first = (0..t.num_ops()).find(|&i| self.state[i] != State::Done || in_uq[i]).unwrap_or(0);
+            let bad = |i: usize| self.state[i] != State::Done || in_uq[i];
+            let first = (0..t.num_ops()).find(|&i| bad(i)).unwrap_or(0);
+            let others = (0..t.num_ops()).filter(|&i| bad(i)).count() - 1;
             let op = OpId(first as u32);
             let o = t.op(op);
             let what = match (o.kind, self.state[first], in_uq[first]) {
@@ -564,9 +566,8 @@ impl Sim<'_> {
                 ),
                 _ => "never started: it waits for an operation that never completed".to_string(),
             };
-            let others = stuck + unreceived - 1;
             let tail = if others > 0 {
-                format!(" ({others} more operations or messages never completed: a deadlock across ranks?)")
+                format!(" ({others} more operations never completed: a deadlock across ranks?)")
             } else {
                 String::new()
             };
