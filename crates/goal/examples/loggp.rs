@@ -1,12 +1,15 @@
 //! `loggp FILE [--L n] [--o n] [--g n] [--G n] [--O n] [--S n] [--ops]`: parses and checks a GOAL
 //! file, runs it in LogGP mode and prints what LogGOPSim prints (its parameter line, `Host i: t` for
 //! every rank and `Maximum finishing time at host h: t`), then the critical path's length; with
-//! `--ops`, every operation's start and end. Errors go to stderr with exit status 1.
+//! `--ops`, every operation's start and end. `--parse-only` stops after parsing and prints the
+//! trace's size (operations, dependencies, heap bytes per operation). Phase times (parse, check,
+//! simulate) go to stderr. Errors go to stderr with exit status 1.
 
 use reducelab_goal::{check, parse_file, simulate, LogGpParams, OpId, Rank};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Instant;
 
 fn main() -> ExitCode {
     match run() {
@@ -21,11 +24,15 @@ fn main() -> ExitCode {
 fn run() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let mut p = LogGpParams::default();
-    let (mut file, mut ops) = (None, false);
+    let (mut file, mut ops, mut parse_only) = (None, false, false);
     while let Some(a) = args.next() {
         let field = match a.as_str() {
             "--ops" => {
                 ops = true;
+                continue;
+            }
+            "--parse-only" => {
+                parse_only = true;
                 continue;
             }
             "--L" => &mut p.latency_ns,
@@ -48,10 +55,32 @@ fn run() -> Result<(), String> {
         *field = v.parse().map_err(|e| format!("{a} {v}: {e}"))?;
     }
     let file = file.ok_or("usage: loggp FILE [--L n --o n --g n --G n --O n --S n] [--ops]")?;
+    let clock = Instant::now();
     let trace = parse_file(&file).map_err(|e| e.to_string())?;
+    let parsed = clock.elapsed();
+    if parse_only {
+        println!(
+            "{} ranks, {} operations, {} dependencies, {} heap bytes ({:.1} bytes per operation); parsed in {:.3} s",
+            trace.num_ranks(),
+            trace.num_ops(),
+            trace.num_deps(),
+            trace.heap_bytes(),
+            trace.bytes_per_op(),
+            parsed.as_secs_f64()
+        );
+        return Ok(());
+    }
     let name = file.display().to_string();
     let checked = check(&trace).map_err(|e| e.in_file(name.clone()).to_string())?;
+    let checked_at = clock.elapsed();
     let r = simulate(&checked, &p, ops).map_err(|e| e.in_file(name).to_string())?;
+    let simulated = clock.elapsed();
+    eprintln!(
+        "parse {:.3} s, check {:.3} s, simulate {:.3} s",
+        parsed.as_secs_f64(),
+        (checked_at - parsed).as_secs_f64(),
+        (simulated - checked_at).as_secs_f64()
+    );
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
     let _ = writeln!(

@@ -1,6 +1,9 @@
 //! A small multiplicative hasher (FxHash's) for the integer keys of the checker's and the
-//! simulation's channel tables: std's SipHash costs more than the rest of a lookup, and these keys
-//! are not attacker-chosen. Tables keyed with it are only looked up, never iterated.
+//! simulation's channel tables and the parser's label table: std's SipHash costs more than the rest
+//! of a lookup, and these keys are not attacker-chosen. Tables keyed with it are only looked up,
+//! never iterated. `finish` mixes the state (murmur3's finaliser): a bare multiplicative hash's low
+//! bits depend only on the input's low bits, so labels `s100`, `s101`, … (alike in their first
+//! bytes) would share a bucket under linear probing — that made parsing quadratic.
 
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -22,7 +25,12 @@ impl Hasher for FxHasher {
         self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(SEED);
     }
     fn finish(&self) -> u64 {
-        self.0
+        let mut h = self.0;
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
     }
 }
 
