@@ -64,7 +64,7 @@ echo "load before: $(uptime)"
 measure "loggp --parse-only" "$loggp" "$goal" --parse-only
 cat "$dir/out"
 for i in $(seq "$runs"); do
-    measure "run $i: loggp (parse+check+LogGP)" "$loggp" "$goal"
+    measure "run $i: loggp (parse+check+LogGP)" "$loggp" "$goal" --timing
     grep '^Maximum' "$dir/out"
     grep '^parse' "$dir/time" || true
     measure "run $i: txt2bin" "$lgs/txt2bin" -i "$goal" -o "$dir/ring.bin"

@@ -2,8 +2,8 @@
 //! file, runs it in LogGP mode and prints what LogGOPSim prints (its parameter line, `Host i: t` for
 //! every rank and `Maximum finishing time at host h: t`), then the critical path's length; with
 //! `--ops`, every operation's start and end. `--parse-only` stops after parsing and prints the
-//! trace's size (operations, dependencies, heap bytes per operation). Phase times (parse, check,
-//! simulate) go to stderr. Errors go to stderr with exit status 1.
+//! trace's size (operations, dependencies, heap bytes per operation). `--timing` prints the phase times
+//! (parse, check, simulate) to stderr. Errors go to stderr with exit status 1.
 
 use reducelab_goal::{check, parse_file, simulate, LogGpParams, OpId, Rank};
 use std::io::Write;
@@ -24,7 +24,7 @@ fn main() -> ExitCode {
 fn run() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let mut p = LogGpParams::default();
-    let (mut file, mut ops, mut parse_only) = (None, false, false);
+    let (mut file, mut ops, mut parse_only, mut timing) = (None, false, false, false);
     while let Some(a) = args.next() {
         let field = match a.as_str() {
             "--ops" => {
@@ -33,6 +33,10 @@ fn run() -> Result<(), String> {
             }
             "--parse-only" => {
                 parse_only = true;
+                continue;
+            }
+            "--timing" => {
+                timing = true;
                 continue;
             }
             "--L" => &mut p.latency_ns,
@@ -75,12 +79,14 @@ fn run() -> Result<(), String> {
     let checked_at = clock.elapsed();
     let r = simulate(&checked, &p, ops).map_err(|e| e.in_file(name).to_string())?;
     let simulated = clock.elapsed();
-    eprintln!(
-        "parse {:.3} s, check {:.3} s, simulate {:.3} s",
-        parsed.as_secs_f64(),
-        (checked_at - parsed).as_secs_f64(),
-        (simulated - checked_at).as_secs_f64()
-    );
+    if timing {
+        eprintln!(
+            "parse {:.3} s, check {:.3} s, simulate {:.3} s",
+            parsed.as_secs_f64(),
+            (checked_at - parsed).as_secs_f64(),
+            (simulated - checked_at).as_secs_f64()
+        );
+    }
     let out = std::io::stdout();
     let mut w = std::io::BufWriter::new(out.lock());
     let _ = writeln!(

@@ -57,10 +57,11 @@
 //! `o` and `g`.
 
 use crate::check::CheckedTrace;
+use crate::hash::FxHashMap;
 use crate::introsort::std_sort;
 use crate::trace::{OpId, OpKind, Rank, ANY_SOURCE, ANY_TAG, START_DEP};
 use crate::GoalError;
-use std::cmp::Ordering;
+use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
 /// LogGP(S) parameters in LogGOPSim's names and units; [`Default`] is LogGOPSim's defaults.
@@ -109,7 +110,8 @@ pub struct LogGpResult {
     pub rank_end_ns: Vec<u64>,
     /// Module docs, "Critical path".
     pub critical_path_ns: u64,
-    /// Events processed (issue attempts and message arrivals, retries included).
+    /// Events LogGOPSim would process: issue attempts and message arrivals, each retry of an
+    /// operation waiting for a busy CPU or NIC included (those that move in a group count one each).
     pub events: u64,
     pub op_times: Option<OpTimes>,
 }
@@ -130,6 +132,21 @@ impl LogGpResult {
 const NIL: u32 = u32::MAX;
 /// Marks an event as a message arrival (its `op` is the send).
 const MSG: u32 = 1 << 31;
+/// Marks an event as a waiting group's token (its `op` is the group, its `rank` the token's
+/// number).
+const TOKEN: u32 = 1 << 30;
+
+/// Events that found the same resources busy (one signature, [`Sim::signature`]) until the same
+/// time, each standing for an event at (wake, its sequence): LogGOPSim re-inserts every one of them
+/// at every free time, so a rank with n sends ready at once costs it n²/2 attempts; a group moves
+/// in one step where that is exact ([`Sim::wake`]).
+struct Group {
+    wake: u64,
+    /// Number of the group's live token in the heap.
+    token: u32,
+    /// (sequence, op, rank) of each member; the smallest sequence first.
+    members: BinaryHeap<Reverse<(u64, u32, u32)>>,
+}
 
 /// An event: an operation to issue, or a message arriving. Ordered by time, then by insertion
 /// sequence: an event put back because its CPU or NIC was busy keeps its sequence, as in LogGOPSim,
@@ -219,6 +236,9 @@ struct Sim<'a> {
     queued_at: Vec<u64>,
     queue_seq: u64,
     heap: BinaryHeap<Event>,
+    groups: Vec<Group>,
+    group_of: FxHashMap<(u32, u32), u32>,
+    grouped: bool,
     seq: u64,
     /// Operations freed by the current event: (rank, kind, order freed, op).
     freed: Vec<(u32, u8, u32, u32)>,
@@ -234,6 +254,17 @@ fn sat_mul(a: u64, b: u64) -> u64 {
 /// completed (a receive no message matched, a message no receive took, an operation waiting on
 /// those), or says that time overflowed 64 bits.
 pub fn simulate(ct: &CheckedTrace<'_>, p: &LogGpParams, record_ops: bool) -> Result<LogGpResult, GoalError> {
+    run(ct, p, record_ops, true)
+}
+
+/// [`simulate`] re-inserting every waiting event on its own, as LogGOPSim does: the reference the
+/// grouped retries are tested against.
+#[doc(hidden)]
+pub fn simulate_ungrouped(ct: &CheckedTrace<'_>, p: &LogGpParams, record_ops: bool) -> Result<LogGpResult, GoalError> {
+    run(ct, p, record_ops, false)
+}
+
+fn run(ct: &CheckedTrace<'_>, p: &LogGpParams, record_ops: bool, grouped: bool) -> Result<LogGpResult, GoalError> {
     let t = ct.trace;
     let n = t.num_ops();
     let ranks = t.num_ranks() as usize;
@@ -261,6 +292,9 @@ pub fn simulate(ct: &CheckedTrace<'_>, p: &LogGpParams, record_ops: bool) -> Res
         queued_at: if wildcards { vec![0; n] } else { Vec::new() },
         queue_seq: 0,
         heap: BinaryHeap::with_capacity(ranks.max(1024)),
+        groups: Vec::new(),
+        group_of: FxHashMap::default(),
+        grouped,
         seq: 0,
         freed: Vec::new(),
         times: record_ops.then(|| OpTimes { start_ns: vec![0; n], end_ns: vec![0; n] }),
@@ -290,17 +324,136 @@ impl Sim<'_> {
         }
         self.issue_freed();
         while let Some(ev) = self.heap.pop() {
-            self.events += 1;
-            if ev.op & MSG != 0 {
-                self.arrive(ev);
+            if ev.op & TOKEN != 0 {
+                self.wake(ev);
             } else {
-                match t.kind[ev.op as usize] {
-                    OpKind::Calc => self.calc(ev),
-                    OpKind::Send => self.send(ev),
-                    OpKind::Recv => self.recv(ev),
+                self.events += 1;
+                if let Some(at) = self.attempt(ev) {
+                    self.park(ev, at);
                 }
             }
             self.issue_freed();
+        }
+    }
+
+    /// Runs one event; `Some(time)` when its CPU or NIC is busy until then (nothing changed).
+    fn attempt(&mut self, ev: Event) -> Option<u64> {
+        if ev.op & MSG != 0 {
+            return self.arrive(ev);
+        }
+        match self.ct.trace.kind[ev.op as usize] {
+            OpKind::Calc => self.calc(ev),
+            OpKind::Send => self.send(ev),
+            OpKind::Recv => {
+                self.recv(ev);
+                None
+            }
+        }
+    }
+
+    /// The resources an event waits for: (rank, CPU index, second resource: none for a calc,
+    /// 0x100 | NIC for a send, 0x200 | NIC for an arrival). Events with one signature that fail
+    /// at the same moment fail until the same time.
+    fn signature(&self, ev: Event) -> (u32, u32) {
+        let t = self.ct.trace;
+        let op = (ev.op & !MSG) as usize;
+        let (cpu, nic) = (t.cpu[op] as u32, t.nic[op] as u32);
+        let second = if ev.op & MSG != 0 {
+            0x200 | nic
+        } else if t.kind[op] == OpKind::Send {
+            0x100 | nic
+        } else {
+            0
+        };
+        (ev.rank, cpu << 16 | second)
+    }
+
+    /// `ev` found its resources busy until `at`: it waits in its signature's group if that group
+    /// wakes at `at` (or is empty), else alone in the heap.
+    fn park(&mut self, mut ev: Event, at: u64) {
+        if !self.grouped {
+            ev.time = at;
+            return self.heap.push(ev);
+        }
+        let key = self.signature(ev);
+        let groups = &mut self.groups;
+        let gid = *self.group_of.entry(key).or_insert_with(|| {
+            groups.push(Group { wake: 0, token: 0, members: BinaryHeap::new() });
+            groups.len() as u32 - 1
+        });
+        let g = &mut self.groups[gid as usize];
+        let member = Reverse((ev.seq, ev.op, ev.rank));
+        if g.members.is_empty() {
+            g.wake = at;
+            g.members.push(member);
+            self.push_token(gid);
+        } else if g.wake == at {
+            let first = g.members.peek().map_or(u64::MAX, |m| m.0 .0);
+            g.members.push(member);
+            if ev.seq < first {
+                self.push_token(gid);
+            }
+        } else {
+            ev.time = at;
+            self.heap.push(ev);
+        }
+    }
+
+    /// Puts the group's token in the heap at (wake, first member's sequence); older tokens of the
+    /// group become stale.
+    fn push_token(&mut self, gid: u32) {
+        let g = &mut self.groups[gid as usize];
+        g.token = g.token.wrapping_add(1);
+        let seq = g.members.peek().map_or(0, |m| m.0 .0);
+        self.heap.push(Event { time: g.wake, seq, op: gid | TOKEN, rank: g.token });
+    }
+
+    /// A group's token: its first member runs as the event it stands for. If that one finds its
+    /// resources busy, so do the members that LogGOPSim would pop right after it (no other event
+    /// between them, and a failed attempt changes nothing), all until the same time: they move
+    /// together. CPU and NIC free times only grow, so nothing else can differ. With one CPU per
+    /// rank and that CPU busy, every member moves, whatever comes between.
+    fn wake(&mut self, tok: Event) {
+        let gid = tok.op & !TOKEN;
+        let g = &mut self.groups[gid as usize];
+        if g.token != tok.rank || g.members.is_empty() {
+            return;
+        }
+        let Reverse((seq, op, rank)) = g.members.pop().expect("a group with a token has members");
+        let now = tok.time;
+        self.events += 1;
+        let Some(at) = self.attempt(Event { time: now, seq, op, rank }) else {
+            if !self.groups[gid as usize].members.is_empty() {
+                self.push_token(gid);
+            }
+            return;
+        };
+        let next = self.heap.peek().map(|e| (e.time, e.seq));
+        // With one CPU per rank, a CPU busy past `now` cannot change before time moves on: every
+        // operation and arrival of the rank needs it, and a remote rendezvous completion only raises
+        // the rank's free times to `now`. Then no event at `now` can change what the members see.
+        let cpu_bound = self.ncpu == 1 && self.o_free[self.cpu(rank, op & !MSG)] > now;
+        let g = &mut self.groups[gid as usize];
+        if cpu_bound || next.is_none_or(|(t, _)| t > now) {
+            self.events += g.members.len() as u64;
+            g.members.push(Reverse((seq, op, rank)));
+            g.wake = at;
+            self.push_token(gid);
+            return;
+        }
+        // Another event at `now` comes between: the members before it move alone.
+        let limit = next.map_or(u64::MAX, |(_, s)| s);
+        self.heap.push(Event { time: at, seq, op, rank });
+        while let Some(&Reverse((s, o, r))) = self.groups[gid as usize].members.peek() {
+            if s >= limit {
+                break;
+            }
+            self.groups[gid as usize].members.pop();
+            self.events += 1;
+            self.heap.push(Event { time: at, seq: s, op: o, rank: r });
+        }
+        if !self.groups[gid as usize].members.is_empty() {
+            self.push_token(gid);
         }
     }
 
@@ -363,16 +516,11 @@ impl Sim<'_> {
         self.free_successors(op, rank, false, cp_end);
     }
 
-    fn retry(&mut self, mut ev: Event, at: u64) {
-        ev.time = at;
-        self.heap.push(ev);
-    }
-
-    fn calc(&mut self, ev: Event) {
+    fn calc(&mut self, ev: Event) -> Option<u64> {
         let (op, r, now) = (ev.op, ev.rank, ev.time);
         let c = self.cpu(r, op);
         if self.o_free[c] > now {
-            return self.retry(ev, self.o_free[c]);
+            return Some(self.o_free[c]);
         }
         let len = self.ct.trace.size[op as usize];
         let end = now.saturating_add(len);
@@ -380,6 +528,7 @@ impl Sim<'_> {
         self.started(op, r, now);
         let cp = self.cp_start[op as usize].saturating_add(len);
         self.done(op, r, end, cp);
+        None
     }
 
     fn send_cpu_ns(&self, size: u64) -> u64 {
@@ -394,12 +543,12 @@ impl Sim<'_> {
             .saturating_add(sat_mul(s1, self.p.overhead_per_byte_ns).max(sat_mul(s1, self.p.gap_per_byte_ns)))
     }
 
-    fn send(&mut self, ev: Event) {
+    fn send(&mut self, ev: Event) -> Option<u64> {
         let (op, r, now) = (ev.op, ev.rank, ev.time);
         let (c, n) = (self.cpu(r, op), self.nic(r, op));
         let free = self.o_free[c].max(self.gs_free[n]);
         if free > now {
-            return self.retry(ev, free);
+            return Some(free);
         }
         let t = self.ct.trace;
         let size = t.size[op as usize];
@@ -415,6 +564,7 @@ impl Sim<'_> {
             let cp = self.cp_start[op as usize].saturating_add(self.send_cpu_ns(size));
             self.done(op, r, cpu_end, cp);
         }
+        None
     }
 
     /// The oldest queued entry at the head of one of these channels.
@@ -502,14 +652,14 @@ impl Sim<'_> {
         self.done(op, r, now, cp);
     }
 
-    fn arrive(&mut self, ev: Event) {
+    fn arrive(&mut self, ev: Event) -> Option<u64> {
         let (send, r, now) = (ev.op & !MSG, ev.rank, ev.time);
         let t = self.ct.trace;
         // The receiver's CPU and NIC with the send's indices (LogGOPSim's).
         let (c, n) = (self.cpu(r, send), self.nic(r, send));
         let free = self.o_free[c].max(self.gr_free[n]);
         if free > now {
-            return self.retry(ev, free);
+            return Some(free);
         }
         let size = t.size[send as usize];
         let taken_in = now.saturating_add(self.recv_cpu_ns(size));
@@ -528,7 +678,8 @@ impl Sim<'_> {
             self.oldest(&self.rq, cands)
         };
         let Some(c) = found else {
-            return self.enqueue(true, own, send);
+            self.enqueue(true, own, send);
+            return None;
         };
         let recv = self.rq.pop(&self.next, c);
         if size > self.p.eager_limit_bytes {
@@ -536,6 +687,7 @@ impl Sim<'_> {
         }
         let cp = self.cp_recv_end(send, recv);
         self.done(recv, r, taken_in, cp);
+        None
     }
 
     fn finish(self) -> Result<LogGpResult, GoalError> {

@@ -59,8 +59,9 @@ pub enum DepKind {
 pub const ANY_SOURCE: u32 = u32::MAX;
 /// `tag -1` on a receive: any tag.
 pub const ANY_TAG: u32 = u32::MAX;
-/// The most operations a trace may hold (indices keep one bit for the dependency kind).
-pub const MAX_OPS: u32 = (1 << 31) - 1;
+/// The most operations a trace may hold (indices keep two bits: the dependency kind in the trace,
+/// the event kind in the simulation).
+pub const MAX_OPS: u32 = (1 << 30) - 1;
 /// The most ranks a trace may declare: per-rank state is allocated up front, so `num_ranks` is
 /// bounded rather than trusted.
 pub const MAX_RANKS: u32 = 1 << 24;
