@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ReduceLab's LogGP mode (crates/goal) against LogGOPSim on GOAL from LogGOPSim's own Schedgen2.
 #
-#   scripts/loggopsim-compare.sh SOURCE [--ranks "8 64 256 1024"] [--random N] [--keep DIR]
+#   scripts/loggopsim-compare.sh SOURCE [--ranks "8 64 256 1024"] [--cases REGEX] [--random N] [--keep DIR]
 #
 # SOURCE is a LogGOPSim checkout or a bare git directory of spcl/LogGOPSim (e.g. the mirror
 # /work/.mirror/spcl+LogGOPSim/repo); this script never downloads anything. Needs g++, gengetopt,
@@ -15,18 +15,21 @@
 # the difference; with 16 ranks or fewer LogGOPSim prints every host's end time and those are
 # compared too ("hosts" column). --random N (default 200; 0 for none) also runs the N random traces
 # of crates/goal's property tests (2-6 ranks; calc, irequires, several tags, eager sizes) and
-# counts those whose per-host end times differ. The exit status is 1 if any case differs.
+# counts those whose per-host end times differ. --cases keeps the cases whose name matches the
+# (grep -E) REGEX. The exit status is 1 if any case differs.
 set -euo pipefail
 
 src=${1:?usage: scripts/loggopsim-compare.sh LOGGOPSIM_SOURCE [--ranks "8 64 256 1024"] [--keep DIR]}
 shift
 ranks="8 64 256 1024"
 random=200
+only=""
 keep=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --ranks) ranks=$2; shift 2 ;;
         --random) random=$2; shift 2 ;;
+        --cases) only=$2; shift 2 ;;
         --keep) keep=$2; shift 2 ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
@@ -81,6 +84,9 @@ status=0
 for c in "${cases[@]}"; do
     name=${c%%|*}
     args=${c#*|}
+    if [[ -n "$only" ]] && ! grep -qE "$only" <<<"$name"; then
+        continue
+    fi
     for p in $ranks; do
         g="$work/$name-$p.goal"
         if [[ $args == py:* ]]; then
