@@ -13,7 +13,7 @@
 //! - [`trace`]: the trace as a struct of arrays with typed indices ([`OpId`], [`Rank`]) and the
 //!   dependencies in one compressed sparse row; [`Trace::heap_bytes`] gives its size (about 31 bytes
 //!   per operation, plus its label's bytes, plus 4 per dependency).
-//! - [`check`]: what can be proven before anything is timed — dependency cycles (naming the rank and
+//! - [`mod@check`]: what can be proven before anything is timed — dependency cycles (naming the rank and
 //!   the labels on the cycle) and sends and receives that cannot match (MPI's rules: source, tag,
 //!   order). [`check::check`] returns a [`CheckedTrace`], the only thing [`loggp::simulate`] takes.
 //! - [`loggp`]: a discrete-event LogGP(S) simulation that reproduces LogGOPSim's LogGP mode event for

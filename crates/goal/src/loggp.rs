@@ -29,7 +29,7 @@
 //! Events at the same time run in the order LogGOPSim runs them: the order their operations were
 //! freed (or their message sent), with operations freed together ordered by rank, then sends before
 //! receives before calcs as LogGOPSim's `std::sort` by kind leaves them (stable up to 16 operations,
-//! a fixed permutation past that, reproduced by [`crate::introsort`]), from the order they were freed
+//! a fixed permutation past that, reproduced by the crate's `introsort` module), from the order they were freed
 //! in (file order for the first ones). That order decides, e.g., which of two sends ready together
 //! leaves first; a total order keyed by `(time, insertion sequence)` makes runs deterministic.
 //!
