@@ -14,8 +14,9 @@
 # G=6 O=0 S=65535), and prints: case, ranks, operations, LogGOPSim's maximum finishing time, ours,
 # the difference; with 16 ranks or fewer LogGOPSim prints every host's end time and those are
 # compared too ("hosts" column). --random N (default 200; 0 for none) also runs the N random traces
-# of crates/goal's property tests (2-6 ranks; calc, irequires, several tags, eager sizes) and
-# counts those whose per-host end times differ. --cases keeps the cases whose name matches the
+# of crates/goal's property tests (dependency graphs on 2-6 ranks with calc, irequires, several
+# tags; bursts on 2-11 ranks with two CPUs and NICs and rendezvous sizes) and counts those whose
+# per-host end times differ. --cases keeps the cases whose name matches the
 # (grep -E) REGEX. The exit status is 1 if any case differs.
 set -euo pipefail
 

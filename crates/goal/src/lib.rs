@@ -53,7 +53,7 @@ use std::fmt;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GoalError {
     pub file: Option<String>,
-    /// 1-based line of the input.
+    /// 1-based line of the input; 0 when the error is about the whole input.
     pub line: u32,
     pub message: String,
 }
@@ -72,10 +72,14 @@ impl GoalError {
 
 impl fmt::Display for GoalError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.file {
-            Some(file) => write!(f, "{file}: line {}: {}", self.line, self.message),
-            None => write!(f, "line {}: {}", self.line, self.message),
+        if let Some(file) = &self.file {
+            write!(f, "{file}: ")?;
         }
+        // Line 0: about the whole input (it could not be read, time overflowed).
+        if self.line > 0 {
+            write!(f, "line {}: ", self.line)?;
+        }
+        f.write_str(&self.message)
     }
 }
 

@@ -159,6 +159,13 @@ fn unmatched_operations_name_rank_and_label() {
 }
 
 #[test]
+fn time_that_overflows_64_bits_is_an_error() {
+    let t = parse_str("num_ranks 1\nrank 0 {\na: calc 18446744073709551615\nb: calc 1\nb requires a\n}\n").unwrap();
+    let e = simulate(&check(&t).unwrap(), &LogGpParams::default(), false).unwrap_err();
+    assert_eq!(e.to_string(), "simulated time overflows 64 bits of nanoseconds (sizes × G or calc times too large)");
+}
+
+#[test]
 fn a_deadlock_across_ranks_is_an_error_not_a_hang() {
     // Each rank waits for the other's message before sending its own.
     let text = "num_ranks 2\nrank 0 {\nr: recv 8b from 1\ns: send 8b to 1\ns requires r\n}\nrank 1 {\nr: recv 8b from 0\ns: send 8b to 0\ns requires r\n}\n";
@@ -188,5 +195,7 @@ fn file_errors_name_the_file() {
     let e: GoalError = parse_file(&f).unwrap_err();
     assert_eq!(e.to_string(), format!("{}: line 3: rank 0: send to 7: no such rank (num_ranks 2)", f.display()));
     assert_eq!(e.line, 3);
+    let e = parse_file(&dir.join("missing.goal")).unwrap_err();
+    assert!(e.to_string().starts_with(&format!("{}: cannot open: ", dir.join("missing.goal").display())), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

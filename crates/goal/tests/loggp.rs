@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{random_trace, GenTrace, Xs};
+use common::{burst_trace, random_trace, GenTrace, Xs};
 use reducelab_goal::{check, parse_str, simulate, LogGpParams, LogGpResult};
 
 fn run(text: &str, p: &LogGpParams) -> LogGpResult {
@@ -231,40 +231,9 @@ fn write_random_traces() {
     let n: usize = std::env::var("GOAL_RANDOM_COUNT").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let mut rng = Xs(0xD1FF_1060);
     for i in 0..n {
-        let g = random_trace(&mut rng, i % 2 == 0);
-        std::fs::write(format!("{dir}/random-{i:04}.goal"), g.text()).unwrap();
+        let text = if i % 3 == 2 { burst_trace(&mut rng) } else { random_trace(&mut rng, i % 3 == 0).text() };
+        std::fs::write(format!("{dir}/random-{i:04}.goal"), text).unwrap();
     }
-}
-
-/// Bursts: every rank sends `m` messages to every other rank at once (no dependencies), some on a
-/// second CPU or NIC, some rendezvous — the case where hundreds of events wait for one CPU.
-fn burst_trace(rng: &mut Xs) -> String {
-    let n = 2 + rng.below(10) as usize;
-    let m = 1 + rng.below(4);
-    let multi = rng.below(2) == 0;
-    let mut ranks: Vec<String> = vec![String::new(); n];
-    let mut k = 0;
-    for src in 0..n {
-        for dst in (0..n).filter(|&d| d != src) {
-            for _ in 0..m {
-                k += 1;
-                let max = if rng.below(4) == 0 { 100_000 } else { 4096 };
-                let size = 1 + rng.below(max);
-                let (c, nic) = if multi { (rng.below(2), rng.below(2)) } else { (0, 0) };
-                ranks[src] += &format!("s{k}: send {size}b to {dst} tag {} cpu {c} nic {nic}\n", k % 3);
-                let (c, nic) = if multi { (rng.below(2), rng.below(2)) } else { (0, 0) };
-                ranks[dst] += &format!("r{k}: recv {size}b from {src} tag {} cpu {c} nic {nic}\n", k % 3);
-                if rng.below(3) == 0 {
-                    ranks[src] += &format!("c{k}: calc {} cpu {c}\nc{k} irequires s{k}\n", rng.below(3000));
-                }
-            }
-        }
-    }
-    let mut text = format!("num_ranks {n}\n");
-    for (r, body) in ranks.iter().enumerate() {
-        text += &format!("rank {r} {{\n{body}}}\n");
-    }
-    text
 }
 
 /// Events waiting for the same busy CPU or NIC move in groups; LogGOPSim re-inserts each one. The

@@ -115,3 +115,34 @@ pub fn random_trace(rng: &mut Xs, chain: bool) -> GenTrace {
     }
     GenTrace { ranks }
 }
+
+/// Bursts: every rank sends `m` messages to every other rank at once (no dependencies), some on a
+/// second CPU or NIC, some rendezvous — the case where hundreds of events wait for one CPU.
+pub fn burst_trace(rng: &mut Xs) -> String {
+    let n = 2 + rng.below(10) as usize;
+    let m = 1 + rng.below(4);
+    let multi = rng.below(2) == 0;
+    let mut ranks: Vec<String> = vec![String::new(); n];
+    let mut k = 0;
+    for src in 0..n {
+        for dst in (0..n).filter(|&d| d != src) {
+            for _ in 0..m {
+                k += 1;
+                let max = if rng.below(4) == 0 { 100_000 } else { 4096 };
+                let size = 1 + rng.below(max);
+                let (c, nic) = if multi { (rng.below(2), rng.below(2)) } else { (0, 0) };
+                ranks[src] += &format!("s{k}: send {size}b to {dst} tag {} cpu {c} nic {nic}\n", k % 3);
+                let (c, nic) = if multi { (rng.below(2), rng.below(2)) } else { (0, 0) };
+                ranks[dst] += &format!("r{k}: recv {size}b from {src} tag {} cpu {c} nic {nic}\n", k % 3);
+                if rng.below(3) == 0 {
+                    ranks[src] += &format!("c{k}: calc {} cpu {c}\nc{k} irequires s{k}\n", rng.below(3000));
+                }
+            }
+        }
+    }
+    let mut text = format!("num_ranks {n}\n");
+    for (r, body) in ranks.iter().enumerate() {
+        text += &format!("rank {r} {{\n{body}}}\n");
+    }
+    text
+}
