@@ -1,0 +1,123 @@
+//! The cargo-fuzz target `goal_text` in the normal suite: its committed corpus
+//! (fuzz/corpus/goal_text/) and seeded mutants of it go through the target's own body,
+//! `reducelab_goal::fuzz::goal_text`. A short deterministic fuzzing run on every test run; the
+//! coverage-guided one is `cargo +nightly fuzz run goal_text` (fuzz/README.md).
+
+mod common;
+
+use common::Xs;
+use reducelab_goal::fuzz::goal_text;
+use reducelab_goal::{check, parse_str};
+use std::panic::catch_unwind;
+use std::path::Path;
+
+fn corpus() -> Vec<(String, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/goal_text");
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| {
+            let p = e.unwrap().path();
+            (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Inputs that once broke a property, kept so they stay fixed.
+const REGRESSIONS: &[&str] = &[
+    // A table-full label lookup must not spin: many labels in one rank.
+    "num_ranks 1\nrank 0 {\na: calc 1\nb: calc 1\nc: calc 1\nd: calc 1\ne: calc 1\nf requires a\nf: calc 1\n}\n",
+    "num_ranks 16777216\nrank 16777215 {\n}\n",
+    "num_ranks 2\nrank 0 {\nsend 18446744073709551615b to 1\n}\nrank 1 {\nrecv 1b from 0\n}\n",
+    "num_ranks 1\nrank 0 {\ncalc 18446744073709551615\n}\n",
+];
+
+#[test]
+fn the_corpus_passes_the_fuzz_target() {
+    let files = corpus();
+    assert!(files.len() >= 8, "{files:?}");
+    let mut checked = 0;
+    for (name, data) in &files {
+        let text = std::str::from_utf8(data).unwrap();
+        let t = parse_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        checked += check(&t).is_ok() as usize;
+        goal_text(data);
+    }
+    // The seeds reach the simulation, not only the errors.
+    assert!(checked >= 6, "{checked}");
+    for r in REGRESSIONS {
+        goal_text(r.as_bytes());
+    }
+}
+
+/// One to four edits of `data`: GOAL tokens and digits in place of bytes, bit flips, insertions,
+/// deletions, truncation, duplicated lines.
+fn mutant(rng: &mut Xs, data: &[u8]) -> Vec<u8> {
+    const TOKENS: &[&str] = &[
+        "send",
+        "recv",
+        "calc",
+        " requires ",
+        " irequires ",
+        "rank",
+        "{",
+        "}",
+        "\n",
+        ":",
+        "-1",
+        "tag",
+        "cpu",
+        "nic",
+        "b",
+        "99999999999999999999",
+        "0",
+        "7",
+        "/*",
+        "*/",
+        "//",
+    ];
+    let mut v = data.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        let i = rng.below(v.len() as u64 + 1) as usize;
+        match rng.below(6) {
+            0 if i < v.len() => v[i] ^= 1 << rng.below(7),
+            1 if i < v.len() => v[i] = b"0123456789"[rng.below(10) as usize],
+            2 => {
+                let t = TOKENS[rng.below(TOKENS.len() as u64) as usize].as_bytes();
+                v.splice(i..i, t.iter().copied());
+            }
+            3 if i < v.len() => {
+                let end = (i + 1 + rng.below(12) as usize).min(v.len());
+                v.drain(i..end);
+            }
+            4 => {
+                // Duplicate a line.
+                let start = v[..i].iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+                let end = v[i..].iter().position(|&b| b == b'\n').map_or(v.len(), |p| i + p + 1);
+                let line = v[start..end].to_vec();
+                v.splice(start..start, line);
+            }
+            _ => v.truncate(i),
+        }
+    }
+    v
+}
+
+#[test]
+fn seeded_mutants_of_the_corpus_pass_the_fuzz_target() {
+    const MUTANTS: usize = 100_000;
+    let seeds: Vec<Vec<u8>> = corpus().into_iter().map(|(_, d)| d).collect();
+    let mut rng = Xs(0x60A1_7E47);
+    let (mut parsed, mut failures) = (0usize, Vec::new());
+    for k in 0..MUTANTS {
+        let data = mutant(&mut rng, &seeds[k % seeds.len()]);
+        parsed += std::str::from_utf8(&data).ok().is_some_and(|s| parse_str(s).is_ok()) as usize;
+        if catch_unwind(|| goal_text(&data)).is_err() && failures.len() < 5 {
+            failures.push(format!("mutant {k}: {:?}", String::from_utf8_lossy(&data)));
+        }
+    }
+    assert!(failures.is_empty(), "goal_text failed on\n{}", failures.join("\n"));
+    // Edits leave many traces valid, so the checker and the simulation are exercised too.
+    assert!(parsed > MUTANTS / 30, "only {parsed} of {MUTANTS} mutants parse");
+}
