@@ -837,7 +837,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         try:
-            result = run(text, seed=args.seed, progress=not args.quiet)
+            result = run(text, seed=args.seed, progress=not args.quiet, base_dir=path.parent)
             exit_code = None
         except ScenarioError as exc:
             _fail(f"{path}: {exc}")

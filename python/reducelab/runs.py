@@ -176,8 +176,12 @@ def check_seed(seed: int | None) -> int | None:
     return seed
 
 
-def run(scenario: str, *, seed: int | None = None, progress: bool = False, probe: bool = False) -> Result:
+def run(scenario: str, *, seed: int | None = None, progress: bool = False, probe: bool = False,
+        base_dir: str | os.PathLike[str] | None = None) -> Result:
     """Run a scenario given as TOML text.
+
+    Relative file paths in it (a GOAL trace's ``file``) are read from `base_dir` (default: the
+    working directory).
 
     `seed` overrides the scenario's ``seed``. With `progress`, a progress bar is drawn on stderr
     if it is a terminal and the run lasts more than 2 s. Raises `ScenarioError` (a ValueError with
@@ -192,7 +196,8 @@ def run(scenario: str, *, seed: int | None = None, progress: bool = False, probe
     ``"time_limit"``) on the backend it resolves to (``run.backend``): a check that it runs.
     """
     try:
-        out = _core.run(scenario, check_seed(seed), progress, probe)
+        out = _core.run(scenario, check_seed(seed), progress, probe,
+                        None if base_dir is None else os.fspath(base_dir))
     except BaseException as exc:
         partial = getattr(exc, "partial_run", None)
         if isinstance(partial, dict):
@@ -211,5 +216,7 @@ def _result(out: Any) -> Result:
 
 
 def run_file(path: str | os.PathLike[str], *, seed: int | None = None, progress: bool = False) -> Result:
-    """Run the scenario in the TOML file at `path` (see `run`)."""
-    return run(Path(path).read_text(encoding="utf-8"), seed=seed, progress=progress)
+    """Run the scenario in the TOML file at `path` (see `run`); its relative file paths are
+    read from the file's directory."""
+    p = Path(path)
+    return run(p.read_text(encoding="utf-8"), seed=seed, progress=progress, base_dir=p.parent)

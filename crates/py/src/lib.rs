@@ -189,19 +189,20 @@ impl Drop for ProgressBar {
 /// signal handlers run about every 65k events, and if one raises, the run stops and that
 /// exception propagates with the partial output dict (status `interrupted`) as `partial_run`.
 #[pyfunction]
-#[pyo3(signature = (text, seed=None, progress=false, probe=false))]
+#[pyo3(signature = (text, seed=None, progress=false, probe=false, base_dir=None))]
 fn run<'py>(
     py: Python<'py>,
     text: &str,
     seed: Option<u64>,
     progress: bool,
     probe: bool,
+    base_dir: Option<std::path::PathBuf>,
 ) -> PyResult<Bound<'py, PyDict>> {
     PENDING_SIGNAL.with(|p| p.borrow_mut().take());
     let result = py.allow_threads(|| {
         let mut bar = if progress { ProgressBar::start() } else { None };
         DRAWS_BAR.with(|d| d.set(bar.is_some()));
-        let opts = RunOptions { seed, progress: Some(poll_run as fn(f64) -> bool), probe };
+        let opts = RunOptions { seed, progress: Some(poll_run as fn(f64) -> bool), probe, base_dir };
         let result = reducelab_sim::run_scenario_str(text, &opts);
         DRAWS_BAR.with(|d| d.set(false));
         if let Some(bar) = bar.as_mut() {

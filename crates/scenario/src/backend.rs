@@ -20,16 +20,21 @@ pub enum Backend {
     /// Flow for a scenario the flow backend can run whose collective is contention-free, too
     /// large to check at packet level, or at least `run.flow_min_bytes`; packet otherwise.
     Auto,
+    /// GOAL traces timed in LogGOPSim's LogGP model (`reducelab_goal::loggp`, parameters in
+    /// `[loggp]`): no network, no topology beyond the hosts' count.
+    #[serde(rename = "loggp")]
+    LogGp,
 }
 
 impl Backend {
-    pub const NAMES: &'static [&'static str] = &["packet", "flow", "auto"];
+    pub const NAMES: &'static [&'static str] = &["packet", "flow", "auto", "loggp"];
 
     pub fn parse(name: &str) -> Result<Backend, String> {
         match name {
             "packet" => Ok(Backend::Packet),
             "flow" => Ok(Backend::Flow),
             "auto" => Ok(Backend::Auto),
+            "loggp" => Ok(Backend::LogGp),
             _ => Err(format!("unknown backend '{name}' (known: {})", Backend::NAMES.join(", "))),
         }
     }
@@ -39,6 +44,7 @@ impl Backend {
             Backend::Packet => "packet",
             Backend::Flow => "flow",
             Backend::Auto => "auto",
+            Backend::LogGp => "loggp",
         }
     }
 }
@@ -174,6 +180,13 @@ impl ScenarioFile {
         match self.run.backend {
             None => Ok((Backend::Packet, "default (run.backend not set)".into())),
             Some(Backend::Packet) => Ok((Backend::Packet, "set by run.backend".into())),
+            Some(Backend::LogGp) => match traffic.iter().position(|t| !matches!(t, Traffic::Goal(_))) {
+                Some(i) => e(
+                    "run.backend",
+                    format!("\"loggp\" times GOAL traces only, and traffic[{i}] is kind = \"{}\"", traffic[i].kind()),
+                ),
+                None => Ok((Backend::LogGp, "set by run.backend".into())),
+            },
             Some(Backend::Flow) => match obstacle() {
                 Some(why) => e("run.backend", format!("\"flow\" cannot run this scenario: {why}")),
                 None => Ok((Backend::Flow, "set by run.backend".into())),

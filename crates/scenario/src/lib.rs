@@ -39,7 +39,7 @@ pub use schema::{
     CollectiveEntry, DcqcnKeys, DctcpKeys, InaAllreduceEntry, IncastEntry, MessagesEntry, NdpKeys, NoTransportKeys,
     PermutationEntry, PspinAllreduceSpec, PspinSection, RandomPermutationEntry, RandomUniformEntry, TrainingEntry,
 };
-pub use traffic::{RandomPermutation, Redraw, Traffic};
+pub use traffic::{GoalSpec, RandomPermutation, Redraw, Traffic};
 pub use units::ps_to_us;
 pub(crate) use units::{ns_to_ps, pos_f64};
 
@@ -89,6 +89,8 @@ pub struct Scenario {
     pub ina_setup: Option<ina::InaSetup>,
     /// The training entry laid out on the topology, when there is one (the same reason).
     pub training_layout: Option<reducelab_ina::pool_jobs::TrainingLayout>,
+    /// LogGP parameters of `run.backend = "loggp"` (`[loggp]`).
+    pub loggp: reducelab_goal::LogGpParams,
 }
 
 /// A scenario error: `field` is the dotted path of the offending field (e.g.
@@ -120,6 +122,16 @@ impl From<reducelab_flare::pspin::ConfigError> for ScenarioError {
 /// Parses and validates a TOML scenario without running it.
 pub fn load_scenario_str(text: &str, seed: Option<u64>) -> Result<Scenario, ScenarioError> {
     parse(text)?.resolve(seed)
+}
+
+/// [`load_scenario_str`] of the file at `path`, its relative file paths (GOAL traces) read from
+/// the file's directory.
+pub fn load_scenario_file(path: &std::path::Path, seed: Option<u64>) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| ScenarioError { field: String::new(), reason: format!("{}: {err}", path.display()) })?;
+    let mut file = parse(&text)?;
+    file.base_dir = path.parent().map(|d| d.to_path_buf());
+    file.resolve(seed)
 }
 
 fn e<T>(field: impl Into<String>, reason: impl Into<String>) -> Result<T, ScenarioError> {
@@ -430,7 +442,9 @@ impl ScenarioFile {
         // The static trees' switch state is laid out per (tenant, tree) for one tree count.
         let mut first_trees: Option<(usize, u16)> = None;
         for (i, t) in self.traffic.iter().enumerate() {
-            let mut tr = resolve_traffic(&format!("traffic[{i}]"), t, &topology)?;
+            let wildcards = self.run.backend == Some(Backend::LogGp);
+            let mut tr =
+                resolve_traffic(&format!("traffic[{i}]"), t, &topology, self.base_dir.as_deref(), seed, wildcards)?;
             if let Traffic::Ina(spec) = &mut tr {
                 // A protocol packet is one frame: it must fit the MTU, as raw packets do.
                 let wire = spec.elems_per_packet as u32 * 4 + reducelab_ina::wire::OVERHEAD_BYTES;
@@ -683,6 +697,7 @@ impl ScenarioFile {
             raw_traffic,
             ina_setup,
             training_layout,
+            loggp: self.loggp.resolve(),
         })
     }
 }

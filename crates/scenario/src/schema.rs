@@ -45,6 +45,47 @@ pub struct ScenarioFile {
     pub transport: TransportSpec,
     #[serde(default, rename = "transport")]
     pub(crate) transport_table: toml::Table,
+    /// LogGP parameters of `run.backend = "loggp"` (LogGOPSim's defaults when absent).
+    #[serde(default)]
+    pub loggp: LogGpSection,
+    /// Where a relative file path of the scenario (a GOAL trace) is read from: the scenario
+    /// file's directory when it was read from a file, else the working directory.
+    #[serde(skip)]
+    pub base_dir: Option<std::path::PathBuf>,
+}
+
+impl LogGpSection {
+    /// The parameters, LogGOPSim's defaults where not given.
+    pub fn resolve(&self) -> reducelab_goal::LogGpParams {
+        let d = reducelab_goal::LogGpParams::default();
+        reducelab_goal::LogGpParams {
+            latency_ns: self.latency_ns.unwrap_or(d.latency_ns),
+            overhead_ns: self.overhead_ns.unwrap_or(d.overhead_ns),
+            gap_ns: self.gap_ns.unwrap_or(d.gap_ns),
+            gap_per_byte_ns: self.gap_per_byte_ns.unwrap_or(d.gap_per_byte_ns),
+            overhead_per_byte_ns: self.overhead_per_byte_ns.unwrap_or(d.overhead_per_byte_ns),
+            eager_limit_bytes: self.eager_limit_bytes.unwrap_or(d.eager_limit_bytes),
+        }
+    }
+}
+
+/// `[loggp]`: the LogGP(S) parameters of `run.backend = "loggp"`, in LogGOPSim's meaning
+/// (`L`, `o`, `g`, `G`, `O`, `S`) and units (integer nanoseconds, bytes).
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct LogGpSection {
+    /// `L` (2500).
+    pub latency_ns: Option<u64>,
+    /// `o` (1500).
+    pub overhead_ns: Option<u64>,
+    /// `g` (1000).
+    pub gap_ns: Option<u64>,
+    /// `G` (6).
+    pub gap_per_byte_ns: Option<u64>,
+    /// `O` (0).
+    pub overhead_per_byte_ns: Option<u64>,
+    /// `S` (65535): larger messages use rendezvous.
+    pub eager_limit_bytes: Option<u64>,
 }
 
 /// `[transport]`: the end-to-end transport of message traffic (docs/scenario-format.md), read
@@ -507,6 +548,9 @@ pub enum TrafficKind {
     InaAllreduce,
     /// Training jobs on a shared switch memory (SwitchML, ATP, DSA): `crate::training_run`.
     Training,
+    /// A GOAL trace (LogGOPSim's schedule language): each rank's sends, receives and
+    /// computation with their dependencies, rank `r` on `hosts[r]`.
+    Goal,
 }
 
 /// One `[[traffic]]` entry: its kind, with the keys that kind owns (read from the entry's table
@@ -521,6 +565,28 @@ pub enum TrafficSpec {
     Collective(CollectiveEntry),
     InaAllreduce(InaAllreduceEntry),
     Training(TrainingEntry),
+    Goal(GoalEntry),
+}
+
+/// `kind = "goal"`: a GOAL trace file and where its ranks run.
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct GoalEntry {
+    pub transport: Option<TransportKindSpec>,
+    /// The trace (text GOAL), relative to the scenario file's directory.
+    pub file: Option<String>,
+    /// Rank `r` runs on `hosts[r]` (`"all"` or a list; default: the first `num_ranks` hosts).
+    pub hosts: Option<HostsSpec>,
+    /// `"linear"` (default: rank r on the r-th host of `hosts`) or `"random"` (a permutation
+    /// of them drawn from the scenario seed).
+    pub placement: Option<String>,
+    pub start_ns: Option<f64>,
+    /// Sends of at most this many bytes complete when handed to the network (MPI's eager
+    /// protocol); larger ones when delivered. Default 0: every send completes when delivered,
+    /// as a collective's step does.
+    pub eager_bytes: Option<u64>,
+    /// Write every operation's start and end (`goal_ops.csv`).
+    pub ops: Option<bool>,
 }
 
 /// `kind = "messages"`.
@@ -664,6 +730,7 @@ impl TrafficSpec {
             TrafficSpec::Collective(_) => TrafficKind::Collective,
             TrafficSpec::InaAllreduce(_) => TrafficKind::InaAllreduce,
             TrafficSpec::Training(_) => TrafficKind::Training,
+            TrafficSpec::Goal(_) => TrafficKind::Goal,
         }
     }
 
@@ -677,6 +744,7 @@ impl TrafficSpec {
             TrafficSpec::RandomUniform(t) => t.transport,
             TrafficSpec::RandomPermutation(t) => t.transport,
             TrafficSpec::Collective(t) => t.transport,
+            TrafficSpec::Goal(t) => t.transport,
             TrafficSpec::InaAllreduce(_) | TrafficSpec::Training(_) => None,
         }
     }
@@ -725,6 +793,7 @@ impl TrafficSpec {
                 TrafficSpec::InaAllreduce(InaAllreduceEntry { params, ..entry_keys(kind, p, t)? })
             }
             TrafficKind::Training => TrafficSpec::Training(TrainingEntry { params, ..entry_keys(kind, p, t)? }),
+            TrafficKind::Goal => TrafficSpec::Goal(entry_keys(kind, p, t)?),
         })
     }
 }

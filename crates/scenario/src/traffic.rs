@@ -87,6 +87,20 @@ pub enum Traffic {
     Training(reducelab_ina::pool_jobs::TrainingSpec),
     /// A `training` entry on an in-network allreduce protocol.
     InaTraining(crate::ina::InaTraining),
+    /// A GOAL trace, rank `r` on `hosts[r]`.
+    Goal(GoalSpec),
+}
+
+/// A `goal` entry resolved: its trace, parsed and checked (cycles, unmatched operations).
+#[derive(Clone, Debug)]
+pub struct GoalSpec {
+    /// The file as the scenario names it (for results).
+    pub file: String,
+    pub trace: Arc<reducelab_goal::Trace>,
+    pub hosts: Vec<u32>,
+    pub start: SimTime,
+    pub eager_bytes: u64,
+    pub record_ops: bool,
 }
 
 impl Traffic {
@@ -100,6 +114,7 @@ impl Traffic {
             Traffic::Collective { .. } => "collective",
             Traffic::Ina(_) => "ina_allreduce",
             Traffic::Training(_) | Traffic::InaTraining(_) => "training",
+            Traffic::Goal(_) => "goal",
         }
     }
     /// The in-network allreduces this entry runs (an `ina_allreduce`'s one, a training entry's
@@ -132,6 +147,7 @@ impl Traffic {
             Traffic::Ina(spec) => spec.hosts.iter().for_each(|&h| f(h)),
             Traffic::Training(spec) => spec.jobs.iter().for_each(|j| j.workers.iter().chain(&j.ps).for_each(|&h| f(h))),
             Traffic::InaTraining(t) => t.jobs.iter().for_each(|j| j.workers.iter().for_each(|&h| f(h))),
+            Traffic::Goal(g) => g.hosts.iter().for_each(|&h| f(h)),
         }
     }
 }
@@ -169,7 +185,7 @@ pub(super) fn check_finishes_in_time(f: &str, t: &Traffic, topology: &Topology) 
         Traffic::RandomUniform { bytes, start, .. } => check(format!("{f}.bytes"), *bytes, *start),
         Traffic::RandomPermutation(r) => check(format!("{f}.bytes"), r.bytes, r.start),
         Traffic::Ina(spec) => check(format!("{f}.bytes"), spec.bytes, spec.start),
-        Traffic::Training(_) | Traffic::InaTraining(_) => Ok(()),
+        Traffic::Training(_) | Traffic::InaTraining(_) | Traffic::Goal(_) => Ok(()),
     }
 }
 
@@ -255,10 +271,11 @@ impl TrafficKind {
             TrafficKind::Collective => "collective",
             TrafficKind::InaAllreduce => "ina_allreduce",
             TrafficKind::Training => "training",
+            TrafficKind::Goal => "goal",
         }
     }
 
-    pub const ALL: [TrafficKind; 8] = [
+    pub const ALL: [TrafficKind; 9] = [
         TrafficKind::Messages,
         TrafficKind::Permutation,
         TrafficKind::Incast,
@@ -267,6 +284,7 @@ impl TrafficKind {
         TrafficKind::Collective,
         TrafficKind::InaAllreduce,
         TrafficKind::Training,
+        TrafficKind::Goal,
     ];
 
     /// Its entry's own keys, as the schema declares them (`transport` first for message
@@ -282,6 +300,7 @@ impl TrafficKind {
             TrafficKind::Collective => fields_of::<CollectiveEntry>(),
             TrafficKind::InaAllreduce => fields_of::<InaAllreduceEntry>(),
             TrafficKind::Training => fields_of::<TrainingEntry>(),
+            TrafficKind::Goal => fields_of::<GoalEntry>(),
         }
     }
 
@@ -316,7 +335,78 @@ impl TrafficKind {
     }
 }
 
-pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> Result<Traffic, ScenarioError> {
+/// A `goal` entry at `f`: its trace read (relative to `base_dir`), parsed and checked, its ranks
+/// placed on hosts.
+fn resolve_goal(
+    f: &str,
+    t: &crate::schema::GoalEntry,
+    topology: &Topology,
+    base_dir: Option<&std::path::Path>,
+    seed: u64,
+    wildcards: bool,
+) -> Result<Traffic, ScenarioError> {
+    let n = topology.num_hosts() as u32;
+    let Some(file) = &t.file else {
+        return e(format!("{f}.file"), "is required for kind = \"goal\" (a GOAL trace)");
+    };
+    let path = match base_dir {
+        Some(dir) => dir.join(file),
+        None => std::path::PathBuf::from(file),
+    };
+    let trace = reducelab_goal::parse_file(&path)
+        .map_err(|err| ScenarioError { field: format!("{f}.file"), reason: err.in_file(file.clone()).to_string() })?;
+    reducelab_goal::check(&trace)
+        .map_err(|err| ScenarioError { field: format!("{f}.file"), reason: err.in_file(file.clone()).to_string() })?;
+    let ranks = trace.num_ranks();
+    let mut hosts = match &t.hosts {
+        None => {
+            if ranks > n {
+                return e(format!("{f}.file"), format!("{file}: {ranks} ranks, and the topology has {n} hosts"));
+            }
+            (0..ranks).collect()
+        }
+        Some(_) => host_list(&format!("{f}.hosts"), &t.hosts, n)?,
+    };
+    if hosts.len() as u32 != ranks {
+        return e(format!("{f}.hosts"), format!("{} hosts for the {ranks} ranks of {file}", hosts.len()));
+    }
+    match t.placement.as_deref().unwrap_or("linear") {
+        "linear" => {}
+        "random" => reducelab_des::Rng::new(seed).fork(0x60A1).shuffle(&mut hosts),
+        other => return e(format!("{f}.placement"), format!("must be \"linear\" or \"random\", got \"{other}\"")),
+    }
+    for r in (0..ranks).filter(|_| !wildcards) {
+        for op in trace.ops_of(reducelab_goal::Rank(r)) {
+            let op = reducelab_goal::OpId(op);
+            let o = trace.op(op);
+            if o.kind == reducelab_goal::OpKind::Recv
+                && (o.peer == reducelab_goal::trace::ANY_SOURCE || o.tag == reducelab_goal::trace::ANY_TAG)
+            {
+                return e(
+                    format!("{f}.file"),
+                    format!("{file}: line {}: {}: a wildcard receive (its match depends on arrival order); the packet engine runs exact sources and tags, run.backend = \"loggp\" runs wildcards", trace.line(op), trace.describe(op)),
+                );
+            }
+        }
+    }
+    Ok(Traffic::Goal(GoalSpec {
+        file: file.clone(),
+        trace: Arc::new(trace),
+        hosts,
+        start: SimTime(ns_to_ps(&format!("{f}.start_ns"), t.start_ns.unwrap_or(0.0))?),
+        eager_bytes: t.eager_bytes.unwrap_or(0),
+        record_ops: t.ops.unwrap_or(false),
+    }))
+}
+
+pub(super) fn resolve_traffic(
+    f: &str,
+    t: &TrafficSpec,
+    topology: &Topology,
+    base_dir: Option<&std::path::Path>,
+    seed: u64,
+    wildcards: bool,
+) -> Result<Traffic, ScenarioError> {
     let n = topology.num_hosts() as u32;
     let kname = t.kind().name();
     let start = |start_ns: Option<f64>| -> Result<SimTime, ScenarioError> {
@@ -330,6 +420,7 @@ pub(super) fn resolve_traffic(f: &str, t: &TrafficSpec, topology: &Topology) -> 
         Ok(b)
     };
     Ok(match t {
+        TrafficSpec::Goal(t) => resolve_goal(f, t, topology, base_dir, seed, wildcards)?,
         TrafficSpec::Training(t) => crate::training::resolve(f, t, topology)?,
         TrafficSpec::Messages(t) => {
             let list = match &t.list {

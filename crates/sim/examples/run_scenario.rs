@@ -10,7 +10,8 @@ fn main() {
         eprintln!("error: {path}: {e}");
         std::process::exit(2)
     });
-    match reducelab_sim::run_scenario_str(&text, &Default::default()) {
+    let base_dir = std::path::Path::new(path).parent().map(|d| d.to_path_buf());
+    match reducelab_sim::run_scenario_str(&text, &reducelab_sim::RunOptions { base_dir, ..Default::default() }) {
         Ok(out) => {
             print!("{}", out.table);
             eprintln!("wall {:.2} s, {} events", out.stats.wall_seconds, out.stats.events);

@@ -10,6 +10,7 @@ pub mod collective;
 pub mod collective_run;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod goal_run;
 pub mod ina_run;
 pub mod pspin_run;
 pub mod report;
@@ -22,7 +23,9 @@ use std::time::Instant;
 
 /// The scenario schema and its resolution ([`reducelab_scenario`]), under its old path.
 pub use reducelab_scenario as scenario;
-pub use reducelab_scenario::{load_scenario_str, parse, Scenario, ScenarioError, ScenarioFile, Traffic};
+pub use reducelab_scenario::{
+    load_scenario_file, load_scenario_str, parse, Scenario, ScenarioError, ScenarioFile, Traffic,
+};
 pub use report::RunStatus;
 
 /// Options that are not part of the scenario file.
@@ -38,6 +41,9 @@ pub struct RunOptions {
     /// Validate and stop at simulated time 1 ps (status `time_limit`), whatever the backend:
     /// a check that the scenario runs, with every key of its summary.
     pub probe: bool,
+    /// The directory relative file paths of the scenario (GOAL traces) are read from: the
+    /// scenario file's (`None`: the working directory).
+    pub base_dir: Option<std::path::PathBuf>,
 }
 
 /// Everything a run produces. File contents are deterministic: same scenario + seed →
@@ -67,10 +73,11 @@ pub struct EngineStats {
 
 /// Parses, validates and runs a TOML scenario.
 pub fn run_scenario_str(text: &str, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
-    let file = scenario::parse(text)?;
+    let mut file = scenario::parse(text)?;
     if file.pspin.is_some() {
         return pspin_run::run(&file, opts); // one Flare PsPIN switch, no network (docs/flare.md)
     }
+    file.base_dir = opts.base_dir.clone();
     let sc = file.resolve(opts.seed)?;
     run_scenario(sc, opts)
 }
@@ -80,6 +87,9 @@ pub fn run_scenario_str(text: &str, opts: &RunOptions) -> Result<RunOutput, Scen
 pub fn run_scenario(mut sc: Scenario, opts: &RunOptions) -> Result<RunOutput, ScenarioError> {
     if sc.backend == scenario::Backend::Flow {
         return run_flow(&sc, opts.probe);
+    }
+    if sc.backend == scenario::Backend::LogGp {
+        return run_loggp(&sc, opts.probe);
     }
     let t0 = Instant::now();
     let rng = Rng::new(sc.seed);
@@ -117,7 +127,7 @@ pub fn run_scenario(mut sc: Scenario, opts: &RunOptions) -> Result<RunOutput, Sc
             if let Some(m) = r.ina_switches_csv {
                 f.push(("ina_switches.csv".into(), m));
             }
-            f.extend(r.training_files);
+            f.extend(r.workload_files);
             f
         },
         table: r.table,
@@ -127,6 +137,41 @@ pub fn run_scenario(mut sc: Scenario, opts: &RunOptions) -> Result<RunOutput, Sc
             packets: s.packets_created,
             packet_hops: s.packet_hops,
             sim_time_ps: net.now().ps(),
+        },
+    })
+}
+
+/// Runs a scenario of GOAL traces in the LogGP model (`run.backend = "loggp"`): each trace on
+/// its own (LogGP has no network they could share), with the scenario's `[loggp]` parameters.
+fn run_loggp(sc: &Scenario, probe: bool) -> Result<RunOutput, ScenarioError> {
+    let t0 = Instant::now();
+    let mut results = Vec::new();
+    let mut events = 0;
+    for (ti, t) in sc.traffic.iter().enumerate() {
+        let Traffic::Goal(g) = t else { unreachable!("run.backend = \"loggp\" resolves with GOAL traffic only") };
+        let r = if probe {
+            None
+        } else {
+            let ct = reducelab_goal::check(&g.trace).expect("checked when the scenario was read");
+            Some(reducelab_goal::simulate(&ct, &sc.loggp, g.record_ops))
+        };
+        if let Some(Ok(r)) = &r {
+            events += r.events;
+        }
+        results.push((ti, g, r));
+    }
+    let out = report::build_loggp(sc, &results);
+    Ok(RunOutput {
+        status: out.status,
+        summary_json: serde_json::to_string_pretty(&out.summary).expect("json") + "\n",
+        files: out.workload_files,
+        table: out.table,
+        stats: EngineStats {
+            wall_seconds: t0.elapsed().as_secs_f64(),
+            events,
+            packets: 0,
+            packet_hops: 0,
+            sim_time_ps: out.sim_time_ps,
         },
     })
 }

@@ -158,8 +158,9 @@ pub struct Report {
     pub ina_memory_csv: Option<String>,
     /// `ina_switches.csv`: per-switch descriptor peak, mean and protocol counters.
     pub ina_switches_csv: Option<String>,
-    /// `training_jobs.csv` and `training_memory.csv`, when there are training jobs.
-    pub training_files: Vec<(String, String)>,
+    /// `training_jobs.csv` and `training_memory.csv` of training jobs, `goal_ranks.csv` (and
+    /// `goal_ops_<traffic>.csv` with `ops = true`) of GOAL traces.
+    pub workload_files: Vec<(String, String)>,
     pub summary: Value,
     pub messages_csv: String,
     pub links_csv: String,
@@ -180,6 +181,7 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     let fg_incomplete = msgs.iter().filter(|m| !m.is_complete() && !w.traffic[m.tag as usize].is_background()).count();
     // Per traffic generator.
     let collectives = w.collective_results();
+    let goals = w.goal_results();
     let ina_results = w.ina.as_ref().map(|x| x.results()).unwrap_or_default();
     if corrupted > 0 {
         wrong.push(format!("{corrupted} messages delivered with wrong bytes or fingerprints"));
@@ -254,6 +256,24 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         let last = mine.iter().filter(|m| m.is_complete()).map(|m| m.end.ps()).max().unwrap_or(0);
         let delivered: u64 = mine.iter().filter(|m| m.is_complete()).map(|m| m.bytes).sum();
         let span = last.saturating_sub(first);
+        if let Some((_, r)) = goals.iter().find(|(i, _)| *i == ti) {
+            if r.mismatched_receives > 0 {
+                wrong.push(format!(
+                    "goal traffic[{ti}]: {} receives got another message than MPI's matching names",
+                    r.mismatched_receives
+                ));
+            }
+            let mut v = serde_json::to_value(r).expect("json");
+            v["kind"] = json!(t.kind());
+            v["background"] = json!(false);
+            v["messages_verified"] = json!(mine.iter().filter(|m| m.verified()).count());
+            v["completed"] = json!(w.counters[ti].completed);
+            v["fct_ps"] = fct_summary(fcts);
+            v["throughput_gbps"] =
+                json!(if span > 0 { delivered as f64 * 8.0 / (span as f64 * 1e-12) / 1e9 } else { 0.0 });
+            traffic.push(v);
+            continue;
+        }
         if let Some((_, r)) = collectives.iter().find(|(i, _)| *i == ti) {
             if r.end.is_some() && !r.verified {
                 wrong.push(format!("collective traffic[{ti}]: {}", r.mismatch.clone().unwrap_or_default()));
@@ -712,10 +732,16 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         c
     });
     let ina_switches_csv = w.ina.as_ref().map(|x| x.switches_csv());
-    let training_files = w.training.as_ref().map_or(Vec::new(), |x| {
+    let mut workload_files = w.training.as_ref().map_or(Vec::new(), |x| {
         vec![("training_jobs.csv".into(), x.jobs_csv()), ("training_memory.csv".into(), x.memory_csv())]
     });
-    Report { status, summary, messages_csv, links_csv, table, ina_memory_csv, ina_switches_csv, training_files }
+    if !goals.is_empty() {
+        workload_files.push(("goal_ranks.csv".into(), goal_ranks_csv(&goals)));
+    }
+    for (ti, csv) in w.goal_ops_csv() {
+        workload_files.push((format!("goal_ops_{ti}.csv"), csv));
+    }
+    Report { status, summary, messages_csv, links_csv, table, ina_memory_csv, ina_switches_csv, workload_files }
 }
 
 /// `summary.json` and the terminal table of a run at flow level (`run.backend` resolved to
@@ -897,4 +923,149 @@ fn ina_training_jobs(
             }
         })
         .collect()
+}
+
+/// `goal_ranks.csv`: every rank of every GOAL entry, its host and its end after the entry's start
+/// (empty: it did not finish).
+fn goal_ranks_csv(goals: &[(usize, crate::goal_run::GoalResult)]) -> String {
+    use std::fmt::Write;
+    let mut out = String::from("traffic,rank,end_ps\n");
+    for (ti, r) in goals {
+        for (rank, end) in r.rank_end_ps.iter().enumerate() {
+            let _ = writeln!(out, "{ti},{rank},{}", end.map_or(String::new(), |e| e.to_string()));
+        }
+    }
+    out
+}
+
+/// One GOAL entry of a LogGP run: its traffic index, its spec and the simulation's outcome
+/// (`None`: a probe, nothing timed).
+pub type LogGpEntry<'a> =
+    (usize, &'a reducelab_scenario::GoalSpec, Option<Result<reducelab_goal::LogGpResult, reducelab_goal::GoalError>>);
+
+/// What a LogGP run reports ([`build_loggp`]).
+pub struct LogGpReport {
+    pub status: RunStatus,
+    pub summary: Value,
+    pub table: String,
+    pub workload_files: Vec<(String, String)>,
+    pub sim_time_ps: u64,
+}
+
+/// `summary.json`, the table and the files of a LogGP run (`run.backend = "loggp"`): per GOAL
+/// entry its ranks' end times, its makespan and critical path (LogGOPSim's nanoseconds, given in
+/// ps as every other time of a summary), and the events; a trace whose operations cannot all
+/// complete ends the run as stalled, with the simulation's reason. `None` results: a probe.
+pub fn build_loggp(sc: &Scenario, results: &[LogGpEntry<'_>]) -> LogGpReport {
+    use std::fmt::Write as _;
+    let p = &sc.loggp;
+    let mut traffic = Vec::new();
+    let mut stalled = Vec::new();
+    let mut files = Vec::new();
+    let mut ranks_csv = String::from("traffic,rank,end_ps\n");
+    let mut end_ps = 0u64;
+    let mut table = String::new();
+    let probe = results.iter().any(|(_, _, r)| r.is_none());
+    for (ti, g, r) in results {
+        let t = &*g.trace;
+        let mut entry = json!({
+            "kind": "goal",
+            "background": false,
+            "file": g.file,
+            "ranks": t.num_ranks(),
+            "operations": t.num_ops(),
+        });
+        match r {
+            Some(Ok(r)) => {
+                let ends: Vec<u64> = r.rank_end_ns.iter().map(|&e| e.saturating_mul(1000)).collect();
+                for (rank, e) in ends.iter().enumerate() {
+                    let _ = writeln!(ranks_csv, "{ti},{rank},{e}");
+                }
+                let (_, max) = r.max_end();
+                end_ps = end_ps.max(max.saturating_mul(1000));
+                entry["rank_end_ps"] = json!(ends);
+                entry["runtime_ps"] = json!(max.saturating_mul(1000));
+                entry["critical_path_ps"] = json!(r.critical_path_ns.saturating_mul(1000));
+                entry["events"] = json!(r.events);
+                // LogGP carries no data: nothing to verify beyond the trace's own checks.
+                entry["verified"] = Value::Null;
+                let _ = writeln!(
+                    table,
+                    "goal       traffic[{ti}] {} ({} ranks, {} operations): runtime {:.3} us, critical path {:.3} us, {} events",
+                    g.file,
+                    t.num_ranks(),
+                    t.num_ops(),
+                    max as f64 * 1e-3,
+                    r.critical_path_ns as f64 * 1e-3,
+                    r.events
+                );
+                if let Some(ops) = &r.op_times {
+                    let mut csv = String::from("rank,label,start_ps,end_ps\n");
+                    for i in 0..t.num_ops() as u32 {
+                        let o = reducelab_goal::OpId(i);
+                        let _ = writeln!(
+                            csv,
+                            "{},{},{},{}",
+                            t.rank_of(o).0,
+                            t.label(o),
+                            ops.start_ns[i as usize].saturating_mul(1000),
+                            ops.end_ns[i as usize].saturating_mul(1000)
+                        );
+                    }
+                    files.push((format!("goal_ops_{ti}.csv"), csv));
+                }
+            }
+            Some(Err(err)) => {
+                stalled.push(format!("goal traffic[{ti}] ({}): {err}", g.file));
+                entry["runtime_ps"] = Value::Null;
+                entry["verified"] = json!(false);
+            }
+            None => {}
+        }
+        traffic.push(entry);
+    }
+    files.insert(0, ("goal_ranks.csv".to_string(), ranks_csv));
+    let (status, reason) = if probe {
+        (RunStatus::TimeLimit, Some("a probe: stopped before the LogGP model timed anything".to_string()))
+    } else if !stalled.is_empty() {
+        (RunStatus::Stalled, Some(stalled.join("; ")))
+    } else {
+        (RunStatus::Completed, None)
+    };
+    let summary = json!({
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "status": status.as_str(),
+        "status_reason": reason,
+        "backend": sc.backend.name(),
+        "backend_reason": sc.backend_reason,
+        "sim_time_ps": end_ps,
+        "loggp": {
+            "latency_ns": p.latency_ns,
+            "overhead_ns": p.overhead_ns,
+            "gap_ns": p.gap_ns,
+            "gap_per_byte_ns": p.gap_per_byte_ns,
+            "overhead_per_byte_ns": p.overhead_per_byte_ns,
+            "eager_limit_bytes": p.eager_limit_bytes,
+        },
+        "traffic": traffic,
+    });
+    let mut head = String::new();
+    let _ = writeln!(head, "scenario   {}  (seed {})", sc.name, sc.seed);
+    let _ = writeln!(head, "status     {} at {:.3} us simulated", status.as_str(), end_ps as f64 * 1e-6);
+    if let Some(why) = &reason {
+        let _ = writeln!(head, "why        {why}");
+    }
+    let _ = writeln!(
+        head,
+        "backend    loggp ({}): L={} o={} g={} G={} O={} S={}",
+        sc.backend_reason,
+        p.latency_ns,
+        p.overhead_ns,
+        p.gap_ns,
+        p.gap_per_byte_ns,
+        p.overhead_per_byte_ns,
+        p.eager_limit_bytes
+    );
+    LogGpReport { status, summary, table: head + &table, workload_files: files, sim_time_ps: end_ps }
 }

@@ -1,6 +1,7 @@
 //! The workload of a scenario: its traffic generators driving a [`Network`].
 
 use crate::collective::{CollectiveResult, CollectiveRun};
+use crate::goal_run::{GoalResult, GoalRun, GOAL_TIMER};
 use crate::ina_run::{InaSetup, InaSwitchSpec, InaWorld};
 use crate::scenario::Traffic;
 use reducelab_des::{Rng, SimTime};
@@ -77,6 +78,9 @@ pub struct ScenarioWorkload {
     pub counters: Vec<TrafficCounters>,
     /// The running collective of each `collective` generator.
     runs: Vec<Option<CollectiveRun>>,
+    /// The running trace of each `goal` generator.
+    goals: Vec<Option<GoalRun>>,
+    goals_left: u32,
     rng: Rng,
     fg_messages: u64,
     fg_done: u64,
@@ -133,6 +137,15 @@ impl ScenarioWorkload {
                 _ => None,
             })
             .collect();
+        let goals: Vec<Option<GoalRun>> = traffic
+            .iter()
+            .enumerate()
+            .map(|(ti, t)| match t {
+                Traffic::Goal(g) => Some(GoalRun::new(g.clone(), ti as u64)),
+                _ => None,
+            })
+            .collect();
+        let goals_left = goals.iter().flatten().filter(|g| !g.is_done()).count() as u32;
         let perms = traffic
             .iter()
             .enumerate()
@@ -147,6 +160,8 @@ impl ScenarioWorkload {
             traffic,
             counters,
             runs,
+            goals,
+            goals_left,
             rng,
             fg_messages: 0,
             fg_done: 0,
@@ -163,12 +178,28 @@ impl ScenarioWorkload {
     pub fn foreground_done(&self) -> bool {
         self.fg_done == self.fg_messages
             && self.collectives_left == 0
+            && self.goals_left == 0
             && self.ina.as_ref().is_none_or(|w| w.is_done())
             && self.training.as_ref().is_none_or(|w| w.is_done())
             && (self.fg_messages > 0
                 || self.runs.iter().any(|r| r.is_some())
+                || self.goals.iter().any(|r| r.is_some())
                 || self.ina.is_some()
                 || self.training.is_some())
+    }
+
+    /// Results of the GOAL generators, by traffic index.
+    pub fn goal_results(&self) -> Vec<(usize, GoalResult)> {
+        self.goals.iter().enumerate().filter_map(|(i, r)| r.as_ref().map(|r| (i, r.result()))).collect()
+    }
+
+    /// `goal_ops.csv` of the GOAL generators that record their operations, by traffic index.
+    pub fn goal_ops_csv(&self) -> Vec<(usize, String)> {
+        self.goals
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.as_ref().and_then(|r| r.ops_csv()).map(|c| (i, c)))
+            .collect()
     }
 
     /// Results of the collective generators, by traffic index.
@@ -275,6 +306,13 @@ impl Workload for ScenarioWorkload {
                     }
                 }
                 Traffic::Ina(_) | Traffic::Training(_) | Traffic::InaTraining(_) => {}
+                Traffic::Goal(_) => {
+                    let run = self.goals[ti].as_mut().expect("goal run");
+                    run.start(net, ti);
+                    if run.is_done() {
+                        self.goals_left -= 1;
+                    }
+                }
                 Traffic::Collective { .. } => {
                     let run = self.runs[ti].as_mut().expect("collective run");
                     run.start(net);
@@ -296,6 +334,20 @@ impl Workload for ScenarioWorkload {
     }
 
     fn on_timer(&mut self, net: &mut Network, token: u64) {
+        if token & GOAL_TIMER != 0 {
+            let ti = ((token & !GOAL_TIMER) >> 32) as usize;
+            if let Some(run) = self.goals.get_mut(ti).and_then(|r| r.as_mut()) {
+                let was_done = run.is_done();
+                run.on_timer(net, token as u32);
+                if run.is_done() && !was_done {
+                    self.goals_left -= 1;
+                    if self.foreground_done() {
+                        net.stop();
+                    }
+                }
+            }
+            return;
+        }
         if let Some(w) = self.training.as_mut() {
             w.on_timer(net, token);
             self.stop_if_done(net);
@@ -385,6 +437,24 @@ impl Workload for ScenarioWorkload {
                         }
                     }
                 }
+                Traffic::Goal(g) => {
+                    let Some(run) = self.goals[ti].as_ref() else { continue };
+                    let stuck = run.unfinished_ranks();
+                    if !stuck.is_empty() {
+                        parts.push(format!(
+                            "goal traffic[{ti}] ({}): {} of {} ranks unfinished ({})",
+                            g.file,
+                            stuck.len(),
+                            g.hosts.len(),
+                            list_some(
+                                "rank",
+                                stuck.iter().map(|(rank, host, left, op)| format!(
+                                    "{rank} on host {host} with {left} operations left, at {op}"
+                                ))
+                            )
+                        ));
+                    }
+                }
                 Traffic::Collective { .. } => {
                     let Some(run) = self.runs[ti].as_ref() else { continue };
                     let stuck = run.unfinished_ranks();
@@ -436,7 +506,16 @@ impl Workload for ScenarioWorkload {
         let c = &mut self.counters[ti];
         c.completed += 1;
         c.bytes_delivered += bytes;
-        if let Some(run) = self.runs[ti].as_mut() {
+        if let Some(run) = self.goals[ti].as_mut() {
+            let was_done = run.is_done();
+            run.on_delivered(net, msg);
+            if run.is_done() && !was_done {
+                self.goals_left -= 1;
+                if self.foreground_done() {
+                    net.stop();
+                }
+            }
+        } else if let Some(run) = self.runs[ti].as_mut() {
             run.on_delivered(net, msg);
             if run.is_done() {
                 self.collectives_left -= 1;
@@ -472,6 +551,13 @@ impl Workload for ScenarioWorkload {
         let (mut fractions, mut n) = (0.0, 0u32);
         if self.fg_bytes > 0 {
             fractions += self.fg_bytes_done as f64 / self.fg_bytes as f64;
+            n += 1;
+        }
+        for run in self.goals.iter().flatten() {
+            let (done, total) = run.progress();
+            units += done;
+            waiting |= now >= run.start_time() && !run.is_done();
+            fractions += if total == 0 { 1.0 } else { done as f64 / total as f64 };
             n += 1;
         }
         for run in self.runs.iter().flatten() {

@@ -96,8 +96,9 @@ fn each_shipped_example_is_deterministic() {
     files.sort();
     for f in files {
         let text = std::fs::read_to_string(&f).unwrap();
-        let a = run(&text, None);
-        let b = run(&text, None);
+        let opts = RunOptions { base_dir: Some(dir.clone()), ..RunOptions::default() };
+        let go = || run_scenario_str(&text, &opts).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let (a, b) = (go(), go());
         assert!(a.summary_json == b.summary_json && a.files == b.files, "{} is not deterministic", f.display());
     }
 }

@@ -744,6 +744,11 @@ fn small_enough(sc: &Scenario) -> bool {
             Traffic::Ina(s) => 2 * s.hosts.len() as u64 * s.bytes,
             Traffic::Training(s) => s.jobs.iter().map(|j| 2 * j.workers.len() as u64 * j.model.epoch_bytes()).sum(),
             Traffic::InaTraining(t) => t.specs.iter().map(|s| 2 * s.hosts.len() as u64 * s.bytes).sum(),
+            Traffic::Goal(g) => (0..g.trace.num_ops() as u32)
+                .map(|i| g.trace.op(reducelab_goal::OpId(i)))
+                .filter(|o| o.kind == reducelab_goal::OpKind::Send)
+                .map(|o| o.size)
+                .sum(),
         };
         fg_bytes = fg_bytes.saturating_add(add);
     }

@@ -642,11 +642,11 @@ fn every_shipped_scenario_loads() {
             assert_eq!(reducelab_sim::pspin_run::parse(&text, Some(77)).map(|s| s.seed).ok(), Some(77));
             continue;
         }
-        if let Err(e) = load_scenario_str(&text, None) {
+        if let Err(e) = reducelab_sim::load_scenario_file(f, None) {
             panic!("{}: {e}", f.display());
         }
         // An explicit seed overrides the file's.
-        assert_eq!(load_scenario_str(&text, Some(77)).unwrap().seed, 77);
+        assert_eq!(reducelab_sim::load_scenario_file(f, Some(77)).unwrap().seed, 77);
     }
 }
 

@@ -169,7 +169,7 @@ fn a_poll_returning_false_interrupts_with_the_partial_results() {
     // Long enough for the first poll (65k events): background traffic for 200 ms.
     let s = run_opts(
         &star(&format!("{BACKGROUND}[run]\ntime_limit_us = 200000\n")),
-        &RunOptions { seed: None, progress: Some(stop), probe: false },
+        &RunOptions { seed: None, progress: Some(stop), probe: false, base_dir: None },
     );
     assert_eq!(s["status"], "interrupted");
     assert!(reason(&s).starts_with("interrupted"));
@@ -212,7 +212,7 @@ fn collective_runs_report_progress_by_steps() {
     ))
     .unwrap()
     .replace("bytes = 4194304", "bytes = 33554432");
-    let s = run_opts(&text, &RunOptions { seed: None, progress: Some(poll), probe: false });
+    let s = run_opts(&text, &RunOptions { seed: None, progress: Some(poll), probe: false, base_dir: None });
     assert_eq!(s["status"], "completed", "{}", s["status_reason"]);
     assert_progresses(&SEEN.lock().unwrap(), "collective");
 }
@@ -224,7 +224,7 @@ fn in_network_runs_report_progress_by_blocks() {
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/examples/canary_allreduce.toml"))
             .unwrap()
             .replace("bytes = 1048576", "bytes = 8388608");
-    let s = run_opts(&text, &RunOptions { seed: None, progress: Some(poll), probe: false });
+    let s = run_opts(&text, &RunOptions { seed: None, progress: Some(poll), probe: false, base_dir: None });
     assert_eq!(s["status"], "completed", "{}", s["status_reason"]);
     assert_progresses(&SEEN.lock().unwrap(), "ina_allreduce");
 }

@@ -1,0 +1,211 @@
+//! GOAL traces as traffic (`kind = "goal"`): the GOAL that ReduceLab exports for a registry
+//! algorithm, run back through the importer on the packet engine, takes exactly the native
+//! collective's time (the round trip); placement, `eager_bytes`, stalls and bad traces.
+
+use reducelab_sched::algos::{build, Layout};
+use reducelab_sched::export::{to_goal, GoalOptions};
+use reducelab_sched::Collective;
+use reducelab_sim::{run_scenario_str, RunOptions};
+use serde_json::Value;
+use std::path::PathBuf;
+
+const TOPO: &str = "[topology]\nkind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 4\nspines = 2\nbandwidth_gbps = 100\nlatency_ns = 500\n[network]\nswitch_latency_ns = 300\n";
+
+/// A directory of this test's own (removed first), for trace files.
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("reducelab-goal-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn run_in(dir: &std::path::Path, text: &str) -> Result<Value, reducelab_sim::ScenarioError> {
+    let opts = RunOptions { base_dir: Some(dir.to_path_buf()), ..Default::default() };
+    run_scenario_str(text, &opts).map(|o| serde_json::from_str(&o.summary_json).unwrap())
+}
+
+#[test]
+fn an_exported_schedule_run_as_goal_takes_the_native_collectives_time() {
+    let d = dir("roundtrip");
+    let mut checked = 0;
+    for (algorithm, p, bytes) in [
+        ("ring", 16u32, 1u64 << 20),
+        ("ring", 5, 40 << 10),
+        ("ring-bidirectional", 8, 256 << 10),
+        ("recursive-doubling-latency", 16, 64 << 10),
+        ("recursive-doubling-bandwidth", 8, 256 << 10),
+        ("swing-bandwidth", 16, 1 << 20),
+        ("swing-latency", 8, 32 << 10),
+        ("bucket", 16, 512 << 10),
+    ] {
+        let Ok(s) = build(algorithm, Collective::Allreduce, &Layout::line(p)) else {
+            panic!("{algorithm} on {p} ranks does not build")
+        };
+        let goal = to_goal(&s, &GoalOptions { size_bytes: bytes, elem_bytes: 4, calc_ns_per_byte: 0.0 }).unwrap();
+        let file = format!("{algorithm}-{p}.goal");
+        std::fs::write(d.join(&file), goal).unwrap();
+        let hosts: Vec<String> = (0..p).map(|h| h.to_string()).collect();
+        let hosts = hosts.join(", ");
+        let native = run_in(
+            &d,
+            &format!("name = \"n\"\n{TOPO}[[traffic]]\nkind = \"collective\"\nalgorithm = \"{algorithm}\"\nbytes = {bytes}\nhosts = [{hosts}]\n"),
+        )
+        .unwrap();
+        let traced = run_in(
+            &d,
+            &format!("name = \"g\"\n{TOPO}[[traffic]]\nkind = \"goal\"\nfile = \"{file}\"\nhosts = [{hosts}]\n"),
+        )
+        .unwrap();
+        let (n, g) = (&native["traffic"][0], &traced["traffic"][0]);
+        assert_eq!(native["status"], "completed", "{algorithm}: {n}");
+        assert_eq!(traced["status"], "completed", "{algorithm}: {g}");
+        assert_eq!(g["verified"], true, "{algorithm}: {g}");
+        assert_eq!(n["algorithm"], algorithm, "the native run is the same variant");
+        assert_eq!(g["runtime_ps"], n["runtime_ps"], "{algorithm} on {p} ranks, {bytes} B: GOAL {g} vs native {n}");
+        assert_eq!(g["messages"], n["messages"], "{algorithm}");
+        // No calc: the critical path is a chain of messages, no longer than the run.
+        assert!(g["critical_path_ps"].as_u64().unwrap() <= g["runtime_ps"].as_u64().unwrap());
+        checked += 1;
+    }
+    assert_eq!(checked, 8);
+}
+
+const PINGPONG: &str = "num_ranks 2\nrank 0 {\nl1: send 1000b to 1 tag 5\nl2: recv 1000b from 1 tag 5\nl2 requires l1\nl3: calc 3000\nl3 requires l2\n}\nrank 1 {\nl1: recv 1000b from 0 tag 5\nl2: send 1000b to 0 tag 5\nl2 requires l1\n}\n";
+
+#[test]
+fn ranks_are_placed_linearly_randomly_or_as_listed_and_the_run_is_deterministic() {
+    let d = dir("placement");
+    std::fs::write(d.join("pp.goal"), PINGPONG).unwrap();
+    let sc = |extra: &str| {
+        format!("name = \"p\"\nseed = 7\n{TOPO}[[traffic]]\nkind = \"goal\"\nfile = \"pp.goal\"\n{extra}")
+    };
+    let near = run_in(&d, &sc("hosts = [0, 1]\n")).unwrap();
+    let far = run_in(&d, &sc("hosts = [0, 15]\n")).unwrap();
+    let t = |v: &Value| v["traffic"][0]["runtime_ps"].as_u64().unwrap();
+    // Two hops through a leaf against four through a spine; the calc adds 3 µs to both.
+    assert!(t(&near) < t(&far), "{} vs {}", t(&near), t(&far));
+    assert!(t(&near) > 3_000_000);
+    assert_eq!(near["traffic"][0]["critical_path_ps"], near["traffic"][0]["runtime_ps"], "one chain");
+    let a = run_in(&d, &sc("hosts = \"all\"\n")).unwrap_err();
+    assert_eq!(a.field, "traffic[0].hosts");
+    assert!(a.reason.contains("16 hosts for the 2 ranks of pp.goal"), "{a}");
+    let r1 = run_scenario_str(
+        &sc("hosts = [3, 9]\nplacement = \"random\"\n"),
+        &RunOptions { base_dir: Some(d.clone()), ..Default::default() },
+    )
+    .unwrap();
+    let r2 = run_scenario_str(
+        &sc("hosts = [3, 9]\nplacement = \"random\"\n"),
+        &RunOptions { base_dir: Some(d.clone()), ..Default::default() },
+    )
+    .unwrap();
+    assert_eq!(r1.summary_json, r2.summary_json, "same scenario and seed, same bytes");
+    assert_eq!(r1.files, r2.files);
+    let e = run_in(&d, &sc("placement = \"round_robin\"\n")).unwrap_err();
+    assert_eq!(e.field, "traffic[0].placement");
+}
+
+#[test]
+fn an_eager_send_completes_when_handed_to_the_network() {
+    let d = dir("eager");
+    // Rank 0 sends, then computes; with eager sends the calc starts at once.
+    std::fs::write(
+        d.join("e.goal"),
+        "num_ranks 2\nrank 0 {\nl1: send 100000b to 1 tag 0\nl2: calc 1000\nl2 requires l1\n}\nrank 1 {\nl1: recv 100000b from 0 tag 0\n}\n",
+    )
+    .unwrap();
+    let sc = |eager: u64| {
+        format!(
+            "name = \"e\"\n{TOPO}[[traffic]]\nkind = \"goal\"\nfile = \"e.goal\"\neager_bytes = {eager}\nops = true\n"
+        )
+    };
+    let ends = |v: &Value| -> (u64, u64) {
+        let e =
+            v["traffic"][0]["rank_end_ps"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect::<Vec<_>>();
+        (e[0], e[1])
+    };
+    let (r0, r1) = ends(&run_in(&d, &sc(0)).unwrap());
+    assert!(r0 == r1 + 1_000_000, "rendezvous: the calc follows delivery ({r0} vs {r1})");
+    let (e0, e1) = ends(&run_in(&d, &sc(1 << 20)).unwrap());
+    assert_eq!(e0, 1_000_000, "eager: the calc runs while the message travels");
+    assert_eq!(e1, r1, "the receiver sees the same delivery");
+}
+
+#[test]
+fn bad_traces_are_refused_naming_the_file_line_and_reason() {
+    let d = dir("bad");
+    let cases = [
+        ("cycle.goal", "num_ranks 1\nrank 0 {\na: calc 1\nb: calc 1\na requires b\nb requires a\n}\n", "cycle"),
+        ("unmatched.goal", "num_ranks 2\nrank 0 {\na: send 8b to 1 tag 0\n}\nrank 1 {\n}\n", "rank 0"),
+        ("peer.goal", "num_ranks 2\nrank 0 {\na: send 8b to 7 tag 0\n}\nrank 1 {\n}\n", "line 3"),
+        ("syntax.goal", "num_ranks 2\nrank 0 {\na: sned 8b to 1\n}\n", "line 3"),
+        (
+            "wild.goal",
+            "num_ranks 2\nrank 0 {\na: send 8b to 1 tag 0\n}\nrank 1 {\nb: recv 8b from -1 tag 0\n}\n",
+            "wildcard",
+        ),
+    ];
+    for (file, text, says) in cases {
+        std::fs::write(d.join(file), text).unwrap();
+        let e =
+            run_in(&d, &format!("name = \"b\"\n{TOPO}[[traffic]]\nkind = \"goal\"\nfile = \"{file}\"\n")).unwrap_err();
+        assert_eq!(e.field, "traffic[0].file", "{file}: {e}");
+        assert!(e.reason.starts_with(file) && e.reason.contains(says), "{file}: {e}");
+    }
+    let e = run_in(&d, &format!("name = \"b\"\n{TOPO}[[traffic]]\nkind = \"goal\"\nfile = \"missing.goal\"\n"))
+        .unwrap_err();
+    assert!(e.field == "traffic[0].file" && e.reason.starts_with("missing.goal"), "{e}");
+    let e = run_in(&d, &format!("name = \"b\"\n{TOPO}[[traffic]]\nkind = \"goal\"\n")).unwrap_err();
+    assert_eq!((e.field.as_str(), e.reason.contains("is required")), ("traffic[0].file", true), "{e}");
+}
+
+#[test]
+fn a_trace_that_cannot_finish_stalls_naming_the_rank_and_operation() {
+    let d = dir("stall");
+    std::fs::write(d.join("pp.goal"), PINGPONG).unwrap();
+    // Every packet lost, raw messages: nothing arrives, and the run says where each rank waits.
+    let text = format!(
+        "name = \"s\"\n{TOPO}loss_probability = 1.0\n[run]\nwatchdog_us = 50\n[[traffic]]\nkind = \"goal\"\nfile = \"pp.goal\"\nhosts = [0, 5]\n"
+    );
+    let s = run_in(&d, &text).unwrap();
+    assert_eq!(s["status"], "stalled", "{s}");
+    let why = s["status_reason"].as_str().unwrap();
+    assert!(
+        why.contains("goal traffic[0] (pp.goal): 2 of 2 ranks unfinished") && why.contains("rank 1: recv l1 (started)"),
+        "{why}"
+    );
+}
+
+#[test]
+fn the_loggp_backend_times_a_trace_as_the_goal_crate_and_takes_wildcards() {
+    let d = dir("loggp");
+    let wild = "num_ranks 3\nrank 0 {\na: recv 100b from -1 tag 0\nb: recv 100b from -1 tag 0\nc: calc 50\nc requires a\nc requires b\n}\nrank 1 {\na: send 100b to 0 tag 0\n}\nrank 2 {\nx: calc 700\na: send 100b to 0 tag 0\na requires x\n}\n";
+    std::fs::write(d.join("w.goal"), wild).unwrap();
+    std::fs::write(d.join("pp.goal"), PINGPONG).unwrap();
+    let sc = |file: &str, extra: &str| {
+        format!("name = \"l\"\n{TOPO}[run]\nbackend = \"loggp\"\n[loggp]\nlatency_ns = 1000\ngap_per_byte_ns = 2\n{extra}[[traffic]]\nkind = \"goal\"\nfile = \"{file}\"\nops = true\n")
+    };
+    for file in ["w.goal", "pp.goal"] {
+        let out =
+            run_scenario_str(&sc(file, ""), &RunOptions { base_dir: Some(d.clone()), ..Default::default() }).unwrap();
+        let s: Value = serde_json::from_str(&out.summary_json).unwrap();
+        assert_eq!(s["status"], "completed", "{s}");
+        assert_eq!(s["backend"], "loggp");
+        // The crate's own simulation with the same parameters, in ps.
+        let trace = reducelab_goal::parse_file(&d.join(file)).unwrap();
+        let p = reducelab_goal::LogGpParams { latency_ns: 1000, gap_per_byte_ns: 2, ..Default::default() };
+        let r = reducelab_goal::simulate(&reducelab_goal::check(&trace).unwrap(), &p, false).unwrap();
+        let ends: Vec<u64> = r.rank_end_ns.iter().map(|e| e * 1000).collect();
+        assert_eq!(s["traffic"][0]["rank_end_ps"], serde_json::json!(ends), "{file}");
+        assert_eq!(s["traffic"][0]["critical_path_ps"], r.critical_path_ns * 1000);
+        assert!(out.files.iter().any(|(n, c)| n == "goal_ops_0.csv" && c.lines().count() == 1 + trace.num_ops()));
+    }
+    // The packet engine refuses the wildcards, naming the way to run them; LogGP takes only GOAL.
+    let e = run_in(&d, &format!("name = \"p\"\n{TOPO}[[traffic]]\nkind = \"goal\"\nfile = \"w.goal\"\n")).unwrap_err();
+    assert!(e.field == "traffic[0].file" && e.reason.contains("wildcard") && e.reason.contains("loggp"), "{e}");
+    let e =
+        run_in(&d, &format!("{}[[traffic]]\nkind = \"permutation\"\nbytes = 100\n", sc("pp.goal", ""))).unwrap_err();
+    assert_eq!(e.field, "run.backend", "{e}");
+    let e = run_in(&d, &sc("pp.goal", "gap = 3\n")).unwrap_err();
+    assert_eq!(e.field, "loggp.gap", "{e}");
+}
