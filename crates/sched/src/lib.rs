@@ -8,6 +8,7 @@
 pub mod algos;
 pub mod check;
 pub mod export;
+pub mod fuzz;
 pub mod ir;
 pub mod model;
 pub mod msccl;

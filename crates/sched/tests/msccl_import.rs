@@ -142,3 +142,92 @@ fn staged_receives_round_trip() {
         assert_eq!(round_trip(&s), (1, 1));
     }
 }
+
+/// A hand-written 2-rank allreduce of 2 chunks: each rank reduces the other's chunk, then
+/// sends it back.
+const TWO: &str = r#"<algo name="two" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allreduce" inplace="1">
+  <gpu id="0" i_chunks="2" o_chunks="0" s_chunks="0">
+    <tb id="0" send="1" recv="1" chan="0">
+      <step s="0" type="s" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="rrc" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="2" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="3" type="r" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+    </tb>
+  </gpu>
+  <gpu id="1" i_chunks="2" o_chunks="0" s_chunks="0">
+    <tb id="0" send="0" recv="0" chan="0">
+      <step s="0" type="s" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="1" type="rrc" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="2" type="s" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+      <step s="3" type="r" srcbuf="i" srcoff="0" dstbuf="i" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>
+    </tb>
+  </gpu>
+</algo>
+"#;
+
+#[test]
+fn a_hand_written_program_imports() {
+    let s = from_msccl_xml(TWO).unwrap();
+    assert_eq!(s.algorithm, "msccl:two");
+    assert_eq!(s.num_steps(), 2);
+}
+
+/// Replaces the `n`-th (from 0) occurrence of `from`.
+fn nth(text: &str, n: usize, from: &str, to: &str) -> String {
+    let at = text.match_indices(from).nth(n).unwrap_or_else(|| panic!("no {from}")).0;
+    format!("{}{to}{}", &text[..at], &text[at + from.len()..])
+}
+
+#[test]
+fn bad_programs_are_refused_with_the_line_and_the_reason() {
+    let step0 = r#"<step s="0" type="s" srcbuf="i" srcoff="1""#;
+    let cases: Vec<(String, &str)> = vec![
+        (TWO.replace("</algo>\n", ""), "line 1: <algo> is not closed"),
+        (TWO.replace("    </tb>\n  </gpu>\n  <gpu id=\"1\"", "  </gpu>\n  <gpu id=\"1\""), "line 8: </gpu> closes <tb> opened at line 3"),
+        (TWO.replacen("cnt=\"1\"", "cnt=\"x\"", 1), "line 4: <step s=\"0\">: cnt=\"x\" is not an integer"),
+        (TWO.replacen(" srcoff=\"1\"", "", 1), "line 4: <step s=\"0\">: missing attribute srcoff"),
+        (TWO.replacen("type=\"rrc\"", "type=\"xyz\"", 1), "line 5: <step s=\"1\">: type \"xyz\" is not an MSCCL step type"),
+        (TWO.replacen("send=\"1\"", "send=\"5\"", 1), "line 3: <tb id=\"0\">: send=\"5\" is not within -1..=1"),
+        (TWO.replacen(step0, r#"<step s="0" type="s" srcbuf="i" srcoff="2""#, 1), "line 4: <step s=\"0\">: srcoff=\"2\" cnt=\"1\" is beyond the 2 chunks of buffer i"),
+        (TWO.replacen("coll=\"allreduce\"", "coll=\"alltoall\"", 1), "line 1: <algo>: coll=\"alltoall\" is not a collective the IR has (allreduce, reducescatter, allgather, broadcast, reduce)"),
+        (TWO.replacen("inplace=\"1\"", "inplace=\"0\"", 1), "line 1: <algo>: inplace=\"0\": out-of-place programs are not supported (the IR runs a collective in place on one vector)"),
+        // A send no receive matches.
+        (
+            nth(TWO, 0, "    </tb>", "      <step s=\"4\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n    </tb>"),
+            "line 8: <step s=\"4\">: sends a message that gpu 1 never receives on chan=\"0\" (no matching receive)",
+        ),
+        // A receive no send matches.
+        (
+            nth(TWO, 0, "    </tb>", "      <step s=\"4\" type=\"r\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n    </tb>"),
+            "line 8: <step s=\"4\">: deadlock: gpu 0 <tb id=\"0\"> waits here forever for a message from gpu 1 on chan=\"0\" (a dependency cycle, or a receive no send matches)",
+        ),
+        // Two threadblocks waiting for each other.
+        (
+            nth(
+                &TWO.replacen(r#"cnt="1" depid="-1" deps="-1" hasdep="0"/>"#, r#"cnt="1" depid="1" deps="0" hasdep="1"/>"#, 1),
+                0,
+                "  </gpu>",
+                "    <tb id=\"1\" send=\"-1\" recv=\"-1\" chan=\"0\">\n      <step s=\"0\" type=\"nop\" srcbuf=\"i\" srcoff=\"-1\" dstbuf=\"o\" dstoff=\"-1\" cnt=\"0\" depid=\"0\" deps=\"0\" hasdep=\"1\"/>\n    </tb>\n  </gpu>",
+            ),
+            "line 4: <step s=\"0\">: deadlock: gpu 0 <tb id=\"0\"> waits here forever for step 0 of <tb id=\"1\"> (a dependency cycle, or a receive no send matches)",
+        ),
+        (
+            TWO.replacen(r#"depid="-1" deps="-1" hasdep="0"/>"#, r#"depid="3" deps="0" hasdep="0"/>"#, 1),
+            "line 4: <step s=\"0\">: depid=\"3\" deps=\"0\" names no step of this <gpu>",
+        ),
+        // A chunk received at another index.
+        (
+            nth(TWO, 0, r#"type="r" srcbuf="i" srcoff="1" dstbuf="i" dstoff="1""#, r#"type="r" srcbuf="i" srcoff="1" dstbuf="i" dstoff="0""#),
+            "line 7: <step s=\"3\">: puts chunk 1 sent by gpu 1 (line 14: <step s=\"2\">) at chunk 0; the IR keeps a block at its index",
+        ),
+        // Forgets rank 0's own contribution to chunk 0: the checker refuses it.
+        (
+            TWO.replacen(r#"type="rrc" srcbuf="i" srcoff="0""#, r#"type="r" srcbuf="i" srcoff="0""#, 1),
+            "the program does not compute its Allreduce: rank 0: ends with block 0 missing contributions of ranks [0]",
+        ),
+    ];
+    for (xml, want) in cases {
+        let got = from_msccl_xml(&xml).map(|_| ()).unwrap_err();
+        assert_eq!(got, want);
+    }
+}
