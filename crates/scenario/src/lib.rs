@@ -122,6 +122,16 @@ pub fn load_scenario_str(text: &str, seed: Option<u64>) -> Result<Scenario, Scen
     parse(text)?.resolve(seed)
 }
 
+/// Reads, parses and validates the scenario file `path`: relative file names in it (`msccl`)
+/// are resolved against its directory.
+pub fn load_scenario_file(path: &std::path::Path, seed: Option<u64>) -> Result<Scenario, ScenarioError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|err| ScenarioError { field: String::new(), reason: format!("{}: {err}", path.display()) })?;
+    let mut file = parse(&text)?;
+    file.base_dir = path.parent().map(std::path::Path::to_path_buf);
+    file.resolve(seed)
+}
+
 fn e<T>(field: impl Into<String>, reason: impl Into<String>) -> Result<T, ScenarioError> {
     Err(ScenarioError { field: field.into(), reason: reason.into() })
 }
@@ -430,7 +440,7 @@ impl ScenarioFile {
         // The static trees' switch state is laid out per (tenant, tree) for one tree count.
         let mut first_trees: Option<(usize, u16)> = None;
         for (i, t) in self.traffic.iter().enumerate() {
-            let mut tr = resolve_traffic(&format!("traffic[{i}]"), t, &topology)?;
+            let mut tr = resolve_traffic(&format!("traffic[{i}]"), t, &topology, self.base_dir.as_deref())?;
             if let Traffic::Ina(spec) = &mut tr {
                 // A protocol packet is one frame: it must fit the MTU, as raw packets do.
                 let wire = spec.elems_per_packet as u32 * 4 + reducelab_ina::wire::OVERHEAD_BYTES;
@@ -639,8 +649,21 @@ impl ScenarioFile {
         // Build what the chosen backend runs (from the process-wide caches: a sweep over sizes
         // builds a schedule or plan once).
         for (i, t) in traffic.iter_mut().enumerate() {
-            if let Traffic::Collective { hosts, algorithm, collective, layout, schedule, plan, .. } = t {
+            if let Traffic::Collective { hosts, algorithm, collective, layout, schedule, plan, imported, .. } = t {
                 let field = format!("traffic[{i}].algorithm");
+                if let Some(s) = imported {
+                    // Imported and checked at validation; the flow backend times its plan.
+                    match backend {
+                        Backend::Flow => {
+                            *plan = Some(
+                                crate::schedule_cache::collective_plan(algorithm, layout, Some(s))
+                                    .map_err(|r| ScenarioError { field: format!("traffic[{i}].msccl"), reason: r })?,
+                            )
+                        }
+                        _ => *schedule = Some(s.clone()),
+                    }
+                    continue;
+                }
                 let cannot = |r: String| ScenarioError {
                     field: format!("traffic[{i}].algorithm"),
                     reason: format!("{algorithm} on {}: {r}", layout_name(&topology, layout)),

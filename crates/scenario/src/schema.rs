@@ -45,6 +45,11 @@ pub struct ScenarioFile {
     pub transport: TransportSpec,
     #[serde(default, rename = "transport")]
     pub(crate) transport_table: toml::Table,
+    /// The directory the file was read from, if a loader knows it ([`crate::load_scenario_file`]):
+    /// relative file names in the scenario (`msccl`) are resolved against it, else against the
+    /// working directory.
+    #[serde(skip)]
+    pub base_dir: Option<std::path::PathBuf>,
 }
 
 /// `[transport]`: the end-to-end transport of message traffic (docs/scenario-format.md), read
@@ -595,6 +600,10 @@ pub struct CollectiveEntry {
     pub start_ns: Option<f64>,
     /// The algorithm (see `reducelab model --list`).
     pub algorithm: Option<String>,
+    /// An MSCCL XML program to run instead of a registry algorithm (docs/workloads.md): a file
+    /// name, relative to the scenario file's directory (or the working directory when the
+    /// scenario is given as text).
+    pub msccl: Option<String>,
     /// `allreduce` (default), `reduce_scatter` or `allgather`.
     pub collective: Option<String>,
     /// The torus shape the ranks are laid out on (default: the topology's dimensions when

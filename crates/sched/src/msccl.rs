@@ -625,5 +625,8 @@ pub fn allpairs_allreduce(p: u32) -> Schedule {
 /// The MSCCL XML of [`allpairs_allreduce`]: `scenarios/examples/msccl_allpairs_8.xml` is
 /// `allpairs_allreduce_xml(8)` (a test keeps the file equal to it).
 pub fn allpairs_allreduce_xml(p: u32) -> Result<String, String> {
-    to_msccl_xml(&allpairs_allreduce(p), &MscclOptions { name: Some(format!("allpairs-{p}")), ..MscclOptions::default() })
+    to_msccl_xml(
+        &allpairs_allreduce(p),
+        &MscclOptions { name: Some(format!("allpairs-{p}")), ..MscclOptions::default() },
+    )
 }

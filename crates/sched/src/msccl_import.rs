@@ -161,7 +161,10 @@ fn parse_xml(text: &str) -> Result<Elem, String> {
         if rest.starts_with("<?") || rest.starts_with("<!--") {
             let close = if rest.starts_with("<?") { "?>" } else { "-->" };
             let Some(k) = rest.find(close) else {
-                return Err(format!("line {line}: unterminated {}", if close == "?>" { "declaration" } else { "comment" }));
+                return Err(format!(
+                    "line {line}: unterminated {}",
+                    if close == "?>" { "declaration" } else { "comment" }
+                ));
             };
             adv(&mut i, &mut line, k + close.len());
             continue;
@@ -201,7 +204,10 @@ fn parse_xml(text: &str) -> Result<Elem, String> {
             return Err(format!("line {line}: '<' not followed by an element name"));
         }
         if stack.len() >= MAX_DEPTH {
-            return Err(format!("line {line}: <{name}> is nested {} deep; MSCCL XML is algo > gpu > tb > step", stack.len() + 1));
+            return Err(format!(
+                "line {line}: <{name}> is nested {} deep; MSCCL XML is algo > gpu > tb > step",
+                stack.len() + 1
+            ));
         }
         let mut e = Elem { name, line, attrs: Vec::new(), children: Vec::new() };
         loop {
@@ -424,7 +430,9 @@ fn load(text: &str) -> Result<XAlgo, String> {
         }
     }
     if root.ranged("inplace", 0, 1)? != 1 {
-        return root.err("inplace=\"0\": out-of-place programs are not supported (the IR runs a collective in place on one vector)");
+        return root.err(
+            "inplace=\"0\": out-of-place programs are not supported (the IR runs a collective in place on one vector)",
+        );
     }
     let root_rank = root.int_or("root", 0)?;
     if root_rank < 0 || root_rank >= ngpus as i64 {
@@ -438,8 +446,8 @@ fn load(text: &str) -> Result<XAlgo, String> {
         "reduce" => Collective::Reduce { root: root_rank as u32 },
         other => {
             return root.err(format!(
-                "coll=\"{other}\" is not a collective the IR has (allreduce, reducescatter, allgather, broadcast, reduce)"
-            ))
+            "coll=\"{other}\" is not a collective the IR has (allreduce, reducescatter, allgather, broadcast, reduce)"
+        ))
         }
     };
     if matches!(collective, Collective::ReduceScatter | Collective::Allgather) && nchunks % ngpus != 0 {
@@ -654,6 +662,9 @@ enum Staged {
     Msg(u32, u32),
 }
 
+/// Messages in flight on a connection: (message, the sender's vector clock).
+type Fifo = std::collections::VecDeque<(u32, Vec<u32>)>;
+
 struct Replay<'a> {
     x: &'a XAlgo,
     /// Global threadblock index of (gpu, tb): `base[gpu] + tb`.
@@ -669,7 +680,7 @@ struct Replay<'a> {
     staged: Vec<Vec<Staged>>,
     stale: Vec<Vec<Option<(u32, u32, u32)>>>,
     /// Per connection (from, to, chan): messages in flight, each with the sender's clock.
-    fifo: HashMap<(u32, u32, u32), std::collections::VecDeque<(u32, Vec<u32>)>>,
+    fifo: HashMap<(u32, u32, u32), Fifo>,
     msgs: Vec<Msg>,
     parts: Vec<Part>,
     nodes: Vec<Node>,
@@ -991,7 +1002,16 @@ impl<'a> Replay<'a> {
 
     /// Chunks `q..q + n` of message `m` are taken into vector chunks `first..` by `node`.
     #[allow(clippy::too_many_arguments)]
-    fn take(&mut self, at: (u32, u32, u32), m: u32, q: u32, first: u32, n: u32, node: u32, reduce: bool) -> Result<(), String> {
+    fn take(
+        &mut self,
+        at: (u32, u32, u32),
+        m: u32,
+        q: u32,
+        first: u32,
+        n: u32,
+        node: u32,
+        reduce: bool,
+    ) -> Result<(), String> {
         let msg = &mut self.msgs[m as usize];
         if msg.first + q != first {
             return Err(format!(
@@ -1201,9 +1221,8 @@ pub fn import_msccl_xml(text: &str) -> Result<Schedule, String> {
         // Merge into the last receive from the same peer with the same op when nothing listed
         // after it touches these blocks (the order of applying them is then unchanged).
         let target = list.iter().rposition(|(q, op, _)| *q == from && *op == part.op);
-        let mergeable = target.filter(|&g| {
-            !overlaps(&list[g].2, &ids) && list[g + 1..].iter().all(|(_, _, b)| !overlaps(b, &ids))
-        });
+        let mergeable =
+            target.filter(|&g| !overlaps(&list[g].2, &ids) && list[g + 1..].iter().all(|(_, _, b)| !overlaps(b, &ids)));
         match mergeable {
             Some(g) => {
                 let merged = &mut list[g].2;
@@ -1216,7 +1235,12 @@ pub fn import_msccl_xml(text: &str) -> Result<Schedule, String> {
     for ((to, l), list) in recvs {
         for (from, op, ids) in list {
             let blocks = Blocks::from_ids(ids);
-            s.step_mut(from, l as usize).sends.push(Transfer { peer: to, port: None, blocks: blocks.clone(), op: None });
+            s.step_mut(from, l as usize).sends.push(Transfer {
+                peer: to,
+                port: None,
+                blocks: blocks.clone(),
+                op: None,
+            });
             s.step_mut(to, l as usize).recvs.push(Transfer { peer: from, port: None, blocks, op: Some(op) });
         }
     }

@@ -34,8 +34,31 @@ impl Xs {
 
 /// Tokens worth splicing into MSCCL XML: step types, buffers, numbers, markup.
 const TOKENS: &[&str] = &[
-    "s", "r", "rrc", "rcs", "rrs", "rrcs", "re", "cpy", "nop", "i", "o", "-1", "0", "1", "2", "3", "99", "\"", "<", "/>",
-    "</tb>", "<step", "hasdep=\"1\"", "&amp;", "\n",
+    "s",
+    "r",
+    "rrc",
+    "rcs",
+    "rrs",
+    "rrcs",
+    "re",
+    "cpy",
+    "nop",
+    "i",
+    "o",
+    "-1",
+    "0",
+    "1",
+    "2",
+    "3",
+    "99",
+    "\"",
+    "<",
+    "/>",
+    "</tb>",
+    "<step",
+    "hasdep=\"1\"",
+    "&amp;",
+    "\n",
 ];
 
 /// One to four edits: byte flips, deletions, truncation, and tokens replacing an attribute
@@ -54,7 +77,8 @@ fn mutant(rng: &mut Xs, data: &[u8]) -> Vec<u8> {
             2 => v.truncate(rng.below(v.len() as u64 + 1) as usize),
             3 => {
                 // Replace the value after the i-th '="'.
-                let quotes: Vec<usize> = v.windows(2).enumerate().filter(|(_, w)| w == b"=\"").map(|(k, _)| k + 2).collect();
+                let quotes: Vec<usize> =
+                    v.windows(2).enumerate().filter(|(_, w)| w == b"=\"").map(|(k, _)| k + 2).collect();
                 if let Some(&at) = quotes.get(rng.below(quotes.len() as u64) as usize) {
                     let end = v[at..].iter().position(|&c| c == b'"').map_or(v.len(), |e| at + e);
                     v.splice(at..end, tok.iter().copied());
@@ -85,7 +109,7 @@ fn the_corpus_passes_the_fuzz_target() {
 fn seeded_mutants_of_the_corpus_pass_the_fuzz_target() {
     const MUTANTS: usize = 20_000;
     let seeds: Vec<Vec<u8>> = corpus().into_iter().map(|(_, d)| d).collect();
-    let mut rng = Xs(0x3C_C1_1B0F);
+    let mut rng = Xs(0x3CC1_1B0F);
     let (mut accepted, mut parsed, mut failures) = (0usize, 0usize, Vec::new());
     for k in 0..MUTANTS {
         let data = mutant(&mut rng, &seeds[k % seeds.len()]);

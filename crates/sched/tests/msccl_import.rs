@@ -111,12 +111,13 @@ impl Xs {
 #[test]
 fn random_registry_schedules_round_trip() {
     let names = registry::variant_names();
-    let mut rng = Xs(0x5eed_0f_15cc1);
+    let mut rng = Xs(0x05ee_d0f1_5cc1);
     let mut n = 0;
     for _ in 0..200 {
         let alg = names[rng.below(names.len() as u64) as usize];
         let p = 2 + rng.below(31) as u32;
-        let layout = if rng.below(3) == 0 && p % 2 == 0 { Layout::new(vec![2, p / 2]).unwrap() } else { Layout::line(p) };
+        let layout =
+            if rng.below(3) == 0 && p % 2 == 0 { Layout::new(vec![2, p / 2]).unwrap() } else { Layout::line(p) };
         let c = collectives()[rng.below(3) as usize];
         let Ok(s) = build(alg, c, &layout) else { continue };
         if to_msccl_xml(&s, &MscclOptions { enforce_limits: false, ..MscclOptions::default() }).is_err() {

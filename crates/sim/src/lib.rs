@@ -22,7 +22,9 @@ use std::time::Instant;
 
 /// The scenario schema and its resolution ([`reducelab_scenario`]), under its old path.
 pub use reducelab_scenario as scenario;
-pub use reducelab_scenario::{load_scenario_str, parse, Scenario, ScenarioError, ScenarioFile, Traffic};
+pub use reducelab_scenario::{
+    load_scenario_file, load_scenario_str, parse, Scenario, ScenarioError, ScenarioFile, Traffic,
+};
 pub use report::RunStatus;
 
 /// Options that are not part of the scenario file.
