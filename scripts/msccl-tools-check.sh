@@ -34,7 +34,6 @@ programs=(
     "allreduce_a100_ring|8 2 2"
     "allreduce_a100_allpairs|8 1"
     "allreduce_a100_allpairs_v2|8 1"
-    "allreduce_allpairs_1step|4 1"
     "allreduce_1step|4 1"
     "allreduce_binomial_tree|8 1 1"
     "allreduce_binomial_tree|8 2 1"
