@@ -195,14 +195,15 @@ impl ScenarioFile {
                 if let Some(why) = obstacle() {
                     return Ok((Backend::Packet, format!("auto: the flow backend cannot run this scenario: {why}")));
                 }
-                let Traffic::Collective { algorithm, layout, bytes, .. } = &traffic[0] else {
+                let Traffic::Collective { algorithm, layout, bytes, imported, .. } = &traffic[0] else {
                     unreachable!("checked by flow_obstacle")
                 };
                 let field = |r: String| ScenarioError {
                     field: "traffic[0].algorithm".into(),
                     reason: format!("{algorithm} on {}: {r}", layout_name(topology, layout)),
                 };
-                let plan = crate::schedule_cache::cached_plan(algorithm, layout).map_err(field)?;
+                let plan =
+                    crate::schedule_cache::collective_plan(algorithm, layout, imported.as_ref()).map_err(field)?;
                 if let Some(why) = flow_at_every_size(topology, &plan, net, &self.endpoint.resolve()?).map_err(field)? {
                     return Ok((Backend::Flow, format!("auto: {why}")));
                 }

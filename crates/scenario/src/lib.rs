@@ -653,8 +653,21 @@ impl ScenarioFile {
         // Build what the chosen backend runs (from the process-wide caches: a sweep over sizes
         // builds a schedule or plan once).
         for (i, t) in traffic.iter_mut().enumerate() {
-            if let Traffic::Collective { hosts, algorithm, collective, layout, schedule, plan, .. } = t {
+            if let Traffic::Collective { hosts, algorithm, collective, layout, schedule, plan, imported, .. } = t {
                 let field = format!("traffic[{i}].algorithm");
+                if let Some(s) = imported {
+                    // Imported and checked at validation; the flow backend times its plan.
+                    match backend {
+                        Backend::Flow => {
+                            *plan = Some(
+                                crate::schedule_cache::collective_plan(algorithm, layout, Some(s))
+                                    .map_err(|r| ScenarioError { field: format!("traffic[{i}].msccl"), reason: r })?,
+                            )
+                        }
+                        _ => *schedule = Some(s.clone()),
+                    }
+                    continue;
+                }
                 let cannot = |r: String| ScenarioError {
                     field: format!("traffic[{i}].algorithm"),
                     reason: format!("{algorithm} on {}: {r}", layout_name(&topology, layout)),

@@ -108,6 +108,59 @@ pub fn cached_schedule(algorithm: &str, collective: Collective, layout: &Layout)
     )
 }
 
+/// Imported MSCCL programs per (path, hash of the file's text).
+type ImportCache = HashMap<(std::path::PathBuf, u64), Arc<Schedule>>;
+
+/// The MSCCL XML program in `path`, imported and proven by the checker
+/// ([`reducelab_sched::from_msccl_xml`]), from a process-wide cache keyed by the path and the
+/// file's contents (a sweep over sizes imports it once; an edited file is imported again).
+pub fn cached_msccl(path: &std::path::Path) -> Result<Arc<Schedule>, String> {
+    use std::hash::{Hash, Hasher};
+    static CACHE: OnceLock<Mutex<ImportCache>> = OnceLock::new();
+    // Bounded, so that a name like /dev/zero is refused rather than read forever.
+    const MAX_XML_BYTES: u64 = 256 << 20;
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut std::io::Read::take(
+            std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?,
+            MAX_XML_BYTES + 1,
+        ),
+        &mut text,
+    )
+    .map_err(|e| format!("cannot read: {e}"))?;
+    if text.len() as u64 > MAX_XML_BYTES {
+        return Err(format!("larger than {MAX_XML_BYTES} bytes"));
+    }
+    // DefaultHasher::new() has fixed keys: the same text hashes the same in every process.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    let key = (path.to_path_buf(), h.finish());
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some(s) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(s.clone());
+    }
+    let s = Arc::new(reducelab_sched::from_msccl_xml(&text)?);
+    let mut c = cache.lock().unwrap_or_else(|e| e.into_inner());
+    if c.len() >= CACHE_ENTRIES {
+        c.clear();
+    }
+    c.insert(key, s.clone());
+    Ok(s)
+}
+
+/// The timing plan of a collective entry: an imported program's derived from its schedule, a
+/// registry variant's from [`cached_plan`].
+pub fn collective_plan(
+    algorithm: &str,
+    layout: &Layout,
+    imported: Option<&Arc<Schedule>>,
+) -> Result<Arc<Plan>, String> {
+    match imported {
+        Some(s) => Plan::from_schedule(s).map(Arc::new),
+        None => cached_plan(algorithm, layout),
+    }
+}
+
 /// The allreduce timing plan of variant `algorithm` for `layout` (flow backend), from the
 /// process-wide cache. Built without materialising the schedule where that is large.
 pub fn cached_plan(algorithm: &str, layout: &Layout) -> Result<Arc<Plan>, String> {

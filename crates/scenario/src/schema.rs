@@ -661,6 +661,10 @@ pub struct CollectiveEntry {
     pub start_ns: Option<f64>,
     /// The algorithm (see `reducelab model --list`).
     pub algorithm: Option<String>,
+    /// An MSCCL XML program to run instead of a registry algorithm (docs/workloads.md): a file
+    /// name, relative to the scenario file's directory (or the working directory when the
+    /// scenario is given as text).
+    pub msccl: Option<String>,
     /// `allreduce` (default), `reduce_scatter` or `allgather`.
     pub collective: Option<String>,
     /// The torus shape the ranks are laid out on (default: the topology's dimensions when

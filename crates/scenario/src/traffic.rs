@@ -71,13 +71,15 @@ pub enum Traffic {
     },
     RandomPermutation(RandomPermutation),
     /// Rank `r` on `hosts[r]`. `algorithm` is the variant that runs (a family or policy
-    /// resolved for `bytes`); the packet backend runs `schedule`, the flow backend `plan`
-    /// (each built only for the backend that runs, from the process-wide caches).
+    /// resolved for `bytes`), or `msccl:<name>` for an imported MSCCL program (`imported`, its
+    /// checked schedule); the packet backend runs `schedule`, the flow backend `plan` (each
+    /// built only for the backend that runs, from the process-wide caches).
     Collective {
         hosts: Vec<u32>,
         bytes: u64,
         start: SimTime,
-        algorithm: &'static str,
+        algorithm: String,
+        imported: Option<Arc<reducelab_sched::Schedule>>,
         collective: reducelab_sched::Collective,
         layout: reducelab_sched::algos::Layout,
         schedule: Option<Arc<reducelab_sched::Schedule>>,
@@ -589,12 +591,18 @@ pub(super) fn resolve_traffic(
                     )
                 }
             };
+            if let Some(file) = &t.msccl {
+                return msccl_collective(f, t, file, hosts, collective, base_dir, bytes(t.bytes)?, start(t.start_ns)?);
+            }
             let name = match &t.algorithm {
                 Some(a) => a.clone(),
                 None => {
                     return e(
                         format!("{f}.algorithm"),
-                        format!("is required for kind = \"collective\" (one of {})", registry::names().join(", ")),
+                        format!(
+                        "is required for kind = \"collective\" (one of {}), unless `msccl` names an MSCCL XML program",
+                        registry::names().join(", ")
+                    ),
                     )
                 }
             };
@@ -643,12 +651,89 @@ pub(super) fn resolve_traffic(
                 hosts,
                 bytes: size,
                 start: start(t.start_ns)?,
-                algorithm: variant.name,
+                algorithm: variant.name.to_string(),
+                imported: None,
                 collective,
                 layout,
                 schedule: None,
                 plan: None,
             }
         }
+    })
+}
+
+/// A `collective` entry with `msccl = "file.xml"`: the program imported and checked (from the
+/// process-wide cache), its ranks on `hosts` in order, its collective the entry's.
+#[allow(clippy::too_many_arguments)]
+fn msccl_collective(
+    f: &str,
+    t: &super::CollectiveEntry,
+    file: &str,
+    hosts: Vec<u32>,
+    collective: reducelab_sched::Collective,
+    base_dir: Option<&std::path::Path>,
+    size: u64,
+    start: SimTime,
+) -> Result<Traffic, ScenarioError> {
+    if t.algorithm.is_some() {
+        return e(
+            format!("{f}.msccl"),
+            "`msccl` and `algorithm` are mutually exclusive: the MSCCL program is the algorithm",
+        );
+    }
+    if t.dims.is_some() {
+        return e(format!("{f}.dims"), "does not apply with `msccl` (the program's rank r runs on hosts[r])");
+    }
+    let path = match base_dir {
+        Some(dir) if std::path::Path::new(file).is_relative() => dir.join(file),
+        _ => std::path::PathBuf::from(file),
+    };
+    let schedule = crate::schedule_cache::cached_msccl(&path)
+        .map_err(|r| ScenarioError { field: format!("{f}.msccl"), reason: format!("{}: {r}", path.display()) })?;
+    if schedule.ranks as usize != hosts.len() {
+        return e(
+            format!("{f}.hosts"),
+            format!(
+                "{} hosts, but {} has ngpus = {} (rank r runs on hosts[r])",
+                hosts.len(),
+                path.display(),
+                schedule.ranks
+            ),
+        );
+    }
+    if t.collective.is_some() && schedule.collective != collective {
+        return e(
+            format!("{f}.collective"),
+            format!("is {collective:?}, but {} computes {:?}", path.display(), schedule.collective),
+        );
+    }
+    if !matches!(
+        schedule.collective,
+        reducelab_sched::Collective::Allreduce
+            | reducelab_sched::Collective::ReduceScatter
+            | reducelab_sched::Collective::Allgather
+    ) {
+        return e(
+            format!("{f}.msccl"),
+            format!(
+                "{} computes {:?}; collective traffic runs allreduce, reduce_scatter or allgather",
+                path.display(),
+                schedule.collective
+            ),
+        );
+    }
+    if size == 0 {
+        return e(format!("{f}.bytes"), "a collective needs at least one byte");
+    }
+    Ok(Traffic::Collective {
+        layout: reducelab_sched::algos::Layout::line(schedule.ranks),
+        hosts,
+        bytes: size,
+        start,
+        algorithm: schedule.algorithm.clone(),
+        collective: schedule.collective,
+        imported: Some(schedule),
+        schedule: None,
+        plan: None,
     })
 }

@@ -606,3 +606,27 @@ impl MscclProgram {
         x
     }
 }
+
+/// The all-pairs allreduce on `p` ranks, a program the registry does not have, as the schedule
+/// the MSCCL example is exported from: `p` blocks; in step 0 every rank sends block `q` to rank
+/// `q` (who reduces it into its own), in step 1 every rank sends its reduced block to every
+/// other rank (who copies it). Two steps, each rank sends `2(p−1)/p` of the vector.
+pub fn allpairs_allreduce(p: u32) -> Schedule {
+    let mut s = Schedule::new(Collective::Allreduce, "allpairs", p, p);
+    for a in 0..p {
+        for b in (0..p).filter(|&b| b != a) {
+            s.exchange(0, a, b, None, None, Blocks::range(b, b + 1), RecvOp::ReduceIncomingFirst);
+            s.exchange(1, b, a, None, None, Blocks::range(b, b + 1), RecvOp::Copy);
+        }
+    }
+    s
+}
+
+/// The MSCCL XML of [`allpairs_allreduce`]: `scenarios/examples/msccl_allpairs_8.xml` is
+/// `allpairs_allreduce_xml(8)` (a test keeps the file equal to it).
+pub fn allpairs_allreduce_xml(p: u32) -> Result<String, String> {
+    to_msccl_xml(
+        &allpairs_allreduce(p),
+        &MscclOptions { name: Some(format!("allpairs-{p}")), ..MscclOptions::default() },
+    )
+}

@@ -6,12 +6,10 @@ fn main() {
         eprintln!("usage: run_scenario FILE [OUT_DIR]");
         std::process::exit(2);
     };
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
-        eprintln!("error: {path}: {e}");
-        std::process::exit(2)
-    });
-    let base_dir = std::path::Path::new(path).parent().map(|d| d.to_path_buf());
-    match reducelab_sim::run_scenario_str(&text, &reducelab_sim::RunOptions { base_dir, ..Default::default() }) {
+    // Read as a file: relative file names in it (`msccl`) resolve against its directory.
+    let run = reducelab_sim::load_scenario_file(std::path::Path::new(path), None)
+        .and_then(|sc| reducelab_sim::run_scenario(sc, &Default::default()));
+    match run {
         Ok(out) => {
             print!("{}", out.table);
             eprintln!("wall {:.2} s, {} events", out.stats.wall_seconds, out.stats.events);

@@ -642,6 +642,7 @@ fn every_shipped_scenario_loads() {
             assert_eq!(reducelab_sim::pspin_run::parse(&text, Some(77)).map(|s| s.seed).ok(), Some(77));
             continue;
         }
+        // As a file: an example may name another file next to it (`msccl`).
         if let Err(e) = reducelab_sim::load_scenario_file(f, None) {
             panic!("{}: {e}", f.display());
         }
@@ -767,4 +768,67 @@ fn the_per_key_checks_cover_every_field_of_the_schema() {
     };
     let topology_extra = ["shape", "kind", "bandwidth_gbps", "latency_ns", "host_bandwidth_gbps", "host_latency_ns"];
     assert_eq!(names(&TopologySpec::default().set_keys(), &topology_extra), schema_fields::<TopologySpec>());
+}
+
+/// `collective` traffic naming an MSCCL XML program: every refusal names the key and says why
+/// (the importer's and the checker's reasons prefixed with the file).
+#[test]
+fn msccl_collective_errors_name_the_key() {
+    let dir = std::env::temp_dir().join(format!("reducelab-msccl-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let good = reducelab_sched::msccl::allpairs_allreduce_xml(4).unwrap();
+    std::fs::write(dir.join("ap4.xml"), &good).unwrap();
+    // One reduction becomes a copy, so a contribution is lost: the checker refuses it.
+    let forgot = good.replacen("type=\"rrc\"", "type=\"r\"", 1);
+    std::fs::write(dir.join("forgot.xml"), &forgot).unwrap();
+    std::fs::write(dir.join("broken.xml"), good.replacen("type=\"s\"", "type=\"xyz\"", 1)).unwrap();
+    let scenario = |traffic: &str| {
+        format!("name = \"m\"\n[topology]\nkind = \"star\"\nhosts = 4\nbandwidth_gbps = 100\nlatency_ns = 500\n[[traffic]]\nkind = \"collective\"\nbytes = 4096\n{traffic}\n")
+    };
+    let load = |traffic: &str| {
+        let mut file = reducelab_sim::parse(&scenario(traffic)).unwrap();
+        file.base_dir = Some(dir.clone());
+        file.resolve(None).map(|_| ())
+    };
+    assert_eq!(load("msccl = \"ap4.xml\""), Ok(()));
+    // An absolute name needs no base directory.
+    let abs = format!("msccl = \"{}\"", dir.join("ap4.xml").display());
+    assert!(load_scenario_str(&scenario(&abs), None).is_ok());
+    let err = |traffic: &str| load(traffic).unwrap_err();
+    let e = err("msccl = \"ap4.xml\"\nalgorithm = \"ring\"");
+    assert_eq!(e.field, "traffic[0].msccl");
+    assert_eq!(e.reason, "`msccl` and `algorithm` are mutually exclusive: the MSCCL program is the algorithm");
+    let e = err("msccl = \"ap4.xml\"\nhosts = [0, 1, 2]");
+    assert_eq!(
+        (e.field.as_str(), e.reason.ends_with("has ngpus = 4 (rank r runs on hosts[r])")),
+        ("traffic[0].hosts", true),
+        "{e}"
+    );
+    assert!(e.reason.starts_with("3 hosts, but "), "{e}");
+    let e = err("msccl = \"ap4.xml\"\ncollective = \"allgather\"");
+    assert_eq!(e.field, "traffic[0].collective");
+    assert!(e.reason.starts_with("is Allgather, but ") && e.reason.ends_with("ap4.xml computes Allreduce"), "{e}");
+    let e = err("msccl = \"ap4.xml\"\ndims = [2, 2]");
+    assert_eq!(e.field, "traffic[0].dims");
+    let e = err("msccl = \"missing.xml\"");
+    assert_eq!(e.field, "traffic[0].msccl");
+    assert!(e.reason.starts_with(&format!("{}: cannot read: ", dir.join("missing.xml").display())), "{e}");
+    let e = err("msccl = \"broken.xml\"");
+    assert_eq!(e.field, "traffic[0].msccl");
+    assert!(e.reason.starts_with(&format!("{}: line ", dir.join("broken.xml").display())), "{e}");
+    assert!(e.reason.ends_with(": type \"xyz\" is not an MSCCL step type"), "{e}");
+    let e = err("msccl = \"forgot.xml\"");
+    assert_eq!(e.field, "traffic[0].msccl");
+    assert!(
+        e.reason.starts_with(&format!(
+            "{}: the program does not compute its Allreduce: rank ",
+            dir.join("forgot.xml").display()
+        )),
+        "{e}"
+    );
+    // Neither key: the error says both.
+    let e = err("");
+    assert_eq!(e.field, "traffic[0].algorithm");
+    assert!(e.reason.ends_with("unless `msccl` names an MSCCL XML program"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
