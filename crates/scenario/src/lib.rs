@@ -506,6 +506,8 @@ impl ScenarioFile {
             traffic.push(tr);
         }
         let mut net = net;
+        // Jobs without hosts take free ones before anything asks which hosts the traffic uses.
+        traffic::place_goal_jobs(&mut traffic, topology.num_hosts() as u32, seed)?;
         net.noise_hosts = self.noise.resolve_hosts(&traffic, topology.num_hosts() as u32)?;
         let ina = self.ina.resolve()?;
         let ina_specs: Vec<_> = traffic.iter().flat_map(|t| t.ina_specs().iter().cloned()).collect();

@@ -99,7 +99,10 @@ pub struct GoalSpec {
     /// The file as the scenario names it (for results).
     pub file: String,
     pub trace: Arc<reducelab_goal::Trace>,
+    /// Rank `r` runs on `hosts[r]`.
     pub hosts: Vec<u32>,
+    /// Given no `hosts`: placed on free hosts by [`place_goal_jobs`] (`Some(random)`).
+    pub placed: Option<bool>,
     pub start: SimTime,
     pub eager_bytes: u64,
     pub record_ops: bool,
@@ -360,22 +363,26 @@ fn resolve_goal(
     reducelab_goal::check(&trace)
         .map_err(|err| ScenarioError { field: format!("{f}.file"), reason: err.in_file(file.clone()).to_string() })?;
     let ranks = trace.num_ranks();
-    let mut hosts = match &t.hosts {
+    let random = match t.placement.as_deref().unwrap_or("linear") {
+        "linear" => false,
+        "random" => true,
+        other => return e(format!("{f}.placement"), format!("must be \"linear\" or \"random\", got \"{other}\"")),
+    };
+    // Without `hosts`, the job takes free hosts once every entry is read (`place_goal_jobs`).
+    let (mut hosts, placed) = match &t.hosts {
         None => {
             if ranks > n {
                 return e(format!("{f}.file"), format!("{file}: {ranks} ranks, and the topology has {n} hosts"));
             }
-            (0..ranks).collect()
+            (Vec::new(), Some(random))
         }
-        Some(_) => host_list(&format!("{f}.hosts"), &t.hosts, n)?,
+        Some(_) => (host_list(&format!("{f}.hosts"), &t.hosts, n)?, None),
     };
-    if hosts.len() as u32 != ranks {
+    if placed.is_none() && hosts.len() as u32 != ranks {
         return e(format!("{f}.hosts"), format!("{} hosts for the {ranks} ranks of {file}", hosts.len()));
     }
-    match t.placement.as_deref().unwrap_or("linear") {
-        "linear" => {}
-        "random" => reducelab_des::Rng::new(seed).fork(0x60A1).shuffle(&mut hosts),
-        other => return e(format!("{f}.placement"), format!("must be \"linear\" or \"random\", got \"{other}\"")),
+    if placed.is_none() && random {
+        reducelab_des::Rng::new(seed).fork(0x60A1).shuffle(&mut hosts);
     }
     for r in (0..ranks).filter(|_| !wildcards) {
         for op in trace.ops_of(reducelab_goal::Rank(r)) {
@@ -395,6 +402,7 @@ fn resolve_goal(
         file: file.clone(),
         trace: Arc::new(trace),
         hosts,
+        placed,
         start: SimTime(ns_to_ps(&format!("{f}.start_ns"), t.start_ns.unwrap_or(0.0))?),
         eager_bytes: t.eager_bytes.unwrap_or(0),
         record_ops: t.ops.unwrap_or(false),
@@ -736,4 +744,39 @@ fn msccl_collective(
         schedule: None,
         plan: None,
     })
+}
+
+/// Places the `goal` entries that name no `hosts` (at `traffic[i]`) on hosts no other `goal`
+/// entry uses, in entry order: the lowest free hosts in order (`placement = "linear"`), or free
+/// hosts drawn at random from the seed (`"random"`), so that several jobs share a network on
+/// disjoint hosts. Entries that name `hosts` keep them (and may share hosts with one another).
+pub(super) fn place_goal_jobs(traffic: &mut [Traffic], num_hosts: u32, seed: u64) -> Result<(), ScenarioError> {
+    let mut taken = vec![false; num_hosts as usize];
+    for t in traffic.iter() {
+        if let Traffic::Goal(g) = t {
+            if g.placed.is_none() {
+                g.hosts.iter().for_each(|&h| taken[h as usize] = true);
+            }
+        }
+    }
+    let mut rng = reducelab_des::Rng::new(seed).fork(0x60A2);
+    for (i, t) in traffic.iter_mut().enumerate() {
+        let Traffic::Goal(g) = t else { continue };
+        let Some(random) = g.placed else { continue };
+        let mut free: Vec<u32> = (0..num_hosts).filter(|&h| !taken[h as usize]).collect();
+        let ranks = g.trace.num_ranks() as usize;
+        if free.len() < ranks {
+            return e(
+                format!("traffic[{i}].hosts"),
+                format!("{}: {ranks} ranks, and {} hosts are free of the other goal entries", g.file, free.len()),
+            );
+        }
+        if random {
+            rng.shuffle(&mut free);
+        }
+        free.truncate(ranks);
+        free.iter().for_each(|&h| taken[h as usize] = true);
+        g.hosts = free;
+    }
+    Ok(())
 }

@@ -209,3 +209,64 @@ fn the_loggp_backend_times_a_trace_as_the_goal_crate_and_takes_wildcards() {
     let e = run_in(&d, &sc("pp.goal", "gap = 3\n")).unwrap_err();
     assert_eq!(e.field, "loggp.gap", "{e}");
 }
+
+/// Several jobs share the network on disjoint hosts: entries without `hosts` take free ones
+/// (the lowest in order, or drawn from the seed), entries with `hosts` keep theirs.
+#[test]
+fn several_goal_jobs_run_at_once_on_disjoint_hosts() {
+    let d = dir("jobs");
+    std::fs::write(d.join("pp.goal"), PINGPONG).unwrap();
+    std::fs::write(
+        d.join("ring6.goal"),
+        reducelab_sched::export::to_goal(
+            &build("ring", Collective::Allreduce, &Layout::line(6)).unwrap(),
+            &GoalOptions { size_bytes: 6 << 12, elem_bytes: 4, calc_ns_per_byte: 0.0 },
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let job = |file: &str, extra: &str| format!("[[traffic]]\nkind = \"goal\"\nfile = \"{file}\"\n{extra}");
+    let hosts_of = |sc: &str| -> Vec<Vec<u32>> {
+        let sc = reducelab_sim::load_scenario_file(
+            &{
+                let p = d.join("s.toml");
+                std::fs::write(&p, sc).unwrap();
+                p
+            },
+            None,
+        )
+        .unwrap();
+        sc.traffic
+            .iter()
+            .map(|t| if let reducelab_sim::Traffic::Goal(g) = t { g.hosts.clone() } else { vec![] })
+            .collect()
+    };
+    let base = format!("name = \"j\"\nseed = 4\n{TOPO}");
+    let linear = hosts_of(&format!(
+        "{base}{}{}{}",
+        job("ring6.goal", ""),
+        job("pp.goal", "hosts = [7, 2]\n"),
+        job("ring6.goal", "")
+    ));
+    assert_eq!(linear, vec![vec![0, 1, 3, 4, 5, 6], vec![7, 2], vec![8, 9, 10, 11, 12, 13]]);
+    let random = hosts_of(&format!(
+        "{base}{}{}",
+        job("ring6.goal", "placement = \"random\"\n"),
+        job("ring6.goal", "placement = \"random\"\n")
+    ));
+    let mut all: Vec<u32> = random.concat();
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(all.len(), 12, "disjoint: {random:?}");
+    assert_ne!(random[0], vec![0, 1, 2, 3, 4, 5], "drawn, not in order");
+    let e = run_in(&d, &format!("{base}{}{}{}", job("ring6.goal", ""), job("ring6.goal", ""), job("ring6.goal", "")))
+        .unwrap_err();
+    assert!(e.field == "traffic[2].hosts" && e.reason.contains("4 hosts are free"), "{e}");
+    // Both jobs run to the end, each verified, on one network.
+    let s = run_in(&d, &format!("{base}{}{}", job("ring6.goal", ""), job("ring6.goal", "placement = \"random\"\n")))
+        .unwrap();
+    assert_eq!(s["status"], "completed", "{s}");
+    for t in s["traffic"].as_array().unwrap() {
+        assert_eq!(t["verified"], true, "{t}");
+    }
+}
