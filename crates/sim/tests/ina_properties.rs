@@ -134,39 +134,47 @@ fn every_protocol_completes_verified_or_stalls_with_a_reason() {
     assert!(PROTOCOLS.len() >= 2);
     for (i, proto) in PROTOCOLS.iter().enumerate() {
         let mut rng = Rng::new(seed).fork(i as u64);
-        let (mut tally, mut rejected) = ([0u64; 2], 0u64);
+        let (mut tally, mut rejected, mut redrawn) = ([0u64; 2], 0u64, 0u64);
         let on_the_wire = (proto.build)(&Default::default()).unwrap().software_switch().is_ok();
         for _ in 0..cases {
-            let text = case(proto, &mut rng);
-            match run_scenario_str(&text, &Default::default()) {
-                Ok(out) => {
-                    check(proto, &text, &serde_json::from_str(&out.summary_json).unwrap(), &mut tally);
-                    // The same run with every header carried by its wire frame and parsed back
-                    // gives the same bytes: the frame carries everything the protocol uses. A
-                    // protocol the software switch cannot run has its wire check refused.
-                    let wired =
-                        run_scenario_str(&text.replace("[ina]\n", "[ina]\nwire_check = true\n"), &Default::default());
-                    match (wired, on_the_wire) {
-                        (Ok(wired), true) => assert!(
-                            wired.summary_json == out.summary_json && wired.files == out.files,
-                            "wire check changed the run:\n{text}"
-                        ),
-                        (Err(e), false) => assert_eq!(e.field, "ina.wire_check", "{e}"),
-                        (r, _) => {
-                            panic!("wire check of {}: {:?}", proto.name, r.map(|_| ()).map_err(|e| e.to_string()))
-                        }
+            // Some random combinations are invalid for a protocol (e.g. static trees' or the
+            // reliable tree's window × tenants beyond the table): refused up front, naming the
+            // field; the case is drawn again (three draws), so every protocol is tested on as
+            // many runs whatever its constraints.
+            let mut drawn = None;
+            for _ in 0..3 {
+                let text = case(proto, &mut rng);
+                match run_scenario_str(&text, &Default::default()) {
+                    Ok(out) => {
+                        drawn = Some((text, out));
+                        break;
+                    }
+                    Err(e) => {
+                        assert!(!e.field.is_empty() && !e.reason.is_empty(), "{e}");
+                        redrawn += 1;
                     }
                 }
-                // Some random combinations are invalid for a protocol (e.g. static trees'
-                // window × tenants beyond the table): refused up front, naming the field.
-                Err(e) => {
-                    assert!(!e.field.is_empty() && !e.reason.is_empty(), "{e}");
-                    rejected += 1;
-                }
+            }
+            let Some((text, out)) = drawn else {
+                rejected += 1;
+                continue;
+            };
+            check(proto, &text, &serde_json::from_str(&out.summary_json).unwrap(), &mut tally);
+            // The same run with every header carried by its wire frame and parsed back gives
+            // the same bytes: the frame carries everything the protocol uses. A protocol the
+            // software switch cannot run has its wire check refused.
+            let wired = run_scenario_str(&text.replace("[ina]\n", "[ina]\nwire_check = true\n"), &Default::default());
+            match (wired, on_the_wire) {
+                (Ok(wired), true) => assert!(
+                    wired.summary_json == out.summary_json && wired.files == out.files,
+                    "wire check changed the run:\n{text}"
+                ),
+                (Err(e), false) => assert_eq!(e.field, "ina.wire_check", "{e}"),
+                (r, _) => panic!("wire check of {}: {:?}", proto.name, r.map(|_| ()).map_err(|e| e.to_string())),
             }
         }
         eprintln!(
-            "{}: {cases} cases, {} completed and verified, {} stalled with a reason, {rejected} refused as invalid",
+            "{}: {cases} cases, {} completed and verified, {} stalled with a reason, {rejected} refused as invalid three times ({redrawn} draws refused)",
             proto.name, tally[0], tally[1]
         );
         // The property is only worth something if the cases mostly run and some complete.
