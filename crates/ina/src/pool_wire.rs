@@ -118,7 +118,12 @@ pub fn emit(p: &AggPacket, values: Option<&[i32]>, out: &mut Vec<u8>) -> Result<
     out.extend_from_slice(&p.elems.to_be_bytes());
     out.extend_from_slice(&p.priority.to_be_bytes());
     out.extend_from_slice(&p.fp.to_be_bytes());
-    let n = p.elems as usize;
+    push_values(p.elems, values, out)
+}
+
+/// Appends `n` values (`values`, or zeros without), big endian.
+fn push_values(n: u16, values: Option<&[i32]>, out: &mut Vec<u8>) -> Result<(), WireError> {
+    let n = n as usize;
     match values {
         Some(v) if v.len() >= n => {
             for x in &v[..n] {
@@ -138,25 +143,15 @@ pub fn emit_addressed(h: &Header, values: Option<&[i32]>, out: &mut Vec<u8>) -> 
     let p = crate::pool_allreduce::from_header(h, 0);
     let dst = crate::wire::encode_addr(h.dst)?;
     let start = out.len();
-    emit(&p, None, out)?;
+    // The header alone (no values), re-tagged, then the address and the values.
+    emit(&AggPacket { elems: 0, ..p }, None, out)?;
     out[start] = MAGIC_ADDRESSED;
     if h.ecn {
         out[start + 3] |= FLAG_ECN;
     }
-    let values_at = start + HEADER_BYTES;
-    out.truncate(values_at);
+    out[start + 22..start + 24].copy_from_slice(&p.elems.to_be_bytes());
     out.extend_from_slice(&dst.to_be_bytes());
-    let n = p.elems as usize;
-    match values {
-        Some(v) if v.len() >= n => {
-            for x in &v[..n] {
-                out.extend_from_slice(&x.to_be_bytes());
-            }
-        }
-        Some(v) => return err("elems", format!("{n} elements but {} values", v.len())),
-        None => out.resize(out.len() + 4 * n, 0),
-    }
-    Ok(())
+    push_values(p.elems, values, out)
 }
 
 /// Parses an addressed pool frame ([`emit_addressed`]) into the registry header it carries
