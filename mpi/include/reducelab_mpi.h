@@ -1,8 +1,8 @@
 /* ReduceLab MPI runtime: executes the schedules of crates/sched over MPI point-to-point.
  *
  * Algorithms (the `algorithm` argument, or REDUCELAB_ALLREDUCE for the interposition library):
- *   any name of the algorithm registry (crates/sched/src/registry.rs; listed by
- *   RL_Algorithm_name below and by `reducelab model --list`): the variants (ring, swing-bandwidth,
+ *   any name of the algorithm registry that runs allreduce (crates/sched/src/registry.rs; listed
+ *   by RL_Algorithm_name below and by `reducelab model --list`): the variants (ring, swing-bandwidth,
  *   ...), the families swing / recursive-doubling (latency- or bandwidth-optimal variant chosen
  *   by vector size), aliases (rabenseifner) and auto (ReduceLab's choice by vector size, see
  *   docs/mpi.md), plus
@@ -53,7 +53,8 @@ int RL_Progress(void);
  * when the interposition library is not loaded). */
 int RL_Wait(MPI_Request *request, MPI_Status *status);
 
-/* The algorithm registry: number of names, and name i (NULL when i is out of range). */
+/* The algorithm registry's names that run allreduce (every name but the all-to-all algorithms):
+ * their number, and name i (NULL when i is out of range). */
 int RL_Algorithm_count(void);
 const char *RL_Algorithm_name(int i);
 

@@ -57,13 +57,33 @@ int rl_get_program(const char *alg, int coll, const uint32_t *dims, size_t ndims
  * of names: RL_Algorithm_count/RL_Algorithm_name expose it, rl_algorithm_resolve turns any of its
  * names (variant, family, alias, the `auto` policy) into the variant that runs. "mpi" is not an
  * algorithm but this runtime's "hand the call to the MPI library". */
-int RL_Algorithm_count(void) { return (int)rl_algorithm_count(); }
-
-const char *RL_Algorithm_name(int i) {
-    RlAlgorithmInfo info;
-    if (i < 0 || rl_algorithm_info((size_t)i, &info) != 0) return NULL;
-    return info.name;
+/* Whether a registry entry runs allreduce (its `collectives` list names it). */
+static int runs_allreduce(const RlAlgorithmInfo *info) {
+    for (const char *c = info->collectives; c && *c;) {
+        size_t n = strcspn(c, ",");
+        if (n == 9 && strncmp(c, "allreduce", 9) == 0) return 1;
+        c += n + (c[n] == ',');
+    }
+    return 0;
 }
+
+/* The registry entries this runtime's calls accept (those that run allreduce: the all-to-all
+ * algorithms do not), in registry order. */
+static const char *names_of(int i) {
+    RlAlgorithmInfo info;
+    int k = 0;
+    for (size_t j = 0; rl_algorithm_info(j, &info) == 0; j++)
+        if (runs_allreduce(&info) && k++ == i) return info.name;
+    return NULL;
+}
+
+int RL_Algorithm_count(void) {
+    int n = 0;
+    while (names_of(n)) n++;
+    return n;
+}
+
+const char *RL_Algorithm_name(int i) { return i < 0 ? NULL : names_of(i); }
 
 /* The variant the checker proves rank-ordered on 1D (non-commutative operators), or NULL. */
 const char *rl_rank_ordered_variant(void) {

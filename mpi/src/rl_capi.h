@@ -23,6 +23,7 @@ void rl_program_free(const RlProgram *p);
 typedef struct {
     const char *name, *family, *kind, *size_class, *resolves_to, *substitute, *summary;
     uint32_t max_ranks, direct_plan, model_row, rank_ordered_1d, halves, min_dims;
+    const char *collectives;
 } RlAlgorithmInfo;
 size_t rl_algorithm_count(void);
 int32_t rl_algorithm_info(size_t i, RlAlgorithmInfo *out);

@@ -106,6 +106,7 @@ class ModelResult(TypedDict):
     algorithm: str
     resolved_from: str | None
     """The name asked for when it is a family, alias or policy resolved to `algorithm`."""
+    collective: str
     topology: str
     """Canonical topology spec."""
     ranks: int
@@ -157,6 +158,7 @@ class AlgorithmEntry(TypedDict):
     max_ranks: int | None
     min_dims: int | None
     substitute: str | None
+    collectives: list[str]
 
 def algorithm_registry() -> list[AlgorithmEntry]:
     """Every entry of the algorithm registry, in registry order."""
@@ -168,6 +170,7 @@ def schedule_export(
     size_bytes: int = 1 << 20,
     collective: str = "allreduce",
     calc_ns_per_byte: float = 0.0,
+    root: int = 0,
 ) -> str:
     """The schedule of any registry name on a topology's layout as json, msccl or goal text."""
 
@@ -188,8 +191,10 @@ def model(
     injection_gbps: float | None = None,
     send_latency_ns: float = 0.0,
     recv_latency_ns: float = 0.0,
+    collective: str = "allreduce",
+    root: int = 0,
 ) -> ModelResult:
-    """Analytical model of an allreduce schedule on a topology (GIL released).
+    """Analytical model of a collective's schedule on a topology (GIL released).
 
     `topology` is ``torus:64x64``, ``hyperx:64x64`` or ``hammingmesh:2x2,32x32`` (board, grid).
     Builds the schedule, routes every message on the topology and measures the Swing paper's

@@ -634,6 +634,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     model.add_argument("--algorithm", "-a", metavar="A", help="algorithm (see --list)")
     model.add_argument(
+        "--collective", default="allreduce", metavar="C",
+        help="allreduce (default), reduce_scatter, allgather, broadcast, reduce or alltoall (--size per rank)",
+    )
+    model.add_argument("--root", type=int, default=0, metavar="R", help="root rank of broadcast and reduce (default: 0)")
+    model.add_argument(
         "--topology", "-t", metavar="T",
         help="topology spec, e.g. torus:64x64, hyperx:64x64, hammingmesh:2x2,32x32",
     )
@@ -728,8 +733,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="vector size in bytes, suffixes KiB/MiB/GiB (default: 1MiB): resolves families, sizes GOAL messages",
     )
     export.add_argument(
-        "--collective", default="allreduce", metavar="C", help="allreduce (default), reduce_scatter or allgather"
+        "--collective", default="allreduce", metavar="C",
+        help="allreduce (default), reduce_scatter, allgather, broadcast, reduce or alltoall",
     )
+    export.add_argument("--root", type=int, default=0, metavar="R", help="root rank of broadcast and reduce (default: 0)")
     export.add_argument(
         "--calc-ns-per-byte", type=_nonnegative_float, default=0.0, metavar="X",
         help="goal: local reduction time per reduced byte (default: 0)",
@@ -1270,7 +1277,7 @@ def _format_model(m: dict) -> str:
         ),
     ]
     lines = [
-        f"{m['algorithm']} allreduce of {_format_bytes(m['size_bytes'])} on {m['topology']} "
+        f"{m['algorithm']} {m['collective']} of {_format_bytes(m['size_bytes'])} on {m['topology']} "
         f"({m['ranks']} ranks, D = {m['d']})",
         "",
         f"{'':30} {'model':>12}   {paper}",
@@ -1388,7 +1395,8 @@ def _cmd_schedule_export(args: argparse.Namespace) -> int:
 
     try:
         text = schedule.export(
-            args.algorithm, args.topology, args.format, args.size, args.collective, args.calc_ns_per_byte
+            args.algorithm, args.topology, args.format, args.size, args.collective, args.calc_ns_per_byte,
+            root=args.root,
         )
     except ValueError as exc:
         _fail(str(exc))
@@ -1457,6 +1465,8 @@ def _cmd_model(args: argparse.Namespace) -> int:
             recv_latency_ns=args.recv_latency_ns,
             rendezvous_threshold_bytes=args.rendezvous_threshold_bytes,
             injection_gbps=args.injection_gbps,
+            collective=args.collective,
+            root=args.root,
         )
     except ValueError as exc:
         _fail(str(exc))

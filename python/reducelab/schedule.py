@@ -23,7 +23,6 @@ from pathlib import Path
 from . import _core
 
 FORMATS = ("json", "msccl", "goal")
-COLLECTIVES = ("allreduce", "reduce_scatter", "allgather")
 
 
 @dataclass(frozen=True)
@@ -47,12 +46,14 @@ class AlgorithmInfo:
     min_dims: int | None
     """Variants: fewest torus dimensions (of size >= 2) it builds on."""
     substitute: str | None
+    collectives: tuple[str, ...]
+    """The collectives the name runs (a family, alias or policy: those of its variants)."""
 
 
 def algorithms() -> list[AlgorithmInfo]:
     """Every name of the algorithm registry, in registry order (variants first)."""
     return [
-        AlgorithmInfo(**{**d, "resolves_to": tuple(d["resolves_to"])})  # type: ignore[arg-type]
+        AlgorithmInfo(**{**d, "resolves_to": tuple(d["resolves_to"]), "collectives": tuple(d["collectives"])})  # type: ignore[arg-type]
         for d in _core.algorithm_registry()
     ]
 
@@ -70,20 +71,22 @@ def export(
     collective: str = "allreduce",
     calc_ns_per_byte: float = 0.0,
     out: str | Path | None = None,
+    root: int = 0,
 ) -> str:
     """The schedule of `algorithm` (any registry name; families and ``auto`` are resolved for
     `size_bytes`) on the rank layout of `topology` (``torus:4x4``, ``hyperx:8x8``,
     ``hammingmesh:2x2,2x2``) in `format` (``json``, ``msccl`` or ``goal``). GOAL message sizes
-    are for a vector of `size_bytes` of 4-byte elements, reductions cost `calc_ns_per_byte`.
+    are for a vector of `size_bytes` of 4-byte elements per rank (an ``alltoall``: a rank's send
+    buffer), reductions cost `calc_ns_per_byte`. `collective` is one of ``allreduce``,
+    ``reduce_scatter``, ``allgather``, ``broadcast``, ``reduce`` (from rank `root`) and
+    ``alltoall``.
     Written to `out` too if given. Raises `ValueError` naming the problem (an unknown name lists
     the known ones)."""
     if format not in FORMATS:
         raise ValueError(f"unknown format {format!r} (known: {', '.join(FORMATS)})")
-    if collective not in COLLECTIVES:
-        raise ValueError(f"collective must be one of {', '.join(COLLECTIVES)}, got {collective!r}")
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, int) or size_bytes < 1:
         raise ValueError(f"size_bytes must be a positive integer, got {size_bytes!r}")
-    text = _core.schedule_export(algorithm, topology, format, size_bytes, collective, float(calc_ns_per_byte))
+    text = _core.schedule_export(algorithm, topology, format, size_bytes, collective, float(calc_ns_per_byte), root)
     if out is not None:
         Path(out).write_text(text)
     return text

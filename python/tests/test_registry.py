@@ -20,6 +20,13 @@ from reducelab import _core
 
 ROOT = Path(__file__).resolve().parents[2]
 NAMES = [a.name for a in reducelab.algorithms()]
+
+
+def _coll(name: str) -> str:
+    """The collective a name is tried with: allreduce, or the first one it runs (all-to-all)."""
+    info = {a.name: a for a in reducelab.algorithms()}.get(name)
+    return info.collectives[0] if info else "allreduce"
+
 BOGUS = "warp-drive"
 
 
@@ -47,6 +54,7 @@ latency_ns = 100
 [[traffic]]
 kind = "collective"
 algorithm = "{name}"
+collective = "{_coll(name)}"
 bytes = 4096
 """
 
@@ -73,10 +81,10 @@ def test_an_unknown_name_in_a_scenario_names_the_field_and_the_known_names() -> 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_name_exports_and_checks_from_python(name: str) -> None:
-    text = reducelab.schedule.export(name, "torus:4x4", "json", size_bytes=4096)
+    text = reducelab.schedule.export(name, "torus:4x4", "json", size_bytes=4096, collective=_coll(name))
     c = reducelab.schedule.check(text)
     assert c.ranks == 16 and c.algorithm in {a.name: a for a in reducelab.algorithms()}[name].resolves_to
-    goal = reducelab.schedule.export(name, "torus:4x4", "goal", size_bytes=4096)
+    goal = reducelab.schedule.export(name, "torus:4x4", "goal", size_bytes=4096, collective=_coll(name))
     assert goal.count("\nrank ") == 16 and "num_ranks 16\n" in goal
 
 
@@ -95,12 +103,15 @@ def test_python_errors_are_clear() -> None:
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_name_through_cli_model(name: str) -> None:
-    proc = cli("model", "--algorithm", name, "--topology", "torus:4x4", "--size", "64KiB")
+    coll = _coll(name)
+    proc = cli("model", "--algorithm", name, "--topology", "torus:4x4", "--size", "64KiB", "--collective", coll)
     assert proc.returncode == 0, proc.stderr
     info = {a.name: a for a in reducelab.algorithms()}[name]
     first = proc.stdout.splitlines()[0]
     if info.kind == "variant":
-        assert first.startswith(f"{name} allreduce of 64 KiB on torus:4x4")
+        # An all-to-all's vector is every rank's send buffer: 16 x 64 KiB.
+        size = "64 KiB" if coll != "alltoall" else "1 MiB"
+        assert first.startswith(f"{name} {coll} of {size} on torus:4x4"), first
     else:
         assert first.startswith(f"{name} resolves to ") and first.split()[3] in info.resolves_to
 
@@ -144,7 +155,8 @@ def _capi() -> ctypes.CDLL:
 class _Info(ctypes.Structure):
     _fields_ = [(f, ctypes.c_char_p) for f in ("name", "family", "kind", "size_class", "resolves_to", "substitute",
                                                  "summary")] + [
-        (f, ctypes.c_uint32) for f in ("max_ranks", "direct_plan", "model_row", "rank_ordered_1d", "halves", "min_dims")]
+        (f, ctypes.c_uint32) for f in ("max_ranks", "direct_plan", "model_row", "rank_ordered_1d", "halves", "min_dims")
+    ] + [("collectives", ctypes.c_char_p)]
 
 
 def test_every_name_through_the_c_abi() -> None:
@@ -176,6 +188,9 @@ def test_every_name_through_the_c_abi() -> None:
         assert variant in {a.name: a for a in reducelab.algorithms()}[name].resolves_to
         prog = ctypes.c_void_p()
         rc = lib.rl_program_build(variant.encode(), 0, dims, 2, 3, ctypes.byref(prog), err, 2048)
+        if _coll(name) != "allreduce":
+            assert rc == 2 and b"not allreduce" in err.value, (name, rc, err.value)
+            continue
         assert rc == 0, (name, err.value)
         lib.rl_program_free(prog)
     out = ctypes.c_char_p()

@@ -345,6 +345,9 @@ pub struct RlAlgorithmInfo {
     pub halves: u32,
     /// Variant: fewest torus dimensions it builds on.
     pub min_dims: u32,
+    /// The collectives the name runs, comma-separated (`allreduce,reduce_scatter,…`; a family,
+    /// alias or policy: those of the variants it resolves to).
+    pub collectives: *const c_char,
 }
 
 // SAFETY: the pointers point into `TABLE`, immutable `CString`s that are never freed.
@@ -382,6 +385,7 @@ fn table() -> &'static Table {
                 rank_ordered_1d: a.rank_ordered_1d as u32,
                 halves: a.halves as u32,
                 min_dims: a.min_dims,
+                collectives: c(&a.collectives().join(",")),
             })
             .collect();
         Table { infos, _strings: strings }
@@ -608,9 +612,17 @@ mod tests {
             assert_eq!(s(info.kind), a.kind.as_str());
             assert_eq!(s(info.resolves_to), a.resolves_to().join(","));
             assert_eq!(info.max_ranks, a.max_ranks);
-            // Every name resolves through the C ABI to a variant that builds on a 4x2 torus.
+            assert_eq!(s(info.collectives), a.collectives().join(","));
+            // Every name resolves through the C ABI to a variant that builds on a 4x2 torus: an
+            // allreduce, except for the all-to-all algorithms, which the C ABI refuses to build
+            // as one with the registry's reason.
             let v = resolve(a.name, RL_COLL_ALLREDUCE, &[4, 2], 1024, false).unwrap();
             assert!(a.resolves_to().contains(&v.as_str()), "{} -> {v}", a.name);
+            if !a.supports(Collective::Allreduce) && a.kind == registry::Kind::Variant {
+                let (rc, e) = build(&v, RL_COLL_ALLREDUCE, &[4, 2], 0).unwrap_err();
+                assert!(rc == RL_ERR_ALGORITHM && e.contains("builds alltoall, not allreduce"), "{rc} {e}");
+                continue;
+            }
             let p = build(&v, RL_COLL_ALLREDUCE, &[4, 2], 0).unwrap();
             assert_eq!(unsafe { CStr::from_ptr((*p).algorithm) }.to_str().unwrap(), v);
             unsafe { rl_program_free(p) };

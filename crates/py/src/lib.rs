@@ -275,6 +275,7 @@ fn algorithm_registry(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
         d.set_item("max_ranks", (a.max_ranks > 0).then_some(a.max_ranks))?;
         d.set_item("min_dims", (a.min_dims > 0).then_some(a.min_dims))?;
         d.set_item("substitute", a.substitute)?;
+        d.set_item("collectives", a.collectives())?;
         list.append(d)?;
     }
     Ok(list)
@@ -286,7 +287,8 @@ fn algorithm_registry(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
 /// `size_bytes` (4-byte elements), with `calc_ns_per_byte` per reduced byte. Raises
 /// `ValueError` naming the problem.
 #[pyfunction]
-#[pyo3(signature = (algorithm, topology, format="json", size_bytes=1 << 20, collective="allreduce", calc_ns_per_byte=0.0))]
+#[pyo3(signature = (algorithm, topology, format="json", size_bytes=1 << 20, collective="allreduce", calc_ns_per_byte=0.0, root=0))]
+#[allow(clippy::too_many_arguments)] // Python's keyword arguments
 fn schedule_export(
     py: Python<'_>,
     algorithm: &str,
@@ -295,18 +297,11 @@ fn schedule_export(
     size_bytes: u64,
     collective: &str,
     calc_ns_per_byte: f64,
+    root: u32,
 ) -> PyResult<String> {
     use reducelab_sched::export::{self, ExportOptions, Format, GoalOptions};
-    let coll = match collective {
-        "allreduce" => reducelab_sched::Collective::Allreduce,
-        "reduce_scatter" => reducelab_sched::Collective::ReduceScatter,
-        "allgather" => reducelab_sched::Collective::Allgather,
-        other => {
-            return Err(PyValueError::new_err(format!(
-                "collective must be allreduce, reduce_scatter or allgather, got '{other}'"
-            )))
-        }
-    };
+    let coll = reducelab_sched::Collective::parse(collective, root)
+        .map_err(|r| PyValueError::new_err(format!("collective {r}")))?;
     let format = Format::parse(format).map_err(PyValueError::new_err)?;
     if size_bytes == 0 {
         return Err(PyValueError::new_err("size_bytes must be at least 1"));
@@ -339,7 +334,8 @@ fn schedule_check(py: Python<'_>, text: &str) -> PyResult<(String, u32, u32, usi
 /// `reducelab_sched::model`).
 ///
 /// `topology` is a spec such as `torus:64x64`, `hyperx:64x64` or `hammingmesh:2x2,32x32`;
-/// `size_bytes` the vector size; `latency_ns` (α, the latency of every step), `bandwidth_gbps` (link bandwidth,
+/// `size_bytes` the vector size (per rank: an `alltoall`'s is a rank's send buffer); `collective` and `root` the collective
+/// (default `allreduce`); `latency_ns` (α, the latency of every step), `bandwidth_gbps` (link bandwidth,
 /// β = 8 / bandwidth) and `switch_latency_ns` (per hop of a step's longest path) the α-β parameters; `d` overrides the `D` of the ideal `n/D` term.
 /// `send_overhead_ns`, `send_latency_ns`, `recv_overhead_ns`, `recv_latency_ns`,
 /// `rendezvous_threshold_bytes` and `injection_gbps` are the endpoint costs of a scenario's `[endpoint]` table (`time_seconds` includes them,
@@ -347,7 +343,7 @@ fn schedule_check(py: Python<'_>, text: &str) -> PyResult<(String, u32, u32, usi
 /// dict (see `_core.pyi`). Raises `ValueError` naming the problem for a bad algorithm,
 /// topology or parameter.
 #[pyfunction]
-#[pyo3(signature = (algorithm, topology, size_bytes=512 * 1024 * 1024, latency_ns=1000.0, bandwidth_gbps=400.0, switch_latency_ns=0.0, d=None, send_overhead_ns=0.0, recv_overhead_ns=0.0, rendezvous_threshold_bytes=None, injection_gbps=None, send_latency_ns=0.0, recv_latency_ns=0.0))]
+#[pyo3(signature = (algorithm, topology, size_bytes=512 * 1024 * 1024, latency_ns=1000.0, bandwidth_gbps=400.0, switch_latency_ns=0.0, d=None, send_overhead_ns=0.0, recv_overhead_ns=0.0, rendezvous_threshold_bytes=None, injection_gbps=None, send_latency_ns=0.0, recv_latency_ns=0.0, collective="allreduce", root=0))]
 #[allow(clippy::too_many_arguments)]
 fn model<'py>(
     py: Python<'py>,
@@ -364,6 +360,8 @@ fn model<'py>(
     injection_gbps: Option<f64>,
     send_latency_ns: f64,
     recv_latency_ns: f64,
+    collective: &str,
+    root: u32,
 ) -> PyResult<Bound<'py, PyDict>> {
     for (name, v) in [
         ("latency_ns", latency_ns),
@@ -400,7 +398,8 @@ fn model<'py>(
                 beta_s_per_byte: 8.0 / (bandwidth_gbps * 1e9),
                 per_hop_s: switch_latency_ns * 1e-9,
             };
-            reducelab_sched::model::model_resolved(algorithm, topology, size_bytes, d, Some(&costs))
+            let coll = reducelab_sched::Collective::parse(collective, root).map_err(|r| format!("collective {r}"))?;
+            reducelab_sched::model::model_resolved(algorithm, topology, coll, size_bytes, d, Some(&costs))
         })
         .map_err(PyValueError::new_err)?;
     let m = &report.deficiencies;
@@ -408,6 +407,7 @@ fn model<'py>(
     let out = PyDict::new_bound(py);
     out.set_item("algorithm", &m.algorithm)?;
     out.set_item("resolved_from", &report.resolved_from)?;
+    out.set_item("collective", report.collective.name())?;
     out.set_item("topology", &report.topology)?;
     out.set_item("ranks", m.ranks)?;
     out.set_item("d", m.d)?;

@@ -665,8 +665,11 @@ pub struct CollectiveEntry {
     /// name, relative to the scenario file's directory (or the working directory when the
     /// scenario is given as text).
     pub msccl: Option<String>,
-    /// `allreduce` (default), `reduce_scatter` or `allgather`.
+    /// `allreduce` (default), `reduce_scatter`, `allgather`, `broadcast`, `reduce` or
+    /// `alltoall` (`bytes` is then each rank's send buffer, as MPI counts it).
     pub collective: Option<String>,
+    /// The root rank (an index into `hosts`) of `broadcast` and `reduce` (default 0).
+    pub root: Option<u32>,
     /// The torus shape the ranks are laid out on (default: the topology's dimensions when
     /// every host takes part, else one dimension).
     pub dims: Option<Vec<u32>>,

@@ -588,17 +588,20 @@ pub(super) fn resolve_traffic(
             use reducelab_sched::algos::Layout;
             use reducelab_sched::{registry, Collective};
             let hosts = host_list(&format!("{f}.hosts"), &t.hosts, n)?;
-            let collective = match t.collective.as_deref().unwrap_or("allreduce") {
-                "allreduce" => Collective::Allreduce,
-                "reduce_scatter" => Collective::ReduceScatter,
-                "allgather" => Collective::Allgather,
-                other => {
+            let collective = Collective::parse(t.collective.as_deref().unwrap_or("allreduce"), t.root.unwrap_or(0))
+                .map_err(|r| ScenarioError { field: format!("{f}.collective"), reason: r })?;
+            match (collective, t.root) {
+                (Collective::Broadcast { root } | Collective::Reduce { root }, _) if root as usize >= hosts.len() => {
                     return e(
-                        format!("{f}.collective"),
-                        format!("must be allreduce, reduce_scatter or allgather, got \"{other}\""),
+                        format!("{f}.root"),
+                        format!("{root} is not a rank: {} hosts take part (ranks 0..{})", hosts.len(), hosts.len()),
                     )
                 }
-            };
+                (Collective::Broadcast { .. } | Collective::Reduce { .. }, _) | (_, None) => {}
+                (c, Some(_)) => {
+                    return e(format!("{f}.root"), format!("applies to broadcast and reduce, not {}", c.name()))
+                }
+            }
             if let Some(file) = &t.msccl {
                 return msccl_collective(f, t, file, hosts, collective, base_dir, bytes(t.bytes)?, start(t.start_ns)?);
             }
@@ -713,21 +716,6 @@ fn msccl_collective(
         return e(
             format!("{f}.collective"),
             format!("is {collective:?}, but {} computes {:?}", path.display(), schedule.collective),
-        );
-    }
-    if !matches!(
-        schedule.collective,
-        reducelab_sched::Collective::Allreduce
-            | reducelab_sched::Collective::ReduceScatter
-            | reducelab_sched::Collective::Allgather
-    ) {
-        return e(
-            format!("{f}.msccl"),
-            format!(
-                "{} computes {:?}; collective traffic runs allreduce, reduce_scatter or allgather",
-                path.display(),
-                schedule.collective
-            ),
         );
     }
     if size == 0 {

@@ -10,7 +10,7 @@
 //! - no rank sends a block it does not hold;
 //! - no reduction combines a contribution twice (exactly-once);
 //! - the collective's postcondition holds (e.g. allreduce: every rank holds every block
-//!   reduced over all ranks);
+//!   reduced over all ranks; all-to-all: every rank holds every block sent to it);
 //! - if the schedule claims `noncommutative_safe`, every final value is `x₀ ⊕ … ⊕ x_{p−1}`
 //!   in rank order.
 //!
@@ -499,6 +499,13 @@ pub fn check(s: &Schedule) -> Result<CheckReport, CheckError> {
         Collective::Broadcast { root } | Collective::Reduce { root } if root >= p => {
             return fail(None, None, format!("root {root} is not a rank"))
         }
+        Collective::Alltoall if s.blocks == 0 || s.blocks as u64 % (p as u64 * p as u64) != 0 => {
+            return fail(
+                None,
+                None,
+                format!("an all-to-all of {p} ranks needs a multiple of {p}² blocks, not {}", s.blocks),
+            )
+        }
         _ => {}
     }
     let mut sc = SCRATCH.try_with(Cell::take).unwrap_or_default();
@@ -547,6 +554,7 @@ fn execute<const W: usize>(s: &Schedule, sc: &mut Scratch) -> Result<(), CheckEr
                 Collective::Allreduce | Collective::ReduceScatter | Collective::Reduce { .. } => None,
                 Collective::Allgather => Some(s.block_owner[b as usize]),
                 Collective::Broadcast { root } => Some(root),
+                Collective::Alltoall => Some(s.alltoall_pair(b).0),
             };
             match owner {
                 None => {
@@ -729,6 +737,7 @@ fn execute<const W: usize>(s: &Schedule, sc: &mut Scratch) -> Result<(), CheckEr
             }
             Collective::ReduceScatter => check_val(s.block_owner[b as usize], b)?,
             Collective::Reduce { root } => check_val(root, b)?,
+            Collective::Alltoall => check_val(s.alltoall_pair(b).1, b)?,
         }
     }
     Ok(())

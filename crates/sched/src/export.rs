@@ -30,8 +30,8 @@
 //! operation of step `k + 1` requires `sK_end`: a step starts when the previous one has
 //! completed, as in the IR. Messages of zero bytes (blocks empty for this vector size) are left
 //! out on both sides, as the MPI runtime does. Sizes are bytes (`Nb`) of a vector of
-//! [`GoalOptions::size_bytes`] with [`GoalOptions::elem_bytes`]-byte elements, blocks sized
-//! as in [`crate::ir`].
+//! [`GoalOptions::size_bytes`] per rank with [`GoalOptions::elem_bytes`]-byte elements, blocks
+//! sized as in [`crate::ir`] (an all-to-all's vector is every rank's, `p` times as large).
 
 use crate::ir::{RecvOp, Schedule};
 use crate::msccl::{self, MscclOptions};
@@ -64,7 +64,8 @@ impl Format {
 /// GOAL export options.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct GoalOptions {
-    /// Vector size the message sizes are computed for.
+    /// Vector size per rank the message sizes are computed for (an all-to-all: a rank's send
+    /// buffer, [`crate::Collective::vector_bytes`]).
     pub size_bytes: u64,
     pub elem_bytes: u64,
     /// Local reduction time per byte reduced (GOAL `calc` units: LogGOPSim's nanoseconds).
@@ -85,6 +86,7 @@ pub fn to_goal(s: &Schedule, opts: &GoalOptions) -> Result<String, String> {
     if !opts.calc_ns_per_byte.is_finite() || opts.calc_ns_per_byte < 0.0 {
         return Err(format!("calc_ns_per_byte must be a finite number >= 0, got {}", opts.calc_ns_per_byte));
     }
+    let vector = s.collective.vector_bytes(opts.size_bytes, s.ranks);
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -104,7 +106,7 @@ pub fn to_goal(s: &Schedule, opts: &GoalOptions) -> Result<String, String> {
                 if t.peer >= s.ranks {
                     return Err(format!("rank {r} step {k}: peer {} out of range ({} ranks)", t.peer, s.ranks));
                 }
-                let bytes = s.blocks_bytes(&t.blocks, opts.size_bytes, opts.elem_bytes);
+                let bytes = s.blocks_bytes(&t.blocks, vector, opts.elem_bytes);
                 if bytes == 0 {
                     continue;
                 }

@@ -2,7 +2,10 @@
 //!
 //! A collective's vector is split into `blocks` contiguous blocks (block `i` covers elements
 //! `[i·count/blocks, (i+1)·count/blocks)`, so counts need not divide evenly and blocks may be
-//! empty when `count < blocks`). Each rank runs its steps in order. Within a step every send
+//! empty when `count < blocks`). An all-to-all's vector is the `p × p` matrix of every rank's
+//! send buffer: `blocks` is a multiple `k·p²` of it, and blocks `(s·p + d)·k .. (s·p + d + 1)·k`
+//! are what rank `s` sends to rank `d` ([`Schedule::alltoall_pair`]); its size is `p` times a
+//! rank's send buffer ([`Collective::vector_bytes`]). Each rank runs its steps in order. Within a step every send
 //! and receive is started at once (nonblocking); the step completes when all of them have
 //! completed. Sends transmit the block values as they were when the step started; receives
 //! are applied when the step completes, in the order listed.
@@ -27,6 +30,59 @@ pub enum Collective {
     Broadcast { root: u32 },
     /// `root` ends with every block reduced over all ranks.
     Reduce { root: u32 },
+    /// Rank `s` starts with the blocks it sends to each rank `d`; every rank ends with the
+    /// blocks each rank sent it (see the module docs for the block layout).
+    Alltoall,
+}
+
+impl Collective {
+    /// Every collective's name, as scenario files, the CLI and Python spell it.
+    pub const NAMES: &'static [&'static str] =
+        &["allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "alltoall"];
+
+    /// The collective called `name` (one of [`Collective::NAMES`]); `root` is the root of
+    /// `broadcast` and `reduce`, ignored by the others.
+    pub fn parse(name: &str, root: u32) -> Result<Collective, String> {
+        Ok(match name {
+            "allreduce" => Collective::Allreduce,
+            "reduce_scatter" => Collective::ReduceScatter,
+            "allgather" => Collective::Allgather,
+            "broadcast" => Collective::Broadcast { root },
+            "reduce" => Collective::Reduce { root },
+            "alltoall" => Collective::Alltoall,
+            other => {
+                return Err(format!("must be one of {}, got \"{other}\"", Collective::NAMES.join(", ")));
+            }
+        })
+    }
+
+    /// The name [`Collective::parse`] reads.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::Allreduce => "allreduce",
+            Collective::ReduceScatter => "reduce_scatter",
+            Collective::Allgather => "allgather",
+            Collective::Broadcast { .. } => "broadcast",
+            Collective::Reduce { .. } => "reduce",
+            Collective::Alltoall => "alltoall",
+        }
+    }
+
+    /// Whether it combines contributions (and so has an operator).
+    pub fn reduces(self) -> bool {
+        matches!(self, Collective::Allreduce | Collective::ReduceScatter | Collective::Reduce { .. })
+    }
+
+    /// The size of the schedule's vector for a collective of `bytes` bytes per rank on `ranks`
+    /// ranks: `bytes` itself, except for an all-to-all, whose vector holds every rank's send
+    /// buffer (`ranks · bytes`). Front ends give sizes per rank as MPI does (a rank's whole
+    /// send buffer) and size blocks with this.
+    pub fn vector_bytes(self, bytes: u64, ranks: u32) -> u64 {
+        match self {
+            Collective::Alltoall => bytes.saturating_mul(ranks as u64),
+            _ => bytes,
+        }
+    }
 }
 
 /// How a received block is combined with the local one.
@@ -145,6 +201,14 @@ impl Schedule {
             torus: None,
             programs: vec![Program::default(); ranks as usize],
         }
+    }
+
+    /// For an all-to-all: the (sender, receiver) whose message block `b` is part of.
+    pub fn alltoall_pair(&self, b: u32) -> (u32, u32) {
+        let p = self.ranks.max(1) as u64;
+        let k = (self.blocks as u64 / (p * p)).max(1);
+        let q = b as u64 / k;
+        ((q / p) as u32, (q % p) as u32)
     }
 
     /// Step `s` of rank `r`, created (empty) if needed.

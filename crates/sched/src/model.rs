@@ -72,7 +72,7 @@
 //! With no endpoint costs this is [`Deficiencies::cost_seconds`].
 
 use crate::algos::Layout;
-use crate::ir::Schedule;
+use crate::ir::{Collective, Schedule};
 use crate::plan::{Plan, NO_PORT};
 use reducelab_topo::{self as topo, LinkParams, MinimalRoutes, NodeId, Shape, Topology};
 
@@ -684,6 +684,7 @@ pub struct ModelReport {
     /// The name asked for, when it is not the variant modelled (a family, alias or policy
     /// resolved for the size; see [`crate::registry::resolve`]).
     pub resolved_from: Option<String>,
+    pub collective: Collective,
     pub deficiencies: Deficiencies,
     pub table2: Option<Table2>,
 }
@@ -692,16 +693,19 @@ pub struct ModelReport {
 /// [`TopologyShape`]; the plan is built directly for the large ring-family, bucket and Swing-B
 /// schedules) and measures its deficiencies for a `size_bytes` vector. `d` overrides
 /// the topology's default `D`. `algorithm` must name a variant (or an alias of one); see
-/// [`model_resolved`] for families and policies.
+/// [`model_resolved`] for families, policies and other collectives.
 pub fn model(algorithm: &str, topology_spec: &str, size_bytes: u64, d: Option<u32>) -> Result<ModelReport, String> {
-    model_resolved(algorithm, topology_spec, size_bytes, d, None)
+    model_resolved(algorithm, topology_spec, Collective::Allreduce, size_bytes, d, None)
 }
 
-/// [`model`] for any registry name: with `costs`, a family or policy is first resolved to the
-/// variant it picks for `size_bytes` on the topology's layout.
+/// [`model`] for any registry name and any collective: with `costs`, a family or policy is
+/// first resolved to the variant it picks for `size_bytes` on the topology's layout. A
+/// collective other than allreduce is measured on the plan of its schedule, `size_bytes` per
+/// rank ([`Collective::vector_bytes`]); Table 2 has rows for allreduce only.
 pub fn model_resolved(
     algorithm: &str,
     topology_spec: &str,
+    collective: Collective,
     size_bytes: u64,
     d: Option<u32>,
     costs: Option<&crate::registry::Costs>,
@@ -709,20 +713,24 @@ pub fn model_resolved(
     let spec = TopologyShape::parse(topology_spec)?;
     let layout = spec.layout();
     let entry = match costs {
-        Some(c) => {
-            crate::registry::resolve(algorithm, crate::ir::Collective::Allreduce, &layout, size_bytes, c, false)?
-        }
+        Some(c) => crate::registry::resolve(algorithm, collective, &layout, size_bytes, c, false)?,
         None => crate::registry::variant_entry(algorithm)?,
     };
     let variant = entry.name;
     let d = d.unwrap_or_else(|| spec.default_d());
     let topo = spec.build()?;
-    let plan = crate::plan::plan(variant, &layout).map_err(|e| format!("{variant}: {e}"))?;
-    let deficiencies = deficiencies_of_plan(&plan, &topo, size_bytes, d)?;
+    let plan = match collective {
+        Collective::Allreduce => crate::plan::plan(variant, &layout),
+        _ => crate::registry::build(variant, collective, &layout).and_then(|s| Plan::from_schedule(&s)),
+    }
+    .map_err(|e| format!("{variant}: {e}"))?;
+    let vector = collective.vector_bytes(size_bytes, layout.ranks());
+    let deficiencies = deficiencies_of_plan(&plan, &topo, vector, d)?;
     Ok(ModelReport {
         topology: spec.spec(),
         resolved_from: (variant != algorithm).then(|| algorithm.to_string()),
-        table2: table2(variant, d, deficiencies.ranks),
+        collective,
+        table2: if collective == Collective::Allreduce { table2(variant, d, deficiencies.ranks) } else { None },
         deficiencies,
     })
 }

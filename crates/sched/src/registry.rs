@@ -118,10 +118,14 @@ pub struct Algorithm {
     pub model_note: &'static str,
     /// Variant: the closed form the variant choice uses, for family members.
     pub cost: Option<CostForm>,
-    /// Variant: builds reduce-scatter and allgather (not only allreduce).
+    /// Variant: builds allreduce (every variant but the all-to-all ones).
+    pub allreduce: bool,
+    /// Variant: builds reduce-scatter and allgather.
     pub halves: bool,
     /// Variant: builds broadcast and reduce.
     pub rooted: bool,
+    /// Variant: builds all-to-all.
+    pub alltoall: bool,
     /// Variant: fewest layout dimensions of size ≥ 2 it builds on (2: needs a 2D torus).
     pub min_dims: u32,
     /// Variant: most ranks a schedule may have (schedules list every message: ring-like ones
@@ -145,10 +149,13 @@ pub struct Algorithm {
 
 /// Most ranks of a ring-like schedule (`p²` transfers) and of any other schedule.
 pub const MAX_RANKS_RING: u32 = 2048;
+/// Most ranks of an all-to-all: its `p²` blocks make the checker's and a packet run's state
+/// grow as `p³` (128 ranks: about 50 MB in the checker).
+pub const MAX_RANKS_ALLTOALL: u32 = 128;
 pub const MAX_RANKS: u32 = 16384;
 
-/// A variant entry with the defaults: builds every collective, up to [`MAX_RANKS`] ranks, 1D
-/// or more, no direct plan, no model row.
+/// A variant entry with the defaults: builds allreduce, reduce-scatter and allgather, up to
+/// [`MAX_RANKS`] ranks, 1D or more, no direct plan, no model row.
 pub const fn variant(
     name: &'static str,
     family: &'static str,
@@ -167,8 +174,10 @@ pub const fn variant(
         model_row: None,
         model_note: "",
         cost: None,
+        allreduce: true,
         halves: true,
-        rooted: true,
+        rooted: false,
+        alltoall: false,
         min_dims: 1,
         max_ranks: MAX_RANKS,
         rank_ordered_1d: false,
@@ -186,8 +195,8 @@ pub const fn other(name: &'static str, family: &'static str, kind: Kind, summary
         kind,
         build: None,
         size_class: None,
+        allreduce: false,
         halves: false,
-        rooted: false,
         min_dims: 0,
         max_ranks: 0,
         ..variant(name, family, ring::ring, SizeClass::Bandwidth, summary)
@@ -250,10 +259,33 @@ impl Algorithm {
     pub fn supports(&self, collective: Collective) -> bool {
         self.kind == Kind::Variant
             && match collective {
-                Collective::Allreduce => true,
+                Collective::Allreduce => self.allreduce,
                 Collective::ReduceScatter | Collective::Allgather => self.halves,
                 Collective::Broadcast { .. } | Collective::Reduce { .. } => self.rooted,
+                Collective::Alltoall => self.alltoall,
             }
+    }
+
+    /// The names ([`Collective::NAMES`], in that order) of the collectives the name runs: a
+    /// variant's own, and for the other kinds those of any variant it resolves to.
+    pub fn collectives(&self) -> Vec<&'static str> {
+        let root = 0;
+        let variants: Vec<&Algorithm> = match self.kind {
+            Kind::Variant => vec![self],
+            _ => self.resolves_to().into_iter().filter_map(find).collect(),
+        };
+        [
+            Collective::Allreduce,
+            Collective::ReduceScatter,
+            Collective::Allgather,
+            Collective::Broadcast { root },
+            Collective::Reduce { root },
+            Collective::Alltoall,
+        ]
+        .into_iter()
+        .filter(|&c| variants.iter().any(|v| v.supports(c)))
+        .map(Collective::name)
+        .collect()
     }
 
     /// The variants a name may resolve to (itself for a variant).
@@ -356,7 +388,23 @@ pub fn resolve(
 /// Builds the schedule of the variant `name` (aliases accepted) for `collective` on `layout`.
 pub fn build(name: &str, collective: Collective, layout: &Layout) -> Result<Schedule, String> {
     let a = variant_entry(name)?;
+    if !a.supports(collective) {
+        let all = variants_for(collective);
+        let kin: Vec<&str> = all.iter().copied().filter(|v| find(v).is_some_and(|v| v.family == a.family)).collect();
+        return Err(format!(
+            "{} builds {}, not {} (use {})",
+            a.name,
+            a.collectives().join(", "),
+            collective.name(),
+            if kin.is_empty() { all } else { kin }.join(", ")
+        ));
+    }
     (a.build.expect("variant has a builder"))(collective, layout)
+}
+
+/// The variants that build `collective`, in registry order.
+pub fn variants_for(collective: Collective) -> Vec<&'static str> {
+    REGISTRY.iter().filter(|a| a.supports(collective)).map(|a| a.name).collect()
 }
 
 #[cfg(test)]
@@ -400,15 +448,39 @@ mod tests {
         );
     }
 
-    /// Every variant builds an allreduce schedule its entry describes (name, rank limit).
+    const EVERY_COLLECTIVE: [Collective; 8] = [
+        Collective::Allreduce,
+        Collective::ReduceScatter,
+        Collective::Allgather,
+        Collective::Broadcast { root: 0 },
+        Collective::Broadcast { root: 5 },
+        Collective::Reduce { root: 0 },
+        Collective::Reduce { root: 11 },
+        Collective::Alltoall,
+    ];
+
+    /// Every variant builds exactly the collectives its entry says (its generator is asked for
+    /// every collective, the entry's flags bypassed), under its own name, and the checker
+    /// proves each schedule.
     #[test]
-    fn every_variant_builds_under_its_own_name() {
+    fn every_variant_builds_what_its_entry_says_under_its_own_name() {
         let layout = Layout::new(vec![4, 4]).unwrap();
-        for name in variant_names() {
-            let s = build(name, Collective::Allreduce, &layout).unwrap();
-            assert_eq!(s.algorithm, name);
-            crate::check(&s).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for a in REGISTRY.iter().filter(|a| a.kind == Kind::Variant) {
+            for c in EVERY_COLLECTIVE {
+                let built = (a.build.unwrap())(c, &layout);
+                assert_eq!(built.is_ok(), a.supports(c), "{} {c:?}: {:?}", a.name, built.as_ref().err());
+                if let Ok(s) = built {
+                    assert_eq!((s.algorithm.as_str(), s.collective), (a.name, c));
+                    crate::check(&s).unwrap_or_else(|e| panic!("{} {c:?}: {e}", a.name));
+                }
+            }
+            assert!(!a.collectives().is_empty(), "{} builds nothing", a.name);
         }
+        let e = build("pairwise", Collective::Allreduce, &layout).unwrap_err();
+        assert!(e.starts_with("pairwise builds alltoall, not allreduce (use ring, "), "{e}");
+        let e = build("swing-latency", Collective::Allgather, &layout).unwrap_err();
+        assert!(e.ends_with("not allgather (use swing-bandwidth)"), "{e}");
+        assert_eq!(variants_for(Collective::Alltoall), ["pairwise", "bruck"]);
     }
 
     #[test]

@@ -84,7 +84,8 @@ pub struct CollectiveRun {
 }
 
 impl CollectiveRun {
-    /// `hosts[r]` is the host running rank `r`; `bytes` is the vector size; messages carry
+    /// `hosts[r]` is the host running rank `r`; `bytes` is the vector size per rank (an
+    /// all-to-all: a rank's send buffer, [`Collective::vector_bytes`]); messages carry
     /// `tag` so the scenario workload can route deliveries back here.
     // (One independent setting each; the scenario workload is the one caller outside tests.)
     #[allow(clippy::too_many_arguments)]
@@ -121,6 +122,13 @@ impl CollectiveRun {
                     }
                     Collective::Broadcast { root } => {
                         if root as usize == r {
+                            total[b]
+                        } else {
+                            0
+                        }
+                    }
+                    Collective::Alltoall => {
+                        if sched.alltoall_pair(b as u32).0 as usize == r {
                             total[b]
                         } else {
                             0
@@ -203,7 +211,8 @@ impl CollectiveRun {
                     *c += 1;
                     *c - 1
                 };
-                let bytes = self.sched.blocks_bytes(&t.blocks, self.bytes, self.elem_bytes);
+                let vector = self.sched.collective.vector_bytes(self.bytes, self.sched.ranks);
+                let bytes = self.sched.blocks_bytes(&t.blocks, vector, self.elem_bytes);
                 let at = net.now().max(self.start);
                 let port = self.port_of.map(r, t.peer, t.port);
                 let id = net.send(self.hosts[ri], self.hosts[t.peer as usize], bytes, at, self.tag, port);
@@ -286,6 +295,7 @@ impl CollectiveRun {
                     Collective::Allreduce | Collective::Allgather | Collective::Broadcast { .. } => (0..p).collect(),
                     Collective::ReduceScatter => vec![self.sched.block_owner[b] as usize],
                     Collective::Reduce { root } => vec![root as usize],
+                    Collective::Alltoall => vec![self.sched.alltoall_pair(b as u32).1 as usize],
                 };
                 for r in holders {
                     if self.values[r * nb + b] != want {

@@ -1,6 +1,7 @@
 //! GOAL traces as traffic (`kind = "goal"`): the GOAL that ReduceLab exports for a registry
-//! algorithm, run back through the importer on the packet engine, takes exactly the native
-//! collective's time (the round trip); placement, `eager_bytes`, stalls and bad traces.
+//! algorithm and collective (allreduce, its halves, broadcast, reduce, all-to-all), run back
+//! through the importer on the packet engine, takes exactly the native collective's time (the
+//! round trip); placement, `eager_bytes`, stalls and bad traces.
 
 use reducelab_sched::algos::{build, Layout};
 use reducelab_sched::export::{to_goal, GoalOptions};
@@ -28,27 +29,44 @@ fn run_in(dir: &std::path::Path, text: &str) -> Result<Value, reducelab_sim::Sce
 fn an_exported_schedule_run_as_goal_takes_the_native_collectives_time() {
     let d = dir("roundtrip");
     let mut checked = 0;
-    for (algorithm, p, bytes) in [
-        ("ring", 16u32, 1u64 << 20),
-        ("ring", 5, 40 << 10),
-        ("ring-bidirectional", 8, 256 << 10),
-        ("recursive-doubling-latency", 16, 64 << 10),
-        ("recursive-doubling-bandwidth", 8, 256 << 10),
-        ("swing-bandwidth", 16, 1 << 20),
-        ("swing-latency", 8, 32 << 10),
-        ("bucket", 16, 512 << 10),
-    ] {
-        let Ok(s) = build(algorithm, Collective::Allreduce, &Layout::line(p)) else {
-            panic!("{algorithm} on {p} ranks does not build")
+    let (ar, rs) = (Collective::Allreduce, Collective::ReduceScatter);
+    let cases = [
+        ("ring", ar, 16u32, 1u64 << 20),
+        ("ring", ar, 5, 40 << 10),
+        ("ring-bidirectional", ar, 8, 256 << 10),
+        ("recursive-doubling-latency", ar, 16, 64 << 10),
+        ("recursive-doubling-bandwidth", ar, 8, 256 << 10),
+        ("swing-bandwidth", ar, 16, 1 << 20),
+        ("swing-latency", ar, 8, 32 << 10),
+        ("bucket", ar, 16, 512 << 10),
+        ("ring", rs, 12, 96 << 10),
+        ("recursive-doubling-bandwidth", Collective::Allgather, 16, 256 << 10),
+        ("swing-bandwidth", Collective::Broadcast { root: 5 }, 16, 256 << 10),
+        ("binomial", Collective::Broadcast { root: 3 }, 11, 64 << 10),
+        ("binomial", Collective::Reduce { root: 0 }, 16, 64 << 10),
+        ("binomial", ar, 12, 32 << 10),
+        ("pairwise", Collective::Alltoall, 16, 64 << 10),
+        ("bruck", Collective::Alltoall, 13, 13 << 10),
+    ];
+    for (algorithm, collective, p, bytes) in cases {
+        let Ok(s) = build(algorithm, collective, &Layout::line(p)) else {
+            panic!("{algorithm} {collective:?} on {p} ranks does not build")
         };
         let goal = to_goal(&s, &GoalOptions { size_bytes: bytes, elem_bytes: 4, calc_ns_per_byte: 0.0 }).unwrap();
-        let file = format!("{algorithm}-{p}.goal");
+        let file = format!("{algorithm}-{}-{p}.goal", collective.name());
         std::fs::write(d.join(&file), goal).unwrap();
         let hosts: Vec<String> = (0..p).map(|h| h.to_string()).collect();
         let hosts = hosts.join(", ");
+        let root = match collective {
+            Collective::Broadcast { root } | Collective::Reduce { root } => format!("root = {root}\n"),
+            _ => String::new(),
+        };
         let native = run_in(
             &d,
-            &format!("name = \"n\"\n{TOPO}[[traffic]]\nkind = \"collective\"\nalgorithm = \"{algorithm}\"\nbytes = {bytes}\nhosts = [{hosts}]\n"),
+            &format!(
+                "name = \"n\"\n{TOPO}[[traffic]]\nkind = \"collective\"\nalgorithm = \"{algorithm}\"\ncollective = \"{}\"\n{root}bytes = {bytes}\nhosts = [{hosts}]\n",
+                collective.name()
+            ),
         )
         .unwrap();
         let traced = run_in(
@@ -57,17 +75,19 @@ fn an_exported_schedule_run_as_goal_takes_the_native_collectives_time() {
         )
         .unwrap();
         let (n, g) = (&native["traffic"][0], &traced["traffic"][0]);
-        assert_eq!(native["status"], "completed", "{algorithm}: {n}");
-        assert_eq!(traced["status"], "completed", "{algorithm}: {g}");
-        assert_eq!(g["verified"], true, "{algorithm}: {g}");
+        let what = format!("{algorithm} {} on {p} ranks, {bytes} B", collective.name());
+        assert_eq!(native["status"], "completed", "{what}: {n}");
+        assert_eq!(n["verified"], true, "{what}: {n}");
+        assert_eq!(traced["status"], "completed", "{what}: {g}");
+        assert_eq!(g["verified"], true, "{what}: {g}");
         assert_eq!(n["algorithm"], algorithm, "the native run is the same variant");
-        assert_eq!(g["runtime_ps"], n["runtime_ps"], "{algorithm} on {p} ranks, {bytes} B: GOAL {g} vs native {n}");
-        assert_eq!(g["messages"], n["messages"], "{algorithm}");
+        assert_eq!(g["runtime_ps"], n["runtime_ps"], "{what}: GOAL {g} vs native {n}");
+        assert_eq!(g["messages"], n["messages"], "{what}");
         // No calc: the critical path is a chain of messages, no longer than the run.
         assert!(g["critical_path_ps"].as_u64().unwrap() <= g["runtime_ps"].as_u64().unwrap());
         checked += 1;
     }
-    assert_eq!(checked, 8);
+    assert_eq!(checked, cases.len());
 }
 
 const PINGPONG: &str = "num_ranks 2\nrank 0 {\nl1: send 1000b to 1 tag 5\nl2: recv 1000b from 1 tag 5\nl2 requires l1\nl3: calc 3000\nl3 requires l2\n}\nrank 1 {\nl1: recv 1000b from 0 tag 5\nl2: send 1000b to 0 tag 5\nl2 requires l1\n}\n";

@@ -1,10 +1,13 @@
-//! Allreduce algorithms (and their reduce-scatter / allgather halves) as schedule generators.
+//! Collective algorithms as schedule generators: allreduce (and its reduce-scatter / allgather
+//! halves), broadcast and reduce trees, and all-to-all exchanges.
 //!
 //! Every generator takes a [`Layout`]: the rank count and the torus shape the ranks are laid
 //! on (linearly, dimension 0 fastest, as in the Swing paper §2.2). Non-torus networks use a
 //! 1D layout `[p]`. Ports follow the torus convention: `2i` = `+1` in dimension `i`, `2i+1` =
 //! `−1`.
 
+pub mod alltoall;
+pub mod binomial;
 pub mod bucket;
 mod chunks;
 pub mod hamiltonian;
@@ -13,7 +16,9 @@ pub mod ring;
 pub mod swing;
 
 use crate::ir::{Collective, Schedule};
-use crate::registry::{other, variant, Algorithm, CostForm, Kind, ModelRow, Rule, SizeClass, MAX_RANKS_RING};
+use crate::registry::{
+    other, variant, Algorithm, CostForm, Kind, ModelRow, Rule, SizeClass, MAX_RANKS_ALLTOALL, MAX_RANKS_RING,
+};
 use recursive_doubling as rd;
 
 /// Ranks laid out on a torus of shape `dims` (product = ranks).
@@ -113,7 +118,6 @@ pub static REGISTRY: &[Algorithm] = &[
         model_note: "Ξ summed over the steps; Table 2's 2D·p^(1/D) bounds D·Σ 2^i ≈ D·p^(1/D) by a factor 2",
         cost: Some(CostForm::RecursiveDoubling { bandwidth: false }),
         halves: false,
-        rooted: false,
         rank_ordered_1d: true,
         substitute: Some("recursive-doubling-bandwidth"),
         ..variant("recursive-doubling-latency", "recursive-doubling", rd::recursive_doubling_latency, SizeClass::Latency, "recursive doubling, the whole vector every step")
@@ -141,6 +145,7 @@ pub static REGISTRY: &[Algorithm] = &[
         model_note: "Table 2 gives Ξ for p → ∞; the §4.1 sum tends to 6/5, 28/27, 120/119 for D = 2, 3, 4 \
                      (2D: 1.184 at 64x64, 1.192 at 128x128)",
         cost: Some(CostForm::Swing { bandwidth: true }),
+        rooted: true,
         ..variant(swing::SWING_BANDWIDTH, "swing", swing::swing_bandwidth, SizeClass::Bandwidth, "Swing (NSDI'24), bandwidth-optimal: reduce-scatter + allgather on 2D collectives")
     },
     Algorithm {
@@ -149,8 +154,29 @@ pub static REGISTRY: &[Algorithm] = &[
                      schedule sends n/(2D) per port per step, Ψ = log2(p)/2",
         cost: Some(CostForm::Swing { bandwidth: false }),
         halves: false,
+        rooted: true,
         substitute: Some(swing::SWING_BANDWIDTH),
         ..variant(swing::SWING_LATENCY, "swing", swing::swing_latency, SizeClass::Latency, "Swing (NSDI'24), latency-optimal: the whole vector every step")
+    },
+    Algorithm {
+        halves: false,
+        rooted: true,
+        substitute: Some("ring"),
+        ..variant("binomial", "binomial", binomial::binomial, SizeClass::Latency, "binomial tree: broadcast, reduce, and allreduce as a reduce then a broadcast")
+    },
+    Algorithm {
+        allreduce: false,
+        halves: false,
+        alltoall: true,
+        max_ranks: MAX_RANKS_ALLTOALL,
+        ..variant("pairwise", "alltoall", alltoall::pairwise, SizeClass::Bandwidth, "all-to-all by pairwise exchange: p-1 steps, rank r sends to r+i in step i")
+    },
+    Algorithm {
+        allreduce: false,
+        halves: false,
+        alltoall: true,
+        max_ranks: MAX_RANKS_ALLTOALL,
+        ..variant("bruck", "alltoall", alltoall::bruck, SizeClass::Latency, "Bruck's all-to-all: log2(p) steps, each block moving 2^k ranks on when bit k of its distance is set")
     },
     Algorithm {
         variants: Some((swing::SWING_LATENCY, swing::SWING_BANDWIDTH)),

@@ -624,6 +624,7 @@ pub fn swing_bandwidth(collective: Collective, layout: &Layout) -> Result<Schedu
         }
         Collective::ReduceScatter => reduce_scatter(0, &mut xfers, &rs_messages(&pat, &id)),
         Collective::Allgather => allgather(0, &mut xfers, &rs_messages(&pat, &id)),
+        Collective::Alltoall => return Err(format!("{SWING_BANDWIDTH} does not build alltoall")),
         Collective::Broadcast { root } | Collective::Reduce { root } => {
             let is_bcast = matches!(collective, Collective::Broadcast { .. });
             let msgs = rs_messages(&pat, &id);
@@ -697,7 +698,7 @@ pub fn swing_latency(collective: Collective, layout: &Layout) -> Result<Schedule
             xfers.sort_by_key(|x| x.step);
             Ok(finish(s, xfers))
         }
-        Collective::ReduceScatter | Collective::Allgather => Err(format!(
+        Collective::ReduceScatter | Collective::Allgather | Collective::Alltoall => Err(format!(
             "{SWING_LATENCY} supports allreduce, broadcast and reduce; use {SWING_BANDWIDTH} for {collective:?}"
         )),
     }
