@@ -147,7 +147,8 @@ pub fn frames(data: &[u8]) -> impl Iterator<Item = Result<(u64, u64, &[u8]), Wir
                     message: format!("message length {n} does not fit in the 32-bit length prefix"),
                 });
             }
-            let (body, o) = r.take(n, "message")?;
+            // Named at its length prefix, where the message starts.
+            let (body, o) = r.take(n, "message").map_err(|e| WireError { offset: at, ..e })?;
             Ok((at, o, body))
         })();
         failed = item.is_err();
