@@ -13,6 +13,8 @@
 //! - [`trace`]: the trace as a struct of arrays with typed indices ([`OpId`], [`Rank`]) and the
 //!   dependencies in one compressed sparse row; [`Trace::heap_bytes`] gives its size (about 31 bytes
 //!   per operation, plus its label's bytes, plus 4 per dependency).
+//! - [`mod@build`]: a trace built in memory ([`TraceBuilder`]), for importers of other formats
+//!   (Chakra execution traces) that lower into GOAL.
 //! - [`mod@check`]: what can be proven before anything is timed — dependency cycles (naming the rank and
 //!   the labels on the cycle) and sends and receives that cannot match (MPI's rules: source, tag,
 //!   order). [`check::check`] returns a [`CheckedTrace`], the only thing [`loggp::simulate`] takes.
@@ -31,6 +33,7 @@
 //!   cycles and unmatched operations are errors; a run whose operations cannot all complete (a
 //!   deadlock across ranks) ends with an error naming the rank and label of the stuck operations.
 
+pub mod build;
 pub mod check;
 #[doc(hidden)]
 pub mod fuzz;
@@ -40,6 +43,7 @@ pub mod loggp;
 pub mod parse;
 pub mod trace;
 
+pub use build::TraceBuilder;
 pub use check::{check, CheckedTrace};
 pub use loggp::{simulate, LogGpParams, LogGpResult};
 pub use parse::{parse_file, parse_reader, parse_str};

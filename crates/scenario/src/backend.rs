@@ -183,7 +183,10 @@ impl ScenarioFile {
             Some(Backend::LogGp) => match traffic.iter().position(|t| !matches!(t, Traffic::Goal(_))) {
                 Some(i) => e(
                     "run.backend",
-                    format!("\"loggp\" times GOAL traces only, and traffic[{i}] is kind = \"{}\"", traffic[i].kind()),
+                    format!(
+                        "\"loggp\" times GOAL and Chakra traces only, and traffic[{i}] is kind = \"{}\"",
+                        traffic[i].kind()
+                    ),
                 ),
                 None => Ok((Backend::LogGp, "set by run.backend".into())),
             },

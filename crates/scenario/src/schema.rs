@@ -551,6 +551,9 @@ pub enum TrafficKind {
     /// A GOAL trace (LogGOPSim's schedule language): each rank's sends, receives and
     /// computation with their dependencies, rank `r` on `hosts[r]`.
     Goal,
+    /// A Chakra execution trace (MLCommons; one protobuf file per rank): compute nodes as
+    /// delays, collectives as registry schedules, lowered into a GOAL trace and run as one.
+    Chakra,
 }
 
 /// One `[[traffic]]` entry: its kind, with the keys that kind owns (read from the entry's table
@@ -566,6 +569,7 @@ pub enum TrafficSpec {
     InaAllreduce(InaAllreduceEntry),
     Training(TrainingEntry),
     Goal(GoalEntry),
+    Chakra(ChakraEntry),
 }
 
 /// `kind = "goal"`: a GOAL trace file and where its ranks run.
@@ -587,6 +591,31 @@ pub struct GoalEntry {
     pub eager_bytes: Option<u64>,
     /// Write every operation's start and end (`goal_ops.csv`).
     pub ops: Option<bool>,
+}
+
+/// `kind = "chakra"`: a Chakra execution trace (one file per rank), the algorithm of each
+/// collective type, and where its ranks run (as a `goal` entry's).
+#[derive(Debug, Deserialize, Default, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ChakraEntry {
+    pub transport: Option<TransportKindSpec>,
+    /// The trace set's path prefix, relative to the scenario file's directory: rank `r`'s file
+    /// is `<trace>.<r>.et`, as Chakra's tools name them and ASTRA-sim reads them.
+    pub trace: Option<String>,
+    /// How many rank files to read (default: `<trace>.0.et`, `<trace>.1.et`, … while they exist).
+    pub ranks: Option<u32>,
+    /// Rank `r` runs on `hosts[r]` (default: free hosts, as a `goal` entry's).
+    pub hosts: Option<HostsSpec>,
+    /// `"linear"` (default) or `"random"`, as for a `goal` entry.
+    pub placement: Option<String>,
+    pub start_ns: Option<f64>,
+    /// As for a `goal` entry (default 0: a send completes when delivered).
+    pub eager_bytes: Option<u64>,
+    /// Write every lowered GOAL operation's start and end (`goal_ops_<i>.csv`).
+    pub ops: Option<bool>,
+    /// The registry algorithm of each collective type, keyed by the schema's name in lower case
+    /// (`all_reduce`, `all_gather`, `reduce_scatter`, `reduce_scatter_block`); default `"ring"`.
+    pub algorithms: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// `kind = "messages"`.
@@ -738,6 +767,7 @@ impl TrafficSpec {
             TrafficSpec::InaAllreduce(_) => TrafficKind::InaAllreduce,
             TrafficSpec::Training(_) => TrafficKind::Training,
             TrafficSpec::Goal(_) => TrafficKind::Goal,
+            TrafficSpec::Chakra(_) => TrafficKind::Chakra,
         }
     }
 
@@ -752,6 +782,7 @@ impl TrafficSpec {
             TrafficSpec::RandomPermutation(t) => t.transport,
             TrafficSpec::Collective(t) => t.transport,
             TrafficSpec::Goal(t) => t.transport,
+            TrafficSpec::Chakra(t) => t.transport,
             TrafficSpec::InaAllreduce(_) | TrafficSpec::Training(_) => None,
         }
     }
@@ -801,6 +832,7 @@ impl TrafficSpec {
             }
             TrafficKind::Training => TrafficSpec::Training(TrainingEntry { params, ..entry_keys(kind, p, t)? }),
             TrafficKind::Goal => TrafficSpec::Goal(entry_keys(kind, p, t)?),
+            TrafficKind::Chakra => TrafficSpec::Chakra(entry_keys(kind, p, t)?),
         })
     }
 }

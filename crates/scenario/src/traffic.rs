@@ -89,14 +89,15 @@ pub enum Traffic {
     Training(reducelab_ina::pool_jobs::TrainingSpec),
     /// A `training` entry on an in-network allreduce protocol.
     InaTraining(crate::ina::InaTraining),
-    /// A GOAL trace, rank `r` on `hosts[r]`.
+    /// A GOAL trace, rank `r` on `hosts[r]` (a `chakra` entry too, lowered into GOAL).
     Goal(GoalSpec),
 }
 
-/// A `goal` entry resolved: its trace, parsed and checked (cycles, unmatched operations).
+/// A `goal` entry resolved: its trace, parsed and checked (cycles, unmatched operations); or a
+/// `chakra` entry's trace set, lowered into GOAL (`reducelab_chakra::lower`) and checked alike.
 #[derive(Clone, Debug)]
 pub struct GoalSpec {
-    /// The file as the scenario names it (for results).
+    /// The file as the scenario names it (for results; a `chakra` entry's `trace` prefix).
     pub file: String,
     pub trace: Arc<reducelab_goal::Trace>,
     /// Rank `r` runs on `hosts[r]`.
@@ -106,6 +107,9 @@ pub struct GoalSpec {
     pub start: SimTime,
     pub eager_bytes: u64,
     pub record_ops: bool,
+    /// A `chakra` entry's bookkeeping: which operations are which collective instance, each
+    /// rank's compute time.
+    pub chakra: Option<Arc<reducelab_chakra::ChakraJob>>,
 }
 
 impl Traffic {
@@ -119,6 +123,7 @@ impl Traffic {
             Traffic::Collective { .. } => "collective",
             Traffic::Ina(_) => "ina_allreduce",
             Traffic::Training(_) | Traffic::InaTraining(_) => "training",
+            Traffic::Goal(g) if g.chakra.is_some() => "chakra",
             Traffic::Goal(_) => "goal",
         }
     }
@@ -277,10 +282,11 @@ impl TrafficKind {
             TrafficKind::InaAllreduce => "ina_allreduce",
             TrafficKind::Training => "training",
             TrafficKind::Goal => "goal",
+            TrafficKind::Chakra => "chakra",
         }
     }
 
-    pub const ALL: [TrafficKind; 9] = [
+    pub const ALL: [TrafficKind; 10] = [
         TrafficKind::Messages,
         TrafficKind::Permutation,
         TrafficKind::Incast,
@@ -290,6 +296,7 @@ impl TrafficKind {
         TrafficKind::InaAllreduce,
         TrafficKind::Training,
         TrafficKind::Goal,
+        TrafficKind::Chakra,
     ];
 
     /// Its entry's own keys, as the schema declares them (`transport` first for message
@@ -306,6 +313,7 @@ impl TrafficKind {
             TrafficKind::InaAllreduce => fields_of::<InaAllreduceEntry>(),
             TrafficKind::Training => fields_of::<TrainingEntry>(),
             TrafficKind::Goal => fields_of::<GoalEntry>(),
+            TrafficKind::Chakra => fields_of::<ChakraEntry>(),
         }
     }
 
@@ -350,7 +358,6 @@ fn resolve_goal(
     seed: u64,
     wildcards: bool,
 ) -> Result<Traffic, ScenarioError> {
-    let n = topology.num_hosts() as u32;
     let Some(file) = &t.file else {
         return e(format!("{f}.file"), "is required for kind = \"goal\" (a GOAL trace)");
     };
@@ -363,27 +370,7 @@ fn resolve_goal(
     reducelab_goal::check(&trace)
         .map_err(|err| ScenarioError { field: format!("{f}.file"), reason: err.in_file(file.clone()).to_string() })?;
     let ranks = trace.num_ranks();
-    let random = match t.placement.as_deref().unwrap_or("linear") {
-        "linear" => false,
-        "random" => true,
-        other => return e(format!("{f}.placement"), format!("must be \"linear\" or \"random\", got \"{other}\"")),
-    };
-    // Without `hosts`, the job takes free hosts once every entry is read (`place_goal_jobs`).
-    let (mut hosts, placed) = match &t.hosts {
-        None => {
-            if ranks > n {
-                return e(format!("{f}.file"), format!("{file}: {ranks} ranks, and the topology has {n} hosts"));
-            }
-            (Vec::new(), Some(random))
-        }
-        Some(_) => (host_list(&format!("{f}.hosts"), &t.hosts, n)?, None),
-    };
-    if placed.is_none() && hosts.len() as u32 != ranks {
-        return e(format!("{f}.hosts"), format!("{} hosts for the {ranks} ranks of {file}", hosts.len()));
-    }
-    if placed.is_none() && random {
-        reducelab_des::Rng::new(seed).fork(0x60A1).shuffle(&mut hosts);
-    }
+    let (hosts, placed) = place_ranks(f, ("file", file), ranks, &t.hosts, t.placement.as_deref(), topology, seed)?;
     for r in (0..ranks).filter(|_| !wildcards) {
         for op in trace.ops_of(reducelab_goal::Rank(r)) {
             let op = reducelab_goal::OpId(op);
@@ -406,6 +393,110 @@ fn resolve_goal(
         start: SimTime(ns_to_ps(&format!("{f}.start_ns"), t.start_ns.unwrap_or(0.0))?),
         eager_bytes: t.eager_bytes.unwrap_or(0),
         record_ops: t.ops.unwrap_or(false),
+        chakra: None,
+    }))
+}
+
+/// Where a trace's `ranks` run (a `goal` or `chakra` entry at `f`, its trace named `file` by
+/// the entry's `key`):
+/// `hosts` (in order, or a seeded permutation of them with `placement = "random"`), or, without
+/// `hosts`, free hosts chosen once every entry is read ([`place_goal_jobs`], `Some(random)`).
+fn place_ranks(
+    f: &str,
+    (key, file): (&str, &str),
+    ranks: u32,
+    hosts: &Option<HostsSpec>,
+    placement: Option<&str>,
+    topology: &Topology,
+    seed: u64,
+) -> Result<(Vec<u32>, Option<bool>), ScenarioError> {
+    let n = topology.num_hosts() as u32;
+    let random = match placement.unwrap_or("linear") {
+        "linear" => false,
+        "random" => true,
+        other => return e(format!("{f}.placement"), format!("must be \"linear\" or \"random\", got \"{other}\"")),
+    };
+    let Some(_) = hosts else {
+        if ranks > n {
+            return e(format!("{f}.{key}"), format!("{file}: {ranks} ranks, and the topology has {n} hosts"));
+        }
+        return Ok((Vec::new(), Some(random)));
+    };
+    let mut hosts = host_list(&format!("{f}.hosts"), hosts, n)?;
+    if hosts.len() as u32 != ranks {
+        return e(format!("{f}.hosts"), format!("{} hosts for the {ranks} ranks of {file}", hosts.len()));
+    }
+    if random {
+        reducelab_des::Rng::new(seed).fork(0x60A1).shuffle(&mut hosts);
+    }
+    Ok((hosts, None))
+}
+
+/// A `chakra` entry at `f`: its rank files read (`<trace>.<r>.et`, relative to `base_dir`),
+/// lowered into one GOAL trace with each collective type's algorithm, checked, its ranks placed.
+fn resolve_chakra(
+    f: &str,
+    t: &crate::schema::ChakraEntry,
+    topology: &Topology,
+    base_dir: Option<&std::path::Path>,
+    seed: u64,
+    loggp: bool,
+) -> Result<Traffic, ScenarioError> {
+    use reducelab_chakra::{collective_of, lower::supported, Algorithms, CommEngine, CommType};
+    let Some(prefix) = &t.trace else {
+        return e(format!("{f}.trace"), "is required for kind = \"chakra\" (the trace's prefix: <trace>.<rank>.et)");
+    };
+    if t.ranks == Some(0) {
+        return e(format!("{f}.ranks"), "must be at least 1");
+    }
+    let mut algorithms = Algorithms::default();
+    let mut named = Vec::new();
+    for (key, name) in t.algorithms.iter().flatten() {
+        let field = format!("{f}.algorithms.{key}");
+        let keys: Vec<&str> = CommType::ALL.iter().filter(|c| collective_of(**c).is_some()).map(|c| c.key()).collect();
+        let Some(c) = CommType::ALL.into_iter().find(|c| c.key() == key) else {
+            return e(field, format!("not a collective type of Chakra's schema (those run: {})", keys.join(", ")));
+        };
+        if collective_of(c).is_none() {
+            return e(field, format!("{} is not run yet (the collectives run: {})", c.name(), supported()));
+        }
+        algorithms.set(c, name);
+        named.push((field, c));
+    }
+    let path = match base_dir {
+        Some(dir) => dir.join(prefix),
+        None => std::path::PathBuf::from(prefix),
+    };
+    let files = reducelab_chakra::read_files(&path, t.ranks)
+        .map_err(|err| ScenarioError { field: format!("{f}.trace"), reason: err.to_string() })?;
+    let ranks = files.len() as u32;
+    if ranks > 1 {
+        for (field, c) in &named {
+            let coll = collective_of(*c).expect("checked above");
+            let layout = reducelab_sched::algos::Layout::line(ranks);
+            if let Err(m) = reducelab_sched::algos::build(algorithms.get(*c), coll, &layout) {
+                return e(field.clone(), format!("{} on {ranks} ranks: {m}", algorithms.get(*c)));
+            }
+        }
+    }
+    // LogGP's hosts have one CPU for everything (reducelab_chakra::lower's docs).
+    let engine = if loggp { CommEngine::SharedWithCompute } else { CommEngine::Own };
+    let lowered = reducelab_chakra::lower(&files, &algorithms, engine)
+        .map_err(|err| ScenarioError { field: format!("{f}.trace"), reason: err.to_string() })?;
+    reducelab_goal::check(&lowered.trace).map_err(|err| ScenarioError {
+        field: format!("{f}.trace"),
+        reason: format!("{prefix}: the lowered trace: {err}"),
+    })?;
+    let (hosts, placed) = place_ranks(f, ("trace", prefix), ranks, &t.hosts, t.placement.as_deref(), topology, seed)?;
+    Ok(Traffic::Goal(GoalSpec {
+        file: prefix.clone(),
+        trace: Arc::new(lowered.trace),
+        hosts,
+        placed,
+        start: SimTime(ns_to_ps(&format!("{f}.start_ns"), t.start_ns.unwrap_or(0.0))?),
+        eager_bytes: t.eager_bytes.unwrap_or(0),
+        record_ops: t.ops.unwrap_or(false),
+        chakra: Some(Arc::new(lowered.job)),
     }))
 }
 
@@ -431,6 +522,7 @@ pub(super) fn resolve_traffic(
     };
     Ok(match t {
         TrafficSpec::Goal(t) => resolve_goal(f, t, topology, base_dir, seed, wildcards)?,
+        TrafficSpec::Chakra(t) => resolve_chakra(f, t, topology, base_dir, seed, wildcards)?,
         TrafficSpec::Training(t) => crate::training::resolve(f, t, topology)?,
         TrafficSpec::Messages(t) => {
             let list = match &t.list {

@@ -78,8 +78,31 @@ impl Default for GoalOptions {
     }
 }
 
-/// Writes `s` in GOAL (see the module docs).
-pub fn to_goal(s: &Schedule, opts: &GoalOptions) -> Result<String, String> {
+/// One send or receive of a rank's step in GOAL (see the module docs): the `i`-th transfer of
+/// step `step` (sends first, then receives, in the step's order), labelled `s{step}_x{index}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GoalTransfer {
+    /// Its index among the step's transfers, counting those left out for being empty.
+    pub index: usize,
+    pub send: bool,
+    pub peer: u32,
+    pub bytes: u64,
+    /// For a reducing receive: the local reduction's time (ns), a `calc` labelled
+    /// `s{step}_c{index}` that requires the receive.
+    pub reduce_ns: Option<u64>,
+}
+
+/// One step of one rank in GOAL: its non-empty transfers, tagged `step`. Steps with none are
+/// left out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GoalStep {
+    pub step: usize,
+    pub transfers: Vec<GoalTransfer>,
+}
+
+/// Each rank's steps as GOAL writes them (module docs): the expansion shared by [`to_goal`] and
+/// every importer that lowers a schedule into a GOAL trace (Chakra's collectives).
+pub fn goal_steps(s: &Schedule, opts: &GoalOptions) -> Result<Vec<Vec<GoalStep>>, String> {
     if opts.elem_bytes == 0 {
         return Err("elem_bytes must be at least 1".into());
     }
@@ -87,22 +110,13 @@ pub fn to_goal(s: &Schedule, opts: &GoalOptions) -> Result<String, String> {
         return Err(format!("calc_ns_per_byte must be a finite number >= 0, got {}", opts.calc_ns_per_byte));
     }
     let vector = s.collective.vector_bytes(opts.size_bytes, s.ranks);
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "// {} {:?} on {} ranks, {} B vector ({} B elements); written by ReduceLab",
-        s.algorithm, s.collective, s.ranks, opts.size_bytes, opts.elem_bytes
-    );
-    let _ = writeln!(out, "num_ranks {}", s.ranks);
+    let mut out = Vec::with_capacity(s.programs.len());
     for (r, prog) in s.programs.iter().enumerate() {
-        let _ = writeln!(out, "\nrank {r} {{");
-        let mut prev: Option<String> = None;
+        let mut steps = Vec::new();
         for (k, st) in prog.steps.iter().enumerate() {
-            let mut ends: Vec<String> = Vec::new();
-            let mut ops = String::new();
-            let mut deps = String::new();
-            let transfers = st.sends.iter().map(|t| (t, true)).chain(st.recvs.iter().map(|t| (t, false)));
-            for (i, (t, send)) in transfers.enumerate() {
+            let mut transfers = Vec::new();
+            let all = st.sends.iter().map(|t| (t, true)).chain(st.recvs.iter().map(|t| (t, false)));
+            for (i, (t, send)) in all.enumerate() {
                 if t.peer >= s.ranks {
                     return Err(format!("rank {r} step {k}: peer {} out of range ({} ranks)", t.peer, s.ranks));
                 }
@@ -110,25 +124,52 @@ pub fn to_goal(s: &Schedule, opts: &GoalOptions) -> Result<String, String> {
                 if bytes == 0 {
                     continue;
                 }
-                let label = format!("s{k}_x{i}");
-                let (verb, dir) = if send { ("send", "to") } else { ("recv", "from") };
-                let _ = writeln!(ops, "{label}: {verb} {bytes}b {dir} {} tag {k}", t.peer);
+                let reduces = !send && matches!(t.op, Some(RecvOp::ReduceIncomingFirst | RecvOp::ReduceLocalFirst));
+                let reduce_ns = reduces.then(|| (bytes as f64 * opts.calc_ns_per_byte).round() as u64);
+                transfers.push(GoalTransfer { index: i, send, peer: t.peer, bytes, reduce_ns });
+            }
+            if !transfers.is_empty() {
+                steps.push(GoalStep { step: k, transfers });
+            }
+        }
+        out.push(steps);
+    }
+    Ok(out)
+}
+
+/// Writes `s` in GOAL (see the module docs).
+pub fn to_goal(s: &Schedule, opts: &GoalOptions) -> Result<String, String> {
+    let ranks = goal_steps(s, opts)?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "// {} {:?} on {} ranks, {} B vector ({} B elements); written by ReduceLab",
+        s.algorithm, s.collective, s.ranks, opts.size_bytes, opts.elem_bytes
+    );
+    let _ = writeln!(out, "num_ranks {}", s.ranks);
+    for (r, steps) in ranks.iter().enumerate() {
+        let _ = writeln!(out, "\nrank {r} {{");
+        let mut prev: Option<String> = None;
+        for st in steps {
+            let k = st.step;
+            let mut ends: Vec<String> = Vec::new();
+            let mut ops = String::new();
+            let mut deps = String::new();
+            for t in &st.transfers {
+                let label = format!("s{k}_x{}", t.index);
+                let (verb, dir) = if t.send { ("send", "to") } else { ("recv", "from") };
+                let _ = writeln!(ops, "{label}: {verb} {}b {dir} {} tag {k}", t.bytes, t.peer);
                 if let Some(p) = &prev {
                     let _ = writeln!(deps, "{label} requires {p}");
                 }
-                let reduces = !send && matches!(t.op, Some(RecvOp::ReduceIncomingFirst | RecvOp::ReduceLocalFirst));
-                if reduces {
-                    let calc = format!("s{k}_c{i}");
-                    let ns = (bytes as f64 * opts.calc_ns_per_byte).round() as u64;
+                if let Some(ns) = t.reduce_ns {
+                    let calc = format!("s{k}_c{}", t.index);
                     let _ = writeln!(ops, "{calc}: calc {ns}");
                     let _ = writeln!(deps, "{calc} requires {label}");
                     ends.push(calc);
                 } else {
                     ends.push(label);
                 }
-            }
-            if ends.is_empty() {
-                continue; // a step with nothing to do for this vector size
             }
             let end = format!("s{k}_end");
             let _ = writeln!(ops, "{end}: calc 0");

@@ -392,6 +392,18 @@ impl GoalRun {
         }
     }
 
+    /// A `chakra` entry's results (iteration time, exposed communication, per-collective times;
+    /// `reducelab_chakra::ChakraJob::results`), once every rank has finished.
+    pub fn chakra_results(&self) -> Option<reducelab_chakra::ChakraResults> {
+        let job = self.spec.chakra.as_ref()?;
+        if !self.is_done() {
+            return None;
+        }
+        let start = self.spec.start.ps();
+        let rel = |v: &[u64]| -> Vec<u64> { v.iter().map(|&x| x.saturating_sub(start)).collect() };
+        Some(job.results(&rel(&self.rank_end_ps), &rel(&self.start_ps), &rel(&self.end_ps)))
+    }
+
     /// The longest chain of dependencies and messages (module docs), over the completed run.
     fn critical_path_ps(&self) -> u64 {
         let t = &*self.spec.trace;

@@ -153,7 +153,8 @@ fn run_loggp(sc: &Scenario, probe: bool) -> Result<RunOutput, ScenarioError> {
             None
         } else {
             let ct = reducelab_goal::check(&g.trace).expect("checked when the scenario was read");
-            Some(reducelab_goal::simulate(&ct, &sc.loggp, g.record_ops))
+            // A chakra entry's collective times come from its operations' times.
+            Some(reducelab_goal::simulate(&ct, &sc.loggp, g.record_ops || g.chakra.is_some()))
         };
         if let Some(Ok(r)) = &r {
             events += r.events;

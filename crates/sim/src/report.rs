@@ -182,6 +182,7 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     // Per traffic generator.
     let collectives = w.collective_results();
     let goals = w.goal_results();
+    let chakras = w.chakra_results();
     let ina_results = w.ina.as_ref().map(|x| x.results()).unwrap_or_default();
     if corrupted > 0 {
         wrong.push(format!("{corrupted} messages delivered with wrong bytes or fingerprints"));
@@ -266,6 +267,9 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             let mut v = serde_json::to_value(r).expect("json");
             v["kind"] = json!(t.kind());
             v["background"] = json!(false);
+            if let crate::scenario::Traffic::Goal(g) = t {
+                chakra_summary(g, chakras.iter().find(|(i, _)| *i == ti).map(|(_, c)| c), &mut v);
+            }
             v["messages_verified"] = json!(mine.iter().filter(|m| m.verified()).count());
             v["completed"] = json!(w.counters[ti].completed);
             v["fct_ps"] = fct_summary(fcts);
@@ -599,6 +603,11 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             }
         );
     }
+    for (ti, c) in &chakras {
+        if let crate::scenario::Traffic::Goal(g) = &w.traffic[*ti] {
+            chakra_table_line(&mut table, *ti, g, c);
+        }
+    }
     // The `ina_allreduce` entries' allreduces (a training entry's are its jobs, below).
     let mut ina_k = 0;
     let mut own = Vec::new();
@@ -741,6 +750,14 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     for (ti, csv) in w.goal_ops_csv() {
         workload_files.push((format!("goal_ops_{ti}.csv"), csv));
     }
+    let chakra_jobs: Vec<_> = chakras
+        .iter()
+        .filter_map(|(ti, c)| match &w.traffic[*ti] {
+            crate::scenario::Traffic::Goal(g) => g.chakra.as_deref().map(|j| (*ti, j, c)),
+            _ => None,
+        })
+        .collect();
+    workload_files.extend(chakra_files(&chakra_jobs));
     Report { status, summary, messages_csv, links_csv, table, ina_memory_csv, ina_switches_csv, workload_files }
 }
 
@@ -938,6 +955,65 @@ fn goal_ranks_csv(goals: &[(usize, crate::goal_run::GoalResult)]) -> String {
     out
 }
 
+/// A `chakra` entry's results in its summary entry (nothing for a `goal` entry; nulls for a
+/// `chakra` entry that did not finish): the iteration time, each rank's compute and exposed
+/// communication, and how many collective instances ran with which algorithms (each one's times
+/// are in `chakra_collectives.csv`).
+fn chakra_summary(g: &reducelab_scenario::GoalSpec, r: Option<&reducelab_chakra::ChakraResults>, v: &mut Value) {
+    let Some(job) = &g.chakra else { return };
+    v["trace"] = json!(g.file);
+    v["nodes"] = json!(job.nodes);
+    v["collectives"] = json!(job.collectives.len());
+    let mut algorithms = serde_json::Map::new();
+    for c in &job.collectives {
+        algorithms.insert(c.comm.key().to_string(), json!(c.algorithm));
+    }
+    v["collective_algorithms"] = Value::Object(algorithms);
+    v["iteration_time_ps"] = json!(r.map(|r| r.iteration_ps));
+    v["rank_compute_ps"] = json!(r.map(|r| &r.rank_compute_ps));
+    v["rank_exposed_comm_ps"] = json!(r.map(|r| &r.rank_exposed_comm_ps));
+    v["max_exposed_comm_ps"] = json!(r.map(|r| r.rank_exposed_comm_ps.iter().copied().max().unwrap_or(0)));
+    v["collective_time_ps"] = json!(r.map(|r| r.collectives.iter().map(|(s, e)| e - s).sum::<u64>()));
+}
+
+fn chakra_table_line(
+    table: &mut String,
+    ti: usize,
+    g: &reducelab_scenario::GoalSpec,
+    r: &reducelab_chakra::ChakraResults,
+) {
+    use std::fmt::Write as _;
+    let Some(job) = &g.chakra else { return };
+    let _ = writeln!(
+        table,
+        "chakra     traffic[{ti}] {} ({} ranks, {} nodes, {} collectives): iteration {:.3} us, exposed communication up to {:.3} us, collectives {:.3} us in all",
+        g.file,
+        g.trace.num_ranks(),
+        job.nodes,
+        job.collectives.len(),
+        r.iteration_ps as f64 * 1e-6,
+        r.rank_exposed_comm_ps.iter().copied().max().unwrap_or(0) as f64 * 1e-6,
+        r.collectives.iter().map(|(s, e)| e - s).sum::<u64>() as f64 * 1e-6
+    );
+}
+
+/// `chakra_collectives.csv` and `chakra_ranks.csv` of the `chakra` entries that finished (none
+/// without one).
+fn chakra_files(
+    done: &[(usize, &reducelab_chakra::ChakraJob, &reducelab_chakra::ChakraResults)],
+) -> Vec<(String, String)> {
+    use reducelab_chakra::lower::{COLLECTIVES_CSV_HEADER, RANKS_CSV_HEADER};
+    if done.is_empty() {
+        return Vec::new();
+    }
+    let (mut colls, mut ranks) = (COLLECTIVES_CSV_HEADER.to_string(), RANKS_CSV_HEADER.to_string());
+    for (ti, job, r) in done {
+        job.collectives_csv(*ti, r, &mut colls);
+        job.ranks_csv(*ti, r, &mut ranks);
+    }
+    vec![("chakra_collectives.csv".into(), colls), ("chakra_ranks.csv".into(), ranks)]
+}
+
 /// One GOAL entry of a LogGP run: its traffic index, its spec and the simulation's outcome
 /// (`None`: a probe, nothing timed).
 pub type LogGpEntry<'a> =
@@ -966,10 +1042,11 @@ pub fn build_loggp(sc: &Scenario, results: &[LogGpEntry<'_>]) -> LogGpReport {
     let mut end_ps = 0u64;
     let mut table = String::new();
     let probe = results.iter().any(|(_, _, r)| r.is_none());
+    let mut chakra_done = Vec::new();
     for (ti, g, r) in results {
         let t = &*g.trace;
         let mut entry = json!({
-            "kind": "goal",
+            "kind": if g.chakra.is_some() { "chakra" } else { "goal" },
             "background": false,
             "file": g.file,
             "ranks": t.num_ranks(),
@@ -989,6 +1066,18 @@ pub fn build_loggp(sc: &Scenario, results: &[LogGpEntry<'_>]) -> LogGpReport {
                 entry["events"] = json!(r.events);
                 // LogGP carries no data: nothing to verify beyond the trace's own checks.
                 entry["verified"] = Value::Null;
+                let chakra = match (&g.chakra, &r.op_times) {
+                    (Some(job), Some(ops)) => {
+                        let ps = |v: &[u64]| -> Vec<u64> { v.iter().map(|&x| x.saturating_mul(1000)).collect() };
+                        Some((job, job.results(&ends, &ps(&ops.start_ns), &ps(&ops.end_ns))))
+                    }
+                    _ => None,
+                };
+                chakra_summary(g, chakra.as_ref().map(|(_, c)| c), &mut entry);
+                if let Some((job, c)) = chakra {
+                    chakra_table_line(&mut table, *ti, g, &c);
+                    chakra_done.push((*ti, &**job, c));
+                }
                 let _ = writeln!(
                     table,
                     "goal       traffic[{ti}] {} ({} ranks, {} operations): runtime {:.3} us, critical path {:.3} us, {} events",
@@ -999,7 +1088,7 @@ pub fn build_loggp(sc: &Scenario, results: &[LogGpEntry<'_>]) -> LogGpReport {
                     r.critical_path_ns as f64 * 1e-3,
                     r.events
                 );
-                if let Some(ops) = &r.op_times {
+                if let Some(ops) = r.op_times.as_ref().filter(|_| g.record_ops) {
                     let mut csv = String::from("rank,label,start_ps,end_ps\n");
                     for i in 0..t.num_ops() as u32 {
                         let o = reducelab_goal::OpId(i);
@@ -1016,15 +1105,18 @@ pub fn build_loggp(sc: &Scenario, results: &[LogGpEntry<'_>]) -> LogGpReport {
                 }
             }
             Some(Err(err)) => {
-                stalled.push(format!("goal traffic[{ti}] ({}): {err}", g.file));
+                stalled.push(format!("{} traffic[{ti}] ({}): {err}", entry["kind"].as_str().unwrap_or("goal"), g.file));
                 entry["runtime_ps"] = Value::Null;
                 entry["verified"] = json!(false);
+                chakra_summary(g, None, &mut entry);
             }
             None => {}
         }
         traffic.push(entry);
     }
     files.insert(0, ("goal_ranks.csv".to_string(), ranks_csv));
+    let done: Vec<_> = chakra_done.iter().map(|(ti, j, c)| (*ti, *j, c)).collect();
+    files.extend(chakra_files(&done));
     let (status, reason) = if probe {
         (RunStatus::TimeLimit, Some("a probe: stopped before the LogGP model timed anything".to_string()))
     } else if !stalled.is_empty() {

@@ -193,6 +193,15 @@ impl ScenarioWorkload {
         self.goals.iter().enumerate().filter_map(|(i, r)| r.as_ref().map(|r| (i, r.result()))).collect()
     }
 
+    /// Results of the `chakra` entries that finished, by traffic index.
+    pub fn chakra_results(&self) -> Vec<(usize, reducelab_chakra::ChakraResults)> {
+        self.goals
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| r.as_ref().and_then(|r| r.chakra_results()).map(|c| (i, c)))
+            .collect()
+    }
+
     /// `goal_ops.csv` of the GOAL generators that record their operations, by traffic index.
     pub fn goal_ops_csv(&self) -> Vec<(usize, String)> {
         self.goals
