@@ -20,7 +20,8 @@
 //!   the makespan, and the critical path: the longest chain of dependencies and messages,
 //!   weighted by each calc's time and each message's time in the network (send start to
 //!   delivery), waits for a busy CPU left out (as LogGOPSim's critical path leaves out waits
-//!   for busy CPUs and NICs). With `ops = true`, every operation's start and end.
+//!   for busy CPUs and NICs); `irequires` waits for its predecessor's start, `requires` for its
+//!   end. With `ops = true`, every operation's start and end.
 //! - **Verified**: the network checks every message's bytes and fingerprint; the run checks
 //!   that every operation completed and every receive got the message the matching rule
 //!   names (its sender's operation, by (source, tag, order)).
@@ -466,7 +467,10 @@ impl GoalRun {
                 OpKind::Calc => d.size.saturating_mul(1000),
                 _ => 0,
             };
-            let mut at = ready_at[i as usize];
+            // When the operation may start: what `irequires` successors wait for (a receive's
+            // message below delays its end, not its start).
+            let start_at = ready_at[i as usize];
+            let mut at = start_at;
             if d.kind == OpKind::Recv {
                 let s = self.matched[i as usize];
                 if s != u32::MAX {
@@ -484,7 +488,7 @@ impl GoalRun {
             for (s, k) in t.successors(o) {
                 let edge = match k {
                     DepKind::Requires => f,
-                    DepKind::Irequires => at,
+                    DepKind::Irequires => start_at,
                 };
                 let r = &mut ready_at[s.index()];
                 *r = (*r).max(edge);
