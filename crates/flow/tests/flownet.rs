@@ -123,7 +123,6 @@ fn drive(topo: &reducelab_topo::Topology, pl: &Plan, bytes: u64, c: &FlowConfig)
         }
     }
     assert!(cur.iter().all(|&c| c == steps.len()), "every rank finished");
-    drop(enter);
     end.round() as u64
 }
 
