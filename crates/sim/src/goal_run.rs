@@ -1,6 +1,8 @@
 //! Runs a GOAL trace (`[[traffic]] kind = "goal"`, `reducelab_goal`) on the packet network:
 //! every `send` is a message of the network (with the scenario's transport), every `recv` waits
-//! for its message, every `calc` occupies its CPU for its time.
+//! for its message, every `calc` occupies its CPU for its time. The bookkeeping below is
+//! network-agnostic ([`GoalNet`]): the flow backend runs traces with it too
+//! (`crate::goal_flow`).
 //!
 //! - **Dependencies.** An operation starts once every operation it `requires` has completed and
 //!   every operation it `irequires` has started; operations freed at one instant start in trace
