@@ -683,6 +683,7 @@ struct Activations {
 const MAX_FIFOS: usize = 32;
 
 impl Activations {
+    #[inline]
     fn push(&mut self, d: f64, a: Activation) {
         if let Some((_, q)) = self.fifos.iter_mut().find(|(x, _)| x.to_bits() == d.to_bits()) {
             q.push_back(a);
