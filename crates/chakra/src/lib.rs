@@ -1,7 +1,8 @@
 //! Chakra execution traces (MLCommons; the input of ASTRA-sim): one protobuf file per rank, a
 //! dependency graph of compute, memory and communication nodes. This crate reads them against
 //! the schema MLCommons publishes and lowers a set of them into one GOAL trace
-//! (`reducelab_goal`), so that the packet engine and the LogGP mode run them like any GOAL trace.
+//! (`reducelab_goal`), so that the packet engine, the flow backend and the LogGP mode run them
+//! like any GOAL trace.
 //!
 //! # Layers
 //!

@@ -1,4 +1,5 @@
-//! Flow-level backend: collective schedules with messages as fluid flows.
+//! Flow-level backend: collective schedules and message-driven executors (GOAL traces) with
+//! messages as fluid flows.
 //!
 //! Each message of a schedule follows its route (the routes of the deficiency model: straight
 //! along the transfer's port on tori, the topology's deterministic minimal path elsewhere) as a
@@ -60,6 +61,17 @@
 //!   no earlier than that stage's end plus its last packet's way through the network.
 //!   (Single-message steps never share it: the contention-free recurrence then uses the
 //!   ceiling as one more bottleneck of the path.)
+//!
+//! **One engine, two drivers.** The fluid engine (`PsEngine`: per-link stages, processor
+//! sharing, endpoint timelines) knows nothing of steps: a driver starts messages and takes
+//! their deliveries. The plan runner ([`run_plan`], [`run_plan_simulated`]) drives it step by
+//! step; [`FlowNet`] lets an executor start a message between two hosts at any simulated time
+//! and learn its delivery time (the GOAL executor in `reducelab-sim` does, for `goal` and
+//! `chakra` traffic). A [`FlowNet`] message takes the topology's default path (a trace has no
+//! schedule ports) and is otherwise timed exactly as a plan's message; driven with a plan's
+//! step semantics it reproduces [`run_plan_simulated`] to the picosecond. Time inside the
+//! engine is `f64` picoseconds (the fluid rates make it so); results are rounded to integer
+//! picoseconds only where they are reported.
 //!
 //! A rank pays its send overheads in port order (plans forget the schedule's send order; see
 //! `send_order`), which on tori matches the schedules' port-ordered sends. The recurrence
@@ -145,9 +157,10 @@ impl Ord for T {
     }
 }
 
-/// A plan routed on a topology: per distinct step, every message's path (a range of the
-/// link arena), fixed latency, and the senders' and receivers' message lists.
-struct Routed {
+/// The links messages are timed on: every interned path (a range of the link arena), each
+/// hop's fixed latency, the links' bandwidths and the hosts' endpoint costs. Shared by the plan
+/// runner and [`FlowNet`].
+struct Fabric {
     /// Link ids of every path, concatenated.
     arena: Vec<u32>,
     /// Per arena entry: latency of that link plus the pipeline latency of the node it enters
@@ -159,6 +172,12 @@ struct Routed {
     /// Index of rank 0's injection resource in `bandwidth_bytes_per_ps` (`None`: no ceiling).
     injection: Option<usize>,
     endpoint: Endpoint,
+}
+
+/// A plan routed on a topology: per distinct step, every message's routed form and the
+/// senders' and receivers' message lists.
+struct Routed {
+    fab: Fabric,
     steps: Vec<RoutedStep>,
 }
 
@@ -199,29 +218,60 @@ struct RoutedMsg {
 /// link's bandwidth in bits/s).
 type InternedPath = (u32, u32, f64, f64, u64);
 
-/// Interns the path in `path` into the arena.
+/// Paths interned in a [`Fabric`]'s arena by (from, to, port): a message's path is routed once
+/// per distinct triple.
+#[derive(Default)]
+struct Paths {
+    interned: HashMap<(u32, u32, u16), InternedPath>,
+    scratch: Vec<(reducelab_topo::NodeId, u16)>,
+}
+
+impl Paths {
+    /// The path from rank (host) `from` to `to`, straight along `port` where the router honours
+    /// it (`key_port` names it in the map), interned into `fab` on first use.
+    fn lookup(
+        &mut self,
+        topo: &Topology,
+        cfg: &FlowConfig,
+        router: &mut Router,
+        fab: &mut Fabric,
+        (from, to, key_port): (u32, u32, u16),
+        port: Option<u16>,
+    ) -> Result<InternedPath, String> {
+        let key = (from, to, key_port);
+        Ok(match self.interned.get(&key) {
+            Some(&v) => v,
+            None => {
+                router.path(from, to, port, &mut self.scratch)?;
+                let v = intern(topo, cfg, router, &self.scratch, fab);
+                self.interned.insert(key, v);
+                v
+            }
+        })
+    }
+}
+
+/// Interns `path` into the fabric's arena.
 fn intern(
     topo: &Topology,
     cfg: &FlowConfig,
     router: &Router,
     path: &[(reducelab_topo::NodeId, u16)],
-    bandwidth_bytes_per_ps: &[f64],
-    arena: &mut Vec<u32>,
-    gap: &mut Vec<f64>,
+    fab: &mut Fabric,
 ) -> InternedPath {
-    let start = arena.len() as u32;
+    let start = fab.arena.len() as u32;
     let mut lat = 0.0;
     let mut bottleneck = f64::INFINITY;
     for &(node, port) in path {
         let g = router.global_port(node, port);
-        arena.push(g as u32);
-        bottleneck = bottleneck.min(bandwidth_bytes_per_ps[g]);
+        fab.arena.push(g as u32);
+        bottleneck = bottleneck.min(fab.bandwidth_bytes_per_ps[g]);
         let pp = topo.nodes[node.idx()].ports[port as usize];
         let mut hop = topo.links[pp.link.idx()].latency_ps as f64;
         if topo.nodes[pp.peer.idx()].forwards {
             hop += cfg.switch_latency_ps as f64;
         }
-        gap.push(hop);
+        fab.gap.push(hop);
         lat += hop;
     }
     let first_bw =
@@ -246,12 +296,9 @@ fn flow_shop_ps(speeds: impl Iterator<Item = f64>, n: u64, p: f64, q: f64) -> f6
     d
 }
 
-fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowConfig) -> Result<Routed, String> {
-    if (plan.ranks as usize) > topo.hosts.len() {
-        return Err(format!("schedule has {} ranks but the topology {} hosts", plan.ranks, topo.hosts.len()));
-    }
-    let mut router = Router::new(topo);
-    let honour_ports = plan.torus.as_deref().is_some_and(|d| router.is_torus(d));
+/// The links of `topo` with their bandwidths, and one injection resource per host of the
+/// first `hosts` with an injection ceiling; no path interned yet.
+fn fabric(topo: &Topology, router: &Router, cfg: &FlowConfig, hosts: usize) -> Fabric {
     let mut bandwidth_bytes_per_ps = vec![0.0; router.num_ports()];
     for (ni, n) in topo.nodes.iter().enumerate() {
         for (pi, pp) in n.ports.iter().enumerate() {
@@ -259,18 +306,97 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
             bandwidth_bytes_per_ps[g] = topo.links[pp.link.idx()].bandwidth_bps as f64 / 8.0 / 1e12;
         }
     }
-    let payload = (cfg.mtu_bytes - cfg.header_bytes) as u64;
     let ep = cfg.endpoint;
     let injection = ep.injection_bps.map(|bps| {
         let at = bandwidth_bytes_per_ps.len();
-        bandwidth_bytes_per_ps.extend(std::iter::repeat_n(bps as f64 / 8.0 / 1e12, plan.ranks as usize));
+        bandwidth_bytes_per_ps.extend(std::iter::repeat_n(bps as f64 / 8.0 / 1e12, hosts));
         at
     });
-    let mut arena = Vec::new();
-    let mut gap = Vec::new();
-    let mut path = Vec::new();
-    // Paths are the same for equal (from, to, port): intern them across steps.
-    let mut interned: HashMap<(u32, u32, u16), InternedPath> = HashMap::new();
+    Fabric { arena: Vec::new(), gap: Vec::new(), bandwidth_bytes_per_ps, injection, endpoint: ep }
+}
+
+impl Fabric {
+    /// Whether a message of `bytes` starts with an RTS/CTS round trip.
+    fn rendezvous(&self, bytes: u64) -> bool {
+        self.endpoint.rendezvous_threshold_bytes.is_some_and(|t| bytes > t)
+    }
+}
+
+/// A message of `b` payload bytes from `from` to `to` on the interned path `p` (`back`: the
+/// receiver's default path back, for a rendezvous message's CTS), with its pipelined timing
+/// constants.
+fn routed_msg(
+    fab: &Fabric,
+    cfg: &FlowConfig,
+    (from, to, port): (u32, u32, u16),
+    b: u64,
+    p: InternedPath,
+    back: Option<InternedPath>,
+) -> RoutedMsg {
+    let (start, len, lat, mut bottleneck, first_bw) = p;
+    let (arena, gap, bandwidth_bytes_per_ps) = (&fab.arena, &fab.gap, &fab.bandwidth_bytes_per_ps);
+    let payload = (cfg.mtu_bytes - cfg.header_bytes) as u64;
+    // Rendezvous: one header packet store-and-forward along the message's path (RTS) and the
+    // default path back (CTS).
+    let mut rdv_ps = 0.0;
+    if let Some((back, back_len, ..)) = back {
+        for a in (start..start + len).chain(back..back + back_len) {
+            rdv_ps += cfg.header_bytes as f64 / bandwidth_bytes_per_ps[arena[a as usize] as usize] + gap[a as usize];
+        }
+    }
+    if let (Some(at), true) = (fab.injection, len > 0) {
+        bottleneck = bottleneck.min(bandwidth_bytes_per_ps[at + from as usize]);
+    }
+    let pkts = b.div_ceil(payload).max(1);
+    let wire = b + pkts * cfg.header_bytes as u64;
+    let mut delay = lat;
+    let last = if b == 0 { 0 } else { b - (pkts - 1) * payload } + cfg.header_bytes as u64;
+    // Store-and-forward is a flow shop (packets = jobs, links = machines). With equal link
+    // speeds its makespan is the source's serialisation of every packet plus, per extra hop,
+    // the largest packet's serialisation (Σ pᵢ + (h−1)·max pᵢ); with mixed speeds (HammingMesh
+    // board links) the exact makespan of `pkts − 1` equal packets and a last one, less the
+    // bottleneck term `wire / bottleneck` charged below.
+    if len > 1 {
+        let largest = b.min(payload) + cfg.header_bytes as u64;
+        let links = &arena[start as usize..(start + len) as usize];
+        let bw = |a: &u32| bandwidth_bytes_per_ps[*a as usize];
+        if links.iter().all(|a| bw(a) == bw(&links[0])) {
+            delay += (len - 1) as f64 * (largest as f64 * 8.0 / first_bw as f64 * 1e12);
+        } else {
+            let link_bottleneck = links.iter().map(bw).fold(f64::INFINITY, f64::min);
+            delay +=
+                flow_shop_ps(links.iter().map(bw), pkts, largest as f64, last as f64) - wire as f64 / link_bottleneck;
+        }
+    }
+    let first = b.min(payload) + cfg.header_bytes as u64;
+    // What the last packet still needs after leaving the first link.
+    let tail0: f64 = (1..len as usize)
+        .map(|k| gap[start as usize + k - 1] + last as f64 / bandwidth_bytes_per_ps[arena[start as usize + k] as usize])
+        .sum();
+    RoutedMsg {
+        from,
+        to,
+        first_pkt: first as f64,
+        last_pkt: last as f64,
+        tail0,
+        wire: wire as f64,
+        path: (start, len),
+        delay_ps: delay,
+        bottleneck,
+        rdv_ps,
+        port,
+    }
+}
+
+fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowConfig) -> Result<Routed, String> {
+    if (plan.ranks as usize) > topo.hosts.len() {
+        return Err(format!("schedule has {} ranks but the topology {} hosts", plan.ranks, topo.hosts.len()));
+    }
+    let mut router = Router::new(topo);
+    let honour_ports = plan.torus.as_deref().is_some_and(|d| router.is_torus(d));
+    let mut fab = fabric(topo, &router, cfg, plan.ranks as usize);
+    // Paths are the same for equal (from, to, port): interned across steps.
+    let mut paths = Paths::default();
     let mut steps = Vec::with_capacity(plan.steps.len());
     for st in &plan.steps {
         let mut msgs = Vec::with_capacity(st.msgs.len());
@@ -282,75 +408,13 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
                 ));
             }
             let port = if honour_ports && m.port != NO_PORT { Some(m.port) } else { None };
-            let mut lookup = |from: u32, to: u32, port_key: u16, port: Option<u16>| -> Result<InternedPath, String> {
-                let key = (from, to, port_key);
-                Ok(match interned.get(&key) {
-                    Some(&v) => v,
-                    None => {
-                        router.path(from, to, port, &mut path)?;
-                        let v = intern(topo, cfg, &router, &path, &bandwidth_bytes_per_ps, &mut arena, &mut gap);
-                        interned.insert(key, v);
-                        v
-                    }
-                })
-            };
-            let (start, len, lat, mut bottleneck, first_bw) = lookup(m.from, m.to, m.port, port)?;
+            let p = paths.lookup(topo, cfg, &mut router, &mut fab, (m.from, m.to, m.port), port)?;
             let b = plan.bytes(m.blocks, bytes, elem_bytes);
-            // Rendezvous: one header packet store-and-forward along the message's path (RTS)
-            // and the default path back (CTS).
-            let mut rdv_ps = 0.0;
-            if ep.rendezvous_threshold_bytes.is_some_and(|t| b > t) && len > 0 {
-                let (back, back_len, ..) = lookup(m.to, m.from, NO_PORT, None)?;
-                for a in (start..start + len).chain(back..back + back_len) {
-                    rdv_ps +=
-                        cfg.header_bytes as f64 / bandwidth_bytes_per_ps[arena[a as usize] as usize] + gap[a as usize];
-                }
-            }
-            if let (Some(at), true) = (injection, len > 0) {
-                bottleneck = bottleneck.min(bandwidth_bytes_per_ps[at + m.from as usize]);
-            }
-            let pkts = b.div_ceil(payload).max(1);
-            let wire = b + pkts * cfg.header_bytes as u64;
-            let mut delay = lat;
-            let last = if b == 0 { 0 } else { b - (pkts - 1) * payload } + cfg.header_bytes as u64;
-            // Store-and-forward is a flow shop (packets = jobs, links = machines). With equal
-            // link speeds its makespan is the source's serialisation of every packet plus, per
-            // extra hop, the largest packet's serialisation (Σ pᵢ + (h−1)·max pᵢ); with mixed
-            // speeds (HammingMesh board links) the exact makespan of `pkts − 1` equal packets
-            // and a last one, less the bottleneck term `wire / bottleneck` charged below.
-            if len > 1 {
-                let largest = b.min(payload) + cfg.header_bytes as u64;
-                let links = &arena[start as usize..(start + len) as usize];
-                let bw = |a: &u32| bandwidth_bytes_per_ps[*a as usize];
-                if links.iter().all(|a| bw(a) == bw(&links[0])) {
-                    delay += (len - 1) as f64 * (largest as f64 * 8.0 / first_bw as f64 * 1e12);
-                } else {
-                    let link_bottleneck = links.iter().map(bw).fold(f64::INFINITY, f64::min);
-                    delay += flow_shop_ps(links.iter().map(bw), pkts, largest as f64, last as f64)
-                        - wire as f64 / link_bottleneck;
-                }
-            }
-            let first = b.min(payload) + cfg.header_bytes as u64;
-            // What the last packet still needs after leaving the first link.
-            let tail0: f64 = (1..len as usize)
-                .map(|k| {
-                    gap[start as usize + k - 1]
-                        + last as f64 / bandwidth_bytes_per_ps[arena[start as usize + k] as usize]
-                })
-                .sum();
-            msgs.push(RoutedMsg {
-                from: m.from,
-                to: m.to,
-                first_pkt: first as f64,
-                last_pkt: last as f64,
-                tail0,
-                wire: wire as f64,
-                path: (start, len),
-                delay_ps: delay,
-                bottleneck,
-                rdv_ps,
-                port: m.port,
-            });
+            let back = match fab.rendezvous(b) && p.1 > 0 {
+                true => Some(paths.lookup(topo, cfg, &mut router, &mut fab, (m.to, m.from, NO_PORT), None)?),
+                false => None,
+            };
+            msgs.push(routed_msg(&fab, cfg, (m.from, m.to, m.port), b, p, back));
         }
         steps.push(RoutedStep {
             repeat: st.repeat,
@@ -360,7 +424,7 @@ fn route(topo: &Topology, plan: &Plan, bytes: u64, elem_bytes: u64, cfg: &FlowCo
             recv_count: Vec::new(),
         });
     }
-    Ok(Routed { arena, gap, bandwidth_bytes_per_ps, injection, endpoint: ep, steps })
+    Ok(Routed { fab, steps })
 }
 
 /// Adds the per-rank message index the event-driven simulation needs.
@@ -382,7 +446,7 @@ fn index(mut r: Routed, ranks: u32) -> Routed {
             send_idx[fill[m.from as usize] as usize] = i as u32;
             fill[m.from as usize] += 1;
         }
-        if r.endpoint.send_overhead_ps > 0 {
+        if r.fab.endpoint.send_overhead_ps > 0 {
             // A rank's sends pay their overhead one after another: in port order (see
             // `send_order`).
             for i in 0..p {
@@ -397,13 +461,13 @@ fn index(mut r: Routed, ranks: u32) -> Routed {
 /// Whether no two messages can ever share a link at the same time: every directed link
 /// carries messages of a single sender, at most one per step.
 fn contention_free(r: &Routed) -> bool {
-    let mut owner = vec![u32::MAX; r.bandwidth_bytes_per_ps.len()];
-    let mut stamp = vec![u32::MAX; r.bandwidth_bytes_per_ps.len()];
+    let mut owner = vec![u32::MAX; r.fab.bandwidth_bytes_per_ps.len()];
+    let mut stamp = vec![u32::MAX; r.fab.bandwidth_bytes_per_ps.len()];
     for (j, st) in r.steps.iter().enumerate() {
         for m in &st.msgs {
             // With an injection ceiling the sender's injection resource is one more link.
-            let inj = r.injection.filter(|_| m.path.1 > 0).map(|at| (at + m.from as usize) as u32);
-            for &l in r.arena[m.path.0 as usize..(m.path.0 + m.path.1) as usize].iter().chain(inj.as_ref()) {
+            let inj = r.fab.injection.filter(|_| m.path.1 > 0).map(|at| (at + m.from as usize) as u32);
+            for &l in r.fab.arena[m.path.0 as usize..(m.path.0 + m.path.1) as usize].iter().chain(inj.as_ref()) {
                 let l = l as usize;
                 if owner[l] == u32::MAX {
                     owner[l] = m.from;
@@ -471,7 +535,7 @@ fn recurrence(plan: &Plan, r: &Routed) -> FlowResult {
     let mut start = vec![0.0f64; p];
     let mut next = vec![0.0f64; p];
     let mut messages = 0u64;
-    let ep = r.endpoint;
+    let ep = r.fab.endpoint;
     if ep.has_overheads() {
         return recurrence_with_overheads(plan, r);
     }
@@ -513,8 +577,8 @@ fn send_order(msgs: &[RoutedMsg]) -> Vec<usize> {
 /// takes its deliveries in arrival order, one receive overhead each.
 fn recurrence_with_overheads(plan: &Plan, r: &Routed) -> FlowResult {
     let p = plan.ranks as usize;
-    let (os, or) = (r.endpoint.send_overhead_ps as f64, r.endpoint.recv_overhead_ps as f64);
-    let (ls, lr) = (r.endpoint.send_latency_ps as f64, r.endpoint.recv_latency_ps as f64);
+    let (os, or) = (r.fab.endpoint.send_overhead_ps as f64, r.fab.endpoint.recv_overhead_ps as f64);
+    let (ls, lr) = (r.fab.endpoint.send_latency_ps as f64, r.fab.endpoint.recv_latency_ps as f64);
     let mut start = vec![0.0f64; p];
     let mut next = vec![0.0f64; p];
     let mut send_free = vec![0.0f64; p];
@@ -619,6 +683,7 @@ struct Activations {
 const MAX_FIFOS: usize = 32;
 
 impl Activations {
+    #[inline]
     fn push(&mut self, d: f64, a: Activation) {
         if let Some((_, q)) = self.fifos.iter_mut().find(|(x, _)| x.to_bits() == d.to_bits()) {
             q.push_back(a);
@@ -682,8 +747,30 @@ struct Inst {
     received: bool,
 }
 
-struct PSim<'a> {
-    r: &'a Routed,
+/// Where an instance's routed message is stored: a plan's by (distinct step, index), a
+/// [`FlowNet`]'s by index.
+trait MsgTable {
+    fn routed(&self, j: u32, mi: u32) -> &RoutedMsg;
+}
+
+impl MsgTable for [RoutedStep] {
+    fn routed(&self, j: u32, mi: u32) -> &RoutedMsg {
+        &self[j as usize].msgs[mi as usize]
+    }
+}
+
+impl MsgTable for [RoutedMsg] {
+    fn routed(&self, _: u32, mi: u32) -> &RoutedMsg {
+        &self[mi as usize]
+    }
+}
+
+/// The fluid engine both drivers share (the plan runner's [`simulate`] and [`FlowNet`]):
+/// messages started at any time cross their paths as chains of per-link stages, links share
+/// their bandwidth by processor sharing, and endpoint costs are paid on per-host send and
+/// receive timelines. It knows nothing of steps or traces: a driver starts messages
+/// ([`PsEngine::start`]) and takes the deliveries [`PsEngine::step`] returns.
+struct PsEngine {
     links: Vec<PsLink>,
     /// At most one entry per busy link: a lower bound of its next stage completion (adding a
     /// stage only delays a link's completions, so the entry is kept and corrected when it is
@@ -692,30 +779,34 @@ struct PSim<'a> {
     activations: Activations,
     deliveries: BinaryHeap<Reverse<(T, u32)>>,
     insts: Vec<Inst>,
-    cur: Vec<Cursor>,
-    outstanding: Vec<u32>,
-    early: HashMap<(u32, u64), u32>,
-    finished: usize,
-    end_ps: f64,
-    /// Per rank: when its send / receive timeline is free (endpoint overheads).
+    /// Per host: when its send / receive timeline is free (endpoint overheads).
     send_free: Vec<f64>,
     recv_free: Vec<f64>,
+    /// The time of the last event processed.
+    now: f64,
 }
 
-impl<'a> PSim<'a> {
-    fn msg(&self, i: u32) -> &'a RoutedMsg {
+impl PsEngine {
+    fn new(fab: &Fabric, hosts: usize) -> PsEngine {
+        PsEngine {
+            links: vec![PsLink::default(); fab.bandwidth_bytes_per_ps.len()],
+            completions: BinaryHeap::new(),
+            activations: Activations::default(),
+            deliveries: BinaryHeap::new(),
+            insts: Vec::new(),
+            send_free: vec![0.0; hosts],
+            recv_free: vec![0.0; hosts],
+            now: 0.0,
+        }
+    }
+
+    fn msg<'m, M: MsgTable + ?Sized>(&self, t: &'m M, i: u32) -> &'m RoutedMsg {
         let inst = &self.insts[i as usize];
-        let r: &'a Routed = self.r;
-        &r.steps[inst.j as usize].msgs[inst.mi as usize]
+        t.routed(inst.j, inst.mi)
     }
 
-    fn link_of(&self, m: &RoutedMsg, k: u32) -> (usize, usize) {
-        let a = (m.path.0 + k) as usize;
-        (self.r.arena[a] as usize, a)
-    }
-
-    fn touch(&mut self, l: usize, now: f64) {
-        let bandwidth_bytes_per_ps = self.r.bandwidth_bytes_per_ps[l];
+    fn touch(&mut self, fab: &Fabric, l: usize, now: f64) {
+        let bandwidth_bytes_per_ps = fab.bandwidth_bytes_per_ps[l];
         let ln = &mut self.links[l];
         if ln.active > 0 {
             ln.v += (now - ln.at) * bandwidth_bytes_per_ps / ln.active as f64;
@@ -724,23 +815,179 @@ impl<'a> PSim<'a> {
     }
 
     /// The time of `l`'s next stage completion at the current rates, if it is busy.
-    fn next_completion(&self, l: usize) -> Option<f64> {
+    fn next_completion(&self, fab: &Fabric, l: usize) -> Option<f64> {
         let ln = &self.links[l];
         ln.heap.peek().map(|&Reverse((T(tag), _, _))| {
-            ln.at + (tag - ln.v).max(0.0) * ln.active as f64 / self.r.bandwidth_bytes_per_ps[l]
+            ln.at + (tag - ln.v).max(0.0) * ln.active as f64 / fab.bandwidth_bytes_per_ps[l]
         })
     }
 
     /// Queues `l`'s next completion if it is busy and not queued.
-    fn queue(&mut self, l: usize) {
+    fn queue(&mut self, fab: &Fabric, l: usize) {
         if !self.links[l].queued {
-            if let Some(t) = self.next_completion(l) {
+            if let Some(t) = self.next_completion(fab, l) {
                 self.links[l].queued = true;
                 self.completions.push(Reverse((T(t), l as u32)));
             }
         }
     }
 
+    /// Starts message `m` (entry `(j, mi)` of the driver's table, global step `g`) at `now`,
+    /// which is no earlier than the last event: after its sender's send overhead (one at a
+    /// time per host), the send latency and a rendezvous round trip its first stage starts; a
+    /// message without a path is delivered at once. Returns the instance.
+    fn start(&mut self, fab: &Fabric, m: &RoutedMsg, (j, mi, g): (u32, u32, u64), now: f64) -> u32 {
+        let id = self.insts.len() as u32;
+        let inj = fab.injection.is_some() as u32;
+        self.insts.push(Inst { j, mi, g, pending: m.path.1 + inj, acc: now, received: false });
+        if m.path.1 == 0 {
+            self.insts[id as usize].pending = 0;
+            self.insts[id as usize].received = true;
+            self.deliveries.push(Reverse((T(now), id)));
+            return id;
+        }
+        let os = fab.endpoint.send_overhead_ps as f64;
+        let mut at = now;
+        if os > 0.0 {
+            let rank = m.from as usize;
+            at = now.max(self.send_free[rank]) + os;
+            self.send_free[rank] = at;
+        }
+        at += fab.endpoint.send_latency_ps as f64 + m.rdv_ps;
+        // The zero-delay FIFO stays sorted only for activations at the current event's time.
+        if at == now && now == self.now {
+            self.activations.push(0.0, (T(now), id, 0, T(m.tail0)));
+        } else {
+            self.activations.push_any((T(at), id, 0, T(m.tail0)));
+        }
+        id
+    }
+
+    fn activate<M: MsgTable + ?Sized>(&mut self, fab: &Fabric, t: &M, now: f64, id: u32, k: u32, tail: f64) {
+        let m = self.msg(t, id);
+        let link_of = |k: u32| {
+            let a = (m.path.0 + k) as usize;
+            (fab.arena[a] as usize, a)
+        };
+        let (l, a) = link_of(k);
+        let (wire, first, last) = (m.wire, m.first_pkt, m.last_pkt);
+        let hops = m.path.1;
+        let next = (k + 1 < hops).then(|| {
+            let (l2, _) = link_of(k + 1);
+            (
+                first / fab.bandwidth_bytes_per_ps[l] + fab.gap[a],
+                tail - fab.gap[a] - last / fab.bandwidth_bytes_per_ps[l2],
+            )
+        });
+        self.touch(fab, l, now);
+        let ln = &mut self.links[l];
+        ln.active += 1;
+        ln.heap.push(Reverse((T(ln.v + wire), id, T(tail))));
+        self.queue(fab, l);
+        if let (0, Some(at)) = (k, fab.injection) {
+            // The sender's injection resource carries the wire bytes too; after it the last
+            // packet still crosses the first link and the rest of the path.
+            let inj = at + m.from as usize;
+            let tail_inj = tail + last / fab.bandwidth_bytes_per_ps[l];
+            self.touch(fab, inj, now);
+            let ln = &mut self.links[inj];
+            ln.active += 1;
+            ln.heap.push(Reverse((T(ln.v + wire), id, T(tail_inj))));
+            self.queue(fab, inj);
+        }
+        if let Some((d, tail2)) = next {
+            self.activations.push(d, (T(now + d), id, k + 1, T(tail2)));
+        }
+    }
+
+    /// `l`'s queued completion time `now` came up: finishes the stages that are done, or
+    /// re-queues the link if its stages were delayed since it was queued.
+    fn link_done<M: MsgTable + ?Sized>(&mut self, fab: &Fabric, t: &M, now: f64, l: usize) {
+        self.links[l].queued = false;
+        self.touch(fab, l, now);
+        if let Some(c) = self.next_completion(fab, l) {
+            if c > now + now.abs().max(1.0) * SAME_TIME_REL {
+                self.queue(fab, l);
+                return;
+            }
+        }
+        loop {
+            let ln = &mut self.links[l];
+            let Some(&Reverse((T(tag), id, T(tail)))) = ln.heap.peek() else { break };
+            if tag > ln.v + ln.v.abs().max(1.0) * SAME_TIME_REL {
+                break;
+            }
+            ln.heap.pop();
+            ln.active -= 1;
+            let inst = &mut self.insts[id as usize];
+            inst.acc = inst.acc.max(now + tail);
+            inst.pending -= 1;
+            if inst.pending == 0 {
+                let m = self.msg(t, id);
+                let last_gap = fab.gap[(m.path.0 + m.path.1 - 1) as usize];
+                let d = self.insts[id as usize].acc + last_gap;
+                self.deliveries.push(Reverse((T(d), id)));
+            }
+        }
+        self.queue(fab, l);
+    }
+
+    /// The time of the next event, if any is pending.
+    fn next_time(&self) -> Option<f64> {
+        let tc = self.completions.peek().map(|Reverse((T(t), _))| *t);
+        let ta = self.activations.earliest().map(|((T(t), ..), _)| t);
+        let td = self.deliveries.peek().map(|Reverse((T(t), _))| *t);
+        [tc, ta, td].into_iter().flatten().reduce(f64::min)
+    }
+
+    /// Processes the earliest event (deliveries first at equal times, then stage activations,
+    /// then link completions): its time and, if a message is now delivered (its receive
+    /// latency and overhead paid), its instance. `None`: nothing is pending.
+    fn step<M: MsgTable + ?Sized>(&mut self, fab: &Fabric, t: &M) -> Option<(f64, Option<u32>)> {
+        let tc = self.completions.peek().map(|Reverse((T(t), _))| *t);
+        let first_activation = self.activations.earliest();
+        let ta = first_activation.map(|((T(t), ..), _)| t);
+        let td = self.deliveries.peek().map(|Reverse((T(t), _))| *t);
+        let now = [tc, ta, td].into_iter().flatten().reduce(f64::min)?;
+        self.now = now;
+        if td == Some(now) {
+            let Reverse((_, id)) = self.deliveries.pop().expect("peeked");
+            let (or, lr) = (fab.endpoint.recv_overhead_ps as f64, fab.endpoint.recv_latency_ps as f64);
+            if (or > 0.0 || lr > 0.0) && !self.insts[id as usize].received {
+                // The last packet is in: after the receive latency the receiver's CPU takes
+                // the message in turn.
+                self.insts[id as usize].received = true;
+                let to = self.msg(t, id).to as usize;
+                let d = (now + lr).max(self.recv_free[to]) + or;
+                self.recv_free[to] = d;
+                self.deliveries.push(Reverse((T(d), id)));
+                return Some((now, None));
+            }
+            return Some((now, Some(id)));
+        } else if ta == Some(now) {
+            let (_, id, k, T(tail)) = self.activations.pop(first_activation.expect("peeked").1);
+            self.activate(fab, t, now, id, k, tail);
+        } else {
+            let Reverse((_, l)) = self.completions.pop().expect("peeked");
+            self.link_done(fab, t, now, l as usize);
+        }
+        Some((now, None))
+    }
+}
+
+/// The plan runner on the engine: ranks follow the plan's steps (a step's messages start
+/// together, the step ends when all its sends and receives are done).
+struct PlanRun<'a> {
+    r: &'a Routed,
+    eng: PsEngine,
+    cur: Vec<Cursor>,
+    outstanding: Vec<u32>,
+    early: HashMap<(u32, u64), u32>,
+    finished: usize,
+    end_ps: f64,
+}
+
+impl PlanRun<'_> {
     fn enter(&mut self, rank: usize, now: f64) {
         loop {
             let c = self.cur[rank];
@@ -751,28 +998,7 @@ impl<'a> PSim<'a> {
             };
             let (lo, hi) = (st.send_off[rank] as usize, st.send_off[rank + 1] as usize);
             for &mi in &st.send_idx[lo..hi] {
-                let m = &st.msgs[mi as usize];
-                let id = self.insts.len() as u32;
-                let inj = self.r.injection.is_some() as u32;
-                self.insts.push(Inst { j: c.j as u32, mi, g: c.g, pending: m.path.1 + inj, acc: now, received: false });
-                if m.path.1 == 0 {
-                    self.insts[id as usize].pending = 0;
-                    self.insts[id as usize].received = true;
-                    self.deliveries.push(Reverse((T(now), id)));
-                    continue;
-                }
-                let os = self.r.endpoint.send_overhead_ps as f64;
-                let mut at = now;
-                if os > 0.0 {
-                    at = now.max(self.send_free[rank]) + os;
-                    self.send_free[rank] = at;
-                }
-                at += self.r.endpoint.send_latency_ps as f64 + m.rdv_ps;
-                if at == now {
-                    self.activations.push(0.0, (T(now), id, 0, T(m.tail0)));
-                } else {
-                    self.activations.push_any((T(at), id, 0, T(m.tail0)));
-                }
+                self.eng.start(&self.r.fab, &st.msgs[mi as usize], (c.j as u32, mi, c.g), now);
             }
             let mut wait = (hi - lo) as u32 + st.recv_count[rank];
             if st.recv_count[rank] > 0 {
@@ -796,71 +1022,6 @@ impl<'a> PSim<'a> {
             self.enter(rank, now);
         }
     }
-
-    fn activate(&mut self, now: f64, id: u32, k: u32, tail: f64) {
-        let m = self.msg(id);
-        let (l, a) = self.link_of(m, k);
-        let (wire, first, last) = (m.wire, m.first_pkt, m.last_pkt);
-        let hops = m.path.1;
-        let next = (k + 1 < hops).then(|| {
-            let (l2, _) = self.link_of(m, k + 1);
-            (
-                first / self.r.bandwidth_bytes_per_ps[l] + self.r.gap[a],
-                tail - self.r.gap[a] - last / self.r.bandwidth_bytes_per_ps[l2],
-            )
-        });
-        self.touch(l, now);
-        let ln = &mut self.links[l];
-        ln.active += 1;
-        ln.heap.push(Reverse((T(ln.v + wire), id, T(tail))));
-        self.queue(l);
-        if let (0, Some(at)) = (k, self.r.injection) {
-            // The sender's injection resource carries the wire bytes too; after it the last
-            // packet still crosses the first link and the rest of the path.
-            let inj = at + m.from as usize;
-            let tail_inj = tail + last / self.r.bandwidth_bytes_per_ps[l];
-            self.touch(inj, now);
-            let ln = &mut self.links[inj];
-            ln.active += 1;
-            ln.heap.push(Reverse((T(ln.v + wire), id, T(tail_inj))));
-            self.queue(inj);
-        }
-        if let Some((d, tail2)) = next {
-            self.activations.push(d, (T(now + d), id, k + 1, T(tail2)));
-        }
-    }
-
-    /// `l`'s queued completion time `now` came up: finishes the stages that are done, or
-    /// re-queues the link if its stages were delayed since it was queued.
-    fn link_done(&mut self, now: f64, l: usize) {
-        self.links[l].queued = false;
-        self.touch(l, now);
-        if let Some(t) = self.next_completion(l) {
-            if t > now + now.abs().max(1.0) * SAME_TIME_REL {
-                self.queue(l);
-                return;
-            }
-        }
-        loop {
-            let ln = &mut self.links[l];
-            let Some(&Reverse((T(tag), id, T(tail)))) = ln.heap.peek() else { break };
-            if tag > ln.v + ln.v.abs().max(1.0) * SAME_TIME_REL {
-                break;
-            }
-            ln.heap.pop();
-            ln.active -= 1;
-            let inst = &mut self.insts[id as usize];
-            inst.acc = inst.acc.max(now + tail);
-            inst.pending -= 1;
-            if inst.pending == 0 {
-                let m = self.msg(id);
-                let last_gap = self.r.gap[(m.path.0 + m.path.1 - 1) as usize];
-                let t = self.insts[id as usize].acc + last_gap;
-                self.deliveries.push(Reverse((T(t), id)));
-            }
-        }
-        self.queue(l);
-    }
 }
 
 /// Event-driven pipelined simulation of `plan`: each message crosses its path as a chain of
@@ -871,69 +1032,146 @@ impl<'a> PSim<'a> {
 /// latency, where `tail_k` is what the last packet needs after link `k`.
 fn simulate(plan: &Plan, r: &Routed) -> Result<FlowResult, String> {
     let p = plan.ranks as usize;
-    let mut sim = PSim {
+    let mut sim = PlanRun {
         r,
-        links: vec![PsLink::default(); r.bandwidth_bytes_per_ps.len()],
-        completions: BinaryHeap::new(),
-        activations: Activations::default(),
-        deliveries: BinaryHeap::new(),
-        insts: Vec::new(),
+        eng: PsEngine::new(&r.fab, p),
         cur: vec![Cursor { j: 0, rep: 0, g: 0 }; p],
         outstanding: vec![0; p],
         early: HashMap::new(),
         finished: 0,
         end_ps: 0.0,
-        send_free: vec![0.0; p],
-        recv_free: vec![0.0; p],
     };
     for rank in 0..p {
         sim.enter(rank, 0.0);
     }
     let mut events = 0u64;
     while sim.finished < p {
-        let tc = sim.completions.peek().map(|Reverse((T(t), _))| *t);
-        let first_activation = sim.activations.earliest();
-        let ta = first_activation.map(|((T(t), ..), _)| t);
-        let td = sim.deliveries.peek().map(|Reverse((T(t), _))| *t);
-        let Some(now) = [tc, ta, td].into_iter().flatten().reduce(f64::min) else {
+        let Some((now, delivered)) = sim.eng.step(&r.fab, &r.steps[..]) else {
             return Err(format!("stalled: {} of {p} ranks finished and nothing is in flight", sim.finished));
         };
         events += 1;
-        if td == Some(now) {
-            let Reverse((_, id)) = sim.deliveries.pop().expect("peeked");
-            let (or, lr) = (r.endpoint.recv_overhead_ps as f64, r.endpoint.recv_latency_ps as f64);
-            if (or > 0.0 || lr > 0.0) && !sim.insts[id as usize].received {
-                // The last packet is in: after the receive latency the receiver's CPU takes
-                // the message in turn.
-                sim.insts[id as usize].received = true;
-                let to = sim.msg(id).to as usize;
-                let t = (now + lr).max(sim.recv_free[to]) + or;
-                sim.recv_free[to] = t;
-                sim.deliveries.push(Reverse((T(t), id)));
-                continue;
-            }
-            let (g, m) = (sim.insts[id as usize].g, sim.msg(id));
-            let (from, to) = (m.from as usize, m.to as usize);
-            sim.complete(from, now);
-            if sim.cur[to].g == g && sim.outstanding[to] > 0 {
-                sim.complete(to, now);
-            } else {
-                *sim.early.entry((to as u32, g)).or_insert(0) += 1;
-            }
-        } else if ta == Some(now) {
-            let (_, id, k, T(tail)) = sim.activations.pop(first_activation.expect("peeked").1);
-            sim.activate(now, id, k, tail);
+        let Some(id) = delivered else { continue };
+        let (g, m) = (sim.eng.insts[id as usize].g, sim.eng.msg(&r.steps[..], id));
+        let (from, to) = (m.from as usize, m.to as usize);
+        sim.complete(from, now);
+        if sim.cur[to].g == g && sim.outstanding[to] > 0 {
+            sim.complete(to, now);
         } else {
-            let Reverse((_, l)) = sim.completions.pop().expect("peeked");
-            sim.link_done(now, l as usize);
+            *sim.early.entry((to as u32, g)).or_insert(0) += 1;
         }
     }
     Ok(FlowResult {
         runtime_ps: sim.end_ps.round() as u64,
-        messages: sim.insts.len() as u64,
+        messages: sim.eng.insts.len() as u64,
         events,
         contention_free: false,
     })
+}
+
+/// A message started on a [`FlowNet`] (ids count from 0 in the order of [`FlowNet::send`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FlowMsgId(pub u32);
+
+/// The flow backend's engine driven message by message: start a message between two hosts at
+/// any simulated time, and step the engine to learn when each is delivered. The physics and
+/// endpoint costs are the plan runner's (the crate docs): the same per-link stages with
+/// processor sharing per link, the same lone-message times, the same send and receive
+/// timelines per host. Messages follow the topology's default paths (dimension order on tori:
+/// a single message has no schedule port to honour).
+///
+/// Times are picoseconds as `f64` (the fluid model's own clock); an executor rounds them where
+/// it records integer times, and starts messages at the exact time of the event that freed
+/// them, so chains of messages carry no rounding.
+pub struct FlowNet<'t> {
+    topo: &'t Topology,
+    cfg: FlowConfig,
+    router: Router<'t>,
+    fab: Fabric,
+    paths: Paths,
+    /// Every message started, by [`FlowMsgId`] (one engine instance each, same index).
+    msgs: Vec<RoutedMsg>,
+    eng: PsEngine,
+    events: u64,
+}
+
+impl<'t> FlowNet<'t> {
+    pub fn new(topo: &'t Topology, cfg: &FlowConfig) -> FlowNet<'t> {
+        let router = Router::new(topo);
+        let fab = fabric(topo, &router, cfg, topo.hosts.len());
+        let eng = PsEngine::new(&fab, topo.hosts.len());
+        FlowNet { topo, cfg: cfg.clone(), router, fab, paths: Paths::default(), msgs: Vec::new(), eng, events: 0 }
+    }
+
+    /// Starts a message of `bytes` payload from host `from` to host `to` at `at_ps`, which must
+    /// be no earlier than the last event stepped ([`FlowNet::now_ps`]). A message to its own
+    /// host is delivered at once, without endpoint costs.
+    pub fn send(&mut self, from: u32, to: u32, bytes: u64, at_ps: f64) -> Result<FlowMsgId, String> {
+        if at_ps < self.eng.now || at_ps.is_nan() {
+            return Err(format!("a message started at {at_ps} ps, before the last event at {} ps", self.eng.now));
+        }
+        let (topo, cfg) = (self.topo, &self.cfg);
+        let p = self.paths.lookup(topo, cfg, &mut self.router, &mut self.fab, (from, to, NO_PORT), None)?;
+        let back = match self.fab.rendezvous(bytes) && p.1 > 0 {
+            true => Some(self.paths.lookup(topo, cfg, &mut self.router, &mut self.fab, (to, from, NO_PORT), None)?),
+            false => None,
+        };
+        let m = routed_msg(&self.fab, cfg, (from, to, NO_PORT), bytes, p, back);
+        let id = self.msgs.len() as u32;
+        self.eng.start(&self.fab, &m, (0, id, 0), at_ps);
+        self.msgs.push(m);
+        Ok(FlowMsgId(id))
+    }
+
+    /// The time of the next event, if a message is in flight.
+    pub fn next_event_ps(&self) -> Option<f64> {
+        self.eng.next_time()
+    }
+
+    /// Processes the next event: its time and the message delivered by it, if one was (its
+    /// receiver's receive latency and overhead paid). `None`: nothing is in flight.
+    pub fn step(&mut self) -> Option<(f64, Option<FlowMsgId>)> {
+        let (now, d) = self.eng.step(&self.fab, &self.msgs[..])?;
+        self.events += 1;
+        Some((now, d.map(FlowMsgId)))
+    }
+
+    /// The time of the last event stepped (0 before the first).
+    pub fn now_ps(&self) -> f64 {
+        self.eng.now
+    }
+
+    /// Events processed so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Messages started so far.
+    pub fn messages(&self) -> u64 {
+        self.msgs.len() as u64
+    }
+
+    /// A lone message's time from its start to its delivery on an idle network (no endpoint
+    /// overheads queued): what the contention-free recurrence charges it.
+    pub fn lone_message_ps(&mut self, from: u32, to: u32, bytes: u64) -> Result<f64, String> {
+        let (topo, cfg) = (self.topo, &self.cfg);
+        let p = self.paths.lookup(topo, cfg, &mut self.router, &mut self.fab, (from, to, NO_PORT), None)?;
+        let back = match self.fab.rendezvous(bytes) && p.1 > 0 {
+            true => Some(self.paths.lookup(topo, cfg, &mut self.router, &mut self.fab, (to, from, NO_PORT), None)?),
+            false => None,
+        };
+        let m = routed_msg(&self.fab, cfg, (from, to, NO_PORT), bytes, p, back);
+        if m.path.1 == 0 {
+            return Ok(0.0);
+        }
+        let ep = self.fab.endpoint;
+        Ok(ep.send_overhead_ps as f64
+            + ep.send_latency_ps as f64
+            + m.wire / m.bottleneck
+            + m.delay_ps
+            + m.rdv_ps
+            + ep.recv_latency_ps as f64
+            + ep.recv_overhead_ps as f64)
+    }
 }
 
 #[cfg(test)]
@@ -946,8 +1184,8 @@ mod tests {
     /// by (time, message). The per-receiver grouping must give the same bits.
     fn reference(plan: &Plan, r: &Routed) -> u64 {
         let p = plan.ranks as usize;
-        let (os, or) = (r.endpoint.send_overhead_ps as f64, r.endpoint.recv_overhead_ps as f64);
-        let (ls, lr) = (r.endpoint.send_latency_ps as f64, r.endpoint.recv_latency_ps as f64);
+        let (os, or) = (r.fab.endpoint.send_overhead_ps as f64, r.fab.endpoint.recv_overhead_ps as f64);
+        let (ls, lr) = (r.fab.endpoint.send_latency_ps as f64, r.fab.endpoint.recv_latency_ps as f64);
         let (mut start, mut next) = (vec![0.0f64; p], vec![0.0f64; p]);
         let (mut send_free, mut recv_free) = (vec![0.0f64; p], vec![0.0f64; p]);
         let mut arrivals: Vec<(f64, usize)> = Vec::new();

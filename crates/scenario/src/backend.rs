@@ -14,8 +14,8 @@ use serde::Deserialize;
 pub enum Backend {
     /// The packet engine (every scenario; data verified).
     Packet,
-    /// Pipelined fluid flows on fixed minimal paths (`reducelab_flow::run_plan`): one
-    /// allreduce on all hosts, nothing verified.
+    /// Pipelined fluid flows on fixed minimal paths (`reducelab_flow`): one allreduce on all
+    /// hosts (`run_plan`), or GOAL and Chakra traces (`FlowNet`); no data carried.
     Flow,
     /// Flow for a scenario the flow backend can run whose collective is contention-free, too
     /// large to check at packet level, or at least `run.flow_min_bytes`; packet otherwise.
@@ -124,8 +124,10 @@ pub fn flow_at_every_size(
 
 impl ScenarioFile {
     /// Why the flow backend cannot run this scenario, if it cannot: it runs exactly one
-    /// collective allreduce on all hosts (rank r on host r) from time 0 on a lossless,
-    /// fault-free, noise-free network without ECN or a time limit.
+    /// collective allreduce on all hosts (rank r on host r) from time 0, or (with `traces`)
+    /// GOAL and Chakra traces only, on a lossless, fault-free, noise-free network without ECN
+    /// or a time limit.
+    #[allow(clippy::too_many_arguments)]
     fn flow_obstacle(
         &self,
         topology: &Topology,
@@ -134,7 +136,28 @@ impl ScenarioFile {
         faults: &[Fault],
         link_loss: &[(u32, f64)],
         time_limit: Option<SimTime>,
+        traces: bool,
     ) -> Option<String> {
+        let packet_only = [
+            (!faults.is_empty() || !link_loss.is_empty(), "the scenario has [[faults]]"),
+            (net.loss_probability > 0.0, "network.loss_probability is not 0"),
+            (net.noise_probability > 0.0, "noise.probability is not 0"),
+            (net.ecn_threshold_bytes.is_some(), "network.ecn_threshold_bytes is set"),
+            (net.flow_control == FlowControl::DropTail, "network.flow_control is \"drop_tail\""),
+            (time_limit.is_some(), "run.time_limit_us is set"),
+        ];
+        let packet_only =
+            || packet_only.iter().find(|(is, _)| *is).map(|(_, why)| format!("{why} (packet level only)"));
+        let goal = |t: &Traffic| matches!(t, Traffic::Goal(_));
+        if traces && traffic.iter().any(goal) {
+            return match traffic.iter().position(|t| !goal(t)) {
+                Some(i) => Some(format!(
+                    "it runs GOAL and Chakra traces only or one collective allreduce, and traffic[{i}] is kind = \"{}\" beside traces",
+                    traffic[i].kind()
+                )),
+                None => packet_only(),
+            };
+        }
         let [t] = traffic else {
             return Some(format!(
                 "it runs one collective allreduce, and the scenario has {} traffic entries",
@@ -155,15 +178,7 @@ impl ScenarioFile {
         if *start != SimTime::ZERO {
             return Some("traffic[0].start_ns is not 0".into());
         }
-        let packet_only = [
-            (!faults.is_empty() || !link_loss.is_empty(), "the scenario has [[faults]]"),
-            (net.loss_probability > 0.0, "network.loss_probability is not 0"),
-            (net.noise_probability > 0.0, "noise.probability is not 0"),
-            (net.ecn_threshold_bytes.is_some(), "network.ecn_threshold_bytes is set"),
-            (net.flow_control == FlowControl::DropTail, "network.flow_control is \"drop_tail\""),
-            (time_limit.is_some(), "run.time_limit_us is set"),
-        ];
-        packet_only.iter().find(|(is, _)| *is).map(|(_, why)| format!("{why} (packet level only)"))
+        packet_only()
     }
 
     /// `run.backend` resolved, and why (summary.json's `backend` and `backend_reason`).
@@ -176,7 +191,9 @@ impl ScenarioFile {
         link_loss: &[(u32, f64)],
         time_limit: Option<SimTime>,
     ) -> Result<(Backend, String), ScenarioError> {
-        let obstacle = || self.flow_obstacle(topology, net, traffic, faults, link_loss, time_limit);
+        // `auto` picks flow for one allreduce only: GOAL and Chakra traces run at flow level
+        // when `run.backend = "flow"` asks for it.
+        let obstacle = |traces| self.flow_obstacle(topology, net, traffic, faults, link_loss, time_limit, traces);
         match self.run.backend {
             None => Ok((Backend::Packet, "default (run.backend not set)".into())),
             Some(Backend::Packet) => Ok((Backend::Packet, "set by run.backend".into())),
@@ -190,12 +207,12 @@ impl ScenarioFile {
                 ),
                 None => Ok((Backend::LogGp, "set by run.backend".into())),
             },
-            Some(Backend::Flow) => match obstacle() {
+            Some(Backend::Flow) => match obstacle(true) {
                 Some(why) => e("run.backend", format!("\"flow\" cannot run this scenario: {why}")),
                 None => Ok((Backend::Flow, "set by run.backend".into())),
             },
             Some(Backend::Auto) => {
-                if let Some(why) = obstacle() {
+                if let Some(why) = obstacle(false) {
                     return Ok((Backend::Packet, format!("auto: the flow backend cannot run this scenario: {why}")));
                 }
                 let Traffic::Collective { algorithm, layout, bytes, imported, .. } = &traffic[0] else {

@@ -1,6 +1,8 @@
 //! Runs a GOAL trace (`[[traffic]] kind = "goal"`, `reducelab_goal`) on the packet network:
 //! every `send` is a message of the network (with the scenario's transport), every `recv` waits
-//! for its message, every `calc` occupies its CPU for its time.
+//! for its message, every `calc` occupies its CPU for its time. The bookkeeping below is
+//! network-agnostic ([`GoalNet`]): the flow backend runs traces with it too
+//! (`crate::goal_flow`).
 //!
 //! - **Dependencies.** An operation starts once every operation it `requires` has completed and
 //!   every operation it `irequires` has started; operations freed at one instant start in trace
@@ -20,7 +22,8 @@
 //!   the makespan, and the critical path: the longest chain of dependencies and messages,
 //!   weighted by each calc's time and each message's time in the network (send start to
 //!   delivery), waits for a busy CPU left out (as LogGOPSim's critical path leaves out waits
-//!   for busy CPUs and NICs). With `ops = true`, every operation's start and end.
+//!   for busy CPUs and NICs); `irequires` waits for its predecessor's start, `requires` for its
+//!   end. With `ops = true`, every operation's start and end.
 //! - **Verified**: the network checks every message's bytes and fingerprint; the run checks
 //!   that every operation completed and every receive got the message the matching rule
 //!   names (its sender's operation, by (source, tag, order)).
@@ -32,8 +35,34 @@ use std::sync::Arc;
 
 use reducelab_des::SimTime;
 use reducelab_goal::{DepKind, OpId, OpKind, Rank, Trace};
-use reducelab_net::{MsgId, Network};
+use reducelab_net::Network;
 use reducelab_scenario::GoalSpec;
+
+/// What a GOAL run needs of the network it runs on: the packet engine's [`Network`], or the
+/// flow backend's executor (`crate::goal_flow`). The run's bookkeeping (dependencies, MPI
+/// matching, CPU queues, results) is the same on both.
+pub trait GoalNet {
+    /// The current time (ps).
+    fn now_ps(&self) -> u64;
+    /// Starts a message of `bytes` from host `src` to host `dst` now, for traffic `tag`; its
+    /// id is what [`GoalRun::on_delivered`] is told when it is delivered.
+    fn send_msg(&mut self, src: u32, dst: u32, bytes: u64, tag: u64) -> u32;
+    /// Calls back [`GoalRun::on_timer`] with `token` (without [`GOAL_TIMER`] and the traffic
+    /// index) at `at_ps`, no earlier than now.
+    fn wake_at(&mut self, at_ps: u64, token: u64);
+}
+
+impl GoalNet for Network {
+    fn now_ps(&self) -> u64 {
+        self.now().ps()
+    }
+    fn send_msg(&mut self, src: u32, dst: u32, bytes: u64, tag: u64) -> u32 {
+        self.send(src, dst, bytes, self.now(), tag, None).0
+    }
+    fn wake_at(&mut self, at_ps: u64, token: u64) {
+        self.schedule_timer(SimTime(at_ps), token);
+    }
+}
 
 /// Timer tokens of GOAL runs: this bit, the traffic index above bit 32, the operation below.
 pub const GOAL_TIMER: u64 = 1 << 62;
@@ -163,15 +192,15 @@ impl GoalRun {
     }
 
     /// Starts the trace (at the entry's start: now, or by a timer then).
-    pub fn start(&mut self, net: &mut Network, ti: usize) {
-        if net.now() < self.spec.start {
-            net.schedule_timer(self.spec.start, GOAL_TIMER | (ti as u64) << 32 | u32::MAX as u64);
+    pub fn start(&mut self, net: &mut impl GoalNet, ti: usize) {
+        if net.now_ps() < self.spec.start.ps() {
+            net.wake_at(self.spec.start.ps(), GOAL_TIMER | (ti as u64) << 32 | u32::MAX as u64);
             return;
         }
         self.begin(net);
     }
 
-    fn begin(&mut self, net: &mut Network) {
+    fn begin(&mut self, net: &mut impl GoalNet) {
         self.started = true;
         for i in 0..self.spec.trace.num_ops() {
             if self.wait_done[i] == 0 && self.wait_start[i] == 0 {
@@ -182,11 +211,11 @@ impl GoalRun {
     }
 
     /// A timer of this run (token without [`GOAL_TIMER`] and the traffic index).
-    pub fn on_timer(&mut self, net: &mut Network, op: u32) {
+    pub fn on_timer(&mut self, net: &mut impl GoalNet, op: u32) {
         if op == u32::MAX {
             return self.begin(net);
         }
-        let now = net.now().ps();
+        let now = net.now_ps();
         let t = &*self.spec.trace;
         let o = OpId(op);
         let slot = t.rank_of(o).index() * self.cpus + t.op(o).cpu as usize;
@@ -199,14 +228,14 @@ impl GoalRun {
     }
 
     /// Starts every ready operation (and what they free in turn).
-    fn drain(&mut self, net: &mut Network) {
+    fn drain(&mut self, net: &mut impl GoalNet) {
         while let Some(op) = self.ready.pop_front() {
             self.begin_op(net, op);
         }
     }
 
-    fn begin_op(&mut self, net: &mut Network, op: u32) {
-        let now = net.now().ps();
+    fn begin_op(&mut self, net: &mut impl GoalNet, op: u32) {
+        let now = net.now_ps();
         let t = Arc::clone(&self.spec.trace);
         let o = OpId(op);
         let me = t.rank_of(o).0;
@@ -225,8 +254,8 @@ impl GoalRun {
                 let ord = next_ordinal(&mut self.sent, ch);
                 let src = self.spec.hosts[me as usize];
                 let dst = self.spec.hosts[d.peer as usize];
-                let id = net.send(src, dst, d.size, net.now(), self.tag, None);
-                self.inflight.insert(id.0, (op, ch, ord));
+                let id = net.send_msg(src, dst, d.size, self.tag);
+                self.inflight.insert(id, (op, ch, ord));
                 self.messages += 1;
                 if d.size <= self.spec.eager_bytes {
                     self.complete(op, now);
@@ -257,7 +286,7 @@ impl GoalRun {
     }
 
     /// Runs calc `op` on its (free) CPU from `now`: a calc of no time completes at once.
-    fn run_calc(&mut self, net: &mut Network, op: u32, now: u64) {
+    fn run_calc(&mut self, net: &mut impl GoalNet, op: u32, now: u64) {
         let t = &*self.spec.trace;
         let o = OpId(op);
         let d = t.op(o);
@@ -271,7 +300,7 @@ impl GoalRun {
             }
         } else {
             let ti = (self.tag & 0x3FFF_FFFF) << 32;
-            net.schedule_timer(SimTime(until), GOAL_TIMER | ti | op as u64);
+            net.wake_at(until, GOAL_TIMER | ti | op as u64);
         }
     }
 
@@ -305,9 +334,9 @@ impl GoalRun {
     }
 
     /// A message of this run was delivered. Returns false if it is not one of its messages.
-    pub fn on_delivered(&mut self, net: &mut Network, msg: MsgId) -> bool {
-        let Some((send, ch, ord)) = self.inflight.remove(&msg.0) else { return false };
-        let now = net.now().ps();
+    pub fn on_delivered(&mut self, net: &mut impl GoalNet, msg: u32) -> bool {
+        let Some((send, ch, ord)) = self.inflight.remove(&msg) else { return false };
+        let now = net.now_ps();
         // The receiver first, then the sender, each with everything its completion frees (as a
         // collective's receiving rank moves on to its next step before its sending one).
         match self.waiting.remove(&(ch, ord)) {
@@ -341,6 +370,25 @@ impl GoalRun {
                 (r, self.spec.hosts[r as usize], self.left_of_rank[r as usize], what)
             })
             .collect()
+    }
+
+    /// What is unfinished, if anything, for a stalled run's reason (this run is `traffic[ti]`).
+    pub fn unfinished(&self, ti: usize) -> Option<String> {
+        let stuck = self.unfinished_ranks();
+        (!stuck.is_empty()).then(|| {
+            format!(
+                "goal traffic[{ti}] ({}): {} of {} ranks unfinished ({})",
+                self.spec.file,
+                stuck.len(),
+                self.spec.hosts.len(),
+                crate::workload::list_some(
+                    "rank",
+                    stuck.iter().map(|(rank, host, left, op)| format!(
+                        "{rank} on host {host} with {left} operations left, at {op}"
+                    ))
+                )
+            )
+        })
     }
 
     pub fn result(&self) -> GoalResult {
@@ -421,7 +469,10 @@ impl GoalRun {
                 OpKind::Calc => d.size.saturating_mul(1000),
                 _ => 0,
             };
-            let mut at = ready_at[i as usize];
+            // When the operation may start: what `irequires` successors wait for (a receive's
+            // message below delays its end, not its start).
+            let start_at = ready_at[i as usize];
+            let mut at = start_at;
             if d.kind == OpKind::Recv {
                 let s = self.matched[i as usize];
                 if s != u32::MAX {
@@ -439,7 +490,7 @@ impl GoalRun {
             for (s, k) in t.successors(o) {
                 let edge = match k {
                     DepKind::Requires => f,
-                    DepKind::Irequires => at,
+                    DepKind::Irequires => start_at,
                 };
                 let r = &mut ready_at[s.index()];
                 *r = (*r).max(edge);

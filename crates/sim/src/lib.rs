@@ -10,6 +10,7 @@ pub mod collective;
 pub mod collective_run;
 #[doc(hidden)]
 pub mod fuzz;
+pub mod goal_flow;
 pub mod goal_run;
 pub mod ina_run;
 pub mod pspin_run;
@@ -177,10 +178,28 @@ fn run_loggp(sc: &Scenario, probe: bool) -> Result<RunOutput, ScenarioError> {
     })
 }
 
-/// Runs a scenario whose backend resolved to flow: its one allreduce, timed by
-/// `reducelab_flow::run_plan` (no per-message or per-link files).
+/// Runs a scenario whose backend resolved to flow: its GOAL and Chakra traces on one flow
+/// network ([`goal_flow`]), or its one allreduce, timed by `reducelab_flow::run_plan` (no
+/// per-message or per-link files).
 fn run_flow(sc: &Scenario, probe: bool) -> Result<RunOutput, ScenarioError> {
     let t0 = Instant::now();
+    if matches!(sc.traffic.first(), Some(Traffic::Goal(_))) {
+        let out = goal_flow::run(sc, probe);
+        let r = report::build_flow_goal(sc, &out);
+        return Ok(RunOutput {
+            status: r.status,
+            summary_json: serde_json::to_string_pretty(&r.summary).expect("json") + "\n",
+            files: r.workload_files,
+            table: r.table,
+            stats: EngineStats {
+                wall_seconds: t0.elapsed().as_secs_f64(),
+                events: out.events,
+                packets: 0,
+                packet_hops: 0,
+                sim_time_ps: r.sim_time_ps,
+            },
+        });
+    }
     let Some(Traffic::Collective { hosts, bytes, algorithm, plan: Some(plan), .. }) = sc.traffic.first() else {
         unreachable!("a scenario resolves to flow only with one collective whose plan is built");
     };

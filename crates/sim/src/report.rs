@@ -1019,8 +1019,8 @@ fn chakra_files(
 pub type LogGpEntry<'a> =
     (usize, &'a reducelab_scenario::GoalSpec, Option<Result<reducelab_goal::LogGpResult, reducelab_goal::GoalError>>);
 
-/// What a LogGP run reports ([`build_loggp`]).
-pub struct LogGpReport {
+/// What a run of GOAL traces without the packet engine reports ([`build_loggp`], [`build_flow_goal`]).
+pub struct TraceReport {
     pub status: RunStatus,
     pub summary: Value,
     pub table: String,
@@ -1032,7 +1032,7 @@ pub struct LogGpReport {
 /// entry its ranks' end times, its makespan and critical path (LogGOPSim's nanoseconds, given in
 /// ps as every other time of a summary), and the events; a trace whose operations cannot all
 /// complete ends the run as stalled, with the simulation's reason. `None` results: a probe.
-pub fn build_loggp(sc: &Scenario, results: &[LogGpEntry<'_>]) -> LogGpReport {
+pub fn build_loggp(sc: &Scenario, results: &[LogGpEntry<'_>]) -> TraceReport {
     use std::fmt::Write as _;
     let p = &sc.loggp;
     let mut traffic = Vec::new();
@@ -1159,5 +1159,136 @@ pub fn build_loggp(sc: &Scenario, results: &[LogGpEntry<'_>]) -> LogGpReport {
         p.overhead_per_byte_ns,
         p.eager_limit_bytes
     );
-    LogGpReport { status, summary, table: head + &table, workload_files: files, sim_time_ps: end_ps }
+    TraceReport { status, summary, table: head + &table, workload_files: files, sim_time_ps: end_ps }
+}
+
+/// `summary.json`, the table and the files of GOAL traces run at flow level
+/// (`crate::goal_flow`): per entry the packet run's keys (each rank's end, the makespan, the
+/// critical path, matching), with `messages_verified` null (flow level carries no data), and
+/// the same files (`goal_ranks.csv`, `goal_ops_<traffic>.csv` with `ops = true`, the
+/// `chakra_*.csv` of chakra entries). A trace that cannot finish ends the run as stalled,
+/// naming where its ranks wait.
+pub fn build_flow_goal(sc: &Scenario, out: &crate::goal_flow::FlowGoalOutcome) -> TraceReport {
+    use std::fmt::Write as _;
+    let topo = &sc.topology;
+    let mut traffic = Vec::new();
+    let mut unfinished = Vec::new();
+    let mut wrong = Vec::new();
+    let mut goals = Vec::new();
+    let mut chakras = Vec::new();
+    let mut files = Vec::new();
+    let mut lines = String::new();
+    for ((ti, run), m) in out.runs.iter().zip(&out.messages) {
+        let crate::scenario::Traffic::Goal(g) = &sc.traffic[*ti] else { unreachable!("GOAL entries only") };
+        let r = run.result();
+        if !out.probe {
+            unfinished.extend(run.unfinished(*ti));
+        }
+        if r.mismatched_receives > 0 {
+            wrong.push(format!(
+                "goal traffic[{ti}]: {} receives got another message than MPI's matching names",
+                r.mismatched_receives
+            ));
+        }
+        let chakra = run.chakra_results();
+        let mut v = serde_json::to_value(&r).expect("json");
+        v["kind"] = json!(sc.traffic[*ti].kind());
+        v["background"] = json!(false);
+        chakra_summary(g, chakra.as_ref(), &mut v);
+        v["messages_verified"] = Value::Null;
+        v["completed"] = json!(m.fcts_ps.len());
+        v["fct_ps"] = fct_summary(m.fcts_ps.clone());
+        let span = m.last_end_ps.saturating_sub(m.first_start_ps);
+        v["throughput_gbps"] =
+            json!(if span > 0 { m.bytes_delivered as f64 * 8.0 / (span as f64 * 1e-12) / 1e9 } else { 0.0 });
+        traffic.push(v);
+        if let Some(c) = &chakra {
+            chakra_table_line(&mut lines, *ti, g, c);
+        }
+        if let Some(rt) = r.runtime_ps {
+            let _ = writeln!(
+                lines,
+                "goal       traffic[{ti}] {} ({} ranks, {} operations): runtime {:.3} us, critical path {:.3} us, {} messages, matching {}",
+                g.file,
+                r.ranks,
+                r.operations,
+                rt as f64 * 1e-6,
+                r.critical_path_ps.unwrap_or(0) as f64 * 1e-6,
+                r.messages,
+                if r.verified { "verified (flow level carries no data)" } else { "WRONG" }
+            );
+        }
+        if let Some(csv) = run.ops_csv() {
+            files.push((format!("goal_ops_{ti}.csv"), csv));
+        }
+        if let (Some(job), Some(c)) = (g.chakra.as_deref(), chakra) {
+            chakras.push((*ti, job, c));
+        }
+        goals.push((*ti, r));
+    }
+    files.insert(0, ("goal_ranks.csv".to_string(), goal_ranks_csv(&goals)));
+    let done: Vec<_> = chakras.iter().map(|(ti, j, c)| (*ti, *j, c)).collect();
+    files.extend(chakra_files(&done));
+    let (status, reason) = if out.probe {
+        (RunStatus::TimeLimit, Some("a probe: stopped before the flow backend timed anything".to_string()))
+    } else if let Some(e) = &out.error {
+        (RunStatus::Stalled, Some(format!("the flow backend refused a message: {e}")))
+    } else {
+        let u = (!unfinished.is_empty()).then(|| unfinished.join("; "));
+        let w = (!wrong.is_empty()).then(|| wrong.join("; "));
+        classify(&RunEnd::Drained, u.as_deref(), w.as_deref())
+    };
+    let count: u64 = out.messages.iter().map(|m| m.count).sum();
+    let completed: usize = out.messages.iter().map(|m| m.fcts_ps.len()).sum();
+    let summary = json!({
+        "scenario": sc.name,
+        "seed": sc.seed,
+        "status": status.as_str(),
+        "status_reason": reason,
+        "backend": sc.backend.name(),
+        "backend_reason": sc.backend_reason,
+        "sim_time_ps": out.end_ps,
+        "topology": {
+            "name": topo.name,
+            "hosts": topo.num_hosts(),
+            "switches": topo.num_switches(),
+            "links": topo.links.len(),
+            "ports": topo.num_ports(),
+        },
+        "network": {
+            "mtu_bytes": sc.net.mtu_bytes,
+            "header_bytes": sc.net.header_bytes,
+            "switch_latency_ps": sc.net.switch_latency_ps,
+            "buffer_bytes": sc.net.buffer_bytes,
+            // Fixed minimal paths at flow level, whatever network.routing says.
+            "routing": "Minimal",
+            "router": router_json(&sc.net.router),
+        },
+        "endpoint": endpoint_json(&sc.endpoint),
+        "messages": {
+            "count": count,
+            "completed": completed,
+        },
+        "traffic": traffic,
+        "flow": {
+            "contention_free": false,
+            "events": out.events,
+        },
+    });
+    let mut head = String::new();
+    let _ = writeln!(head, "scenario   {}  (seed {})", sc.name, sc.seed);
+    let _ = writeln!(
+        head,
+        "topology   {}: {} hosts, {} switches, {} links",
+        topo.name,
+        topo.num_hosts(),
+        topo.num_switches(),
+        topo.links.len()
+    );
+    let _ = writeln!(head, "status     {} at {:.3} us simulated", status.as_str(), out.end_ps as f64 * 1e-6);
+    if let Some(why) = &reason {
+        let _ = writeln!(head, "why        {why}");
+    }
+    let _ = writeln!(head, "backend    flow ({}), {} events", sc.backend_reason, out.events);
+    TraceReport { status, summary, table: head + &lines, workload_files: files, sim_time_ps: out.end_ps }
 }

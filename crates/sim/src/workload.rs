@@ -446,23 +446,9 @@ impl Workload for ScenarioWorkload {
                         }
                     }
                 }
-                Traffic::Goal(g) => {
+                Traffic::Goal(_) => {
                     let Some(run) = self.goals[ti].as_ref() else { continue };
-                    let stuck = run.unfinished_ranks();
-                    if !stuck.is_empty() {
-                        parts.push(format!(
-                            "goal traffic[{ti}] ({}): {} of {} ranks unfinished ({})",
-                            g.file,
-                            stuck.len(),
-                            g.hosts.len(),
-                            list_some(
-                                "rank",
-                                stuck.iter().map(|(rank, host, left, op)| format!(
-                                    "{rank} on host {host} with {left} operations left, at {op}"
-                                ))
-                            )
-                        ));
-                    }
+                    parts.extend(run.unfinished(ti));
                 }
                 Traffic::Collective { .. } => {
                     let Some(run) = self.runs[ti].as_ref() else { continue };
@@ -517,7 +503,7 @@ impl Workload for ScenarioWorkload {
         c.bytes_delivered += bytes;
         if let Some(run) = self.goals[ti].as_mut() {
             let was_done = run.is_done();
-            run.on_delivered(net, msg);
+            run.on_delivered(net, msg.0);
             if run.is_done() && !was_done {
                 self.goals_left -= 1;
                 if self.foreground_done() {
@@ -597,7 +583,7 @@ impl Workload for ScenarioWorkload {
 }
 
 /// `"host 2"`, `"hosts 2, 5, 7"` or `"hosts 2, 5, 7, 9 and 12 more"`: at most four names.
-fn list_some(noun: &str, items: impl Iterator<Item = String>) -> String {
+pub(crate) fn list_some(noun: &str, items: impl Iterator<Item = String>) -> String {
     let all: Vec<String> = items.collect();
     let shown = all.iter().take(4).cloned().collect::<Vec<_>>().join(", ");
     let more = if all.len() > 4 { format!(" and {} more", all.len() - 4) } else { String::new() };

@@ -290,3 +290,23 @@ fn several_goal_jobs_run_at_once_on_disjoint_hosts() {
         assert_eq!(t["verified"], true, "{t}");
     }
 }
+
+#[test]
+fn an_irequires_successor_of_a_receive_waits_on_the_critical_path_for_its_start_only() {
+    let d = dir("irequires");
+    // The calc may start as soon as the receive is posted (time 0), not when its message is in
+    // (about 85 µs later); it runs 200 µs and ends the run.
+    std::fs::write(
+        d.join("i.goal"),
+        "num_ranks 2\nrank 0 {\ns: send 1000000b to 1 tag 0\n}\nrank 1 {\nr: recv 1000000b from 0 tag 0\nc: calc 200000\nc irequires r\n}\n",
+    )
+    .unwrap();
+    let s =
+        run_in(&d, &format!("name = \"i\"\n{TOPO}[[traffic]]\nkind = \"goal\"\nfile = \"i.goal\"\nhosts = [0, 15]\n"))
+            .unwrap();
+    let t = &s["traffic"][0];
+    assert_eq!(s["status"], "completed", "{s}");
+    assert_eq!(t["runtime_ps"], 200_000_000, "{t}");
+    // The calc alone is the longest chain (the message ends before it).
+    assert_eq!(t["critical_path_ps"], t["runtime_ps"], "{t}");
+}
