@@ -772,7 +772,6 @@ pub fn build_flow(
     bytes: u64,
     r: Option<&reducelab_flow::FlowResult>,
 ) -> (Value, String) {
-    let topo = &sc.topology;
     let (status, reason) = match r {
         Some(_) => (RunStatus::Completed, None),
         None => (RunStatus::TimeLimit, Some("a probe: stopped at 1 ps, before the flow backend timed anything")),
@@ -781,14 +780,66 @@ pub fn build_flow(
     let r = r.unwrap_or(&zero);
     let goodput = (r.runtime_ps > 0).then(|| bytes as f64 * 8.0 / (r.runtime_ps as f64 * 1e-12) / 1e9);
     let runtime = (status == RunStatus::Completed).then_some(r.runtime_ps);
-    let summary = json!({
+    let summary = flow_summary(
+        sc,
+        status,
+        reason.as_deref(),
+        r.runtime_ps,
+        (r.messages, r.messages as usize),
+        json!([{
+            "kind": "collective",
+            "background": false,
+            "algorithm": algorithm,
+            "collective": "Allreduce",
+            "ranks": ranks,
+            "bytes": bytes,
+            "messages": r.messages,
+            "completed": r.messages,
+            "verified": Value::Null,
+            "mismatch": Value::Null,
+            "runtime_ps": runtime,
+            "goodput_gbps": goodput,
+            "buffer_bytes": sc.net.buffer_bytes,
+            "throughput_gbps": goodput.unwrap_or(0.0),
+        }]),
+        json!({
+            "contention_free": r.contention_free,
+            "events": r.events,
+        }),
+    );
+    let mut table = flow_head(sc, status, reason.as_deref(), r.runtime_ps);
+    let _ = writeln!(table, "backend    flow ({})", sc.backend_reason);
+    let _ = writeln!(
+        table,
+        "collective {algorithm} Allreduce on {ranks} ranks, {bytes} bytes: runtime {:.3} us, goodput {:.1} Gb/s, {} messages, not verified (flow level carries no data)",
+        r.runtime_ps as f64 * 1e-6,
+        goodput.unwrap_or(0.0),
+        r.messages
+    );
+    (summary, table)
+}
+
+/// `summary.json` of a flow-level run: what every flow run reports (scenario, status, backend,
+/// topology, network, endpoint, message counts `(count, completed)`) around its `traffic` and
+/// `flow` sections.
+fn flow_summary(
+    sc: &Scenario,
+    status: RunStatus,
+    reason: Option<&str>,
+    sim_time_ps: u64,
+    (count, completed): (u64, usize),
+    traffic: Value,
+    flow: Value,
+) -> Value {
+    let topo = &sc.topology;
+    json!({
         "scenario": sc.name,
         "seed": sc.seed,
         "status": status.as_str(),
         "status_reason": reason,
         "backend": sc.backend.name(),
         "backend_reason": sc.backend_reason,
-        "sim_time_ps": r.runtime_ps,
+        "sim_time_ps": sim_time_ps,
         "topology": {
             "name": topo.name,
             "hosts": topo.num_hosts(),
@@ -808,53 +859,33 @@ pub fn build_flow(
         },
         "endpoint": endpoint_json(&sc.endpoint),
         "messages": {
-            "count": r.messages,
-            "completed": r.messages,
+            "count": count,
+            "completed": completed,
         },
-        "traffic": [{
-            "kind": "collective",
-            "background": false,
-            "algorithm": algorithm,
-            "collective": "Allreduce",
-            "ranks": ranks,
-            "bytes": bytes,
-            "messages": r.messages,
-            "completed": r.messages,
-            "verified": Value::Null,
-            "mismatch": Value::Null,
-            "runtime_ps": runtime,
-            "goodput_gbps": goodput,
-            "buffer_bytes": sc.net.buffer_bytes,
-            "throughput_gbps": goodput.unwrap_or(0.0),
-        }],
-        "flow": {
-            "contention_free": r.contention_free,
-            "events": r.events,
-        },
-    });
-    let mut table = String::new();
-    let _ = writeln!(table, "scenario   {}  (seed {})", sc.name, sc.seed);
+        "traffic": traffic,
+        "flow": flow,
+    })
+}
+
+/// The first lines of a flow-level run's table: scenario, topology, status and why.
+fn flow_head(sc: &Scenario, status: RunStatus, reason: Option<&str>, end_ps: u64) -> String {
+    use std::fmt::Write as _;
+    let topo = &sc.topology;
+    let mut head = String::new();
+    let _ = writeln!(head, "scenario   {}  (seed {})", sc.name, sc.seed);
     let _ = writeln!(
-        table,
+        head,
         "topology   {}: {} hosts, {} switches, {} links",
         topo.name,
         topo.num_hosts(),
         topo.num_switches(),
         topo.links.len()
     );
-    let _ = writeln!(table, "status     {} at {:.3} us simulated", status.as_str(), r.runtime_ps as f64 * 1e-6);
+    let _ = writeln!(head, "status     {} at {:.3} us simulated", status.as_str(), end_ps as f64 * 1e-6);
     if let Some(why) = reason {
-        let _ = writeln!(table, "why        {why}");
+        let _ = writeln!(head, "why        {why}");
     }
-    let _ = writeln!(table, "backend    flow ({})", sc.backend_reason);
-    let _ = writeln!(
-        table,
-        "collective {algorithm} Allreduce on {ranks} ranks, {bytes} bytes: runtime {:.3} us, goodput {:.1} Gb/s, {} messages, not verified (flow level carries no data)",
-        r.runtime_ps as f64 * 1e-6,
-        goodput.unwrap_or(0.0),
-        r.messages
-    );
-    (summary, table)
+    head
 }
 
 #[cfg(test)]
@@ -1170,7 +1201,6 @@ pub fn build_loggp(sc: &Scenario, results: &[LogGpEntry<'_>]) -> TraceReport {
 /// naming where its ranks wait.
 pub fn build_flow_goal(sc: &Scenario, out: &crate::goal_flow::FlowGoalOutcome) -> TraceReport {
     use std::fmt::Write as _;
-    let topo = &sc.topology;
     let mut traffic = Vec::new();
     let mut unfinished = Vec::new();
     let mut wrong = Vec::new();
@@ -1240,55 +1270,16 @@ pub fn build_flow_goal(sc: &Scenario, out: &crate::goal_flow::FlowGoalOutcome) -
     };
     let count: u64 = out.messages.iter().map(|m| m.count).sum();
     let completed: usize = out.messages.iter().map(|m| m.fcts_ps.len()).sum();
-    let summary = json!({
-        "scenario": sc.name,
-        "seed": sc.seed,
-        "status": status.as_str(),
-        "status_reason": reason,
-        "backend": sc.backend.name(),
-        "backend_reason": sc.backend_reason,
-        "sim_time_ps": out.end_ps,
-        "topology": {
-            "name": topo.name,
-            "hosts": topo.num_hosts(),
-            "switches": topo.num_switches(),
-            "links": topo.links.len(),
-            "ports": topo.num_ports(),
-        },
-        "network": {
-            "mtu_bytes": sc.net.mtu_bytes,
-            "header_bytes": sc.net.header_bytes,
-            "switch_latency_ps": sc.net.switch_latency_ps,
-            "buffer_bytes": sc.net.buffer_bytes,
-            // Fixed minimal paths at flow level, whatever network.routing says.
-            "routing": "Minimal",
-            "router": router_json(&sc.net.router),
-        },
-        "endpoint": endpoint_json(&sc.endpoint),
-        "messages": {
-            "count": count,
-            "completed": completed,
-        },
-        "traffic": traffic,
-        "flow": {
-            "contention_free": false,
-            "events": out.events,
-        },
-    });
-    let mut head = String::new();
-    let _ = writeln!(head, "scenario   {}  (seed {})", sc.name, sc.seed);
-    let _ = writeln!(
-        head,
-        "topology   {}: {} hosts, {} switches, {} links",
-        topo.name,
-        topo.num_hosts(),
-        topo.num_switches(),
-        topo.links.len()
+    let summary = flow_summary(
+        sc,
+        status,
+        reason.as_deref(),
+        out.end_ps,
+        (count, completed),
+        Value::Array(traffic),
+        json!({ "contention_free": false, "events": out.events }),
     );
-    let _ = writeln!(head, "status     {} at {:.3} us simulated", status.as_str(), out.end_ps as f64 * 1e-6);
-    if let Some(why) = &reason {
-        let _ = writeln!(head, "why        {why}");
-    }
+    let mut head = flow_head(sc, status, reason.as_deref(), out.end_ps);
     let _ = writeln!(head, "backend    flow ({}), {} events", sc.backend_reason, out.events);
     TraceReport { status, summary, table: head + &lines, workload_files: files, sim_time_ps: out.end_ps }
 }
