@@ -3,39 +3,17 @@
 //! `reducelab_chakra::fuzz::chakra_et`. A short deterministic fuzzing run on every test run; the
 //! coverage-guided one is `cargo +nightly fuzz run chakra_et` (fuzz/README.md).
 
+#[path = "../../../fuzz/corpus_replay.rs"]
+mod corpus_replay;
+
+use corpus_replay::{corpus, Xs};
 use reducelab_chakra::fuzz::chakra_et;
 use reducelab_chakra::read_et;
 use std::panic::catch_unwind;
-use std::path::Path;
-
-/// xorshift64*: the test's seeded stream.
-struct Xs(u64);
-
-impl Xs {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
-    }
-}
-
-fn corpus() -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/chakra_et");
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| {
-            let p = e.unwrap().path();
-            (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap())
-        })
-        .collect();
-    files.sort();
-    files
-}
 
 #[test]
 fn the_corpus_passes_the_fuzz_target() {
-    let files = corpus();
+    let files = corpus("chakra_et");
     assert!(files.len() >= 4, "{files:?}");
     for (name, data) in &files {
         read_et(data).unwrap_or_else(|e| panic!("{name}: {e:?}"));
@@ -73,7 +51,7 @@ fn mutant(rng: &mut Xs, data: &[u8]) -> Vec<u8> {
 #[test]
 fn seeded_mutants_of_the_corpus_pass_the_fuzz_target() {
     const MUTANTS: usize = 30_000;
-    let seeds: Vec<Vec<u8>> = corpus().into_iter().map(|(_, d)| d).collect();
+    let seeds: Vec<Vec<u8>> = corpus("chakra_et").into_iter().map(|(_, d)| d).collect();
     let mut rng = Xs(0xC4A7_F022);
     let (mut read, mut failures) = (0usize, Vec::new());
     for k in 0..MUTANTS {

@@ -3,26 +3,13 @@
 //! `reducelab_goal::fuzz::goal_text`. A short deterministic fuzzing run on every test run; the
 //! coverage-guided one is `cargo +nightly fuzz run goal_text` (fuzz/README.md).
 
-mod common;
+#[path = "../../../fuzz/corpus_replay.rs"]
+mod corpus_replay;
 
-use common::Xs;
+use corpus_replay::{corpus, Xs};
 use reducelab_goal::fuzz::goal_text;
 use reducelab_goal::{check, parse_str};
 use std::panic::catch_unwind;
-use std::path::Path;
-
-fn corpus() -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/goal_text");
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| {
-            let p = e.unwrap().path();
-            (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap())
-        })
-        .collect();
-    files.sort();
-    files
-}
 
 /// Inputs that once broke a property, kept so they stay fixed.
 const REGRESSIONS: &[&str] = &[
@@ -35,7 +22,7 @@ const REGRESSIONS: &[&str] = &[
 
 #[test]
 fn the_corpus_passes_the_fuzz_target() {
-    let files = corpus();
+    let files = corpus("goal_text");
     assert!(files.len() >= 8, "{files:?}");
     let mut checked = 0;
     for (name, data) in &files {
@@ -107,7 +94,7 @@ fn mutant(rng: &mut Xs, data: &[u8]) -> Vec<u8> {
 #[test]
 fn seeded_mutants_of_the_corpus_pass_the_fuzz_target() {
     const MUTANTS: usize = 100_000;
-    let seeds: Vec<Vec<u8>> = corpus().into_iter().map(|(_, d)| d).collect();
+    let seeds: Vec<Vec<u8>> = corpus("goal_text").into_iter().map(|(_, d)| d).collect();
     let mut rng = Xs(0x60A1_7E47);
     let (mut parsed, mut failures) = (0usize, Vec::new());
     for k in 0..MUTANTS {

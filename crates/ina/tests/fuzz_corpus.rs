@@ -4,36 +4,13 @@
 //! own body, `reducelab_ina::fuzz::<target>`. A short deterministic fuzzing run on every test
 //! run; the coverage-guided one is `cargo +nightly fuzz run <target>` (fuzz/README.md).
 
+#[path = "../../../fuzz/corpus_replay.rs"]
+mod corpus_replay;
+
+use corpus_replay::{corpus, Xs};
 use reducelab_ina::fuzz::{canary_header, pool_frame};
 use reducelab_ina::wire::WireHeader;
 use std::panic::catch_unwind;
-use std::path::Path;
-
-/// The corpus files of `target`, by name.
-fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus").join(target);
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| {
-            let p = e.unwrap().path();
-            (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap())
-        })
-        .collect();
-    files.sort();
-    files
-}
-
-/// xorshift64*: the mutants' seeded stream (this crate has no RNG of its own).
-struct Xs(u64);
-
-impl Xs {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
-    }
-}
 
 /// One to four byte-level edits of `data`: bit flips, boundary bytes, random bytes,
 /// insertions, deletions, truncation, appended bytes.

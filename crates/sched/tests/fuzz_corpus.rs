@@ -3,34 +3,12 @@
 //! target's own body, `reducelab_sched::fuzz::msccl_xml`. The coverage-guided run is `cargo
 //! +nightly fuzz run msccl_import` (fuzz/README.md).
 
+#[path = "../../../fuzz/corpus_replay.rs"]
+mod corpus_replay;
+
+use corpus_replay::{corpus, Xs};
 use reducelab_sched::fuzz::msccl_xml;
 use std::panic::catch_unwind;
-use std::path::Path;
-
-fn corpus() -> Vec<(String, Vec<u8>)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/msccl_import");
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| {
-            let p = e.unwrap().path();
-            (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap())
-        })
-        .collect();
-    files.sort();
-    files
-}
-
-/// xorshift64*: the mutants' seeded stream.
-struct Xs(u64);
-
-impl Xs {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
-    }
-}
 
 /// Tokens worth splicing into MSCCL XML: step types, buffers, numbers, markup.
 const TOKENS: &[&str] = &[
@@ -95,7 +73,7 @@ fn mutant(rng: &mut Xs, data: &[u8]) -> Vec<u8> {
 
 #[test]
 fn the_corpus_passes_the_fuzz_target() {
-    let files = corpus();
+    let files = corpus("msccl_import");
     assert!(files.len() >= 4, "{:?}", files.iter().map(|f| &f.0).collect::<Vec<_>>());
     for (name, data) in &files {
         // The seeds are accepted programs: they reach the replay, the levels and the checker.
@@ -108,7 +86,7 @@ fn the_corpus_passes_the_fuzz_target() {
 #[test]
 fn seeded_mutants_of_the_corpus_pass_the_fuzz_target() {
     const MUTANTS: usize = 20_000;
-    let seeds: Vec<Vec<u8>> = corpus().into_iter().map(|(_, d)| d).collect();
+    let seeds: Vec<Vec<u8>> = corpus("msccl_import").into_iter().map(|(_, d)| d).collect();
     let mut rng = Xs(0x3CC1_1B0F);
     let (mut accepted, mut parsed, mut failures) = (0usize, 0usize, Vec::new());
     for k in 0..MUTANTS {

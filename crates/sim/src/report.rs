@@ -783,7 +783,7 @@ pub fn build_flow(
     let summary = flow_summary(
         sc,
         status,
-        reason.as_deref(),
+        reason,
         r.runtime_ps,
         (r.messages, r.messages as usize),
         json!([{
@@ -807,7 +807,7 @@ pub fn build_flow(
             "events": r.events,
         }),
     );
-    let mut table = flow_head(sc, status, reason.as_deref(), r.runtime_ps);
+    let mut table = flow_head(sc, status, reason, r.runtime_ps);
     let _ = writeln!(table, "backend    flow ({})", sc.backend_reason);
     let _ = writeln!(
         table,

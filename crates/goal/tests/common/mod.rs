@@ -3,17 +3,10 @@
 
 use std::fmt::Write;
 
-/// xorshift64*: the tests' seeded stream.
-pub struct Xs(pub u64);
-
-impl Xs {
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
-    }
-}
+/// The tests' seeded stream (xorshift64*), the fuzz-corpus tests' own.
+#[path = "../../../../fuzz/corpus_replay.rs"]
+mod corpus_replay;
+pub use corpus_replay::Xs;
 
 /// One operation of a generated trace.
 #[derive(Clone, Debug)]
