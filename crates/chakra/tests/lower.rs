@@ -3,20 +3,11 @@
 //! every collective instance is there, every dependency holds in the times, the results add up,
 //! and the same files give the same trace and times.
 
-use reducelab_chakra::{lower, read_et, Algorithms, AttrValue, CommEngine, CommType, EtFile, EtWriter, Node, NodeType};
+mod common;
+
+use common::{job_files, Xs};
+use reducelab_chakra::{lower, read_et, Algorithms, AttrValue, CommEngine, CommType, EtFile, Node, NodeType};
 use reducelab_goal::{check, simulate, LogGpParams, OpId, Rank};
-
-/// xorshift64*: the test's seeded stream.
-struct Xs(u64);
-
-impl Xs {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
-    }
-}
 
 struct Job {
     ranks: Vec<Vec<Node>>,
@@ -103,18 +94,6 @@ fn random_job(rng: &mut Xs) -> Job {
     Job { ranks, collectives, compute_us }
 }
 
-fn files(job: &Job) -> Vec<(String, EtFile)> {
-    job.ranks
-        .iter()
-        .enumerate()
-        .map(|(r, nodes)| {
-            let mut w = EtWriter::new("1.0.0");
-            nodes.iter().for_each(|n| _ = w.node(n));
-            (format!("job.{r}.et"), read_et(&w.finish()).unwrap())
-        })
-        .collect()
-}
-
 #[test]
 fn random_jobs_lower_and_run_to_completion_deterministically() {
     let mut rng = Xs(0xC4A7_0001);
@@ -123,10 +102,10 @@ fn random_jobs_lower_and_run_to_completion_deterministically() {
     let (mut runs, mut colls, mut p2p) = (0, 0, 0);
     for case in 0..150 {
         let job = random_job(&mut rng);
-        let f = files(&job);
+        let f = job_files(&job.ranks);
         let lowered =
             lower(&f, &algorithms, CommEngine::SharedWithCompute).unwrap_or_else(|e| panic!("case {case}: {e}"));
-        let again = lower(&files(&job), &algorithms, CommEngine::SharedWithCompute).unwrap();
+        let again = lower(&job_files(&job.ranks), &algorithms, CommEngine::SharedWithCompute).unwrap();
         assert_eq!(lowered.trace, again.trace, "case {case}: lowering is deterministic");
         let t = &lowered.trace;
         let ct = check(t).unwrap_or_else(|e| panic!("case {case}: {e}"));

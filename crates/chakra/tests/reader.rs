@@ -1,6 +1,9 @@
 //! The reader on hand-encoded protobuf, and every kind of bad input: each error names the file,
 //! the node id or byte offset, and the reason.
 
+mod common;
+
+use common::job_files;
 use reducelab_chakra::{
     lower, read_et, Algorithms, AttrValue, ChakraError, CommEngine, CommType, EtFile, EtWriter, Node, NodeType,
 };
@@ -174,20 +177,8 @@ fn p2p(id: u64, send: bool, peer: i32, bytes: i64) -> Node {
     Node::new(id, "p", t).with_attr(key, AttrValue::Int32(peer)).with_attr("comm_size", AttrValue::Int64(bytes))
 }
 
-fn job(ranks: &[Vec<Node>]) -> Vec<(String, EtFile)> {
-    ranks
-        .iter()
-        .enumerate()
-        .map(|(r, nodes)| {
-            let mut w = EtWriter::new("1.0.0");
-            nodes.iter().for_each(|n| _ = w.node(n));
-            (format!("job.{r}.et"), read_et(&w.finish()).unwrap())
-        })
-        .collect()
-}
-
 fn lower_err(ranks: &[Vec<Node>]) -> String {
-    lower(&job(ranks), &Algorithms::default(), CommEngine::Own).unwrap_err().to_string()
+    lower(&job_files(ranks), &Algorithms::default(), CommEngine::Own).unwrap_err().to_string()
 }
 
 #[test]
@@ -254,7 +245,7 @@ fn collectives_must_match_across_ranks_and_messages_must_match() {
     assert_eq!(e, "job.0.et: node 2: COMM_SEND_NODE from rank 0 to rank 1 with tag 0: no matching COMM_RECV_NODE (2 sends, 1 receives on that channel)");
     let mut algos = Algorithms::default();
     algos.set(CommType::AllReduce, "warp-drive");
-    let e = lower(&job(&[vec![ar(1, 64)], vec![ar(1, 64)]]), &algos, CommEngine::Own).unwrap_err().to_string();
+    let e = lower(&job_files(&[vec![ar(1, 64)], vec![ar(1, 64)]]), &algos, CommEngine::Own).unwrap_err().to_string();
     assert!(e.starts_with("job.0.et: node 1: ALL_REDUCE with algorithm \"warp-drive\":"), "{e}");
 }
 

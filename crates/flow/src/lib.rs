@@ -1109,17 +1109,23 @@ impl<'t> FlowNet<'t> {
         if at_ps < self.eng.now || at_ps.is_nan() {
             return Err(format!("a message started at {at_ps} ps, before the last event at {} ps", self.eng.now));
         }
+        let m = self.route(from, to, bytes)?;
+        let id = self.msgs.len() as u32;
+        self.eng.start(&self.fab, &m, (0, id, 0), at_ps);
+        self.msgs.push(m);
+        Ok(FlowMsgId(id))
+    }
+
+    /// A message from `from` to `to` on the topology's default path (and, for a rendezvous, the
+    /// path back).
+    fn route(&mut self, from: u32, to: u32, bytes: u64) -> Result<RoutedMsg, String> {
         let (topo, cfg) = (self.topo, &self.cfg);
         let p = self.paths.lookup(topo, cfg, &mut self.router, &mut self.fab, (from, to, NO_PORT), None)?;
         let back = match self.fab.rendezvous(bytes) && p.1 > 0 {
             true => Some(self.paths.lookup(topo, cfg, &mut self.router, &mut self.fab, (to, from, NO_PORT), None)?),
             false => None,
         };
-        let m = routed_msg(&self.fab, cfg, (from, to, NO_PORT), bytes, p, back);
-        let id = self.msgs.len() as u32;
-        self.eng.start(&self.fab, &m, (0, id, 0), at_ps);
-        self.msgs.push(m);
-        Ok(FlowMsgId(id))
+        Ok(routed_msg(&self.fab, cfg, (from, to, NO_PORT), bytes, p, back))
     }
 
     /// The time of the next event, if a message is in flight.
@@ -1153,13 +1159,7 @@ impl<'t> FlowNet<'t> {
     /// A lone message's time from its start to its delivery on an idle network (no endpoint
     /// overheads queued): what the contention-free recurrence charges it.
     pub fn lone_message_ps(&mut self, from: u32, to: u32, bytes: u64) -> Result<f64, String> {
-        let (topo, cfg) = (self.topo, &self.cfg);
-        let p = self.paths.lookup(topo, cfg, &mut self.router, &mut self.fab, (from, to, NO_PORT), None)?;
-        let back = match self.fab.rendezvous(bytes) && p.1 > 0 {
-            true => Some(self.paths.lookup(topo, cfg, &mut self.router, &mut self.fab, (to, from, NO_PORT), None)?),
-            false => None,
-        };
-        let m = routed_msg(&self.fab, cfg, (from, to, NO_PORT), bytes, p, back);
+        let m = self.route(from, to, bytes)?;
         if m.path.1 == 0 {
             return Ok(0.0);
         }

@@ -162,20 +162,25 @@ fn run_loggp(sc: &Scenario, probe: bool) -> Result<RunOutput, ScenarioError> {
         }
         results.push((ti, g, r));
     }
-    let out = report::build_loggp(sc, &results);
-    Ok(RunOutput {
-        status: out.status,
-        summary_json: serde_json::to_string_pretty(&out.summary).expect("json") + "\n",
-        files: out.workload_files,
-        table: out.table,
+    Ok(trace_output(report::build_loggp(sc, &results), t0, events))
+}
+
+/// The output of a run of traces without packets (LogGP, flow): its report and its engine's
+/// events.
+fn trace_output(r: report::TraceReport, t0: Instant, events: u64) -> RunOutput {
+    RunOutput {
+        status: r.status,
+        summary_json: serde_json::to_string_pretty(&r.summary).expect("json") + "\n",
+        files: r.workload_files,
+        table: r.table,
         stats: EngineStats {
             wall_seconds: t0.elapsed().as_secs_f64(),
             events,
             packets: 0,
             packet_hops: 0,
-            sim_time_ps: out.sim_time_ps,
+            sim_time_ps: r.sim_time_ps,
         },
-    })
+    }
 }
 
 /// Runs a scenario whose backend resolved to flow: its GOAL and Chakra traces on one flow
@@ -185,20 +190,7 @@ fn run_flow(sc: &Scenario, probe: bool) -> Result<RunOutput, ScenarioError> {
     let t0 = Instant::now();
     if matches!(sc.traffic.first(), Some(Traffic::Goal(_))) {
         let out = goal_flow::run(sc, probe);
-        let r = report::build_flow_goal(sc, &out);
-        return Ok(RunOutput {
-            status: r.status,
-            summary_json: serde_json::to_string_pretty(&r.summary).expect("json") + "\n",
-            files: r.workload_files,
-            table: r.table,
-            stats: EngineStats {
-                wall_seconds: t0.elapsed().as_secs_f64(),
-                events: out.events,
-                packets: 0,
-                packet_hops: 0,
-                sim_time_ps: r.sim_time_ps,
-            },
-        });
+        return Ok(trace_output(report::build_flow_goal(sc, &out), t0, out.events));
     }
     let Some(Traffic::Collective { hosts, bytes, algorithm, plan: Some(plan), .. }) = sc.traffic.first() else {
         unreachable!("a scenario resolves to flow only with one collective whose plan is built");
