@@ -231,6 +231,7 @@ impl<'p> Switch<'p> {
         self.cpu0 = thread_cpu_s();
         let end = self.opts.duration.map(|d| self.epoch + d);
         let mut idle = false;
+        let mut busy_turns = 0u32;
         loop {
             if stop.load(Ordering::Relaxed) || end.is_some_and(|e| Instant::now() >= e) {
                 break;
@@ -249,9 +250,19 @@ impl<'p> Switch<'p> {
                     wait = wait.min(h.due.saturating_duration_since(Instant::now()));
                 }
                 udp::poll_readable(&self.socks, wait, &mut ready);
+            } else {
+                // Busy: the sockets that had datagrams are read again, and every
+                // `udp::BUSY_POLL_TURNS` turns one ppoll that does not wait looks at the others too,
+                // so a port that went quiet for one turn is not starved while the rest stay busy
+                // (a retransmission storm on one port kept another's packets unread, and a job
+                // stalled for good).
+                busy_turns += 1;
+                if busy_turns % udp::BUSY_POLL_TURNS == 0 && ready.iter().any(|r| !r) {
+                    udp::poll_readable(&self.socks, Duration::ZERO, &mut ready);
+                }
             }
-            // While busy, only the sockets that had datagrams last turn are read again (one
-            // system call each); the others wait for the next ppoll, which is level-triggered.
+            // While busy, the sockets that had datagrams last turn are read again (one system
+            // call each); the others wait for the next ppoll, which is level-triggered.
             idle = true;
             for (p, is_ready) in ready.iter_mut().enumerate() {
                 if !*is_ready {

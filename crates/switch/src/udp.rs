@@ -24,6 +24,10 @@ const SOL_UDP: libc::c_int = 17;
 const UDP_SEGMENT: libc::c_int = 103;
 const UDP_GRO: libc::c_int = 104;
 
+/// A busy switch loop (some socket had datagrams last turn) looks at every socket with a
+/// ppoll that does not wait once per this many turns, so no port starves behind busy ones.
+pub const BUSY_POLL_TURNS: u32 = 8;
+
 /// Datagrams in one GSO send (the kernel's `UDP_MAX_SEGMENTS` is 64 on older kernels, 128 now).
 pub const MAX_SEGMENTS: usize = 64;
 /// Payload bytes of one GSO send (an IP packet's 64 KiB, less headers, with margin).
