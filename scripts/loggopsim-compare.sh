@@ -13,7 +13,9 @@
 # runs `txt2bin` + `LogGOPSim -f` and `loggp` with the same default parameters (L=2500 o=1500 g=1000
 # G=6 O=0 S=65535), and prints: case, ranks, operations, LogGOPSim's maximum finishing time, ours,
 # the difference; with 16 ranks or fewer LogGOPSim prints every host's end time and those are
-# compared too ("hosts" column). --random N (default 200; 0 for none) also runs the N random traces
+# compared too ("hosts" column). The "binary" column checks our reader and writer of LogGOPSim's
+# binary form: `loggp --write-binary` must write the bytes txt2bin wrote, and `loggp` on txt2bin's
+# file must print what it prints on the text ("same"; else "bytes" or "run" says which differs). --random N (default 200; 0 for none) also runs the N random traces
 # of crates/goal's property tests (dependency graphs on 2-6 ranks with calc, irequires, several
 # tags; bursts on 2-11 ranks with two CPUs and NICs and rendezvous sizes) and counts those whose
 # per-host end times differ. --cases keeps the cases whose name matches the
@@ -80,7 +82,7 @@ cases=(
     "allreduce-ring-2groups-4KiB|allreduce --ptrn ring --datasize 4096 --num_comm_groups 2"
 )
 
-printf '%-30s %6s %10s %16s %16s %8s %6s\n' case ranks ops LogGOPSim ours diff hosts
+printf '%-30s %6s %10s %16s %16s %8s %6s %6s\n' case ranks ops LogGOPSim ours diff hosts binary
 status=0
 for c in "${cases[@]}"; do
     name=${c%%|*}
@@ -105,6 +107,12 @@ from additional_microbenchmarks import *; P = $p; ${call}.write_goal(fh=open('$g
         "$build/txt2bin" -i "$g" -o "$g.bin" >/dev/null
         theirs=$("$build/LogGOPSim" -f "$g.bin")
         ours=$("$loggp" "$g")
+        "$loggp" "$g" --write-binary "$g.ours.bin"
+        binary="same"
+        cmp -s "$g.bin" "$g.ours.bin" || binary="bytes"
+        [[ "$("$loggp" "$g.bin")" == "$ours" ]] || binary="run"
+        [[ $binary == same ]] || status=1
+        rm -f "$g.ours.bin"
         ops=$(echo "$ours" | sed -n 's/^Critical path: .*; \([0-9]*\) operations.*/\1/p')
         if echo "$theirs" | grep -q '^Maximum finishing time'; then
             t=$(echo "$theirs" | sed -n 's/^Maximum finishing time at host [0-9]*: \([0-9]*\).*/\1/p')
@@ -126,7 +134,7 @@ from additional_microbenchmarks import *; P = $p; ${call}.write_goal(fh=open('$g
         fi
         d=$((o - t))
         [[ $d -eq 0 ]] || status=1
-        printf '%-30s %6s %10s %16s %16s %8s %6s\n' "$name" "$p" "$ops" "$t" "$o" "$d" "$hosts"
+        printf '%-30s %6s %10s %16s %16s %8s %6s %6s\n' "$name" "$p" "$ops" "$t" "$o" "$d" "$hosts" "$binary"
         rm -f "$g.bin"
         [[ -n "$keep" ]] || rm -f "$g"
     done
@@ -138,8 +146,15 @@ if [[ $random -gt 0 ]]; then
         cargo test --release -q -p reducelab-goal --test loggp -- --ignored write_random_traces >/dev/null)
     same=0
     differ=0
+    bin_differ=0
     for g in "$work"/random/*.goal; do
         "$build/txt2bin" -i "$g" -o "$g.bin" >/dev/null
+        "$loggp" "$g" --write-binary "$g.ours.bin"
+        if ! cmp -s "$g.bin" "$g.ours.bin" || [[ "$("$loggp" "$g.bin")" != "$("$loggp" "$g")" ]]; then
+            bin_differ=$((bin_differ + 1))
+            echo "random trace's binary form differs (bytes or run): $g"
+            status=1
+        fi
         if diff <("$build/LogGOPSim" -f "$g.bin" | grep '^Host ') <("$loggp" "$g" | grep '^Host ') >/dev/null; then
             same=$((same + 1))
         else
@@ -148,6 +163,6 @@ if [[ $random -gt 0 ]]; then
             status=1
         fi
     done
-    echo "random traces: $same with the same end time on every host, $differ differ"
+    echo "random traces: $same with the same end time on every host, $differ differ; binary form: $bin_differ differ"
 fi
 exit $status

@@ -3,7 +3,9 @@
 //! every rank and `Maximum finishing time at host h: t`), then the critical path's length; with
 //! `--ops`, every operation's start and end. `--parse-only` stops after parsing and prints the
 //! trace's size (operations, dependencies, heap bytes per operation). `--timing` prints the phase times
-//! (parse, check, simulate) to stderr. Errors go to stderr with exit status 1.
+//! (parse, check, simulate) to stderr. `--write-binary OUT` writes the trace in LogGOPSim's binary
+//! form (what `txt2bin` writes) and stops. FILE may be text or binary. Errors go to stderr with exit
+//! status 1.
 
 use reducelab_goal::{check, parse_file, simulate, LogGpParams, OpId, Rank};
 use std::io::Write;
@@ -25,8 +27,13 @@ fn run() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let mut p = LogGpParams::default();
     let (mut file, mut ops, mut parse_only, mut timing) = (None, false, false, false);
+    let mut write_binary: Option<PathBuf> = None;
     while let Some(a) = args.next() {
         let field = match a.as_str() {
+            "--write-binary" => {
+                write_binary = Some(PathBuf::from(args.next().ok_or("--write-binary needs a file")?));
+                continue;
+            }
             "--ops" => {
                 ops = true;
                 continue;
@@ -62,6 +69,10 @@ fn run() -> Result<(), String> {
     let clock = Instant::now();
     let trace = parse_file(&file).map_err(|e| e.to_string())?;
     let parsed = clock.elapsed();
+    if let Some(out) = write_binary {
+        let bytes = reducelab_goal::write_binary(&trace);
+        return std::fs::write(&out, bytes).map_err(|e| format!("{}: {e}", out.display()));
+    }
     if parse_only {
         println!(
             "{} ranks, {} operations, {} dependencies, {} heap bytes ({:.1} bytes per operation); parsed in {:.3} s",

@@ -8,7 +8,7 @@
 //! (`requires` before `irequires`), as the parser keeps file order. Built operations have no
 //! input line ([`Trace::line`] is 0).
 
-use crate::trace::{OpKind, Rank, Trace, MAX_OPS, MAX_RANKS, START_DEP};
+use crate::trace::{OpKind, Rank, Trace, ANY_SOURCE, MAX_OPS, MAX_RANKS, START_DEP};
 use crate::{GoalError, OpId};
 
 /// Builds a [`Trace`] (module docs).
@@ -31,7 +31,7 @@ impl TraceBuilder {
 
     /// Adds an operation to `rank`, which must be the rank of the last operation added or a
     /// later one. `size` is bytes for `send`/`recv`, ns for `calc`; `peer` the destination of a
-    /// send or the source of a receive (0 for a calc); `label` empty or `[a-zA-Z][a-zA-Z0-9_]*`.
+    /// send or the source of a receive ([`ANY_SOURCE`] for any; 0 for a calc); `label` empty or `[a-zA-Z][a-zA-Z0-9_]*`.
     #[allow(clippy::too_many_arguments)]
     pub fn op(
         &mut self,
@@ -54,7 +54,7 @@ impl TraceBuilder {
                 format!("rank {} after rank {current}: operations must be added in rank order", rank.0),
             ));
         }
-        if kind != OpKind::Calc && peer >= t.num_ranks {
+        if kind != OpKind::Calc && peer >= t.num_ranks && !(kind == OpKind::Recv && peer == ANY_SOURCE) {
             return Err(GoalError::new(0, format!("rank {}: peer {peer}: no such rank", rank.0)));
         }
         let ok_label = label.is_empty()
@@ -106,6 +106,10 @@ impl TraceBuilder {
         }
         self.edges.push((awaited.0, waiter.0 | if start { START_DEP } else { 0 }));
         Ok(())
+    }
+
+    pub fn num_ranks(&self) -> u32 {
+        self.t.num_ranks
     }
 
     /// Operations added so far.

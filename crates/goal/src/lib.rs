@@ -13,6 +13,8 @@
 //! - [`trace`]: the trace as a struct of arrays with typed indices ([`OpId`], [`Rank`]) and the
 //!   dependencies in one compressed sparse row; [`Trace::heap_bytes`] gives its size (about 31 bytes
 //!   per operation, plus its label's bytes, plus 4 per dependency).
+//! - [`binary`]: LogGOPSim's binary form (`txt2bin`'s output) → [`Trace`], and back. Every error
+//!   names the rank, the operation and the field. [`parse_file`] reads either form.
 //! - [`mod@build`]: a trace built in memory ([`TraceBuilder`]), for importers of other formats
 //!   (Chakra execution traces) that lower into GOAL.
 //! - [`mod@check`]: what can be proven before anything is timed — dependency cycles (naming the rank and
@@ -33,6 +35,7 @@
 //!   cycles and unmatched operations are errors; a run whose operations cannot all complete (a
 //!   deadlock across ranks) ends with an error naming the rank and label of the stuck operations.
 
+pub mod binary;
 pub mod build;
 pub mod check;
 #[doc(hidden)]
@@ -43,6 +46,7 @@ pub mod loggp;
 pub mod parse;
 pub mod trace;
 
+pub use binary::{parse_binary, write_binary};
 pub use build::TraceBuilder;
 pub use check::{check, CheckedTrace};
 pub use loggp::{simulate, LogGpParams, LogGpResult};

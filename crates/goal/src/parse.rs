@@ -40,11 +40,17 @@ pub fn parse_str(text: &str) -> Result<Trace, GoalError> {
     parse_reader(text.as_bytes())
 }
 
-/// Parses a GOAL file; errors name the file.
+/// Parses a GOAL file, text or LogGOPSim's binary form ([`crate::binary`], told apart by its first
+/// bytes); errors name the file.
 pub fn parse_file(path: &Path) -> Result<Trace, GoalError> {
-    let file = std::fs::File::open(path)
-        .map_err(|e| GoalError::new(0, format!("cannot open: {e}")).in_file(path.display().to_string()))?;
-    parse_reader(std::io::BufReader::with_capacity(1 << 20, file)).map_err(|e| e.in_file(path.display().to_string()))
+    let name = || path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|e| GoalError::new(0, format!("cannot open: {e}")).in_file(name()))?;
+    let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+    let head = input.fill_buf().map_err(|e| GoalError::new(0, format!("read error: {e}")).in_file(name()))?;
+    if crate::binary::is_binary(head) {
+        return crate::binary::parse_binary_file(input.get_mut()).map_err(|e| e.in_file(name()));
+    }
+    parse_reader(input).map_err(|e| e.in_file(name()))
 }
 
 /// Parses GOAL from a reader, one line at a time: the text is never held whole.

@@ -187,7 +187,9 @@ impl Trace {
         self.max_nic as usize + 1
     }
 
-    /// "rank 3: recv l17": how errors name an operation (their line says where it is).
+    /// "rank 3: recv l17": how errors name an operation (their line says where it is; an
+    /// operation with neither label nor line, from a binary schedule, is "rank 3: recv #17", its
+    /// index in the rank).
     pub fn describe(&self, op: OpId) -> String {
         let r = self.rank_of(op);
         let verb = match self.kind(op) {
@@ -196,7 +198,10 @@ impl Trace {
             OpKind::Calc => "calc",
         };
         let label = self.label(op);
-        if label.is_empty() {
+        if label.is_empty() && self.line(op) == 0 {
+            // Read from a binary schedule: no label, no line; its index in the rank names it.
+            format!("rank {}: {verb} #{}", r.0, op.0 - self.rank_start[r.index()])
+        } else if label.is_empty() {
             format!("rank {}: unlabelled {verb}", r.0)
         } else {
             format!("rank {}: {verb} {label}", r.0)

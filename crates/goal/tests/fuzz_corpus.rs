@@ -108,3 +108,52 @@ fn seeded_mutants_of_the_corpus_pass_the_fuzz_target() {
     // Edits leave many traces valid, so the checker and the simulation are exercised too.
     assert!(parsed > MUTANTS / 30, "only {parsed} of {MUTANTS} mutants parse");
 }
+
+/// The `goal_binary` target's corpus (fuzz/corpus/goal_binary/: the text seeds in the binary form)
+/// and seeded byte mutants of it: bit flips, small and extreme integers written over 1, 4 or 8
+/// bytes (counts, offsets, peers), truncation, deletions.
+#[test]
+fn the_binary_corpus_and_its_mutants_pass_the_fuzz_target() {
+    use reducelab_goal::fuzz::goal_binary;
+    use reducelab_goal::parse_binary;
+    let seeds: Vec<Vec<u8>> = corpus("goal_binary").into_iter().map(|(_, d)| d).collect();
+    assert!(seeds.len() >= 8);
+    for s in &seeds {
+        parse_binary(s).unwrap();
+        goal_binary(s);
+    }
+    const MUTANTS: usize = 50_000;
+    let mut rng = Xs(0xB1_4A27);
+    let (mut read, mut failures) = (0usize, Vec::new());
+    for k in 0..MUTANTS {
+        let mut v = seeds[k % seeds.len()].clone();
+        for _ in 0..1 + rng.below(3) {
+            let i = rng.below(v.len() as u64) as usize;
+            match rng.below(5) {
+                0 => v[i] ^= 1 << rng.below(8),
+                1 | 2 => {
+                    let w = [1usize, 4, 8][rng.below(3) as usize];
+                    let x: u64 = [0, 1, 2, 3, 38, 999, u32::MAX as u64, u64::MAX][rng.below(8) as usize];
+                    let end = (i + w).min(v.len());
+                    v[i..end].copy_from_slice(&x.to_le_bytes()[..end - i]);
+                }
+                3 => v.truncate(i),
+                _ => {
+                    let end = (i + 1 + rng.below(8) as usize).min(v.len());
+                    v.drain(i..end);
+                }
+            }
+            if v.is_empty() {
+                break;
+            }
+        }
+        read += parse_binary(&v).is_ok() as usize;
+        if catch_unwind(|| goal_binary(&v)).is_err() && failures.len() < 5 {
+            failures.push(format!("mutant {k}: {v:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "goal_binary failed on\n{}", failures.join("\n"));
+    // Overwrites of sizes, tags and CPUs leave many files readable: the checker and the
+    // simulation are reached too.
+    assert!(read > MUTANTS / 20, "only {read} of {MUTANTS} mutants read");
+}

@@ -1,7 +1,8 @@
 //! GOAL traces as traffic (`kind = "goal"`): the GOAL that ReduceLab exports for a registry
 //! algorithm and collective (allreduce, its halves, broadcast, reduce, all-to-all), run back
 //! through the importer on the packet engine, takes exactly the native collective's time (the
-//! round trip); placement, `eager_bytes`, stalls and bad traces.
+//! round trip, from the text and from LogGOPSim's binary form); placement, `eager_bytes`, stalls
+//! and bad traces.
 
 use reducelab_sched::algos::{build, Layout};
 use reducelab_sched::export::{to_goal, GoalOptions};
@@ -54,7 +55,7 @@ fn an_exported_schedule_run_as_goal_takes_the_native_collectives_time() {
         };
         let goal = to_goal(&s, &GoalOptions { size_bytes: bytes, elem_bytes: 4, calc_ns_per_byte: 0.0 }).unwrap();
         let file = format!("{algorithm}-{}-{p}.goal", collective.name());
-        std::fs::write(d.join(&file), goal).unwrap();
+        std::fs::write(d.join(&file), &goal).unwrap();
         let hosts: Vec<String> = (0..p).map(|h| h.to_string()).collect();
         let hosts = hosts.join(", ");
         let root = match collective {
@@ -85,6 +86,20 @@ fn an_exported_schedule_run_as_goal_takes_the_native_collectives_time() {
         assert_eq!(g["messages"], n["messages"], "{what}");
         // No calc: the critical path is a chain of messages, no longer than the run.
         assert!(g["critical_path_ps"].as_u64().unwrap() <= g["runtime_ps"].as_u64().unwrap());
+        // The same trace in LogGOPSim's binary form (what txt2bin writes) runs alike.
+        let bin = format!("{file}.bin");
+        let trace = reducelab_goal::parse_str(&goal).unwrap();
+        std::fs::write(d.join(&bin), reducelab_goal::write_binary(&trace)).unwrap();
+        let b = run_in(
+            &d,
+            &format!("name = \"g\"\n{TOPO}[[traffic]]\nkind = \"goal\"\nfile = \"{bin}\"\nhosts = [{hosts}]\n"),
+        )
+        .unwrap();
+        let b = &b["traffic"][0];
+        assert_eq!(b["verified"], true, "{what}, binary: {b}");
+        for k in ["runtime_ps", "messages", "critical_path_ps"] {
+            assert_eq!(b[k], g[k], "{what}: {k} from the binary form");
+        }
         checked += 1;
     }
     assert_eq!(checked, cases.len());
