@@ -48,6 +48,9 @@ programs=(
     "allgather_allpairs|8 1"
     "allgather_recursive_doubling|8 1"
     "alltoall_allpairs|8 1"
+    "alltoall_allpairs|4 2"
+    "alltoall_a100_two_step|2 4"
+    "alltoall_a100_three_step|2 4 1"
 )
 printf '%-44s %-16s %-6s %s\n' program arguments ngpus result
 for entry in "${programs[@]}"; do

@@ -622,6 +622,43 @@ pub fn allpairs_allreduce(p: u32) -> Schedule {
     s
 }
 
+/// An all-pairs all-to-all in MSCCL XML, as msccl-tools' `alltoall_allpairs` program writes
+/// it (out of place, `c` chunks per pair): every rank sends its input chunks for each peer
+/// straight to it, receives the peer's into its output, and copies its own chunks from input to
+/// output. The IR cannot export an all-to-all to MSCCL (its blocks keep one index, MSCCL's move
+/// from input to output), so this program is written directly; the importer reads it back.
+pub fn allpairs_alltoall_xml(p: u32, c: u32) -> String {
+    use std::fmt::Write;
+    let n = p * c;
+    let mut x = String::new();
+    let _ = writeln!(
+        x,
+        "<algo name=\"alltoall-allpairs-{p}\" proto=\"Simple\" nchannels=\"1\" nchunksperloop=\"{n}\" ngpus=\"{p}\" coll=\"alltoall\" inplace=\"0\" outofplace=\"1\" minBytes=\"0\" maxBytes=\"0\">"
+    );
+    let step = |x: &mut String, s: u32, ty: &str, src: (&str, u32), dst: (&str, u32)| {
+        let _ = writeln!(
+            x,
+            "      <step s=\"{s}\" type=\"{ty}\" srcbuf=\"{}\" srcoff=\"{}\" dstbuf=\"{}\" dstoff=\"{}\" cnt=\"{c}\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>",
+            src.0, src.1, dst.0, dst.1
+        );
+    };
+    for r in 0..p {
+        let _ = writeln!(x, "  <gpu id=\"{r}\" i_chunks=\"{n}\" o_chunks=\"{n}\" s_chunks=\"0\">");
+        let _ = writeln!(x, "    <tb id=\"0\" send=\"-1\" recv=\"-1\" chan=\"0\">");
+        step(&mut x, 0, "cpy", ("i", r * c), ("o", r * c));
+        let _ = writeln!(x, "    </tb>");
+        for (t, q) in (0..p).filter(|&q| q != r).enumerate() {
+            let _ = writeln!(x, "    <tb id=\"{}\" send=\"{q}\" recv=\"{q}\" chan=\"0\">", t + 1);
+            step(&mut x, 0, "s", ("i", q * c), ("o", r * c));
+            step(&mut x, 1, "r", ("i", r * c), ("o", q * c));
+            let _ = writeln!(x, "    </tb>");
+        }
+        let _ = writeln!(x, "  </gpu>");
+    }
+    x.push_str("</algo>\n");
+    x
+}
+
 /// The MSCCL XML of [`allpairs_allreduce`]: `scenarios/examples/msccl_allpairs_8.xml` is
 /// `allpairs_allreduce_xml(8)` (a test keeps the file equal to it).
 pub fn allpairs_allreduce_xml(p: u32) -> Result<String, String> {

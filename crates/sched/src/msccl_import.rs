@@ -27,7 +27,11 @@
 //! sent on (not stored); `re` `dst ⊕= src`; `cpy` `dst = src`; `nop` only waits. Buffers `i`,
 //! `o` and `s` (scratch); in place (`inplace="1"`) the output aliases the input as in MSCCL:
 //! allreduce `o = i`, reduce-scatter `o[x] = i[r·k + x]`, allgather `i[x] = o[r·k + x]` (`k =
-//! nchunksperloop / ngpus`). Chunk `b` of that one vector is IR block `b`.
+//! nchunksperloop / ngpus`). Chunk `b` of that one vector is IR block `b`. An all-to-all is out
+//! of place (`inplace="0"`, msccl-tools' `AllToAll`): the vector holds every rank's input,
+//! `ngpus · nchunksperloop` blocks, input chunk `d·k + j` of rank `s` and output chunk `s·k + j`
+//! of rank `d` both being block `s·nchunksperloop + d·k + j` (the IR's sender-major order), and
+//! the `cpy` of a rank's own chunks from input to output is required and moves nothing.
 //!
 //! The importer replays the program once with vector clocks (one per threadblock): a step that
 //! can never run (a dependency cycle, a receive with no send) is a deadlock error, a send never
@@ -45,9 +49,11 @@
 //!   take part of a message); every staged chunk must be taken into place exactly once;
 //! - refused: sends from scratch, `rrc`/`rcs`/`rrcs`/`rrs` with scratch operands, `rrc` whose
 //!   `src` is not its `dst`, `re`/`cpy` that do not read a staged receive or write anything but
-//!   the vector (local arithmetic between a rank's own chunks has no IR form), out-of-place
-//!   programs (`inplace="0"`), collectives other than allreduce, reduce-scatter, allgather,
-//!   broadcast and reduce;
+//!   the vector (local arithmetic between a rank's own chunks has no IR form; an all-to-all's
+//!   copy of its own chunks is the exception above), out-of-place programs other than
+//!   all-to-all, an in-place all-to-all, output runs of an all-to-all that span two senders,
+//!   collectives other than allreduce, reduce-scatter, allgather, broadcast, reduce and
+//!   all-to-all;
 //! - `rrs` becomes a reducing receive then a send of the same blocks; it changes the local
 //!   chunk, which MSCCL leaves as it was, so reading that chunk again before it is overwritten,
 //!   or ending with it in the result, is refused.
@@ -403,6 +409,8 @@ struct XAlgo {
     name: String,
     collective: Collective,
     nchunks: u32,
+    /// Chunks of the IR's vector: `nchunks`, or `p · nchunks` for an all-to-all.
+    vlen: u32,
     gpus: Vec<XGpu>,
 }
 
@@ -429,11 +437,7 @@ fn load(text: &str) -> Result<XAlgo, String> {
             return root.err(format!("proto=\"{p}\" is not an MSCCL protocol (Simple, LL, LL128)"));
         }
     }
-    if root.ranged("inplace", 0, 1)? != 1 {
-        return root.err(
-            "inplace=\"0\": out-of-place programs are not supported (the IR runs a collective in place on one vector)",
-        );
-    }
+    let inplace = root.ranged("inplace", 0, 1)? == 1;
     let root_rank = root.int_or("root", 0)?;
     if root_rank < 0 || root_rank >= ngpus as i64 {
         return root.err(format!("root=\"{root_rank}\" is not a rank of {ngpus}"));
@@ -444,13 +448,29 @@ fn load(text: &str) -> Result<XAlgo, String> {
         "allgather" => Collective::Allgather,
         "broadcast" => Collective::Broadcast { root: root_rank as u32 },
         "reduce" => Collective::Reduce { root: root_rank as u32 },
+        "alltoall" => Collective::Alltoall,
         other => {
             return root.err(format!(
-            "coll=\"{other}\" is not a collective the IR has (allreduce, reducescatter, allgather, broadcast, reduce)"
-        ))
+                "coll=\"{other}\" is not a collective the IR has (allreduce, reducescatter, allgather, broadcast, reduce, alltoall)"
+            ))
         }
     };
-    if matches!(collective, Collective::ReduceScatter | Collective::Allgather) && nchunks % ngpus != 0 {
+    match (collective, inplace) {
+        (Collective::Alltoall, true) => {
+            return root.err(
+                "inplace=\"1\": an in-place all-to-all overwrites a rank's outgoing chunks with incoming ones; the IR keeps every (sender, receiver) block apart, as MSCCL's out-of-place all-to-all does",
+            )
+        }
+        (Collective::Alltoall, false) | (_, true) => {}
+        (_, false) => {
+            return root.err(
+                "inplace=\"0\": out-of-place programs are supported for alltoall only (the IR runs the other collectives in place on one vector)",
+            )
+        }
+    }
+    if matches!(collective, Collective::ReduceScatter | Collective::Allgather | Collective::Alltoall)
+        && nchunks % ngpus != 0
+    {
         return root.err(format!("nchunksperloop=\"{nchunks}\" does not split evenly over {ngpus} ranks"));
     }
     if root.children.len() != ngpus as usize {
@@ -601,7 +621,9 @@ fn load(text: &str) -> Result<XAlgo, String> {
             }
         }
     }
-    Ok(XAlgo { name, collective, nchunks, gpus })
+    // An all-to-all's vector holds every rank's input: p · nchunksperloop blocks.
+    let vlen = if collective == Collective::Alltoall { nchunks * ngpus } else { nchunks };
+    Ok(XAlgo { name, collective, nchunks, vlen, gpus })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -679,6 +701,8 @@ struct Replay<'a> {
     scr_acc: Vec<Vec<Access>>,
     staged: Vec<Vec<Staged>>,
     stale: Vec<Vec<Option<(u32, u32, u32)>>>,
+    /// All-to-all: per rank, which of its own chunks (input to output) a `cpy` moved.
+    own_copied: Vec<Vec<bool>>,
     /// Per connection (from, to, chan): messages in flight, each with the sender's clock.
     fifo: HashMap<(u32, u32, u32), Fifo>,
     msgs: Vec<Msg>,
@@ -717,10 +741,16 @@ impl<'a> Replay<'a> {
             pc: vec![0; n],
             vc: vec![vec![0; n]; n],
             snaps: HashMap::new(),
-            vec_acc: x.gpus.iter().map(|_| vec![Access::default(); x.nchunks as usize]).collect(),
+            vec_acc: x.gpus.iter().map(|_| vec![Access::default(); x.vlen as usize]).collect(),
             scr_acc: x.gpus.iter().map(|g| vec![Access::default(); g.chunks[2] as usize]).collect(),
             staged: x.gpus.iter().map(|g| vec![Staged::Nothing; g.chunks[2] as usize]).collect(),
-            stale: x.gpus.iter().map(|_| vec![None; x.nchunks as usize]).collect(),
+            stale: x.gpus.iter().map(|_| vec![None; x.vlen as usize]).collect(),
+            own_copied: match x.collective {
+                Collective::Alltoall => {
+                    x.gpus.iter().map(|_| vec![false; (x.nchunks / x.gpus.len() as u32) as usize]).collect()
+                }
+                _ => Vec::new(),
+            },
             fifo: HashMap::new(),
             msgs: Vec::new(),
             parts: Vec::new(),
@@ -731,26 +761,44 @@ impl<'a> Replay<'a> {
     }
 
     /// The vector chunk that chunk `off` of `buf` is on `gpu` (in place), or `None` for scratch.
+    /// An all-to-all (`n` = nchunksperloop, `c = n / p` chunks per pair): input chunk
+    /// `d·c + j` of rank `s` and output chunk `s·c + j` of rank `d` are both block
+    /// `(s·p + d)·c + j` = `s·n + d·c + j`, the IR's (sender, receiver) order.
     fn vec_index(&self, gpu: u32, buf: Buf, off: i64) -> Option<u32> {
         let k = self.x.nchunks / self.x.gpus.len() as u32;
+        let n = self.x.nchunks;
         let off = off as u32;
         match (buf, self.x.collective) {
             (Buf::Scratch, _) => None,
             (Buf::Output, Collective::ReduceScatter) => Some(gpu * k + off),
             (Buf::Input, Collective::Allgather) => Some(gpu * k + off),
+            (Buf::Input, Collective::Alltoall) => Some(gpu * n + off),
+            (Buf::Output, Collective::Alltoall) => Some((off / k) * n + gpu * k + off % k),
             _ => Some(off),
         }
     }
 
-    /// Checks that the vector chunks of an operand exist.
+    /// Checks that the vector chunks of an operand exist (and, for an all-to-all's output, come
+    /// from one sender: its chunks from two senders are not consecutive blocks).
     fn vec_range(&self, at: (u32, u32, u32), what: &str, buf: Buf, off: i64, cnt: u32) -> Result<u32, String> {
         let first = self.vec_index(at.0, buf, off).expect("not scratch");
-        if first as u64 + cnt as u64 > self.x.nchunks as u64 {
+        let k = self.x.nchunks / self.x.gpus.len() as u32;
+        if self.x.collective == Collective::Alltoall
+            && buf == Buf::Output
+            && off as u64 % k as u64 + cnt as u64 > k as u64
+        {
             return Err(format!(
-                "{}: {what} chunks {first}..{} of the vector are beyond nchunksperloop ({})",
+                "{}: {what} output chunks {off}..{} hold the data of more than one sender ({k} chunks each); the IR moves one sender's blocks at a time",
+                label_of(self.x, at),
+                off as u64 + cnt as u64
+            ));
+        }
+        if first as u64 + cnt as u64 > self.x.vlen as u64 {
+            return Err(format!(
+                "{}: {what} chunks {first}..{} of the vector are beyond its {} chunks",
                 label_of(self.x, at),
                 first as u64 + cnt as u64,
-                self.x.nchunks
+                self.x.vlen
             ));
         }
         Ok(first)
@@ -938,6 +986,19 @@ impl<'a> Replay<'a> {
                     self.send(at, g, last, first, cnt);
                 }
             }
+            Ty::Copy if x.collective == Collective::Alltoall && st.src.0 == Buf::Input && st.dst.0 == Buf::Output => {
+                // A rank's own chunks, input to output: the same blocks in the IR (in place).
+                let first = vector(self, "src", st.src)?;
+                if vector(self, "dst", st.dst)? != first {
+                    return refuse("copies input chunks to another rank's place in the output; only a rank's own chunks are copied locally in an all-to-all");
+                }
+                self.access(at, g, false, first, cnt, false)?;
+                let k = x.nchunks / x.gpus.len() as u32;
+                for j in 0..cnt {
+                    self.own_copied[gpu as usize][((st.dst.1 as u32 + j) % k) as usize] = true;
+                }
+                last = self.node(Effect::None, preds, at);
+            }
             Ty::Reduce | Ty::Copy => {
                 let reduce = st.ty == Ty::Reduce;
                 if st.src.0 != Buf::Scratch {
@@ -1105,7 +1166,6 @@ impl<'a> Replay<'a> {
                     Collective::Allreduce | Collective::Allgather | Collective::Broadcast { .. } => true,
                     Collective::ReduceScatter => c / k == r,
                     Collective::Reduce { root } => r == root,
-                    // Not imported (MSCCL's all-to-all is out of place): any stale chunk counts.
                     Collective::Alltoall => true,
                 };
                 if let (Some(at), true) = (s, counts) {
@@ -1114,6 +1174,18 @@ impl<'a> Replay<'a> {
                         label_of(x, *at)
                     ));
                 }
+            }
+        }
+        // An all-to-all's own chunks are in place in the IR; in MSCCL a `cpy` puts them in the
+        // output, and without it the output keeps whatever was there.
+        for (r, own) in self.own_copied.iter().enumerate() {
+            if let Some(j) = own.iter().position(|c| !c) {
+                let k = own.len();
+                return Err(format!(
+                    "gpu {r} never copies its own input chunk {} to output chunk {} (an all-to-all's output holds the rank's own data too)",
+                    r * k + j,
+                    r * k + j
+                ));
             }
         }
         Ok(())
@@ -1201,7 +1273,7 @@ pub fn import_msccl_xml(text: &str) -> Result<Schedule, String> {
     rp.run()?;
     let level = levels(&rp)?;
     let p = x.gpus.len() as u32;
-    let mut s = Schedule::new(x.collective, format!("msccl:{}", x.name), p, x.nchunks);
+    let mut s = Schedule::new(x.collective, format!("msccl:{}", x.name), p, x.vlen);
     if matches!(x.collective, Collective::ReduceScatter | Collective::Allgather) {
         let k = x.nchunks / p;
         s.block_owner = (0..x.nchunks).map(|b| b / k).collect();

@@ -190,8 +190,9 @@ fn bad_programs_are_refused_with_the_line_and_the_reason() {
         (TWO.replacen("type=\"rrc\"", "type=\"xyz\"", 1), "line 5: <step s=\"1\">: type \"xyz\" is not an MSCCL step type"),
         (TWO.replacen("send=\"1\"", "send=\"5\"", 1), "line 3: <tb id=\"0\">: send=\"5\" is not within -1..=1"),
         (TWO.replacen(step0, r#"<step s="0" type="s" srcbuf="i" srcoff="2""#, 1), "line 4: <step s=\"0\">: srcoff=\"2\" cnt=\"1\" is beyond the 2 chunks of buffer i"),
-        (TWO.replacen("coll=\"allreduce\"", "coll=\"alltoall\"", 1), "line 1: <algo>: coll=\"alltoall\" is not a collective the IR has (allreduce, reducescatter, allgather, broadcast, reduce)"),
-        (TWO.replacen("inplace=\"1\"", "inplace=\"0\"", 1), "line 1: <algo>: inplace=\"0\": out-of-place programs are not supported (the IR runs a collective in place on one vector)"),
+        (TWO.replacen("coll=\"allreduce\"", "coll=\"allsort\"", 1), "line 1: <algo>: coll=\"allsort\" is not a collective the IR has (allreduce, reducescatter, allgather, broadcast, reduce, alltoall)"),
+        (TWO.replacen("coll=\"allreduce\"", "coll=\"alltoall\"", 1), "line 1: <algo>: inplace=\"1\": an in-place all-to-all overwrites a rank's outgoing chunks with incoming ones; the IR keeps every (sender, receiver) block apart, as MSCCL's out-of-place all-to-all does"),
+        (TWO.replacen("inplace=\"1\"", "inplace=\"0\"", 1), "line 1: <algo>: inplace=\"0\": out-of-place programs are supported for alltoall only (the IR runs the other collectives in place on one vector)"),
         // A send no receive matches.
         (
             nth(TWO, 0, "    </tb>", "      <step s=\"4\" type=\"s\" srcbuf=\"i\" srcoff=\"0\" dstbuf=\"i\" dstoff=\"0\" cnt=\"1\" depid=\"-1\" deps=\"-1\" hasdep=\"0\"/>\n    </tb>"),
@@ -230,5 +231,54 @@ fn bad_programs_are_refused_with_the_line_and_the_reason() {
     for (xml, want) in cases {
         let got = from_msccl_xml(&xml).map(|_| ()).unwrap_err();
         assert_eq!(got, want);
+    }
+}
+
+/// An all-to-all (out of place, msccl-tools' `alltoall_allpairs` shape) imports for every rank
+/// count and chunk factor as one step of p(p−1) messages and is proven by the checker: every
+/// rank ends with every block sent to it. The same block map as the registry's all-to-all.
+#[test]
+fn an_out_of_place_all_to_all_imports_and_is_proven() {
+    use reducelab_sched::msccl::allpairs_alltoall_xml;
+    for p in 1..=9u32 {
+        for c in 1..=3u32 {
+            let s = from_msccl_xml(&allpairs_alltoall_xml(p, c)).unwrap_or_else(|e| panic!("p {p} c {c}: {e}"));
+            assert_eq!(s.collective, Collective::Alltoall);
+            assert_eq!((s.ranks, s.blocks), (p, p * p * c));
+            assert_eq!(s.num_steps(), usize::from(p > 1));
+            let msgs: usize = s.programs.iter().map(|pr| pr.steps.iter().map(|st| st.sends.len()).sum::<usize>()).sum();
+            assert_eq!(msgs, (p * (p - 1)) as usize, "p {p} c {c}");
+            // Rank a sends b exactly the blocks of the pair (a, b).
+            for (a, pr) in s.programs.iter().enumerate() {
+                for t in pr.steps.iter().flat_map(|st| &st.sends) {
+                    let ids: Vec<u32> = t.blocks.iter().collect();
+                    assert!(ids.iter().all(|&b| s.alltoall_pair(b) == (a as u32, t.peer)), "p {p} c {c}: {ids:?}");
+                    assert_eq!(ids.len() as u32, c);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn all_to_all_programs_that_break_its_rules_are_refused() {
+    use reducelab_sched::msccl::allpairs_alltoall_xml;
+    let x = allpairs_alltoall_xml(3, 2);
+    let own = r#"<step s="0" type="cpy" srcbuf="i" srcoff="0" dstbuf="o" dstoff="0" cnt="2" depid="-1" deps="-1" hasdep="0"/>"#;
+    assert!(x.contains(own));
+    let cases: Vec<(String, &str)> = vec![
+        (x.replacen(own, r#"<step s="0" type="nop" srcbuf="i" srcoff="-1" dstbuf="o" dstoff="-1" cnt="0" depid="-1" deps="-1" hasdep="0"/>"#, 1),
+         "gpu 0 never copies its own input chunk 0 to output chunk 0 (an all-to-all's output holds the rank's own data too)"),
+        (x.replacen(own, &own.replace(r#"dstoff="0""#, r#"dstoff="2""#), 1),
+         "line 4: <step s=\"0\">: copies input chunks to another rank's place in the output; only a rank's own chunks are copied locally in an all-to-all"),
+        // Rank 0 receives rank 1's chunks into rank 2's place in its output.
+        (nth(&x, 0, r#"type="r" srcbuf="i" srcoff="0" dstbuf="o" dstoff="2""#, r#"type="r" srcbuf="i" srcoff="0" dstbuf="o" dstoff="4""#),
+         "line 8: <step s=\"1\">: puts chunk 6 sent by gpu 1 (line 20: <step s=\"0\">) at chunk 12; the IR keeps a block at its index"),
+        // An output run across two senders' chunks.
+        (nth(&x, 0, r#"type="r" srcbuf="i" srcoff="0" dstbuf="o" dstoff="2" cnt="2""#, r#"type="r" srcbuf="i" srcoff="0" dstbuf="o" dstoff="3" cnt="2""#),
+         "line 8: <step s=\"1\">: dst output chunks 3..5 hold the data of more than one sender (2 chunks each); the IR moves one sender's blocks at a time"),
+    ];
+    for (xml, want) in cases {
+        assert_eq!(from_msccl_xml(&xml).map(|_| ()).unwrap_err(), want);
     }
 }
