@@ -34,7 +34,10 @@ pub mod lower;
 pub mod wire;
 
 pub use et::{read_et, Attr, AttrValue, CommType, EtFile, EtWriter, Node, NodeType};
-pub use lower::{collective_of, lower, Algorithms, ChakraJob, ChakraResults, CollectiveInstance, CommEngine, Lowered};
+pub use lower::{
+    collective_of, lower, lower_grouped, Algorithms, ChakraJob, ChakraResults, CollectiveInstance, CommEngine,
+    CommGroups, Lowered,
+};
 
 use std::fmt;
 

@@ -31,11 +31,18 @@
 //! in the IR), and completes with its last step (`n<id>_s<k>_end`); its dependents wait for
 //! that.
 //!
-//! # Collectives across ranks
+//! # Collectives across ranks, and process groups
 //!
-//! The k-th `COMM_COLL_NODE` of every rank's file is instance k of the job: all ranks' must have
-//! the same `comm_type`, `comm_size` and `pg_name`, and every collective spans all ranks (process
-//! groups are compared, not interpreted). `comm_size` is the schedule's whole vector (the
+//! A collective node's `pg_name` names its process group ([`CommGroups`]: the scenario's
+//! `comm_groups`, as ASTRA-sim's communicator-group file gives them); without one, or with `""`
+//! or `"0"` (ASTRA-sim's default group), it spans every rank. In each group, the k-th collective
+//! node of every member's file is one instance: all members' must have the same `comm_type` and
+//! `comm_size`, and a rank outside the group may have none. An instance's schedule is built for
+//! the group's size, its group rank `i` being the group's `i`-th rank (a rooted collective is
+//! rooted at the group's first rank). Instances are numbered by where each stands among its
+//! first rank's collectives (without groups: the files' order). A `BARRIER` is the dissemination
+//! barrier ([`BARRIER_ALGORITHM`]), 0-byte messages in ⌈log₂ n⌉ rounds. `GATHER` and `SCATTER`
+//! are refused (the schedule IR has no such collectives). `comm_size` is the schedule's whole vector (the
 //! allreduce's buffer, the allgather's gathered output, the reduce-scatter's input), in 4-byte
 //! elements as the native collective runs. Instance k's messages carry tags of their own (after
 //! every point-to-point tag of the job, one per step), so MPI's matching never mixes two
@@ -91,8 +98,96 @@ pub fn collective_of(c: CommType) -> Option<Collective> {
 
 /// The collective types that run, by their schema names.
 pub fn supported() -> String {
-    let names: Vec<&str> = CommType::ALL.iter().filter(|c| collective_of(**c).is_some()).map(|c| c.name()).collect();
+    let names: Vec<&str> = CommType::ALL
+        .iter()
+        .filter(|c| collective_of(**c).is_some() || **c == CommType::Barrier)
+        .map(|c| c.name())
+        .collect();
     names.join(", ")
+}
+
+/// What a `BARRIER` runs: the dissemination barrier (Hensgen, Finkel and Manber, 1988), as MPI
+/// libraries run `MPI_Barrier` — ⌈log₂ n⌉ rounds; in round `j` group rank `i` sends a 0-byte
+/// message to `i + 2^j` and waits for one from `i − 2^j` (mod n).
+pub const BARRIER_ALGORITHM: &str = "dissemination";
+
+/// Rounds of the dissemination barrier on `n` ranks: ⌈log₂ n⌉.
+pub fn dissemination_rounds(n: u32) -> usize {
+    (u32::BITS - n.saturating_sub(1).leading_zeros()) as usize
+}
+
+/// The dissemination barrier's steps per group rank, as [`goal_steps`] gives a schedule's.
+fn dissemination(n: u32) -> Vec<Vec<GoalStep>> {
+    use reducelab_sched::export::GoalTransfer;
+    (0..n)
+        .map(|i| {
+            (0..dissemination_rounds(n))
+                .map(|j| {
+                    let d = 1u32 << j;
+                    let xfer = |index, send, peer| GoalTransfer { index, send, peer, bytes: 0, reduce_ns: None };
+                    GoalStep {
+                        step: j,
+                        transfers: vec![xfer(0, true, (i + d) % n), xfer(1, false, (i + n - d % n) % n)],
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A job's process groups, as ASTRA-sim's `--comm-group-configuration` file gives them: group
+/// name (a collective node's `pg_name`) → its ranks. A collective without `pg_name`, or with
+/// `""` or `"0"` (ASTRA-sim's default group), spans every rank.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CommGroups(BTreeMap<String, Vec<u32>>);
+
+impl CommGroups {
+    /// The groups of `ranks` ranks: each non-empty, its ranks distinct and below `ranks`; no
+    /// group named `""` or `"0"` (the default group's names). Errors name the group.
+    pub fn new(groups: BTreeMap<String, Vec<u32>>, ranks: u32) -> Result<CommGroups, String> {
+        for (name, members) in &groups {
+            if name.is_empty() || name == "0" {
+                return Err(format!(
+                    "group {name:?}: \"\" and \"0\" name the default group of every rank (as in ASTRA-sim)"
+                ));
+            }
+            if members.is_empty() {
+                return Err(format!("group {name:?}: no ranks"));
+            }
+            if let Some(&r) = members.iter().find(|&&r| r >= ranks) {
+                return Err(format!("group {name:?}: rank {r} is not one of the job's {ranks} ranks"));
+            }
+            let mut seen = BTreeSet::new();
+            if let Some(&r) = members.iter().find(|&&r| !seen.insert(r)) {
+                return Err(format!("group {name:?}: rank {r} is listed twice"));
+            }
+        }
+        Ok(CommGroups(groups))
+    }
+
+    /// The group a collective's `pg_name` names: `None` for every rank.
+    fn key(&self, pg: Option<&str>) -> Result<Option<String>, String> {
+        match pg {
+            None | Some("") | Some("0") => Ok(None),
+            Some(g) if self.0.contains_key(g) => Ok(Some(g.to_string())),
+            Some(g) => Err(format!(
+                "pg_name {g:?}: no such process group ({})",
+                if self.0.is_empty() {
+                    "the scenario gives no comm_groups".to_string()
+                } else {
+                    format!("the groups: {}", self.0.keys().map(|k| format!("{k:?}")).collect::<Vec<_>>().join(", "))
+                }
+            )),
+        }
+    }
+
+    /// The group's ranks in its order (a rooted collective's root is the first), or all `p`.
+    fn members(&self, key: Option<&str>, p: u32) -> Vec<u32> {
+        match key {
+            None => (0..p).collect(),
+            Some(g) => self.0[g].clone(),
+        }
+    }
 }
 
 /// The registry algorithm of each collective type (defaults: [`Algorithms::default_for`]).
@@ -120,13 +215,17 @@ impl Algorithms {
     }
 }
 
-/// One collective instance: the k-th collective node of every rank.
+/// One collective instance: the k-th collective node of every member of its process group.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CollectiveInstance {
     pub comm: CommType,
     pub bytes: u64,
     pub algorithm: String,
-    /// Per rank: its node's id, the operation that issues it and the one that completes it.
+    /// Its process group (`pg_name`, [`CommGroups`]); `None`: every rank.
+    pub group: Option<String>,
+    /// The ranks taking part, in rank order; then, per rank: its node's id, the operation that
+    /// issues it and the one that completes it.
+    pub ranks: Vec<u32>,
     pub node: Vec<u64>,
     pub begin: Vec<OpId>,
     pub end: Vec<OpId>,
@@ -397,6 +496,17 @@ fn describe_coll(w: &Work) -> String {
 /// (module docs), each collective type run by `algorithms`' registry algorithm, communication on
 /// `engine`.
 pub fn lower(files: &[(String, EtFile)], algorithms: &Algorithms, engine: CommEngine) -> Result<Lowered, ChakraError> {
+    lower_grouped(files, algorithms, engine, &CommGroups::default())
+}
+
+/// [`lower`] with the job's process groups: a collective whose `pg_name` names one of `groups`
+/// spans that group's ranks (module docs).
+pub fn lower_grouped(
+    files: &[(String, EtFile)],
+    algorithms: &Algorithms,
+    engine: CommEngine,
+    groups: &CommGroups,
+) -> Result<Lowered, ChakraError> {
     let comm_cpu = engine.cpu();
     let p = files.len() as u32;
     if p == 0 {
@@ -405,46 +515,96 @@ pub fn lower(files: &[(String, EtFile)], algorithms: &Algorithms, engine: CommEn
     let plans: Vec<RankPlan> =
         files.iter().enumerate().map(|(r, (name, f))| plan_rank(name, f, r as u32, p)).collect::<Result<_, _>>()?;
 
-    // Collective instances: the k-th collective of every rank, alike.
-    let (file0, f0) = &files[0];
-    for (r, plan) in plans.iter().enumerate().skip(1) {
+    if let Some((g, r)) = groups.0.iter().find_map(|(g, m)| m.iter().find(|&&r| r >= p).map(|&r| (g, r))) {
+        return Err(ChakraError::new(format!("process group {g:?}: rank {r} is not one of the job's {p} rank files")));
+    }
+    // Collective instances: in each process group, the k-th collective of every member, alike.
+    let mut seqs: BTreeMap<Option<String>, Vec<Vec<usize>>> = BTreeMap::new();
+    for (r, plan) in plans.iter().enumerate() {
         let (name, f) = &files[r];
-        for (k, (&i, &i0)) in plan.colls.iter().zip(&plans[0].colls).enumerate() {
-            if plan.work[i] != plans[0].work[i0] {
+        for &i in &plan.colls {
+            let Work::Coll { pg, .. } = &plan.work[i] else { unreachable!("a collective's index") };
+            let key = groups
+                .key(pg.as_deref())
+                .map_err(|m| ChakraError::new(m).in_file(name.clone()).at_node(f.nodes[i].id))?;
+            let members = groups.members(key.as_deref(), p);
+            let Some(pos) = members.iter().position(|&m| m == r as u32) else {
                 return Err(ChakraError::new(format!(
-                    "collective {k} (COMM_COLL_NODE number {} of the file) is {}, and on rank 0 ({file0}, node {}) {}: collectives are matched by their order on each rank",
-                    k + 1,
+                    "{} is in process group {:?}, whose ranks are {members:?}, and this file is rank {r}",
                     describe_coll(&plan.work[i]),
-                    f0.nodes[i0].id,
-                    describe_coll(&plans[0].work[i0])
+                    key.as_deref().unwrap_or_default()
                 ))
                 .in_file(name.clone())
                 .at_node(f.nodes[i].id));
-            }
-        }
-        if plan.colls.len() != plans[0].colls.len() {
-            let (more, fewer) = if plan.colls.len() > plans[0].colls.len() { (r, 0) } else { (0, r) };
-            let n = plans[fewer].colls.len();
-            let extra = plans[more].colls[n];
-            return Err(ChakraError::new(format!(
-                "{} collective nodes, and {} has {n}: this one, collective {n} of the file, has no counterpart there (collectives are matched by their order on each rank)",
-                plans[more].colls.len(),
-                files[fewer].0,
-            ))
-            .in_file(files[more].0.clone())
-            .at_node(files[more].1.nodes[extra].id));
+            };
+            seqs.entry(key).or_insert_with(|| vec![Vec::new(); members.len()])[pos].push(i);
         }
     }
-    for &i in &plans[0].colls {
-        if let Work::Coll { comm, .. } = plans[0].work[i] {
-            if collective_of(comm).is_none() {
+    // Per group, every member's sequence against its first member's.
+    for (key, seq) in &seqs {
+        let members = groups.members(key.as_deref(), p);
+        let r0 = members[0] as usize;
+        let (name0, fr0) = &files[r0];
+        let in_group = key.as_ref().map_or(String::new(), |g| format!(" in process group {g:?}"));
+        for (pos, mine) in seq.iter().enumerate().skip(1) {
+            let r = members[pos] as usize;
+            let (name, f) = &files[r];
+            for (k, (&i, &i0)) in mine.iter().zip(&seq[0]).enumerate() {
+                if plans[r].work[i] != plans[r0].work[i0] {
+                    return Err(ChakraError::new(format!(
+                        "collective {k}{in_group} (COMM_COLL_NODE number {} of the file) is {}, and on rank {r0} ({name0}, node {}) {}: collectives are matched by their order on each rank",
+                        k + 1,
+                        describe_coll(&plans[r].work[i]),
+                        fr0.nodes[i0].id,
+                        describe_coll(&plans[r0].work[i0])
+                    ))
+                    .in_file(name.clone())
+                    .at_node(f.nodes[i].id));
+                }
+            }
+            if mine.len() != seq[0].len() {
+                let (more, fewer) = if mine.len() > seq[0].len() { (pos, 0) } else { (0, pos) };
+                let n = seq[fewer].len();
+                let (rm, rf) = (members[more] as usize, members[fewer] as usize);
+                return Err(ChakraError::new(format!(
+                    "{} collective nodes{in_group}, and {} has {n}: this one, collective {n}{in_group} of the file, has no counterpart there (collectives are matched by their order on each rank)",
+                    seq[more].len(),
+                    files[rf].0,
+                ))
+                .in_file(files[rm].0.clone())
+                .at_node(files[rm].1.nodes[seq[more][n]].id));
+            }
+        }
+    }
+    // The instances in order: by where each stands among its first rank's collectives, then by
+    // that rank (without groups: every rank's order); and each rank's map from a collective node
+    // to its instance and its place in the group.
+    let mut inst_keys: Vec<(Option<String>, usize)> =
+        seqs.iter().flat_map(|(key, seq)| (0..seq[0].len()).map(move |k| (key.clone(), k))).collect();
+    inst_keys.sort_by_cached_key(|(key, k)| {
+        let r0 = groups.members(key.as_deref(), p)[0];
+        let i0 = seqs[key][0][*k];
+        (plans[r0 as usize].colls.iter().position(|&x| x == i0), r0)
+    });
+    let mut inst_of: Vec<BTreeMap<usize, (usize, u32)>> = vec![BTreeMap::new(); p as usize];
+    for (n, (key, k)) in inst_keys.iter().enumerate() {
+        let members = groups.members(key.as_deref(), p);
+        for (pos, mine) in seqs[key].iter().enumerate() {
+            inst_of[members[pos] as usize].insert(mine[*k], (n, pos as u32));
+        }
+    }
+    for (key, k) in &inst_keys {
+        let r0 = groups.members(key.as_deref(), p)[0] as usize;
+        let i0 = seqs[key][0][*k];
+        if let Work::Coll { comm, .. } = plans[r0].work[i0] {
+            if collective_of(comm).is_none() && comm != CommType::Barrier {
                 return Err(ChakraError::new(format!(
                     "{}: not run yet (the collectives run: {})",
                     comm.name(),
                     supported()
                 ))
-                .in_file(file0.clone())
-                .at_node(f0.nodes[i].id));
+                .in_file(files[r0].0.clone())
+                .at_node(files[r0].1.nodes[i0].id));
             }
         }
     }
@@ -486,37 +646,44 @@ pub fn lower(files: &[(String, EtFile)], algorithms: &Algorithms, engine: CommEn
         }
     }
 
-    // Schedules, their expansion per size, and each instance's tags.
+    // Schedules (per collective type and group size), their expansion per size, and each
+    // instance's tags.
     let mut schedules = BTreeMap::new();
-    let mut expanded: BTreeMap<(CommType, u64), Vec<Vec<GoalStep>>> = BTreeMap::new();
-    let mut tag_base = Vec::new();
+    let mut expanded: BTreeMap<(CommType, u64, u32), Vec<Vec<GoalStep>>> = BTreeMap::new();
+    let mut tag_base = Vec::with_capacity(inst_keys.len());
     let mut next_tag: u64 = max_tag.map_or(0, |t| t as u64 + 1);
-    for &i in &plans[0].colls {
-        let Work::Coll { comm, bytes, .. } = plans[0].work[i] else { continue };
-        let coll = collective_of(comm).expect("checked above");
-        let algorithm = algorithms.get(comm);
+    for (key, k) in &inst_keys {
+        let n = groups.members(key.as_deref(), p).len() as u32;
+        let r0 = groups.members(key.as_deref(), p)[0] as usize;
+        let i0 = seqs[key][0][*k];
+        let Work::Coll { comm, bytes, .. } = plans[r0].work[i0] else { continue };
+        let algorithm = if comm == CommType::Barrier { BARRIER_ALGORITHM } else { algorithms.get(comm) };
         let at = |m: String| {
             ChakraError::new(format!("{} with algorithm {algorithm:?}: {m}", comm.name()))
-                .in_file(file0.clone())
-                .at_node(f0.nodes[i].id)
+                .in_file(files[r0].0.clone())
+                .at_node(files[r0].1.nodes[i0].id)
         };
-        if p > 1 {
-            if let std::collections::btree_map::Entry::Vacant(v) = schedules.entry(comm) {
-                v.insert(build(algorithm, coll, &Layout::line(p)).map_err(|m| at(format!("{m} ({p} ranks)")))?);
-            }
-        }
-        if let std::collections::btree_map::Entry::Vacant(v) = expanded.entry((comm, bytes)) {
-            let steps = if p == 1 {
+        if let std::collections::btree_map::Entry::Vacant(v) = expanded.entry((comm, bytes, n)) {
+            let steps = if n == 1 {
                 vec![Vec::new()]
+            } else if comm == CommType::Barrier {
+                dissemination(n)
             } else {
+                let coll = collective_of(comm).expect("checked above");
+                if let std::collections::btree_map::Entry::Vacant(s) = schedules.entry((comm, n)) {
+                    s.insert(build(algorithm, coll, &Layout::line(n)).map_err(|m| at(format!("{m} ({n} ranks)")))?);
+                }
                 let opts = GoalOptions { size_bytes: bytes, elem_bytes: ELEM_BYTES, calc_ns_per_byte: 0.0 };
-                goal_steps(&schedules[&comm], &opts).map_err(at)?
+                goal_steps(&schedules[&(comm, n)], &opts).map_err(at)?
             };
             v.insert(steps);
         }
         tag_base.push(next_tag);
-        let steps = if p == 1 { 0 } else { schedules[&comm].num_steps() as u64 };
-        next_tag += steps;
+        next_tag += match (n, comm) {
+            (1, _) => 0,
+            (_, CommType::Barrier) => dissemination_rounds(n) as u64,
+            _ => schedules[&(comm, n)].num_steps() as u64,
+        };
         if next_tag >= u32::MAX as u64 {
             return Err(at(format!(
                 "the job's collectives need more than {} message tags (one per step)",
@@ -527,15 +694,24 @@ pub fn lower(files: &[(String, EtFile)], algorithms: &Algorithms, engine: CommEn
 
     // The trace, rank by rank.
     let mut b = TraceBuilder::new(p).map_err(|e| ChakraError::new(e.message))?;
-    let mut instances: Vec<CollectiveInstance> = plans[0]
-        .colls
+    let mut instances: Vec<CollectiveInstance> = inst_keys
         .iter()
-        .map(|&i| {
-            let Work::Coll { comm, bytes, .. } = plans[0].work[i] else { unreachable!("a collective's index") };
+        .map(|(key, k)| {
+            let members = groups.members(key.as_deref(), p);
+            let r0 = members[0] as usize;
+            let Work::Coll { comm, bytes, .. } = plans[r0].work[seqs[key][0][*k]] else {
+                unreachable!("a collective's index")
+            };
             CollectiveInstance {
                 comm,
                 bytes,
-                algorithm: if p == 1 { String::new() } else { algorithms.get(comm).to_string() },
+                algorithm: match (members.len(), comm) {
+                    (1, _) => String::new(),
+                    (_, CommType::Barrier) => BARRIER_ALGORITHM.to_string(),
+                    _ => algorithms.get(comm).to_string(),
+                },
+                group: key.clone(),
+                ranks: Vec::new(),
                 node: Vec::new(),
                 begin: Vec::new(),
                 end: Vec::new(),
@@ -550,7 +726,6 @@ pub fn lower(files: &[(String, EtFile)], algorithms: &Algorithms, engine: CommEn
         let mut entry = Vec::with_capacity(plan.work.len());
         let mut exit = Vec::with_capacity(plan.work.len());
         let mut compute = 0u64;
-        let mut k = 0;
         for (i, w) in plan.work.iter().enumerate() {
             let id = f.nodes[i].id;
             let label = format!("n{id}");
@@ -569,15 +744,18 @@ pub fn lower(files: &[(String, EtFile)], algorithms: &Algorithms, engine: CommEn
                     (o, o)
                 }
                 Work::Coll { comm, bytes, .. } => {
+                    let (k, pos) = inst_of[r][&i];
+                    let members = groups.members(instances[k].group.as_deref(), p);
                     let begin = b.op(rank, OpKind::Calc, 0, 0, 0, comm_cpu, &format!("{label}_begin")).map_err(goal)?;
                     let mut prev = begin;
-                    for st in &expanded[&(comm, bytes)][r] {
+                    for st in &expanded[&(comm, bytes, members.len() as u32)][pos as usize] {
                         let tag = (tag_base[k] + st.step as u64) as u32;
                         let mut ends = Vec::with_capacity(st.transfers.len());
                         for t in &st.transfers {
                             let kind = if t.send { OpKind::Send } else { OpKind::Recv };
                             let l = format!("{label}_s{}_x{}", st.step, t.index);
-                            let o = b.op(rank, kind, t.bytes, t.peer, tag, comm_cpu, &l).map_err(goal)?;
+                            let peer = members[t.peer as usize];
+                            let o = b.op(rank, kind, t.bytes, peer, tag, comm_cpu, &l).map_err(goal)?;
                             b.requires(o, prev).map_err(goal)?;
                             match t.reduce_ns {
                                 Some(ns) => {
@@ -597,10 +775,10 @@ pub fn lower(files: &[(String, EtFile)], algorithms: &Algorithms, engine: CommEn
                         prev = end;
                     }
                     let inst = &mut instances[k];
+                    inst.ranks.push(r as u32);
                     inst.node.push(id);
                     inst.begin.push(begin);
                     inst.end.push(prev);
-                    k += 1;
                     (begin, prev)
                 }
             };

@@ -240,7 +240,7 @@ fn collectives_must_match_across_ranks_and_messages_must_match() {
     let e = lower_err(&[vec![ar(1, 64), ar(2, 64)], vec![ar(1, 64)]]);
     assert!(e.starts_with("job.0.et: node 2: 2 collective nodes, and job.1.et has 1"), "{e}");
     let e = lower_err(&[vec![coll(3, CommType::Gather, 64, &[])], vec![coll(3, CommType::Gather, 64, &[])]]);
-    assert!(e.starts_with("job.0.et: node 3: GATHER: not run yet (the collectives run: ALL_REDUCE, REDUCE, ALL_GATHER, BROADCAST, ALL_TO_ALL, REDUCE_SCATTER, REDUCE_SCATTER_BLOCK)"), "{e}");
+    assert!(e.starts_with("job.0.et: node 3: GATHER: not run yet (the collectives run: ALL_REDUCE, REDUCE, ALL_GATHER, BROADCAST, ALL_TO_ALL, REDUCE_SCATTER, REDUCE_SCATTER_BLOCK, BARRIER)"), "{e}");
     let e = lower_err(&[vec![p2p(1, true, 1, 8), p2p(2, true, 1, 8)], vec![p2p(1, false, 0, 8)]]);
     assert_eq!(e, "job.0.et: node 2: COMM_SEND_NODE from rank 0 to rank 1 with tag 0: no matching COMM_RECV_NODE (2 sends, 1 receives on that channel)");
     let mut algos = Algorithms::default();

@@ -616,6 +616,40 @@ pub struct ChakraEntry {
     /// The registry algorithm of each collective type, keyed by the schema's name in lower case
     /// (`all_reduce`, `all_gather`, `reduce_scatter`, `reduce_scatter_block`); default `"ring"`.
     pub algorithms: Option<std::collections::BTreeMap<String, String>>,
+    /// The job's process groups (a collective node's `pg_name` → its ranks): a JSON file as
+    /// ASTRA-sim's `--comm-group-configuration` takes it, or the same map inline.
+    pub comm_groups: Option<CommGroupsSpec>,
+}
+
+/// `comm_groups`: a file name (JSON: `{"1": [0, 2], "2": [1, 3]}`) or the map itself.
+#[derive(Debug, Clone)]
+pub enum CommGroupsSpec {
+    File(String),
+    Inline(std::collections::BTreeMap<String, Vec<u32>>),
+}
+
+// Hand-written like `HostsSpec`'s: an error inside the map keeps its path.
+impl<'de> Deserialize<'de> for CommGroupsSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = CommGroupsSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON file name or a table of group name = [ranks]")
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<CommGroupsSpec, E> {
+                Ok(CommGroupsSpec::File(s.to_string()))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<CommGroupsSpec, A::Error> {
+                let mut m = std::collections::BTreeMap::new();
+                while let Some((k, v)) = map.next_entry::<String, Vec<u32>>()? {
+                    m.insert(k, v);
+                }
+                Ok(CommGroupsSpec::Inline(m))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// `kind = "messages"`.

@@ -457,6 +457,9 @@ fn resolve_chakra(
         let Some(c) = CommType::ALL.into_iter().find(|c| c.key() == key) else {
             return e(field, format!("not a collective type of Chakra's schema (those run: {})", keys.join(", ")));
         };
+        if c == CommType::Barrier {
+            return e(field, "BARRIER runs the dissemination barrier; it takes no algorithm");
+        }
         if collective_of(c).is_none() {
             return e(field, format!("{} is not run yet (the collectives run: {})", c.name(), supported()));
         }
@@ -479,9 +482,38 @@ fn resolve_chakra(
             }
         }
     }
+    let groups = match &t.comm_groups {
+        None => reducelab_chakra::CommGroups::default(),
+        Some(spec) => {
+            let field = format!("{f}.comm_groups");
+            let map = match spec {
+                crate::schema::CommGroupsSpec::Inline(m) => m.clone(),
+                crate::schema::CommGroupsSpec::File(name) => {
+                    let path = match base_dir {
+                        Some(dir) => dir.join(name),
+                        None => std::path::PathBuf::from(name),
+                    };
+                    let text = std::fs::read_to_string(&path).map_err(|err| ScenarioError {
+                        field: field.clone(),
+                        reason: format!("{}: {err}", path.display()),
+                    })?;
+                    serde_json::from_str::<std::collections::BTreeMap<String, Vec<u32>>>(&text).map_err(|err| {
+                        ScenarioError {
+                            field: field.clone(),
+                            reason: format!(
+                                "{}: {err} (ASTRA-sim's communicator groups: {{\"1\": [0, 2], \"2\": [1, 3]}})",
+                                path.display()
+                            ),
+                        }
+                    })?
+                }
+            };
+            reducelab_chakra::CommGroups::new(map, ranks).map_err(|reason| ScenarioError { field, reason })?
+        }
+    };
     // LogGP's hosts have one CPU for everything (reducelab_chakra::lower's docs).
     let engine = if loggp { CommEngine::SharedWithCompute } else { CommEngine::Own };
-    let lowered = reducelab_chakra::lower(&files, &algorithms, engine)
+    let lowered = reducelab_chakra::lower_grouped(&files, &algorithms, engine, &groups)
         .map_err(|err| ScenarioError { field: format!("{f}.trace"), reason: err.to_string() })?;
     reducelab_goal::check(&lowered.trace).map_err(|err| ScenarioError {
         field: format!("{f}.trace"),

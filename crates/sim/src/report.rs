@@ -988,8 +988,8 @@ fn goal_ranks_csv(goals: &[(usize, crate::goal_run::GoalResult)]) -> String {
 
 /// A `chakra` entry's results in its summary entry (nothing for a `goal` entry; nulls for a
 /// `chakra` entry that did not finish): the iteration time, each rank's compute and exposed
-/// communication, and how many collective instances ran with which algorithms (each one's times
-/// are in `chakra_collectives.csv`).
+/// communication, how many collective instances ran with which algorithms (each one's times
+/// are in `chakra_collectives.csv`) and, with process groups, each group's ranks and count.
 fn chakra_summary(g: &reducelab_scenario::GoalSpec, r: Option<&reducelab_chakra::ChakraResults>, v: &mut Value) {
     let Some(job) = &g.chakra else { return };
     v["trace"] = json!(g.file);
@@ -1000,6 +1000,17 @@ fn chakra_summary(g: &reducelab_scenario::GoalSpec, r: Option<&reducelab_chakra:
         algorithms.insert(c.comm.key().to_string(), json!(c.algorithm));
     }
     v["collective_algorithms"] = Value::Object(algorithms);
+    // Only a job with process groups says so (the others' summaries stay as they were).
+    let mut groups = serde_json::Map::new();
+    for c in job.collectives.iter().filter(|c| c.group.is_some()) {
+        let g = groups
+            .entry(c.group.clone().expect("filtered"))
+            .or_insert_with(|| json!({"ranks": c.ranks, "collectives": 0}));
+        g["collectives"] = json!(g["collectives"].as_u64().unwrap_or(0) + 1);
+    }
+    if !groups.is_empty() {
+        v["process_groups"] = Value::Object(groups);
+    }
     v["iteration_time_ps"] = json!(r.map(|r| r.iteration_ps));
     v["rank_compute_ps"] = json!(r.map(|r| &r.rank_compute_ps));
     v["rank_exposed_comm_ps"] = json!(r.map(|r| &r.rank_exposed_comm_ps));

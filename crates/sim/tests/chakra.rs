@@ -182,7 +182,9 @@ fn bad_chakra_entries_are_refused_naming_the_key() {
     assert!(e.reason.contains("ring builds allreduce, reduce_scatter, allgather, not alltoall"), "{}", e.reason);
     let e = err("trace = \"ok\"\nalgorithms = { barrier = \"ring\" }\n");
     assert_eq!(e.field, "traffic[0].algorithms.barrier");
-    assert!(e.reason.contains("BARRIER is not run yet"), "{}", e.reason);
+    assert!(e.reason.contains("BARRIER runs the dissemination barrier; it takes no algorithm"), "{}", e.reason);
+    let e = err("trace = \"ok\"\nalgorithms = { gather = \"ring\" }\n");
+    assert!(e.reason.contains("GATHER is not run yet"), "{}", e.reason);
     let e = err("trace = \"ok\"\nalgorithms = { allreduce = \"ring\" }\n");
     assert!(e.reason.contains("all_reduce, reduce, all_gather, broadcast, all_to_all, reduce_scatter"), "{}", e.reason);
     let e = err("trace = \"ok\"\nhosts = [0, 1]\n");
@@ -201,4 +203,75 @@ fn bad_chakra_entries_are_refused_naming_the_key() {
         "{}",
         e.reason
     );
+}
+
+/// Process groups on the packet engine: two groups ({0, 2}, {1, 3}) each allreduce on their own
+/// (given inline and as ASTRA-sim's JSON file, alike); group {0, 2}'s allreduce on hosts 0 and 2
+/// takes the time of the same allreduce as a 2-rank job on those hosts when the other group's
+/// traffic shares no link with it (hosts 1 and 3 on another leaf); a barrier of 0-byte messages
+/// ends the iteration. Bad groups name `traffic[0].comm_groups`.
+#[test]
+fn process_groups_and_barriers_run_on_the_packet_engine() {
+    let d = dir("groups");
+    let bytes = 256u64 << 10;
+    let node = |id: u64, c: CommType, b: u64, pg: Option<&str>, deps: &[u64]| {
+        let mut n = Node::new(id, "k", NodeType::CommColl)
+            .with_attr("comm_type", AttrValue::Int64(c as i64))
+            .with_attr("comm_size", AttrValue::Int64(b as i64));
+        if let Some(g) = pg {
+            n = n.with_attr("pg_name", AttrValue::Str(g.into()));
+        }
+        n.data_deps = deps.to_vec();
+        n
+    };
+    for r in 0..4u32 {
+        let mut w = EtWriter::new("1.0.0");
+        w.node(&node(1, CommType::AllReduce, bytes, Some(if r % 2 == 0 { "1" } else { "2" }), &[]));
+        w.node(&node(2, CommType::Barrier, 0, None, &[1]));
+        std::fs::write(d.join(format!("dp.{r}.et")), w.finish()).unwrap();
+    }
+    one_collective(&d, "pair", 2, CommType::AllReduce, bytes);
+    std::fs::write(d.join("groups.json"), r#"{"1": [0, 2], "2": [1, 3]}"#).unwrap();
+    std::fs::write(d.join("bad.json"), r#"{"1": [0, "two"]}"#).unwrap();
+    // Hosts 0 and 4 on leaves 0 and 1; hosts 8 and 12 on leaves 2 and 3.
+    let sc = |groups: &str| {
+        format!("name = \"g\"\n{TOPO}[[traffic]]\nkind = \"chakra\"\ntrace = \"dp\"\nhosts = [0, 8, 4, 12]\ncomm_groups = {groups}\n")
+    };
+    let (inline, files) = run_in(&d, &sc(r#"{ "1" = [0, 2], "2" = [1, 3] }"#)).unwrap();
+    let (file, _) = run_in(&d, &sc("\"groups.json\"")).unwrap();
+    assert_eq!(inline, file, "inline and file groups");
+    let t = &inline["traffic"][0];
+    assert_eq!((inline["status"].as_str(), t["verified"].as_bool()), (Some("completed"), Some(true)), "{t}");
+    assert_eq!(t["process_groups"]["1"], serde_json::json!({"ranks": [0, 2], "collectives": 1}));
+    assert_eq!(t["collective_algorithms"]["barrier"], "dissemination");
+    let (pair, _) =
+        run_in(&d, &format!("name = \"p\"\n{TOPO}[[traffic]]\nkind = \"chakra\"\ntrace = \"pair\"\nhosts = [0, 4]\n"))
+            .unwrap();
+    let csv = &files.iter().find(|(f, _)| f == "chakra_collectives.csv").unwrap().1;
+    // Instances in the files' order: group 1's allreduce (its first rank is 0), group 2's, the
+    // barrier.
+    let rows: Vec<Vec<&str>> = csv.lines().skip(1).map(|l| l.split(',').collect()).collect();
+    let types: Vec<&str> = rows.iter().map(|r| r[2]).collect();
+    assert_eq!(types, ["ALL_REDUCE", "ALL_REDUCE", "BARRIER"], "{csv}");
+    assert_eq!(rows[0][7], pair["traffic"][0]["runtime_ps"].to_string(), "{csv}");
+    // The barrier comes last on every rank: 2 rounds of 4 messages, after both groups.
+    let barrier = &rows[2];
+    let last_group_end =
+        csv.lines().skip(1).take(2).map(|l| l.split(',').nth(6).unwrap().parse::<u64>().unwrap()).max();
+    assert!(barrier[5].parse::<u64>().unwrap() >= last_group_end.unwrap(), "{csv}");
+    assert_eq!(t["messages"].as_u64().unwrap(), pair["traffic"][0]["messages"].as_u64().unwrap() * 2 + 8, "{t}");
+    for (groups, says) in [
+        (r#"{ "1" = [0, 2] }"#, "pg_name \"2\": no such process group"),
+        (r#"{ "1" = [0, 9], "2" = [1, 3] }"#, "rank 9 is not one of the job's 4 ranks"),
+        ("\"missing.json\"", "missing.json"),
+        ("\"dp.0.et\"", "did not contain valid UTF-8"),
+        ("\"bad.json\"", "ASTRA-sim's communicator groups"),
+    ] {
+        let e = run_in(&d, &sc(groups)).unwrap_err();
+        assert!(e.field.starts_with("traffic[0]."), "{e}");
+        assert!(e.to_string().contains(says), "{groups}: {e}");
+    }
+    let e =
+        run_in(&d, &(sc(r#"{ "1" = [0, 2], "2" = [1, 3] }"#) + "algorithms = { barrier = \"ring\" }\n")).unwrap_err();
+    assert_eq!(e.field, "traffic[0].algorithms.barrier");
 }
