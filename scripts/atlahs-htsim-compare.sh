@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ReduceLab's packet engine (GOAL traffic, NDP) against ATLAHS's htsim GOAL backend on the same GOAL files.
 #
-#   scripts/atlahs-htsim-compare.sh SOURCE [--ranks "8 32 128"] [--cases REGEX] [--keep DIR]
+#   scripts/atlahs-htsim-compare.sh SOURCE [--ranks "8 32 128"] [--cases REGEX] [--diagnose] [--keep DIR]
 #
 # SOURCE is an ATLAHS checkout or a bare git directory of spcl/atlahs (e.g. the mirror
 # /work/.mirror/spcl+atlahs/repo); this script never downloads anything. From it only
@@ -39,6 +39,14 @@
 # recursive doubling need powers of two), --cases keeps the cases whose name matches the (grep -E)
 # REGEX, --keep DIR keeps the build, traces, outputs and scenarios. The exit status is 1 if a run
 # fails or ReduceLab's run does not end completed and verified.
+#
+# --diagnose also builds a second, patched copy of htsim_ndp (never ATLAHS's behaviour; for
+# explaining the difference only) and adds its time ("diag ns") and ReduceLab / diag: with
+# ATLAHS_RX_DONE a GOAL message completes (its send and its receive) when the receiver has every
+# byte, not when the sender gets the last ACK; with ATLAHS_EXACT_LAST a message's last packet
+# carries only the remaining bytes (ATLAHS's NDP source sends it full size). What differs then is
+# what ReduceLab does not model: ATLAHS's loop starts a rank's sends one at a time, each after the
+# previous one's (packets + 1) x 4160 B at 0.04 ns/B, where ReduceLab's NIC interleaves them.
 set -euo pipefail
 
 src=${1:?usage: scripts/atlahs-htsim-compare.sh ATLAHS_SOURCE [--ranks "8 32 128"] [--cases REGEX] [--keep DIR]}
@@ -46,11 +54,13 @@ shift
 ranks="8 32 128"
 only=""
 keep=""
+diagnose=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --ranks) ranks=$2; shift 2 ;;
         --cases) only=$2; shift 2 ;;
         --keep) keep=$2; shift 2 ;;
+        --diagnose) diagnose=1; shift ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -112,6 +122,49 @@ rm -f "$htsim_dir"/datacenter/htsim_* "$lgs_dir"/txt2bin "$lgs_dir"/*.o
 htsim="$htsim_dir/datacenter/htsim_ndp"
 txt2bin="$lgs_dir/txt2bin"
 
+if [[ $diagnose == 1 ]]; then
+    cp -a "$htsim_dir" "$work/htsim-diag"
+    python3 - "$work/htsim-diag/ndp.cpp" <<'EOF'
+import sys
+path = sys.argv[1]
+s = open(path).read()
+def sub(old, new):
+    global s
+    if old not in s:
+        sys.exit(f"--diagnose: patch anchor not found in {path}: {old[:60]!r}")
+    s = s.replace(old, new, 1)
+sub('#include "ndp.h"\n',
+    '#include "ndp.h"\n#include <cstdlib>\n#include <unordered_set>\n'
+    'static const bool atlahs_rx_done = std::getenv("ATLAHS_RX_DONE") != nullptr;\n'
+    'static const bool atlahs_exact_last = std::getenv("ATLAHS_EXACT_LAST") != nullptr;\n'
+    'static std::unordered_set<const void*> atlahs_rx_reported;\n')
+# The sender's completion at the last ACK (the first call; the second is in dead code).
+sub('            _atlahs_api->EventFinished(*flow_over);\n',
+    '            if (!atlahs_rx_reported.count(this)) _atlahs_api->EventFinished(*flow_over);\n')
+sub('    send_ack(ts, seqno, pacer_no, marked, pull);\n',
+    '    send_ack(ts, seqno, pacer_no, marked, pull);\n'
+    '    if (atlahs_rx_done && _src->_atlahs_api && _cumulative_ack >= _src->_flow_size\n'
+    '        && !atlahs_rx_reported.count(_src)) {\n'
+    '        atlahs_rx_reported.insert(_src);\n'
+    '        EventOver *rx_over = new EventOver(_src->from, _src->to, _src->_flow_size, _src->tag,\n'
+    '                                           _src->eventlist().now(), AtlahsEventType::SEND_EVENT_OVER);\n'
+    '        rx_over->node = _src->lgs_node;\n'
+    '        _src->_atlahs_api->EventFinished(*rx_over);\n'
+    '    }\n')
+sub('                p = NdpPacket::newpkt(_flow, *_route, _highest_sent+1, pacer_no,\n'
+    '                                      _mss, false, _path_ids.size(),\n',
+    '                p = NdpPacket::newpkt(_flow, *_route, _highest_sent+1, pacer_no,\n'
+    '                                      atlahs_exact_last && last_packet ? (int)(_flow_size - _highest_sent) : _mss,\n'
+    '                                      false, _path_ids.size(),\n')
+open(path, "w").write(s)
+EOF
+    (
+        cd "$work/htsim-diag"
+        make -j2 libhtsim.a
+        make -C datacenter -j2 htsim_ndp
+    ) >"$work/build-diag.log" 2>&1 || { tail -30 "$work/build-diag.log" >&2; exit 1; }
+fi
+
 (cd "$repo" && cargo build --release -q -p reducelab-sim --example run_scenario)
 run_scenario="${CARGO_TARGET_DIR:-$repo/target}/release/examples/run_scenario"
 
@@ -160,9 +213,28 @@ transport = "ndp"
 EOF
 }
 
+run_htsim() { # BINARY GOAL_BIN OUT [ENV=VALUE...]
+    local bin=$1 goal=$2 out=$3
+    shift 3
+    cp "$goal" "$goal.htsim" # htsim opens its input read-write: keep ours untouched
+    env "$@" "$bin" -goal "$goal.htsim" -tiers 2 -nodes "$nodes" -linkspeed 200000 \
+        -hop_latency 0.5 -switch_latency 0 -strat ecmp_host -paths 128 -mtu 4096 \
+        -q 1000000 -lgs_flow_stats >"$out" 2>&1
+    local rc=$?
+    rm -f "$goal.htsim"
+    return $rc
+}
+finish_ns() { sed -n 's/^Maximum finishing time at host [0-9]*: \([0-9]*\) .*/\1/p' "$1"; }
+
 echo "ATLAHS $commit; $(uptime | sed 's/.*load average/load average/')"
-printf '%-24s %5s %8s %14s %14s %7s %8s %8s %8s %8s\n' case ranks ops "htsim ns" "ReduceLab ns" ratio \
-    "h trims" "R trims" "h wall" "R wall"
+header=(case ranks ops "htsim ns" "ReduceLab ns" ratio "h trims" "R trims" "h wall" "R wall")
+fmt='%-24s %5s %8s %14s %14s %7s %8s %8s %8s %8s'
+if [[ $diagnose == 1 ]]; then
+    header+=("diag ns" "R/diag")
+    fmt+=' %10s %7s'
+fi
+# shellcheck disable=SC2059
+printf "$fmt\n" "${header[@]}"
 status=0
 for c in "${cases[@]}"; do
     name=${c%%|*}
@@ -179,11 +251,8 @@ for c in "${cases[@]}"; do
             python3 "$repo/scripts/make-stencil-goal.py" "$p" "$a1" "$a2" "$a3" >"$base.goal"
         fi
         "$txt2bin" -i "$base.goal" -o "$base.bin" >/dev/null
-        cp "$base.bin" "$base.htsim.bin" # htsim opens its input read-write: keep ours untouched
         t0=$(date +%s.%N)
-        if ! "$htsim" -goal "$base.htsim.bin" -tiers 2 -nodes "$nodes" -linkspeed 200000 \
-            -hop_latency 0.5 -switch_latency 0 -strat ecmp_host -paths 128 -mtu 4096 \
-            -q 1000000 -lgs_flow_stats >"$base.htsim.out" 2>&1; then
+        if ! run_htsim "$htsim" "$base.bin" "$base.htsim.out"; then
             printf '%-24s %5s htsim failed: %s\n' "$name" "$p" "$(tail -1 "$base.htsim.out")"
             status=1
             continue
@@ -196,7 +265,7 @@ for c in "${cases[@]}"; do
             continue
         fi
         t2=$(date +%s.%N)
-        theirs=$(sed -n 's/^Maximum finishing time at host [0-9]*: \([0-9]*\) .*/\1/p' "$base.htsim.out")
+        theirs=$(finish_ns "$base.htsim.out")
         hnacks=$(sed -n 's/^Total Number of NACKS \([0-9]*\)/\1/p' "$base.htsim.out")
         read -r ours rtrims ops rstatus < <(python3 - "$base.reducelab/summary.json" <<'EOF'
 import json, sys
@@ -214,9 +283,17 @@ EOF
         ratio=$(python3 -c "print(f'{$ours / $theirs:.3f}')")
         hwall=$(python3 -c "print(f'{$t1 - $t0:.2f}')")
         rwall=$(python3 -c "print(f'{$t2 - $t1:.2f}')")
-        printf '%-24s %5s %8s %14s %14s %7s %8s %8s %8s %8s\n' "$name" "$p" "$ops" "$theirs" "$ours" "$ratio" \
-            "${hnacks:-?}" "$rtrims" "$hwall" "$rwall"
-        rm -f "$base.htsim.bin"
+        row=("$name" "$p" "$ops" "$theirs" "$ours" "$ratio" "${hnacks:-?}" "$rtrims" "$hwall" "$rwall")
+        if [[ $diagnose == 1 ]]; then
+            diag="?"
+            if run_htsim "$work/htsim-diag/datacenter/htsim_ndp" "$base.bin" "$base.diag.out" \
+                ATLAHS_RX_DONE=1 ATLAHS_EXACT_LAST=1; then
+                diag=$(finish_ns "$base.diag.out")
+            fi
+            row+=("${diag:-?}" "$(python3 -c "print(f'{$ours / $diag:.3f}')" 2>/dev/null || echo '?')")
+        fi
+        # shellcheck disable=SC2059
+        printf "$fmt\n" "${row[@]}"
         [[ -n "$keep" ]] || rm -rf "$base".*
     done
 done
