@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ReduceLab's packet engine (GOAL traffic, NDP) against ATLAHS's htsim GOAL backend on the same GOAL files.
 #
-#   scripts/atlahs-htsim-compare.sh SOURCE [--ranks "8 32 128"] [--cases REGEX] [--diagnose] [--keep DIR]
+#   scripts/atlahs-htsim-compare.sh SOURCE [--ranks "8 32 128"] [--cases REGEX] [--queue-bytes Q] [--diagnose]
+#                                   [--keep DIR]
 #
 # SOURCE is an ATLAHS checkout or a bare git directory of spcl/atlahs (e.g. the mirror
 # /work/.mirror/spcl+atlahs/repo); this script never downloads anything. From it only
@@ -25,9 +26,10 @@
 #   - NDP with 4096 B of payload and a 64 B header per packet (htsim `-mtu 4096`, ReduceLab
 #     `mtu_bytes = 4160`, `header_bytes = 64`), initial window 50 packets (ATLAHS's GOAL sources
 #     fix it at 50), minimum RTO 50 ms (htsim's `main_ndp`);
-#   - data queues of 1,000,000 B (ATLAHS's NDP runs pass `-q 1000000`, which its `main_ndp` takes
-#     in bytes; it admits a 4160 B packet while the queue holds at most 1,000,000 - 4160, so 240
-#     packets: ReduceLab `data_queue_packets = 240`);
+#   - data queues of Q = 1,000,000 B (ATLAHS's NDP runs pass `-q 1000000`, which its `main_ndp`
+#     takes in bytes; it admits a 4160 B packet while the queue holds at most Q - 4160 B, so
+#     floor(Q / 4160) = 240 packets: ReduceLab `data_queue_packets = 240`); --queue-bytes Q sets
+#     another Q (at least 4160), e.g. 41600 for 10 packets, small enough to trim;
 #   - per-packet path spraying: htsim `-strat ecmp_host` (switches hash each packet's path id; ATLAHS
 #     gives each flow 128), ReduceLab `routing = "ecmp"`, `spray = "packet"`;
 #   - no host overheads (ATLAHS's htsim GOAL loop sets o = g = L = 0; `main_ndp` has no `-lgs_o`).
@@ -55,15 +57,21 @@ ranks="8 32 128"
 only=""
 keep=""
 diagnose=0
+queue_bytes=1000000
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --ranks) ranks=$2; shift 2 ;;
         --cases) only=$2; shift 2 ;;
         --keep) keep=$2; shift 2 ;;
+        --queue-bytes) queue_bytes=$2; shift 2 ;;
         --diagnose) diagnose=1; shift ;;
         *) echo "unknown argument $1" >&2; exit 2 ;;
     esac
 done
+if ! [[ $queue_bytes =~ ^[0-9]+$ ]] || (( queue_bytes < 4160 )); then
+    echo "--queue-bytes: $queue_bytes is not a whole number of bytes >= 4160 (one packet)" >&2
+    exit 2
+fi
 nodes=128
 half=8 # K/2 for nodes = K²/2 = 128
 for p in $ranks; do
@@ -203,7 +211,7 @@ spray = "packet"
 [transport]
 kind = "ndp"
 initial_window_packets = 50
-data_queue_packets = 240
+data_queue_packets = $((queue_bytes / 4160))
 rto_us = 50000
 
 [[traffic]]
@@ -219,14 +227,14 @@ run_htsim() { # BINARY GOAL_BIN OUT [ENV=VALUE...]
     cp "$goal" "$goal.htsim" # htsim opens its input read-write: keep ours untouched
     env "$@" "$bin" -goal "$goal.htsim" -tiers 2 -nodes "$nodes" -linkspeed 200000 \
         -hop_latency 0.5 -switch_latency 0 -strat ecmp_host -paths 128 -mtu 4096 \
-        -q 1000000 -lgs_flow_stats >"$out" 2>&1
+        -q "$queue_bytes" -lgs_flow_stats >"$out" 2>&1
     local rc=$?
     rm -f "$goal.htsim"
     return $rc
 }
 finish_ns() { sed -n 's/^Maximum finishing time at host [0-9]*: \([0-9]*\) .*/\1/p' "$1"; }
 
-echo "ATLAHS $commit; $(uptime | sed 's/.*load average/load average/')"
+echo "ATLAHS $commit; queues $queue_bytes B ($((queue_bytes / 4160)) packets); $(uptime | sed 's/.*load average/load average/')"
 header=(case ranks ops "htsim ns" "ReduceLab ns" ratio "h trims" "R trims" "h wall" "R wall")
 fmt='%-24s %5s %8s %14s %14s %7s %8s %8s %8s %8s'
 if [[ $diagnose == 1 ]]; then
