@@ -11,6 +11,7 @@
 //! | `COMM_SEND_NODE` | `send` of `comm_size` bytes to `comm_dst`, tag `comm_tag` | the network's |
 //! | `COMM_RECV_NODE` | `recv` of `comm_size` bytes from `comm_src`, tag `comm_tag` | the network's |
 //! | `COMM_COLL_NODE` | the registry algorithm's schedule for `comm_type` and `comm_size` ([`Algorithms`]), as `reducelab_sched::export::goal_steps` expands it | the network's |
+//! | `COMM_COLL_NODE` of a type served in-network ([`Algorithms::set_in_network`]) | one `calc 0` (`n<id>_innet`) that the runner completes when the rank has the protocol's result ([`CollectiveInstance::in_network`]) | the protocol's |
 //!
 //! Compute runs on one engine per rank (CPU 0: one compute node at a time, in the order they
 //! become ready, as ASTRA-sim runs one GPU kernel at a time). Communication runs on an engine of
@@ -95,9 +96,10 @@ pub fn supported() -> String {
     names.join(", ")
 }
 
-/// The registry algorithm of each collective type (defaults: [`Algorithms::default_for`]).
+/// The registry algorithm of each collective type (defaults: [`Algorithms::default_for`]), or the
+/// in-network protocol that serves it ([`Algorithms::set_in_network`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Algorithms(BTreeMap<CommType, String>);
+pub struct Algorithms(BTreeMap<CommType, String>, BTreeSet<CommType>);
 
 impl Algorithms {
     /// The algorithm a collective type runs unless the scenario names one: `ring` for allreduce
@@ -113,6 +115,18 @@ impl Algorithms {
 
     pub fn set(&mut self, c: CommType, algorithm: &str) {
         self.0.insert(c, algorithm.to_string());
+        self.1.remove(&c);
+    }
+
+    /// `c` runs as an in-network collective named `protocol` (module docs): the trace says where
+    /// each rank joins it, the runner serves it.
+    pub fn set_in_network(&mut self, c: CommType, protocol: &str) {
+        self.0.insert(c, protocol.to_string());
+        self.1.insert(c);
+    }
+
+    pub fn is_in_network(&self, c: CommType) -> bool {
+        self.1.contains(&c)
     }
 
     pub fn get(&self, c: CommType) -> &str {
@@ -126,6 +140,9 @@ pub struct CollectiveInstance {
     pub comm: CommType,
     pub bytes: u64,
     pub algorithm: String,
+    /// Served by an in-network protocol (`algorithm` names it): one operation per rank, both
+    /// `begin` and `end`, that the runner completes when that rank has the result.
+    pub in_network: bool,
     /// Per rank: its node's id, the operation that issues it and the one that completes it.
     pub node: Vec<u64>,
     pub begin: Vec<OpId>,
@@ -495,6 +512,11 @@ pub fn lower(files: &[(String, EtFile)], algorithms: &Algorithms, engine: CommEn
         let Work::Coll { comm, bytes, .. } = plans[0].work[i] else { continue };
         let coll = collective_of(comm).expect("checked above");
         let algorithm = algorithms.get(comm);
+        if algorithms.is_in_network(comm) {
+            // No schedule and no messages of the trace's own: the protocol's packets.
+            tag_base.push(next_tag);
+            continue;
+        }
         let at = |m: String| {
             ChakraError::new(format!("{} with algorithm {algorithm:?}: {m}", comm.name()))
                 .in_file(file0.clone())
@@ -536,6 +558,7 @@ pub fn lower(files: &[(String, EtFile)], algorithms: &Algorithms, engine: CommEn
                 comm,
                 bytes,
                 algorithm: if p == 1 { String::new() } else { algorithms.get(comm).to_string() },
+                in_network: p > 1 && algorithms.is_in_network(comm),
                 node: Vec::new(),
                 begin: Vec::new(),
                 end: Vec::new(),
@@ -566,6 +589,15 @@ pub fn lower(files: &[(String, EtFile)], algorithms: &Algorithms, engine: CommEn
                 }
                 Work::Recv { peer, bytes, tag } => {
                     let o = b.op(rank, OpKind::Recv, bytes, peer, tag, comm_cpu, &label).map_err(goal)?;
+                    (o, o)
+                }
+                Work::Coll { comm, .. } if p > 1 && algorithms.is_in_network(comm) => {
+                    let o = b.op(rank, OpKind::Calc, 0, 0, 0, comm_cpu, &format!("{label}_innet")).map_err(goal)?;
+                    let inst = &mut instances[k];
+                    inst.node.push(id);
+                    inst.begin.push(o);
+                    inst.end.push(o);
+                    k += 1;
                     (o, o)
                 }
                 Work::Coll { comm, bytes, .. } => {
