@@ -505,7 +505,14 @@ fn resolve_chakra(
             let coll = collective_of(*c).expect("checked above");
             let layout = reducelab_sched::algos::Layout::line(ranks);
             if let Err(m) = reducelab_sched::algos::build(algorithms.get(*c), coll, &layout) {
-                return e(field.clone(), format!("{} on {ranks} ranks: {m}", algorithms.get(*c)));
+                // A name that is no registry algorithm may be meant as an in-network protocol.
+                let innet =
+                    if *c == CommType::AllReduce && reducelab_sched::registry::find(algorithms.get(*c)).is_none() {
+                        format!("; or an in-network protocol: {}", reducelab_ina::protocol_names())
+                    } else {
+                        String::new()
+                    };
+                return e(field.clone(), format!("{} on {ranks} ranks: {m}{innet}", algorithms.get(*c)));
             }
         }
     }
