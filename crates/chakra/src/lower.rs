@@ -11,7 +11,10 @@
 //! | `COMM_SEND_NODE` | `send` of `comm_size` bytes to `comm_dst`, tag `comm_tag` | the network's |
 //! | `COMM_RECV_NODE` | `recv` of `comm_size` bytes from `comm_src`, tag `comm_tag` | the network's |
 //! | `COMM_COLL_NODE` | the registry algorithm's schedule for `comm_type` and `comm_size` ([`Algorithms`]), as `reducelab_sched::export::goal_steps` expands it | the network's |
-//! | `COMM_COLL_NODE` of a type served in-network ([`Algorithms::set_in_network`]) | one `calc 0` (`n<id>_innet`) that the runner completes when the rank has the protocol's result ([`CollectiveInstance::in_network`]) | the protocol's |
+//!
+//! A `COMM_COLL_NODE` of a type served in-network ([`Algorithms::set_in_network`]) is one `calc 0`
+//! per rank (`n<id>_innet`, [`CollectiveInstance::in_network`]) that the runner completes when
+//! the rank has the protocol's result; it takes the protocol's time.
 //!
 //! Compute runs on one engine per rank (CPU 0: one compute node at a time, in the order they
 //! become ready, as ASTRA-sim runs one GPU kernel at a time). Communication runs on an engine of

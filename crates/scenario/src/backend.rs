@@ -218,7 +218,8 @@ impl ScenarioFile {
                 e(
                     format!("traffic[{i}].algorithms.all_reduce"),
                     format!(
-                        "\"{}\" is an in-network protocol, which runs at packet level only, and run.backend is \"flow\"",
+                        "\"{}\" is an in-network protocol, which runs at packet level only, \
+                         and run.backend is \"flow\"",
                         g.ina[0].protocol.info().name
                     ),
                 )

@@ -510,7 +510,8 @@ impl ScenarioFile {
                         return e(
                             "network.mtu_bytes",
                             format!(
-                                "{} B: the in-network collectives of traffic[{i}] (protocol {}) carry {epp} values per packet ({wire} B with headers)",
+                                "{} B: the in-network collectives of traffic[{i}] (protocol {}) carry {epp} \
+                                 values per packet ({wire} B with headers)",
                                 nw.mtu_bytes,
                                 first.protocol.label()
                             ),
@@ -520,7 +521,13 @@ impl ScenarioFile {
                         match first_trees {
                             None => first_trees = Some((i, trees)),
                             Some((j, n)) if n != trees => {
-                                return e(format!("traffic[{i}].algorithms.all_reduce"), format!("{trees} trees, but traffic[{j}] uses {n}: every static-tree allreduce of a scenario uses the same number of trees"));
+                                return e(
+                                    format!("traffic[{i}].algorithms.all_reduce"),
+                                    format!(
+                                        "{trees} trees, but traffic[{j}] uses {n}: every static-tree allreduce \
+                                         of a scenario uses the same number of trees"
+                                    ),
+                                );
                             }
                             _ => {}
                         }

@@ -132,7 +132,8 @@ impl Traffic {
         }
     }
     /// The in-network allreduces this entry runs (an `ina_allreduce`'s one, a training entry's
-    /// partitions on an in-network protocol, a `chakra` entry's in-network collectives), in the order the in-network world numbers them.
+    /// partitions on an in-network protocol, a `chakra` entry's in-network collectives), in the
+    /// order the in-network world numbers them.
     pub fn ina_specs(&self) -> &[crate::ina::InaSpec] {
         match self {
             Traffic::Ina(s) => std::slice::from_ref(s),
@@ -475,7 +476,8 @@ fn resolve_chakra(
                 return e(
                     field,
                     format!(
-                        "\"{name}\" is an in-network allreduce protocol: in-network protocols serve {} only; {} runs a registry algorithm ({})",
+                        "\"{name}\" is an in-network allreduce protocol: in-network protocols serve {} only; \
+                         {} runs a registry algorithm ({})",
                         CommType::AllReduce.key(),
                         c.key(),
                         reducelab_sched::registry::variants_for(coll).join(", ")
@@ -483,7 +485,8 @@ fn resolve_chakra(
                 );
             }
             if loggp {
-                return e(field, format!("\"{name}\" is an in-network protocol, which runs at packet level only, and run.backend is \"loggp\""));
+                let why = "is an in-network protocol, which runs at packet level only, and run.backend is \"loggp\"";
+                return e(field, format!("\"{name}\" {why}"));
             }
             let protocol = ina_protocol(f, &Default::default(), &None, topology, info)?;
             algorithms.set_in_network(c, &protocol.label());
@@ -564,7 +567,8 @@ fn innet_specs(
             return e(
                 field,
                 format!(
-                    "{} of {} B (node {}): {blocks} blocks of {epp} elements exceed the protocol's 20-bit block id ({})",
+                    "{} of {} B (node {}): {blocks} blocks of {epp} elements exceed the protocol's \
+                     20-bit block id ({})",
                     c.comm.name(),
                     c.bytes,
                     c.node[0],

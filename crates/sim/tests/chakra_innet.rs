@@ -10,7 +10,8 @@ use reducelab_sim::{run_scenario_str, RunOptions};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
-const TOPO: &str = "[topology]\nkind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 4\nspines = 2\nbandwidth_gbps = 100\nlatency_ns = 500\n[network]\nswitch_latency_ns = 300\nrouting = \"canary\"\n";
+const TOPO: &str = "[topology]\nkind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 4\nspines = 2\n\
+                    bandwidth_gbps = 100\nlatency_ns = 500\n[network]\nswitch_latency_ns = 300\nrouting = \"canary\"\n";
 
 fn dir(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("reducelab-chakra-innet-{}-{name}", std::process::id()));
@@ -75,7 +76,8 @@ fn hosts(h: &[u32]) -> String {
 
 fn chakra(prefix: &str, h: &[u32], algorithm: &str, extra: &str) -> String {
     format!(
-        "name = \"c\"\n{TOPO}{extra}[[traffic]]\nkind = \"chakra\"\ntrace = \"{prefix}\"\nhosts = [{}]\nops = true\nalgorithms = {{ all_reduce = \"{algorithm}\" }}\n",
+        "name = \"c\"\n{TOPO}{extra}[[traffic]]\nkind = \"chakra\"\ntrace = \"{prefix}\"\nhosts = [{}]\nops = true\n\
+         algorithms = {{ all_reduce = \"{algorithm}\" }}\n",
         hosts(h)
     )
 }
@@ -152,7 +154,8 @@ fn a_lone_in_network_allreduce_takes_exactly_the_standalone_time() {
         let (alone, _) = run_in(
             &d,
             &format!(
-                "name = \"s\"\n{TOPO}[[traffic]]\nkind = \"ina_allreduce\"\nprotocol = \"{protocol}\"\nhosts = [{}]\nbytes = {bytes}\nstart_ns = 10000\n",
+                "name = \"s\"\n{TOPO}[[traffic]]\nkind = \"ina_allreduce\"\nprotocol = \"{protocol}\"\n\
+                 hosts = [{}]\nbytes = {bytes}\nstart_ns = 10000\n",
                 hosts(&h)
             ),
         )
@@ -258,7 +261,8 @@ fn what_cannot_serve_a_collective_in_network_is_refused_naming_the_key() {
     chain(&d, "ok", 4, &[1], &[4096]);
     let err = |algorithms: &str, extra: &str| {
         let text = format!(
-            "name = \"e\"\n{TOPO}{extra}[[traffic]]\nkind = \"chakra\"\ntrace = \"ok\"\nalgorithms = {{ {algorithms} }}\n"
+            "name = \"e\"\n{TOPO}{extra}[[traffic]]\nkind = \"chakra\"\ntrace = \"ok\"\n\
+             algorithms = {{ {algorithms} }}\n"
         );
         run_in(&d, &text).unwrap_err()
     };
@@ -276,7 +280,8 @@ fn what_cannot_serve_a_collective_in_network_is_refused_naming_the_key() {
     // The same trace with a registry algorithm runs on both.
     for backend in ["flow", "loggp"] {
         let text = format!(
-            "name = \"e\"\n{TOPO}[run]\nbackend = \"{backend}\"\n[[traffic]]\nkind = \"chakra\"\ntrace = \"ok\"\nalgorithms = {{ all_reduce = \"ring\" }}\n"
+            "name = \"e\"\n{TOPO}[run]\nbackend = \"{backend}\"\n[[traffic]]\nkind = \"chakra\"\ntrace = \"ok\"\n\
+             algorithms = {{ all_reduce = \"ring\" }}\n"
         )
         .replace("routing = \"canary\"\n", "");
         let (s, _) = run_in(&d, &text).unwrap();
