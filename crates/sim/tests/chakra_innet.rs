@@ -229,6 +229,40 @@ fn random_traces_protocols_and_loss_run_verified() {
     assert!(lossy > 0 && lost > 0, "some case lost packets ({lossy} lossy cases)");
 }
 
+/// Two traces and an `ina_allreduce` entry on the same switches: the in-network world numbers
+/// their collectives in traffic order, and each entry gets its own back (its count, its
+/// verification); a second protocol in the scenario is refused.
+#[test]
+fn traces_and_ina_allreduce_entries_share_the_switches() {
+    let d = dir("shared");
+    chain(&d, "a", 4, &[2], &[64 << 10, 4096]);
+    chain(&d, "b", 3, &[7, 1, 4], &[1000]);
+    let entry = |prefix: &str, h: &[u32]| {
+        format!(
+            "[[traffic]]\nkind = \"chakra\"\ntrace = \"{prefix}\"\nhosts = [{}]\nops = true\n\
+             algorithms = {{ all_reduce = \"canary\" }}\n",
+            hosts(h)
+        )
+    };
+    let ina = |protocol: &str| {
+        format!("[[traffic]]\nkind = \"ina_allreduce\"\nprotocol = \"{protocol}\"\nhosts = [8, 9, 10, 11]\nbytes = 100000\n")
+    };
+    let text = format!("name = \"m\"\n{TOPO}{}{}{}", entry("a", &[0, 1, 2, 3]), ina("canary"), entry("b", &[4, 5, 6]));
+    let (s, _) = run_in(&d, &text).unwrap();
+    assert_eq!(s["status"], "completed", "{s}");
+    let t = &s["traffic"];
+    assert_eq!(t[0]["in_network"]["collectives"], 2, "{}", t[0]);
+    assert_eq!(t[0]["in_network"]["verified"], 2);
+    assert_eq!(t[1]["kind"], "ina_allreduce");
+    assert_eq!(t[1]["bytes"], 100000, "the ina_allreduce entry's own result: {}", t[1]);
+    assert_eq!(t[1]["verified"], 4);
+    assert_eq!(t[2]["in_network"]["collectives"], 1, "{}", t[2]);
+    assert_eq!(t[2]["verified"], true);
+    let text = format!("name = \"m\"\n{TOPO}{}{}", entry("a", &[0, 1, 2, 3]), ina("static_trees"));
+    let e = run_in(&d, &text).unwrap_err();
+    assert!(e.reason.contains("same protocol") && e.reason.contains("static_trees"), "{e:?}");
+}
+
 fn examples_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios/examples")
 }
