@@ -245,7 +245,10 @@ fn traces_and_ina_allreduce_entries_share_the_switches() {
         )
     };
     let ina = |protocol: &str| {
-        format!("[[traffic]]\nkind = \"ina_allreduce\"\nprotocol = \"{protocol}\"\nhosts = [8, 9, 10, 11]\nbytes = 100000\n")
+        format!(
+            "[[traffic]]\nkind = \"ina_allreduce\"\nprotocol = \"{protocol}\"\n\
+             hosts = [8, 9, 10, 11]\nbytes = 100000\n"
+        )
     };
     let text = format!("name = \"m\"\n{TOPO}{}{}{}", entry("a", &[0, 1, 2, 3]), ina("canary"), entry("b", &[4, 5, 6]));
     let (s, _) = run_in(&d, &text).unwrap();
