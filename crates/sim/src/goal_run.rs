@@ -160,10 +160,10 @@ impl GoalRun {
         let left_of_rank: Vec<u32> = (0..ranks).map(|r| t.ops_of(Rank(r as u32)).len() as u32).collect();
         let ranks_left = left_of_rank.iter().filter(|&&k| k > 0).count() as u32;
         let rank_end_ps = left_of_rank.iter().map(|&k| if k == 0 { 0 } else { UNSET }).collect();
-        let (mut innet_of_op, mut innet_ops) = (Vec::new(), Vec::new());
-        let innet = spec.chakra.as_deref().map(|j| j.collectives.iter().filter(|c| c.in_network));
-        for (j, inst) in innet.into_iter().flatten().enumerate() {
-            innet_of_op.resize(n, NOT_INNET);
+        let innet: Vec<_> = spec.chakra.iter().flat_map(|j| j.collectives.iter().filter(|c| c.in_network)).collect();
+        let mut innet_of_op = if innet.is_empty() { Vec::new() } else { vec![NOT_INNET; n] };
+        let mut innet_ops = Vec::new();
+        for (j, inst) in innet.iter().enumerate() {
             for o in &inst.begin {
                 innet_of_op[o.index()] = j as u32;
                 innet_ops.push(o.0);
