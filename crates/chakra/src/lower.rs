@@ -12,6 +12,10 @@
 //! | `COMM_RECV_NODE` | `recv` of `comm_size` bytes from `comm_src`, tag `comm_tag` | the network's |
 //! | `COMM_COLL_NODE` | the registry algorithm's schedule for `comm_type` and `comm_size` ([`Algorithms`]), as `reducelab_sched::export::goal_steps` expands it | the network's |
 //!
+//! A `COMM_COLL_NODE` of a type served in-network ([`Algorithms::set_in_network`]) is one `calc 0`
+//! per rank (`n<id>_innet`, [`CollectiveInstance::in_network`]) that the runner completes when
+//! the rank has the protocol's result; it takes the protocol's time.
+//!
 //! Compute runs on one engine per rank (CPU 0: one compute node at a time, in the order they
 //! become ready, as ASTRA-sim runs one GPU kernel at a time). Communication runs on an engine of
 //! its own ([`CommEngine::Own`], CPU 1), so a collective overlaps the compute that does not
@@ -190,9 +194,10 @@ impl CommGroups {
     }
 }
 
-/// The registry algorithm of each collective type (defaults: [`Algorithms::default_for`]).
+/// The registry algorithm of each collective type (defaults: [`Algorithms::default_for`]), or the
+/// in-network protocol that serves it ([`Algorithms::set_in_network`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Algorithms(BTreeMap<CommType, String>);
+pub struct Algorithms(BTreeMap<CommType, String>, BTreeSet<CommType>);
 
 impl Algorithms {
     /// The algorithm a collective type runs unless the scenario names one: `ring` for allreduce
@@ -208,6 +213,18 @@ impl Algorithms {
 
     pub fn set(&mut self, c: CommType, algorithm: &str) {
         self.0.insert(c, algorithm.to_string());
+        self.1.remove(&c);
+    }
+
+    /// `c` runs as an in-network collective named `protocol` (module docs): the trace says where
+    /// each rank joins it, the runner serves it.
+    pub fn set_in_network(&mut self, c: CommType, protocol: &str) {
+        self.0.insert(c, protocol.to_string());
+        self.1.insert(c);
+    }
+
+    pub fn is_in_network(&self, c: CommType) -> bool {
+        self.1.contains(&c)
     }
 
     pub fn get(&self, c: CommType) -> &str {
@@ -221,6 +238,9 @@ pub struct CollectiveInstance {
     pub comm: CommType,
     pub bytes: u64,
     pub algorithm: String,
+    /// Served by an in-network protocol (`algorithm` names it): one operation per rank, both
+    /// `begin` and `end`, that the runner completes when that rank has the result.
+    pub in_network: bool,
     /// Its process group (`pg_name`, [`CommGroups`]); `None`: every rank.
     pub group: Option<String>,
     /// The ranks taking part, in rank order; then, per rank: its node's id, the operation that
@@ -658,6 +678,19 @@ pub fn lower_grouped(
         let i0 = seqs[key][0][*k];
         let Work::Coll { comm, bytes, .. } = plans[r0].work[i0] else { continue };
         let algorithm = if comm == CommType::Barrier { BARRIER_ALGORITHM } else { algorithms.get(comm) };
+        if n > 1 && algorithms.is_in_network(comm) {
+            if let Some(g) = key {
+                return Err(ChakraError::new(format!(
+                    "{} in process group {g:?}: {algorithm} serves collectives of every rank only (a group's in-network collective is not run yet)",
+                    comm.name()
+                ))
+                .in_file(files[r0].0.clone())
+                .at_node(files[r0].1.nodes[i0].id));
+            }
+            // No schedule and no messages of the trace's own: the protocol's packets.
+            tag_base.push(next_tag);
+            continue;
+        }
         let at = |m: String| {
             ChakraError::new(format!("{} with algorithm {algorithm:?}: {m}", comm.name()))
                 .in_file(files[r0].0.clone())
@@ -710,6 +743,7 @@ pub fn lower_grouped(
                     (_, CommType::Barrier) => BARRIER_ALGORITHM.to_string(),
                     _ => algorithms.get(comm).to_string(),
                 },
+                in_network: members.len() > 1 && algorithms.is_in_network(comm),
                 group: key.clone(),
                 ranks: Vec::new(),
                 node: Vec::new(),
@@ -741,6 +775,15 @@ pub fn lower_grouped(
                 }
                 Work::Recv { peer, bytes, tag } => {
                     let o = b.op(rank, OpKind::Recv, bytes, peer, tag, comm_cpu, &label).map_err(goal)?;
+                    (o, o)
+                }
+                Work::Coll { .. } if instances[inst_of[r][&i].0].in_network => {
+                    let o = b.op(rank, OpKind::Calc, 0, 0, 0, comm_cpu, &format!("{label}_innet")).map_err(goal)?;
+                    let inst = &mut instances[inst_of[r][&i].0];
+                    inst.ranks.push(r as u32);
+                    inst.node.push(id);
+                    inst.begin.push(o);
+                    inst.end.push(o);
                     (o, o)
                 }
                 Work::Coll { comm, bytes, .. } => {

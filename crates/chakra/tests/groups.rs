@@ -207,6 +207,19 @@ fn bad_groups_are_named() {
             .unwrap_err()
             .to_string();
     assert!(e.contains("no such process group (the scenario gives no comm_groups)"), "{e}");
+    // An in-network protocol serves allreduces of every rank only.
+    let mut innet = Algorithms::default();
+    innet.set_in_network(CommType::AllReduce, "canary");
+    let e = lower_grouped(
+        &job_files(&[vec![ar(1, Some("1"))], vec![ar(1, Some("1"))], vec![]]),
+        &innet,
+        CommEngine::Own,
+        &g,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("canary serves collectives of every rank only"), "{e}");
+    assert!(lower(&job_files(&[vec![ar(1, None)], vec![ar(1, None)]]), &innet, CommEngine::Own).is_ok());
     // Group "1" on a job of 3 ranks given groups made for 4.
     let wide = groups(&[("1", &[0, 3])], 4);
     let e = lower_grouped(&job_files(&[vec![], vec![], vec![]]), &Algorithms::default(), CommEngine::Own, &wide)

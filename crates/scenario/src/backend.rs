@@ -122,6 +122,11 @@ pub fn flow_at_every_size(
     Ok(None)
 }
 
+/// The first trace entry with collectives served in-network (packet level only), if any.
+fn innet_trace(traffic: &[Traffic]) -> Option<usize> {
+    traffic.iter().position(|t| matches!(t, Traffic::Goal(g) if !g.ina.is_empty()))
+}
+
 impl ScenarioFile {
     /// Why the flow backend cannot run this scenario, if it cannot: it runs exactly one
     /// collective allreduce on all hosts (rank r on host r) from time 0, or (with `traces`)
@@ -207,6 +212,18 @@ impl ScenarioFile {
                 ),
                 None => Ok((Backend::LogGp, "set by run.backend".into())),
             },
+            Some(Backend::Flow) if innet_trace(traffic).is_some() => {
+                let i = innet_trace(traffic).expect("checked");
+                let Traffic::Goal(g) = &traffic[i] else { unreachable!("innet_trace finds trace entries") };
+                e(
+                    format!("traffic[{i}].algorithms.all_reduce"),
+                    format!(
+                        "\"{}\" is an in-network protocol, which runs at packet level only, \
+                         and run.backend is \"flow\"",
+                        g.ina[0].protocol.info().name
+                    ),
+                )
+            }
             Some(Backend::Flow) => match obstacle(true) {
                 Some(why) => e("run.backend", format!("\"flow\" cannot run this scenario: {why}")),
                 None => Ok((Backend::Flow, "set by run.backend".into())),

@@ -69,6 +69,9 @@ pub struct InaSpec {
     /// When each rank joins, if not all at `start` (a training job's partition: each worker
     /// when its layer's gradients are ready); `start` is then the earliest.
     pub rank_start: Vec<SimTime>,
+    /// Each rank joins when its trace reaches the collective (a `chakra` entry's collectives
+    /// served in-network), not at a time known beforehand: `start` and `rank_start` are unused.
+    pub trace_driven: bool,
 }
 
 /// A `training` entry whose protocol is an in-network allreduce protocol (of

@@ -502,6 +502,43 @@ impl ScenarioFile {
                     }
                 }
             }
+            if let Traffic::Goal(g) = &mut tr {
+                if let Some(first) = g.ina.first() {
+                    let epp = traffic::TRACE_INA_ELEMS_PER_PACKET;
+                    let wire = epp as u32 * 4 + reducelab_ina::wire::OVERHEAD_BYTES;
+                    if wire > nw.mtu_bytes {
+                        return e(
+                            "network.mtu_bytes",
+                            format!(
+                                "{} B: the in-network collectives of traffic[{i}] (protocol {}) carry {epp} \
+                                 values per packet ({wire} B with headers)",
+                                nw.mtu_bytes,
+                                first.protocol.label()
+                            ),
+                        );
+                    }
+                    if let Some(trees) = first.protocol.root_count() {
+                        match first_trees {
+                            None => first_trees = Some((i, trees)),
+                            Some((j, n)) if n != trees => {
+                                return e(
+                                    format!("traffic[{i}].algorithms.all_reduce"),
+                                    format!(
+                                        "{trees} trees, but traffic[{j}] uses {n}: every static-tree allreduce \
+                                         of a scenario uses the same number of trees"
+                                    ),
+                                );
+                            }
+                            _ => {}
+                        }
+                        // One draw for the entry: its collectives share the roots.
+                        let roots = random_roots(&topology, trees, seed ^ (i as u64) << 32);
+                        for spec in &mut g.ina {
+                            spec.roots = roots.clone();
+                        }
+                    }
+                }
+            }
             check_finishes_in_time(&format!("traffic[{i}]"), &tr, &topology)?;
             traffic.push(tr);
         }

@@ -110,6 +110,10 @@ pub struct GoalSpec {
     /// A `chakra` entry's bookkeeping: which operations are which collective instance, each
     /// rank's compute time.
     pub chakra: Option<Arc<reducelab_chakra::ChakraJob>>,
+    /// A `chakra` entry's collectives served by an in-network protocol, in trace order (the
+    /// instances with `in_network`): rank `r` on `hosts[r]`, each rank joining when its trace
+    /// reaches the collective.
+    pub ina: Vec<crate::ina::InaSpec>,
 }
 
 impl Traffic {
@@ -128,11 +132,13 @@ impl Traffic {
         }
     }
     /// The in-network allreduces this entry runs (an `ina_allreduce`'s one, a training entry's
-    /// partitions on an in-network protocol), in the order the in-network world numbers them.
+    /// partitions on an in-network protocol, a `chakra` entry's in-network collectives), in the
+    /// order the in-network world numbers them.
     pub fn ina_specs(&self) -> &[crate::ina::InaSpec] {
         match self {
             Traffic::Ina(s) => std::slice::from_ref(s),
             Traffic::InaTraining(t) => &t.specs,
+            Traffic::Goal(g) => &g.ina,
             _ => &[],
         }
     }
@@ -394,6 +400,7 @@ fn resolve_goal(
         eager_bytes: t.eager_bytes.unwrap_or(0),
         record_ops: t.ops.unwrap_or(false),
         chakra: None,
+        ina: Vec::new(),
     }))
 }
 
@@ -451,6 +458,8 @@ fn resolve_chakra(
     }
     let mut algorithms = Algorithms::default();
     let mut named = Vec::new();
+    // The in-network protocol serving a collective type, if one does: (field, its registry entry).
+    let mut innet = None;
     for (key, name) in t.algorithms.iter().flatten() {
         let field = format!("{f}.algorithms.{key}");
         let keys: Vec<&str> = CommType::ALL.iter().filter(|c| collective_of(**c).is_some()).map(|c| c.key()).collect();
@@ -462,6 +471,30 @@ fn resolve_chakra(
         }
         if collective_of(c).is_none() {
             return e(field, format!("{} is not run yet (the collectives run: {})", c.name(), supported()));
+        }
+        if let Some(info) = reducelab_ina::protocol(name) {
+            // The registry's in-network protocols are allreduces (`reducelab_ina::PROTOCOLS`).
+            if c != CommType::AllReduce {
+                let coll = collective_of(c).expect("checked above");
+                return e(
+                    field,
+                    format!(
+                        "\"{name}\" is an in-network allreduce protocol: in-network protocols serve {} only; \
+                         {} runs a registry algorithm ({})",
+                        CommType::AllReduce.key(),
+                        c.key(),
+                        reducelab_sched::registry::variants_for(coll).join(", ")
+                    ),
+                );
+            }
+            if loggp {
+                let why = "is an in-network protocol, which runs at packet level only, and run.backend is \"loggp\"";
+                return e(field, format!("\"{name}\" {why}"));
+            }
+            let protocol = ina_protocol(f, &Default::default(), &None, topology, info)?;
+            algorithms.set_in_network(c, &protocol.label());
+            innet = Some((field, info));
+            continue;
         }
         algorithms.set(c, name);
         named.push((field, c));
@@ -478,7 +511,14 @@ fn resolve_chakra(
             let coll = collective_of(*c).expect("checked above");
             let layout = reducelab_sched::algos::Layout::line(ranks);
             if let Err(m) = reducelab_sched::algos::build(algorithms.get(*c), coll, &layout) {
-                return e(field.clone(), format!("{} on {ranks} ranks: {m}", algorithms.get(*c)));
+                // A name that is no registry algorithm may be meant as an in-network protocol.
+                let innet =
+                    if *c == CommType::AllReduce && reducelab_sched::registry::find(algorithms.get(*c)).is_none() {
+                        format!("; or an in-network protocol: {}", reducelab_ina::protocol_names())
+                    } else {
+                        String::new()
+                    };
+                return e(field.clone(), format!("{} on {ranks} ranks: {m}{innet}", algorithms.get(*c)));
             }
         }
     }
@@ -520,6 +560,10 @@ fn resolve_chakra(
         reason: format!("{prefix}: the lowered trace: {err}"),
     })?;
     let (hosts, placed) = place_ranks(f, ("trace", prefix), ranks, &t.hosts, t.placement.as_deref(), topology, seed)?;
+    let ina = match innet {
+        Some((field, info)) => innet_specs(&field, info, &lowered.job, &hosts, topology)?,
+        None => Vec::new(),
+    };
     Ok(Traffic::Goal(GoalSpec {
         file: prefix.clone(),
         trace: Arc::new(lowered.trace),
@@ -529,7 +573,60 @@ fn resolve_chakra(
         eager_bytes: t.eager_bytes.unwrap_or(0),
         record_ops: t.ops.unwrap_or(false),
         chakra: Some(Arc::new(lowered.job)),
+        ina,
     }))
+}
+
+/// Elements per packet of a trace's in-network collectives (`ina_allreduce`'s default).
+pub const TRACE_INA_ELEMS_PER_PACKET: u16 = 256;
+
+/// The in-network collectives of a lowered `chakra` trace (its instances with `in_network`),
+/// served by protocol `info` as `field` names it; `hosts` may be empty until the entry is placed
+/// (then [`place_goal_jobs`] fills them in).
+fn innet_specs(
+    field: &str,
+    info: &'static reducelab_ina::ProtocolInfo,
+    job: &reducelab_chakra::ChakraJob,
+    hosts: &[u32],
+    topology: &Topology,
+) -> Result<Vec<crate::ina::InaSpec>, ScenarioError> {
+    let epp = TRACE_INA_ELEMS_PER_PACKET;
+    let mut out = Vec::new();
+    for c in job.collectives.iter().filter(|c| c.in_network) {
+        let ranks = c.node.len() as u64;
+        let blocks = c.bytes.div_ceil(4).max(1).div_ceil(epp as u64);
+        if blocks > reducelab_ina::host::MAX_BLOCKS as u64 {
+            return e(
+                field,
+                format!(
+                    "{} of {} B (node {}): {blocks} blocks of {epp} elements exceed the protocol's \
+                     20-bit block id ({})",
+                    c.comm.name(),
+                    c.bytes,
+                    c.node[0],
+                    reducelab_ina::host::MAX_BLOCKS
+                ),
+            );
+        }
+        out.push(crate::ina::InaSpec {
+            hosts: hosts.to_vec(),
+            bytes: c.bytes,
+            start: SimTime::ZERO,
+            // One instance per collective, as one per `ina_allreduce` entry.
+            protocol: ina_protocol(field, &Default::default(), &None, topology, info)?,
+            elems_per_packet: epp,
+            // As an `ina_allreduce` entry's default.
+            values: ranks * c.bytes <= 64 << 20,
+            roots: Vec::new(),
+            rank_start: Vec::new(),
+            trace_driven: true,
+        });
+    }
+    // The 8-bit application id of in-network packets (`crate::ina::setup`).
+    if out.len() > 256 {
+        return e(field, format!("{} in-network collectives in the trace; a scenario runs at most 256", out.len()));
+    }
+    Ok(out)
 }
 
 pub(super) fn resolve_traffic(
@@ -706,6 +803,7 @@ pub(super) fn resolve_traffic(
                 values,
                 roots: t.roots.clone().unwrap_or_default(),
                 rank_start: Vec::new(),
+                trace_driven: false,
             })
         }
         TrafficSpec::Collective(t) => {
@@ -888,6 +986,9 @@ pub(super) fn place_goal_jobs(traffic: &mut [Traffic], num_hosts: u32, seed: u64
         }
         free.truncate(ranks);
         free.iter().for_each(|&h| taken[h as usize] = true);
+        for spec in &mut g.ina {
+            spec.hosts = free.clone();
+        }
         g.hosts = free;
     }
     Ok(())

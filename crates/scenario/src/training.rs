@@ -154,6 +154,7 @@ fn resolve_on_ina(
                 values,
                 roots: t.roots.clone().unwrap_or_default(),
                 rank_start: Vec::new(),
+                trace_driven: false,
             });
         }
         out.jobs.push(crate::ina::InaTrainingJob {

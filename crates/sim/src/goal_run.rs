@@ -24,6 +24,12 @@
 //!   delivery), waits for a busy CPU left out (as LogGOPSim's critical path leaves out waits
 //!   for busy CPUs and NICs); `irequires` waits for its predecessor's start, `requires` for its
 //!   end. With `ops = true`, every operation's start and end.
+//! - **In-network collectives** (a `chakra` entry's collectives served by an in-network
+//!   protocol: `reducelab_chakra::CollectiveInstance::in_network`): a rank's operation for one
+//!   is a `calc 0` that neither takes its CPU nor completes by itself. When the rank reaches it,
+//!   the run queues (instance, rank) for the caller ([`GoalRun::take_joins`]), which starts that
+//!   rank's host agent; the caller completes it when the rank has the result
+//!   ([`GoalRun::innet_done`]). In the critical path it weighs its own span (join to result).
 //! - **Verified**: the network checks every message's bytes and fingerprint; the run checks
 //!   that every operation completed and every receive got the message the matching rule
 //!   names (its sender's operation, by (source, tag, order)).
@@ -106,7 +112,16 @@ pub struct GoalRun {
     messages: u64,
     mismatched: u64,
     started: bool,
+    /// Per operation: the in-network instance (its index among the trace's in-network
+    /// collectives) it joins, or `NOT_INNET`; empty when the trace has none.
+    innet_of_op: Vec<u32>,
+    /// `innet_ops[j * ranks + r]`: rank `r`'s operation of in-network instance `j`.
+    innet_ops: Vec<u32>,
+    /// (instance, rank) reached since the caller last took them.
+    joins: Vec<(u32, u32)>,
 }
+
+const NOT_INNET: u32 = u32::MAX;
 
 /// One GOAL entry's results.
 #[derive(Clone, Debug, serde::Serialize)]
@@ -145,6 +160,15 @@ impl GoalRun {
         let left_of_rank: Vec<u32> = (0..ranks).map(|r| t.ops_of(Rank(r as u32)).len() as u32).collect();
         let ranks_left = left_of_rank.iter().filter(|&&k| k > 0).count() as u32;
         let rank_end_ps = left_of_rank.iter().map(|&k| if k == 0 { 0 } else { UNSET }).collect();
+        let innet: Vec<_> = spec.chakra.iter().flat_map(|j| j.collectives.iter().filter(|c| c.in_network)).collect();
+        let mut innet_of_op = if innet.is_empty() { Vec::new() } else { vec![NOT_INNET; n] };
+        let mut innet_ops = Vec::new();
+        for (j, inst) in innet.iter().enumerate() {
+            for o in &inst.begin {
+                innet_of_op[o.index()] = j as u32;
+                innet_ops.push(o.0);
+            }
+        }
         GoalRun {
             tag,
             wait_done,
@@ -170,6 +194,9 @@ impl GoalRun {
             messages: 0,
             mismatched: 0,
             started: false,
+            innet_of_op,
+            innet_ops,
+            joins: Vec::new(),
             spec,
         }
     }
@@ -247,6 +274,10 @@ impl GoalRun {
             if k == DepKind::Irequires {
                 self.free_start(s.0);
             }
+        }
+        if let Some(&j) = self.innet_of_op.get(op as usize).filter(|&&j| j != NOT_INNET) {
+            self.joins.push((j, me));
+            return;
         }
         match d.kind {
             OpKind::Send => {
@@ -331,6 +362,20 @@ impl GoalRun {
             self.rank_end_ps[r] = now;
             self.ranks_left -= 1;
         }
+    }
+
+    /// Moves the in-network instances ranks have reached since the last call, as (instance,
+    /// rank), to `out`.
+    pub fn take_joins(&mut self, out: &mut Vec<(u32, u32)>) {
+        out.append(&mut self.joins);
+    }
+
+    /// Rank `rank` has the result of in-network instance `j`: its operation completes now.
+    pub fn innet_done(&mut self, net: &mut impl GoalNet, j: u32, rank: u32) {
+        let ranks = self.spec.trace.num_ranks() as usize;
+        let op = self.innet_ops[j as usize * ranks + rank as usize];
+        self.complete(op, net.now_ps());
+        self.drain(net);
     }
 
     /// A message of this run was delivered. Returns false if it is not one of its messages.
@@ -466,6 +511,9 @@ impl GoalRun {
             let o = OpId(i);
             let d = t.op(o);
             let own = match d.kind {
+                _ if self.innet_of_op.get(i as usize).is_some_and(|&j| j != NOT_INNET) => {
+                    self.end_ps[i as usize].saturating_sub(self.start_ps[i as usize])
+                }
                 OpKind::Calc => d.size.saturating_mul(1000),
                 _ => 0,
             };

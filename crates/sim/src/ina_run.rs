@@ -4,6 +4,10 @@
 //!
 //! Every collective (tenant) of a scenario uses the same protocol; tenants share the switches'
 //! descriptor tables (hash-indexed, or statically partitioned per tenant when asked).
+//!
+//! A collective's ranks join at times known beforehand (timers set at the start), or, for a
+//! trace's collectives (`InaSpec::trace_driven`), when the workload says so ([`InaWorld::join`]);
+//! then the world tells the workload when each rank has the result ([`InaWorld::take_finished`]).
 
 use reducelab_des::SimTime;
 
@@ -91,6 +95,12 @@ pub struct InaWorld {
     /// (time ps, busiest switch's descriptors, descriptors over all switches).
     pub occupancy: Vec<(u64, u32, u64)>,
     descriptor_bytes: u64,
+    /// Per trace-driven collective (else empty): whether each rank's result was reported.
+    reported: Vec<Vec<bool>>,
+    /// (collective, rank) that have the result since the workload last took them.
+    finished: Vec<(u32, u32)>,
+    /// Per collective: when its first rank joined (`u64::MAX`: none yet; trace-driven ones).
+    first_join_ps: Vec<u64>,
 }
 
 impl InaWorld {
@@ -119,6 +129,13 @@ impl InaWorld {
         let left = specs.len();
         let started = colls.iter().map(|c| vec![false; c.n() as usize]).collect();
         let descriptor_bytes = epp as u64 * 4 + reducelab_ina::wire::HEADER_BYTES as u64;
+        let reported =
+            specs
+                .iter()
+                .zip(&colls)
+                .map(|(s, c)| if s.trace_driven { vec![false; c.n() as usize] } else { Vec::new() });
+        let reported = reported.collect();
+        let first_join_ps = vec![u64::MAX; left];
         InaWorld {
             specs,
             colls,
@@ -143,6 +160,9 @@ impl InaWorld {
             left,
             occupancy: Vec::new(),
             descriptor_bytes,
+            reported,
+            finished: Vec::new(),
+            first_join_ps,
         }
     }
 
@@ -164,6 +184,9 @@ impl InaWorld {
             }
         }
         for ci in 0..self.colls.len() {
+            if self.specs[ci].trace_driven {
+                continue;
+            }
             for r in 0..self.colls[ci].n() {
                 let at = self.rank_start(ci, r);
                 self.timer(net, at, TimerTarget::Host { coll: ci as u32, rank: r }, u64::MAX);
@@ -178,6 +201,40 @@ impl InaWorld {
     fn rank_start(&self, ci: usize, r: u32) -> u64 {
         let s = &self.specs[ci];
         s.rank_start.get(r as usize).unwrap_or(&s.start).ps()
+    }
+
+    /// Rank `rank` of trace-driven collective `ci` joins it now: its agent starts.
+    pub fn join(&mut self, net: &mut Network, ci: u32, rank: u32) {
+        let now = net.now().ps();
+        let first = &mut self.first_join_ps[ci as usize];
+        *first = (*first).min(now);
+        self.start_agent(net, ci, rank);
+    }
+
+    /// Moves the (collective, rank) of trace-driven collectives that got their result since the
+    /// last call to `out`.
+    pub fn take_finished(&mut self, out: &mut Vec<(u32, u32)>) {
+        out.append(&mut self.finished);
+    }
+
+    fn start_agent(&mut self, net: &mut Network, coll: u32, rank: u32) {
+        let now = net.now().ps();
+        let c = &self.colls[coll as usize];
+        let mut buf = std::mem::take(&mut self.hbuf);
+        self.started[coll as usize][rank as usize] = true;
+        self.agents[coll as usize][rank as usize].start(c, now, &mut self.vals, &mut buf);
+        self.hbuf = buf;
+        self.after_host_event(net, coll, rank);
+        self.update_done(net, coll);
+    }
+
+    /// Reports rank `rank` of trace-driven collective `ci` once it has the result.
+    fn note_finished(&mut self, ci: u32, rank: u32) {
+        let Some(seen) = self.reported.get_mut(ci as usize).and_then(|r| r.get_mut(rank as usize)) else { return };
+        if !*seen && self.agents[ci as usize][rank as usize].finished_ps().is_some() {
+            *seen = true;
+            self.finished.push((ci, rank));
+        }
     }
 
     fn timer(&mut self, net: &mut Network, at: u64, target: TimerTarget, token: u64) {
@@ -275,11 +332,13 @@ impl InaWorld {
             let mut buf = std::mem::take(&mut self.hbuf);
             self.agents[ci as usize][rank as usize].pull(c, now, room, &mut self.vals, &mut buf);
             self.hbuf = buf;
+            self.note_finished(ci, rank);
             self.host_actions(net, ci, rank);
         }
     }
 
     fn after_host_event(&mut self, net: &mut Network, ci: u32, rank: u32) {
+        self.note_finished(ci, rank);
         self.host_actions(net, ci, rank);
         let host = self.colls[ci as usize].ranks[rank as usize];
         self.refill(net, host);
@@ -363,16 +422,11 @@ impl InaWorld {
                 }
                 self.switch_actions(net, node, None);
             }
+            TimerTarget::Host { coll, rank } if t == u64::MAX => self.start_agent(net, coll, rank),
             TimerTarget::Host { coll, rank } => {
                 let c = &self.colls[coll as usize];
                 let mut buf = std::mem::take(&mut self.hbuf);
-                let a = &mut self.agents[coll as usize][rank as usize];
-                if t == u64::MAX {
-                    self.started[coll as usize][rank as usize] = true;
-                    a.start(c, now, &mut self.vals, &mut buf);
-                } else {
-                    a.on_timer(c, now, t, &mut self.vals, &mut buf);
-                }
+                self.agents[coll as usize][rank as usize].on_timer(c, now, t, &mut self.vals, &mut buf);
                 self.hbuf = buf;
                 self.after_host_event(net, coll, rank);
                 self.update_done(net, coll);
@@ -457,7 +511,7 @@ impl InaWorld {
             .enumerate()
             .map(|(ci, c)| {
                 let ags = &self.agents[ci];
-                let start = self.specs[ci].start.ps();
+                let start = self.start_ps(ci);
                 let finished = ags.iter().filter(|a| a.finished_ps().is_some()).count();
                 let all = finished == ags.len();
                 let runtime = all.then(|| ags.iter().filter_map(|a| a.finished_ps()).max().unwrap_or(start) - start);
@@ -546,7 +600,17 @@ impl InaWorld {
     pub fn work_of(&self, ci: usize, now_ps: u64) -> (u64, u64, bool) {
         let total = self.colls[ci].blocks as u64 * self.agents[ci].len() as u64;
         let missing: u64 = self.agents[ci].iter().map(|a| a.missing() as u64).sum();
-        (total - missing, total, now_ps >= self.specs[ci].start.ps() && !self.done_flags[ci])
+        (total - missing, total, now_ps >= self.start_ps(ci) && !self.done_flags[ci])
+    }
+
+    /// When allreduce `ci` started: its spec's start, or a trace-driven one's first join
+    /// (`u64::MAX` before it).
+    fn start_ps(&self, ci: usize) -> u64 {
+        if self.specs[ci].trace_driven {
+            self.first_join_ps[ci]
+        } else {
+            self.specs[ci].start.ps()
+        }
     }
 
     /// Hosts of allreduce `ci` that have not completed it (received every block and, for

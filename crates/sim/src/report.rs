@@ -251,6 +251,9 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             traffic.push(v);
             continue;
         }
+        // A trace's collectives served in-network.
+        let innet = &ina_results[ina_k..ina_k + t.ina_specs().len()];
+        ina_k += innet.len();
         let mine: Vec<_> = msgs.iter().filter(|m| m.tag == ti as u64).collect();
         let fcts: Vec<u64> = mine.iter().filter_map(|m| m.completion_time().map(|d| d.ps())).collect();
         let first = mine.iter().map(|m| m.start.ps()).min().unwrap_or(0);
@@ -269,6 +272,21 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
             v["background"] = json!(false);
             if let crate::scenario::Traffic::Goal(g) = t {
                 chakra_summary(g, chakras.iter().find(|(i, _)| *i == ti).map(|(_, c)| c), &mut v);
+            }
+            if !innet.is_empty() {
+                let bad: u64 = innet.iter().map(|r| r.bad_blocks).sum();
+                if bad > 0 {
+                    wrong.push(format!("{} traffic[{ti}]: {bad} bad blocks in its in-network collectives", t.kind()));
+                }
+                let verified = innet.iter().filter(|r| r.verified).count();
+                v["verified"] = json!(r.verified && verified == innet.len());
+                v["in_network"] = json!({
+                    "protocol": innet[0].protocol,
+                    "collectives": innet.len(),
+                    "verified": verified,
+                    "bad_blocks": bad,
+                    "values_checked": innet.iter().all(|r| r.values_checked),
+                });
             }
             v["messages_verified"] = json!(mine.iter().filter(|m| m.verified()).count());
             v["completed"] = json!(w.counters[ti].completed);
@@ -613,7 +631,30 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
     let mut own = Vec::new();
     for t in &w.traffic {
         let n = t.ina_specs().len();
-        if let crate::scenario::Traffic::InaTraining(tr) = t {
+        if let (crate::scenario::Traffic::Goal(g), true) = (t, n > 0) {
+            let mine = &ina_results[ina_k..ina_k + n];
+            let bad: u64 = mine.iter().map(|r| r.bad_blocks).sum();
+            let _ = writeln!(
+                table,
+                "in-network {} {} collectives of {} on {} hosts each: results {}",
+                n,
+                mine[0].protocol,
+                g.file,
+                mine[0].hosts,
+                if mine.iter().all(|r| r.verified) {
+                    format!(
+                        "verified on every host{}",
+                        if mine.iter().all(|r| r.values_checked) {
+                            " (fingerprints and values)"
+                        } else {
+                            " (fingerprints)"
+                        }
+                    )
+                } else {
+                    format!("NOT VERIFIED: {bad} bad blocks")
+                }
+            );
+        } else if let crate::scenario::Traffic::InaTraining(tr) = t {
             let jobs = ina_training_jobs(tr, &ina_results[ina_k..ina_k + n]);
             let jcts: Vec<u64> = jobs.iter().filter_map(|r| r.jct_ps).collect();
             let _ = writeln!(

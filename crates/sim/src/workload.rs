@@ -93,6 +93,13 @@ pub struct ScenarioWorkload {
     pub training: Option<crate::training_run::TrainingWorld>,
     /// The state of each `random_permutation` generator, by traffic index.
     perms: Vec<Option<PermutationState>>,
+    /// The trace entries whose collectives the in-network world serves: (traffic index, the
+    /// in-network world's number of its first one).
+    innet_traces: Vec<(usize, u32)>,
+    /// Per collective of the in-network world: the trace entry it belongs to (`u32::MAX`: none).
+    innet_owner: Vec<u32>,
+    /// (instance or collective, rank) handed between the traces and the in-network world.
+    innet_buf: Vec<(u32, u32)>,
 }
 
 impl ScenarioWorkload {
@@ -109,6 +116,16 @@ impl ScenarioWorkload {
         training_layout: Option<TrainingLayout>,
     ) -> Self {
         let ina_specs: Vec<_> = traffic.iter().flat_map(|t| t.ina_specs().iter().cloned()).collect();
+        let (mut innet_traces, mut innet_owner) = (Vec::new(), Vec::new());
+        for (ti, t) in traffic.iter().enumerate() {
+            let n = t.ina_specs().len();
+            if matches!(t, Traffic::Goal(_)) && n > 0 {
+                innet_traces.push((ti, innet_owner.len() as u32));
+                innet_owner.extend(std::iter::repeat_n(ti as u32, n));
+            } else {
+                innet_owner.extend(std::iter::repeat_n(u32::MAX, n));
+            }
+        }
         let ina = ina_setup.map(|built| InaWorld::new(topo, ina_specs, ina.clone(), built));
         let training = traffic.iter().find_map(|t| if let Traffic::Training(s) = t { Some(s.clone()) } else { None });
         let training = training.zip(training_layout).map(|(s, layout)| {
@@ -171,6 +188,56 @@ impl ScenarioWorkload {
             ina,
             training,
             perms,
+            innet_traces,
+            innet_owner,
+            innet_buf: Vec::new(),
+        }
+    }
+
+    /// Hands what the traces and the in-network world owe each other until neither owes anything:
+    /// ranks that reached an in-network collective join it, ranks that have its result go on in
+    /// their trace (which may reach the next one at once).
+    fn settle_innet(&mut self, net: &mut Network) {
+        if self.innet_traces.is_empty() {
+            return;
+        }
+        let Some(w) = self.ina.as_mut() else { return };
+        let mut buf = std::mem::take(&mut self.innet_buf);
+        loop {
+            for &(ti, first) in &self.innet_traces {
+                let run = self.goals[ti].as_mut().expect("a trace entry's run");
+                run.take_joins(&mut buf);
+                for (j, rank) in buf.drain(..) {
+                    w.join(net, first + j, rank);
+                }
+            }
+            w.take_finished(&mut buf);
+            if buf.is_empty() {
+                break;
+            }
+            for (ci, rank) in buf.drain(..) {
+                let ti = self.innet_owner[ci as usize] as usize;
+                let first = self.innet_traces.iter().find(|&&(t, _)| t == ti).expect("an owner").1;
+                let run = self.goals[ti].as_mut().expect("a trace entry's run");
+                let was_done = run.is_done();
+                run.innet_done(net, ci - first, rank);
+                if run.is_done() && !was_done {
+                    self.goals_left -= 1;
+                }
+            }
+        }
+        self.innet_buf = buf;
+        self.stop_if_done(net);
+    }
+
+    /// Ends the run once a trace entry finished, if the foreground is done.
+    fn stop_after_trace(&self, net: &mut Network) {
+        if self.innet_traces.is_empty() {
+            if self.foreground_done() {
+                net.stop();
+            }
+        } else {
+            self.stop_if_done(net);
         }
     }
 
@@ -337,6 +404,7 @@ impl Workload for ScenarioWorkload {
         if let Some(w) = self.training.as_mut() {
             w.start(net);
         }
+        self.settle_innet(net);
         if self.foreground_done() {
             net.stop();
         }
@@ -350,11 +418,10 @@ impl Workload for ScenarioWorkload {
                 run.on_timer(net, token as u32);
                 if run.is_done() && !was_done {
                     self.goals_left -= 1;
-                    if self.foreground_done() {
-                        net.stop();
-                    }
+                    self.stop_after_trace(net);
                 }
             }
+            self.settle_innet(net);
             return;
         }
         if let Some(w) = self.training.as_mut() {
@@ -363,6 +430,7 @@ impl Workload for ScenarioWorkload {
         } else if let Some(w) = self.ina.as_mut() {
             w.on_timer(net, token);
             self.stop_if_done(net);
+            self.settle_innet(net);
         }
     }
 
@@ -383,6 +451,7 @@ impl Workload for ScenarioWorkload {
         } else if let Some(w) = self.ina.as_mut() {
             w.on_app_delivered(net, host, app);
             self.stop_if_done(net);
+            self.settle_innet(net);
         }
     }
 
@@ -399,6 +468,7 @@ impl Workload for ScenarioWorkload {
             w.on_queue_low(net, host);
         } else if let Some(w) = self.ina.as_mut() {
             w.on_queue_low(net, host);
+            self.settle_innet(net);
         }
     }
 
@@ -446,7 +516,8 @@ impl Workload for ScenarioWorkload {
                         }
                     }
                 }
-                Traffic::Goal(_) => {
+                Traffic::Goal(g) => {
+                    ina_k += g.ina.len();
                     let Some(run) = self.goals[ti].as_ref() else { continue };
                     parts.extend(run.unfinished(ti));
                 }
@@ -506,10 +577,9 @@ impl Workload for ScenarioWorkload {
             run.on_delivered(net, msg.0);
             if run.is_done() && !was_done {
                 self.goals_left -= 1;
-                if self.foreground_done() {
-                    net.stop();
-                }
+                self.stop_after_trace(net);
             }
+            self.settle_innet(net);
         } else if let Some(run) = self.runs[ti].as_mut() {
             run.on_delivered(net, msg);
             if run.is_done() {
