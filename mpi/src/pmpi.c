@@ -98,7 +98,10 @@ static void empty_status(MPI_Status *st) {
     PMPI_Status_set_elements(st, MPI_BYTE, 0);
     PMPI_Status_set_cancelled(st, 0);
 }
-/* Completed and not yet reported: report it now (1). */
+/* Completed and not yet reported: report it now (1). A caller that gets 0 counts the request
+ * as active by `!p->reported`, not by rl_persistent_running: the progress thread may finish it
+ * between the two reads, and a request finished but not yet reported is still active (else
+ * MPI_Waitsome and MPI_Waitany returned "no active request" with one pending). */
 static int take_completion(pers *p) {
     if (p->reported || rl_persistent_running(p->plan)) return 0;
     p->reported = 1;
@@ -290,7 +293,7 @@ int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_St
     RL_Progress();
     if (count <= 0 || !requests || !any_pers(count, requests))
         return PMPI_Testany(count, requests, index, flag, status);
-    int running = 0;
+    int pending = 0;
     for (int i = 0; i < count; i++) {
         pers *p = find_pers(requests[i]);
         if (!p) continue;
@@ -300,14 +303,14 @@ int MPI_Testany(int count, MPI_Request requests[], int *index, int *flag, MPI_St
             empty_status(status);
             return MPI_SUCCESS;
         }
-        running |= rl_persistent_running(p->plan);
+        pending |= !p->reported; /* started, completion not yet returned (see take_completion) */
     }
     MPI_Request *t = others(count, requests);
     if (!t) return MPI_ERR_NO_MEM;
     int rc = PMPI_Testany(count, t, index, flag, status);
     put_back(count, requests, t);
     free(t);
-    if (rc == MPI_SUCCESS && *flag && *index == MPI_UNDEFINED && running) *flag = 0; /* ours still to come */
+    if (rc == MPI_SUCCESS && *flag && *index == MPI_UNDEFINED && pending) *flag = 0; /* ours still to come */
     return rc;
 }
 
@@ -324,7 +327,7 @@ int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices
     RL_Progress();
     if (incount <= 0 || !requests || !any_pers(incount, requests))
         return PMPI_Testsome(incount, requests, outcount, indices, statuses);
-    int ours = 0, running = 0;
+    int ours = 0, pending = 0;
     MPI_Request *t = others(incount, requests);
     if (!t) return MPI_ERR_NO_MEM;
     int rc = PMPI_Testsome(incount, t, outcount, indices, statuses);
@@ -340,9 +343,9 @@ int MPI_Testsome(int incount, MPI_Request requests[], int *outcount, int indices
             indices[n++] = i;
             ours++;
         }
-        running |= rl_persistent_running(p->plan);
+        pending |= !p->reported; /* started, completion not yet returned (see take_completion) */
     }
-    *outcount = (n == 0 && *outcount == MPI_UNDEFINED && !running) ? MPI_UNDEFINED : n;
+    *outcount = (n == 0 && *outcount == MPI_UNDEFINED && !pending) ? MPI_UNDEFINED : n;
     return MPI_SUCCESS;
 }
 

@@ -325,3 +325,47 @@ fn an_irequires_successor_of_a_receive_waits_on_the_critical_path_for_its_start_
     // The calc alone is the longest chain (the message ends before it).
     assert_eq!(t["critical_path_ps"], t["runtime_ps"], "{t}");
 }
+
+/// The packet engine against the LogGP mode on a ping-pong, with the packet engine given
+/// LogGOPSim's parameters (`o` as `[endpoint]` send and receive overheads, `L` as the two links'
+/// latency, `G` = 6 ns per byte as the link rate, no switch latency; LogGOPSim's per-message `g`
+/// has no packet-level counterpart and does not bind here): each message takes exactly what its
+/// packets add to LogGP's `2o + L + (s−1)·G` — `G` per header byte (one 64-byte header per packet
+/// of at most 4096 bytes) and `G` per byte of the first, largest packet, which the switch stores
+/// before forwarding — plus the one `G` of LogGP's `s − 1` (docs/workloads.md, "The packet engine
+/// against LogGP").
+#[test]
+fn the_packet_engines_ping_pong_is_loggps_plus_what_packets_add() {
+    let d = dir("pingpong-loggp");
+    let (o, l, g, mtu, hdr) = (1500u64, 2500u64, 6u64, 4096u64, 64u64);
+    for s in [1u64, 100, 4032, 4033, 4096, 65536, 1 << 20] {
+        let text = format!(
+            "num_ranks 2\nrank 0 {{\nl1: send {s}b to 1 tag 5\nl2: recv {s}b from 1 tag 6\nl2 requires l1\n}}\nrank 1 {{\nl1: recv {s}b from 0 tag 5\nl2: send {s}b to 0 tag 6\nl2 requires l1\n}}\n"
+        );
+        std::fs::write(d.join("pp.goal"), &text).unwrap();
+        let loggp = reducelab_goal::simulate(
+            &reducelab_goal::check(&reducelab_goal::parse_str(&text).unwrap()).unwrap(),
+            &reducelab_goal::LogGpParams::default(),
+            false,
+        )
+        .unwrap()
+        .max_end()
+        .1;
+        assert_eq!(loggp, 2 * (2 * o + l + (s - 1) * g), "{s} B: LogGP's formula");
+        let sc = format!(
+            "name = \"pp\"\n[topology]\nkind = \"star\"\nhosts = 2\nbandwidth_gbps = 1.3333333333333333\nlatency_ns = {}\n\
+             [network]\nswitch_latency_ns = 0\n[endpoint]\nsend_overhead_ns = {o}\nrecv_overhead_ns = {o}\n\
+             [[traffic]]\nkind = \"goal\"\nfile = \"pp.goal\"\nhosts = [0, 1]\n",
+            l / 2
+        );
+        let v = run_in(&d, &sc).unwrap();
+        let packet_ns = v["traffic"][0]["runtime_ps"].as_u64().unwrap() / 1000;
+        let packets = s.div_ceil(mtu - hdr).max(1);
+        let first = (s + hdr).min(mtu);
+        assert_eq!(
+            packet_ns - loggp,
+            2 * g * (packets * hdr + first + 1),
+            "{s} B: packet {packet_ns} ns, LogGP {loggp} ns"
+        );
+    }
+}
