@@ -202,7 +202,8 @@ pub struct Algorithms(BTreeMap<CommType, String>, BTreeSet<CommType>);
 impl Algorithms {
     /// The algorithm a collective type runs unless the scenario names one: `ring` for allreduce
     /// and its halves, `binomial` for broadcast and reduce, `pairwise` for all-to-all (the
-    /// bandwidth-optimal choices of MPI libraries for large messages, or the only one).
+    /// bandwidth-optimal choices of MPI libraries for large messages, or the only one; a small
+    /// all-to-all runs Bruck, [`Algorithms::choose`]).
     pub fn default_for(c: CommType) -> &'static str {
         match collective_of(c) {
             Some(Collective::Broadcast { .. } | Collective::Reduce { .. }) => "binomial",
@@ -230,7 +231,29 @@ impl Algorithms {
     pub fn get(&self, c: CommType) -> &str {
         self.0.get(&c).map_or(Algorithms::default_for(c), String::as_str)
     }
+
+    /// The algorithm an instance of `c` with `comm_size` = `bytes` on `n` ranks runs: the one the
+    /// scenario names, else [`Algorithms::default_for`], except that an all-to-all follows
+    /// MPICH's rule (`MPIR_CVAR_ALLTOALL_SHORT_MSG_SIZE`, 256 B): Bruck when each destination's
+    /// part of a rank's buffer is at most [`ALLTOALL_SHORT_BYTES`] and there are at least 8 ranks
+    /// (⌈log₂ n⌉ steps beat n − 1 when latency dominates), pairwise otherwise (MPICH's medium
+    /// sizes post every message at once; pairwise is the registry's nearest).
+    pub fn choose(&self, c: CommType, bytes: u64, n: u32) -> &str {
+        match self.0.get(&c) {
+            Some(a) => a,
+            None if collective_of(c) == Some(Collective::Alltoall)
+                && n >= 8
+                && bytes / n as u64 <= ALLTOALL_SHORT_BYTES =>
+            {
+                "bruck"
+            }
+            None => Algorithms::default_for(c),
+        }
+    }
 }
+
+/// MPICH's short all-to-all threshold per destination ([`Algorithms::choose`]).
+pub const ALLTOALL_SHORT_BYTES: u64 = 256;
 
 /// One collective instance: the k-th collective node of every member of its process group.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -677,7 +700,7 @@ pub fn lower_grouped(
         let r0 = groups.members(key.as_deref(), p)[0] as usize;
         let i0 = seqs[key][0][*k];
         let Work::Coll { comm, bytes, .. } = plans[r0].work[i0] else { continue };
-        let algorithm = if comm == CommType::Barrier { BARRIER_ALGORITHM } else { algorithms.get(comm) };
+        let algorithm = if comm == CommType::Barrier { BARRIER_ALGORITHM } else { algorithms.choose(comm, bytes, n) };
         if n > 1 && algorithms.is_in_network(comm) {
             if let Some(g) = key {
                 return Err(ChakraError::new(format!(
@@ -703,11 +726,11 @@ pub fn lower_grouped(
                 dissemination(n)
             } else {
                 let coll = collective_of(comm).expect("checked above");
-                if let std::collections::btree_map::Entry::Vacant(s) = schedules.entry((comm, n)) {
+                if let std::collections::btree_map::Entry::Vacant(s) = schedules.entry((comm, n, algorithm)) {
                     s.insert(build(algorithm, coll, &Layout::line(n)).map_err(|m| at(format!("{m} ({n} ranks)")))?);
                 }
                 let opts = GoalOptions { size_bytes: bytes, elem_bytes: ELEM_BYTES, calc_ns_per_byte: 0.0 };
-                goal_steps(&schedules[&(comm, n)], &opts).map_err(at)?
+                goal_steps(&schedules[&(comm, n, algorithm)], &opts).map_err(at)?
             };
             v.insert(steps);
         }
@@ -715,7 +738,7 @@ pub fn lower_grouped(
         next_tag += match (n, comm) {
             (1, _) => 0,
             (_, CommType::Barrier) => dissemination_rounds(n) as u64,
-            _ => schedules[&(comm, n)].num_steps() as u64,
+            _ => schedules[&(comm, n, algorithm)].num_steps() as u64,
         };
         if next_tag >= u32::MAX as u64 {
             return Err(at(format!(
@@ -741,7 +764,7 @@ pub fn lower_grouped(
                 algorithm: match (members.len(), comm) {
                     (1, _) => String::new(),
                     (_, CommType::Barrier) => BARRIER_ALGORITHM.to_string(),
-                    _ => algorithms.get(comm).to_string(),
+                    _ => algorithms.choose(comm, bytes, members.len() as u32).to_string(),
                 },
                 in_network: members.len() > 1 && algorithms.is_in_network(comm),
                 group: key.clone(),

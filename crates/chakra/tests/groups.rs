@@ -227,3 +227,36 @@ fn bad_groups_are_named() {
         .to_string();
     assert!(e.contains("process group \"1\": rank 3 is not one of the job's 3 rank files"), "{e}");
 }
+
+/// An all-to-all without a named algorithm follows MPICH's rule: Bruck (⌈log₂ n⌉ steps) when
+/// each destination's part is at most 256 B on 8 or more ranks, pairwise (n − 1 steps)
+/// otherwise; a named algorithm is kept whatever the size. Instances of one trace may differ.
+#[test]
+fn a_small_all_to_all_on_eight_or_more_ranks_runs_bruck() {
+    let a2a = |id, b| coll(id, CommType::AllToAll, b, None, &[]);
+    let steps = |l: &reducelab_chakra::Lowered, r: u32| {
+        (0..l.trace.num_ops() as u32)
+            .map(OpId)
+            .filter(|&o| l.trace.rank_of(o) == Rank(r) && l.trace.kind(o) == OpKind::Send)
+            .count()
+    };
+    for (n, bytes, want) in
+        [(8u32, 8 * 256, "bruck"), (8, 8 * 256 + 8, "pairwise"), (7, 7 * 4, "pairwise"), (16, 16 * 4, "bruck")]
+    {
+        let files = job_files(&(0..n).map(|_| vec![a2a(1, bytes as i64)]).collect::<Vec<_>>());
+        let l = lower(&files, &Algorithms::default(), CommEngine::Own).unwrap();
+        assert_eq!(l.job.collectives[0].algorithm, want, "{n} ranks, {bytes} B");
+        let rounds = if want == "bruck" { dissemination_rounds(n) } else { n as usize - 1 };
+        assert_eq!(steps(&l, 0), rounds, "{n} ranks, {bytes} B: rank 0's sends");
+        let mut named = Algorithms::default();
+        named.set(CommType::AllToAll, "pairwise");
+        let l = lower(&files, &named, CommEngine::Own).unwrap();
+        assert_eq!(l.job.collectives[0].algorithm, "pairwise");
+    }
+    // Two sizes in one trace: each instance its own.
+    let files = job_files(&(0..8).map(|_| vec![a2a(1, 64), a2a(2, 1 << 20)]).collect::<Vec<_>>());
+    let l = lower(&files, &Algorithms::default(), CommEngine::SharedWithCompute).unwrap();
+    let algs: Vec<&str> = l.job.collectives.iter().map(|c| c.algorithm.as_str()).collect();
+    assert_eq!(algs, ["bruck", "pairwise"]);
+    assert_eq!(loggp_ends(&l).len(), 8);
+}

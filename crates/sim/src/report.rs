@@ -1036,9 +1036,15 @@ fn chakra_summary(g: &reducelab_scenario::GoalSpec, r: Option<&reducelab_chakra:
     v["trace"] = json!(g.file);
     v["nodes"] = json!(job.nodes);
     v["collectives"] = json!(job.collectives.len());
+    // Per collective type, its algorithm; several, in order of first use, when sizes chose
+    // differently (an all-to-all's MPICH rule).
     let mut algorithms = serde_json::Map::new();
     for c in &job.collectives {
-        algorithms.insert(c.comm.key().to_string(), json!(c.algorithm));
+        let e = algorithms.entry(c.comm.key().to_string()).or_insert_with(|| json!(c.algorithm));
+        let known = e.as_str().unwrap_or_default();
+        if !known.split(", ").any(|a| a == c.algorithm) {
+            *e = json!(format!("{known}, {}", c.algorithm));
+        }
     }
     v["collective_algorithms"] = Value::Object(algorithms);
     // Only a job with process groups says so (the others' summaries stay as they were).
