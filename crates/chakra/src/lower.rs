@@ -185,11 +185,11 @@ impl CommGroups {
         }
     }
 
-    /// The group's ranks in its order (a rooted collective's root is the first), or all `p`.
-    fn members(&self, key: Option<&str>, p: u32) -> Vec<u32> {
+    /// The group's ranks in its order (a rooted collective's root is the first), or `world`.
+    fn members<'a>(&'a self, key: Option<&str>, world: &'a [u32]) -> &'a [u32] {
         match key {
-            None => (0..p).collect(),
-            Some(g) => self.0[g].clone(),
+            None => world,
+            Some(g) => &self.0[g],
         }
     }
 }
@@ -562,6 +562,7 @@ pub fn lower_grouped(
         return Err(ChakraError::new(format!("process group {g:?}: rank {r} is not one of the job's {p} rank files")));
     }
     // Collective instances: in each process group, the k-th collective of every member, alike.
+    let world: Vec<u32> = (0..p).collect();
     let mut seqs: BTreeMap<Option<String>, Vec<Vec<usize>>> = BTreeMap::new();
     for (r, plan) in plans.iter().enumerate() {
         let (name, f) = &files[r];
@@ -570,7 +571,7 @@ pub fn lower_grouped(
             let key = groups
                 .key(pg.as_deref())
                 .map_err(|m| ChakraError::new(m).in_file(name.clone()).at_node(f.nodes[i].id))?;
-            let members = groups.members(key.as_deref(), p);
+            let members = groups.members(key.as_deref(), &world);
             let Some(pos) = members.iter().position(|&m| m == r as u32) else {
                 return Err(ChakraError::new(format!(
                     "{} is in process group {:?}, whose ranks are {members:?}, and this file is rank {r}",
@@ -585,7 +586,7 @@ pub fn lower_grouped(
     }
     // Per group, every member's sequence against its first member's.
     for (key, seq) in &seqs {
-        let members = groups.members(key.as_deref(), p);
+        let members = groups.members(key.as_deref(), &world);
         let r0 = members[0] as usize;
         let (name0, fr0) = &files[r0];
         let in_group = key.as_ref().map_or(String::new(), |g| format!(" in process group {g:?}"));
@@ -625,19 +626,19 @@ pub fn lower_grouped(
     let mut inst_keys: Vec<(Option<String>, usize)> =
         seqs.iter().flat_map(|(key, seq)| (0..seq[0].len()).map(move |k| (key.clone(), k))).collect();
     inst_keys.sort_by_cached_key(|(key, k)| {
-        let r0 = groups.members(key.as_deref(), p)[0];
+        let r0 = groups.members(key.as_deref(), &world)[0];
         let i0 = seqs[key][0][*k];
         (plans[r0 as usize].colls.iter().position(|&x| x == i0), r0)
     });
     let mut inst_of: Vec<BTreeMap<usize, (usize, u32)>> = vec![BTreeMap::new(); p as usize];
     for (n, (key, k)) in inst_keys.iter().enumerate() {
-        let members = groups.members(key.as_deref(), p);
+        let members = groups.members(key.as_deref(), &world);
         for (pos, mine) in seqs[key].iter().enumerate() {
             inst_of[members[pos] as usize].insert(mine[*k], (n, pos as u32));
         }
     }
     for (key, k) in &inst_keys {
-        let r0 = groups.members(key.as_deref(), p)[0] as usize;
+        let r0 = groups.members(key.as_deref(), &world)[0] as usize;
         let i0 = seqs[key][0][*k];
         if let Work::Coll { comm, .. } = plans[r0].work[i0] {
             if collective_of(comm).is_none() && comm != CommType::Barrier {
@@ -696,8 +697,8 @@ pub fn lower_grouped(
     let mut tag_base = Vec::with_capacity(inst_keys.len());
     let mut next_tag: u64 = max_tag.map_or(0, |t| t as u64 + 1);
     for (key, k) in &inst_keys {
-        let n = groups.members(key.as_deref(), p).len() as u32;
-        let r0 = groups.members(key.as_deref(), p)[0] as usize;
+        let n = groups.members(key.as_deref(), &world).len() as u32;
+        let r0 = groups.members(key.as_deref(), &world)[0] as usize;
         let i0 = seqs[key][0][*k];
         let Work::Coll { comm, bytes, .. } = plans[r0].work[i0] else { continue };
         let algorithm = if comm == CommType::Barrier { BARRIER_ALGORITHM } else { algorithms.choose(comm, bytes, n) };
@@ -753,7 +754,7 @@ pub fn lower_grouped(
     let mut instances: Vec<CollectiveInstance> = inst_keys
         .iter()
         .map(|(key, k)| {
-            let members = groups.members(key.as_deref(), p);
+            let members = groups.members(key.as_deref(), &world);
             let r0 = members[0] as usize;
             let Work::Coll { comm, bytes, .. } = plans[r0].work[seqs[key][0][*k]] else {
                 unreachable!("a collective's index")
@@ -811,7 +812,7 @@ pub fn lower_grouped(
                 }
                 Work::Coll { comm, bytes, .. } => {
                     let (k, pos) = inst_of[r][&i];
-                    let members = groups.members(instances[k].group.as_deref(), p);
+                    let members = groups.members(instances[k].group.as_deref(), &world);
                     let begin = b.op(rank, OpKind::Calc, 0, 0, 0, comm_cpu, &format!("{label}_begin")).map_err(goal)?;
                     let mut prev = begin;
                     for st in &expanded[&(comm, bytes, members.len() as u32)][pos as usize] {
