@@ -107,6 +107,10 @@ struct Agent {
     agent: Box<dyn HostProtocol>,
     /// First transmissions produced by `pull` (blocks put in flight).
     pulled: u64,
+    /// When the rank joins its collective (ps from the host's start: a training partition's
+    /// ready time), and whether it has (before, its NIC pulls nothing, as in the simulator).
+    start_ps: u64,
+    started: bool,
 }
 
 /// Runs host `host` (a host index) of `plan`: every collective it takes part in, with the
@@ -275,6 +279,9 @@ fn run(
                 rank: rank as u32,
                 agent: plan.specs[spec_of(ci)].protocol.host_agent(c, rank as u32),
                 pulled: 0,
+                // A session's call starts at once.
+                start_ps: if sock_in.is_some() { 0 } else { plan.rank_start_ps(ci, rank as u32) },
+                started: false,
             });
         }
     }
@@ -399,10 +406,20 @@ fn run(
         }
     };
 
-    for (ai, a) in agents.iter_mut().enumerate() {
-        a.agent.start(&colls[a.ci], now_ps(), &mut vals, &mut out);
-        carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
+    // Starts the agents whose time has come.
+    macro_rules! start_due {
+        () => {
+            for (ai, a) in agents.iter_mut().enumerate() {
+                let now = now_ps();
+                if !a.started && a.start_ps <= now {
+                    a.started = true;
+                    a.agent.start(&colls[a.ci], now, &mut vals, &mut out);
+                    carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
+                }
+            }
+        };
     }
+    start_due!();
     flush(&mut txq, &mut report);
     let mut linger_until: Option<Instant> = None;
     // Once complete: until when it must stay at least, and at most (the protocol's linger).
@@ -445,6 +462,7 @@ fn run(
         if now_i >= deadline {
             return Err(stall_message(plan, &colls, &spec_of, host, &agents, opts.timeout, &report));
         }
+        start_due!();
         // Timers due.
         while let Some(&Reverse((at, _, ai, token))) = timers.peek() {
             let now = now_ps();
@@ -459,7 +477,7 @@ fn run(
         flush(&mut txq, &mut report);
         // The NIC pulls more blocks while fewer than `max_inflight` are outstanding.
         let mut sent_any = false;
-        for (ai, a) in agents.iter_mut().enumerate() {
+        for (ai, a) in agents.iter_mut().enumerate().filter(|(_, a)| a.started) {
             let c = &colls[a.ci];
             let done = (c.blocks - a.agent.missing()) as u64;
             let room = (opts.max_inflight as u64).saturating_sub(a.pulled.saturating_sub(done)) as usize;
@@ -554,6 +572,9 @@ fn run(
                 wait = wait.min(u.saturating_duration_since(Instant::now()));
             }
             if let Some(&Reverse((at, ..))) = timers.peek() {
+                wait = wait.min(Duration::from_nanos(at.saturating_sub(now_ps()) / 1000));
+            }
+            if let Some(at) = agents.iter().filter(|a| !a.started).map(|a| a.start_ps).min() {
                 wait = wait.min(Duration::from_nanos(at.saturating_sub(now_ps()) / 1000));
             }
             udp::poll_readable(&socks, wait, &mut ready);

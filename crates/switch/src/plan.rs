@@ -10,6 +10,9 @@ use reducelab_ina::host::Collective;
 use reducelab_ina::{wire, Addr, SwitchConfig, SwitchProgram, Tenant, NIL};
 use reducelab_scenario::ina::{collective_salt, fabric_of, InaSpec, InaSwitchSpec};
 use reducelab_scenario::Traffic;
+use serde::Serialize;
+
+use crate::host::HostReport;
 
 /// How a run's endpoints are given (every process of a run must be given the same).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -166,6 +169,8 @@ pub struct InaPlan {
     pub fabric: Fabric,
     pub specs: Vec<InaSpec>,
     pub colls: Vec<Collective>,
+    /// The training jobs among them (their partitions' allreduces), in traffic order.
+    pub training: Vec<TrainingJob>,
     pub switch: InaSwitchSpec,
     pub endpoints: Endpoints,
     /// `routes[node][dst]`: the ports of switch `node` on a shortest path to node `dst`
@@ -178,6 +183,31 @@ pub struct InaPlan {
     payload: Vec<bool>,
 }
 
+/// A training job of a plan: its partitions are allreduces `specs` of the plan, in send order.
+#[derive(Clone, Debug)]
+pub struct TrainingJob {
+    pub model: &'static str,
+    pub workers: Vec<u32>,
+    /// When the job starts (its partitions' ready times count from the run's start too).
+    pub start_ps: u64,
+    pub specs: std::ops::Range<usize>,
+}
+
+/// One training job as the software switch ran it (`run`'s `training_jobs`).
+#[derive(Clone, Debug, Serialize)]
+pub struct TrainingJobResult {
+    pub job: usize,
+    pub model: &'static str,
+    pub workers: usize,
+    pub partitions: usize,
+    /// The job's start, seconds from the hosts' common start.
+    pub start_s: f64,
+    /// From its start until its last worker had the last block of its last partition (`None`
+    /// unless every worker reported every partition verified).
+    pub jct_s: Option<f64>,
+    pub verified: bool,
+}
+
 /// Largest UDP payload of an IPv4 datagram.
 pub const MAX_DATAGRAM: usize = 65507;
 
@@ -186,19 +216,36 @@ impl InaPlan {
     /// `(ip_base, port_base)` pair is loopback). Errors name the field.
     pub fn from_scenario(text: &str, seed: Option<u64>, endpoints: impl Into<EndpointSpec>) -> Result<InaPlan, String> {
         let sc = reducelab_scenario::load_scenario_str(text, seed).map_err(|e| e.to_string())?;
-        let specs: Vec<InaSpec> =
-            sc.traffic.iter().filter_map(|t| if let Traffic::Ina(s) = t { Some(s.clone()) } else { None }).collect();
-        if let Some(Traffic::InaTraining(t)) = sc.traffic.iter().find(|t| matches!(t, Traffic::InaTraining(_))) {
-            return Err(format!("traffic: training jobs on protocol {} run in the simulator only; the software switch runs ina_allreduce traffic and training jobs of switchml, atp or dsa", t.protocol.label()));
+        // The in-network allreduces in the simulator's order: traffic order, a training entry's
+        // partitions job by job (their tenants are their indices here, as there).
+        let mut specs: Vec<InaSpec> = Vec::new();
+        let mut training = Vec::new();
+        for t in &sc.traffic {
+            match t {
+                Traffic::Ina(s) => specs.push(s.clone()),
+                Traffic::InaTraining(tr) => {
+                    let base = specs.len();
+                    training.extend(tr.jobs.iter().map(|j| TrainingJob {
+                        model: j.model.name,
+                        workers: j.workers.clone(),
+                        start_ps: j.start_ps,
+                        specs: base + j.specs.start..base + j.specs.end,
+                    }));
+                    specs.extend(tr.specs.iter().cloned());
+                }
+                t => {
+                    return Err(format!(
+                        "traffic: a {} entry; the software switch runs ina_allreduce traffic and training jobs",
+                        t.kind()
+                    ))
+                }
+            }
         }
         if specs.is_empty() {
             return Err("traffic: no ina_allreduce entry (this runs in-network allreduces; a training job of switchml, atp or dsa takes application data through a session: Session, RL_Innet_open, reducelab.innet.Session)".into());
         }
         for s in &specs {
             s.protocol.software_switch()?;
-        }
-        if let Some(t) = sc.traffic.iter().find(|t| !matches!(t, Traffic::Ina(_))) {
-            return Err(format!("traffic: a {} entry; the software switch runs ina_allreduce traffic only", t.kind()));
         }
         let topo = &sc.topology;
         if topo.nodes.iter().any(|n| n.host.is_some() && n.forwards) {
@@ -259,12 +306,49 @@ impl InaPlan {
             fabric,
             specs,
             colls,
+            training,
             switch: sc.ina.clone(),
             endpoints,
             routes,
             max_elems,
             payload,
         })
+    }
+
+    /// When rank `rank` of collective `ci` joins it, in ps from the run's start: the
+    /// partition's ready time on that worker for a training job's allreduce (the simulator's
+    /// draws from the seed), the entry's `start_ns` for an `ina_allreduce`.
+    pub fn rank_start_ps(&self, ci: usize, rank: u32) -> u64 {
+        let s = &self.specs[ci];
+        s.rank_start.get(rank as usize).unwrap_or(&s.start).ps()
+    }
+
+    /// The training jobs' results from the hosts' reports: a job's completion time is from its
+    /// start to the last block of its last partition on any of its workers (the simulator's
+    /// `jct_ps`, here in wall-clock seconds from the hosts' common start).
+    pub fn training_results(&self, reports: &[HostReport]) -> Vec<TrainingJobResult> {
+        self.training
+            .iter()
+            .enumerate()
+            .map(|(j, job)| {
+                let mine =
+                    || reports.iter().flat_map(|r| &r.collectives).filter(|c| job.specs.contains(&(c.tenant as usize)));
+                let expected = job.specs.len() * job.workers.len();
+                let seen = mine().count();
+                let finished: Vec<f64> = mine().filter_map(|c| c.finished_s).collect();
+                let verified = seen == expected && finished.len() == expected && mine().all(|c| c.verified);
+                let start_s = job.start_ps as f64 * 1e-12;
+                TrainingJobResult {
+                    job: j,
+                    model: job.model,
+                    workers: job.workers.len(),
+                    partitions: job.specs.len(),
+                    start_s,
+                    jct_s: verified.then(|| finished.iter().copied().fold(0.0, f64::max) - start_s),
+                    verified,
+                }
+            })
+            .collect()
     }
 
     /// Every node's switch program (`None` for hosts), as the simulator builds them.

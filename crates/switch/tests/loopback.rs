@@ -261,7 +261,7 @@ fn canary_recovers_exactly_from_loss_duplication_and_reordering_in_the_switch() 
 fn shared_pool_allreduces_recover_exactly_from_loss_duplication_and_reordering_in_the_switch() {
     for (i, p) in ["switchml", "atp", "dsa"].iter().enumerate() {
         let text = fast_timers(scenario(STAR4, p, 32 << 10, ""));
-        let s = Setup::new(&format!("pool-faults-{p}"), 42 + i as u8, text);
+        let s = Setup::new(&format!("pool-faults-{p}"), 46 + i as u8, text);
         let plan = s.plan();
         let sw = s.switches(&["--fault", "loss=0.05,dup=0.05,reorder=0.1,reorder_us=300", "--fault-seed", "9"]);
         let rs = hosts(&plan, 20.0);
@@ -767,10 +767,6 @@ fn a_session_names_the_missing_switch_and_refuses_bad_arguments() {
     .err()
     .unwrap();
     assert!(e.starts_with("window: 24 is not a power of two"), "{e}");
-    let training = "name = \"t\"\n[topology]\nkind = \"star\"\nhosts = 4\nbandwidth_gbps = 100\nlatency_ns = 500\n\
-                    [[traffic]]\nkind = \"training\"\nprotocol = \"canary\"\nworkers = 4\nmodel_scale = 0.01\n";
-    let e = Session::open(training, (s.ip, 47000), 4, 0, HostOptions::default()).err().unwrap();
-    assert!(e.starts_with("traffic: training jobs on protocol canary run in the simulator only"), "{e}");
     let _sw = s.switches(&[]);
     let mut one = Session::open(&s.text, (s.ip, 47000), 1, 0, HostOptions::default()).unwrap();
     let e = one.allreduce_f32(&[1.0, f32::NAN]).err().unwrap();
@@ -985,5 +981,67 @@ fn sparse_protocols_verify_under_duplication_and_reordering_and_count_every_copy
         if topo == fat {
             assert!(at_switches > 0, "copies reached a switch program: {reports:?}");
         }
+    }
+}
+
+/// Training jobs (`kind = "training"`) on every registered allreduce protocol through switch
+/// processes: two jobs of three workers on a two-level fat tree, each job's four partitions
+/// allreduces its workers join when the partition is ready on them (the simulator's draws from
+/// the seed, here in wall-clock time). Every partition of every job reaches every worker as the
+/// exact sum, and a job takes no less than its model's computation (a worker joins a
+/// partition's allreduce only once its layer is computed). The shared-pool protocols' training
+/// jobs have their own switch (tests/pool.rs).
+#[test]
+fn training_jobs_of_every_allreduce_protocol_run_exactly_through_switch_processes() {
+    let fat_tree = "kind = \"fat_tree_2\"\nleaves = 2\nhosts_per_leaf = 3\nspines = 2";
+    for (i, p) in wire_protocols().filter(|p| reducelab_ina::pool::pool_protocol(p.name).is_none()).enumerate() {
+        // Model A at 1/10: 4 partitions of 400 kB, layers computed 32 µs apart; jobs start
+        // within 2 ms, 1 ms of jitter per worker and partition.
+        let text = scenario(fat_tree, p.name, 0, "")
+            .replace("kind = \"ina_allreduce\"\nhosts = \"all\"\nbytes = 0\n", "kind = \"training\"\njobs = 2\nworkers = 3\nmodels = [\"A\"]\nmodel_scale = 0.1\nstart_max_us = 2000\njitter_max_us = 1000\n");
+        assert!(text.contains("kind = \"training\""), "{text}");
+        let s = Setup::new(&format!("training-{}", p.name), 100 + i as u8, text);
+        let plan = s.plan();
+        assert_eq!(plan.training.len(), 2, "{}", p.name);
+        assert_eq!(plan.colls.len(), 8, "{}: four partitions per job", p.name);
+        // The partitions' ready times are the simulator's: per worker, in send order, after its
+        // layer's computation (32 µs per layer at this scale).
+        let mut last_ready = Vec::new();
+        for job in &plan.training {
+            let mut last = 0;
+            for ci in job.specs.clone() {
+                for r in 0..3 {
+                    let at = plan.rank_start_ps(ci, r);
+                    assert!(at >= job.start_ps + 32_000_000, "{}", p.name);
+                    last = last.max(at);
+                }
+            }
+            last_ready.push((last - job.start_ps) as f64 * 1e-12);
+        }
+        let sw = s.switches(&[]);
+        let rs = hosts(&plan, 20.0);
+        let reports: Vec<Value> = sw.into_iter().map(Proc::stop).collect();
+        let ok = assert_verified(&rs, 6);
+        for r in &reports {
+            clean_data_plane(r);
+        }
+        for c in ok.iter().flat_map(|r| &r.collectives) {
+            let ready = plan.rank_start_ps(c.tenant as usize, c.rank) as f64 * 1e-12;
+            assert!(c.finished_s.unwrap() >= ready, "{}: a partition finished before it was ready: {c:?}", p.name);
+        }
+        let jobs = plan.training_results(&ok);
+        assert_eq!(jobs.len(), 2);
+        for j in &jobs {
+            assert!(j.verified && j.partitions == 4 && j.workers == 3, "{}: {j:?}", p.name);
+            // No shorter than until its last partition was ready on its last worker.
+            assert!(
+                j.jct_s.unwrap() >= last_ready[j.job],
+                "{}: JCT before the last partition was ready: {j:?}",
+                p.name
+            );
+        }
+        // Without a report from one worker the job is not verified.
+        let partial = plan.training_results(&ok[1..]);
+        assert!(!partial[0].verified && partial[0].jct_s.is_none(), "{}", p.name);
     }
 }

@@ -455,10 +455,12 @@ fn cmd_run(mut a: Args) {
     let (rs, restarted) = results;
     let wall = t0.elapsed().as_secs_f64();
     let reports: Vec<Option<serde_json::Value>> = procs.into_iter().map(|p| p.stop()).collect();
-    println!(
-        "{}",
-        serde_json::json!({ "scenario": plan.name, "wall_s": wall, "switch_restarted": restarted, "switches": reports, "hosts": rs.iter().filter_map(|r| r.as_ref().ok()).collect::<Vec<_>>() })
-    );
+    let ok: Vec<HostReport> = rs.iter().filter_map(|r| r.as_ref().ok().cloned()).collect();
+    let mut out = serde_json::json!({ "scenario": plan.name, "wall_s": wall, "switch_restarted": restarted, "switches": reports, "hosts": ok });
+    if !plan.training.is_empty() {
+        out["training_jobs"] = serde_json::json!(plan.training_results(&ok));
+    }
+    println!("{out}");
     let mut code = 0;
     for r in &rs {
         if let Err(e) = r {
