@@ -989,8 +989,9 @@ fn sparse_protocols_verify_under_duplication_and_reordering_and_count_every_copy
 /// allreduces its workers join when the partition is ready on them (the simulator's draws from
 /// the seed, here in wall-clock time). Every partition of every job reaches every worker as the
 /// exact sum, and a job takes no less than its model's computation (a worker joins a
-/// partition's allreduce only once its layer is computed). The shared-pool protocols' training
-/// jobs have their own switch (tests/pool.rs).
+/// partition's allreduce only once its layer is computed). The protocols that recover from loss
+/// do it again through switches that drop, duplicate and reorder. The shared-pool protocols'
+/// training jobs have their own switch (tests/pool.rs).
 #[test]
 fn training_jobs_of_every_allreduce_protocol_run_exactly_through_switch_processes() {
     let fat_tree = "kind = \"fat_tree_2\"\nleaves = 2\nhosts_per_leaf = 3\nspines = 2";
@@ -1000,7 +1001,7 @@ fn training_jobs_of_every_allreduce_protocol_run_exactly_through_switch_processe
         let text = scenario(fat_tree, p.name, 0, "")
             .replace("kind = \"ina_allreduce\"\nhosts = \"all\"\nbytes = 0\n", "kind = \"training\"\njobs = 2\nworkers = 3\nmodels = [\"A\"]\nmodel_scale = 0.1\nstart_max_us = 2000\njitter_max_us = 1000\n");
         assert!(text.contains("kind = \"training\""), "{text}");
-        let s = Setup::new(&format!("training-{}", p.name), 100 + i as u8, text);
+        let s = Setup::new(&format!("training-{}", p.name), 100 + i as u8, text.clone());
         let plan = s.plan();
         assert_eq!(plan.training.len(), 2, "{}", p.name);
         assert_eq!(plan.colls.len(), 8, "{}: four partitions per job", p.name);
@@ -1043,5 +1044,22 @@ fn training_jobs_of_every_allreduce_protocol_run_exactly_through_switch_processe
         // Without a report from one worker the job is not verified.
         let partial = plan.training_results(&ok[1..]);
         assert!(!partial[0].verified && partial[0].jct_s.is_none(), "{}", p.name);
+        // A protocol that recovers from loss does so in every partition of every job, with
+        // switches that drop, duplicate and reorder on every port.
+        if p.loss_recovery {
+            let s = Setup::new(&format!("training-faults-{}", p.name), 110 + i as u8, fast_timers_if_canary(text));
+            let plan = s.plan();
+            let sw = s.switches(&["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "5"]);
+            let rs = hosts(&plan, 30.0);
+            let reports: Vec<Value> = sw.into_iter().map(Proc::stop).collect();
+            let ok = assert_verified(&rs, 6);
+            let injected = |k: &str| reports.iter().map(|r| r["data_plane"][k].as_u64().unwrap()).sum::<u64>();
+            assert!(
+                injected("fault_dropped") > 0 && injected("fault_duplicated") > 0,
+                "{}: faults were injected",
+                p.name
+            );
+            assert!(plan.training_results(&ok).iter().all(|j| j.verified), "{}", p.name);
+        }
     }
 }
