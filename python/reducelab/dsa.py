@@ -94,10 +94,12 @@ class DsaKind(TableKind):
             t.pop("preemption", None)
             if preemption:
                 t["preemption"] = preemption
-            for k in ("model_scale", "start_max_us", "jitter_max_us", "min_rto_us", "switch_memory_bytes"):
+            for k in ("model_scale", "start_max_us", "jitter_max_us", "min_rto_us"):
                 if k in scale.params:
                     t[k] = scale.params[k]
             d = {k: v for k, v in doc.items() if k != "traffic"}
+            if "switch_memory_bytes" in scale.params:
+                d["ina"] = {**d.get("ina", {}), "switch_memory_bytes": scale.params["switch_memory_bytes"]}
             d["topology"] = {**d["topology"], "hosts": jobs * (workers + 1)}
             d["name"] = f"dsa-{series}-{models}-{jobs}x{workers}"  # no figure name: figures share points
             d["seed"] = seed

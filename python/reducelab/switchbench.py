@@ -38,9 +38,9 @@ def scenario(hosts: int, protocol: str = "canary") -> str:
         star = hosts + (protocol != "switchml")
         return (
             f'name = "switch-bench-mpi-{protocol}"\nseed = 1\n[topology]\nkind = "star"\nhosts = {star}\n'
-            'bandwidth_gbps = 100\nlatency_ns = 500\n[[traffic]]\nkind = "training"\n'
+            'bandwidth_gbps = 100\nlatency_ns = 500\n[ina]\nswitch_memory_bytes = 78336\n[[traffic]]\nkind = "training"\n'
             f'protocol = "{protocol}"\njobs = 1\nworkers = {hosts}\nmodels = ["A"]\nmodel_scale = 0.01\n'
-            'switch_memory_bytes = 78336\nvalues = true\nmin_rto_us = 20000\n'
+            'values = true\nmin_rto_us = 20000\n'
         )
     return (
         f'name = "switch-bench-mpi"\nseed = 1\n[topology]\nkind = "star"\nhosts = {hosts}\n'

@@ -151,8 +151,7 @@ def test_memory_arithmetic_in_the_evidence_is_right() -> None:
     """The numbers the paper-inconsistency evidence quotes follow from §VII-B's settings and the base
     scenario (5 MB, 306 B packets of 58 B header, 100 Gb/s, 2.5 us links = 10 us RTT, 8 jobs)."""
     net = tomllib.loads((DSA_DIR / "network.toml").read_text(encoding="utf-8"))
-    [train] = net["traffic"]
-    aggregators = train["switch_memory_bytes"] // net["network"]["mtu_bytes"]
+    aggregators = net["ina"]["switch_memory_bytes"] // net["network"]["mtu_bytes"]
     per_set = aggregators // 8 // 2
     window = per_set * (net["network"]["mtu_bytes"] - net["network"]["header_bytes"])
     bdp = net["topology"]["bandwidth_gbps"] * 1e9 / 8 * 4 * net["topology"]["latency_ns"] * 1e-9
@@ -167,8 +166,9 @@ def test_memory_arithmetic_in_the_evidence_is_right() -> None:
 
 
 def test_bands_set_the_floor_and_the_memory_of_every_point() -> None:
-    """The two [[sensitivity]] tables reach the training entry of every point: the timeout floor
-    (base 1 ms, §VI's, stated in [params]) and the switch memory (base 5 MB in network.toml)."""
+    """The two [[sensitivity]] tables reach every point: the timeout floor of the training entry
+    (base 1 ms, §VI's, stated in [params]) and the switch memory of [ina] (base 5 MB in
+    network.toml)."""
     from reducelab.figures import sensitivity_scale
 
     for name in ("dsa-fig8", "dsa-fig9", "dsa-fig10", "dsa-fig11"):
@@ -176,16 +176,18 @@ def test_bands_set_the_floor_and_the_memory_of_every_point() -> None:
         sc = fig.scale("full")
         sens = {s.key: s for s in fig.sensitivity}
         assert sens["params.min_rto_us"].values == (1000, 250, 50)
-        assert sens["traffic[0].switch_memory_bytes"].values == (5000000, 1000000, 625000)
+        assert sens["ina.switch_memory_bytes"].values == (5000000, 1000000, 625000)
         assert sc.params["min_rto_us"] == 1000
         base = [s.to_dict() for _, s in dsa.DsaKind().points(fig, sc, fig.base(sc))]
-        assert {(p["traffic"][0]["min_rto_us"], p["traffic"][0]["switch_memory_bytes"]) for p in base} == {(1000, 5000000)}
-        for key, value, field in (("params.min_rto_us", 50, "min_rto_us"), ("traffic[0].switch_memory_bytes", 625000, "switch_memory_bytes")):
+        assert {(p["traffic"][0]["min_rto_us"], p["ina"]["switch_memory_bytes"]) for p in base} == {(1000, 5000000)}
+        for key, value, (table, field) in (("params.min_rto_us", 50, ("traffic", "min_rto_us")),
+                                           ("ina.switch_memory_bytes", 625000, ("ina", "switch_memory_bytes"))):
             ssc = sensitivity_scale(fig, sc, sens[key], value)
             pts = [s.to_dict() for _, s in dsa.DsaKind().points(fig, ssc, fig.base(ssc))]
-            assert len(pts) == len(base) and {p["traffic"][0][field] for p in pts} == {value}, (name, key)
+            got = {(p[table][0] if table == "traffic" else p[table])[field] for p in pts}
+            assert len(pts) == len(base) and got == {value}, (name, key)
         # the base values give the base scenarios byte for byte (the store runs them once)
-        for key, value in (("params.min_rto_us", 1000), ("traffic[0].switch_memory_bytes", 5000000)):
+        for key, value in (("params.min_rto_us", 1000), ("ina.switch_memory_bytes", 5000000)):
             ssc = sensitivity_scale(fig, sc, sens[key], value)
             assert [s.to_dict() for _, s in dsa.DsaKind().points(fig, ssc, fig.base(ssc))] == base
 

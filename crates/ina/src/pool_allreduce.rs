@@ -267,6 +267,11 @@ impl InaProtocol for PoolAllreduce {
             ps_mark: false,
         })
     }
+    /// An aggregator holds one 306-byte packet (DSA §VII-B: "The switch spares 5 MB memory for
+    /// INA", 16,339 such aggregators), whatever the elements per packet.
+    fn slot_bytes(&self, _max_elements_per_packet: u16) -> u64 {
+        PACKET_BYTES as u64
+    }
     /// SwitchML's packets fit the Canary frame; ATP's and DSA's carry a 64-bit bitmap and a
     /// priority, so they travel in the addressed pool frame.
     fn frame(&self) -> crate::wire::Frame {

@@ -103,6 +103,13 @@ pub trait InaProtocol: std::fmt::Debug + Send + Sync {
     fn decode_payload(&self, _c: &Collective, hdr: &mut Header, _bytes: &[u8]) -> Result<(), String> {
         Err(format!("payload: protocol {} carries no payload of its own (packet {:#x})", self.label(), hdr.id))
     }
+    /// Bytes of switch memory one of its aggregator slots takes, for switches that aggregate
+    /// up to `max_elements_per_packet` elements per packet (the scenario's `[ina]`
+    /// `switch_memory_bytes` is this many slots). Default: a descriptor of the Canary header's
+    /// fields and the elements' 4-byte values.
+    fn slot_bytes(&self, max_elements_per_packet: u16) -> u64 {
+        crate::wire::HEADER_BYTES as u64 + 4 * max_elements_per_packet as u64
+    }
     /// How long its hosts may go on recovering by themselves, with nothing delivered, before
     /// they give a block up (0: no host timers). A no-progress watchdog must wait at least this
     /// long so that it never cuts a recovery short.

@@ -14,8 +14,11 @@ use reducelab_topo::Topology;
 /// Switch-side settings shared by every in-network collective of a scenario.
 #[derive(Clone, Debug, PartialEq)]
 pub struct InaSwitchSpec {
-    /// Descriptors (aggregator slots) per switch.
+    /// Descriptors (aggregator slots) per switch, unless `switch_memory_bytes` is given.
     pub table_size: u32,
+    /// The switch memory for aggregation in bytes: then a switch has as many slots as fit, by
+    /// the protocol's slot size ([`InaProtocol::slot_bytes`]; [`InaSwitchSpec::config`]).
+    pub switch_memory_bytes: Option<u64>,
     /// Static partition: slots per tenant (`None`: one shared hash-indexed table).
     pub slots_per_tenant: Option<u32>,
     /// Aggregation throughput of a switch pipeline and its extra latency.
@@ -40,6 +43,7 @@ impl Default for InaSwitchSpec {
         InaSwitchSpec {
             // §5.1: the Tofino prototype holds 32K descriptors.
             table_size: 32768,
+            switch_memory_bytes: None,
             slots_per_tenant: None,
             // §4: a Tofino pipeline processes 1.2 billion packets per second; aggregation is
             // part of the forwarding pipeline, so it adds no latency of its own.
@@ -50,6 +54,33 @@ impl Default for InaSwitchSpec {
             max_elements_per_packet: 256,
             wire_check: false,
         }
+    }
+}
+
+impl InaSwitchSpec {
+    /// The switch settings a protocol's programs are built with: `table_size` slots, or as
+    /// many of the protocol's slots as `switch_memory_bytes` holds. Errors start with the key.
+    pub fn config(&self, protocol: &dyn InaProtocol) -> Result<SwitchConfig, String> {
+        let table_size = match self.switch_memory_bytes {
+            None => self.table_size,
+            Some(bytes) => {
+                let slot = protocol.slot_bytes(self.max_elements_per_packet).max(1);
+                let slots = bytes / slot;
+                if slots == 0 || slots > 1 << 24 {
+                    return Err(format!(
+                        "switch_memory_bytes: {bytes} B hold {slots} {} slots of {slot} B; a switch has 1..=16777216",
+                        protocol.label()
+                    ));
+                }
+                slots as u32
+            }
+        };
+        Ok(SwitchConfig {
+            table_size,
+            slots_per_tenant: self.slots_per_tenant,
+            timeout_ps: self.timeout_ps,
+            reclaim_ps: self.reclaim_ps,
+        })
     }
 }
 
@@ -191,12 +222,7 @@ pub fn setup(topo: &Topology, specs: &[InaSpec], switch: &InaSwitchSpec, seed: u
                 .zip(&colls)
                 .map(|(s, c)| Tenant { coll: c, protocol: &*s.protocol, roots: &s.roots })
                 .collect();
-            let cfg = SwitchConfig {
-                table_size: switch.table_size,
-                slots_per_tenant: switch.slots_per_tenant,
-                timeout_ps: switch.timeout_ps,
-                reclaim_ps: switch.reclaim_ps,
-            };
+            let cfg = switch.config(&*first.protocol)?;
             first.protocol.switch_programs(&fabric, &tenants, &cfg)?
         }
     };

@@ -547,6 +547,11 @@ impl ScenarioFile {
         traffic::place_goal_jobs(&mut traffic, topology.num_hosts() as u32, seed)?;
         net.noise_hosts = self.noise.resolve_hosts(&traffic, topology.num_hosts() as u32)?;
         let ina = self.ina.resolve()?;
+        for t in traffic.iter_mut() {
+            if let Traffic::Training(spec) = t {
+                training::set_pool_memory(spec, &self.ina)?;
+            }
+        }
         let ina_specs: Vec<_> = traffic.iter().flat_map(|t| t.ina_specs().iter().cloned()).collect();
         let mut ina_setup = None;
         if !ina_specs.is_empty() {

@@ -114,6 +114,22 @@ impl InaSection {
         if table_size == 0 || table_size > 1 << 24 {
             return e("ina.table_size", format!("must be within 1..=16777216, got {table_size}"));
         }
+        match (self.switch_memory_bytes, self.table_size) {
+            (Some(_), Some(_)) => {
+                return e(
+                    "ina.switch_memory_bytes",
+                    "gives the switch memory in bytes, table_size in aggregator slots: give one of them",
+                )
+            }
+            (Some(0), None) => return e("ina.switch_memory_bytes", "must be positive"),
+            _ => {}
+        }
+        if let (Some(_), Some(_)) = (self.switch_memory_bytes, self.slots_per_tenant) {
+            return e(
+                "ina.slots_per_tenant",
+                "a static partition is given in slots: use table_size, not switch_memory_bytes",
+            );
+        }
         if let Some(s) = self.slots_per_tenant {
             if s == 0 || s > table_size {
                 return e("ina.slots_per_tenant", format!("must be within 1..=table_size ({table_size}), got {s}"));
@@ -136,6 +152,7 @@ impl InaSection {
         }
         Ok(crate::ina::InaSwitchSpec {
             table_size,
+            switch_memory_bytes: self.switch_memory_bytes,
             slots_per_tenant: self.slots_per_tenant,
             limits: reducelab_net::ProgramLimits {
                 packets_per_second: pps,

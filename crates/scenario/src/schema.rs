@@ -189,7 +189,11 @@ pub struct EndpointSpec {
 #[derive(Debug, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct InaSection {
+    /// Aggregator slots (descriptors) per switch; or, instead, `switch_memory_bytes`.
     pub table_size: Option<u32>,
+    /// The switch memory for aggregation in bytes, for every protocol: its slots are this over
+    /// the protocol's slot size (`InaProtocol::slot_bytes`).
+    pub switch_memory_bytes: Option<u64>,
     pub slots_per_tenant: Option<u32>,
     pub packets_per_second: Option<f64>,
     pub latency_ns: Option<f64>,

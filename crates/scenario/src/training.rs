@@ -32,10 +32,15 @@ pub const INA_ELEMS_PER_PACKET: u16 = ELEMS_PER_PACKET;
 pub fn resolve(f: &str, t: &crate::TrainingEntry, topo: &Topology) -> Result<crate::Traffic, crate::ScenarioError> {
     let err = |field: &str, reason: String| crate::ScenarioError { field: format!("{f}.{field}"), reason };
     let name = t.protocol.as_deref().unwrap_or("dsa");
+    if t.switch_memory_bytes.is_some() {
+        return Err(err(
+            "switch_memory_bytes",
+            "is a switch resource, [ina] switch_memory_bytes (or [ina] table_size in aggregators), the same key for every protocol".into(),
+        ));
+    }
     // The keys only the shared-pool protocols (SwitchML, ATP, DSA) take.
     let pool_keys = [
         ("preemption", t.preemption.is_some()),
-        ("switch_memory_bytes", t.switch_memory_bytes.is_some()),
         ("window_bytes", t.window_bytes.is_some()),
         ("min_rto_us", t.min_rto_us.is_some()),
         ("ps_restart_us", t.ps_restart_us.is_some()),
@@ -265,7 +270,8 @@ fn resolve_pool(f: &str, t: &crate::TrainingEntry, topo: &Topology) -> Result<Tr
                 ps: protocol.uses_ps().then_some(jobs * workers + j),
             })
             .collect(),
-        memory_bytes: t.switch_memory_bytes.unwrap_or(PoolLayout::DSA_SIMULATION.memory_bytes),
+        // `[ina]`'s, set by the scenario once that is read ([`set_pool_memory`]).
+        memory_bytes: PoolLayout::DSA_SIMULATION.memory_bytes,
         values: t.values.unwrap_or(false),
         start_max_ps: us("start_max_us", t.start_max_us, 1000.0)?,
         jitter_max_ps: us("jitter_max_us", t.jitter_max_us, 300.0)?,
@@ -279,13 +285,24 @@ fn resolve_pool(f: &str, t: &crate::TrainingEntry, topo: &Topology) -> Result<Tr
             Some(v) => Some(ns_to_ps(&format!("{f}.ps_restart_us"), v * 1000.0)?),
         },
     };
-    spec.aggregators().map_err(|r| match r.split_once(": ") {
-        Some((k, why)) => err(k, why.to_string()),
-        None => err("switch_memory_bytes", r),
-    })?;
-    if protocol == PoolProtocol::SwitchMl {
-        even_regions(spec.aggregators().unwrap_or(1), &[(0, 1)].repeat(jobs as usize))
-            .map_err(|r| err("switch_memory_bytes", r))?;
-    }
     Ok(spec)
+}
+
+/// Gives a shared-pool training spec the switches' memory of `[ina]`: `switch_memory_bytes`, or
+/// `table_size` aggregators of [`PACKET_BYTES`], or §VII-B's 5 MB when neither is given ("The
+/// switch spares 5 MB memory for INA"). Errors start with the `[ina]` key they are about.
+pub fn set_pool_memory(spec: &mut TrainingSpec, ina: &crate::InaSection) -> Result<(), crate::ScenarioError> {
+    let (key, bytes) = match (ina.switch_memory_bytes, ina.table_size) {
+        (Some(b), _) => ("ina.switch_memory_bytes", b),
+        (None, Some(slots)) => ("ina.table_size", slots as u64 * PACKET_BYTES as u64),
+        (None, None) => ("ina.switch_memory_bytes", PoolLayout::DSA_SIMULATION.memory_bytes),
+    };
+    spec.memory_bytes = bytes;
+    let err = |why: &str| crate::ScenarioError { field: key.into(), reason: why.to_string() };
+    // `aggregators` names its own key first (`switch_memory_bytes: ...`).
+    let aggregators = spec.aggregators().map_err(|r| err(r.split_once(": ").map_or(r.as_str(), |(_, why)| why)))?;
+    if spec.protocol == PoolProtocol::SwitchMl {
+        even_regions(aggregators, &[(0, 1)].repeat(spec.jobs.len())).map_err(|r| err(&r))?;
+    }
+    Ok(())
 }

@@ -13,7 +13,7 @@
 //! - **Switches.** Each job aggregates on one switch: the switch nearest to all its hosts
 //!   (the largest hop distance to them smallest, lowest node id on ties; on a star, the
 //!   switch). Every such switch runs the protocol's program over its own pool
-//!   (`switch_memory_bytes / 306 B` aggregators, SwitchML's split evenly among its jobs);
+//!   (`[ina] switch_memory_bytes / 306 B` aggregators, SwitchML's split evenly among its jobs);
 //!   packets of other switches' jobs pass through. With `aggregation = "tree"` every switch
 //!   of a job's two-level tree runs the program (leaves for their workers, the root for one
 //!   contribution per leaf; `tree_actions`, docs/ina.md). A `Workers` packet is multicast by the job's

@@ -241,6 +241,8 @@ latency_ns = 2500
 mtu_bytes = 306
 buffer_bytes = 1048576
 ecn_threshold_bytes = 65536
+[ina]
+switch_memory_bytes = 30600
 [[traffic]]
 kind = "training"
 protocol = "dsa"
@@ -248,7 +250,6 @@ preemption = "coin"
 jobs = 2
 workers = 2
 models = ["A", "B"]
-switch_memory_bytes = 30600
 start_max_us = 100
 jitter_max_us = 30
 window_bytes = 6120
@@ -268,12 +269,13 @@ bandwidth_gbps = 100
 latency_ns = 2500
 [network]
 mtu_bytes = 306
+[ina]
+switch_memory_bytes = 3060
 [[traffic]]
 kind = "training"
 protocol = "atp"
 jobs = 1
 workers = 4
-switch_memory_bytes = 3060
 model_scale = 0.01
 start_max_us = 10
 jitter_max_us = 3

@@ -33,6 +33,8 @@ buffer_bytes = 1048576
 ecn_threshold_bytes = 65536
 [run]
 time_limit_us = 1000000
+[ina]
+switch_memory_bytes = {memory_bytes}
 [[traffic]]
 kind = "training"
 protocol = "{protocol}"
@@ -40,7 +42,6 @@ jobs = {jobs}
 workers = {workers}
 models = ["A", "B"]
 model_scale = 0.01
-switch_memory_bytes = {memory_bytes}
 start_max_us = 20
 jitter_max_us = 10
 window_bytes = 6120
@@ -441,4 +442,34 @@ fn property_tree_aggregation_random_loss_seeds_and_pool_sizes() {
         reminded += training(&r)["switch"]["reminders_fetched"].as_u64().unwrap_or(0);
     }
     assert!(reminded > 0, "no reminder fetched a partial from any switch");
+}
+
+/// The switch memory is one `[ina]` setting for every protocol, in slots or in bytes: a
+/// shared-pool job given `table_size` aggregators runs exactly as with the same memory in bytes
+/// (306 B per aggregator), and so does a Canary allreduce (one descriptor: the 19-byte header
+/// and 4 B per element of `max_elements_per_packet`); a byte count between two slots rounds
+/// down to the slots it holds.
+#[test]
+fn switch_memory_in_slots_or_in_bytes_runs_the_same() {
+    for protocol in ["switchml", "atp", "dsa"] {
+        let bytes = scenario(protocol, 5, 2, 3, 48 * 306, "", "");
+        let slots = bytes.replace("switch_memory_bytes = 14688", "table_size = 48");
+        let between = bytes.replace("switch_memory_bytes = 14688", "switch_memory_bytes = 14993");
+        assert_ne!(slots, bytes);
+        let (a, b, c) = (run(&bytes), run(&slots), run(&between));
+        assert_eq!(training(&a)["aggregators_per_switch"], 48, "{protocol}");
+        assert!(a.bytes == b.bytes && a.bytes == c.bytes, "{protocol}: the same memory gave different runs");
+    }
+    let canary = |ina: &str| {
+        format!(
+            "name = \"memory\"\nseed = 2\n[topology]\nkind = \"fat_tree_2\"\nleaves = 2\nhosts_per_leaf = 4\nspines = 2\n\
+             bandwidth_gbps = 100\nlatency_ns = 500\n[ina]\nmax_elements_per_packet = 64\n{ina}\n\
+             [[traffic]]\nkind = \"ina_allreduce\"\nhosts = \"all\"\nbytes = 262144\nelements_per_packet = 64\n"
+        )
+    };
+    // 16 descriptors of 19 + 4 × 64 = 275 B: few enough that the table limits the run.
+    let (a, b) = (run(&canary("table_size = 16")), run(&canary("switch_memory_bytes = 4400")));
+    assert!(a.bytes == b.bytes, "canary: the same memory gave different runs");
+    let wide = run(&canary("table_size = 4096"));
+    assert_ne!(a.summary["ina"]["collisions"], wide.summary["ina"]["collisions"], "the table does limit the run");
 }

@@ -78,8 +78,9 @@ pub fn pool_scenario(workers: u32, bytes: u64, protocol: &str) -> Result<String,
     let hosts = workers + u32::from(info.uses_ps);
     Ok(format!(
         "name = \"switch-bench-{protocol}\"\nseed = 1\n[topology]\nkind = \"star\"\nhosts = {hosts}\nbandwidth_gbps = 100\nlatency_ns = 500\n\
+         [ina]\nswitch_memory_bytes = {}\n\
          [[traffic]]\nkind = \"training\"\nprotocol = \"{protocol}\"\njobs = 1\nworkers = {workers}\nmodels = [\"A\"]\nmodel_scale = {scale:?}\n\
-         switch_memory_bytes = {}\nvalues = true\nmin_rto_us = 20000\nstart_max_us = 0\njitter_max_us = 0\n",
+         values = true\nmin_rto_us = 20000\nstart_max_us = 0\njitter_max_us = 0\n",
         POOL_BENCH_AGGREGATORS * 306
     ))
 }

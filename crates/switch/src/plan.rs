@@ -359,13 +359,7 @@ impl InaPlan {
             .zip(&self.colls)
             .map(|(s, c)| Tenant { coll: c, protocol: &*s.protocol, roots: &s.roots })
             .collect();
-        let sw = &self.switch;
-        let cfg = SwitchConfig {
-            table_size: sw.table_size,
-            slots_per_tenant: sw.slots_per_tenant,
-            timeout_ps: sw.timeout_ps,
-            reclaim_ps: sw.reclaim_ps,
-        };
+        let cfg = self.switch.config(&*self.specs[0].protocol)?;
         self.specs[0].protocol.switch_programs(&self.fabric, &tenants, &cfg)
     }
 

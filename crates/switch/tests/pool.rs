@@ -33,8 +33,9 @@ fn scenario(protocol: &str, min_rto_us: u64) -> String {
     let hosts = if protocol == "switchml" { 4 } else { 5 };
     format!(
         "name = \"pool-test\"\nseed = 7\n[topology]\nkind = \"star\"\nhosts = {hosts}\nbandwidth_gbps = 100\nlatency_ns = 500\n\
+         [ina]\nswitch_memory_bytes = 78336\n\
          [[traffic]]\nkind = \"training\"\nprotocol = \"{protocol}\"\njobs = 1\nworkers = 4\nmodels = [\"A\"]\nmodel_scale = 0.01\n\
-         switch_memory_bytes = 78336\nvalues = true\nmin_rto_us = {min_rto_us}\n"
+         values = true\nmin_rto_us = {min_rto_us}\n"
     )
 }
 

@@ -33,8 +33,9 @@ fn scenario(protocol: &str, workers: u32, aggregators: u32, min_rto_us: u64) -> 
     let hosts = if protocol == "switchml" { workers } else { workers + 1 };
     format!(
         "name = \"pool-session-test\"\nseed = 11\n[topology]\nkind = \"star\"\nhosts = {hosts}\nbandwidth_gbps = 100\nlatency_ns = 500\n\
+         [ina]\nswitch_memory_bytes = {}\n\
          [[traffic]]\nkind = \"training\"\nprotocol = \"{protocol}\"\njobs = 1\nworkers = {workers}\nmodels = [\"A\"]\nmodel_scale = 0.01\n\
-         switch_memory_bytes = {}\nvalues = true\nmin_rto_us = {min_rto_us}\n",
+         values = true\nmin_rto_us = {min_rto_us}\n",
         aggregators * 306
     )
 }
