@@ -257,14 +257,15 @@ FAULTS = ("--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-
 @pytest.mark.parametrize(
     ("protocol", "node", "block", "faults"),
     [("switchml", 4, 9, ()), ("atp", 5, 10, ()), ("dsa", 5, 21, FAULTS), ("reliable_tree", 4, 17, FAULTS),
-     ("static_trees", 4, 23, ())],
+     ("static_trees", 4, 23, ()), ("switchml_allreduce", 4, 26, FAULTS)],
 )
 def test_innet_sessions_sum_random_calls_exactly(protocol: str, node: int, block: int, faults: tuple[str, ...]) -> None:
     """`innet.Session` on a pool scenario (scenarios/switch/star4_switchml.toml, star4_atp.toml,
     star4_dsa.toml under faults; ATP's and DSA's parameter server is a thread of rank 0), on a
-    static tree (star4_static_trees.toml, no loss recovery: no faults) or on a reliable tree
-    (star4_reliable_tree.toml,
-    through a switch that drops, duplicates and reorders: each call continues the last one's
+    static tree (star4_static_trees.toml, no loss recovery: no faults), on a reliable tree
+    (star4_reliable_tree.toml) or on SwitchML as an in-network allreduce
+    (star4_switchml_allreduce.toml), the last two
+    through a switch that drops, duplicates and reorders (each call continues the last one's
     block sequence, so late copies of one call must not be added into the next): 4 rank threads,
     a seeded random sequence of calls of random sizes and dtypes through one switch process (a
     fresh one: a pool switch serves one session per start); int32 exact (wrapping), float32
@@ -283,7 +284,7 @@ def test_innet_sessions_sum_random_calls_exactly(protocol: str, node: int, block
             calls.append([rng.integers(-(2**31), 2**31, size=n, dtype=np.int64).astype(np.int32) for _ in range(4)])
     sw = _switch_proc(str(scenario), node, ip, extra=faults)
     def calls_of(s: Any, r: int) -> list[Any]:
-        assert s.protocol == protocol
+        assert s.protocol == protocol.removesuffix("_allreduce")
         return [s.allreduce(c[r]) for c in calls]
 
     try:

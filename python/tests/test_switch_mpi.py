@@ -1,4 +1,5 @@
-"""The MPI runtime's switch algorithms (REDUCELAB_ALLREDUCE=canary, switchml, atp, dsa, reliable_tree:
+"""The MPI runtime's switch algorithms (REDUCELAB_ALLREDUCE=canary, switchml (a training job's or an
+in-network allreduce's), atp, dsa, reliable_tree:
 mpi/src/innet.c over the C ABI of crates/innet): MPI_Allreduce of 4 ranks through a software switch process on loopback
 (docs/switch.md). Needs mpirun and mpi/build (skipped without them unless
 REDUCELAB_REQUIRE_MPI=1, as test_mpi_runtime.py), the switch binary and libreducelab_innet.so
@@ -139,6 +140,17 @@ def test_mpi_allreduce_through_a_reliable_tree_switch_is_exact(ip: str, extra: l
     assert report["program"]["aggregated"] > 0 and report["data_plane"]["malformed"] == 0, report
     if extra:
         assert report["data_plane"]["fault_dropped"] > 0 and report["data_plane"]["fault_duplicated"] > 0, report
+
+
+def test_mpi_allreduce_through_a_switchml_allreduce_switch_is_exact() -> None:
+    """REDUCELAB_ALLREDUCE=switchml on SwitchML as an in-network allreduce
+    (scenarios/switch/star4_switchml_allreduce.toml), not a training job: every call is the
+    scenario's allreduce with its PSNs numbered on from the last call's, through a switch that
+    drops, duplicates and reorders; a late copy of one call is never added into the next."""
+    extra = ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "8"]
+    report = _through_a_switch(REPO / "scenarios/switch/star4_switchml_allreduce.toml", "127.66.27.1", extra, "switchml", 4)
+    assert report["program"]["aggregated"] > 0 and report["data_plane"]["malformed"] == 0, report
+    assert report["data_plane"]["fault_dropped"] > 0 and report["data_plane"]["fault_duplicated"] > 0, report
 
 
 def test_mpi_allreduce_through_a_static_tree_switch_is_exact() -> None:

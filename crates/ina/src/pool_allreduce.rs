@@ -54,8 +54,10 @@
 //! The bitmap rides in `children`, DSA's priority in `src` and ATP's resend flag in `tree`
 //! (0 or 1); a SwitchML rank's contribution keeps the Canary frame's form (counter 1, its rank
 //! in `src`), so SwitchML runs on the software switch. ATP's and DSA's packets do not fit the
-//! Canary frame (a 64-bit bitmap and a priority), so the software switch runs them as training
-//! jobs only ([`InaProtocol::software_switch`] says so).
+//! Canary frame (a 64-bit bitmap and a priority), so they travel in the addressed pool frame
+//! ([`crate::pool_wire`]). A PSN is a block's place in the collective's sequence
+//! (`sequence_base + b`, 20 bits, as [`Collective::id`]): a session's calls of SwitchML
+//! continue it ([`InaProtocol::session_calls`]).
 //!
 //! A root keeps every completed SwitchML aggregation of a tenant (to answer re-sends), and ATP
 //! or DSA leftovers of late re-sends, until the tenant is released
@@ -76,7 +78,8 @@ use crate::policy::{self, PolicyInputs, Preemption};
 use crate::pool::{AggPacket, Dest, PacketKind, PoolAction, PsAction};
 use crate::pool_jobs::{AnyPoolProgram, PoolProtocol, Ps, MAX_WINDOW_FACTOR, PACKET_BYTES};
 use crate::protocol::{
-    integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, Progress, SwitchConfig, Tenant,
+    integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, Progress, SessionCalls, SwitchConfig,
+    Tenant,
 };
 use crate::ps::{AtpPs, DsaPs};
 use crate::switchml::{Region, SwitchMlSwitch};
@@ -286,6 +289,41 @@ impl InaProtocol for PoolAllreduce {
     fn recovery_horizon_ps(&self) -> u64 {
         let rto = if self.protocol == PoolProtocol::SwitchMl { self.rto_ps } else { 4 * self.rto_ps };
         rto.saturating_mul(MAX_RETRANSMISSIONS as u64 + 2)
+    }
+    /// SwitchML: every call is the scenario's allreduce with its blocks numbered on from the
+    /// last call's (block `b` of a call is PSN `sequence_base + b`), so the switch's slots see
+    /// one PSN sequence, as a training job's tensors give them. A rank sends PSN `p` only when it
+    /// has the result of `p − window`: within a call by its window, and for the first `window`
+    /// PSNs of a call because it had every result of the earlier calls before this one started.
+    /// So, as in one long allreduce, the slot's previous use `p − 2·window` is complete when
+    /// `p` takes it over, a rank still missing a result of an earlier call gets it again from
+    /// the kept result (its slot is not taken over until that rank's next contribution), and a
+    /// late packet of an earlier call carries a lower PSN than its slot's, so the switch drops it
+    /// as stale, or answers it with its own kept result, which the rank drops as not of this
+    /// call. The switch compares PSNs as plain integers, so the sequence must not wrap
+    /// ([`SessionCalls::ContinuedSequenceNoWrap`]: at most 2^20 PSNs, what the frames carry).
+    ///
+    /// ATP and DSA are refused: their results come from the parameter server in rank 0's agent,
+    /// which lives for one call of rank 0, and rank 0 returns as soon as it has its own results.
+    /// A rank that lost a result asks that server again, and DSA's server fetches a block's
+    /// contributions from every rank (its reminders), also from ranks whose call has returned;
+    /// between calls nobody answers, so such a call would wait for ever. Their training jobs
+    /// serve sessions with a server and workers that stay between calls (the software switch's
+    /// pool sessions).
+    fn session_calls(&self) -> Result<SessionCalls, String> {
+        match self.protocol {
+            PoolProtocol::SwitchMl => Ok(SessionCalls::ContinuedSequenceNoWrap),
+            PoolProtocol::Atp => Err(format!(
+                "protocol: {}'s results come from its parameter server, which runs in rank 0's agent for one call: a rank that lost a result asks it again after rank 0's call has returned, and nothing answers; a training job (kind = \"training\") of {} serves sessions with a server that stays between calls",
+                self.label(),
+                self.label()
+            )),
+            PoolProtocol::Dsa(_) => Err(format!(
+                "protocol: {}'s parameter server, in rank 0's agent for one call, fetches a block's contributions from every rank (its reminders), also from ranks whose call has returned, and a rank that lost a result asks that server again after rank 0's call has returned: nothing answers between calls; a training job (kind = \"training\") of {} serves sessions with workers and a server that stay between calls",
+                self.label(),
+                self.label()
+            )),
+        }
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         format!(
@@ -511,6 +549,12 @@ impl SwitchProgram for PoolRoot {
     }
 }
 
+/// The PSN of block `b` of `c`: its place in the session's sequence, as [`Collective::id`]
+/// numbers it (`b` in a simulated run, whose `sequence_base` is 0).
+fn wire_psn(c: &Collective, b: u32) -> u32 {
+    c.sequence_base.wrapping_add(b) & (MAX_BLOCKS - 1)
+}
+
 /// A rank of a pool allreduce: the window of a training worker over the collective's blocks,
 /// and on rank 0 of ATP and DSA the tenant's parameter server.
 struct PoolHost {
@@ -615,7 +659,7 @@ impl HostProtocol for PoolHost {
         let mut made = 0;
         while made < room {
             if let Some(psn) = self.window.take_reminder() {
-                let mut p = AggPacket::new(PacketKind::ReminderNotice, Dest::Ps, c.tenant, psn, n);
+                let mut p = AggPacket::new(PacketKind::ReminderNotice, Dest::Ps, c.tenant, wire_psn(c, psn), n);
                 p.bitmap = 1u64 << self.rank;
                 self.send_to_ps(c, now, p, vals, out);
                 made += 1;
@@ -633,7 +677,7 @@ impl HostProtocol for PoolHost {
             }
             let h = contribution(c, self.rank, s.psn, 0, Kind::Reduce, Addr::FirstHop, vals);
             let dst = if s.to_ps { Dest::Ps } else { Dest::Switch };
-            let mut p = AggPacket::new(PacketKind::Gradient, dst, c.tenant, s.psn, n);
+            let mut p = AggPacket::new(PacketKind::Gradient, dst, c.tenant, wire_psn(c, s.psn), n);
             p.bitmap = 1u64 << self.rank;
             p.elems = h.elems;
             p.fp = h.fp;

@@ -148,6 +148,19 @@ pub enum SessionCalls {
     /// know the tenant's tree, not its size, and tell a late packet of an earlier call by its
     /// sequence.
     ContinuedSequence,
+    /// As [`Self::ContinuedSequence`], but the switch programs compare block numbers as plain
+    /// integers (SwitchML takes a slot over only for a higher block number), so the sequence
+    /// must not wrap: a session carries at most [`MAX_BLOCKS`](crate::host::MAX_BLOCKS) blocks
+    /// over all its calls, a call that would pass them is refused, and a switch that served a
+    /// session must be restarted before the next one (it keeps its slots' block numbers).
+    ContinuedSequenceNoWrap,
+}
+
+impl SessionCalls {
+    /// Whether every call is the scenario's first collective with its blocks numbered on.
+    pub fn continues_sequence(self) -> bool {
+        matches!(self, SessionCalls::ContinuedSequence | SessionCalls::ContinuedSequenceNoWrap)
+    }
 }
 
 /// A rank's progress through its collective ([`HostProtocol::progress`]).

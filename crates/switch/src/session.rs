@@ -3,7 +3,7 @@
 //! the C ABI (`crates/innet`, `RL_Innet_allreduce`) and the MPI runtime's switch algorithms
 //! (`REDUCELAB_ALLREDUCE=<protocol>`) call. [`Session::open`] chooses by the scenario's traffic:
 //! an in-network allreduce (below) or a training job of the pool protocols
-//! ([`crate::pool_session`]: SwitchML, ATP); floats go through the same fixed point either way
+//! ([`crate::pool_session`]: SwitchML, ATP, DSA); floats go through the same fixed point either way
 //! ([`Session::allreduce_f32`]).
 //!
 //! An in-network allreduce protocol says how its running switches serve calls of any size
@@ -17,6 +17,12 @@
 //!   scenario's first allreduce, its hosts and tenant, with the blocks numbered on from the last
 //!   call's ([`Collective::sequence_base`]), so a late packet of an earlier call is told apart by
 //!   its sequence.
+//! - SwitchML as an in-network allreduce does the same, but its switch takes a slot over only
+//!   for a higher block number, so its sequence does not wrap: a session carries at most
+//!   [`MAX_BLOCKS`] blocks over all its calls (a call beyond is refused), and a switch that
+//!   served a session is restarted before the next. ATP and DSA as in-network allreduces are
+//!   refused (their parameter server lives in rank 0's agent of one call; see
+//!   `PoolAllreduce::session_calls`); their training jobs serve sessions.
 //!
 //! Every rank must make the same sequence of calls (as MPI requires of collectives).
 
@@ -114,7 +120,7 @@ impl Session {
                 }
                 (0..ranks).collect()
             }
-            SessionCalls::ContinuedSequence => {
+            SessionCalls::ContinuedSequence | SessionCalls::ContinuedSequenceNoWrap => {
                 let c = &plan.colls[0];
                 if ranks != c.n() {
                     return Err(format!(
@@ -231,18 +237,36 @@ impl InaSession {
         let first = &self.plan.colls[0];
         let tenant = match self.calls_map {
             SessionCalls::NextTenant => (self.calls % 256) as u16,
-            SessionCalls::ContinuedSequence => first.tenant,
+            _ => first.tenant,
         };
-        self.calls += 1;
         let epp = self.plan.specs[0].elems_per_packet;
         let mut coll = Collective::new(tenant, self.hosts.clone(), data.len() as u64 * 4, epp, first.salt, false)
             .map_err(|e| format!("count: {e}"))?;
-        if self.calls_map == SessionCalls::ContinuedSequence {
+        let label = || self.plan.specs[0].protocol.label();
+        if self.calls_map == SessionCalls::ContinuedSequenceNoWrap
+            && self.next_sequence as u64 + coll.blocks as u64 > MAX_BLOCKS as u64
+        {
+            return Err(format!(
+                "count: this call's {} blocks would pass block {MAX_BLOCKS} of the session's sequence (its earlier calls used {}); {}'s switch takes a slot over only for a higher block number, so the sequence cannot wrap: restart the switch and open a new session",
+                coll.blocks,
+                self.next_sequence,
+                label()
+            ));
+        }
+        if self.calls_map.continues_sequence() {
             coll.sequence_base = self.next_sequence;
             self.next_sequence = self.next_sequence.wrapping_add(coll.blocks) & (MAX_BLOCKS - 1);
         }
+        let call = self.calls;
+        self.calls += 1;
         let host = self.hosts[self.rank as usize];
-        run_own(&self.plan, host, &self.opts, &self.sock, coll, data, &mut self.stash, &mut self.rxb)
+        let r = run_own(&self.plan, host, &self.opts, &self.sock, coll, data, &mut self.stash, &mut self.rxb);
+        if call == 0 && self.calls_map == SessionCalls::ContinuedSequenceNoWrap {
+            return r.map_err(|e| {
+                format!("{e} (if this {} switch served an earlier session, it keeps its slots' block numbers: restart it before a new session)", label())
+            });
+        }
+        r
     }
 }
 

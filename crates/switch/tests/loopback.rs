@@ -816,6 +816,140 @@ fn sessions_under_loss_dup_and_reorder_reduce_every_call_exactly() {
     });
 }
 
+/// Runs `calls` (every rank's int32 vector of each call) on `ranks` sessions (threads) through
+/// the switch of `s`, each rank stopping at its first error; checks every rank's every result
+/// against the exact wrapping sum.
+fn run_session_calls(s: &Setup, ranks: u32, calls: &[Vec<Vec<i32>>], what: &str) {
+    use reducelab_switch::Session;
+    let opts = HostOptions { timeout: Duration::from_secs(20), linger: Duration::ZERO, ..HostOptions::default() };
+    let mut sessions: Vec<Session> =
+        (0..ranks).map(|r| Session::open(&s.text, (s.ip, 47000), ranks, r, opts.clone()).unwrap()).collect();
+    let got: Vec<Vec<Vec<i32>>> = std::thread::scope(|sc| {
+        let hs: Vec<_> = sessions
+            .iter_mut()
+            .enumerate()
+            .map(|(r, sess)| {
+                sc.spawn(move || {
+                    calls
+                        .iter()
+                        .enumerate()
+                        .map(|(k, v)| {
+                            sess.allreduce_i32(v[r].clone())
+                                .unwrap_or_else(|e| panic!("{what}: rank {r}, call {k}: {e}"))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (r, results) in got.iter().enumerate() {
+        for (k, (res, v)) in results.iter().zip(calls).enumerate() {
+            let want: Vec<i32> = (0..v[0].len()).map(|e| v.iter().fold(0i32, |a, x| a.wrapping_add(x[e]))).collect();
+            assert!(
+                res == &want,
+                "{what}: rank {r}, call {k} ({} elements): differs from the exact sum at element {:?}",
+                want.len(),
+                res.iter().zip(&want).position(|(a, b)| a != b)
+            );
+        }
+    }
+}
+
+/// Every rank's vector of each of these call sizes (any i32, so sums wrap).
+fn call_vectors(ranks: u64, sizes: &[usize], seed: u64) -> Vec<Vec<Vec<i32>>> {
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| {
+            (0..ranks)
+                .map(|r| {
+                    (0..n as u64)
+                        .map(|e| reducelab_ina::mix(seed << 56 | r << 48 | (k as u64) << 32 | e) as i32)
+                        .collect()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// SwitchML as an in-network allreduce serves a session: every call is the scenario's
+/// allreduce with its PSNs numbered on from the last call's, through a window of 4 slots per
+/// set, so the switch's slots see one PSN sequence across calls. Calls of one element, of
+/// less than, exactly and just more than the window's blocks (256 elements each), and of many
+/// windows, in an order that makes each call's first PSNs take over slots of the previous one.
+#[test]
+fn switchml_allreduce_sessions_reduce_calls_of_any_size_exactly() {
+    let s = Setup::new("session-switchml", 94, scenario(STAR4, "switchml", 1024, "window = 4\n"));
+    let _sw = s.switches(&[]);
+    let sizes = [1, 3 * 256 + 5, 4 * 256, 4 * 256 + 1, 1, 40 * 256 + 77, 2, 5000, 256, 9 * 256 + 255];
+    run_session_calls(&s, 4, &call_vectors(4, &sizes, 1), "switchml");
+}
+
+/// The same under 5% loss, 5% duplication and 10% reordering on every port of the switch:
+/// late and repeated packets of an earlier call (lower PSNs) are dropped by the switch or the
+/// hosts, never added into a later call, and lost results are answered from the switch's kept
+/// copies.
+#[test]
+fn switchml_allreduce_sessions_reduce_exactly_under_loss_dup_and_reorder() {
+    let s = Setup::new("session-switchml-faults", 95, fast_timers(scenario(STAR4, "switchml", 1024, "window = 4\n")));
+    let sw = s.switches(&["--fault", "loss=0.05,dup=0.05,reorder=0.1,reorder_us=300", "--fault-seed", "5"]);
+    let sizes: Vec<usize> = (0..24).map(|k| [1, 300, 1100, 3000][k % 4] + 37 * k).collect();
+    run_session_calls(&s, 4, &call_vectors(4, &sizes, 2), "switchml under faults");
+    let reports: Vec<Value> = sw.into_iter().map(Proc::stop).collect();
+    let d = &reports[0]["data_plane"];
+    assert!(
+        d["fault_dropped"].as_u64().unwrap() > 0
+            && d["fault_duplicated"].as_u64().unwrap() > 0
+            && d["fault_held"].as_u64().unwrap() > 0,
+        "faults were injected: {d}"
+    );
+    // Lost results were answered from the switch's kept copies (to one rank each).
+    assert!(reports[0]["program"]["stragglers"].as_u64().unwrap() > 0, "{}", reports[0]);
+}
+
+/// A SwitchML session's PSNs do not wrap (its switch takes a slot over only for a higher PSN):
+/// a call that would pass the 2^20 PSNs the frames carry is refused on every rank before it
+/// sends anything, and the session goes on with its next call. ATP and DSA as in-network
+/// allreduces are refused with the reason.
+#[test]
+fn a_switchml_session_refuses_a_call_past_its_psn_space_and_atp_and_dsa_say_why_they_serve_none() {
+    use reducelab_switch::Session;
+    let s = Setup::new("session-switchml-end", 96, scenario(STAR4, "switchml", 1024, "elements_per_packet = 1\n"));
+    let _sw = s.switches(&[]);
+    let opts = HostOptions { timeout: Duration::from_secs(20), linger: Duration::ZERO, ..HostOptions::default() };
+    let big = 1usize << 20;
+    std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..4u32)
+            .map(|r| {
+                let (s, opts) = (&s, opts.clone());
+                sc.spawn(move || {
+                    let mut sess = Session::open(&s.text, (s.ip, 47000), 4, r, opts).unwrap();
+                    assert_eq!(sess.allreduce_i32(vec![r as i32; 3]).unwrap(), vec![6; 3]);
+                    let e = sess.allreduce_i32(vec![1; big]).unwrap_err();
+                    assert!(
+                        e.starts_with("count: this call's 1048576 blocks would pass block 1048576 of the session's sequence (its earlier calls used 3); switchml's switch takes a slot over only for a higher block number"),
+                        "{e}"
+                    );
+                    assert_eq!(sess.allreduce_i32(vec![r as i32 + 1; 5]).unwrap(), vec![10; 5]);
+                })
+            })
+            .collect();
+        hs.into_iter().for_each(|h| h.join().unwrap());
+    });
+    for p in ["atp", "dsa"] {
+        let e =
+            Session::open(&scenario(STAR4, p, 1024, ""), (s.ip, 47000), 4, 0, HostOptions::default()).err().unwrap();
+        let why = if p == "atp" {
+            "'s results come from its parameter server"
+        } else {
+            "'s parameter server, in rank 0's agent for one call, fetches"
+        };
+        assert!(e.starts_with(&format!("protocol: {p}{why}")), "{e}");
+        assert!(e.contains(&format!("a training job (kind = \"training\") of {p} serves sessions")), "{e}");
+    }
+}
+
 /// Frames emitted in place into a queue are queued, copied or dropped as asked and leave
 /// in queue order, a run of equal sizes in one GSO message (two messages here: 15 bytes;
 /// block 127.77.99.0/24, ephemeral ports).
