@@ -142,6 +142,9 @@ impl Network {
         // (Packets already past their last live choice are dropped as `no_route`.)
         self.router.routes =
             MinimalRoutes::with_failures(&self.router.topo, &self.faults.link_up, &self.faults.node_up);
+        // Distances towards switches (protocol packets addressed to one) are rebuilt over the
+        // surviving graph at their next use.
+        self.router.forget_node_distances();
         // Packets queued on dead ports are lost with them.
         for g in dead_ports {
             for vc in 0..self.nvc {

@@ -194,6 +194,11 @@ fn spray_digit(key: u32, hops: u8, n: usize) -> usize {
 }
 
 impl Router {
+    /// Drops the cached distances towards switches (a failure changed the graph).
+    pub(crate) fn forget_node_distances(&mut self) {
+        self.node_dist.iter_mut().for_each(|d| *d = None);
+    }
+
     /// Routing over `topo` with `routing`; errors name a bad parameter.
     pub fn new(topo: &Topology, routing: RoutingAlgo, buffer_bytes: u64) -> Result<Router, String> {
         let threshold_bytes = match routing {
@@ -263,7 +268,8 @@ impl Network {
         }
     }
 
-    /// Minimal next hops from `node` towards switch `target` over live links, into `scratch`.
+    /// Minimal next hops from `node` towards switch `target` over live links, into `scratch`
+    /// (distances by a search from `target` over live links, kept until the next failure).
     fn candidates_to_node(&mut self, node: NodeId, target: NodeId) {
         let r = &mut self.router;
         if r.node_dist[target.idx()].is_none() {

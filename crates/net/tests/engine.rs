@@ -374,3 +374,58 @@ fn a_packet_for_a_host_cut_off_by_a_failure_is_dropped_where_it_stands() {
         assert_eq!(down.bytes, 0, "{routing:?}: packets for the cut-off host went back down to host 0");
     }
 }
+
+/// Protocol packets addressed to a switch, one before and one after a link on their way fails:
+/// the second goes round (leaf 0 → spine 1 → leaf 1 → spine 0). The distances towards a switch
+/// are recomputed when the routes reconverge, not kept from before the failure (kept, leaf 0
+/// saw spine 0 one hop away over the dead link and dropped the packet as unroutable).
+#[test]
+fn packets_addressed_to_a_switch_route_around_a_link_that_failed_after_the_first() {
+    struct ToSwitch {
+        target: u32,
+        arrived: Vec<(u64, u16)>,
+        lost: u32,
+    }
+    impl ToSwitch {
+        fn inject(&self, net: &mut Network) {
+            let p = AppPacket { app: 0, wire_bytes: 128, dst: AppDst::Node(self.target), intercept: false };
+            net.app_inject(0, 0, p);
+        }
+    }
+    impl Workload for ToSwitch {
+        fn on_start(&mut self, net: &mut Network) {
+            net.set_programmable(self.target, true);
+            self.inject(net);
+            net.schedule_timer(SimTime(100_000_000), 0);
+        }
+        fn on_timer(&mut self, net: &mut Network, _token: u64) {
+            self.inject(net);
+        }
+        fn on_app_at_switch(&mut self, net: &mut Network, node: u32, in_port: u16, pkt: PktId) {
+            assert_eq!(node, self.target);
+            self.arrived.push((net.now().ps(), in_port));
+            net.app_consume(pkt);
+            if self.arrived.len() == 2 {
+                net.stop();
+            }
+        }
+        fn on_app_lost(&mut self, _net: &mut Network, _app: u32) {
+            self.lost += 1;
+        }
+    }
+    let topo = fat_tree_2level(2, 2, 2, 1, None, lp(GBPS100, 1_000_000), lp(GBPS100, 1_000_000)).unwrap();
+    let (spine, link) = (topo.nodes[0].ports[2].peer.0, topo.nodes[0].ports[2].link.0);
+    for routing in [RoutingAlgo::Minimal, RoutingAlgo::Adaptive] {
+        let mut c = cfg();
+        c.routing = routing;
+        let mut net =
+            Network::new(&topo, c, vec![Fault::Link { link, at: SimTime(50_000_000) }], &Rng::new(1)).unwrap();
+        let mut w = ToSwitch { target: spine, arrived: Vec::new(), lost: 0 };
+        let end = net.run(&mut w, None, &mut |_| {});
+        assert_eq!((end, w.lost, net.stats().drops_no_route), (RunEnd::Stopped, 0, 0), "{routing:?}");
+        // The first straight up from leaf 0 (one link each way: 2 µs and change), the second
+        // in through the other leaf's port after three links.
+        assert_ne!(w.arrived[0].1, w.arrived[1].1, "{routing:?}: the second came another way");
+        assert!(w.arrived[1].0 - 100_000_000 > 4_000_000, "{routing:?}: {:?}", w.arrived);
+    }
+}
