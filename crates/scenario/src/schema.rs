@@ -781,7 +781,6 @@ pub struct TrainingEntry {
     pub values: Option<bool>,
     pub model_scale: Option<f64>,
     pub preemption: Option<String>,
-    pub switch_memory_bytes: Option<u64>,
     pub window_bytes: Option<u64>,
     pub min_rto_us: Option<f64>,
     pub ps_restart_us: Option<f64>,
@@ -927,6 +926,12 @@ impl TransportSpec {
     }
 }
 
+/// Keys a traffic entry no longer takes, with where they are now.
+const MOVED_KEYS: &[(&str, &str)] = &[(
+    "switch_memory_bytes",
+    "is a switch resource, [ina] switch_memory_bytes (or [ina] table_size in aggregators), the same key for every protocol",
+)];
+
 /// Deserializes an entry's table into its kind's struct `T`, with the path of an error inside it.
 fn entry_keys<T: serde::de::DeserializeOwned>(
     kind: TrafficKind,
@@ -937,6 +942,9 @@ fn entry_keys<T: serde::de::DeserializeOwned>(
         let path = err.path().to_string();
         let reason = err.into_inner().message().to_string();
         if let Some(key) = reason.strip_prefix("unknown field `").and_then(|r| r.split('`').next()) {
+            if let Some((_, why)) = MOVED_KEYS.iter().find(|(k, _)| *k == key) {
+                return (key.to_string(), why.to_string());
+            }
             let mut takes = vec!["kind"];
             takes.extend(kind.keys_with(protocol));
             let listed: Vec<String> = takes.iter().map(|k| format!("`{k}`")).collect();

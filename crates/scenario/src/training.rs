@@ -32,12 +32,6 @@ pub const INA_ELEMS_PER_PACKET: u16 = ELEMS_PER_PACKET;
 pub fn resolve(f: &str, t: &crate::TrainingEntry, topo: &Topology) -> Result<crate::Traffic, crate::ScenarioError> {
     let err = |field: &str, reason: String| crate::ScenarioError { field: format!("{f}.{field}"), reason };
     let name = t.protocol.as_deref().unwrap_or("dsa");
-    if t.switch_memory_bytes.is_some() {
-        return Err(err(
-            "switch_memory_bytes",
-            "is a switch resource, [ina] switch_memory_bytes (or [ina] table_size in aggregators), the same key for every protocol".into(),
-        ));
-    }
     // The keys only the shared-pool protocols (SwitchML, ATP, DSA) take.
     let pool_keys = [
         ("preemption", t.preemption.is_some()),
