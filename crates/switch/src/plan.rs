@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use reducelab_ina::fabric::Fabric;
 use reducelab_ina::host::Collective;
-use reducelab_ina::{wire, Addr, SwitchConfig, SwitchProgram, Tenant, NIL};
+use reducelab_ina::{wire, Addr, SwitchProgram, Tenant, NIL};
 use reducelab_scenario::ina::{collective_salt, fabric_of, InaSpec, InaSwitchSpec};
 use reducelab_scenario::Traffic;
 use serde::Serialize;
