@@ -11,9 +11,6 @@
 //!
 //! `REDUCELAB_RT_CASES=N` runs more cases (default 150), `REDUCELAB_RT_SEED=S` another seed.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use reducelab_ina::fabric::{Fabric, FabricNode};
 use reducelab_ina::host::Collective;
 use reducelab_ina::reliable_tree::ReliableTree;
@@ -21,20 +18,32 @@ use reducelab_ina::{
     protocol, Addr, Header, HostAction, HostProtocol, InaProtocol, Out, Params, SwAction, SwitchConfig, Tenant, Values,
 };
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
+mod common;
+use common::{env_u64, Rng};
+
+/// The soak's queue of events.
+type Queue = common::Queue<Ev>;
+
+/// Sends `hdr` from (`node`, out `port`) over its link: lost, delayed at random, maybe
+/// duplicated (the copy up to ten retransmission timeouts late).
+#[allow(clippy::too_many_arguments)]
+fn send(
+    q: &mut Queue,
+    rng: &mut Rng,
+    fab: &Fabric,
+    case: &Case,
+    vals: &mut Values,
+    now: u64,
+    node: u32,
+    port: u16,
+    hdr: Header,
+) {
+    let (peer, peer_port) = fab.nodes[node as usize].ports[port as usize];
+    q.send(rng, vals, now, hdr, (case.loss, case.dup, 10 * case.rto_ps), |hdr| Ev::Packet {
+        node: peer,
+        port: peer_port,
+        hdr,
+    });
 }
 
 /// Spine 0, leaves 1 and 2 (port 0 up, ports 1..=3 down), hosts 3..=8 (host h on leaf
@@ -58,51 +67,6 @@ enum Ev {
     Packet { node: u32, port: u16, hdr: Header },
     /// A host agent's timer (host, call).
     HostTimer { host: u32, call: usize, token: u64 },
-}
-
-/// Events in time order (ties in the order they were made).
-#[derive(Default)]
-struct Queue {
-    heap: BinaryHeap<Reverse<(u64, u64)>>,
-    evs: Vec<Option<Ev>>,
-}
-
-impl Queue {
-    fn push(&mut self, at: u64, ev: Ev) {
-        self.heap.push(Reverse((at, self.evs.len() as u64)));
-        self.evs.push(Some(ev));
-    }
-    fn pop(&mut self) -> Option<(u64, Ev)> {
-        let Reverse((at, i)) = self.heap.pop()?;
-        Some((at, self.evs[i as usize].take().unwrap()))
-    }
-    /// Sends a packet from (node, out port): lost, delayed at random, maybe duplicated (the
-    /// copy up to ten retransmission timeouts late).
-    #[allow(clippy::too_many_arguments)]
-    fn send(
-        &mut self,
-        rng: &mut Rng,
-        fab: &Fabric,
-        case: &Case,
-        vals: &mut Values,
-        now: u64,
-        node: u32,
-        port: u16,
-        hdr: Header,
-    ) {
-        let (peer, peer_port) = fab.nodes[node as usize].ports[port as usize];
-        if rng.chance(case.dup) {
-            let mut copy = hdr;
-            copy.data = vals.duplicate(hdr.data);
-            let late = now + 1_000 + rng.below(10 * case.rto_ps);
-            self.push(late, Ev::Packet { node: peer, port: peer_port, hdr: copy });
-        }
-        if rng.chance(case.loss) {
-            vals.release(hdr.data);
-            return;
-        }
-        self.push(now + 500 + rng.below(5_000), Ev::Packet { node: peer, port: peer_port, hdr });
-    }
 }
 
 struct Case {
@@ -150,7 +114,7 @@ fn run_case(case: &Case, rng: &mut Rng) -> Result<(), String> {
                 match a {
                     HostAction::Send(hdr) => {
                         assert_eq!(hdr.dst, Addr::FirstHop);
-                        q.send(rng, &fab, case, &mut vals, $now, 3 + h, 0, hdr)
+                        send(&mut q, rng, &fab, case, &mut vals, $now, 3 + h, 0, hdr)
                     }
                     HostAction::Timer { at, token } => {
                         q.push(at, Ev::HostTimer { host: h, call: call_of[h as usize], token })
@@ -197,7 +161,7 @@ fn run_case(case: &Case, rng: &mut Rng) -> Result<(), String> {
                             SwAction::Consume => {}
                             SwAction::Emit { out: Out::Port(p), hdr }
                             | SwAction::Forward { out: Out::Port(p), hdr } => {
-                                q.send(rng, &fab, case, &mut vals, now, node, p, hdr)
+                                send(&mut q, rng, &fab, case, &mut vals, now, node, p, hdr)
                             }
                             other => return Err(format!("switch {node}: unexpected action {other:?}")),
                         }
@@ -242,10 +206,6 @@ fn run_case(case: &Case, rng: &mut Rng) -> Result<(), String> {
         return Err(format!("after the release: {left} slots and {} value slots left ({kept} kept before)", vals.live));
     }
     Ok(())
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 #[test]

@@ -18,9 +18,6 @@
 //!
 //! `REDUCELAB_SML_CASES=N` runs more cases (default 150), `REDUCELAB_SML_SEED=S` another seed.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-
 use reducelab_ina::fabric::{Fabric, FabricNode};
 use reducelab_ina::host::{Collective, MAX_BLOCKS};
 use reducelab_ina::{
@@ -28,23 +25,13 @@ use reducelab_ina::{
     Tenant, Values,
 };
 
-const HOSTS: u32 = 6;
+mod common;
+use common::{env_u64, Rng};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn chance(&mut self, p: f64) -> bool {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
-    }
-}
+/// The soak's queue of events.
+type Queue = common::Queue<Ev>;
+
+const HOSTS: u32 = 6;
 
 /// Switch 0 (port `h` to host `h`), hosts 1..=6 (host `h` is node `1 + h`).
 fn fabric() -> Fabric {
@@ -74,13 +61,6 @@ enum Ev {
     },
 }
 
-/// Events in time order (ties in the order they were made).
-#[derive(Default)]
-struct Queue {
-    heap: BinaryHeap<Reverse<(u64, u64)>>,
-    evs: Vec<Option<Ev>>,
-}
-
 struct Case {
     window: u32,
     rto_ps: u64,
@@ -90,36 +70,10 @@ struct Case {
     epp: u16,
 }
 
-impl Queue {
-    fn push(&mut self, at: u64, ev: Ev) {
-        self.heap.push(Reverse((at, self.evs.len() as u64)));
-        self.evs.push(Some(ev));
-    }
-    fn pop(&mut self) -> Option<(u64, Ev)> {
-        let Reverse((at, i)) = self.heap.pop()?;
-        Some((at, self.evs[i as usize].take().unwrap()))
-    }
-    /// Sends a packet over one link: lost, delayed at random, maybe duplicated (the copy up to
-    /// two retransmission timeouts late). `make` gives the event of its arrival.
-    fn send(
-        &mut self,
-        rng: &mut Rng,
-        case: &Case,
-        vals: &mut Values,
-        now: u64,
-        hdr: Header,
-        make: impl Fn(Header) -> Ev,
-    ) {
-        if rng.chance(case.dup) {
-            let mut copy = hdr;
-            copy.data = vals.duplicate(hdr.data);
-            self.push(now + 1_000 + rng.below(2 * case.rto_ps), make(copy));
-        }
-        if rng.chance(case.loss) {
-            vals.release(hdr.data);
-            return;
-        }
-        self.push(now + 500 + rng.below(5_000), make(hdr));
+impl Case {
+    /// Loss, duplication, and how late a copy comes at most (two retransmission timeouts).
+    fn faults(&self) -> (f64, f64, u64) {
+        (self.loss, self.dup, 2 * self.rto_ps)
     }
 }
 
@@ -167,7 +121,7 @@ fn run_case(case: &Case, rng: &mut Rng) -> Result<Outcome, String> {
                 match a {
                     HostAction::Send(hdr) => {
                         assert_eq!(hdr.dst, Addr::FirstHop);
-                        q.send(rng, case, &mut vals, $now, hdr, |hdr| Ev::AtSwitch { from: h, hdr })
+                        q.send(rng, &mut vals, $now, hdr, case.faults(), |hdr| Ev::AtSwitch { from: h, hdr })
                     }
                     HostAction::Timer { at, token } => {
                         q.push(at, Ev::HostTimer { host: h, call: call_of[h as usize], token })
@@ -217,7 +171,7 @@ fn run_case(case: &Case, rng: &mut Rng) -> Result<Outcome, String> {
                             let Addr::Host(to) = hdr.dst else {
                                 return Err(format!("the switch sent {hdr:?} elsewhere than a host"));
                             };
-                            q.send(rng, case, &mut vals, now, hdr, |hdr| Ev::AtHost { to, hdr });
+                            q.send(rng, &mut vals, now, hdr, case.faults(), |hdr| Ev::AtHost { to, hdr });
                         }
                         other => return Err(format!("unexpected switch action {other:?}")),
                     }
@@ -269,10 +223,6 @@ fn run_case(case: &Case, rng: &mut Rng) -> Result<Outcome, String> {
         ));
     }
     Ok(Outcome { completed: true, stale })
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 #[test]

@@ -1,0 +1,79 @@
+//! What the direct soaks of this crate's protocols share (each test file is its own crate and
+//! declares `mod common;`): a seeded random stream, an event queue whose links lose, delay and
+//! duplicate packets, and the environment knobs of case counts and seeds.
+#![allow(dead_code)] // each test file uses a part
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use reducelab_ina::{Header, Values};
+
+/// xorshift64: a small seeded stream (the soaks' cases and faults).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+}
+
+/// `name` from the environment as a number, else `default`.
+pub fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Events in time order (ties in the order they were made).
+pub struct Queue<E> {
+    heap: BinaryHeap<Reverse<(u64, u64)>>,
+    evs: Vec<Option<E>>,
+}
+
+impl<E> Default for Queue<E> {
+    fn default() -> Self {
+        Queue { heap: BinaryHeap::new(), evs: Vec::new() }
+    }
+}
+
+impl<E> Queue<E> {
+    pub fn push(&mut self, at: u64, ev: E) {
+        self.heap.push(Reverse((at, self.evs.len() as u64)));
+        self.evs.push(Some(ev));
+    }
+    pub fn pop(&mut self) -> Option<(u64, E)> {
+        let Reverse((at, i)) = self.heap.pop()?;
+        Some((at, self.evs[i as usize].take().unwrap()))
+    }
+    /// Sends `hdr` over one link at `now`: duplicated with probability `dup` (the copy up to
+    /// `late_ps` late), lost with probability `loss`, else delayed 0.5–5.5 ns at random.
+    /// `make` gives the event of an arrival.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send(
+        &mut self,
+        rng: &mut Rng,
+        vals: &mut Values,
+        now: u64,
+        hdr: Header,
+        (loss, dup, late_ps): (f64, f64, u64),
+        make: impl Fn(Header) -> E,
+    ) {
+        if rng.chance(dup) {
+            let mut copy = hdr;
+            copy.data = vals.duplicate(hdr.data);
+            self.push(now + 1_000 + rng.below(late_ps), make(copy));
+        }
+        if rng.chance(loss) {
+            vals.release(hdr.data);
+            return;
+        }
+        self.push(now + 500 + rng.below(5_000), make(hdr));
+    }
+}
