@@ -255,7 +255,11 @@ impl InaSession {
         }
         if self.calls_map.continues_sequence() {
             coll.sequence_base = self.next_sequence;
-            self.next_sequence = self.next_sequence.wrapping_add(coll.blocks) & (MAX_BLOCKS - 1);
+            self.next_sequence = match self.calls_map {
+                // Not wrapped: a session that used every block refuses its next call (above).
+                SessionCalls::ContinuedSequenceNoWrap => self.next_sequence + coll.blocks,
+                _ => self.next_sequence.wrapping_add(coll.blocks) & (MAX_BLOCKS - 1),
+            };
         }
         let call = self.calls;
         self.calls += 1;
