@@ -107,10 +107,9 @@ struct Agent {
     agent: Box<dyn HostProtocol>,
     /// First transmissions produced by `pull` (blocks put in flight).
     pulled: u64,
-    /// When the rank joins its collective (ps from the host's start: a training partition's
-    /// ready time), and whether it has (before, its NIC pulls nothing, as in the simulator).
-    start_ps: u64,
-    started: bool,
+    /// When the rank joins its collective, in ps from the host's start (a training partition's
+    /// ready time), until it has (`None`); before, its NIC pulls nothing, as in the simulator.
+    joins_at: Option<u64>,
 }
 
 /// Runs host `host` (a host index) of `plan`: every collective it takes part in, with the
@@ -280,8 +279,7 @@ fn run(
                 agent: plan.specs[spec_of(ci)].protocol.host_agent(c, rank as u32),
                 pulled: 0,
                 // A session's call starts at once.
-                start_ps: if sock_in.is_some() { 0 } else { plan.rank_start_ps(ci, rank as u32) },
-                started: false,
+                joins_at: Some(if sock_in.is_some() { 0 } else { plan.rank_start_ps(ci, rank as u32) }),
             });
         }
     }
@@ -411,8 +409,8 @@ fn run(
         () => {
             for (ai, a) in agents.iter_mut().enumerate() {
                 let now = now_ps();
-                if !a.started && a.start_ps <= now {
-                    a.started = true;
+                if a.joins_at.is_some_and(|t| t <= now) {
+                    a.joins_at = None;
                     a.agent.start(&colls[a.ci], now, &mut vals, &mut out);
                     carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
                 }
@@ -477,7 +475,7 @@ fn run(
         flush(&mut txq, &mut report);
         // The NIC pulls more blocks while fewer than `max_inflight` are outstanding.
         let mut sent_any = false;
-        for (ai, a) in agents.iter_mut().enumerate().filter(|(_, a)| a.started) {
+        for (ai, a) in agents.iter_mut().enumerate().filter(|(_, a)| a.joins_at.is_none()) {
             let c = &colls[a.ci];
             let done = (c.blocks - a.agent.missing()) as u64;
             let room = (opts.max_inflight as u64).saturating_sub(a.pulled.saturating_sub(done)) as usize;
@@ -574,7 +572,7 @@ fn run(
             if let Some(&Reverse((at, ..))) = timers.peek() {
                 wait = wait.min(Duration::from_nanos(at.saturating_sub(now_ps()) / 1000));
             }
-            if let Some(at) = agents.iter().filter(|a| !a.started).map(|a| a.start_ps).min() {
+            if let Some(at) = agents.iter().filter_map(|a| a.joins_at).min() {
                 wait = wait.min(Duration::from_nanos(at.saturating_sub(now_ps()) / 1000));
             }
             udp::poll_readable(&socks, wait, &mut ready);

@@ -333,10 +333,9 @@ impl InaPlan {
             .map(|(j, job)| {
                 let mine =
                     || reports.iter().flat_map(|r| &r.collectives).filter(|c| job.specs.contains(&(c.tenant as usize)));
-                let expected = job.specs.len() * job.workers.len();
-                let seen = mine().count();
-                let finished: Vec<f64> = mine().filter_map(|c| c.finished_s).collect();
-                let verified = seen == expected && finished.len() == expected && mine().all(|c| c.verified);
+                // A verified collective has every block (`finished_s` is set).
+                let verified = mine().count() == job.specs.len() * job.workers.len() && mine().all(|c| c.verified);
+                let last = mine().filter_map(|c| c.finished_s).fold(0.0, f64::max);
                 let start_s = job.start_ps as f64 * 1e-12;
                 TrainingJobResult {
                     job: j,
@@ -344,7 +343,7 @@ impl InaPlan {
                     workers: job.workers.len(),
                     partitions: job.specs.len(),
                     start_s,
-                    jct_s: verified.then(|| finished.iter().copied().fold(0.0, f64::max) - start_s),
+                    jct_s: verified.then_some(last - start_s),
                     verified,
                 }
             })
