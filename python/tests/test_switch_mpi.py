@@ -142,13 +142,20 @@ def test_mpi_allreduce_through_a_reliable_tree_switch_is_exact(ip: str, extra: l
         assert report["data_plane"]["fault_dropped"] > 0 and report["data_plane"]["fault_duplicated"] > 0, report
 
 
-def test_mpi_allreduce_through_a_switchml_allreduce_switch_is_exact() -> None:
-    """REDUCELAB_ALLREDUCE=switchml on SwitchML as an in-network allreduce
-    (scenarios/switch/star4_switchml_allreduce.toml), not a training job: every call is the
+@pytest.mark.parametrize(("algorithm", "ip", "seed"), [
+    ("switchml", "127.66.27.1", "8"),
+    ("atp", "127.66.30.1", "9"),
+    ("dsa", "127.66.31.1", "10"),
+])
+def test_mpi_allreduce_through_a_shared_pool_allreduce_switch_is_exact(algorithm: str, ip: str, seed: str) -> None:
+    """REDUCELAB_ALLREDUCE=switchml, atp or dsa on the protocol as an in-network allreduce
+    (scenarios/switch/star4_<algorithm>_allreduce.toml), not a training job: every call is the
     scenario's allreduce with its PSNs numbered on from the last call's, through a switch that
-    drops, duplicates and reorders; a late copy of one call is never added into the next."""
-    extra = ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", "8"]
-    report = _through_a_switch(REPO / "scenarios/switch/star4_switchml_allreduce.toml", "127.66.27.1", extra, "switchml", 4)
+    drops, duplicates and reorders; a late copy of one call is never added into the next. ATP's
+    and DSA's parameter server is in rank 0's agent, which answers its peers between calls."""
+    extra = ["--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-seed", seed]
+    scenario = REPO / f"scenarios/switch/star4_{algorithm}_allreduce.toml"
+    report = _through_a_switch(scenario, ip, extra, algorithm, 4)
     assert report["program"]["aggregated"] > 0 and report["data_plane"]["malformed"] == 0, report
     assert report["data_plane"]["fault_dropped"] > 0 and report["data_plane"]["fault_duplicated"] > 0, report
 

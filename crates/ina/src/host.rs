@@ -180,7 +180,7 @@ impl Results {
     }
     /// Checks a result for block `b` against the expected sum (counting a bad one in
     /// `stats`).
-    pub fn check(c: &Collective, b: u32, fp: u64, data: u32, vals: &Values, stats: &mut HostStats) {
+    pub fn check(c: &Collective, b: u32, fp: u64, data: u32, vals: &mut Values, stats: &mut HostStats) {
         let mut ok = fp == c.expected_fp[b as usize];
         if ok && !c.expected_values.is_empty() && data != NIL {
             let k = c.elems(b) as usize;
@@ -190,6 +190,7 @@ impl Results {
         if !ok {
             stats.bad_blocks += 1;
         }
+        vals.note_result(c, b, data);
     }
     /// Marks block `b` done; true when that was the last one.
     pub fn mark_done(&mut self, now: u64, b: u32) -> bool {
@@ -240,14 +241,47 @@ pub fn contribution(
     h.fp = contribution_fp(c.salt, c.tenant, rank, b);
     h.data = vals.alloc();
     if h.data != NIL {
-        let app = vals.inputs_of(c.tenant, rank);
-        let d = vals.get_mut(h.data);
-        for (e, x) in d.iter_mut().enumerate().take(h.elems as usize) {
-            *x = match &app {
-                Some(a) => a.values[b as usize * c.elems_per_packet as usize + e],
-                None => contribution_value(c.salt, c.tenant, rank, b, e as u32),
-            };
-        }
+        vals.fill_contribution(h.data, c, rank, b, h.elems);
     }
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::AppCall;
+
+    /// Two calls of one session (the same tenant, consecutive block sequences) open at once, as
+    /// a software-switch rank keeps them: each contribution comes from its own call's data, and
+    /// each checked result lands in its own call's vector, the first copy only; a collective
+    /// with no open call keeps the seeded values.
+    #[test]
+    fn open_calls_keep_their_own_inputs_and_results() {
+        let mut a = Collective::new(3, vec![0, 1], 10 * 4, 4, 7, false).unwrap();
+        let mut b = a.clone();
+        a.sequence_base = 100;
+        b.sequence_base = 103; // a's 3 blocks, then b's
+        let mut vals = Values::new(4);
+        vals.open_call(AppCall::new(&a, 1, (0..10).collect()));
+        vals.open_call(AppCall::new(&b, 1, (100..110).collect()));
+        let ha = contribution(&a, 1, 2, 0, Kind::Reduce, Addr::FirstHop, &mut vals);
+        let hb = contribution(&b, 1, 2, 0, Kind::Reduce, Addr::FirstHop, &mut vals);
+        assert_eq!(&vals.get(ha.data)[..2], &[8, 9]);
+        assert_eq!(&vals.get(hb.data)[..2], &[108, 109]);
+        // Another rank of the same collective has no open call here: seeded values.
+        let h0 = contribution(&a, 0, 0, 0, Kind::Reduce, Addr::FirstHop, &mut vals);
+        assert_eq!(vals.get(h0.data)[0], crate::contribution_value(a.salt, a.tenant, 0, 0, 0));
+        let mut stats = HostStats::default();
+        let r = vals.alloc();
+        vals.get_mut(r)[..4].copy_from_slice(&[5, 6, 7, 8]);
+        Results::check(&b, 1, 0, r, &mut vals, &mut stats);
+        vals.get_mut(r)[..4].copy_from_slice(&[0; 4]);
+        Results::check(&b, 1, 0, r, &mut vals, &mut stats); // a duplicate: not taken
+        let call_b = vals.close_call(&b).unwrap();
+        assert_eq!(&call_b.result[4..8], &[5, 6, 7, 8]);
+        assert_eq!(call_b.first_missing(), Some(0));
+        assert!(vals.call(&b).is_none());
+        let call_a = vals.close_call(&a).unwrap();
+        assert!(call_a.got.iter().all(|g| !g), "b's result is not a's");
+    }
 }

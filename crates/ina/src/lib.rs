@@ -424,18 +424,55 @@ pub struct Values {
     free: Vec<u32>,
     pub live: u32,
     pub peak: u32,
-    /// Application data (the software switch's hosts): this process's own contributions,
-    /// used by [`host::contribution`] instead of the seeded values. `None` in the simulator.
-    inputs: Option<std::sync::Arc<AppInputs>>,
+    /// Application data (the software switch's hosts): per collective of this process, its
+    /// own contributions (used by [`host::contribution`] instead of the seeded values) and the
+    /// results as they are checked. Empty in the simulator.
+    calls: Vec<AppCall>,
 }
 
-/// One rank's application vector of one collective: element `b * elems_per_packet + e` is its
-/// contribution to element `e` of block `b`.
+/// One rank's application vector of one collective (the call of a session, told apart from
+/// the session's other calls by its tenant and `sequence_base`): element
+/// `b * elems_per_packet + e` is its contribution to element `e` of block `b`, and the same
+/// element of [`Self::result`] is that element's reduction once block `b` is checked
+/// ([`host::Results::check`], the one place every protocol's host checks a result).
 #[derive(Clone, Debug, PartialEq)]
-pub struct AppInputs {
+pub struct AppCall {
     pub tenant: u16,
+    pub sequence_base: u32,
     pub rank: u32,
-    pub values: Vec<i32>,
+    pub elems_per_packet: u16,
+    pub inputs: Vec<i32>,
+    pub result: Vec<i32>,
+    /// Blocks whose result is in [`Self::result`].
+    pub got: Vec<bool>,
+}
+
+impl AppCall {
+    /// Rank `rank`'s call of `c` contributing `inputs` (`c`'s elements, not checked here).
+    pub fn new(c: &host::Collective, rank: u32, inputs: Vec<i32>) -> AppCall {
+        let mut call = AppCall {
+            tenant: c.tenant,
+            sequence_base: c.sequence_base,
+            rank,
+            elems_per_packet: c.elems_per_packet,
+            result: vec![0; inputs.len()],
+            got: vec![false; c.blocks as usize],
+            inputs,
+        };
+        if c.n() == 1 {
+            // A lone rank's result is its own data; no packet carries it.
+            call.result.copy_from_slice(&call.inputs);
+            call.got.fill(true);
+        }
+        call
+    }
+    /// The first block whose result has not been checked yet.
+    pub fn first_missing(&self) -> Option<u32> {
+        self.got.iter().position(|g| !g).map(|b| b as u32)
+    }
+    fn is_of(&self, c: &host::Collective) -> bool {
+        self.tenant == c.tenant && self.sequence_base == c.sequence_base
+    }
 }
 
 impl Values {
@@ -445,13 +482,47 @@ impl Values {
     pub fn enabled(&self) -> bool {
         self.stride > 0
     }
-    /// Contributions of `inputs.rank` to `inputs.tenant` come from `inputs` from now on.
-    pub fn set_inputs(&mut self, inputs: AppInputs) {
-        self.inputs = Some(std::sync::Arc::new(inputs));
+    /// The contributions of `call.rank` to its collective come from `call.inputs` from now on,
+    /// and its results are kept in `call.result` (replacing an open call of the same
+    /// collective).
+    pub fn open_call(&mut self, call: AppCall) {
+        self.calls.retain(|k| (k.tenant, k.sequence_base) != (call.tenant, call.sequence_base));
+        self.calls.push(call);
     }
-    /// The application inputs of `rank` of `tenant`, if set.
-    pub fn inputs_of(&self, tenant: u16, rank: u32) -> Option<std::sync::Arc<AppInputs>> {
-        self.inputs.as_ref().filter(|i| i.tenant == tenant && i.rank == rank).cloned()
+    /// The open call of collective `c` (its data and results so far).
+    pub fn call(&self, c: &host::Collective) -> Option<&AppCall> {
+        self.calls.iter().find(|k| k.is_of(c))
+    }
+    /// Closes the call of collective `c`, giving its data and results back.
+    pub fn close_call(&mut self, c: &host::Collective) -> Option<AppCall> {
+        let i = self.calls.iter().position(|k| k.is_of(c))?;
+        Some(self.calls.swap_remove(i))
+    }
+    /// Fills slot `slot` with `rank`'s contribution to block `b` of `c`: the application's
+    /// values if `rank` has an open call of `c` here, else the seeded ones.
+    pub(crate) fn fill_contribution(&mut self, slot: u32, c: &host::Collective, rank: u32, b: u32, elems: u16) {
+        let app = self.calls.iter().find(|k| k.is_of(c) && k.rank == rank);
+        let d = &mut self.data[slot as usize * self.stride..(slot as usize + 1) * self.stride];
+        for (e, x) in d.iter_mut().enumerate().take(elems as usize) {
+            *x = match app {
+                Some(a) => a.inputs[b as usize * c.elems_per_packet as usize + e],
+                None => contribution_value(c.salt, c.tenant, rank, b, e as u32),
+            };
+        }
+    }
+    /// Block `b` of `c`'s result is in slot `data` (checked by its host): kept in the open
+    /// call of `c`, if any (the first copy; later ones are duplicates).
+    pub(crate) fn note_result(&mut self, c: &host::Collective, b: u32, data: u32) {
+        if self.calls.is_empty() || data == NIL {
+            return;
+        }
+        let s = self.stride;
+        let Some(k) = self.calls.iter_mut().find(|k| k.is_of(c)) else { return };
+        let Some(got) = k.got.get_mut(b as usize).filter(|g| !**g) else { return };
+        *got = true;
+        let start = b as usize * k.elems_per_packet as usize;
+        let n = (k.result.len() - start).min(k.elems_per_packet as usize);
+        k.result[start..start + n].copy_from_slice(&self.data[data as usize * s..data as usize * s + n]);
     }
     pub fn alloc(&mut self) -> u32 {
         if !self.enabled() {

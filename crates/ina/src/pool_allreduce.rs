@@ -88,6 +88,10 @@ use crate::{Addr, Header, HostAction, Kind, Out, SwAction, SwitchProgram, Switch
 /// One 306-byte packet at 100 Gb/s: DSA's unit of an allreduce's remaining time.
 const PACKET_TIME_PS: u64 = PACKET_BYTES as u64 * 8 * 10;
 
+/// Re-send timeouts a rank that its peers may still need stays after it had every result
+/// ([`HostProtocol::linger_ps`]), as Canary's coordinator does.
+const LINGER_RTOS: u64 = crate::canary_host::COORDINATOR_LINGER_RTOS;
+
 /// A timer token of the co-located parameter server (the workers' tokens are times, below it).
 const PS_TOKEN: u64 = 1 << 63;
 
@@ -261,6 +265,7 @@ impl InaProtocol for PoolAllreduce {
         Box::new(PoolHost {
             protocol: self.protocol,
             rank,
+            rto_ps: self.rto_ps,
             window: WorkerWindow::new(c.blocks.max(1), self.params()),
             armed: None,
             results: Results::new(c),
@@ -303,27 +308,15 @@ impl InaProtocol for PoolAllreduce {
     /// call. The switch compares PSNs as plain integers, so the sequence must not wrap
     /// ([`SessionCalls::ContinuedSequenceNoWrap`]: at most 2^20 PSNs, what the frames carry).
     ///
-    /// ATP and DSA are refused: their results come from the parameter server in rank 0's agent,
-    /// which lives for one call of rank 0, and rank 0 returns as soon as it has its own results.
-    /// A rank that lost a result asks that server again, and DSA's server fetches a block's
-    /// contributions from every rank (its reminders), also from ranks whose call has returned;
-    /// between calls nobody answers, so such a call would wait for ever. Their training jobs
-    /// serve sessions with a server and workers that stay between calls (the software switch's
-    /// pool sessions).
+    ///
+    /// ATP and DSA continue the sequence the same way, for their hashed aggregators and for
+    /// the parameter server's dictionary, both keyed by PSN. Their results come from that
+    /// server too, in rank 0's agent of each call, and DSA's server fetches a block's original
+    /// contributions from every rank, so a runtime serving sessions keeps each call's agents
+    /// answering after the call returns, until the rank begins the call after next (the
+    /// software switch's session thread: by then every rank had every result of that call).
     fn session_calls(&self) -> Result<SessionCalls, String> {
-        match self.protocol {
-            PoolProtocol::SwitchMl => Ok(SessionCalls::ContinuedSequenceNoWrap),
-            PoolProtocol::Atp => Err(format!(
-                "protocol: {}'s results come from its parameter server, which runs in rank 0's agent for one call: a rank that lost a result asks it again after rank 0's call has returned, and nothing answers; a training job (kind = \"training\") of {} serves sessions with a server that stays between calls",
-                self.label(),
-                self.label()
-            )),
-            PoolProtocol::Dsa(_) => Err(format!(
-                "protocol: {}'s parameter server, in rank 0's agent for one call, fetches a block's contributions from every rank (its reminders), also from ranks whose call has returned, and a rank that lost a result asks that server again after rank 0's call has returned: nothing answers between calls; a training job (kind = \"training\") of {} serves sessions with workers and a server that stay between calls",
-                self.label(),
-                self.label()
-            )),
-        }
+        Ok(SessionCalls::ContinuedSequenceNoWrap)
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         format!(
@@ -560,6 +553,8 @@ fn wire_psn(c: &Collective, b: u32) -> u32 {
 struct PoolHost {
     protocol: PoolProtocol,
     rank: u32,
+    /// The least re-send timeout.
+    rto_ps: u64,
     window: WorkerWindow,
     /// The time of the worker timer last asked for.
     armed: Option<u64>,
@@ -745,6 +740,18 @@ impl HostProtocol for PoolHost {
     fn stats(&self) -> &HostStats {
         &self.stats
     }
+    /// Peers need this rank after it had every result when it runs ATP's or DSA's server
+    /// (rank 0: a rank that lost a result asks it again) or, under DSA, for its original
+    /// contributions (the server's fetches): [`LINGER_RTOS`] of its longest re-send timeouts
+    /// (4× the floor, as [`InaProtocol::recovery_horizon_ps`] counts them). SwitchML's switch
+    /// keeps the results, so nobody needs its hosts.
+    fn linger_ps(&self) -> u64 {
+        match self.protocol {
+            PoolProtocol::Dsa(_) => LINGER_RTOS * 4 * self.rto_ps,
+            PoolProtocol::Atp if self.ps.is_some() => LINGER_RTOS * 4 * self.rto_ps,
+            _ => 0,
+        }
+    }
     /// The PS's results and partials are dropped; a late packet for it is then stale.
     fn release(&mut self, _now: u64, vals: &mut Values) {
         if let Some(mut ps) = self.ps.take() {
@@ -838,6 +845,7 @@ mod tests {
             let mut host = PoolHost {
                 protocol: PoolProtocol::Atp,
                 rank: 1,
+                rto_ps: 1 << 30,
                 window: WorkerWindow::new(
                     c.blocks,
                     PoolAllreduce { protocol: PoolProtocol::Atp, window: 4, rto_ps: 1 << 30 }.params(),

@@ -38,12 +38,6 @@ pub struct HostOptions {
     /// Canary's coordinator) stops early once every host has completed, when every host of the
     /// plan is a thread of this process (with peers in other processes it stays the full time).
     pub completed: Option<(std::sync::Arc<std::sync::atomic::AtomicUsize>, usize)>,
-    /// Whether a completed host stays for its protocol's `linger_ps` (default true). A
-    /// `Session` turns it off: its coordinator goes on to the next call at once (see
-    /// docs/switch.md, "Sessions").
-    /// Off, a rank still not released `HostProtocol::release_wait_ps` after it had every block
-    /// concludes it was (and returns its verified result).
-    pub protocol_linger: bool,
 }
 
 impl Default for HostOptions {
@@ -55,7 +49,6 @@ impl Default for HostOptions {
             barrier: None,
             start_at: None,
             completed: None,
-            protocol_linger: true,
         }
     }
 }
@@ -101,6 +94,14 @@ pub struct HostReport {
     pub elapsed_s: f64,
 }
 
+/// A host's first transmissions so far by its agent's counters (contributions sent, less
+/// re-sends): what the NIC bound on blocks in flight counts. Re-sends, fetched contributions and
+/// notices do not put a new block in flight; counted, they would hold the NIC shut for ever on a
+/// rank that re-sends more than the bound while a block is missing.
+pub(crate) fn first_sends(s: &HostStats) -> u64 {
+    s.sent_reduce.wrapping_sub(s.retransmits_sent)
+}
+
 struct Agent {
     ci: usize,
     rank: u32,
@@ -115,7 +116,7 @@ struct Agent {
 /// Runs host `host` (a host index) of `plan`: every collective it takes part in, with the
 /// protocol's seeded contributions (checked against their exact sums).
 pub fn run_host(plan: &InaPlan, host: u32, opts: &HostOptions) -> Result<HostReport, String> {
-    run(plan, host, opts, None, None).map(|(r, _)| r)
+    run(plan, host, opts, None).map(|(r, _)| r)
 }
 
 /// Runs host `host` contributing the application vector `data` to allreduce `tenant` (its
@@ -140,82 +141,7 @@ pub fn allreduce_data(
             data.len()
         ));
     }
-    run(plan, host, opts, Some((tenant, data)), None).map(|(r, v)| (r, v.expect("a result")))
-}
-
-/// Runs host `host` of `plan` on the already bound `sock` for `coll` (a collective built for
-/// this call, with the protocol of the scenario's first entry), contributing `data`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn run_own(
-    plan: &InaPlan,
-    host: u32,
-    opts: &HostOptions,
-    sock: &std::net::UdpSocket,
-    coll: reducelab_ina::host::Collective,
-    data: Vec<i32>,
-    stash: &mut Vec<Vec<u8>>,
-    rxb: &mut udp::RxBatch,
-) -> Result<(HostReport, Vec<i32>), String> {
-    let tenant = coll.tenant;
-    run(plan, host, opts, Some((tenant, data)), Some(OwnRun { sock, coll, stash, rxb }))
-        .map(|(r, v)| (r, v.expect("a result")))
-}
-
-impl HostReport {
-    pub(crate) fn empty(host: u32) -> HostReport {
-        HostReport {
-            host,
-            collectives: Vec::new(),
-            tx_packets: 0,
-            rx_packets: 0,
-            malformed: 0,
-            misdelivered: 0,
-            send_errors: 0,
-            elapsed_s: 0.0,
-        }
-    }
-}
-
-/// The full results of one collective as they pass this host's socket: a packet carrying a
-/// block's complete reduction (a broadcast or retransmission with counter = hosts), received
-/// or (by a leader) sent.
-struct Capture {
-    tenant: u16,
-    /// The collective's `sequence_base` (blocks are numbered from it in ids).
-    base: u32,
-    n: u16,
-    epp: usize,
-    result: Vec<i32>,
-    got: Vec<bool>,
-}
-
-impl Capture {
-    fn offer(&mut self, h: &reducelab_ina::Header, values: Option<&[i32]>) {
-        use reducelab_ina::Kind;
-        let Some(v) = values else { return };
-        if h.tenant != self.tenant || h.counter != self.n || !matches!(h.kind, Kind::Broadcast | Kind::Retransmit) {
-            return;
-        }
-        let b = (h.id.wrapping_sub(self.base) & (reducelab_ina::host::MAX_BLOCKS - 1)) as usize;
-        if b >= self.got.len() || self.got[b] {
-            return;
-        }
-        let start = b * self.epp;
-        let k = (self.result.len() - start).min(self.epp).min(v.len());
-        self.result[start..start + k].copy_from_slice(&v[..k]);
-        self.got[b] = true;
-    }
-}
-
-/// A host's own run of one collective: on a socket bound once (`Session`), with the collective
-/// built for this call instead of the scenario's (its protocol is the scenario's first entry's).
-struct OwnRun<'a> {
-    sock: &'a std::net::UdpSocket,
-    coll: reducelab_ina::host::Collective,
-    /// In: frames of this call received during the previous one; out: frames of the next.
-    stash: &'a mut Vec<Vec<u8>>,
-    /// The session's receive batch (512 KiB: allocated once, not per call).
-    rxb: &'a mut udp::RxBatch,
+    run(plan, host, opts, Some((tenant, data))).map(|(r, v)| (r, v.expect("a result")))
 }
 
 fn run(
@@ -223,7 +149,6 @@ fn run(
     host: u32,
     opts: &HostOptions,
     app: Option<(u16, Vec<i32>)>,
-    own: Option<OwnRun<'_>>,
 ) -> Result<(HostReport, Option<Vec<i32>>), String> {
     let node = *plan
         .fabric
@@ -231,19 +156,10 @@ fn run(
         .get(host as usize)
         .ok_or_else(|| format!("host: {host} is not a host of the topology ({} hosts)", plan.fabric.num_hosts()))?;
     let mut agents: Vec<Agent> = Vec::new();
-    let mut own_rxb = None;
-    let (mut colls, sock_in, mut stash) = match own {
-        Some(o) => {
-            own_rxb = Some(o.rxb);
-            (vec![o.coll], Some(o.sock), Some(o.stash))
-        }
-        None => (plan.colls.clone(), None, None),
-    };
-    // Frames an earlier call kept for this one (its tenant), handled before the socket's.
-    let mut kept: Vec<Vec<u8>> = stash.as_mut().map(|st| std::mem::take(&mut **st)).unwrap_or_default();
-    let spec_of = |ci: usize| if sock_in.is_some() { 0 } else { ci };
+    let mut colls = plan.colls.clone();
     let mut vals = Values::new(plan.max_elems as usize);
-    let mut capture = None;
+    // The collective whose result the caller gets (its application data's).
+    let mut app_coll = None;
     if let Some((tenant, data)) = app {
         let c = colls
             .iter_mut()
@@ -254,21 +170,8 @@ fn run(
         };
         // The agents check fingerprints only: the expected values are the seeded ones.
         c.expected_values = Vec::new();
-        let epp = c.elems_per_packet as usize;
-        let mut cap = Capture {
-            tenant,
-            base: c.sequence_base,
-            n: c.n() as u16,
-            epp,
-            result: vec![0; data.len()],
-            got: vec![false; c.blocks as usize],
-        };
-        if c.n() == 1 {
-            cap.result.copy_from_slice(&data);
-            cap.got.fill(true);
-        }
-        capture = Some(cap);
-        vals.set_inputs(reducelab_ina::AppInputs { tenant, rank: rank as u32, values: data });
+        vals.open_call(reducelab_ina::AppCall::new(c, rank as u32, data));
+        app_coll = Some(c.clone());
     }
     let colls = colls;
     for (ci, c) in colls.iter().enumerate() {
@@ -276,10 +179,9 @@ fn run(
             agents.push(Agent {
                 ci,
                 rank: rank as u32,
-                agent: plan.specs[spec_of(ci)].protocol.host_agent(c, rank as u32),
+                agent: plan.specs[ci].protocol.host_agent(c, rank as u32),
                 pulled: 0,
-                // A session's call starts at once.
-                joins_at: Some(if sock_in.is_some() { 0 } else { plan.rank_start_ps(ci, rank as u32) }),
+                joins_at: Some(plan.rank_start_ps(ci, rank as u32)),
             });
         }
     }
@@ -290,11 +192,11 @@ fn run(
     let payloads: Vec<Option<(&dyn reducelab_ina::InaProtocol, usize)>> = agents
         .iter()
         .map(|a| {
-            let p = &*plan.specs[spec_of(a.ci)].protocol;
+            let p = &*plan.specs[a.ci].protocol;
             p.carries_payload().then_some((p, a.ci))
         })
         .collect();
-    if capture.is_some() {
+    if app_coll.is_some() {
         if let Some((p, _)) = payloads.iter().flatten().next() {
             return Err(format!(
                 "protocol: {} reduces its own sparse vectors (a payload of its own), not application vectors",
@@ -303,20 +205,12 @@ fn run(
         }
     }
     let mut own_payload: Vec<u8> = Vec::new();
-    let bound;
-    let sock = match sock_in {
-        Some(s) => s,
-        None => {
-            let sock = udp::bind(plan.endpoints.of(node, 0));
-            if let Some(b) = &opts.barrier {
-                // Every thread reaches the barrier, bound or not, so one failure cannot block the rest.
-                b.wait();
-            }
-            bound = sock?;
-            &bound
-        }
-    };
-    let socks = [sock];
+    let sock = udp::bind(plan.endpoints.of(node, 0));
+    if let Some(b) = &opts.barrier {
+        // Every thread reaches the barrier, bound or not, so one failure cannot block the rest.
+        b.wait();
+    }
+    let socks = [sock?];
     if let Some(at) = opts.start_at {
         if let Ok(d) = at.duration_since(std::time::SystemTime::now()) {
             std::thread::sleep(d.min(opts.timeout));
@@ -333,19 +227,12 @@ fn run(
     let mut frame = Vec::with_capacity(2048);
     // The frame family of the scenario's protocol (one protocol per scenario).
     let family = plan.frame();
-    let mut fresh_rxb;
-    let rxb: &mut udp::RxBatch = match own_rxb {
-        Some(r) => r,
-        None => {
-            fresh_rxb = udp::RxBatch::new(8);
-            &mut fresh_rxb
-        }
-    };
+    let mut rxb = udp::RxBatch::new(8);
     let mut txq = udp::TxQueue::default();
     // Queued frames leave in one sendmmsg (runs of equal-sized frames as one GSO buffer).
     let flush = |txq: &mut udp::TxQueue, report: &mut HostReport| {
         if !txq.is_empty() {
-            let (sent, _, failed) = txq.flush(socks[0], first_hop);
+            let (sent, _, failed) = txq.flush(&socks[0], first_hop);
             report.tx_packets += sent;
             report.send_errors += failed;
         }
@@ -367,7 +254,6 @@ fn run(
                          out: &mut Vec<HostAction>,
                          vals: &mut Values,
                          timers: &mut BinaryHeap<Reverse<(u64, u64, usize, u64)>>,
-                         capture: &mut Option<Capture>,
                          txq: &mut udp::TxQueue| {
         for a in out.drain(..) {
             match a {
@@ -382,13 +268,7 @@ fn run(
                                 .map_err(|e| wire::WireError { field: "payload", reason: e })
                                 .and_then(|()| wire::emit_payload(&h, &own_payload, &mut frame))
                         }
-                        None => {
-                            let values = (h.data != NIL).then(|| vals.get(h.data));
-                            if let Some(cap) = capture.as_mut() {
-                                cap.offer(&h, values);
-                            }
-                            family.emit(&h, values, &mut frame)
-                        }
+                        None => family.emit(&h, (h.data != NIL).then(|| vals.get(h.data)), &mut frame),
                     };
                     vals.release(h.data);
                     r.unwrap_or_else(|e| {
@@ -412,7 +292,7 @@ fn run(
                 if a.joins_at.is_some_and(|t| t <= now) {
                     a.joins_at = None;
                     a.agent.start(&colls[a.ci], now, &mut vals, &mut out);
-                    carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
+                    carry_out(ai, &mut out, &mut vals, &mut timers, &mut txq);
                 }
             }
         };
@@ -430,22 +310,11 @@ fn run(
             .as_ref()
             .is_some_and(|(k, n)| *n >= all_here && k.load(std::sync::atomic::Ordering::Acquire) >= *n)
     };
-    // Without the protocol's linger (a session: the coordinator moves on at its release), a rank
-    // whose release was lost concludes it after the protocol's `release_wait_ps`.
-    let released = |a: &Agent, now: u64| {
-        a.agent.completed_ps().is_some()
-            || !opts.protocol_linger
-                && a.agent.finished_ps().zip(a.agent.release_wait_ps()).is_some_and(|(f, w)| now >= f.saturating_add(w))
-    };
     loop {
         let now_i = Instant::now();
-        if agents.iter().all(|a| released(a, now_ps())) {
+        if agents.iter().all(|a| a.agent.completed_ps().is_some()) {
             if linger_until.is_none() {
-                let proto = if opts.protocol_linger {
-                    agents.iter().map(|a| a.agent.linger_ps()).max().unwrap_or(0)
-                } else {
-                    0
-                };
+                let proto = agents.iter().map(|a| a.agent.linger_ps()).max().unwrap_or(0);
                 linger_until = Some(now_i + opts.linger);
                 stay_until = Some(now_i + opts.linger.max(Duration::from_nanos(proto / 1000)));
                 if let Some((k, _)) = &opts.completed {
@@ -458,7 +327,9 @@ fn run(
             }
         }
         if now_i >= deadline {
-            return Err(stall_message(plan, &colls, &spec_of, host, &agents, opts.timeout, &report));
+            let parts: Vec<_> =
+                agents.iter().map(|a| (&colls[a.ci], a.rank, &*a.agent, plan.specs[a.ci].protocol.info())).collect();
+            return Err(stall_message(host, &parts, opts.timeout, report.tx_packets, report.rx_packets));
         }
         start_due!();
         // Timers due.
@@ -470,7 +341,7 @@ fn run(
             timers.pop();
             let a = &mut agents[ai];
             a.agent.on_timer(&colls[a.ci], now, token, &mut vals, &mut out);
-            carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
+            carry_out(ai, &mut out, &mut vals, &mut timers, &mut txq);
         }
         flush(&mut txq, &mut report);
         // The NIC pulls more blocks while fewer than `max_inflight` are outstanding.
@@ -480,11 +351,11 @@ fn run(
             let done = (c.blocks - a.agent.missing()) as u64;
             let room = (opts.max_inflight as u64).saturating_sub(a.pulled.saturating_sub(done)) as usize;
             if room > 0 {
+                let before = first_sends(a.agent.stats());
                 a.agent.pull(c, now_ps(), room, &mut vals, &mut out);
-                let made = out.iter().filter(|x| matches!(x, HostAction::Send(_))).count();
-                a.pulled += made as u64;
-                sent_any |= made > 0;
-                carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
+                a.pulled += first_sends(a.agent.stats()).wrapping_sub(before);
+                sent_any |= out.iter().any(|x| matches!(x, HostAction::Send(_)));
+                carry_out(ai, &mut out, &mut vals, &mut timers, &mut txq);
             }
         }
         flush(&mut txq, &mut report);
@@ -508,12 +379,7 @@ fn run(
                 // As in the simulator, whatever the first hop delivers is the host's (a
                 // multicast copy keeps the tree's destination, not the host's).
                 let Some(ai) = agents.iter().position(|a| colls[a.ci].tenant == hdr.tenant) else {
-                    // A session's next call (peers already in it: their contributions, a
-                    // leader's aggregate) is kept for it; anything else is stale.
-                    match stash.as_mut() {
-                        Some(st) if hdr.tenant == (colls[0].tenant + 1) % 256 => st.push(bytes.to_vec()),
-                        _ => report.misdelivered += 1,
-                    }
+                    report.misdelivered += 1;
                     continue;
                 };
                 match payloads[ai] {
@@ -535,22 +401,15 @@ fn run(
                             continue;
                         }
                         hdr.data = slot;
-                        if let Some(cap) = capture.as_mut() {
-                            cap.offer(&hdr, Some(&vals.get(slot)[..hdr.elems as usize]));
-                        }
                     }
                 }
                 let a = &mut agents[ai];
                 a.agent.on_packet(&colls[a.ci], now_ps(), hdr, &mut vals, &mut out);
-                carry_out(ai, &mut out, &mut vals, &mut timers, &mut capture, &mut txq);
+                carry_out(ai, &mut out, &mut vals, &mut timers, &mut txq);
             }};
         }
-        for bytes in kept.drain(..) {
-            got_any = true;
-            handle!(first_hop, &bytes[..]);
-        }
         loop {
-            let n = rxb.recv(socks[0]);
+            let n = rxb.recv(&socks[0]);
             if n == 0 {
                 break;
             }
@@ -600,39 +459,38 @@ fn run(
             ));
         }
     }
-    let result = match capture {
+    let result = match app_coll {
         None => None,
-        Some(cap) => {
-            if let Some(b) = cap.got.iter().position(|g| !g) {
-                return Err(format!("host {host}: allreduce {}: the result of block {b} never passed this host's socket (the protocol does not expose it)", cap.tenant));
+        Some(c) => {
+            let call = vals.close_call(&c).expect("the application's call is open");
+            if let Some(b) = call.first_missing() {
+                return Err(format!("host {host}: allreduce {}: the result of block {b} was never checked by this host's agent (the protocol does not expose it)", c.tenant));
             }
-            Some(cap.result)
+            Some(call.result)
         }
     };
     Ok((report, result))
 }
 
-fn stall_message(
-    plan: &InaPlan,
-    colls: &[reducelab_ina::host::Collective],
-    spec_of: &dyn Fn(usize) -> usize,
+/// Why host `host` did not finish by its deadline: per collective (its rank, agent and protocol),
+/// what is missing and the likely cause.
+pub(crate) fn stall_message(
     host: u32,
-    agents: &[Agent],
+    agents: &[(&reducelab_ina::host::Collective, u32, &dyn HostProtocol, &reducelab_ina::ProtocolInfo)],
     timeout: Duration,
-    r: &HostReport,
+    tx_packets: u64,
+    rx_packets: u64,
 ) -> String {
     let mut parts = Vec::new();
-    for a in agents {
-        let c = &colls[a.ci];
-        let s = a.agent.stats();
-        let missing = a.agent.missing();
+    for &(c, rank, agent, info) in agents {
+        let s = agent.stats();
+        let missing = agent.missing();
         let state = if missing > 0 {
-            let (of, unit) = a.agent.expected(c);
+            let (of, unit) = agent.expected(c);
             format!("{missing} of {of} {unit} missing")
         } else {
             "every block received but not released by the coordinator".to_string()
         };
-        let info = plan.specs[spec_of(a.ci)].protocol.info();
         let why = if !info.loss_recovery {
             format!("{} has no loss recovery: a lost packet (or a switch restart) stalls it", info.name)
         } else if s.abandoned > 0 {
@@ -642,14 +500,14 @@ fn stall_message(
         };
         parts.push(format!(
             "allreduce {} (rank {}): {state}; sent {} contributions, {} retransmission requests; {why}",
-            c.tenant, a.rank, s.sent_reduce, s.retx_requests
+            c.tenant, rank, s.sent_reduce, s.retx_requests
         ));
     }
     format!(
         "host {host}: timed out after {:.1} s ({} packets sent, {} received): {}",
         timeout.as_secs_f64(),
-        r.tx_packets,
-        r.rx_packets,
+        tx_packets,
+        rx_packets,
         parts.join("; ")
     )
 }

@@ -6,7 +6,8 @@
 //! - [`switch`]: one switch node's event loop running its protocol's `SwitchProgram`.
 //! - [`host`]: one host's agents over a UDP socket, results checked against exact sums.
 //! - [`session`]: a rank that stays (socket bound once, one allreduce per call): the C ABI's
-//!   and the MPI runtime's host side.
+//!   and the MPI runtime's host side; its socket and agents live in a thread of their own
+//!   (`session_host`), which answers peers between calls.
 //! - [`pool_plan`], [`pool_switch`], [`pool_host`]: the same for the pool protocols (SwitchML,
 //!   ATP, DSA: training jobs), driving the simulator's `PoolProgram`s, parameter servers and the
 //!   worker transport's `WorkerWindow` over the pool wire frame (`reducelab_ina::pool_wire`).
@@ -28,6 +29,7 @@ pub mod pool_plan;
 pub mod pool_session;
 pub mod pool_switch;
 pub mod session;
+mod session_host;
 pub mod switch;
 pub mod udp;
 

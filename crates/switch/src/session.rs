@@ -17,23 +17,28 @@
 //!   scenario's first allreduce, its hosts and tenant, with the blocks numbered on from the last
 //!   call's ([`Collective::sequence_base`]), so a late packet of an earlier call is told apart by
 //!   its sequence.
-//! - SwitchML as an in-network allreduce does the same, but its switch takes a slot over only
-//!   for a higher block number, so its sequence does not wrap: a session carries at most
-//!   [`MAX_BLOCKS`] blocks over all its calls (a call beyond is refused), and a switch that
-//!   served a session is restarted before the next. ATP and DSA as in-network allreduces are
-//!   refused (their parameter server lives in rank 0's agent of one call; see
-//!   `PoolAllreduce::session_calls`); their training jobs serve sessions.
+//! - SwitchML, ATP and DSA as in-network allreduces do the same, but their switches take a
+//!   slot over only for a higher block number (SwitchML) or key aggregators and the parameter
+//!   server's dictionary by it (ATP, DSA), so the sequence does not wrap: a session carries at
+//!   most [`MAX_BLOCKS`] blocks over all its calls (a call beyond is refused), and a switch that
+//!   served a session is restarted before the next.
+//!
+//! A rank's socket and agents live in a thread of the session (`session_host`), so it answers
+//! its peers between calls: ATP's and DSA's server in rank 0's agent, DSA's fetched
+//! contributions, Canary's coordinator.
 //!
 //! Every rank must make the same sequence of calls (as MPI requires of collectives).
 
 use std::net::{SocketAddrV4, UdpSocket};
+use std::sync::Arc;
 
 use reducelab_ina::host::{Collective, MAX_BLOCKS};
 use reducelab_ina::SessionCalls;
 
-use crate::host::{run_own, HostOptions, HostReport};
+use crate::host::HostOptions;
 use crate::plan::{EndpointSpec, InaPlan};
 use crate::pool_session::PoolSession;
+use crate::session_host::SessionHost;
 use crate::udp;
 
 /// One rank of a run through running switches.
@@ -49,21 +54,17 @@ enum Inner {
 /// A rank of an in-network allreduce protocol whose running switches serve calls of any size
 /// ([`InaProtocol::session_calls`](reducelab_ina::InaProtocol::session_calls)).
 struct InaSession {
-    plan: InaPlan,
+    plan: Arc<InaPlan>,
     calls_map: SessionCalls,
     ranks: u32,
-    rank: u32,
     /// Host of each rank: host `r` of the topology for a protocol that takes the next tenant,
     /// the scenario's first allreduce's hosts for one that continues its sequence.
     hosts: Vec<u32>,
     calls: u64,
     /// Where the next call's blocks start in the continued sequence.
     next_sequence: u32,
-    sock: UdpSocket,
-    /// Frames of the next call that arrived during the current one (peers ahead of us).
-    stash: Vec<Vec<u8>>,
-    rxb: udp::RxBatch,
-    pub opts: HostOptions,
+    /// The thread that owns this rank's socket and agents ([`crate::session_host`]).
+    host: SessionHost,
 }
 
 /// Checks that a switch listens at port `sw_port` of switch node `sw` (rank `rank`'s first hop):
@@ -109,9 +110,15 @@ impl Session {
             })?;
             return Ok(Session { inner: Inner::Pool(Box::new(pool)) });
         }
-        let plan = InaPlan::from_scenario(scenario, None, endpoints.clone())?;
+        let plan = Arc::new(InaPlan::from_scenario(scenario, None, endpoints.clone())?);
         let protocol = &plan.specs[0].protocol;
         let calls_map = protocol.session_calls()?;
+        if protocol.carries_payload() {
+            return Err(format!(
+                "protocol: {} reduces its own sparse vectors (a payload of its own), not application vectors",
+                protocol.label()
+            ));
+        }
         let hosts: Vec<u32> = match calls_map {
             SessionCalls::NextTenant => {
                 let all = plan.fabric.num_hosts() as u32;
@@ -141,20 +148,16 @@ impl Session {
         check_first_hop(&endpoints, plan.endpoints.of(sw, sw_port), sw, sw_port, host)?;
         let sock = udp::bind(plan.endpoints.of(node, 0))
             .map_err(|e| format!("{e} (another process already runs host {host}?)"))?;
-        let opts = HostOptions { protocol_linger: false, ..opts };
+        let thread = SessionHost::start(plan.clone(), host, rank, sock, calls_map, opts)?;
         Ok(Session {
             inner: Inner::Ina(Box::new(InaSession {
                 plan,
                 calls_map,
                 ranks,
-                rank,
                 hosts,
                 calls: 0,
                 next_sequence: 0,
-                sock,
-                stash: Vec::new(),
-                rxb: udp::RxBatch::new(8),
-                opts,
+                host: thread,
             })),
         })
     }
@@ -194,7 +197,7 @@ impl Session {
     /// The element-wise wrapping sum of every rank's `data` (the same length on every rank).
     pub fn allreduce_i32(&mut self, data: Vec<i32>) -> Result<Vec<i32>, String> {
         match &mut self.inner {
-            Inner::Ina(c) => c.allreduce_i32(data).map(|r| r.1),
+            Inner::Ina(c) => c.allreduce_i32(data),
             Inner::Pool(p) => p.allreduce_i32(&data),
         }
     }
@@ -230,9 +233,9 @@ impl Session {
 }
 
 impl InaSession {
-    fn allreduce_i32(&mut self, data: Vec<i32>) -> Result<(HostReport, Vec<i32>), String> {
+    fn allreduce_i32(&mut self, data: Vec<i32>) -> Result<Vec<i32>, String> {
         if data.is_empty() {
-            return Ok((HostReport::empty(self.hosts[self.rank as usize]), data));
+            return Ok(data);
         }
         let first = &self.plan.colls[0];
         let tenant = match self.calls_map {
@@ -263,8 +266,7 @@ impl InaSession {
         }
         let call = self.calls;
         self.calls += 1;
-        let host = self.hosts[self.rank as usize];
-        let r = run_own(&self.plan, host, &self.opts, &self.sock, coll, data, &mut self.stash, &mut self.rxb);
+        let r = self.host.call(coll, data);
         if call == 0 && self.calls_map == SessionCalls::ContinuedSequenceNoWrap {
             return r.map_err(|e| {
                 format!("{e} (if this {} switch served an earlier session, it keeps its slots' block numbers: restart it before a new session)", label())
