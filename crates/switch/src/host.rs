@@ -329,7 +329,8 @@ fn run(
         if now_i >= deadline {
             let parts: Vec<_> =
                 agents.iter().map(|a| (&colls[a.ci], a.rank, &*a.agent, plan.specs[a.ci].protocol.info())).collect();
-            return Err(stall_message(host, &parts, opts.timeout, report.tx_packets, report.rx_packets));
+            let dropped = report.malformed + report.misdelivered;
+            return Err(stall_message(host, &parts, opts.timeout, report.tx_packets, report.rx_packets, dropped));
         }
         start_due!();
         // Timers due.
@@ -480,6 +481,7 @@ pub(crate) fn stall_message(
     timeout: Duration,
     tx_packets: u64,
     rx_packets: u64,
+    dropped: u64,
 ) -> String {
     let mut parts = Vec::new();
     for &(c, rank, agent, info) in agents {
@@ -504,10 +506,8 @@ pub(crate) fn stall_message(
         ));
     }
     format!(
-        "host {host}: timed out after {:.1} s ({} packets sent, {} received): {}",
+        "host {host}: timed out after {:.1} s ({tx_packets} packets sent, {rx_packets} received, {dropped} of them dropped as malformed, from elsewhere or of no collective here): {}",
         timeout.as_secs_f64(),
-        tx_packets,
-        rx_packets,
         parts.join("; ")
     )
 }

@@ -195,7 +195,8 @@ struct HostLoop {
     replies: mpsc::Sender<Reply>,
     tx: u64,
     rx: u64,
-    /// Frames of no live or coming call, from elsewhere than the first hop, or malformed.
+    /// Frames of no live or coming call, from elsewhere than the first hop, or malformed
+    /// (reported when a call times out).
     stale: u64,
 }
 
@@ -452,6 +453,7 @@ impl HostLoop {
                     self.opts.timeout,
                     self.tx,
                     self.rx,
+                    self.stale,
                 );
                 let mut c = self.live.remove(i).expect("a live call");
                 c.agent.release(now, &mut self.vals);
