@@ -346,7 +346,7 @@ pub enum SwAction {
     Forward { out: Out, hdr: Header },
     /// A new packet (timeout flush, multicast copy).
     Emit { out: Out, hdr: Header },
-    /// Call `on_timer(token)` at `at` ps.
+    /// Call `on_timer(token)` at `at` ps (at once if `at` has passed).
     Timer { at: u64, token: u64 },
 }
 
@@ -355,10 +355,10 @@ pub enum SwAction {
 pub enum HostAction {
     /// Queue a packet on the NIC.
     Send(Header),
-    Timer {
-        at: u64,
-        token: u64,
-    },
+    /// Call `on_timer(token)` at `at` ps, or at once if `at` has passed (a window's timer is
+    /// its oldest packet's send time plus its timeout, which may be behind the clock): the
+    /// packet engine and the software switch's hosts both fire such a timer at their present.
+    Timer { at: u64, token: u64 },
 }
 
 /// A per-switch program.

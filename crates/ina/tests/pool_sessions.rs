@@ -1,27 +1,28 @@
 //! Property test of the shared-pool protocols as in-network allreduces serving a session
-//! (SwitchML and ATP; DSA below), driven directly (the registry's switch program and host
-//! agents, no packet engine) on a star of six hosts: each case runs one to four calls back to
-//! back as a session makes them (each host starts the next call when it has every result of
-//! this one, the PSNs numbered on from the last call's, `Collective::sequence_base`), and each
-//! host keeps the agents of its current and previous call, releasing call `k`'s as it begins
-//! call `k + 2`, as the software switch's session thread does. Packets reach the agent of the
-//! call their id names; one of a call the host has not begun is kept for it. Under loss (0–10 %
-//! per link), reordering (random delays per packet) and duplication whose copies may arrive up
-//! to two retransmission timeouts late, so that late packets of one call reach the switch and
-//! the hosts during the next. It asserts:
+//! (SwitchML, ATP and DSA), driven directly (the registry's switch program and host agents, no
+//! packet engine) on a star of six hosts: each case runs one to four calls back to back as a
+//! session makes them (each host starts the next call when it has every result of this one,
+//! the PSNs numbered on from the last call's, `Collective::sequence_base`), and each host keeps
+//! the agents of its current and previous call, releasing call `k`'s as it begins call `k + 2`,
+//! as the software switch's session thread does. Packets reach the agent of the call their id
+//! names; one of a call the host has not begun is kept for it. Under loss (0–10 % per link),
+//! reordering (random delays per packet) and duplication whose copies may arrive up to two
+//! retransmission timeouts late, so that late packets of one call reach the switch and the
+//! hosts during the next. It asserts:
 //! - every result a host accepts is exactly the sum of all hosts' contributions to that block
 //!   of that call (fingerprints and element values: nothing of another call added in);
-//! - without loss every host has every block of every call; with loss a case may stall (ranks
-//!   give a block up after 64 re-sends without progress, as the packet engine's property test
-//!   allows: a peer whose timeout grew far beyond theirs, its RTT samples including the wait
-//!   for the slowest rank, can outlast them; with this seed 6 of SwitchML's 118 lossy cases and
-//!   none of ATP's; 34 of 771 with another seed, and 32 of 764 when each case is one call of
-//!   the calls' total size: the workers' transport, not the sessions), and at most one lossy
-//!   case in ten does;
+//! - without loss every host has every block of every call; with loss a case may stall, and
+//!   at most one lossy case in fifty does (with this seed none of the three protocols' 118;
+//!   over 800 cases of each of four other seeds, 0–4 of about 630 for each protocol). A stall
+//!   is a rank that gave a block up (64 re-sends without progress) and then lost the one
+//!   packet that would have resumed it: a peer was still finishing the previous call for
+//!   longer than 64 of its timeouts. Before workers that gave up answered fetches and resumed
+//!   on progress, 19–29 SwitchML and 56–76 DSA cases of those 630 stalled, every rank of a
+//!   call waiting for ranks that had given up;
 //! - in a case that completed, what SwitchML's switch holds at the end is kept results only;
-//!   ATP's may also hold aggregators that late copies of completed blocks took (DSA §IV-A's
-//!   "leak", counted: about 18,000 over the 150 cases); the release of the tenant frees them all
-//!   and, with the hosts' agents released, every value slot.
+//!   ATP's and DSA's may also hold aggregators that late copies of completed blocks took (DSA
+//!   §IV-A's "leak", counted: about 18,000 and 22,000 over the 150 cases); the release of the
+//!   tenant frees them all and, with the hosts' agents released, every value slot.
 //!
 //! `REDUCELAB_POOL_SESSION_CASES=N` runs more cases (default 150),
 //! `REDUCELAB_POOL_SESSION_SEED=S` another seed.
@@ -156,7 +157,7 @@ fn run_case(name: &str, case: &Case, rng: &mut Rng) -> Result<Outcome, String> {
                     HostAction::Send(hdr) => {
                         q.send(rng, &mut vals, $now, hdr, case.faults(), |hdr| Ev::AtSwitch { from: h, hdr })
                     }
-                    HostAction::Timer { at, token } => q.push(at, Ev::HostTimer { host: h, call: $k, token }),
+                    HostAction::Timer { at, token } => q.timer(at, Ev::HostTimer { host: h, call: $k, token }),
                 }
             }
         }};
@@ -297,10 +298,9 @@ fn run_case(name: &str, case: &Case, rng: &mut Rng) -> Result<Outcome, String> {
             .find(|&h| call_of[h] != last || agents[h][last].as_ref().is_none_or(|a| a.missing() != 0))
             .expect("a host not done");
         if case.loss > 0.0 {
-            // Under loss a case may stall (as the packet engine's property test allows): ranks
-            // give a block up after 64 re-sends without progress, which a peer whose timeout grew
-            // far beyond theirs (its RTT samples wait for the slowest rank) can outlast. Never
-            // with a wrong result.
+            // Under loss a case may stall (as the packet engine's property test allows): a rank
+            // that gave a block up lost the packet that would have resumed it (module docs).
+            // Never with a wrong result.
             return Ok(Outcome { completed: false, stale: stale + dropped, leftover: 0 });
         }
         let a = agents[h][call_of[h]].as_ref().expect("a host's current agent lives");
@@ -361,33 +361,19 @@ fn soak(name: &str, cases: u64, seed: u64) {
     eprintln!(
         "{name}: {cases} cases, {lossy} lossy, {stalled} stalled, {stale} packets of another call dropped at hosts, {leftover} leftover aggregators freed by the release"
     );
-    // Losses were recovered (most lossy cases completed), and packets of one call reached hosts
-    // already in the next.
+    // Losses were recovered (almost every lossy case completed), and packets of one call
+    // reached hosts already in the next.
     assert!(
-        lossy > 0 && stalled * 10 < lossy && stale > 0,
+        lossy > 0 && stalled * 50 < lossy && stale > 0,
         "{name}: {lossy} lossy cases, {stalled} of them stalled, {stale} packets of another call dropped"
     );
 }
 
 #[test]
-fn every_call_of_a_switchml_or_atp_session_is_exact_under_loss_duplication_and_reordering() {
+fn every_call_of_a_pool_session_is_exact_under_loss_duplication_and_reordering() {
     let cases = env_u64("REDUCELAB_POOL_SESSION_CASES", 150);
     let seed = env_u64("REDUCELAB_POOL_SESSION_SEED", 0x5A1);
-    for name in ["switchml", "atp"] {
+    for name in ["switchml", "atp", "dsa"] {
         soak(name, cases, seed);
     }
-}
-
-/// DSA does not pass this soak yet: in case 27 of the default seed (window 4, 2.3% loss, 28.8%
-/// duplication, one element per packet) every host is in call 1 with call 0 complete, yet rank
-/// 0's server of call 0 goes on fetching one block's contributions (PSN 20) from every rank,
-/// and every rank answers, about 1.3 million times each over the 30 million events the soak
-/// allows, without the block completing there (the switch had completed it). Not a wrong
-/// result: every result was exact. Not understood yet: the fetches come faster than the
-/// server's timeout, and some of these events are scheduled before the case's latest progress. The software switch's session keeps that server until the call
-/// after next begins, so such a storm would run on the wire until then.
-#[test]
-#[ignore = "DSA's server re-fetches a block the switch completed without end (see the doc comment)"]
-fn every_call_of_a_dsa_session_is_exact_under_loss_duplication_and_reordering() {
-    soak("dsa", env_u64("REDUCELAB_POOL_SESSION_CASES", 150), env_u64("REDUCELAB_POOL_SESSION_SEED", 0x5A1));
 }

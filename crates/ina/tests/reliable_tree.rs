@@ -117,7 +117,7 @@ fn run_case(case: &Case, rng: &mut Rng) -> Result<(), String> {
                         send(&mut q, rng, &fab, case, &mut vals, $now, 3 + h, 0, hdr)
                     }
                     HostAction::Timer { at, token } => {
-                        q.push(at, Ev::HostTimer { host: h, call: call_of[h as usize], token })
+                        q.timer(at, Ev::HostTimer { host: h, call: call_of[h as usize], token })
                     }
                 }
             }

@@ -50,10 +50,15 @@
 //! - **Fetches**: the PS's reminder mechanism asks workers for their original gradient packet
 //!   ([`WorkerWindow::on_fetch`]); the worker sends a copy to the PS, before new packets.
 //! - **Giving up**: a PSN retransmitted [`MAX_RETRANSMISSIONS`] times with no new ACK of any
-//!   PSN in between is abandoned and the window stops (a worker waiting for a slow peer of its
-//!   job still hears ACKs as the peer's PSNs complete, so only a job that makes no progress at
-//!   all gives up) ([`WorkerWindow::gave_up`]), so a run across a broken network ends and says
-//!   why.
+//!   PSN in between stops the window's re-sends and new packets (a worker waiting for a slow
+//!   peer of its job still hears ACKs as the peer's PSNs complete, so only a job that makes no
+//!   progress at all gives up) ([`WorkerWindow::gave_up`]), so a run across a broken network
+//!   ends and says why. A worker that gave up still answers the PS's fetches (its originals
+//!   are what the PS's recovery needs; the PS's own timer paces them), and the next new ACK of
+//!   any PSN resumes it where it stopped: a peer that was slower than 64 of this worker's
+//!   timeouts (e.g. still finishing an earlier tensor whose last PSN needed a reminder) no
+//!   longer leaves this worker's PSNs, and so the job, stalled for ever. Each resume takes a
+//!   new ACK, so a job that makes no progress still ends.
 //!
 //! [`WorkerWindow::next_tensor`] starts the next tensor with the same window and RTT
 //! estimate, as one worker's stack carries them over from tensor to tensor.
@@ -313,7 +318,7 @@ impl WorkerWindow {
         self.acked == self.packets
     }
     /// A PSN was retransmitted [`MAX_RETRANSMISSIONS`] times without any new ACK in between:
-    /// the worker stopped.
+    /// the worker stopped (until a new ACK resumes it; it still answers fetches).
     pub fn gave_up(&self) -> bool {
         self.gave_up
     }
@@ -360,11 +365,11 @@ impl WorkerWindow {
     /// The packet [`WorkerWindow::transmit`] would send now: a fetched copy, else a
     /// retransmission, else the next new PSN if the window admits it.
     pub fn peek(&self) -> Option<Send> {
-        if self.gave_up {
-            return None;
-        }
         if let Some(&psn) = self.fetch_queue.front() {
             return Some(Send { psn, retransmission: true, to_ps: true });
+        }
+        if self.gave_up {
+            return None;
         }
         if let Some(&psn) = self.rtx_queue.front() {
             return Some(Send { psn, retransmission: true, to_ps: false });
@@ -417,6 +422,9 @@ impl WorkerWindow {
         }
         self.sent_ps[psn as usize] = ACKED;
         self.progress += 1;
+        // Progress resumes a worker that gave up: its copies in flight are due at once, each
+        // with a fresh give-up count.
+        self.gave_up = false;
         if self.queued.remove(psn) {
             self.rtx_queue.retain(|&q| q != psn);
         }
@@ -505,7 +513,7 @@ impl WorkerWindow {
 
     /// The PS asks for this worker's gradient packet `psn` (its reminder mechanism).
     pub fn on_fetch(&mut self, psn: u32) {
-        if psn < self.packets && !self.gave_up {
+        if psn < self.packets {
             self.fetch_queue.push_back(psn);
         }
     }
@@ -521,6 +529,9 @@ impl WorkerWindow {
     /// The timer expired: every copy in flight for `rto` is queued again (and may remind
     /// the PS). The window is left as it is (ECN is the congestion signal).
     pub fn on_timer(&mut self, now_ps: u64) {
+        if self.gave_up {
+            return;
+        }
         let rto = self.rto_ps();
         let mut fired = false;
         while let Some(&(t, psn)) = self.flight.front() {
@@ -531,18 +542,18 @@ impl WorkerWindow {
             if t + rto > now_ps {
                 break;
             }
-            self.flight.pop_front();
-            fired = true;
             let i = psn as usize;
             if self.rtx_progress[i] != self.progress {
                 self.rtx_progress[i] = self.progress;
                 self.rtx_since_progress[i] = 0;
             }
             if self.rtx_since_progress[i] >= MAX_RETRANSMISSIONS {
+                // Stopped with the copies in flight kept: a new ACK resumes from them.
                 self.gave_up = true;
-                self.flight.clear();
                 return;
             }
+            self.flight.pop_front();
+            fired = true;
             if self.params.reminder_after.is_some_and(|n| self.rtx[i] >= n) {
                 self.reminders.push_back(psn);
                 self.stats.reminder_notices += 1;
@@ -855,6 +866,47 @@ mod tests {
         assert!(w.gave_up());
         assert_eq!(w.stats().retransmissions, MAX_RETRANSMISSIONS as u64);
         assert!(!w.has_packet());
+    }
+
+    /// A worker that gave up answers the PS's fetches and nothing else, and the next new ACK
+    /// (a slow peer caught up) resumes it: its unacknowledged copy goes again at once, with a
+    /// fresh give-up count.
+    #[test]
+    fn a_worker_that_gave_up_answers_fetches_and_resumes_on_progress() {
+        let mut w = WorkerWindow::new(2, aimd(2));
+        let mut now = 0;
+        assert_eq!(drain(&mut w, now), vec![0, 1]);
+        while let Some(t) = w.timer_ps() {
+            now = t;
+            w.on_timer(now);
+            drain(&mut w, now);
+        }
+        assert!(w.gave_up());
+        let sent = w.stats().retransmissions;
+        // A stale timer changes nothing.
+        w.on_timer(now + 10 * w.rto_ps());
+        assert!(!w.has_packet() && w.timer_ps().is_none());
+        w.on_fetch(1);
+        assert_eq!(w.transmit(now), Some(Send { psn: 1, retransmission: true, to_ps: true }));
+        assert!(!w.has_packet() && w.gave_up());
+        // PSN 1's result: progress. PSN 0 is due at once and retransmitted.
+        now += 5 * w.rto_ps();
+        assert!(w.on_ack(1, false, now));
+        assert!(!w.gave_up());
+        let due = w.timer_ps().expect("PSN 0 still in flight");
+        assert!(due <= now, "{due} > {now}");
+        w.on_timer(now);
+        assert_eq!(w.transmit(now), Some(Send { psn: 0, retransmission: true, to_ps: false }));
+        assert_eq!(w.stats().retransmissions, sent + 1);
+        // It gives up again only after MAX_RETRANSMISSIONS more without progress.
+        let mut rounds = 0;
+        while let Some(t) = w.timer_ps() {
+            now = t;
+            w.on_timer(now);
+            rounds += drain(&mut w, now).len() as u32;
+        }
+        assert!(w.gave_up());
+        assert_eq!(rounds + 1, MAX_RETRANSMISSIONS);
     }
 
     #[test]

@@ -31,25 +31,35 @@ pub fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// Events in time order (ties in the order they were made).
+/// Events in time order (ties in the order they were made). Its clock never goes back: an
+/// event made for a time already passed is refused (`push`), and a timer asked for such a
+/// time fires at the present (`timer`), as in the packet engine and the switch's hosts.
 pub struct Queue<E> {
     heap: BinaryHeap<Reverse<(u64, u64)>>,
     evs: Vec<Option<E>>,
+    /// The time of the last event popped.
+    now: u64,
 }
 
 impl<E> Default for Queue<E> {
     fn default() -> Self {
-        Queue { heap: BinaryHeap::new(), evs: Vec::new() }
+        Queue { heap: BinaryHeap::new(), evs: Vec::new(), now: 0 }
     }
 }
 
 impl<E> Queue<E> {
     pub fn push(&mut self, at: u64, ev: E) {
+        assert!(at >= self.now, "an event at {at} ps made at {} ps: the soak's clock would go back", self.now);
         self.heap.push(Reverse((at, self.evs.len() as u64)));
         self.evs.push(Some(ev));
     }
+    /// A host agent's `HostAction::Timer` at `at`: at once if `at` has passed.
+    pub fn timer(&mut self, at: u64, ev: E) {
+        self.push(at.max(self.now), ev);
+    }
     pub fn pop(&mut self) -> Option<(u64, E)> {
         let Reverse((at, i)) = self.heap.pop()?;
+        self.now = at;
         Some((at, self.evs[i as usize].take().unwrap()))
     }
     /// Sends `hdr` over one link at `now`: duplicated with probability `dup` (the copy up to
