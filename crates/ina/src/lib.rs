@@ -86,6 +86,12 @@ pub struct ProtocolInfo {
     /// Whether the protocol recovers from lost packets (without it a loss must end the run
     /// as stalled, with the reason).
     pub loss_recovery: bool,
+    /// Whether a duplicated packet is never counted twice (its switch programs, servers and
+    /// hosts tell copies apart). Without it a contribution duplicated on its way may be added
+    /// twice: every host's result check finds the wrong sum (the run ends unverified or
+    /// stalled, never verified), and a late copy may hold switch state at the end (counted
+    /// in `descriptors_left`).
+    pub duplicate_safe: bool,
     /// Its own numeric keys of an `ina_allreduce` traffic entry.
     pub params: &'static [ParamSpec],
     /// Whether it takes `roots = [...]` (root switches chosen by the scenario).
@@ -110,6 +116,7 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         name: "canary",
         summary: "Canary (FGCS 2024): dynamic trees, switch timeouts, collisions and restoration, leader hosts, loss recovery",
         loss_recovery: true,
+        duplicate_safe: false,
         params: &[
             ParamSpec { key: "retransmit_timeout_us", explore_min: 1.0, explore_max: 1000.0, integer: false, log: true },
             ParamSpec { key: "max_failures", explore_min: 0.0, explore_max: 14.0, integer: true, log: false },
@@ -121,6 +128,7 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         name: "static_trees",
         summary: "one (SHARP/SwitchML/ATP-like) or N (PANAMA-like) static reduction trees, no loss recovery",
         loss_recovery: false,
+        duplicate_safe: false,
         params: &[
             ParamSpec { key: "trees", explore_min: 1.0, explore_max: 8.0, integer: true, log: false },
             ParamSpec { key: "window", explore_min: 1.0, explore_max: 16.0, integer: true, log: true },
@@ -132,6 +140,7 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         name: "flare",
         summary: "Flare (seed 004) dense: one reduction tree on PsPIN switches (per-packet handler time from §3/§6), no loss recovery",
         loss_recovery: false,
+        duplicate_safe: false,
         params: &[ParamSpec { key: "window", explore_min: 1.0, explore_max: 16.0, integer: true, log: true }],
         takes_roots: false,
         build: flare::FlareDense::build,
@@ -140,6 +149,7 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         name: "flare_sparse",
         summary: "Flare (seed 004 §7) sparse: hash table + spill at leaves, array at the root, shard counters, densified results; synthetic top-1-per-bucket data",
         loss_recovery: false,
+        duplicate_safe: false,
         params: &[
             ParamSpec { key: "window", explore_min: 1.0, explore_max: 16.0, integer: true, log: true },
             ParamSpec { key: "bucket_elements", explore_min: 2.0, explore_max: 1024.0, integer: true, log: true },
@@ -153,6 +163,7 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         name: "sparcml",
         summary: "SparCML (SC'19) host-based sparse recursive doubling over raw host-to-host packets (no switch programs), same data as flare_sparse",
         loss_recovery: false,
+        duplicate_safe: false,
         params: &[
             ParamSpec { key: "bucket_elements", explore_min: 2.0, explore_max: 1024.0, integer: true, log: true },
             ParamSpec { key: "index_overlap", explore_min: 0.0, explore_max: 1.0, integer: false, log: false },
@@ -164,6 +175,7 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         name: "sparcml_split",
         summary: "SparCML (SC'19) host-based split allgather (direct sparse reduce-scatter, ring allgather) over raw host-to-host packets, same data as flare_sparse",
         loss_recovery: false,
+        duplicate_safe: false,
         params: &[
             ParamSpec { key: "bucket_elements", explore_min: 2.0, explore_max: 1024.0, integer: true, log: true },
             ParamSpec { key: "index_overlap", explore_min: 0.0, explore_max: 1.0, integer: false, log: false },
@@ -175,6 +187,7 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         name: "reliable_tree",
         summary: "SHARP-style reliable aggregation tree (not in the seeds): one static tree, hosts re-send until the result arrives, switches deduplicate by child port and keep results to answer re-sends",
         loss_recovery: true,
+        duplicate_safe: true,
         params: &[
             ParamSpec { key: "window", explore_min: 1.0, explore_max: 8.0, integer: true, log: true },
             ParamSpec { key: "retransmit_timeout_us", explore_min: 1.0, explore_max: 1000.0, integer: false, log: true },
@@ -186,6 +199,7 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         name: "switchml",
         summary: "SwitchML (NSDI'21) as an allreduce: the shared-pool switch program at one root switch per tenant (two sets of window aggregators, results kept for re-sends), ranks' slot windows with re-sends",
         loss_recovery: true,
+        duplicate_safe: true,
         params: &[
             ParamSpec { key: "window", explore_min: 1.0, explore_max: 16.0, integer: true, log: true },
             ParamSpec { key: "retransmit_timeout_us", explore_min: 1.0, explore_max: 1000.0, integer: false, log: true },
@@ -197,6 +211,7 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         name: "atp",
         summary: "ATP (NSDI'21) as an allreduce: hashed aggregators at one root switch, first come first served, collisions and results through the parameter server (on rank 0's host), AIMD windows with resends",
         loss_recovery: true,
+        duplicate_safe: true,
         params: &[
             ParamSpec { key: "window", explore_min: 1.0, explore_max: 256.0, integer: true, log: true },
             ParamSpec { key: "retransmit_timeout_us", explore_min: 10.0, explore_max: 10000.0, integer: false, log: true },
@@ -208,6 +223,7 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
         name: "dsa",
         summary: "DSA (seed 001) as an allreduce: hashed aggregators at one root switch with preemption by priority, bitmap deduplication, the parameter server's reminders (on rank 0's host), AIMD windows",
         loss_recovery: true,
+        duplicate_safe: true,
         params: &[
             ParamSpec { key: "window", explore_min: 1.0, explore_max: 256.0, integer: true, log: true },
             ParamSpec { key: "retransmit_timeout_us", explore_min: 10.0, explore_max: 10000.0, integer: false, log: true },

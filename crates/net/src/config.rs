@@ -191,6 +191,17 @@ pub struct NetConfig {
     pub router: RouterKind,
     /// Probability that a packet is lost on any link traversal.
     pub loss_probability: f64,
+    /// Probability that a protocol packet crossing a link is sent again by the link's sender:
+    /// a copy (the workload's, [`crate::Workload::on_app_duplicate`]) joins the sender's
+    /// output queue behind what is queued there and crosses the link after it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub duplicate_probability: f64,
+    /// Probability that a protocol packet arriving over a link is held back for
+    /// `reorder_delay_ps` before the node takes it (packets behind it overtake it).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub reorder_probability: f64,
+    #[serde(skip_serializing_if = "is_zero_u64")]
+    pub reorder_delay_ps: u64,
     /// OS noise: probability that a host delays the injection of a packet...
     pub noise_probability: f64,
     /// ...by this long...
@@ -217,6 +228,9 @@ impl Default for NetConfig {
             arbitration: Arbitration::Fifo,
             router: RouterKind::OutputQueued,
             loss_probability: 0.0,
+            duplicate_probability: 0.0,
+            reorder_probability: 0.0,
+            reorder_delay_ps: 0,
             noise_probability: 0.0,
             noise_delay_ps: 0,
             noise_mode: NoiseMode::PortStall,
@@ -248,6 +262,14 @@ impl NetConfig {
     pub fn payload_per_packet(&self) -> u32 {
         self.mtu_bytes - self.header_bytes
     }
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+fn is_zero_u64(x: &u64) -> bool {
+    *x == 0
 }
 
 #[cfg(test)]

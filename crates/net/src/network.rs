@@ -106,6 +106,12 @@ pub trait Workload {
     fn on_app_delivered(&mut self, _net: &mut Network, _host: u32, _app: u32) {}
     /// A protocol packet was lost (link loss, failure, buffer overflow, no route).
     fn on_app_lost(&mut self, _net: &mut Network, _app: u32) {}
+    /// The duplication fault ([`crate::NetConfig::duplicate_probability`]) copies protocol
+    /// packet `app`, which is crossing a link: the handle of an identical packet with its
+    /// own data, or `None` if this workload's packets cannot be copied (then none is made).
+    fn on_app_duplicate(&mut self, _net: &mut Network, _app: u32) -> Option<u32> {
+        None
+    }
     /// The protocol injection queue of a host port ran low (see [`Network::app_inject`]).
     fn on_app_queue_low(&mut self, _net: &mut Network, _host: u32, _port: u16) {}
     /// Called when the run cannot go on (no event left, or the watchdog fired): `Some(reason)`
@@ -195,6 +201,12 @@ pub(crate) enum Event {
         port: PortId,
         paused: u32,
     },
+    /// Protocol packet `pkt`, which arrived over the wire of output `port` and was held back
+    /// by the reordering fault, reaches its node now.
+    Held {
+        port: PortId,
+        pkt: PktId,
+    },
 }
 
 /// The two events of nearly every packet hop, a port's wake-up and an arrival, travel inside
@@ -258,6 +270,10 @@ pub struct NetworkStats {
     pub drops_no_route: u64,
     pub ecn_marks: u64,
     pub peak_packets_in_flight: u32,
+    /// Protocol packets the duplication fault sent again, and those the reordering fault
+    /// held back.
+    pub duplicated_packets: u64,
+    pub held_packets: u64,
 }
 
 /// The simulated network: the event loop over the mechanisms of the sibling modules (ports
@@ -302,6 +318,13 @@ pub struct Network {
     pub(crate) fg: Foreground,
     pub(crate) queue: EventQueue<Event>,
     rng_loss: Rng,
+    /// The duplication or reordering fault is on (`NetConfig::duplicate_probability`,
+    /// `reorder_probability`): arrivals of protocol packets draw for them.
+    app_faults_on: bool,
+    /// The duplication and reordering faults' draws (only when their probability is not 0,
+    /// each its own stream: they never shift another concern's draws).
+    rng_duplicate: Rng,
+    rng_reorder: Rng,
     /// RED ECN marking's draws (only with `NetConfig::ecn_red`).
     pub(crate) rng_ecn: Rng,
     pub(crate) noise: crate::noise::Noise,
@@ -330,8 +353,26 @@ impl Network {
         if cfg.flow_control == FlowControl::Credit && cfg.buffer_bytes < cfg.mtu_bytes as u64 {
             return Err(format!("buffer_bytes ({}) must hold at least one MTU ({})", cfg.buffer_bytes, cfg.mtu_bytes));
         }
-        if !(0.0..=1.0).contains(&cfg.loss_probability) || !(0.0..=1.0).contains(&cfg.noise_probability) {
-            return Err("probabilities must be within [0, 1]".into());
+        for (name, p) in [
+            ("loss_probability", cfg.loss_probability),
+            ("noise_probability", cfg.noise_probability),
+            ("duplicate_probability", cfg.duplicate_probability),
+            ("reorder_probability", cfg.reorder_probability),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return Err(format!("{name}: must be within [0, 1], got {p}"));
+            }
+        }
+        if cfg.reorder_probability > 0.0 && cfg.reorder_delay_ps == 0 {
+            return Err("reorder_delay_ns: a held packet needs a positive delay".into());
+        }
+        if (cfg.duplicate_probability > 0.0 || cfg.reorder_probability > 0.0)
+            && matches!(cfg.router, RouterKind::InputBuffered(_))
+        {
+            return Err(
+                "duplicate_probability, reorder_probability: not modelled with router input_buffered (its crossbar takes packets from input buffers only)"
+                    .into(),
+            );
         }
         if let Some(red) = cfg.ecn_red {
             match cfg.ecn_threshold_bytes {
@@ -417,6 +458,9 @@ impl Network {
             fg: Foreground::default(),
             queue: EventQueue::with_capacity(1 << 16),
             rng_loss: rng.fork(0x1055),
+            app_faults_on: cfg.duplicate_probability > 0.0 || cfg.reorder_probability > 0.0,
+            rng_duplicate: rng.fork(0xD0B1),
+            rng_reorder: rng.fork(0x4E0D),
             rng_ecn: rng.fork(0xEC2),
             noise,
             salt: rng.fork(0x5A17).next_u64(),
@@ -598,7 +642,14 @@ impl Network {
                     if let Some(t) = next {
                         self.queue.push(SimTime(t), Event::Arrive { port });
                     }
-                    let a = self.arrive(port, pkt, routed);
+                    // Unless the reordering fault holds it back.
+                    if !(self.app_faults_on && self.app_faults(w, port, pkt)) {
+                        let a = self.arrive(port, pkt, routed);
+                        self.report_arrival(w, a);
+                    }
+                }
+                Event::Held { port, pkt } => {
+                    let a = self.arrive(port, pkt, None);
                     self.report_arrival(w, a);
                 }
                 Event::NoiseRelease { port } => self.kick(port),
@@ -928,6 +979,49 @@ impl Network {
     }
 
     // ----- Arrival, routing, delivery ------------------------------------------------------
+
+    /// The duplication and reordering faults on `pkt`, which has come off the wire of output
+    /// `out` (drawn for protocol packets on live links only, duplication first): a copy the
+    /// workload makes joins `out`'s queue again, as if the link's sender sent the packet
+    /// twice (it takes no ingress buffer there, like a packet a switch program emits, and
+    /// the link's credits and PFC count it as any packet); a held packet reaches its node
+    /// `reorder_delay_ps` later ([`Event::Held`]). Returns whether `pkt` was held.
+    fn app_faults<W: Workload>(&mut self, w: &mut W, out: PortId, pkt: PktId) -> bool {
+        let p = *self.pool.get(pkt);
+        let Some(app) = p.app() else { return false };
+        if !self.faults.all_up()
+            && (!self.faults.is_link_up(self.pt.link(out)) || !self.faults.is_node_up(self.pt.peer_node(out)))
+        {
+            return false; // `arrive` loses it
+        }
+        let dup = self.cfg.duplicate_probability;
+        if dup > 0.0 && self.rng_duplicate.bernoulli(dup) {
+            if let Some(copy) = w.on_app_duplicate(self, app) {
+                self.stats.packets_created += 1;
+                self.stats.duplicated_packets += 1;
+                let now = self.queue.now().0;
+                let id = self.pool.alloc(Packet {
+                    next: None,
+                    body: Body::App(copy),
+                    in_port: None,
+                    in_vc: 0,
+                    born_ps: now,
+                    arrive_ps: 0,
+                    ..p
+                });
+                self.stats.peak_packets_in_flight = self.stats.peak_packets_in_flight.max(self.pool.live);
+                self.enqueue(out, id);
+            }
+        }
+        let reorder = self.cfg.reorder_probability;
+        if reorder > 0.0 && self.rng_reorder.bernoulli(reorder) {
+            self.stats.held_packets += 1;
+            let at = self.queue.now().0 + self.cfg.reorder_delay_ps;
+            self.queue.push(SimTime(at), Event::Held { port: out, pkt });
+            return true;
+        }
+        false
+    }
 
     /// `pkt`, sent by output `out`, has arrived at the other end of its link (ingress port
     /// `in_port`): lost with a failure or to link loss, delivered, handed to the protocol, or

@@ -146,6 +146,8 @@ impl ScenarioFile {
         let packet_only = [
             (!faults.is_empty() || !link_loss.is_empty(), "the scenario has [[faults]]"),
             (net.loss_probability > 0.0, "network.loss_probability is not 0"),
+            (net.duplicate_probability > 0.0, "network.duplicate_probability is not 0"),
+            (net.reorder_probability > 0.0, "network.reorder_probability is not 0"),
             (net.noise_probability > 0.0, "noise.probability is not 0"),
             (net.ecn_threshold_bytes.is_some(), "network.ecn_threshold_bytes is set"),
             (net.flow_control == FlowControl::DropTail, "network.flow_control is \"drop_tail\""),

@@ -367,8 +367,38 @@ impl ScenarioFile {
         if nw.spray == SpraySpec::Packet && !matches!(nw.routing, RoutingSpec::Ecmp | RoutingSpec::Adaptive) {
             return e("network.spray", "\"packet\" applies only with routing = \"ecmp\" or \"adaptive\" (the others break ties by destination, not by flow)");
         }
-        if !(0.0..=1.0).contains(&nw.loss_probability) {
-            return e("network.loss_probability", format!("must be within [0, 1], got {}", nw.loss_probability));
+        for (key, p) in [
+            ("network.loss_probability", nw.loss_probability),
+            ("network.duplicate_probability", nw.duplicate_probability),
+            ("network.reorder_probability", nw.reorder_probability),
+        ] {
+            if !(0.0..=1.0).contains(&p) {
+                return e(key, format!("must be within [0, 1], got {p}"));
+            }
+        }
+        let reorder_delay_ps = match (nw.reorder_probability > 0.0, nw.reorder_delay_ns) {
+            (true, None) => {
+                return e(
+                    "network.reorder_delay_ns",
+                    "needed with network.reorder_probability > 0: how long a held packet waits",
+                )
+            }
+            (false, Some(_)) => {
+                return e("network.reorder_delay_ns", "applies only with network.reorder_probability > 0")
+            }
+            (true, Some(ns)) if ns.is_nan() || ns <= 0.0 => {
+                return e("network.reorder_delay_ns", format!("must be > 0, got {ns}"))
+            }
+            (true, Some(ns)) => ns_to_ps("network.reorder_delay_ns", ns)?,
+            (false, None) => 0,
+        };
+        if (nw.duplicate_probability > 0.0 || nw.reorder_probability > 0.0) && nw.router == RouterSpec::InputBuffered {
+            let key = if nw.duplicate_probability > 0.0 {
+                "network.duplicate_probability"
+            } else {
+                "network.reorder_probability"
+            };
+            return e(key, "not modelled with network.router = \"input_buffered\" (its crossbar takes packets from input buffers only)");
         }
         if !(0.0..=1.0).contains(&self.noise.probability) {
             return e("noise.probability", format!("must be within [0, 1], got {}", self.noise.probability));
@@ -402,6 +432,9 @@ impl ScenarioFile {
             },
             spray: nw.spray == SpraySpec::Packet,
             loss_probability: nw.loss_probability,
+            duplicate_probability: nw.duplicate_probability,
+            reorder_probability: nw.reorder_probability,
+            reorder_delay_ps,
             arbitration: match nw.arbitration {
                 ArbitrationSpec::Fifo => reducelab_net::Arbitration::Fifo,
                 ArbitrationSpec::InputRoundRobin => reducelab_net::Arbitration::InputRoundRobin,
@@ -541,6 +574,16 @@ impl ScenarioFile {
             }
             check_finishes_in_time(&format!("traffic[{i}]"), &tr, &topology)?;
             traffic.push(tr);
+        }
+        let protocol_traffic =
+            traffic.iter().any(|t| matches!(t, Traffic::Ina(_) | Traffic::Training(_) | Traffic::InaTraining(_)));
+        for (key, on) in [
+            ("network.duplicate_probability", nw.duplicate_probability > 0.0),
+            ("network.reorder_probability", nw.reorder_probability > 0.0),
+        ] {
+            if on && !protocol_traffic {
+                return e(key, "applies to protocol packets only (kind = \"ina_allreduce\" or \"training\" traffic), and this scenario has none");
+            }
         }
         let mut net = net;
         // Jobs without hosts take free ones before anything asks which hosts the traffic uses.

@@ -389,6 +389,15 @@ pub struct NetworkSpec {
     pub spray: SpraySpec,
     #[serde(default)]
     pub loss_probability: f64,
+    /// Probability that a protocol packet (in-network and training traffic) crossing a link
+    /// is sent again by the link's sender.
+    #[serde(default)]
+    pub duplicate_probability: f64,
+    /// Probability that a protocol packet arriving over a link is held back for
+    /// `reorder_delay_ns` (packets behind it overtake it).
+    #[serde(default)]
+    pub reorder_probability: f64,
+    pub reorder_delay_ns: Option<f64>,
     #[serde(default)]
     pub arbitration: ArbitrationSpec,
     /// Switch microarchitecture; the three keys after it apply to `"input_buffered"` only.
@@ -496,6 +505,9 @@ impl Default for NetworkSpec {
             adaptive_threshold_bytes: None,
             spray: SpraySpec::Flow,
             loss_probability: 0.0,
+            duplicate_probability: 0.0,
+            reorder_probability: 0.0,
+            reorder_delay_ns: None,
             arbitration: ArbitrationSpec::Fifo,
             router: RouterSpec::OutputQueued,
             input_buffer_bytes: None,

@@ -400,6 +400,13 @@ impl InaWorld {
         self.update_done(net, ci);
     }
 
+    /// A copy of protocol packet `app` with its own data (the duplication fault).
+    pub fn duplicate(&mut self, app: u32) -> u32 {
+        let h = self.arena[app as usize];
+        let copy = Header { data: self.vals.duplicate(h.data), ..h };
+        self.put(copy)
+    }
+
     pub fn on_app_lost(&mut self, _net: &mut Network, app: u32) {
         let hdr = self.take(app);
         self.vals.release(hdr.data);

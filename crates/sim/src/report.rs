@@ -508,6 +508,11 @@ pub fn build(sc: &Scenario, net: &Network, w: &ScenarioWorkload, end: &RunEnd) -
         },
     });
     let mut summary = summary;
+    if sc.net.duplicate_probability > 0.0 || sc.net.reorder_probability > 0.0 {
+        // Only with these faults on: the other runs' summaries stay as they were.
+        // Protocol packets the duplication fault sent twice and the reordering fault held back.
+        summary["packet_faults"] = json!({ "duplicated": s.duplicated_packets, "held": s.held_packets });
+    }
     if let Some(t) = &w.training {
         // Only in training runs: the other runs' summaries stay as they were.
         summary["training"] = serde_json::to_value(t.totals()).expect("json");

@@ -605,6 +605,13 @@ impl TrainingWorld {
         }
     }
 
+    /// A copy of protocol packet `app` with its own data (the duplication fault).
+    pub fn duplicate(&mut self, app: u32) -> u32 {
+        let (p, ecn) = self.arena[app as usize];
+        let copy = p.copy(&mut self.vals);
+        self.put(copy, ecn)
+    }
+
     pub fn on_app_lost(&mut self, _net: &mut Network, app: u32) {
         let (p, _) = self.take(app);
         self.vals.release(p.data);

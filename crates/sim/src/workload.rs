@@ -462,6 +462,13 @@ impl Workload for ScenarioWorkload {
             w.on_app_lost(net, app);
         }
     }
+    fn on_app_duplicate(&mut self, _net: &mut Network, app: u32) -> Option<u32> {
+        if let Some(w) = self.training.as_mut() {
+            Some(w.duplicate(app))
+        } else {
+            self.ina.as_mut().map(|w| w.duplicate(app))
+        }
+    }
 
     fn on_app_queue_low(&mut self, net: &mut Network, host: u32, _port: u16) {
         if let Some(w) = self.training.as_mut() {

@@ -1,7 +1,7 @@
 //! End-to-end runs of training jobs on a shared switch memory (`kind = "training"`: SwitchML,
 //! ATP, DSA) through the one door: loss at a worker and at a parameter server, a PS restart,
-//! a topology with several switches, a run that cannot finish, determinism, and a property test
-//! over random loss, seeds, pool sizes and job shapes. Every run must end with every job's
+//! a topology with several switches, a run that cannot finish, determinism, and property tests
+//! over random loss, duplication, reordering, seeds, pool sizes and job shapes. Every run must end with every job's
 //! results verified (fingerprints and element values) and every aggregator free.
 
 use reducelab_des::Rng;
@@ -51,6 +51,23 @@ values = true
 {faults}
 "#
     )
+}
+
+/// A `[network]` header with the duplication and reordering faults, each in half the cases:
+/// up to 10 % of the protocol packets sent twice per link, up to 20 % held back 0.1–20 µs.
+fn dup_and_reorder(rng: &mut Rng) -> String {
+    let mut keys = String::from("[network]\n");
+    if rng.below(2) == 0 {
+        keys += &format!("duplicate_probability = {:.3}\n", rng.below(100) as f64 / 1000.0);
+    }
+    if rng.below(2) == 0 {
+        keys += &format!(
+            "reorder_probability = {:.3}\nreorder_delay_ns = {}\n",
+            (1 + rng.below(200)) as f64 / 1000.0,
+            100 + rng.below(20_000)
+        );
+    }
+    keys
 }
 
 struct Run {
@@ -236,6 +253,7 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
 #[test]
 fn property_random_loss_seeds_and_pool_sizes() {
     let mut rng = Rng::new(0x7EA1);
+    let (mut copies, mut held) = (0, 0);
     for case in 0..14 {
         let p = ["switchml", "atp", "dsa", "dsa"][rng.below(4) as usize];
         let jobs = 1 + rng.below(3) as u32;
@@ -255,10 +273,18 @@ fn property_random_loss_seeds_and_pool_sizes() {
             _ => "",
         };
         let seed = rng.next_u64() % 1000;
-        let text = scenario(p, seed, jobs, workers, memory, extra, &faults);
+        let faulty = dup_and_reorder(&mut rng);
+        let text = scenario(p, seed, jobs, workers, memory, extra, &faults).replace("[network]\n", &faulty);
         let r = run(&text);
-        assert_clean(&r, &format!("case {case}: {p} {extra} seed {seed}, {jobs}x{workers}, {memory} B, loss {loss}"));
+        assert_clean(
+            &r,
+            &format!("case {case}: {p} {extra} seed {seed}, {jobs}x{workers}, {memory} B, loss {loss}, {faulty}"),
+        );
+        copies += r.summary["packet_faults"]["duplicated"].as_u64().unwrap_or(0);
+        held += r.summary["packet_faults"]["held"].as_u64().unwrap_or(0);
     }
+    // The faults did act: packets were duplicated and held back, and every run stayed exact.
+    assert!(copies > 0 && held > 0, "{copies} duplicated, {held} held");
 }
 
 /// §IV-C's task types in a lossy DSA run: every lost packet is counted under exactly one
@@ -427,6 +453,7 @@ fn property_tree_aggregation_random_loss_seeds_and_pool_sizes() {
             _ => "aggregation = \"tree\"",
         };
         let seed = rng.next_u64() % 1000;
+        let faulty = dup_and_reorder(&mut rng);
         let text = scenario(
             p,
             seed,
@@ -436,9 +463,13 @@ fn property_tree_aggregation_random_loss_seeds_and_pool_sizes() {
             extra,
             &format!("[[faults]]\nkind = \"loss\"\nlink = {link}\nprobability = {loss}"),
         )
-        .replace("kind = \"star\"\nhosts = 10", "kind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 3\nspines = 2");
+        .replace("kind = \"star\"\nhosts = 10", "kind = \"fat_tree_2\"\nleaves = 4\nhosts_per_leaf = 3\nspines = 2")
+        .replace("[network]\n", &faulty);
         let r = run(&text);
-        assert_clean(&r, &format!("case {case}: {p} {extra} seed {seed}, {memory} B, loss {loss} on link {link}"));
+        assert_clean(
+            &r,
+            &format!("case {case}: {p} {extra} seed {seed}, {memory} B, loss {loss} on link {link}, {faulty}"),
+        );
         reminded += training(&r)["switch"]["reminders_fetched"].as_u64().unwrap_or(0);
     }
     assert!(reminded > 0, "no reminder fetched a partial from any switch");
