@@ -257,13 +257,14 @@ FAULTS = ("--fault", "loss=0.02,dup=0.02,reorder=0.05,reorder_us=300", "--fault-
 @pytest.mark.parametrize(
     ("protocol", "node", "block", "faults"),
     [("switchml", 4, 9, ()), ("atp", 5, 10, ()), ("dsa", 5, 21, FAULTS), ("reliable_tree", 4, 17, FAULTS),
-     ("static_trees", 4, 23, ()), ("switchml_allreduce", 4, 26, FAULTS), ("atp_allreduce", 4, 28, FAULTS),
+     ("static_trees", 4, 23, ()), ("flare", 4, 25, ()), ("switchml_allreduce", 4, 26, FAULTS), ("atp_allreduce", 4, 28, FAULTS),
      ("dsa_allreduce", 4, 29, FAULTS)],
 )
 def test_innet_sessions_sum_random_calls_exactly(protocol: str, node: int, block: int, faults: tuple[str, ...]) -> None:
     """`innet.Session` on a pool scenario (scenarios/switch/star4_switchml.toml, star4_atp.toml,
     star4_dsa.toml under faults; ATP's and DSA's parameter server is a thread of rank 0), on a
-    static tree (star4_static_trees.toml, no loss recovery: no faults), on a reliable tree
+    static tree (star4_static_trees.toml) or dense Flare's tree (star4_flare.toml; neither
+    recovers from loss: no faults), on a reliable tree
     (star4_reliable_tree.toml) or on SwitchML as an in-network allreduce
     (star4_switchml_allreduce.toml) or ATP and DSA as in-network allreduces (their server in rank
     0's agent, which answers between calls), the last four

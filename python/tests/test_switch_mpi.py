@@ -168,6 +168,13 @@ def test_mpi_allreduce_through_a_static_tree_switch_is_exact() -> None:
     assert report["program"]["aggregated"] > 0 and report["program"]["collisions"] == 0, report
 
 
+def test_mpi_allreduce_through_a_dense_flare_switch_is_exact() -> None:
+    """REDUCELAB_ALLREDUCE=flare (scenarios/switch/star4_flare.toml): dense Flare's one tree
+    serves the runtime's calls as static trees do (no loss recovery, so no faults)."""
+    report = _through_a_switch(REPO / "scenarios/switch/star4_flare.toml", "127.66.32.1", [], "flare", 4)
+    assert report["program"]["aggregated"] > 0 and report["program"]["collisions"] == 0, report
+
+
 def test_a_switch_algorithm_that_is_not_the_scenarios_protocol_fails_with_the_reason() -> None:
     """REDUCELAB_ALLREDUCE=switchml with a canary scenario: every rank stops with the reason."""
     sw = subprocess.Popen(

@@ -38,7 +38,8 @@ use reducelab_flare::sparse::switch::{BlockAssembler, SparseAggregator, Storage}
 use crate::fabric::Fabric;
 use crate::host::{Collective, HostStats};
 use crate::protocol::{
-    integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, Progress, SwitchConfig, Tenant,
+    integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, Progress, SessionCalls, SwitchConfig,
+    Tenant,
 };
 use crate::tree::{build_trees, StaticTreeSwitch, StaticTrees, TreeNode};
 use crate::{ports_of, Addr, Header, HostAction, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, NIL};
@@ -163,6 +164,19 @@ impl InaProtocol for FlareDense {
     }
     fn switch_service(&self, elements_per_packet: u16) -> Option<(f64, u64)> {
         Some(cost::service(cost::dense_cycles(elements_per_packet as u64)))
+    }
+    /// As static trees' (its switches run the same program on one tree): a tenant's switch
+    /// state is its tree and its slots, not the collective's size, so calls continue one block
+    /// sequence, and the window must be a power of two for the slots (sequence mod window) to
+    /// stay in step where the sequence wraps at 2^20.
+    fn session_calls(&self) -> Result<SessionCalls, String> {
+        if !self.window.is_power_of_two() {
+            return Err(format!(
+                "window: {} is not a power of two; a session's block sequence wraps at 2^20, where the slots (sequence mod window) must stay in step",
+                self.window
+            ));
+        }
+        Ok(SessionCalls::ContinuedSequence)
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {

@@ -753,20 +753,24 @@ fn a_session_names_the_missing_switch_and_refuses_bad_arguments() {
     assert!(e.starts_with("no switch: nothing listens at 127.77.92.5:47001 (port 1 of switch node 4"), "{e}");
     assert!(Session::open(&s.text, (s.ip, 47000), 5, 0, HostOptions::default()).err().unwrap().starts_with("ranks: 5"));
     assert!(Session::open(&s.text, (s.ip, 47000), 4, 4, HostOptions::default()).err().unwrap().starts_with("rank: 4"));
-    let e =
-        Session::open(&scenario(STAR4, "flare", 1024, ""), (s.ip, 47000), 4, 0, HostOptions::default()).err().unwrap();
-    assert!(e.starts_with("protocol: flare's switch programs are built for the scenario's collectives"), "{e}");
-    // Static trees serve sessions whose slots stay in step across the sequence's wrap.
-    let e = Session::open(
-        &scenario(STAR4, "static_trees", 1024, "window = 24\n"),
-        (s.ip, 47000),
-        4,
-        0,
-        HostOptions::default(),
-    )
-    .err()
-    .unwrap();
-    assert!(e.starts_with("window: 24 is not a power of two"), "{e}");
+    let e = Session::open(&scenario(STAR4, "flare_sparse", 1024, ""), (s.ip, 47000), 4, 0, HostOptions::default())
+        .err()
+        .unwrap();
+    assert!(e.starts_with("protocol: flare_sparse's switch programs are built for the scenario's collectives"), "{e}");
+    // Static trees and dense Flare serve sessions whose slots stay in step across the
+    // sequence's wrap.
+    for protocol in ["static_trees", "flare"] {
+        let e = Session::open(
+            &scenario(STAR4, protocol, 1024, "window = 24\n"),
+            (s.ip, 47000),
+            4,
+            0,
+            HostOptions::default(),
+        )
+        .err()
+        .unwrap();
+        assert!(e.starts_with("window: 24 is not a power of two"), "{protocol}: {e}");
+    }
     let _sw = s.switches(&[]);
     let mut one = Session::open(&s.text, (s.ip, 47000), 1, 0, HostOptions::default()).unwrap();
     let e = one.allreduce_f32(&[1.0, f32::NAN]).err().unwrap();
