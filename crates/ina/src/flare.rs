@@ -41,7 +41,7 @@ use crate::protocol::{
     integer, number, only_known, HostProtocol, InaProtocol, ParamError, Params, Progress, SessionCalls, SwitchConfig,
     Tenant,
 };
-use crate::tree::{build_trees, StaticTreeSwitch, StaticTrees, TreeNode};
+use crate::tree::{build_trees, tree_session_calls, StaticTreeSwitch, StaticTrees, TreeNode};
 use crate::{ports_of, Addr, Header, HostAction, Kind, Out, SwAction, SwitchProgram, SwitchStats, Values, NIL};
 
 /// The root of a collective's reduction tree: the switch whose farthest host is nearest (ties:
@@ -166,17 +166,9 @@ impl InaProtocol for FlareDense {
         Some(cost::service(cost::dense_cycles(elements_per_packet as u64)))
     }
     /// As static trees' (its switches run the same program on one tree): a tenant's switch
-    /// state is its tree and its slots, not the collective's size, so calls continue one block
-    /// sequence, and the window must be a power of two for the slots (sequence mod window) to
-    /// stay in step where the sequence wraps at 2^20.
+    /// state is its tree and its slots, not the collective's size.
     fn session_calls(&self) -> Result<SessionCalls, String> {
-        if !self.window.is_power_of_two() {
-            return Err(format!(
-                "window: {} is not a power of two; a session's block sequence wraps at 2^20, where the slots (sequence mod window) must stay in step",
-                self.window
-            ));
-        }
-        Ok(SessionCalls::ContinuedSequence)
+        tree_session_calls(self.window)
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {

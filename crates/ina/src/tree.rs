@@ -114,13 +114,7 @@ impl InaProtocol for StaticTrees {
     /// sequence modulo the window, which must then be a power of two: the sequence wraps at
     /// 2^20, and consecutive blocks across the wrap must still take consecutive slots.
     fn session_calls(&self) -> Result<SessionCalls, String> {
-        if !self.window.is_power_of_two() {
-            return Err(format!(
-                "window: {} is not a power of two; a session's block sequence wraps at 2^20, where the slots (sequence mod window) must stay in step",
-                self.window
-            ));
-        }
-        Ok(SessionCalls::ContinuedSequence)
+        tree_session_calls(self.window)
     }
     fn stall_cause(&self, lost_packets: u64) -> String {
         if lost_packets > 0 {
@@ -129,6 +123,19 @@ impl InaProtocol for StaticTrees {
             "no event is pending".to_string()
         }
     }
+}
+
+/// How the tree program's switches serve a session whose hosts keep `window` blocks
+/// outstanding (static trees, dense Flare): the next call continues the block sequence, and the
+/// window must be a power of two for the slots (sequence mod window) to stay in step where the
+/// sequence wraps at 2^20.
+pub fn tree_session_calls(window: u32) -> Result<SessionCalls, String> {
+    if !window.is_power_of_two() {
+        return Err(format!(
+            "window: {window} is not a power of two; a session's block sequence wraps at 2^20, where the slots (sequence mod window) must stay in step"
+        ));
+    }
+    Ok(SessionCalls::ContinuedSequence)
 }
 
 /// Every switch's role in every (tenant, tree): `roles[node][tenant · trees + tree]`. Each
