@@ -575,14 +575,14 @@ impl ScenarioFile {
             check_finishes_in_time(&format!("traffic[{i}]"), &tr, &topology)?;
             traffic.push(tr);
         }
-        let protocol_traffic =
-            traffic.iter().any(|t| matches!(t, Traffic::Ina(_) | Traffic::Training(_) | Traffic::InaTraining(_)));
+        // In-network allreduces (entries, training jobs, traces' collectives) or pool jobs.
+        let protocol_traffic = !ina_specs_empty(&traffic) || traffic.iter().any(|t| matches!(t, Traffic::Training(_)));
         for (key, on) in [
             ("network.duplicate_probability", nw.duplicate_probability > 0.0),
             ("network.reorder_probability", nw.reorder_probability > 0.0),
         ] {
             if on && !protocol_traffic {
-                return e(key, "applies to protocol packets only (kind = \"ina_allreduce\" or \"training\" traffic), and this scenario has none");
+                return e(key, "applies to protocol packets only (in-network allreduces: kind = \"ina_allreduce\", \"training\", or traces' in-network collectives), and this scenario has none");
             }
         }
         let mut net = net;

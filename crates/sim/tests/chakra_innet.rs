@@ -189,13 +189,14 @@ fn a_lone_in_network_allreduce_takes_exactly_the_standalone_time() {
 }
 
 /// Random traces (per-rank compute skew, chained allreduces of random sizes), placements, seeds,
-/// protocols of the registry and (for those that recover) lossy links: every run completes,
-/// verified on every rank, and the semantics hold.
+/// protocols of the registry and (for those that recover) lossy links, duplicated packets (for
+/// the duplicate-safe ones) and held-back packets: every run completes, verified on every rank,
+/// and the semantics hold.
 #[test]
 fn random_traces_protocols_and_loss_run_verified() {
     let d = dir("random");
     let mut rng = Rng::new(0x1A7E);
-    let (mut lossy, mut lost) = (0, 0);
+    let (mut lossy, mut lost, mut copies, mut held) = (0, 0, 0, 0);
     let infos = reducelab_ina::PROTOCOLS;
     for case in 0..2 * infos.len() {
         // Every registered protocol twice.
@@ -210,12 +211,23 @@ fn random_traces_protocols_and_loss_run_verified() {
         rng.shuffle(&mut all);
         let h = &all[..p as usize];
         let loss = if info.loss_recovery && rng.bernoulli(0.7) { [0.001, 0.01][rng.below(2) as usize] } else { 0.0 };
+        // Duplicated packets for the protocols that tell copies apart, held-back packets for
+        // those that recover.
+        let mut faults = format!("loss_probability = {loss}\n");
+        if info.duplicate_safe && rng.bernoulli(0.5) {
+            faults += "duplicate_probability = 0.02\n";
+        }
+        if info.loss_recovery && rng.bernoulli(0.5) {
+            faults += "reorder_probability = 0.05\nreorder_delay_ns = 1000\n";
+        }
         let text = chakra(&prefix, h, info.name, "")
-            .replace("routing = \"canary\"\n", &format!("routing = \"canary\"\nloss_probability = {loss}\n"));
+            .replace("routing = \"canary\"\n", &format!("routing = \"canary\"\n{faults}"));
         let text = text.replace("name = \"c\"", &format!("name = \"c\"\nseed = {}", rng.below(1000)));
         let (s, files) = run_in(&d, &text).unwrap();
-        let what = format!("case {case}: {} on {p} ranks, {bytes:?} B, loss {loss}", info.name);
+        let what = format!("case {case}: {} on {p} ranks, {bytes:?} B, {faults}", info.name);
         assert_eq!(s["status"], "completed", "{what}: {s}");
+        copies += s["packet_faults"]["duplicated"].as_u64().unwrap_or(0);
+        held += s["packet_faults"]["held"].as_u64().unwrap_or(0);
         if loss > 0.0 {
             lossy += 1;
             lost += s["ina"]["lost_packets"].as_u64().unwrap();
@@ -227,6 +239,7 @@ fn random_traces_protocols_and_loss_run_verified() {
         check_semantics(&files, p, &nodes);
     }
     assert!(lossy > 0 && lost > 0, "some case lost packets ({lossy} lossy cases)");
+    assert!(copies > 0 && held > 0, "some case duplicated ({copies}) and held back ({held}) packets");
 }
 
 /// Two traces and an `ina_allreduce` entry on the same switches: the in-network world numbers
