@@ -35,7 +35,7 @@ use reducelab_ina::{
 };
 
 mod common;
-use common::{env_u64, Rng};
+use common::{env_u64, Rng, SessionCase as Case};
 
 /// The soak's queue of events.
 type Queue = common::Queue<Ev>;
@@ -68,22 +68,6 @@ enum Ev {
         call: usize,
         token: u64,
     },
-}
-
-struct Case {
-    window: u32,
-    rto_ps: u64,
-    loss: f64,
-    dup: f64,
-    calls: Vec<u64>,
-    epp: u16,
-}
-
-impl Case {
-    /// Loss, duplication, and how late a copy comes at most (two retransmission timeouts).
-    fn faults(&self) -> (f64, f64, u64) {
-        (self.loss, self.dup, 2 * self.rto_ps)
-    }
 }
 
 /// How one case ended.
@@ -155,7 +139,7 @@ fn run_case(name: &str, case: &Case, rng: &mut Rng) -> Result<Outcome, String> {
                     // To its first hop or to a host (a rank's packet to the parameter server):
                     // either way through the switch.
                     HostAction::Send(hdr) => {
-                        q.send(rng, &mut vals, $now, hdr, case.faults(), |hdr| Ev::AtSwitch { from: h, hdr })
+                        q.send(rng, &mut vals, $now, hdr, case.faults(2), |hdr| Ev::AtSwitch { from: h, hdr })
                     }
                     HostAction::Timer { at, token } => q.timer(at, Ev::HostTimer { host: h, call: $k, token }),
                 }
@@ -262,7 +246,7 @@ fn run_case(name: &str, case: &Case, rng: &mut Rng) -> Result<Outcome, String> {
                             let Addr::Host(to) = hdr.dst else {
                                 return Err(format!("the switch sent {hdr:?} elsewhere than a host"));
                             };
-                            q.send(rng, &mut vals, now, hdr, case.faults(), |hdr| Ev::AtHost { to, hdr });
+                            q.send(rng, &mut vals, now, hdr, case.faults(2), |hdr| Ev::AtHost { to, hdr });
                         }
                         other => return Err(format!("unexpected switch action {other:?}")),
                     }
@@ -335,15 +319,7 @@ fn soak(name: &str, cases: u64, seed: u64) {
     let mut rng = Rng(seed | 1);
     let (mut lossy, mut stale, mut stalled, mut leftover) = (0u64, 0, 0u64, 0u64);
     for i in 0..cases {
-        let calls = (0..1 + rng.below(4)).map(|_| 4 + rng.below(3_000)).collect();
-        let case = Case {
-            window: 1 + rng.below(8) as u32,
-            rto_ps: 2_000_000 + rng.below(40_000_000),
-            loss: if rng.chance(0.2) { 0.0 } else { rng.below(100) as f64 / 1000.0 },
-            dup: rng.below(300) as f64 / 1000.0,
-            calls,
-            epp: [1, 4, 16][rng.below(3) as usize],
-        };
+        let case = Case::draw(&mut rng, 4, 3_000, 100);
         let mut r = Rng(rng.next() | 1);
         match run_case(name, &case, &mut r) {
             Ok(o) => {
@@ -351,10 +327,7 @@ fn soak(name: &str, cases: u64, seed: u64) {
                 stalled += !o.completed as u64;
                 leftover += o.leftover;
             }
-            Err(e) => panic!(
-                "{name} case {i}: window {}, rto {} ps, loss {}, duplication {}, calls {:?} bytes, {} elements per packet: {e}",
-                case.window, case.rto_ps, case.loss, case.dup, case.calls, case.epp
-            ),
+            Err(e) => panic!("{name} case {i}: {case}: {e}"),
         }
         lossy += (case.loss > 0.0) as u64;
     }

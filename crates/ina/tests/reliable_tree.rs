@@ -19,7 +19,7 @@ use reducelab_ina::{
 };
 
 mod common;
-use common::{env_u64, Rng};
+use common::{env_u64, Rng, SessionCase as Case};
 
 /// The soak's queue of events.
 type Queue = common::Queue<Ev>;
@@ -39,11 +39,7 @@ fn send(
     hdr: Header,
 ) {
     let (peer, peer_port) = fab.nodes[node as usize].ports[port as usize];
-    q.send(rng, vals, now, hdr, (case.loss, case.dup, 10 * case.rto_ps), |hdr| Ev::Packet {
-        node: peer,
-        port: peer_port,
-        hdr,
-    });
+    q.send(rng, vals, now, hdr, case.faults(10), |hdr| Ev::Packet { node: peer, port: peer_port, hdr });
 }
 
 /// Spine 0, leaves 1 and 2 (port 0 up, ports 1..=3 down), hosts 3..=8 (host h on leaf
@@ -67,15 +63,6 @@ enum Ev {
     Packet { node: u32, port: u16, hdr: Header },
     /// A host agent's timer (host, call).
     HostTimer { host: u32, call: usize, token: u64 },
-}
-
-struct Case {
-    window: u32,
-    rto_ps: u64,
-    loss: f64,
-    dup: f64,
-    calls: Vec<u64>,
-    epp: u16,
 }
 
 fn run_case(case: &Case, rng: &mut Rng) -> Result<(), String> {
@@ -214,21 +201,10 @@ fn every_result_is_exact_under_loss_duplication_reordering_and_calls_in_sequence
     let mut rng = Rng(env_u64("REDUCELAB_RT_SEED", 0x4E1A) | 1);
     let mut resent = 0;
     for i in 0..cases {
-        let calls = (0..1 + rng.below(3)).map(|_| 4 + rng.below(6_000)).collect();
-        let case = Case {
-            window: 1 + rng.below(8) as u32,
-            rto_ps: 2_000_000 + rng.below(40_000_000),
-            loss: if rng.chance(0.2) { 0.0 } else { rng.below(300) as f64 / 1000.0 },
-            dup: rng.below(300) as f64 / 1000.0,
-            calls,
-            epp: [1, 4, 16][rng.below(3) as usize],
-        };
+        let case = Case::draw(&mut rng, 3, 6_000, 300);
         let mut r = Rng(rng.next() | 1);
         if let Err(e) = run_case(&case, &mut r) {
-            panic!(
-                "case {i}: window {}, rto {} ps, loss {}, duplication {}, calls {:?} bytes, {} elements per packet: {e}",
-                case.window, case.rto_ps, case.loss, case.dup, case.calls, case.epp
-            );
+            panic!("case {i}: {case}: {e}");
         }
         resent += (case.loss > 0.0) as u32;
     }

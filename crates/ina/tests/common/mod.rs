@@ -5,6 +5,7 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::fmt;
 
 use reducelab_ina::{Header, Values};
 
@@ -85,5 +86,48 @@ impl<E> Queue<E> {
             return;
         }
         self.push(now + 500 + rng.below(5_000), make(hdr));
+    }
+}
+
+/// One case of a session soak: calls of these sizes one after another, the agents' window and
+/// re-send timeout, the links' loss and duplication, elements per packet.
+pub struct SessionCase {
+    pub window: u32,
+    pub rto_ps: u64,
+    pub loss: f64,
+    pub dup: f64,
+    pub calls: Vec<u64>,
+    pub epp: u16,
+}
+
+impl SessionCase {
+    /// A random case: 1 to `max_calls` calls of 4 to `3 + max_bytes` bytes, window 1–8, a
+    /// 2–42 µs timeout, no loss in a fifth of the cases else below `max_loss_permille` ‰,
+    /// duplication below 30 %, 1, 4 or 16 elements per packet.
+    pub fn draw(rng: &mut Rng, max_calls: u64, max_bytes: u64, max_loss_permille: u64) -> SessionCase {
+        let calls = (0..1 + rng.below(max_calls)).map(|_| 4 + rng.below(max_bytes)).collect();
+        SessionCase {
+            window: 1 + rng.below(8) as u32,
+            rto_ps: 2_000_000 + rng.below(40_000_000),
+            loss: if rng.chance(0.2) { 0.0 } else { rng.below(max_loss_permille) as f64 / 1000.0 },
+            dup: rng.below(300) as f64 / 1000.0,
+            calls,
+            epp: [1, 4, 16][rng.below(3) as usize],
+        }
+    }
+    /// Loss, duplication, and how late a copy comes at most (`rtos` re-send timeouts), as
+    /// [`Queue::send`] takes them.
+    pub fn faults(&self, rtos: u64) -> (f64, f64, u64) {
+        (self.loss, self.dup, rtos * self.rto_ps)
+    }
+}
+
+impl fmt::Display for SessionCase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "window {}, rto {} ps, loss {}, duplication {}, calls {:?} bytes, {} elements per packet",
+            self.window, self.rto_ps, self.loss, self.dup, self.calls, self.epp
+        )
     }
 }
