@@ -60,6 +60,7 @@ pub mod policy;
 pub mod pool;
 pub mod pool_allreduce;
 pub mod pool_jobs;
+pub mod pool_node;
 pub mod pool_wire;
 pub mod protocol;
 pub mod ps;

@@ -184,8 +184,8 @@ impl Ps {
 /// program sees a job of one worker per leaf (child `c`, bit `c`).
 ///
 /// Its methods are the sans-I/O part of the tree: what a leaf's program is given
-/// ([`Tree::leaf_input`]) and where a program's packet goes ([`Tree::route`]). The simulator's
-/// driver (`at_leaf`, `tree_actions`) and the software switch (`crates/switch`) both call them.
+/// ([`Tree::leaf_input`]) and where a program's packet goes ([`Tree::route`]). The node logic
+/// ([`crate::pool_node`]), which the simulator and the software switch both run, calls them.
 #[derive(Clone, Debug)]
 pub struct Tree {
     /// Per child: its leaf switch and the job ranks under it (ascending).

@@ -16,8 +16,10 @@
 //!   (`[ina] switch_memory_bytes / 306 B` aggregators, SwitchML's split evenly among its jobs);
 //!   packets of other switches' jobs pass through. With `aggregation = "tree"` every switch
 //!   of a job's two-level tree runs the program (leaves for their workers, the root for one
-//!   contribution per leaf; `tree_actions`, docs/ina.md). A `Workers` packet is multicast by the job's
-//!   switch: one copy per worker, routed.
+//!   contribution per leaf; docs/ina.md). A `Workers` packet is multicast by the job's
+//!   switch: one copy per worker, routed. What a switch does with a packet is
+//!   [`reducelab_ina::pool_node`]'s, which the software switch runs too; this driver carries
+//!   out its outputs on the engine.
 //! - **ECN.** Switch queues mark packets above `network.ecn_threshold_bytes`. A worker reads a
 //!   mark on the ACK it receives; a parameter server that receives a marked packet echoes the
 //!   mark on its next ACK (ATP's PS does; DSA follows ATP's congestion control, §III-D).
@@ -35,13 +37,12 @@
 //! engine's total-order event queue.
 
 use reducelab_ina::dsa_tasks::{TaskTypeCounts, TaskTypes};
-use reducelab_ina::pool::{
-    hash_index, AggPacket, Dest, PacketKind, PoolAction, PoolProgram, PoolStats, PsAction, Task,
-};
+use reducelab_ina::pool::{AggPacket, Dest, PacketKind, PoolStats, PsAction};
 use reducelab_ina::pool_jobs::{
     check_result, gradient_packet, AnyPoolProgram, JobLayout, JobSpec, PoolProtocol, Ps, TrainingLayout, TrainingSpec,
-    TreeRoute, CONTROL_BYTES, ELEMS_PER_PACKET, HEADER_BYTES, PACKET_BYTES, PS_RANK,
+    CONTROL_BYTES, ELEMS_PER_PACKET, HEADER_BYTES, PACKET_BYTES, PS_RANK,
 };
+use reducelab_ina::pool_node::{JobRoute, NodeDst, NodeOut, PoolNodes};
 use reducelab_ina::ps::PsStats;
 use reducelab_ina::training::{self, Partition};
 use reducelab_ina::Values;
@@ -158,7 +159,9 @@ pub struct TrainingWorld {
     vals: Values,
     timers: Vec<(Target, u64)>,
     timers_free: Vec<u32>,
-    pbuf: Vec<PoolAction>,
+    /// The switch nodes' logic (what a program takes, where its packets go).
+    nodes: PoolNodes,
+    nbuf: Vec<NodeOut>,
     psbuf: Vec<PsAction>,
     salt: u64,
     link_bps: u64,
@@ -170,8 +173,6 @@ pub struct TrainingWorld {
     pub lost_packets: u64,
     /// DSA's §IV-C task types (preemption contests and losses per task).
     task_types: TaskTypes,
-    /// Tree aggregation: gradients a leaf refused (not from one of its workers).
-    malformed_at_leaves: u64,
     restarts: u32,
     worker_bytes_sent: u64,
     ps_bytes_received: u64,
@@ -245,6 +246,21 @@ impl TrainingWorld {
             .unwrap_or(link_bps);
         let program_pps = busiest as f64 / (PACKET_BYTES as f64 * 8.0);
         let left = jobs.len();
+        let routes = jobs
+            .iter()
+            .map(|j| JobRoute {
+                switch: j.layout.switch,
+                tree: j.layout.tree.clone(),
+                workers: j.spec.workers.clone(),
+                ps: j.spec.ps,
+            })
+            .collect();
+        let nodes = PoolNodes::new(
+            routes,
+            spec.tree,
+            spec.protocol == PoolProtocol::Atp,
+            matches!(spec.protocol, PoolProtocol::Dsa(_)),
+        );
         Ok(TrainingWorld {
             vals: Values::new(if spec.values { ELEMS_PER_PACKET as usize } else { 0 }),
             spec,
@@ -255,7 +271,8 @@ impl TrainingWorld {
             arena_free: Vec::new(),
             timers: Vec::new(),
             timers_free: Vec::new(),
-            pbuf: Vec::new(),
+            nodes,
+            nbuf: Vec::new(),
             psbuf: Vec::new(),
             salt: crate::ina_run::collective_salt(seed),
             link_bps,
@@ -264,7 +281,6 @@ impl TrainingWorld {
             left,
             lost_packets: 0,
             task_types: TaskTypes::new(),
-            malformed_at_leaves: 0,
             restarts: 0,
             worker_bytes_sent: 0,
             ps_bytes_received: 0,
@@ -339,14 +355,10 @@ impl TrainingWorld {
         }
     }
 
-    /// Where a packet of job `job` addressed to `dst` goes, and whether switch programs take it.
+    /// Where a packet addressed by its destination goes, and whether switch programs take it.
     fn route_of(&self, p: &AggPacket) -> (AppDst, bool) {
-        let job = &self.jobs[p.job as usize];
-        match p.dst {
-            Dest::Switch | Dest::Workers => (AppDst::Node(job.layout.switch), true),
-            Dest::Ps => (AppDst::Host(job.spec.ps.expect("a job with a PS")), false),
-            Dest::Worker(r) => (AppDst::Host(job.spec.workers[r as usize]), false),
-        }
+        let (dst, intercept) = self.nodes.route_of(p);
+        (app_dst(dst), intercept)
     }
 
     fn app(&mut self, p: AggPacket, ecn: bool, dst: AppDst, intercept: bool) -> AppPacket {
@@ -360,99 +372,35 @@ impl TrainingWorld {
         net.app_inject(host, 0, a);
     }
 
-    /// Carries out a switch program's actions at `node` (`pkt`: the arriving packet in custody).
-    fn switch_actions(&mut self, net: &mut Network, node: u32, pkt: PacketId, ecn: bool) {
-        let mut buf = std::mem::take(&mut self.pbuf);
-        for a in buf.drain(..) {
-            match a {
-                PoolAction::Consume => net.app_consume(pkt),
-                PoolAction::Forward(p) if p.dst == Dest::Workers => {
-                    self.multicast(net, node, p, ecn, Some(pkt));
-                }
-                PoolAction::Forward(p) => {
-                    let (dst, intercept) = self.route_of(&p);
-                    let a = self.app(p, ecn, dst, intercept && p.dst != Dest::Switch);
-                    net.app_forward(node, pkt, AppOut::Route, a);
-                }
-                PoolAction::Emit(p) if p.dst == Dest::Workers => self.multicast(net, node, p, false, None),
-                PoolAction::Emit(p) => {
-                    let (dst, _) = self.route_of(&p);
-                    let a = self.app(p, false, dst, false);
-                    net.app_emit(node, AppOut::Route, a);
-                }
-            }
-        }
-        self.pbuf = buf;
-    }
-
-    /// One copy of `p` to each worker of its job (the first takes over `custody`, if given).
-    fn multicast(&mut self, net: &mut Network, node: u32, p: AggPacket, ecn: bool, custody: Option<PacketId>) {
-        let n = self.jobs[p.job as usize].spec.workers.len();
-        for r in 0..n {
-            let host = self.jobs[p.job as usize].spec.workers[r];
-            let c = if r == 0 { p } else { p.copy(&mut self.vals) };
-            let a = self.app(c, ecn, AppDst::Host(host), false);
-            match (r, custody) {
-                (0, Some(pkt)) => net.app_forward(node, pkt, AppOut::Route, a),
-                _ => net.app_emit(node, AppOut::Route, a),
-            }
-        }
-    }
-
+    /// A packet at switch `node`: what [`PoolNodes::on_packet`] says becomes of it and what
+    /// the node sends, in that order.
     pub fn on_app_at_switch(&mut self, net: &mut Network, node: u32, in_port: u16, pkt: PacketId) {
         let app = net.app_packet(pkt).app;
         let ecn = net.app_ecn(pkt);
         let (p, carried) = self.take(app);
-        let ecn = ecn || carried;
-        if self.jobs[p.job as usize].layout.tree.is_some() && p.dst == Dest::Switch {
-            let addressed = net.app_packet(pkt).dst;
-            let leaf = self.tree_place(p.job, node).flatten();
-            match (p.kind, leaf) {
-                (PacketKind::Gradient, Some(c)) => return self.at_leaf(net, node, in_port, pkt, p, ecn, c),
-                // A reminder goes to every switch of the tree (`ps_actions`): each copy is for
-                // the switch it is addressed to.
-                (PacketKind::Reminder, _) if addressed != AppDst::Node(node) => {
-                    let a = self.app(p, ecn, addressed, true);
-                    return net.app_forward(node, pkt, AppOut::Route, a);
-                }
-                (PacketKind::Reminder, Some(c)) => return self.at_leaf(net, node, in_port, pkt, p, ecn, c),
-                _ => {}
-            }
-        }
-        // ATP: the root's copy of the PS's ACK for each leaf (it frees the leaf's aggregator).
-        if p.kind == PacketKind::Ack
-            && self.jobs[p.job as usize].layout.tree.is_some()
-            && net.app_packet(pkt).dst == AppDst::Node(node)
-        {
-            if let Some(Some(c)) = self.tree_place(p.job, node) {
-                return self.at_leaf(net, node, in_port, pkt, p, ecn, c);
-            }
-        }
-        if self.jobs[p.job as usize].layout.switch != node || self.programs[node as usize].is_none() {
-            // Another switch's job: pass through.
-            let (dst, intercept) = self.route_of(&p);
-            let a = self.app(p, ecn, dst, intercept);
-            net.app_forward(node, pkt, AppOut::Route, a);
-            return;
-        }
-        let now = net.now().ps();
-        let mut buf = std::mem::take(&mut self.pbuf);
-        let program = self.programs[node as usize].as_mut().expect("a program");
-        let holder = match program {
-            AnyPoolProgram::Dsa(s) if p.kind == PacketKind::Gradient && p.dst == Dest::Switch => {
-                s.pool().get(hash_index(p.task(), s.pool().len())).task
-            }
-            _ => None,
+        let addressed = match net.app_packet(pkt).dst {
+            AppDst::Node(n) => NodeDst::Node(n),
+            AppDst::Host(h) => NodeDst::Host(h),
         };
-        program.get().on_packet(now, in_port, p, &mut self.vals, &mut buf);
-        if let Some(held) = holder.filter(|&t| t != p.task()) {
-            self.note_contest(held, p.task(), &buf);
+        let now = net.now().ps();
+        let mut out = std::mem::take(&mut self.nbuf);
+        let program = self.programs[node as usize].as_mut().map(|p| p.get());
+        let (vals, tasks) = (&mut self.vals, &mut self.task_types);
+        self.nodes.on_packet(node, program, now, in_port, p, ecn || carried, addressed, vals, tasks, &mut out);
+        for o in out.drain(..) {
+            match o {
+                NodeOut::Consume => net.app_consume(pkt),
+                NodeOut::Send(s) => {
+                    let a = self.app(s.p, s.ecn, app_dst(s.dst), s.intercept);
+                    if s.custody {
+                        net.app_forward(node, pkt, AppOut::Route, a);
+                    } else {
+                        net.app_emit(node, AppOut::Route, a);
+                    }
+                }
+            }
         }
-        self.pbuf = buf;
-        if self.spec.tree {
-            return self.tree_actions(net, node, pkt, ecn, None);
-        }
-        self.switch_actions(net, node, pkt, ecn);
+        self.nbuf = out;
     }
 
     pub fn on_app_delivered(&mut self, net: &mut Network, host: u32, app: u32) {
@@ -617,141 +565,6 @@ impl TrainingWorld {
         self.vals.release(p.data);
         self.lost_packets += 1;
         self.task_types.on_loss(p.task());
-    }
-
-    /// A packet for job `p.job`'s leaf program at `node` (child `c` of its tree): a worker's
-    /// gradient, as local rank `local[rank]` of a job of the leaf's workers, or (DSA) a
-    /// reminder. Its actions are [`Self::tree_actions`].
-    #[allow(clippy::too_many_arguments)]
-    fn at_leaf(&mut self, net: &mut Network, node: u32, in_port: u16, pkt: PacketId, p: AggPacket, ecn: bool, c: u16) {
-        let t = self.jobs[p.job as usize].layout.tree.as_ref().expect("a tree");
-        let Some(local) = t.leaf_input(c, p) else {
-            // Not one of this leaf's workers (a malformed bitmap): dropped, counted.
-            self.malformed_at_leaves += 1;
-            self.vals.release(p.data);
-            return net.app_consume(pkt);
-        };
-        let now = net.now().ps();
-        let mut buf = std::mem::take(&mut self.pbuf);
-        let program = self.programs[node as usize].as_mut().expect("a leaf program");
-        let holder = match program {
-            AnyPoolProgram::Dsa(s) if local.kind == PacketKind::Gradient => {
-                s.pool().get(hash_index(local.task(), s.pool().len())).task
-            }
-            _ => None,
-        };
-        program.get().on_packet(now, in_port, local, &mut self.vals, &mut buf);
-        if let Some(held) = holder.filter(|&t| t != local.task()) {
-            self.note_contest(held, local.task(), &buf);
-        }
-        self.pbuf = buf;
-        self.tree_actions(net, node, pkt, ecn, Some(p));
-    }
-
-    /// Where `node` stands in job `job`'s tree ([`Tree::place`]; `None` also without a tree).
-    fn tree_place(&self, job: u16, node: u32) -> Option<Option<u16>> {
-        let j = &self.jobs[job as usize];
-        j.layout.tree.as_ref()?.place(j.layout.switch, node)
-    }
-
-    /// Carries out a program's actions at `node` when jobs aggregate on trees (`arriving`: the
-    /// packet the leaf program was given, for its priority): where each goes is
-    /// [`Tree::route`]'s; the packet in custody goes on as the first copy.
-    fn tree_actions(&mut self, net: &mut Network, node: u32, pkt: PacketId, ecn: bool, arriving: Option<AggPacket>) {
-        let mut buf = std::mem::take(&mut self.pbuf);
-        let mut rest = Vec::new();
-        for a in buf.drain(..) {
-            let (x, custody) = match a {
-                PoolAction::Consume => {
-                    rest.push(a);
-                    continue;
-                }
-                PoolAction::Forward(x) => (x, Some(pkt)),
-                PoolAction::Emit(x) => (x, None),
-            };
-            let carry = ecn && custody.is_some();
-            let atp = self.spec.protocol == PoolProtocol::Atp;
-            let job = &self.jobs[x.job as usize];
-            let route = match job.layout.tree.as_ref() {
-                Some(t) => t.route(t.place(job.layout.switch, node), atp, job.spec.workers.len() as u16, x, arriving),
-                None => TreeRoute::Plain(x),
-            };
-            match route {
-                TreeRoute::Up(up) => {
-                    let a = self.app(up, carry, AppDst::Node(job.layout.switch), true);
-                    match custody {
-                        Some(pkt) => net.app_forward(node, pkt, AppOut::Route, a),
-                        None => net.app_emit(node, AppOut::Route, a),
-                    }
-                }
-                TreeRoute::Ranks(result, ranks) => self.send_to_ranks(net, node, result, carry, custody, &ranks),
-                TreeRoute::Leaves(result) => {
-                    let leaves = job.layout.tree.as_ref().expect("a tree").leaves.clone();
-                    for (i, &leaf) in leaves.iter().enumerate() {
-                        let copy = if i == 0 { result } else { result.copy(&mut self.vals) };
-                        let a = self.app(copy, carry, AppDst::Node(leaf), true);
-                        match (i, custody) {
-                            (0, Some(pkt)) => net.app_forward(node, pkt, AppOut::Route, a),
-                            _ => net.app_emit(node, AppOut::Route, a),
-                        }
-                    }
-                }
-                TreeRoute::Plain(x) => rest.push(match custody {
-                    Some(_) => PoolAction::Forward(x),
-                    None => PoolAction::Emit(x),
-                }),
-            }
-        }
-        self.pbuf = buf;
-        if !rest.is_empty() {
-            self.pbuf.extend(rest);
-            self.switch_actions(net, node, pkt, ecn);
-        }
-    }
-
-    /// One copy of `p` to the workers `ranks` of its job (the first takes over `custody`).
-    fn send_to_ranks(
-        &mut self,
-        net: &mut Network,
-        node: u32,
-        p: AggPacket,
-        ecn: bool,
-        custody: Option<PacketId>,
-        ranks: &[u16],
-    ) {
-        if ranks.is_empty() {
-            self.vals.release(p.data);
-            if let Some(pkt) = custody {
-                net.app_consume(pkt);
-            }
-            return;
-        }
-        for (i, &r) in ranks.iter().enumerate() {
-            let host = self.jobs[p.job as usize].spec.workers[r as usize];
-            let c = if i == 0 { p } else { p.copy(&mut self.vals) };
-            let a = self.app(c, ecn, AppDst::Host(host), false);
-            match (i, custody) {
-                (0, Some(pkt)) => net.app_forward(node, pkt, AppOut::Route, a),
-                _ => net.app_emit(node, AppOut::Route, a),
-            }
-        }
-    }
-
-    /// A DSA gradient packet of `arriving` found its aggregator held by `held`: the switch's
-    /// actions say who won (§IV-C's types II and III). The winner keeps the aggregator: the
-    /// evicted partial of `held` goes to the PS (the packet won), or the packet itself does
-    /// (the holder won).
-    fn note_contest(&mut self, held: Task, arriving: Task, actions: &[PoolAction]) {
-        for a in actions {
-            if let PoolAction::Forward(x) = a {
-                if x.kind == PacketKind::Partial && x.task() == held {
-                    return self.task_types.on_contest(arriving, held);
-                }
-                if x.kind == PacketKind::Gradient && x.dst == Dest::Ps && x.task() == arriving {
-                    return self.task_types.on_contest(held, arriving);
-                }
-            }
-        }
     }
 
     pub fn on_queue_low(&mut self, net: &mut Network, host: u32) {
@@ -937,7 +750,7 @@ impl TrainingWorld {
             peak = peak.max(p.pool().peak_in_use);
             left += p.pool().in_use() as u64;
         }
-        sw.malformed += self.malformed_at_leaves;
+        sw.malformed += self.nodes.malformed_at_leaves;
         let mut ps = PsStats::default();
         for job in &self.jobs {
             let s = match job.ps.as_ref() {
@@ -1016,6 +829,13 @@ impl TrainingWorld {
             let _ = writeln!(c, "{t},{b},{a}");
         }
         c
+    }
+}
+
+fn app_dst(d: NodeDst) -> AppDst {
+    match d {
+        NodeDst::Node(n) => AppDst::Node(n),
+        NodeDst::Host(h) => AppDst::Host(h),
     }
 }
 
