@@ -13,7 +13,8 @@
 
 use reducelab_ina::fabric::Fabric;
 use reducelab_ina::pool::{Dest, PoolProgram};
-use reducelab_ina::pool_jobs::{AnyPoolProgram, Ps, TrainingLayout, TrainingSpec, Tree};
+use reducelab_ina::pool_jobs::{AnyPoolProgram, PoolProtocol, Ps, TrainingLayout, TrainingSpec, Tree};
+use reducelab_ina::pool_node::{JobRoute, PoolNodes};
 use reducelab_ina::training::{DnnModel, Partition};
 use reducelab_scenario::ina::{collective_salt, fabric_of};
 use reducelab_scenario::Traffic;
@@ -140,6 +141,21 @@ impl PoolPlan {
         self.check_switch(node)?;
         let js = self.switch_jobs.get(node as usize).map_or(&[][..], |js| &js[..]);
         Ok(self.spec.switch_program(self.aggregators, js, self.seed)?.map(AnyPoolProgram::boxed))
+    }
+
+    /// The switch nodes' logic over the jobs' routes (the simulator's).
+    pub fn nodes(&self) -> PoolNodes {
+        let routes = self
+            .jobs
+            .iter()
+            .map(|j| JobRoute { switch: j.switch, tree: j.tree.clone(), workers: j.workers.clone(), ps: j.ps })
+            .collect();
+        PoolNodes::new(
+            routes,
+            self.spec.tree,
+            self.spec.protocol == PoolProtocol::Atp,
+            matches!(self.spec.protocol, PoolProtocol::Dsa(_)),
+        )
     }
 
     /// Job `j`'s parameter server, new.

@@ -336,7 +336,7 @@ fn the_switch_counts_and_drops_malformed_and_foreign_datagrams() {
     sw.receive(0, peer, &[1, 2, 3]);
     sw.receive(0, peer, &[0xFF; 40]);
     sw.receive(0, std::net::SocketAddr::V4(plan.endpoints.of(1, 0)), &[0; 40]);
-    assert_eq!((sw.counters.malformed, sw.counters.foreign), (2, 1));
+    assert_eq!((sw.counters().malformed, sw.counters().foreign), (2, 1));
 }
 
 #[test]

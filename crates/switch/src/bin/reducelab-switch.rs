@@ -127,7 +127,7 @@ fn faults(a: &mut Args) -> Vec<(Option<u16>, PortFaults)> {
 /// has no use for marks (its hosts have no window), so it refuses rather than ignore them.
 fn refuse_shaping(f: &[(Option<u16>, PortFaults)]) {
     if f.iter().any(|(_, r)| r.rate_bps > 0) {
-        die("--fault rate_mbps: egress shaping and ECN marking run in the pool switch (training scenarios) only; this scenario's switch programs have no use for ECN marks");
+        die(reducelab_switch::ports::SHAPING_NEEDS_ECN);
     }
 }
 
