@@ -39,6 +39,19 @@ pub enum NodeDst {
     Host(u32),
 }
 
+/// A packet arriving at a switch node.
+#[derive(Clone, Copy, Debug)]
+pub struct Arrival {
+    pub node: u32,
+    pub now: u64,
+    pub in_port: u16,
+    pub p: AggPacket,
+    /// It carries an ECN mark.
+    pub ecn: bool,
+    /// Where its sender addressed it.
+    pub addressed: NodeDst,
+}
+
 /// One packet a node sends.
 #[derive(Clone, Copy, Debug)]
 pub struct NodeSend {
@@ -100,47 +113,37 @@ impl PoolNodes {
         j.tree.as_ref()?.place(j.switch, node)
     }
 
-    /// Packet `p` (ECN-marked if `ecn`), addressed to `addressed` (where its sender sent it),
-    /// arrived at `node` on `in_port`, whose program is `program` (`None`: the node forwards
+    /// Packet `a.p` arrived at `a.node`, whose program is `program` (`None`: the node forwards
     /// only). Pushes what becomes of it and what is sent to `out`; `tasks` counts DSA's
     /// preemption contests.
-    #[allow(clippy::too_many_arguments)]
     pub fn on_packet(
         &mut self,
-        node: u32,
+        a: Arrival,
         program: Option<&mut dyn PoolProgram>,
-        now: u64,
-        in_port: u16,
-        p: AggPacket,
-        ecn: bool,
-        addressed: NodeDst,
         vals: &mut Values,
         tasks: &mut TaskTypes,
         out: &mut Vec<NodeOut>,
     ) {
+        let Arrival { node, now, in_port, p, ecn, addressed } = a;
         let has_tree = self.jobs[p.job as usize].tree.is_some();
         if has_tree && p.dst == Dest::Switch {
             let leaf = self.tree_place(p.job, node).flatten();
             match (p.kind, leaf) {
-                (PacketKind::Gradient, Some(c)) => {
-                    return self.at_leaf(node, program, now, in_port, p, ecn, c, vals, tasks, out)
-                }
+                (PacketKind::Gradient, Some(c)) => return self.at_leaf(a, c, program, vals, tasks, out),
                 // A reminder goes to every switch of the tree (the PS sends one copy to each):
                 // each copy is for the switch it is addressed to.
                 (PacketKind::Reminder, _) if addressed != NodeDst::Node(node) => {
                     out.push(NodeOut::Send(NodeSend { p, ecn, dst: addressed, intercept: true, custody: true }));
                     return;
                 }
-                (PacketKind::Reminder, Some(c)) => {
-                    return self.at_leaf(node, program, now, in_port, p, ecn, c, vals, tasks, out)
-                }
+                (PacketKind::Reminder, Some(c)) => return self.at_leaf(a, c, program, vals, tasks, out),
                 _ => {}
             }
         }
         // ATP: the root's copy of the PS's ACK for each leaf (it frees the leaf's aggregator).
         if p.kind == PacketKind::Ack && has_tree && addressed == NodeDst::Node(node) {
             if let Some(Some(c)) = self.tree_place(p.job, node) {
-                return self.at_leaf(node, program, now, in_port, p, ecn, c, vals, tasks, out);
+                return self.at_leaf(a, c, program, vals, tasks, out);
             }
         }
         let program = match program {
@@ -188,20 +191,16 @@ impl PoolNodes {
     /// A packet for job `p.job`'s leaf program at `node` (child `c` of its tree): a worker's
     /// gradient, as local rank `local[rank]` of a job of the leaf's workers, or what is
     /// addressed to the leaf (ATP's ACK, DSA's reminder).
-    #[allow(clippy::too_many_arguments)]
     fn at_leaf(
         &mut self,
-        node: u32,
-        program: Option<&mut dyn PoolProgram>,
-        now: u64,
-        in_port: u16,
-        p: AggPacket,
-        ecn: bool,
+        a: Arrival,
         c: u16,
+        program: Option<&mut dyn PoolProgram>,
         vals: &mut Values,
         tasks: &mut TaskTypes,
         out: &mut Vec<NodeOut>,
     ) {
+        let Arrival { node, now, in_port, p, ecn, .. } = a;
         let t = self.jobs[p.job as usize].tree.as_ref().expect("a tree");
         let Some(local) = t.leaf_input(c, p) else {
             // Not one of this leaf's workers (a malformed bitmap): dropped, counted.

@@ -42,7 +42,7 @@ use reducelab_ina::pool_jobs::{
     check_result, gradient_packet, AnyPoolProgram, JobLayout, JobSpec, PoolProtocol, Ps, TrainingLayout, TrainingSpec,
     CONTROL_BYTES, ELEMS_PER_PACKET, HEADER_BYTES, PACKET_BYTES, PS_RANK,
 };
-use reducelab_ina::pool_node::{JobRoute, NodeDst, NodeOut, PoolNodes};
+use reducelab_ina::pool_node::{Arrival, JobRoute, NodeDst, NodeOut, PoolNodes};
 use reducelab_ina::ps::PsStats;
 use reducelab_ina::training::{self, Partition};
 use reducelab_ina::Values;
@@ -386,7 +386,8 @@ impl TrainingWorld {
         let mut out = std::mem::take(&mut self.nbuf);
         let program = self.programs[node as usize].as_mut().map(|p| p.get());
         let (vals, tasks) = (&mut self.vals, &mut self.task_types);
-        self.nodes.on_packet(node, program, now, in_port, p, ecn || carried, addressed, vals, tasks, &mut out);
+        let a = Arrival { node, now, in_port, p, ecn: ecn || carried, addressed };
+        self.nodes.on_packet(a, program, vals, tasks, &mut out);
         for o in out.drain(..) {
             match o {
                 NodeOut::Consume => net.app_consume(pkt),

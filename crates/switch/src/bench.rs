@@ -139,8 +139,8 @@ pub fn measure_pool(
     })?;
     let job = &plan.jobs[0];
     let mut m = PoolMeasure {
-        switch_packets: sw.data_plane.rx_packets,
-        switch_cpu_s: sw.cpu_s,
+        switch_packets: sw.ports.data_plane.rx_packets,
+        switch_cpu_s: sw.ports.cpu_s,
         slowest_s: 0.0,
         psns: job.psns,
         payload_bytes: job.psns as u64 * POOL_PAYLOAD_BYTES,
@@ -228,7 +228,7 @@ pub fn measure(
             slowest = slowest.max(c.finished_s.unwrap_or(f64::INFINITY));
         }
     }
-    Ok((sw.data_plane.rx_packets, sw.cpu_s, slowest))
+    Ok((sw.ports.data_plane.rx_packets, sw.ports.cpu_s, slowest))
 }
 
 pub fn cmd_bench(rest: &mut Vec<String>) {

@@ -9,8 +9,10 @@
 //! Every worker checks the first ACK of every PSN with the simulator's `check_result`: full
 //! bitmap, the fingerprint sum of every worker's contribution and each of its 62 int32 values
 //! against the exact sum. A host that cannot finish stops at its deadline with an error naming
-//! what is missing; a worker that gave up (a PSN retransmitted `MAX_RETRANSMISSIONS` times with
-//! no ACK in between) stops at once with that reason.
+//! what is missing. A worker that gave up (a PSN retransmitted `MAX_RETRANSMISSIONS` times with
+//! no ACK in between) still answers its PS's fetches and resumes on the next new ACK, as in the
+//! simulator; with no ACK for `linger` after giving up (200 ms for a session's call), it stops
+//! with that reason.
 //!
 //! **Staying.** A worker with every result keeps answering its PS's fetches (DSA's reminder
 //! asks every worker of a job for its original packet, even one that already has the result)
@@ -41,7 +43,8 @@ use crate::udp;
 pub struct PoolHostOptions {
     /// Wall-clock limit of each host.
     pub timeout: Duration,
-    /// How long a finished worker whose job has workers in other processes keeps answering.
+    /// How long a finished worker whose job has workers in other processes keeps answering,
+    /// and how long a worker that gave up waits for an ACK that resumes it.
     pub linger: Duration,
 }
 
@@ -292,6 +295,7 @@ fn worker(
     let all_done = || finished.load(Ordering::Acquire) >= n as usize;
     let stay = Stay {
         linger: opts.linger,
+        resume: opts.linger,
         job_done: shared.all_here[j as usize].then_some(&all_done as &dyn Fn() -> bool),
         until_told: false,
     };
@@ -382,6 +386,8 @@ pub(crate) struct WorkerCtx {
 /// for `linger`.
 pub(crate) struct Stay<'a> {
     pub linger: Duration,
+    /// How long a worker that gave up waits for an ACK that resumes it.
+    pub resume: Duration,
     pub job_done: Option<&'a dyn Fn() -> bool>,
     /// Once done, stay past the deadline until `job_done`, checking it at least every
     /// millisecond (a session's rank between calls: the next call asks it to stop).
@@ -418,6 +424,7 @@ pub(crate) fn drive_worker(
     let in_earlier = |psn: u32| earlier_range.and_then(|(b, n)| psn.checked_sub(b).filter(|&q| q < n));
     let mut fetched_earlier: Vec<u32> = Vec::new();
     let mut done_at: Option<Instant> = None;
+    let mut gave_up_at: Option<Instant> = None;
     let mut bad = 0u64;
     loop {
         let now = now_ps();
@@ -435,8 +442,15 @@ pub(crate) fn drive_worker(
                 break;
             }
         }
-        if win.gave_up() {
-            return Err(format!("host {host} (job {j} worker {rank}): gave up: a PSN was retransmitted {MAX_RETRANSMISSIONS} times with no ACK of any PSN in between; {}", progress(win, &io.report)));
+        // A worker that gave up still answers its PS's fetches, and a new ACK resumes it (the
+        // simulator's rule); with none for `linger`, it ends with the reason.
+        match (win.gave_up(), gave_up_at) {
+            (true, None) => gave_up_at = Some(Instant::now()),
+            (true, Some(at)) if at.elapsed() >= stay.resume => {
+                return Err(format!("host {host} (job {j} worker {rank}): gave up: a PSN was retransmitted {MAX_RETRANSMISSIONS} times with no ACK of any PSN in between, and no ACK came in the {:.0} ms after; {}", stay.resume.as_secs_f64() * 1e3, progress(win, &io.report)));
+            }
+            (true, Some(_)) => {}
+            (false, _) => gave_up_at = None,
         }
         if Instant::now() >= deadline && !(stay.until_told && done_at.is_some()) {
             if done_at.is_some() {
@@ -499,6 +513,9 @@ pub(crate) fn drive_worker(
             let mut wait = Duration::from_millis(20).min(deadline.saturating_duration_since(Instant::now()));
             for t in [win.timer_ps(), t.next_ready_ps(now)].into_iter().flatten() {
                 wait = wait.min(Duration::from_nanos(t.saturating_sub(now) / 1000));
+            }
+            if let Some(g) = gave_up_at {
+                wait = wait.min((g + stay.resume).saturating_duration_since(Instant::now()));
             }
             if let Some(d) = done_at {
                 wait = if stay.until_told {

@@ -63,6 +63,10 @@ use crate::pool_host::{drive_worker, serve_ps, Io, PoolHostReport, PsTree, Stay,
 use crate::pool_plan::PoolPlan;
 use crate::udp;
 
+/// How long a rank whose worker gave up during a call waits for an ACK that resumes it before
+/// the call fails (the training hosts' default linger).
+const RESUME_WAIT: Duration = Duration::from_millis(200);
+
 /// How long rank 0's parameter server stays after its session closes without hearing a packet.
 pub const PS_IDLE: Duration = Duration::from_millis(500);
 
@@ -268,7 +272,12 @@ impl PoolSession {
                 .name(format!("reducelab-worker-{}", self.rank))
                 .spawn(move || {
                     let stopped = || told.load(Ordering::Acquire);
-                    let stay = Stay { linger: Duration::ZERO, job_done: Some(&stopped), until_told: true };
+                    let stay = Stay {
+                        linger: Duration::ZERO,
+                        resume: RESUME_WAIT,
+                        job_done: Some(&stopped),
+                        until_told: true,
+                    };
                     let win = w.win.as_mut().expect("set above");
                     let mut last = w.last.take();
                     let earlier = last.as_mut().map(|(e, n)| (e as &mut dyn Tensor, *n));
@@ -291,7 +300,7 @@ impl PoolSession {
             self.last_report = Some(report);
             self.responder = Some(responder);
         } else {
-            let stay = Stay { linger: Duration::ZERO, job_done: None, until_told: false };
+            let stay = Stay { linger: Duration::ZERO, resume: RESUME_WAIT, job_done: None, until_told: false };
             let win = w.win.as_mut().expect("set above");
             let r = drive_worker(&ctx, win, &mut w.io, &mut w.vals, &mut t, None, &stay, |_| {});
             let rx_packets = w.io.report.rx_packets;

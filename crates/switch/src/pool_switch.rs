@@ -19,12 +19,12 @@ use std::sync::atomic::AtomicBool;
 use reducelab_ina::dsa_tasks::TaskTypes;
 use reducelab_ina::pool::{AggPacket, Dest, PacketKind, PoolProgram, PoolStats};
 use reducelab_ina::pool_jobs::ELEMS_PER_PACKET;
-use reducelab_ina::pool_node::{NodeDst, NodeOut, PoolNodes};
+use reducelab_ina::pool_node::{Arrival, NodeDst, NodeOut, PoolNodes};
 use reducelab_ina::{pool_wire, Values, NIL};
 use serde::Serialize;
 
 use crate::pool_plan::PoolPlan;
-use crate::ports::{Node, PortCounters, Ports, ShapedPortReport, SwitchOptions};
+use crate::ports::{Node, PortCounters, Ports, PortsReport, SwitchOptions};
 
 /// The pool program's counters and occupancy.
 #[derive(Clone, Debug, Serialize)]
@@ -38,19 +38,13 @@ pub struct PoolProgramReport {
 /// What a pool switch reports when it stops.
 #[derive(Clone, Debug, Serialize)]
 pub struct PoolSwitchReport {
-    pub node: u32,
-    pub ports: usize,
-    pub uptime_s: f64,
-    pub cpu_s: f64,
-    pub data_plane: PortCounters,
+    #[serde(flatten)]
+    pub ports: PortsReport,
     /// Packets sent with an ECN mark they arrived with (a forwarded packet keeps its mark, as
     /// in the simulator; the switch's own new packets start unmarked).
     pub ecn_marks_carried: u64,
     /// Tree aggregation: gradients a leaf refused (not from one of its workers).
     pub malformed_at_leaf: u64,
-    /// The shaped ports, with the marks they set.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub shaped_ports: Vec<ShapedPortReport>,
     /// `None`: no job aggregates on this switch (it forwards only).
     pub program: Option<PoolProgramReport>,
 }
@@ -109,14 +103,9 @@ impl<'p> PoolSwitch<'p> {
     pub fn report(&self) -> PoolSwitchReport {
         let l = &self.logic;
         PoolSwitchReport {
-            node: l.node,
-            ports: self.ports.len(),
-            uptime_s: self.ports.uptime_s(),
-            cpu_s: self.ports.cpu_s(),
-            data_plane: self.ports.counters.clone(),
+            ports: self.ports.report(),
             ecn_marks_carried: l.ecn_carried,
             malformed_at_leaf: l.nodes.malformed_at_leaves,
-            shaped_ports: self.ports.shaped_ports(),
             program: l.program.as_ref().map(|p| PoolProgramReport {
                 aggregators: p.pool().len(),
                 aggregators_in_use: p.pool().in_use(),
@@ -165,18 +154,7 @@ impl Node for PoolNode<'_> {
             }
         };
         p.data = slot;
-        if io.trace {
-            eprintln!(
-                "{:>12} ns switch {} rx port {port}: {:?} {:?} job {} psn {} bitmap {:#x}",
-                io.now_ps() / 1000,
-                self.node,
-                p.kind,
-                p.dst,
-                p.job,
-                p.psn,
-                p.bitmap
-            );
-        }
+        io.trace_packet("rx", port, &Traced(&p), None);
         // Where its sender addressed it: one leaf of its job's tree (the frame's tree child),
         // or by its destination.
         let job = &plan.jobs[p.job as usize];
@@ -201,7 +179,8 @@ impl Node for PoolNode<'_> {
                 let program = self.program.as_mut().map(|p| -> &mut dyn PoolProgram { p.as_mut() });
                 let mut out = std::mem::take(&mut self.out);
                 let (vals, tasks) = (&mut self.vals, &mut self.tasks);
-                self.nodes.on_packet(self.node, program, now, port, p, ecn, addressed, vals, tasks, &mut out);
+                let a = Arrival { node: self.node, now, in_port: port, p, ecn, addressed };
+                self.nodes.on_packet(a, program, vals, tasks, &mut out);
                 for o in out.drain(..) {
                     if let NodeOut::Send(s) = o {
                         self.send(io, s.p, s.ecn, s.dst);
@@ -252,27 +231,21 @@ impl PoolNode<'_> {
         });
         self.vals.release(p.data);
         match sent {
-            Err(e) => {
-                if io.counters.unencodable == 0 {
-                    eprintln!("switch {}: cannot encode {p:?}: {e}", self.node);
-                }
-                io.counters.unencodable += 1;
-            }
+            Err(e) => io.unencodable(&p, &e),
             Ok(fate) => {
                 self.ecn_carried += ecn as u64;
-                if io.trace {
-                    eprintln!(
-                        "{:>12} ns switch {} tx port {port}: {:?} {:?} job {} psn {} bitmap {:#x} fate {fate:?}",
-                        io.now_ps() / 1000,
-                        self.node,
-                        p.kind,
-                        p.dst,
-                        p.job,
-                        p.psn,
-                        p.bitmap
-                    );
-                }
+                io.trace_packet("tx", port, &Traced(&p), Some(fate));
             }
         }
+    }
+}
+
+/// A pool packet in a trace line.
+struct Traced<'a>(&'a AggPacket);
+
+impl std::fmt::Display for Traced<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = self.0;
+        write!(f, "{:?} {:?} job {} psn {} bitmap {:#x}", p.kind, p.dst, p.job, p.psn, p.bitmap)
     }
 }

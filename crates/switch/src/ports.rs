@@ -71,6 +71,20 @@ pub struct ShapedPortReport {
     pub stats: ShaperStats,
 }
 
+/// What every switch node reports of its data plane when it stops.
+#[derive(Clone, Debug, Serialize)]
+pub struct PortsReport {
+    pub node: u32,
+    pub ports: usize,
+    pub uptime_s: f64,
+    /// CPU time of the thread that ran the event loop (the switch's one core).
+    pub cpu_s: f64,
+    pub data_plane: PortCounters,
+    /// The shaped ports, with the marks they set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shaped_ports: Vec<ShapedPortReport>,
+}
+
 /// A node's protocol logic on top of [`Ports`].
 pub trait Node {
     /// One datagram from port `port`, sent by that port's peer, read at `now_ps`.
@@ -142,8 +156,8 @@ pub struct Ports {
     epoch: Instant,
     pub counters: PortCounters,
     opts: SwitchOptions,
-    /// `REDUCELAB_SWITCH_TRACE=1`: nodes write one stderr line per packet in and out.
-    pub trace: bool,
+    /// `REDUCELAB_SWITCH_TRACE=1`: one stderr line per packet in and out ([`Ports::trace_packet`]).
+    trace: bool,
     /// Thread CPU time when `run` started.
     cpu0: f64,
 }
@@ -430,9 +444,33 @@ impl Ports {
         }
     }
 
-    /// The shaped ports, with the marks they set.
-    pub fn shaped_ports(&self) -> Vec<ShapedPortReport> {
-        self.shapers
+    /// `REDUCELAB_SWITCH_TRACE=1`: one stderr line for a packet in (`rx`) or out (`tx`, with
+    /// its fault fate).
+    #[inline]
+    pub fn trace_packet(&self, dir: &str, port: u16, packet: &dyn std::fmt::Display, fate: Option<Fate>) {
+        if !self.trace {
+            return;
+        }
+        let (ns, node) = (self.now_ps() / 1000, self.node);
+        match fate {
+            Some(fate) => eprintln!("{ns:>12} ns switch {node} {dir} port {port}: {packet} fate {fate:?}"),
+            None => eprintln!("{ns:>12} ns switch {node} {dir} port {port}: {packet}"),
+        }
+    }
+
+    /// A packet the node's frame could not encode (a protocol bug): counted, dropped, the first
+    /// one named on stderr.
+    pub fn unencodable(&mut self, packet: &dyn std::fmt::Debug, e: &dyn std::fmt::Display) {
+        if self.counters.unencodable == 0 {
+            eprintln!("switch {}: cannot encode {packet:?}: {e}", self.node);
+        }
+        self.counters.unencodable += 1;
+    }
+
+    /// The data plane's report so far.
+    pub fn report(&self) -> PortsReport {
+        let shaped_ports = self
+            .shapers
             .iter()
             .enumerate()
             .filter_map(|(p, s)| {
@@ -444,7 +482,15 @@ impl Ports {
                     stats: s.stats,
                 })
             })
-            .collect()
+            .collect();
+        PortsReport {
+            node: self.node,
+            ports: self.len(),
+            uptime_s: self.uptime_s(),
+            cpu_s: self.cpu_s(),
+            data_plane: self.counters.clone(),
+            shaped_ports,
+        }
     }
 }
 

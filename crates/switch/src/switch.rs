@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::plan::InaPlan;
 pub use crate::ports::{thread_cpu_s, PortCounters, SwitchOptions};
-use crate::ports::{Node, Ports};
+use crate::ports::{Node, Ports, PortsReport};
 
 /// The program's counters as the simulator reports them (`ina_switches.csv`).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -59,12 +59,8 @@ impl ProgramCounters {
 /// What a switch reports when it stops.
 #[derive(Clone, Debug, Serialize)]
 pub struct SwitchReport {
-    pub node: u32,
-    pub ports: usize,
-    pub uptime_s: f64,
-    /// CPU time of the thread that ran the event loop (the switch's one core).
-    pub cpu_s: f64,
-    pub data_plane: PortCounters,
+    #[serde(flatten)]
+    pub ports: PortsReport,
     /// `None`: a plain forwarding switch (the protocol gives this node no program).
     pub program: Option<ProgramCounters>,
 }
@@ -119,11 +115,7 @@ impl<'p> Switch<'p> {
 
     pub fn report(&self) -> SwitchReport {
         SwitchReport {
-            node: self.logic.node,
-            ports: self.ports.len(),
-            uptime_s: self.ports.uptime_s(),
-            cpu_s: self.ports.cpu_s(),
-            data_plane: self.ports.counters.clone(),
+            ports: self.ports.report(),
             program: self
                 .logic
                 .program
@@ -202,18 +194,7 @@ impl Node for InaNode<'_> {
                 return;
             }
         };
-        if io.trace {
-            eprintln!(
-                "{:>12} ns switch {} rx port {port}: {:?} {:?} id {:#x} counter {} src {}",
-                io.now_ps() / 1000,
-                self.node,
-                hdr.kind,
-                hdr.dst,
-                hdr.id,
-                hdr.counter,
-                hdr.src
-            );
-        }
+        io.trace_packet("rx", port, &Traced(&hdr), None);
         let for_me = hdr.dst == Addr::FirstHop || self.plan.dst_node(hdr.dst) == Some(self.node);
         if for_me || (hdr.intercepted() && self.program.is_some()) {
             match self.program.as_mut() {
@@ -275,24 +256,19 @@ impl InaNode<'_> {
         });
         self.vals.release(hdr.data);
         match sent {
-            Err(e) => {
-                if io.counters.unencodable == 0 {
-                    eprintln!("switch {}: cannot encode {hdr:?}: {e}", self.node);
-                }
-                io.counters.unencodable += 1;
-            }
-            Ok(fate) if io.trace => eprintln!(
-                "{:>12} ns switch {} tx port {port}: {:?} {:?} id {:#x} counter {} src {} fate {fate:?}",
-                io.now_ps() / 1000,
-                self.node,
-                hdr.kind,
-                hdr.dst,
-                hdr.id,
-                hdr.counter,
-                hdr.src
-            ),
-            Ok(_) => {}
+            Err(e) => io.unencodable(&hdr, &e),
+            Ok(fate) => io.trace_packet("tx", port, &Traced(&hdr), Some(fate)),
         }
+    }
+}
+
+/// A registry header in a trace line.
+struct Traced<'a>(&'a Header);
+
+impl std::fmt::Display for Traced<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let h = self.0;
+        write!(f, "{:?} {:?} id {:#x} counter {} src {}", h.kind, h.dst, h.id, h.counter, h.src)
     }
 }
 
