@@ -11,6 +11,8 @@
 
 use reducelab_des::SimTime;
 
+use crate::slab::Slab;
+
 use reducelab_ina::host::{Collective, HostStats};
 use reducelab_ina::{Addr, Header, HostAction, HostProtocol, SwAction, SwitchProgram, Values, NIL};
 use reducelab_net::{AppDst, AppOut, AppPacket, Network, PacketId, ProgramLimits, APP_QUEUE_LOW};
@@ -76,11 +78,9 @@ pub struct InaWorld {
     /// Collectives each host takes part in.
     host_colls: Vec<Vec<u32>>,
     programs: Vec<Option<Box<dyn SwitchProgram>>>,
-    arena: Vec<Header>,
-    arena_free: Vec<u32>,
+    arena: Slab<Header>,
     vals: Values,
-    timers: Vec<(TimerTarget, u64)>,
-    timers_free: Vec<u32>,
+    timers: Slab<(TimerTarget, u64)>,
     swbuf: Vec<SwAction>,
     hbuf: Vec<HostAction>,
     wire_buf: Vec<u8>,
@@ -143,11 +143,9 @@ impl InaWorld {
             rank_of,
             host_colls,
             programs,
-            arena: Vec::new(),
-            arena_free: Vec::new(),
+            arena: Slab::default(),
             vals: Values::new(if values { epp as usize } else { 0 }),
-            timers: Vec::new(),
-            timers_free: Vec::new(),
+            timers: Slab::default(),
             swbuf: Vec::new(),
             hbuf: Vec::new(),
             wire_buf: Vec::new(),
@@ -238,31 +236,13 @@ impl InaWorld {
     }
 
     fn timer(&mut self, net: &mut Network, at: u64, target: TimerTarget, token: u64) {
-        let slot = match self.timers_free.pop() {
-            Some(s) => {
-                self.timers[s as usize] = (target, token);
-                s
-            }
-            None => {
-                self.timers.push((target, token));
-                self.timers.len() as u32 - 1
-            }
-        };
+        let slot = self.timers.put((target, token));
         net.schedule_timer(SimTime(at), slot as u64);
     }
 
     fn put(&mut self, h: Header) -> u32 {
         let h = if self.switch.wire_check { self.through_wire(h) } else { h };
-        match self.arena_free.pop() {
-            Some(s) => {
-                self.arena[s as usize] = h;
-                s
-            }
-            None => {
-                self.arena.push(h);
-                self.arena.len() as u32 - 1
-            }
-        }
+        self.arena.put(h)
     }
 
     /// `h` as its receiver parses it from the bytes of its frame (wire-check mode). A header
@@ -282,8 +262,7 @@ impl InaWorld {
     }
 
     fn take(&mut self, app: u32) -> Header {
-        self.arena_free.push(app);
-        self.arena[app as usize]
+        self.arena.take(app)
     }
 
     fn app_packet(&self, app: u32, h: &Header, host_node_first_hop: u32) -> AppPacket {
@@ -402,7 +381,7 @@ impl InaWorld {
 
     /// A copy of protocol packet `app` with its own data (the duplication fault).
     pub fn duplicate(&mut self, app: u32) -> u32 {
-        let h = self.arena[app as usize];
+        let h = self.arena.get(app);
         let copy = Header { data: self.vals.duplicate(h.data), ..h };
         self.put(copy)
     }
@@ -419,8 +398,7 @@ impl InaWorld {
 
     /// Handles a timer of the in-network world.
     pub fn on_timer(&mut self, net: &mut Network, token: u64) {
-        let (target, t) = self.timers[token as usize];
-        self.timers_free.push(token as u32);
+        let (target, t) = self.timers.take(token as u32);
         let now = net.now().ps();
         match target {
             TimerTarget::Switch(node) => {

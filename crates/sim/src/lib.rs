@@ -15,6 +15,7 @@ pub mod goal_run;
 pub mod ina_run;
 pub mod pspin_run;
 pub mod report;
+mod slab;
 pub mod training_run;
 pub mod workload;
 

@@ -51,6 +51,8 @@ use reducelab_topo::Topology;
 use reducelab_transport::worker::{WorkerParams, WorkerStats, WorkerWindow};
 use serde::Serialize;
 
+use crate::slab::Slab;
+
 pub use reducelab_scenario::training::{layout, resolve};
 
 /// Aggregator occupancy is sampled this often.
@@ -154,11 +156,9 @@ pub struct TrainingWorld {
     jobs: Vec<Job>,
     programs: Vec<Option<AnyPoolProgram>>,
     aggregators: u32,
-    arena: Vec<(AggPacket, bool)>,
-    arena_free: Vec<u32>,
+    arena: Slab<(AggPacket, bool)>,
     vals: Values,
-    timers: Vec<(Target, u64)>,
-    timers_free: Vec<u32>,
+    timers: Slab<(Target, u64)>,
     /// The switch nodes' logic (what a program takes, where its packets go).
     nodes: PoolNodes,
     nbuf: Vec<NodeOut>,
@@ -267,10 +267,8 @@ impl TrainingWorld {
             jobs,
             programs,
             aggregators,
-            arena: Vec::new(),
-            arena_free: Vec::new(),
-            timers: Vec::new(),
-            timers_free: Vec::new(),
+            arena: Slab::default(),
+            timers: Slab::default(),
             nodes,
             nbuf: Vec::new(),
             psbuf: Vec::new(),
@@ -315,35 +313,16 @@ impl TrainingWorld {
     }
 
     fn timer(&mut self, net: &mut Network, at: u64, target: Target, token: u64) {
-        let slot = match self.timers_free.pop() {
-            Some(s) => {
-                self.timers[s as usize] = (target, token);
-                s
-            }
-            None => {
-                self.timers.push((target, token));
-                self.timers.len() as u32 - 1
-            }
-        };
+        let slot = self.timers.put((target, token));
         net.schedule_timer(reducelab_des::SimTime(at), slot as u64);
     }
 
     fn put(&mut self, p: AggPacket, ecn: bool) -> u32 {
-        match self.arena_free.pop() {
-            Some(s) => {
-                self.arena[s as usize] = (p, ecn);
-                s
-            }
-            None => {
-                self.arena.push((p, ecn));
-                self.arena.len() as u32 - 1
-            }
-        }
+        self.arena.put((p, ecn))
     }
 
     fn take(&mut self, app: u32) -> (AggPacket, bool) {
-        self.arena_free.push(app);
-        self.arena[app as usize]
+        self.arena.take(app)
     }
 
     fn wire_bytes(p: &AggPacket) -> u32 {
@@ -556,7 +535,7 @@ impl TrainingWorld {
 
     /// A copy of protocol packet `app` with its own data (the duplication fault).
     pub fn duplicate(&mut self, app: u32) -> u32 {
-        let (p, ecn) = self.arena[app as usize];
+        let (p, ecn) = self.arena.get(app);
         let copy = p.copy(&mut self.vals);
         self.put(copy, ecn)
     }
@@ -577,8 +556,7 @@ impl TrainingWorld {
     }
 
     pub fn on_timer(&mut self, net: &mut Network, token: u64) {
-        let (target, t) = self.timers[token as usize];
-        self.timers_free.push(token as u32);
+        let (target, t) = self.timers.take(token as u32);
         let now = net.now().ps();
         match target {
             Target::JobStart(j) => {

@@ -13,7 +13,7 @@
 //! - [`pool_plan`], [`pool_switch`], [`pool_host`]: the same for the pool protocols' training
 //!   jobs (SwitchML, ATP, DSA), driving the simulator's `PoolProgram`s, parameter servers and the
 //!   worker transport's `WorkerWindow` over the pool wire frame (`reducelab_ina::pool_wire`).
-//! - [`pool_session`]: a pool protocol's rank that stays (SwitchML, ATP), opened by [`Session`]
+//! - [`pool_session`]: a pool protocol's rank that stays (SwitchML, ATP, DSA), opened by [`Session`]
 //!   when the scenario's traffic is a training job.
 //! - [`faults`]: loss, duplication, delay and reordering on a switch's egress ports.
 //!
