@@ -13,9 +13,6 @@
 //! shaped port ([`crate::faults::Shaper`]) marks what it queues above its threshold; a forwarded
 //! packet keeps its mark, a new one starts unmarked (the simulator's rule).
 
-use std::net::SocketAddr;
-use std::sync::atomic::AtomicBool;
-
 use reducelab_ina::dsa_tasks::TaskTypes;
 use reducelab_ina::pool::{AggPacket, Dest, PacketKind, PoolProgram, PoolStats};
 use reducelab_ina::pool_jobs::ELEMS_PER_PACKET;
@@ -24,7 +21,7 @@ use reducelab_ina::{pool_wire, Values, NIL};
 use serde::Serialize;
 
 use crate::pool_plan::PoolPlan;
-use crate::ports::{Node, PortCounters, Ports, PortsReport, SwitchOptions};
+use crate::ports::{Bound, Node, Ports, PortsReport, SwitchOptions};
 
 /// The pool program's counters and occupancy.
 #[derive(Clone, Debug, Serialize)]
@@ -49,15 +46,12 @@ pub struct PoolSwitchReport {
     pub program: Option<PoolProgramReport>,
 }
 
-/// A bound pool switch: its ports and its node's logic.
-pub struct PoolSwitch<'p> {
-    ports: Ports,
-    logic: PoolNode<'p>,
-}
+/// A bound switch of a training run on a pool protocol, ready to run.
+pub type PoolSwitch<'p> = Bound<PoolNode<'p>>;
 
 /// The node's logic: its pool program (if a job aggregates here) and the simulator's node
 /// logic ([`PoolNodes`]).
-struct PoolNode<'p> {
+pub struct PoolNode<'p> {
     plan: &'p PoolPlan,
     node: u32,
     program: Option<Box<dyn PoolProgram>>,
@@ -69,7 +63,7 @@ struct PoolNode<'p> {
     out: Vec<NodeOut>,
 }
 
-impl<'p> PoolSwitch<'p> {
+impl<'p> Bound<PoolNode<'p>> {
     pub fn bind(plan: &'p PoolPlan, node: u32, opts: SwitchOptions) -> Result<PoolSwitch<'p>, String> {
         plan.check_switch(node)?;
         let program = plan.program(node)?;
@@ -91,22 +85,19 @@ impl<'p> PoolSwitch<'p> {
             ecn_carried: 0,
             out: Vec::new(),
         };
-        Ok(PoolSwitch { ports, logic })
+        Ok(Bound::new(ports, logic))
     }
+}
 
-    /// Runs until `stop` or the duration ends (the crash injection exits the process, status 3).
-    pub fn run(&mut self, stop: &AtomicBool) -> PoolSwitchReport {
-        self.ports.run(&mut self.logic, stop);
-        self.report()
-    }
+impl Node for PoolNode<'_> {
+    type Report = PoolSwitchReport;
 
-    pub fn report(&self) -> PoolSwitchReport {
-        let l = &self.logic;
+    fn report(&self, ports: PortsReport) -> PoolSwitchReport {
         PoolSwitchReport {
-            ports: self.ports.report(),
-            ecn_marks_carried: l.ecn_carried,
-            malformed_at_leaf: l.nodes.malformed_at_leaves,
-            program: l.program.as_ref().map(|p| PoolProgramReport {
+            ports,
+            ecn_marks_carried: self.ecn_carried,
+            malformed_at_leaf: self.nodes.malformed_at_leaves,
+            program: self.program.as_ref().map(|p| PoolProgramReport {
                 aggregators: p.pool().len(),
                 aggregators_in_use: p.pool().in_use(),
                 peak_aggregators_in_use: p.pool().peak_in_use,
@@ -115,19 +106,6 @@ impl<'p> PoolSwitch<'p> {
         }
     }
 
-    /// The data plane's counters so far.
-    pub fn counters(&self) -> &PortCounters {
-        &self.ports.counters
-    }
-
-    /// One datagram from port `port`, received now.
-    pub fn receive(&mut self, port: u16, from: SocketAddr, bytes: &[u8]) {
-        let now = self.ports.now_ps();
-        self.ports.receive(&mut self.logic, port, from, bytes, now);
-    }
-}
-
-impl Node for PoolNode<'_> {
     fn receive(&mut self, io: &mut Ports, port: u16, bytes: &[u8], now: u64) {
         let slot = self.vals.alloc();
         let plan = self.plan;

@@ -87,6 +87,10 @@ pub struct PortsReport {
 
 /// A node's protocol logic on top of [`Ports`].
 pub trait Node {
+    /// What the node reports when it stops.
+    type Report: Serialize;
+    /// The node's report, with its data plane's (`ports`).
+    fn report(&self, ports: PortsReport) -> Self::Report;
     /// One datagram from port `port`, sent by that port's peer, read at `now_ps`.
     fn receive(&mut self, io: &mut Ports, port: u16, bytes: &[u8], now_ps: u64);
     /// Carries out whatever is due at `now_ps` (called at the top of every turn of the loop).
@@ -94,6 +98,40 @@ pub trait Node {
     /// When the next thing [`Node::fire`] would carry out is due (ps since the epoch).
     fn next_due_ps(&self) -> Option<u64> {
         None
+    }
+}
+
+/// A switch node bound to its ports, ready to run: its data plane and its logic.
+pub struct Bound<N> {
+    ports: Ports,
+    logic: N,
+}
+
+impl<N: Node> Bound<N> {
+    pub fn new(ports: Ports, logic: N) -> Bound<N> {
+        Bound { ports, logic }
+    }
+
+    /// Runs until `stop` is set or the duration ends (or the crash injection fires: then the
+    /// process exits at once with status 3, as a killed switch would vanish).
+    pub fn run(&mut self, stop: &AtomicBool) -> N::Report {
+        self.ports.run(&mut self.logic, stop);
+        self.report()
+    }
+
+    pub fn report(&self) -> N::Report {
+        self.logic.report(self.ports.report())
+    }
+
+    /// The data plane's counters so far.
+    pub fn counters(&self) -> &PortCounters {
+        &self.ports.counters
+    }
+
+    /// One datagram from port `port`, received now.
+    pub fn receive(&mut self, port: u16, from: SocketAddr, bytes: &[u8]) {
+        let now = self.ports.now_ps();
+        self.ports.receive(&mut self.logic, port, from, bytes, now);
     }
 }
 

@@ -9,7 +9,6 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -18,7 +17,7 @@ use serde::Serialize;
 
 use crate::plan::InaPlan;
 pub use crate::ports::{thread_cpu_s, PortCounters, SwitchOptions};
-use crate::ports::{Node, Ports, PortsReport};
+use crate::ports::{Bound, Node, Ports, PortsReport};
 
 /// The program's counters as the simulator reports them (`ina_switches.csv`).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -65,14 +64,11 @@ pub struct SwitchReport {
     pub program: Option<ProgramCounters>,
 }
 
-/// A bound switch, ready to run: its ports and its node's logic.
-pub struct Switch<'p> {
-    ports: Ports,
-    logic: InaNode<'p>,
-}
+/// A bound switch of a registry protocol, ready to run.
+pub type Switch<'p> = Bound<InaNode<'p>>;
 
 /// The node's logic: the registry protocol's [`SwitchProgram`] with its timers.
-struct InaNode<'p> {
+pub struct InaNode<'p> {
     plan: &'p InaPlan,
     node: u32,
     program: Option<Box<dyn SwitchProgram>>,
@@ -86,7 +82,7 @@ struct InaNode<'p> {
     payload: Vec<u8>,
 }
 
-impl<'p> Switch<'p> {
+impl<'p> Bound<InaNode<'p>> {
     /// Binds every port of switch `node`.
     pub fn bind(plan: &'p InaPlan, node: u32, opts: SwitchOptions) -> Result<Switch<'p>, String> {
         plan.check_switch(node)?;
@@ -103,40 +99,19 @@ impl<'p> Switch<'p> {
             actions: Vec::new(),
             payload: Vec::new(),
         };
-        Ok(Switch { ports, logic })
-    }
-
-    /// Runs until `stop` is set or the duration ends (or the crash injection fires: then the
-    /// process exits at once with status 3, as a killed switch would vanish).
-    pub fn run(&mut self, stop: &AtomicBool) -> SwitchReport {
-        self.ports.run(&mut self.logic, stop);
-        self.report()
-    }
-
-    pub fn report(&self) -> SwitchReport {
-        SwitchReport {
-            ports: self.ports.report(),
-            program: self
-                .logic
-                .program
-                .as_ref()
-                .map(|p| ProgramCounters::of(p.stats(), p.descriptors_in_use(), p.kept_results())),
-        }
-    }
-
-    /// The data plane's counters so far.
-    pub fn counters(&self) -> &PortCounters {
-        &self.ports.counters
-    }
-
-    /// One datagram from port `port`, received now.
-    pub fn receive(&mut self, port: u16, from: SocketAddr, bytes: &[u8]) {
-        let now = self.ports.now_ps();
-        self.ports.receive(&mut self.logic, port, from, bytes, now);
+        Ok(Bound::new(ports, logic))
     }
 }
 
 impl Node for InaNode<'_> {
+    type Report = SwitchReport;
+
+    fn report(&self, ports: PortsReport) -> SwitchReport {
+        let program =
+            self.program.as_ref().map(|p| ProgramCounters::of(p.stats(), p.descriptors_in_use(), p.kept_results()));
+        SwitchReport { ports, program }
+    }
+
     fn fire(&mut self, io: &mut Ports, now: u64) {
         loop {
             match self.timers.peek() {
