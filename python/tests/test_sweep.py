@@ -148,10 +148,10 @@ def test_resume_after_the_process_is_stopped(tmp_path: Path, how: str) -> None:
     proc.send_signal(getattr(signal, how))
     _, err = proc.communicate(timeout=60)
     if how == "SIGINT":
-        assert proc.returncode == 130
+        assert proc.returncode == 130, err
         assert "run the same command again to resume" in err
     else:
-        assert proc.returncode == -signal.SIGKILL
+        assert proc.returncode == -signal.SIGKILL, err
     with ResultStore(db) as store:
         stored = store.count()
     assert 1 <= stored < 8, "the sweep should have been stopped midway"
