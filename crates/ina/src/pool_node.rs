@@ -89,11 +89,13 @@ pub struct PoolNodes {
     /// Tree aggregation: gradients a leaf refused (not from one of its workers).
     pub malformed_at_leaves: u64,
     actions: Vec<PoolAction>,
+    /// On a tree, the actions the tree does not route (kept to reuse its memory).
+    rest: Vec<PoolAction>,
 }
 
 impl PoolNodes {
     pub fn new(jobs: Vec<JobRoute>, tree: bool, atp: bool, dsa: bool) -> PoolNodes {
-        PoolNodes { jobs, tree, atp, dsa, malformed_at_leaves: 0, actions: Vec::new() }
+        PoolNodes { jobs, tree, atp, dsa, malformed_at_leaves: 0, actions: Vec::new(), rest: Vec::new() }
     }
 
     /// Where a packet of its job addressed by its destination goes, and whether programmable
@@ -229,7 +231,7 @@ impl PoolNodes {
         out: &mut Vec<NodeOut>,
     ) {
         let mut buf = std::mem::take(&mut self.actions);
-        let mut rest = Vec::new();
+        let mut rest = std::mem::take(&mut self.rest);
         for a in buf.drain(..) {
             let (x, custody) = match a {
                 PoolAction::Consume => {
@@ -290,9 +292,10 @@ impl PoolNodes {
         }
         self.actions = buf;
         if !rest.is_empty() {
-            self.actions.extend(rest);
+            self.actions.append(&mut rest);
             self.plain_actions(ecn, vals, out);
         }
+        self.rest = rest;
     }
 
     /// The program's actions as without a tree: a result for a job's workers is multicast,

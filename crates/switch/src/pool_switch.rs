@@ -20,7 +20,7 @@ use reducelab_ina::pool_node::{Arrival, NodeDst, NodeOut, PoolNodes};
 use reducelab_ina::{pool_wire, Values, NIL};
 use serde::Serialize;
 
-use crate::pool_plan::PoolPlan;
+use crate::pool_plan::{PoolPlan, Role};
 use crate::ports::{Bound, Node, Ports, PortsReport, SwitchOptions};
 
 /// The pool program's counters and occupancy.
@@ -61,11 +61,12 @@ pub struct PoolNode<'p> {
     vals: Values,
     ecn_carried: u64,
     out: Vec<NodeOut>,
+    /// Per host: (job, rank) of the worker there (addresses a result's copy to its worker).
+    worker_at: Vec<Option<(u16, u16)>>,
 }
 
 impl<'p> Bound<PoolNode<'p>> {
     pub fn bind(plan: &'p PoolPlan, node: u32, opts: SwitchOptions) -> Result<PoolSwitch<'p>, String> {
-        plan.check_switch(node)?;
         let program = plan.program(node)?;
         let ports = Ports::bind(
             &plan.fabric,
@@ -84,6 +85,12 @@ impl<'p> Bound<PoolNode<'p>> {
             vals: Values::new(ELEMS_PER_PACKET as usize),
             ecn_carried: 0,
             out: Vec::new(),
+            worker_at: (0..plan.fabric.num_hosts() as u32)
+                .map(|h| match plan.role(h) {
+                    Some(Role::Worker { job, rank }) => Some((job, rank)),
+                    _ => None,
+                })
+                .collect(),
         };
         Ok(Bound::new(ports, logic))
     }
@@ -181,8 +188,10 @@ impl PoolNode<'_> {
             NodeDst::Node(n) => (Some(n), job.tree.as_ref().and_then(|t| t.place(job.switch, n)).flatten()),
             NodeDst::Host(h) => {
                 if p.dst == Dest::Workers {
-                    if let Some(r) = job.workers.iter().position(|&w| w == h) {
-                        p.dst = Dest::Worker(r as u16);
+                    if let Some(Some((j, r))) = self.worker_at.get(h as usize) {
+                        if *j == p.job {
+                            p.dst = Dest::Worker(*r);
+                        }
                     }
                 }
                 (self.plan.fabric.host_nodes.get(h as usize).copied(), None)

@@ -85,7 +85,6 @@ pub struct InaNode<'p> {
 impl<'p> Bound<InaNode<'p>> {
     /// Binds every port of switch `node`.
     pub fn bind(plan: &'p InaPlan, node: u32, opts: SwitchOptions) -> Result<Switch<'p>, String> {
-        plan.check_switch(node)?;
         let program = plan.program(node)?;
         // The registry's frame has no ECN mark: no shaped ports.
         let ports = Ports::bind(&plan.fabric, &plan.endpoints, node, opts, None, None)?;
